@@ -1,0 +1,1 @@
+"""CA and serving certificates: generation, rotation, hot-reloading TLS context, caBundle."""

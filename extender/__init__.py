@@ -1,0 +1,1 @@
+"""Scheduler extender: ``/filter`` and ``/prioritize`` enforcing the descheduler's policy."""

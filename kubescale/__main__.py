@@ -1,0 +1,5 @@
+import sys
+
+from kubescale.cli import main
+
+sys.exit(main())

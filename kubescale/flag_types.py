@@ -1,0 +1,100 @@
+"""Parsers for flag values written the way upstream's Go components write them.
+
+Each raises :class:`argparse.ArgumentTypeError` with a message that, prefixed by argparse with the
+flag's name, makes one clear line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import re
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_DURATION_UNITS = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+}
+
+
+def parse_duration(text: str) -> float:
+    """A Go ``time.Duration`` string (``10s``, ``1m30s``, ``500ms``, ``0``) → seconds."""
+    value = text.strip()
+    if value in ("0", "+0", "-0"):
+        return 0.0
+    sign = 1.0
+    if value and value[0] in "+-":
+        sign = -1.0 if value[0] == "-" else 1.0
+        value = value[1:]
+    pos, total = 0, 0.0
+    while pos < len(value):
+        match = _DURATION_PART.match(value, pos)
+        if match is None:
+            raise argparse.ArgumentTypeError(
+                f"invalid duration {text!r} (want e.g. 10s, 1m30s, 500ms)"
+            )
+        total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+        pos = match.end()
+    if pos == 0:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r} (want e.g. 10s, 1m30s, 500ms)")
+    return sign * total
+
+
+def positive_duration(text: str) -> float:
+    seconds = parse_duration(text)
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"duration must be > 0, got {text!r}")
+    return seconds
+
+
+def parse_bool(text: str) -> bool:
+    """Go ``strconv.ParseBool`` spellings."""
+    lowered = text.strip().lower()
+    if lowered in ("1", "t", "true", "y", "yes"):
+        return True
+    if lowered in ("0", "f", "false", "n", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"invalid boolean {text!r} (want true or false)")
+
+
+def parse_port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid port {text!r} (want 0-65535)") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port {port} out of range 0-65535")
+    return port
+
+
+def parse_address(text: str) -> tuple[str | None, int]:
+    """``host:port`` as Go's ``net.Listen`` takes it: ``:8944``, ``0.0.0.0:8944``, ``[::1]:8944``.
+
+    An empty host means every interface and is returned as ``None``.
+    """
+    value = text.strip()
+    if value.startswith("["):
+        end = value.find("]")
+        if end < 0 or value[end + 1 : end + 2] != ":":
+            raise argparse.ArgumentTypeError(f"invalid address {text!r} (want [ipv6]:port)")
+        host, port_text = value[1:end], value[end + 2 :]
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"invalid address {text!r}: {host!r} is not an IPv6 address"
+            ) from None
+    else:
+        host, sep, port_text = value.rpartition(":")
+        if not sep:
+            raise argparse.ArgumentTypeError(f"invalid address {text!r} (want host:port or :port)")
+        if ":" in host:
+            raise argparse.ArgumentTypeError(
+                f"invalid address {text!r} (write IPv6 hosts in brackets: [::1]:8944)"
+            )
+    return (host or None), parse_port(port_text)

@@ -1,0 +1,215 @@
+"""``kubescale serve``: wiring of the TLS server, the health/metrics server and the loop runner.
+
+Start-up order: logging → settings → serving certificate (a bad one ends the process with one
+line naming the file) → both listeners → certificate watcher and loops. On SIGTERM or SIGINT the
+loops finish their iteration in progress (up to ``--graceful-shutdown-timeout``), then the
+listeners close gracefully and the process exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry
+
+from certs.authority import CertificateError
+from certs.reloading import ServerTLS
+from kubescale.clock import Clock, RealClock
+from kubescale.health import HealthChecks, make_health_app, new_process_registry
+from kubescale.https_server import make_https_app
+from kubescale.logs import component_logger, configure_logging
+from kubescale.loop_runner import Loop, LoopRunner
+from kubescale.serve_config import (
+    ConfigError,
+    ServeConfig,
+    add_serve_arguments,
+    serve_config_from_args,
+)
+
+log = component_logger("serve")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_serve_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = serve_config_from_args(args)
+    except ConfigError as exc:
+        sys.stderr.write(f"kubescale serve: error: {exc}\n")
+        return 2
+    configure_logging(level=config.log_level, fmt=config.log_format)
+    return asyncio.run(serve(config, clock=RealClock()))
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoopSpec:
+    """A loop and how often the runner runs it."""
+
+    loop: Loop
+    interval: float
+
+
+@dataclass
+class Server:
+    """The running process: its components, for tests and for routes added by later parts."""
+
+    config: ServeConfig
+    clock: Clock
+    registry: CollectorRegistry
+    checks: HealthChecks
+    tls: ServerTLS
+    runner: LoopRunner
+    https_app: web.Application
+    health_app: web.Application
+    stop_event: asyncio.Event
+    https_port: int = 0
+    health_port: int = 0
+
+
+async def serve(
+    config: ServeConfig,
+    *,
+    clock: Clock,
+    loops: Sequence[LoopSpec] = (),
+    mounts: Sequence[Callable[[web.Application], None]] = (),
+    registry: CollectorRegistry | None = None,
+    started: asyncio.Future[Server] | None = None,
+    install_signal_handlers: bool = True,
+) -> int:
+    """Run until SIGTERM/SIGINT (or ``Server.stop_event``); returns the exit code.
+
+    ``mounts`` add routes to the TLS application (the webhook and the extender mount theirs);
+    ``started`` is resolved with the running :class:`Server` once both listeners are up.
+    """
+    registry = registry if registry is not None else new_process_registry()
+    tls = ServerTLS(
+        cert_file=config.tls_cert_file,
+        key_file=config.tls_private_key,
+        client_ca_file=config.client_ca_file if config.require_client_cert else None,
+        require_client_cert=config.require_client_cert,
+        min_version=config.min_tls_version,
+        ciphers=config.tls_ciphers,
+        registry=registry,
+        logger=component_logger("tls"),
+    )
+    try:
+        tls.load()
+    except CertificateError as exc:
+        log.error("cannot load the serving certificate: %s", exc)
+        if started is not None and not started.done():
+            started.set_exception(exc)
+        return 1
+
+    checks = HealthChecks()
+    checks.add_readiness("certificates", lambda: None if tls.loaded else "not loaded")
+    runner = LoopRunner(clock=clock, registry=registry)
+    for spec in loops:
+        runner.add(spec.loop, interval=spec.interval)
+    checks.add_liveness("loops", runner.liveness_check)
+
+    server = Server(
+        config=config,
+        clock=clock,
+        registry=registry,
+        checks=checks,
+        tls=tls,
+        runner=runner,
+        https_app=make_https_app(),
+        health_app=make_health_app(checks=checks, registry=registry),
+        stop_event=asyncio.Event(),
+    )
+    for mount in mounts:
+        mount(server.https_app)
+    https_runner = web.AppRunner(server.https_app, access_log=None)
+    health_runner = web.AppRunner(server.health_app, access_log=None)
+    await https_runner.setup()
+    await health_runner.setup()
+    try:
+        https_site = web.TCPSite(
+            https_runner, config.bind_address, config.port, ssl_context=tls.listener_context()
+        )
+        health_site = web.TCPSite(health_runner, config.metrics_host, config.metrics_port)
+        try:
+            await https_site.start()
+            await health_site.start()
+        except OSError as exc:
+            log.error("cannot listen: %s", exc)
+            if started is not None and not started.done():
+                started.set_exception(exc)
+            return 1
+        server.https_port = _bound_port(https_runner)
+        server.health_port = _bound_port(health_runner)
+        log.info(
+            "serving",
+            extra={"fields": {"https_port": server.https_port, "health_port": server.health_port}},
+        )
+        return await _run_until_stopped(
+            server, started=started, install_signal_handlers=install_signal_handlers
+        )
+    finally:
+        await https_runner.cleanup()
+        await health_runner.cleanup()
+        log.info("stopped")
+
+
+async def _run_until_stopped(
+    server: Server, *, started: asyncio.Future[Server] | None, install_signal_handlers: bool
+) -> int:
+    loop = asyncio.get_running_loop()
+    if install_signal_handlers:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, server.stop_event.set)
+    watcher: asyncio.Task[None] | None = None
+    if server.config.reload_cert:
+        watcher = asyncio.create_task(
+            server.tls.watch(
+                clock=server.clock,
+                interval=server.config.cert_reload_interval,
+                stop=server.stop_event,
+            )
+        )
+    loops = asyncio.create_task(server.runner.run())
+    if started is not None and not started.done():
+        started.set_result(server)
+    try:
+        await server.stop_event.wait()
+        log.info("stopping: letting loops finish their iteration")
+        server.runner.stop()
+        try:
+            await asyncio.wait_for(
+                asyncio.shield(loops), timeout=server.config.graceful_shutdown_timeout
+            )
+        except TimeoutError:
+            log.warning(
+                "loops did not finish within %.0fs; cancelling them",
+                server.config.graceful_shutdown_timeout,
+            )
+            loops.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await loops
+        return 0
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+        if install_signal_handlers:
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(signum)
+
+
+def _bound_port(runner: web.AppRunner) -> int:
+    for address in runner.addresses:
+        if isinstance(address, tuple) and len(address) >= 2:
+            port: int = address[1]
+            return port
+    raise RuntimeError("listener has no address")

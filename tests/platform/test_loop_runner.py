@@ -1,0 +1,212 @@
+"""The loop runner on a virtual clock: interval, jitter bounds, failures, liveness, stop."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+from datetime import datetime
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry
+
+from kubescale.clock import VirtualClock
+from kubescale.loop_runner import LoopRunner
+
+
+class RecordingLoop:
+    """Records the virtual time of each iteration; raises on the iterations in ``fail_on``."""
+
+    def __init__(
+        self, clock: VirtualClock, name: str = "recorder", fail_on: set[int] | None = None
+    ):
+        self._clock = clock
+        self._name = name
+        self.fail_on = fail_on or set()
+        self.starts: list[float] = []
+        self.nows: list[datetime] = []
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    async def run_once(self, now: datetime) -> None:
+        self.starts.append(self._clock.elapsed)
+        self.nows.append(now)
+        if len(self.starts) - 1 in self.fail_on:
+            raise RuntimeError("boom")
+
+
+class BlockingLoop:
+    """Blocks inside its second iteration until released, like a wedged API call."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.entered = asyncio.Event()
+        self.finished = 0
+
+    @property
+    def name(self) -> str:
+        return "blocker"
+
+    async def run_once(self, now: datetime) -> None:
+        if self.finished >= 1:
+            self.entered.set()
+            await self.release.wait()
+        self.finished += 1
+
+
+def _sample(registry: CollectorRegistry, name: str, loop: str) -> float:
+    value = registry.get_sample_value(name, {"loop": loop})
+    return 0.0 if value is None else value
+
+
+async def _start(runner: LoopRunner) -> asyncio.Task[None]:
+    task = asyncio.create_task(runner.run())
+    for _ in range(5):
+        await asyncio.sleep(0)
+    return task
+
+
+async def _stop(runner: LoopRunner, task: asyncio.Task[None]) -> None:
+    runner.stop()
+    await asyncio.wait_for(task, timeout=5)
+
+
+async def test_runs_at_once_then_every_interval_without_jitter() -> None:
+    clock = VirtualClock()
+    loop = RecordingLoop(clock)
+    runner = LoopRunner(clock=clock, registry=CollectorRegistry(), rng=random.Random(1))
+    runner.add(loop, interval=60, jitter=0)
+    task = await _start(runner)
+    await clock.advance(60 * 5)
+    await _stop(runner, task)
+    assert loop.starts == [0, 60, 120, 180, 240, 300]
+    # run_once gets the clock's wall time at the start of the iteration
+    assert [(n - loop.nows[0]).total_seconds() for n in loop.nows] == loop.starts
+
+
+@settings(max_examples=20, deadline=None)
+@given(jitter=st.floats(min_value=0.0, max_value=1.0), seed=st.integers(0, 2**32 - 1))
+def test_gaps_stay_within_jitter_bounds(jitter: float, seed: int) -> None:
+    async def scenario() -> list[float]:
+        clock = VirtualClock()
+        loop = RecordingLoop(clock)
+        runner = LoopRunner(clock=clock, registry=CollectorRegistry(), rng=random.Random(seed))
+        runner.add(loop, interval=30, jitter=jitter)
+        task = await _start(runner)
+        await clock.advance(30 * 40)
+        await _stop(runner, task)
+        return loop.starts
+
+    starts = asyncio.run(scenario())
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    assert len(gaps) >= 19
+    assert all(30 <= gap <= 30 * (1 + jitter) + 1e-9 for gap in gaps), gaps
+
+
+async def test_jitter_actually_spreads_the_gaps() -> None:
+    clock = VirtualClock()
+    loop = RecordingLoop(clock)
+    runner = LoopRunner(clock=clock, registry=CollectorRegistry(), rng=random.Random(7))
+    runner.add(loop, interval=10, jitter=0.5)
+    task = await _start(runner)
+    await clock.advance(10 * 50)
+    await _stop(runner, task)
+    gaps = {round(b - a, 6) for a, b in zip(loop.starts, loop.starts[1:], strict=False)}
+    assert len(gaps) > 10  # not a fixed period
+    assert min(gaps) >= 10
+    assert max(gaps) <= 15
+
+
+async def test_a_raising_loop_is_counted_and_keeps_running() -> None:
+    clock = VirtualClock()
+    registry = CollectorRegistry()
+    failing = RecordingLoop(clock, name="flaky", fail_on={0, 2, 3})
+    healthy = RecordingLoop(clock, name="steady")
+    runner = LoopRunner(clock=clock, registry=registry, rng=random.Random(1))
+    runner.add(failing, interval=10, jitter=0)
+    runner.add(healthy, interval=10, jitter=0)
+    task = await _start(runner)
+    await clock.advance(50)
+    assert not task.done()  # the error did not end the runner
+    await _stop(runner, task)
+    assert failing.starts == [0, 10, 20, 30, 40, 50]
+    assert healthy.starts == [0, 10, 20, 30, 40, 50]
+    assert runner.failures("flaky") == 3
+    assert runner.failures("steady") == 0
+    assert _sample(registry, "kubescale_loop_failures_total", "flaky") == 3
+    assert _sample(registry, "kubescale_loop_execution_latency_seconds_count", "flaky") == 6
+    assert runner.liveness_check() is None  # failing iterations still complete
+
+
+async def test_healthz_reason_when_a_loop_stalls() -> None:
+    clock = VirtualClock()
+    blocker = BlockingLoop()
+    runner = LoopRunner(clock=clock, registry=CollectorRegistry(), rng=random.Random(1))
+    runner.add(blocker, interval=10, jitter=0)
+    task = await _start(runner)
+    await clock.advance(10)
+    await asyncio.wait_for(blocker.entered.wait(), timeout=5)
+    # The only completed iteration ended at t=0; 5 x 10 s = 50 s are tolerated.
+    await clock.advance(49)
+    assert clock.elapsed == 59
+    assert runner.stalled() == ["blocker"]
+    reason = runner.liveness_check()
+    assert reason is not None
+    assert "blocker" in reason
+    blocker.release.set()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert runner.stalled() == []
+    assert runner.liveness_check() is None
+    await _stop(runner, task)
+
+
+async def test_not_stalled_just_under_five_intervals() -> None:
+    clock = VirtualClock()
+    blocker = BlockingLoop()
+    runner = LoopRunner(clock=clock, registry=CollectorRegistry())
+    runner.add(blocker, interval=10, jitter=0)
+    task = await _start(runner)
+    await clock.advance(50)  # blocked since t=10; last completion t=0; 50 - 0 = 50, not > 50
+    assert runner.stalled() == []
+    await clock.advance(0.5)
+    assert runner.stalled() == ["blocker"]
+    blocker.release.set()
+    await _stop(runner, task)
+
+
+async def test_stop_finishes_the_iteration_in_progress() -> None:
+    clock = VirtualClock()
+    blocker = BlockingLoop()
+    sleeper = RecordingLoop(clock, name="sleeper")
+    runner = LoopRunner(clock=clock, registry=CollectorRegistry())
+    runner.add(blocker, interval=10, jitter=0)
+    runner.add(sleeper, interval=3600, jitter=0)
+    task = await _start(runner)
+    await clock.advance(10)
+    await asyncio.wait_for(blocker.entered.wait(), timeout=5)
+    runner.stop()
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert not task.done()  # waits for the blocked iteration rather than cancelling it
+    blocker.release.set()
+    await asyncio.wait_for(task, timeout=5)
+    assert blocker.finished == 2  # the interrupted iteration ran to its end
+    assert sleeper.starts == [0]  # the sleeping loop left its hour-long sleep at once
+
+
+async def test_add_validates_its_arguments() -> None:
+    clock = VirtualClock()
+    runner = LoopRunner(clock=clock, registry=CollectorRegistry())
+    loop = RecordingLoop(clock)
+    with pytest.raises(ValueError, match="interval must be > 0"):
+        runner.add(loop, interval=0)
+    with pytest.raises(ValueError, match="jitter"):
+        runner.add(loop, interval=1, jitter=2)
+    runner.add(loop, interval=1)
+    with pytest.raises(ValueError, match="added twice"):
+        runner.add(loop, interval=1)

@@ -1,0 +1,429 @@
+"""``kubescale serve`` and the CLI end to end: real sockets, real TLS, real signals."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import aiohttp
+import pytest
+from aiohttp import web
+from cryptography import x509
+
+from kubescale.cli import build_parser, main
+from kubescale.clock import RealClock
+from kubescale.serve import Server, serve
+from kubescale.serve_config import serve_config_from_args
+
+SERVICE, NAMESPACE = "kubescale", "kube-system"
+SAN_NAMES = [
+    "kubescale",
+    "kubescale.kube-system",
+    "kubescale.kube-system.svc",
+    "kubescale.kube-system.svc.cluster.local",
+]
+
+
+@pytest.fixture(scope="module")
+def cert_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("certs")
+    code = main(
+        [
+            "certs",
+            "--service",
+            SERVICE,
+            "--namespace",
+            NAMESPACE,
+            "--out",
+            str(out),
+            "--key-type",
+            "ecdsa",
+            "--san",
+            "127.0.0.1",
+        ]
+    )
+    assert code == 0
+    return out
+
+
+def _client_context(ca_file: Path, *, max_version: ssl.TLSVersion | None = None) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.load_verify_locations(cafile=str(ca_file))
+    ctx.verify_flags |= ssl.VERIFY_X509_STRICT
+    if max_version is not None:  # an old client, allowed to offer what the server must refuse
+        ctx.minimum_version = ssl.TLSVersion.MINIMUM_SUPPORTED
+        ctx.maximum_version = max_version
+        ctx.set_ciphers("DEFAULT:@SECLEVEL=0")
+    return ctx
+
+
+def _serve_args(cert_dir: Path, *extra: str) -> list[str]:
+    return [
+        "serve",
+        "--port",
+        "0",
+        "--bind-address",
+        "127.0.0.1",
+        "--address",
+        "127.0.0.1:0",
+        "--tls-cert-file",
+        str(cert_dir / "serverCert.pem"),
+        "--tls-private-key",
+        str(cert_dir / "serverKey.pem"),
+        "--client-ca-file",
+        str(cert_dir / "caCert.pem"),
+        *extra,
+    ]
+
+
+def _echo_routes(app: web.Application) -> None:
+    async def echo(request: web.Request) -> web.Response:
+        body = await request.read()
+        return web.Response(text=f"read {len(body)} bytes")
+
+    app.router.add_post("/echo", echo)
+
+
+@pytest.fixture
+async def running(cert_dir: Path) -> AsyncIterator[Server]:
+    config = serve_config_from_args(build_parser().parse_args(_serve_args(cert_dir)))
+    started: asyncio.Future[Server] = asyncio.get_running_loop().create_future()
+    task = asyncio.create_task(
+        serve(
+            config,
+            clock=RealClock(),
+            mounts=[_echo_routes],
+            started=started,
+            install_signal_handlers=False,
+        )
+    )
+    server = await asyncio.wait_for(started, timeout=10)
+    yield server
+    server.stop_event.set()
+    assert await asyncio.wait_for(task, timeout=10) == 0
+
+
+async def _handshake(port: int, ctx: ssl.SSLContext, name: str) -> bytes:
+    _reader, writer = await asyncio.open_connection(
+        "127.0.0.1", port, ssl=ctx, server_hostname=name
+    )
+    try:
+        ssl_object = writer.get_extra_info("ssl_object")
+        cert: bytes = ssl_object.getpeercert(binary_form=True)
+        return cert
+    finally:
+        writer.close()
+        await writer.wait_closed()
+
+
+@pytest.mark.parametrize("name", SAN_NAMES)
+async def test_tls_by_each_service_name(running: Server, cert_dir: Path, name: str) -> None:
+    assert await _handshake(running.https_port, _client_context(cert_dir / "caCert.pem"), name)
+
+
+async def test_tls_refuses_a_wrong_name(running: Server, cert_dir: Path) -> None:
+    with pytest.raises(ssl.SSLCertVerificationError):
+        await _handshake(
+            running.https_port, _client_context(cert_dir / "caCert.pem"), "other.kube-system.svc"
+        )
+
+
+@pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1_1 is deprecated:DeprecationWarning")
+async def test_tls_1_1_is_refused(running: Server, cert_dir: Path) -> None:
+    ctx = _client_context(cert_dir / "caCert.pem", max_version=ssl.TLSVersion.TLSv1_1)
+    with pytest.raises((ssl.SSLError, ConnectionResetError)):
+        await _handshake(running.https_port, ctx, SAN_NAMES[2])
+
+
+async def test_readiness_metrics_and_body_limit(running: Server, cert_dir: Path) -> None:
+    ctx = _client_context(cert_dir / "caCert.pem")
+    health = f"http://127.0.0.1:{running.health_port}"
+    resolver = _PinnedResolver({SAN_NAMES[2]: "127.0.0.1"})
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(resolver=resolver)) as http:
+        async with http.get(f"{health}/readyz") as resp:
+            assert (resp.status, await resp.text()) == (200, "ok")
+        async with http.get(f"{health}/metrics") as resp:
+            assert "kubescale_certificate_expiry_timestamp_seconds" in await resp.text()
+        url = f"https://{SAN_NAMES[2]}:{running.https_port}/echo"
+        async with http.post(url, data=b"x" * 1024, ssl=ctx) as resp:
+            assert (resp.status, await resp.text()) == (200, "read 1024 bytes")
+        async with http.post(url, data=b"x" * (5 * 1024 * 1024 + 1), ssl=ctx) as resp:
+            assert resp.status == 413
+
+        async def chunks() -> AsyncIterator[bytes]:
+            for _ in range(6):
+                yield b"y" * (1024 * 1024)
+
+        async with http.post(url, data=chunks(), ssl=ctx) as resp:
+            assert resp.status == 413  # no Content-Length: refused while reading
+
+
+class _PinnedResolver(aiohttp.abc.AbstractResolver):
+    """Resolves the Service names to loopback, as cluster DNS would to the Service IP."""
+
+    def __init__(self, hosts: dict[str, str]) -> None:
+        self._hosts = hosts
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[aiohttp.abc.ResolveResult]:
+        return [
+            {
+                "hostname": host,
+                "host": self._hosts[host],
+                "port": port,
+                "family": socket.AF_INET,
+                "proto": 0,
+                "flags": socket.AI_NUMERICHOST,
+            }
+        ]
+
+    async def close(self) -> None:
+        return None
+
+
+def test_cli_help_for_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in ([], ["serve"], ["certs"]):
+        with pytest.raises(SystemExit) as exit_info:
+            main([*argv, "--help"])
+        assert exit_info.value.code == 0
+        out = capsys.readouterr().out
+        assert out.startswith("usage: kubescale")
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    text = capsys.readouterr().out
+    for flag in (
+        "--port",
+        "--address",
+        "--tls-cert-file",
+        "--tls-private-key",
+        "--client-ca-file",
+        "--min-tls-version",
+        "--kubeconfig",
+        "--log-format",
+        "--reload-cert",
+    ):
+        assert flag in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["serve", "--port", "99999"], "argument --port: port 99999 out of range 0-65535"),
+        (["serve", "--address", "8944"], "--address: invalid address '8944'"),
+        (["serve", "--min-tls-version", "tls1_1"], "argument --min-tls-version: invalid choice"),
+        (["serve", "--tls-ciphers", "TLS_FOO"], "--tls-ciphers: unknown cipher suite 'TLS_FOO'"),
+        (["serve", "--log-format", "xml"], "argument --log-format/--logging-format"),
+        (["serve", "--bind-address", "nohost"], "--bind-address: invalid IP address 'nohost'"),
+        (["serve", "--port", "9000", "--address", ":9000"], "--port and --address both use"),
+        (["serve", "--cert-reload-interval", "0s"], "argument --cert-reload-interval"),
+        (["certs", "--service", "Bad_Name", "--namespace", "ns", "--out", "/tmp/x"], "Bad_Name"),
+        (
+            ["certs", "--service", "s", "--namespace", "ns", "--out", "/tmp/x", "--days", "0"],
+            "argument --days: must be at least 1 day",
+        ),
+        (["nope"], "invalid choice: 'nope'"),
+    ],
+)
+def test_bad_flags_exit_nonzero_with_one_line(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    try:
+        code = main(argv)
+    except SystemExit as exit_info:
+        code = exit_info.code  # type: ignore[assignment]
+    assert code not in (0, None)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert message in err
+
+
+def test_certs_command_writes_files_and_prints_the_bundle(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        main(
+            [
+                "certs",
+                "--service",
+                SERVICE,
+                "--namespace",
+                NAMESPACE,
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 0
+    )
+    bundle = capsys.readouterr().out.strip()
+    ca_pem = (tmp_path / "out" / "caCert.pem").read_bytes()
+    assert base64.b64decode(bundle) == ca_pem
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "caCert.pem",
+        "caKey.pem",
+        "serverCert.pem",
+        "serverKey.pem",
+    ]
+    assert (tmp_path / "out" / "serverKey.pem").stat().st_mode & 0o777 == 0o600
+    # rotating the leaf with the same CA keeps the caBundle
+    out2 = tmp_path / "rotated"
+    assert (
+        main(
+            [
+                "certs",
+                "--service",
+                SERVICE,
+                "--namespace",
+                NAMESPACE,
+                "--out",
+                str(out2),
+                "--ca-cert",
+                str(tmp_path / "out" / "caCert.pem"),
+                "--ca-key",
+                str(tmp_path / "out" / "caKey.pem"),
+            ]
+        )
+        == 0
+    )
+    assert capsys.readouterr().out.strip() == bundle
+    assert (out2 / "serverCert.pem").read_bytes() != (
+        tmp_path / "out" / "serverCert.pem"
+    ).read_bytes()
+
+
+def _kubescale_command() -> list[str]:
+    script = Path(sys.executable).with_name("kubescale")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "kubescale"]
+
+
+def _wait_for(predicate: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.05)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def test_process_serves_and_stops_cleanly_on_sigterm(cert_dir: Path, tmp_path: Path) -> None:
+    health_port = _free_port()
+    argv = _serve_args(cert_dir, "--log-format", "json")
+    argv[argv.index("127.0.0.1:0")] = f"127.0.0.1:{health_port}"
+    log_file = tmp_path / "serve.log"
+    with log_file.open("wb") as log_out:
+        proc = subprocess.Popen(
+            [*_kubescale_command(), *argv],
+            stderr=log_out,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        try:
+
+            def ready() -> bool:
+                try:
+                    with socket.create_connection(("127.0.0.1", health_port), timeout=0.2):
+                        return True
+                except OSError:
+                    assert proc.poll() is None, log_file.read_text()
+                    return False
+
+            _wait_for(ready, timeout=30)
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=30) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    records = [json.loads(line) for line in log_file.read_text().splitlines() if line.strip()]
+    assert {"ts", "level", "component", "msg"} <= set(records[0])
+    messages = [(r["component"], r["msg"]) for r in records]
+    assert ("serve", "serving") in messages
+    assert ("serve", "stopped") in messages
+
+
+def test_a_missing_certificate_ends_the_process_with_a_clear_line(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [
+            *_kubescale_command(),
+            "serve",
+            "--port",
+            "0",
+            "--address",
+            "127.0.0.1:0",
+            "--tls-cert-file",
+            str(tmp_path / "none.pem"),
+            "--tls-private-key",
+            str(tmp_path / "none-key.pem"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert "none.pem" in proc.stderr
+
+
+async def test_serve_picks_up_rotated_certificates(cert_dir: Path, tmp_path: Path) -> None:
+    live = tmp_path / "live"
+    shutil.copytree(cert_dir, live)
+    args = _serve_args(live, "--cert-reload-interval", "50ms")
+    config = serve_config_from_args(build_parser().parse_args(args))
+    started: asyncio.Future[Server] = asyncio.get_running_loop().create_future()
+    task = asyncio.create_task(
+        serve(config, clock=RealClock(), started=started, install_signal_handlers=False)
+    )
+    server = await asyncio.wait_for(started, timeout=10)
+    ctx = _client_context(live / "caCert.pem")
+    try:
+        before = x509.load_der_x509_certificate(
+            await _handshake(server.https_port, ctx, SAN_NAMES[3])
+        )
+        assert (
+            main(
+                [
+                    "certs",
+                    "--service",
+                    SERVICE,
+                    "--namespace",
+                    NAMESPACE,
+                    "--out",
+                    str(live),
+                    "--key-type",
+                    "ecdsa",
+                    "--ca-cert",
+                    str(live / "caCert.pem"),
+                    "--ca-key",
+                    str(live / "caKey.pem"),
+                ]
+            )
+            == 0
+        )
+
+        async def served_serial() -> int:
+            der = await _handshake(server.https_port, ctx, SAN_NAMES[3])
+            return x509.load_der_x509_certificate(der).serial_number
+
+        deadline = asyncio.get_running_loop().time() + 10
+        while await served_serial() == before.serial_number:
+            assert asyncio.get_running_loop().time() < deadline, "rotation not picked up"
+            await asyncio.sleep(0.05)
+        assert server.tls.certificate.serial_number == await served_serial()
+    finally:
+        server.stop_event.set()
+        assert await asyncio.wait_for(task, timeout=10) == 0

@@ -1,0 +1,1 @@
+"""VPA admission webhook: pod mutation from VPA recommendations and VPA object validation."""
