@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
+from datetime import datetime
 from pathlib import Path
 
 import aiohttp
@@ -23,7 +24,7 @@ from cryptography import x509
 
 from kubescale.cli import build_parser, main
 from kubescale.clock import RealClock
-from kubescale.serve import Server, serve
+from kubescale.serve import LoopSpec, Server, serve
 from kubescale.serve_config import serve_config_from_args
 
 SERVICE, NAMESPACE = "kubescale", "kube-system"
@@ -427,3 +428,44 @@ async def test_serve_picks_up_rotated_certificates(cert_dir: Path, tmp_path: Pat
     finally:
         server.stop_event.set()
         assert await asyncio.wait_for(task, timeout=10) == 0
+
+
+class _SlowLoop:
+    """An iteration that is in progress when SIGTERM arrives, finishing when released."""
+
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+        self.completed = 0
+
+    @property
+    def name(self) -> str:
+        return "slow"
+
+    async def run_once(self, now: datetime) -> None:
+        self.entered.set()
+        await self.release.wait()
+        self.completed += 1
+
+
+async def test_sigterm_lets_the_running_iteration_finish(cert_dir: Path) -> None:
+    config = serve_config_from_args(build_parser().parse_args(_serve_args(cert_dir)))
+    slow = _SlowLoop()
+    started: asyncio.Future[Server] = asyncio.get_running_loop().create_future()
+    task = asyncio.create_task(
+        serve(
+            config,
+            clock=RealClock(),
+            loops=[LoopSpec(loop=slow, interval=60)],
+            started=started,
+            install_signal_handlers=True,
+        )
+    )
+    await asyncio.wait_for(started, timeout=10)
+    await asyncio.wait_for(slow.entered.wait(), timeout=10)
+    os.kill(os.getpid(), signal.SIGTERM)
+    await asyncio.sleep(0.2)
+    assert not task.done()  # waiting for the iteration, not killing it
+    slow.release.set()
+    assert await asyncio.wait_for(task, timeout=10) == 0
+    assert slow.completed == 1
