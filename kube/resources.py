@@ -1,0 +1,266 @@
+"""The catalogue of Kubernetes resource types kubescale reads, writes and serves.
+
+One declaration per kind. The in-process API server serves exactly these (plus the metrics
+APIs), and the access layer builds its URLs from them, so adding a kind is one line here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResourceType:
+    """What the REST protocol needs to know about one kind."""
+
+    group: str
+    """API group; ``""`` for the core (legacy) group served under ``/api``."""
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+    subresources: frozenset[str] = field(default_factory=frozenset)
+    """Subresources besides the object itself: ``status``, ``scale``, ``eviction``, ``binding``,
+    ``resize``."""
+    short_names: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = (
+        "create",
+        "delete",
+        "deletecollection",
+        "get",
+        "list",
+        "patch",
+        "update",
+        "watch",
+    )
+
+    @property
+    def group_version(self) -> str:
+        """``v1`` for the core group, else ``group/version`` (an object's ``apiVersion``)."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """``(group, plural)``: unique within the catalogue."""
+        return (self.group, self.plural)
+
+    @property
+    def singular(self) -> str:
+        return self.kind.lower()
+
+    @property
+    def list_kind(self) -> str:
+        return f"{self.kind}List"
+
+    def base_path(self) -> str:
+        """``/api/v1`` or ``/apis/<group>/<version>``."""
+        return f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+
+    def collection_path(self, namespace: str | None = None) -> str:
+        """The collection URL; ``namespace=None`` on a namespaced kind lists across namespaces."""
+        if self.namespaced and namespace is not None:
+            return f"{self.base_path()}/namespaces/{namespace}/{self.plural}"
+        return f"{self.base_path()}/{self.plural}"
+
+    def object_path(self, name: str, namespace: str | None = None, subresource: str = "") -> str:
+        if self.namespaced and not namespace:
+            raise ValueError(f"{self.kind} {name!r} is namespaced: a namespace is required")
+        path = f"{self.collection_path(namespace if self.namespaced else None)}/{name}"
+        return f"{path}/{subresource}" if subresource else path
+
+
+def _rt(
+    group: str,
+    version: str,
+    kind: str,
+    plural: str,
+    *,
+    namespaced: bool = True,
+    subresources: tuple[str, ...] = (),
+    short_names: tuple[str, ...] = (),
+) -> ResourceType:
+    return ResourceType(
+        group=group,
+        version=version,
+        kind=kind,
+        plural=plural,
+        namespaced=namespaced,
+        subresources=frozenset(subresources),
+        short_names=short_names,
+    )
+
+
+PODS = _rt(
+    "",
+    "v1",
+    "Pod",
+    "pods",
+    subresources=("status", "eviction", "binding", "resize"),
+    short_names=("po",),
+)
+NODES = _rt(
+    "", "v1", "Node", "nodes", namespaced=False, subresources=("status",), short_names=("no",)
+)
+NAMESPACES = _rt(
+    "",
+    "v1",
+    "Namespace",
+    "namespaces",
+    namespaced=False,
+    subresources=("status",),
+    short_names=("ns",),
+)
+LIMIT_RANGES = _rt("", "v1", "LimitRange", "limitranges", short_names=("limits",))
+CORE_EVENTS = _rt("", "v1", "Event", "events", short_names=("ev",))
+CONFIG_MAPS = _rt("", "v1", "ConfigMap", "configmaps", short_names=("cm",))
+PERSISTENT_VOLUME_CLAIMS = _rt(
+    "",
+    "v1",
+    "PersistentVolumeClaim",
+    "persistentvolumeclaims",
+    subresources=("status",),
+    short_names=("pvc",),
+)
+DEPLOYMENTS = _rt(
+    "apps",
+    "v1",
+    "Deployment",
+    "deployments",
+    subresources=("status", "scale"),
+    short_names=("deploy",),
+)
+REPLICA_SETS = _rt(
+    "apps", "v1", "ReplicaSet", "replicasets", subresources=("status", "scale"), short_names=("rs",)
+)
+STATEFUL_SETS = _rt(
+    "apps",
+    "v1",
+    "StatefulSet",
+    "statefulsets",
+    subresources=("status", "scale"),
+    short_names=("sts",),
+)
+DAEMON_SETS = _rt(
+    "apps", "v1", "DaemonSet", "daemonsets", subresources=("status",), short_names=("ds",)
+)
+JOBS = _rt("batch", "v1", "Job", "jobs", subresources=("status",))
+CRON_JOBS = _rt("batch", "v1", "CronJob", "cronjobs", subresources=("status",), short_names=("cj",))
+POD_DISRUPTION_BUDGETS = _rt(
+    "policy",
+    "v1",
+    "PodDisruptionBudget",
+    "poddisruptionbudgets",
+    subresources=("status",),
+    short_names=("pdb",),
+)
+HORIZONTAL_POD_AUTOSCALERS = _rt(
+    "autoscaling",
+    "v2",
+    "HorizontalPodAutoscaler",
+    "horizontalpodautoscalers",
+    subresources=("status",),
+    short_names=("hpa",),
+)
+VERTICAL_POD_AUTOSCALERS = _rt(
+    "autoscaling.k8s.io",
+    "v1",
+    "VerticalPodAutoscaler",
+    "verticalpodautoscalers",
+    subresources=("status",),
+    short_names=("vpa",),
+)
+VPA_CHECKPOINTS = _rt(
+    "autoscaling.k8s.io",
+    "v1",
+    "VerticalPodAutoscalerCheckpoint",
+    "verticalpodautoscalercheckpoints",
+    short_names=("vpacheckpoint",),
+)
+LEASES = _rt("coordination.k8s.io", "v1", "Lease", "leases")
+MUTATING_WEBHOOK_CONFIGURATIONS = _rt(
+    "admissionregistration.k8s.io",
+    "v1",
+    "MutatingWebhookConfiguration",
+    "mutatingwebhookconfigurations",
+    namespaced=False,
+)
+VALIDATING_WEBHOOK_CONFIGURATIONS = _rt(
+    "admissionregistration.k8s.io",
+    "v1",
+    "ValidatingWebhookConfiguration",
+    "validatingwebhookconfigurations",
+    namespaced=False,
+)
+PRIORITY_CLASSES = _rt(
+    "scheduling.k8s.io",
+    "v1",
+    "PriorityClass",
+    "priorityclasses",
+    namespaced=False,
+    short_names=("pc",),
+)
+EVENTS = _rt("events.k8s.io", "v1", "Event", "events", short_names=("ev",))
+MACHINE_DEPLOYMENTS = _rt(
+    "cluster.x-k8s.io",
+    "v1beta1",
+    "MachineDeployment",
+    "machinedeployments",
+    subresources=("status", "scale"),
+    short_names=("md",),
+)
+MACHINE_SETS = _rt(
+    "cluster.x-k8s.io",
+    "v1beta1",
+    "MachineSet",
+    "machinesets",
+    subresources=("status", "scale"),
+    short_names=("ms",),
+)
+MACHINES = _rt(
+    "cluster.x-k8s.io",
+    "v1beta1",
+    "Machine",
+    "machines",
+    subresources=("status",),
+    short_names=("ma",),
+)
+
+ALL: tuple[ResourceType, ...] = (
+    PODS,
+    NODES,
+    NAMESPACES,
+    LIMIT_RANGES,
+    CORE_EVENTS,
+    CONFIG_MAPS,
+    PERSISTENT_VOLUME_CLAIMS,
+    DEPLOYMENTS,
+    REPLICA_SETS,
+    STATEFUL_SETS,
+    DAEMON_SETS,
+    JOBS,
+    CRON_JOBS,
+    POD_DISRUPTION_BUDGETS,
+    HORIZONTAL_POD_AUTOSCALERS,
+    VERTICAL_POD_AUTOSCALERS,
+    VPA_CHECKPOINTS,
+    LEASES,
+    MUTATING_WEBHOOK_CONFIGURATIONS,
+    VALIDATING_WEBHOOK_CONFIGURATIONS,
+    PRIORITY_CLASSES,
+    EVENTS,
+    MACHINE_DEPLOYMENTS,
+    MACHINE_SETS,
+    MACHINES,
+)
+
+_BY_KEY = {rt.key: rt for rt in ALL}
+_BY_GVK = {(rt.group_version, rt.kind): rt for rt in ALL}
+
+
+def by_plural(group: str, plural: str) -> ResourceType | None:
+    return _BY_KEY.get((group, plural))
+
+
+def by_kind(api_version: str, kind: str) -> ResourceType | None:
+    """The type of an object from its ``apiVersion`` and ``kind``."""
+    return _BY_GVK.get((api_version, kind))

@@ -1,0 +1,1 @@
+"""The embedded simulated cluster: an in-process Kubernetes API server and the actors on it."""

@@ -1,0 +1,1 @@
+"""An in-process Kubernetes API server speaking the real REST protocol over HTTP(S)."""
