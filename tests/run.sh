@@ -9,6 +9,19 @@ python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
 
+# Debian's kubectl (package kubernetes-client) for the API server conformance tests. It is
+# unpacked into .venv rather than installed, so a machine's own /usr/bin/kubectl is left alone.
+KUBECTL="$PWD/.venv/debian/usr/bin/kubectl"
+if [ ! -x "$KUBECTL" ] && command -v apt-get >/dev/null 2>&1; then
+  debs=$(mktemp -d)
+  ( cd "$debs" && { apt-get download -qq kubernetes-client 2>/dev/null \
+      || { apt-get update -qq && apt-get download -qq kubernetes-client; }; } ) >/dev/null 2>&1 \
+    && dpkg -x "$debs"/kubernetes-client_*.deb .venv/debian \
+    || echo "warning: could not fetch Debian's kubernetes-client; kubectl tests will skip" >&2
+  rm -rf "$debs"
+fi
+[ -x "$KUBECTL" ] && export KUBECTL
+
 echo "== ruff"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
