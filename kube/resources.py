@@ -225,6 +225,16 @@ MACHINES = _rt(
     short_names=("ma",),
 )
 
+CUSTOM_RESOURCE_DEFINITIONS = _rt(
+    "apiextensions.k8s.io",
+    "v1",
+    "CustomResourceDefinition",
+    "customresourcedefinitions",
+    namespaced=False,
+    subresources=("status",),
+    short_names=("crd", "crds"),
+)
+
 ALL: tuple[ResourceType, ...] = (
     PODS,
     NODES,
@@ -251,6 +261,7 @@ ALL: tuple[ResourceType, ...] = (
     MACHINE_DEPLOYMENTS,
     MACHINE_SETS,
     MACHINES,
+    CUSTOM_RESOURCE_DEFINITIONS,
 )
 
 _BY_KEY = {rt.key: rt for rt in ALL}

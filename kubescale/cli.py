@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from kubescale import __version__, certs_command, serve
+from kubescale import __version__, apiserver_command, certs_command, serve
 
 
 class _Parser(argparse.ArgumentParser):
@@ -49,6 +49,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     certs_command.add_arguments(certs_parser)
     certs_parser.set_defaults(handler=certs_command.run)
+
+    apiserver_parser = commands.add_parser(
+        "apiserver",
+        help="run the in-process Kubernetes API server standalone (for kubectl)",
+        description="Run the simulated Kubernetes API server on 127.0.0.1 over HTTPS and HTTP, "
+        "write a kubeconfig for it, and serve until SIGTERM.",
+    )
+    apiserver_command.add_arguments(apiserver_parser)
+    apiserver_parser.set_defaults(handler=apiserver_command.run)
     return parser
 
 

@@ -1,0 +1,130 @@
+"""Fault injection: the failures a controller must survive against a real API server.
+
+* ``add(verb=, resource=, status=500)`` fails the next ``count`` matching requests (``None``:
+  until cleared) with a real Status of that code — 500 InternalError, 429 TooManyRequests with
+  ``Retry-After`` (and ``details.retryAfterSeconds``) when ``retry_after`` is given, 410, 503...
+  ``delay`` seconds of real time are waited first; ``status=0`` only delays (a slow server).
+* ``drop_watches()`` breaks open watch streams mid-stream (the connection is closed without the
+  final chunk).
+* ``expire_history()`` forgets the change log, so watches and continue tokens from any older
+  resourceVersion get 410 — what an etcd compaction does.
+
+``resource`` is a plural (``pods``: the resource itself, not its subresources) or
+``plural/subresource`` (``pods/eviction``, ``deployments/scale``); ``verb`` is one of get, list,
+watch, create, update, patch, delete, deletecollection.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from . import errors
+from .store import ObjectStore
+
+__all__ = ["VERBS", "FaultInjector", "InjectedFault"]
+
+VERBS: Final = frozenset(
+    {"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class InjectedFault:
+    """What to do to one request: wait ``delay`` seconds, then fail with ``error`` if any."""
+
+    delay: float
+    error: errors.ApiError | None
+
+
+@dataclass(kw_only=True)
+class _Rule:
+    verb: str | None
+    resource: str | None
+    status: int
+    remaining: int | None
+    retry_after: float | None
+    delay: float
+
+    def applies(self, verb: str, resource: str) -> bool:
+        return (self.verb is None or self.verb == verb) and (
+            self.resource is None or self.resource == resource
+        )
+
+
+class FaultInjector:
+    """Faults consulted by every request before it is served."""
+
+    def __init__(self, *, store: ObjectStore) -> None:
+        self._store = store
+        self._rules: list[_Rule] = []
+        self.dropped_watches = 0
+        """How many watch streams :meth:`drop_watches` has broken so far."""
+
+    def add(
+        self,
+        *,
+        verb: str | None = None,
+        resource: str | None = None,
+        status: int = 500,
+        count: int | None = 1,
+        retry_after: float | None = None,
+        delay: float = 0.0,
+    ) -> None:
+        if verb is not None and verb not in VERBS:
+            raise ValueError(f"unknown verb {verb!r}; one of {', '.join(sorted(VERBS))}")
+        if status != 0 and not 400 <= status <= 599:
+            raise ValueError(f"status must be 0 (delay only) or an HTTP error code, not {status}")
+        if count is not None and count < 1:
+            raise ValueError("count must be at least 1 (or None for until cleared)")
+        if delay < 0:
+            raise ValueError("delay cannot be negative")
+        self._rules.append(
+            _Rule(
+                verb=verb,
+                resource=resource,
+                status=status,
+                remaining=count,
+                retry_after=retry_after,
+                delay=delay,
+            )
+        )
+
+    def drop_watches(self, resource: str | None = None) -> None:
+        """Break every open watch (of ``resource``, a plural, if given)."""
+        self.dropped_watches += self._store.events.drop(
+            lambda subscription: resource is None or subscription.resource[1] == resource
+        )
+
+    def expire_history(self) -> None:
+        self._store.expire_history()
+
+    def clear(self) -> None:
+        self._rules.clear()
+
+    def take(self, *, verb: str, resource: str) -> InjectedFault | None:
+        """The fault for this request, consuming one use of the first matching rule."""
+        for rule in self._rules:
+            if not rule.applies(verb, resource):
+                continue
+            if rule.remaining is not None:
+                rule.remaining -= 1
+                if rule.remaining <= 0:
+                    self._rules.remove(rule)
+            return InjectedFault(delay=rule.delay, error=_error_for(rule))
+        return None
+
+
+def _error_for(rule: _Rule) -> errors.ApiError | None:
+    if rule.status == 0:
+        return None
+    if rule.status == 429:
+        return errors.too_many_requests(
+            "Too many requests, please try again later.", retry_after=rule.retry_after
+        )
+    if rule.status == 500:
+        return errors.internal_error("injected fault")
+    headers = {"Retry-After": str(max(1, round(rule.retry_after)))} if rule.retry_after else None
+    return errors.status_error(
+        code=rule.status, message=f"injected fault ({rule.status})", headers=headers
+    )
