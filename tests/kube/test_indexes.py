@@ -1,0 +1,179 @@
+"""The informer store: keys, built-in and custom indexes, and lister queries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kube.indexes import (
+    NAMESPACE_INDEX,
+    NODE_INDEX,
+    OWNER_INDEX,
+    IndexedCache,
+    controller_owner_index,
+    object_key,
+)
+from kube.listers import Lister
+from kube.resources import NODES, PODS
+from kube.selectors import parse_label_selector
+
+
+def pod(
+    name: str,
+    namespace: str = "default",
+    *,
+    node: str | None = None,
+    labels: dict[str, str] | None = None,
+    owners: list[dict[str, Any]] | None = None,
+    phase: str = "Running",
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}"}
+    if labels is not None:
+        meta["labels"] = labels
+    if owners is not None:
+        meta["ownerReferences"] = owners
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "i"}]}
+    if node:
+        spec["nodeName"] = node
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": spec,
+        "status": {"phase": phase},
+    }
+
+
+def owner(uid: str, *, controller: bool | None = True) -> dict[str, Any]:
+    ref: dict[str, Any] = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": uid, "uid": uid}
+    if controller is not None:
+        ref["controller"] = controller
+    return ref
+
+
+@pytest.mark.parametrize(
+    ("obj", "key"),
+    [
+        ({"metadata": {"name": "a", "namespace": "ns"}}, "ns/a"),
+        ({"metadata": {"name": "node-1"}}, "node-1"),
+        ({"metadata": {"name": "x", "namespace": ""}}, "x"),
+    ],
+)
+def test_object_key_is_meta_namespace_key(obj: dict[str, Any], key: str) -> None:
+    assert object_key(obj) == key
+
+
+@pytest.mark.parametrize(
+    ("owners", "expected"),
+    [
+        ([owner("rs-1")], ["rs-1"]),
+        ([owner("a", controller=False), owner("b")], ["b"]),  # only the controller ref
+        ([owner("a", controller=None)], []),  # controller unset is not a controller
+        ([owner("a"), owner("b")], ["a"]),  # GetControllerOf: the first one
+        ([], []),
+    ],
+)
+def test_owner_index_takes_the_controller_reference(
+    owners: list[dict[str, Any]], expected: list[str]
+) -> None:
+    assert list(controller_owner_index(pod("p", owners=owners))) == expected
+
+
+def test_lister_queries() -> None:
+    cache = IndexedCache()
+    cache.upsert(pod("a", node="n1", labels={"app": "web", "tier": "fe"}, owners=[owner("rs-1")]))
+    cache.upsert(pod("b", node="n2", labels={"app": "web"}, owners=[owner("rs-1")]))
+    cache.upsert(pod("c", "other", node="n1", labels={"app": "db"}, owners=[owner("rs-2")]))
+    cache.upsert(pod("d", "other", phase="Pending"))
+    lister = Lister(cache, PODS)
+
+    def names(objs: list[dict[str, Any]]) -> list[str]:
+        return sorted(o["metadata"]["name"] for o in objs)
+
+    assert lister.get("a", "default") is not None
+    assert lister.get("a", "other") is None
+    assert names(lister.list()) == ["a", "b", "c", "d"]
+    assert names(lister.list(namespace="other")) == ["c", "d"]
+    assert names(lister.list(selector="app=web")) == ["a", "b"]
+    assert names(lister.list(selector="app in (web,db),tier!=fe")) == ["b", "c"]
+    assert names(lister.list(selector=parse_label_selector("!app"))) == ["d"]
+    assert names(lister.list(namespace="default", selector="tier")) == ["a"]
+    assert names(lister.list(field_selector="status.phase=Pending")) == ["d"]
+    assert names(lister.by_owner("rs-1")) == ["a", "b"]
+    assert names(lister.by_owner("rs-1", selector="tier=fe")) == ["a"]
+    assert names(lister.by_node("n1")) == ["a", "c"]
+    assert lister.by_node("n3") == []
+    with pytest.raises(ValueError, match="namespaced"):
+        lister.get("a")
+
+
+def test_cluster_scoped_lister_and_custom_index() -> None:
+    cache = IndexedCache({"zone": lambda o: [o["metadata"]["labels"]["zone"]]})
+    for name, zone in (("n1", "a"), ("n2", "b"), ("n3", "a")):
+        cache.upsert({"metadata": {"name": name, "labels": {"zone": zone}}})
+    lister = Lister(cache, NODES)
+    assert lister.get("n2") is not None
+    assert sorted(o["metadata"]["name"] for o in lister.by_index("zone", "a")) == ["n1", "n3"]
+    cache.add_indexer("initial", lambda o: [o["metadata"]["name"][0]])
+    assert len(lister.by_index("initial", "n")) == 3
+    with pytest.raises(KeyError, match="no index"):
+        lister.by_index("missing", "x")
+
+
+def test_update_moves_an_object_between_index_values() -> None:
+    cache = IndexedCache()
+    cache.upsert(pod("a", node="n1"))
+    old = cache.upsert(pod("a", node="n2"))
+    assert old is not None
+    assert old["spec"]["nodeName"] == "n1"
+    assert cache.by_index(NODE_INDEX, "n1") == []
+    assert [o["metadata"]["name"] for o in cache.by_index(NODE_INDEX, "n2")] == ["a"]
+    assert cache.index_values(NODE_INDEX) == ["n2"]
+    cache.remove("default/a")
+    assert cache.index_values(NODE_INDEX) == []
+    assert cache.remove("default/a") is None
+
+
+_names = st.sampled_from(["a", "b", "c", "d", "e"])
+_ops = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("upsert"),
+            _names,
+            st.sampled_from(["ns1", "ns2"]),
+            st.sampled_from([None, "n1", "n2"]),
+            st.sampled_from([None, "rs-1", "rs-2"]),
+        ),
+        st.tuples(st.just("remove"), _names, st.sampled_from(["ns1", "ns2"])),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_ops)
+def test_indexes_always_agree_with_a_full_scan(ops: list[tuple[Any, ...]]) -> None:
+    cache = IndexedCache()
+    for op in ops:
+        if op[0] == "upsert":
+            _, name, ns, node, rs = op
+            cache.upsert(pod(name, ns, node=node, owners=[owner(rs)] if rs else []))
+        else:
+            cache.remove(f"{op[2]}/{op[1]}")
+    everything = cache.values()
+    for index, func in (
+        (NAMESPACE_INDEX, lambda o: o["metadata"]["namespace"]),
+        (NODE_INDEX, lambda o: o["spec"].get("nodeName")),
+        (OWNER_INDEX, lambda o: next(iter(controller_owner_index(o)), None)),
+    ):
+        expected: dict[str, set[str]] = {}
+        for obj in everything:
+            value = func(obj)
+            if value:
+                expected.setdefault(value, set()).add(object_key(obj))
+        assert set(cache.index_values(index)) == set(expected)
+        for value, keys in expected.items():
+            assert {object_key(o) for o in cache.by_index(index, value)} == keys

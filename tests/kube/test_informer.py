@@ -1,0 +1,336 @@
+"""Informers against the in-process API server: sync, handlers, and an exact mirror through
+dropped watches, forced 410s (ERROR event and HTTP), 5xx storms, 429 Retry-After and silent
+watches (inactivity timeout)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from kube.client import KubeClient
+from kube.informer import Informer, InformerSettings
+from kube.informer_set import InformerSet
+from kube.resources import ALL, CONFIG_MAPS, NAMESPACES, PODS, ResourceType
+from kubescale.clock import VirtualClock
+from sim.apiserver.server import ApiServer
+
+from .conftest import FAST_INFORMER, new_client
+from .informer_checks import HandlerLog, assert_mirrors, eventually
+from .objects import config_map, namespace, pod
+
+
+@pytest.fixture
+async def informer(client: KubeClient) -> AsyncIterator[Informer]:
+    inf = Informer(
+        client=client, resource=CONFIG_MAPS, settings=FAST_INFORMER, rng=random.Random(1)
+    )
+    try:
+        yield inf
+    finally:
+        await inf.stop()
+
+
+def _bump(apiserver: ApiServer, name: str, value: str) -> None:
+    current = apiserver.store.get(CONFIG_MAPS, name, "default")
+    current["data"] = {"v": value}
+    apiserver.store.update(current)
+
+
+async def test_sync_listers_and_handlers(
+    apiserver: ApiServer, client: KubeClient, informer: Informer
+) -> None:
+    for name in ("a", "b", "c"):
+        apiserver.store.create(config_map(name, labels={"app": "web" if name != "c" else "db"}))
+    log = HandlerLog()
+    informer.add_handlers(log.handlers())
+    assert not informer.synced
+    informer.start()
+    assert await informer.wait_synced(within=5)
+    assert sorted(k for _, k in log.calls) == ["default/a", "default/b", "default/c"]
+    lister = informer.lister
+    got = lister.get("a", "default")
+    assert got is not None
+    assert got["kind"] == "ConfigMap"
+    assert sorted(o["metadata"]["name"] for o in lister.list(selector="app=web")) == ["a", "b"]
+
+    await client.create(CONFIG_MAPS, config_map("d"))
+    await client.patch(CONFIG_MAPS, "a", {"data": {"x": "1"}}, namespace="default")
+    await client.delete(CONFIG_MAPS, "b", namespace="default")
+    await assert_mirrors(client, informer, log=log)
+    assert log.calls[3:] == [("add", "default/d"), ("update", "default/a"), ("delete", "default/b")]
+    assert informer.stats.lists == 1
+    assert informer.stats.gone == 0
+
+
+async def test_a_late_handler_first_gets_the_cached_objects(
+    apiserver: ApiServer, informer: Informer
+) -> None:
+    apiserver.store.create(config_map("a"))
+    informer.start()
+    await informer.wait_synced()
+    log = HandlerLog()
+    informer.add_handlers(log.handlers())
+    assert log.calls == [("add", "default/a")]
+
+
+async def test_wait_synced_times_out_while_lists_fail(
+    apiserver: ApiServer, informer: Informer
+) -> None:
+    apiserver.faults.add(verb="list", resource="configmaps", status=500, count=None)
+    informer.start()
+    assert not await informer.wait_synced(within=0.2)
+    assert not informer.synced
+    apiserver.faults.clear()
+    assert await informer.wait_synced(within=5)
+
+
+async def test_dropped_watches_resume_from_the_last_resource_version(
+    apiserver: ApiServer, client: KubeClient, informer: Informer
+) -> None:
+    log = HandlerLog()
+    informer.add_handlers(log.handlers())
+    informer.start()
+    await informer.wait_synced()
+    for i in range(5):
+        apiserver.store.create(config_map(f"cm{i}"))
+        await asyncio.sleep(0.01)
+        apiserver.faults.drop_watches("configmaps")
+        _bump(apiserver, f"cm{i}", "1")
+        await asyncio.sleep(0.01)
+    await assert_mirrors(client, informer, log=log)
+    assert sorted(log.calls) == sorted(
+        [("add", f"default/cm{i}") for i in range(5)]
+        + [("update", f"default/cm{i}") for i in range(5)]
+    )
+    assert informer.stats.lists == 1  # never needed a re-list
+    assert informer.stats.watches >= 2
+
+
+async def test_expired_history_relists_and_diffs(
+    apiserver: ApiServer, client: KubeClient, informer: Informer
+) -> None:
+    for name in ("same", "changed", "removed", "recreated"):
+        apiserver.store.create(config_map(name))
+    log = HandlerLog()
+    informer.add_handlers(log.handlers())
+    informer.start()
+    await informer.wait_synced()
+    log.calls.clear()
+    old_uid = log.uids["default/recreated"]
+
+    # Keep the informer off the server while things change, then compact the history.
+    apiserver.faults.add(verb="watch", resource="configmaps", status=500, count=None)
+    apiserver.faults.drop_watches("configmaps")
+    await eventually(lambda: informer.stats.errors >= 1)
+    _bump(apiserver, "changed", "2")
+    apiserver.store.delete(CONFIG_MAPS, "removed", "default")
+    apiserver.store.delete(CONFIG_MAPS, "recreated", "default")
+    apiserver.store.create(config_map("recreated", data={"new": "yes"}))
+    apiserver.store.create(config_map("added"))
+    apiserver.faults.expire_history()
+    apiserver.faults.clear()
+
+    await assert_mirrors(client, informer, log=log)
+    assert informer.stats.gone >= 1
+    assert informer.stats.lists == 2
+    assert sorted(log.calls) == sorted(
+        [
+            ("update", "default/changed"),
+            ("delete", "default/removed"),
+            ("delete", "default/recreated"),
+            ("add", "default/recreated"),
+            ("add", "default/added"),
+        ]
+    )  # nothing for "same"
+    assert log.uids["default/recreated"] != old_uid
+
+
+async def test_http_410_on_watch_relists_without_spurious_events(
+    apiserver: ApiServer, client: KubeClient, informer: Informer
+) -> None:
+    apiserver.store.create(config_map("a"))
+    log = HandlerLog()
+    informer.add_handlers(log.handlers())
+    informer.start()
+    await informer.wait_synced()
+    apiserver.faults.add(verb="watch", resource="configmaps", status=410, count=1)
+    apiserver.faults.drop_watches("configmaps")
+    await eventually(lambda: informer.stats.lists == 2)
+    await assert_mirrors(client, informer, log=log)
+    assert informer.stats.gone == 1
+    assert log.calls == [("add", "default/a")]
+
+
+async def test_5xx_storms_on_list_and_watch(
+    apiserver: ApiServer, client: KubeClient, informer: Informer
+) -> None:
+    apiserver.store.create(config_map("early"))
+    apiserver.faults.add(verb="list", resource="configmaps", status=500, count=7)
+    apiserver.faults.add(verb="watch", resource="configmaps", status=503, count=6)
+    log = HandlerLog()
+    informer.add_handlers(log.handlers())
+    informer.start()
+    await informer.wait_synced(within=5)
+    for i in range(3):
+        apiserver.store.create(config_map(f"during{i}"))
+        await asyncio.sleep(0.005)
+    await assert_mirrors(client, informer, log=log)
+    assert informer.stats.errors >= 6 + 1  # 6 watch failures + one list given up by the client
+
+
+async def test_a_429_on_watch_waits_retry_after(apiserver: ApiServer, kubeconfig: Path) -> None:
+    clock = VirtualClock()
+    kube = await new_client(kubeconfig, clock=clock)
+    inf = Informer(client=kube, resource=CONFIG_MAPS, settings=FAST_INFORMER, rng=random.Random(2))
+    try:
+        inf.start()
+        await inf.wait_synced()
+        await eventually(lambda: inf.stats.watches == 1)  # a watch is open to be cut
+        apiserver.faults.add(
+            verb="watch", resource="configmaps", status=429, retry_after=1, count=1
+        )
+        apiserver.faults.drop_watches("configmaps")
+        # The cut stream costs one (short) backoff step ...
+        await eventually(lambda: clock.sleepers == 1)
+        deadline = clock.next_deadline()
+        assert deadline is not None
+        assert deadline - clock.elapsed < 0.05
+        await clock.advance(deadline - clock.elapsed)
+        # ... then the 429 costs exactly Retry-After.
+        await eventually(lambda: inf.stats.errors == 2 and clock.sleepers == 1)
+        deadline = clock.next_deadline()
+        assert deadline is not None
+        assert deadline - clock.elapsed == pytest.approx(1.0)
+        apiserver.store.create(config_map("after"))
+        await asyncio.sleep(0.05)
+        assert inf.lister.get("after", "default") is None
+        await clock.advance(1.0)
+        await eventually(lambda: inf.lister.get("after", "default") is not None)
+    finally:
+        await inf.stop()
+        await kube.close()
+
+
+async def test_silent_watches_are_reestablished_after_the_inactivity_timeout(
+    tmp_path: Path,
+) -> None:
+    async with ApiServer(bookmark_interval=60.0) as quiet:  # no bookmark within the test
+        path = tmp_path / "kubeconfig"
+        quiet.write_kubeconfig(path)
+        kube = await new_client(path)
+        settings = dataclasses.replace(
+            FAST_INFORMER, inactivity_timeout=0.2, min_watch_timeout=30, max_watch_timeout=31
+        )
+        inf = Informer(client=kube, resource=CONFIG_MAPS, settings=settings)
+        try:
+            inf.start()
+            await inf.wait_synced()
+            await eventually(lambda: inf.stats.inactivity_reconnects >= 2, limit=3)
+            # A server that stalls the next watch for 1.2 s: the client gives up after 0.2 s.
+            quiet.faults.add(verb="watch", resource="configmaps", status=0, delay=1.2, count=1)
+            quiet.faults.drop_watches("configmaps")
+            reconnects = inf.stats.inactivity_reconnects
+            quiet.store.create(config_map("seen"))
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            await eventually(lambda: inf.lister.get("seen", "default") is not None, limit=3)
+            assert loop.time() - started < 1.0  # before the stalled watch would answer
+            assert inf.stats.inactivity_reconnects > reconnects
+            await assert_mirrors(kube, inf)
+        finally:
+            await inf.stop()
+            await kube.close()
+
+
+async def test_server_side_label_selector(apiserver: ApiServer, client: KubeClient) -> None:
+    apiserver.store.create(config_map("a", labels={"app": "web"}))
+    apiserver.store.create(config_map("b", labels={"app": "db"}))
+    inf = Informer(
+        client=client, resource=CONFIG_MAPS, label_selector="app=web", settings=FAST_INFORMER
+    )
+    log = HandlerLog()
+    inf.add_handlers(log.handlers())
+    try:
+        inf.start()
+        await inf.wait_synced()
+        assert [o["metadata"]["name"] for o in inf.lister.list()] == ["a"]
+        await client.patch(
+            CONFIG_MAPS, "a", {"metadata": {"labels": {"app": "db"}}}, namespace="default"
+        )
+        await client.patch(
+            CONFIG_MAPS, "b", {"metadata": {"labels": {"app": "web"}}}, namespace="default"
+        )
+        await assert_mirrors(client, inf, log=log, label_selector="app=web")
+        assert log.calls == [("add", "default/a"), ("delete", "default/a"), ("add", "default/b")]
+    finally:
+        await inf.stop()
+
+
+async def test_pod_indexes_follow_the_server(apiserver: ApiServer, client: KubeClient) -> None:
+    apiserver.store.create(namespace("team"))
+    apiserver.store.create(pod("p1", "team", node="n1", owner_uid="rs-1"))
+    apiserver.store.create(pod("p2", "team", owner_uid="rs-1"))
+    inf = Informer(client=client, resource=PODS, namespace="team", settings=FAST_INFORMER)
+    try:
+        inf.start()
+        await inf.wait_synced()
+        assert [p["metadata"]["name"] for p in inf.lister.by_node("n1")] == ["p1"]
+        assert sorted(p["metadata"]["name"] for p in inf.lister.by_owner("rs-1")) == ["p1", "p2"]
+        await client.create(PODS, pod("p3", "team", node="n1"))
+        await eventually(lambda: len(inf.lister.by_node("n1")) == 2)
+        assert len(inf.lister.list(namespace="team")) == 3
+    finally:
+        await inf.stop()
+
+
+async def test_every_catalogued_resource_type_can_be_informed(client: KubeClient) -> None:
+    informers = InformerSet(client=client, settings=FAST_INFORMER)
+    for resource in ALL:
+        informers.informer(resource)
+    assert informers.readiness_check() is not None
+    informers.start()
+    try:
+        assert await informers.wait_synced(within=10)
+        assert informers.readiness_check() is None
+        assert informers.informer(NAMESPACES) is informers.informer(NAMESPACES)
+        names = {n["metadata"]["name"] for n in informers.lister(NAMESPACES).list()}
+        assert "default" in names
+        # Informers asked for after start() start at once.
+        late = informers.informer(CONFIG_MAPS, namespace="default")
+        assert await late.wait_synced(within=5)
+    finally:
+        await informers.stop()
+
+
+def test_settings_validation() -> None:
+    with pytest.raises(ValueError, match="watch timeouts"):
+        InformerSettings(min_watch_timeout=10, max_watch_timeout=5)
+    with pytest.raises(ValueError, match="positive"):
+        InformerSettings(inactivity_timeout=0)
+
+
+def test_watch_timeouts_are_jittered_over_five_to_ten_minutes(client: KubeClient) -> None:
+    inf = Informer(client=client, resource=CONFIG_MAPS, rng=random.Random(5))
+    draws = [inf.next_watch_timeout() for _ in range(500)]
+    assert all(300 <= d < 600 for d in draws)
+    assert min(draws) < 310
+    assert max(draws) > 590
+
+
+async def test_an_unserved_kind_keeps_retrying_without_syncing(client: KubeClient) -> None:
+    widgets = ResourceType(
+        group="example.com", version="v1", kind="Widget", plural="widgets", namespaced=True
+    )
+    inf = Informer(client=client, resource=widgets, settings=FAST_INFORMER)
+    try:
+        inf.start()
+        assert not await inf.wait_synced(within=0.2)
+        assert inf.stats.errors >= 2  # 404 → backoff → list again, repeatedly
+        assert inf.running
+    finally:
+        await inf.stop()
