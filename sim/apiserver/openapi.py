@@ -1,18 +1,22 @@
-"""A minimal OpenAPI v3 publication: enough for kubectl to use server-side field validation.
+"""A minimal OpenAPI publication: enough for kubectl to validate and patch against this server.
 
 kubectl (``--validate``, on by default) asks ``/openapi/v3`` whether the server understands the
 ``fieldValidation`` query parameter: it looks, in the group-version document, for the PATCH
 operation tagged with the kind's ``x-kubernetes-group-version-kind`` and for a
 ``fieldValidation`` query parameter on it (``resource.QueryParamVerifierV3``). If found, it
-sends ``fieldValidation=Strict`` and leaves validation to the server; otherwise it downloads
-``/openapi/v2`` to validate on the client, which fails when there is none.
+sends ``fieldValidation=Strict`` and leaves validation to the server
+(:mod:`sim.apiserver.field_validation`).
 
 So each group-version document lists the real paths of every served kind with their operations,
 GVK extensions and parameters, but no schemas (``components.schemas`` is empty): kubectl then
 computes ``apply`` patches from its compiled-in types, as it does for servers without OpenAPI.
-The server accepts ``fieldValidation`` and does not act on it (it keeps unknown fields, like
-``fieldValidation=Ignore``), because it has no schemas to check against.
-``/openapi/v2`` stays 404, which kubectl tolerates once v3 answers.
+
+kubectl before 1.27 (Debian's 1.20 among them) validates on the client instead, against the
+protobuf OpenAPI v2 document (``/openapi/v2`` with ``Accept:
+application/com.github.proto-openapi.spec.v2@v1.0+protobuf``) and fails when there is none.
+:func:`openapi_v2_protobuf` gives it a valid document with no definitions; kubectl skips
+client-side checks for kinds it finds no schema for (``validateResource``: "resource is not
+present, let's just skip validation"), and the server still validates.
 """
 
 from __future__ import annotations
@@ -26,7 +30,12 @@ from kube.resources import ResourceType
 from .discovery import KUBERNETES_VERSION
 from .registry import ResourceRegistry
 
-__all__ = ["group_version_document", "openapi_index"]
+__all__ = [
+    "group_version_document",
+    "openapi_index",
+    "openapi_v2_json",
+    "openapi_v2_protobuf",
+]
 
 _QUERY_PARAMETERS: Final = ("dryRun", "fieldManager", "fieldValidation", "pretty")
 
@@ -106,3 +115,39 @@ def group_version_document(
         "paths": paths,
         "components": {"schemas": {}},
     }
+
+
+def openapi_v2_json() -> dict[str, Any]:
+    """``/openapi/v2`` as JSON: a Swagger 2.0 document with no paths or definitions."""
+    return {
+        "swagger": "2.0",
+        "info": {"title": "Kubernetes", "version": KUBERNETES_VERSION},
+        "paths": {},
+        "definitions": {},
+    }
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _length_delimited(field_number: int, payload: bytes) -> bytes:
+    return _varint(field_number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def openapi_v2_protobuf() -> bytes:
+    """The same document as gnostic's ``openapi.v2.Document`` protobuf, as kubectl < 1.27 reads it.
+
+    Field numbers from gnostic's OpenAPIv2.proto: Document.swagger = 1, Document.info = 2,
+    Document.paths = 8; Info.title = 1, Info.version = 2.
+    """
+    info = _length_delimited(1, b"Kubernetes") + _length_delimited(2, KUBERNETES_VERSION.encode())
+    return _length_delimited(1, b"2.0") + _length_delimited(2, info) + _length_delimited(8, b"")

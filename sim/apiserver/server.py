@@ -157,6 +157,7 @@ class ApiServer:
             router.add_get(path + "/", handler)
         router.add_route("*", "/api/v1/{tail:.+}", handlers.core)
         router.add_route("*", "/apis/{group}/{version}/{tail:.+}", handlers.grouped)
+        router.add_get("/openapi/v2", self._openapi_v2)
         router.add_get("/openapi/v3", self._openapi_index)
         router.add_get("/openapi/v3/api/{version}", self._openapi_core)
         router.add_get("/openapi/v3/apis/{group}/{version}", self._openapi_group)
@@ -258,6 +259,15 @@ class ApiServer:
         info = request.match_info
         document = discovery.api_resource_list(self.registry, info["group"], info["version"])
         return json_response(document) if document is not None else _not_found()
+
+    async def _openapi_v2(self, request: web.Request) -> web.Response:
+        if "protobuf" in request.headers.get("Accept", ""):
+            # kube-openapi answers the protobuf form as octet-stream: the Accept type's "@" is
+            # not a valid media type for Go's mime.ParseMediaType, which client-go runs on it.
+            return web.Response(
+                body=openapi.openapi_v2_protobuf(), content_type="application/octet-stream"
+            )
+        return json_response(openapi.openapi_v2_json())
 
     async def _openapi_index(self, _: web.Request) -> web.Response:
         return json_response(openapi.openapi_index(self.registry))
