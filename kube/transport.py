@@ -7,7 +7,10 @@ generated model is built per object, and the same code serves every
 
 - retries: ``429 Too Many Requests`` waits the server's ``Retry-After`` (client-go's
   ``checkWait``; a jittered backoff step when the header is absent), ``5xx`` and transport errors
-  back off exponentially with jitter, all bounded by ``ClientSettings.max_attempts``. A JSON
+  back off exponentially with jitter, all bounded by ``ClientSettings.max_attempts``. A ``5xx``
+  answer to a write is retried only when it carries ``Retry-After`` (client-go's rule): without
+  it the server has answered, e.g. an admission webhook failing closed, and sending the write
+  again would only call the webhook again; reads are retried after any ``5xx``. A JSON
   patch and a ``generateName`` create are not retried after a 5xx or a transport error (they are
   not idempotent); requests are retried after a 429, which the server sends before doing
   anything, except evictions, whose 429 is a disruption budget's refusal;
@@ -165,7 +168,8 @@ class Transport:
     ) -> dict[str, Any]:
         """Send a request, retrying 429/5xx/transport errors; the decoded JSON response body.
 
-        ``idempotent=False`` turns off retries after 5xx and transport errors;
+        ``idempotent=False`` turns off retries after 5xx and transport errors; writes are
+        retried after a 5xx only when it carries ``Retry-After``;
         ``retry_throttled=False`` turns off retries after 429 (evictions: there a 429 is a
         disruption budget's answer, which the caller wants at once).
         """
@@ -229,7 +233,9 @@ class Transport:
                 body=payload,
                 retry_after=parse_retry_after(response.headers.get("Retry-After")),
             )
-            retryable = (status == 429 and retry_throttled) or (status >= 500 and idempotent)
+            retryable = (status == 429 and retry_throttled) or (
+                status >= 500 and idempotent and (method == "GET" or err_.retry_after is not None)
+            )
             if not retryable or attempt >= self.settings.max_attempts:
                 raise err_
             if err_.retry_after is not None:

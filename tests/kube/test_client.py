@@ -151,7 +151,12 @@ async def test_non_idempotent_writes_are_not_retried_after_a_5xx(
             namespace="default",
             patch_type="json",
         )
+    # A write's 5xx without Retry-After is the server's answer (client-go retries a write only
+    # when the 5xx carries Retry-After), e.g. an admission webhook failing closed.
     apiserver.faults.add(verb="patch", resource="configmaps", status=500, count=1)
+    with pytest.raises(KubeApiError):
+        await client.patch(CONFIG_MAPS, "j", {"data": {"c": "3"}}, namespace="default")
+    apiserver.faults.add(verb="patch", resource="configmaps", status=503, count=1, retry_after=1)
     merged = await client.patch(CONFIG_MAPS, "j", {"data": {"c": "3"}}, namespace="default")
     assert merged["data"] == {"a": "1", "c": "3"}
     apiserver.faults.add(verb="create", resource="configmaps", status=500, count=1)
