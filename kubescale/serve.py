@@ -1,9 +1,11 @@
 """``kubescale serve``: wiring of the TLS server, the health/metrics server and the loop runner.
 
 Start-up order: logging → settings → serving certificate (a bad one ends the process with one
-line naming the file) → both listeners → certificate watcher and loops. On SIGTERM or SIGINT the
-loops finish their iteration in progress (up to ``--graceful-shutdown-timeout``), then the
-listeners close gracefully and the process exits 0.
+line naming the file) → Kubernetes client and leader elector (when there are loops to gate) →
+both listeners → certificate watcher and loops. The loops run only while this replica holds the
+Lease (``--leader-elect``, on by default); the TLS server serves on every replica. On SIGTERM or
+SIGINT the loops finish their iteration in progress (up to ``--graceful-shutdown-timeout``), the
+Lease is released, then the listeners close gracefully and the process exits 0.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ from prometheus_client import CollectorRegistry
 
 from certs.authority import CertificateError
 from certs.reloading import ServerTLS
+from kube.client import KubeClient, connect
+from kube.config_loading import ConfigError as KubeConfigError
+from kube.errors import KubeError
+from kube.leader_election import LeaderElector
 from kubescale.clock import Clock, RealClock
 from kubescale.health import HealthChecks, make_health_app, new_process_registry
 from kubescale.https_server import make_https_app
@@ -71,6 +77,8 @@ class Server:
     https_app: web.Application
     health_app: web.Application
     stop_event: asyncio.Event
+    kube: KubeClient | None = None
+    elector: LeaderElector | None = None
     https_port: int = 0
     health_port: int = 0
 
@@ -114,7 +122,6 @@ async def serve(
     runner = LoopRunner(clock=clock, registry=registry)
     for spec in loops:
         runner.add(spec.loop, interval=spec.interval)
-    checks.add_liveness("loops", runner.liveness_check)
 
     server = Server(
         config=config,
@@ -127,6 +134,23 @@ async def serve(
         health_app=make_health_app(checks=checks, registry=registry),
         stop_event=asyncio.Event(),
     )
+    if loops and config.leader_elect:
+        try:
+            server.kube = await connect(
+                kubeconfig=config.kubeconfig, clock=clock, registry=registry
+            )
+        except (KubeConfigError, KubeError, OSError) as exc:
+            log.error("cannot connect to Kubernetes: %s", exc)
+            if started is not None and not started.done():
+                started.set_exception(exc)
+            return 1
+        elector = _elector(config, client=server.kube, clock=clock, registry=registry)
+        server.elector = elector
+        checks.add_liveness("leader-election", elector.healthz_check)
+        # A standby replica's loops do not run: they are not stalled.
+        checks.add_liveness("loops", lambda: runner.liveness_check() if elector.is_leader else None)
+    else:
+        checks.add_liveness("loops", runner.liveness_check)
     for mount in mounts:
         mount(server.https_app)
     https_runner = web.AppRunner(server.https_app, access_log=None)
@@ -158,7 +182,25 @@ async def serve(
     finally:
         await https_runner.cleanup()
         await health_runner.cleanup()
+        if server.kube is not None:
+            await server.kube.close()
         log.info("stopped")
+
+
+def _elector(
+    config: ServeConfig, *, client: KubeClient, clock: Clock, registry: CollectorRegistry
+) -> LeaderElector:
+    return LeaderElector(
+        client=client,
+        clock=clock,
+        namespace=config.leader_elect_resource_namespace,
+        name=config.leader_elect_resource_name,
+        lease_duration=config.leader_elect_lease_duration,
+        renew_deadline=config.leader_elect_renew_deadline,
+        retry_period=config.leader_elect_retry_period,
+        registry=registry,
+        logger=component_logger("leader-election"),
+    )
 
 
 async def _run_until_stopped(
@@ -177,13 +219,22 @@ async def _run_until_stopped(
                 stop=server.stop_event,
             )
         )
-    loops = asyncio.create_task(server.runner.run())
+    elector_stop = asyncio.Event()
+    if server.elector is not None:
+        # Loops run only while this replica holds the Lease; on stop the elector waits for the
+        # iteration in progress to finish, then releases the Lease for the next replica.
+        loops = asyncio.create_task(
+            server.elector.run(on_started_leading=server.runner.run, stop=elector_stop)
+        )
+    else:
+        loops = asyncio.create_task(server.runner.run())
     if started is not None and not started.done():
         started.set_result(server)
     try:
         await server.stop_event.wait()
         log.info("stopping: letting loops finish their iteration")
         server.runner.stop()
+        elector_stop.set()
         try:
             await asyncio.wait_for(
                 asyncio.shield(loops), timeout=server.config.graceful_shutdown_timeout

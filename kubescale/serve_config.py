@@ -21,6 +21,7 @@ import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
+from kube.leader_election import validate_timing
 from kubescale.flag_types import parse_address, parse_bool, parse_port, positive_duration
 from kubescale.logs import LOG_LEVELS, LogFormat
 from kubescale.tls_ciphers import go_cipher_suites_to_openssl
@@ -48,6 +49,12 @@ class ServeConfig:
     log_level: str
     log_format: LogFormat
     graceful_shutdown_timeout: float
+    leader_elect: bool
+    leader_elect_lease_duration: float
+    leader_elect_renew_deadline: float
+    leader_elect_retry_period: float
+    leader_elect_resource_name: str
+    leader_elect_resource_namespace: str
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -150,6 +157,58 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="after SIGTERM, how long loops may take to finish their iteration (default: 25s)",
     )
 
+    election = parser.add_argument_group(
+        "leader election (gates the control loops only; every replica serves the webhook and "
+        "the extender)"
+    )
+    election.add_argument(
+        "--leader-elect",
+        type=parse_bool,
+        nargs="?",
+        const=True,
+        default=True,
+        metavar="BOOL",
+        help="run the control loops only on the replica holding the Lease (default: true)",
+    )
+    election.add_argument(
+        "--leader-elect-lease-duration",
+        type=positive_duration,
+        default=15.0,
+        metavar="DURATION",
+        help="how long a non-leader waits after the last observed renewal "
+        "before taking over (default: 15s)",
+    )
+    election.add_argument(
+        "--leader-elect-renew-deadline",
+        type=positive_duration,
+        default=10.0,
+        metavar="DURATION",
+        help="how long the leader retries renewing before it gives up (default: 10s)",
+    )
+    election.add_argument(
+        "--leader-elect-retry-period",
+        type=positive_duration,
+        default=2.0,
+        metavar="DURATION",
+        help="wait between acquire/renew tries (default: 2s)",
+    )
+    election.add_argument(
+        "--leader-elect-resource-lock",
+        choices=("leases",),
+        default="leases",
+        help="lock object kind (default: %(default)s)",
+    )
+    election.add_argument(
+        "--leader-elect-resource-name",
+        default="kubescale",
+        help="Lease name (default: %(default)s)",
+    )
+    election.add_argument(
+        "--leader-elect-resource-namespace",
+        default="kube-system",
+        help="Lease namespace (default: %(default)s)",
+    )
+
 
 class ConfigError(ValueError):
     """A flag value that parsed but does not make sense; the message names the flag."""
@@ -177,6 +236,17 @@ def serve_config_from_args(args: argparse.Namespace) -> ServeConfig:
         and (bind is None or metrics_host is None or bind == metrics_host)
     ):
         raise ConfigError(f"--port and --address both use port {args.port}")
+    try:
+        validate_timing(
+            lease_duration=args.leader_elect_lease_duration,
+            renew_deadline=args.leader_elect_renew_deadline,
+            retry_period=args.leader_elect_retry_period,
+        )
+    except ValueError as exc:
+        message = str(exc)
+        for setting in ("lease_duration", "renew_deadline", "retry_period"):
+            message = message.replace(setting, "--leader-elect-" + setting.replace("_", "-"))
+        raise ConfigError(message) from None
     return ServeConfig(
         bind_address=bind,
         port=args.port,
@@ -194,4 +264,10 @@ def serve_config_from_args(args: argparse.Namespace) -> ServeConfig:
         log_level=args.log_level,
         log_format=args.log_format,
         graceful_shutdown_timeout=args.graceful_shutdown_timeout,
+        leader_elect=args.leader_elect,
+        leader_elect_lease_duration=args.leader_elect_lease_duration,
+        leader_elect_renew_deadline=args.leader_elect_renew_deadline,
+        leader_elect_retry_period=args.leader_elect_retry_period,
+        leader_elect_resource_name=args.leader_elect_resource_name,
+        leader_elect_resource_namespace=args.leader_elect_resource_namespace,
     )

@@ -449,7 +449,8 @@ class _SlowLoop:
 
 
 async def test_sigterm_lets_the_running_iteration_finish(cert_dir: Path) -> None:
-    config = serve_config_from_args(build_parser().parse_args(_serve_args(cert_dir)))
+    argv = _serve_args(cert_dir, "--leader-elect=false")
+    config = serve_config_from_args(build_parser().parse_args(argv))
     slow = _SlowLoop()
     started: asyncio.Future[Server] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(

@@ -1,0 +1,122 @@
+"""Two ``kubescale serve`` replicas against one API server: only the leader runs the loops.
+
+Both replicas serve TLS and report healthy; the loops run on the Lease holder only; on a clean
+stop the leader finishes its iteration, releases the Lease, and the standby takes over at its
+next try instead of waiting out the lease. Election timings are scaled down (lease 1.5 s,
+renew deadline 1 s, retry 0.2 s) so the test runs on the real clock in a few seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from datetime import datetime
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from kube.resources import LEASES
+from kubescale.cli import build_parser, main
+from kubescale.clock import RealClock
+from kubescale.serve import LoopSpec, Server, serve
+from kubescale.serve_config import serve_config_from_args
+from sim.apiserver.server import ApiServer
+
+
+class CountingLoop:
+    def __init__(self) -> None:
+        self.iterations = 0
+
+    @property
+    def name(self) -> str:
+        return "counter"
+
+    async def run_once(self, now: datetime) -> None:
+        self.iterations += 1
+
+
+@pytest.fixture(scope="module")
+def cert_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("certs")
+    argv = ["certs", "--service", "kubescale", "--namespace", "kube-system", "--out", str(out)]
+    assert main([*argv, "--key-type", "ecdsa"]) == 0
+    return out
+
+
+@pytest.fixture
+async def apiserver(tmp_path: Path) -> AsyncIterator[tuple[ApiServer, Path]]:
+    async with ApiServer() as api:
+        path = tmp_path / "kubeconfig"
+        api.write_kubeconfig(path)
+        yield api, path
+
+
+async def _replica(
+    cert_dir: Path, kubeconfig: Path, loop: CountingLoop
+) -> tuple[Server, asyncio.Task[int]]:
+    argv = [
+        "serve", "--port", "0", "--bind-address", "127.0.0.1", "--address", "127.0.0.1:0",
+        "--tls-cert-file", str(cert_dir / "serverCert.pem"),
+        "--tls-private-key", str(cert_dir / "serverKey.pem"),
+        "--client-ca-file", str(cert_dir / "caCert.pem"),
+        "--kubeconfig", str(kubeconfig),
+        "--leader-elect-lease-duration", "1500ms", "--leader-elect-renew-deadline", "1s",
+        "--leader-elect-retry-period", "200ms",
+    ]  # fmt: skip
+    config = serve_config_from_args(build_parser().parse_args(argv))
+    started: asyncio.Future[Server] = asyncio.get_running_loop().create_future()
+    task = asyncio.create_task(
+        serve(config, clock=RealClock(), loops=[LoopSpec(loop=loop, interval=0.05)],
+              started=started, install_signal_handlers=False)
+    )  # fmt: skip
+    return await asyncio.wait_for(started, timeout=10), task
+
+
+async def _until(predicate: Callable[[], bool], within: float) -> None:
+    deadline = asyncio.get_running_loop().time() + within
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.02)
+
+
+async def _healthz(port: int) -> int:
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(f"http://127.0.0.1:{port}/healthz") as resp,
+    ):
+        return resp.status
+
+
+async def test_only_the_leader_runs_loops_and_hands_over_on_clean_stop(
+    cert_dir: Path, apiserver: tuple[ApiServer, Path]
+) -> None:
+    api, kubeconfig = apiserver
+    loops = (CountingLoop(), CountingLoop())
+    replicas = [await _replica(cert_dir, kubeconfig, loop) for loop in loops]
+    servers = [server for server, _ in replicas]
+    try:
+        await _until(lambda: any(s.elector is not None and s.elector.is_leader for s in servers), 5)
+        leader = next(i for i, s in enumerate(servers) if s.elector and s.elector.is_leader)
+        standby = 1 - leader
+        await _until(lambda: loops[leader].iterations >= 5, 5)
+        assert loops[standby].iterations == 0
+        lease = api.store.get(LEASES, "kubescale", "kube-system")
+        elector = servers[leader].elector
+        assert elector is not None
+        assert lease["spec"]["holderIdentity"] == elector.identity
+        # Every replica serves and is live, leading or not.
+        assert [await _healthz(s.health_port) for s in servers] == [200, 200]
+
+        servers[leader].stop_event.set()
+        assert await asyncio.wait_for(replicas[leader][1], timeout=10) == 0
+        released = api.store.get(LEASES, "kubescale", "kube-system")
+        assert released["spec"]["holderIdentity"] in ("", servers[standby].elector.identity)  # type: ignore[union-attr]
+        handed_over = asyncio.get_running_loop().time()
+        await _until(lambda: loops[standby].iterations >= 3, 5)
+        # released Lease: taken at the next try (≤ retry 0.2 s x 2.2), not after the 1.5 s lease
+        assert asyncio.get_running_loop().time() - handed_over < 1.2
+    finally:
+        for server, task in replicas:
+            server.stop_event.set()
+            await asyncio.wait_for(task, timeout=10)
