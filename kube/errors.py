@@ -14,7 +14,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-# Status reasons as metav1.StatusReason spells them, for the codes kube-apiserver uses.
+# Status reasons as metav1.StatusReason spells them, for the codes kube-apiserver uses; the
+# one table of them, read by this client and by the in-process API server (sim.apiserver.errors).
 _REASON_BY_CODE = {
     400: "BadRequest",
     401: "Unauthorized",
@@ -32,6 +33,11 @@ _REASON_BY_CODE = {
     503: "ServiceUnavailable",
     504: "Timeout",
 }
+
+
+def reason_for_code(code: int) -> str:
+    """The ``metav1.StatusReason`` kube-apiserver uses for an HTTP code (``Unknown`` if none)."""
+    return _REASON_BY_CODE.get(code, "Unknown")
 
 
 class KubeError(Exception):
@@ -73,7 +79,7 @@ class KubeApiError(KubeError):
         """From a ``metav1.Status`` object (a response body or a watch ERROR event's object)."""
         raw_code = status.get("code")
         code = raw_code if isinstance(raw_code, int) and raw_code > 0 else (http_code or 500)
-        reason = status.get("reason") or _REASON_BY_CODE.get(code, "Unknown")
+        reason = status.get("reason") or reason_for_code(code)
         message = status.get("message") or ""
         retry_after = None
         details = status.get("details")
@@ -108,7 +114,7 @@ class KubeApiError(KubeError):
         text = body.decode("utf-8", errors="replace").strip()
         return cls(
             code=code,
-            reason=_REASON_BY_CODE.get(code, "Unknown"),
+            reason=reason_for_code(code),
             message=text[:500],
             retry_after=retry_after,
         )
@@ -134,8 +140,3 @@ class KubeApiError(KubeError):
     @property
     def too_many_requests(self) -> bool:
         return self.code == 429
-
-
-def reason_for_code(code: int) -> str:
-    """The ``metav1.StatusReason`` kube-apiserver uses for an HTTP code (``Unknown`` if none)."""
-    return _REASON_BY_CODE.get(code, "Unknown")

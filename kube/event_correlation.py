@@ -52,62 +52,58 @@ def _involved(event: dict[str, Any]) -> dict[str, Any]:
     return event.get("involvedObject") or {}
 
 
+def _joined(*parts: Any) -> str:
+    """``strings.Join(parts, "")`` of Go string fields: an absent field is the empty string."""
+    return "".join(str(part or "") for part in parts)
+
+
 def event_key(event: dict[str, Any]) -> str:
     """``getEventKey``: identical events share this key (fields concatenated, no separator)."""
     src, obj = _source(event), _involved(event)
-    return "".join(
-        str(part or "")
-        for part in (
-            src.get("component"),
-            src.get("host"),
-            obj.get("kind"),
-            obj.get("namespace"),
-            obj.get("name"),
-            obj.get("fieldPath"),
-            obj.get("uid"),
-            obj.get("apiVersion"),
-            event.get("type"),
-            event.get("reason"),
-            event.get("message"),
-        )
+    return _joined(
+        src.get("component"),
+        src.get("host"),
+        obj.get("kind"),
+        obj.get("namespace"),
+        obj.get("name"),
+        obj.get("fieldPath"),
+        obj.get("uid"),
+        obj.get("apiVersion"),
+        event.get("type"),
+        event.get("reason"),
+        event.get("message"),
     )
 
 
 def spam_key(event: dict[str, Any]) -> str:
     """``getSpamKey``: source + involvedObject."""
     src, obj = _source(event), _involved(event)
-    return "".join(
-        str(part or "")
-        for part in (
-            src.get("component"),
-            src.get("host"),
-            obj.get("kind"),
-            obj.get("namespace"),
-            obj.get("name"),
-            obj.get("uid"),
-            obj.get("apiVersion"),
-        )
+    return _joined(
+        src.get("component"),
+        src.get("host"),
+        obj.get("kind"),
+        obj.get("namespace"),
+        obj.get("name"),
+        obj.get("uid"),
+        obj.get("apiVersion"),
     )
 
 
 def aggregate_key(event: dict[str, Any]) -> tuple[str, str]:
     """``EventAggregatorByReasonFunc``: (group key, the message that varies within the group)."""
     src, obj = _source(event), _involved(event)
-    group = "".join(
-        str(part or "")
-        for part in (
-            src.get("component"),
-            src.get("host"),
-            obj.get("kind"),
-            obj.get("namespace"),
-            obj.get("name"),
-            obj.get("uid"),
-            obj.get("apiVersion"),
-            event.get("type"),
-            event.get("reason"),
-            event.get("reportingComponent"),
-            event.get("reportingInstance"),
-        )
+    group = _joined(
+        src.get("component"),
+        src.get("host"),
+        obj.get("kind"),
+        obj.get("namespace"),
+        obj.get("name"),
+        obj.get("uid"),
+        obj.get("apiVersion"),
+        event.get("type"),
+        event.get("reason"),
+        event.get("reportingComponent"),
+        event.get("reportingInstance"),
     )
     return group, str(event.get("message") or "")
 

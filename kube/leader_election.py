@@ -17,8 +17,8 @@ on every replica. The rules mirror ``k8s.io/client-go/tools/leaderelection/leade
   ``observedTime + leaseDurationSeconds > now`` is left alone; else UPDATE carrying the read
   ``resourceVersion``, so of two racing candidates one gets 409 Conflict and loses. The leader
   keeps ``acquireTime`` and ``leaseTransitions``; a new holder sets ``acquireTime`` and
-  increments ``leaseTransitions``. Times are written as ``MicroTime`` (RFC 3339 with
-  microseconds) from the injected clock.
+  increments ``leaseTransitions``. The record's encoding (``MicroTime`` from the injected
+  clock) and the timing checks are :mod:`kube.lease_record`'s.
 - Acquire: a try at once, then every ``retry_period · [1, 2.2)`` (``wait.JitterUntil``, factor
   1.2). Renew: a renewal is due ``retry_period`` after the last success and is retried every
   ``retry_period``; leadership is given up when ``renew_deadline`` passes from the due time
@@ -40,10 +40,8 @@ on every replica. The rules mirror ``k8s.io/client-go/tools/leaderelection/leade
 - There is no fencing, as in client-go: work already past its leadership check when the process
   froze may still finish its step after another replica has taken over.
 
-Requests go through the access layer (:class:`kube.client.KubeClient`) as raw JSON; times are
-formatted here in the ``2006-01-02T15:04:05.000000Z07:00`` layout the API server parses
-(``datetime.isoformat()`` is not it). Retries the client makes happen inside one try, so they
-stay within the try's deadline.
+Requests go through the access layer (:class:`kube.client.KubeClient`) as raw JSON. Retries the
+client makes happen inside one try, so they stay within the try's deadline.
 """
 
 from __future__ import annotations
@@ -56,58 +54,52 @@ import random
 import socket
 import uuid
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
-from datetime import UTC, datetime
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge
 
 from kube.client import KubeClient
 from kube.errors import KubeApiError, KubeError
+from kube.lease_record import (
+    JITTER_FACTOR,
+    RELEASED_LEASE_SECONDS,
+    format_micro_time,
+    holder_record,
+    lease_spec,
+    new_lease,
+    released_record,
+    spec_int,
+    validate_timing,
+    with_record,
+)
 from kube.resources import LEASES
 from kubescale.clock import Clock
 from kubescale.logs import component_logger
 
-JITTER_FACTOR = 1.2
-"""client-go ``JitterFactor``: acquire tries are ``RetryPeriod · [1, 1 + 1.2)`` apart."""
+__all__ = [
+    "DEFAULT_HEALTHZ_TOLERANCE",
+    "DEFAULT_LEASE_DURATION",
+    "DEFAULT_RENEW_DEADLINE",
+    "DEFAULT_RETRY_PERIOD",
+    "JITTER_FACTOR",
+    "RELEASED_LEASE_SECONDS",
+    "LeaderElector",
+    "default_identity",
+    "format_micro_time",
+    "validate_timing",
+]
+
 DEFAULT_LEASE_DURATION = 15.0
 DEFAULT_RENEW_DEADLINE = 10.0
 DEFAULT_RETRY_PERIOD = 2.0
 DEFAULT_HEALTHZ_TOLERANCE = 20.0
 """kube-controller-manager's ``NewLeaderHealthzAdaptor(20 * time.Second)``."""
-RELEASED_LEASE_SECONDS = 1
-"""``leaseDurationSeconds`` written on release (client-go ``release()``)."""
 
 
 def default_identity() -> str:
     """``<hostname>_<uuid4>``: unique even when two processes share a pod name."""
     return f"{socket.gethostname()}_{uuid.uuid4()}"
-
-
-def format_micro_time(moment: datetime) -> str:
-    """A ``metav1.MicroTime`` as serialised by the API server: RFC 3339, 6 fraction digits, UTC."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def validate_timing(*, lease_duration: float, renew_deadline: float, retry_period: float) -> None:
-    """client-go ``NewLeaderElector``'s checks, in its order."""
-    if lease_duration <= renew_deadline:
-        raise ValueError(
-            f"lease_duration ({lease_duration}) must be greater than "
-            f"renew_deadline ({renew_deadline})"
-        )
-    if renew_deadline <= JITTER_FACTOR * retry_period:
-        raise ValueError(
-            f"renew_deadline ({renew_deadline}) must be greater than "
-            f"retry_period*{JITTER_FACTOR} ({JITTER_FACTOR * retry_period})"
-        )
-    for setting, value in (
-        ("lease_duration", lease_duration),
-        ("renew_deadline", renew_deadline),
-        ("retry_period", retry_period),
-    ):
-        if not value > 0:
-            raise ValueError(f"{setting} must be greater than zero, got {value}")
 
 
 class _Metrics:
@@ -154,16 +146,6 @@ class _LeaseRequests:
 
     async def update(self, lease: dict[str, Any]) -> dict[str, Any]:
         return await self._client.update(LEASES, lease)
-
-
-def _spec(lease: Mapping[str, Any] | None) -> dict[str, Any]:
-    spec = lease.get("spec") if lease is not None else None
-    return dict(spec) if isinstance(spec, Mapping) else {}
-
-
-def _int_field(spec: Mapping[str, Any], key: str) -> int:
-    value = spec.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 class LeaderElector:
@@ -281,39 +263,23 @@ class LeaderElector:
 
     def _lease_valid(self, now: float) -> bool:
         # client-go isLeaseValid: observedTime + observed leaseDurationSeconds > now.
-        return self._observed_time + _int_field(self._observed, "leaseDurationSeconds") > now
+        return self._observed_time + spec_int(self._observed, "leaseDurationSeconds") > now
 
     def _observe(self, lease: dict[str, Any]) -> None:
         self._cached = lease
-        spec = _spec(lease)
+        spec = lease_spec(lease)
         if spec != self._observed:
             self._observed = spec
             self._observed_time = self._clock.monotonic()
 
     def _record(self, *, acquire_time: str | None, transitions: int) -> dict[str, Any]:
-        now = format_micro_time(self._clock.now())
-        return {
-            "holderIdentity": self.identity,
-            # leaseDurationSeconds is whole seconds; round up so nobody waits less than we mean.
-            "leaseDurationSeconds": math.ceil(self.lease_duration),
-            "acquireTime": acquire_time or now,
-            "renewTime": now,
-            "leaseTransitions": transitions,
-        }
-
-    def _with_spec(self, lease: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any]:
-        # LeaseLock.Update replaces the spec of the cached object, keeping its metadata (and RV).
-        updated = dict(lease)
-        updated["spec"] = {**_spec(lease), **record}
-        return updated
-
-    def _new_lease(self, record: Mapping[str, Any]) -> dict[str, Any]:
-        return {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": {"name": self.name, "namespace": self.namespace},
-            "spec": dict(record),
-        }
+        return holder_record(
+            identity=self.identity,
+            lease_duration=self.lease_duration,
+            now=self._clock.now(),
+            acquire_time=acquire_time,
+            transitions=transitions,
+        )
 
     async def try_acquire_or_renew(self) -> bool:
         """One client-go ``tryAcquireOrRenew``; True when this replica holds the Lease after it.
@@ -345,10 +311,10 @@ class LeaderElector:
         ):
             record = self._record(
                 acquire_time=self._observed.get("acquireTime"),
-                transitions=_int_field(self._observed, "leaseTransitions"),
+                transitions=spec_int(self._observed, "leaseTransitions"),
             )
             try:
-                self._observe(await self._requests.update(self._with_spec(cached, record)))
+                self._observe(await self._requests.update(with_record(cached, record)))
                 return True
             except KubeError as err:
                 self._log.info(
@@ -361,7 +327,8 @@ class LeaderElector:
         if current is None:
             record = self._record(acquire_time=None, transitions=0)
             try:
-                self._observe(await self._requests.create(self._new_lease(record)))
+                lease = new_lease(namespace=self.namespace, name=self.name, record=record)
+                self._observe(await self._requests.create(lease))
             except KubeApiError as err:
                 if err.code == 409:  # another candidate created it first
                     self._log.info(
@@ -383,14 +350,14 @@ class LeaderElector:
         if self._holds_record():
             record = self._record(
                 acquire_time=old.get("acquireTime"),
-                transitions=_int_field(old, "leaseTransitions"),
+                transitions=spec_int(old, "leaseTransitions"),
             )
         else:
             record = self._record(
-                acquire_time=None, transitions=_int_field(old, "leaseTransitions") + 1
+                acquire_time=None, transitions=spec_int(old, "leaseTransitions") + 1
             )
         try:
-            self._observe(await self._requests.update(self._with_spec(current, record)))
+            self._observe(await self._requests.update(with_record(current, record)))
         except KubeApiError as err:
             if err.code == 409:
                 self._log.info(
@@ -585,15 +552,11 @@ class LeaderElector:
             self._observe(current)
             if not self._holds_record():
                 return
-            now = format_micro_time(self._clock.now())
-            record = {
-                "holderIdentity": "",
-                "leaseDurationSeconds": RELEASED_LEASE_SECONDS,
-                "acquireTime": now,
-                "renewTime": now,
-                "leaseTransitions": _int_field(self._observed, "leaseTransitions"),
-            }
-            self._observe(await self._requests.update(self._with_spec(current, record)))
+            record = released_record(
+                now=self._clock.now(),
+                transitions=spec_int(self._observed, "leaseTransitions"),
+            )
+            self._observe(await self._requests.update(with_record(current, record)))
             self._log.info("released lease", extra={"fields": {"lease": self.name}})
         except KubeError as err:
             self._log.warning(

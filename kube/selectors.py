@@ -1,4 +1,4 @@
-"""Label and field selectors with the semantics of Kubernetes' apimachinery.
+"""Label selectors with the semantics of Kubernetes' apimachinery, and the selector API.
 
 The API server filters ``list``/``watch`` results with them, the access layer's listers filter
 their caches with them and the VPA webhook matches pods against a VPA's ``spec.selector``; all
@@ -8,15 +8,16 @@ three must agree with a real cluster, so every rule here is the upstream one:
   ``k!=v`` (also true when the label is absent), ``k in (a,b)``, ``k notin (a,b)`` (also true
   when absent), ``k`` (exists), ``!k`` (does not exist), ``k>N`` / ``k<N`` (integer compare),
   comma = AND. Keys and values are validated as upstream does (``IsQualifiedName`` /
-  ``IsValidLabelValue``) and errors carry upstream's wording;
+  ``IsValidLabelValue``, :mod:`kube.label_validation`) and errors carry upstream's wording;
 * ``metav1.LabelSelector`` dicts convert as ``metav1.LabelSelectorAsSelector``: ``None`` selects
   nothing, ``{}`` selects everything;
 * ``str()`` of a selector is the canonical text upstream's ``String()`` produces (requirements
   sorted by key, set values sorted), e.g. ``app=web,tier in (a,b)`` -- what a Scale
-  subresource reports in ``status.selector``;
-* field selector strings follow ``k8s.io/apimachinery/pkg/fields`` ``ParseSelector``: ``f=v``,
-  ``f==v``, ``f!=v``, comma = AND, ``\\,`` ``\\=`` ``\\\\`` escapes in values. Fields are dotted
-  paths resolved on the raw object dict; a missing field reads as ``""`` (upstream field sets).
+  subresource reports in ``status.selector``.
+
+Field selectors live in :mod:`kube.field_selectors`, the operators and :class:`SelectorError`
+in :mod:`kube.selection`; both are re-exported here, so ``kube.selectors`` is the one import
+for selector users.
 
 Pure functions and immutable values; no I/O.
 """
@@ -27,6 +28,21 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from kube.field_selectors import FieldRequirement, FieldSelector, field_value, parse_field_selector
+from kube.label_validation import label_value_errors, qualified_name_errors
+from kube.selection import (
+    DOES_NOT_EXIST,
+    DOUBLE_EQUALS,
+    EQUALS,
+    EXISTS,
+    GREATER_THAN,
+    IN,
+    LESS_THAN,
+    NOT_EQUALS,
+    NOT_IN,
+    SelectorError,
+)
 
 __all__ = [
     "DOES_NOT_EXIST",
@@ -54,111 +70,16 @@ __all__ = [
 ]
 
 
-class SelectorError(ValueError):
-    """A selector string or ``metav1.LabelSelector`` that upstream would reject."""
-
-
-# Operator spellings of k8s.io/apimachinery/pkg/selection.
-IN = "in"
-NOT_IN = "notin"
-EQUALS = "="
-DOUBLE_EQUALS = "=="
-NOT_EQUALS = "!="
-EXISTS = "exists"
-DOES_NOT_EXIST = "!"
-GREATER_THAN = "gt"
-LESS_THAN = "lt"
-
-# ---------------------------------------------------------------------------------------------
-# Key and value validation (k8s.io/apimachinery/pkg/util/validation).
-
-_QUALIFIED_NAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
-_QUALIFIED_NAME_RE = re.compile(_QUALIFIED_NAME_FMT)
-_QUALIFIED_NAME_MSG = (
-    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
-    "alphanumeric character"
-)
-_DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_SUBDOMAIN_FMT = _DNS1123_LABEL_FMT + "(\\." + _DNS1123_LABEL_FMT + ")*"
-_DNS1123_SUBDOMAIN_RE = re.compile(_DNS1123_SUBDOMAIN_FMT)
-_DNS1123_SUBDOMAIN_MSG = (
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
-    "'.', and must start and end with an alphanumeric character"
-)
-_LABEL_VALUE_FMT = "(" + _QUALIFIED_NAME_FMT + ")?"
-_LABEL_VALUE_RE = re.compile(_LABEL_VALUE_FMT)
-_LABEL_VALUE_MSG = (
-    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or "
-    "'.', and must start and end with an alphanumeric character"
-)
-_NAME_MAX = 63
-_SUBDOMAIN_MAX = 253
 _INT64_RE = re.compile(r"[+-]?[0-9]+")
 
 
-def _regex_error(msg: str, fmt: str, *examples: str) -> str:
-    # validation.RegexError, including its double space before "or".
-    if not examples:
-        return f"{msg} (regex used for validation is '{fmt}')"
-    shown = " or ".join(f"'{example}', " for example in examples)
-    return f"{msg} (e.g. {shown}regex used for validation is '{fmt}')"
-
-
-def _byte_len(text: str) -> int:
-    # Go's len() counts UTF-8 bytes.
-    return len(text.encode("utf-8", "surrogatepass"))
-
-
-def _qualified_name_errors(value: str) -> list[str]:
-    """validation.IsQualifiedName: optional DNS-subdomain prefix, "/", name of <= 63 chars."""
-    errors: list[str] = []
-    parts = value.split("/")
-    if len(parts) == 1:
-        name = parts[0]
-    elif len(parts) == 2:
-        prefix, name = parts
-        if not prefix:
-            errors.append("prefix part must be non-empty")
-        else:
-            if _byte_len(prefix) > _SUBDOMAIN_MAX:
-                errors.append(f"prefix part must be no more than {_SUBDOMAIN_MAX} characters")
-            if not _DNS1123_SUBDOMAIN_RE.fullmatch(prefix):
-                errors.append(
-                    "prefix part "
-                    + _regex_error(_DNS1123_SUBDOMAIN_MSG, _DNS1123_SUBDOMAIN_FMT, "example.com")
-                )
-    else:
-        return [
-            "a qualified name "
-            + _regex_error(_QUALIFIED_NAME_MSG, _QUALIFIED_NAME_FMT, "MyName", "my.name", "123-abc")
-            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
-        ]
-    if not name:
-        errors.append("name part must be non-empty")
-    elif _byte_len(name) > _NAME_MAX:
-        errors.append(f"name part must be no more than {_NAME_MAX} characters")
-    if not _QUALIFIED_NAME_RE.fullmatch(name):
-        errors.append(
-            "name part "
-            + _regex_error(_QUALIFIED_NAME_MSG, _QUALIFIED_NAME_FMT, "MyName", "my.name", "123-abc")
-        )
-    return errors
-
-
 def _check_key(key: str) -> None:
-    if errors := _qualified_name_errors(key):
+    if errors := qualified_name_errors(key):
         raise SelectorError(f"invalid label key {_go_quote(key)}: {'; '.join(errors)}")
 
 
 def _check_value(key: str, value: str) -> None:
-    errors: list[str] = []
-    if _byte_len(value) > _NAME_MAX:
-        errors.append(f"must be no more than {_NAME_MAX} characters")
-    if not _LABEL_VALUE_RE.fullmatch(value):
-        errors.append(
-            _regex_error(_LABEL_VALUE_MSG, _LABEL_VALUE_FMT, "MyValue", "my_value", "12345")
-        )
-    if errors:
+    if errors := label_value_errors(value):
         detail = "; ".join(errors)
         raise SelectorError(
             f"invalid label value: {_go_quote(value)}: at key: {_go_quote(key)}: {detail}"
@@ -512,147 +433,3 @@ class _LabelParser:
 def parse_label_selector(text: str) -> LabelSelector:
     """labels.Parse; ``""`` selects everything. Raises :class:`SelectorError`."""
     return _sorted_selector(_LabelParser(text).parse())
-
-
-# ---------------------------------------------------------------------------------------------
-# Field selectors.
-
-
-def field_value(obj: Mapping[str, Any], path: str) -> str:
-    """The value a field selector compares: the dotted ``path`` in ``obj`` as text.
-
-    Missing fields (and objects/lists) read as ``""`` like a field absent from upstream's
-    field set; booleans read ``true``/``false`` and numbers their decimal text.
-    """
-    current: Any = obj
-    for part in path.split("."):
-        if not isinstance(current, Mapping) or part not in current:
-            return ""
-        current = current[part]
-    if isinstance(current, bool):
-        return "true" if current else "false"
-    if isinstance(current, str):
-        return current
-    if isinstance(current, int | float):
-        return str(current)
-    return ""
-
-
-def _escape_field_value(value: str) -> str:
-    # fields.EscapeValue
-    return value.replace("\\", "\\\\").replace(",", "\\,").replace("=", "\\=")
-
-
-def _unescape_field_value(value: str) -> str:
-    # fields.UnescapeValue
-    out: list[str] = []
-    in_slash = False
-    for char in value:
-        if in_slash:
-            if char not in "\\,=":
-                raise SelectorError(f"invalid field selector: invalid escape sequence: \\{char}")
-            out.append(char)
-            in_slash = False
-        elif char == "\\":
-            in_slash = True
-        elif char in ",=":
-            # Upstream formats the rune with %v, i.e. as its code point number.
-            raise SelectorError(
-                f"invalid field selector: unescaped character in value: {ord(char)}"
-            )
-        else:
-            out.append(char)
-    if in_slash:
-        raise SelectorError("invalid field selector: invalid escape sequence: \\")
-    return "".join(out)
-
-
-@dataclass(frozen=True)
-class FieldRequirement:
-    """``field=value`` (also written ``==``) or ``field!=value``."""
-
-    field: str
-    operator: str  # EQUALS or NOT_EQUALS
-    value: str
-
-    def matches(self, obj: Mapping[str, Any]) -> bool:
-        equal = field_value(obj, self.field) == self.value
-        return equal if self.operator == EQUALS else not equal
-
-    def __str__(self) -> str:
-        return f"{self.field}{self.operator}{_escape_field_value(self.value)}"
-
-
-@dataclass(frozen=True)
-class FieldSelector:
-    """A conjunction of field requirements in upstream's order (sorted by their text)."""
-
-    requirements: tuple[FieldRequirement, ...] = ()
-
-    @property
-    def fields(self) -> frozenset[str]:
-        """Every field the selector reads (for validating against a kind's field labels)."""
-        return frozenset(requirement.field for requirement in self.requirements)
-
-    def matches(self, obj: Mapping[str, Any]) -> bool:
-        return all(requirement.matches(obj) for requirement in self.requirements)
-
-    def empty(self) -> bool:
-        return not self.requirements
-
-    def exact_value(self, field: str) -> str | None:
-        """fields.Selector.RequiresExactMatch: the value an ``=`` requirement pins ``field`` to."""
-        for requirement in self.requirements:
-            if requirement.field == field and requirement.operator == EQUALS:
-                return requirement.value
-        return None
-
-    def __str__(self) -> str:
-        return ",".join(str(requirement) for requirement in self.requirements)
-
-
-def _split_field_terms(text: str) -> list[str]:
-    # fields.splitTerms: commas split terms unless backslash-escaped (the backslash is kept).
-    terms: list[str] = []
-    start = 0
-    in_slash = False
-    for index, char in enumerate(text):
-        if in_slash:
-            in_slash = False
-        elif char == "\\":
-            in_slash = True
-        elif char == ",":
-            terms.append(text[start:index])
-            start = index + 1
-    terms.append(text[start:])
-    return terms
-
-
-def _split_field_term(term: str) -> tuple[str, str, str] | None:
-    # fields.splitTerm: the first operator occurrence splits; "!=" and "==" before "=".
-    for index in range(len(term)):
-        for operator in (NOT_EQUALS, DOUBLE_EQUALS, EQUALS):
-            if term.startswith(operator, index):
-                return term[:index], operator, term[index + len(operator) :]
-    return None
-
-
-def parse_field_selector(text: str) -> FieldSelector:
-    """fields.ParseSelector; ``""`` selects everything. Raises :class:`SelectorError`."""
-    if not text:
-        return FieldSelector()
-    requirements: list[FieldRequirement] = []
-    for term in sorted(_split_field_terms(text)):
-        if not term:
-            continue
-        split = _split_field_term(term)
-        if split is None:
-            raise SelectorError(f"invalid selector: '{text}'; can't understand '{term}'")
-        field, operator, raw_value = split
-        value = _unescape_field_value(raw_value)
-        requirements.append(
-            FieldRequirement(
-                field=field, operator=NOT_EQUALS if operator == NOT_EQUALS else EQUALS, value=value
-            )
-        )
-    return FieldSelector(requirements=tuple(requirements))

@@ -21,7 +21,7 @@ import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
-from kube.leader_election import validate_timing
+from kube.lease_record import validate_timing
 from kubescale.flag_types import parse_address, parse_bool, parse_port, positive_duration
 from kubescale.logs import LOG_LEVELS, LogFormat
 from kubescale.tls_ciphers import go_cipher_suites_to_openssl

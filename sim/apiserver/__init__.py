@@ -5,5 +5,8 @@ Entry point: :class:`sim.apiserver.server.ApiServer`. The parts, in request orde
 ``field_validation``, ``writes`` (admission around create/update), ``store``/``storage``/
 ``deletion`` (the registry rules and the objects), ``listing`` (selectors, paging), ``watch``,
 ``subresources``/``eviction``, ``discovery``/``openapi``, ``crds``, ``kubeconfig``; PATCH
-algorithms in ``patching``, webhooks in ``admission``, the metrics APIs in ``metrics_apis``.
+algorithms in ``patching``; webhooks in ``admission`` (the chain), ``admission_matching``
+(which webhooks a request calls) and ``webhook_calls`` (the HTTPS calls); the metrics APIs in
+``metrics_apis`` (routes, discovery) and ``metrics_values`` (what they answer); metav1.Status
+errors in ``errors``.
 """

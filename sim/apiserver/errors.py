@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kube.errors import reason_for_code
 from kube.resources import ResourceType
 
 __all__ = [
@@ -39,24 +40,6 @@ __all__ = [
 FieldCause = tuple[str, str, str]
 """``(reason, field, message)`` of one ``details.causes`` entry, e.g.
 ``("FieldValueInvalid", "metadata.name", 'Invalid value: "A": ...')``."""
-
-_REASON_BY_CODE = {
-    400: "BadRequest",
-    401: "Unauthorized",
-    403: "Forbidden",
-    404: "NotFound",
-    405: "MethodNotAllowed",
-    406: "NotAcceptable",
-    409: "Conflict",
-    410: "Expired",
-    413: "RequestEntityTooLarge",
-    415: "UnsupportedMediaType",
-    422: "Invalid",
-    429: "TooManyRequests",
-    500: "InternalError",
-    503: "ServiceUnavailable",
-    504: "Timeout",
-}
 
 
 class ApiError(Exception):
@@ -100,7 +83,7 @@ def status_error(
         "metadata": {},
         "status": "Failure",
         "message": message,
-        "reason": reason if reason is not None else _REASON_BY_CODE.get(code, "Unknown"),
+        "reason": reason if reason is not None else reason_for_code(code),
         "code": code,
     }
     if details:

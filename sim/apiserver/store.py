@@ -166,6 +166,21 @@ class ObjectStore(Storage):
         meta["namespace"] = ns
         return str(ns)
 
+    def _body_object(
+        self, rt: ResourceType, body: Any, namespace: str | None
+    ) -> tuple[dict[str, Any], dict[str, Any], str]:
+        """A copy of a write's body as the object to store, with its metadata and namespace.
+
+        400 unless the body is a JSON object of ``rt``'s kind whose namespace agrees with the
+        request's (:meth:`_check_kind`, :meth:`_check_namespace`).
+        """
+        obj = copy.deepcopy(body)
+        if not isinstance(obj, dict):
+            raise errors.bad_request("the body of the request is not a JSON object")
+        self._check_kind(rt, obj)
+        meta = _meta(obj)
+        return obj, meta, self._check_namespace(rt, meta, namespace)
+
     def require_namespace(self, rt: ResourceType, namespace: str) -> dict[str, Any] | None:
         """The namespace object of a namespaced write: 404 when missing, 403 when terminating."""
         if not rt.namespaced:
@@ -190,12 +205,7 @@ class ObjectStore(Storage):
     ) -> dict[str, Any]:
         """BeforeCreate: the object as it would be stored (no resourceVersion yet)."""
         rt = self.served(rt)
-        obj = copy.deepcopy(body)
-        if not isinstance(obj, dict):
-            raise errors.bad_request("the body of the request is not a JSON object")
-        self._check_kind(rt, obj)
-        meta = _meta(obj)
-        ns = self._check_namespace(rt, meta, namespace)
+        obj, meta, ns = self._body_object(rt, body, namespace)
         name = meta.get("name") or ""
         if not name and meta.get("generateName"):
             prefix = str(meta["generateName"])[:_GENERATE_MAX_PREFIX]
@@ -283,12 +293,7 @@ class ObjectStore(Storage):
     ) -> PreparedUpdate:
         """The object a PUT of ``body`` would store, with its preconditions checked."""
         rt = self.served(rt)
-        obj = copy.deepcopy(body)
-        if not isinstance(obj, dict):
-            raise errors.bad_request("the body of the request is not a JSON object")
-        self._check_kind(rt, obj)
-        meta = _meta(obj)
-        ns = self._check_namespace(rt, meta, namespace)
+        obj, meta, ns = self._body_object(rt, body, namespace)
         body_name = meta.get("name") or ""
         name = name or body_name
         if not name:

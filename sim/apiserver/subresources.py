@@ -27,7 +27,15 @@ from kube.resources import ResourceType
 from kube.selectors import SelectorError, label_selector_from_dict
 
 from . import errors, eviction
-from .http_bodies import APPLY_PATCH, json_response, patch_error, patcher, read_json
+from .http_bodies import (
+    APPLY_PATCH,
+    JSON_PATCH,
+    Patcher,
+    json_response,
+    patch_error,
+    patcher,
+    read_json,
+)
 from .patching import PatchError, apply_json_patch, apply_merge_patch
 from .registry import BUILTIN_GROUPS
 from .routing import Target
@@ -107,6 +115,19 @@ def scale_of(rt: ResourceType, parent: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _requested(kind: str, body: Any, apply: Patcher | None, current: dict[str, Any]) -> Any:
+    """What a PUT or PATCH of a subresource asks for: the PUT body (400 unless a ``kind``
+    object), or ``apply`` (the PATCH) run on a copy of ``current`` (422 if it does not apply)."""
+    if apply is None:
+        if not isinstance(body, dict):
+            raise errors.bad_request(f"the body of the request must be a {kind} object")
+        return body
+    try:
+        return apply(copy.deepcopy(current))
+    except PatchError as exc:
+        raise patch_error(exc) from None
+
+
 def _scale_replicas(rt: ResourceType, name: str, scale: Any) -> int:
     if not isinstance(scale, dict):
         raise errors.bad_request("the body of the request must be a Scale object")
@@ -137,25 +158,17 @@ async def _write_scale(
     assert name is not None
     content_type = request.content_type
 
-    def new_scale(current_scale: dict[str, Any]) -> dict[str, Any]:
-        if verb == "update":
-            if not isinstance(body, dict):
-                raise errors.bad_request("the body of the request must be a Scale object")
-            return body
-        try:
-            if content_type == "application/json-patch+json":
-                result = apply_json_patch(current_scale, body)
-            else:  # merge and strategic merge agree on Scale (no lists)
-                result = apply_merge_patch(current_scale, body)
-        except PatchError as exc:
-            raise patch_error(exc) from None
-        if not isinstance(result, dict):
-            raise errors.bad_request("the patched Scale is not a JSON object")
-        return result
+    def apply_scale_patch(current_scale: dict[str, Any]) -> Any:
+        if content_type == JSON_PATCH:
+            return apply_json_patch(current_scale, body)
+        # merge and strategic merge agree on Scale (no lists)
+        return apply_merge_patch(current_scale, body)
 
     current = ctx.store.get(rt, name, target.namespace)
     old_scale = scale_of(rt, current)
-    wanted = new_scale(copy.deepcopy(old_scale))
+    wanted = _requested("Scale", body, None if verb == "update" else apply_scale_patch, old_scale)
+    if not isinstance(wanted, dict):
+        raise errors.bad_request("the patched Scale is not a JSON object")
     wanted_rv = (wanted.get("metadata") or {}).get("resourceVersion") or ""
     if wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
         raise errors.conflict(rt, name)
@@ -294,16 +307,7 @@ async def _resize(
     def resized(current: dict[str, Any] | None) -> dict[str, Any]:
         if current is None:
             raise errors.not_found(rt, name)
-        if apply is None:
-            if not isinstance(body, dict):
-                raise errors.bad_request("the body of the request must be a Pod object")
-            requested = body
-        else:
-            try:
-                requested = apply(copy.deepcopy(current))
-            except PatchError as exc:
-                raise patch_error(exc) from None
-        new = _resize_merge(current, requested)
+        new = _resize_merge(current, _requested("Pod", body, apply, current))
         if pod_qos_class(new) != pod_qos_class(current):
             raise errors.invalid(
                 rt,

@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kube.resources import DEPLOYMENTS, NAMESPACES, NODES, PODS, ResourceType
-from sim.apiserver.admission import AdmissionDenied, webhook_matches
+from sim.apiserver.admission_matching import AdmissionDenied, webhook_matches
 
 
 def pod(*, namespace: str = "default", labels: dict[str, str] | None = None) -> dict[str, Any]:
