@@ -262,16 +262,18 @@ async def _bind(ctx: ApiContext, *, target: Target, body: Any, dry_run: bool) ->
 
 
 def _set_condition(pod: dict[str, Any], condition: dict[str, Any], *, now: str) -> None:
-    """podutil.UpdatePodCondition: replace by type; lastTransitionTime moves on a status change."""
+    """podutil.UpdatePodCondition: the condition of that type is replaced whole (an earlier
+    ``Unschedulable`` reason and message do not survive); only ``lastTransitionTime`` is kept,
+    when the status did not change."""
     conditions = pod.setdefault("status", {}).setdefault("conditions", [])
+    replacement = {**condition, "lastProbeTime": None, "lastTransitionTime": now}
     for index, existing in enumerate(conditions):
         if existing.get("type") == condition["type"]:
-            merged = {**existing, **condition}
-            if existing.get("status") != condition.get("status"):
-                merged["lastTransitionTime"] = now
-            conditions[index] = merged
+            if existing.get("status") == condition.get("status"):
+                replacement["lastTransitionTime"] = existing.get("lastTransitionTime", now)
+            conditions[index] = replacement
             return
-    conditions.append({**condition, "lastProbeTime": None, "lastTransitionTime": now})
+    conditions.append(replacement)
 
 
 def _resize_merge(old: dict[str, Any], requested: dict[str, Any]) -> dict[str, Any]:

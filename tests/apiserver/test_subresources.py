@@ -307,6 +307,39 @@ async def test_binding_assigns_a_node_once(api: Any) -> None:
     assert 'pod p is already assigned to node "node-1"' in status_of(caught.value)["message"]
 
 
+async def test_binding_replaces_an_unschedulable_condition_whole(api: Any) -> None:
+    """podutil.UpdatePodCondition: reason and message of PodScheduled=False do not survive."""
+    core = loose(client.CoreV1Api(api))
+    await core.create_namespaced_pod("default", pod_manifest("q"))
+    unschedulable = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": "0/1 nodes are available: 1 Insufficient cpu.",
+        "lastTransitionTime": "2025-06-01T00:00:00Z",
+    }
+    await core.patch_namespaced_pod_status(
+        "q", "default", {"status": {"conditions": [unschedulable]}}
+    )
+    binding = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": "q"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "node-1"},
+    }
+    bound = await core.create_namespaced_pod_binding_without_preload_content(
+        "q", "default", binding
+    )
+    assert bound.status == 201
+    bound.release()
+    raw = await core.read_namespaced_pod_without_preload_content("q", "default")
+    conditions = (await raw.json())["status"]["conditions"]
+    assert [(c["type"], c["status"]) for c in conditions] == [("PodScheduled", "True")]
+    assert "reason" not in conditions[0]
+    assert "message" not in conditions[0]
+    assert conditions[0]["lastTransitionTime"] != "2025-06-01T00:00:00Z"  # the status changed
+
+
 # ---------------------------------------------------------------------------------- resize
 
 
