@@ -6,6 +6,12 @@ default), the metrics APIs, discovery and ``/version``; see the sibling modules 
 semantics of each part. At start it creates the namespaces every cluster has: default,
 kube-system, kube-public and kube-node-lease.
 
+Reproducibility: ``ApiServer(seed=N)`` seeds the random sources (uids and ``generateName``
+suffixes in the store; watch-timeout jitter in the REST layer — two separate streams, so the
+real-time moments at which clients open watches cannot shift the uids) so that a simulation run
+with a fixed seed produces the same objects. In-process writers that must see the admission
+chain (the simulated cluster's controllers creating pods) use :meth:`ApiServer.create_admitted`.
+
 Time: object timestamps come from the injected clock; bookmarks, watch timeouts and fault
 delays use real (event-loop) time; the serving certificate is made against the machine's
 clock because TLS peers verify it against theirs.
@@ -42,7 +48,7 @@ from .metrics_apis import MetricsValues, add_metrics_routes, metrics_discovery_g
 from .registry import ResourceRegistry
 from .rest import RestHandlers
 from .store import ObjectStore
-from .writes import ApiContext
+from .writes import ApiContext, create_object
 
 __all__ = ["DEFAULT_CRD_DIR", "INITIAL_NAMESPACES", "ApiServer"]
 
@@ -73,12 +79,17 @@ class ApiServer:
         history_window: int = 1000,
         bookmark_interval: float = 60.0,
         crd_dirs: Sequence[Path] | None = None,
+        seed: int | None = None,
     ) -> None:
         self.clock: Clock = clock if clock is not None else RealClock()
-        self._rng = random.Random()
+        self.seed = seed
+        self._rng = _seeded_random(seed, "rest")
         self.registry = ResourceRegistry()
         self.store = ObjectStore(
-            clock=self.clock, registry=self.registry, history_window=history_window, rng=self._rng
+            clock=self.clock,
+            registry=self.registry,
+            history_window=history_window,
+            rng=_seeded_random(seed, "store"),
         )
         self.faults = FaultInjector(store=self.store)
         self.metrics = MetricsValues(clock=self.clock)
@@ -111,6 +122,24 @@ class ApiServer:
     ) -> None:
         """Where a webhook's ``clientConfig.service`` is really listening."""
         self._services[(namespace, name, port)] = address
+
+    async def create_admitted(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create ``obj`` in-process through the path a REST POST takes, admission included.
+
+        The type comes from ``apiVersion``/``kind`` and the namespace from
+        ``metadata.namespace``; mutating then validating webhooks run exactly as for a POST
+        (so e.g. a VPA webhook sets a pod's requests). A denial, like any other refusal of the
+        write, raises :class:`~.errors.ApiError`. Returns the stored object (a copy).
+        """
+        rt = self.store.type_of(obj)
+        namespace = (obj.get("metadata") or {}).get("namespace") if rt.namespaced else None
+        return await create_object(
+            self.context,
+            rt,
+            obj,
+            namespace=str(namespace) if namespace else None,
+            dry_run=False,
+        )
 
     def _resolve_service(self, namespace: str, name: str, port: int) -> tuple[str, int] | None:
         return self._services.get((namespace, name, port))
@@ -284,6 +313,11 @@ class ApiServer:
 
     async def _fallback(self, _: web.Request) -> web.Response:
         return _not_found()
+
+
+def _seeded_random(seed: int | None, stream: str) -> random.Random:
+    """A ``random.Random`` for one named stream: reproducible from ``seed``, else OS-seeded."""
+    return random.Random(f"{stream}:{seed}") if seed is not None else random.Random()
 
 
 def _last_port(runner: web.AppRunner) -> int:
