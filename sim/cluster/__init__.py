@@ -1,0 +1,1 @@
+"""The simulated cluster: the actors (see ``actor``) that play controllers, scheduler, kubelet."""

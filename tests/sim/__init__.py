@@ -1,0 +1,1 @@
+"""Tests of the simulated cluster, its scenarios and reports."""
