@@ -22,6 +22,13 @@ if [ ! -x "$KUBECTL" ] && command -v apt-get >/dev/null 2>&1; then
 fi
 [ -x "$KUBECTL" ] && export KUBECTL
 
+# Debian's Chromium renders the simulator's HTML report in a test (headless screenshot).
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  { apt-get install -y -qq chromium >/dev/null 2>&1 \
+      || { apt-get update -qq && apt-get install -y -qq chromium; } >/dev/null 2>&1; } \
+    || echo "warning: could not install Debian's chromium; the HTML report test will skip" >&2
+fi
+
 echo "== ruff"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
