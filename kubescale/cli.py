@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from kubescale import __version__, apiserver_command, certs_command, serve
+from kubescale import __version__, apiserver_command, certs_command, serve, simulate_command
 
 
 class _Parser(argparse.ArgumentParser):
@@ -58,6 +58,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     apiserver_command.add_arguments(apiserver_parser)
     apiserver_parser.set_defaults(handler=apiserver_command.run)
+
+    simulate_parser = commands.add_parser(
+        "simulate",
+        help="run a scenario on the embedded simulated cluster and report",
+        description="Run a scenario (default: the built-in demo) on an in-process simulated "
+        "cluster with kubescale, print a summary table and optionally write JSON/HTML reports.",
+    )
+    simulate_command.add_arguments(simulate_parser)
+    simulate_parser.set_defaults(handler=simulate_command.run)
     return parser
 
 

@@ -1,0 +1,135 @@
+"""``kubescale simulate`` end to end: the built-in demo in a subprocess prints the summary and
+writes the reports; an invalid scenario exits 2 naming every bad field; progress output."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kubescale.cli import build_parser
+from kubescale.simulate_command import ProgressReporter, demo_scenario_path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _simulate(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "kubescale", "simulate", *argv],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def test_the_demo_runs_end_to_end(tmp_path: Path) -> None:
+    json_file, html_file = tmp_path / "demo.json", tmp_path / "demo.html"
+    done = _simulate("--report-json", str(json_file), "--report-html", str(html_file), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert out.startswith("Scenario 'demo', seed 42: 12h00m from 2026-01-05T00:00:00")
+    for workload in ("data/analytics", "data/batch", "shop/cache", "shop/web"):
+        assert workload in out
+    assert "OOM KILLS" in out
+    # not a terminal: one plain progress line per 10 %
+    progress = done.stderr.splitlines()
+    assert progress[0] == "simulated 1h12m of 12h00m (10%)"
+    assert progress[-1] == "simulated 12h00m of 12h00m (100%)"
+    assert len(progress) == 10
+    report = json.loads(json_file.read_text())
+    assert (report["scenario"], report["seed"]) == ("demo", 42)
+    analytics = next(w for w in report["workloads"] if w["name"] == "analytics")
+    assert analytics["unschedulable_pod_seconds"] > 0  # Unschedulable until the pool grows
+    cache = next(w for w in report["workloads"] if w["name"] == "cache")
+    assert cache["oom_kills"] >= 2
+    html = html_file.read_text()
+    assert "<svg" in html
+    assert "http://" not in html.replace("http://www.w3.org/2000/svg", "")
+
+
+def test_overrides_and_quiet(tmp_path: Path) -> None:
+    json_file = tmp_path / "short.json"
+    done = _simulate(
+        str(demo_scenario_path()), "--seed", "9", "--duration", "30m", "--step", "5m",
+        "--quiet", "--report-json", str(json_file), cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert done.stdout.startswith("Scenario 'demo', seed 9: 30m from")
+    report = json.loads(json_file.read_text())
+    assert (report["seed"], report["duration"], report["step"]) == (9, 1800.0, 300.0)
+
+
+def test_an_invalid_scenario_exits_2_listing_every_problem(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "name: bad\nduration: 1h\nworkloads:\n"
+        "  - kind: Deployment\n    name: web\n    containers:\n"
+        "      - name: app\n        usage: {type: sine}\n"
+        "  - kind: CronJob\n    name: nightly\n    containers: []\n"
+    )
+    done = _simulate(str(bad), cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.splitlines() == [
+        f"kubescale simulate: {bad}: workloads[0].containers[0].usage.type: unknown usage "
+        'model "sine" (want one of: constant, diurnal, step, randomWalk, bursts, linear, replay)',
+        f'kubescale simulate: {bad}: workloads[1].kind: unknown workload kind "CronJob" (want '
+        "one of: Deployment, StatefulSet, DaemonSet, Job)",
+        f"kubescale simulate: {bad}: workloads[1].containers: a pod needs at least one container",
+    ]
+
+
+def test_a_bad_flag_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["simulate", "--step", "fast"])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err == (
+        "kubescale simulate: error: argument --step: invalid duration 'fast' "
+        "(want e.g. 10s, 1m30s, 500ms)\n"
+    )
+
+
+def test_progress_on_a_terminal_is_one_redrawn_bar() -> None:
+    stream = io.StringIO()
+    report = ProgressReporter(stream=stream, duration=3600.0, interactive=True)
+    for step in range(1, 61):
+        report(step / 60)
+    text = stream.getvalue()
+    assert text.count("\r") == 60  # one redraw per new percent (60 steps: 60 distinct values)
+    assert text.endswith("\r[" + "#" * 30 + "] simulated 1h00m of 1h00m (100%)\n")
+    assert "\r[###############---------------] simulated 30m of 1h00m (50%)" in text
+
+
+def test_plain_progress_prints_each_tenth_once() -> None:
+    stream = io.StringIO()
+    report = ProgressReporter(stream=stream, duration=86400.0, interactive=False)
+    for step in range(1, 1441):
+        report(step / 1440)
+    lines = stream.getvalue().splitlines()
+    assert lines[:3] == [
+        "simulated 2h24m of 1d00h00m (10%)",
+        "simulated 4h48m of 1d00h00m (20%)",
+        "simulated 7h12m of 1d00h00m (30%)",
+    ]
+    assert len(lines) == 10
+
+
+def test_reports_are_byte_identical_across_processes(tmp_path: Path) -> None:
+    """Same seed, different interpreter hash seeds: nothing may depend on set or dict hashing."""
+    outputs = []
+    for hash_seed in ("1", "2"):
+        out = tmp_path / f"run-{hash_seed}.json"
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": hash_seed}
+        done = subprocess.run(
+            [sys.executable, "-m", "kubescale", "simulate", "--duration", "3h", "--quiet",
+             "--report-json", str(out)],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1]
