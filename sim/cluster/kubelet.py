@@ -41,7 +41,7 @@ from kubescale.logs import component_logger
 from sim.apiserver.errors import ApiError
 from sim.apiserver.server import ApiServer
 from sim.apiserver.storage import format_time, parse_time
-from sim.scenario.timeline import TimelineEvent
+from sim.scenario.timeline import EVICTED, OOM_KILL, POD_DELETED, POD_STARTED, TimelineEvent
 
 from .container_runtime import OOM_EXIT_CODE, ContainerRun
 from .pod_runs import TERMINAL_PHASES, PodRun
@@ -208,9 +208,9 @@ class Kubelet:
 
     def _deleted_event(self, run: PodRun, t: float) -> None:
         if run.evicted():
-            self._event(t, "evicted", run.ref, f"evicted from node {run.node}")
+            self._event(t, EVICTED, run.ref, f"evicted from node {run.node}")
         else:
-            self._event(t, "pod-deleted", run.ref, f"deleted from node {run.node}")
+            self._event(t, POD_DELETED, run.ref, f"deleted from node {run.node}")
 
     # ------------------------------------------------------------------------ lifecycle
 
@@ -242,7 +242,7 @@ class Kubelet:
         if run.started_at is None:
             if t >= run.seen_at + self._start_delay:
                 self._start_pod(run, t)
-                self._event(t, "pod-started", run.ref, f"on node {run.node}")
+                self._event(t, POD_STARTED, run.ref, f"on node {run.node}")
             return
         for container in run.containers:
             if container.restart_due(t):
@@ -393,7 +393,7 @@ class Kubelet:
         run.dirty = True
         self._event(
             t,
-            "oom-kill",
+            OOM_KILL,
             run.ref,
             f"container {container.name} reached its memory limit of {round(usage_bytes)} bytes "
             f"(restarts: {container.restart_count})",

@@ -19,12 +19,11 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Final
 
 from kube.resources import NODES
 from sim.apiserver.server import ApiServer
 from sim.apiserver.storage import format_time
-from sim.scenario.timeline import TimelineEvent
+from sim.scenario.timeline import NODE_ADDED, NODE_REMOVED, TimelineEvent
 
 from .machine_controllers import MachineDeploymentController
 from .machine_lifecycle import NodeChange
@@ -36,9 +35,6 @@ __all__ = [
     "NodeTemplate",
     "StaticNodeGroup",
 ]
-
-NODE_ADDED: Final = "node-added"
-NODE_REMOVED: Final = "node-removed"
 
 
 class NodeGroups:

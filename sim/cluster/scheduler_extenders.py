@@ -23,10 +23,10 @@ TLS: ``tlsConfig.caData`` (base64 PEM, as ``[]byte`` fields are in JSON), ``caFi
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import base64
 import json
-import re
 import ssl
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any, Final
 
 import aiohttp
+
+from kubescale.flag_types import parse_duration as parse_go_duration
 
 __all__ = [
     "DEFAULT_EXTENDER_TIMEOUT",
@@ -51,17 +53,6 @@ DEFAULT_EXTENDER_TIMEOUT: Final = 5.0
 MAX_NODE_SCORE: Final = 100
 MAX_EXTENDER_PRIORITY: Final = 10
 
-_DURATION_PART = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|µs|ms|s|m|h)")
-_DURATION_UNITS: Final = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-
 
 class ExtenderError(Exception):
     """A failed extender call; the message is what kube-scheduler would report."""
@@ -73,17 +64,12 @@ def parse_duration(value: object) -> float:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     text = str(value).strip()
-    if text in ("", "0"):
+    if text == "":
         return 0.0
-    position, total = 0, 0.0
-    for match in _DURATION_PART.finditer(text):
-        if match.start() != position:
-            break
-        total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-        position = match.end()
-    if position != len(text):
-        raise ValueError(f"time: invalid duration {text!r}")
-    return total
+    try:
+        return parse_go_duration(text)
+    except argparse.ArgumentTypeError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _get(mapping: Mapping[str, Any], key: str) -> Any:

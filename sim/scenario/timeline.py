@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, Protocol
 
+from sim.cluster.usage_models import WORKLOAD_LABEL
+
 __all__ = [
     "EVICTED",
     "NODE_ADDED",
@@ -43,10 +45,6 @@ EVICTED: Final = "evicted"
 POD_DELETED: Final = "pod-deleted"
 NODE_ADDED: Final = "node-added"
 NODE_REMOVED: Final = "node-removed"
-
-# The label every pod of a simulated controller carries (value: the workload's name); the same
-# string as sim.cluster.usage_models.WORKLOAD_LABEL, repeated so the reports need no actor code.
-WORKLOAD_LABEL: Final = "sim.kubescale.dev/workload"
 
 
 @dataclass(frozen=True)
