@@ -1,0 +1,1 @@
+"""Tests of the VPA admission webhook (webhook/)."""

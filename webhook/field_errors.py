@@ -1,0 +1,217 @@
+"""apimachinery's ``field.Error`` texts and ``apierrors.NewInvalid`` statuses, to the character.
+
+A rejected VPA reaches ``kubectl`` as the admission response's ``metav1.Status``; users (and
+tests written against upstream) read its message, so it is rendered as apimachinery renders it:
+
+* a field path is ``spec.resourcePolicy.containerPolicies[0].maxAllowed[cpu]``
+  (``field.Path``: children joined by ``.``, indices and map keys in brackets);
+* an error reads ``<field>: <Type>[: <bad value>][: <detail>]`` (``Error()`` /
+  ``ErrorBody()``), where Required, Forbidden, TooLong and Internal errors never show the value,
+  and the value is printed by its Go type: integers and floats with ``%v``, strings quoted with
+  ``%q`` (``strconv.Quote``), types with a ``String()`` method (``corev1.ResourceName``) bare;
+* ``NotSupported`` lists the supported values quoted and joined by ``", "``; ``TooMany`` says
+  ``must have at most N item(s)``;
+* ``NewInvalid`` builds ``Status{status: Failure, code: 422, reason: Invalid, details:
+  {name, group, kind, causes}}`` with one cause per error (``reason`` = the error type,
+  ``message`` = the body, ``field`` = the path) and the message ``<Kind>.<group> "<name>" is
+  invalid: <aggregate>``, where the aggregate drops repeated messages and brackets a list of
+  more than one (``utilerrors.NewAggregate``).
+
+Pure values and functions.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+__all__ = [
+    "FieldError",
+    "forbidden",
+    "go_float",
+    "go_quote",
+    "internal_error",
+    "invalid",
+    "invalid_status",
+    "not_supported",
+    "required",
+    "too_many",
+]
+
+# field.ErrorType values (CauseType strings) and their canonical texts.
+REQUIRED = "FieldValueRequired"
+INVALID = "FieldValueInvalid"
+NOT_SUPPORTED = "FieldValueNotSupported"
+FORBIDDEN = "FieldValueForbidden"
+TOO_MANY = "FieldValueTooMany"
+INTERNAL = "InternalError"
+_TYPE_TEXT = {
+    REQUIRED: "Required value",
+    INVALID: "Invalid value",
+    NOT_SUPPORTED: "Unsupported value",
+    FORBIDDEN: "Forbidden",
+    TOO_MANY: "Too many",
+    INTERNAL: "Internal error",
+}
+_VALUE_HIDDEN = frozenset({REQUIRED, FORBIDDEN, INTERNAL})
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One ``field.Error``; ``value`` is the bad value already printed as Go prints it."""
+
+    type: str
+    field: str
+    value: str
+    detail: str
+
+    def body(self) -> str:
+        """``ErrorBody()``."""
+        text = _TYPE_TEXT[self.type]
+        if self.type not in _VALUE_HIDDEN:
+            text = f"{text}: {self.value}"
+        if self.detail:
+            text = f"{text}: {self.detail}"
+        return text
+
+    def message(self) -> str:
+        """``Error()``."""
+        return f"{self.field}: {self.body()}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Go's printing of bad values.
+
+_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_GO_ESCAPES |= {"\v": "\\v", "\\": "\\\\", '"': '\\"'}
+
+
+def go_quote(text: str) -> str:
+    """``strconv.Quote`` (what ``%q`` prints for a string)."""
+    out = ['"']
+    for char in text:
+        if char in _GO_ESCAPES:
+            out.append(_GO_ESCAPES[char])
+        elif char.isprintable():
+            out.append(char)
+        else:
+            code = ord(char)
+            if code < 0x80:
+                out.append(f"\\x{code:02x}")
+            elif 0xD800 <= code <= 0xDFFF:
+                out.append("\\ufffd")  # a lone surrogate is invalid UTF-8 -> U+FFFD in Go
+            elif code < 0x10000:
+                out.append(f"\\u{code:04x}")
+            else:
+                out.append(f"\\U{code:08x}")
+    out.append('"')
+    return "".join(out)
+
+
+def go_float(value: float) -> str:
+    """``%v`` of a float64: ``%g`` with the shortest precision, so the exponent form is used
+    when the decimal exponent is < -4 or >= 6 (``1e+06``, ``1e-05``), else plain digits
+    without trailing zeros (``-1``, ``0.5``)."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if value == 0:
+        return "-0" if math.copysign(1.0, value) < 0 else "0"
+    sign = "-" if value < 0 else ""
+    decimal = Decimal(repr(abs(value))).normalize()
+    _, digit_tuple, exponent = decimal.as_tuple()
+    if not isinstance(exponent, int):  # pragma: no cover - finite values only reach here
+        return repr(value)
+    digits = "".join(str(d) for d in digit_tuple)
+    point = len(digits) + exponent  # value = 0.<digits> x 10^point
+    exp10 = point - 1
+    if exp10 < -4 or exp10 >= 6:
+        mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+        return f"{sign}{mantissa}e{'-' if exp10 < 0 else '+'}{abs(exp10):02d}"
+    if point <= 0:
+        return f"{sign}0.{'0' * -point}{digits}"
+    if point >= len(digits):
+        return f"{sign}{digits}{'0' * (point - len(digits))}"
+    return f"{sign}{digits[:point]}.{digits[point:]}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Constructors (field.Required, field.Invalid, ...).
+
+
+def required(path: str, detail: str = "") -> FieldError:
+    return FieldError(REQUIRED, path, '""', detail)
+
+
+def forbidden(path: str, detail: str) -> FieldError:
+    return FieldError(FORBIDDEN, path, '""', detail)
+
+
+def invalid(path: str, value: str, detail: str) -> FieldError:
+    """``value`` printed already: ``go_quote(s)`` for strings, ``str(n)`` for integers."""
+    return FieldError(INVALID, path, value, detail)
+
+
+def not_supported(path: str, value: str, supported: list[str] | tuple[str, ...]) -> FieldError:
+    detail = ""
+    if supported:
+        detail = "supported values: " + ", ".join(go_quote(v) for v in supported)
+    return FieldError(NOT_SUPPORTED, path, value, detail)
+
+
+def too_many(path: str, actual: int, maximum: int) -> FieldError:
+    noun = "item" if maximum == 1 else "items"
+    return FieldError(TOO_MANY, path, str(actual), f"must have at most {maximum} {noun}")
+
+
+def internal_error(path: str, message: str) -> FieldError:
+    return FieldError(INTERNAL, path, "null", message)
+
+
+# ---------------------------------------------------------------------------------------------
+# apierrors.NewInvalid.
+
+
+def _aggregate(errors: list[FieldError]) -> str:
+    # ErrorList.ToAggregate + aggregate.Error: repeated messages once, a list in brackets.
+    seen: list[str] = []
+    for error in errors:
+        text = error.message()
+        if text not in seen:
+            seen.append(text)
+    if len(seen) == 1:
+        return seen[0]
+    return "[" + ", ".join(seen) + "]"
+
+
+def invalid_status(*, group: str, kind: str, name: str, errors: list[FieldError]) -> dict[str, Any]:
+    """The ``metav1.Status`` of ``apierrors.NewInvalid(GroupKind{group, kind}, name, errors)``."""
+    qualified = f"{kind}.{group}" if group else kind
+    message = f"{qualified} {go_quote(name)} is invalid"
+    if errors:
+        message = f"{message}: {_aggregate(errors)}"
+    details: dict[str, Any] = {}
+    if name:
+        details["name"] = name
+    if group:
+        details["group"] = group
+    details["kind"] = kind
+    causes = []
+    for error in errors:
+        cause = {"reason": error.type, "message": error.body()}
+        if error.field:
+            cause["field"] = error.field
+        causes.append(cause)
+    if causes:
+        details["causes"] = causes
+    return {
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": "Invalid",
+        "details": details,
+        "code": 422,
+    }
