@@ -1,0 +1,88 @@
+"""Every file of ``manifests/`` parses, is in the kustomization, and renders as kustomize does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from .conftest import kubectl_kustomize, needs_kubectl
+from .manifest_files import (
+    CLUSTER_SCOPED_KINDS,
+    KUSTOMIZATION,
+    MANIFESTS,
+    install_namespace,
+    load_documents,
+    render,
+    resource_files,
+    yaml_files,
+)
+
+
+@pytest.mark.parametrize("path", yaml_files(), ids=lambda p: str(p.relative_to(MANIFESTS)))
+def test_every_yaml_file_parses_into_kubernetes_objects(path: Path) -> None:
+    documents = load_documents(path)
+    assert documents, f"{path} has no documents"
+    for doc in documents:
+        if path == KUSTOMIZATION:
+            assert doc["kind"] == "Kustomization"
+            continue
+        assert isinstance(doc.get("apiVersion"), str)
+        assert isinstance(doc.get("kind"), str)
+        assert doc["metadata"]["name"]
+        # Namespace-agnostic: the kustomization decides the namespace.
+        assert "namespace" not in doc["metadata"], f"{path}: {doc['kind']} names a namespace"
+
+
+def test_the_kustomization_lists_every_manifest_exactly_once() -> None:
+    listed = resource_files()
+    assert len(listed) == len(set(listed))
+    assert all(path.is_file() for path in listed)
+    assert set(listed) == set(yaml_files()) - {KUSTOMIZATION}
+
+
+def test_render_puts_namespaced_objects_and_service_account_subjects_in_one_namespace() -> None:
+    namespace = install_namespace()
+    assert namespace == "kube-system"  # where upstream VPA runs; overlays may change it
+    objects = render()
+    kinds = sorted({obj["kind"] for obj in objects})
+    assert kinds == [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "CustomResourceDefinition",
+        "Deployment",
+        "PodDisruptionBudget",
+        "Role",
+        "RoleBinding",
+        "Service",
+        "ServiceAccount",
+    ]
+    for obj in objects:
+        if obj["kind"] in CLUSTER_SCOPED_KINDS:
+            assert "namespace" not in obj["metadata"]
+        else:
+            assert obj["metadata"]["namespace"] == namespace
+        for subject in obj.get("subjects") or []:
+            assert subject["namespace"] == namespace
+
+
+def _identity(obj: dict[str, Any]) -> tuple[str, str]:
+    return (str(obj["kind"]), str(obj["metadata"]["name"]))
+
+
+@needs_kubectl
+async def test_render_equals_kubectl_kustomize(tmp_path: Path) -> None:
+    kustomized = await kubectl_kustomize(MANIFESTS, home=tmp_path)
+    ours = render()
+    assert sorted(map(_identity, kustomized)) == sorted(map(_identity, ours))
+    assert sorted(kustomized, key=_identity) == sorted(ours, key=_identity)
+
+
+def test_duplicate_keys_are_refused_as_kubectl_does(tmp_path: Path) -> None:
+    # PyYAML alone would keep the second `served` silently; kubectl's strict decoding refuses.
+    path = tmp_path / "crd.yaml"
+    path.write_text("spec:\n  versions:\n  - name: v1\n    served: true\n    served: false\n")
+    with pytest.raises(yaml.constructor.ConstructorError, match=r"duplicate keys \['served'\]"):
+        load_documents(path)

@@ -1,0 +1,89 @@
+"""manifests/README.md's commands and overlay match the manifests they are about."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kubescale.cli import build_parser
+
+from .conftest import kubectl_kustomize, needs_kubectl
+from .manifest_files import MANIFESTS, find, install_namespace, namespace_transformer, render
+
+README = MANIFESTS / "README.md"
+_FENCE = re.compile(r"```(\w+)\n(.*?)```", re.DOTALL)
+
+
+def _blocks(language: str) -> list[str]:
+    text = README.read_text(encoding="utf-8")
+    return [body for lang, body in _FENCE.findall(text) if lang == language]
+
+
+def _command(prefix: str) -> list[str]:
+    (line,) = [
+        line.strip()
+        for block in _blocks("sh")
+        for line in block.splitlines()
+        if line.strip().startswith(prefix)
+    ]
+    return shlex.split(line)
+
+
+def test_the_certificate_command_is_for_the_webhook_service() -> None:
+    argv = _command("kubescale certs")
+    args = build_parser().parse_args(argv[1:])
+    service = find(render(), "Service")
+    assert (args.service, args.namespace) == (service["metadata"]["name"], install_namespace())
+
+
+def test_the_secret_command_makes_the_secret_the_deployment_mounts() -> None:
+    argv = _command("kubectl -n")
+    assert argv[:6] == ["kubectl", "-n", install_namespace(), "create", "secret", "generic"]
+    deployment = find(render(), "Deployment", "kubescale")
+    (volume,) = [v for v in deployment["spec"]["template"]["spec"]["volumes"] if "secret" in v]
+    assert argv[6] == volume["secret"]["secretName"]
+    files = sorted(arg.split("=", 1)[1].rsplit("/", 1)[1] for arg in argv[7:])
+    assert files == ["caCert.pem", "serverCert.pem", "serverKey.pem"]
+
+
+def test_the_install_command_applies_this_directory() -> None:
+    assert _command("kubectl apply") == ["kubectl", "apply", "-k", "manifests/"]
+
+
+def test_the_overlay_example_uses_the_same_transformer() -> None:
+    (block,) = _blocks("yaml")
+    overlay: dict[str, Any] = yaml.safe_load(block)
+    (text,) = overlay["transformers"]
+    transformer = yaml.safe_load(text)
+    ours = namespace_transformer()
+    assert transformer["kind"] == ours["kind"] == "NamespaceTransformer"
+    assert transformer["setRoleBindingSubjects"] == ours["setRoleBindingSubjects"]
+    assert transformer["metadata"]["namespace"] != install_namespace()
+    (image,) = overlay["images"]
+    deployment = find(render(), "Deployment", "kubescale")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["image"].split(":")[0] == image["name"]
+
+
+@needs_kubectl
+async def test_the_overlay_example_renders_into_its_namespace(tmp_path: Path) -> None:
+    (block,) = _blocks("yaml")
+    shutil.copytree(MANIFESTS, tmp_path / "manifests")
+    overlay = tmp_path / "overlays" / "team-a"
+    overlay.mkdir(parents=True)
+    (overlay / "kustomization.yaml").write_text(block, encoding="utf-8")
+    objects = await kubectl_kustomize(overlay, home=tmp_path)
+    assert sorted(
+        obj["metadata"].get("namespace", "")
+        for obj in objects
+        if obj["kind"] in ("Role", "Service")
+    ) == ["team-a", "team-a"]
+    (subject,) = find(objects, "ClusterRoleBinding")["subjects"]
+    assert subject["namespace"] == "team-a"
+    (container,) = find(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "registry.example.com/kubescale:0.1.0"
