@@ -195,13 +195,19 @@ async def _pump(
             await response.write(_line("BOOKMARK", bookmark))
             next_bookmark = now + bookmark_interval
             continue
-        wake = min(deadline, next_bookmark if watch.allow_bookmarks else deadline, now + _POLL)
-        try:
-            item = await asyncio.wait_for(queue.get(), timeout=max(0.0, wake - now))
-        except TimeoutError:
-            if request.transport is None or request.transport.is_closing():
-                return False
-            continue
+        if not queue.empty():
+            # Take a queued event directly: with a bookmark already due the wait below would be
+            # 0 s, and Python 3.11's wait_for(queue.get(), 0) cancels the get without taking
+            # the item, so the stream would spin forever delivering nothing.
+            item = queue.get_nowait()
+        else:
+            wake = min(deadline, next_bookmark if watch.allow_bookmarks else deadline, now + _POLL)
+            try:
+                item = await asyncio.wait_for(queue.get(), timeout=max(0.0, wake - now))
+            except TimeoutError:
+                if request.transport is None or request.transport.is_closing():
+                    return False
+                continue
         if item is DROP:
             return True
         if item is CLOSE:

@@ -98,6 +98,31 @@ async def test_bookmarks_carry_only_the_resource_version(api: Any, server: ApiSe
     }
 
 
+async def test_events_queued_when_a_bookmark_falls_due_are_all_delivered(
+    api: Any, server: ApiServer
+) -> None:
+    """Regression: a bookmark due while events wait in the queue must not stall the stream."""
+    response = await open_watch(
+        api, resource_version=str(server.store.resource_version), allow_watch_bookmarks=True
+    )
+    first = await read_events_keep_open(response, count=1)  # the first bookmark, at 0.2 s
+    assert first[0]["type"] == "BOOKMARK"
+    await asyncio.sleep(0.19)  # the next bookmark falls due while the burst below is queued
+    for index in range(300):
+        server.store.create(configmap(f"burst-{index}"), namespace="default")
+    events = await read_events(response, count=300 + 1)
+    added = [name for kind, name in summary(events) if kind == "ADDED"]
+    assert added[:300] == [f"burst-{index}" for index in range(300)]
+
+
+async def read_events_keep_open(response: Any, *, count: int) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    while len(events) < count:
+        line = await asyncio.wait_for(response.content.readline(), timeout=5)
+        events.append(json.loads(line))
+    return events
+
+
 async def test_no_bookmarks_unless_asked(api: Any, server: ApiServer) -> None:
     response = await open_watch(api, resource_version="1", timeout_seconds=1)
     assert await read_events(response) == []
