@@ -234,7 +234,11 @@ class SimulationRun:
         ]
         for where, obj in created:
             try:
-                await self.api.create_admitted(obj)
+                stored = await self.api.create_admitted(obj)
+                if "status" in obj and "status" in self.api.store.type_of(obj).subresources:
+                    # The starting state: a manifest's status stands in for the controller that
+                    # would have written it (a VPA's recommender, a PDB's disruption controller).
+                    self.api.store.update_status({**stored, "status": obj["status"]})
             except ApiError as exc:
                 meta = obj.get("metadata") or {}
                 raise SimulationError(

@@ -232,7 +232,7 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
      "nodes[0].pricePerHour: must be a finite number ≥ 0, got -1"),
     ("kubescale component unknown", _set("kubescale", {"vpa-recommender": {}}),
      'kubescale.vpa-recommender: unknown kubescale component "vpa-recommender" '
-     "(no components are available yet)"),
+     "(want one of: webhook)"),
     ("object of an unserved kind", _set("objects.0.kind", "Widget"),
      'objects[0].kind: unknown kind "Widget" of apiVersion "v1" (not served by the simulated '
      "API server; a CustomResourceDefinition listed earlier in objects adds its kinds)"),
