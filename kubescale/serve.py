@@ -1,11 +1,17 @@
 """``kubescale serve``: wiring of the TLS server, the health/metrics server and the loop runner.
 
 Start-up order: logging → settings → serving certificate (a bad one ends the process with one
-line naming the file) → Kubernetes client and leader elector (when there are loops to gate) →
-both listeners → certificate watcher and loops. The loops run only while this replica holds the
+line naming the file) → Kubernetes client (when loops are gated or a component needs it) and
+leader elector (when there are loops to gate) → components attach their routes and checks →
+both listeners → components start (the VPA admission webhook: informers, registration, status
+Lease) → certificate watcher and loops. The loops run only while this replica holds the
 Lease (``--leader-elect``, on by default); the TLS server serves on every replica. On SIGTERM or
 SIGINT the loops finish their iteration in progress (up to ``--graceful-shutdown-timeout``), the
-Lease is released, then the listeners close gracefully and the process exits 0.
+Lease is released, the components stop, then the listeners close gracefully and the process
+exits 0.
+
+The VPA admission webhook (:mod:`webhook.component`) is such a component; ``--webhook``
+(``auto``: when in a cluster or given ``--kubeconfig``) decides whether :func:`run` adds it.
 """
 
 from __future__ import annotations
@@ -13,10 +19,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
@@ -24,6 +32,7 @@ from prometheus_client import CollectorRegistry
 from certs.authority import CertificateError
 from certs.reloading import ServerTLS
 from kube.client import KubeClient, connect
+from kube.config_loading import SERVICE_HOST_ENV
 from kube.config_loading import ConfigError as KubeConfigError
 from kube.errors import KubeError
 from kube.leader_election import LeaderElector
@@ -38,6 +47,7 @@ from kubescale.serve_config import (
     add_serve_arguments,
     serve_config_from_args,
 )
+from webhook.component import WebhookComponent
 
 log = component_logger("serve")
 
@@ -53,7 +63,22 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"kubescale serve: error: {exc}\n")
         return 2
     configure_logging(level=config.log_level, fmt=config.log_format)
-    return asyncio.run(serve(config, clock=RealClock()))
+    return asyncio.run(serve(config, clock=RealClock(), components=default_components(config)))
+
+
+def default_components(
+    config: ServeConfig, *, environ: Mapping[str, str] | None = None
+) -> list[ServeComponent]:
+    """The components ``kubescale serve`` runs: the VPA webhook unless ``--webhook`` says no
+    (``auto``: only in a cluster — ``$KUBERNETES_SERVICE_HOST`` set — or with ``--kubeconfig``)."""
+    env = os.environ if environ is None else environ
+    mode = config.webhook.mode
+    if mode == "false":
+        return []
+    if mode == "auto" and config.kubeconfig is None and not env.get(SERVICE_HOST_ENV):
+        log.info("not in a cluster and no --kubeconfig: the VPA admission webhook is off")
+        return []
+    return [WebhookComponent(config.webhook)]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,6 +87,24 @@ class LoopSpec:
 
     loop: Loop
     interval: float
+
+
+class ServeComponent(Protocol):
+    """A part of the process with routes, checks and background work (the VPA webhook).
+
+    ``attach`` runs before the listeners open (mount routes, add health checks); ``start`` once
+    they are up (``server.kube`` is connected when ``needs_kube``); ``stop`` after the loops
+    have finished on shutdown.
+    """
+
+    @property
+    def needs_kube(self) -> bool: ...
+
+    def attach(self, server: Server) -> None: ...
+
+    async def start(self, server: Server) -> None: ...
+
+    async def stop(self) -> None: ...
 
 
 @dataclass
@@ -89,14 +132,16 @@ async def serve(
     clock: Clock,
     loops: Sequence[LoopSpec] = (),
     mounts: Sequence[Callable[[web.Application], None]] = (),
+    components: Sequence[ServeComponent] = (),
     registry: CollectorRegistry | None = None,
     started: asyncio.Future[Server] | None = None,
     install_signal_handlers: bool = True,
 ) -> int:
     """Run until SIGTERM/SIGINT (or ``Server.stop_event``); returns the exit code.
 
-    ``mounts`` add routes to the TLS application (the webhook and the extender mount theirs);
-    ``started`` is resolved with the running :class:`Server` once both listeners are up.
+    ``mounts`` add routes to the TLS application (the extender mounts its own); ``components``
+    (the webhook) are attached, started and stopped with the server; ``started`` is resolved
+    with the running :class:`Server` once both listeners are up and the components started.
     """
     registry = registry if registry is not None else new_process_registry()
     tls = ServerTLS(
@@ -134,7 +179,8 @@ async def serve(
         health_app=make_health_app(checks=checks, registry=registry),
         stop_event=asyncio.Event(),
     )
-    if loops and config.leader_elect:
+    gate_loops = bool(loops) and config.leader_elect
+    if gate_loops or any(component.needs_kube for component in components):
         try:
             server.kube = await connect(
                 kubeconfig=config.kubeconfig, clock=clock, registry=registry
@@ -144,6 +190,7 @@ async def serve(
             if started is not None and not started.done():
                 started.set_exception(exc)
             return 1
+    if gate_loops and server.kube is not None:
         elector = _elector(config, client=server.kube, clock=clock, registry=registry)
         server.elector = elector
         checks.add_liveness("leader-election", elector.healthz_check)
@@ -153,10 +200,13 @@ async def serve(
         checks.add_liveness("loops", runner.liveness_check)
     for mount in mounts:
         mount(server.https_app)
+    for component in components:
+        component.attach(server)
     https_runner = web.AppRunner(server.https_app, access_log=None)
     health_runner = web.AppRunner(server.health_app, access_log=None)
     await https_runner.setup()
     await health_runner.setup()
+    started_components: list[ServeComponent] = []
     try:
         https_site = web.TCPSite(
             https_runner, config.bind_address, config.port, ssl_context=tls.listener_context()
@@ -176,10 +226,15 @@ async def serve(
             "serving",
             extra={"fields": {"https_port": server.https_port, "health_port": server.health_port}},
         )
+        for component in components:
+            await component.start(server)
+            started_components.append(component)
         return await _run_until_stopped(
             server, started=started, install_signal_handlers=install_signal_handlers
         )
     finally:
+        for component in reversed(started_components):
+            await component.stop()
         await https_runner.cleanup()
         await health_runner.cleanup()
         if server.kube is not None:

@@ -25,6 +25,12 @@ from kube.lease_record import validate_timing
 from kubescale.flag_types import parse_address, parse_bool, parse_port, positive_duration
 from kubescale.logs import LOG_LEVELS, LogFormat
 from kubescale.tls_ciphers import go_cipher_suites_to_openssl
+from webhook.webhook_config import (
+    WebhookConfigError,
+    WebhookSettings,
+    add_webhook_arguments,
+    webhook_settings_from_args,
+)
 
 MIN_TLS_VERSIONS = {"tls1_2": ssl.TLSVersion.TLSv1_2, "tls1_3": ssl.TLSVersion.TLSv1_3}
 
@@ -55,6 +61,8 @@ class ServeConfig:
     leader_elect_retry_period: float
     leader_elect_resource_name: str
     leader_elect_resource_namespace: str
+    webhook: WebhookSettings
+    """The VPA admission webhook's flags (:mod:`webhook.webhook_config`)."""
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -208,6 +216,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         default="kube-system",
         help="Lease namespace (default: %(default)s)",
     )
+    add_webhook_arguments(parser)
 
 
 class ConfigError(ValueError):
@@ -247,6 +256,10 @@ def serve_config_from_args(args: argparse.Namespace) -> ServeConfig:
         for setting in ("lease_duration", "renew_deadline", "retry_period"):
             message = message.replace(setting, "--leader-elect-" + setting.replace("_", "-"))
         raise ConfigError(message) from None
+    try:
+        webhook = webhook_settings_from_args(args)
+    except WebhookConfigError as exc:
+        raise ConfigError(str(exc)) from None
     return ServeConfig(
         bind_address=bind,
         port=args.port,
@@ -270,4 +283,5 @@ def serve_config_from_args(args: argparse.Namespace) -> ServeConfig:
         leader_elect_retry_period=args.leader_elect_retry_period,
         leader_elect_resource_name=args.leader_elect_resource_name,
         leader_elect_resource_namespace=args.leader_elect_resource_namespace,
+        webhook=webhook,
     )

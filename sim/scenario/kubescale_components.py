@@ -14,21 +14,37 @@ is the same every time. A loop that reads an informer cache must make sure, at t
 ``run_once``, that its cache has caught up with the store (the runner's actors write between
 loop runs).
 
-No component exists yet, so :data:`COMPONENTS` is empty and any name in a scenario's
-``kubescale`` section is an error.
+Components: ``webhook`` — the VPA admission webhook (:class:`WebhookSimulation`).
 """
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import base64
 import contextlib
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, Final, NoReturn, Protocol
 
 from aiohttp import web
+from prometheus_client import CollectorRegistry
 
 from kube.client import KubeClient
+from kube.events import EventRecorder
 from kubescale.loop_runner import Loop
+from webhook.admission_routes import AdmissionWebhook
+from webhook.component import EVENT_COMPONENT, build_caches
+from webhook.registration import webhook_configuration
+from webhook.status_lease import StatusLease
+from webhook.webhook_caches import WebhookCaches
+from webhook.webhook_config import (
+    WebhookConfigError,
+    WebhookSettings,
+    add_webhook_arguments,
+    webhook_settings_from_args,
+)
 
 __all__ = [
     "COMPONENTS",
@@ -37,6 +53,7 @@ __all__ = [
     "KubescaleComponent",
     "LoopFactory",
     "SimulatedLoop",
+    "WebhookSimulation",
 ]
 
 LoopFactory = Callable[[KubeClient, contextlib.AsyncExitStack], Awaitable[Loop]]
@@ -84,4 +101,135 @@ class KubescaleComponent(Protocol):
         ...
 
 
-COMPONENTS: Final[Mapping[str, KubescaleComponent]] = {}
+class _FlagParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise WebhookConfigError(message)
+
+
+_SIMULATED_WEBHOOK_FLAGS: Final = frozenset(
+    {
+        "avoid-hpa-conflict",
+        "cap-to-largest-node",
+        "feature-gates",
+        "ignored-vpa-object-namespaces",
+        "status-lease-name",
+        "status-lease-namespace",
+        "status-lease-update-interval",
+        "vpa-object-namespace",
+        "webhook-failure-policy-fail",
+        "webhook-labels",
+        "webhook-timeout-seconds",
+    }
+)
+_CACHE_SYNC_TIMEOUT: Final = 30.0
+
+
+def _flag_text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+class WebhookSimulation:
+    """``kubescale: {webhook: {...}}``: the VPA admission webhook in a simulated run.
+
+    Flags are ``kubescale serve``'s webhook flags without the dashes (``cap-to-largest-node:
+    true``, ``feature-gates: InPlace=true``, ...); the Service and registration flags are not
+    accepted — the run serves kubescale as ``kube-system/kubescale`` and creates the
+    MutatingWebhookConfiguration self-registration would write, with the run's CA. Two loops:
+    ``vpa-webhook-caches`` starts the informers when built (the webhook admits pods unmutated
+    until then) and, every step, resolves the controller lookups queued by admissions
+    (:mod:`webhook.scale_lookups`); ``vpa-webhook-status-lease`` renews the status Lease every
+    ``status-lease-update-interval``.
+    """
+
+    def settings(self, flags: Mapping[str, Any]) -> WebhookSettings:
+        parser = _FlagParser(add_help=False)
+        add_webhook_arguments(parser)
+        argv = []
+        for name, value in flags.items():
+            if name not in _SIMULATED_WEBHOOK_FLAGS:
+                raise WebhookConfigError(
+                    f"{name}: unknown webhook flag (want one of: "
+                    f"{', '.join(sorted(_SIMULATED_WEBHOOK_FLAGS))})"
+                )
+            argv.append(f"--{name}={_flag_text(value)}")
+        return webhook_settings_from_args(parser.parse_args(argv), environ={})
+
+    def validate(self, flags: Mapping[str, Any], *, path: str) -> list[str]:
+        try:
+            self.settings(flags)
+        except WebhookConfigError as exc:
+            return [f"{path}: {exc}"]
+        return []
+
+    def setup(self, flags: Mapping[str, Any], *, context: ComponentContext) -> ComponentSetup:
+        settings = replace(
+            self.settings(flags),
+            service_name=context.service_name,
+            service_namespace=context.service_namespace,
+        )
+        webhook = AdmissionWebhook(settings=settings, registry=CollectorRegistry())
+        configuration = webhook_configuration(
+            settings, ca_bundle=base64.b64decode(context.ca_bundle)
+        )
+
+        async def caches_loop(client: KubeClient, stack: contextlib.AsyncExitStack) -> Loop:
+            informers, caches = build_caches(client, settings, clock=client.clock)
+            informers.start()
+            stack.push_async_callback(informers.stop)
+            await asyncio.wait_for(informers.wait_synced(), timeout=_CACHE_SYNC_TIMEOUT)
+            if settings.avoid_hpa_conflict:
+                recorder = EventRecorder(client=client, component=EVENT_COMPONENT)
+                stack.push_async_callback(recorder.close)
+                webhook.recorder = recorder
+            webhook.caches = caches
+            return _CachesLoop(caches)
+
+        async def lease_loop(client: KubeClient, stack: contextlib.AsyncExitStack) -> Loop:
+            lease = StatusLease(
+                client=client,
+                clock=client.clock,
+                namespace=settings.status_lease_namespace,
+                name=settings.status_lease_name,
+                interval=settings.status_lease_update_interval,
+                identity=f"{context.service_name}-simulated",
+            )
+            return _LeaseLoop(lease)
+
+        return ComponentSetup(
+            loops=(
+                SimulatedLoop(name="vpa-webhook-caches", interval=1.0, build=caches_loop),
+                SimulatedLoop(
+                    name="vpa-webhook-status-lease",
+                    interval=settings.status_lease_update_interval,
+                    build=lease_loop,
+                ),
+            ),
+            mounts=(webhook.mount,),
+            objects=(configuration,),
+        )
+
+
+class _CachesLoop:
+    name = "vpa-webhook-caches"
+
+    def __init__(self, caches: WebhookCaches) -> None:
+        self.caches = caches
+
+    async def run_once(self, now: datetime) -> None:
+        await self.caches.scale_lookups.resolve_pending()
+        await self.caches.scale_lookups.refresh_stale()
+
+
+class _LeaseLoop:
+    name = "vpa-webhook-status-lease"
+
+    def __init__(self, lease: StatusLease) -> None:
+        self.lease = lease
+
+    async def run_once(self, now: datetime) -> None:
+        await self.lease.update_status()
+
+
+COMPONENTS: Final[Mapping[str, KubescaleComponent]] = {"webhook": WebhookSimulation()}

@@ -1,0 +1,138 @@
+"""The status Lease on the virtual clock, against the in-process API server.
+
+Upstream (``pkg/utils/status``): a ticker every ``--status-lease-update-interval`` (10 s); the
+first tick creates the Lease (``holderIdentity``, ``leaseDurationSeconds`` = the interval, no
+``renewTime``), later ticks set ``renewTime`` = now and ``holderIdentity``. The updater treats
+the admission controller as healthy while ``renewTime`` (or the creation time) is less than a
+minute old, so a stopped webhook's Lease goes stale after a minute.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from kube.client import KubeClient, connect
+from kube.lease_record import format_micro_time
+from kube.resources import LEASES
+from kubescale.clock import VirtualClock
+from sim.apiserver.server import ApiServer
+from webhook.status_lease import StatusLease
+
+NAMESPACE, NAME = "kube-system", "vpa-admission-controller"
+
+
+async def _eventually(predicate: Callable[[], bool], *, within: float = 10.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not predicate():
+        assert loop.time() < deadline, "condition not reached"
+        await asyncio.sleep(0.005)
+
+
+@pytest.fixture
+def clock() -> VirtualClock:
+    return VirtualClock()
+
+
+@pytest.fixture
+async def api(clock: VirtualClock) -> AsyncIterator[ApiServer]:
+    async with ApiServer(clock=clock) as server:
+        yield server
+
+
+@pytest.fixture
+async def kube(api: ApiServer, clock: VirtualClock, tmp_path: Path) -> AsyncIterator[KubeClient]:
+    api.write_kubeconfig(tmp_path / "kubeconfig")
+    client = await connect(kubeconfig=tmp_path / "kubeconfig", clock=clock, rng=random.Random(0))
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+def _lease(kube: KubeClient, clock: VirtualClock, identity: str) -> StatusLease:
+    return StatusLease(
+        client=kube, clock=clock, namespace=NAMESPACE, name=NAME, interval=10.0, identity=identity
+    )
+
+
+async def test_the_lease_is_created_then_renewed_every_interval(
+    kube: KubeClient, api: ApiServer, clock: VirtualClock
+) -> None:
+    lease = _lease(kube, clock, "kubescale-0")
+    stop = asyncio.Event()
+    task = asyncio.create_task(lease.run(stop))
+    start = clock.now()
+    try:
+        await clock.advance(9.0)
+        assert api.store.peek(LEASES, NAME, NAMESPACE) is None  # a ticker: nothing at t=0
+        await clock.advance(1.0)
+        await _eventually(lambda: lease.renewals == 1)
+        created = api.store.get(LEASES, NAME, NAMESPACE)
+        assert created["spec"] == {"holderIdentity": "kubescale-0", "leaseDurationSeconds": 10}
+        assert created["metadata"]["creationTimestamp"] == (start + timedelta(seconds=10)).strftime(
+            "%Y-%m-%dT%H:%M:%SZ"
+        )
+        for tick in (2, 3, 4):
+            await clock.advance(10.0)
+            await _eventually(lambda tick=tick: lease.renewals == tick)  # type: ignore[misc]
+            renewed = api.store.get(LEASES, NAME, NAMESPACE)
+            assert renewed["spec"]["renewTime"] == format_micro_time(
+                start + timedelta(seconds=10 * tick)
+            )
+            assert renewed["spec"]["holderIdentity"] == "kubescale-0"
+            assert renewed["spec"]["leaseDurationSeconds"] == 10
+    finally:
+        stop.set()
+        await task
+    # stopped: no more renewals however long the clock runs
+    await clock.advance(60.0)
+    assert lease.renewals == 4
+
+
+async def test_two_replicas_share_the_lease_and_each_renewal_wins_or_yields(
+    kube: KubeClient, api: ApiServer, clock: VirtualClock
+) -> None:
+    first, second = _lease(kube, clock, "kubescale-0"), _lease(kube, clock, "kubescale-1")
+    await first.update_status()
+    await second.update_status()  # the Lease exists: second renews it
+    stored = api.store.get(LEASES, NAME, NAMESPACE)
+    assert stored["spec"]["holderIdentity"] == "kubescale-1"
+    assert stored["spec"]["renewTime"] == format_micro_time(clock.now())
+    # another replica created the Lease between our GET (404) and our create: AlreadyExists
+    # is success, not an error
+    api.faults.add(verb="get", resource="leases", status=404, count=1)
+    await first.update_status()
+    assert first.renewals == 2
+    assert api.store.get(LEASES, NAME, NAMESPACE)["spec"]["holderIdentity"] == "kubescale-1"
+
+
+async def test_a_failing_api_server_is_logged_and_the_next_tick_tries_again(
+    kube: KubeClient, api: ApiServer, clock: VirtualClock
+) -> None:
+    lease = _lease(kube, clock, "kubescale-0")
+    api.faults.add(verb="get", resource="leases", status=403, count=1)
+    stop = asyncio.Event()
+    task = asyncio.create_task(lease.run(stop))
+    try:
+        await clock.advance(10.0)
+        await _eventually(lambda: lease.failures == 1)
+        await clock.advance(10.0)
+        await _eventually(lambda: lease.renewals == 1)
+        assert api.store.peek(LEASES, NAME, NAMESPACE) is not None
+    finally:
+        stop.set()
+        await task
+
+
+def test_the_interval_must_be_positive(kube: KubeClient, clock: VirtualClock) -> None:
+    with pytest.raises(ValueError, match="must be > 0"):
+        StatusLease(
+            client=kube, clock=clock, namespace=NAMESPACE, name=NAME, interval=0, identity="x"
+        )

@@ -1,0 +1,417 @@
+"""The admission path's caches: informers of the in-process API server, the lookups built on
+them, and the background scale-subresource lookups for kinds without an informer."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kube.client import KubeClient, connect
+from kube.informer_set import InformerSet
+from kube.resources import LIMIT_RANGES, NODES, VERTICAL_POD_AUTOSCALERS
+from kube.selectors import parse_label_selector
+from kubescale.clock import VirtualClock
+from sim.apiserver.server import ApiServer
+from webhook.component import build_caches
+from webhook.controller_refs import ControllerRef
+from webhook.scale_lookups import ScaleLookups
+from webhook.webhook_caches import WebhookCaches, largest_allocatable, well_known_selector
+from webhook.webhook_config import WebhookSettings
+
+
+async def _eventually(predicate: Callable[[], bool], *, within: float = 10.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not predicate():
+        assert loop.time() < deadline, "the caches did not catch up"
+        await asyncio.sleep(0.005)
+
+
+@dataclass
+class Caches:
+    api: ApiServer
+    kube: KubeClient
+    clock: VirtualClock
+    informers: InformerSet
+    caches: WebhookCaches
+
+
+@pytest.fixture
+def clock() -> VirtualClock:
+    return VirtualClock()
+
+
+@pytest.fixture
+async def api(clock: VirtualClock) -> AsyncIterator[ApiServer]:
+    async with ApiServer(clock=clock, seed=3) as server:
+        yield server
+
+
+@pytest.fixture
+async def kube(api: ApiServer, clock: VirtualClock, tmp_path: Path) -> AsyncIterator[KubeClient]:
+    api.write_kubeconfig(tmp_path / "kubeconfig")
+    client = await connect(kubeconfig=tmp_path / "kubeconfig", clock=clock, rng=random.Random(0))
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+async def _caches(
+    api: ApiServer, kube: KubeClient, clock: VirtualClock, settings: WebhookSettings
+) -> Caches:
+    informers, caches = build_caches(kube, settings, clock=clock)
+    assert caches.readiness_check() is not None  # nothing synced before start
+    informers.start()
+    assert await informers.wait_synced()
+    assert caches.readiness_check() is None
+    return Caches(api=api, kube=kube, clock=clock, informers=informers, caches=caches)
+
+
+@pytest.fixture
+async def setup(api: ApiServer, kube: KubeClient, clock: VirtualClock) -> AsyncIterator[Caches]:
+    setup = await _caches(
+        api,
+        kube,
+        clock,
+        WebhookSettings(
+            ignored_vpa_object_namespaces=("kube-system",),
+            avoid_hpa_conflict=True,
+            cap_to_largest_node=True,
+        ),
+    )
+    try:
+        yield setup
+    finally:
+        await setup.informers.stop()
+
+
+def _vpa(name: str, namespace: str, target: dict[str, str] | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"targetRef": target} if target is not None else {}
+    return {
+        "apiVersion": "autoscaling.k8s.io/v1",
+        "kind": "VerticalPodAutoscaler",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+WEB = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}
+
+
+def _names(objects: list[dict[str, Any]]) -> list[str]:
+    return sorted(str(obj["metadata"]["name"]) for obj in objects)
+
+
+async def test_vpas_are_indexed_by_target_and_ignored_namespaces_left_out(setup: Caches) -> None:
+    store = setup.api.store
+    store.create(_vpa("a", "default", WEB))
+    store.create(_vpa("b", "default", WEB))
+    store.create(_vpa("other-target", "default", {**WEB, "name": "api"}))
+    store.create(_vpa("ignored", "kube-system", WEB))
+    store.create(_vpa("no-target", "default", None))
+    web = ControllerRef(api_version="apps/v1", kind="Deployment", name="web", namespace="default")
+    await _eventually(lambda: len(setup.informers.lister(VERTICAL_POD_AUTOSCALERS).list()) == 5)
+    assert _names(setup.caches.vpas_for(web)) == ["a", "b"]
+    system = ControllerRef(
+        api_version="apps/v1", kind="Deployment", name="web", namespace="kube-system"
+    )
+    assert setup.caches.vpas_for(system) == []
+
+
+async def test_one_vpa_namespace_watches_only_that_namespace(
+    api: ApiServer, kube: KubeClient, clock: VirtualClock
+) -> None:
+    setup = await _caches(api, kube, clock, WebhookSettings(vpa_object_namespace="team"))
+    try:
+        api.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}})
+        api.store.create(_vpa("outside", "default", WEB))
+        api.store.create(_vpa("inside", "team", WEB))
+        team_web = ControllerRef(
+            api_version="apps/v1", kind="Deployment", name="web", namespace="team"
+        )
+        await _eventually(lambda: bool(setup.caches.vpas_for(team_web)))
+        default_web = ControllerRef(
+            api_version="apps/v1", kind="Deployment", name="web", namespace="default"
+        )
+        assert setup.caches.vpas_for(default_web) == []
+        assert setup.informers.informers[0].namespace == "team"
+    finally:
+        await setup.informers.stop()
+
+
+SELECTOR_CASES: list[tuple[str, dict[str, Any], str]] = [
+    (
+        "Deployment",
+        {"spec": {"selector": {"matchLabels": {"app": "web"}}}},
+        "app=web",
+    ),
+    (
+        "StatefulSet",
+        {
+            "spec": {
+                "selector": {
+                    "matchLabels": {"app": "db"},
+                    "matchExpressions": [{"key": "tier", "operator": "In", "values": ["x"]}],
+                }
+            }
+        },
+        "app=db,tier in (x)",
+    ),
+    (
+        "CronJob",  # the job template's pod labels, as a set selector
+        {"spec": {"jobTemplate": {"spec": {"template": {"metadata": {"labels": {"job": "n"}}}}}}},
+        "job=n",
+    ),
+    ("ReplicationController", {"spec": {"selector": {"app": "legacy"}}}, "app=legacy"),
+]
+
+
+@pytest.mark.parametrize(("kind", "obj", "expected"), SELECTOR_CASES)
+def testwell_known_selectors_are_read_as_upstreams_target_fetcher_does(
+    kind: str, obj: dict[str, Any], expected: str
+) -> None:
+    selector = well_known_selector(kind, obj)
+    assert selector is not None
+    assert str(selector) == str(parse_label_selector(expected))
+
+
+def test_a_missing_selector_selects_nothing_and_a_bad_one_is_unknown() -> None:
+    nothing = well_known_selector("Deployment", {"spec": {}})
+    assert nothing is not None
+    assert not nothing.matches({"app": "web"})
+    bad = {"spec": {"selector": {"matchExpressions": [{"key": "a", "operator": "Near"}]}}}
+    assert well_known_selector("Deployment", bad) is None
+    # an empty template label set selects everything (labels.SelectorFromSet of {})
+    everything = well_known_selector("CronJob", {"spec": {}})
+    assert everything is not None
+    assert everything.matches({"any": "pod"})
+
+
+async def test_controllers_come_from_informers_and_wait_for_late_arrivals(setup: Caches) -> None:
+    store = setup.api.store
+    selector = {"matchLabels": {"app": "web"}}
+    template = {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "a"}]}}
+    store.create(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"selector": selector, "template": template},
+        }
+    )
+    caches = setup.caches
+    assert caches.informs("ReplicaSet")
+    assert not caches.informs("ReplicationController")
+    arrived = await caches.wait_for_controller("Deployment", "default", "web", within=5.0)
+    assert arrived
+    assert caches.owner("apps/v1", "Deployment", "default", "web") is not None
+    target = ControllerRef(
+        api_version="apps/v1", kind="Deployment", name="web", namespace="default"
+    )
+    found = caches.selector_of(target)
+    assert found is not None
+    assert found.matches({"app": "web"})
+    # a ReplicaSet created while someone waits for it wakes the waiter
+    waiter = asyncio.create_task(
+        caches.wait_for_controller("ReplicaSet", "default", "web-1", within=5.0)
+    )
+    await asyncio.sleep(0)
+    store.create(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": "web-1", "namespace": "default"},
+            "spec": {"selector": selector, "template": template},
+        }
+    )
+    assert await waiter
+    # one that never comes: False after the wait
+    assert not await caches.wait_for_controller("ReplicaSet", "default", "never", within=0.05)
+
+
+async def test_limit_ranges_come_sorted_by_name(setup: Caches) -> None:
+    for name in ("zeta", "alpha", "mid"):
+        setup.api.store.create(
+            {
+                "apiVersion": "v1",
+                "kind": "LimitRange",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"limits": [{"type": "Container", "default": {"cpu": "1"}}]},
+            }
+        )
+    await _eventually(lambda: len(setup.informers.lister(LIMIT_RANGES).list()) == 3)
+    assert [o["metadata"]["name"] for o in setup.caches.limit_ranges("default")] == [
+        "alpha",
+        "mid",
+        "zeta",
+    ]
+    assert setup.caches.limit_ranges("kube-system") == []
+
+
+def _node(name: str, *, ready: bool | None, **allocatable: str) -> dict[str, Any]:
+    status: dict[str, Any] = {"allocatable": allocatable}
+    if ready is not None:
+        status["conditions"] = [{"type": "Ready", "status": "True" if ready else "False"}]
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "status": status}
+
+
+LARGEST_CASES: list[tuple[str, list[dict[str, Any]], dict[str, str] | None]] = [
+    ("no nodes", [], None),
+    ("only NotReady nodes", [_node("a", ready=False, cpu="8")], None),
+    ("no Ready condition counts as not Ready", [_node("a", ready=None, cpu="8")], None),
+    (
+        "per resource maximum over Ready nodes",
+        [
+            _node("cpu-heavy", ready=True, cpu="16", memory="8Gi"),
+            _node("mem-heavy", ready=True, cpu="4", memory="64Gi"),
+            _node("down", ready=False, cpu="96", memory="768Gi"),
+        ],
+        {"cpu": "16", "memory": "64Gi"},
+    ),
+    (
+        "unparsable quantities are skipped",
+        [_node("a", ready=True, cpu="lots", memory="1Gi"), _node("b", ready=True, cpu="500m")],
+        {"cpu": "500m", "memory": "1Gi"},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("nodes", "expected"),
+    [case[1:] for case in LARGEST_CASES],
+    ids=[case[0] for case in LARGEST_CASES],
+)
+def test_largest_allocatable(nodes: list[dict[str, Any]], expected: dict[str, str] | None) -> None:
+    largest = largest_allocatable(nodes)
+    if expected is None:
+        assert largest is None
+    else:
+        assert largest is not None
+        assert {name: str(value) for name, value in largest.items()} == expected
+
+
+async def test_largest_node_allocatable_follows_node_changes(setup: Caches) -> None:
+    store = setup.api.store
+
+    def put(node: dict[str, Any]) -> None:
+        current = store.peek(NODES, node["metadata"]["name"], None)
+        if current is None:
+            current = store.create({k: v for k, v in node.items() if k != "status"})
+        store.update_status({**current, "status": node["status"]})
+
+    put(_node("a", ready=True, cpu="4", memory="8Gi"))
+    put(_node("b", ready=True, cpu="8", memory="4Gi"))
+
+    def largest() -> dict[str, str]:
+        found = setup.caches.largest_node_allocatable() or {}
+        return {name: str(value) for name, value in found.items()}
+
+    await _eventually(lambda: largest() == {"cpu": "8", "memory": "8Gi"})
+    put(_node("b", ready=False, cpu="8", memory="4Gi"))
+    await _eventually(lambda: largest() == {"cpu": "4", "memory": "8Gi"})
+
+
+async def test_hpas_are_indexed_by_scale_target(setup: Caches) -> None:
+    setup.api.store.create(
+        {
+            "apiVersion": "autoscaling/v2",
+            "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"scaleTargetRef": WEB, "maxReplicas": 3},
+        }
+    )
+    await _eventually(lambda: bool(setup.caches.hpas_for("default", "Deployment", "web")))
+    assert setup.caches.hpas_for("default", "Deployment", "api") == []
+    assert setup.caches.hpas_for("other", "Deployment", "web") == []
+
+
+# -- scale-subresource lookups -------------------------------------------------------------------
+
+
+def _machine_deployment(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "cluster.x-k8s.io/v1beta1",
+        "kind": "MachineDeployment",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "clusterName": "c",
+            "replicas": 2,
+            "selector": {"matchLabels": {"pool": name}},
+            "template": {"spec": {"clusterName": "c"}},
+        },
+    }
+
+
+MD = "cluster.x-k8s.io/v1beta1"
+
+
+async def test_scale_lookups_answer_from_memory_and_resolve_off_the_request_path(
+    kube: KubeClient, api: ApiServer, clock: VirtualClock
+) -> None:
+    lookups = ScaleLookups(
+        client=kube, clock=clock, freshness=600.0, negative_freshness=30.0, lifetime=3600.0
+    )
+    api.store.create(_machine_deployment("pool"))
+    # first sight: unknown, queued, no request made
+    assert not lookups.is_scalable(MD, "MachineDeployment")
+    assert lookups.selector(MD, "MachineDeployment", "default", "pool") is None
+    assert lookups.lookup(MD, "MachineDeployment", "default", "absent") is None
+    assert not lookups.is_scalable("v1", "ConfigMap")
+    assert not lookups.is_scalable("example.com/v1", "Widget")
+    assert lookups.fetches == 0
+    assert lookups.pending == 5
+    await lookups.resolve_pending()
+    assert lookups.pending == 0
+    assert lookups.is_scalable(MD, "MachineDeployment")
+    assert not lookups.is_scalable("v1", "ConfigMap")  # served, but has no /scale
+    assert not lookups.is_scalable("example.com/v1", "Widget")  # not served at all
+    selector = lookups.selector(MD, "MachineDeployment", "default", "pool")
+    assert selector is not None
+    assert selector.matches({"pool": "pool"})
+    assert not selector.matches({"pool": "other"})
+    obj = lookups.lookup(MD, "MachineDeployment", "default", "pool")
+    assert obj is not None
+    assert obj["metadata"]["name"] == "pool"
+    assert lookups.lookup(MD, "MachineDeployment", "default", "absent") is None
+    assert lookups.pending == 0  # a known absence is not queued again
+    # a negative answer is kept `negative_freshness` only: an object created later shows
+    api.store.create(_machine_deployment("absent"))
+    await clock.advance(29.0)
+    assert await lookups.refresh_stale() == 0
+    await clock.advance(1.0)
+    assert await lookups.refresh_stale() == 2  # "absent" and the Widget kind (not served)
+    assert lookups.lookup(MD, "MachineDeployment", "default", "absent") is not None
+    # a positive one for `freshness`: then it is fetched again
+    fetches = lookups.fetches
+    await clock.advance(570.0)
+    assert await lookups.refresh_stale() > 0
+    assert lookups.fetches > fetches
+    # unread for `lifetime`: dropped
+    await clock.advance(3600.0)
+    await lookups.refresh_stale()
+    assert lookups.lookup(MD, "MachineDeployment", "default", "pool") is None
+    assert lookups.pending == 1
+
+
+async def test_the_background_task_resolves_a_miss_without_waiting_for_the_sweep(
+    kube: KubeClient, api: ApiServer, clock: VirtualClock
+) -> None:
+    lookups = ScaleLookups(client=kube, clock=clock)
+    api.store.create(_machine_deployment("pool"))
+    stop = asyncio.Event()
+    task = asyncio.create_task(lookups.run(stop))
+    try:
+        assert lookups.lookup(MD, "MachineDeployment", "default", "pool") is None
+        await _eventually(
+            lambda: lookups.lookup(MD, "MachineDeployment", "default", "pool") is not None
+        )
+    finally:
+        stop.set()
+        await task

@@ -1,0 +1,332 @@
+"""End to end: ``kubescale serve`` with the VPA webhook, kube-apiserver's admission chain, TLS.
+
+The pieces are the production ones: ``kubescale certs`` makes the CA and the serving certificate
+for Service ``kube-system/vpa-webhook``; :func:`kubescale.serve.serve` runs with the
+:class:`~webhook.component.WebhookComponent` and a kubeconfig for the in-process API server; the
+component's self-registration creates the MutatingWebhookConfiguration (caBundle from
+``--client-ca-file``, no path), the API server resolves the Service to kubescale's port and
+verifies the certificate against that caBundle; the simulated cluster's Deployment and
+ReplicaSet controllers create the pods through the admission chain.
+
+Expected values (upstream rules, no capping involved): the container asks for requests
+cpu 100m / memory 100Mi and limits cpu 200m / memory 200Mi; the VPA's target is cpu 250m /
+memory 200Mi. Requests become the target. ``RequestsAndLimits`` keeps each limit:request ratio
+(2:1 for both): cpu limit = 200m × 250m / 100m = 500m, memory limit = 200Mi × 200Mi / 100Mi =
+400Mi. ``vpaUpdates`` lists the container's request then limit changes, cpu before memory;
+``vpaObservedContainers`` names the container.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from cryptography import x509
+
+from kube.client import KubeClient, connect
+from kube.errors import KubeApiError
+from kube.resources import (
+    DEPLOYMENTS,
+    MUTATING_WEBHOOK_CONFIGURATIONS,
+    PODS,
+    VERTICAL_POD_AUTOSCALERS,
+)
+from kubescale.cli import build_parser, main
+from kubescale.clock import RealClock
+from kubescale.serve import Server, default_components, serve
+from kubescale.serve_config import serve_config_from_args
+from sim.apiserver.server import ApiServer
+from sim.cluster.workload_controllers import WorkloadControllers
+from webhook.component import WebhookComponent
+from webhook.registration import WEBHOOK_CONFIG_NAME
+
+SERVICE, NAMESPACE = "vpa-webhook", "kube-system"
+
+
+@pytest.fixture(scope="module")
+def cert_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("webhook-certs")
+    argv = ["certs", "--service", SERVICE, "--namespace", NAMESPACE, "--out", str(out)]
+    assert main([*argv, "--key-type", "ecdsa"]) == 0
+    return out
+
+
+@dataclass
+class Cluster:
+    api: ApiServer
+    client: KubeClient
+    server: Server
+    component: WebhookComponent
+    stop: Callable[[], Any]
+
+
+async def _wait_for(predicate: Callable[[], bool], *, within: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + within
+    while not predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.01)
+
+
+async def _start_kubescale(
+    api: ApiServer, cert_dir: Path, kubeconfig: Path, *flags: str
+) -> tuple[Server, WebhookComponent, asyncio.Task[int]]:
+    argv = [
+        "serve", "--port", "0", "--bind-address", "127.0.0.1", "--address", "127.0.0.1:0",
+        "--tls-cert-file", str(cert_dir / "serverCert.pem"),
+        "--tls-private-key", str(cert_dir / "serverKey.pem"),
+        "--client-ca-file", str(cert_dir / "caCert.pem"),
+        "--kubeconfig", str(kubeconfig), "--leader-elect", "false",
+        "--webhook", "true", "--webhook-service-namespace", NAMESPACE, *flags,
+    ]  # fmt: skip
+    config = serve_config_from_args(build_parser().parse_args(argv))
+    component = WebhookComponent(config.webhook, identity="kubescale-test")
+    started: asyncio.Future[Server] = asyncio.get_running_loop().create_future()
+    task = asyncio.create_task(
+        serve(config, clock=RealClock(), components=[component], started=started,
+              install_signal_handlers=False)
+    )  # fmt: skip
+    server = await asyncio.wait_for(started, timeout=10)
+    api.register_service(
+        namespace=NAMESPACE, name=SERVICE, port=443, address=("127.0.0.1", server.https_port)
+    )
+    await asyncio.wait_for(component.registered.wait(), timeout=10)
+    return server, component, task
+
+
+@pytest.fixture
+async def cluster(cert_dir: Path, tmp_path: Path) -> AsyncIterator[Cluster]:
+    async with ApiServer() as api:
+        kubeconfig = tmp_path / "kubeconfig"
+        api.write_kubeconfig(kubeconfig)
+        server, component, task = await _start_kubescale(api, cert_dir, kubeconfig)
+        client = await connect(kubeconfig=kubeconfig)
+        stopped = False
+
+        async def stop() -> None:
+            nonlocal stopped
+            if not stopped:
+                stopped = True
+                server.stop_event.set()
+                assert await asyncio.wait_for(task, timeout=10) == 0
+
+        try:
+            yield Cluster(api=api, client=client, server=server, component=component, stop=stop)
+        finally:
+            await client.close()
+            await stop()
+
+
+def _deployment(name: str) -> dict[str, Any]:
+    labels = {"app": name}
+    container = {
+        "name": "app",
+        "image": "nginx",
+        "resources": {
+            "requests": {"cpu": "100m", "memory": "100Mi"},
+            "limits": {"cpu": "200m", "memory": "200Mi"},
+        },
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
+        },
+    }
+
+
+def _vpa(name: str, target: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "autoscaling.k8s.io/v1",
+        "kind": "VerticalPodAutoscaler",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
+            **spec,
+        },
+    }
+
+
+RECOMMENDATION = {
+    "containerRecommendations": [
+        {
+            "containerName": "app",
+            "target": {"cpu": "250m", "memory": "200Mi"},
+            "lowerBound": {"cpu": "100m", "memory": "100Mi"},
+            "upperBound": {"cpu": "1", "memory": "1Gi"},
+        }
+    ]
+}
+
+
+async def _vpa_with_recommendation(cluster: Cluster, name: str, target: str) -> dict[str, Any]:
+    created = await cluster.client.create(VERTICAL_POD_AUTOSCALERS, _vpa(name, target))
+    created["status"] = {"recommendation": RECOMMENDATION}
+    stored = await cluster.client.update_status(VERTICAL_POD_AUTOSCALERS, created)
+    caches = cluster.component.caches
+    assert caches is not None
+
+    def seen() -> bool:
+        cached = caches.informers.lister(VERTICAL_POD_AUTOSCALERS).get(name, "default")
+        return cached is not None and "recommendation" in (cached.get("status") or {})
+
+    await _wait_for(seen)
+    return stored
+
+
+async def _create_deployment_pods(cluster: Cluster, name: str) -> list[dict[str, Any]]:
+    await cluster.client.create(DEPLOYMENTS, _deployment(name))
+    controllers = WorkloadControllers(api=cluster.api)
+    try:
+        await controllers.step(RealClock().now())
+    finally:
+        controllers.close()
+    return [
+        pod
+        for pod in cluster.api.store.snapshots(PODS, "default")
+        if pod["metadata"]["labels"].get("app") == name
+    ]
+
+
+async def test_registration_writes_upstreams_configuration(
+    cluster: Cluster, cert_dir: Path
+) -> None:
+    stored = await cluster.client.get(MUTATING_WEBHOOK_CONFIGURATIONS, WEBHOOK_CONFIG_NAME)
+    (hook,) = stored["webhooks"]
+    assert hook["name"] == "vpa.k8s.io"
+    assert hook["clientConfig"] == {
+        "service": {"namespace": NAMESPACE, "name": SERVICE},
+        "caBundle": base64.b64encode((cert_dir / "caCert.pem").read_bytes()).decode(),
+    }
+    assert hook["failurePolicy"] == "Ignore"
+    assert hook["timeoutSeconds"] == 30
+    assert hook["sideEffects"] == "None"
+
+
+async def test_deployment_pods_get_upstreams_requests_limits_and_annotations(
+    cluster: Cluster,
+) -> None:
+    await _vpa_with_recommendation(cluster, "web-vpa", "web")
+    pods = await _create_deployment_pods(cluster, "web")
+    assert len(pods) == 2
+    for pod in pods:
+        (container,) = pod["spec"]["containers"]
+        assert container["resources"] == {
+            "requests": {"cpu": "250m", "memory": "200Mi"},
+            "limits": {"cpu": "500m", "memory": "400Mi"},
+        }
+        annotations = pod["metadata"]["annotations"]
+        assert annotations["vpaUpdates"] == (
+            "Pod resources updated by web-vpa: container 0: cpu request, memory request, "
+            "cpu limit, memory limit"
+        )
+        assert annotations["vpaObservedContainers"] == "app"
+    metrics = cluster.server.registry
+    applied = metrics.get_sample_value(
+        "vpa_admission_controller_admission_pods_total", {"applied": "true"}
+    )
+    assert applied == 2.0
+
+
+async def test_vpa_create_is_defaulted_and_a_bad_field_is_rejected(cluster: Cluster) -> None:
+    created = await cluster.client.create(VERTICAL_POD_AUTOSCALERS, _vpa("defaulted", "web"))
+    assert created["spec"]["updatePolicy"] == {"updateMode": "Recreate"}
+    bad = _vpa("bad", "web", updatePolicy={"updateMode": "Sometimes"})
+    with pytest.raises(KubeApiError) as raised:
+        await cluster.client.create(VERTICAL_POD_AUTOSCALERS, bad)
+    assert raised.value.code == 422
+    assert raised.value.message == (
+        'admission webhook "vpa.k8s.io" denied the request: VerticalPodAutoscaler.'
+        'autoscaling.k8s.io "bad" is invalid: spec.updatePolicy.updateMode: Unsupported value: '
+        '"Sometimes": supported values: "InPlace", "InPlaceOrRecreate", "Initial", "Off", '
+        '"Recreate"'
+    )
+    assert cluster.api.store.peek(VERTICAL_POD_AUTOSCALERS, "bad", "default") is None
+
+
+async def test_with_kubescale_stopped_and_failure_policy_ignore_pods_are_still_created(
+    cluster: Cluster,
+) -> None:
+    await _vpa_with_recommendation(cluster, "api-vpa", "api")
+    await cluster.stop()
+    pods = await _create_deployment_pods(cluster, "api")
+    assert len(pods) == 2
+    for pod in pods:
+        (container,) = pod["spec"]["containers"]
+        assert container["resources"]["requests"] == {"cpu": "100m", "memory": "100Mi"}
+        assert "vpaUpdates" not in (pod["metadata"].get("annotations") or {})
+
+
+async def test_readiness_reports_the_webhook_caches(cluster: Cluster) -> None:
+    url = f"http://127.0.0.1:{cluster.server.health_port}/readyz?verbose"
+    async with aiohttp.ClientSession() as session, session.get(url) as response:
+        text = await response.text()
+    assert response.status == 200
+    assert "[+]webhook-caches ok" in text
+
+
+async def test_a_rotated_ca_is_republished_and_the_webhook_keeps_working(tmp_path: Path) -> None:
+    certs = tmp_path / "certs"
+    argv = ["certs", "--service", SERVICE, "--namespace", NAMESPACE, "--out", str(certs)]
+    assert main([*argv, "--key-type", "ecdsa"]) == 0
+    async with ApiServer() as api:
+        kubeconfig = tmp_path / "kubeconfig"
+        api.write_kubeconfig(kubeconfig)
+        server, component, task = await _start_kubescale(
+            api, certs, kubeconfig, "--cert-reload-interval", "100ms"
+        )
+        client = await connect(kubeconfig=kubeconfig)
+        try:
+
+            def published() -> str:
+                stored = api.store.get(MUTATING_WEBHOOK_CONFIGURATIONS, WEBHOOK_CONFIG_NAME)
+                return str(stored["webhooks"][0]["clientConfig"]["caBundle"])
+
+            before = published()
+            assert main([*argv, "--key-type", "ecdsa"]) == 0  # a new CA and serving pair
+            rotated = base64.b64encode((certs / "caCert.pem").read_bytes()).decode()
+            assert rotated != before
+            await _wait_for(lambda: published() == rotated)
+            refresher = component.ca_refresher
+            assert refresher is not None
+            assert refresher.refreshes == 1
+            # kube-apiserver now trusts the new CA only, and the server serves the new pair
+            new_serial = x509.load_pem_x509_certificate(
+                (certs / "serverCert.pem").read_bytes()
+            ).serial_number
+            await _wait_for(lambda: server.tls.certificate.serial_number == new_serial)
+            await client.create(VERTICAL_POD_AUTOSCALERS, _vpa("after-rotation", "web"))
+            stored = api.store.get(VERTICAL_POD_AUTOSCALERS, "after-rotation", "default")
+            assert stored["spec"]["updatePolicy"] == {"updateMode": "Recreate"}  # admitted by us
+        finally:
+            await client.close()
+            server.stop_event.set()
+            assert await asyncio.wait_for(task, timeout=10) == 0
+
+
+@pytest.mark.parametrize(
+    ("flags", "environ", "runs"),
+    [
+        ([], {}, False),  # auto, on a workstation: off
+        ([], {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, True),  # auto, in a pod
+        (["--kubeconfig", "/tmp/kubeconfig"], {}, True),  # auto, pointed at a cluster
+        (["--webhook", "true"], {}, True),
+        (["--webhook", "false", "--kubeconfig", "/tmp/k"], {"KUBERNETES_SERVICE_HOST": "x"}, False),
+    ],
+)
+def test_whether_serve_runs_the_webhook(
+    flags: list[str], environ: dict[str, str], runs: bool
+) -> None:
+    config = serve_config_from_args(build_parser().parse_args(["serve", *flags]))
+    components = default_components(config, environ=environ)
+    assert [type(c) for c in components] == ([WebhookComponent] if runs else [])
