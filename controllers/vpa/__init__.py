@@ -1,0 +1,17 @@
+"""The VPA recommender: upstream VPA 1.8's recommender, number for number.
+
+Pure model modules (no I/O, no clock reads; times are aware UTC datetimes passed in):
+
+* :mod:`controllers.vpa.go_math` — the Go ``math``/``time`` arithmetic the model depends on
+  (``math.Log``/``Exp2``/``Pow`` as compiled for amd64, ``time.Time.Round``, int64 truncation),
+  scalar and numpy-vectorised, bit-for-bit;
+* :mod:`controllers.vpa.histogram` — exponential bucketing and decaying histograms, stored
+  column-wise (one ``[N, 176]`` array per resource) behind a per-histogram API;
+* :mod:`controllers.vpa.aggregate_state` — ``AggregateContainerState`` and ``ContainerState``
+  (CPU sample ordering, memory peaks per aggregation interval, OOM bump-up);
+* :mod:`controllers.vpa.estimators` and :mod:`controllers.vpa.recommendation` — the model
+  flags, the percentile/margin/confidence/pod-minimum estimator chain and the post-processors;
+* :mod:`controllers.vpa.checkpoint_format` — ``VerticalPodAutoscalerCheckpoint`` v3 objects;
+* :mod:`controllers.vpa.cluster_state` — ``ClusterState``, the boundary the recommender loop
+  and the Prometheus history provider feed.
+"""

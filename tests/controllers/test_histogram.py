@@ -1,0 +1,263 @@
+"""Histogram rules, as tables from upstream's ``util/*_test.go`` and the reference (§2.3)."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from controllers.vpa.go_math import go_micros, round_time
+from controllers.vpa.histogram import (
+    CPU_HISTOGRAM_OPTIONS,
+    EPSILON,
+    MAX_CHECKPOINT_WEIGHT,
+    MEMORY_HISTOGRAM_OPTIONS,
+    DecayingHistogram,
+    HistogramCheckpointError,
+    HistogramOptions,
+)
+
+HOUR = 3600 * 10**9
+DAY = 24 * HOUR
+START = datetime.fromtimestamp(1234567890, UTC)  # upstream's decaying_histogram_test startTime
+ALIGNED = datetime(2018, 1, 2, 3, tzinfo=UTC)  # a whole hour: samples there weigh exactly 1x
+# histogram_options_test.go: NewExponentialHistogramOptions(500, 40, 1.5, epsilon).
+SMALL = HistogramOptions(max_value=500.0, first_bucket_size=40.0, ratio=1.5, epsilon=EPSILON)
+
+
+def test_exponential_options_table() -> None:
+    assert SMALL.num_buckets == 6
+    assert [SMALL.bucket_start(n) for n in range(6)] == [0.0, 40.0, 100.0, 190.0, 325.0, 527.5]
+    cases = {-1.0: 0, 39.99: 0, 40.0: 1, 100.0: 2, 900.0: 5}
+    assert {value: SMALL.find_bucket(value) for value in cases} == cases
+    with pytest.raises(IndexError):
+        SMALL.bucket_start(6)
+
+
+def test_cpu_and_memory_bucketing_has_176_buckets() -> None:
+    assert CPU_HISTOGRAM_OPTIONS.num_buckets == 176
+    assert MEMORY_HISTOGRAM_OPTIONS.num_buckets == 176
+    # Bucket starts in millicores as listed in kubernetes/autoscaler#7554.
+    millicores = {1: 10.0, 2: 20.5, 3: 31.525, 4: 43.1013, 36: 958.3632, 37: 1016.2814}
+    for bucket, expected in millicores.items():
+        assert CPU_HISTOGRAM_OPTIONS.bucket_start(bucket) * 1000 == pytest.approx(
+            expected, abs=1e-4
+        )
+    # The memory scheme is the CPU one scaled by 1e9 (10 MB first bucket).
+    for bucket in (1, 36, 37, 100, 175):
+        assert MEMORY_HISTOGRAM_OPTIONS.bucket_start(bucket) == pytest.approx(
+            CPU_HISTOGRAM_OPTIONS.bucket_start(bucket) * 1e9, rel=1e-12
+        )
+    # The last bucket starts at or above the maximum value.
+    assert CPU_HISTOGRAM_OPTIONS.bucket_start(175) >= 1000.0
+    assert CPU_HISTOGRAM_OPTIONS.bucket_start(174) < 1000.0
+
+
+@pytest.mark.parametrize(
+    ("cores", "bucket"),
+    [(0.0, 0), (0.0099, 0), (0.01, 1), (0.03, 2), (1.0, 36), (1e6, 175)],
+)
+def test_cpu_find_bucket(cores: float, bucket: int) -> None:
+    assert CPU_HISTOGRAM_OPTIONS.find_bucket(cores) == bucket
+
+
+def test_bucket_start_is_where_find_bucket_switches() -> None:
+    for bucket in range(1, 176):
+        start = CPU_HISTOGRAM_OPTIONS.bucket_start(bucket)
+        assert CPU_HISTOGRAM_OPTIONS.find_bucket(start * (1 + 1e-9)) == bucket
+        assert CPU_HISTOGRAM_OPTIONS.find_bucket(start * (1 - 1e-9)) == bucket - 1
+
+
+def _hist(half_life_ns: int = HOUR) -> DecayingHistogram:
+    return DecayingHistogram(SMALL, half_life_ns)
+
+
+def test_percentile_of_empty_histogram_is_zero() -> None:
+    histogram = _hist()
+    assert [histogram.percentile(p) for p in (-0.5, 0.0, 0.5, 1.0, 1.5)] == [0.0] * 5
+
+
+def test_percentile_is_the_end_of_the_bucket() -> None:
+    # TestPercentiles, on exponential buckets: weights 1, 2, 3, 4 in buckets 1..4.
+    histogram = _hist()
+    for bucket, weight in zip((45.0, 120.0, 200.0, 400.0), (1.0, 2.0, 3.0, 4.0), strict=True):
+        histogram.add_sample(bucket, weight, START)
+    table = {0.0: 100.0, 0.1: 100.0, 0.2: 190.0, 0.3: 190.0, 0.4: 325.0, 0.6: 325.0}
+    table |= {0.61: 527.5, 0.9: 527.5, 1.0: 527.5}
+    assert {p: histogram.percentile(p) for p in table} == table
+
+
+def test_percentile_in_the_last_bucket_is_its_start() -> None:
+    histogram = _hist()
+    histogram.add_sample(10_000.0, 1.0, START)
+    assert histogram.percentile(0.5) == 527.5
+
+
+def test_is_empty_uses_epsilon() -> None:
+    # TestEmptyHistogram: epsilon * 2.5, minus epsilon twice.
+    histogram = _hist()
+    assert histogram.is_empty()
+    histogram.add_sample(45.0, EPSILON * 2.5, START)
+    assert not histogram.is_empty()
+    histogram.subtract_sample(45.0, EPSILON, START)
+    assert not histogram.is_empty()
+    histogram.subtract_sample(45.0, EPSILON, START)
+    assert histogram.is_empty()
+
+
+def test_light_sample_does_not_move_min_bucket() -> None:
+    # TestNonEmptyOnEpsilonAddition: an epsilon*0.3 sample below a heavy one keeps min bucket.
+    histogram = _hist()
+    histogram.add_sample(400.0, EPSILON * 3, START)
+    histogram.add_sample(45.0, EPSILON * 0.3, START)
+    histogram.add_sample(1e9, EPSILON * 0.3, START)
+    assert not histogram.is_empty()
+    assert (histogram.min_bucket, histogram.max_bucket) == (4, 4)
+
+
+def test_simple_decay() -> None:
+    # TestSimpleDecay: a 1000-weight sample 20 half-lives older loses to a weight-1 sample.
+    histogram = _hist()
+    histogram.add_sample(120.0, 1000.0, START)
+    histogram.add_sample(45.0, 1.0, START + timedelta(hours=20))
+    assert histogram.percentile(0.999) == 100.0
+    assert histogram.percentile(1.0) == 190.0
+
+
+def test_long_term_decay_shifts_the_reference() -> None:
+    # TestLongtermDecay: after > 100 half-lives the old sample decays below epsilon.
+    histogram = _hist()
+    histogram.add_sample(120.0, 1.0, START)
+    histogram.add_sample(45.0, 1.0, START + timedelta(hours=101))
+    assert histogram.percentile(1.0) == 100.0
+    assert histogram.reference_us == round_time(go_micros(START + timedelta(hours=101)), HOUR)
+
+
+def test_decaying_percentiles() -> None:
+    # TestDecayingHistogramPercentiles: weights 1..4, one half-life apart.
+    histogram = _hist()
+    for index, value in enumerate((45.0, 120.0, 200.0, 400.0)):
+        histogram.add_sample(value, float(index + 1), START + timedelta(hours=index))
+    table = {0.0: 100.0, 0.02: 100.0, 0.03: 190.0, 0.10: 190.0, 0.11: 325.0, 0.34: 325.0}
+    table |= {0.35: 527.5, 1.0: 527.5}
+    assert {p: histogram.percentile(p) for p in table} == table
+
+
+def test_reference_time_rounds_to_midnight_with_ties_up() -> None:
+    histogram = DecayingHistogram(CPU_HISTOGRAM_OPTIONS, DAY)
+    histogram.add_sample(1.0, 0.1, datetime(2024, 3, 5, 11, 59, 59, tzinfo=UTC))
+    assert histogram.reference_timestamp == datetime(2024, 3, 5, tzinfo=UTC)
+    noon = DecayingHistogram(CPU_HISTOGRAM_OPTIONS, DAY)
+    noon.add_sample(1.0, 0.1, datetime(2024, 3, 5, 12, tzinfo=UTC))
+    assert noon.reference_timestamp == datetime(2024, 3, 6, tzinfo=UTC)
+    # The sample before the reference weighs 0.1 * 2**-0.5.
+    assert noon.total_weight == pytest.approx(0.1 * 2**-0.5, rel=1e-15)
+
+
+def test_merge_aligns_the_older_reference() -> None:
+    # TestDecayingHistogramMerge.
+    h1, h2, expected = _hist(), _hist(), _hist()
+    h1.add_sample(45.0, 1.0, START)
+    h1.add_sample(120.0, 1.0, START + timedelta(hours=1))
+    h2.add_sample(120.0, 1.0, START + timedelta(hours=2))
+    h2.add_sample(200.0, 1.0, START + timedelta(hours=1))
+    for value, hours in ((120.0, 2), (120.0, 1), (200.0, 1), (45.0, 0)):
+        expected.add_sample(value, 1.0, START + timedelta(hours=hours))
+    h1.merge(h2)
+    assert h1.equals(expected)
+
+
+def test_subtract_clamps_to_the_bucket_weight() -> None:
+    histogram = _hist()
+    histogram.add_sample(45.0, 1.0, START)
+    histogram.subtract_sample(45.0, 1.0 + EPSILON / 2, START)
+    assert histogram.bucket_weights()[1] == 0.0
+    assert histogram.total_weight == 0.0
+    assert histogram.is_empty()
+
+
+# -- checkpoints (histogram_test.go) -------------------------------------------------------------
+
+
+def test_save_empty_histogram() -> None:
+    saved = _hist().save_to_checkpoint()
+    assert saved == {"referenceTimestamp": None}
+
+
+def test_save_scales_the_heaviest_bucket_to_10000() -> None:
+    histogram = _hist()
+    histogram.add_sample(45.0, 1.0, ALIGNED)
+    saved = histogram.save_to_checkpoint()
+    assert saved["bucketWeights"] == {"1": MAX_CHECKPOINT_WEIGHT}
+    assert saved["totalWeight"] == 1.0
+
+
+def test_save_drops_relatively_small_buckets() -> None:
+    histogram = _hist()
+    histogram.add_sample(45.0, 1.0, ALIGNED)
+    histogram.add_sample(120.0, 100000.0, ALIGNED)
+    saved = histogram.save_to_checkpoint()
+    assert saved["bucketWeights"] == {"2": 10000}
+    assert saved["totalWeight"] == 100001.0
+
+
+def test_save_multiple_values() -> None:
+    histogram = _hist()
+    for value, weight in ((45.0, 1.0), (120.0, 10000.0), (200.0, 50.0)):
+        histogram.add_sample(value, weight, ALIGNED)
+    saved = histogram.save_to_checkpoint()
+    assert saved["bucketWeights"] == {"1": 1, "2": 10000, "3": 50}
+    assert saved["totalWeight"] == 10051.0
+
+
+def test_load_spreads_the_total_weight() -> None:
+    histogram = _hist()
+    histogram.load_from_checkpoint(
+        {"totalWeight": 6.0, "bucketWeights": {"0": 1, "1": 2}, "referenceTimestamp": None}
+    )
+    assert histogram.total_weight == 6.0
+    assert histogram.bucket_weights()[:2] == [2.0, 4.0]
+
+
+def test_load_takes_the_reference_timestamp() -> None:
+    histogram = _hist()
+    histogram.load_from_checkpoint(
+        {
+            "totalWeight": 6.0,
+            "bucketWeights": {"0": 1},
+            "referenceTimestamp": "2018-01-02T03:04:05Z",
+        }
+    )
+    assert not histogram.is_empty()
+    assert histogram.reference_timestamp == datetime(2018, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    "checkpoint",
+    [
+        {"totalWeight": 1.0, "bucketWeights": {"-1": 1}},
+        {"totalWeight": 1.0, "bucketWeights": {"99": 1}},
+        {"totalWeight": -1.0, "bucketWeights": {}},
+    ],
+)
+def test_load_rejects_invalid_checkpoints(checkpoint: dict[str, object]) -> None:
+    with pytest.raises(HistogramCheckpointError):
+        _hist().load_from_checkpoint(checkpoint)
+
+
+def test_load_drops_buckets_below_epsilon_from_min_max() -> None:
+    # kubernetes/autoscaler#7726/#7886: weights that round below epsilon on load no longer
+    # make the histogram look empty.
+    histogram = DecayingHistogram(MEMORY_HISTOGRAM_OPTIONS, DAY)
+    histogram.load_from_checkpoint({"totalWeight": 0.9, "bucketWeights": {"10": 1, "40": 10000}})
+    assert histogram.bucket_weights()[10] < EPSILON
+    assert (histogram.min_bucket, histogram.max_bucket) == (40, 40)
+    assert not histogram.is_empty()
+    assert histogram.percentile(0.5) == MEMORY_HISTOGRAM_OPTIONS.bucket_start(41)
+
+
+def test_epsilon_is_exactly_upstreams_constant() -> None:
+    # 0.001 * minSampleWeight is a Go constant expression: exactly 1e-4, not 0.001 * 0.1.
+    assert EPSILON == 1e-4
+    assert math.isclose(EPSILON, 0.001 * 0.1)
