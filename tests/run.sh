@@ -29,6 +29,20 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
     || echo "warning: could not install Debian's chromium; the HTML report test will skip" >&2
 fi
 
+# Debian's Prometheus (prometheus + promtool) serves the VPA recommender's history bootstrap in a
+# test (tests/controllers/test_prometheus_real.py). No recommends (no node exporter); where
+# systemd runs, the package's service is disabled and stopped again (the test starts its own).
+if ! { command -v prometheus && command -v promtool; } >/dev/null 2>&1 \
+    && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  { apt-get install -y -qq --no-install-recommends prometheus >/dev/null 2>&1 \
+      || { apt-get update -qq \
+           && apt-get install -y -qq --no-install-recommends prometheus; } >/dev/null 2>&1; } \
+    || echo "warning: could not install Debian's prometheus; the real-Prometheus test will skip" >&2
+  if [ -d /run/systemd/system ] && command -v systemctl >/dev/null; then
+    systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+  fi
+fi
+
 echo "== ruff"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
