@@ -45,6 +45,14 @@ holds (same uid and resourceVersion) is ignored, as is a DELETED for an unknown 
 Handlers are plain callables run on the event loop, in registration order; an exception in one
 is logged and does not stop the informer. A handler added after objects are cached first
 receives ``on_add`` for each of them (client-go ``AddEventHandler``).
+
+**Catching up.** :meth:`Informer.wait_for_resource_version` waits until the cache reflects a
+given resourceVersion: every event up to it has been applied and its handlers have run. The
+resourceVersion moves with each list, event and BOOKMARK, so a server that sends a bookmark at
+its current resourceVersion (the in-process API server's ``bookmark_watches``) lets a caller
+know the cache has caught up with the store. resourceVersions are compared as integers (etcd's
+and the in-process server's are); Kubernetes calls them opaque, so this is a tool for servers
+known to number them, like the simulator's.
 """
 
 from __future__ import annotations
@@ -146,6 +154,7 @@ class Informer:
         self._handlers: list[EventHandlers] = []
         self._synced = asyncio.Event()
         self._resource_version = ""
+        self._version_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._task: asyncio.Task[None] | None = None
 
     # -- public surface ---------------------------------------------------------------------
@@ -191,6 +200,47 @@ class Informer:
                 task.cancel()
             await asyncio.gather(waiter, sleeper, return_exceptions=True)
         return self._synced.is_set()
+
+    def reflects(self, resource_version: str) -> bool:
+        """Whether the cache has processed everything up to ``resource_version``."""
+        wanted = _version_number(resource_version)
+        current = _version_number(self._resource_version)
+        if wanted is None or current is None:
+            return bool(self._resource_version) and self._resource_version == resource_version
+        return current >= wanted
+
+    async def wait_for_resource_version(self, resource_version: str, *, within: float) -> bool:
+        """Wait until the cache reflects ``resource_version`` (see the module docstring).
+
+        ``within`` bounds the wait in event-loop seconds: this waits on I/O (the watch
+        delivering events and bookmarks), not on the clock's time. ``False`` if it passed first.
+        """
+        if self.reflects(resource_version):
+            return True
+        wanted = _version_number(resource_version)
+        if wanted is None:
+            return False
+        reached: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._version_waiters.append((wanted, reached))
+        try:
+            async with asyncio.timeout(within):
+                await reached
+        except TimeoutError:
+            return self.reflects(resource_version)
+        finally:
+            self._version_waiters = [w for w in self._version_waiters if w[1] is not reached]
+        return True
+
+    def _set_resource_version(self, resource_version: str) -> None:
+        self._resource_version = resource_version
+        if not self._version_waiters:
+            return
+        current = _version_number(resource_version)
+        if current is None:
+            return
+        for wanted, reached in self._version_waiters:
+            if wanted <= current and not reached.done():
+                reached.set_result(None)
 
     def start(self) -> None:
         """Run the list/watch loop in a background task (idempotent)."""
@@ -279,7 +329,7 @@ class Informer:
         )
         self.stats.lists += 1
         self._reconcile(result.items)
-        self._resource_version = result.resource_version
+        self._set_resource_version(result.resource_version)
         if not self._synced.is_set():
             log.info(
                 "cache synced",
@@ -342,7 +392,7 @@ class Informer:
         if kind == "BOOKMARK":
             self.stats.bookmarks += 1
             if rv:
-                self._resource_version = str(rv)
+                self._set_resource_version(str(rv))
             return
         self.stats.events += 1
         self._fill_type(obj)
@@ -353,7 +403,7 @@ class Informer:
         else:
             self._store(obj)
         if rv:
-            self._resource_version = str(rv)
+            self._set_resource_version(str(rv))
 
     def _fill_type(self, obj: dict[str, Any]) -> None:
         # List items carry no apiVersion/kind; make every cached object self-describing.
@@ -416,6 +466,13 @@ class Informer:
             handler(old, new)
         except Exception:
             log.exception("event handler failed", extra={"fields": {"informer": self.name}})
+
+
+def _version_number(resource_version: str) -> int | None:
+    try:
+        return int(resource_version)
+    except ValueError:
+        return None
 
 
 __all__ = ["EventHandlers", "Informer", "InformerSettings", "InformerStats"]

@@ -5,7 +5,8 @@ set for the pods informer and gets the same one, so the API server sees one watc
 collection however many loops read it. An informer is identified by resource type, namespace
 and server-side selectors. Informers requested after :meth:`InformerSet.start` start at once.
 :meth:`InformerSet.readiness_check` is a ``/readyz`` check (``kubescale.health.Check``): healthy
-once every informer has synced.
+once every informer has synced. :meth:`InformerSet.wait_for_resource_version` waits until every
+informer reflects a resourceVersion (see :meth:`kube.informer.Informer.wait_for_resource_version`).
 """
 
 from __future__ import annotations
@@ -88,6 +89,15 @@ class InformerSet:
         """Wait until every informer has synced; ``False`` if ``within`` seconds pass first."""
         informers = list(self._informers.values())
         results = await asyncio.gather(*(i.wait_synced(within) for i in informers))
+        return all(results)
+
+    async def wait_for_resource_version(self, resource_version: str, *, within: float) -> bool:
+        """Wait until every informer's cache reflects ``resource_version`` (all events up to it
+        applied, handlers run); ``False`` if ``within`` event-loop seconds pass first."""
+        informers = list(self._informers.values())
+        results = await asyncio.gather(
+            *(i.wait_for_resource_version(resource_version, within=within) for i in informers)
+        )
         return all(results)
 
     def readiness_check(self) -> str | None:

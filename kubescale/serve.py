@@ -12,6 +12,10 @@ exits 0.
 
 The VPA admission webhook (:mod:`webhook.component`) is such a component; ``--webhook``
 (``auto``: when in a cluster or given ``--kubeconfig``) decides whether :func:`run` adds it.
+The VPA recommender (:mod:`controllers.vpa.component`) is another, behind
+``--vpa-recommender`` with the same ``auto`` rule; a component with ``loop_specs()`` adds its
+loops to the runner, gated on leadership like the others. ``Server.leadership_terms`` counts
+the terms this replica has led (a loop that keeps state starts over in a new term).
 """
 
 from __future__ import annotations
@@ -24,13 +28,14 @@ import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from certs.authority import CertificateError
 from certs.reloading import ServerTLS
+from controllers.vpa.component import RecommenderComponent
 from kube.client import KubeClient, connect
 from kube.config_loading import SERVICE_HOST_ENV
 from kube.config_loading import ConfigError as KubeConfigError
@@ -69,16 +74,23 @@ def run(args: argparse.Namespace) -> int:
 def default_components(
     config: ServeConfig, *, environ: Mapping[str, str] | None = None
 ) -> list[ServeComponent]:
-    """The components ``kubescale serve`` runs: the VPA webhook unless ``--webhook`` says no
-    (``auto``: only in a cluster — ``$KUBERNETES_SERVICE_HOST`` set — or with ``--kubeconfig``)."""
+    """The components ``kubescale serve`` runs: the VPA webhook and the VPA recommender, each
+    unless its flag (``--webhook``, ``--vpa-recommender``) says no (``auto``: only in a cluster
+    — ``$KUBERNETES_SERVICE_HOST`` set — or with ``--kubeconfig``)."""
     env = os.environ if environ is None else environ
-    mode = config.webhook.mode
-    if mode == "false":
-        return []
-    if mode == "auto" and config.kubeconfig is None and not env.get(SERVICE_HOST_ENV):
-        log.info("not in a cluster and no --kubeconfig: the VPA admission webhook is off")
-        return []
-    return [WebhookComponent(config.webhook)]
+    in_cluster = config.kubeconfig is not None or bool(env.get(SERVICE_HOST_ENV))
+
+    def wanted(mode: str, what: str) -> bool:
+        if mode == "auto" and not in_cluster:
+            log.info("not in a cluster and no --kubeconfig: %s is off", what)
+        return mode == "true" or (mode == "auto" and in_cluster)
+
+    components: list[ServeComponent] = []
+    if wanted(config.webhook.mode, "the VPA admission webhook"):
+        components.append(WebhookComponent(config.webhook))
+    if wanted(config.recommender.mode, "the VPA recommender"):
+        components.append(RecommenderComponent(config.recommender))
+    return components
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,6 +99,13 @@ class LoopSpec:
 
     loop: Loop
     interval: float
+
+
+@runtime_checkable
+class LoopComponent(Protocol):
+    """A component that also runs control loops (gated on leadership with the others)."""
+
+    def loop_specs(self) -> Sequence[LoopSpec]: ...
 
 
 class ServeComponent(Protocol):
@@ -124,6 +143,8 @@ class Server:
     elector: LeaderElector | None = None
     https_port: int = 0
     health_port: int = 0
+    leadership_terms: int = 0
+    """Terms of leadership this replica has started (the loops run once per term)."""
 
 
 async def serve(
@@ -165,6 +186,10 @@ async def serve(
     checks = HealthChecks()
     checks.add_readiness("certificates", lambda: None if tls.loaded else "not loaded")
     runner = LoopRunner(clock=clock, registry=registry)
+    loops = [
+        *loops,
+        *(spec for c in components if isinstance(c, LoopComponent) for spec in c.loop_specs()),
+    ]
     for spec in loops:
         runner.add(spec.loop, interval=spec.interval)
 
@@ -278,9 +303,12 @@ async def _run_until_stopped(
     if server.elector is not None:
         # Loops run only while this replica holds the Lease; on stop the elector waits for the
         # iteration in progress to finish, then releases the Lease for the next replica.
-        loops = asyncio.create_task(
-            server.elector.run(on_started_leading=server.runner.run, stop=elector_stop)
-        )
+
+        async def lead() -> None:
+            server.leadership_terms += 1
+            await server.runner.run()
+
+        loops = asyncio.create_task(server.elector.run(on_started_leading=lead, stop=elector_stop))
     else:
         loops = asyncio.create_task(server.runner.run())
     if started is not None and not started.done():

@@ -21,6 +21,12 @@ import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
+from controllers.vpa.recommender_config import (
+    RecommenderConfigError,
+    RecommenderSettings,
+    add_recommender_arguments,
+    recommender_settings_from_args,
+)
 from kube.lease_record import validate_timing
 from kubescale.flag_types import parse_address, parse_bool, parse_port, positive_duration
 from kubescale.logs import LOG_LEVELS, LogFormat
@@ -63,6 +69,8 @@ class ServeConfig:
     leader_elect_resource_namespace: str
     webhook: WebhookSettings
     """The VPA admission webhook's flags (:mod:`webhook.webhook_config`)."""
+    recommender: RecommenderSettings
+    """The VPA recommender's flags (:mod:`controllers.vpa.recommender_config`)."""
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -217,6 +225,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="Lease namespace (default: %(default)s)",
     )
     add_webhook_arguments(parser)
+    add_recommender_arguments(parser)
 
 
 class ConfigError(ValueError):
@@ -260,6 +269,10 @@ def serve_config_from_args(args: argparse.Namespace) -> ServeConfig:
         webhook = webhook_settings_from_args(args)
     except WebhookConfigError as exc:
         raise ConfigError(str(exc)) from None
+    try:
+        recommender = recommender_settings_from_args(args)
+    except RecommenderConfigError as exc:
+        raise ConfigError(str(exc)) from None
     return ServeConfig(
         bind_address=bind,
         port=args.port,
@@ -284,4 +297,5 @@ def serve_config_from_args(args: argparse.Namespace) -> ServeConfig:
         leader_elect_resource_name=args.leader_elect_resource_name,
         leader_elect_resource_namespace=args.leader_elect_resource_namespace,
         webhook=webhook,
+        recommender=recommender,
     )

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CLOSE", "DROP", "EventLog", "StoredEvent", "Subscription"]
+__all__ = ["CLOSE", "DROP", "Bookmark", "EventLog", "StoredEvent", "Subscription"]
 
 ObjectKey = tuple[str, str]
 """``(namespace, name)``; namespace is ``""`` for cluster-scoped objects."""
@@ -44,6 +44,15 @@ class StoredEvent:
     rv: int
     obj: dict[str, Any]
     previous: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Bookmark:
+    """Queued by :meth:`EventLog.bookmark`: a watch that allows bookmarks sends one carrying
+    ``rv``. Queued behind every event committed before it, so a client that reads it has seen
+    all of them."""
+
+    rv: int
 
 
 DROP = object()
@@ -123,6 +132,16 @@ class EventLog:
                 subscription.queue.put_nowait(DROP)
                 count += 1
         return count
+
+    def bookmark(self, rv: int) -> int:
+        """Queue a :class:`Bookmark` at ``rv`` to every live subscription; how many there were.
+
+        The watches that allow bookmarks send it once the events queued before it are out
+        (the simulator's settling step: a client's caches have then caught up with ``rv``).
+        """
+        for subscription in self._subscriptions:
+            subscription.queue.put_nowait(Bookmark(rv))
+        return len(self._subscriptions)
 
     def close_all(self) -> None:
         for subscription in self._subscriptions:

@@ -141,6 +141,16 @@ class ApiServer:
             dry_run=False,
         )
 
+    def bookmark_watches(self) -> int:
+        """Send a BOOKMARK at the current resourceVersion on every open watch allowing them.
+
+        Each goes out behind the events already queued on its watch, so an informer that has
+        processed it reflects the store as of now (:meth:`kube.informer.Informer.
+        wait_for_resource_version`); the simulator does this before running kubescale's loops.
+        Returns the number of open watches reached.
+        """
+        return self.store.events.bookmark(self.store.resource_version)
+
     def _resolve_service(self, namespace: str, name: str, port: int) -> tuple[str, int] | None:
         return self._services.get((namespace, name, port))
 

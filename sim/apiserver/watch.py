@@ -12,6 +12,9 @@ The rules are those of kube-apiserver's watch cache (``cacher.go``/``cache_watch
 * ``allowWatchBookmarks=true``: a BOOKMARK every ``bookmark_interval`` seconds of real time,
   carrying only kind, apiVersion and ``metadata.resourceVersion`` (the server's latest, safe
   because the queue is empty whenever a bookmark is sent);
+* :meth:`~.server.ApiServer.bookmark_watches` queues a BOOKMARK at the server's current
+  resourceVersion behind the events already queued, sent at once by every watch that allows
+  bookmarks (the simulator's way to know a client's caches reflect the store);
 * ``timeoutSeconds`` ends the stream cleanly; without it the server picks a timeout in
   [30, 60) minutes (``--min-request-timeout``), as upstream does.
 
@@ -31,7 +34,7 @@ from aiohttp import web
 from kube.resources import ResourceType
 from kubescale.logs import component_logger
 
-from .history import CLOSE, DROP, StoredEvent, Subscription
+from .history import CLOSE, DROP, Bookmark, StoredEvent, Subscription
 from .listing import Selection
 from .store import ObjectStore
 
@@ -84,6 +87,17 @@ def convert_event(selection: Selection, event: StoredEvent) -> bytes | None:
         gone["metadata"] = {**event.previous["metadata"], "resourceVersion": str(event.rv)}
         return _line("DELETED", gone)
     return None
+
+
+def _bookmark(watch: WatchRequest, rv: int) -> bytes:
+    return _line(
+        "BOOKMARK",
+        {
+            "kind": watch.rt.kind,
+            "apiVersion": watch.rt.group_version,
+            "metadata": {"resourceVersion": str(rv)},
+        },
+    )
 
 
 def _too_old(rv: int, floor: int) -> bytes:
@@ -187,12 +201,7 @@ async def _pump(
         if now >= deadline:
             return False
         if watch.allow_bookmarks and now >= next_bookmark and queue.empty():
-            bookmark = {
-                "kind": watch.rt.kind,
-                "apiVersion": watch.rt.group_version,
-                "metadata": {"resourceVersion": str(store.resource_version)},
-            }
-            await response.write(_line("BOOKMARK", bookmark))
+            await response.write(_bookmark(watch, store.resource_version))
             next_bookmark = now + bookmark_interval
             continue
         if not queue.empty():
@@ -212,6 +221,11 @@ async def _pump(
             return True
         if item is CLOSE:
             return False
+        if isinstance(item, Bookmark):
+            if watch.allow_bookmarks:
+                await response.write(_bookmark(watch, item.rv))
+                next_bookmark = loop.time() + bookmark_interval
+            continue
         if isinstance(item, StoredEvent):
             line = convert_event(watch.selection, item)
             if line is not None:

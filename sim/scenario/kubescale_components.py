@@ -14,7 +14,14 @@ is the same every time. A loop that reads an informer cache must make sure, at t
 ``run_once``, that its cache has caught up with the store (the runner's actors write between
 loop runs).
 
-Components: ``webhook`` — the VPA admission webhook (:class:`WebhookSimulation`).
+Before a loop that reads informers runs (:class:`SettlingLoop`), the runner makes its caches
+reflect the store exactly: it sends a BOOKMARK at the store's resourceVersion on every open
+watch and waits until the loop's informers have processed it, so what a loop sees never depends
+on how fast watch events travelled. A loop may also report what it did for the report's
+timeline (:class:`ReportingLoop`).
+
+Components: ``webhook`` — the VPA admission webhook (:class:`WebhookSimulation`);
+``vpa-recommender`` — the VPA recommender (:class:`RecommenderSimulation`).
 """
 
 from __future__ import annotations
@@ -26,13 +33,22 @@ import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Final, NoReturn, Protocol
+from typing import Any, Final, NoReturn, Protocol, runtime_checkable
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from controllers.vpa.recommender_config import RecommenderConfigError, RecommenderSettings
+from controllers.vpa.recommender_loop import LOOP_NAME as RECOMMENDER_LOOP
+from controllers.vpa.recommender_loop import RecommenderLoop
+from controllers.vpa.recommender_metrics import RecommenderMetrics
+from controllers.vpa.simulated_recommender import (
+    SimulatedRecommender,
+    simulated_recommender_settings,
+)
 from kube.client import KubeClient
 from kube.events import EventRecorder
+from kube.informer_set import InformerSet
 from kubescale.loop_runner import Loop
 from webhook.admission_routes import AdmissionWebhook
 from webhook.component import EVENT_COMPONENT, build_caches
@@ -52,6 +68,9 @@ __all__ = [
     "ComponentSetup",
     "KubescaleComponent",
     "LoopFactory",
+    "RecommenderSimulation",
+    "ReportingLoop",
+    "SettlingLoop",
     "SimulatedLoop",
     "WebhookSimulation",
 ]
@@ -89,6 +108,25 @@ class ComponentSetup:
     extenders: tuple[Mapping[str, Any], ...] = ()
     """Scheduler extender entries served by kubescale's TLS server: ``urlPrefix`` is a path on
     it (``/extender``); the runner makes it the server's HTTPS URL and trusts its CA."""
+
+
+@runtime_checkable
+class SettlingLoop(Protocol):
+    """A loop reading informers: the runner settles them before each of its iterations."""
+
+    async def wait_for_resource_version(self, resource_version: str, *, within: float) -> bool:
+        """Whether every informer of the loop reflects ``resource_version`` within ``within``
+        event-loop seconds."""
+        ...
+
+
+@runtime_checkable
+class ReportingLoop(Protocol):
+    """A loop with something to mark on the report's timeline after its iterations."""
+
+    def drain_reports(self) -> list[tuple[str, str, str]]:
+        """``(kind, subject, detail)`` of what happened since the last call."""
+        ...
 
 
 class KubescaleComponent(Protocol):
@@ -232,4 +270,48 @@ class _LeaseLoop:
         await self.lease.update_status()
 
 
-COMPONENTS: Final[Mapping[str, KubescaleComponent]] = {"webhook": WebhookSimulation()}
+class RecommenderSimulation:
+    """``kubescale: {vpa-recommender: {...}}``: the VPA recommender in a simulated run.
+
+    Flags: :func:`controllers.vpa.simulated_recommender.simulated_recommender_settings`
+    (``serve``'s recommender flags without the dashes; no Prometheus history). One loop,
+    ``vpa-recommender``, every ``recommender-interval``: its informers start (and sync) when it
+    is built, the runner settles them before each iteration, and every change of a container's
+    target is marked on the report's timeline (kind ``vpa-recommendation``).
+    """
+
+    def settings(self, flags: Mapping[str, Any]) -> RecommenderSettings:
+        return simulated_recommender_settings(flags)
+
+    def validate(self, flags: Mapping[str, Any], *, path: str) -> list[str]:
+        try:
+            self.settings(flags)
+        except RecommenderConfigError as exc:
+            return [f"{path}: {exc}"]
+        return []
+
+    def setup(self, flags: Mapping[str, Any], *, context: ComponentContext) -> ComponentSetup:
+        settings = self.settings(flags)
+
+        async def build(client: KubeClient, stack: contextlib.AsyncExitStack) -> Loop:
+            informers = InformerSet(client=client)
+            loop = RecommenderLoop(
+                client=client,
+                informers=informers,
+                settings=settings,
+                metrics=RecommenderMetrics(CollectorRegistry()),
+            )
+            informers.start()
+            stack.push_async_callback(informers.stop)
+            await asyncio.wait_for(informers.wait_synced(), timeout=_CACHE_SYNC_TIMEOUT)
+            return SimulatedRecommender(loop)
+
+        return ComponentSetup(
+            loops=(SimulatedLoop(name=RECOMMENDER_LOOP, interval=settings.interval, build=build),)
+        )
+
+
+COMPONENTS: Final[Mapping[str, KubescaleComponent]] = {
+    "webhook": WebhookSimulation(),
+    "vpa-recommender": RecommenderSimulation(),
+}

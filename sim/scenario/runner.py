@@ -17,7 +17,11 @@ the components serve on kubescale's TLS server. Each step at ``t`` (``0, step, 2
 2. the actors step, in the fixed order node groups → workload controllers → scheduler → kubelet;
 3. every kubescale loop that is due runs ``run_once(now)`` (first at ``t = 0``, then when
    ``interval`` has passed since its last start; a loop error is logged and counted, the run
-   goes on);
+   goes on). Before a loop that reads informers (a
+   :class:`~.kubescale_components.SettlingLoop`) runs, its caches are settled: the API server
+   sends a BOOKMARK at its current resourceVersion on every open watch, and the runner waits
+   until the loop's informers have processed it. What a loop reports
+   (:class:`~.kubescale_components.ReportingLoop`) joins the step's events;
 4. the step is recorded in the timeline (the kubelet's container samples, every pod and node,
    the step's events);
 5. the clock advances one step.
@@ -55,7 +59,13 @@ from sim.cluster.usage_models import UsageBook
 from .cluster_actors import ClusterActors, build_cluster_actors
 from .cluster_objects import namespace_manifest, workload_manifest
 from .event_application import apply_event
-from .kubescale_components import COMPONENTS, ComponentContext, ComponentSetup
+from .kubescale_components import (
+    COMPONENTS,
+    ComponentContext,
+    ComponentSetup,
+    ReportingLoop,
+    SettlingLoop,
+)
 from .kubescale_server import SERVICE_NAME, SERVICE_NAMESPACE, KubescaleTLSServer
 from .scenario_format import Scenario, SetLoadEvent
 from .timeline import Timeline, TimelineEvent
@@ -72,6 +82,10 @@ __all__ = [
 log = component_logger("simulation")
 
 _EPSILON: Final = 1e-9
+_SETTLE_ATTEMPTS: Final = 100
+_SETTLE_WAIT: Final = 0.1
+"""Event-loop seconds to wait for a loop's informers after each round of bookmarks: a watch
+being re-opened at that moment misses a round and gets the next one."""
 
 
 class SimulationError(Exception):
@@ -281,7 +295,7 @@ class SimulationRun:
         actors = self.actors
         for actor in actors.in_order():
             await actor.step(now)
-        await self._run_due_loops(now, t)
+        events.extend(await self._run_due_loops(now, t))
         events.extend(actors.events())
         pods = self.api.store.snapshots(PODS)
         nodes = self.api.store.snapshots(NODES)
@@ -305,19 +319,42 @@ class SimulationRun:
             )
         return applied
 
-    async def _run_due_loops(self, now: datetime, t: float) -> None:
+    async def _run_due_loops(self, now: datetime, t: float) -> list[TimelineEvent]:
+        reported: list[TimelineEvent] = []
         for name, state in self.loops.items():
             if t + _EPSILON < state.next_due:
                 continue
             state.started_at.append(t)
             state.next_due = t + state.interval
             try:
+                await self.settle(state.loop)
                 await state.loop.run_once(now)
             except Exception:
                 state.failures += 1
                 log.exception("loop iteration failed", extra={"fields": {"loop": name}})
             finally:
                 state.iterations += 1
+            if isinstance(state.loop, ReportingLoop):
+                reported.extend(
+                    TimelineEvent(time=t, kind=kind, subject=subject, detail=detail)
+                    for kind, subject, detail in state.loop.drain_reports()
+                )
+        return reported
+
+    async def settle(self, loop: Loop) -> bool:
+        """Make a :class:`SettlingLoop`'s informers reflect the store as it is now."""
+        if not isinstance(loop, SettlingLoop):
+            return True
+        target = str(self.api.store.resource_version)
+        for _ in range(_SETTLE_ATTEMPTS):
+            self.api.bookmark_watches()
+            if await loop.wait_for_resource_version(target, within=_SETTLE_WAIT):
+                return True
+        log.warning(
+            "a loop's caches did not catch up with the store; it runs on what they hold",
+            extra={"fields": {"loop": loop.name, "resource_version": target}},
+        )
+        return False
 
     async def run(self, *, progress: Callable[[float], None] | None = None) -> dict[str, Any]:
         """Every remaining step; the report."""
