@@ -136,7 +136,6 @@ class AggregateContainerState:
         "creation_time_us",
         "first_sample_start_us",
         "is_under_vpa",
-        "last_recommendation",
         "last_sample_start_us",
         "released",
         "scaling_mode",
@@ -148,12 +147,13 @@ class AggregateContainerState:
     def __init__(self, stores: HistogramStores, *, creation_time_us: int = 0) -> None:
         self.stores = stores
         self._cpu_row = stores.cpu.allocate()
-        self._memory_row = stores.memory.allocate()
+        memory_row = stores.memory.allocate()
+        # The stores allocate in step, so the rows are usually equal: one int object, not two.
+        self._memory_row = self._cpu_row if memory_row == self._cpu_row else memory_row
         self.first_sample_start_us = 0
         self.last_sample_start_us = 0
         self.total_samples_count = 0
         self.creation_time_us = creation_time_us
-        self.last_recommendation: dict[str, str] | None = None
         self.is_under_vpa = False
         self.update_mode: str | None = None
         self.scaling_mode: str | None = None
@@ -262,7 +262,6 @@ class AggregateContainerState:
 
     def mark_not_autoscaled(self) -> None:
         self.is_under_vpa = False
-        self.last_recommendation = None
         self.update_mode = None
         self.scaling_mode = None
         self.controlled_resources = None

@@ -97,8 +97,9 @@ def label_set_key(labels: Mapping[str, str]) -> str:
     return ",".join(f"{key}={labels[key]}" for key in sorted(labels))
 
 
-@dataclass
+@dataclass(slots=True)
 class _Pod:
+    cluster: ClusterState
     namespace: str
     name: str
     labels: dict[str, str]
@@ -107,7 +108,7 @@ class _Pod:
     containers: dict[str, ContainerState] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Vpa:
     namespace: str
     name: str
@@ -128,18 +129,20 @@ class _Vpa:
         return namespace == self.namespace and self.selector.matches(labels)
 
 
-class _ContainerAggregator:
-    """ContainerStateAggregatorProxy: finds (or recreates) the container's aggregate."""
+class _PodContainer(ContainerState):
+    """A pod's container, its own aggregator: ContainerStateAggregatorProxy (finds, or
+    recreates, the container's aggregate) folded into the container state, one object per
+    container instead of two."""
 
-    __slots__ = ("_cluster", "_container", "_pod")
+    __slots__ = ("_name", "_pod")
 
-    def __init__(self, cluster: ClusterState, pod: _Pod, container: str) -> None:
-        self._cluster = cluster
+    def __init__(self, *, pod: _Pod, name: str, request_cpu: int, request_memory: int) -> None:
+        super().__init__(request_cpu=request_cpu, request_memory=request_memory, aggregator=self)
         self._pod = pod
-        self._container = container
+        self._name = name
 
     def aggregate(self) -> AggregateContainerState:
-        return self._cluster._find_or_create_aggregate(self._pod, self._container)
+        return self._pod.cluster._find_or_create_aggregate(self._pod, self._name)
 
 
 class ClusterState:
@@ -183,7 +186,7 @@ class ClusterState:
         pod = self._pods.get((namespace, name))
         creation_us = go_micros(now) if now is not None else 0
         if pod is None:
-            pod = _Pod(namespace, name, dict(labels), key, phase)
+            pod = _Pod(self, namespace, name, dict(labels), key, phase)
             self._pods[(namespace, name)] = pod
             self._count_pod(pod, 1)
         elif pod.label_key != key:
@@ -200,10 +203,8 @@ class ClusterState:
             state = pod.containers.get(container_name)
             if state is None:
                 self._find_or_create_aggregate(pod, container_name, creation_us)
-                pod.containers[container_name] = ContainerState(
-                    request_cpu=cpu,
-                    request_memory=memory,
-                    aggregator=_ContainerAggregator(self, pod, container_name),
+                pod.containers[container_name] = _PodContainer(
+                    pod=pod, name=container_name, request_cpu=cpu, request_memory=memory
                 )
             else:
                 state.request_cpu = cpu

@@ -312,9 +312,10 @@ def estimate_arrays(
     conf_memory = _confidence_arrays(
         first_us, last_us, samples, config.confidence_interval_memory_ns
     )
-    minimums = {count: pod_minimums(config, int(count)) for count in np.unique(containers)}
-    min_cpu = np.array([minimums[c][0] for c in containers.tolist()], dtype=np.int64)
-    min_memory = np.array([minimums[c][1] for c in containers.tolist()], dtype=np.int64)
+    counts = containers.tolist()
+    minimums = {count: pod_minimums(config, count) for count in set(counts)}
+    min_cpu = np.array([minimums[c][0] for c in counts], dtype=np.int64)
+    min_memory = np.array([minimums[c][1] for c in counts], dtype=np.int64)
     return {
         "target_cpu": np.maximum(cpu[0], min_cpu),
         "target_memory": np.maximum(memory[0], min_memory),

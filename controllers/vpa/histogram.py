@@ -156,6 +156,13 @@ MEMORY_HISTOGRAM_OPTIONS = HistogramOptions(
 """Memory in bytes: first bucket 10 MB, max 1 TB (176 buckets)."""
 
 
+def _distinct(values: IntArray) -> list[int]:
+    """The distinct non-negative ``values``, ascending (``np.unique`` without its lazy import of
+    ``numpy.ma``, about a megabyte the model would otherwise carry)."""
+    distinct: list[int] = np.flatnonzero(np.bincount(values)).tolist()
+    return distinct
+
+
 def _empty_weights(capacity: int, buckets: int) -> FloatArray:
     return np.zeros((capacity, buckets), dtype=np.float64)
 
@@ -225,9 +232,9 @@ class HistogramStore:
             return self._blocks[0][rows]
         result = np.empty((rows.size, self._buckets), dtype=np.float64)
         blocks, offsets = np.divmod(rows, self.block_rows)
-        for block in np.unique(blocks):
+        for block in _distinct(blocks):
             mask = blocks == block
-            result[mask] = self._blocks[int(block)][offsets[mask]]
+            result[mask] = self._blocks[block][offsets[mask]]
         return result
 
     def _reset(self, row: int) -> None:
@@ -382,9 +389,9 @@ class HistogramStore:
         buckets = self.options.find_buckets(values)
         blocks, offsets = np.divmod(rows, self.block_rows)
         heavy = np.empty(rows.size, dtype=bool)
-        for block in np.unique(blocks):
+        for block in _distinct(blocks):
             mask = blocks == block
-            weights = self._blocks[int(block)]
+            weights = self._blocks[block]
             weights[offsets[mask], buckets[mask]] += decayed[mask]
             heavy[mask] = weights[offsets[mask], buckets[mask]] >= EPSILON
         self.total[rows] += decayed
