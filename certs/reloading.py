@@ -36,7 +36,6 @@ attempt to build a context (the first :meth:`~ServerTLS.load` included) as ``suc
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import logging
 import ssl
@@ -48,7 +47,7 @@ from cryptography import x509
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from certs.authority import CertificateError, validate_key_pair
-from kubescale.clock import Clock
+from kubescale.clock import Clock, sleep_or_stop
 
 __all__ = ["ServerTLS"]
 
@@ -194,17 +193,7 @@ class ServerTLS:
         if interval <= 0:
             raise ValueError(f"interval must be positive, got {interval}")
         while not stop.is_set():
-            sleeper = asyncio.ensure_future(clock.sleep(interval))
-            stopper = asyncio.ensure_future(stop.wait())
-            try:
-                await asyncio.wait({sleeper, stopper}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for waiter in (sleeper, stopper):
-                    if not waiter.done():
-                        waiter.cancel()
-                        with contextlib.suppress(asyncio.CancelledError):
-                            await waiter
-            if stop.is_set():
+            if await sleep_or_stop(clock, interval, stop):
                 return
             try:
                 self.reload_if_changed()

@@ -9,6 +9,7 @@ milliseconds and is the same every run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
 import time
@@ -128,3 +129,24 @@ class VirtualClock:
     def _drop_cancelled(self) -> None:
         while self._sleepers and self._sleepers[0][2].done():
             heapq.heappop(self._sleepers)
+
+
+async def sleep_or_stop(clock: Clock, seconds: float, stop: asyncio.Event) -> bool:
+    """Sleep ``seconds`` on ``clock``, or less if ``stop`` is set meanwhile; ``True`` if stopped.
+
+    The one way periodic work in kubescale waits (loops, certificate and caBundle watchers, the
+    status Lease): it wakes at once on shutdown and leaves no pending sleeper behind.
+    """
+    if stop.is_set():
+        return True
+    sleeper = asyncio.ensure_future(clock.sleep(seconds))
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({sleeper, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in (sleeper, stopper):
+            if not waiter.done():
+                waiter.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await waiter
+    return stop.is_set()

@@ -19,7 +19,6 @@ real timer, because it measures how long our own code took, not what time it is.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
@@ -30,7 +29,7 @@ from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from kubescale.clock import Clock
+from kubescale.clock import Clock, sleep_or_stop
 from kubescale.logs import component_logger
 
 DEFAULT_JITTER = 0.1
@@ -195,15 +194,5 @@ class LoopRunner:
         self._log.info("loop stopped", extra={"fields": {"loop": name}})
 
     async def _sleep_unless_stopped(self, seconds: float) -> None:
-        if seconds <= 0 or self._stop.is_set():
-            return
-        sleeper = asyncio.ensure_future(self._clock.sleep(seconds))
-        stopper = asyncio.ensure_future(self._stop.wait())
-        try:
-            await asyncio.wait({sleeper, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (sleeper, stopper):
-                if not task.done():
-                    task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await task
+        if seconds > 0:
+            await sleep_or_stop(self._clock, seconds, self._stop)

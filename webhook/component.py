@@ -33,10 +33,9 @@ from kube.client import KubeClient
 from kube.errors import KubeError
 from kube.events import EventRecorder
 from kube.informer_set import InformerSet
-from kubescale.clock import Clock
+from kubescale.clock import Clock, sleep_or_stop
 from kubescale.logs import component_logger
 from webhook.admission_routes import AdmissionWebhook
-from webhook.periodic import wait_or_stop
 from webhook.registration import CaBundleError, CaBundleRefresher, read_ca_bundle, register_webhook
 from webhook.scale_lookups import ScaleLookups
 from webhook.status_lease import StatusLease
@@ -150,7 +149,7 @@ class WebhookComponent:
                     "self-registration failed; retrying",
                     extra={"fields": {"error": str(exc), "retry_seconds": REGISTRATION_RETRY}},
                 )
-                if await wait_or_stop(server.clock, REGISTRATION_RETRY, self._stop):
+                if await sleep_or_stop(server.clock, REGISTRATION_RETRY, self._stop):
                     return
         self.registered.set()
         if not config.reload_cert:

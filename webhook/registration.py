@@ -43,9 +43,8 @@ from kube.client import KubeClient
 from kube.errors import KubeApiError, KubeError
 from kube.resources import MUTATING_WEBHOOK_CONFIGURATIONS
 from kube.writes import update_with_retry
-from kubescale.clock import Clock
+from kubescale.clock import Clock, sleep_or_stop
 from kubescale.logs import component_logger
-from webhook.periodic import wait_or_stop
 from webhook.webhook_config import WebhookSettings
 
 __all__ = [
@@ -251,7 +250,7 @@ class CaBundleRefresher:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Check every ``interval`` seconds of the clock until ``stop``; never raises."""
-        while not await wait_or_stop(self._clock, self._interval, stop):
+        while not await sleep_or_stop(self._clock, self._interval, stop):
             try:
                 await self.refresh_if_changed()
             except KubeError as exc:

@@ -39,9 +39,8 @@ from kube.client import KubeClient
 from kube.errors import KubeApiError, KubeError
 from kube.resources import ResourceType, by_kind
 from kube.selectors import LabelSelector, SelectorError, parse_label_selector
-from kubescale.clock import Clock
+from kubescale.clock import Clock, sleep_or_stop
 from kubescale.logs import component_logger
-from webhook.periodic import wait_or_stop
 
 __all__ = [
     "FRESHNESS",
@@ -219,7 +218,7 @@ class ScaleLookups:
             if self.pending:
                 continue
             waker = asyncio.ensure_future(self._wake.wait())
-            sleeper = asyncio.ensure_future(wait_or_stop(self._clock, sweep_period, stop))
+            sleeper = asyncio.ensure_future(sleep_or_stop(self._clock, sweep_period, stop))
             try:
                 await asyncio.wait({waker, sleeper}, return_when=asyncio.FIRST_COMPLETED)
             finally:

@@ -25,9 +25,8 @@ from kube.client import KubeClient
 from kube.errors import KubeApiError, KubeError
 from kube.lease_record import format_micro_time
 from kube.resources import LEASES
-from kubescale.clock import Clock
+from kubescale.clock import Clock, sleep_or_stop
 from kubescale.logs import component_logger
-from webhook.periodic import wait_or_stop
 
 __all__ = ["StatusLease"]
 
@@ -96,7 +95,7 @@ class StatusLease:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Renew every ``interval`` until ``stop`` is set; never raises."""
-        while not await wait_or_stop(self._clock, self.interval, stop):
+        while not await sleep_or_stop(self._clock, self.interval, stop):
             try:
                 await self.update_status()
             except KubeError as exc:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from kubescale.clock import RealClock, VirtualClock
+from kubescale.clock import RealClock, VirtualClock, sleep_or_stop
 
 
 async def test_sleepers_wake_in_deadline_order_at_their_deadline() -> None:
@@ -80,3 +80,17 @@ async def test_real_clock_is_aware_and_monotonic() -> None:
     first = clock.monotonic()
     await clock.sleep(0.001)
     assert clock.monotonic() > first
+
+
+async def test_sleep_or_stop_wakes_on_stop_and_leaves_no_sleeper() -> None:
+    clock = VirtualClock()
+    stop = asyncio.Event()
+    full = asyncio.create_task(sleep_or_stop(clock, 10, stop))
+    await clock.advance(10)
+    assert await full is False  # slept the whole time
+    interrupted = asyncio.create_task(sleep_or_stop(clock, 3600, stop))
+    await asyncio.sleep(0)
+    stop.set()
+    assert await asyncio.wait_for(interrupted, timeout=1) is True
+    assert clock.sleepers == 0
+    assert await sleep_or_stop(clock, 10, stop) is True  # already stopped: returns at once
