@@ -6,7 +6,9 @@ Pure model modules (no I/O, no clock reads; times are aware UTC datetimes passed
   (``math.Log``/``Exp2``/``Pow`` as compiled for amd64, ``time.Time.Round``, int64 truncation),
   scalar and numpy-vectorised, bit-for-bit;
 * :mod:`controllers.vpa.histogram` — exponential bucketing and decaying histograms, stored
-  column-wise (one ``[N, 176]`` array per resource) behind a per-histogram API;
+  as rows of per-resource stores behind a per-histogram API;
+* :mod:`controllers.vpa.histogram_rows` — the rows' bucket-weight pools (dense 176-bucket
+  slots, or narrow windows for rows whose weights stay within a few buckets, e.g. memory);
 * :mod:`controllers.vpa.aggregate_state` — ``AggregateContainerState`` and ``ContainerState``
   (CPU sample ordering, memory peaks per aggregation interval, OOM bump-up);
 * :mod:`controllers.vpa.estimators` and :mod:`controllers.vpa.recommendation` — the model

@@ -100,12 +100,17 @@ class AggregationsConfig:
         return self.memory_aggregation_interval_ns * self.memory_aggregation_interval_count
 
 
+MEMORY_WINDOW_BUCKETS = 16
+"""Buckets a memory histogram row keeps until a peak lands outside them (then it goes dense):
+16 buckets of ratio 1.05 span a factor 2.2 in peak memory; a day of peaks uses one or two."""
+
+
 class HistogramStores:
     """The CPU and memory :class:`HistogramStore` aggregates of one model share."""
 
     __slots__ = ("config", "cpu", "memory")
 
-    def __init__(self, config: AggregationsConfig, *, capacity: int = 256) -> None:
+    def __init__(self, config: AggregationsConfig, *, capacity: int = 64) -> None:
         self.config = config
         self.cpu = HistogramStore(
             CPU_HISTOGRAM_OPTIONS, config.cpu_histogram_decay_half_life_ns, capacity=capacity
@@ -114,6 +119,7 @@ class HistogramStores:
             MEMORY_HISTOGRAM_OPTIONS,
             config.memory_histogram_decay_half_life_ns,
             capacity=capacity,
+            window=MEMORY_WINDOW_BUCKETS,
         )
 
 

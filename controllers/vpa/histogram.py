@@ -22,9 +22,11 @@ Decay (``decaying_histogram.go``): a sample weighs ``weight * 2**((t - ref) / ha
 scaled by ``Ldexp(1, round((oldRef - newRef) / halfLife))``; ``Merge`` first aligns the older
 reference with the younger one (scaling the older histogram, even when it is the argument).
 
-Storage: a :class:`HistogramStore` holds many histograms of one kind as rows of a dense
-``[capacity, 176]`` float64 array plus per-row total weight, min/max bucket and reference time
-(microseconds since Go's zero time). :class:`DecayingHistogram` is the upstream API on one row;
+Storage: a :class:`HistogramStore` holds many histograms of one kind as rows: bucket weights in
+:class:`~controllers.vpa.histogram_rows.BucketRows` (a row reads as upstream's dense 176-bucket
+slice; a store made with ``window=W`` keeps a row in ``W`` consecutive buckets until a write
+lands outside them) plus per-row total weight, min/max bucket and reference time (microseconds
+since Go's zero time). :class:`DecayingHistogram` is the upstream API on one row;
 the store's ``*_rows`` methods do the same operations for many rows at once with numpy, in the
 same floating-point order, so a row ends up bit-for-bit where the scalar calls would put it.
 """
@@ -56,6 +58,7 @@ from controllers.vpa.go_math import (
     round_time,
     saturating_sub_ns,
 )
+from controllers.vpa.histogram_rows import BucketRows
 
 __all__ = [
     "CPU_HISTOGRAM_OPTIONS",
@@ -156,27 +159,21 @@ MEMORY_HISTOGRAM_OPTIONS = HistogramOptions(
 """Memory in bytes: first bucket 10 MB, max 1 TB (176 buckets)."""
 
 
-def _distinct(values: IntArray) -> list[int]:
-    """The distinct non-negative ``values``, ascending (``np.unique`` without its lazy import of
-    ``numpy.ma``, about a megabyte the model would otherwise carry)."""
-    distinct: list[int] = np.flatnonzero(np.bincount(values)).tolist()
-    return distinct
-
-
-def _empty_weights(capacity: int, buckets: int) -> FloatArray:
-    return np.zeros((capacity, buckets), dtype=np.float64)
-
-
 class HistogramStore:
     """Many decaying histograms with the same options and half-life, one row each.
 
-    Bucket weights live in blocks of ``block_rows`` rows (``[block_rows, 176]`` float64 each):
-    growing adds a block instead of copying, so memory is the rows in use rounded up to a block,
-    with no transient double allocation.
+    Bucket weights live in :class:`BucketRows` pools grown by blocks of ``block_rows`` slots
+    (no copying, no transient double allocation); a row takes storage at its first write, in a
+    ``window``-bucket slot when ``window`` is set and the write fits, else a dense slot.
     """
 
     def __init__(
-        self, options: HistogramOptions, half_life_ns: int, *, capacity: int = 256
+        self,
+        options: HistogramOptions,
+        half_life_ns: int,
+        *,
+        capacity: int = 256,
+        window: int = 0,
     ) -> None:
         if half_life_ns <= 0:
             raise ValueError("half-life must be positive")
@@ -185,7 +182,8 @@ class HistogramStore:
         self._buckets = options.num_buckets
         capacity = max(1, capacity)
         self.block_rows = capacity
-        self._blocks: list[FloatArray] = [_empty_weights(capacity, self._buckets)]
+        self._weights = BucketRows(self._buckets, window=window, block_rows=capacity)
+        self._weights.ensure_rows(capacity)
         self.total = np.zeros(capacity, dtype=np.float64)
         self.min_bucket = np.full(capacity, self._buckets - 1, dtype=np.int16)
         self.max_bucket = np.zeros(capacity, dtype=np.int16)
@@ -198,8 +196,8 @@ class HistogramStore:
 
     @property
     def weights_nbytes(self) -> int:
-        """Bytes held by the bucket weights (all blocks)."""
-        return sum(block.nbytes for block in self._blocks)
+        """Bytes held by the bucket weights (all pool blocks)."""
+        return self._weights.nbytes
 
     @property
     def capacity(self) -> int:
@@ -222,23 +220,15 @@ class HistogramStore:
         self._free.append(row)
 
     def row_weights(self, row: int) -> FloatArray:
-        """The row's bucket weights (a writable view)."""
-        view: FloatArray = self._blocks[row // self.block_rows][row % self.block_rows]
-        return view
+        """The row's bucket weights (all buckets, a copy)."""
+        return self._weights.read(row, 0, self._buckets)
 
     def weights_of(self, rows: IntArray) -> FloatArray:
         """The bucket weights of ``rows`` as a ``[len(rows), 176]`` copy."""
-        if len(self._blocks) == 1:
-            return self._blocks[0][rows]
-        result = np.empty((rows.size, self._buckets), dtype=np.float64)
-        blocks, offsets = np.divmod(rows, self.block_rows)
-        for block in _distinct(blocks):
-            mask = blocks == block
-            result[mask] = self._blocks[block][offsets[mask]]
-        return result
+        return self._weights.dense_rows(rows)
 
     def _reset(self, row: int) -> None:
-        self.row_weights(row).fill(0.0)
+        self._weights.clear(row)
         self.total[row] = 0.0
         self.min_bucket[row] = self._buckets - 1
         self.max_bucket[row] = 0
@@ -247,7 +237,7 @@ class HistogramStore:
     def _grow(self) -> None:
         old = self.capacity
         grow = self.block_rows
-        self._blocks.append(_empty_weights(grow, self._buckets))
+        self._weights.ensure_rows(old + grow)
         self.total = np.concatenate([self.total, np.zeros(grow)])
         self.min_bucket = np.concatenate(
             [self.min_bucket, np.full(grow, self._buckets - 1, dtype=np.int16)]
@@ -257,7 +247,7 @@ class HistogramStore:
         del old
 
     def copy_row(self, source: int, target: int) -> None:
-        self.row_weights(target)[:] = self.row_weights(source)
+        self._weights.copy(source, target)
         self.total[target] = self.total[source]
         self.min_bucket[target] = self.min_bucket[source]
         self.max_bucket[target] = self.max_bucket[source]
@@ -267,7 +257,7 @@ class HistogramStore:
 
     def _update_min_max(self, row: int) -> None:
         """updateMinAndMaxBucket."""
-        weights = self.row_weights(row)
+        weights = self._weights.read(row, 0, self._buckets).tolist()
         last = self._buckets - 1
         low = int(self.min_bucket[row])
         while weights[low] < EPSILON and low < last:
@@ -282,7 +272,8 @@ class HistogramStore:
         """histogram.scale: weights in [min, max] and the total times ``factor``."""
         low, high = int(self.min_bucket[row]), int(self.max_bucket[row])
         if low <= high:
-            self.row_weights(row)[low : high + 1] *= factor
+            weights, base = self._weights.writable(row, low, high + 1)
+            weights[low - base : high + 1 - base] *= factor
         self.total[row] *= factor
         self._update_min_max(row)
 
@@ -309,10 +300,10 @@ class HistogramStore:
         """histogram.AddSample on an already decayed weight."""
         if weight < 0:
             raise ValueError("sample weight must be non-negative")
-        weights = self.row_weights(row)
-        weights[bucket] += weight
+        weights, base = self._weights.writable(row, bucket, bucket + 1)
+        weights[bucket - base] += weight
         self.total[row] += weight
-        bucket_weight = weights[bucket]
+        bucket_weight = weights[bucket - base]
         if bucket < self.min_bucket[row] and bucket_weight >= EPSILON:
             self.min_bucket[row] = bucket
         if bucket > self.max_bucket[row] and bucket_weight >= EPSILON:
@@ -328,12 +319,12 @@ class HistogramStore:
         if decayed < 0:
             raise ValueError("sample weight must be non-negative")
         bucket = self.options.find_bucket(value)
-        weights = self.row_weights(row)
-        current = float(weights[bucket])
+        weights, base = self._weights.writable(row, bucket, bucket + 1)
+        current = float(weights[bucket - base])
         if decayed > current - EPSILON:
             decayed = current
         self.total[row] -= decayed
-        weights[bucket] -= decayed
+        weights[bucket - base] -= decayed
         self._update_min_max(row)
 
     def merge(self, row: int, other: HistogramStore, other_row: int) -> None:
@@ -347,20 +338,21 @@ class HistogramStore:
             other._shift_reference(other_row, mine)
         low, high = int(other.min_bucket[other_row]), int(other.max_bucket[other_row])
         if low <= high:
-            self.row_weights(row)[low : high + 1] += other.row_weights(other_row)[low : high + 1]
+            weights, base = self._weights.writable(row, low, high + 1)
+            weights[low - base : high + 1 - base] += other._weights.read(other_row, low, high + 1)
         self.total[row] += other.total[other_row]
         self.min_bucket[row] = min(self.min_bucket[row], low)
         self.max_bucket[row] = max(self.max_bucket[row], high)
 
     def is_empty(self, row: int) -> bool:
-        return bool(self.row_weights(row)[int(self.min_bucket[row])] < EPSILON)
+        return self._weights.weight(row, int(self.min_bucket[row])) < EPSILON
 
     def percentile(self, row: int, percentile: float) -> float:
         if self.is_empty(row):
             return 0.0
         low, high = int(self.min_bucket[row]), int(self.max_bucket[row])
         threshold = percentile * float(self.total[row])
-        weights = self.row_weights(row)[low:high].tolist()
+        weights = self._weights.read(row, low, high).tolist()
         partial = 0.0
         bucket = low
         for weight in weights:
@@ -387,13 +379,7 @@ class HistogramStore:
         factors = go_exp2_array(delta_ns.astype(np.float64) / float(self.half_life_ns))
         decayed = weights * factors
         buckets = self.options.find_buckets(values)
-        blocks, offsets = np.divmod(rows, self.block_rows)
-        heavy = np.empty(rows.size, dtype=bool)
-        for block in _distinct(blocks):
-            mask = blocks == block
-            weights = self._blocks[block]
-            weights[offsets[mask], buckets[mask]] += decayed[mask]
-            heavy[mask] = weights[offsets[mask], buckets[mask]] >= EPSILON
+        heavy = self._weights.add_at(rows, buckets, decayed) >= EPSILON
         self.total[rows] += decayed
         lower = heavy & (buckets < self.min_bucket[rows])
         self.min_bucket[rows[lower]] = buckets[lower]
@@ -440,7 +426,7 @@ class HistogramStore:
     def save_row(self, row: int) -> tuple[dict[int, int], float]:
         """SaveToChekpoint: ``(bucketWeights, totalWeight)``."""
         low, high = int(self.min_bucket[row]), int(self.max_bucket[row])
-        weights = self.row_weights(row)[low : high + 1].tolist() if low <= high else []
+        weights = self._weights.read(row, low, high + 1).tolist() if low <= high else []
         heaviest = 0.0
         for weight in weights:
             heaviest = max(heaviest, weight)
@@ -474,10 +460,11 @@ class HistogramStore:
         if stored_sum == 0:
             return
         ratio = total_weight / float(stored_sum)
+        weights, base = self._weights.writable(row, min(bucket_weights), max(bucket_weights) + 1)
         for bucket, weight in bucket_weights.items():
             self.min_bucket[row] = min(self.min_bucket[row], bucket)
             self.max_bucket[row] = max(self.max_bucket[row], bucket)
-            self.row_weights(row)[bucket] += float(weight) * ratio
+            weights[bucket - base] += float(weight) * ratio
         self.total[row] += total_weight
         self._update_min_max(row)
 
