@@ -1,0 +1,300 @@
+"""Eviction budget tables: upstream's ``isPodDisruptable`` over replicas × tolerance, min replicas,
+pending pods, Jobs, DaemonSets and the in-place decision (``CanInPlaceUpdate``)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from controllers.vpa.eviction_restriction import (
+    ControllerKey,
+    EvictionRestriction,
+    InPlaceDecision,
+    configured_replicas,
+)
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+NS = "default"
+
+
+def make_pod(
+    name: str,
+    *,
+    kind: str = "ReplicaSet",
+    owner: str = "web",
+    phase: str = "Running",
+    conditions: list[dict[str, Any]] | None = None,
+    restart_container: bool = False,
+) -> dict[str, Any]:
+    """A live pod owned by ``kind/owner``."""
+    container: dict[str, Any] = {"name": "app"}
+    if restart_container:
+        container["resizePolicy"] = [
+            {"resourceName": "memory", "restartPolicy": "RestartContainer"}
+        ]
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "ownerReferences": [{"kind": kind, "name": owner, "controller": True}],
+        },
+        "spec": {"containers": [container]},
+        "status": {"phase": phase, "conditions": conditions or []},
+    }
+
+
+def replica_set(replicas: int | None) -> dict[str, Any]:
+    return {"spec": {} if replicas is None else {"replicas": replicas}}
+
+
+def vpa(min_replicas: int | None = None) -> dict[str, Any]:
+    policy = {} if min_replicas is None else {"minReplicas": min_replicas}
+    return {"spec": {"updatePolicy": policy}}
+
+
+RS = ControllerKey(namespace=NS, kind="ReplicaSet", name="web")
+
+
+def evict_all(restriction: EvictionRestriction, pods: list[dict[str, Any]]) -> list[str]:
+    """Try every pod once, in order, recording what the budget allowed."""
+    evicted = []
+    for pod in pods:
+        if restriction.can_evict(pod, now=NOW):
+            restriction.record_eviction(pod)
+            evicted.append(pod["metadata"]["name"])
+    return evicted
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        # 3 × 0.5 → tolerance int(1.5) = 1: one eviction.
+        (3, 3, 0, 0.5, None, 1),
+        # 4 × 0.5 → 2.
+        (4, 4, 0, 0.5, None, 2),
+        # 10 × 0.8 → 8.
+        (10, 10, 0, 0.8, None, 8),
+        # 3 × 0.1 → tolerance 0, but all pods running: "at least one" rule.
+        (3, 3, 0, 0.1, None, 1),
+        # tolerance 0 and one configured pod missing: nothing.
+        (3, 2, 0, 0.1, None, 0),
+        # 4 × 0.5 with one pod missing: alive 3 > 2 → 1, then 2 > 2 fails.
+        (4, 3, 0, 0.5, None, 1),
+        # 4 replicas, 1 pending: the pending pod always goes, plus one running pod.
+        (4, 3, 1, 0.5, None, 2),
+        # single replica with per-VPA minReplicas 1: tolerance 0, at-least-one → evicted.
+        (1, 1, 0, 0.5, 1, 1),
+        # single replica with the default --min-replicas 2: group skipped.
+        (1, 1, 0, 0.5, None, 0),
+        # tolerance 1.0 evicts every pod.
+        (3, 3, 0, 1.0, None, 3),
+        # more live pods than configured (rollout surge): 5 > 4 - 2 … while alive > 2.
+        (4, 5, 0, 0.5, None, 3),
+    ],
+)
+def test_budget_table(case: tuple[int, int, int, float, int | None, int]) -> None:
+    """``case``: configured, running, pending, tolerance, per-VPA minReplicas, evictions."""
+    configured, running, pending, tolerance, min_replicas, expected = case
+    pods = [make_pod(f"p{i}") for i in range(running)]
+    pods += [make_pod(f"q{i}", phase="Pending") for i in range(pending)]
+    restriction = EvictionRestriction.build(
+        pods=pods,
+        controllers={RS: replica_set(configured)},
+        vpa=vpa(min_replicas),
+        eviction_tolerance=tolerance,
+    )
+    assert len(evict_all(restriction, pods)) == expected
+
+
+def test_min_replicas_flag_and_vpa_override() -> None:
+    pods = [make_pod(f"p{i}") for i in range(3)]
+    controllers = {RS: replica_set(3)}
+    by_flag = EvictionRestriction.build(
+        pods=pods, controllers=controllers, vpa=vpa(), min_replicas=4
+    )
+    assert by_flag.groups == {}
+    assert by_flag.skipped[0].reason == "too few replicas: 3 live, 4 required"
+    assert evict_all(by_flag, pods) == []
+    overridden = EvictionRestriction.build(
+        pods=pods, controllers=controllers, vpa=vpa(3), min_replicas=4
+    )
+    assert evict_all(overridden, pods) == ["p0"]
+
+
+def test_groups_are_budgeted_separately_and_orphans_never_evicted() -> None:
+    web = [make_pod(f"w{i}", owner="web") for i in range(2)]
+    api = [make_pod(f"a{i}", owner="api") for i in range(2)]
+    orphan = make_pod("lonely")
+    orphan["metadata"]["ownerReferences"] = []
+    controllers = {
+        RS: replica_set(2),
+        ControllerKey(namespace=NS, kind="ReplicaSet", name="api"): replica_set(2),
+    }
+    restriction = EvictionRestriction.build(
+        pods=[*web, *api, orphan], controllers=controllers, vpa=vpa()
+    )
+    assert evict_all(restriction, [*web, *api, orphan]) == ["w0", "a0"]
+
+
+def test_same_pod_is_not_evicted_twice() -> None:
+    pods = [make_pod(f"p{i}") for i in range(4)]
+    restriction = EvictionRestriction.build(pods=pods, controllers={RS: replica_set(4)}, vpa=vpa())
+    assert evict_all(restriction, [pods[0], pods[0], pods[0]]) == ["p0"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "controller", "live", "expected"),
+    [
+        ("ReplicaSet", {"spec": {"replicas": 3}}, 2, 3),
+        ("ReplicationController", {"spec": {"replicas": 5}}, 2, 5),
+        ("StatefulSet", {"spec": {"replicas": 2}}, 2, 2),
+        ("ReplicaSet", {"spec": {}}, 2, "ReplicaSet default/x has no replicas config"),
+        (
+            "StatefulSet",
+            {"spec": {"replicas": 0}},
+            2,
+            "StatefulSet default/x has no replicas config",
+        ),
+        ("ReplicaSet", None, 2, "ReplicaSet default/x does not exist"),
+        ("DaemonSet", {"status": {"numberReady": 4}}, 6, 4),
+        ("DaemonSet", {"status": {}}, 6, "DaemonSet default/x has no number ready pods"),
+        ("Job", None, 7, 7),
+        # Upstream's replica-count switch has no case for other kinds: 0, no error.
+        ("Workflow", None, 3, 0),
+    ],
+)
+def test_configured_replicas(
+    kind: str, controller: dict[str, Any] | None, live: int, expected: int | str
+) -> None:
+    key = ControllerKey(namespace=NS, kind=kind, name="x")
+    assert configured_replicas(key=key, controller=controller, live=live) == expected
+
+
+def test_job_uses_live_pods_as_configured() -> None:
+    pods = [make_pod(f"j{i}", kind="Job", owner="batch") for i in range(4)]
+    restriction = EvictionRestriction.build(pods=pods, controllers={}, vpa=vpa())
+    stats = restriction.groups[ControllerKey(namespace=NS, kind="Job", name="batch")]
+    assert (stats.configured, stats.eviction_tolerance) == (4, 2)
+    assert len(evict_all(restriction, pods)) == 2
+
+
+def test_daemonset_uses_number_ready() -> None:
+    pods = [make_pod(f"d{i}", kind="DaemonSet", owner="agent") for i in range(4)]
+    key = ControllerKey(namespace=NS, kind="DaemonSet", name="agent")
+    # numberReady 2 → tolerance 1, shouldBeAlive 1; four running pods may lose three.
+    restriction = EvictionRestriction.build(
+        pods=pods, controllers={key: {"status": {"numberReady": 2}}}, vpa=vpa()
+    )
+    assert len(evict_all(restriction, pods)) == 3
+    not_ready = EvictionRestriction.build(
+        pods=pods, controllers={key: {"status": {"numberReady": 0}}}, vpa=vpa()
+    )
+    assert evict_all(not_ready, pods) == []
+    assert not_ready.skipped[0].reason == "DaemonSet default/agent has no number ready pods"
+
+
+def test_nil_replicas_skips_group_with_reason() -> None:
+    pods = [make_pod(f"p{i}") for i in range(3)]
+    restriction = EvictionRestriction.build(
+        pods=pods, controllers={RS: replica_set(None)}, vpa=vpa()
+    )
+    assert evict_all(restriction, pods) == []
+    assert [s.reason for s in restriction.skipped] == [
+        "ReplicaSet default/web has no replicas config"
+    ]
+
+
+def resize_pending(reason: str) -> list[dict[str, Any]]:
+    return [{"type": "PodResizePending", "status": "True", "reason": reason}]
+
+
+def resize_in_progress(reason: str = "", message: str = "") -> list[dict[str, Any]]:
+    return [{"type": "PodResizeInProgress", "status": "True", "reason": reason, "message": message}]
+
+
+@pytest.mark.parametrize(
+    ("conditions", "attempt_age", "fall_back", "expected"),
+    [
+        ([], None, True, InPlaceDecision.APPROVED),
+        (resize_pending("Infeasible"), None, True, InPlaceDecision.EVICT),
+        (resize_pending("Infeasible"), None, False, InPlaceDecision.DEFERRED),
+        (resize_pending("Deferred"), timedelta(minutes=4), True, InPlaceDecision.DEFERRED),
+        (resize_pending("Deferred"), timedelta(minutes=6), True, InPlaceDecision.EVICT),
+        # No attempt on record: upstream starts the clock now.
+        (resize_pending("Deferred"), None, True, InPlaceDecision.DEFERRED),
+        (resize_pending("SomethingNew"), None, True, InPlaceDecision.EVICT),
+        (resize_in_progress(), timedelta(minutes=59), True, InPlaceDecision.DEFERRED),
+        (resize_in_progress(), timedelta(minutes=61), True, InPlaceDecision.EVICT),
+        (resize_in_progress("Error", "oom"), None, True, InPlaceDecision.EVICT),
+        (resize_in_progress("Other", ""), None, True, InPlaceDecision.EVICT),
+        # A condition that is not True is no resize.
+        ([{"type": "PodResizePending", "status": "False"}], None, True, InPlaceDecision.APPROVED),
+    ],
+)
+def test_in_place_decision_table(
+    conditions: list[dict[str, Any]],
+    attempt_age: timedelta | None,
+    fall_back: bool,
+    expected: InPlaceDecision,
+) -> None:
+    pods = [make_pod("p0", conditions=conditions), make_pod("p1"), make_pod("p2")]
+    restriction = EvictionRestriction.build(pods=pods, controllers={RS: replica_set(3)}, vpa=vpa())
+    attempt = None if attempt_age is None else NOW - attempt_age
+    decision = restriction.in_place_decision(
+        pods[0], now=NOW, last_in_place_attempt=attempt, fall_back_to_eviction=fall_back
+    )
+    assert decision is expected
+
+
+def test_in_place_budget_skip_and_restart_policy() -> None:
+    pods = [make_pod("p0"), make_pod("p1"), make_pod("p2", restart_container=True)]
+    controllers = {RS: replica_set(3)}
+    strict = EvictionRestriction.build(pods=pods, controllers=controllers, vpa=vpa())
+    assert strict.in_place_decision(pods[0], now=NOW) is InPlaceDecision.APPROVED
+    strict.record_in_place_update(pods[0])
+    # 3 × 0.5 → one disruption; the next resize waits for the next loop.
+    assert strict.in_place_decision(pods[1], now=NOW) is InPlaceDecision.DEFERRED
+    assert not strict.can_evict(pods[1], now=NOW)
+
+    skipping = EvictionRestriction.build(
+        pods=pods, controllers=controllers, vpa=vpa(), in_place_skip_disruption_budget=True
+    )
+    skipping.record_in_place_update(pods[0])
+    assert skipping.in_place_decision(pods[1], now=NOW) is InPlaceDecision.APPROVED
+    # RestartContainer resize policy keeps the budget.
+    assert skipping.in_place_decision(pods[2], now=NOW) is InPlaceDecision.DEFERRED
+
+
+def test_in_place_deferred_for_pending_unknown_and_infeasible_without_budget() -> None:
+    infeasible = make_pod("p0", conditions=resize_pending("Infeasible"))
+    pods = [infeasible, make_pod("p1"), make_pod("p2", phase="Pending")]
+    restriction = EvictionRestriction.build(pods=pods, controllers={RS: replica_set(3)}, vpa=vpa())
+    stranger = make_pod("x", owner="other")
+    assert restriction.in_place_decision(stranger, now=NOW) is InPlaceDecision.DEFERRED
+    assert restriction.in_place_decision(pods[2], now=NOW) is InPlaceDecision.DEFERRED
+    restriction.record_eviction(pods[1])
+    # Infeasible, but the group's budget is spent: wait rather than evict.
+    assert restriction.in_place_decision(infeasible, now=NOW) is InPlaceDecision.DEFERRED
+    assert not restriction.can_evict(infeasible, now=NOW)
+
+
+def test_below_min_replicas_group_kept_for_in_place_skip_budget_only() -> None:
+    pods = [make_pod("p0")]
+    restriction = EvictionRestriction.build(
+        pods=pods,
+        controllers={RS: replica_set(1)},
+        vpa=vpa(),
+        in_place_mode=True,
+        in_place_skip_disruption_budget=True,
+    )
+    assert restriction.groups[RS].below_min_replicas
+    assert not restriction.can_evict(pods[0], now=NOW)
+    assert restriction.in_place_decision(pods[0], now=NOW) is InPlaceDecision.APPROVED
+
+
+def test_record_eviction_of_unknown_pod_is_an_error() -> None:
+    restriction = EvictionRestriction.build(pods=[], controllers={}, vpa=vpa())
+    with pytest.raises(ValueError, match="not in any budgeted group"):
+        restriction.record_eviction(make_pod("ghost"))

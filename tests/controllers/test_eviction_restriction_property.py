@@ -1,0 +1,84 @@
+"""Property: whatever the groups, tolerance, minReplicas and order of tries, one loop never evicts
+more running pods than ``isPodDisruptable`` budgets and never touches a group below minReplicas."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from controllers.vpa.eviction_restriction import ControllerKey, EvictionRestriction
+from tests.controllers.test_eviction_restriction import NOW, NS, make_pod
+
+group_strategy = st.tuples(
+    st.integers(min_value=1, max_value=8),  # configured replicas
+    st.integers(min_value=0, max_value=8),  # running pods
+    st.integers(min_value=0, max_value=3),  # pending pods
+)
+
+
+def running_budget(*, configured: int, running: int, tolerance: float) -> int:
+    """Evictions of running pods allowed in one loop, solved from the budget inequality."""
+    allowance = int(configured * tolerance)
+    if allowance == 0 and configured == running:
+        return min(1, running)
+    return max(0, min(running, running - (configured - allowance)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    groups=st.lists(group_strategy, min_size=1, max_size=4),
+    tolerance=st.floats(min_value=0.0, max_value=1.0),
+    min_replicas=st.integers(min_value=0, max_value=6),
+    per_vpa_min=st.one_of(st.none(), st.integers(min_value=0, max_value=6)),
+    tries=st.lists(st.integers(min_value=0, max_value=200), max_size=40),
+)
+def test_one_loop_never_exceeds_budget(
+    groups: list[tuple[int, int, int]],
+    tolerance: float,
+    min_replicas: int,
+    per_vpa_min: int | None,
+    tries: list[int],
+) -> None:
+    pods: list[dict[str, Any]] = []
+    controllers: dict[ControllerKey, dict[str, Any]] = {}
+    for index, (configured, running, pending) in enumerate(groups):
+        owner = f"rs{index}"
+        controllers[ControllerKey(namespace=NS, kind="ReplicaSet", name=owner)] = {
+            "spec": {"replicas": configured}
+        }
+        pods += [make_pod(f"{owner}-r{i}", owner=owner) for i in range(running)]
+        pods += [make_pod(f"{owner}-p{i}", owner=owner, phase="Pending") for i in range(pending)]
+    policy = {} if per_vpa_min is None else {"minReplicas": per_vpa_min}
+    restriction = EvictionRestriction.build(
+        pods=pods,
+        controllers=controllers,
+        vpa={"spec": {"updatePolicy": policy}},
+        min_replicas=min_replicas,
+        eviction_tolerance=tolerance,
+    )
+    evicted: set[str] = set()
+    order = [pods[t % len(pods)] for t in tries] if pods else []
+    # Random tries first, then every pod once: the end state is the loop's full budget.
+    for pod in [*order, *pods]:
+        if restriction.can_evict(pod, now=NOW):
+            restriction.record_eviction(pod)
+            name = pod["metadata"]["name"]
+            assert name not in evicted
+            evicted.add(name)
+
+    required = min_replicas if per_vpa_min is None else per_vpa_min
+    for index, (configured, running, pending) in enumerate(groups):
+        owner = f"rs{index}"
+        running_gone = sum(1 for n in evicted if n.startswith(f"{owner}-r"))
+        pending_gone = sum(1 for n in evicted if n.startswith(f"{owner}-p"))
+        if running + pending < required:
+            assert running_gone == pending_gone == 0
+            continue
+        budget = running_budget(configured=configured, running=running, tolerance=tolerance)
+        assert running_gone == budget
+        assert pending_gone == pending
+        # What stays alive is at least configured − tolerance, except the "at least one" pod.
+        if running_gone > 1:
+            assert running - running_gone >= configured - int(configured * tolerance)
