@@ -1,0 +1,679 @@
+"""Update priority of the VPA updater: which VPAs/pods, acceptance thresholds, ordering and
+EvictionRequirements (upstream ``pkg/updater/priority`` rules; cases modelled on its tests:
+update_priority_calculator_test.go, priority_processor_test.go,
+scaling_direction_pod_eviction_admission_test.go). Pure: no API server."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from controllers.vpa.update_priority import (
+    UpdatePriority,
+    UpdateSettings,
+    eviction_requirements_admit,
+    observed_containers,
+    parse_observed_containers,
+    pod_is_updatable,
+    pod_priority,
+    prioritized_pods,
+    quick_oom,
+    update_mode,
+    update_priority,
+    vpa_is_updated,
+)
+from webhook.limit_ranges import merged_limit_range_item
+
+START = datetime(2026, 1, 1, tzinfo=UTC)
+SETTINGS = UpdateSettings()
+
+
+def _ts(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def make_pod(
+    name: str = "pod",
+    *,
+    requests: dict[str, str] | None = None,
+    containers: list[dict[str, Any]] | None = None,
+    annotations: dict[str, str] | None = None,
+    statuses: list[dict[str, Any]] | None = None,
+    start: datetime | None = START,
+) -> dict[str, Any]:
+    if containers is None:
+        containers = [{"name": "app", "resources": {"requests": requests or {}}}]
+    status: dict[str, Any] = {"phase": "Running"}
+    if start is not None:
+        status["startTime"] = _ts(start)
+    if statuses is not None:
+        status["containerStatuses"] = statuses
+    metadata: dict[str, Any] = {"name": name, "namespace": "default"}
+    if annotations is not None:
+        metadata["annotations"] = annotations
+    return {
+        "metadata": metadata,
+        "spec": {"nodeName": "n1", "containers": containers},
+        "status": status,
+    }
+
+
+def entry(
+    container: str = "app",
+    *,
+    target: dict[str, str],
+    lower: dict[str, str] | None = None,
+    upper: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    result: dict[str, Any] = {"containerName": container, "target": target}
+    if lower is not None:
+        result["lowerBound"] = lower
+    if upper is not None:
+        result["upperBound"] = upper
+    return result
+
+
+def recommendation(*entries: dict[str, Any]) -> dict[str, Any]:
+    return {"containerRecommendations": list(entries)}
+
+
+def make_vpa(
+    *entries: dict[str, Any], update_policy: dict[str, Any] | None = None, spec: Any = None
+) -> dict[str, Any]:
+    vpa_spec: dict[str, Any] = dict(spec or {})
+    if update_policy is not None:
+        vpa_spec["updatePolicy"] = update_policy
+    return {
+        "metadata": {"name": "vpa", "namespace": "default"},
+        "spec": vpa_spec,
+        "status": {"recommendation": recommendation(*entries)},
+    }
+
+
+def oom_status(name: str, *, ran: timedelta, finished: datetime) -> dict[str, Any]:
+    return {
+        "name": name,
+        "lastState": {
+            "terminated": {
+                "reason": "OOMKilled",
+                "startedAt": _ts(finished - ran),
+                "finishedAt": _ts(finished),
+            }
+        },
+    }
+
+
+# -- modes and pods -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mode", "gate", "expected"),
+    [
+        (None, False, True),  # GetUpdateMode default: Recreate
+        ("Recreate", False, True),
+        ("Auto", False, True),
+        ("InPlaceOrRecreate", False, True),
+        ("InPlace", False, False),
+        ("InPlace", True, True),
+        ("Off", True, False),
+        ("Initial", True, False),
+    ],
+)
+def test_vpa_modes_acted_on(mode: str | None, gate: bool, expected: bool) -> None:
+    policy = {} if mode is None else {"updateMode": mode}
+    vpa = make_vpa(update_policy=policy)
+    assert vpa_is_updated(vpa, in_place_gate=gate) is expected
+
+
+def test_update_mode_defaults_to_recreate() -> None:
+    assert update_mode({"spec": {}}) == "Recreate"
+    assert update_mode({"spec": {"updatePolicy": {"updateMode": ""}}}) == "Recreate"
+    assert update_mode({"spec": {"updatePolicy": {"updateMode": "Off"}}}) == "Off"
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({}, True),
+        ({"spec": {"nodeName": ""}}, False),
+        ({"spec": {}}, False),
+        ({"status": {"phase": "Succeeded"}}, False),
+        ({"status": {"phase": "Failed"}}, False),
+        ({"status": {"phase": "Pending"}}, True),
+        ({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}, False),
+    ],
+)
+def test_pods_looked_at(change: dict[str, dict[str, Any]], expected: bool) -> None:
+    pod = make_pod(requests={"cpu": "1"})
+    for key, value in change.items():
+        if key == "spec" and "nodeName" not in value:
+            pod["spec"].pop("nodeName")
+        else:
+            pod[key].update(value)
+    assert pod_is_updatable(pod) is expected
+
+
+# -- vpaObservedContainers ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("", frozenset()),
+        ("app", frozenset({"app"})),
+        ("app, sidecar-1", frozenset({"app", "sidecar-1"})),
+        ("app,sidecar", None),  # separator is ", ": "app,sidecar" is not a DNS-1123 label
+        ("App", None),
+        ("-app", None),
+        ("app-", None),
+        ("a" * 63, frozenset({"a" * 63})),
+        ("a" * 64, None),
+        ("app, ", None),
+    ],
+)
+def test_parse_observed_containers(value: str, expected: frozenset[str] | None) -> None:
+    assert parse_observed_containers(value) == expected
+
+
+def test_observed_containers_of_pod() -> None:
+    assert observed_containers(make_pod()) is None
+    assert observed_containers(make_pod(annotations={"other": "x"})) is None
+    assert observed_containers(
+        make_pod(annotations={"vpaObservedContainers": "a, b"})
+    ) == frozenset({"a", "b"})
+    assert observed_containers(make_pod(annotations={"vpaObservedContainers": "B_"})) is None
+
+
+# -- GetUpdatePriority --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("requests", "rec", "expected"),
+    [
+        # cpu 2 -> 10: |2000-10000|/2000 = 4
+        ({"cpu": "2"}, entry(target={"cpu": "10"}), UpdatePriority(False, True, 4.0)),
+        # cpu 4 -> 10: 6/4 = 1.5
+        ({"cpu": "4"}, entry(target={"cpu": "10"}), UpdatePriority(False, True, 1.5)),
+        # scale down, within bounds: 10 -> 5, diff 0.5
+        (
+            {"cpu": "10"},
+            entry(target={"cpu": "5"}, lower={"cpu": "1"}, upper={"cpu": "10"}),
+            UpdatePriority(False, False, 0.5),
+        ),
+        # above upperBound
+        (
+            {"cpu": "10"},
+            entry(target={"cpu": "5"}, lower={"cpu": "1"}, upper={"cpu": "6"}),
+            UpdatePriority(True, False, 0.5),
+        ),
+        # below lowerBound
+        (
+            {"cpu": "1"},
+            entry(target={"cpu": "5"}, lower={"cpu": "2"}, upper={"cpu": "6"}),
+            UpdatePriority(True, True, 4.0),
+        ),
+        # equal: nothing to do
+        ({"cpu": "4"}, entry(target={"cpu": "4"}), UpdatePriority(False, False, 0.0)),
+        # two resources sum their relative diffs: cpu 0.5 + memory 1.0
+        (
+            {"cpu": "2", "memory": "100Mi"},
+            entry(target={"cpu": "3", "memory": "200Mi"}),
+            UpdatePriority(False, True, 1.5),
+        ),
+        # missing memory request: ScaleUp and outside range; ΣReq floors at 1 milli-unit
+        (
+            {"cpu": "1"},
+            entry(target={"cpu": "1", "memory": "1"}),
+            UpdatePriority(True, True, 999.0),
+        ),
+        # a resource only in the request, not in the target, does not count
+        (
+            {"cpu": "1", "memory": "1Gi"},
+            entry(target={"cpu": "1"}),
+            UpdatePriority(False, False, 0.0),
+        ),
+        # no recommendation for the container
+        ({"cpu": "1"}, entry("other", target={"cpu": "5"}), UpdatePriority(False, False, 0.0)),
+    ],
+)
+def test_update_priority_single_container(
+    requests: dict[str, str], rec: dict[str, Any], expected: UpdatePriority
+) -> None:
+    assert (
+        update_priority(pod=make_pod(requests=requests), recommendation=recommendation(rec))
+        == expected
+    )
+
+
+def test_update_priority_sums_over_containers() -> None:
+    pod = make_pod(
+        containers=[
+            {"name": "a", "resources": {"requests": {"cpu": "1"}}},
+            {"name": "b", "resources": {"requests": {"cpu": "3"}}},
+        ]
+    )
+    # ΣReq 4000m, ΣRec 2000m + 1000m: |4000-3000|/4000; one container scales up
+    rec = recommendation(entry("a", target={"cpu": "2"}), entry("b", target={"cpu": "1"}))
+    assert update_priority(pod=pod, recommendation=rec) == UpdatePriority(False, True, 0.25)
+
+
+def test_update_priority_uses_applied_resources_from_status() -> None:
+    pod = make_pod(requests={"cpu": "1"})
+    pod["status"]["containerStatuses"] = [{"name": "app", "resources": {"requests": {"cpu": "4"}}}]
+    rec = recommendation(entry(target={"cpu": "4"}))
+    assert update_priority(pod=pod, recommendation=rec) == UpdatePriority(False, False, 0.0)
+
+
+def test_update_priority_counts_init_containers() -> None:
+    pod = make_pod(requests={"cpu": "1"})
+    pod["spec"]["initContainers"] = [{"name": "init", "resources": {"requests": {"cpu": "1"}}}]
+    rec = recommendation(entry(target={"cpu": "1"}), entry("init", target={"cpu": "3"}))
+    assert update_priority(pod=pod, recommendation=rec) == UpdatePriority(False, True, 1.0)
+
+
+@pytest.mark.parametrize(
+    ("annotation", "expected"),
+    [
+        (None, UpdatePriority(False, True, 0.5)),  # both: |2000-3000|/2000
+        ("a", UpdatePriority(False, True, 1.0)),  # a only: 1 -> 2
+        ("b", UpdatePriority(False, False, 0.0)),  # b only: already at target
+        ("", UpdatePriority(False, False, 0.0)),  # none observed
+        ("a,b", UpdatePriority(False, True, 0.5)),  # unparseable -> all: |2000-3000|/2000
+    ],
+)
+def test_update_priority_observed_containers(
+    annotation: str | None, expected: UpdatePriority
+) -> None:
+    pod = make_pod(
+        containers=[
+            {"name": "a", "resources": {"requests": {"cpu": "1"}}},
+            {"name": "b", "resources": {"requests": {"cpu": "1"}}},
+        ],
+        annotations=None if annotation is None else {"vpaObservedContainers": annotation},
+    )
+    rec = recommendation(entry("a", target={"cpu": "2"}), entry("b", target={"cpu": "1"}))
+    result = update_priority(pod=pod, recommendation=rec)
+    assert result == expected
+
+
+# -- AddPod acceptance --------------------------------------------------------------------------
+
+
+def _accepted(pod: dict[str, Any], rec: dict[str, Any], now: datetime, **kw: Any) -> bool:
+    settings = UpdateSettings(**kw)
+    vpa = make_vpa(rec)
+    return (
+        pod_priority(
+            vpa=vpa, pod=pod, recommendation=recommendation(rec), now=now, settings=settings
+        )
+        is not None
+    )
+
+
+IN_RANGE = entry(target={"cpu": "1100m"}, lower={"cpu": "500m"}, upper={"cpu": "2"})
+
+
+@pytest.mark.parametrize(
+    ("request_cpu", "age", "expected"),
+    [
+        ("1", timedelta(hours=12), True),  # diff exactly 0.1 at exactly 12 h
+        ("1", timedelta(hours=12) - timedelta(seconds=1), False),  # too young
+        ("1", timedelta(hours=24), True),
+        ("1001m", timedelta(hours=24), False),  # diff 99/1001 < 0.1
+        ("1100m", timedelta(hours=24), False),  # diff 0
+    ],
+)
+def test_lifetime_and_min_change_thresholds(
+    request_cpu: str, age: timedelta, expected: bool
+) -> None:
+    pod = make_pod(requests={"cpu": request_cpu})
+    assert _accepted(pod, IN_RANGE, START + age) is expected
+
+
+def test_missing_start_time_rejects_in_range_pod() -> None:
+    pod = make_pod(requests={"cpu": "1"}, start=None)
+    assert not _accepted(pod, IN_RANGE, START + timedelta(days=2))
+
+
+def test_outside_range_accepted_young_and_without_start_time() -> None:
+    rec = entry(target={"cpu": "5"}, lower={"cpu": "1"}, upper={"cpu": "6"})
+    assert _accepted(make_pod(requests={"cpu": "10"}), rec, START + timedelta(hours=11))
+    assert _accepted(make_pod(requests={"cpu": "10"}, start=None), rec, START)
+
+
+def test_min_change_priority_from_settings() -> None:
+    # upstream TestUpdateLonglivedPods: MinChangePriority 0.5, 13 h: diff 0.25 no, 4.0 yes
+    rec = entry(target={"cpu": "5"}, lower={"cpu": "1"}, upper={"cpu": "6"})
+    now = START + timedelta(hours=13)
+    assert not _accepted(make_pod(requests={"cpu": "4"}), rec, now, pod_update_threshold=0.5)
+    assert _accepted(make_pod(requests={"cpu": "1"}), rec, now, pod_update_threshold=0.5)
+
+
+QUICK_NOW = START + timedelta(hours=11)
+
+
+@pytest.mark.parametrize(
+    ("ran", "expected"),
+    [
+        (timedelta(minutes=2), True),
+        (timedelta(minutes=10) - timedelta(seconds=1), True),
+        (timedelta(minutes=10), False),  # strictly less than the threshold
+        (timedelta(minutes=57), False),
+    ],
+)
+def test_quick_oom_threshold(ran: timedelta, expected: bool) -> None:
+    pod = make_pod(
+        requests={"cpu": "4"},
+        statuses=[oom_status("app", ran=ran, finished=QUICK_NOW - timedelta(minutes=3))],
+    )
+    rec = entry(target={"cpu": "5"}, lower={"cpu": "1"}, upper={"cpu": "6"})
+    assert quick_oom(pod=pod, vpa=make_vpa(rec), settings=SETTINGS) is expected
+    # young pod, in range, diff 0.25: accepted only through the quick OOM
+    assert _accepted(pod, rec, QUICK_NOW) is expected
+
+
+def test_quick_oom_without_resource_change_is_rejected() -> None:
+    pod = make_pod(
+        requests={"cpu": "4", "memory": "8Gi"},
+        statuses=[oom_status("app", ran=timedelta(minutes=2), finished=QUICK_NOW)],
+    )
+    rec = entry(
+        target={"cpu": "4", "memory": "8Gi"},
+        lower={"cpu": "2", "memory": "5Gi"},
+        upper={"cpu": "5", "memory": "10Gi"},
+    )
+    assert quick_oom(pod=pod, vpa=make_vpa(rec), settings=SETTINGS)
+    assert not _accepted(pod, rec, QUICK_NOW)
+
+
+def test_quick_oom_other_reason_ignored() -> None:
+    status = oom_status("app", ran=timedelta(minutes=1), finished=QUICK_NOW)
+    status["lastState"]["terminated"]["reason"] = "Error"
+    pod = make_pod(requests={"cpu": "4"}, statuses=[status])
+    assert not quick_oom(pod=pod, vpa=make_vpa(), settings=SETTINGS)
+
+
+def test_quick_oom_missing_timestamps_is_zero_duration() -> None:
+    status = {"name": "app", "lastState": {"terminated": {"reason": "OOMKilled"}}}
+    pod = make_pod(requests={"cpu": "4"}, statuses=[status])
+    assert quick_oom(pod=pod, vpa=make_vpa(), settings=SETTINGS)
+
+
+@pytest.mark.parametrize(
+    ("annotation", "expected"),
+    [(None, True), ("app", True), ("", False), ("other", False), ("Bad_Name", True)],
+)
+def test_quick_oom_observed_containers(annotation: str | None, expected: bool) -> None:
+    pod = make_pod(
+        requests={"cpu": "4"},
+        annotations=None if annotation is None else {"vpaObservedContainers": annotation},
+        statuses=[oom_status("app", ran=timedelta(minutes=2), finished=QUICK_NOW)],
+    )
+    assert quick_oom(pod=pod, vpa=make_vpa(), settings=SETTINGS) is expected
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        ({"containerName": "app", "mode": "Auto"}, True),
+        ({"containerName": "app", "mode": "Off"}, False),
+        ({"containerName": "*", "mode": "Off"}, False),
+        ({"containerName": "other", "mode": "Off"}, True),
+    ],
+)
+def test_quick_oom_container_mode_off(policy: dict[str, Any], expected: bool) -> None:
+    pod = make_pod(
+        requests={"cpu": "4"},
+        statuses=[oom_status("app", ran=timedelta(minutes=2), finished=QUICK_NOW)],
+    )
+    vpa = make_vpa(spec={"resourcePolicy": {"containerPolicies": [policy]}})
+    assert quick_oom(pod=pod, vpa=vpa, settings=SETTINGS) is expected
+
+
+@pytest.mark.parametrize(("gate", "expected"), [(False, True), (True, False)])
+def test_per_vpa_evict_after_oom_seconds(gate: bool, expected: bool) -> None:
+    pod = make_pod(
+        requests={"cpu": "4"},
+        statuses=[oom_status("app", ran=timedelta(minutes=2), finished=QUICK_NOW)],
+    )
+    vpa = make_vpa(update_policy={"evictAfterOOMSeconds": 60})
+    settings = UpdateSettings(per_vpa_config=gate)
+    assert quick_oom(pod=pod, vpa=vpa, settings=settings) is expected
+
+
+# -- ordering -----------------------------------------------------------------------------------
+
+
+def _names(result: list[Any]) -> list[str]:
+    return [p.pod["metadata"]["name"] for p in result]
+
+
+def test_order_by_resource_diff() -> None:
+    # upstream TestSortPriority: target 10 cpu; requests 2, 4, 1, 3 -> diffs 4, 1.5, 9, 2.33
+    vpa = make_vpa(entry(target={"cpu": "10"}))
+    pods = [
+        make_pod("POD1", requests={"cpu": "2"}),
+        make_pod("POD2", requests={"cpu": "4"}),
+        make_pod("POD3", requests={"cpu": "1"}),
+        make_pod("POD4", requests={"cpu": "3"}),
+    ]
+    result = prioritized_pods(
+        vpa=vpa, pods=pods, now=START + timedelta(hours=24), settings=SETTINGS
+    )
+    assert _names(result) == ["POD3", "POD1", "POD4", "POD2"]
+
+
+def test_scale_up_first() -> None:
+    # upstream TestSortPriorityResourcesDecrease: the scale-up pod has the smallest diff yet
+    # comes first: POD1 cpu 4->5 (0.25), POD2 8->5 (0.375), POD3 10->5 (0.5)
+    vpa = make_vpa(entry(target={"cpu": "5"}))
+    pods = [
+        make_pod("POD2", requests={"cpu": "8"}),
+        make_pod("POD3", requests={"cpu": "10"}),
+        make_pod("POD1", requests={"cpu": "4"}),
+    ]
+    result = prioritized_pods(
+        vpa=vpa, pods=pods, now=START + timedelta(hours=24), settings=SETTINGS
+    )
+    assert _names(result) == ["POD1", "POD3", "POD2"]
+    assert [p.priority.scale_up for p in result] == [True, False, False]
+
+
+def test_ties_ordered_by_name_whatever_the_input_order() -> None:
+    vpa = make_vpa(entry(target={"cpu": "2"}))
+    pods = [make_pod(name, requests={"cpu": "1"}) for name in ("c", "a", "b")]
+    now = START + timedelta(hours=24)
+    assert _names(prioritized_pods(vpa=vpa, pods=pods, now=now, settings=SETTINGS)) == [
+        "a",
+        "b",
+        "c",
+    ]
+
+
+def test_recommendation_is_capped_before_priority() -> None:
+    # maxAllowed 1 caps the target 4 to 1 == request: nothing to do
+    vpa = make_vpa(
+        entry(target={"cpu": "4"}),
+        spec={
+            "resourcePolicy": {
+                "containerPolicies": [{"containerName": "app", "maxAllowed": {"cpu": "1"}}]
+            }
+        },
+    )
+    now = START + timedelta(hours=24)
+    assert (
+        prioritized_pods(
+            vpa=vpa, pods=[make_pod(requests={"cpu": "1"})], now=now, settings=SETTINGS
+        )
+        == []
+    )
+    # a container LimitRange max (limit 1:1 with the request) works the same way
+    limited = make_pod(
+        containers=[
+            {"name": "app", "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}}
+        ]
+    )
+    plain = make_vpa(entry(target={"cpu": "4"}))
+    lr = merged_limit_range_item(
+        [{"spec": {"limits": [{"type": "Container", "max": {"cpu": "1"}}]}}], item_type="Container"
+    )
+    assert (
+        prioritized_pods(
+            vpa=plain,
+            pods=[limited],
+            now=now,
+            settings=SETTINGS,
+            container_limit_range=lr,
+        )
+        == []
+    )
+    result = prioritized_pods(
+        vpa=plain, pods=[make_pod(requests={"cpu": "1"})], now=now, settings=SETTINGS
+    )
+    assert [p.priority for p in result] == [UpdatePriority(False, True, 3.0)]
+
+
+@given(st.lists(st.tuples(st.integers(1, 5000), st.integers(1, 5000)), min_size=1, max_size=8))
+def test_order_invariant(request_and_target: list[tuple[int, int]]) -> None:
+    """Accepted pods come ScaleUp first, then by non-increasing ResourceDiff."""
+    pods = [
+        make_pod(
+            f"p{i}", containers=[{"name": f"c{i}", "resources": {"requests": {"cpu": f"{r}m"}}}]
+        )
+        for i, (r, _) in enumerate(request_and_target)
+    ]
+    vpa = make_vpa(
+        *(entry(f"c{i}", target={"cpu": f"{t}m"}) for i, (_, t) in enumerate(request_and_target))
+    )
+    result = prioritized_pods(vpa=vpa, pods=pods, now=START + timedelta(days=1), settings=SETTINGS)
+    keys = [(not p.priority.scale_up, -p.priority.resource_diff) for p in result]
+    assert keys == sorted(keys)
+    expected = sum(1 for r, t in request_and_target if abs(r - t) / r >= 0.1)
+    assert len(result) == expected
+
+
+# -- EvictionRequirements -----------------------------------------------------------------------
+
+HIGHER_CPU = {"resources": ["cpu"], "changeRequirement": "TargetHigherThanRequests"}
+LOWER_CPU = {"resources": ["cpu"], "changeRequirement": "TargetLowerThanRequests"}
+HIGHER_CPU_OR_MEM = {
+    "resources": ["cpu", "memory"],
+    "changeRequirement": "TargetHigherThanRequests",
+}
+LOWER_MEM = {"resources": ["memory"], "changeRequirement": "TargetLowerThanRequests"}
+
+
+@pytest.mark.parametrize(
+    ("policy", "requests", "target", "expected"),
+    [
+        (
+            None,
+            {"cpu": "1", "memory": "1Gi"},
+            {"cpu": "1", "memory": "1Gi"},
+            True,
+        ),  # no updatePolicy
+        ({}, {"cpu": "1", "memory": "1Gi"}, {"cpu": "1", "memory": "1Gi"}, True),  # no requirements
+        (
+            {"evictionRequirements": [HIGHER_CPU]},
+            {"cpu": "1", "memory": "1Gi"},
+            {"cpu": "2", "memory": "1Gi"},
+            True,
+        ),
+        (
+            {"evictionRequirements": [HIGHER_CPU]},
+            {"cpu": "2", "memory": "1Gi"},
+            {"cpu": "1", "memory": "1Gi"},
+            False,
+        ),
+        (
+            {"evictionRequirements": [HIGHER_CPU]},
+            {"cpu": "1", "memory": "1Gi"},
+            {"cpu": "1", "memory": "2Gi"},
+            False,
+        ),
+        (
+            {"evictionRequirements": [LOWER_CPU]},
+            {"cpu": "2", "memory": "1Gi"},
+            {"cpu": "1", "memory": "1Gi"},
+            True,
+        ),
+        (
+            {"evictionRequirements": [LOWER_CPU]},
+            {"cpu": "1", "memory": "1Gi"},
+            {"cpu": "1", "memory": "1Gi"},
+            False,
+        ),
+        # any listed resource satisfies one requirement
+        (
+            {"evictionRequirements": [HIGHER_CPU_OR_MEM]},
+            {"cpu": "1", "memory": "1Gi"},
+            {"cpu": "1", "memory": "2Gi"},
+            True,
+        ),
+        # all requirements must hold: cpu up AND memory down
+        (
+            {"evictionRequirements": [HIGHER_CPU, LOWER_MEM]},
+            {"cpu": "1", "memory": "2Gi"},
+            {"cpu": "2", "memory": "1Gi"},
+            True,
+        ),
+        (
+            {"evictionRequirements": [HIGHER_CPU, LOWER_MEM]},
+            {"cpu": "1", "memory": "1Gi"},
+            {"cpu": "2", "memory": "2Gi"},
+            False,
+        ),
+        # a container without a cpu or a memory request is admitted
+        ({"evictionRequirements": [HIGHER_CPU]}, {"cpu": "2"}, {"cpu": "1", "memory": "1Gi"}, True),
+        (
+            {"evictionRequirements": [HIGHER_CPU]},
+            {"memory": "1Gi"},
+            {"cpu": "1", "memory": "1Gi"},
+            True,
+        ),
+    ],
+)
+def test_eviction_requirements(
+    policy: dict[str, Any] | None, requests: dict[str, str], target: dict[str, str], expected: bool
+) -> None:
+    vpa = make_vpa(update_policy=policy)
+    rec = recommendation(entry(target=target))
+    assert (
+        eviction_requirements_admit(vpa=vpa, pod=make_pod(requests=requests), recommendation=rec)
+        is expected
+    )
+
+
+def test_eviction_requirements_one_container_is_enough() -> None:
+    pod = make_pod(
+        containers=[
+            {"name": "a", "resources": {"requests": {"cpu": "2", "memory": "1Gi"}}},
+            {"name": "b", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}},
+            {"name": "off", "resources": {}},  # no recommendation (mode Off): skipped
+        ]
+    )
+    vpa = make_vpa(update_policy={"evictionRequirements": [HIGHER_CPU]})
+    both = recommendation(
+        entry("a", target={"cpu": "1", "memory": "1Gi"}),
+        entry("b", target={"cpu": "2", "memory": "1Gi"}),
+    )
+    only_a = recommendation(entry("a", target={"cpu": "1", "memory": "1Gi"}))
+    assert eviction_requirements_admit(vpa=vpa, pod=pod, recommendation=both)
+    assert not eviction_requirements_admit(vpa=vpa, pod=pod, recommendation=only_a)
+
+
+def test_prioritized_pods_drops_pods_refused_by_requirements() -> None:
+    vpa = make_vpa(
+        entry(target={"cpu": "5", "memory": "1Gi"}),
+        update_policy={"updateMode": "Recreate", "evictionRequirements": [HIGHER_CPU]},
+    )
+    pods = [
+        make_pod("up", requests={"cpu": "1", "memory": "1Gi"}),
+        make_pod("down", requests={"cpu": "10", "memory": "1Gi"}),
+    ]
+    result = prioritized_pods(vpa=vpa, pods=pods, now=START + timedelta(days=1), settings=SETTINGS)
+    assert _names(result) == ["up"]
