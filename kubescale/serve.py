@@ -13,9 +13,11 @@ exits 0.
 The VPA admission webhook (:mod:`webhook.component`) is such a component; ``--webhook``
 (``auto``: when in a cluster or given ``--kubeconfig``) decides whether :func:`run` adds it.
 The VPA recommender (:mod:`controllers.vpa.component`) is another, behind
-``--vpa-recommender`` with the same ``auto`` rule; a component with ``loop_specs()`` adds its
-loops to the runner, gated on leadership like the others. ``Server.leadership_terms`` counts
-the terms this replica has led (a loop that keeps state starts over in a new term).
+``--vpa-recommender`` with the same ``auto`` rule, and so is the VPA updater
+(:mod:`controllers.vpa.updater_component`, ``--vpa-updater``); a component with
+``loop_specs()`` adds its loops to the runner, gated on leadership like the others.
+``Server.leadership_terms`` counts the terms this replica has led (a loop that keeps state
+starts over in a new term).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from prometheus_client import CollectorRegistry
 from certs.authority import CertificateError
 from certs.reloading import ServerTLS
 from controllers.vpa.component import RecommenderComponent
+from controllers.vpa.updater_component import UpdaterComponent
 from kube.client import KubeClient, connect
 from kube.config_loading import SERVICE_HOST_ENV
 from kube.config_loading import ConfigError as KubeConfigError
@@ -74,9 +77,10 @@ def run(args: argparse.Namespace) -> int:
 def default_components(
     config: ServeConfig, *, environ: Mapping[str, str] | None = None
 ) -> list[ServeComponent]:
-    """The components ``kubescale serve`` runs: the VPA webhook and the VPA recommender, each
-    unless its flag (``--webhook``, ``--vpa-recommender``) says no (``auto``: only in a cluster
-    — ``$KUBERNETES_SERVICE_HOST`` set — or with ``--kubeconfig``)."""
+    """The components ``kubescale serve`` runs: the VPA webhook, recommender and updater, each
+    unless its flag (``--webhook``, ``--vpa-recommender``, ``--vpa-updater``) says no
+    (``auto``: only in a cluster — ``$KUBERNETES_SERVICE_HOST`` set — or with
+    ``--kubeconfig``)."""
     env = os.environ if environ is None else environ
     in_cluster = config.kubeconfig is not None or bool(env.get(SERVICE_HOST_ENV))
 
@@ -90,6 +94,8 @@ def default_components(
         components.append(WebhookComponent(config.webhook))
     if wanted(config.recommender.mode, "the VPA recommender"):
         components.append(RecommenderComponent(config.recommender))
+    if wanted(config.updater.mode, "the VPA updater"):
+        components.append(UpdaterComponent(config.updater))
     return components
 
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import os
 import ssl
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from controllers.vpa.recommender_config import (
@@ -26,6 +27,12 @@ from controllers.vpa.recommender_config import (
     RecommenderSettings,
     add_recommender_arguments,
     recommender_settings_from_args,
+)
+from controllers.vpa.updater_config import (
+    UpdaterConfigError,
+    UpdaterSettings,
+    add_updater_arguments,
+    updater_settings_from_args,
 )
 from kube.lease_record import validate_timing
 from kubescale.flag_types import parse_address, parse_bool, parse_port, positive_duration
@@ -71,6 +78,8 @@ class ServeConfig:
     """The VPA admission webhook's flags (:mod:`webhook.webhook_config`)."""
     recommender: RecommenderSettings
     """The VPA recommender's flags (:mod:`controllers.vpa.recommender_config`)."""
+    updater: UpdaterSettings = field(default_factory=UpdaterSettings)
+    """The VPA updater's flags (:mod:`controllers.vpa.updater_config`)."""
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -226,6 +235,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_webhook_arguments(parser)
     add_recommender_arguments(parser)
+    add_updater_arguments(parser)
 
 
 class ConfigError(ValueError):
@@ -273,6 +283,10 @@ def serve_config_from_args(args: argparse.Namespace) -> ServeConfig:
         recommender = recommender_settings_from_args(args)
     except RecommenderConfigError as exc:
         raise ConfigError(str(exc)) from None
+    try:
+        updater = updater_settings_from_args(args, environ=os.environ)
+    except UpdaterConfigError as exc:
+        raise ConfigError(str(exc)) from None
     return ServeConfig(
         bind_address=bind,
         port=args.port,
@@ -298,4 +312,5 @@ def serve_config_from_args(args: argparse.Namespace) -> ServeConfig:
         leader_elect_resource_namespace=args.leader_elect_resource_namespace,
         webhook=webhook,
         recommender=recommender,
+        updater=updater,
     )

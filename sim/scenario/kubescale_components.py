@@ -21,7 +21,8 @@ on how fast watch events travelled. A loop may also report what it did for the r
 timeline (:class:`ReportingLoop`).
 
 Components: ``webhook`` — the VPA admission webhook (:class:`WebhookSimulation`);
-``vpa-recommender`` — the VPA recommender (:class:`RecommenderSimulation`).
+``vpa-recommender`` — the VPA recommender (:class:`RecommenderSimulation`); ``vpa-updater`` —
+the VPA updater (:class:`UpdaterSimulation`).
 """
 
 from __future__ import annotations
@@ -46,6 +47,11 @@ from controllers.vpa.simulated_recommender import (
     SimulatedRecommender,
     simulated_recommender_settings,
 )
+from controllers.vpa.simulated_updater import SimulatedUpdater, simulated_updater_settings
+from controllers.vpa.updater_config import UpdaterConfigError, UpdaterSettings
+from controllers.vpa.updater_loop import LOOP_NAME as UPDATER_LOOP
+from controllers.vpa.updater_loop import UpdaterLoop
+from controllers.vpa.updater_metrics import UpdaterMetrics
 from kube.client import KubeClient
 from kube.events import EventRecorder
 from kube.informer_set import InformerSet
@@ -72,6 +78,7 @@ __all__ = [
     "ReportingLoop",
     "SettlingLoop",
     "SimulatedLoop",
+    "UpdaterSimulation",
     "WebhookSimulation",
 ]
 
@@ -311,7 +318,53 @@ class RecommenderSimulation:
         )
 
 
+class UpdaterSimulation:
+    """``kubescale: {vpa-updater: {...}}``: the VPA updater in a simulated run.
+
+    Flags: :func:`controllers.vpa.simulated_updater.simulated_updater_settings` (``serve``'s
+    updater flags without the dashes). One loop, ``vpa-updater``, every ``updater-interval``:
+    its informers start (and sync) when it is built, the runner settles them before each
+    iteration, and every eviction or in-place resize is marked on the report's timeline. It
+    acts only while the webhook's status Lease is fresh (``use-admission-controller-status``),
+    so without ``webhook`` it evicts nothing.
+    """
+
+    def settings(self, flags: Mapping[str, Any]) -> UpdaterSettings:
+        return simulated_updater_settings(flags)
+
+    def validate(self, flags: Mapping[str, Any], *, path: str) -> list[str]:
+        try:
+            self.settings(flags)
+        except UpdaterConfigError as exc:
+            return [f"{path}: {exc}"]
+        return []
+
+    def setup(self, flags: Mapping[str, Any], *, context: ComponentContext) -> ComponentSetup:
+        settings = self.settings(flags)
+
+        async def build(client: KubeClient, stack: contextlib.AsyncExitStack) -> Loop:
+            informers = InformerSet(client=client)
+            events = EventRecorder(client=client, component="vpa-updater")
+            loop = UpdaterLoop(
+                client=client,
+                informers=informers,
+                settings=settings,
+                metrics=UpdaterMetrics(CollectorRegistry()),
+                events=events,
+            )
+            informers.start()
+            stack.push_async_callback(informers.stop)
+            stack.push_async_callback(events.close)
+            await asyncio.wait_for(informers.wait_synced(), timeout=_CACHE_SYNC_TIMEOUT)
+            return SimulatedUpdater(loop)
+
+        return ComponentSetup(
+            loops=(SimulatedLoop(name=UPDATER_LOOP, interval=settings.interval, build=build),)
+        )
+
+
 COMPONENTS: Final[Mapping[str, KubescaleComponent]] = {
     "webhook": WebhookSimulation(),
     "vpa-recommender": RecommenderSimulation(),
+    "vpa-updater": UpdaterSimulation(),
 }

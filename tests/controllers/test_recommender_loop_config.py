@@ -13,6 +13,7 @@ from controllers.vpa.estimators import RecommenderConfig
 from controllers.vpa.prometheus_history_config import PrometheusHistoryConfig
 from controllers.vpa.recommender_config import RecommenderSettings
 from controllers.vpa.simulated_recommender import simulated_recommender_flags
+from controllers.vpa.updater_component import UpdaterComponent
 from kube.quantities import Quantity
 from kubescale.cli import build_parser
 from kubescale.serve import default_components
@@ -208,11 +209,28 @@ def test_a_zero_global_cap_is_no_cap() -> None:
     ("flags", "environ", "kinds"),
     [
         ([], {}, []),  # auto on a workstation: neither
-        ([], {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, [WebhookComponent, RecommenderComponent]),
-        (["--kubeconfig", "/tmp/k"], {}, [WebhookComponent, RecommenderComponent]),
+        (
+            [],
+            {"KUBERNETES_SERVICE_HOST": "10.0.0.1"},
+            [WebhookComponent, RecommenderComponent, UpdaterComponent],
+        ),
+        (
+            ["--kubeconfig", "/tmp/k"],
+            {},
+            [WebhookComponent, RecommenderComponent, UpdaterComponent],
+        ),
         (["--vpa-recommender", "true"], {}, [RecommenderComponent]),
-        (["--vpa-recommender", "false", "--kubeconfig", "/tmp/k"], {}, [WebhookComponent]),
-        (["--webhook", "false", "--kubeconfig", "/tmp/k"], {}, [RecommenderComponent]),
+        (["--vpa-updater", "true"], {}, [UpdaterComponent]),
+        (
+            ["--vpa-recommender", "false", "--vpa-updater", "false", "--kubeconfig", "/tmp/k"],
+            {},
+            [WebhookComponent],
+        ),
+        (
+            ["--webhook", "false", "--kubeconfig", "/tmp/k"],
+            {},
+            [RecommenderComponent, UpdaterComponent],
+        ),
     ],
 )
 def test_whether_serve_runs_the_recommender(
