@@ -19,6 +19,7 @@ from typing import Any
 
 from sim.apiserver.server import ApiServer
 from sim.cluster.actor import Actor
+from sim.cluster.disruption_controller import DisruptionController
 from sim.cluster.kubelet import ContainerSample, Kubelet
 from sim.cluster.node_groups import (
     MachineDeploymentGroup,
@@ -101,7 +102,7 @@ def _machine_deployment(spec: NodeGroupSpec) -> MachineDeploymentGroup:
 
 
 class ClusterActors:
-    """The four actors of a run and what the report needs from them each step."""
+    """The actors of a run and what the report needs from them each step."""
 
     def __init__(
         self,
@@ -110,15 +111,18 @@ class ClusterActors:
         controllers: WorkloadControllers,
         scheduler: Scheduler,
         kubelet: Kubelet,
+        disruption: DisruptionController,
     ) -> None:
         self.node_groups = node_groups
         self.controllers = controllers
         self.scheduler = scheduler
         self.kubelet = kubelet
+        self.disruption = disruption
 
     def in_order(self) -> tuple[Actor, ...]:
-        """node groups → workload controllers → scheduler → kubelet."""
-        return (self.node_groups, self.controllers, self.scheduler, self.kubelet)
+        """node groups → workload controllers → scheduler → kubelet → disruption controller
+        (last, so PodDisruptionBudget status sees this step's readiness)."""
+        return (self.node_groups, self.controllers, self.scheduler, self.kubelet, self.disruption)
 
     def samples(self) -> list[ContainerSample]:
         return self.kubelet.samples()
@@ -167,4 +171,5 @@ def build_cluster_actors(
         controllers=WorkloadControllers(api=api),
         scheduler=Scheduler(api, extenders=[ExtenderConfig.from_dict(raw) for raw in entries]),
         kubelet=Kubelet(api, usage=book, start=scenario.start),
+        disruption=DisruptionController(api),
     )
