@@ -32,6 +32,7 @@ from controllers.vpa.eviction_rate_limit import (
 from controllers.vpa.eviction_restriction import DEFAULT_EVICTION_TOLERANCE, DEFAULT_MIN_REPLICAS
 from controllers.vpa.update_priority import UpdateSettings
 from kubescale.flag_types import parse_bool, parse_duration, positive_duration
+from webhook.webhook_config import parse_feature_gates
 
 __all__ = [
     "DEFAULT_STATUS_LEASE_NAME",
@@ -218,5 +219,10 @@ def updater_settings_from_args(
                 seconds=args.in_recommendation_bounds_eviction_lifetime_threshold
             ),
             evict_after_oom_threshold=timedelta(seconds=args.evict_after_oom_threshold),
+            # `serve` declares the VPA --feature-gates once (webhook flags); the updater reads
+            # the InPlace gate from it.
+            in_place_gate=parse_feature_gates(getattr(args, "feature_gates", "") or "").get(
+                "InPlace", False
+            ),
         ),
     )

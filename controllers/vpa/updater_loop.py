@@ -68,7 +68,9 @@ log = component_logger("vpa-updater")
 
 LOOP_NAME: Final = "vpa-updater"
 IN_PLACE_UPDATED_ANNOTATION: Final = "vpaInPlaceUpdated"
-_IN_PLACE_MODES = frozenset({"InPlaceOrRecreate"})
+_IN_PLACE_MODES = frozenset({"InPlaceOrRecreate", "InPlace"})
+_NEVER_EVICTS = "InPlace"
+"""Mode ``InPlace`` (feature gate ``InPlace``) resizes in place and never falls back to eviction."""
 _CONTAINER_RESOURCES_PREFIX = "/spec/containers/"
 
 
@@ -182,7 +184,8 @@ class UpdaterLoop:
         vpas = [
             vpa
             for vpa in self.vpas.lister.list()
-            if vpa_is_updated(vpa) and has_recommendation(vpa)
+            if vpa_is_updated(vpa, in_place_gate=self.settings.priority.in_place_gate)
+            and has_recommendation(vpa)
         ]
         selectors = await self._selectors(vpas)
         timer.observe_step("ListVPAs")
@@ -260,6 +263,7 @@ class UpdaterLoop:
         settings = self.settings
         mode = update_mode(vpa)
         in_place = mode in _IN_PLACE_MODES
+        never_evict = mode == _NEVER_EVICTS
         restriction = EvictionRestriction.build(
             pods=pods,
             controllers=self._controllers(pods),
@@ -285,7 +289,9 @@ class UpdaterLoop:
             pod = dict(entry.pod)
             if in_place:
                 last = self.last_in_place_attempt.get(pod_id(pod))
-                decision = restriction.in_place_decision(pod, now=now, last_in_place_attempt=last)
+                decision = restriction.in_place_decision(
+                    pod, now=now, last_in_place_attempt=last, fall_back_to_eviction=not never_evict
+                )
                 if decision is InPlaceDecision.DEFERRED:
                     continue
                 if decision is InPlaceDecision.APPROVED:
@@ -294,6 +300,8 @@ class UpdaterLoop:
                     if await self._resize(pod, vpa, limit_ranges, size=size, now=now):
                         restriction.record_in_place_update(pod)
                         continue
+                if never_evict:
+                    continue
             if not restriction.can_evict(
                 pod, now=now, last_in_place_attempt=self.last_in_place_attempt.get(pod_id(pod))
             ):

@@ -14,6 +14,8 @@ from controllers.vpa.updater_config import (
     add_updater_arguments,
     updater_settings_from_args,
 )
+from kubescale.cli import build_parser
+from kubescale.serve_config import serve_config_from_args
 
 
 def parse(*argv: str, environ: dict[str, str] | None = None) -> UpdaterSettings:
@@ -91,3 +93,12 @@ def test_the_lease_namespace_falls_back_to_the_namespace_variable() -> None:
 def test_nonsense_values_are_refused(argv: tuple[str, ...]) -> None:
     with pytest.raises(UpdaterConfigError):
         parse(*argv)
+
+
+def test_the_in_place_gate_comes_from_serves_feature_gates() -> None:
+    gated = serve_config_from_args(
+        build_parser().parse_args(["serve", "--feature-gates", "InPlace=true"])
+    )
+    assert gated.updater.priority.in_place_gate is True
+    default = serve_config_from_args(build_parser().parse_args(["serve"]))
+    assert default.updater.priority.in_place_gate is False

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from controllers.vpa.update_priority import UpdateSettings
 from controllers.vpa.updater_config import UpdaterSettings
 from controllers.vpa.updater_loop import UpdaterLoop, lease_is_fresh
 from controllers.vpa.updater_metrics import UpdaterMetrics
@@ -302,3 +303,27 @@ async def test_in_place_or_recreate_resizes_within_the_budget(
             "memory": "256Mi",
         }
     assert event_reasons(cluster) == [("Pod", "InPlaceResizedByVPA")] * 2
+
+
+async def test_in_place_mode_resizes_and_never_evicts_behind_its_gate(
+    cluster: Cluster, updaters: list[Updater]
+) -> None:
+    web(cluster, mode="InPlace")
+    status_lease(cluster, renewed_ago=timedelta(seconds=5))
+    gated = UpdaterSettings(
+        status_lease_namespace=NAMESPACE, priority=UpdateSettings(in_place_gate=True)
+    )
+    updater = await start_updater(cluster, updaters, gated)
+    await run(cluster, updater)
+    assert updater.loop.evicted == []
+    assert len(updater.loop.resized) == 2  # the same budget, spent on resizes only
+
+
+async def test_in_place_mode_is_left_alone_without_its_gate(
+    cluster: Cluster, updaters: list[Updater]
+) -> None:
+    web(cluster, mode="InPlace")
+    status_lease(cluster, renewed_ago=timedelta(seconds=5))
+    updater = await start_updater(cluster, updaters)  # the InPlace gate is off by default
+    await run(cluster, updater)
+    assert (updater.loop.evicted, updater.loop.resized) == ([], [])
