@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Final, NoReturn
+from typing import Any, Final
 
 from controllers.vpa.recommender_config import (
     RecommenderConfigError,
@@ -29,6 +29,7 @@ from controllers.vpa.recommender_config import (
     recommender_settings_from_args,
 )
 from controllers.vpa.recommender_loop import LOOP_NAME, RecommenderLoop
+from sim.scenario.component_flags import component_flag_names, parse_component_flags
 
 __all__ = [
     "RECOMMENDATION_EVENT",
@@ -69,45 +70,25 @@ _ONLY_IN_SERVE: Final = frozenset(
 )
 
 
-class _FlagParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise RecommenderConfigError(message)
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = _FlagParser(add_help=False)
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
     add_recommender_arguments(parser, namespace_flags=True)
-    return parser
 
 
 def simulated_recommender_flags() -> frozenset[str]:
     """The flag names (without dashes) a scenario may give the recommender."""
-    names = {
-        option[2:]
-        for action in _parser()._actions
-        for option in action.option_strings
-        if option.startswith("--")
-    }
-    return frozenset(names - _ONLY_IN_SERVE)
-
-
-def _flag_text(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+    return component_flag_names(_add_arguments, exclude=_ONLY_IN_SERVE)
 
 
 def simulated_recommender_settings(flags: Mapping[str, Any]) -> RecommenderSettings:
     """The settings of a scenario's recommender; :class:`RecommenderConfigError` names the flag."""
-    known = simulated_recommender_flags()
-    argv = []
-    for name, value in flags.items():
-        if name not in known:
-            raise RecommenderConfigError(
-                f"{name}: unknown vpa-recommender flag (want one of: {', '.join(sorted(known))})"
-            )
-        argv.append(f"--{name}={_flag_text(value)}")
-    return recommender_settings_from_args(_parser().parse_args(argv))
+    args = parse_component_flags(
+        flags,
+        component="vpa-recommender",
+        add_arguments=_add_arguments,
+        allowed=simulated_recommender_flags(),
+        error=RecommenderConfigError,
+    )
+    return recommender_settings_from_args(args)
 
 
 def _resources_text(resources: object) -> str:

@@ -15,10 +15,9 @@ runner: it settles like the loop's informers, and after each iteration reports e
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Final, NoReturn
+from typing import Any, Final
 
 from controllers.vpa.updater_config import (
     UpdaterConfigError,
@@ -27,6 +26,7 @@ from controllers.vpa.updater_config import (
     updater_settings_from_args,
 )
 from controllers.vpa.updater_loop import LOOP_NAME, UpdaterLoop
+from sim.scenario.component_flags import component_flag_names, parse_component_flags
 
 __all__ = [
     "EVICTION_EVENT",
@@ -43,45 +43,21 @@ SKIPPED_EVENT: Final = "vpa-updater-skipped"
 _ONLY_IN_SERVE: Final = frozenset({"vpa-updater"})
 
 
-class _FlagParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UpdaterConfigError(message)
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = _FlagParser(add_help=False)
-    add_updater_arguments(parser)
-    return parser
-
-
 def simulated_updater_flags() -> frozenset[str]:
     """The flag names (without dashes) a scenario may give the updater."""
-    names = {
-        option[2:]
-        for action in _parser()._actions
-        for option in action.option_strings
-        if option.startswith("--")
-    }
-    return frozenset(names - _ONLY_IN_SERVE)
-
-
-def _flag_text(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+    return component_flag_names(add_updater_arguments, exclude=_ONLY_IN_SERVE)
 
 
 def simulated_updater_settings(flags: Mapping[str, Any]) -> UpdaterSettings:
     """The settings of a scenario's updater; :class:`UpdaterConfigError` names the flag."""
-    known = simulated_updater_flags()
-    argv = []
-    for name, value in flags.items():
-        if name not in known:
-            raise UpdaterConfigError(
-                f"{name}: unknown vpa-updater flag (want one of: {', '.join(sorted(known))})"
-            )
-        argv.append(f"--{name}={_flag_text(value)}")
-    return updater_settings_from_args(_parser().parse_args(argv), environ={})
+    args = parse_component_flags(
+        flags,
+        component="vpa-updater",
+        add_arguments=add_updater_arguments,
+        allowed=simulated_updater_flags(),
+        error=UpdaterConfigError,
+    )
+    return updater_settings_from_args(args, environ={})
 
 
 class SimulatedUpdater:

@@ -27,14 +27,13 @@ the VPA updater (:class:`UpdaterSimulation`).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import base64
 import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Final, NoReturn, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
@@ -56,6 +55,7 @@ from kube.client import KubeClient
 from kube.events import EventRecorder
 from kube.informer_set import InformerSet
 from kubescale.loop_runner import Loop
+from sim.scenario.component_flags import parse_component_flags
 from webhook.admission_routes import AdmissionWebhook
 from webhook.component import EVENT_COMPONENT, build_caches
 from webhook.registration import webhook_configuration
@@ -146,11 +146,6 @@ class KubescaleComponent(Protocol):
         ...
 
 
-class _FlagParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise WebhookConfigError(message)
-
-
 _SIMULATED_WEBHOOK_FLAGS: Final = frozenset(
     {
         "avoid-hpa-conflict",
@@ -169,12 +164,6 @@ _SIMULATED_WEBHOOK_FLAGS: Final = frozenset(
 _CACHE_SYNC_TIMEOUT: Final = 30.0
 
 
-def _flag_text(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
 class WebhookSimulation:
     """``kubescale: {webhook: {...}}``: the VPA admission webhook in a simulated run.
 
@@ -189,17 +178,14 @@ class WebhookSimulation:
     """
 
     def settings(self, flags: Mapping[str, Any]) -> WebhookSettings:
-        parser = _FlagParser(add_help=False)
-        add_webhook_arguments(parser)
-        argv = []
-        for name, value in flags.items():
-            if name not in _SIMULATED_WEBHOOK_FLAGS:
-                raise WebhookConfigError(
-                    f"{name}: unknown webhook flag (want one of: "
-                    f"{', '.join(sorted(_SIMULATED_WEBHOOK_FLAGS))})"
-                )
-            argv.append(f"--{name}={_flag_text(value)}")
-        return webhook_settings_from_args(parser.parse_args(argv), environ={})
+        args = parse_component_flags(
+            flags,
+            component="webhook",
+            add_arguments=add_webhook_arguments,
+            allowed=_SIMULATED_WEBHOOK_FLAGS,
+            error=WebhookConfigError,
+        )
+        return webhook_settings_from_args(args, environ={})
 
     def validate(self, flags: Mapping[str, Any], *, path: str) -> list[str]:
         try:
