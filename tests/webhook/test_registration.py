@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import random
-from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,7 +20,7 @@ from typing import Any
 import pytest
 
 from certs.authority import generate_ca
-from kube.client import KubeClient, connect
+from kube.client import KubeClient
 from kube.resources import MUTATING_WEBHOOK_CONFIGURATIONS
 from kubescale.cli import build_parser
 from kubescale.clock import VirtualClock
@@ -41,6 +39,10 @@ from webhook.webhook_config import (
     parse_feature_gates,
     webhook_settings_from_args,
 )
+
+from .api_fixtures import api, clock, eventually, kube
+
+__all__ = ["api", "clock", "kube"]  # fixtures, re-exported for pytest
 
 CA = b"-----BEGIN CERTIFICATE-----\nnot checked by the builder\n-----END CERTIFICATE-----\n"
 CA_B64 = base64.b64encode(CA).decode()
@@ -225,35 +227,6 @@ def test_the_ca_file_must_hold_pem_certificates(tmp_path: Path) -> None:
 # -- against the API server --------------------------------------------------------------------
 
 
-async def _eventually(predicate: Callable[[], bool], *, within: float = 10.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not predicate():
-        assert loop.time() < deadline, "condition not reached"
-        await asyncio.sleep(0.005)
-
-
-@pytest.fixture
-def clock() -> VirtualClock:
-    return VirtualClock()
-
-
-@pytest.fixture
-async def api(clock: VirtualClock) -> AsyncIterator[ApiServer]:
-    async with ApiServer(clock=clock) as server:
-        yield server
-
-
-@pytest.fixture
-async def kube(api: ApiServer, clock: VirtualClock, tmp_path: Path) -> AsyncIterator[KubeClient]:
-    api.write_kubeconfig(tmp_path / "kubeconfig")
-    client = await connect(kubeconfig=tmp_path / "kubeconfig", clock=clock, rng=random.Random(0))
-    try:
-        yield client
-    finally:
-        await client.close()
-
-
 def _ca_pem(name: str) -> bytes:
     now = datetime.now(UTC)
     return generate_ca(common_name=name, now=now, days=30, key_type="ecdsa").cert_pem
@@ -296,17 +269,17 @@ async def test_ca_rotation_re_patches_the_ca_bundle(
         assert refresher.refreshes == 0
         ca_file.write_bytes(b"half-written garbage")  # a rotation caught mid-write
         await clock.advance(10.0)
-        await _eventually(lambda: refresher.failures == 1)
+        await eventually(lambda: refresher.failures == 1)
         assert published() == base64.b64encode(old_ca).decode()
         ca_file.write_bytes(new_ca)
         await clock.advance(10.0)
-        await _eventually(lambda: refresher.refreshes == 1)
+        await eventually(lambda: refresher.refreshes == 1)
         assert published() == base64.b64encode(new_ca).decode()
         # the configuration deleted behind our back is registered again on the next rotation
         api.store.delete(MUTATING_WEBHOOK_CONFIGURATIONS, WEBHOOK_CONFIG_NAME, None)
         ca_file.write_bytes(old_ca)
         await clock.advance(10.0)
-        await _eventually(lambda: refresher.refreshes == 2)
+        await eventually(lambda: refresher.refreshes == 2)
         assert published() == base64.b64encode(old_ca).decode()
     finally:
         stop.set()

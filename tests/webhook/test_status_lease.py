@@ -10,50 +10,22 @@ minute old, so a stopped webhook's Lease goes stale after a minute.
 from __future__ import annotations
 
 import asyncio
-import random
-from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
-from kube.client import KubeClient, connect
+from kube.client import KubeClient
 from kube.lease_record import format_micro_time
 from kube.resources import LEASES
 from kubescale.clock import VirtualClock
 from sim.apiserver.server import ApiServer
 from webhook.status_lease import StatusLease
 
+from .api_fixtures import api, clock, eventually, kube
+
+__all__ = ["api", "clock", "kube"]  # fixtures, re-exported for pytest
+
 NAMESPACE, NAME = "kube-system", "vpa-admission-controller"
-
-
-async def _eventually(predicate: Callable[[], bool], *, within: float = 10.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not predicate():
-        assert loop.time() < deadline, "condition not reached"
-        await asyncio.sleep(0.005)
-
-
-@pytest.fixture
-def clock() -> VirtualClock:
-    return VirtualClock()
-
-
-@pytest.fixture
-async def api(clock: VirtualClock) -> AsyncIterator[ApiServer]:
-    async with ApiServer(clock=clock) as server:
-        yield server
-
-
-@pytest.fixture
-async def kube(api: ApiServer, clock: VirtualClock, tmp_path: Path) -> AsyncIterator[KubeClient]:
-    api.write_kubeconfig(tmp_path / "kubeconfig")
-    client = await connect(kubeconfig=tmp_path / "kubeconfig", clock=clock, rng=random.Random(0))
-    try:
-        yield client
-    finally:
-        await client.close()
 
 
 def _lease(kube: KubeClient, clock: VirtualClock, identity: str) -> StatusLease:
@@ -73,7 +45,7 @@ async def test_the_lease_is_created_then_renewed_every_interval(
         await clock.advance(9.0)
         assert api.store.peek(LEASES, NAME, NAMESPACE) is None  # a ticker: nothing at t=0
         await clock.advance(1.0)
-        await _eventually(lambda: lease.renewals == 1)
+        await eventually(lambda: lease.renewals == 1)
         created = api.store.get(LEASES, NAME, NAMESPACE)
         assert created["spec"] == {"holderIdentity": "kubescale-0", "leaseDurationSeconds": 10}
         assert created["metadata"]["creationTimestamp"] == (start + timedelta(seconds=10)).strftime(
@@ -81,7 +53,7 @@ async def test_the_lease_is_created_then_renewed_every_interval(
         )
         for tick in (2, 3, 4):
             await clock.advance(10.0)
-            await _eventually(lambda tick=tick: lease.renewals == tick)  # type: ignore[misc]
+            await eventually(lambda tick=tick: lease.renewals == tick)  # type: ignore[misc]
             renewed = api.store.get(LEASES, NAME, NAMESPACE)
             assert renewed["spec"]["renewTime"] == format_micro_time(
                 start + timedelta(seconds=10 * tick)
@@ -122,9 +94,9 @@ async def test_a_failing_api_server_is_logged_and_the_next_tick_tries_again(
     task = asyncio.create_task(lease.run(stop))
     try:
         await clock.advance(10.0)
-        await _eventually(lambda: lease.failures == 1)
+        await eventually(lambda: lease.failures == 1)
         await clock.advance(10.0)
-        await _eventually(lambda: lease.renewals == 1)
+        await eventually(lambda: lease.renewals == 1)
         assert api.store.peek(LEASES, NAME, NAMESPACE) is not None
     finally:
         stop.set()
