@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sim.scenario.runner import SimulationRun
-from sim.scenario.scenario_validation import parse_scenario
+from kubescale.sim.scenario.runner import SimulationRun
+from kubescale.sim.scenario.scenario_validation import parse_scenario
 
 RESULTS = Path(__file__).resolve().parent / "results" / "simulate_day.json"
 

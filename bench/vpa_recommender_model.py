@@ -36,11 +36,11 @@ import numpy as np
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from controllers.vpa.cluster_state import ClusterState
-from controllers.vpa.estimators import RecommenderConfig
-from controllers.vpa.go_math import go_micros
-from controllers.vpa.histogram import MIN_SAMPLE_WEIGHT
-from kube.selectors import label_selector_from_set
+from kubescale.controllers.vpa.cluster_state import ClusterState
+from kubescale.controllers.vpa.estimators import RecommenderConfig
+from kubescale.controllers.vpa.go_math import go_micros
+from kubescale.controllers.vpa.histogram import MIN_SAMPLE_WEIGHT
+from kubescale.kube.selectors import label_selector_from_set
 
 REPO = Path(__file__).resolve().parent.parent
 START = datetime(2024, 1, 1, tzinfo=UTC)

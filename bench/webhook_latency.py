@@ -46,14 +46,14 @@ from typing import Any, Final
 import aiohttp
 from prometheus_client import CollectorRegistry
 
-from certs.authority import generate_ca, issue_serving_certificate, service_dns_names
-from certs.authority import write_key_pairs as write_certificates
-from kube.client import connect
-from kubescale.clock import RealClock
-from sim.apiserver.server import ApiServer
-from webhook.admission_routes import AdmissionWebhook
-from webhook.component import build_caches
-from webhook.webhook_config import WebhookSettings
+from kubescale.base.clock import RealClock
+from kubescale.certs.authority import generate_ca, issue_serving_certificate, service_dns_names
+from kubescale.certs.authority import write_key_pairs as write_certificates
+from kubescale.kube.client import connect
+from kubescale.sim.apiserver.server import ApiServer
+from kubescale.webhook.admission_routes import AdmissionWebhook
+from kubescale.webhook.component import build_caches
+from kubescale.webhook.webhook_config import WebhookSettings
 
 RESULTS: Final = Path(__file__).resolve().parent / "results" / "webhook_latency.json"
 VPAS: Final = 1000

@@ -1,5 +1,5 @@
 import sys
 
-from kubescale.cli import main
+from kubescale.cli.main import main
 
 sys.exit(main())

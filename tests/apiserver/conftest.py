@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from kubernetes.aio import client, config
 
-from kubescale.clock import VirtualClock
-from sim.apiserver.server import ApiServer
+from kubescale.base.clock import VirtualClock
+from kubescale.sim.apiserver.server import ApiServer
 
 
 @pytest.fixture

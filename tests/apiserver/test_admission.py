@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from certs.authority import (
+from kubescale.certs.authority import (
     KeyPair,
     ca_bundle,
     generate_ca,
@@ -33,8 +33,13 @@ from certs.authority import (
     service_dns_names,
     write_key_pairs,
 )
-from kube.resources import DEPLOYMENTS, MUTATING_WEBHOOK_CONFIGURATIONS, PODS, ResourceType
-from sim.apiserver.admission import AdmissionChain, AdmissionOutcome
+from kubescale.kube.resources import (
+    DEPLOYMENTS,
+    MUTATING_WEBHOOK_CONFIGURATIONS,
+    PODS,
+    ResourceType,
+)
+from kubescale.sim.apiserver.admission import AdmissionChain, AdmissionOutcome
 
 NOW = datetime.now(UTC)  # OpenSSL checks certificate validity against the real clock
 SERVICE, SERVICE_NAMESPACE = "hook", "webhooks"

@@ -19,9 +19,14 @@ import pytest
 from aiohttp import web
 from kubernetes.aio import client, config
 
-from certs.authority import KeyPair, generate_ca, issue_serving_certificate, service_dns_names
-from kube.resources import PODS
-from sim.apiserver.server import ApiServer
+from kubescale.certs.authority import (
+    KeyPair,
+    generate_ca,
+    issue_serving_certificate,
+    service_dns_names,
+)
+from kubescale.kube.resources import PODS
+from kubescale.sim.apiserver.server import ApiServer
 from tests.apiserver.test_admission import (
     NOW,
     SERVICE,

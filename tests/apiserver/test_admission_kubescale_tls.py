@@ -1,7 +1,7 @@
 """kubescale's own TLS server as a mutating webhook, called by the API server's admission chain.
 
 The pieces are the production ones: ``kubescale certs`` makes the CA and serving certificate,
-``kubescale.serve.serve`` serves them (with a test ``/mutate`` route mounted the way the VPA
+``kubescale.cli.serve.serve`` serves them (with a test ``/mutate`` route mounted the way the VPA
 webhook will mount its own), the API server reaches the Service through its resolver and
 verifies the certificate against the configuration's ``caBundle``, and the client is the
 access layer's ``KubeClient``. With the wrong ``caBundle`` the TLS handshake fails and
@@ -21,14 +21,14 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from kube.client import KubeClient, connect
-from kube.errors import KubeApiError
-from kube.resources import MUTATING_WEBHOOK_CONFIGURATIONS, PODS
-from kubescale.cli import build_parser, main
-from kubescale.clock import RealClock
-from kubescale.serve import Server, serve
-from kubescale.serve_config import serve_config_from_args
-from sim.apiserver.server import ApiServer
+from kubescale.base.clock import RealClock
+from kubescale.cli.main import build_parser, main
+from kubescale.cli.serve import Server, serve
+from kubescale.cli.serve_config import serve_config_from_args
+from kubescale.kube.client import KubeClient, connect
+from kubescale.kube.errors import KubeApiError
+from kubescale.kube.resources import MUTATING_WEBHOOK_CONFIGURATIONS, PODS
+from kubescale.sim.apiserver.server import ApiServer
 
 SERVICE, NAMESPACE = "kubescale", "kube-system"
 LABEL_PATCH = [{"op": "add", "path": "/metadata/labels/mutated-by", "value": "kubescale"}]

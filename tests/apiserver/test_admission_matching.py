@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kube.resources import DEPLOYMENTS, NAMESPACES, NODES, PODS, ResourceType
-from sim.apiserver.admission_matching import AdmissionDenied, webhook_matches
+from kubescale.kube.resources import DEPLOYMENTS, NAMESPACES, NODES, PODS, ResourceType
+from kubescale.sim.apiserver.admission_matching import AdmissionDenied, webhook_matches
 
 
 def pod(*, namespace: str = "default", labels: dict[str, str] | None = None) -> dict[str, Any]:

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from kube.client import KubeClient, connect
-from kube.resources import CONFIG_MAPS
-from kube.watch_stream import WatchStream
-from sim.apiserver.server import ApiServer
+from kubescale.kube.client import KubeClient, connect
+from kubescale.kube.resources import CONFIG_MAPS
+from kubescale.kube.watch_stream import WatchStream
+from kubescale.sim.apiserver.server import ApiServer
 
 
 def configmap(name: str) -> dict[str, Any]:

@@ -11,8 +11,8 @@ import yaml
 from kubernetes.aio import client
 from kubernetes.aio.client.exceptions import ApiException
 
-from kubescale.clock import VirtualClock
-from sim.apiserver.server import ApiServer
+from kubescale.base.clock import VirtualClock
+from kubescale.sim.apiserver.server import ApiServer
 
 from .conftest import json_of, loose, status_of
 

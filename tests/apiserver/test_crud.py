@@ -13,10 +13,10 @@ import pytest
 from kubernetes.aio import client
 from kubernetes.aio.client.exceptions import ApiException
 
-from kube.resources import CONFIG_MAPS, PODS
-from kubescale.clock import VirtualClock
-from sim.apiserver.errors import ApiError
-from sim.apiserver.server import ApiServer
+from kubescale.base.clock import VirtualClock
+from kubescale.kube.resources import CONFIG_MAPS, PODS
+from kubescale.sim.apiserver.errors import ApiError
+from kubescale.sim.apiserver.server import ApiServer
 
 from .conftest import deployment_manifest, json_of, loose, pod_manifest, status_of
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from kubernetes.aio import client
 
-from kube.resources import ALL
-from sim.apiserver.server import ApiServer
+from kubescale.kube.resources import ALL
+from kubescale.sim.apiserver.server import ApiServer
 
 from .conftest import client_configuration, loose
 

@@ -12,7 +12,7 @@ import pytest
 from kubernetes.aio import client
 from kubernetes.aio.client.exceptions import ApiException
 
-from sim.apiserver.server import ApiServer
+from kubescale.sim.apiserver.server import ApiServer
 
 from .conftest import loose, status_of
 

@@ -28,9 +28,9 @@ from typing import Any
 
 import pytest
 
-from kube.resources import DEPLOYMENTS, PODS
-from sim.apiserver.errors import ApiError
-from sim.apiserver.server import ApiServer
+from kubescale.kube.resources import DEPLOYMENTS, PODS
+from kubescale.sim.apiserver.errors import ApiError
+from kubescale.sim.apiserver.server import ApiServer
 
 KUBECTL = os.environ.get("KUBECTL") or shutil.which("kubectl")  # tests/run.sh sets KUBECTL
 pytestmark = pytest.mark.skipif(

@@ -8,8 +8,8 @@ import pytest
 from kubernetes.aio import client
 from kubernetes.aio.client.exceptions import ApiException
 
-from kube.resources import CONFIG_MAPS
-from sim.apiserver.server import ApiServer
+from kubescale.kube.resources import CONFIG_MAPS
+from kubescale.sim.apiserver.server import ApiServer
 
 from .conftest import json_of, loose, pod_manifest, status_of
 

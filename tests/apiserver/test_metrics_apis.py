@@ -17,8 +17,12 @@ import pytest
 from aiohttp import web
 from kubernetes.aio import client
 
-from kubescale.clock import VirtualClock
-from sim.apiserver.metrics_apis import MetricsValues, add_metrics_routes, metrics_discovery_groups
+from kubescale.base.clock import VirtualClock
+from kubescale.sim.apiserver.metrics_apis import (
+    MetricsValues,
+    add_metrics_routes,
+    metrics_discovery_groups,
+)
 
 START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 SAMPLED = START - timedelta(seconds=20)

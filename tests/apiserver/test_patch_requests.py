@@ -13,7 +13,7 @@ import pytest
 from kubernetes.aio import client
 from kubernetes.aio.client.exceptions import ApiException
 
-from sim.apiserver.server import ApiServer
+from kubescale.sim.apiserver.server import ApiServer
 
 from .conftest import deployment_manifest, loose, pod_manifest, status_of
 

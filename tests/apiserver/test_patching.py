@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.apiserver.patching import (
+from kubescale.sim.apiserver.patching import (
     PatchError,
     apply_json_patch,
     apply_merge_patch,

@@ -8,9 +8,9 @@ import pytest
 from kubernetes.aio import client
 from kubernetes.aio.client.exceptions import ApiException
 
-from kube.resources import POD_DISRUPTION_BUDGETS, PODS
-from kubescale.clock import VirtualClock
-from sim.apiserver.server import ApiServer
+from kubescale.base.clock import VirtualClock
+from kubescale.kube.resources import POD_DISRUPTION_BUDGETS, PODS
+from kubescale.sim.apiserver.server import ApiServer
 
 from .conftest import deployment_manifest, json_of, loose, pod_manifest, status_of
 

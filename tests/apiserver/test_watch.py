@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from kubernetes.aio import client, watch
 
-from kube.resources import CONFIG_MAPS
-from kubescale.clock import VirtualClock
-from sim.apiserver.server import ApiServer
+from kubescale.base.clock import VirtualClock
+from kubescale.kube.resources import CONFIG_MAPS
+from kubescale.sim.apiserver.server import ApiServer
 
 from .conftest import client_configuration, loose, pod_manifest
 

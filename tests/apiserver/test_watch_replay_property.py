@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from kubernetes.aio import client
 from kubernetes.aio.client.exceptions import ApiException
 
-from sim.apiserver.server import ApiServer
+from kubescale.sim.apiserver.server import ApiServer
 
 from .conftest import json_of, loose
 

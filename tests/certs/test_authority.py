@@ -1,4 +1,5 @@
-"""The CA and serving certificates from ``certs.authority`` are what strict verifiers accept.
+"""The CA and serving certificates from ``kubescale.certs.authority`` are what strict verifiers
+accept.
 
 Chains are checked with pyca/cryptography's web-PKI verifier and, through an in-memory TLS
 handshake, with OpenSSL under ``VERIFY_X509_STRICT`` (what Python 3.13's default client context
@@ -25,7 +26,7 @@ from cryptography.x509.verification import PolicyBuilder, Store, VerificationErr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from certs.authority import (
+from kubescale.certs.authority import (
     CertificateError,
     KeyPair,
     KeyType,

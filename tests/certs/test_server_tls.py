@@ -23,7 +23,8 @@ from aiohttp import web
 from cryptography import x509
 from prometheus_client import CollectorRegistry
 
-from certs.authority import (
+from kubescale.base.clock import VirtualClock
+from kubescale.certs.authority import (
     CertificateError,
     KeyPair,
     KeyType,
@@ -32,8 +33,7 @@ from certs.authority import (
     service_dns_names,
     write_key_pairs,
 )
-from certs.reloading import ServerTLS
-from kubescale.clock import VirtualClock
+from kubescale.certs.reloading import ServerTLS
 
 NOW = datetime.now(UTC)  # OpenSSL checks validity against the real clock
 SERVICE_NAMES = service_dns_names("kubescale-webhook", "kubescale-system")

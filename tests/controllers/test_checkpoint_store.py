@@ -10,8 +10,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from controllers.vpa.checkpoint_store import CheckpointStore
-from kube.resources import VERTICAL_POD_AUTOSCALERS, VPA_CHECKPOINTS
+from kubescale.controllers.vpa.checkpoint_store import CheckpointStore
+from kubescale.kube.resources import VERTICAL_POD_AUTOSCALERS, VPA_CHECKPOINTS
 
 from .test_recommender_loop import (
     NAMESPACE,

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from controllers.vpa.cluster_state import ClusterState
-from controllers.vpa.estimators import RecommenderConfig
-from controllers.vpa.histogram import MEMORY_HISTOGRAM_OPTIONS
-from kube.quantities import Quantity
-from kube.selectors import label_selector_from_set
+from kubescale.controllers.vpa.cluster_state import ClusterState
+from kubescale.controllers.vpa.estimators import RecommenderConfig
+from kubescale.controllers.vpa.histogram import MEMORY_HISTOGRAM_OPTIONS
+from kubescale.kube.quantities import Quantity
+from kubescale.kube.selectors import label_selector_from_set
 
 T0 = datetime(2024, 6, 3, tzinfo=UTC)
 APP = {"app": "web"}

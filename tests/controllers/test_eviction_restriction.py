@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from controllers.vpa.eviction_restriction import (
+from kubescale.controllers.vpa.eviction_restriction import (
     ControllerKey,
     EvictionRestriction,
     InPlaceDecision,

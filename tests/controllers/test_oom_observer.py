@@ -13,16 +13,16 @@ from typing import Any
 
 import pytest
 
-from controllers.vpa.cluster_state import ClusterState
-from controllers.vpa.estimators import RecommenderConfig
-from controllers.vpa.oom_observer import (
+from kubescale.controllers.vpa.cluster_state import ClusterState
+from kubescale.controllers.vpa.estimators import RecommenderConfig
+from kubescale.controllers.vpa.oom_observer import (
     OomInfo,
     OomObserver,
     ooms_from_eviction_event,
     ooms_from_pod_update,
 )
-from kube.resources import PODS
-from kube.selectors import label_selector_from_set
+from kubescale.kube.resources import PODS
+from kubescale.kube.selectors import label_selector_from_set
 
 from .test_recommender_loop import (
     NAMESPACE,

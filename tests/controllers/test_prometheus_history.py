@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from certs.authority import generate_ca, issue_serving_certificate
-from controllers.vpa.cluster_state import ClusterState
-from controllers.vpa.estimators import RecommenderConfig
-from controllers.vpa.prometheus_api import PrometheusAuth, PrometheusClientMetrics
-from controllers.vpa.prometheus_history import (
+from kubescale.certs.authority import generate_ca, issue_serving_certificate
+from kubescale.controllers.vpa.cluster_state import ClusterState
+from kubescale.controllers.vpa.estimators import RecommenderConfig
+from kubescale.controllers.vpa.prometheus_api import PrometheusAuth, PrometheusClientMetrics
+from kubescale.controllers.vpa.prometheus_history import (
     HistoryLoadResult,
     HistorySample,
     PodHistory,
@@ -34,14 +34,14 @@ from controllers.vpa.prometheus_history import (
     load_history,
     resource_amount_from_value,
 )
-from controllers.vpa.prometheus_history_config import (
+from kubescale.controllers.vpa.prometheus_history_config import (
     PrometheusHistoryConfig,
     bearer_token_from_flags,
     history_queries,
     read_bearer_token_file,
     resolve_auth,
 )
-from kube.selectors import label_selector_from_dict
+from kubescale.kube.selectors import label_selector_from_dict
 from tests.controllers.prometheus_fixtures import FakePrometheus, matrix, success
 
 NOW = datetime(2026, 3, 10, 12, 0, 0, tzinfo=UTC)

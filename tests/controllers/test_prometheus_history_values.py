@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controllers.vpa.prometheus_history_config import parse_prometheus_duration
-from controllers.vpa.prometheus_values import (
+from kubescale.controllers.vpa.prometheus_history_config import parse_prometheus_duration
+from kubescale.controllers.vpa.prometheus_values import (
     format_go_float,
     format_time,
     labels_text,

@@ -22,16 +22,16 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from controllers.vpa.recommender_loop import RecommenderLoop
-from controllers.vpa.recommender_metrics import RecommenderMetrics
-from controllers.vpa.simulated_recommender import simulated_recommender_settings
-from kube.client import KubeClient, connect
-from kube.informer_set import InformerSet
-from kube.quantities import Quantity
-from kube.resources import PODS, VERTICAL_POD_AUTOSCALERS, VPA_CHECKPOINTS
-from kubescale.clock import VirtualClock
-from sim.apiserver.server import ApiServer
-from sim.scenario.runner import SimulationClientClock
+from kubescale.base.clock import VirtualClock
+from kubescale.controllers.vpa.recommender_loop import RecommenderLoop
+from kubescale.controllers.vpa.recommender_metrics import RecommenderMetrics
+from kubescale.controllers.vpa.simulated_recommender import simulated_recommender_settings
+from kubescale.kube.client import KubeClient, connect
+from kubescale.kube.informer_set import InformerSet
+from kubescale.kube.quantities import Quantity
+from kubescale.kube.resources import PODS, VERTICAL_POD_AUTOSCALERS, VPA_CHECKPOINTS
+from kubescale.sim.apiserver.server import ApiServer
+from kubescale.sim.scenario.runner import SimulationClientClock
 
 START = datetime(2026, 1, 5, tzinfo=UTC)
 NAMESPACE = "shop"

@@ -8,17 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from controllers.vpa.component import RecommenderComponent
-from controllers.vpa.estimators import RecommenderConfig
-from controllers.vpa.prometheus_history_config import PrometheusHistoryConfig
-from controllers.vpa.recommender_config import RecommenderSettings
-from controllers.vpa.simulated_recommender import simulated_recommender_flags
-from controllers.vpa.updater_component import UpdaterComponent
-from kube.quantities import Quantity
-from kubescale.cli import build_parser
-from kubescale.serve import default_components
-from kubescale.serve_config import ConfigError, ServeConfig, serve_config_from_args
-from webhook.component import WebhookComponent
+from kubescale.cli.main import build_parser
+from kubescale.cli.serve import default_components
+from kubescale.cli.serve_config import ConfigError, ServeConfig, serve_config_from_args
+from kubescale.controllers.vpa.component import RecommenderComponent
+from kubescale.controllers.vpa.estimators import RecommenderConfig
+from kubescale.controllers.vpa.prometheus_history_config import PrometheusHistoryConfig
+from kubescale.controllers.vpa.recommender_config import RecommenderSettings
+from kubescale.controllers.vpa.simulated_recommender import simulated_recommender_flags
+from kubescale.controllers.vpa.updater_component import UpdaterComponent
+from kubescale.kube.quantities import Quantity
+from kubescale.webhook.component import WebhookComponent
 
 HOUR_NS = 3600 * 10**9
 

@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
-from controllers.vpa.component import RecommenderComponent
-from kube.resources import VERTICAL_POD_AUTOSCALERS, VPA_CHECKPOINTS
-from kubescale.cli import build_parser, main
-from kubescale.clock import RealClock
-from kubescale.serve import Server, default_components, serve
-from kubescale.serve_config import serve_config_from_args
-from sim.apiserver.server import ApiServer
+from kubescale.base.clock import RealClock
+from kubescale.cli.main import build_parser, main
+from kubescale.cli.serve import Server, default_components, serve
+from kubescale.cli.serve_config import serve_config_from_args
+from kubescale.controllers.vpa.component import RecommenderComponent
+from kubescale.kube.resources import VERTICAL_POD_AUTOSCALERS, VPA_CHECKPOINTS
+from kubescale.sim.apiserver.server import ApiServer
 
 NAMESPACE = "shop"
 

@@ -22,12 +22,12 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from controllers.vpa.simulated_recommender import SimulatedRecommender
-from kube.resources import VERTICAL_POD_AUTOSCALERS, VPA_CHECKPOINTS
-from sim.scenario.kubescale_components import COMPONENTS, ComponentContext
-from sim.scenario.runner import SimulationRun
-from sim.scenario.scenario_format import Scenario
-from sim.scenario.scenario_validation import parse_scenario
+from kubescale.controllers.vpa.simulated_recommender import SimulatedRecommender
+from kubescale.kube.resources import VERTICAL_POD_AUTOSCALERS, VPA_CHECKPOINTS
+from kubescale.sim.scenario.kubescale_components import COMPONENTS, ComponentContext
+from kubescale.sim.scenario.runner import SimulationRun
+from kubescale.sim.scenario.scenario_format import Scenario
+from kubescale.sim.scenario.scenario_validation import parse_scenario
 
 RESTART_AT = 90 * 60.0
 

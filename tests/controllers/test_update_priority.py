@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controllers.vpa.update_priority import (
+from kubescale.controllers.vpa.update_priority import (
     UpdatePriority,
     UpdateSettings,
     eviction_requirements_admit,
@@ -26,7 +26,7 @@ from controllers.vpa.update_priority import (
     update_priority,
     vpa_is_updated,
 )
-from webhook.limit_ranges import merged_limit_range_item
+from kubescale.webhook.limit_ranges import merged_limit_range_item
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 SETTINGS = UpdateSettings()

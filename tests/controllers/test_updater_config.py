@@ -7,15 +7,15 @@ from datetime import timedelta
 
 import pytest
 
-from controllers.vpa.update_priority import UpdateSettings
-from controllers.vpa.updater_config import (
+from kubescale.cli.main import build_parser
+from kubescale.cli.serve_config import serve_config_from_args
+from kubescale.controllers.vpa.update_priority import UpdateSettings
+from kubescale.controllers.vpa.updater_config import (
     UpdaterConfigError,
     UpdaterSettings,
     add_updater_arguments,
     updater_settings_from_args,
 )
-from kubescale.cli import build_parser
-from kubescale.serve_config import serve_config_from_args
 
 
 def parse(*argv: str, environ: dict[str, str] | None = None) -> UpdaterSettings:

@@ -21,14 +21,14 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from controllers.vpa.update_priority import UpdateSettings
-from controllers.vpa.updater_config import UpdaterSettings
-from controllers.vpa.updater_loop import UpdaterLoop, lease_is_fresh
-from controllers.vpa.updater_metrics import UpdaterMetrics
-from kube.events import EventRecorder
-from kube.informer_set import InformerSet
-from kube.lease_record import format_micro_time
-from kube.resources import CORE_EVENTS, PODS
+from kubescale.controllers.vpa.update_priority import UpdateSettings
+from kubescale.controllers.vpa.updater_config import UpdaterSettings
+from kubescale.controllers.vpa.updater_loop import UpdaterLoop, lease_is_fresh
+from kubescale.controllers.vpa.updater_metrics import UpdaterMetrics
+from kubescale.kube.events import EventRecorder
+from kubescale.kube.informer_set import InformerSet
+from kubescale.kube.lease_record import format_micro_time
+from kubescale.kube.resources import CORE_EVENTS, PODS
 
 from .test_recommender_loop import NAMESPACE, Cluster, cluster
 

@@ -26,11 +26,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
-from controllers.vpa.updater_config import UpdaterSettings
-from kube.client import connect
-from kubescale.clock import VirtualClock
-from sim.apiserver.server import ApiServer
-from sim.scenario.runner import SimulationClientClock
+from kubescale.base.clock import VirtualClock
+from kubescale.controllers.vpa.updater_config import UpdaterSettings
+from kubescale.kube.client import connect
+from kubescale.sim.apiserver.server import ApiServer
+from kubescale.sim.scenario.runner import SimulationClientClock
 
 from .test_recommender_loop import NAMESPACE, START, Cluster
 from .test_updater_loop import Updater, live_pods, pdb, run, start_updater, status_lease, web

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from controllers.vpa.updater_component import UpdaterComponent
-from kube.lease_record import format_micro_time
-from kube.resources import PODS
-from kubescale.cli import build_parser
-from kubescale.clock import RealClock
-from kubescale.serve import default_components, serve
-from kubescale.serve_config import serve_config_from_args
-from sim.apiserver.server import ApiServer
+from kubescale.base.clock import RealClock
+from kubescale.cli.main import build_parser
+from kubescale.cli.serve import default_components, serve
+from kubescale.cli.serve_config import serve_config_from_args
+from kubescale.controllers.vpa.updater_component import UpdaterComponent
+from kubescale.kube.lease_record import format_micro_time
+from kubescale.kube.resources import PODS
+from kubescale.sim.apiserver.server import ApiServer
 
 from .test_recommender_loop_serve import cert_dir
 

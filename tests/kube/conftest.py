@@ -1,8 +1,8 @@
 """Fixtures for access-layer tests: an in-process API server and clients talking HTTPS to it.
 
-Every request goes through ``kubernetes.aio`` over real TLS to :class:`sim.apiserver.server.
-ApiServer`; nothing in the client is patched. Timeouts and backoffs are shrunk so fault runs take
-milliseconds.
+Every request goes through ``kubernetes.aio`` over real TLS to
+:class:`kubescale.sim.apiserver.server. ApiServer`; nothing in the client is patched. Timeouts and
+backoffs are shrunk so fault runs take milliseconds.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from kube.backoff import BackoffPolicy
-from kube.client import ClientSettings, KubeClient, connect
-from kube.informer import InformerSettings
-from kubescale.clock import Clock
-from sim.apiserver.server import ApiServer
+from kubescale.base.clock import Clock
+from kubescale.kube.backoff import BackoffPolicy
+from kubescale.kube.client import ClientSettings, KubeClient, connect
+from kubescale.kube.informer import InformerSettings
+from kubescale.sim.apiserver.server import ApiServer
 
 FAST_CLIENT = ClientSettings(
     request_timeout=5.0,

@@ -6,9 +6,9 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from kube.client import KubeClient
-from kube.indexes import object_key
-from kube.informer import EventHandlers, Informer
+from kubescale.kube.client import KubeClient
+from kubescale.kube.indexes import object_key
+from kubescale.kube.informer import EventHandlers, Informer
 
 
 def _rv(obj: dict[str, Any]) -> str:

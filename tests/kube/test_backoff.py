@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from kube.backoff import Backoff, BackoffPolicy, parse_retry_after
-from kubescale.clock import VirtualClock
+from kubescale.base.clock import VirtualClock
+from kubescale.kube.backoff import Backoff, BackoffPolicy, parse_retry_after
 
 
 def test_without_jitter_doubles_up_to_the_cap() -> None:

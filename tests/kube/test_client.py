@@ -11,12 +11,12 @@ import pytest
 from kubernetes.aio.client import Configuration
 from prometheus_client import CollectorRegistry
 
-from kube.client import ClientSettings, KubeClient, connect
-from kube.config_loading import InClusterPaths
-from kube.errors import KubeApiError, KubeTransportError
-from kube.resources import CONFIG_MAPS, DEPLOYMENTS, PODS, VERTICAL_POD_AUTOSCALERS
-from kubescale.clock import VirtualClock
-from sim.apiserver.server import ApiServer
+from kubescale.base.clock import VirtualClock
+from kubescale.kube.client import ClientSettings, KubeClient, connect
+from kubescale.kube.config_loading import InClusterPaths
+from kubescale.kube.errors import KubeApiError, KubeTransportError
+from kubescale.kube.resources import CONFIG_MAPS, DEPLOYMENTS, PODS, VERTICAL_POD_AUTOSCALERS
+from kubescale.sim.apiserver.server import ApiServer
 
 from .conftest import FAST_CLIENT, new_client
 from .objects import config_map, deployment, pod, vpa

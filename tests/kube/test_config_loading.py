@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from kube.config_loading import (
+from kubescale.base.clock import VirtualClock
+from kubescale.kube.config_loading import (
     ConfigError,
     InClusterPaths,
     ServiceAccountToken,
     load_configuration,
     load_in_cluster,
 )
-from kubescale.clock import VirtualClock
 
 
 def _mount(tmp_path: Path, token: str = "token-1") -> InClusterPaths:

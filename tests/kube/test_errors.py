@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from kube.errors import KubeApiError
+from kubescale.kube.errors import KubeApiError
 
 
 def _status(code: int, reason: str, message: str, **details: object) -> bytes:

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from kube.event_correlation import (
+from kubescale.base.clock import VirtualClock
+from kubescale.kube.event_correlation import (
     AGGREGATE_PREFIX,
     EventCorrelator,
     aggregate_key,
@@ -15,7 +16,6 @@ from kube.event_correlation import (
     format_time,
     unix_nanos,
 )
-from kubescale.clock import VirtualClock
 
 
 def make(

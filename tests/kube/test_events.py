@@ -8,12 +8,12 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kube.client import KubeClient
-from kube.event_correlation import AGGREGATE_PREFIX
-from kube.events import EventRecorder, object_reference
-from kube.resources import CORE_EVENTS
-from kubescale.clock import VirtualClock
-from sim.apiserver.server import ApiServer
+from kubescale.base.clock import VirtualClock
+from kubescale.kube.client import KubeClient
+from kubescale.kube.event_correlation import AGGREGATE_PREFIX
+from kubescale.kube.events import EventRecorder, object_reference
+from kubescale.kube.resources import CORE_EVENTS
+from kubescale.sim.apiserver.server import ApiServer
 
 from .conftest import new_client
 from .objects import pod

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kube.indexes import (
+from kubescale.kube.indexes import (
     NAMESPACE_INDEX,
     NODE_INDEX,
     OWNER_INDEX,
@@ -16,9 +16,9 @@ from kube.indexes import (
     controller_owner_index,
     object_key,
 )
-from kube.listers import Lister
-from kube.resources import NODES, PODS
-from kube.selectors import parse_label_selector
+from kubescale.kube.listers import Lister
+from kubescale.kube.resources import NODES, PODS
+from kubescale.kube.selectors import parse_label_selector
 
 
 def pod(

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from kube.client import KubeClient
-from kube.informer import Informer, InformerSettings
-from kube.informer_set import InformerSet
-from kube.resources import ALL, CONFIG_MAPS, NAMESPACES, PODS, ResourceType
-from kubescale.clock import VirtualClock
-from sim.apiserver.server import ApiServer
+from kubescale.base.clock import VirtualClock
+from kubescale.kube.client import KubeClient
+from kubescale.kube.informer import Informer, InformerSettings
+from kubescale.kube.informer_set import InformerSet
+from kubescale.kube.resources import ALL, CONFIG_MAPS, NAMESPACES, PODS, ResourceType
+from kubescale.sim.apiserver.server import ApiServer
 
 from .conftest import FAST_INFORMER, new_client
 from .informer_checks import HandlerLog, assert_mirrors, eventually

@@ -13,9 +13,9 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from kube.informer import Informer
-from kube.resources import CONFIG_MAPS
-from sim.apiserver.server import ApiServer
+from kubescale.kube.informer import Informer
+from kubescale.kube.resources import CONFIG_MAPS
+from kubescale.sim.apiserver.server import ApiServer
 
 from .conftest import FAST_INFORMER, new_client
 from .informer_checks import HandlerLog, assert_mirrors

@@ -1,7 +1,8 @@
 """Leader election against the in-process API server, on a virtual clock.
 
-Every request is real HTTP through ``kubernetes.aio`` (via :class:`kube.client.KubeClient`) to
-``sim.apiserver.server.ApiServer``. Time is a :class:`VirtualClock` driven by
+Every request is real HTTP through ``kubernetes.aio`` (via
+:class:`kubescale.kube.client.KubeClient`) to
+``kubescale.sim.apiserver.server.ApiServer``. Time is a :class:`VirtualClock` driven by
 :class:`TimeDriver`: it jumps to the next sleeper's deadline, then waits (in real time) until no
 elector has a request in flight, so a request takes no virtual time and a 15 s lease expiry
 runs in milliseconds. Expected values are client-go's (``tools/leaderelection``): 15 s / 10 s /
@@ -31,17 +32,17 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from kube.client import ClientSettings, KubeClient
-from kube.config_loading import load_kubeconfig
-from kube.leader_election import (
+from kubescale.base.clock import Clock, RealClock, VirtualClock
+from kubescale.kube.client import ClientSettings, KubeClient
+from kubescale.kube.config_loading import load_kubeconfig
+from kubescale.kube.leader_election import (
     JITTER_FACTOR,
     LeaderElector,
     format_micro_time,
     validate_timing,
 )
-from kube.resources import LEASES, NAMESPACES
-from kubescale.clock import Clock, RealClock, VirtualClock
-from sim.apiserver.server import ApiServer
+from kubescale.kube.resources import LEASES, NAMESPACES
+from kubescale.sim.apiserver.server import ApiServer
 
 NAMESPACE = "kube-system"
 LEASE = "kubescale"

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from kube.client import KubeClient
-from kube.informer import EventHandlers, Informer
-from kube.informer_set import InformerSet
-from kube.resources import CONFIG_MAPS, PODS
-from sim.apiserver.server import ApiServer
+from kubescale.kube.client import KubeClient
+from kubescale.kube.informer import EventHandlers, Informer
+from kubescale.kube.informer_set import InformerSet
+from kubescale.kube.resources import CONFIG_MAPS, PODS
+from kubescale.sim.apiserver.server import ApiServer
 
 from .conftest import FAST_INFORMER, new_client
 from .objects import config_map

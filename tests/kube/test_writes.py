@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from kube.client import KubeClient
-from kube.errors import KubeApiError
-from kube.resources import CONFIG_MAPS, VERTICAL_POD_AUTOSCALERS
-from kube.writes import ConflictRetry, update_with_retry
-from sim.apiserver.server import ApiServer
+from kubescale.kube.client import KubeClient
+from kubescale.kube.errors import KubeApiError
+from kubescale.kube.resources import CONFIG_MAPS, VERTICAL_POD_AUTOSCALERS
+from kubescale.kube.writes import ConflictRetry, update_with_retry
+from kubescale.sim.apiserver.server import ApiServer
 
 from .objects import config_map, vpa
 

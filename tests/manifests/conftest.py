@@ -1,6 +1,6 @@
 """Fixtures: the in-process API server with ``manifests/crds`` loaded, a real client, kubectl.
 
-Every request goes over HTTPS to :class:`sim.apiserver.server.ApiServer` through the real
+Every request goes over HTTPS to :class:`kubescale.sim.apiserver.server.ApiServer` through the real
 ``kubernetes.aio`` client or the real ``kubectl`` (``$KUBECTL``, else the one on PATH; the kubectl
 tests skip without one). Nothing is patched.
 """
@@ -22,8 +22,8 @@ import pytest
 import yaml
 from kubernetes.aio import client, config
 
-from kubescale.clock import VirtualClock
-from sim.apiserver.server import ApiServer
+from kubescale.base.clock import VirtualClock
+from kubescale.sim.apiserver.server import ApiServer
 
 from .manifest_files import CRD_DIR
 

@@ -15,9 +15,9 @@ from typing import Any
 
 from kubernetes.aio import client
 
-from kube.resources import VERTICAL_POD_AUTOSCALERS, VPA_CHECKPOINTS, ResourceType
-from sim.apiserver.crds import resource_type_from_crd
-from sim.apiserver.server import ApiServer
+from kubescale.kube.resources import VERTICAL_POD_AUTOSCALERS, VPA_CHECKPOINTS, ResourceType
+from kubescale.sim.apiserver.crds import resource_type_from_crd
+from kubescale.sim.apiserver.server import ApiServer
 
 from .conftest import kubectl_for, kubectl_minor, needs_kubectl
 from .manifest_files import CRD_DIR, crd

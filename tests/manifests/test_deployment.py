@@ -17,10 +17,10 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry
 
 import kubescale
-from kube.selectors import label_selector_from_dict, label_selector_from_set
-from kubescale.cli import build_parser
-from kubescale.health import HealthChecks, make_health_app
-from kubescale.serve_config import ServeConfig, serve_config_from_args
+from kubescale.cli.main import build_parser
+from kubescale.cli.serve_config import ServeConfig, serve_config_from_args
+from kubescale.kube.selectors import label_selector_from_dict, label_selector_from_set
+from kubescale.runtime.health import HealthChecks, make_health_app
 
 from .manifest_files import find, install_namespace, render
 
@@ -95,7 +95,7 @@ def _container_port(reference: int | str) -> int:
 def test_the_container_runs_kubescale_serve_with_flags_its_parser_accepts() -> None:
     args, config = _serve_config()
     assert args.command == "serve"
-    assert args.handler.__module__ == "kubescale.serve"
+    assert args.handler.__module__ == "kubescale.cli.serve"
     assert config.leader_elect  # two replicas: only the Lease holder runs the loops
     assert find(_objects(), "Deployment", "kubescale")["spec"]["replicas"] == 2
 

@@ -1,7 +1,7 @@
 """The RBAC objects let kubescale's ServiceAccount make every request kubescale makes, and no more.
 
 Requests are derived from the code where the code lists them (every kind of
-``kube.resources.ALL`` is cached through informers: get/list/watch across namespaces) and
+``kubescale.kube.resources.ALL`` is cached through informers: get/list/watch across namespaces) and
 otherwise listed with the code or upstream rule that makes them. Upstream VPA's grants to its
 three components (deploy/vpa-rbac.yaml) are facts kubescale must cover too, since it replaces
 all three. Everything is evaluated with :mod:`.rbac_rules` over the rendered manifests.
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from kube.resources import ALL, LEASES
+from kubescale.kube.resources import ALL, LEASES
 
 from .manifest_files import find, install_namespace, render
 from .rbac_rules import Request, ServiceAccountRef, allowed, refused, rule_allows

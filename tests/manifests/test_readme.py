@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from kubescale.cli import build_parser
+from kubescale.cli.main import build_parser
 
 from .conftest import kubectl_kustomize, needs_kubectl
 from .manifest_files import MANIFESTS, find, install_namespace, namespace_transformer, render

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from kubescale.clock import RealClock, VirtualClock, sleep_or_stop
+from kubescale.base.clock import RealClock, VirtualClock, sleep_or_stop
 
 
 async def test_sleepers_wake_in_deadline_order_at_their_deadline() -> None:

@@ -6,8 +6,8 @@ import argparse
 
 import pytest
 
-from kubescale.flag_types import parse_address, parse_bool, parse_duration, parse_port
-from kubescale.tls_ciphers import go_cipher_suites_to_openssl
+from kubescale.base.flag_types import parse_address, parse_bool, parse_duration, parse_port
+from kubescale.certs.tls_ciphers import go_cipher_suites_to_openssl
 
 
 @pytest.mark.parametrize(

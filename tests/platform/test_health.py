@@ -13,9 +13,9 @@ import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from kubescale.clock import VirtualClock
-from kubescale.health import HealthChecks, make_health_app, new_process_registry
-from kubescale.loop_runner import LoopRunner
+from kubescale.base.clock import VirtualClock
+from kubescale.runtime.health import HealthChecks, make_health_app, new_process_registry
+from kubescale.runtime.loop_runner import LoopRunner
 
 
 async def _serve(app: web.Application) -> tuple[web.AppRunner, str]:

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
-from kubescale.clock import VirtualClock
-from kubescale.loop_runner import LoopRunner
+from kubescale.base.clock import VirtualClock
+from kubescale.runtime.loop_runner import LoopRunner
 
 
 class RecordingLoop:

@@ -22,10 +22,10 @@ import pytest
 from aiohttp import web
 from cryptography import x509
 
-from kubescale.cli import build_parser, main
-from kubescale.clock import RealClock
-from kubescale.serve import LoopSpec, Server, serve
-from kubescale.serve_config import serve_config_from_args
+from kubescale.base.clock import RealClock
+from kubescale.cli.main import build_parser, main
+from kubescale.cli.serve import LoopSpec, Server, serve
+from kubescale.cli.serve_config import serve_config_from_args
 
 SERVICE, NAMESPACE = "kubescale", "kube-system"
 SAN_NAMES = [

@@ -16,12 +16,12 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from kube.resources import LEASES
-from kubescale.cli import build_parser, main
-from kubescale.clock import RealClock
-from kubescale.serve import LoopSpec, Server, serve
-from kubescale.serve_config import serve_config_from_args
-from sim.apiserver.server import ApiServer
+from kubescale.base.clock import RealClock
+from kubescale.cli.main import build_parser, main
+from kubescale.cli.serve import LoopSpec, Server, serve
+from kubescale.cli.serve_config import serve_config_from_args
+from kubescale.kube.resources import LEASES
+from kubescale.sim.apiserver.server import ApiServer
 
 
 class CountingLoop:

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from kube.resources import DEPLOYMENTS, POD_DISRUPTION_BUDGETS, PODS, REPLICA_SETS
-from kubescale.clock import VirtualClock
-from sim.apiserver.server import ApiServer
-from sim.apiserver.storage import format_time
-from sim.cluster.disruption_controller import DisruptionController
+from kubescale.base.clock import VirtualClock
+from kubescale.kube.resources import DEPLOYMENTS, POD_DISRUPTION_BUDGETS, PODS, REPLICA_SETS
+from kubescale.sim.apiserver.server import ApiServer
+from kubescale.sim.apiserver.storage import format_time
+from kubescale.sim.cluster.disruption_controller import DisruptionController
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from sim.scenario.html_report import render_html
+from kubescale.sim.scenario.html_report import render_html
 from tests.sim.test_reports_synthetic_run import synthetic_timeline
 
 CHROMIUM = shutil.which("chromium") or (

@@ -16,16 +16,16 @@ from typing import Any
 
 import pytest
 
-from kube.client import connect
-from kube.errors import KubeApiError
-from kube.quantities import Quantity
-from kube.resources import PODS, ResourceType
-from kubescale.clock import VirtualClock
-from sim.apiserver.server import ApiServer
-from sim.cluster.kubelet import ContainerSample, Kubelet
-from sim.cluster.node_templates import NodeTemplate, build_node
-from sim.cluster.scheduler import Scheduler
-from sim.cluster.usage_models import (
+from kubescale.base.clock import VirtualClock
+from kubescale.kube.client import connect
+from kubescale.kube.errors import KubeApiError
+from kubescale.kube.quantities import Quantity
+from kubescale.kube.resources import PODS, ResourceType
+from kubescale.sim.apiserver.server import ApiServer
+from kubescale.sim.cluster.kubelet import ContainerSample, Kubelet
+from kubescale.sim.cluster.node_templates import NodeTemplate, build_node
+from kubescale.sim.cluster.scheduler import Scheduler
+from kubescale.sim.cluster.usage_models import (
     POD_INDEX_ANNOTATION,
     RUN_SECONDS_ANNOTATION,
     WORKLOAD_LABEL,

@@ -13,14 +13,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kube.client import KubeClient, connect
-from kube.resources import PODS
-from kubescale.clock import VirtualClock
-from sim.apiserver.server import ApiServer
-from sim.cluster.kubelet import Kubelet
-from sim.cluster.node_templates import NodeTemplate, build_node
-from sim.cluster.scheduler import Scheduler
-from sim.cluster.usage_models import WORKLOAD_LABEL, ConstantUsage, UsageBook
+from kubescale.base.clock import VirtualClock
+from kubescale.kube.client import KubeClient, connect
+from kubescale.kube.resources import PODS
+from kubescale.sim.apiserver.server import ApiServer
+from kubescale.sim.cluster.kubelet import Kubelet
+from kubescale.sim.cluster.node_templates import NodeTemplate, build_node
+from kubescale.sim.cluster.scheduler import Scheduler
+from kubescale.sim.cluster.usage_models import WORKLOAD_LABEL, ConstantUsage, UsageBook
 
 
 def pod(name: str, cpu: str, *, limit: str | None = None) -> dict[str, Any]:

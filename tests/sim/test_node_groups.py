@@ -18,18 +18,18 @@ from typing import Any
 
 import pytest
 
-from kube.client import KubeClient, connect
-from kube.resources import MACHINE_DEPLOYMENTS, MACHINE_SETS, MACHINES, NODES, PODS
-from kubescale.clock import VirtualClock
-from sim.apiserver.server import ApiServer
-from sim.cluster.machine_controllers import DELETE_MACHINE_ANNOTATION
-from sim.cluster.node_groups import (
+from kubescale.base.clock import VirtualClock
+from kubescale.kube.client import KubeClient, connect
+from kubescale.kube.resources import MACHINE_DEPLOYMENTS, MACHINE_SETS, MACHINES, NODES, PODS
+from kubescale.sim.apiserver.server import ApiServer
+from kubescale.sim.cluster.machine_controllers import DELETE_MACHINE_ANNOTATION
+from kubescale.sim.cluster.node_groups import (
     MachineDeploymentGroup,
     NodeGroups,
     NodeTemplate,
     StaticNodeGroup,
 )
-from sim.cluster.scheduler import Scheduler
+from kubescale.sim.cluster.scheduler import Scheduler
 
 BATCH_TAINT = {"key": "dedicated", "value": "batch", "effect": "NoSchedule"}
 WORKERS = MachineDeploymentGroup(

@@ -14,15 +14,20 @@ from typing import Any
 
 import pytest
 
-from kube.resources import PODS, VERTICAL_POD_AUTOSCALERS, VPA_CHECKPOINTS
-from sim.scenario.json_report import dumps_report
-from sim.scenario.kubescale_components import COMPONENTS
-from sim.scenario.runner import SimulationRun, run_scenario
-from sim.scenario.scenario_format import ApplyEvent, ScenarioError
-from sim.scenario.scenario_validation import load_scenario, parse_scenario
+from kubescale.kube.resources import PODS, VERTICAL_POD_AUTOSCALERS, VPA_CHECKPOINTS
+from kubescale.sim.scenario.json_report import dumps_report
+from kubescale.sim.scenario.kubescale_components import COMPONENTS
+from kubescale.sim.scenario.runner import SimulationRun, run_scenario
+from kubescale.sim.scenario.scenario_format import ApplyEvent, ScenarioError
+from kubescale.sim.scenario.scenario_validation import load_scenario, parse_scenario
 
 EXAMPLE = (
-    Path(__file__).resolve().parents[2] / "sim" / "scenario" / "examples" / "vpa-recommender.yaml"
+    Path(__file__).resolve().parents[2]
+    / "kubescale"
+    / "sim"
+    / "scenario"
+    / "examples"
+    / "vpa-recommender.yaml"
 )
 
 

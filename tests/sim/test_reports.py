@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from sim.scenario.html_report import render_html
-from sim.scenario.json_report import dumps_report, write_json_report
-from sim.scenario.summary_table import WIDTH, format_duration, render_summary
-from sim.scenario.svg_charts import LineSeries, TimeAxis, nice_scale, render_chart
-from sim.scenario.timeline import TimelineEvent
+from kubescale.sim.scenario.html_report import render_html
+from kubescale.sim.scenario.json_report import dumps_report, write_json_report
+from kubescale.sim.scenario.summary_table import WIDTH, format_duration, render_summary
+from kubescale.sim.scenario.svg_charts import LineSeries, TimeAxis, nice_scale, render_chart
+from kubescale.sim.scenario.timeline import TimelineEvent
 from tests.sim.test_reports_synthetic_run import synthetic_timeline
 from tests.sim.test_timeline import GIB, run, sample
 

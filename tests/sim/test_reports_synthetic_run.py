@@ -16,10 +16,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sim.scenario.html_report import render_html
-from sim.scenario.json_report import dumps_report, write_json_report
-from sim.scenario.summary_table import WIDTH, render_summary
-from sim.scenario.timeline import WORKLOAD_LABEL, Timeline, TimelineEvent
+from kubescale.sim.scenario.html_report import render_html
+from kubescale.sim.scenario.json_report import dumps_report, write_json_report
+from kubescale.sim.scenario.summary_table import WIDTH, render_summary
+from kubescale.sim.scenario.timeline import WORKLOAD_LABEL, Timeline, TimelineEvent
 
 START = datetime(2026, 3, 2, 6, 0, tzinfo=UTC)
 STEP = 60.0

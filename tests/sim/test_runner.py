@@ -12,17 +12,21 @@ from typing import Any
 
 import pytest
 
-from kube.client import KubeClient
-from kube.errors import KubeApiError
-from kube.resources import DEPLOYMENTS, MACHINE_DEPLOYMENTS, NODES, PODS
-from kubescale.loop_runner import Loop
-from sim.scenario.json_report import dumps_report
-from sim.scenario.kubescale_components import ComponentContext, ComponentSetup, SimulatedLoop
-from sim.scenario.runner import SimulationError, SimulationRun, run_scenario
-from sim.scenario.scenario_format import Scenario
-from sim.scenario.scenario_validation import load_scenario, parse_scenario
+from kubescale.kube.client import KubeClient
+from kubescale.kube.errors import KubeApiError
+from kubescale.kube.resources import DEPLOYMENTS, MACHINE_DEPLOYMENTS, NODES, PODS
+from kubescale.runtime.loop_runner import Loop
+from kubescale.sim.scenario.json_report import dumps_report
+from kubescale.sim.scenario.kubescale_components import (
+    ComponentContext,
+    ComponentSetup,
+    SimulatedLoop,
+)
+from kubescale.sim.scenario.runner import SimulationError, SimulationRun, run_scenario
+from kubescale.sim.scenario.scenario_format import Scenario
+from kubescale.sim.scenario.scenario_validation import load_scenario, parse_scenario
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "sim" / "scenario" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "kubescale" / "sim" / "scenario" / "examples"
 
 
 def _container(usage: dict[str, Any], **resources: Any) -> dict[str, Any]:

@@ -12,15 +12,19 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from kube.resources import (
+from kubescale.base.clock import VirtualClock
+from kubescale.kube.resources import (
     MUTATING_WEBHOOK_CONFIGURATIONS,
     PODS,
     VALIDATING_WEBHOOK_CONFIGURATIONS,
 )
-from kubescale.clock import VirtualClock
-from sim.apiserver.errors import ApiError
-from sim.apiserver.server import ApiServer
-from sim.scenario.kubescale_server import SERVICE_NAME, SERVICE_NAMESPACE, KubescaleTLSServer
+from kubescale.sim.apiserver.errors import ApiError
+from kubescale.sim.apiserver.server import ApiServer
+from kubescale.sim.scenario.kubescale_server import (
+    SERVICE_NAME,
+    SERVICE_NAMESPACE,
+    KubescaleTLSServer,
+)
 
 REQUESTS_PATCH = [
     {"op": "add", "path": "/spec/containers/0/resources", "value": {"requests": {"cpu": "321m"}}}

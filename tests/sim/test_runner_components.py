@@ -11,10 +11,10 @@ from typing import Any
 
 from aiohttp import web
 
-from kube.resources import PODS
-from sim.scenario.kubescale_components import ComponentContext, ComponentSetup
-from sim.scenario.runner import SimulationRun
-from sim.scenario.scenario_validation import parse_scenario
+from kubescale.kube.resources import PODS
+from kubescale.sim.scenario.kubescale_components import ComponentContext, ComponentSetup
+from kubescale.sim.scenario.runner import SimulationRun
+from kubescale.sim.scenario.scenario_validation import parse_scenario
 
 LABEL_PATCH = [{"op": "add", "path": "/metadata/labels/admitted-by", "value": "kubescale"}]
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.scenario.scenario_format import (
+from kubescale.sim.scenario.scenario_format import (
     Amount,
     ApplyEvent,
     DeleteEvent,
@@ -21,9 +21,9 @@ from sim.scenario.scenario_format import (
     ScenarioError,
     SetLoadEvent,
 )
-from sim.scenario.scenario_validation import load_scenario, parse_scenario
+from kubescale.sim.scenario.scenario_validation import load_scenario, parse_scenario
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "sim" / "scenario" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "kubescale" / "sim" / "scenario" / "examples"
 
 
 def valid() -> dict[str, Any]:

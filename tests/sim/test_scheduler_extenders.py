@@ -1,7 +1,7 @@
 """Scheduler extenders over real HTTPS: the ExtenderArgs sent, the answers honoured.
 
-The extender is an aiohttp server with a certificate from ``certs.authority``; the scheduler
-reaches it as a KubeSchedulerConfiguration ``extenders`` entry with ``tlsConfig.caData``.
+The extender is an aiohttp server with a certificate from ``kubescale.certs.authority``; the
+scheduler reaches it as a KubeSchedulerConfiguration ``extenders`` entry with ``tlsConfig.caData``.
 Upstream behaviour checked (``pkg/scheduler/extender.go``, ``schedule_one.go``): PascalCase
 ``Pod``/``Nodes``/``NodeNames`` with the one the extender does not use set to null; answers read
 case-insensitively; only nodes that passed the in-tree filters are sent; ``FailedNodes`` and
@@ -26,13 +26,13 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from certs.authority import KeyPair, generate_ca, issue_serving_certificate
-from kube.resources import PODS
-from kubescale.clock import VirtualClock
-from sim.apiserver.server import ApiServer
-from sim.cluster.node_templates import NodeTemplate, build_node
-from sim.cluster.scheduler import Scheduler
-from sim.cluster.scheduler_extenders import ExtenderConfig, parse_duration
+from kubescale.base.clock import VirtualClock
+from kubescale.certs.authority import KeyPair, generate_ca, issue_serving_certificate
+from kubescale.kube.resources import PODS
+from kubescale.sim.apiserver.server import ApiServer
+from kubescale.sim.cluster.node_templates import NodeTemplate, build_node
+from kubescale.sim.cluster.scheduler import Scheduler
+from kubescale.sim.cluster.scheduler_extenders import ExtenderConfig, parse_duration
 
 Answer = Callable[[dict[str, Any]], Any]
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from kube.resources import NODES, PODS
-from kubescale.clock import VirtualClock
-from sim.apiserver.server import ApiServer
-from sim.cluster.node_templates import NodeTemplate, build_node
-from sim.cluster.scheduler import Scheduler
+from kubescale.base.clock import VirtualClock
+from kubescale.kube.resources import NODES, PODS
+from kubescale.sim.apiserver.server import ApiServer
+from kubescale.sim.cluster.node_templates import NodeTemplate, build_node
+from kubescale.sim.cluster.scheduler import Scheduler
 
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NO_VICTIMS = "No preemption victims found for incoming pod"

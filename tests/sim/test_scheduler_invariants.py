@@ -16,13 +16,13 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kube.resources import NODES, PODS
-from kubescale.clock import VirtualClock
-from sim.apiserver.server import ApiServer
-from sim.cluster.node_templates import NodeTemplate, build_node
-from sim.cluster.pod_resources import node_allocatable, pod_requests
-from sim.cluster.scheduler import Scheduler
-from sim.cluster.scheduling_filters import first_untolerated_taint
+from kubescale.base.clock import VirtualClock
+from kubescale.kube.resources import NODES, PODS
+from kubescale.sim.apiserver.server import ApiServer
+from kubescale.sim.cluster.node_templates import NodeTemplate, build_node
+from kubescale.sim.cluster.pod_resources import node_allocatable, pod_requests
+from kubescale.sim.cluster.scheduler import Scheduler
+from kubescale.sim.cluster.scheduling_filters import first_untolerated_taint
 
 TAINT = {"key": "dedicated", "value": "x", "effect": "NoSchedule"}
 TOLERATION = {"key": "dedicated", "operator": "Exists"}

@@ -11,12 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kube.client import connect
-from kube.resources import NODES, PODS, PRIORITY_CLASSES
-from kubescale.clock import VirtualClock
-from sim.apiserver.server import ApiServer
-from sim.cluster.node_templates import NodeTemplate, build_node
-from sim.cluster.scheduler import Scheduler
+from kubescale.base.clock import VirtualClock
+from kubescale.kube.client import connect
+from kubescale.kube.resources import NODES, PODS, PRIORITY_CLASSES
+from kubescale.sim.apiserver.server import ApiServer
+from kubescale.sim.cluster.node_templates import NodeTemplate, build_node
+from kubescale.sim.cluster.scheduler import Scheduler
 
 ONE_CPU_NODE_FULL = (
     "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: "

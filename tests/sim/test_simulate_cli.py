@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kubescale.cli import build_parser
-from kubescale.simulate_command import ProgressReporter, demo_scenario_path
+from kubescale.cli.main import build_parser
+from kubescale.cli.simulate_command import ProgressReporter, demo_scenario_path
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -15,9 +15,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.scenario.json_report import dumps_report
-from sim.scenario.time_statistics import rounded, time_weighted_average, weighted_percentile
-from sim.scenario.timeline import Timeline, TimelineEvent
+from kubescale.sim.scenario.json_report import dumps_report
+from kubescale.sim.scenario.time_statistics import (
+    rounded,
+    time_weighted_average,
+    weighted_percentile,
+)
+from kubescale.sim.scenario.timeline import Timeline, TimelineEvent
 from tests.sim.test_reports_synthetic_run import Sample, node_dict, pod_dict
 
 START = datetime(2026, 1, 1, tzinfo=UTC)

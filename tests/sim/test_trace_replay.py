@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from sim.cluster.trace_replay import Trace, TraceReplay, load_trace
-from sim.cluster.usage_models import Usage, UsageBook
+from kubescale.sim.cluster.trace_replay import Trace, TraceReplay, load_trace
+from kubescale.sim.cluster.usage_models import Usage, UsageBook
 
 BITBRAINS = Path("/work/shared/traces/bitbrains-rnd-2013-07.csv.xz")
 

@@ -18,13 +18,20 @@ from typing import Any
 
 import pytest
 
-from kube.resources import POD_DISRUPTION_BUDGETS, PODS
-from sim.scenario.kubescale_components import COMPONENTS
-from sim.scenario.runner import SimulationRun
-from sim.scenario.scenario_format import Scenario, ScenarioError
-from sim.scenario.scenario_validation import load_scenario, parse_scenario
+from kubescale.kube.resources import POD_DISRUPTION_BUDGETS, PODS
+from kubescale.sim.scenario.kubescale_components import COMPONENTS
+from kubescale.sim.scenario.runner import SimulationRun
+from kubescale.sim.scenario.scenario_format import Scenario, ScenarioError
+from kubescale.sim.scenario.scenario_validation import load_scenario, parse_scenario
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "sim" / "scenario" / "examples" / "vpa-updater.yaml"
+EXAMPLE = (
+    Path(__file__).resolve().parents[2]
+    / "kubescale"
+    / "sim"
+    / "scenario"
+    / "examples"
+    / "vpa-updater.yaml"
+)
 NAMESPACE = "shop"
 REPLICAS = 4
 RECOMMENDED = {"cpu": "250m", "memory": "256Mi"}

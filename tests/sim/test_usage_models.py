@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sim.cluster.usage_models import (
+from kubescale.sim.cluster.usage_models import (
     BurstUsage,
     ConstantUsage,
     DiurnalUsage,

@@ -18,13 +18,25 @@ from typing import Any
 
 import pytest
 
-from kube.resources import LEASES, MUTATING_WEBHOOK_CONFIGURATIONS, PODS, VERTICAL_POD_AUTOSCALERS
-from sim.scenario.kubescale_components import COMPONENTS
-from sim.scenario.runner import SimulationRun
-from sim.scenario.scenario_format import ScenarioError
-from sim.scenario.scenario_validation import load_scenario, parse_scenario
+from kubescale.kube.resources import (
+    LEASES,
+    MUTATING_WEBHOOK_CONFIGURATIONS,
+    PODS,
+    VERTICAL_POD_AUTOSCALERS,
+)
+from kubescale.sim.scenario.kubescale_components import COMPONENTS
+from kubescale.sim.scenario.runner import SimulationRun
+from kubescale.sim.scenario.scenario_format import ScenarioError
+from kubescale.sim.scenario.scenario_validation import load_scenario, parse_scenario
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "sim" / "scenario" / "examples" / "vpa-webhook.yaml"
+EXAMPLE = (
+    Path(__file__).resolve().parents[2]
+    / "kubescale"
+    / "sim"
+    / "scenario"
+    / "examples"
+    / "vpa-webhook.yaml"
+)
 
 
 def _document(webhook_flags: Any) -> dict[str, Any]:

@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from kube.resources import (
+from kubescale.base.clock import VirtualClock
+from kubescale.kube.resources import (
     DEPLOYMENTS,
     NODES,
     PODS,
@@ -27,13 +28,12 @@ from kube.resources import (
     VALIDATING_WEBHOOK_CONFIGURATIONS,
     ResourceType,
 )
-from kubescale.clock import VirtualClock
-from sim.apiserver.server import ApiServer
-from sim.apiserver.storage import format_time
-from sim.apiserver.store import PreparedUpdate
-from sim.cluster.usage_models import POD_INDEX_ANNOTATION, RUN_SECONDS_ANNOTATION
-from sim.cluster.workload_controllers import WorkloadControllers
-from sim.cluster.workload_pods import controller_ref, is_active, parse_timestamp
+from kubescale.sim.apiserver.server import ApiServer
+from kubescale.sim.apiserver.storage import format_time
+from kubescale.sim.apiserver.store import PreparedUpdate
+from kubescale.sim.cluster.usage_models import POD_INDEX_ANNOTATION, RUN_SECONDS_ANNOTATION
+from kubescale.sim.cluster.workload_controllers import WorkloadControllers
+from kubescale.sim.cluster.workload_pods import controller_ref, is_active, parse_timestamp
 from tests.apiserver.test_admission import (
     SERVICE,
     SERVICE_NAMESPACE,

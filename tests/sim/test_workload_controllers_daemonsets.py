@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kube.resources import DAEMON_SETS, NODES
-from sim.cluster.daemon_sets import DAEMON_TOLERATIONS, target_node
-from sim.cluster.usage_models import WORKLOAD_LABEL
+from kubescale.kube.resources import DAEMON_SETS, NODES
+from kubescale.sim.cluster.daemon_sets import DAEMON_TOLERATIONS, target_node
+from kubescale.sim.cluster.usage_models import WORKLOAD_LABEL
 from tests.sim.test_workload_controllers import SimCluster, cluster, with_image
 
 __all__ = ["cluster"]

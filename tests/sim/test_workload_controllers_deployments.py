@@ -9,8 +9,8 @@ from typing import Any
 
 from kubernetes.aio import client, config
 
-from kube.resources import DEPLOYMENTS, PODS, REPLICA_SETS
-from sim.cluster.usage_models import WORKLOAD_LABEL
+from kubescale.kube.resources import DEPLOYMENTS, PODS, REPLICA_SETS
+from kubescale.sim.cluster.usage_models import WORKLOAD_LABEL
 from tests.sim.test_workload_controllers import SimCluster, cluster, condition, deployment, indexes
 
 __all__ = ["cluster"]

@@ -7,8 +7,12 @@ from typing import Any
 
 import pytest
 
-from kube.resources import JOBS
-from sim.cluster.usage_models import POD_INDEX_ANNOTATION, RUN_SECONDS_ANNOTATION, WORKLOAD_LABEL
+from kubescale.kube.resources import JOBS
+from kubescale.sim.cluster.usage_models import (
+    POD_INDEX_ANNOTATION,
+    RUN_SECONDS_ANNOTATION,
+    WORKLOAD_LABEL,
+)
 from tests.sim.test_workload_controllers import SimCluster, cluster, condition
 
 __all__ = ["cluster"]

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from sim.apiserver.storage import parse_time
-from sim.cluster.usage_models import POD_INDEX_ANNOTATION, WORKLOAD_LABEL
-from sim.cluster.workload_pods import (
+from kubescale.sim.apiserver.storage import parse_time
+from kubescale.sim.cluster.usage_models import POD_INDEX_ANNOTATION, WORKLOAD_LABEL
+from kubescale.sim.cluster.workload_pods import (
     deletion_order,
     equal_ignoring_label,
     is_available,

@@ -11,11 +11,11 @@ import math
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kube.resources import DEPLOYMENTS, REPLICA_SETS
-from kubescale.clock import VirtualClock
-from sim.apiserver.server import ApiServer
-from sim.cluster.usage_models import POD_INDEX_ANNOTATION
-from sim.cluster.workload_controllers import WorkloadControllers
+from kubescale.base.clock import VirtualClock
+from kubescale.kube.resources import DEPLOYMENTS, REPLICA_SETS
+from kubescale.sim.apiserver.server import ApiServer
+from kubescale.sim.cluster.usage_models import POD_INDEX_ANNOTATION
+from kubescale.sim.cluster.workload_controllers import WorkloadControllers
 from tests.sim.test_workload_controllers import (
     SimCluster,
     StandInKubelet,

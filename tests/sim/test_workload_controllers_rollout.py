@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from kube.resources import DEPLOYMENTS, REPLICA_SETS
-from sim.cluster.workload_pods import is_ready
+from kubescale.kube.resources import DEPLOYMENTS, REPLICA_SETS
+from kubescale.sim.cluster.workload_pods import is_ready
 from tests.sim.test_workload_controllers import (
     SimCluster,
     cluster,

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from kube.client import KubeClient, connect
-from kubescale.clock import VirtualClock
-from sim.apiserver.server import ApiServer
+from kubescale.base.clock import VirtualClock
+from kubescale.kube.client import KubeClient, connect
+from kubescale.sim.apiserver.server import ApiServer
 
 
 async def eventually(predicate: Callable[[], bool], *, within: float = 10.0) -> None:

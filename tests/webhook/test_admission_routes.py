@@ -27,17 +27,17 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry
 
-from kube.client import KubeClient, connect
-from kube.events import EventRecorder
-from kube.informer_set import InformerSet
-from kube.resources import CORE_EVENTS, VERTICAL_POD_AUTOSCALERS
-from kubescale.https_server import MAX_BODY_BYTES, make_https_app
-from sim.apiserver.patching import apply_json_patch
-from sim.apiserver.server import ApiServer
-from webhook.admission_routes import AdmissionWebhook
-from webhook.component import build_caches
-from webhook.webhook_caches import WebhookCaches
-from webhook.webhook_config import WebhookSettings
+from kubescale.kube.client import KubeClient, connect
+from kubescale.kube.events import EventRecorder
+from kubescale.kube.informer_set import InformerSet
+from kubescale.kube.resources import CORE_EVENTS, VERTICAL_POD_AUTOSCALERS
+from kubescale.runtime.https_server import MAX_BODY_BYTES, make_https_app
+from kubescale.sim.apiserver.patching import apply_json_patch
+from kubescale.sim.apiserver.server import ApiServer
+from kubescale.webhook.admission_routes import AdmissionWebhook
+from kubescale.webhook.component import build_caches
+from kubescale.webhook.webhook_caches import WebhookCaches
+from kubescale.webhook.webhook_config import WebhookSettings
 
 RS_UID = "11111111-2222-3333-4444-555555555555"
 MD_UID = "99999999-2222-3333-4444-555555555555"

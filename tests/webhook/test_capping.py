@@ -20,15 +20,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kube.quantities import Quantity
-from webhook.capping import (
+from kubescale.kube.quantities import Quantity
+from kubescale.webhook.capping import (
     CappedRecommendation,
     cap_recommendation,
     container_policy,
     controlled_values,
 )
-from webhook.current_resources import parse_resource_list
-from webhook.limit_ranges import LimitRangeItem
+from kubescale.webhook.current_resources import parse_resource_list
+from kubescale.webhook.limit_ranges import LimitRangeItem
 
 Resources = dict[str, str]
 

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kube.quantities import BINARY_SI, DECIMAL_SI, Format, Quantity
-from webhook.limit_scaling import (
+from kubescale.kube.quantities import BINARY_SI, DECIMAL_SI, Format, Quantity
+from kubescale.webhook.limit_scaling import (
     MAX_INT64,
     boundary_request,
     proportional_limits,

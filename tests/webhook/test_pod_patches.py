@@ -15,16 +15,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kube.quantities import Quantity
-from sim.apiserver.patching import apply_json_patch
-from webhook.current_resources import container_requests_and_limits
-from webhook.pod_patches import (
+from kubescale.kube.quantities import Quantity
+from kubescale.sim.apiserver.patching import apply_json_patch
+from kubescale.webhook.current_resources import container_requests_and_limits
+from kubescale.webhook.pod_patches import (
     _current_lists_set,
     escape_json_pointer,
     observed_containers_value,
     pod_patches,
 )
-from webhook.pod_resources import ContainerResources, PodResources
+from kubescale.webhook.pod_resources import ContainerResources, PodResources
 
 q = Quantity.parse
 

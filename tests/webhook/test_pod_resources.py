@@ -17,10 +17,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kube.quantities import Quantity
-from webhook.current_resources import parse_resource_list
-from webhook.limit_ranges import LimitRangeItem
-from webhook.pod_resources import (
+from kubescale.kube.quantities import Quantity
+from kubescale.webhook.current_resources import parse_resource_list
+from kubescale.webhook.limit_ranges import LimitRangeItem
+from kubescale.webhook.pod_resources import (
     ContainerResources,
     PodResources,
     capped_recommendation,

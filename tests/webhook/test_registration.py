@@ -19,14 +19,14 @@ from typing import Any
 
 import pytest
 
-from certs.authority import generate_ca
-from kube.client import KubeClient
-from kube.resources import MUTATING_WEBHOOK_CONFIGURATIONS
-from kubescale.cli import build_parser
-from kubescale.clock import VirtualClock
-from kubescale.serve_config import ConfigError, serve_config_from_args
-from sim.apiserver.server import ApiServer
-from webhook.registration import (
+from kubescale.base.clock import VirtualClock
+from kubescale.certs.authority import generate_ca
+from kubescale.cli.main import build_parser
+from kubescale.cli.serve_config import ConfigError, serve_config_from_args
+from kubescale.kube.client import KubeClient
+from kubescale.kube.resources import MUTATING_WEBHOOK_CONFIGURATIONS
+from kubescale.sim.apiserver.server import ApiServer
+from kubescale.webhook.registration import (
     WEBHOOK_CONFIG_NAME,
     CaBundleError,
     CaBundleRefresher,
@@ -34,7 +34,7 @@ from webhook.registration import (
     register_webhook,
     webhook_configuration,
 )
-from webhook.webhook_config import (
+from kubescale.webhook.webhook_config import (
     WebhookSettings,
     parse_feature_gates,
     webhook_settings_from_args,

@@ -14,12 +14,12 @@ from datetime import timedelta
 
 import pytest
 
-from kube.client import KubeClient
-from kube.lease_record import format_micro_time
-from kube.resources import LEASES
-from kubescale.clock import VirtualClock
-from sim.apiserver.server import ApiServer
-from webhook.status_lease import StatusLease
+from kubescale.base.clock import VirtualClock
+from kubescale.kube.client import KubeClient
+from kubescale.kube.lease_record import format_micro_time
+from kubescale.kube.resources import LEASES
+from kubescale.sim.apiserver.server import ApiServer
+from kubescale.webhook.status_lease import StatusLease
 
 from .api_fixtures import api, clock, eventually, kube
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from webhook.vpa_spec_rules import validate_vpa
+from kubescale.webhook.vpa_spec_rules import validate_vpa
 
 TARGET = {"kind": "Deployment", "name": "my-app"}
 ALL_GATES = {"CPUStartupBoost": True, "PerVPAConfig": True, "InPlace": True}

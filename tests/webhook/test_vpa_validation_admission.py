@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webhook.field_errors import FieldError, invalid_status
-from webhook.vpa_validation import SUPPORTED_UPDATE_MODES, VpaAdmission, admit_vpa
+from kubescale.webhook.field_errors import FieldError, invalid_status
+from kubescale.webhook.vpa_validation import SUPPORTED_UPDATE_MODES, VpaAdmission, admit_vpa
 
 TARGET = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}
 DEFAULT_PATCH = [{"op": "add", "path": "/spec/updatePolicy", "value": {"updateMode": "Recreate"}}]

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhook.field_errors import (
+from kubescale.webhook.field_errors import (
     FieldError,
     forbidden,
     go_float,

@@ -12,17 +12,17 @@ from typing import Any
 
 import pytest
 
-from kube.client import KubeClient, connect
-from kube.informer_set import InformerSet
-from kube.resources import LIMIT_RANGES, NODES, VERTICAL_POD_AUTOSCALERS
-from kube.selectors import parse_label_selector
-from kubescale.clock import VirtualClock
-from sim.apiserver.server import ApiServer
-from webhook.component import build_caches
-from webhook.controller_refs import ControllerRef
-from webhook.scale_lookups import ScaleLookups
-from webhook.webhook_caches import WebhookCaches, largest_allocatable, well_known_selector
-from webhook.webhook_config import WebhookSettings
+from kubescale.base.clock import VirtualClock
+from kubescale.kube.client import KubeClient, connect
+from kubescale.kube.informer_set import InformerSet
+from kubescale.kube.resources import LIMIT_RANGES, NODES, VERTICAL_POD_AUTOSCALERS
+from kubescale.kube.selectors import parse_label_selector
+from kubescale.sim.apiserver.server import ApiServer
+from kubescale.webhook.component import build_caches
+from kubescale.webhook.controller_refs import ControllerRef
+from kubescale.webhook.scale_lookups import ScaleLookups
+from kubescale.webhook.webhook_caches import WebhookCaches, largest_allocatable, well_known_selector
+from kubescale.webhook.webhook_config import WebhookSettings
 
 
 async def _eventually(predicate: Callable[[], bool], *, within: float = 10.0) -> None:

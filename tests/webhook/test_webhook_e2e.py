@@ -1,9 +1,9 @@
 """End to end: ``kubescale serve`` with the VPA webhook, kube-apiserver's admission chain, TLS.
 
 The pieces are the production ones: ``kubescale certs`` makes the CA and the serving certificate
-for Service ``kube-system/vpa-webhook``; :func:`kubescale.serve.serve` runs with the
-:class:`~webhook.component.WebhookComponent` and a kubeconfig for the in-process API server; the
-component's self-registration creates the MutatingWebhookConfiguration (caBundle from
+for Service ``kube-system/vpa-webhook``; :func:`kubescale.cli.serve.serve` runs with the
+:class:`~kubescale.webhook.component.WebhookComponent` and a kubeconfig for the in-process API
+server; the component's self-registration creates the MutatingWebhookConfiguration (caBundle from
 ``--client-ca-file``, no path), the API server resolves the Service to kubescale's port and
 verifies the certificate against that caBundle; the simulated cluster's Deployment and
 ReplicaSet controllers create the pods through the admission chain.
@@ -29,22 +29,22 @@ import aiohttp
 import pytest
 from cryptography import x509
 
-from kube.client import KubeClient, connect
-from kube.errors import KubeApiError
-from kube.resources import (
+from kubescale.base.clock import RealClock
+from kubescale.cli.main import build_parser, main
+from kubescale.cli.serve import Server, default_components, serve
+from kubescale.cli.serve_config import serve_config_from_args
+from kubescale.kube.client import KubeClient, connect
+from kubescale.kube.errors import KubeApiError
+from kubescale.kube.resources import (
     DEPLOYMENTS,
     MUTATING_WEBHOOK_CONFIGURATIONS,
     PODS,
     VERTICAL_POD_AUTOSCALERS,
 )
-from kubescale.cli import build_parser, main
-from kubescale.clock import RealClock
-from kubescale.serve import Server, default_components, serve
-from kubescale.serve_config import serve_config_from_args
-from sim.apiserver.server import ApiServer
-from sim.cluster.workload_controllers import WorkloadControllers
-from webhook.component import WebhookComponent
-from webhook.registration import WEBHOOK_CONFIG_NAME
+from kubescale.sim.apiserver.server import ApiServer
+from kubescale.sim.cluster.workload_controllers import WorkloadControllers
+from kubescale.webhook.component import WebhookComponent
+from kubescale.webhook.registration import WEBHOOK_CONFIG_NAME
 
 SERVICE, NAMESPACE = "vpa-webhook", "kube-system"
 

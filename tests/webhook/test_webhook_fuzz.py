@@ -23,12 +23,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
-from kube.client import connect
-from sim.apiserver.patching import PatchError, apply_json_patch
-from sim.apiserver.server import ApiServer
-from webhook.admission_routes import AdmissionWebhook
-from webhook.component import build_caches
-from webhook.webhook_config import WebhookSettings
+from kubescale.kube.client import connect
+from kubescale.sim.apiserver.patching import PatchError, apply_json_patch
+from kubescale.sim.apiserver.server import ApiServer
+from kubescale.webhook.admission_routes import AdmissionWebhook
+from kubescale.webhook.component import build_caches
+from kubescale.webhook.webhook_config import WebhookSettings
 
 QUANTITIES = st.sampled_from(
     [

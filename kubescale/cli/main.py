@@ -1,0 +1,82 @@
+"""``kubescale`` command line: one parser, a subcommand per job.
+
+Every bad flag or value ends the program with exit code 2 and one line naming it, e.g.
+``kubescale serve: error: argument --port: port 70000 out of range 0-65535``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from kubescale import __version__
+from kubescale.cli import apiserver_command, certs_command, serve, simulate_command
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but errors are one line (no usage dump) so they are easy to read in pod logs."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="kubescale",
+        description="One process that autoscales a Kubernetes cluster: VPA admission webhook, "
+        "scheduler extender, and VPA/HPA/cluster-autoscaler/descheduler loops.",
+    )
+    parser.add_argument("--version", action="version", version=f"kubescale {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    commands.required = True
+
+    serve_parser = commands.add_parser(
+        "serve",
+        help="run the TLS server, health/metrics server and the control loops",
+        description="Run the webhook/extender TLS server, the plain health and metrics server, "
+        "and the control loops, until SIGTERM.",
+    )
+    serve.add_arguments(serve_parser)
+    serve_parser.set_defaults(handler=serve.run)
+
+    certs_parser = commands.add_parser(
+        "certs",
+        help="generate a CA and a serving certificate for a Service",
+        description="Generate a CA and a serving certificate/key for a Service, write them as "
+        "caCert.pem, caKey.pem, serverCert.pem, serverKey.pem and print the base64 "
+        "caBundle.",
+    )
+    certs_command.add_arguments(certs_parser)
+    certs_parser.set_defaults(handler=certs_command.run)
+
+    apiserver_parser = commands.add_parser(
+        "apiserver",
+        help="run the in-process Kubernetes API server standalone (for kubectl)",
+        description="Run the simulated Kubernetes API server on 127.0.0.1 over HTTPS and HTTP, "
+        "write a kubeconfig for it, and serve until SIGTERM.",
+    )
+    apiserver_command.add_arguments(apiserver_parser)
+    apiserver_parser.set_defaults(handler=apiserver_command.run)
+
+    simulate_parser = commands.add_parser(
+        "simulate",
+        help="run a scenario on the embedded simulated cluster and report",
+        description="Run a scenario (default: the built-in demo) on an in-process simulated "
+        "cluster with kubescale, print a summary table and optionally write JSON/HTML reports.",
+    )
+    simulate_command.add_arguments(simulate_parser)
+    simulate_parser.set_defaults(handler=simulate_command.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    code: int = args.handler(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,138 @@
+"""``kubescale simulate [SCENARIO]``: run a scenario on the embedded simulated cluster.
+
+Without a SCENARIO the built-in demo (``sim/scenario/examples/demo.yaml``) runs. ``--seed``,
+``--duration`` and ``--step`` override the file's values. Progress goes to stderr — a bar
+redrawn in place on a terminal, else one line per 10 % ("simulated 6h00m of 1d00h00m (25%)") —
+unless ``--quiet``; the summary table goes to stdout; ``--report-json``/``--report-html`` write
+the full report. An invalid scenario ends with exit code 2 and every problem on its own line,
+``kubescale simulate: <file>: <field path>: <message>``; an object of the scenario that the API
+server refuses at start (``objects[1]: cannot create ...``) with exit code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from importlib import resources
+from pathlib import Path
+from typing import TextIO
+
+from kubescale.base.flag_types import positive_duration
+from kubescale.base.logs import LOG_LEVELS, configure_logging
+
+PROG = "kubescale simulate"
+_BAR_WIDTH = 30
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid seed {text!r} (want an integer ≥ 0)") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"seed must be ≥ 0, got {value}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "scenario",
+        nargs="?",
+        type=Path,
+        metavar="SCENARIO",
+        help="scenario YAML file (default: the built-in demo)",
+    )
+    parser.add_argument("--seed", type=_seed, help="override the scenario's seed")
+    parser.add_argument(
+        "--duration", type=positive_duration, help="override the simulated duration (e.g. 6h)"
+    )
+    parser.add_argument(
+        "--step", type=positive_duration, help="override the simulation step (e.g. 30s)"
+    )
+    parser.add_argument("--report-json", type=Path, metavar="FILE", help="write the JSON report")
+    parser.add_argument("--report-html", type=Path, metavar="FILE", help="write the HTML report")
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+    parser.add_argument(
+        "--log-level", choices=LOG_LEVELS, default="warning", help="(default: %(default)s)"
+    )
+
+
+def demo_scenario_path() -> Path:
+    """The built-in demo scenario, shipped as package data."""
+    return Path(str(resources.files("kubescale.sim.scenario") / "examples" / "demo.yaml"))
+
+
+class ProgressReporter:
+    """Progress of a run on ``stream``: a bar on a terminal, a line per 10 % otherwise."""
+
+    def __init__(self, *, stream: TextIO, duration: float, interactive: bool) -> None:
+        self._stream = stream
+        self._duration = duration
+        self._interactive = interactive
+        self._last_decile = 0
+        self._last_percent = -1
+
+    def _describe(self, fraction: float) -> str:
+        from kubescale.sim.scenario.summary_table import format_duration  # noqa: PLC0415
+
+        done = format_duration(self._duration * fraction)
+        return f"simulated {done} of {format_duration(self._duration)} ({fraction:.0%})"
+
+    def __call__(self, fraction: float) -> None:
+        if self._interactive:
+            percent = int(fraction * 100)
+            if percent == self._last_percent:
+                return
+            self._last_percent = percent
+            filled = int(fraction * _BAR_WIDTH)
+            bar = "#" * filled + "-" * (_BAR_WIDTH - filled)
+            end = "\n" if fraction >= 1.0 else ""
+            self._stream.write(f"\r[{bar}] {self._describe(fraction)}{end}")
+            self._stream.flush()
+            return
+        decile = int(fraction * 10 + 1e-9)
+        if decile > self._last_decile:
+            self._last_decile = decile
+            self._stream.write(self._describe(fraction) + "\n")
+            self._stream.flush()
+
+
+def run(args: argparse.Namespace) -> int:
+    # The simulator is imported here so that other subcommands never load it.
+    from kubescale.sim.scenario.html_report import render_html  # noqa: PLC0415
+    from kubescale.sim.scenario.json_report import write_json_report  # noqa: PLC0415
+    from kubescale.sim.scenario.runner import SimulationError, run_scenario  # noqa: PLC0415
+    from kubescale.sim.scenario.scenario_format import ScenarioError  # noqa: PLC0415
+    from kubescale.sim.scenario.scenario_validation import load_scenario  # noqa: PLC0415
+    from kubescale.sim.scenario.summary_table import render_summary  # noqa: PLC0415
+
+    configure_logging(level=args.log_level, fmt="text")
+    path: Path = args.scenario if args.scenario is not None else demo_scenario_path()
+    try:
+        scenario = load_scenario(path).with_overrides(
+            seed=args.seed, duration=args.duration, step=args.step
+        )
+    except ScenarioError as exc:
+        for problem in exc.problems:
+            sys.stderr.write(f"{PROG}: {path}: {problem}\n")
+        return 2
+    progress = None
+    if not args.quiet:
+        progress = ProgressReporter(
+            stream=sys.stderr, duration=scenario.duration, interactive=sys.stderr.isatty()
+        )
+    try:
+        report = asyncio.run(run_scenario(scenario, progress=progress))
+    except SimulationError as exc:
+        sys.stderr.write(f"{PROG}: {path}: {exc}\n")
+        return 1
+    except OSError as exc:
+        sys.stderr.write(f"{PROG}: error: {exc}\n")
+        return 1
+    if args.report_json is not None:
+        write_json_report(report, args.report_json)
+    if args.report_html is not None:
+        args.report_html.write_text(render_html(report), encoding="utf-8")
+    sys.stdout.write(render_summary(report))
+    return 0

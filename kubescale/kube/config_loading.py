@@ -1,0 +1,165 @@
+"""Where the client's connection settings come from: a kubeconfig file or the pod's service account.
+
+Order (controller-runtime's ``config.GetConfig``): an explicit kubeconfig path, else
+``$KUBECONFIG``, else in-cluster (``KUBERNETES_SERVICE_HOST``/``KUBERNETES_SERVICE_PORT`` plus
+the mounted service-account token and ``ca.crt``), else ``~/.kube/config``.
+
+In-cluster tokens are *bound* service-account tokens that the kubelet rotates in place, so the
+token file is re-read periodically rather than once: client-go's in-cluster config wraps it in
+``transport.NewCachedFileTokenSource``, which re-reads it when its cached copy is older than one
+minute and keeps the last good token if a read fails. :class:`ServiceAccountToken` does the same,
+timed by the injected clock, and is installed as the configuration's ``refresh_api_key_hook``
+(called by ``kubernetes.aio`` before every request it authenticates).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubernetes.aio import config as kube_config
+from kubernetes.aio.client import Configuration
+
+from kubescale.base.clock import Clock
+from kubescale.base.logs import component_logger
+
+log = component_logger("kube.config")
+
+SERVICE_HOST_ENV = "KUBERNETES_SERVICE_HOST"
+SERVICE_PORT_ENV = "KUBERNETES_SERVICE_PORT"
+TOKEN_REFRESH_PERIOD = 60.0
+"""Seconds a read token is trusted before the file is read again (client-go: 1 minute)."""
+
+
+class ConfigError(ValueError):
+    """No usable cluster configuration (missing file, environment or token)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class InClusterPaths:
+    """Where the kubelet mounts the service account (overridable for tests)."""
+
+    token: Path = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+    ca_cert: Path = Path("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
+
+
+class ServiceAccountToken:
+    """The bearer token from a file, re-read when older than ``refresh_period`` seconds."""
+
+    def __init__(self, path: Path, *, clock: Clock, refresh_period: float = TOKEN_REFRESH_PERIOD):
+        self.path = path
+        self._clock = clock
+        self._refresh_period = refresh_period
+        self._token = self._read()
+        self._read_at = clock.monotonic()
+        self.reads = 1
+        """How many times the file has been read successfully (for tests and debugging)."""
+
+    def _read(self) -> str:
+        token = self.path.read_text(encoding="utf-8").strip()
+        if not token:
+            raise ConfigError(f"service-account token file {self.path} is empty")
+        return token
+
+    def current(self) -> str:
+        """The token, re-reading the file if the cached copy is stale."""
+        now = self._clock.monotonic()
+        if now - self._read_at >= self._refresh_period:
+            try:
+                self._token = self._read()
+                self.reads += 1
+            except (OSError, ConfigError) as err:
+                # client-go's cachingTokenSource keeps serving the previous token on error.
+                log.warning(
+                    "re-reading the service-account token failed; keeping the old one",
+                    extra={"fields": {"path": str(self.path), "error": str(err)}},
+                )
+            self._read_at = now
+        return self._token
+
+    def refresh_hook(self, configuration: Any) -> None:
+        """``Configuration.refresh_api_key_hook``: put the current token in place."""
+        configuration.api_key["BearerToken"] = self.current()
+        configuration.api_key_prefix["BearerToken"] = "Bearer"
+
+
+def _join_host_port(host: str, port: str) -> str:
+    # Go's net.JoinHostPort: IPv6 literals are bracketed.
+    return f"[{host}]:{port}" if ":" in host or "%" in host else f"{host}:{port}"
+
+
+def load_in_cluster(
+    *,
+    clock: Clock,
+    environ: Mapping[str, str] | None = None,
+    paths: InClusterPaths | None = None,
+    refresh_period: float = TOKEN_REFRESH_PERIOD,
+) -> Configuration:
+    """A configuration for the API server of the cluster this pod runs in."""
+    env = os.environ if environ is None else environ
+    paths = paths or InClusterPaths()
+    host, port = env.get(SERVICE_HOST_ENV, ""), env.get(SERVICE_PORT_ENV, "")
+    if not host or not port:
+        raise ConfigError(f"{SERVICE_HOST_ENV} and {SERVICE_PORT_ENV} must be set in a pod")
+    if not paths.ca_cert.is_file() or not paths.ca_cert.read_bytes().strip():
+        raise ConfigError(f"in-cluster CA certificate {paths.ca_cert} is missing or empty")
+    try:
+        token = ServiceAccountToken(paths.token, clock=clock, refresh_period=refresh_period)
+    except OSError as err:
+        raise ConfigError(f"service-account token {paths.token} unreadable: {err}") from err
+    configuration = Configuration(host=f"https://{_join_host_port(host, port)}")
+    configuration.ssl_ca_cert = str(paths.ca_cert)
+    token.refresh_hook(configuration)
+    # Called by kubernetes.aio before every authenticated request.
+    setattr(configuration, "refresh_api_key_hook", token.refresh_hook)  # noqa: B010
+    return configuration
+
+
+def _is_file(path: Path) -> bool:
+    return path.is_file()
+
+
+def _require_file(path: Path, what: str) -> None:
+    if not path.is_file():
+        raise ConfigError(f"{what} {path} does not exist")
+
+
+async def load_kubeconfig(path: Path, *, context: str | None = None) -> Configuration:
+    """A configuration from a kubeconfig file (``context`` None → its current-context)."""
+    _require_file(path, "kubeconfig")
+    configuration = Configuration()
+    await kube_config.load_kube_config(  # type: ignore[no-untyped-call]
+        config_file=str(path),
+        context=context,
+        client_configuration=configuration,
+        persist_config=False,
+    )
+    return configuration
+
+
+async def load_configuration(
+    *,
+    kubeconfig: Path | None,
+    context: str | None,
+    clock: Clock,
+    environ: Mapping[str, str] | None = None,
+    in_cluster_paths: InClusterPaths | None = None,
+) -> Configuration:
+    """Resolve the configuration in controller-runtime's order (see the module docstring)."""
+    env = os.environ if environ is None else environ
+    if kubeconfig is not None:
+        return await load_kubeconfig(kubeconfig, context=context)
+    from_env = env.get("KUBECONFIG", "")
+    if from_env:
+        # Only the first entry of a path list: merging several files is out of scope.
+        return await load_kubeconfig(Path(from_env.split(os.pathsep)[0]), context=context)
+    if env.get(SERVICE_HOST_ENV) and env.get(SERVICE_PORT_ENV):
+        return load_in_cluster(clock=clock, environ=env, paths=in_cluster_paths)
+    home = env.get("HOME")
+    default = Path(home) / ".kube" / "config" if home else None
+    if default is not None and _is_file(default):
+        return await load_kubeconfig(default, context=context)
+    raise ConfigError("no kubeconfig given, $KUBECONFIG unset, not in a pod, no ~/.kube/config")

@@ -1,0 +1,478 @@
+"""An informer: a local mirror of one resource collection, kept current by list → watch.
+
+The loop is client-go's Reflector (``tools/cache/reflector.go``) for one
+:class:`~kubescale.kube.resources.ResourceType`, on raw dicts:
+
+1. **List** every object (paged, a consistent read) and reconcile the cache with it; the list's
+   ``metadata.resourceVersion`` is where the watch starts. The informer is *synced* after the
+   first successful list.
+2. **Watch** from that resourceVersion with ``allowWatchBookmarks=true`` and a jittered server
+   timeout ``timeoutSeconds`` uniform in ``[min_watch_timeout, max_watch_timeout)`` (client-go:
+   ``minWatchTimeout * (1 + rand)``, 5-10 min) so a fleet of clients does not reconnect in step.
+   Every ADDED/MODIFIED/DELETED is applied and its resourceVersion remembered; a BOOKMARK only
+   moves the resourceVersion.
+3. How a watch ends decides what comes next:
+
+   - clean end (the server's timeout) → watch again from the last resourceVersion at once;
+   - nothing received, not even a bookmark, for ``inactivity_timeout`` (the connection is
+     presumed dead: kopf's "silent stall" case) → watch again from the last resourceVersion;
+   - ``410 Gone`` as an HTTP status or as an ``ERROR`` event with code 410 → list again now;
+   - ``429`` (HTTP or ERROR event) → wait ``Retry-After`` (or a backoff step), watch again;
+   - ``5xx`` or a transport failure (refused, reset, stream cut) → backoff, then retry the same
+     step (re-list if the list failed, else re-watch from the last resourceVersion);
+   - any other error (403, 404 of a CRD not installed) → backoff, then re-list;
+   - a watch that ends cleanly within a second having delivered nothing → backoff (client-go's
+     "very short watch" rule), so a server that closes watches at once is not hammered.
+
+   Backoff is jittered, capped and exponential (:mod:`kubescale.kube.backoff`, reflector defaults
+   0.8 s → 30 s, jitter 1.0), timed on the injected clock; it starts over after a list
+   succeeds or a watch delivers an event.
+
+**Handler semantics (what a re-list does).** Handlers get ``on_add(obj)``,
+``on_update(old, new)`` and ``on_delete(obj)`` exactly once per change the cache sees. After a
+re-list the cache is *diffed* against the list rather than replaced wholesale: objects that are
+new fire ``on_add``; objects whose resourceVersion changed fire ``on_update``; objects whose uid
+changed (deleted and re-created under the same name while we were not watching) fire
+``on_delete(old)`` then ``on_add(new)``; objects gone from the list fire ``on_delete`` with the
+last state we knew (client-go's ``DeletedFinalStateUnknown`` case, unwrapped); unchanged objects
+fire nothing. client-go's DeltaFIFO ``Replace`` instead queues a ``Replaced`` delta for every
+listed object, which shared informers deliver as ``OnUpdate(old, new)`` even when nothing
+changed; we drop those no-op updates, which no kubescale handler needs, so "each change once"
+holds across re-lists. Periodic resync (``Sync`` deltas) is not implemented for the same reason:
+loops re-read listers on their own interval. A watch event that repeats what the cache already
+holds (same uid and resourceVersion) is ignored, as is a DELETED for an unknown key.
+
+Handlers are plain callables run on the event loop, in registration order; an exception in one
+is logged and does not stop the informer. A handler added after objects are cached first
+receives ``on_add`` for each of them (client-go ``AddEventHandler``).
+
+**Catching up.** :meth:`Informer.wait_for_resource_version` waits until the cache reflects a
+given resourceVersion: every event up to it has been applied and its handlers have run. The
+resourceVersion moves with each list, event and BOOKMARK, so a server that sends a bookmark at
+its current resourceVersion (the in-process API server's ``bookmark_watches``) lets a caller
+know the cache has caught up with the store. resourceVersions are compared as integers (etcd's
+and the in-process server's are); Kubernetes calls them opaque, so this is a tool for servers
+known to number them, like the simulator's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubescale.base.logs import component_logger
+from kubescale.kube.backoff import Backoff, BackoffPolicy
+from kubescale.kube.client import KubeClient
+from kubescale.kube.errors import KubeApiError, KubeTransportError
+from kubescale.kube.indexes import IndexedCache, IndexFunc, object_key
+from kubescale.kube.listers import Lister
+from kubescale.kube.resources import ResourceType
+from kubescale.kube.watch_stream import WatchInactive
+
+log = component_logger("kube.informer")
+
+ObjectHandler = Callable[[dict[str, Any]], None]
+UpdateHandler = Callable[[dict[str, Any], dict[str, Any]], None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class EventHandlers:
+    """Callbacks for changes in an informer's cache; any of them may be omitted."""
+
+    on_add: ObjectHandler | None = None
+    on_update: UpdateHandler | None = None
+    on_delete: ObjectHandler | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class InformerSettings:
+    """Timeouts and backoff of the list/watch loop (defaults: client-go / kopf values)."""
+
+    min_watch_timeout: float = 300.0
+    max_watch_timeout: float = 600.0
+    """``timeoutSeconds`` is drawn uniformly from ``[min, max)`` for each watch."""
+    inactivity_timeout: float = 80.0
+    """Seconds without a byte on an open watch (bookmarks come every ~60 s) before reconnecting."""
+    connect_timeout: float = 10.0
+    page_size: int = 500
+    backoff: BackoffPolicy = field(default_factory=BackoffPolicy)
+
+    def __post_init__(self) -> None:
+        if not 1.0 <= self.min_watch_timeout <= self.max_watch_timeout:
+            raise ValueError("watch timeouts need 1 <= min_watch_timeout <= max_watch_timeout")
+        if self.inactivity_timeout <= 0 or self.connect_timeout <= 0:
+            raise ValueError("inactivity_timeout and connect_timeout must be positive")
+
+
+@dataclass
+class InformerStats:
+    """Live counters of one informer (observability and tests)."""
+
+    lists: int = 0
+    watches: int = 0
+    events: int = 0
+    bookmarks: int = 0
+    gone: int = 0
+    """Re-lists forced by 410."""
+    inactivity_reconnects: int = 0
+    errors: int = 0
+    """Failed lists/watches that were backed off (5xx, 429, transport, other)."""
+
+
+class Informer:
+    """One resource collection mirrored in memory (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        client: KubeClient,
+        resource: ResourceType,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        settings: InformerSettings | None = None,
+        rng: random.Random | None = None,
+        indexers: Mapping[str, IndexFunc] | None = None,
+    ) -> None:
+        if "watch" not in resource.verbs or "list" not in resource.verbs:
+            raise ValueError(f"{resource.plural} cannot be listed and watched")
+        self.client = client
+        self.resource = resource
+        self.namespace = namespace if resource.namespaced else None
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.settings = settings or InformerSettings()
+        self.clock = client.clock
+        self.rng = rng or client.rng
+        self.cache = IndexedCache(indexers)
+        self.lister = Lister(self.cache, resource)
+        self.stats = InformerStats()
+        self._handlers: list[EventHandlers] = []
+        self._synced = asyncio.Event()
+        self._resource_version = ""
+        self._version_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._task: asyncio.Task[None] | None = None
+
+    # -- public surface ---------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """``plural`` (``plural@namespace`` when scoped), for logs and readiness reports."""
+        scope = f"@{self.namespace}" if self.namespace else ""
+        return f"{self.resource.plural}{scope}"
+
+    @property
+    def synced(self) -> bool:
+        """True once the first list has been stored."""
+        return self._synced.is_set()
+
+    @property
+    def resource_version(self) -> str:
+        """The resourceVersion the cache reflects (the next watch starts after it)."""
+        return self._resource_version
+
+    def add_handlers(self, handlers: EventHandlers) -> None:
+        self._handlers.append(handlers)
+        if handlers.on_add is not None:
+            for obj in self.cache.values():
+                self._call(handlers.on_add, obj)
+
+    def add_indexer(self, name: str, func: IndexFunc) -> None:
+        self.cache.add_indexer(name, func)
+
+    async def wait_synced(self, within: float | None = None) -> bool:
+        """Wait for the first list; ``False`` if ``within`` seconds (on the clock) pass first."""
+        if self._synced.is_set():
+            return True
+        if within is None:
+            await self._synced.wait()
+            return True
+        waiter = asyncio.ensure_future(self._synced.wait())
+        sleeper = asyncio.ensure_future(self.clock.sleep(within))
+        try:
+            await asyncio.wait({waiter, sleeper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (waiter, sleeper):
+                task.cancel()
+            await asyncio.gather(waiter, sleeper, return_exceptions=True)
+        return self._synced.is_set()
+
+    def reflects(self, resource_version: str) -> bool:
+        """Whether the cache has processed everything up to ``resource_version``."""
+        wanted = _version_number(resource_version)
+        current = _version_number(self._resource_version)
+        if wanted is None or current is None:
+            return bool(self._resource_version) and self._resource_version == resource_version
+        return current >= wanted
+
+    async def wait_for_resource_version(self, resource_version: str, *, within: float) -> bool:
+        """Wait until the cache reflects ``resource_version`` (see the module docstring).
+
+        ``within`` bounds the wait in event-loop seconds: this waits on I/O (the watch
+        delivering events and bookmarks), not on the clock's time. ``False`` if it passed first.
+        """
+        if self.reflects(resource_version):
+            return True
+        wanted = _version_number(resource_version)
+        if wanted is None:
+            return False
+        reached: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._version_waiters.append((wanted, reached))
+        try:
+            async with asyncio.timeout(within):
+                await reached
+        except TimeoutError:
+            return self.reflects(resource_version)
+        finally:
+            self._version_waiters = [w for w in self._version_waiters if w[1] is not reached]
+        return True
+
+    def _set_resource_version(self, resource_version: str) -> None:
+        self._resource_version = resource_version
+        if not self._version_waiters:
+            return
+        current = _version_number(resource_version)
+        if current is None:
+            return
+        for wanted, reached in self._version_waiters:
+            if wanted <= current and not reached.done():
+                reached.set_result(None)
+
+    def start(self) -> None:
+        """Run the list/watch loop in a background task (idempotent)."""
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self.run(), name=f"informer:{self.name}")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """List and watch until cancelled."""
+        backoff = Backoff(self.settings.backoff, clock=self.clock, rng=self.rng)
+        need_list = True
+        while True:
+            try:
+                if need_list:
+                    await self._list_and_sync()
+                    need_list = False
+                    backoff.reset()
+                await self._watch_once(backoff)
+            except WatchInactive:
+                self.stats.inactivity_reconnects += 1
+                log.info("watch inactive; reconnecting", extra={"fields": {"informer": self.name}})
+            except KubeApiError as err:
+                if err.gone:
+                    self.stats.gone += 1
+                    need_list = True
+                    log.info(
+                        "resourceVersion expired; re-listing",
+                        extra={"fields": {"informer": self.name, "message": err.message}},
+                    )
+                    continue
+                self.stats.errors += 1
+                log.warning(
+                    "list/watch failed",
+                    extra={
+                        "fields": {
+                            "informer": self.name,
+                            "code": err.code,
+                            "reason": err.reason,
+                            "message": err.message,
+                        }
+                    },
+                )
+                if err.code != 429 and err.code < 500:
+                    need_list = True  # 403, 404 (CRD not installed) ...: start over
+                if err.too_many_requests and err.retry_after is not None:
+                    backoff.next_delay()
+                    await self.clock.sleep(err.retry_after)
+                else:
+                    await backoff.sleep()
+            except KubeTransportError as err:
+                self.stats.errors += 1
+                log.info(
+                    "list/watch connection failed",
+                    extra={"fields": {"informer": self.name, "error": str(err)}},
+                )
+                await backoff.sleep()
+            except Exception:
+                # Anything else (an undecodable list body, a bug) must not end the loop and
+                # leave a silently stale cache: start over from a list.
+                self.stats.errors += 1
+                log.exception(
+                    "list/watch failed unexpectedly", extra={"fields": {"informer": self.name}}
+                )
+                need_list = True
+                await backoff.sleep()
+
+    async def _list_and_sync(self) -> None:
+        result = await self.client.list_all(
+            self.resource,
+            namespace=self.namespace,
+            label_selector=self.label_selector,
+            field_selector=self.field_selector,
+            page_size=self.settings.page_size,
+        )
+        self.stats.lists += 1
+        self._reconcile(result.items)
+        self._set_resource_version(result.resource_version)
+        if not self._synced.is_set():
+            log.info(
+                "cache synced",
+                extra={"fields": {"informer": self.name, "objects": len(self.cache)}},
+            )
+            self._synced.set()
+
+    def next_watch_timeout(self) -> int:
+        """``timeoutSeconds`` for the next watch: uniform in ``[min, max)``, whole seconds."""
+        low, high = self.settings.min_watch_timeout, self.settings.max_watch_timeout
+        return max(1, int(low + self.rng.random() * (high - low)))
+
+    def _watch_query(self) -> list[tuple[str, str]]:
+        query = [
+            ("allowWatchBookmarks", "true"),
+            ("resourceVersion", self._resource_version),
+            ("timeoutSeconds", str(self.next_watch_timeout())),
+        ]
+        if self.label_selector:
+            query.append(("labelSelector", self.label_selector))
+        if self.field_selector:
+            query.append(("fieldSelector", self.field_selector))
+        return query
+
+    async def _watch_once(self, backoff: Backoff) -> None:
+        stream = await self.client.open_watch(
+            self.resource,
+            namespace=self.namespace,
+            query=self._watch_query(),
+            inactivity_timeout=self.settings.inactivity_timeout,
+            connect_timeout=self.settings.connect_timeout,
+        )
+        self.stats.watches += 1
+        # Connection lifetime is I/O time, measured on the event loop like the timeouts.
+        opened = asyncio.get_running_loop().time()
+        try:
+            while True:
+                event = await stream.next_event()
+                if event is None:
+                    break
+                self._apply(event)
+                backoff.reset()
+        finally:
+            await stream.close()
+        if stream.events_read == 0 and asyncio.get_running_loop().time() - opened < 1.0:
+            # client-go: "very short watch ... watch lasted less than a second and no items
+            # received" is treated as an error, so a server that closes at once is not hammered.
+            self.stats.errors += 1
+            await backoff.sleep()
+
+    # -- cache updates ------------------------------------------------------------------------
+
+    def _apply(self, event: dict[str, Any]) -> None:
+        kind = event["type"]
+        obj: dict[str, Any] = event["object"]
+        if kind == "ERROR":
+            # An ERROR event ends the watch like the same HTTP status would (see run()).
+            raise KubeApiError.from_status(obj)
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if kind == "BOOKMARK":
+            self.stats.bookmarks += 1
+            if rv:
+                self._set_resource_version(str(rv))
+            return
+        self.stats.events += 1
+        self._fill_type(obj)
+        if kind == "DELETED":
+            old = self.cache.remove(object_key(obj))
+            if old is not None:
+                self._notify_delete(obj)
+        else:
+            self._store(obj)
+        if rv:
+            self._set_resource_version(str(rv))
+
+    def _fill_type(self, obj: dict[str, Any]) -> None:
+        # List items carry no apiVersion/kind; make every cached object self-describing.
+        if "apiVersion" not in obj:
+            obj["apiVersion"] = self.resource.group_version
+        if "kind" not in obj:
+            obj["kind"] = self.resource.kind
+
+    def _store(self, obj: dict[str, Any]) -> None:
+        key = object_key(obj)
+        old = self.cache.get(key)
+        if old is None:
+            self.cache.upsert(obj)
+            self._notify_add(obj)
+            return
+        old_meta, new_meta = old.get("metadata") or {}, obj.get("metadata") or {}
+        if old_meta.get("uid") != new_meta.get("uid"):
+            self.cache.upsert(obj)
+            self._notify_delete(old)
+            self._notify_add(obj)
+        elif old_meta.get("resourceVersion") != new_meta.get("resourceVersion"):
+            self.cache.upsert(obj)
+            self._notify_update(old, obj)
+
+    def _reconcile(self, items: list[dict[str, Any]]) -> None:
+        listed: set[str] = set()
+        for obj in items:
+            self._fill_type(obj)
+            listed.add(object_key(obj))
+            self._store(obj)
+        for key in self.cache.keys_snapshot():
+            if key not in listed:
+                old = self.cache.remove(key)
+                if old is not None:
+                    self._notify_delete(old)
+
+    def _notify_add(self, obj: dict[str, Any]) -> None:
+        for handlers in self._handlers:
+            if handlers.on_add is not None:
+                self._call(handlers.on_add, obj)
+
+    def _notify_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        for handlers in self._handlers:
+            if handlers.on_update is not None:
+                self._call2(handlers.on_update, old, new)
+
+    def _notify_delete(self, obj: dict[str, Any]) -> None:
+        for handlers in self._handlers:
+            if handlers.on_delete is not None:
+                self._call(handlers.on_delete, obj)
+
+    def _call(self, handler: ObjectHandler, obj: dict[str, Any]) -> None:
+        try:
+            handler(obj)
+        except Exception:
+            log.exception("event handler failed", extra={"fields": {"informer": self.name}})
+
+    def _call2(self, handler: UpdateHandler, old: dict[str, Any], new: dict[str, Any]) -> None:
+        try:
+            handler(old, new)
+        except Exception:
+            log.exception("event handler failed", extra={"fields": {"informer": self.name}})
+
+
+def _version_number(resource_version: str) -> int | None:
+    try:
+        return int(resource_version)
+    except ValueError:
+        return None
+
+
+__all__ = ["EventHandlers", "Informer", "InformerSettings", "InformerStats"]

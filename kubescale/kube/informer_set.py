@@ -1,0 +1,106 @@
+"""Shared informers: one list/watch per collection for the whole process.
+
+Like client-go's ``SharedInformerFactory``: every part of kubescale that needs pods asks this
+set for the pods informer and gets the same one, so the API server sees one watch per
+collection however many loops read it. An informer is identified by resource type, namespace
+and server-side selectors. Informers requested after :meth:`InformerSet.start` start at once.
+:meth:`InformerSet.readiness_check` is a ``/readyz`` check (``kubescale.runtime.health.Check``):
+healthy once every informer has synced. :meth:`InformerSet.wait_for_resource_version` waits until
+every informer reflects a resourceVersion (see
+:meth:`kubescale.kube.informer.Informer.wait_for_resource_version`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+from kubescale.kube.client import KubeClient
+from kubescale.kube.informer import Informer, InformerSettings
+from kubescale.kube.listers import Lister
+from kubescale.kube.resources import ResourceType
+
+_Key = tuple[tuple[str, str], str | None, str | None, str | None]
+
+
+class InformerSet:
+    """Informers shared by key (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        client: KubeClient,
+        settings: InformerSettings | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.client = client
+        self.settings = settings or InformerSettings()
+        self.rng = rng or client.rng
+        self._informers: dict[_Key, Informer] = {}
+        self._started = False
+
+    def informer(
+        self,
+        resource: ResourceType,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> Informer:
+        """The shared informer for this collection, created on first request."""
+        ns = namespace if resource.namespaced else None
+        key: _Key = (resource.key, ns, label_selector or None, field_selector or None)
+        informer = self._informers.get(key)
+        if informer is None:
+            informer = Informer(
+                client=self.client,
+                resource=resource,
+                namespace=ns,
+                label_selector=label_selector or None,
+                field_selector=field_selector or None,
+                settings=self.settings,
+                rng=self.rng,
+            )
+            self._informers[key] = informer
+            if self._started:
+                informer.start()
+        return informer
+
+    def lister(self, resource: ResourceType, *, namespace: str | None = None) -> Lister:
+        return self.informer(resource, namespace=namespace).lister
+
+    @property
+    def informers(self) -> list[Informer]:
+        return list(self._informers.values())
+
+    def start(self) -> None:
+        self._started = True
+        for informer in self._informers.values():
+            informer.start()
+
+    async def stop(self) -> None:
+        self._started = False
+        await asyncio.gather(*(informer.stop() for informer in self._informers.values()))
+
+    def unsynced(self) -> list[str]:
+        """Names of informers that have not completed their first list."""
+        return [informer.name for informer in self._informers.values() if not informer.synced]
+
+    async def wait_synced(self, within: float | None = None) -> bool:
+        """Wait until every informer has synced; ``False`` if ``within`` seconds pass first."""
+        informers = list(self._informers.values())
+        results = await asyncio.gather(*(i.wait_synced(within) for i in informers))
+        return all(results)
+
+    async def wait_for_resource_version(self, resource_version: str, *, within: float) -> bool:
+        """Wait until every informer's cache reflects ``resource_version`` (all events up to it
+        applied, handlers run); ``False`` if ``within`` event-loop seconds pass first."""
+        informers = list(self._informers.values())
+        results = await asyncio.gather(
+            *(i.wait_for_resource_version(resource_version, within=within) for i in informers)
+        )
+        return all(results)
+
+    def readiness_check(self) -> str | None:
+        waiting = self.unsynced()
+        return f"caches not synced: {', '.join(sorted(waiting))}" if waiting else None

@@ -1,0 +1,315 @@
+"""The one choke point between kubescale and the API server: send, retry, measure.
+
+:class:`Transport` sends every request kubescale makes, through ``kubernetes.aio``'s
+``ApiClient`` generic path (``param_serialize`` → ``call_api``), with raw JSON in and out: no
+generated model is built per object, and the same code serves every
+:class:`~kubescale.kube.resources.ResourceType`, CRD kinds included. Here, and only here, live:
+
+- retries: ``429 Too Many Requests`` waits the server's ``Retry-After`` (client-go's
+  ``checkWait``; a jittered backoff step when the header is absent), ``5xx`` and transport errors
+  back off exponentially with jitter, all bounded by ``ClientSettings.max_attempts``. A ``5xx``
+  answer to a write is retried only when it carries ``Retry-After`` (client-go's rule): without
+  it the server has answered, e.g. an admission webhook failing closed, and sending the write
+  again would only call the webhook again; reads are retried after any ``5xx``. A JSON
+  patch and a ``generateName`` create are not retried after a 5xx or a transport error (they are
+  not idempotent); requests are retried after a 429, which the server sends before doing
+  anything, except evictions, whose 429 is a disruption budget's refusal;
+- the latency histogram ``kubescale_apiserver_client_request_duration_seconds{verb,resource,code}``
+  on an injected registry (``code`` is the HTTP status, or ``error`` when no response came;
+  ``resource`` is the plural, ``plural/subresource`` for subresources);
+- the conversion of error responses into :class:`~kubescale.kube.errors.KubeApiError`.
+
+``kubernetes.aio``'s own retry machinery stays off (``Configuration.retries = None``), so nothing
+retries twice. Watches are opened here too (:meth:`Transport.open_watch`) but driven by the
+informer, with no total timeout and an aiohttp ``sock_read`` inactivity timeout instead, because
+the library's integer ``_request_timeout`` is a total that would cut every watch at a fixed
+duration. Retry sleeps use the injected clock; jitter an injectable ``random.Random``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from kubernetes.aio.client import ApiClient
+from kubernetes.aio.client.exceptions import ApiException
+from prometheus_client import CollectorRegistry, Histogram
+
+from kubescale.base.clock import Clock, RealClock
+from kubescale.base.logs import component_logger
+from kubescale.kube.backoff import Backoff, BackoffPolicy, parse_retry_after
+from kubescale.kube.errors import KubeApiError, KubeTransportError
+from kubescale.kube.resources import ResourceType
+from kubescale.kube.watch_stream import WatchInactive, WatchStream
+
+log = component_logger("kube.client")
+
+JSON = "application/json"
+# client-go's rest_client_request_duration_seconds buckets.
+LATENCY_BUCKETS = (0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientSettings:
+    """How requests are timed out and retried."""
+
+    request_timeout: float = 30.0
+    """Total seconds for one non-watch request (connect + send + full response)."""
+    connect_timeout: float = 10.0
+    max_attempts: int = 5
+    """Tries per request including the first, for 429, 5xx and transport errors."""
+    retry_backoff: BackoffPolicy = field(
+        default_factory=lambda: BackoffPolicy(initial=0.2, cap=10.0, jitter=0.5)
+    )
+    user_agent: str = "kubescale"
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+
+
+class ClientMetrics:
+    """Request latency by verb, resource and response code."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.request_duration = Histogram(
+            "kubescale_apiserver_client_request_duration_seconds",
+            "Latency of requests to the API server, by verb, resource and response code.",
+            ["verb", "resource", "code"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+
+    def observe(self, *, verb: str, resource: str, code: str, seconds: float) -> None:
+        self.request_duration.labels(verb=verb, resource=resource, code=code).observe(
+            max(0.0, seconds)
+        )
+
+
+def _resource_label(resource: ResourceType, subresource: str) -> str:
+    return f"{resource.plural}/{subresource}" if subresource else resource.plural
+
+
+class Transport:
+    """Requests with retries and metrics over one ``kubernetes.aio`` ApiClient."""
+
+    def __init__(
+        self,
+        *,
+        api_client: ApiClient,
+        clock: Clock | None = None,
+        registry: CollectorRegistry | None = None,
+        settings: ClientSettings | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.api_client = api_client
+        self.clock: Clock = clock or RealClock()
+        self.rng = rng or random.Random()
+        self.settings = settings or ClientSettings()
+        self.metrics = ClientMetrics(registry if registry is not None else CollectorRegistry())
+        api_client.configuration.retries = None
+        api_client.user_agent = self.settings.user_agent
+
+    async def close(self) -> None:
+        await self.api_client.close()  # type: ignore[no-untyped-call]
+
+    async def _send(
+        self,
+        *,
+        method: str,
+        path: str,
+        query: Sequence[tuple[str, str]],
+        body: Any,
+        content_type: str,
+        client_timeout: aiohttp.ClientTimeout,
+    ) -> Any:
+        """One HTTP exchange; returns the library's RESTResponse with the aiohttp response."""
+        headers = {"Accept": JSON, "Content-Type": content_type}
+        try:
+            _, url, header_params, serialized, _ = await self.api_client.param_serialize(
+                method=method,
+                resource_path=path,
+                query_params=list(query) or None,
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+            )
+            return await self.api_client.call_api(
+                method,
+                url,
+                header_params=header_params,
+                body=serialized,
+                _request_timeout=client_timeout,
+            )
+        except ApiException as err:  # raised only for requests it cannot even build
+            raise KubeApiError(
+                code=err.status or 0, reason=str(err.reason), message=str(err.body or "")
+            ) from err
+        except (aiohttp.ClientError, TimeoutError, OSError) as err:
+            raise KubeTransportError(f"{method} {path}: {err!r}") from err
+
+    async def request(
+        self,
+        *,
+        verb: str,
+        method: str,
+        resource: ResourceType,
+        path: str,
+        subresource: str = "",
+        query: Sequence[tuple[str, str]] = (),
+        body: Any = None,
+        content_type: str = JSON,
+        idempotent: bool = True,
+        retry_throttled: bool = True,
+    ) -> dict[str, Any]:
+        """Send a request, retrying 429/5xx/transport errors; the decoded JSON response body.
+
+        ``idempotent=False`` turns off retries after 5xx and transport errors; writes are
+        retried after a 5xx only when it carries ``Retry-After``;
+        ``retry_throttled=False`` turns off retries after 429 (evictions: there a 429 is a
+        disruption budget's answer, which the caller wants at once).
+        """
+        label = _resource_label(resource, subresource)
+        timeout = aiohttp.ClientTimeout(
+            total=self.settings.request_timeout, sock_connect=self.settings.connect_timeout
+        )
+        backoff = Backoff(self.settings.retry_backoff, clock=self.clock, rng=self.rng)
+        attempt = 0
+        while True:
+            attempt += 1
+            started = self.clock.monotonic()
+            try:
+                response = await self._send(
+                    method=method,
+                    path=path,
+                    query=query,
+                    body=body,
+                    content_type=content_type,
+                    client_timeout=timeout,
+                )
+                try:
+                    payload = await response.read()
+                except (aiohttp.ClientError, TimeoutError, OSError) as err:
+                    raise KubeTransportError(f"{method} {path}: {err!r}") from err
+                finally:
+                    response.response.release()
+            except KubeTransportError as err:
+                self.metrics.observe(
+                    verb=verb,
+                    resource=label,
+                    code="error",
+                    seconds=self.clock.monotonic() - started,
+                )
+                if not idempotent or attempt >= self.settings.max_attempts:
+                    raise
+                delay = await backoff.sleep()
+                log.info(
+                    "retrying after a transport error",
+                    extra={
+                        "fields": {
+                            "verb": verb,
+                            "resource": label,
+                            "error": str(err),
+                            "delay": round(delay, 3),
+                        }
+                    },
+                )
+                continue
+            status = int(response.status)
+            self.metrics.observe(
+                verb=verb,
+                resource=label,
+                code=str(status),
+                seconds=self.clock.monotonic() - started,
+            )
+            if 200 <= status < 300:
+                return json.loads(payload) if payload else {}
+            err_ = KubeApiError.from_response(
+                code=status,
+                body=payload,
+                retry_after=parse_retry_after(response.headers.get("Retry-After")),
+            )
+            retryable = (status == 429 and retry_throttled) or (
+                status >= 500 and idempotent and (method == "GET" or err_.retry_after is not None)
+            )
+            if not retryable or attempt >= self.settings.max_attempts:
+                raise err_
+            if err_.retry_after is not None:
+                # The server said when: client-go waits exactly Retry-After seconds.
+                backoff.next_delay()
+                await self.clock.sleep(err_.retry_after)
+                delay = err_.retry_after
+            else:
+                delay = await backoff.sleep()
+            log.info(
+                "retrying after an error response",
+                extra={
+                    "fields": {
+                        "verb": verb,
+                        "resource": label,
+                        "code": status,
+                        "delay": round(delay, 3),
+                    }
+                },
+            )
+
+    async def open_watch(
+        self,
+        resource: ResourceType,
+        *,
+        namespace: str | None,
+        query: Sequence[tuple[str, str]],
+        inactivity_timeout: float,
+        connect_timeout: float | None = None,
+    ) -> WatchStream:
+        """Open a watch (not retried: the informer owns the retry policy of its loop)."""
+        path = resource.collection_path(namespace)
+        timeout = aiohttp.ClientTimeout(
+            total=None,
+            sock_connect=connect_timeout or self.settings.connect_timeout,
+            sock_read=inactivity_timeout,
+        )
+        started = self.clock.monotonic()
+        try:
+            response = await self._send(
+                method="GET",
+                path=path,
+                query=[*query, ("watch", "true")],
+                body=None,
+                content_type=JSON,
+                client_timeout=timeout,
+            )
+        except KubeTransportError as err:
+            self.metrics.observe(
+                verb="watch",
+                resource=resource.plural,
+                code="error",
+                seconds=self.clock.monotonic() - started,
+            )
+            if isinstance(err.__cause__, TimeoutError):
+                raise WatchInactive(f"watch {path}: no response headers in time") from err
+            raise
+        status = int(response.status)
+        self.metrics.observe(
+            verb="watch",
+            resource=resource.plural,
+            code=str(status),
+            seconds=self.clock.monotonic() - started,
+        )
+        if status != 200:
+            try:
+                payload = await response.read()
+            except (aiohttp.ClientError, TimeoutError, OSError):
+                payload = b""
+            finally:
+                response.response.release()
+            raise KubeApiError.from_response(
+                code=status,
+                body=payload,
+                retry_after=parse_retry_after(response.headers.get("Retry-After")),
+            )
+        return WatchStream(response.response)

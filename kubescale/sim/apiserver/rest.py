@@ -1,0 +1,341 @@
+"""The REST handlers: one aiohttp handler for every resource URL, dispatching on verb.
+
+Verbs are kube's request-info verbs: GET → get / list / watch, POST → create, PUT → update,
+PATCH → patch, DELETE → delete / deletecollection. Before a request is served the fault
+injector may delay or fail it. Success codes are kube's: 201 for a create, 200 otherwise (202 for
+a delete that only marked the object when ``orphanDependents: false`` was asked).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import random
+from typing import Any, Final
+
+from aiohttp import web
+
+from kubescale.base.logs import component_logger
+from kubescale.kube.resources import ResourceType
+
+from . import errors, subresources
+from .deletion import RETURNS_DELETED_OBJECT, DeleteOutcome
+from .faults import FaultInjector
+from .field_validation import check_fields
+from .http_bodies import (
+    APPLY_PATCH,
+    dry_run,
+    error_response,
+    json_response,
+    patch_error,
+    patcher,
+    read_json,
+)
+from .listing import Selection, list_body, list_page
+from .patching import PatchError
+from .routing import Target, parse_target
+from .watch import WatchRequest, serve_watch
+from .writes import ApiContext, create_object, request_warnings, update_object
+
+__all__ = ["RestHandlers"]
+
+log = component_logger("apiserver")
+
+_TRUE: Final = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+"""strconv.ParseBool's true spellings (query parameters are parsed with it)."""
+
+
+def _int_param(request: web.Request, name: str) -> int | None:
+    text = request.query.get(name)
+    if text is None or text == "":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise errors.bad_request(f"invalid {name}: {text!r}") from None
+
+
+def _verb(method: str, target: Target, request: web.Request) -> str:
+    if method == "GET":
+        if target.name is None:
+            return "watch" if target.legacy_watch or request.query.get("watch") in _TRUE else "list"
+        return "watch" if target.legacy_watch else "get"
+    if method == "POST":
+        return "create"
+    if method == "PUT":
+        return "update"
+    if method == "PATCH":
+        return "patch"
+    if method == "DELETE":
+        return "delete" if target.name is not None else "deletecollection"
+    raise errors.method_not_allowed()
+
+
+class RestHandlers:
+    """Handlers bound to one server's context."""
+
+    def __init__(self, *, ctx: ApiContext, faults: FaultInjector, rng: random.Random) -> None:
+        self.ctx = ctx
+        self.faults = faults
+        self.rng = rng
+
+    async def core(self, request: web.Request) -> web.StreamResponse:
+        """``/api/v1/...``."""
+        parts = request.match_info["tail"].split("/")
+        return await self._serve(request, group="", version="v1", parts=parts)
+
+    async def grouped(self, request: web.Request) -> web.StreamResponse:
+        """``/apis/<group>/<version>/...``."""
+        info = request.match_info
+        parts = info["tail"].split("/")
+        return await self._serve(request, group=info["group"], version=info["version"], parts=parts)
+
+    async def _serve(
+        self, request: web.Request, *, group: str, version: str, parts: list[str]
+    ) -> web.StreamResponse:
+        warnings: list[str] = []
+        request_warnings.set(warnings)
+        try:
+            target = parse_target(
+                self.ctx.store.registry, group=group, version=version, parts=parts
+            )
+            verb = _verb(request.method, target, request)
+            resource = target.rt.plural + (f"/{target.subresource}" if target.subresource else "")
+            fault = self.faults.take(verb=verb, resource=resource)
+            if fault is not None:
+                if fault.delay:
+                    await asyncio.sleep(fault.delay)
+                if fault.error is not None:
+                    raise fault.error
+            response = await self._dispatch(request, target, verb)
+        except errors.ApiError as exc:
+            return error_response(exc)
+        except Exception as exc:
+            log.exception("request failed", extra={"fields": {"path": request.path}})
+            return error_response(errors.internal_error(f"{type(exc).__name__}: {exc}"))
+        if warnings and isinstance(response, web.Response):
+            for text in warnings:
+                # net.NewWarningHeader: code 299, agent "-", text as an escaped quoted-string
+                quoted = text.replace("\\", "\\\\").replace('"', '\\"')
+                response.headers.add("Warning", f'299 - "{quoted}"')
+        return response
+
+    async def _dispatch(
+        self, request: web.Request, target: Target, verb: str
+    ) -> web.StreamResponse:
+        if target.subresource and target.subresource != "status":
+            return await subresources.serve(self.ctx, request, target=target, verb=verb)
+        if verb == "list":
+            return self._list(request, target)
+        if verb == "watch":
+            return await self._watch(request, target)
+        if verb == "deletecollection":
+            return await self._delete_collection(request, target)
+        if target.name is None:
+            if verb != "create" or (target.rt.namespaced and target.namespace is None):
+                raise errors.method_not_allowed()
+            return await self._create(request, target)
+        if verb == "get":
+            obj = self.ctx.store.get(target.rt, target.name, target.namespace)
+            return json_response(obj)
+        if verb == "update":
+            return await self._update(request, target)
+        if verb == "patch":
+            return await self._patch(request, target)
+        if verb == "delete" and not target.subresource:
+            return await self._delete(request, target)
+        raise errors.method_not_allowed()
+
+    # ------------------------------------------------------------------------------ reads
+
+    def _selection(self, request: web.Request, target: Target) -> Selection:
+        field_selector = request.query.get("fieldSelector", "")
+        if target.name is not None:  # legacy /watch/.../<name>
+            extra = f"metadata.name={target.name}"
+            field_selector = f"{field_selector},{extra}" if field_selector else extra
+        return Selection.parse(
+            target.rt,
+            label_selector=request.query.get("labelSelector", ""),
+            field_selector=field_selector,
+        )
+
+    def _list(self, request: web.Request, target: Target) -> web.Response:
+        limit = _int_param(request, "limit") or 0
+        page = list_page(
+            self.ctx.store,
+            target.rt,
+            namespace=target.namespace,
+            selection=self._selection(request, target),
+            limit=max(0, limit),
+            continue_token=request.query.get("continue", ""),
+            resource_version=request.query.get("resourceVersion", ""),
+            resource_version_match=request.query.get("resourceVersionMatch", ""),
+        )
+        return json_response(list_body(target.rt, page))
+
+    async def _watch(self, request: web.Request, target: Target) -> web.StreamResponse:
+        rv = request.query.get("resourceVersion", "")
+        if rv not in ("", "0"):
+            try:
+                if int(rv) < 0:
+                    raise ValueError(rv)
+            except ValueError:
+                raise errors.bad_request(f"invalid resourceVersion: {rv!r}") from None
+        timeout = _int_param(request, "timeoutSeconds")
+        watch = WatchRequest(
+            rt=target.rt,
+            namespace=target.namespace,
+            selection=self._selection(request, target),
+            resource_version=rv,
+            allow_bookmarks=request.query.get("allowWatchBookmarks", "") in _TRUE,
+            timeout_seconds=float(timeout) if timeout is not None else None,
+        )
+        return await serve_watch(
+            request,
+            store=self.ctx.store,
+            watch=watch,
+            bookmark_interval=self.ctx.bookmark_interval,
+            rng=self.rng,
+        )
+
+    # ----------------------------------------------------------------------------- writes
+
+    @staticmethod
+    def _check_fields(request: web.Request, rt: ResourceType, obj: dict[str, Any]) -> None:
+        """``fieldValidation`` (default Warn): 400 for Strict, Warning headers for Warn."""
+        found = check_fields(rt, obj, mode=request.query.get("fieldValidation") or "Warn")
+        collected = request_warnings.get()
+        if found and collected is not None:
+            collected.extend(found)
+
+    async def _create(self, request: web.Request, target: Target) -> web.Response:
+        body = await read_json(request)
+        if not isinstance(body, dict):
+            raise errors.bad_request("the body of the request must be a JSON object")
+        self._check_fields(request, target.rt, body)
+        obj = await create_object(
+            self.ctx,
+            target.rt,
+            body,
+            namespace=target.namespace,
+            dry_run=dry_run(request),
+        )
+        return json_response(obj, status=201)
+
+    async def _update(self, request: web.Request, target: Target) -> web.Response:
+        body = await read_json(request)
+        if not isinstance(body, dict):
+            raise errors.bad_request("the body of the request must be a JSON object")
+        assert target.name is not None
+        self._check_fields(request, target.rt, body)
+        obj, created = await update_object(
+            self.ctx,
+            target.rt,
+            name=target.name,
+            namespace=target.namespace,
+            new_body=lambda _current: body,
+            subresource=target.subresource,
+            dry_run=dry_run(request),
+        )
+        return json_response(obj, status=201 if created else 200)
+
+    async def _patch(self, request: web.Request, target: Target) -> web.Response:
+        rt, name = target.rt, target.name
+        assert name is not None
+        content_type = request.content_type
+        patch = await read_json(request) if content_type != APPLY_PATCH else None
+        apply = patcher(rt, content_type, patch)
+
+        def patched(current: dict[str, Any] | None) -> dict[str, Any]:
+            if current is None:
+                raise errors.not_found(rt, name)
+            try:
+                result = apply(current)
+            except PatchError as exc:
+                raise patch_error(exc) from None
+            if not isinstance(result, dict):
+                raise errors.bad_request("the patched object is not a JSON object")
+            self._check_fields(request, rt, result)
+            return result
+
+        obj, _ = await update_object(
+            self.ctx,
+            rt,
+            name=name,
+            namespace=target.namespace,
+            new_body=patched,
+            subresource=target.subresource,
+            dry_run=dry_run(request),
+        )
+        return json_response(obj)
+
+    async def _delete_options(self, request: web.Request) -> dict[str, Any]:
+        body = await read_json(request)
+        options: dict[str, Any] = dict(body) if isinstance(body, dict) else {}
+        grace = _int_param(request, "gracePeriodSeconds")
+        if grace is not None and options.get("gracePeriodSeconds") is None:
+            options["gracePeriodSeconds"] = grace
+        policy = request.query.get("propagationPolicy")
+        if policy and not options.get("propagationPolicy"):
+            options["propagationPolicy"] = policy
+        if policy not in (None, "", "Orphan", "Background", "Foreground"):
+            raise errors.bad_request(f'propagationPolicy: Unsupported value: "{policy}"')
+        return options
+
+    def _deleted_body(self, rt: ResourceType, outcome: DeleteOutcome) -> dict[str, Any]:
+        if not outcome.removed or rt.key in RETURNS_DELETED_OBJECT:
+            return outcome.obj
+        meta = outcome.obj["metadata"]
+        details: dict[str, Any] = {"name": meta["name"], "kind": rt.plural, "uid": meta["uid"]}
+        if rt.group:
+            details["group"] = rt.group
+        return errors.success_status(details=details)
+
+    async def _delete(self, request: web.Request, target: Target) -> web.Response:
+        assert target.name is not None
+        options = await self._delete_options(request)
+        outcome = self.ctx.store.delete(
+            target.rt,
+            target.name,
+            target.namespace,
+            grace_period_seconds=options.get("gracePeriodSeconds"),
+            preconditions=options.get("preconditions"),
+            dry_run=dry_run(request, options),
+        )
+        status = 200
+        if not outcome.removed and options.get("orphanDependents") is False:
+            status = 202
+        return json_response(self._deleted_body(target.rt, outcome), status=status)
+
+    async def _delete_collection(self, request: web.Request, target: Target) -> web.Response:
+        if target.rt.namespaced and target.namespace is None:
+            raise errors.method_not_allowed()
+        options = await self._delete_options(request)
+        is_dry_run = dry_run(request, options)
+        selection = self._selection(request, target)
+        store = self.ctx.store
+        deleted: list[dict[str, Any]] = []
+        for obj in list(store.snapshots(target.rt, target.namespace)):
+            if not selection.matches(obj):
+                continue
+            try:
+                outcome = store.delete(
+                    target.rt,
+                    obj["metadata"]["name"],
+                    target.namespace,
+                    grace_period_seconds=options.get("gracePeriodSeconds"),
+                    preconditions=options.get("preconditions"),
+                    dry_run=is_dry_run,
+                )
+            except errors.ApiError as exc:
+                if exc.code == 404:
+                    continue
+                raise
+            deleted.append(copy.deepcopy(outcome.obj))
+        body = {
+            "kind": target.rt.list_kind,
+            "apiVersion": target.rt.group_version,
+            "metadata": {"resourceVersion": str(store.resource_version)},
+            "items": deleted,
+        }
+        return json_response(body)

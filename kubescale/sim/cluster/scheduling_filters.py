@@ -1,0 +1,268 @@
+"""kube-scheduler's in-tree Filter plugins, and the FitError message of a pod that fits nowhere.
+
+The default profile runs its filters in this order and a node's verdict is the first plugin that
+rejects it (``frameworkImpl.RunFilterPlugins``); the reasons are upstream's strings:
+
+==================  ======================================================  =================
+plugin              reason                                                  code
+==================  ======================================================  =================
+NodeUnschedulable   ``node(s) were unschedulable``                          unresolvable
+TaintToleration     ``node(s) had untolerated taint {key: value}``          unresolvable
+NodeAffinity        ``node(s) didn't match Pod's node affinity/selector``   unresolvable
+NodeResourcesFit    ``Too many pods``, ``Insufficient cpu`` ... (all)        unschedulable
+InterPodAffinity    ``node(s) didn't match pod affinity rules``             unresolvable
+                    ``node(s) didn't match pod anti-affinity rules``        unschedulable
+                    ``node(s) didn't satisfy existing pods anti-affinity    unschedulable
+                    rules``
+==================  ======================================================  =================
+
+"Unresolvable" is ``UnschedulableAndUnresolvable``: preemption cannot help there. Taints count
+with effects NoSchedule and NoExecute; a cordoned node (``spec.unschedulable``) admits pods that
+tolerate ``node.kubernetes.io/unschedulable:NoSchedule``. Node selector terms are ORed, their
+expressions (In, NotIn, Exists, DoesNotExist, Gt, Lt) and ``matchFields`` (``metadata.name``)
+ANDed; a term with neither matches nothing. InterPodAffinity lives in
+:mod:`.inter_pod_affinity`; the scheduler runs it last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from kubescale.kube.selectors import (
+    DOES_NOT_EXIST,
+    EXISTS,
+    GREATER_THAN,
+    IN,
+    LESS_THAN,
+    NOT_IN,
+    Requirement,
+    SelectorError,
+    new_requirement,
+)
+
+from .pod_resources import Amounts
+
+__all__ = [
+    "REASON_NODE_AFFINITY",
+    "REASON_TOO_MANY_PODS",
+    "REASON_UNSCHEDULABLE",
+    "FilterStatus",
+    "NodeAffinity",
+    "NodeState",
+    "first_untolerated_taint",
+    "fit_error_message",
+    "insufficient_resources",
+    "tolerates",
+]
+
+REASON_UNSCHEDULABLE: Final = "node(s) were unschedulable"
+REASON_NODE_AFFINITY: Final = "node(s) didn't match Pod's node affinity/selector"
+REASON_TOO_MANY_PODS: Final = "Too many pods"
+PREEMPTION_NOT_HELPFUL: Final = "Preemption is not helpful for scheduling"
+NO_VICTIMS: Final = "No preemption victims found for incoming pod"
+UNSCHEDULABLE_TAINT: Final = "node.kubernetes.io/unschedulable"
+FILTERED_EFFECTS: Final = ("NoSchedule", "NoExecute")
+
+
+@dataclass(frozen=True)
+class FilterStatus:
+    """Why one node was rejected: the plugin's reasons, and whether preemption could help."""
+
+    reasons: tuple[str, ...]
+    unresolvable: bool
+
+
+# ----------------------------------------------------------------------------- taints
+
+
+def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    """``Toleration.ToleratesTaint``: effect (empty = any), key (empty = any), then
+    ``Exists`` or ``Equal`` (the default) on the value."""
+    effect = toleration.get("effect") or ""
+    if effect and effect != taint.get("effect"):
+        return False
+    key = toleration.get("key") or ""
+    if key and key != taint.get("key"):
+        return False
+    operator = toleration.get("operator") or "Equal"
+    if operator == "Exists":
+        return True
+    if operator == "Equal":
+        return (toleration.get("value") or "") == (taint.get("value") or "")
+    return False
+
+
+def first_untolerated_taint(
+    taints: Iterable[Mapping[str, Any]],
+    tolerations: Sequence[Mapping[str, Any]],
+    effects: Sequence[str] = FILTERED_EFFECTS,
+) -> Mapping[str, Any] | None:
+    """``FindMatchingUntoleratedTaint``: the first taint (in node order) nothing tolerates."""
+    for taint in taints:
+        if taint.get("effect") not in effects:
+            continue
+        if not any(tolerates(t, taint) for t in tolerations):
+            return taint
+    return None
+
+
+# ---------------------------------------------------------------------- node affinity
+
+_NODE_SELECTOR_OPERATORS: Final = {
+    "In": IN,
+    "NotIn": NOT_IN,
+    "Exists": EXISTS,
+    "DoesNotExist": DOES_NOT_EXIST,
+    "Gt": GREATER_THAN,
+    "Lt": LESS_THAN,
+}
+
+
+def _requirement(expression: Mapping[str, Any]) -> Requirement:
+    operator = _NODE_SELECTOR_OPERATORS.get(str(expression.get("operator")))
+    if operator is None:
+        raise SelectorError(f"{expression.get('operator')!r} is not a valid node selector operator")
+    return new_requirement(str(expression.get("key", "")), operator, expression.get("values") or [])
+
+
+@dataclass(frozen=True)
+class _Term:
+    labels: tuple[Requirement, ...]
+    fields: tuple[Requirement, ...]
+
+    def matches(self, name: str, labels: Mapping[str, str]) -> bool:
+        return all(r.matches(labels) for r in self.labels) and all(
+            r.matches({"metadata.name": name}) for r in self.fields
+        )
+
+
+@dataclass(frozen=True)
+class NodeAffinity:
+    """``nodeaffinity.GetRequiredNodeAffinity``: ``spec.nodeSelector`` AND the required terms."""
+
+    selector: tuple[tuple[str, str], ...] = ()
+    terms: tuple[_Term, ...] | None = None  # None: no required node affinity
+
+    @classmethod
+    def of_pod(cls, pod: Mapping[str, Any]) -> NodeAffinity:
+        spec = pod.get("spec") or {}
+        selector = tuple(sorted((spec.get("nodeSelector") or {}).items()))
+        required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ) or None
+        if required is None:
+            return cls(selector=selector)
+        terms: list[_Term] = []
+        for term in required.get("nodeSelectorTerms") or []:
+            expressions = term.get("matchExpressions") or []
+            match_fields = term.get("matchFields") or []
+            if not expressions and not match_fields:
+                continue  # an empty term matches no objects
+            try:
+                labels = tuple(_requirement(e) for e in expressions)
+                fields = tuple(_requirement(e) for e in match_fields)
+            except SelectorError:
+                continue  # an invalid term matches nothing (the lazy-error selector)
+            if any(f.key != "metadata.name" for f in fields):
+                continue
+            terms.append(_Term(labels=labels, fields=fields))
+        return cls(selector=selector, terms=tuple(terms))
+
+    def matches(self, name: str, labels: Mapping[str, str]) -> bool:
+        for key, value in self.selector:
+            if labels.get(key) != value:
+                return False
+        if self.terms is None:
+            return True
+        return any(term.matches(name, labels) for term in self.terms)
+
+
+# ----------------------------------------------------------------------- node state
+
+
+@dataclass
+class NodeState:
+    """One node as the scheduler's cache sees it during a step (updated as pods are bound)."""
+
+    name: str
+    labels: Mapping[str, str]
+    taints: tuple[Mapping[str, Any], ...]
+    unschedulable: bool
+    allocatable: Amounts
+    requested: Amounts = field(default_factory=dict)
+    non_zero_requested: Amounts = field(default_factory=dict)
+    pods: list[Mapping[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def of_node(cls, node: Mapping[str, Any], allocatable: Amounts) -> NodeState:
+        spec = node.get("spec") or {}
+        return cls(
+            name=str(node["metadata"]["name"]),
+            labels=dict(node["metadata"].get("labels") or {}),
+            taints=tuple(spec.get("taints") or ()),
+            unschedulable=bool(spec.get("unschedulable")),
+            allocatable=allocatable,
+        )
+
+
+def _is_scalar_resource(name: str) -> bool:
+    """Resources NodeResourcesFit checks besides cpu/memory/ephemeral-storage."""
+    return "/" in name or name.startswith("hugepages-")
+
+
+def insufficient_resources(
+    requests: Mapping[str, int], node: NodeState, ignored: frozenset[str] = frozenset()
+) -> tuple[str, ...]:
+    """``fitsRequest``: pods count first, then cpu, memory, ephemeral-storage, the rest."""
+    reasons: list[str] = []
+    if len(node.pods) + 1 > node.allocatable.get("pods", 0):
+        reasons.append(REASON_TOO_MANY_PODS)
+    for name in ("cpu", "memory", "ephemeral-storage"):
+        wanted = requests.get(name, 0)
+        if wanted > 0 and wanted > node.allocatable.get(name, 0) - node.requested.get(name, 0):
+            reasons.append(f"Insufficient {name}")
+    for name in sorted(requests):
+        wanted = requests[name]
+        if not _is_scalar_resource(name) or wanted == 0 or name in ignored:
+            continue
+        if wanted > node.allocatable.get(name, 0) - node.requested.get(name, 0):
+            reasons.append(f"Insufficient {name}")
+    return tuple(reasons)
+
+
+# --------------------------------------------------------------------- the message
+
+
+def _histogram(statuses: Iterable[tuple[str, ...]]) -> str:
+    """``sortReasonsHistogram``: ``"<count> <reason>"`` per reason, sorted as strings."""
+    counts: dict[str, int] = {}
+    for reasons in statuses:
+        for reason in reasons:
+            counts[reason] = counts.get(reason, 0) + 1
+    return ", ".join(sorted(f"{count} {reason}" for reason, count in counts.items()))
+
+
+def fit_error_message(
+    *,
+    num_nodes: int,
+    statuses: Mapping[str, FilterStatus],
+    preemption_policy: str | None,
+) -> str:
+    """``FitError.Error()`` followed by the DefaultPreemption PostFilter's message.
+
+    No preemption is simulated: nodes rejected for an unresolvable reason are "not helpful",
+    the others report that no victims were found (what upstream says when preemption fails).
+    """
+    message = f"0/{num_nodes} nodes are available:"
+    reasons = _histogram(status.reasons for _, status in sorted(statuses.items()))
+    if reasons:
+        message += f" {reasons}."
+    if preemption_policy == "Never":
+        return message + " preemption: not eligible due to preemptionPolicy=Never."
+    preemption = _histogram(
+        (PREEMPTION_NOT_HELPFUL if status.unresolvable else NO_VICTIMS,)
+        for _, status in sorted(statuses.items())
+    )
+    return message + f" preemption: 0/{num_nodes} nodes are available: {preemption}."

@@ -1,0 +1,374 @@
+"""Running a scenario: the simulated cluster, kubescale, and a VirtualClock stepping them.
+
+:class:`SimulationRun` owns, for one run: a :class:`~kubescale.base.clock.VirtualClock` starting at
+the scenario's ``start``; an :class:`~kubescale.sim.apiserver.server.ApiServer` seeded with the
+scenario seed (uids and generated names are the same every run); kubescale's TLS server with
+generated certificates, registered as the Service ``kube-system/kubescale`` so admission webhooks
+reach it over TLS; a ``kubernetes.aio``-based :class:`~kubescale.kube.client.KubeClient` on the API
+server's kubeconfig for kubescale's loops; the cluster's actors; and the report's
+:class:`~.timeline.Timeline`.
+
+At start it creates the namespaces, the raw ``objects`` (in order, through admission), the
+components' objects, then the workloads; the scheduler gets the scenario's extenders plus those
+the components serve on kubescale's TLS server. Each step at ``t`` (``0, step, 2·step, ...`` while
+``t < duration``):
+
+1. the events due (``at ≤ t``) are applied in time order (:mod:`.event_application`);
+2. the actors step, in the fixed order node groups → workload controllers → scheduler → kubelet;
+3. every kubescale loop that is due runs ``run_once(now)`` (first at ``t = 0``, then when
+   ``interval`` has passed since its last start; a loop error is logged and counted, the run
+   goes on). Before a loop that reads informers (a
+   :class:`~.kubescale_components.SettlingLoop`) runs, its caches are settled: the API server
+   sends a BOOKMARK at its current resourceVersion on every open watch, and the runner waits
+   until the loop's informers have processed it. What a loop reports
+   (:class:`~.kubescale_components.ReportingLoop`) joins the step's events;
+4. the step is recorded in the timeline (the kubelet's container samples, every pod and node,
+   the step's events);
+5. the clock advances one step.
+
+Determinism: all time is the VirtualClock's and all randomness comes from the scenario seed; the
+actors iterate in sorted order. kubescale's client sees the virtual time, but its waits (retry
+back-off) take no simulated time — the simulation moves time only between steps, and a loop
+must finish before the step ends, so a run never depends on how fast the machine is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import tempfile
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final
+
+from prometheus_client import CollectorRegistry
+
+from kubescale.base.clock import VirtualClock
+from kubescale.base.logs import component_logger
+from kubescale.kube.client import KubeClient, connect
+from kubescale.kube.resources import NODES, PODS
+from kubescale.runtime.loop_runner import Loop
+from kubescale.sim.apiserver.errors import ApiError
+from kubescale.sim.apiserver.server import ApiServer
+from kubescale.sim.cluster.trace_replay import Trace
+from kubescale.sim.cluster.usage_models import UsageBook
+
+from .cluster_actors import ClusterActors, build_cluster_actors
+from .cluster_objects import namespace_manifest, workload_manifest
+from .event_application import apply_event
+from .kubescale_components import (
+    COMPONENTS,
+    ComponentContext,
+    ComponentSetup,
+    ReportingLoop,
+    SettlingLoop,
+)
+from .kubescale_server import SERVICE_NAME, SERVICE_NAMESPACE, KubescaleTLSServer
+from .scenario_format import Scenario, SetLoadEvent
+from .timeline import Timeline, TimelineEvent
+from .usage_specs import build_usage_model, load_traces
+
+__all__ = [
+    "LoopState",
+    "SimulationClientClock",
+    "SimulationError",
+    "SimulationRun",
+    "run_scenario",
+]
+
+log = component_logger("simulation")
+
+_EPSILON: Final = 1e-9
+_SETTLE_ATTEMPTS: Final = 100
+_SETTLE_WAIT: Final = 0.1
+"""Event-loop seconds to wait for a loop's informers after each round of bookmarks: a watch
+being re-opened at that moment misses a round and gets the next one."""
+
+
+class SimulationError(Exception):
+    """A run that cannot start: an object of the scenario the API server refused."""
+
+
+class SimulationClientClock:
+    """kubescale's view of a run's clock: the virtual time, and waits that take no time.
+
+    A loop's request retried after an injected fault would otherwise sleep on the VirtualClock,
+    which only moves between steps, while the step waits for the loop: the run would stall.
+    """
+
+    def __init__(self, clock: VirtualClock) -> None:
+        self._clock = clock
+
+    def now(self) -> datetime:
+        return self._clock.now()
+
+    def monotonic(self) -> float:
+        return self._clock.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(0)
+
+
+class LoopState:
+    """A built loop of the run and its schedule."""
+
+    def __init__(self, *, loop: Loop, interval: float) -> None:
+        self.loop = loop
+        self.interval = interval
+        self.next_due = 0.0
+        self.iterations = 0
+        self.failures = 0
+        self.started_at: list[float] = []
+        """Simulated seconds at which each iteration started."""
+
+
+class SimulationRun:
+    """One run of a scenario; ``async with SimulationRun(scenario) as run: await run.run()``.
+
+    ``extra_components`` are set up like the components the scenario enables, after them (tests
+    use them to drive the loop, route, object and extender mechanisms with a component of their
+    own).
+    """
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        *,
+        extra_components: Sequence[Callable[[ComponentContext], ComponentSetup]] = (),
+    ) -> None:
+        self.scenario = scenario
+        self.clock = VirtualClock(scenario.start)
+        self.api = ApiServer(clock=self.clock, seed=scenario.seed)
+        self.book = UsageBook(seed=scenario.seed)
+        self.timeline = Timeline(
+            scenario_name=scenario.name,
+            seed=scenario.seed,
+            start=scenario.start,
+            step=scenario.step,
+            node_prices={},  # filled as the node groups register nodes
+        )
+        self.loops: dict[str, LoopState] = {}
+        self.traces: dict[str, Trace] = {}
+        self.step_index = 0
+        self._extra_components = tuple(extra_components)
+        self._stack = contextlib.AsyncExitStack()
+        self._actors: ClusterActors | None = None
+        self._client: KubeClient | None = None
+        self._tls: KubescaleTLSServer | None = None
+        self._next_event = 0
+
+    # ------------------------------------------------------------------------ lifecycle
+
+    async def __aenter__(self) -> SimulationRun:
+        try:
+            await self._start()
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._stack.aclose()
+
+    @property
+    def client(self) -> KubeClient:
+        """kubescale's client on the simulated API server (started runs only)."""
+        if self._client is None:
+            raise RuntimeError("the run has not started")
+        return self._client
+
+    @property
+    def tls_server(self) -> KubescaleTLSServer:
+        if self._tls is None:
+            raise RuntimeError("the run has not started")
+        return self._tls
+
+    @property
+    def actors(self) -> ClusterActors:
+        if self._actors is None:
+            raise RuntimeError("the run has not started")
+        return self._actors
+
+    @property
+    def elapsed(self) -> float:
+        """Simulated seconds since the start."""
+        return (self.clock.now() - self.scenario.start).total_seconds()
+
+    @property
+    def done(self) -> bool:
+        return self.step_index >= self.scenario.steps
+
+    async def _start(self) -> None:
+        scenario = self.scenario
+        stack = self._stack
+        await stack.enter_async_context(self.api)
+        specs = [c.usage for w in scenario.workloads for c in w.containers]
+        specs += [e.usage for e in scenario.events if isinstance(e, SetLoadEvent)]
+        self.traces = load_traces(specs)
+        for workload in scenario.workloads:
+            for container in workload.containers:
+                self.book.set_model(
+                    workload=workload.name,
+                    container=container.name,
+                    model=build_usage_model(container.usage, traces=self.traces),
+                )
+        self._tls = KubescaleTLSServer(self.api, clock=self.clock)
+        context = ComponentContext(
+            service_namespace=SERVICE_NAMESPACE,
+            service_name=SERVICE_NAME,
+            ca_bundle=self._tls.ca_bundle,
+        )
+        named = [
+            (f"kubescale.{name}", COMPONENTS[name].setup(flags, context=context))
+            for name, flags in sorted(scenario.kubescale.items())
+        ]
+        named += [
+            (f"extra component {i}", make(context)) for i, make in enumerate(self._extra_components)
+        ]
+        setups = [setup for _, setup in named]
+        stack.push_async_callback(self._tls.stop)
+        await self._tls.start(mounts=[mount for setup in setups for mount in setup.mounts])
+        self._client = await self._connect()
+        stack.push_async_callback(self._client.close)
+        for namespace in scenario.namespaces:
+            self.api.store.create(namespace_manifest(namespace))
+        created = [(f"objects[{i}]", dict(obj)) for i, obj in enumerate(scenario.objects)]
+        created += [(where, dict(obj)) for where, setup in named for obj in setup.objects]
+        created += [
+            (f"workloads[{i}]", workload_manifest(workload, self.traces))
+            for i, workload in enumerate(scenario.workloads)
+        ]
+        for where, obj in created:
+            try:
+                stored = await self.api.create_admitted(obj)
+                if "status" in obj and "status" in self.api.store.type_of(obj).subresources:
+                    # The starting state: a manifest's status stands in for the controller that
+                    # would have written it (a VPA's recommender, a PDB's disruption controller).
+                    self.api.store.update_status({**stored, "status": obj["status"]})
+            except ApiError as exc:
+                meta = obj.get("metadata") or {}
+                raise SimulationError(
+                    f"{where}: cannot create {obj.get('kind')} {meta.get('name')}: {exc.message}"
+                ) from exc
+        extenders = [
+            *scenario.extenders,
+            *(self._tls.extender(entry) for setup in setups for entry in setup.extenders),
+        ]
+        self._actors = build_cluster_actors(
+            scenario, api=self.api, book=self.book, extenders=extenders
+        )
+        stack.push_async_callback(self._actors.close)
+        for spec in (loop for setup in setups for loop in setup.loops):
+            if spec.name in self.loops:
+                raise ValueError(f"two loops are named {spec.name!r}")
+            built = await spec.build(self.client, stack)
+            self.loops[spec.name] = LoopState(loop=built, interval=spec.interval)
+
+    async def _connect(self) -> KubeClient:
+        directory = Path(self._stack.enter_context(tempfile.TemporaryDirectory()))
+        kubeconfig = directory / "kubeconfig"
+        self.api.write_kubeconfig(kubeconfig)
+        return await connect(
+            kubeconfig=kubeconfig,
+            clock=SimulationClientClock(self.clock),
+            registry=CollectorRegistry(),
+            rng=random.Random(f"client:{self.scenario.seed}"),
+        )
+
+    # ----------------------------------------------------------------------------- steps
+
+    async def step(self) -> None:
+        """Run one step at the current time, record it, and move the clock to the next one."""
+        if self.done:
+            raise RuntimeError("the run is over")
+        now = self.clock.now()
+        t = self.elapsed
+        events = await self._apply_due_events(t)
+        actors = self.actors
+        for actor in actors.in_order():
+            await actor.step(now)
+        events.extend(await self._run_due_loops(now, t))
+        events.extend(actors.events())
+        pods = self.api.store.snapshots(PODS)
+        nodes = self.api.store.snapshots(NODES)
+        for node, price in actors.node_prices(nodes, known=self.timeline.node_prices):
+            self.timeline.add_node_price(node, price)
+        self.timeline.record(
+            now=now, containers=actors.samples(), pods=pods, nodes=nodes, events=events
+        )
+        self.step_index += 1
+        if not self.done:
+            await self.clock.advance(self.scenario.step)
+
+    async def _apply_due_events(self, t: float) -> list[TimelineEvent]:
+        applied: list[TimelineEvent] = []
+        events = self.scenario.events
+        while self._next_event < len(events) and events[self._next_event].at <= t + _EPSILON:
+            event = events[self._next_event]
+            self._next_event += 1
+            applied.append(
+                await apply_event(self.api, event, t=t, book=self.book, traces=self.traces)
+            )
+        return applied
+
+    async def _run_due_loops(self, now: datetime, t: float) -> list[TimelineEvent]:
+        reported: list[TimelineEvent] = []
+        for name, state in self.loops.items():
+            if t + _EPSILON < state.next_due:
+                continue
+            state.started_at.append(t)
+            state.next_due = t + state.interval
+            try:
+                await self.settle(state.loop)
+                await state.loop.run_once(now)
+            except Exception:
+                state.failures += 1
+                log.exception("loop iteration failed", extra={"fields": {"loop": name}})
+            finally:
+                state.iterations += 1
+            if isinstance(state.loop, ReportingLoop):
+                reported.extend(
+                    TimelineEvent(time=t, kind=kind, subject=subject, detail=detail)
+                    for kind, subject, detail in state.loop.drain_reports()
+                )
+        return reported
+
+    async def settle(self, loop: Loop) -> bool:
+        """Make a :class:`SettlingLoop`'s informers reflect the store as it is now."""
+        if not isinstance(loop, SettlingLoop):
+            return True
+        target = str(self.api.store.resource_version)
+        for _ in range(_SETTLE_ATTEMPTS):
+            self.api.bookmark_watches()
+            if await loop.wait_for_resource_version(target, within=_SETTLE_WAIT):
+                return True
+        log.warning(
+            "a loop's caches did not catch up with the store; it runs on what they hold",
+            extra={"fields": {"loop": loop.name, "resource_version": target}},
+        )
+        return False
+
+    async def run(self, *, progress: Callable[[float], None] | None = None) -> dict[str, Any]:
+        """Every remaining step; the report."""
+        total = self.scenario.steps
+        while not self.done:
+            await self.step()
+            if progress is not None:
+                progress(self.step_index / total)
+        return self.timeline.report()
+
+
+async def run_scenario(
+    scenario: Scenario, *, progress: Callable[[float], None] | None = None
+) -> dict[str, Any]:
+    """Run ``scenario`` from start to end; the JSON report (see :mod:`.timeline`)."""
+    async with SimulationRun(scenario) as run:
+        return await run.run(progress=progress)

@@ -1,0 +1,171 @@
+"""The plain-text summary of a simulated run that ``kubescale simulate`` prints on stdout.
+
+Read from the JSON report (:mod:`kubescale.sim.scenario.report_assembly`) only, so a saved report
+prints the same table. Three parts, every line at most :data:`WIDTH` columns: the run and cluster
+totals; per workload container the requests against usage (time-weighted average request,
+usage p50/p95/max, slack); per workload its behaviour (replicas, pending and unschedulable
+pod-seconds, evictions, OOM kills, throttling). Column headers carry their unit on a second
+line; names too long for the width are shortened with ``…``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+__all__ = ["WIDTH", "format_duration", "render_summary"]
+
+WIDTH: Final = 120
+_GAP: Final = "  "
+_MIB: Final = float(2**20)
+
+
+@dataclass(frozen=True)
+class _Column:
+    title: str
+    unit: str
+    numeric: bool = True
+
+
+def format_duration(seconds: float) -> str:
+    """``1d02h03m``, ``2h30m``, ``5m30s``, ``45s`` — the largest units that matter."""
+    whole = round(seconds)
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours:02d}h{minutes:02d}m"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s" if secs else f"{minutes}m"
+    return f"{secs}s"
+
+
+def _number(value: float | None, decimals: int, scale: float = 1.0) -> str:
+    if value is None:
+        return "-"
+    text = f"{value / scale:.{decimals}f}"
+    return "0" + text[2:] if text.startswith("-0") and float(text) == 0 else text
+
+
+def _table(columns: Sequence[_Column], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Aligned lines; the first (name) column shrinks when the table would exceed WIDTH."""
+    widths = [
+        max([len(c.title), len(c.unit)] + [len(row[i]) for row in rows])
+        for i, c in enumerate(columns)
+    ]
+    overflow = sum(widths) + len(_GAP) * (len(columns) - 1) - WIDTH
+    if overflow > 0:
+        widths[0] = max(len(columns[0].title), widths[0] - overflow)
+
+    def line(cells: Sequence[str]) -> str:
+        parts = []
+        for cell, width, column in zip(cells, widths, columns, strict=True):
+            text = cell if len(cell) <= width else cell[: width - 1] + "…"
+            parts.append(text.rjust(width) if column.numeric else text.ljust(width))
+        return _GAP.join(parts).rstrip()
+
+    return [
+        line([c.title for c in columns]),
+        line([c.unit for c in columns]),
+        *[line(row) for row in rows],
+    ]
+
+
+_RESOURCE_COLUMNS: Final = (
+    _Column("WORKLOAD / CONTAINER", "", numeric=False),
+    _Column("CPU REQ", "(cores)"),
+    _Column("CPU P50", "(cores)"),
+    _Column("CPU P95", "(cores)"),
+    _Column("CPU MAX", "(cores)"),
+    _Column("CPU SLACK", "(core-h)"),
+    _Column("MEM REQ", "(MiB)"),
+    _Column("MEM P50", "(MiB)"),
+    _Column("MEM P95", "(MiB)"),
+    _Column("MEM MAX", "(MiB)"),
+    _Column("MEM SLACK", "(GiB-h)"),
+)
+
+_BEHAVIOUR_COLUMNS: Final = (
+    _Column("WORKLOAD", "", numeric=False),
+    _Column("REPLICAS", "min/avg/max"),
+    _Column("PENDING", "(pod-s)"),
+    _Column("UNSCHEDULABLE", "(pod-s)"),
+    _Column("EVICTIONS", "(count)"),
+    _Column("OOM KILLS", "(count)"),
+    _Column("THROTTLED", "(s)"),
+    _Column("THROTTLED", "(core-s)"),
+)
+
+
+def _resource_rows(workloads: Sequence[dict[str, Any]]) -> list[list[str]]:
+    rows: list[list[str]] = []
+    for workload in workloads:
+        rows.append([f"{workload['namespace']}/{workload['name']}"] + [""] * 10)
+        for container in workload["containers"]:
+            cpu, memory = container["cpu"], container["memory"]
+            cpu_usage, memory_usage = cpu["usage_cores"], memory["usage_bytes"]
+            rows.append(
+                [
+                    f"  {container['name']}",
+                    _number(cpu["request_avg_cores"], 3),
+                    _number(cpu_usage["p50"], 3),
+                    _number(cpu_usage["p95"], 3),
+                    _number(cpu_usage["max"], 3),
+                    _number(cpu["slack_core_hours"], 3),
+                    _number(memory["request_avg_bytes"], 1, _MIB),
+                    _number(memory_usage["p50"], 1, _MIB),
+                    _number(memory_usage["p95"], 1, _MIB),
+                    _number(memory_usage["max"], 1, _MIB),
+                    _number(memory["slack_gib_hours"], 3),
+                ]
+            )
+    return rows
+
+
+def _behaviour_rows(workloads: Sequence[dict[str, Any]]) -> list[list[str]]:
+    rows: list[list[str]] = []
+    for workload in workloads:
+        replicas = workload["replicas"]
+        rows.append(
+            [
+                f"{workload['namespace']}/{workload['name']}",
+                f"{replicas['min']}/{_number(replicas['avg'], 1)}/{replicas['max']}",
+                _number(workload["pending_pod_seconds"], 0),
+                _number(workload["unschedulable_pod_seconds"], 0),
+                str(workload["evictions"]),
+                str(workload["oom_kills"]),
+                _number(workload["throttled_seconds"], 0),
+                _number(workload["throttled_core_seconds"], 1),
+            ]
+        )
+    return rows
+
+
+def render_summary(report: dict[str, Any]) -> str:
+    """The summary table of ``report`` (the dict of :meth:`Timeline.report`), newline-terminated."""
+    cluster = report["cluster"]
+    nodes = cluster["node_count"]
+    lines = [
+        f"Scenario {report['scenario']!r}, seed {report['seed']}: "
+        f"{format_duration(report['duration'])} from {report['start']} "
+        f"at a {_number(report['step'], 0)} s step",
+        f"Cluster: {nodes['min']}-{nodes['max']} nodes (avg {_number(nodes['avg'], 1)}), "
+        f"{_number(cluster['node_hours'], 2)} node-hours, cost {_number(cluster['cost'], 2)}, "
+        f"{cluster['oom_kills']} OOM kills, {cluster['evictions']} evictions, "
+        f"{_number(cluster['pending_pod_seconds'], 0)} pod-s pending",
+    ]
+    if cluster["unpriced_nodes"]:
+        names = ", ".join(cluster["unpriced_nodes"])
+        lines.append(f"Nodes without a price (cost 0): {names}")
+    workloads = report["workloads"]
+    if workloads:
+        lines += ["", *_table(_RESOURCE_COLUMNS, _resource_rows(workloads))]
+        lines += ["", *_table(_BEHAVIOUR_COLUMNS, _behaviour_rows(workloads))]
+    else:
+        lines += ["", "No workloads ran."]
+    return (
+        "\n".join(line if len(line) <= WIDTH else line[: WIDTH - 1] + "…" for line in lines) + "\n"
+    )

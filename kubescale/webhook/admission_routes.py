@@ -1,0 +1,390 @@
+"""The webhook's HTTP route: AdmissionReviews for pods and VPAs, answered from the caches.
+
+Path: ``POST /``. Self-registration (:mod:`kubescale.webhook.registration`) writes a service or URL
+client config without a ``path``, exactly as upstream, and kube-apiserver then posts to ``/``;
+upstream's Go server answers on every path, kubescale only on ``/`` because the same TLS server
+hosts the scheduler extender's routes.
+
+Per request (upstream ``logic/server.go``, ``resource/pod/handler.go`` and
+``resource/vpa/handler.go``):
+
+1. The body limit (5 MiB) is the TLS application's: a larger body is answered ``413`` before this
+   handler runs (upstream does the same); kube-apiserver then applies the webhook's
+   ``failurePolicy`` (``Ignore`` by default: the pod is created unmutated). The 413 is counted
+   here (``reason="body-too-large"``).
+2. ``Content-Type`` must be ``application/json`` (parameters such as ``charset`` are ignored).
+   Upstream writes nothing at all otherwise, which kube-apiserver treats as a failed call; here
+   the answer is a well-formed AdmissionReview that allows the object unchanged.
+3. The review is read (:mod:`kubescale.webhook.admission_reviews`); anything that cannot be
+   processed — malformed JSON, no ``request``, no uid, no resource, an object that is not a JSON
+   object, a resource other than pods and VPAs — is answered ``allowed: true`` without a patch.
+4. Pods (``""/v1/pods``) are decided from the caches by
+   :class:`kubescale.webhook.cached_pod_admission.CachedPodAdmission` (top-most controller, VPA,
+   then :func:`kubescale.webhook.pod_admission.admit_pod`). A pod is never denied: every error
+   allows it unmutated (upstream ``DisallowIncorrectObjects() == false``). VPAs
+   (``autoscaling.k8s.io/*/verticalpodautoscalers``) go to
+   :func:`kubescale.webhook.vpa_validation.admit_vpa`, which may deny with a ``metav1.Status``.
+5. The answer carries the patches as ``patchType: JSONPatch``.
+
+Every request that is answered without being processed is counted in
+``kubescale_webhook_bad_requests_total{reason}`` and logged with the reason. Metrics as upstream:
+``vpa_admission_controller_admission_pods_total{applied}`` (pods processed without error) and
+``vpa_admission_controller_admission_latency_seconds{status,resource}`` (status ``error``,
+``skipped`` or ``applied``; resource ``Pod``, ``VPA`` or ``unknown``; upstream's buckets). Pods
+admitted unmutated because the caches were not ready or a controller of a kind seen for the
+first time is still being looked up are counted in
+``kubescale_webhook_pods_not_matched_total{reason}`` (``caches-not-synced``,
+``controller-lookup-pending``, and ``controller-not-cached`` when a pod's ReplicaSet or other
+well-known controller did not reach the informer within ``CONTROLLER_WAIT`` — the only wait on
+the admission path, see :meth:`kubescale.webhook.webhook_caches.WebhookCaches.wait_for_controller`).
+
+Beyond upstream, both off unless their flags are set: ``--cap-to-largest-node`` passes the
+largest Ready node's allocatable to ``admit_pod``; ``--avoid-hpa-conflict`` passes the HPAs
+scaling the VPA's target and, when resources were left alone for them, records a ``Normal``
+event ``HPAConflict`` on the VPA naming the HPAs and the resources.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from kubescale.base.logs import component_logger
+from kubescale.kube.events import EventRecorder
+from kubescale.webhook.admission_reviews import (
+    BadReview,
+    ReviewRequest,
+    parse_review,
+    peek_uid,
+    review_response,
+)
+from kubescale.webhook.cached_pod_admission import CachedPodAdmission, HpaConflict, PodDecision
+from kubescale.webhook.controller_refs import ControllerRef
+from kubescale.webhook.hpa_conflict import hpa_scaled_resources
+from kubescale.webhook.pod_admission import PodAdmissionError
+from kubescale.webhook.vpa_validation import admit_vpa
+from kubescale.webhook.webhook_caches import WebhookCaches
+from kubescale.webhook.webhook_config import WebhookSettings
+
+__all__ = [
+    "ADMISSION_PATH",
+    "LATENCY_BUCKETS",
+    "AdmissionAnswer",
+    "AdmissionMetrics",
+    "AdmissionWebhook",
+]
+
+log = component_logger("webhook")
+
+ADMISSION_PATH: Final = "/"
+JSON_CONTENT_TYPE: Final = "application/json"
+LATENCY_BUCKETS: Final = (
+    0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0,
+)  # fmt: skip
+"""``metrics/admission/admission.go``: the latency histogram's buckets."""
+
+HPA_CONFLICT_REASON: Final = "HPAConflict"
+CONTROLLER_WAIT: Final = 1.0
+"""Real seconds a pod's admission may wait for its controller to reach the informer cache."""
+
+_PODS: Final = ("", "pods")
+_VPAS: Final = ("autoscaling.k8s.io", "verticalpodautoscalers")
+
+
+class AdmissionMetrics:
+    """Upstream's admission metrics plus kubescale's counters of unprocessed requests."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.pods = Counter(
+            "vpa_admission_controller_admission_pods",
+            "Number of Pods processed by VPA Admission Controller.",
+            ["applied"],
+            registry=registry,
+        )
+        self.latency = Histogram(
+            "vpa_admission_controller_admission_latency_seconds",
+            "Time spent in VPA Admission Controller.",
+            ["status", "resource"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.bad_requests = Counter(
+            "kubescale_webhook_bad_requests",
+            "Admission requests answered without being processed (allowed, unchanged), by reason.",
+            ["reason"],
+            registry=registry,
+        )
+        self.not_matched = Counter(
+            "kubescale_webhook_pods_not_matched",
+            "Pods admitted unmutated because a lookup they needed was not available yet.",
+            ["reason"],
+            registry=registry,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdmissionAnswer:
+    """What one request got: the review to send and the metric labels."""
+
+    review: dict[str, Any]
+    status: str
+    """``error``, ``skipped`` or ``applied``."""
+    resource: str
+    """``Pod``, ``VPA`` or ``unknown``."""
+    bad_reason: str | None = None
+    patches: list[dict[str, Any]] = field(default_factory=list)
+
+
+class AdmissionWebhook:
+    """The route and the decisions behind it (see the module docstring).
+
+    ``caches`` and ``recorder`` may be attached after construction (the simulator mounts the
+    route before its client exists); until ``caches`` is set and synced, pods are admitted
+    unmutated.
+    """
+
+    def __init__(
+        self,
+        *,
+        settings: WebhookSettings,
+        registry: CollectorRegistry,
+        caches: WebhookCaches | None = None,
+        recorder: EventRecorder | None = None,
+        controller_wait: float = CONTROLLER_WAIT,
+    ) -> None:
+        self.settings = settings
+        self.controller_wait = controller_wait
+        self.metrics = AdmissionMetrics(registry)
+        self.caches = caches
+        self.recorder = recorder
+
+    def mount(self, app: web.Application) -> None:
+        """Add ``POST /`` and the 413 counter to the TLS application."""
+        app.router.add_post(ADMISSION_PATH, self.handle)
+        app.on_response_prepare.append(self._count_refused_body)
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        started = time.perf_counter()
+        body = await request.read()  # a chunked body over 5 MiB raises 413 here
+        answer = await self.admit(body, content_type=request.content_type)
+        self.metrics.latency.labels(status=answer.status, resource=answer.resource).observe(
+            time.perf_counter() - started
+        )
+        return web.json_response(answer.review)
+
+    async def _count_refused_body(self, request: web.Request, response: web.StreamResponse) -> None:
+        if response.status == 413 and request.path == ADMISSION_PATH:
+            self.metrics.bad_requests.labels(reason="body-too-large").inc()
+            log.warning(
+                "admission request refused: body over the 5 MiB limit",
+                extra={"fields": {"reason": "body-too-large", "length": request.content_length}},
+            )
+
+    # -- the decision, without HTTP -------------------------------------------------------------
+
+    async def admit(self, body: bytes, *, content_type: str) -> AdmissionAnswer:
+        """Answer one AdmissionReview body; never raises.
+
+        The only wait: a pod whose well-known controller (or the VPA's target) is not in the
+        caches yet is decided again once the informer delivers it, or after
+        ``controller_wait`` seconds.
+        """
+        answer = self._decide(body, content_type=content_type, may_wait=True)
+        if isinstance(answer, AdmissionAnswer):
+            return answer
+        kind, namespace, name = answer
+        caches = self.caches
+        arrived = caches is not None and await caches.wait_for_controller(
+            kind, namespace, name, within=self.controller_wait
+        )
+        log.info(
+            "pod's controller was not cached yet; waited for it",
+            extra={"fields": {"controller": f"{kind} {namespace}/{name}", "arrived": arrived}},
+        )
+        if not arrived:
+            self.metrics.not_matched.labels(reason="controller-not-cached").inc()
+        final = self._decide(body, content_type=content_type, may_wait=False)
+        if not isinstance(final, AdmissionAnswer):  # pragma: no cover - may_wait=False
+            raise TypeError("a decision that may not wait asked to wait")
+        return final
+
+    def _decide(
+        self, body: bytes, *, content_type: str, may_wait: bool
+    ) -> AdmissionAnswer | tuple[str, str, str]:
+        """The answer, or (``may_wait``) the controller to wait for before deciding."""
+        if content_type != JSON_CONTENT_TYPE:
+            return self._bad(
+                BadReview(
+                    reason="content-type",
+                    detail=f"contentType={content_type}, expect application/json",
+                    uid=peek_uid(body),
+                )
+            )
+        parsed = parse_review(body)
+        if isinstance(parsed, BadReview):
+            return self._bad(parsed)
+        key = (parsed.group, parsed.resource)
+        try:
+            if key == _PODS:
+                return self._admit_pod(parsed, may_wait=may_wait)
+            if key == _VPAS:
+                return self._admit_vpa(parsed)
+        except PodAdmissionError as exc:
+            return self._bad(
+                BadReview(reason="invalid-object", detail=str(exc), uid=parsed.uid),
+                resource="Pod",
+            )
+        except Exception as exc:
+            log.exception(
+                "admission failed; allowing the object unchanged",
+                extra={"fields": {"uid": parsed.uid, "resource": parsed.resource}},
+            )
+            return self._bad(
+                BadReview(reason="internal-error", detail=repr(exc), uid=parsed.uid),
+                resource="Pod" if key == _PODS else "VPA",
+            )
+        return self._bad(
+            BadReview(
+                reason="unsupported-resource",
+                detail=f"not supported resource type: {parsed.resource}.{parsed.group}",
+                uid=parsed.uid,
+            )
+        )
+
+    def _bad(self, bad: BadReview, *, resource: str = "unknown") -> AdmissionAnswer:
+        self.metrics.bad_requests.labels(reason=bad.reason).inc()
+        log.warning(
+            "admission request not processed; allowing it unchanged",
+            extra={"fields": {"reason": bad.reason, "detail": bad.detail, "uid": bad.uid}},
+        )
+        return AdmissionAnswer(
+            review=review_response(uid=bad.uid),
+            status="error",
+            resource=resource,
+            bad_reason=bad.reason,
+        )
+
+    def _admit_pod(
+        self, request: ReviewRequest, *, may_wait: bool
+    ) -> AdmissionAnswer | tuple[str, str, str]:
+        if request.version != "v1":
+            return self._bad(
+                BadReview(
+                    reason="unsupported-resource",
+                    detail="only v1 Pods are supported",
+                    uid=request.uid,
+                ),
+                resource="Pod",
+            )
+        if not isinstance(request.object, dict):
+            return self._bad(
+                BadReview(
+                    reason="missing-object", detail="request.object is not a Pod", uid=request.uid
+                ),
+                resource="Pod",
+            )
+        pod = _with_namespace(request.object, request.namespace)
+        caches = self.caches
+        if caches is None:
+            decision = PodDecision(not_matched="caches-not-synced")
+        else:
+            decider = CachedPodAdmission(caches=caches, settings=self.settings)
+            decision = decider.decide(pod, may_wait=may_wait)
+        if decision.wait_for is not None:
+            return decision.wait_for
+        if decision.not_matched is not None:
+            self.metrics.not_matched.labels(reason=decision.not_matched).inc()
+            log.info(
+                "pod admitted without its VPA lookups complete",
+                extra={"fields": {"uid": request.uid, "reason": decision.not_matched}},
+            )
+        if decision.hpa_conflict is not None:
+            self._record_hpa_conflict(decision.hpa_conflict)
+        patches = decision.patches
+        applied = bool(patches)
+        self.metrics.pods.labels(applied="true" if applied else "false").inc()
+        return AdmissionAnswer(
+            review=review_response(uid=request.uid, patches=patches),
+            status="applied" if applied else "skipped",
+            resource="Pod",
+            patches=patches,
+        )
+
+    def _record_hpa_conflict(self, conflict: HpaConflict) -> None:
+        names = sorted(
+            str((hpa.get("metadata") or {}).get("name") or "")
+            for hpa in conflict.hpas
+            if hpa_scaled_resources(hpa, conflict.target) & conflict.resources
+        )
+        message = hpa_conflict_message(
+            target=conflict.target, hpa_names=names, resources=conflict.resources
+        )
+        log.info("leaving resources to an HPA", extra={"fields": {"message": message}})
+        if self.recorder is not None:
+            self.recorder.event(
+                conflict.vpa, type="Normal", reason=HPA_CONFLICT_REASON, message=message
+            )
+
+    def _admit_vpa(self, request: ReviewRequest) -> AdmissionAnswer:
+        if not isinstance(request.object, dict):
+            return self._bad(
+                BadReview(
+                    reason="missing-object",
+                    detail="request.object is not a VerticalPodAutoscaler",
+                    uid=request.uid,
+                ),
+                resource="VPA",
+            )
+        old = request.old_object if isinstance(request.old_object, dict) else None
+        result = admit_vpa(
+            operation=request.operation,
+            vpa=request.object,
+            old_vpa=old,
+            feature_gates=self.settings.feature_gates,
+        )
+        patches = list(result.patches)
+        if not result.allowed:
+            status = result.status or {"status": "Failure", "message": "invalid object"}
+            log.info(
+                "VPA rejected",
+                extra={"fields": {"uid": request.uid, "message": status.get("message")}},
+            )
+            review = review_response(
+                uid=request.uid, allowed=False, status=status, warnings=result.warnings
+            )
+            return AdmissionAnswer(review=review, status="error", resource="VPA")
+        review = review_response(uid=request.uid, patches=patches, warnings=result.warnings)
+        return AdmissionAnswer(
+            review=review,
+            status="applied" if patches else "skipped",
+            resource="VPA",
+            patches=patches,
+        )
+
+
+def hpa_conflict_message(
+    *, target: ControllerRef, hpa_names: Sequence[str], resources: frozenset[str]
+) -> str:
+    """The HPAConflict event's message: stable across pods, so repeats are aggregated."""
+    names = ", ".join(hpa_names) if hpa_names else "an HPA"
+    scaled = ", ".join(sorted(resources))
+    return (
+        f"HorizontalPodAutoscaler {names} scales {target.kind}/{target.name} on {scaled}: "
+        f"the {scaled} requests and limits of its pods are left as they are"
+    )
+
+
+def _with_namespace(pod: dict[str, Any], namespace: str) -> dict[str, Any]:
+    """The pod with ``metadata.namespace`` filled from the request when missing (the pod handler
+    sets it for a pod created from ``generateName``)."""
+    metadata = pod.get("metadata")
+    if not isinstance(metadata, dict):
+        return {**pod, "metadata": {"namespace": namespace}}
+    if metadata.get("namespace") or not namespace:
+        return pod
+    return {**pod, "metadata": {**metadata, "namespace": namespace}}

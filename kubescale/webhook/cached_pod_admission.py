@@ -1,0 +1,146 @@
+"""One pod's admission decided from the caches: which VPA, which patches, what was missing.
+
+This is the glue between the informer caches (:mod:`kubescale.webhook.webhook_caches`) and the pure
+decisions: :func:`~kubescale.webhook.controller_refs.topmost_controller` over the cached owners,
+:func:`~kubescale.webhook.vpa_matching.choose_vpa` over the VPAs indexed by target, then
+:func:`~kubescale.webhook.pod_admission.admit_pod` with the namespace's LimitRanges and, behind
+their flags, the HPAs scaling the target and the largest Ready node. It reads memory only and has no
+side effects beyond queuing background lookups; the route
+(:mod:`kubescale.webhook.admission_routes`) turns the :class:`PodDecision` into an answer, metrics,
+log lines and events.
+
+What can be missing, and what the decision says about it:
+
+- the caches have not synced yet → no patch, ``not_matched="caches-not-synced"``;
+- a well-known controller in the pod's owner chain (or the VPA's target) is not in its informer
+  yet — typically the ReplicaSet created a moment before the pod → ``wait_for`` names it, so the
+  route can wait for the informer and decide again (:meth:`CachedPodAdmission.decide` with
+  ``may_wait=False`` never asks to wait);
+- a controller of a kind without informer was seen for the first time → its kind and object
+  lookups are queued (:mod:`kubescale.webhook.scale_lookups`), no patch,
+  ``not_matched="controller-lookup-pending"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubescale.kube.selectors import LabelSelector
+from kubescale.webhook.controller_refs import (
+    ControllerRef,
+    controller_owner_ref,
+    topmost_controller,
+)
+from kubescale.webhook.pod_admission import admit_pod
+from kubescale.webhook.vpa_matching import choose_vpa, target_ref_of
+from kubescale.webhook.webhook_caches import WebhookCaches
+from kubescale.webhook.webhook_config import WebhookSettings
+
+__all__ = ["CachedPodAdmission", "HpaConflict", "PodDecision"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class HpaConflict:
+    """Resources left alone for HPAs on the VPA's target (``--avoid-hpa-conflict``)."""
+
+    vpa: dict[str, Any]
+    target: ControllerRef
+    hpas: tuple[dict[str, Any], ...]
+    resources: frozenset[str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PodDecision:
+    """The outcome for one pod (see the module docstring)."""
+
+    patches: list[dict[str, Any]] = field(default_factory=list)
+    wait_for: tuple[str, str, str] | None = None
+    """``(kind, namespace, name)`` of a well-known controller missing from its informer."""
+    not_matched: str | None = None
+    """Why no VPA could be looked up, when something was not available."""
+    hpa_conflict: HpaConflict | None = None
+
+
+def _namespace(pod: Mapping[str, Any]) -> str:
+    namespace = (pod.get("metadata") or {}).get("namespace")
+    return namespace if isinstance(namespace, str) else ""
+
+
+class CachedPodAdmission:
+    """Decides pods from ``caches`` with ``settings``' beyond-upstream options."""
+
+    def __init__(self, *, caches: WebhookCaches, settings: WebhookSettings) -> None:
+        self.caches = caches
+        self.settings = settings
+
+    def decide(self, pod: dict[str, Any], *, may_wait: bool) -> PodDecision:
+        """The decision for ``pod`` (its namespace set); may raise ``PodAdmissionError``."""
+        caches = self.caches
+        if not caches.synced:
+            return PodDecision(not_matched="caches-not-synced")
+        pending_before = caches.scale_lookups.pending
+        misses: list[tuple[str, str, str]] = []
+
+        def owner(api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+            found = caches.owner(api_version, kind, namespace, name)
+            if found is None and caches.informs(kind):
+                misses.append((kind, namespace, name))
+            return found
+
+        def selector_of(target: ControllerRef) -> LabelSelector | None:
+            selector = caches.selector_of(target)
+            if selector is None and caches.informs(target.kind):
+                misses.append((target.kind, target.namespace, target.name))
+            return selector
+
+        direct = controller_owner_ref(pod)
+        if direct is not None and not caches.informs(direct.kind):
+            # First sight of a controller without an informer: queue its lookup together with
+            # its kind's discovery (topmost_controller asks for the kind first, then the object).
+            caches.owner(direct.api_version, direct.kind, direct.namespace, direct.name)
+        controller = topmost_controller(pod, lookup=owner, scalable_kinds=caches.is_scalable)
+        vpa: dict[str, Any] | None = None
+        if controller is not None:
+            vpa = choose_vpa(
+                pod,
+                controller=controller,
+                candidate_vpas=caches.vpas_for(controller),
+                selector_of=selector_of,
+            )
+        if vpa is None and misses and may_wait:
+            return PodDecision(wait_for=misses[0])
+        not_matched = (
+            "controller-lookup-pending" if caches.scale_lookups.pending > pending_before else None
+        )
+        if vpa is None:
+            return PodDecision(not_matched=not_matched)
+        return self._patch(pod, vpa, not_matched=not_matched)
+
+    def _patch(
+        self, pod: dict[str, Any], vpa: dict[str, Any], *, not_matched: str | None
+    ) -> PodDecision:
+        caches, settings = self.caches, self.settings
+        target = target_ref_of(vpa)
+        hpas: list[dict[str, Any]] = []
+        if settings.avoid_hpa_conflict and target is not None:
+            hpas = caches.hpas_for(target.namespace, target.kind, target.name)
+        admission = admit_pod(
+            pod=pod,
+            vpa=vpa,
+            limit_ranges=caches.limit_ranges(target.namespace if target else _namespace(pod)),
+            hpas=hpas,
+            avoid_hpa_conflict=settings.avoid_hpa_conflict,
+            largest_node_allocatable=(
+                caches.largest_node_allocatable() if settings.cap_to_largest_node else None
+            ),
+        )
+        conflict = None
+        if admission.skipped_resources and target is not None:
+            conflict = HpaConflict(
+                vpa=vpa, target=target, hpas=tuple(hpas), resources=admission.skipped_resources
+            )
+        return PodDecision(
+            patches=list(admission.patches), not_matched=not_matched, hpa_conflict=conflict
+        )
