@@ -18,11 +18,11 @@ from hypothesis import strategies as st
 
 from kubescale.base.clock import VirtualClock
 from kubescale.kube.resources import NODES, PODS
+from kubescale.scheduling.filters import first_untolerated_taint
+from kubescale.scheduling.pod_resources import node_allocatable, pod_requests
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.cluster.node_templates import NodeTemplate, build_node
-from kubescale.sim.cluster.pod_resources import node_allocatable, pod_requests
 from kubescale.sim.cluster.scheduler import Scheduler
-from kubescale.sim.cluster.scheduling_filters import first_untolerated_taint
 
 TAINT = {"key": "dedicated", "value": "x", "effect": "NoSchedule"}
 TOLERATION = {"key": "dedicated", "operator": "Exists"}

@@ -28,9 +28,9 @@ import copy
 from typing import Any, Final
 
 from kubescale.kube.resources import DAEMON_SETS
+from kubescale.scheduling.filters import NodeAffinity, first_untolerated_taint
 
 from .controller_context import ControllerContext
-from .scheduling_filters import NodeAffinity, first_untolerated_taint
 from .workload_pods import (
     available_since,
     is_ready,

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .pod_resources import Amounts, add_into, node_allocatable, pod_requests
+from kubescale.scheduling.pod_resources import Amounts, add_into, node_allocatable, pod_requests
 
 __all__ = [
     "KUBELET_CONDITIONS",

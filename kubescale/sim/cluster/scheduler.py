@@ -7,7 +7,7 @@ schedules them one by one the way ``scheduleOne`` does:
 1. order: priority (``spec.priority``; else the PriorityClass named by ``priorityClassName``
    or the ``globalDefault`` one, which the Priority admission plugin would have stamped)
    descending, then creation time (PrioritySort), then namespace/name;
-2. filter every node with the in-tree plugins (:mod:`.scheduling_filters`), then with the
+2. filter every node with the in-tree plugins (:mod:`kubescale.scheduling.fit`), then with the
    extenders in turn on the survivors (an ignorable extender's error skips it; any other error
    fails the pod with reason ``SchedulerError``);
 3. score: NodeResourcesFit ``LeastAllocated`` (cpu and memory, weight 1 each, requests counted
@@ -28,30 +28,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
 from kubescale.base.logs import component_logger
 from kubescale.kube.resources import NAMESPACES, NODES, PODS, PRIORITY_CLASSES
+from kubescale.scheduling.filters import FilterStatus, fit_error_message
+from kubescale.scheduling.fit import ClusterSnapshot, PodInfo, least_allocated_score, pod_key
+from kubescale.scheduling.pod_resources import Amounts, node_allocatable
 from kubescale.sim.apiserver.server import ApiServer
 
-from .inter_pod_affinity import AffinityTerm, TopologyCounts, required_terms
 from .pod_binding import bind_pod, mark_unschedulable
-from .pod_resources import NON_MISSING_DEFAULTS, Amounts, RequestCache, add_into, node_allocatable
 from .scheduler_extenders import ExtenderClient, ExtenderConfig, ExtenderError
-from .scheduling_filters import (
-    REASON_NODE_AFFINITY,
-    REASON_UNSCHEDULABLE,
-    UNSCHEDULABLE_TAINT,
-    FilterStatus,
-    NodeAffinity,
-    NodeState,
-    first_untolerated_taint,
-    fit_error_message,
-    insufficient_resources,
-    tolerates,
-)
 
 __all__ = ["DEFAULT_SCHEDULER_NAME", "NO_NODES_MESSAGE", "Scheduler"]
 
@@ -60,20 +48,6 @@ log = component_logger("sim.scheduler")
 DEFAULT_SCHEDULER_NAME: Final = "default-scheduler"
 NO_NODES_MESSAGE: Final = "no nodes available to schedule pods"
 _TERMINAL: Final = ("Succeeded", "Failed")
-_UNSCHEDULABLE_TOLERATION_TAINT: Final = {"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}
-
-
-@dataclass(frozen=True)
-class _PodInfo:
-    """What filtering needs of the pod being scheduled (the PreFilter state)."""
-
-    pod: Mapping[str, Any]
-    requests: Amounts
-    non_zero: Amounts
-    tolerations: tuple[Mapping[str, Any], ...]
-    node_affinity: NodeAffinity
-    affinity: tuple[AffinityTerm, ...]
-    anti_affinity: tuple[AffinityTerm, ...]
 
 
 class Scheduler:
@@ -92,9 +66,9 @@ class Scheduler:
         self._ignored_resources = frozenset(
             name for config in extenders for name in config.ignored_resources()
         )
-        self._requests = RequestCache()
-        self._non_zero = RequestCache(non_missing=NON_MISSING_DEFAULTS)
         self._allocatable: dict[str, tuple[Mapping[str, Any], Amounts]] = {}
+        self._snapshot = ClusterSnapshot(ignored_resources=self._ignored_resources)
+        """Reused across steps for its request caches; rebuilt from the store each step."""
         self._bound = 0
 
     @property
@@ -151,31 +125,33 @@ class Scheduler:
             ),
         )
 
-    def _node_states(
-        self, nodes: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]
-    ) -> dict[str, NodeState]:
-        states: dict[str, NodeState] = {}
+    def _build_snapshot(
+        self,
+        nodes: Sequence[Mapping[str, Any]],
+        pods: Sequence[Mapping[str, Any]],
+        namespace_labels: Mapping[str, Mapping[str, str]],
+    ) -> ClusterSnapshot:
         allocatable: dict[str, tuple[Mapping[str, Any], Amounts]] = {}
-        for node in nodes:
+
+        def offered(node: Mapping[str, Any]) -> Amounts:
             name = node["metadata"]["name"]
             cached = self._allocatable.get(name)
             if cached is None or cached[0] is not node:
                 cached = (node, node_allocatable(node))
             allocatable[name] = cached
-            states[name] = NodeState.of_node(node, cached[1])
-        self._allocatable = allocatable
-        for pod in pods:
-            node_name = (pod.get("spec") or {}).get("nodeName")
-            state = states.get(node_name) if node_name else None
-            if state is None or (pod.get("status") or {}).get("phase") in _TERMINAL:
-                continue
-            self._add_pod(state, pod)
-        return states
+            return cached[1]
 
-    def _add_pod(self, state: NodeState, pod: Mapping[str, Any]) -> None:
-        add_into(state.requested, self._requests.requests(pod))
-        add_into(state.non_zero_requested, self._non_zero.requests(pod))
-        state.pods.append(pod)
+        self._snapshot = ClusterSnapshot.build(
+            nodes=nodes,
+            pods=pods,
+            namespace_labels=namespace_labels,
+            ignored_resources=self._ignored_resources,
+            requests=self._snapshot.request_cache,
+            non_zero=self._snapshot.non_zero_cache,
+            allocatable=offered,
+        )
+        self._allocatable = allocatable
+        return self._snapshot
 
     async def step(self, now: datetime) -> None:
         pods = self._store.snapshots(PODS)
@@ -183,60 +159,36 @@ class Scheduler:
         if not pending:
             return
         nodes = self._store.snapshots(NODES)
-        states = self._node_states(nodes, pods)
         node_objects = {n["metadata"]["name"]: n for n in nodes}
         namespace_labels = {
             ns["metadata"]["name"]: dict(ns["metadata"].get("labels") or {})
             for ns in self._store.snapshots(NAMESPACES)
         }
+        snapshot = self._build_snapshot(nodes, pods, namespace_labels)
         for pod in self._queue(pending):
-            await self._schedule_one(pod, states, node_objects, namespace_labels, now)
-        self._requests.forget_missing(
-            (p["metadata"].get("namespace", ""), p["metadata"]["name"]) for p in pods
-        )
-        self._non_zero.forget_missing(
-            (p["metadata"].get("namespace", ""), p["metadata"]["name"]) for p in pods
-        )
+            await self._schedule_one(pod, snapshot, node_objects, now)
+        snapshot.forget_missing(pod_key(p) for p in pods)
 
     # ------------------------------------------------------------------------ one pod
-
-    def _pod_info(self, pod: Mapping[str, Any]) -> _PodInfo:
-        spec = pod.get("spec") or {}
-        return _PodInfo(
-            pod=pod,
-            requests=self._requests.requests(pod),
-            non_zero=self._non_zero.requests(pod),
-            tolerations=tuple(spec.get("tolerations") or ()),
-            node_affinity=NodeAffinity.of_pod(pod),
-            affinity=required_terms(pod, "podAffinity"),
-            anti_affinity=required_terms(pod, "podAntiAffinity"),
-        )
 
     async def _schedule_one(
         self,
         pod: Mapping[str, Any],
-        states: dict[str, NodeState],
+        snapshot: ClusterSnapshot,
         node_objects: Mapping[str, Mapping[str, Any]],
-        namespace_labels: Mapping[str, Mapping[str, str]],
         now: datetime,
     ) -> None:
-        if not states:
+        if not snapshot.nodes:
             mark_unschedulable(
                 self._store, pod, reason="Unschedulable", message=NO_NODES_MESSAGE, now=now
             )
             return
-        info = self._pod_info(pod)
+        info = snapshot.pod_info(pod)
+        topology = snapshot.topology(info)
         statuses: dict[str, FilterStatus] = {}
-        topology = TopologyCounts.build(
-            pod=pod,
-            affinity=info.affinity,
-            anti_affinity=info.anti_affinity,
-            nodes=(states[name] for name in sorted(states)),
-            namespace_labels=namespace_labels,
-        )
         feasible: list[str] = []
-        for name in sorted(states):
-            status = self._filter(info, states[name], topology)
+        for name in sorted(snapshot.nodes):
+            status = snapshot.filter(info, name, topology)
             if status is None:
                 feasible.append(name)
             else:
@@ -248,7 +200,7 @@ class Scheduler:
             return
         if not feasible:
             message = fit_error_message(
-                num_nodes=len(states),
+                num_nodes=len(snapshot.nodes),
                 statuses=statuses,
                 preemption_policy=(pod.get("spec") or {}).get("preemptionPolicy"),
             )
@@ -256,33 +208,14 @@ class Scheduler:
             return
         chosen = feasible[0]
         if len(feasible) > 1:
-            scores = await self._scores(info, feasible, states, node_objects)
+            scores = await self._scores(info, feasible, snapshot, node_objects)
             for name in feasible:  # sorted by name: the first of equal scores wins
                 if scores[name] > scores[chosen]:
                     chosen = name
         if bind_pod(self._store, pod, chosen, now):
             self._bound += 1
-            self._add_pod(states[chosen], self._store.peek(PODS, *_key(pod)) or pod)
-
-    def _filter(
-        self, info: _PodInfo, node: NodeState, topology: TopologyCounts
-    ) -> FilterStatus | None:
-        """The in-tree filters in the default profile's order; the first rejection wins."""
-        if node.unschedulable and not any(
-            tolerates(t, _UNSCHEDULABLE_TOLERATION_TAINT) for t in info.tolerations
-        ):
-            return FilterStatus((REASON_UNSCHEDULABLE,), unresolvable=True)
-        taint = first_untolerated_taint(node.taints, info.tolerations)
-        if taint is not None:
-            key, value = taint.get("key", ""), taint.get("value", "")
-            reason = f"node(s) had untolerated taint {{{key}: {value}}}"
-            return FilterStatus((reason,), unresolvable=True)
-        if not info.node_affinity.matches(node.name, node.labels):
-            return FilterStatus((REASON_NODE_AFFINITY,), unresolvable=True)
-        reasons = insufficient_resources(info.requests, node, self._ignored_resources)
-        if reasons:
-            return FilterStatus(reasons, unresolvable=False)
-        return topology.filter(node)
+            namespace, name = pod_key(pod)
+            snapshot.add_pod(chosen, self._store.peek(PODS, name, namespace) or pod)
 
     async def _run_extender_filters(
         self,
@@ -319,12 +252,14 @@ class Scheduler:
 
     async def _scores(
         self,
-        info: _PodInfo,
+        info: PodInfo,
         feasible: list[str],
-        states: Mapping[str, NodeState],
+        snapshot: ClusterSnapshot,
         node_objects: Mapping[str, Mapping[str, Any]],
     ) -> dict[str, int]:
-        scores = {name: _least_allocated(info.non_zero, states[name]) for name in feasible}
+        scores = {
+            name: least_allocated_score(info.non_zero, snapshot.nodes[name]) for name in feasible
+        }
         clients = [
             c
             for c in self._extenders
@@ -348,21 +283,3 @@ class Scheduler:
                 if name in scores:
                     scores[name] += score
         return scores
-
-
-def _least_allocated(non_zero: Mapping[str, int], node: NodeState) -> int:
-    """``leastResourceScorer`` over cpu and memory (weight 1 each): free share × 100."""
-    total = weights = 0
-    for resource in ("cpu", "memory"):
-        capacity = node.allocatable.get(resource, 0)
-        if capacity == 0:
-            continue
-        weights += 1
-        requested = node.non_zero_requested.get(resource, 0) + non_zero.get(resource, 0)
-        if requested <= capacity:
-            total += (capacity - requested) * 100 // capacity
-    return total // weights if weights else 0
-
-
-def _key(pod: Mapping[str, Any]) -> tuple[str, str]:
-    return str(pod["metadata"]["name"]), str(pod["metadata"].get("namespace", ""))

@@ -31,7 +31,7 @@ from typing import Any, Final
 
 from kubescale.kube.selectors import LabelSelector, SelectorError, label_selector_from_dict
 
-from .scheduling_filters import FilterStatus, NodeState
+from .filters import FilterStatus, NodeState
 
 __all__ = [
     "REASON_AFFINITY",
