@@ -36,10 +36,10 @@ import numpy as np
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kubescale.controllers.vpa.cluster_state import ClusterState
-from kubescale.controllers.vpa.estimators import RecommenderConfig
-from kubescale.controllers.vpa.go_math import go_micros
-from kubescale.controllers.vpa.histogram import MIN_SAMPLE_WEIGHT
+from kubescale.controllers.vpa.model.cluster_state import ClusterState
+from kubescale.controllers.vpa.model.estimators import RecommenderConfig
+from kubescale.controllers.vpa.model.go_math import go_micros
+from kubescale.controllers.vpa.model.histogram import MIN_SAMPLE_WEIGHT
 from kubescale.kube.selectors import label_selector_from_set
 
 REPO = Path(__file__).resolve().parent.parent

@@ -48,9 +48,9 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kubescale.controllers.vpa.aggregate_state import AggregateContainerState, ContainerState
-from kubescale.controllers.vpa.estimators import RecommenderConfig, estimate
-from kubescale.controllers.vpa.go_math import go_float_to_int64
+from kubescale.controllers.vpa.model.aggregate_state import AggregateContainerState, ContainerState
+from kubescale.controllers.vpa.model.estimators import RecommenderConfig, estimate
+from kubescale.controllers.vpa.model.go_math import go_float_to_int64
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_TRACE = REPO.parent / "shared" / "traces" / "bitbrains-rnd-2013-07.csv.xz"

@@ -12,9 +12,9 @@ exits 0.
 
 The VPA admission webhook (:mod:`kubescale.webhook.component`) is such a component; ``--webhook``
 (``auto``: when in a cluster or given ``--kubeconfig``) decides whether :func:`run` adds it.
-The VPA recommender (:mod:`kubescale.controllers.vpa.component`) is another, behind
+The VPA recommender (:mod:`kubescale.controllers.vpa.recommender.component`) is another, behind
 ``--vpa-recommender`` with the same ``auto`` rule, and so is the VPA updater
-(:mod:`kubescale.controllers.vpa.updater_component`, ``--vpa-updater``); a component with
+(:mod:`kubescale.controllers.vpa.updater.component`, ``--vpa-updater``); a component with
 ``loop_specs()`` adds its loops to the runner, gated on leadership like the others.
 ``Server.leadership_terms`` counts the terms this replica has led (a loop that keeps state
 starts over in a new term).
@@ -45,8 +45,8 @@ from kubescale.cli.serve_config import (
     add_serve_arguments,
     serve_config_from_args,
 )
-from kubescale.controllers.vpa.component import RecommenderComponent
-from kubescale.controllers.vpa.updater_component import UpdaterComponent
+from kubescale.controllers.vpa.recommender.component import RecommenderComponent
+from kubescale.controllers.vpa.updater.component import UpdaterComponent
 from kubescale.kube.client import KubeClient, connect
 from kubescale.kube.config_loading import SERVICE_HOST_ENV
 from kubescale.kube.config_loading import ConfigError as KubeConfigError

@@ -25,13 +25,13 @@ from pathlib import Path
 from kubescale.base.flag_types import parse_address, parse_bool, parse_port, positive_duration
 from kubescale.base.logs import LOG_LEVELS, LogFormat
 from kubescale.certs.tls_ciphers import go_cipher_suites_to_openssl
-from kubescale.controllers.vpa.recommender_config import (
+from kubescale.controllers.vpa.recommender.recommender_config import (
     RecommenderConfigError,
     RecommenderSettings,
     add_recommender_arguments,
     recommender_settings_from_args,
 )
-from kubescale.controllers.vpa.updater_config import (
+from kubescale.controllers.vpa.updater.updater_config import (
     UpdaterConfigError,
     UpdaterSettings,
     add_updater_arguments,
@@ -77,9 +77,10 @@ class ServeConfig:
     webhook: WebhookSettings
     """The VPA admission webhook's flags (:mod:`kubescale.webhook.webhook_config`)."""
     recommender: RecommenderSettings
-    """The VPA recommender's flags (:mod:`kubescale.controllers.vpa.recommender_config`)."""
+    """The VPA recommender's flags
+    (:mod:`kubescale.controllers.vpa.recommender.recommender_config`)."""
     updater: UpdaterSettings = field(default_factory=UpdaterSettings)
-    """The VPA updater's flags (:mod:`kubescale.controllers.vpa.updater_config`)."""
+    """The VPA updater's flags (:mod:`kubescale.controllers.vpa.updater.updater_config`)."""
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:

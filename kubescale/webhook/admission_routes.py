@@ -20,8 +20,8 @@ Per request (upstream ``logic/server.go``, ``resource/pod/handler.go`` and
    object, a resource other than pods and VPAs — is answered ``allowed: true`` without a patch.
 4. Pods (``""/v1/pods``) are decided from the caches by
    :class:`kubescale.webhook.cached_pod_admission.CachedPodAdmission` (top-most controller, VPA,
-   then :func:`kubescale.webhook.pod_admission.admit_pod`). A pod is never denied: every error
-   allows it unmutated (upstream ``DisallowIncorrectObjects() == false``). VPAs
+   then :func:`kubescale.controllers.vpa.api.pod_admission.admit_pod`). A pod is never denied: every
+   error allows it unmutated (upstream ``DisallowIncorrectObjects() == false``). VPAs
    (``autoscaling.k8s.io/*/verticalpodautoscalers``) go to
    :func:`kubescale.webhook.vpa_validation.admit_vpa`, which may deny with a ``metav1.Status``.
 5. The answer carries the patches as ``patchType: JSONPatch``.
@@ -55,6 +55,9 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from kubescale.base.logs import component_logger
+from kubescale.controllers.vpa.api.controller_refs import ControllerRef
+from kubescale.controllers.vpa.api.hpa_conflict import hpa_scaled_resources
+from kubescale.controllers.vpa.api.pod_admission import PodAdmissionError
 from kubescale.kube.events import EventRecorder
 from kubescale.webhook.admission_reviews import (
     BadReview,
@@ -64,9 +67,6 @@ from kubescale.webhook.admission_reviews import (
     review_response,
 )
 from kubescale.webhook.cached_pod_admission import CachedPodAdmission, HpaConflict, PodDecision
-from kubescale.webhook.controller_refs import ControllerRef
-from kubescale.webhook.hpa_conflict import hpa_scaled_resources
-from kubescale.webhook.pod_admission import PodAdmissionError
 from kubescale.webhook.vpa_validation import admit_vpa
 from kubescale.webhook.webhook_caches import WebhookCaches
 from kubescale.webhook.webhook_config import WebhookSettings

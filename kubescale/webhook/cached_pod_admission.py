@@ -1,11 +1,11 @@
 """One pod's admission decided from the caches: which VPA, which patches, what was missing.
 
 This is the glue between the informer caches (:mod:`kubescale.webhook.webhook_caches`) and the pure
-decisions: :func:`~kubescale.webhook.controller_refs.topmost_controller` over the cached owners,
-:func:`~kubescale.webhook.vpa_matching.choose_vpa` over the VPAs indexed by target, then
-:func:`~kubescale.webhook.pod_admission.admit_pod` with the namespace's LimitRanges and, behind
-their flags, the HPAs scaling the target and the largest Ready node. It reads memory only and has no
-side effects beyond queuing background lookups; the route
+decisions: :func:`~kubescale.controllers.vpa.api.controller_refs.topmost_controller` over the cached
+owners, :func:`~kubescale.controllers.vpa.api.vpa_matching.choose_vpa` over the VPAs indexed by
+target, then :func:`~kubescale.controllers.vpa.api.pod_admission.admit_pod` with the namespace's
+LimitRanges and, behind their flags, the HPAs scaling the target and the largest Ready node. It
+reads memory only and has no side effects beyond queuing background lookups; the route
 (:mod:`kubescale.webhook.admission_routes`) turns the :class:`PodDecision` into an answer, metrics,
 log lines and events.
 
@@ -27,14 +27,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubescale.kube.selectors import LabelSelector
-from kubescale.webhook.controller_refs import (
+from kubescale.controllers.vpa.api.controller_refs import (
     ControllerRef,
     controller_owner_ref,
     topmost_controller,
 )
-from kubescale.webhook.pod_admission import admit_pod
-from kubescale.webhook.vpa_matching import choose_vpa, target_ref_of
+from kubescale.controllers.vpa.api.pod_admission import admit_pod
+from kubescale.controllers.vpa.api.vpa_matching import choose_vpa, target_ref_of
+from kubescale.kube.selectors import LabelSelector
 from kubescale.webhook.webhook_caches import WebhookCaches
 from kubescale.webhook.webhook_config import WebhookSettings
 

@@ -18,10 +18,11 @@ Informers (shared through :class:`kubescale.kube.informer_set.InformerSet`):
 Readiness (``/readyz``) is "every informer has synced". The lookups:
 
 - :meth:`WebhookCaches.owner` / :meth:`WebhookCaches.is_scalable` for
-  :func:`kubescale.webhook.controller_refs.topmost_controller`;
-- :meth:`WebhookCaches.selector_of` for :func:`kubescale.webhook.vpa_matching.choose_vpa`: a
-  well-known target's selector as upstream's ``VpaTargetSelectorFetcher`` reads it
-  (``spec.selector``; CronJob: the job template's pod labels; ReplicationController: its
+  :func:`kubescale.controllers.vpa.api.controller_refs.topmost_controller`;
+- :meth:`WebhookCaches.selector_of` for
+  :func:`kubescale.controllers.vpa.api.vpa_matching.choose_vpa`: a well-known target's selector as
+  upstream's ``VpaTargetSelectorFetcher`` reads it (``spec.selector``; CronJob: the job template's
+  pod labels; ReplicationController: its
   ``spec.selector`` map), any other kind's ``/scale`` ``status.selector``;
 - :meth:`WebhookCaches.limit_ranges`: a namespace's LimitRanges sorted by name (the merge's
   "last default wins" then does not depend on cache order; upstream's lister order is
@@ -44,6 +45,7 @@ import asyncio
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
+from kubescale.controllers.vpa.api.controller_refs import ControllerRef
 from kubescale.kube.indexes import IndexFunc
 from kubescale.kube.informer import EventHandlers, Informer
 from kubescale.kube.informer_set import InformerSet
@@ -67,7 +69,6 @@ from kubescale.kube.selectors import (
     label_selector_from_dict,
     label_selector_from_set,
 )
-from kubescale.webhook.controller_refs import ControllerRef
 from kubescale.webhook.scale_lookups import ScaleLookups
 
 __all__ = [
@@ -206,7 +207,7 @@ class WebhookCaches:
     def owner(
         self, api_version: str, kind: str, namespace: str, name: str
     ) -> dict[str, Any] | None:
-        """:data:`kubescale.webhook.controller_refs.OwnerLookup` over the caches."""
+        """:data:`kubescale.controllers.vpa.api.controller_refs.OwnerLookup` over the caches."""
         informer = self._controllers.get(kind)
         if informer is not None:
             return informer.lister.get(name, namespace) if namespace and name else None

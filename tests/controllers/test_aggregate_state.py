@@ -6,13 +6,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from kubescale.controllers.vpa.aggregate_state import (
+from kubescale.controllers.vpa.model.aggregate_state import (
     AggregateContainerState,
     AggregationsConfig,
     ContainerState,
     ContainerUsageSample,
 )
-from kubescale.controllers.vpa.go_math import go_micros
+from kubescale.controllers.vpa.model.go_math import go_micros
 
 MB = 1024 * 1024
 T0 = datetime(2017, 4, 18, 17, 35, 5, tzinfo=UTC)  # upstream's testTimestamp
@@ -47,7 +47,7 @@ class RecordingAggregate:
 
 
 def _dt(time_us: int) -> datetime:
-    from kubescale.controllers.vpa.go_math import from_go_micros  # noqa: PLC0415
+    from kubescale.controllers.vpa.model.go_math import from_go_micros  # noqa: PLC0415
 
     return from_go_micros(time_us)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from kubescale.controllers.vpa.checkpoint_store import CheckpointStore
+from kubescale.controllers.vpa.checkpoint.checkpoint_store import CheckpointStore
 from kubescale.kube.resources import VERTICAL_POD_AUTOSCALERS, VPA_CHECKPOINTS
 
 from .test_recommender_loop import (

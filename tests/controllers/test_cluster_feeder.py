@@ -11,14 +11,16 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from kubescale.controllers.vpa.cluster_feeder import (
+from kubescale.controllers.vpa.recommender.cluster_feeder import (
     ClusterFeeder,
     container_requests,
     handles_vpa,
     pod_metrics_samples,
 )
-from kubescale.controllers.vpa.recommender_metrics import RecommenderMetrics
-from kubescale.controllers.vpa.simulated_recommender import simulated_recommender_settings
+from kubescale.controllers.vpa.recommender.recommender_metrics import RecommenderMetrics
+from kubescale.controllers.vpa.recommender.simulated_recommender import (
+    simulated_recommender_settings,
+)
 from kubescale.kube.client import ClientSettings, connect
 from kubescale.kube.informer_set import InformerSet
 from kubescale.sim.apiserver.kubeconfig import build_kubeconfig, write_kubeconfig_file

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from kubescale.controllers.vpa.cluster_state import ClusterState
-from kubescale.controllers.vpa.estimators import RecommenderConfig
-from kubescale.controllers.vpa.histogram import MEMORY_HISTOGRAM_OPTIONS
+from kubescale.controllers.vpa.model.cluster_state import ClusterState
+from kubescale.controllers.vpa.model.estimators import RecommenderConfig
+from kubescale.controllers.vpa.model.histogram import MEMORY_HISTOGRAM_OPTIONS
 from kubescale.kube.quantities import Quantity
 from kubescale.kube.selectors import label_selector_from_set
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from kubescale.controllers.vpa.eviction_rate_limit import EvictionRateLimiter
+from kubescale.controllers.vpa.updater.eviction_rate_limit import EvictionRateLimiter
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

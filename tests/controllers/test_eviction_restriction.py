@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kubescale.controllers.vpa.eviction_restriction import (
+from kubescale.controllers.vpa.updater.eviction_restriction import (
     ControllerKey,
     EvictionRestriction,
     InPlaceDecision,

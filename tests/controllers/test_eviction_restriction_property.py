@@ -8,7 +8,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubescale.controllers.vpa.eviction_restriction import ControllerKey, EvictionRestriction
+from kubescale.controllers.vpa.updater.eviction_restriction import (
+    ControllerKey,
+    EvictionRestriction,
+)
 from tests.controllers.test_eviction_restriction import NOW, NS, make_pod
 
 group_strategy = st.tuples(

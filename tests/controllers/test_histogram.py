@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from kubescale.controllers.vpa.go_math import go_micros, round_time
-from kubescale.controllers.vpa.histogram import (
+from kubescale.controllers.vpa.model.go_math import go_micros, round_time
+from kubescale.controllers.vpa.model.histogram import (
     CPU_HISTOGRAM_OPTIONS,
     EPSILON,
     MAX_CHECKPOINT_WEIGHT,

@@ -2,8 +2,8 @@
 
 :class:`ScalarHistogram` below is the reference: Python lists, one object per histogram, each
 method a line-by-line reading of ``histogram.go``/``decaying_histogram.go`` (Go's float
-functions come from :mod:`kubescale.controllers.vpa.go_math`, tested on their own). Random operation
-sequences must leave the store's rows — through the per-row API and through the vectorised
+functions come from :mod:`kubescale.controllers.vpa.model.go_math`, tested on their own). Random
+operation sequences must leave the store's rows — through the per-row API and through the vectorised
 ``*_rows`` methods — bit-for-bit where the reference ends up.
 """
 
@@ -16,7 +16,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubescale.controllers.vpa.go_math import (
+from kubescale.controllers.vpa.model.go_math import (
     go_exp2,
     go_exp2_array,
     go_log,
@@ -27,7 +27,7 @@ from kubescale.controllers.vpa.go_math import (
     round_time,
     saturating_sub_ns,
 )
-from kubescale.controllers.vpa.histogram import (
+from kubescale.controllers.vpa.model.histogram import (
     CPU_HISTOGRAM_OPTIONS,
     EPSILON,
     MEMORY_HISTOGRAM_OPTIONS,

@@ -16,8 +16,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubescale.controllers.vpa.histogram import MEMORY_HISTOGRAM_OPTIONS, HistogramStore
-from kubescale.controllers.vpa.histogram_rows import BucketRows
+from kubescale.controllers.vpa.model.histogram import MEMORY_HISTOGRAM_OPTIONS, HistogramStore
+from kubescale.controllers.vpa.model.histogram_rows import BucketRows
 
 HALF_LIFE_NS = 24 * 3600 * 10**9
 BASE_US = 63_500_000_000 * 10**6

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from kubescale.controllers.vpa.cluster_state import ClusterState
-from kubescale.controllers.vpa.estimators import RecommenderConfig
-from kubescale.controllers.vpa.oom_observer import (
+from kubescale.controllers.vpa.model.cluster_state import ClusterState
+from kubescale.controllers.vpa.model.estimators import RecommenderConfig
+from kubescale.controllers.vpa.recommender.oom_observer import (
     OomInfo,
     OomObserver,
     ooms_from_eviction_event,

@@ -22,10 +22,9 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from kubescale.certs.authority import generate_ca, issue_serving_certificate
-from kubescale.controllers.vpa.cluster_state import ClusterState
-from kubescale.controllers.vpa.estimators import RecommenderConfig
-from kubescale.controllers.vpa.prometheus_api import PrometheusAuth, PrometheusClientMetrics
-from kubescale.controllers.vpa.prometheus_history import (
+from kubescale.controllers.vpa.model.cluster_state import ClusterState
+from kubescale.controllers.vpa.model.estimators import RecommenderConfig
+from kubescale.controllers.vpa.recommender.prometheus_history import (
     HistoryLoadResult,
     HistorySample,
     PodHistory,
@@ -34,7 +33,7 @@ from kubescale.controllers.vpa.prometheus_history import (
     load_history,
     resource_amount_from_value,
 )
-from kubescale.controllers.vpa.prometheus_history_config import (
+from kubescale.controllers.vpa.recommender.prometheus_history_config import (
     PrometheusHistoryConfig,
     bearer_token_from_flags,
     history_queries,
@@ -42,6 +41,7 @@ from kubescale.controllers.vpa.prometheus_history_config import (
     resolve_auth,
 )
 from kubescale.kube.selectors import label_selector_from_dict
+from kubescale.prometheus.query_api import PrometheusAuth, PrometheusClientMetrics
 from tests.controllers.prometheus_fixtures import FakePrometheus, matrix, success
 
 NOW = datetime(2026, 3, 10, 12, 0, 0, tzinfo=UTC)

@@ -15,8 +15,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubescale.controllers.vpa.prometheus_history_config import parse_prometheus_duration
-from kubescale.controllers.vpa.prometheus_values import (
+from kubescale.controllers.vpa.recommender.prometheus_history_config import (
+    parse_prometheus_duration,
+)
+from kubescale.prometheus.query_values import (
     format_go_float,
     format_time,
     labels_text,

@@ -4,8 +4,8 @@ A day of cAdvisor-style history for three pods is written as OpenMetrics text, t
 blocks with ``promtool tsdb create-blocks-from openmetrics`` and served by ``prometheus`` on a
 loopback port. The provider loads it with upstream's queries (defaults, except
 ``--metric-for-pod-labels=up{job="kubernetes-pods"}[8d]``: the default instant selector is
-rejected upstream, see :mod:`kubescale.controllers.vpa.prometheus_history`), and the recommendation
-built from that history must equal the one built by feeding the same samples live.
+rejected upstream, see :mod:`kubescale.controllers.vpa.recommender.prometheus_history`), and the
+recommendation built from that history must equal the one built by feeding the same samples live.
 
 What "the same samples" means. The provider never sees the scraped points: it sees one CPU
 and one memory value per container and ``--history-resolution`` step (1h), at the steps
@@ -37,18 +37,18 @@ from typing import Any
 
 import pytest
 
-from kubescale.controllers.vpa.cluster_state import ClusterState
-from kubescale.controllers.vpa.estimators import RecommenderConfig
-from kubescale.controllers.vpa.prometheus_api import PrometheusAuth
-from kubescale.controllers.vpa.prometheus_history import (
+from kubescale.controllers.vpa.model.cluster_state import ClusterState
+from kubescale.controllers.vpa.model.estimators import RecommenderConfig
+from kubescale.controllers.vpa.recommender.prometheus_history import (
     HistoryLoadResult,
     HistorySample,
     PodHistory,
     PrometheusHistoryProvider,
     load_history,
 )
-from kubescale.controllers.vpa.prometheus_history_config import PrometheusHistoryConfig
+from kubescale.controllers.vpa.recommender.prometheus_history_config import PrometheusHistoryConfig
 from kubescale.kube.selectors import label_selector_from_dict
+from kubescale.prometheus.query_api import PrometheusAuth
 from tests.controllers.prometheus_fixtures import (
     RealPrometheus,
     Series,

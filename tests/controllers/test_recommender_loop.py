@@ -23,9 +23,11 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from kubescale.base.clock import VirtualClock
-from kubescale.controllers.vpa.recommender_loop import RecommenderLoop
-from kubescale.controllers.vpa.recommender_metrics import RecommenderMetrics
-from kubescale.controllers.vpa.simulated_recommender import simulated_recommender_settings
+from kubescale.controllers.vpa.recommender.recommender_loop import RecommenderLoop
+from kubescale.controllers.vpa.recommender.recommender_metrics import RecommenderMetrics
+from kubescale.controllers.vpa.recommender.simulated_recommender import (
+    simulated_recommender_settings,
+)
 from kubescale.kube.client import KubeClient, connect
 from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.quantities import Quantity

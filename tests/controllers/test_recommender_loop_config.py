@@ -11,12 +11,12 @@ import pytest
 from kubescale.cli.main import build_parser
 from kubescale.cli.serve import default_components
 from kubescale.cli.serve_config import ConfigError, ServeConfig, serve_config_from_args
-from kubescale.controllers.vpa.component import RecommenderComponent
-from kubescale.controllers.vpa.estimators import RecommenderConfig
-from kubescale.controllers.vpa.prometheus_history_config import PrometheusHistoryConfig
-from kubescale.controllers.vpa.recommender_config import RecommenderSettings
-from kubescale.controllers.vpa.simulated_recommender import simulated_recommender_flags
-from kubescale.controllers.vpa.updater_component import UpdaterComponent
+from kubescale.controllers.vpa.model.estimators import RecommenderConfig
+from kubescale.controllers.vpa.recommender.component import RecommenderComponent
+from kubescale.controllers.vpa.recommender.prometheus_history_config import PrometheusHistoryConfig
+from kubescale.controllers.vpa.recommender.recommender_config import RecommenderSettings
+from kubescale.controllers.vpa.recommender.simulated_recommender import simulated_recommender_flags
+from kubescale.controllers.vpa.updater.component import UpdaterComponent
 from kubescale.kube.quantities import Quantity
 from kubescale.webhook.component import WebhookComponent
 

@@ -15,16 +15,18 @@ from dataclasses import replace
 import pytest
 from prometheus_client import CollectorRegistry
 
-from kubescale.controllers.vpa.prometheus_api import PrometheusAuth
-from kubescale.controllers.vpa.prometheus_history import PrometheusHistoryProvider
-from kubescale.controllers.vpa.prometheus_history_config import (
+from kubescale.controllers.vpa.recommender.prometheus_history import PrometheusHistoryProvider
+from kubescale.controllers.vpa.recommender.prometheus_history_config import (
     PrometheusHistoryConfig,
     history_queries,
 )
-from kubescale.controllers.vpa.recommender_loop import RecommenderLoop
-from kubescale.controllers.vpa.recommender_metrics import RecommenderMetrics
-from kubescale.controllers.vpa.simulated_recommender import simulated_recommender_settings
+from kubescale.controllers.vpa.recommender.recommender_loop import RecommenderLoop
+from kubescale.controllers.vpa.recommender.recommender_metrics import RecommenderMetrics
+from kubescale.controllers.vpa.recommender.simulated_recommender import (
+    simulated_recommender_settings,
+)
 from kubescale.kube.informer_set import InformerSet
+from kubescale.prometheus.query_api import PrometheusAuth
 from tests.controllers.prometheus_fixtures import FakePrometheus, matrix
 
 from .test_recommender_loop import (

@@ -7,7 +7,10 @@ import re
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from kubescale.controllers.vpa.recommender_metrics import ObjectCounter, RecommenderMetrics
+from kubescale.controllers.vpa.recommender.recommender_metrics import (
+    ObjectCounter,
+    RecommenderMetrics,
+)
 
 from .test_recommender_loop import Cluster, cluster, web_with_one_pod
 

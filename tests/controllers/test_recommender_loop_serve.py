@@ -20,7 +20,7 @@ from kubescale.base.clock import RealClock
 from kubescale.cli.main import build_parser, main
 from kubescale.cli.serve import Server, default_components, serve
 from kubescale.cli.serve_config import serve_config_from_args
-from kubescale.controllers.vpa.component import RecommenderComponent
+from kubescale.controllers.vpa.recommender.component import RecommenderComponent
 from kubescale.kube.resources import VERTICAL_POD_AUTOSCALERS, VPA_CHECKPOINTS
 from kubescale.sim.apiserver.server import ApiServer
 

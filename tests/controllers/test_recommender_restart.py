@@ -22,7 +22,7 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from kubescale.controllers.vpa.simulated_recommender import SimulatedRecommender
+from kubescale.controllers.vpa.recommender.simulated_recommender import SimulatedRecommender
 from kubescale.kube.resources import VERTICAL_POD_AUTOSCALERS, VPA_CHECKPOINTS
 from kubescale.sim.scenario.kubescale_components import COMPONENTS, ComponentContext
 from kubescale.sim.scenario.runner import SimulationRun

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubescale.controllers.vpa.update_priority import (
+from kubescale.controllers.vpa.api.limit_ranges import merged_limit_range_item
+from kubescale.controllers.vpa.updater.update_priority import (
     UpdatePriority,
     UpdateSettings,
     eviction_requirements_admit,
@@ -26,7 +27,6 @@ from kubescale.controllers.vpa.update_priority import (
     update_priority,
     vpa_is_updated,
 )
-from kubescale.webhook.limit_ranges import merged_limit_range_item
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 SETTINGS = UpdateSettings()

@@ -9,8 +9,8 @@ import pytest
 
 from kubescale.cli.main import build_parser
 from kubescale.cli.serve_config import serve_config_from_args
-from kubescale.controllers.vpa.update_priority import UpdateSettings
-from kubescale.controllers.vpa.updater_config import (
+from kubescale.controllers.vpa.updater.update_priority import UpdateSettings
+from kubescale.controllers.vpa.updater.updater_config import (
     UpdaterConfigError,
     UpdaterSettings,
     add_updater_arguments,

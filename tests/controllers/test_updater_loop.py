@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from kubescale.controllers.vpa.update_priority import UpdateSettings
-from kubescale.controllers.vpa.updater_config import UpdaterSettings
-from kubescale.controllers.vpa.updater_loop import UpdaterLoop, lease_is_fresh
-from kubescale.controllers.vpa.updater_metrics import UpdaterMetrics
+from kubescale.controllers.vpa.updater.update_priority import UpdateSettings
+from kubescale.controllers.vpa.updater.updater_config import UpdaterSettings
+from kubescale.controllers.vpa.updater.updater_loop import UpdaterLoop, lease_is_fresh
+from kubescale.controllers.vpa.updater.updater_metrics import UpdaterMetrics
 from kubescale.kube.events import EventRecorder
 from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.lease_record import format_micro_time

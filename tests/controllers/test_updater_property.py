@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from kubescale.base.clock import VirtualClock
-from kubescale.controllers.vpa.updater_config import UpdaterSettings
+from kubescale.controllers.vpa.updater.updater_config import UpdaterSettings
 from kubescale.kube.client import connect
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.scenario.runner import SimulationClientClock

@@ -19,7 +19,7 @@ from kubescale.base.clock import RealClock
 from kubescale.cli.main import build_parser
 from kubescale.cli.serve import default_components, serve
 from kubescale.cli.serve_config import serve_config_from_args
-from kubescale.controllers.vpa.updater_component import UpdaterComponent
+from kubescale.controllers.vpa.updater.component import UpdaterComponent
 from kubescale.kube.lease_record import format_micro_time
 from kubescale.kube.resources import PODS
 from kubescale.sim.apiserver.server import ApiServer

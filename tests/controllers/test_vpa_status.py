@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from kubescale.controllers.vpa.cluster_state import VpaRecommendation
-from kubescale.controllers.vpa.vpa_status import (
+from kubescale.controllers.vpa.model.cluster_state import VpaRecommendation
+from kubescale.controllers.vpa.recommender.vpa_status import (
     NO_PODS_MATCHED_MESSAGE,
     condition_active,
     desired_status,

@@ -20,15 +20,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubescale.kube.quantities import Quantity
-from kubescale.webhook.capping import (
+from kubescale.controllers.vpa.api.capping import (
     CappedRecommendation,
     cap_recommendation,
     container_policy,
     controlled_values,
 )
-from kubescale.webhook.current_resources import parse_resource_list
-from kubescale.webhook.limit_ranges import LimitRangeItem
+from kubescale.controllers.vpa.api.current_resources import parse_resource_list
+from kubescale.controllers.vpa.api.limit_ranges import LimitRangeItem
+from kubescale.kube.quantities import Quantity
 
 Resources = dict[str, str]
 

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubescale.webhook.controller_refs import (
+from kubescale.controllers.vpa.api.controller_refs import (
     ControllerRef,
     controller_owner_ref,
     topmost_controller,

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from kubescale.webhook.controller_refs import ControllerRef
-from kubescale.webhook.hpa_conflict import hpa_scaled_resources, hpas_scaled_resources
+from kubescale.controllers.vpa.api.controller_refs import ControllerRef
+from kubescale.controllers.vpa.api.hpa_conflict import hpa_scaled_resources, hpas_scaled_resources
 
 WEB = ControllerRef(api_version="apps/v1", kind="Deployment", name="web", namespace="default")
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from kubescale.controllers.vpa.api.limit_ranges import LimitRangeItem, merged_limit_range_item
 from kubescale.kube.quantities import Quantity, QuantityError
-from kubescale.webhook.limit_ranges import LimitRangeItem, merged_limit_range_item
 
 
 def limit_range(*items: dict[str, Any], name: str = "lr") -> dict[str, Any]:

@@ -14,8 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubescale.kube.quantities import BINARY_SI, DECIMAL_SI, Format, Quantity
-from kubescale.webhook.limit_scaling import (
+from kubescale.controllers.vpa.api.limit_scaling import (
     MAX_INT64,
     boundary_request,
     proportional_limits,
@@ -23,6 +22,7 @@ from kubescale.webhook.limit_scaling import (
     scale_cpu,
     scale_memory,
 )
+from kubescale.kube.quantities import BINARY_SI, DECIMAL_SI, Format, Quantity
 
 
 def q(text: str) -> Quantity:

@@ -13,9 +13,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kubescale.controllers.vpa.api.current_resources import parse_resource_list
+from kubescale.controllers.vpa.api.node_fit import fit_requests_to_node
 from kubescale.kube.quantities import Quantity
-from kubescale.webhook.current_resources import parse_resource_list
-from kubescale.webhook.node_fit import fit_requests_to_node
 
 Resources = dict[str, str]
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from kubescale.controllers.vpa.api.pod_admission import PodAdmission, PodAdmissionError, admit_pod
 from kubescale.kube.quantities import Quantity
 from kubescale.sim.apiserver.patching import apply_json_patch
-from kubescale.webhook.pod_admission import PodAdmission, PodAdmissionError, admit_pod
 
 q = Quantity.parse
 NO_CPU_LIMIT = "cpu: limit NOT set since originalLimit is nil or 0"

@@ -15,16 +15,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubescale.kube.quantities import Quantity
-from kubescale.sim.apiserver.patching import apply_json_patch
-from kubescale.webhook.current_resources import container_requests_and_limits
-from kubescale.webhook.pod_patches import (
+from kubescale.controllers.vpa.api.current_resources import container_requests_and_limits
+from kubescale.controllers.vpa.api.pod_patches import (
     _current_lists_set,
     escape_json_pointer,
     observed_containers_value,
     pod_patches,
 )
-from kubescale.webhook.pod_resources import ContainerResources, PodResources
+from kubescale.controllers.vpa.api.pod_resources import ContainerResources, PodResources
+from kubescale.kube.quantities import Quantity
+from kubescale.sim.apiserver.patching import apply_json_patch
 
 q = Quantity.parse
 

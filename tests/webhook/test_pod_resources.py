@@ -17,15 +17,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubescale.kube.quantities import Quantity
-from kubescale.webhook.current_resources import parse_resource_list
-from kubescale.webhook.limit_ranges import LimitRangeItem
-from kubescale.webhook.pod_resources import (
+from kubescale.controllers.vpa.api.current_resources import parse_resource_list
+from kubescale.controllers.vpa.api.limit_ranges import LimitRangeItem
+from kubescale.controllers.vpa.api.pod_resources import (
     ContainerResources,
     PodResources,
     capped_recommendation,
     pod_resources,
 )
+from kubescale.kube.quantities import Quantity
 
 Resources = dict[str, str]
 

@@ -13,9 +13,14 @@ from typing import Any
 
 import pytest
 
+from kubescale.controllers.vpa.api.controller_refs import ControllerRef
+from kubescale.controllers.vpa.api.vpa_matching import (
+    choose_vpa,
+    has_startup_boost,
+    target_ref_of,
+    update_mode,
+)
 from kubescale.kube.selectors import LabelSelector, parse_label_selector
-from kubescale.webhook.controller_refs import ControllerRef
-from kubescale.webhook.vpa_matching import choose_vpa, has_startup_boost, target_ref_of, update_mode
 
 STS = ControllerRef(api_version="apps/v1", kind="StatefulSet", name="sts", namespace="default")
 

@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 
 from kubescale.base.clock import VirtualClock
+from kubescale.controllers.vpa.api.controller_refs import ControllerRef
 from kubescale.kube.client import KubeClient, connect
 from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.resources import LIMIT_RANGES, NODES, VERTICAL_POD_AUTOSCALERS
 from kubescale.kube.selectors import parse_label_selector
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.webhook.component import build_caches
-from kubescale.webhook.controller_refs import ControllerRef
 from kubescale.webhook.scale_lookups import ScaleLookups
 from kubescale.webhook.webhook_caches import WebhookCaches, largest_allocatable, well_known_selector
 from kubescale.webhook.webhook_config import WebhookSettings

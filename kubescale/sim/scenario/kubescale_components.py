@@ -39,19 +39,25 @@ from typing import Any, Final, Protocol, runtime_checkable
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from kubescale.controllers.vpa.recommender_config import RecommenderConfigError, RecommenderSettings
-from kubescale.controllers.vpa.recommender_loop import LOOP_NAME as RECOMMENDER_LOOP
-from kubescale.controllers.vpa.recommender_loop import RecommenderLoop
-from kubescale.controllers.vpa.recommender_metrics import RecommenderMetrics
-from kubescale.controllers.vpa.simulated_recommender import (
+from kubescale.controllers.vpa.recommender.recommender_config import (
+    RecommenderConfigError,
+    RecommenderSettings,
+)
+from kubescale.controllers.vpa.recommender.recommender_loop import LOOP_NAME as RECOMMENDER_LOOP
+from kubescale.controllers.vpa.recommender.recommender_loop import RecommenderLoop
+from kubescale.controllers.vpa.recommender.recommender_metrics import RecommenderMetrics
+from kubescale.controllers.vpa.recommender.simulated_recommender import (
     SimulatedRecommender,
     simulated_recommender_settings,
 )
-from kubescale.controllers.vpa.simulated_updater import SimulatedUpdater, simulated_updater_settings
-from kubescale.controllers.vpa.updater_config import UpdaterConfigError, UpdaterSettings
-from kubescale.controllers.vpa.updater_loop import LOOP_NAME as UPDATER_LOOP
-from kubescale.controllers.vpa.updater_loop import UpdaterLoop
-from kubescale.controllers.vpa.updater_metrics import UpdaterMetrics
+from kubescale.controllers.vpa.updater.simulated_updater import (
+    SimulatedUpdater,
+    simulated_updater_settings,
+)
+from kubescale.controllers.vpa.updater.updater_config import UpdaterConfigError, UpdaterSettings
+from kubescale.controllers.vpa.updater.updater_loop import LOOP_NAME as UPDATER_LOOP
+from kubescale.controllers.vpa.updater.updater_loop import UpdaterLoop
+from kubescale.controllers.vpa.updater.updater_metrics import UpdaterMetrics
 from kubescale.kube.client import KubeClient
 from kubescale.kube.events import EventRecorder
 from kubescale.kube.informer_set import InformerSet
@@ -268,8 +274,8 @@ class _LeaseLoop:
 class RecommenderSimulation:
     """``kubescale: {vpa-recommender: {...}}``: the VPA recommender in a simulated run.
 
-    Flags: :func:`kubescale.controllers.vpa.simulated_recommender.simulated_recommender_settings`
-    (``serve``'s recommender flags without the dashes; no Prometheus history). One loop,
+    Flags: ``simulated_recommender_settings`` (``serve``'s recommender flags without the dashes;
+    no Prometheus history). One loop,
     ``vpa-recommender``, every ``recommender-interval``: its informers start (and sync) when it
     is built, the runner settles them before each iteration, and every change of a container's
     target is marked on the report's timeline (kind ``vpa-recommendation``).
@@ -309,7 +315,7 @@ class RecommenderSimulation:
 class UpdaterSimulation:
     """``kubescale: {vpa-updater: {...}}``: the VPA updater in a simulated run.
 
-    Flags: :func:`kubescale.controllers.vpa.simulated_updater.simulated_updater_settings`
+    Flags: :func:`kubescale.controllers.vpa.updater.simulated_updater.simulated_updater_settings`
     (``serve``'s updater flags without the dashes). One loop, ``vpa-updater``, every
     ``updater-interval``: its informers start (and sync) when it is built, the runner settles them
     before each iteration, and every eviction or in-place resize is marked on the report's timeline.

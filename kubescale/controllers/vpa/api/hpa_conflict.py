@@ -1,0 +1,82 @@
+"""Which resources an HPA scales a workload on -- the resources a VPA must leave alone.
+
+Beyond upstream (off by default, flag-gated by the caller): a VPA and an HPA both reacting to
+the same resource fight each other -- the VPA raises the request, utilisation (usage/request)
+drops, the HPA scales in, usage per pod rises, and round again (kubernetes/autoscaler #6060,
+#6247; the documented workaround is VPA ``controlledResources: [memory]`` with an HPA on CPU).
+With the check on, the webhook leaves the request (and the limit derived from it) of every such
+resource untouched for pods of that workload.
+
+An HPA targets the workload when it is in the same namespace and its ``scaleTargetRef`` names
+the same kind and name (the VPA index compares the same three; the API version is not compared,
+so ``apps/v1`` and ``extensions/v1beta1`` Deployments are the same target). It scales on a
+resource when a metric of type ``Resource`` or ``ContainerResource`` names ``cpu`` or
+``memory``. An ``autoscaling/v2`` HPA without metrics defaults to 80% average CPU utilisation
+(``SetDefaults_HorizontalPodAutoscaler``), and an ``autoscaling/v1`` HPA only ever scales on
+CPU (``targetCPUUtilizationPercentage``), so both count as CPU.
+
+Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kubescale.controllers.vpa.api.controller_refs import ControllerRef
+
+__all__ = ["CONFLICT_RESOURCES", "hpa_scaled_resources", "hpas_scaled_resources"]
+
+CONFLICT_RESOURCES = frozenset({"cpu", "memory"})
+_CPU = frozenset({"cpu"})
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _targets(hpa: Mapping[str, Any], controller: ControllerRef) -> bool:
+    namespace = _mapping(hpa.get("metadata")).get("namespace")
+    target = _mapping(_mapping(hpa.get("spec")).get("scaleTargetRef"))
+    return (
+        namespace == controller.namespace
+        and target.get("kind") == controller.kind
+        and target.get("name") == controller.name
+    )
+
+
+def _metric_resource(metric: Mapping[str, Any]) -> str | None:
+    kind = metric.get("type")
+    if kind == "Resource":
+        source = _mapping(metric.get("resource"))
+    elif kind == "ContainerResource":
+        source = _mapping(metric.get("containerResource"))
+    else:
+        return None
+    name = source.get("name")
+    return name if isinstance(name, str) else None
+
+
+def hpa_scaled_resources(hpa: dict[str, Any], controller: ControllerRef | None) -> frozenset[str]:
+    """The resources (``cpu``/``memory``) ``hpa`` scales ``controller`` on; empty if unrelated."""
+    if controller is None or not _targets(hpa, controller):
+        return frozenset()
+    spec = _mapping(hpa.get("spec"))
+    api_version = hpa.get("apiVersion")
+    if api_version == "autoscaling/v1" or "targetCPUUtilizationPercentage" in spec:
+        return _CPU
+    metrics = spec.get("metrics")
+    if not isinstance(metrics, list) or not metrics:
+        return _CPU  # autoscaling/v2 defaulting: 80% average CPU utilisation
+    names = {_metric_resource(m) for m in metrics if isinstance(m, Mapping)}
+    return frozenset(name for name in names if name in CONFLICT_RESOURCES)
+
+
+def hpas_scaled_resources(
+    hpas: Iterable[dict[str, Any]], controller: ControllerRef | None
+) -> frozenset[str]:
+    """The union of :func:`hpa_scaled_resources` over several HPAs."""
+    scaled: frozenset[str] = frozenset()
+    for hpa in hpas:
+        scaled |= hpa_scaled_resources(hpa, controller)
+    return scaled

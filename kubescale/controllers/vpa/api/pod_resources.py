@@ -1,0 +1,257 @@
+"""The requests and limits the VPA webhook gives a pod: upstream's ``GetContainersResourcesForPod``.
+
+Given the pod being created and the VPA chosen for it, this decides per container what the
+admission patch sets (``resource/pod/recommendation/recommendation_provider.go`` with
+``resource_updates.go``), upstream-exact:
+
+1. VPA update mode ``Off`` -> nothing at all (upstream drops requests, limits and annotations;
+   only a startup boost would still apply). No ``status.recommendation`` -> nothing.
+2. The recommendation goes through the capping processor
+   (:mod:`kubescale.controllers.vpa.api.capping`: pod LimitRange, container LimitRange,
+   minAllowed/maxAllowed, RequestsOnly cap); its Target annotations start each container's
+   annotation list.
+3. A container without a (capped) recommendation entry is skipped; otherwise its requests are
+   the capped Target.
+4. Limits by ``controlledValues`` (:mod:`kubescale.controllers.vpa.api.limit_scaling`):
+   RequestsAndLimits (default) keeps each limit in proportion to the new request, falling back to
+   the container LimitRange's ``default``; its annotations are added only when some limit results.
+   RequestsOnly leaves limits alone. Empty resource names are purged.
+
+"Current" requests and limits come from ``status.containerStatuses[].resources`` when set
+(:mod:`kubescale.controllers.vpa.api.current_resources`). Output maps are in canonical order (cpu,
+memory, others by name) where upstream has Go's random map order.
+
+Quantity formats are upstream's, so ``str()`` of every output is the text upstream patches: a
+request is the capped Target quantity as it is (the recommendation's, or the minAllowed /
+maxAllowed / LimitRange bound / container limit that capped it); a scaled value takes the
+format of the quantity scaled -- CPU ``NewMilliQuantity(v, format)`` (DecimalSI for CPU written
+in cores or millicores: ``1333m``, ``4``), memory ``NewQuantity(v, format)`` (``400Mi`` from
+BinarySI, ``357913941`` when not a multiple of 1024, ``2G`` / ``333333333`` from DecimalSI); the
+int64 cap prints ``9223372036854775807m`` (CPU) / ``9223372036854775807`` (memory).
+
+The container policy is also applied here, where upstream relies on the recommender having
+done it: a container with ``mode: Off`` is skipped, and an explicit ``controlledResources``
+limits the requests set to the listed resources. For recommendations the recommender wrote
+this changes nothing; it matters when a policy changed after the last recommendation (and
+upstream would re-patch an ``Off`` container from the copy of its requests the pod-LimitRange
+step inserts).
+
+Two steps beyond upstream, both off unless asked for:
+
+* ``skip_resources`` (the HPA conflict): those resources get no request and no limit change,
+  and annotations about them are dropped;
+* ``largest_node_allocatable`` (node fit, :mod:`kubescale.controllers.vpa.api.node_fit`): after
+  capping, the requests being set are scaled down so the pod's total requests fit that allocatable,
+  with the annotation ``"<res> capped to fit the largest node"``; limits then follow the fitted
+  requests.
+
+Pure: raw API dicts in, immutable values out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from kubescale.controllers.vpa.api.capping import (
+    REQUESTS_AND_LIMITS,
+    cap_recommendation,
+    container_policy,
+    controlled_values,
+)
+from kubescale.controllers.vpa.api.current_resources import (
+    PodContainers,
+    ResourceList,
+    ordered_names,
+)
+from kubescale.controllers.vpa.api.limit_ranges import LimitRangeItem
+from kubescale.controllers.vpa.api.limit_scaling import proportional_limits
+from kubescale.controllers.vpa.api.node_fit import fit_requests_to_node
+from kubescale.kube.quantities import Quantity
+
+__all__ = [
+    "NODE_FIT_ACTION",
+    "ContainerResources",
+    "PodResources",
+    "capped_recommendation",
+    "pod_resources",
+]
+
+NODE_FIT_ACTION = "capped to fit the largest node"
+_UPDATE_MODE_OFF = "Off"
+_CONTAINER_MODE_OFF = "Off"
+
+_EMPTY: Mapping[str, Quantity] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class ContainerResources:
+    """What to set on one container; empty maps mean nothing to patch."""
+
+    requests: Mapping[str, Quantity] = field(default_factory=lambda: _EMPTY)
+    limits: Mapping[str, Quantity] = field(default_factory=lambda: _EMPTY)
+
+
+@dataclass(frozen=True)
+class PodResources:
+    """One :class:`ContainerResources` per ``pod.spec.containers`` entry, same order."""
+
+    containers: tuple[ContainerResources, ...]
+    annotations: Mapping[str, tuple[str, ...]]
+    """Container name -> annotation texts (capping, node fit, limits), in upstream order."""
+
+
+_NOTHING = ContainerResources()
+
+
+def _mapping(value: object) -> Mapping[str, Any] | None:
+    return value if isinstance(value, Mapping) else None
+
+
+def _update_mode_off(vpa: Mapping[str, Any]) -> bool:
+    spec = _mapping(vpa.get("spec")) or {}
+    update_policy = _mapping(spec.get("updatePolicy")) or {}
+    return update_policy.get("updateMode") == _UPDATE_MODE_OFF
+
+
+def _frozen(resources: ResourceList) -> Mapping[str, Quantity]:
+    if not resources:
+        return _EMPTY
+    return MappingProxyType({name: resources[name] for name in ordered_names(resources)})
+
+
+def _about(annotation: str, names: frozenset[str]) -> bool:
+    """Whether an annotation text concerns one of ``names`` (``"cpu capped ..."``,
+    ``"cpu: limit NOT set ..."``)."""
+    head = annotation.split(" ", 1)[0]
+    return head in names or head.removesuffix(":") in names
+
+
+def _requests_to_set(
+    target: Mapping[str, Quantity] | None,
+    policy: Mapping[str, Any] | None,
+    skip_resources: frozenset[str],
+) -> ResourceList:
+    requests = dict(target or {})
+    controlled = policy.get("controlledResources") if policy is not None else None
+    if isinstance(controlled, list):
+        requests = {name: value for name, value in requests.items() if name in controlled}
+    for name in skip_resources:
+        requests.pop(name, None)
+    requests.pop("", None)  # RemoveEmptyResourceKeyIfAny
+    return requests
+
+
+def pod_resources(
+    *,
+    pod: dict[str, Any],
+    vpa: dict[str, Any],
+    container_limit_range: LimitRangeItem | None,
+    pod_limit_range: LimitRangeItem | None,
+    skip_resources: frozenset[str] = frozenset(),
+    largest_node_allocatable: Mapping[str, Quantity] | None = None,
+) -> PodResources:
+    """The resources and annotations admission sets on ``pod`` for ``vpa``."""
+    containers_of_pod = PodContainers.of(pod)
+    names = containers_of_pod.names
+    nothing = PodResources(
+        containers=tuple(_NOTHING for _ in names), annotations=MappingProxyType({})
+    )
+    status = _mapping(vpa.get("status")) or {}
+    recommendation = _mapping(status.get("recommendation"))
+    if _update_mode_off(vpa) or recommendation is None:
+        return nothing
+    resource_policy = _mapping((_mapping(vpa.get("spec")) or {}).get("resourcePolicy"))
+    capped = cap_recommendation(
+        recommendation=recommendation,
+        resource_policy=resource_policy,
+        pod=pod,
+        container_limit_range=container_limit_range,
+        pod_limit_range=pod_limit_range,
+        containers=containers_of_pod,
+    )
+    if capped is None:
+        return nothing
+    annotations = {name: list(texts) for name, texts in capped.annotations.items()}
+
+    requests_per_container: list[ResourceList | None] = []
+    for name in names:
+        entry = capped.for_container(name)
+        policy = container_policy(name, resource_policy)
+        if entry is None or (policy is not None and policy.get("mode") == _CONTAINER_MODE_OFF):
+            requests_per_container.append(None)
+            annotations.pop(name, None)
+            continue
+        requests_per_container.append(_requests_to_set(entry.target, policy, skip_resources))
+
+    if largest_node_allocatable:
+        fitted = fit_requests_to_node(
+            pod=pod, recommended=requests_per_container, allocatable=largest_node_allocatable
+        )
+        for index, (requests, lowered) in enumerate(fitted):
+            requests_per_container[index] = requests
+            for resource in lowered:
+                annotations.setdefault(names[index], []).append(f"{resource} {NODE_FIT_ACTION}")
+
+    default_limits = container_limit_range.default if container_limit_range is not None else None
+    containers: list[ContainerResources] = []
+    for name, requests in zip(names, requests_per_container, strict=True):
+        if requests is None:
+            containers.append(_NOTHING)
+            continue
+        limits: ResourceList = {}
+        if controlled_values(name, resource_policy) == REQUESTS_AND_LIMITS:
+            current_requests, current_limits = containers_of_pod.requests_and_limits(name)
+            proportional, limit_annotations = proportional_limits(
+                original_limits=current_limits,
+                original_requests=current_requests,
+                recommendation=requests,
+                default_limits=default_limits,
+            )
+            if proportional is not None:
+                limits = {k: v for k, v in proportional.items() if k not in skip_resources}
+                kept = [text for text in limit_annotations if not _about(text, skip_resources)]
+                if kept:
+                    annotations.setdefault(name, []).extend(kept)
+        containers.append(ContainerResources(requests=_frozen(requests), limits=_frozen(limits)))
+
+    if skip_resources:
+        annotations = {
+            name: [text for text in texts if not _about(text, skip_resources)]
+            for name, texts in annotations.items()
+        }
+    return PodResources(
+        containers=tuple(containers),
+        annotations=MappingProxyType(
+            {name: tuple(texts) for name, texts in annotations.items() if texts}
+        ),
+    )
+
+
+def capped_recommendation(
+    *,
+    vpa: dict[str, Any],
+    pod: dict[str, Any],
+    container_limit_range: LimitRangeItem | None,
+    pod_limit_range: LimitRangeItem | None,
+) -> dict[str, Any]:
+    """The capping processor's output for ``pod`` as a ``status.recommendation``-shaped dict.
+
+    ``{"containerRecommendations": [...]}`` with capped ``target``/``lowerBound``/``upperBound``
+    (other fields such as ``uncappedTarget`` as they were); ``{}`` when the VPA has neither a
+    recommendation nor a resource policy. Annotations are dropped (the updater, reference §3.4,
+    does not use them).
+    """
+    status = _mapping(vpa.get("status")) or {}
+    capped = cap_recommendation(
+        recommendation=_mapping(status.get("recommendation")),
+        resource_policy=_mapping((_mapping(vpa.get("spec")) or {}).get("resourcePolicy")),
+        pod=pod,
+        container_limit_range=container_limit_range,
+        pod_limit_range=pod_limit_range,
+    )
+    if capped is None:
+        return {}
+    return {"containerRecommendations": [entry.to_json() for entry in capped.containers]}

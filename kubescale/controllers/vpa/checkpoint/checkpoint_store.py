@@ -1,0 +1,190 @@
+"""``VerticalPodAutoscalerCheckpoint`` objects: written each iteration, loaded at start, GC'd.
+
+Upstream ``checkpoint/checkpoint_writer.go`` (``StoreCheckpoints``), ``utils/vpa/api.go``
+(``CreateOrUpdateVpaCheckpoint``) and ``input/cluster_feeder.go`` (``InitFromCheckpoints``,
+``GarbageCollectCheckpoints``):
+
+* **Write**: VPAs least recently checkpointed first (ties by namespace/name, where upstream's
+  unstable sort is arbitrary), skipping VPAs whose ``FetchingHistory`` condition is True; before
+  each VPA the deadline (``--checkpoints-timeout`` from the start of the iteration) is checked
+  and writing stops once it has passed. Each container's checkpoint (the model's v3 object,
+  :meth:`~kubescale.controllers.vpa.model.cluster_state.ClusterState.checkpoints`) is written as a
+  JSON patch
+  ``[{"op": "replace", "path": "/status", "value": ...}]``; a 404 creates it instead. A VPA's
+  "checkpoint written" time moves to now after each successful write.
+* **Load** (start-up, ``--storage`` not ``prometheus``): every cached checkpoint outside the
+  ignored namespaces is offered to the model, which keeps those of VPAs it knows (so the VPAs
+  are loaded first) and refuses other versions than ``v3``.
+* **Garbage collection** (every ``--checkpoints-gc-interval``): checkpoints outside the ignored
+  namespaces whose ``spec.vpaObjectName`` names no existing VPA are deleted.
+
+Checkpoints are read from an informer (upstream's checkpoint lister), written through the
+access layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from kubescale.base.clock import Clock
+from kubescale.base.logs import component_logger
+from kubescale.controllers.vpa.model.cluster_state import ClusterState
+from kubescale.kube.client import KubeClient
+from kubescale.kube.errors import KubeApiError, KubeError
+from kubescale.kube.informer import Informer
+from kubescale.kube.resources import VPA_CHECKPOINTS
+
+__all__ = ["CheckpointStore", "StoreResult"]
+
+log = component_logger("vpa-recommender")
+
+
+@dataclass(frozen=True)
+class StoreResult:
+    """What one ``StoreCheckpoints`` pass did."""
+
+    written: int
+    failed: int
+    vpas: int
+    """VPAs whose checkpoints were attempted before the deadline."""
+    deadline_passed: bool
+
+
+def _metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    metadata = obj.get("metadata")
+    return metadata if isinstance(metadata, Mapping) else {}
+
+
+def _sort_key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    metadata = _metadata(obj)
+    return (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
+
+
+class CheckpointStore:
+    """Reads checkpoints from ``informer`` and writes them through ``client``."""
+
+    def __init__(
+        self,
+        *,
+        client: KubeClient,
+        informer: Informer,
+        ignored_namespace: Callable[[str], bool],
+    ) -> None:
+        self.client = client
+        self.informer = informer
+        self._ignored = ignored_namespace
+
+    def cached(self) -> list[dict[str, Any]]:
+        """Checkpoints outside the ignored namespaces, by namespace and name."""
+        return sorted(
+            (
+                obj
+                for obj in self.informer.lister.list()
+                if not self._ignored(str(_metadata(obj).get("namespace") or ""))
+            ),
+            key=_sort_key,
+        )
+
+    def load_into(self, state: ClusterState) -> int:
+        """``InitFromCheckpoints`` (after ``LoadVPAs``); how many the model accepted."""
+        loaded = 0
+        for checkpoint in self.cached():
+            if state.load_checkpoint(checkpoint):
+                loaded += 1
+        log.info("loaded VPA checkpoints", extra={"fields": {"loaded": loaded}})
+        return loaded
+
+    async def write(self, checkpoint: Mapping[str, Any]) -> None:
+        """``CreateOrUpdateVpaCheckpoint``: replace ``/status``, or create on 404."""
+        metadata = _metadata(checkpoint)
+        name = str(metadata.get("name") or "")
+        namespace = str(metadata.get("namespace") or "")
+        try:
+            await self.client.patch(
+                VPA_CHECKPOINTS,
+                name,
+                [{"op": "replace", "path": "/status", "value": checkpoint.get("status")}],
+                namespace=namespace,
+                patch_type="json",
+            )
+        except KubeApiError as err:
+            if not err.not_found:
+                raise
+            await self.client.create(VPA_CHECKPOINTS, checkpoint, namespace=namespace)
+
+    async def store(
+        self,
+        state: ClusterState,
+        *,
+        now: datetime,
+        clock: Clock,
+        deadline: float,
+        skip: Collection[tuple[str, str]] = (),
+    ) -> StoreResult:
+        """``StoreCheckpoints``: oldest first until ``deadline`` (on ``clock.monotonic()``)."""
+        written = failed = attempted = 0
+        for namespace, name in state.vpa_keys_for_checkpoints():
+            if (namespace, name) in skip:
+                log.info(
+                    "VPA is loading history, skipping checkpoints",
+                    extra={"fields": {"vpa": f"{namespace}/{name}"}},
+                )
+                continue
+            if clock.monotonic() >= deadline:
+                return StoreResult(written, failed, attempted, deadline_passed=True)
+            attempted += 1
+            for checkpoint in state.checkpoints(namespace=namespace, name=name, now=now):
+                try:
+                    await self.write(checkpoint)
+                except KubeError as err:
+                    failed += 1
+                    log.error(
+                        "cannot save VPA checkpoint",
+                        extra={
+                            "fields": {
+                                "vpa": f"{namespace}/{name}",
+                                "container": (checkpoint.get("spec") or {}).get("containerName"),
+                                "error": str(err),
+                            }
+                        },
+                    )
+                    continue
+                written += 1
+                state.mark_checkpoint_written(namespace=namespace, name=name, now=now)
+        return StoreResult(written, failed, attempted, deadline_passed=False)
+
+    async def garbage_collect(self, *, existing_vpas: Collection[tuple[str, str]]) -> int:
+        """``GarbageCollectCheckpoints``: delete checkpoints of VPAs that do not exist."""
+        deleted = 0
+        for checkpoint in self.cached():
+            metadata = _metadata(checkpoint)
+            namespace = str(metadata.get("namespace") or "")
+            vpa_name = str((checkpoint.get("spec") or {}).get("vpaObjectName") or "")
+            if (namespace, vpa_name) in existing_vpas:
+                continue
+            name = str(metadata.get("name") or "")
+            try:
+                await self.client.delete(VPA_CHECKPOINTS, name, namespace=namespace)
+            except KubeApiError as err:
+                if err.not_found:
+                    continue
+                log.error(
+                    "orphaned VPA checkpoint cleanup - failed to delete",
+                    extra={"fields": {"checkpoint": f"{namespace}/{name}", "error": str(err)}},
+                )
+                continue
+            except KubeError as err:
+                log.error(
+                    "orphaned VPA checkpoint cleanup - failed to delete",
+                    extra={"fields": {"checkpoint": f"{namespace}/{name}", "error": str(err)}},
+                )
+                continue
+            deleted += 1
+            log.info(
+                "orphaned VPA checkpoint cleanup - deleting",
+                extra={"fields": {"checkpoint": f"{namespace}/{name}"}},
+            )
+        return deleted

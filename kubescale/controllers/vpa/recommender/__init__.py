@@ -1,0 +1,1 @@
+"""The VPA recommender loop (upstream ``pkg/recommender``)."""

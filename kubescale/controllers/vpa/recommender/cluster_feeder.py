@@ -1,0 +1,374 @@
+"""What the recommender feeds its model from: informers, PodMetrics and OOMs.
+
+Upstream ``pkg/recommender/input/cluster_feeder.go`` (``clusterStateFeeder``) on kubescale's
+access layer. Informers (one :class:`kubescale.kube.informer_set.InformerSet`, scoped to
+``--vpa-object-namespace`` when set):
+
+* VerticalPodAutoscalers; the well-known controllers and a ``/scale`` cache for the targets'
+  selectors (:mod:`kubescale.controllers.vpa.api.vpa_targets`);
+* pods with ``status.phase!=Pending`` (upstream's pod lister: a pending pod has no usage yet);
+  their updates go to the OOM observer;
+* core Events with ``reason=Evicted`` (upstream's eviction watch; new events go to the OOM
+  observer);
+* VerticalPodAutoscalerCheckpoints (:mod:`kubescale.controllers.vpa.checkpoint.checkpoint_store`).
+
+The steps, each called by
+:class:`kubescale.controllers.vpa.recommender.recommender_loop.RecommenderLoop`:
+
+* :meth:`ClusterFeeder.load_vpas` (``LoadVPAs``): the VPAs this recommender handles
+  (:func:`handles_vpa`: recommender name and namespace flags) enter the model with their
+  target's selector, or none when the target is unusable (``ConfigUnsupported``); VPAs gone
+  from the cache leave it. Targets whose kind or ``/scale`` was unknown are looked up on the API
+  server and checked again in the same pass.
+* :meth:`ClusterFeeder.load_pods` (``LoadPods``): every cached pod with its labels, phase and
+  each app container's current requests (``ContainerRequestsAndLimits``: CPU as
+  ``MilliValue()``, memory as ``Value()``); init containers are not tracked, so their samples
+  are dropped. Pods gone from the cache are deleted only after the OOMs are recorded
+  (:meth:`delete_removed_pods`), as upstream does.
+* :meth:`ClusterFeeder.load_real_time_metrics` (``LoadRealTimeMetrics``): one LIST of
+  ``metrics.k8s.io/v1beta1`` PodMetrics; each container's CPU (``MilliValue()``) and memory
+  (``Value()``) become samples at the PodMetrics ``timestamp``; then every OOM observed since
+  the last call is recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from kubescale.base.logs import component_logger
+from kubescale.controllers.vpa.api.current_resources import (
+    CPU,
+    MEMORY,
+    container_requests_and_limits,
+)
+from kubescale.controllers.vpa.api.vpa_targets import TargetCheck, VpaTargets
+from kubescale.controllers.vpa.model.cluster_state import ClusterState
+from kubescale.controllers.vpa.recommender.oom_observer import OomObserver
+from kubescale.controllers.vpa.recommender.recommender_config import (
+    DEFAULT_RECOMMENDER_NAME,
+    RecommenderSettings,
+)
+from kubescale.controllers.vpa.recommender.recommender_metrics import RecommenderMetrics
+from kubescale.kube.client import KubeClient
+from kubescale.kube.errors import KubeError
+from kubescale.kube.informer import EventHandlers
+from kubescale.kube.informer_set import InformerSet
+from kubescale.kube.quantities import Quantity, QuantityError
+from kubescale.kube.resources import (
+    CORE_EVENTS,
+    PODS,
+    VERTICAL_POD_AUTOSCALERS,
+    VPA_CHECKPOINTS,
+    ResourceType,
+)
+from kubescale.webhook.scale_lookups import ScaleLookups
+
+__all__ = [
+    "POD_METRICS",
+    "ClusterFeeder",
+    "ObservedVpa",
+    "container_requests",
+    "handles_vpa",
+    "pod_metrics_samples",
+]
+
+log = component_logger("vpa-recommender")
+
+POD_METRICS: Final = ResourceType(
+    group="metrics.k8s.io",
+    version="v1beta1",
+    kind="PodMetrics",
+    plural="pods",
+    namespaced=True,
+    verbs=("get", "list"),
+)
+"""metrics-server's resource metrics API (``PodMetricses`` in the Go client)."""
+PODS_NOT_PENDING: Final = "status.phase!=Pending"
+EVICTION_EVENTS: Final = "reason=Evicted"
+
+Sample = tuple[str, str, str, str, int, datetime]
+
+
+@dataclass(frozen=True)
+class ObservedVpa:
+    """A VPA this recommender handles, as last listed, and what its target check said."""
+
+    vpa: dict[str, Any]
+    check: TargetCheck
+
+    @property
+    def key(self) -> tuple[str, str]:
+        metadata = self.vpa.get("metadata") or {}
+        return (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
+
+
+def _recommender_names(vpa: Mapping[str, Any]) -> list[str]:
+    spec = vpa.get("spec")
+    selectors = spec.get("recommenders") if isinstance(spec, Mapping) else None
+    if not isinstance(selectors, list):
+        return []
+    return [str(s.get("name") or "") for s in selectors if isinstance(s, Mapping)]
+
+
+def handles_vpa(
+    vpa: Mapping[str, Any],
+    *,
+    recommender_name: str,
+    vpa_object_namespace: str = "",
+    ignored_namespaces: Collection[str] = (),
+) -> bool:
+    """``filterVPAs``: the recommender named ``default`` takes VPAs naming no recommender or
+    naming ``default``; any other name only VPAs naming it. Then ``shouldIgnoreNamespace``."""
+    names = _recommender_names(vpa)
+    spec = vpa.get("spec")
+    implicit_default = not (isinstance(spec, Mapping) and spec.get("recommenders"))
+    if recommender_name == DEFAULT_RECOMMENDER_NAME:
+        if not implicit_default and recommender_name not in names:
+            return False
+    elif implicit_default or recommender_name not in names:
+        return False
+    namespace = str((vpa.get("metadata") or {}).get("namespace") or "")
+    return not ignores_namespace(
+        namespace, vpa_object_namespace=vpa_object_namespace, ignored=ignored_namespaces
+    )
+
+
+def ignores_namespace(
+    namespace: str, *, vpa_object_namespace: str, ignored: Collection[str]
+) -> bool:
+    """``shouldIgnoreNamespace``."""
+    if vpa_object_namespace and namespace != vpa_object_namespace:
+        return True
+    return namespace in ignored
+
+
+def _amount(quantity: Quantity | None, *, milli: bool) -> int:
+    if quantity is None:
+        return 0
+    return quantity.milli_value() if milli else quantity.value()
+
+
+def container_requests(pod: Mapping[str, Any]) -> dict[str, dict[str, int]]:
+    """Each app container's current requests in ResourceAmounts (calculateRequestedResources)."""
+    spec = pod.get("spec")
+    containers = spec.get("containers") if isinstance(spec, Mapping) else None
+    result: dict[str, dict[str, int]] = {}
+    for container in containers if isinstance(containers, list) else ():
+        name = container.get("name") if isinstance(container, Mapping) else None
+        if not isinstance(name, str) or name in result:
+            continue
+        try:
+            requests, _ = container_requests_and_limits(pod, name)
+        except QuantityError:
+            requests = None
+        requests = requests or {}
+        result[name] = {
+            CPU: _amount(requests.get(CPU), milli=True),
+            MEMORY: _amount(requests.get(MEMORY), milli=False),
+        }
+    return result
+
+
+def _timestamp(value: object) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
+
+
+def pod_metrics_samples(items: Iterable[Mapping[str, Any]]) -> list[Sample]:
+    """``createContainerMetricsSnapshots`` + ``newContainerUsageSamplesWithKey``: one CPU and
+    one memory sample per container, measured at the PodMetrics ``timestamp``."""
+    samples: list[Sample] = []
+    for item in items:
+        metadata = item.get("metadata") or {}
+        namespace = str(metadata.get("namespace") or "")
+        pod = str(metadata.get("name") or "")
+        moment = _timestamp(item.get("timestamp"))
+        containers = item.get("containers")
+        if moment is None or not isinstance(containers, list):
+            continue
+        for container in containers:
+            if not isinstance(container, Mapping):
+                continue
+            usage = container.get("usage") or {}
+            name = str(container.get("name") or "")
+            try:
+                cpu = Quantity.from_json(usage.get(CPU, "0")).milli_value()
+                memory = Quantity.from_json(usage.get(MEMORY, "0")).value()
+            except QuantityError:
+                log.warning(
+                    "unparsable PodMetrics usage",
+                    extra={"fields": {"pod": f"{namespace}/{pod}", "container": name}},
+                )
+                continue
+            samples.append((namespace, pod, name, CPU, cpu, moment))
+            samples.append((namespace, pod, name, MEMORY, memory, moment))
+    return samples
+
+
+class ClusterFeeder:
+    """The informers and the feeding steps of one recommender (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        client: KubeClient,
+        informers: InformerSet,
+        settings: RecommenderSettings,
+        metrics: RecommenderMetrics,
+    ) -> None:
+        self.client = client
+        self.informers = informers
+        self.settings = settings
+        self.metrics = metrics
+        namespace = settings.vpa_object_namespace or None
+        self.vpas = informers.informer(VERTICAL_POD_AUTOSCALERS, namespace=namespace)
+        self.pods = informers.informer(PODS, namespace=namespace, field_selector=PODS_NOT_PENDING)
+        self.events = informers.informer(
+            CORE_EVENTS, namespace=namespace, field_selector=EVICTION_EVENTS
+        )
+        self.checkpoints = informers.informer(VPA_CHECKPOINTS, namespace=namespace)
+        self.targets = VpaTargets(
+            informers=informers, scale_lookups=ScaleLookups(client=client, clock=client.clock)
+        )
+        self.oom = OomObserver()
+        self.pods.add_handlers(EventHandlers(on_update=self.oom.on_pod_update))
+        self.events.add_handlers(EventHandlers(on_add=self.oom.on_event))
+        self.state = ClusterState(config=settings.model)
+        self.observed: list[ObservedVpa] = []
+        self._pods_to_delete: list[tuple[str, str]] = []
+
+    def reset(self) -> None:
+        """A fresh model, as a restarted recommender has (OOMs seen so far are dropped)."""
+        self.state = ClusterState(config=self.settings.model)
+        self.observed = []
+        self._pods_to_delete = []
+        self.oom.drain()
+
+    def ignores_namespace(self, namespace: str) -> bool:
+        return ignores_namespace(
+            namespace,
+            vpa_object_namespace=self.settings.vpa_object_namespace,
+            ignored=self.settings.ignored_namespaces,
+        )
+
+    def all_vpa_keys(self) -> set[tuple[str, str]]:
+        """Every cached VPA, whichever recommender it names (checkpoint GC keeps theirs)."""
+        keys = set()
+        for vpa in self.vpas.lister.list():
+            metadata = vpa.get("metadata") or {}
+            keys.add((str(metadata.get("namespace") or ""), str(metadata.get("name") or "")))
+        return keys
+
+    def _handled(self) -> list[dict[str, Any]]:
+        settings = self.settings
+        handled = [
+            vpa
+            for vpa in self.vpas.lister.list()
+            if handles_vpa(
+                vpa,
+                recommender_name=settings.recommender_name,
+                vpa_object_namespace=settings.vpa_object_namespace,
+                ignored_namespaces=settings.ignored_namespaces,
+            )
+        ]
+        return sorted(handled, key=lambda vpa: ObservedVpa(vpa, TargetCheck(None)).key)
+
+    async def load_vpas(self) -> None:
+        """``LoadVPAs`` (module docstring)."""
+        vpas = self._handled()
+        checks = [self.targets.check(vpa) for vpa in vpas]
+        if self.targets.pending:
+            try:
+                await self.targets.refresh()
+            except KubeError as err:
+                log.warning("cannot look up VPA targets", extra={"fields": {"error": str(err)}})
+            checks = [self.targets.check(vpa) for vpa in vpas]
+        observed = [ObservedVpa(vpa, check) for vpa, check in zip(vpas, checks, strict=True)]
+        for entry in observed:
+            self.state.add_or_update_vpa(entry.vpa, selector=entry.check.selector)
+        keys = {entry.key for entry in observed}
+        for namespace, name in self.state.vpa_keys():
+            if (namespace, name) not in keys:
+                log.info("deleting VPA", extra={"fields": {"vpa": f"{namespace}/{name}"}})
+                self.state.delete_vpa(namespace=namespace, name=name)
+        self.observed = observed
+
+    def load_pods(self, *, now: datetime) -> None:
+        """``LoadPods`` (module docstring)."""
+        listed: dict[tuple[str, str], dict[str, Any]] = {}
+        for pod in self.pods.lister.list():
+            metadata = pod.get("metadata") or {}
+            key = (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
+            listed[key] = pod
+        self._pods_to_delete = [key for key in self.state.pod_keys() if key not in listed]
+        for key in sorted(listed):
+            pod = listed[key]
+            metadata = pod.get("metadata") or {}
+            self.state.add_or_update_pod(
+                namespace=key[0],
+                name=key[1],
+                labels=dict(metadata.get("labels") or {}),
+                phase=str((pod.get("status") or {}).get("phase") or ""),
+                containers=container_requests(pod),
+                now=now,
+            )
+
+    async def load_real_time_metrics(self) -> int:
+        """``LoadRealTimeMetrics``; returns how many samples the model accepted."""
+        items: list[dict[str, Any]] = []
+        try:
+            listing = await self.client.list(
+                POD_METRICS, namespace=self.settings.vpa_object_namespace or None
+            )
+        except KubeError as err:
+            self.metrics.record_metrics_server_response(error=True)
+            log.error("cannot get PodMetrics", extra={"fields": {"error": str(err)}})
+        else:
+            self.metrics.record_metrics_server_response(error=False)
+            items = [item for item in listing.get("items") or [] if isinstance(item, dict)]
+        accepted = self.state.add_samples(pod_metrics_samples(items))
+        for oom in self.oom.drain():
+            if not self.state.record_oom(
+                namespace=oom.namespace,
+                pod=oom.pod,
+                container=oom.container,
+                timestamp=oom.timestamp,
+                memory_request=oom.memory,
+            ):
+                log.info(
+                    "failed to record OOM",
+                    extra={
+                        "fields": {"pod": f"{oom.namespace}/{oom.pod}", "container": oom.container}
+                    },
+                )
+        self.metrics.aggregate_states.set(self.state.aggregate_count())
+        return accepted
+
+    def delete_removed_pods(self) -> None:
+        """``DeleteRemovedPods``: pods missing from the last :meth:`load_pods`."""
+        for namespace, name in self._pods_to_delete:
+            self.state.delete_pod(namespace=namespace, name=name)
+        self._pods_to_delete = []
+
+    def controller_exists(self, namespace: str, target_ref: Mapping[str, Any] | None) -> bool:
+        """For aggregate GC: does the VPA's target controller exist (unknown kinds: assumed)."""
+        if not isinstance(target_ref, Mapping):
+            return False
+        kind = str(target_ref.get("kind") or "")
+        if not self.targets.is_scalable(str(target_ref.get("apiVersion") or ""), kind):
+            return True
+        found = self.targets.owner(
+            str(target_ref.get("apiVersion") or ""),
+            kind,
+            namespace,
+            str(target_ref.get("name") or ""),
+        )
+        return found is not None

@@ -1,0 +1,237 @@
+"""The recommender's main loop: upstream ``routines/recommender.go RunOnce``, one call per interval.
+
+Start-up (upstream ``main.go``: ``InitFromCheckpoints`` or ``InitFromHistoryProvider`` before the
+first iteration), on the first :meth:`RecommenderLoop.run_once` and again after
+:meth:`RecommenderLoop.reset` (a replica that becomes leader again starts from the checkpoints,
+not from what it knew when it lost the Lease):
+
+* checkpoints (default): ``LoadVPAs``, then every cached checkpoint of a known VPA becomes its
+  container's initial state;
+* ``--storage=prometheus``: ``LoadVPAs`` (so memory-saver mode knows what to keep), then the
+  history provider's samples
+  (:func:`kubescale.controllers.vpa.recommender.prometheus_history.load_history`); no checkpoints
+  are read, written or collected.
+
+Each iteration, in upstream's order, every step timed into
+``vpa_recommender_execution_latency_seconds{step}``:
+
+1. ``LoadVPAs``, ``LoadPods``, ``LoadMetrics`` (PodMetrics, then the OOMs seen since the last
+   iteration), then the pods that disappeared are deleted;
+2. ``UpdateVPAs``: one vectorised recommendation pass over every VPA; for each VPA this
+   recommender handles, the status it should have
+   (:mod:`kubescale.controllers.vpa.recommender.vpa_status`) is written if it differs from the
+   object's; VPA counts per bucket and the first-recommendation latency are recorded;
+3. ``MaintainCheckpoints``: checkpoints written oldest first until ``--checkpoints-timeout``
+   after the iteration's start; every ``--checkpoints-gc-interval`` (the first one an interval
+   after start-up) checkpoints of deleted VPAs are removed;
+4. ``GarbageCollect``: aggregate states, at most once an hour (the first at the first
+   iteration, as upstream's GC clock starts at the epoch).
+
+Times come from the ``now`` the caller passes (the runner's clock) and the deadline from the
+client's clock; nothing here sleeps. :meth:`RecommenderLoop.wait_for_resource_version` lets the
+simulator settle the loop's informers before an iteration.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from kubescale.base.logs import component_logger
+from kubescale.controllers.vpa.checkpoint.checkpoint_store import CheckpointStore
+from kubescale.controllers.vpa.recommender.cluster_feeder import ClusterFeeder
+from kubescale.controllers.vpa.recommender.prometheus_history import HistoryProvider, load_history
+from kubescale.controllers.vpa.recommender.recommender_config import RecommenderSettings
+from kubescale.controllers.vpa.recommender.recommender_metrics import (
+    ExecutionTimer,
+    ObjectCounter,
+    RecommenderMetrics,
+)
+from kubescale.controllers.vpa.recommender.vpa_status import (
+    FETCHING_HISTORY,
+    condition_active,
+    desired_status,
+    had_recommendation,
+    status_changed,
+    write_status,
+)
+from kubescale.kube.client import KubeClient
+from kubescale.kube.errors import KubeError
+from kubescale.kube.informer_set import InformerSet
+
+__all__ = ["AGGREGATE_GC_INTERVAL", "LOOP_NAME", "RecommenderLoop"]
+
+log = component_logger("vpa-recommender")
+
+LOOP_NAME: Final = "vpa-recommender"
+AGGREGATE_GC_INTERVAL: Final = timedelta(hours=1)
+"""``aggregateContainerStateGCInterval``."""
+
+
+class RecommenderLoop:
+    """``RunOnce`` and start-up (module docstring); a
+    :class:`kubescale.runtime.loop_runner.Loop`."""
+
+    name = LOOP_NAME
+
+    def __init__(
+        self,
+        *,
+        client: KubeClient,
+        informers: InformerSet,
+        settings: RecommenderSettings,
+        metrics: RecommenderMetrics,
+        history: HistoryProvider | None = None,
+    ) -> None:
+        if not settings.use_checkpoints and history is None:
+            raise ValueError("--storage=prometheus needs a history provider")
+        self.client = client
+        self.informers = informers
+        self.settings = settings
+        self.metrics = metrics
+        self.history = history
+        self.feeder = ClusterFeeder(
+            client=client, informers=informers, settings=settings, metrics=metrics
+        )
+        self.checkpoint_store = CheckpointStore(
+            client=client,
+            informer=self.feeder.checkpoints,
+            ignored_namespace=self.feeder.ignores_namespace,
+        )
+        self.initialized = False
+        self.checkpoints_loaded = 0
+        """Checkpoints the last start-up loaded into the model."""
+        self.iterations = 0
+        self.status_writes = 0
+        self.written: list[tuple[tuple[str, str], dict[str, Any]]] = []
+        """The statuses the last iteration wrote, by VPA (namespace, name)."""
+        self._last_checkpoint_gc: datetime | None = None
+        self._last_aggregate_gc: datetime | None = None
+
+    def reset(self) -> None:
+        """Forget the model: the next iteration starts over from checkpoints (or history)."""
+        self.initialized = False
+
+    async def wait_for_resource_version(self, resource_version: str, *, within: float) -> bool:
+        """Every informer of the loop reflects ``resource_version`` (the simulator's settling)."""
+        return await self.informers.wait_for_resource_version(resource_version, within=within)
+
+    async def initialize(self, now: datetime) -> None:
+        """Start-up: a fresh model from checkpoints or from the history provider."""
+        self.feeder.reset()
+        await self.feeder.load_vpas()
+        if self.settings.use_checkpoints:
+            self.checkpoints_loaded = self.checkpoint_store.load_into(self.feeder.state)
+        elif self.history is not None:
+            await load_history(self.history, self.feeder.state, now=now)
+        self._last_checkpoint_gc = now
+        self._last_aggregate_gc = None
+        self.initialized = True
+
+    async def run_once(self, now: datetime) -> None:
+        """One ``RunOnce``."""
+        if not self.initialized:
+            await self.initialize(now)
+        deadline = self.client.clock.monotonic() + self.settings.checkpoints_timeout
+        timer = ExecutionTimer(self.metrics.execution_latency)
+        feeder = self.feeder
+        await feeder.load_vpas()
+        timer.observe_step("LoadVPAs")
+        feeder.load_pods(now=now)
+        timer.observe_step("LoadPods")
+        await feeder.load_real_time_metrics()
+        feeder.delete_removed_pods()
+        timer.observe_step("LoadMetrics")
+        await self.update_vpas(now)
+        timer.observe_step("UpdateVPAs")
+        await self.maintain_checkpoints(now, deadline=deadline)
+        timer.observe_step("MaintainCheckpoints")
+        self.garbage_collect(now)
+        timer.observe_step("GarbageCollect")
+        timer.observe_total()
+        self.iterations += 1
+
+    async def update_vpas(self, now: datetime) -> None:
+        """``UpdateVPAs`` (module docstring)."""
+        state = self.feeder.state
+        self.written = []
+        recommendations = state.recommendations(now=now)
+        counter = ObjectCounter()
+        for observed in self.feeder.observed:
+            recommendation = recommendations.get(observed.key)
+            if recommendation is None:
+                continue
+            vpa = observed.vpa
+            status = desired_status(
+                vpa, recommendation, unsupported=observed.check.unsupported, now=now
+            )
+            if recommendation.has_recommendation and not had_recommendation(vpa):
+                created = (vpa.get("metadata") or {}).get("creationTimestamp")
+                self._observe_latency(created, now)
+            spec = vpa.get("spec") or {}
+            counter.add(
+                update_mode=(spec.get("updatePolicy") or {}).get("updateMode"),
+                has_recommendation=recommendation.has_recommendation,
+                api_version=str(vpa.get("apiVersion") or "v1").rpartition("/")[2],
+                matches_pods=recommendation.has_matching_pods,
+                unsupported_config=observed.check.unsupported is not None,
+            )
+            if not status_changed(vpa.get("status"), status):
+                continue
+            try:
+                await write_status(self.client, vpa, status)
+            except KubeError as err:
+                namespace, name = observed.key
+                log.error(
+                    "cannot update VPA object",
+                    extra={"fields": {"vpa": f"{namespace}/{name}", "error": str(err)}},
+                )
+                continue
+            self.status_writes += 1
+            self.written.append((observed.key, status))
+        counter.observe(self.metrics.vpa_objects)
+
+    def _observe_latency(self, created: object, now: datetime) -> None:
+        if not isinstance(created, str) or not created:
+            return
+        try:
+            moment = datetime.fromisoformat(created.replace("Z", "+00:00"))
+        except ValueError:
+            return
+        self.metrics.recommendation_latency.observe((now - moment).total_seconds())
+
+    async def maintain_checkpoints(self, now: datetime, *, deadline: float) -> None:
+        """``MaintainCheckpoints`` (module docstring)."""
+        if not self.settings.use_checkpoints:
+            return
+        fetching = {
+            entry.key
+            for entry in self.feeder.observed
+            if condition_active(entry.vpa, FETCHING_HISTORY)
+        }
+        result = await self.checkpoint_store.store(
+            self.feeder.state, now=now, clock=self.client.clock, deadline=deadline, skip=fetching
+        )
+        if result.deadline_passed:
+            log.warning(
+                "checkpoints timeout: not every VPA's checkpoints were written",
+                extra={"fields": {"written": result.written, "vpas": result.vpas}},
+            )
+        last = self._last_checkpoint_gc
+        interval = timedelta(seconds=self.settings.checkpoints_gc_interval)
+        if last is None or now - last > interval:
+            self._last_checkpoint_gc = now
+            await self.checkpoint_store.garbage_collect(existing_vpas=self.feeder.all_vpa_keys())
+
+    def garbage_collect(self, now: datetime) -> None:
+        """``RateLimitedGarbageCollectAggregateCollectionStates``."""
+        last = self._last_aggregate_gc
+        if last is not None and now - last < AGGREGATE_GC_INTERVAL:
+            return
+        self._last_aggregate_gc = now
+        removed = self.feeder.state.garbage_collect(
+            now=now, controller_exists=self.feeder.controller_exists
+        )
+        if removed:
+            log.info("garbage-collected aggregate states", extra={"fields": {"removed": removed}})
+        self.metrics.aggregate_states.set(self.feeder.state.aggregate_count())

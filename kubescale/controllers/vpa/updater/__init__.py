@@ -1,0 +1,1 @@
+"""The VPA updater loop (upstream ``pkg/updater``)."""

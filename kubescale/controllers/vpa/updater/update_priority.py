@@ -1,0 +1,428 @@
+"""Which VPAs and pods the updater acts on, and in which order: upstream's update priority.
+
+The VPA updater (``pkg/updater/``) only ever disrupts a pod whose requests are worth changing.
+This module holds those decisions, upstream-exact, as pure functions over raw API dicts:
+
+* :func:`vpa_is_updated` -- the VPA modes the updater acts on (``logic/updater.go``): Recreate
+  (also the default when ``updatePolicy.updateMode`` is unset), Auto, InPlaceOrRecreate, and
+  InPlace only with its feature gate; Off and Initial never.
+* :func:`pod_is_updatable` -- the pods it looks at: scheduled (``spec.nodeName``), not
+  Succeeded/Failed, not being deleted.
+* :func:`update_priority` -- ``priority_processor.go GetUpdatePriority`` over the *capped*
+  recommendation (the same capping processor the admission webhook uses,
+  :func:`kubescale.controllers.vpa.api.pod_resources.capped_recommendation`).
+* :func:`pod_priority` / :func:`prioritized_pods` -- ``update_priority_calculator.go``:
+  ``AddPod`` acceptance (outside range, quick OOM, lifetime + MinChangePriority) and
+  ``GetSortedPods`` ordering (ScaleUp first, then larger ResourceDiff), followed by the
+  ``EvictionRequirements`` admission (``scaling_direction_pod_eviction_admission.go``,
+  :func:`eviction_requirements_admit`).
+
+Containers are restricted to the ones named in the pod's ``vpaObservedContainers`` annotation
+(written by admission) when it parses; an unparseable annotation means every container.
+
+Deliberate differences: upstream sorts with an unstable sort, here ties are broken by pod
+namespace/name so the order is deterministic; per-resource sums run in canonical resource order
+(cpu, memory, others by name) where upstream iterates a Go map. Not covered here: the InPlace
+mode's "infeasible attempt" cache and native-sidecar container statuses (feature gates).
+
+Pure: no I/O, no clock reads -- ``now`` is passed in.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from kubescale.controllers.vpa.api.capping import container_policy
+from kubescale.controllers.vpa.api.current_resources import (
+    ResourceList,
+    container_requests_and_limits,
+    ordered_names,
+)
+from kubescale.controllers.vpa.api.limit_ranges import LimitRangeItem
+from kubescale.controllers.vpa.api.pod_resources import capped_recommendation
+from kubescale.kube.quantities import Quantity
+
+__all__ = [
+    "OBSERVED_CONTAINERS_ANNOTATION",
+    "PodPriority",
+    "UpdatePriority",
+    "UpdateSettings",
+    "eviction_requirements_admit",
+    "observed_containers",
+    "parse_observed_containers",
+    "pod_is_updatable",
+    "pod_priority",
+    "prioritized_pods",
+    "quick_oom",
+    "update_mode",
+    "update_priority",
+    "vpa_is_updated",
+]
+
+OBSERVED_CONTAINERS_ANNOTATION = "vpaObservedContainers"
+_LIST_SEPARATOR = ", "  # annotations.listSeparator
+# validation.IsDNS1123Label: lowercase alphanumerics and '-', alphanumeric at both ends, <= 63.
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS1123_LABEL_MAX = 63
+
+# GetUpdateMode: an unset updatePolicy / updateMode means Recreate.
+_DEFAULT_UPDATE_MODE = "Recreate"
+_EVICTING_MODES = frozenset({"Recreate", "Auto", "InPlaceOrRecreate"})
+_IN_PLACE_MODE = "InPlace"
+_CONTAINER_MODE_OFF = "Off"
+_FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
+_OOM_KILLED = "OOMKilled"
+_TARGET_HIGHER = "TargetHigherThanRequests"
+_TARGET_LOWER = "TargetLowerThanRequests"
+_CPU = "cpu"
+_MEMORY = "memory"
+# A missing metav1.Time is Go's zero time, 0001-01-01T00:00:00Z.
+_GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class UpdateSettings:
+    """The updater flags that shape priority (reference §3.1), with upstream's defaults."""
+
+    pod_update_threshold: float = 0.1
+    """``--pod-update-threshold``: UpdateConfig.MinChangePriority."""
+    lifetime_threshold: timedelta = timedelta(hours=12)
+    """``--in-recommendation-bounds-eviction-lifetime-threshold``."""
+    evict_after_oom_threshold: timedelta = timedelta(minutes=10)
+    """``--evict-after-oom-threshold``."""
+    in_place_gate: bool = False
+    """Feature gate ``InPlace``: whether VPAs in mode InPlace are acted on."""
+    per_vpa_config: bool = False
+    """Feature gate ``PerVPAConfig``: honour ``updatePolicy.evictAfterOOMSeconds``."""
+
+
+@dataclass(frozen=True)
+class UpdatePriority:
+    """``PodPriority`` of upstream: what an update of one pod would change."""
+
+    outside_recommended_range: bool
+    scale_up: bool
+    resource_diff: float
+    """Σ over resources of |ΣRequest − ΣTarget| / max(ΣRequest, 1), sums in milli-units."""
+
+
+@dataclass(frozen=True)
+class PodPriority:
+    """A pod accepted for update, with its priority and the capped recommendation used."""
+
+    pod: Mapping[str, Any] = field(hash=False)
+    priority: UpdatePriority
+    recommendation: Mapping[str, Any] = field(hash=False)
+    """The capped ``status.recommendation``-shaped dict (``containerRecommendations``)."""
+
+
+# -- VPAs and pods ------------------------------------------------------------------------------
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _update_policy(vpa: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    policy = _mapping(vpa.get("spec")).get("updatePolicy")
+    return policy if isinstance(policy, Mapping) else None
+
+
+def update_mode(vpa: Mapping[str, Any]) -> str:
+    """GetUpdateMode: ``spec.updatePolicy.updateMode``, Recreate when unset or empty."""
+    mode = _mapping(_update_policy(vpa)).get("updateMode")
+    return mode if isinstance(mode, str) and mode else _DEFAULT_UPDATE_MODE
+
+
+def vpa_is_updated(vpa: Mapping[str, Any], *, in_place_gate: bool = False) -> bool:
+    """Whether the updater acts on this VPA's pods (Off and Initial: never)."""
+    mode = update_mode(vpa)
+    return mode in _EVICTING_MODES or (mode == _IN_PLACE_MODE and in_place_gate)
+
+
+def pod_is_updatable(pod: Mapping[str, Any]) -> bool:
+    """Scheduled, not terminated, not being deleted (updater.go's pod filter)."""
+    if not _mapping(pod.get("spec")).get("nodeName"):
+        return False
+    if _mapping(pod.get("status")).get("phase") in _FINISHED_PHASES:
+        return False
+    return _mapping(pod.get("metadata")).get("deletionTimestamp") is None
+
+
+def parse_observed_containers(value: str) -> frozenset[str] | None:
+    """ParseVpaObservedContainersValue: names split on ``", "``; ``None`` when unparseable.
+
+    An empty value is an empty set (no container observed); any name that is not a DNS-1123
+    label makes the whole value unparseable.
+    """
+    if value == "":
+        return frozenset()
+    names = value.split(_LIST_SEPARATOR)
+    for name in names:
+        if len(name) > _DNS1123_LABEL_MAX or _DNS1123_LABEL.fullmatch(name) is None:
+            return None
+    return frozenset(names)
+
+
+def observed_containers(pod: Mapping[str, Any]) -> frozenset[str] | None:
+    """The containers the priority looks at; ``None`` means all (no or unparseable annotation)."""
+    value = _mapping(_mapping(pod.get("metadata")).get("annotations")).get(
+        OBSERVED_CONTAINERS_ANNOTATION
+    )
+    if not isinstance(value, str):
+        return None
+    return parse_observed_containers(value)
+
+
+# -- priority -----------------------------------------------------------------------------------
+
+
+def _container_names(pod: Mapping[str, Any], key: str) -> list[str]:
+    containers = _mapping(pod.get("spec")).get(key)
+    names: list[str] = []
+    for container in containers if isinstance(containers, list) else ():
+        name = _mapping(container).get("name")
+        names.append(name if isinstance(name, str) else "")
+    return names
+
+
+def _recommendations_by_name(recommendation: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """GetRecommendationForContainer as a lookup: the first entry per container name."""
+    entries = recommendation.get("containerRecommendations")
+    found: dict[str, Mapping[str, Any]] = {}
+    for entry in entries if isinstance(entries, list) else ():
+        name = _mapping(entry).get("containerName")
+        if isinstance(name, str) and name not in found:
+            found[name] = entry
+    return found
+
+
+def _resource_list(value: object) -> ResourceList:
+    return {str(k): Quantity.from_json(v) for k, v in _mapping(value).items()}
+
+
+def update_priority(*, pod: Mapping[str, Any], recommendation: Mapping[str, Any]) -> UpdatePriority:
+    """GetUpdatePriority of ``pod`` against an (already capped) recommendation.
+
+    Per observed container with a recommendation, per resource in its Target: ScaleUp if the
+    target's milli-value exceeds the request's; OutsideRecommendedRange if the request is below
+    the lowerBound or above the upperBound; a missing request sets both. App containers, then
+    init containers, as upstream; requests are the applied ones (status before spec).
+    """
+    observed = observed_containers(pod)
+    by_name = _recommendations_by_name(recommendation)
+    total_request: dict[str, int] = {}
+    total_recommended: dict[str, int] = {}
+    outside = False
+    scale_up = False
+    for key, init in (("containers", False), ("initContainers", True)):
+        for name in _container_names(pod, key):
+            if observed is not None and name not in observed:
+                continue
+            entry = by_name.get(name)
+            if entry is None:
+                continue
+            target = _resource_list(entry.get("target"))
+            lower = _resource_list(entry.get("lowerBound"))
+            upper = _resource_list(entry.get("upperBound"))
+            requests = container_requests_and_limits(pod, name, init=init)[0] or {}
+            for resource in ordered_names(target):
+                recommended = target[resource].milli_value()
+                total_recommended[resource] = total_recommended.get(resource, 0) + recommended
+                request = requests.get(resource)
+                if request is None:
+                    scale_up = outside = True
+                    continue
+                total_request[resource] = total_request.get(resource, 0) + request.milli_value()
+                if recommended > request.milli_value():
+                    scale_up = True
+                if (resource in lower and request < lower[resource]) or (
+                    resource in upper and request > upper[resource]
+                ):
+                    outside = True
+    resource_diff = 0.0
+    for resource in ordered_names(total_recommended):
+        requested = max(float(total_request.get(resource, 0)), 1.0)
+        resource_diff += abs(requested - float(total_recommended[resource])) / requested
+    return UpdatePriority(
+        outside_recommended_range=outside, scale_up=scale_up, resource_diff=resource_diff
+    )
+
+
+def _time(value: object) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _oom_threshold(vpa: Mapping[str, Any], settings: UpdateSettings) -> timedelta:
+    """getEvictOOMThreshold: per-VPA ``evictAfterOOMSeconds`` only with PerVPAConfig."""
+    seconds = _mapping(_update_policy(vpa)).get("evictAfterOOMSeconds")
+    if settings.per_vpa_config and isinstance(seconds, int) and not isinstance(seconds, bool):
+        return timedelta(seconds=seconds)
+    return settings.evict_after_oom_threshold
+
+
+def quick_oom(*, pod: Mapping[str, Any], vpa: Mapping[str, Any], settings: UpdateSettings) -> bool:
+    """Some observed, non-``Off`` container was OOMKilled after running less than the threshold.
+
+    Reads ``status.containerStatuses[].lastState.terminated``; a missing ``startedAt`` /
+    ``finishedAt`` counts as Go's zero time, as upstream.
+    """
+    observed = observed_containers(pod)
+    resource_policy = _mapping(vpa.get("spec")).get("resourcePolicy")
+    threshold = _oom_threshold(vpa, settings)
+    statuses = _mapping(pod.get("status")).get("containerStatuses")
+    for status in statuses if isinstance(statuses, list) else ():
+        name = _mapping(status).get("name")
+        if observed is not None and name not in observed:
+            continue  # not supported by the quick OOM logic upstream
+        policy = container_policy(
+            name if isinstance(name, str) else "",
+            resource_policy if isinstance(resource_policy, Mapping) else None,
+        )
+        if policy is not None and policy.get("mode") == _CONTAINER_MODE_OFF:
+            continue
+        terminated = _mapping(_mapping(_mapping(status).get("lastState")).get("terminated"))
+        if terminated.get("reason") != _OOM_KILLED:
+            continue
+        started = _time(terminated.get("startedAt")) or _GO_ZERO_TIME
+        finished = _time(terminated.get("finishedAt")) or _GO_ZERO_TIME
+        if finished - started < threshold:
+            return True
+    return False
+
+
+def pod_priority(
+    *,
+    vpa: Mapping[str, Any],
+    pod: Mapping[str, Any],
+    recommendation: Mapping[str, Any],
+    now: datetime,
+    settings: UpdateSettings,
+) -> PodPriority | None:
+    """AddPod: the pod's priority if it is accepted for update, else ``None``.
+
+    Accepted when outside the recommended range, or after a quick OOM; otherwise it needs
+    ``status.startTime``, an age of at least the lifetime threshold and a ResourceDiff of at
+    least ``pod_update_threshold``. A quick-OOM pod whose resources would not change
+    (ResourceDiff 0) is rejected.
+    """
+    priority = update_priority(pod=pod, recommendation=recommendation)
+    oomed = quick_oom(pod=pod, vpa=vpa, settings=settings)
+    if not priority.outside_recommended_range and not oomed:
+        started = _time(_mapping(pod.get("status")).get("startTime"))
+        if started is None:
+            return None
+        if now < started + settings.lifetime_threshold:
+            return None  # short-lived pod, request within recommended range
+        if priority.resource_diff < settings.pod_update_threshold:
+            return None
+    if oomed and priority.resource_diff == 0:
+        return None
+    return PodPriority(pod=pod, priority=priority, recommendation=recommendation)
+
+
+def _eviction_requirements(vpa: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
+    """``None`` without an updatePolicy (everything admitted), else its requirements."""
+    policy = _update_policy(vpa)
+    if policy is None:
+        return None
+    requirements = policy.get("evictionRequirements")
+    return [_mapping(r) for r in requirements] if isinstance(requirements, list) else []
+
+
+def _requirement_holds(
+    requirement: Mapping[str, Any], requests: ResourceList, target: ResourceList
+) -> bool:
+    """Any listed resource satisfies the change requirement (milli-values, missing = 0)."""
+    change = requirement.get("changeRequirement")
+    resources = requirement.get("resources")
+    for resource in resources if isinstance(resources, list) else ():
+        requested = requests[resource].milli_value() if resource in requests else 0
+        recommended = target[resource].milli_value() if resource in target else 0
+        if change == _TARGET_HIGHER and recommended > requested:
+            return True
+        if change == _TARGET_LOWER and recommended < requested:
+            return True
+    return False
+
+
+def eviction_requirements_admit(
+    *, vpa: Mapping[str, Any], pod: Mapping[str, Any], recommendation: Mapping[str, Any]
+) -> bool:
+    """scalingDirectionPodEvictionAdmission.Admit.
+
+    No ``updatePolicy`` -> admitted. Otherwise some app container with a recommendation must
+    either miss a cpu or memory request, or satisfy *all* requirements.
+    """
+    requirements = _eviction_requirements(vpa)
+    if requirements is None:
+        return True
+    by_name = _recommendations_by_name(recommendation)
+    for name in _container_names(pod, "containers"):
+        entry = by_name.get(name)
+        if entry is None:
+            continue  # container mode Off: no recommendation
+        requests = container_requests_and_limits(pod, name)[0] or {}
+        if _CPU not in requests or _MEMORY not in requests:
+            return True
+        target = _resource_list(entry.get("target"))
+        if all(_requirement_holds(r, requests, target) for r in requirements):
+            return True
+    return False
+
+
+def _order_key(entry: PodPriority) -> tuple[bool, float, str, str]:
+    metadata = _mapping(entry.pod.get("metadata"))
+    return (
+        not entry.priority.scale_up,
+        -entry.priority.resource_diff,
+        str(metadata.get("namespace", "")),
+        str(metadata.get("name", "")),
+    )
+
+
+def prioritized_pods(
+    *,
+    vpa: Mapping[str, Any],
+    pods: Iterable[Mapping[str, Any]],
+    now: datetime,
+    settings: UpdateSettings,
+    container_limit_range: LimitRangeItem | None = None,
+    pod_limit_range: LimitRangeItem | None = None,
+) -> list[PodPriority]:
+    """The pods of ``vpa`` to update, highest priority first (GetSortedPods).
+
+    Each pod's recommendation is the VPA's, capped for that pod (LimitRanges, resource
+    policy); pods not accepted by :func:`pod_priority` or refused by
+    :func:`eviction_requirements_admit` are left out. Callers pass pods already filtered
+    by :func:`pod_is_updatable` and matched to ``vpa``.
+    """
+    accepted: list[PodPriority] = []
+    for pod in pods:
+        recommendation = capped_recommendation(
+            vpa=dict(vpa),
+            pod=dict(pod),
+            container_limit_range=container_limit_range,
+            pod_limit_range=pod_limit_range,
+        )
+        entry = pod_priority(
+            vpa=vpa, pod=pod, recommendation=recommendation, now=now, settings=settings
+        )
+        if entry is not None:
+            accepted.append(entry)
+    accepted.sort(key=_order_key)
+    return [
+        entry
+        for entry in accepted
+        if eviction_requirements_admit(vpa=vpa, pod=entry.pod, recommendation=entry.recommendation)
+    ]

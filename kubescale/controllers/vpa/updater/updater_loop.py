@@ -1,0 +1,405 @@
+"""The updater's main loop: upstream ``logic/updater.go RunOnce``, one call per interval.
+
+Each iteration (reference §3.2), the steps timed into
+``vpa_updater_execution_latency_seconds{step}``:
+
+1. With ``--use-admission-controller-status`` the admission controller's status Lease is read;
+   missing, or last renewed (``renewTime``, else its ``creationTimestamp`` -- the webhook's
+   first renewal, :mod:`kubescale.webhook.status_lease`) longer than
+   ``--admission-controller-status-lease-timeout`` ago, the whole loop is skipped: without the
+   webhook an evicted pod would come back with its old requests.
+2. VPAs whose mode the updater acts on
+   (:func:`kubescale.controllers.vpa.updater.update_priority.vpa_is_updated`) and that carry a
+   recommendation; their target selectors (:class:`VpaTargets`).
+3. Pods: :func:`pod_is_updatable`, matched to their controlling VPA as admission matches them
+   (top-most controller == ``targetRef``, selector,
+   :func:`kubescale.controllers.vpa.api.vpa_matching.choose_vpa`).
+4. Per VPA: :meth:`EvictionRestriction.build` from its pods and their controllers (informers),
+   :func:`prioritized_pods`, then in order: mode InPlaceOrRecreate → in-place resize when
+   :meth:`EvictionRestriction.in_place_decision` approves (``PATCH pods/<name>/resize`` with the
+   container-resource operations admission would apply, then annotation
+   ``vpaInPlaceUpdated``; a failed resize, or decision Evict, falls back to eviction);
+   Recreate/Auto → eviction when :meth:`EvictionRestriction.can_evict` allows and the rate
+   limiter grants a token. The Eviction API enforces PodDisruptionBudgets: a 429 is counted as
+   a failed attempt and the loop goes on with the next pod.
+
+Deliberate difference: upstream blocks on the rate limiter (``Wait``); here no clock is slept
+on, so a denied token ends this iteration's evictions and the next iteration continues.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, Final
+
+from kubescale.base.logs import component_logger
+from kubescale.controllers.vpa.api.controller_refs import ControllerRef, topmost_controller
+from kubescale.controllers.vpa.api.limit_ranges import merged_limit_range_item
+from kubescale.controllers.vpa.api.pod_admission import PodAdmissionError, admit_pod
+from kubescale.controllers.vpa.api.vpa_matching import choose_vpa
+from kubescale.controllers.vpa.api.vpa_targets import VpaTargets, target_ref
+from kubescale.controllers.vpa.recommender.recommender_metrics import ExecutionTimer
+from kubescale.controllers.vpa.updater.eviction_rate_limit import EvictionRateLimiter
+from kubescale.controllers.vpa.updater.eviction_restriction import (
+    ControllerKey,
+    EvictionRestriction,
+    InPlaceDecision,
+    controller_of,
+    pod_id,
+)
+from kubescale.controllers.vpa.updater.update_priority import (
+    pod_is_updatable,
+    prioritized_pods,
+    update_mode,
+    vpa_is_updated,
+)
+from kubescale.controllers.vpa.updater.updater_config import UpdaterSettings
+from kubescale.controllers.vpa.updater.updater_metrics import UpdaterMetrics, size_log2
+from kubescale.kube.client import KubeClient
+from kubescale.kube.errors import KubeApiError, KubeError
+from kubescale.kube.events import EventRecorder
+from kubescale.kube.informer_set import InformerSet
+from kubescale.kube.resources import LEASES, LIMIT_RANGES, PODS, VERTICAL_POD_AUTOSCALERS
+from kubescale.kube.selectors import LabelSelector
+from kubescale.webhook.scale_lookups import ScaleLookups
+
+__all__ = ["IN_PLACE_UPDATED_ANNOTATION", "LOOP_NAME", "UpdaterLoop", "lease_is_fresh"]
+
+log = component_logger("vpa-updater")
+
+LOOP_NAME: Final = "vpa-updater"
+IN_PLACE_UPDATED_ANNOTATION: Final = "vpaInPlaceUpdated"
+_IN_PLACE_MODES = frozenset({"InPlaceOrRecreate", "InPlace"})
+_NEVER_EVICTS = "InPlace"
+"""Mode ``InPlace`` (feature gate ``InPlace``) resizes in place and never falls back to eviction."""
+_CONTAINER_RESOURCES_PREFIX = "/spec/containers/"
+
+
+def _time(value: object) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def lease_is_fresh(
+    lease: Mapping[str, Any] | None, *, now: datetime, settings: UpdaterSettings
+) -> bool:
+    """``IsStatusValid``: the Lease exists and was renewed less than the timeout ago."""
+    if lease is None:
+        return False
+    spec = lease.get("spec") or {}
+    renewed = _time(spec.get("renewTime")) or _time(
+        (lease.get("metadata") or {}).get("creationTimestamp")
+    )
+    return renewed is not None and renewed + settings.status_lease_timeout > now
+
+
+def has_recommendation(vpa: Mapping[str, Any]) -> bool:
+    recommendation = (vpa.get("status") or {}).get("recommendation") or {}
+    return bool(recommendation.get("containerRecommendations"))
+
+
+def resize_patches(patches: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The admission patch operations a ``resize`` applies: container resources only."""
+    return [
+        dict(op)
+        for op in patches
+        if str(op.get("path", "")).startswith(_CONTAINER_RESOURCES_PREFIX)
+        and "/resources" in str(op.get("path", ""))
+    ]
+
+
+class UpdaterLoop:
+    """``RunOnce`` (module docstring); a :class:`kubescale.runtime.loop_runner.Loop`."""
+
+    name = LOOP_NAME
+
+    def __init__(
+        self,
+        *,
+        client: KubeClient,
+        informers: InformerSet,
+        settings: UpdaterSettings,
+        metrics: UpdaterMetrics,
+        events: EventRecorder,
+    ) -> None:
+        self.client = client
+        self.informers = informers
+        self.settings = settings
+        self.metrics = metrics
+        self.events = events
+        self.vpas = informers.informer(VERTICAL_POD_AUTOSCALERS)
+        self.pods = informers.informer(PODS)
+        self.limit_ranges = informers.informer(LIMIT_RANGES)
+        self.targets = VpaTargets(
+            informers=informers, scale_lookups=ScaleLookups(client=client, clock=client.clock)
+        )
+        self.eviction_limiter = EvictionRateLimiter(
+            rate=settings.eviction_rate_limit, burst=settings.eviction_rate_burst
+        )
+        self.in_place_limiter = EvictionRateLimiter(
+            rate=settings.eviction_rate_limit, burst=settings.eviction_rate_burst
+        )
+        self.last_in_place_attempt: dict[str, datetime] = {}
+        self.iterations = 0
+        self.skipped_stale_status = 0
+        self.evicted: list[str] = []
+        """Pods (``namespace/name``) evicted by the last iteration, in order."""
+        self.resized: list[str] = []
+        """Pods resized in place by the last iteration, in order."""
+
+    async def wait_for_resource_version(self, resource_version: str, *, within: float) -> bool:
+        """Every informer of the loop reflects ``resource_version`` (the simulator's settling)."""
+        return await self.informers.wait_for_resource_version(resource_version, within=within)
+
+    async def admission_status_fresh(self, now: datetime) -> bool:
+        settings = self.settings
+        try:
+            lease = await self.client.get(
+                LEASES, settings.status_lease_name, namespace=settings.status_lease_namespace
+            )
+        except KubeApiError as err:
+            if err.code != 404:
+                log.error("cannot read the admission status", extra={"fields": {"error": str(err)}})
+            return False
+        return lease_is_fresh(lease, now=now, settings=settings)
+
+    async def run_once(self, now: datetime) -> None:
+        """One ``RunOnce``."""
+        self.evicted = []
+        self.resized = []
+        self.iterations += 1
+        timer = ExecutionTimer(self.metrics.execution_latency)
+        if self.settings.use_admission_controller_status and not await self.admission_status_fresh(
+            now
+        ):
+            self.skipped_stale_status += 1
+            log.info(
+                "admission controller status is stale or missing; skipping the eviction loop",
+                extra={"fields": {"timeout": str(self.settings.status_lease_timeout)}},
+            )
+            return
+        vpas = [
+            vpa
+            for vpa in self.vpas.lister.list()
+            if vpa_is_updated(vpa, in_place_gate=self.settings.priority.in_place_gate)
+            and has_recommendation(vpa)
+        ]
+        selectors = await self._selectors(vpas)
+        timer.observe_step("ListVPAs")
+        by_vpa = self._match_pods(vpas, selectors)
+        timer.observe_step("ListPods")
+        for vpa in vpas:
+            key = _key(vpa)
+            pods = by_vpa.get(key, [])
+            size = size_log2(len(pods))
+            self.metrics.controlled_pods.labels(size).set(len(pods))
+            if pods:
+                await self._update_vpa(vpa, pods, now=now)
+        timer.observe_step("EvictPods")
+        timer.observe_total()
+
+    async def _selectors(
+        self, vpas: Sequence[dict[str, Any]]
+    ) -> dict[tuple[str, str, str], LabelSelector]:
+        checks = [self.targets.check(vpa) for vpa in vpas]
+        if self.targets.pending:
+            try:
+                await self.targets.refresh()
+            except KubeError as err:
+                log.warning("cannot look up VPA targets", extra={"fields": {"error": str(err)}})
+            checks = [self.targets.check(vpa) for vpa in vpas]
+        selectors: dict[tuple[str, str, str], LabelSelector] = {}
+        for vpa, check in zip(vpas, checks, strict=True):
+            ref = target_ref(vpa)
+            if ref is not None and check.selector is not None:
+                selectors[(ref.namespace, ref.kind, ref.name)] = check.selector
+        return selectors
+
+    def _match_pods(
+        self,
+        vpas: Sequence[dict[str, Any]],
+        selectors: Mapping[tuple[str, str, str], LabelSelector],
+    ) -> dict[tuple[str, str], list[dict[str, Any]]]:
+        def selector_of(ref: ControllerRef) -> LabelSelector | None:
+            return selectors.get((ref.namespace, ref.kind, ref.name))
+
+        matched: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        if not vpas:
+            return matched
+        for pod in sorted(self.pods.lister.list(), key=pod_id):
+            if not pod_is_updatable(pod):
+                continue
+            controller = topmost_controller(
+                pod, lookup=self.targets.owner, scalable_kinds=self.targets.is_scalable
+            )
+            vpa = choose_vpa(
+                pod, controller=controller, candidate_vpas=vpas, selector_of=selector_of
+            )
+            if vpa is not None:
+                matched.setdefault(_key(vpa), []).append(pod)
+        return matched
+
+    def _controllers(self, pods: Sequence[dict[str, Any]]) -> dict[ControllerKey, dict[str, Any]]:
+        found: dict[ControllerKey, dict[str, Any]] = {}
+        for pod in pods:
+            key = controller_of(pod)
+            if key is None or key in found:
+                continue
+            api_version = ""
+            for ref in (pod.get("metadata") or {}).get("ownerReferences") or ():
+                if ref.get("controller") is True:
+                    api_version = str(ref.get("apiVersion", ""))
+            obj = self.targets.owner(api_version, key.kind, key.namespace, key.name)
+            if obj is not None:
+                found[key] = obj
+        return found
+
+    async def _update_vpa(
+        self, vpa: dict[str, Any], pods: list[dict[str, Any]], *, now: datetime
+    ) -> None:
+        settings = self.settings
+        mode = update_mode(vpa)
+        in_place = mode in _IN_PLACE_MODES
+        never_evict = mode == _NEVER_EVICTS
+        restriction = EvictionRestriction.build(
+            pods=pods,
+            controllers=self._controllers(pods),
+            vpa=vpa,
+            min_replicas=settings.min_replicas,
+            eviction_tolerance=settings.eviction_tolerance,
+            in_place_skip_disruption_budget=settings.in_place_skip_disruption_budget,
+            in_place_mode=in_place,
+        )
+        namespace = str((vpa.get("metadata") or {}).get("namespace") or "")
+        limit_ranges = self.limit_ranges.lister.list(namespace=namespace)
+        candidates = prioritized_pods(
+            vpa=vpa,
+            pods=pods,
+            now=now,
+            settings=settings.priority,
+            container_limit_range=merged_limit_range_item(limit_ranges, item_type="Container"),
+            pod_limit_range=merged_limit_range_item(limit_ranges, item_type="Pod"),
+        )
+        size = size_log2(len(pods))
+        self.metrics.evictable_pods.labels(size).set(len(candidates))
+        for entry in candidates:
+            pod = dict(entry.pod)
+            if in_place:
+                last = self.last_in_place_attempt.get(pod_id(pod))
+                decision = restriction.in_place_decision(
+                    pod, now=now, last_in_place_attempt=last, fall_back_to_eviction=not never_evict
+                )
+                if decision is InPlaceDecision.DEFERRED:
+                    continue
+                if decision is InPlaceDecision.APPROVED:
+                    if not self.in_place_limiter.try_acquire(now):
+                        return
+                    if await self._resize(pod, vpa, limit_ranges, size=size, now=now):
+                        restriction.record_in_place_update(pod)
+                        continue
+                if never_evict:
+                    continue
+            if not restriction.can_evict(
+                pod, now=now, last_in_place_attempt=self.last_in_place_attempt.get(pod_id(pod))
+            ):
+                continue
+            if not self.eviction_limiter.try_acquire(now):
+                return  # no token: the next iteration goes on (module docstring)
+            if await self._evict(pod, vpa, size=size):
+                restriction.record_eviction(pod)
+
+    async def _evict(self, pod: dict[str, Any], vpa: dict[str, Any], *, size: str) -> bool:
+        metadata = pod.get("metadata") or {}
+        name, namespace = str(metadata.get("name", "")), str(metadata.get("namespace", ""))
+        try:
+            await self.client.evict(name, namespace=namespace, uid=metadata.get("uid"))
+        except KubeApiError as err:
+            reason = "DisruptionBudget" if err.code == 429 else err.reason or str(err.code)
+            self.metrics.failed_evictions.labels(size, reason).inc()
+            log.info(
+                "evicting pod failed",
+                extra={"fields": {"pod": pod_id(pod), "code": err.code, "error": err.message}},
+            )
+            return False
+        except KubeError as err:
+            self.metrics.failed_evictions.labels(size, "Error").inc()
+            log.error(
+                "evicting pod failed", extra={"fields": {"pod": pod_id(pod), "error": str(err)}}
+            )
+            return False
+        self.metrics.evicted_pods.labels(size).inc()
+        self.evicted.append(pod_id(pod))
+        log.info("evicted pod", extra={"fields": {"pod": pod_id(pod)}})
+        self.events.event(
+            pod,
+            type="Normal",
+            reason="EvictedByVPA",
+            message="Pod was evicted by VPA Updater to apply resource recommendation.",
+        )
+        self.events.event(
+            vpa,
+            type="Normal",
+            reason="EvictedPod",
+            message=f"VPA Updater evicted Pod {name} to apply resource recommendation.",
+        )
+        return True
+
+    async def _resize(
+        self,
+        pod: dict[str, Any],
+        vpa: dict[str, Any],
+        limit_ranges: Sequence[dict[str, Any]],
+        *,
+        size: str,
+        now: datetime,
+    ) -> bool:
+        metadata = pod.get("metadata") or {}
+        name, namespace = str(metadata.get("name", "")), str(metadata.get("namespace", ""))
+        self.last_in_place_attempt[pod_id(pod)] = now
+        try:
+            patches = resize_patches(admit_pod(pod=pod, vpa=vpa, limit_ranges=limit_ranges).patches)
+        except PodAdmissionError as err:
+            self.metrics.failed_in_place_updates.labels(size, "Error").inc()
+            log.error(
+                "cannot compute resize", extra={"fields": {"pod": pod_id(pod), "error": str(err)}}
+            )
+            return False
+        if not patches:
+            return False
+        try:
+            await self.client.patch(
+                PODS, name, patches, namespace=namespace, patch_type="json", subresource="resize"
+            )
+            await self.client.patch(
+                PODS,
+                name,
+                {"metadata": {"annotations": {IN_PLACE_UPDATED_ANNOTATION: "true"}}},
+                namespace=namespace,
+                patch_type="merge",
+            )
+        except KubeError as err:
+            reason = err.reason if isinstance(err, KubeApiError) else "Error"
+            self.metrics.failed_in_place_updates.labels(size, reason).inc()
+            log.info(
+                "in-place resize failed", extra={"fields": {"pod": pod_id(pod), "error": str(err)}}
+            )
+            return False
+        self.metrics.in_place_updated_pods.labels(size).inc()
+        self.resized.append(pod_id(pod))
+        self.events.event(
+            pod,
+            type="Normal",
+            reason="InPlaceResizedByVPA",
+            message="Pod was resized in place by VPA Updater.",
+        )
+        return True
+
+
+def _key(vpa: Mapping[str, Any]) -> tuple[str, str]:
+    metadata = vpa.get("metadata") or {}
+    return (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
