@@ -9,12 +9,13 @@ milliseconds and is the same every run.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import heapq
 import itertools
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
+
+from kubescale.base.tasks import cancel_and_wait
 
 
 class Clock(Protocol):
@@ -131,22 +132,30 @@ class VirtualClock:
             heapq.heappop(self._sleepers)
 
 
-async def sleep_or_stop(clock: Clock, seconds: float, stop: asyncio.Event) -> bool:
-    """Sleep ``seconds`` on ``clock``, or less if ``stop`` is set meanwhile; ``True`` if stopped.
+async def sleep_or_stop(
+    clock: Clock,
+    seconds: float,
+    stop: asyncio.Event,
+    *,
+    also: asyncio.Future[Any] | None = None,
+) -> bool:
+    """Sleep ``seconds`` on ``clock``, or less if ``stop`` is set (or ``also`` finishes)
+    meanwhile; ``True`` if stopped.
 
-    The one way periodic work in kubescale waits (loops, certificate and caBundle watchers, the
-    status Lease): it wakes at once on shutdown and leaves no pending sleeper behind.
+    The one way periodic work in kubescale waits (loops, certificate watcher): it wakes at once
+    on shutdown, leaves no pending sleeper behind, and never swallows a cancellation of the
+    calling task (:func:`kubescale.base.tasks.cancel_and_wait`). ``also`` belongs to the caller
+    and is not cancelled here.
     """
     if stop.is_set():
         return True
     sleeper = asyncio.ensure_future(clock.sleep(seconds))
     stopper = asyncio.ensure_future(stop.wait())
+    waiters: set[asyncio.Future[Any]] = {sleeper, stopper}
+    if also is not None:
+        waiters.add(also)
     try:
-        await asyncio.wait({sleeper, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        for waiter in (sleeper, stopper):
-            if not waiter.done():
-                waiter.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await waiter
+        await cancel_and_wait(sleeper, stopper)
     return stop.is_set()

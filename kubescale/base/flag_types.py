@@ -98,3 +98,26 @@ def parse_address(text: str) -> tuple[str | None, int]:
                 f"invalid address {text!r} (write IPv6 hosts in brackets: [::1]:8944)"
             )
     return (host or None), parse_port(port_text)
+
+
+class FlagValueError(ValueError):
+    """A flag value that parsed but does not make sense; the message names the flag.
+
+    Each component's settings builder raises a subclass of it; ``serve`` and ``simulate`` turn
+    it into one line on stderr (``serve``) or a scenario field error (``simulate``)."""
+
+
+def add_shared_argument(
+    container: argparse.ArgumentParser | argparse._ArgumentGroup, *names: str, **kwargs: object
+) -> None:
+    """Declare a flag that several components read (``--feature-gates``,
+    ``--vpa-object-namespace`` ...): each declares it with the same definition, and whichever
+    comes first on a parser adds it. A second, different definition is a programming error.
+    """
+    existing = container._option_string_actions.get(names[0])
+    if existing is None:
+        container.add_argument(*names, **kwargs)  # type: ignore[arg-type]
+        return
+    default = kwargs.get("default")
+    if existing.default != default or set(existing.option_strings) != set(names):
+        raise ValueError(f"flag {names[0]} declared twice with different definitions")

@@ -1,42 +1,43 @@
-"""``kubescale serve``: wiring of the TLS server, the health/metrics server and the loop runner.
+"""``kubescale serve``: the process — TLS server, health/metrics server, components and loops.
 
-Start-up order: logging → settings → serving certificate (a bad one ends the process with one
-line naming the file) → Kubernetes client (when loops are gated or a component needs it) and
-leader elector (when there are loops to gate) → components attach their routes and checks →
-both listeners → components start (the VPA admission webhook: informers, registration, status
-Lease) → certificate watcher and loops. The loops run only while this replica holds the
-Lease (``--leader-elect``, on by default); the TLS server serves on every replica. On SIGTERM or
-SIGINT the loops finish their iteration in progress (up to ``--graceful-shutdown-timeout``), the
-Lease is released, the components stop, then the listeners close gracefully and the process
+Start-up order: logging → settings (every registered component's flags,
+:mod:`kubescale.components`) → serving certificate (a bad one ends the process with one line
+naming the file) → Kubernetes client (when a component or a gated loop needs it) → the one
+:class:`~kubescale.kube.shared_cache.SharedCache` → each enabled component is built (declaring
+the collections it reads, its routes, loops and metrics; :mod:`kubescale.runtime.component`)
+→ one log line lists the collections watched and who asked for them → leader elector (when
+there are leader-only loops) → routes → both listeners → caches start → components start →
+certificate watcher and loops.
+
+Loops run on two runners: leader-only loops (the control loops) only while this replica holds
+the Lease (``--leader-elect``, on by default); every-replica loops (status Leases,
+registration, the ``/scale`` lookups) always. The TLS server serves on every replica. On SIGTERM
+or SIGINT the loops finish their iteration in progress (up to ``--graceful-shutdown-timeout``),
+the Lease is released, the components stop, then the listeners close gracefully and the process
 exits 0.
 
-The VPA admission webhook (:mod:`kubescale.webhook.component`) is such a component; ``--webhook``
-(``auto``: when in a cluster or given ``--kubeconfig``) decides whether :func:`run` adds it.
-The VPA recommender (:mod:`kubescale.controllers.vpa.recommender.component`) is another, behind
-``--vpa-recommender`` with the same ``auto`` rule, and so is the VPA updater
-(:mod:`kubescale.controllers.vpa.updater.component`, ``--vpa-updater``); a component with
-``loop_specs()`` adds its loops to the runner, gated on leadership like the others.
-``Server.leadership_terms`` counts the terms this replica has led (a loop that keeps state
-starts over in a new term).
+A component is enabled by its on/off flag, named like the component (``--webhook``,
+``--vpa-recommender``, ``--vpa-updater`` ...): ``auto`` runs it in a cluster
+(``$KUBERNETES_SERVICE_HOST`` set) or with ``--kubeconfig``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import signal
+import socket
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass, field
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Gauge
 
 from kubescale.base.clock import Clock, RealClock
 from kubescale.base.logs import component_logger, configure_logging
+from kubescale.base.tasks import cancel_and_wait
 from kubescale.certs.authority import CertificateError
 from kubescale.certs.reloading import ServerTLS
 from kubescale.cli.serve_config import (
@@ -45,17 +46,26 @@ from kubescale.cli.serve_config import (
     add_serve_arguments,
     serve_config_from_args,
 )
-from kubescale.controllers.vpa.recommender.component import RecommenderComponent
-from kubescale.controllers.vpa.updater.component import UpdaterComponent
+from kubescale.components import REGISTRY
 from kubescale.kube.client import KubeClient, connect
 from kubescale.kube.config_loading import SERVICE_HOST_ENV
 from kubescale.kube.config_loading import ConfigError as KubeConfigError
 from kubescale.kube.errors import KubeError
 from kubescale.kube.leader_election import LeaderElector
+from kubescale.kube.shared_cache import SharedCache
+from kubescale.runtime.cache_loops import scale_lookups_loop
+from kubescale.runtime.component import (
+    Component,
+    EnabledComponent,
+    LoopSpec,
+    Runtime,
+    ServerCertificates,
+)
 from kubescale.runtime.health import HealthChecks, make_health_app, new_process_registry
 from kubescale.runtime.https_server import make_https_app
-from kubescale.runtime.loop_runner import Loop, LoopRunner
-from kubescale.webhook.component import WebhookComponent
+from kubescale.runtime.loop_runner import LoopMetrics, LoopRunner
+
+__all__ = ["LoopSpec", "Server", "add_arguments", "default_components", "run", "serve"]
 
 log = component_logger("serve")
 
@@ -76,65 +86,42 @@ def run(args: argparse.Namespace) -> int:
 
 def default_components(
     config: ServeConfig, *, environ: Mapping[str, str] | None = None
-) -> list[ServeComponent]:
-    """The components ``kubescale serve`` runs: the VPA webhook, recommender and updater, each
-    unless its flag (``--webhook``, ``--vpa-recommender``, ``--vpa-updater``) says no
+) -> list[EnabledComponent]:
+    """The registered components this ``serve`` runs: each unless its on/off flag says no
     (``auto``: only in a cluster — ``$KUBERNETES_SERVICE_HOST`` set — or with
     ``--kubeconfig``)."""
     env = os.environ if environ is None else environ
     in_cluster = config.kubeconfig is not None or bool(env.get(SERVICE_HOST_ENV))
-
-    def wanted(mode: str, what: str) -> bool:
+    enabled: list[EnabledComponent] = []
+    for spec in REGISTRY:
+        settings = config.components[spec.name]
+        mode = settings.mode
         if mode == "auto" and not in_cluster:
-            log.info("not in a cluster and no --kubeconfig: %s is off", what)
-        return mode == "true" or (mode == "auto" and in_cluster)
-
-    components: list[ServeComponent] = []
-    if wanted(config.webhook.mode, "the VPA admission webhook"):
-        components.append(WebhookComponent(config.webhook))
-    if wanted(config.recommender.mode, "the VPA recommender"):
-        components.append(RecommenderComponent(config.recommender))
-    if wanted(config.updater.mode, "the VPA updater"):
-        components.append(UpdaterComponent(config.updater))
-    return components
+            log.info("not in a cluster and no --kubeconfig: %s is off", spec.title)
+        if mode == "true" or (mode == "auto" and in_cluster):
+            enabled.append(EnabledComponent(spec, settings))
+    return enabled
 
 
-@dataclass(frozen=True, kw_only=True)
-class LoopSpec:
-    """A loop and how often the runner runs it."""
+@dataclass
+class _ElectedLeadership:
+    """:class:`kubescale.runtime.component.Leadership` of a ``serve`` process."""
 
-    loop: Loop
-    interval: float
-
-
-@runtime_checkable
-class LoopComponent(Protocol):
-    """A component that also runs control loops (gated on leadership with the others)."""
-
-    def loop_specs(self) -> Sequence[LoopSpec]: ...
-
-
-class ServeComponent(Protocol):
-    """A part of the process with routes, checks and background work (the VPA webhook).
-
-    ``attach`` runs before the listeners open (mount routes, add health checks); ``start`` once
-    they are up (``server.kube`` is connected when ``needs_kube``); ``stop`` after the loops
-    have finished on shutdown.
-    """
+    server: Server
 
     @property
-    def needs_kube(self) -> bool: ...
+    def is_leader(self) -> bool:
+        elector = self.server.elector
+        return elector.is_leader if elector is not None else True
 
-    def attach(self, server: Server) -> None: ...
-
-    async def start(self, server: Server) -> None: ...
-
-    async def stop(self) -> None: ...
+    @property
+    def term(self) -> int:
+        return self.server.leadership_terms
 
 
 @dataclass
 class Server:
-    """The running process: its components, for tests and for routes added by later parts."""
+    """The running process, for tests and for routes added by later parts."""
 
     config: ServeConfig
     clock: Clock
@@ -142,15 +129,31 @@ class Server:
     checks: HealthChecks
     tls: ServerTLS
     runner: LoopRunner
+    """Leader-only loops (every loop when nothing is elected)."""
+    replica_runner: LoopRunner
+    """Loops of every replica."""
     https_app: web.Application
     health_app: web.Application
     stop_event: asyncio.Event
     kube: KubeClient | None = None
+    cache: SharedCache | None = None
+    runtime: Runtime | None = None
+    components: list[Component] = field(default_factory=list)
     elector: LeaderElector | None = None
     https_port: int = 0
     health_port: int = 0
     leadership_terms: int = 0
     """Terms of leadership this replica has started (the loops run once per term)."""
+
+
+def _watched_collections_gauge(registry: CollectorRegistry) -> Gauge:
+    return Gauge(
+        "kubescale_cache_watched_collections",
+        "Collections the process lists and watches once for every component (1 each), with "
+        "the components that read them.",
+        ["collection", "components"],
+        registry=registry,
+    )
 
 
 async def serve(
@@ -159,18 +162,26 @@ async def serve(
     clock: Clock,
     loops: Sequence[LoopSpec] = (),
     mounts: Sequence[Callable[[web.Application], None]] = (),
-    components: Sequence[ServeComponent] = (),
+    components: Sequence[EnabledComponent] = (),
     registry: CollectorRegistry | None = None,
     started: asyncio.Future[Server] | None = None,
     install_signal_handlers: bool = True,
+    environ: Mapping[str, str] | None = None,
 ) -> int:
     """Run until SIGTERM/SIGINT (or ``Server.stop_event``); returns the exit code.
 
-    ``mounts`` add routes to the TLS application (the extender mounts its own); ``components``
-    (the webhook) are attached, started and stopped with the server; ``started`` is resolved
-    with the running :class:`Server` once both listeners are up and the components started.
+    ``components`` are built on this process's runtime, started and stopped with it; ``loops``
+    and ``mounts`` add loops and routes of their own (tests, the simulator's TLS server);
+    ``started`` is resolved with the running :class:`Server` once both listeners are up and the
+    components started.
     """
     registry = registry if registry is not None else new_process_registry()
+
+    def fail(exc: BaseException) -> int:
+        if started is not None and not started.done():
+            started.set_exception(exc)
+        return 1
+
     tls = ServerTLS(
         cert_file=config.tls_cert_file,
         key_file=config.tls_private_key,
@@ -185,62 +196,143 @@ async def serve(
         tls.load()
     except CertificateError as exc:
         log.error("cannot load the serving certificate: %s", exc)
-        if started is not None and not started.done():
-            started.set_exception(exc)
-        return 1
+        return fail(exc)
 
     checks = HealthChecks()
     checks.add_readiness("certificates", lambda: None if tls.loaded else "not loaded")
-    runner = LoopRunner(clock=clock, registry=registry)
-    loops = [
-        *loops,
-        *(spec for c in components if isinstance(c, LoopComponent) for spec in c.loop_specs()),
-    ]
-    for spec in loops:
-        runner.add(spec.loop, interval=spec.interval)
-
+    loop_metrics = LoopMetrics(registry)
     server = Server(
         config=config,
         clock=clock,
         registry=registry,
         checks=checks,
         tls=tls,
-        runner=runner,
+        runner=LoopRunner(clock=clock, registry=registry, metrics=loop_metrics),
+        replica_runner=LoopRunner(clock=clock, registry=registry, metrics=loop_metrics),
         https_app=make_https_app(),
         health_app=make_health_app(checks=checks, registry=registry),
         stop_event=asyncio.Event(),
     )
-    gate_loops = bool(loops) and config.leader_elect
-    if gate_loops or any(component.needs_kube for component in components):
+    specs = list(loops)
+    if components or (specs and config.leader_elect):
         try:
             server.kube = await connect(
                 kubeconfig=config.kubeconfig, clock=clock, registry=registry
             )
         except (KubeConfigError, KubeError, OSError) as exc:
             log.error("cannot connect to Kubernetes: %s", exc)
-            if started is not None and not started.done():
-                started.set_exception(exc)
-            return 1
-    if gate_loops and server.kube is not None:
-        elector = _elector(config, client=server.kube, clock=clock, registry=registry)
+            return fail(exc)
+    try:
+        if components and server.kube is not None:
+            specs += _build_components(server, components, environ=environ)
+        for spec in specs:
+            runner = server.runner if spec.leader_only else server.replica_runner
+            runner.add(spec.loop, interval=spec.interval, wake=spec.wake)
+        _add_liveness(server, gated=any(s.leader_only for s in specs) and config.leader_elect)
+        for mount in mounts:
+            mount(server.https_app)
+        for component in server.components:
+            component.mount(server.https_app)
+        return await _listen_and_run(
+            server, started=started, fail=fail, signals=install_signal_handlers
+        )
+    finally:
+        if server.kube is not None:
+            await server.kube.close()
+        log.info("stopped")
+
+
+def _build_components(
+    server: Server, components: Sequence[EnabledComponent], *, environ: Mapping[str, str] | None
+) -> list[LoopSpec]:
+    """Build the components on one runtime; their loops (plus the /scale lookups loop)."""
+    client = server.kube
+    assert client is not None
+    config = server.config
+    cache = SharedCache(client=client, clock=server.clock)
+    server.cache = cache
+    runtime = Runtime(
+        client=client,
+        leader_client=client,
+        cache=cache,
+        clock=server.clock,
+        registry=server.registry,
+        leadership=_ElectedLeadership(server),
+        identity=socket.gethostname(),
+        certificates=ServerCertificates(
+            client_ca_file=config.client_ca_file,
+            reload=config.reload_cert,
+            reload_interval=config.cert_reload_interval,
+        ),
+        environ=dict(os.environ if environ is None else environ),
+    )
+    server.runtime = runtime
+    specs: list[LoopSpec] = []
+    for enabled in components:
+        with cache.informers.requested_by(enabled.name):
+            component = enabled.build(runtime)
+        server.components.append(component)
+        specs.extend(component.loops())
+        for name, check in component.checks().items():
+            server.checks.add_readiness(f"{enabled.name}-{name}", check)
+    specs.append(scale_lookups_loop(cache))
+    server.checks.add_readiness("caches", cache.readiness_check)
+    collections = cache.collections()
+    gauge = _watched_collections_gauge(server.registry)
+    for collection, requesters in collections.items():
+        gauge.labels(collection, ",".join(requesters)).set(1)
+    log.info(
+        "watching collections",
+        extra={
+            "fields": {
+                "components": [c.name for c in components],
+                "collections": {name: list(who) for name, who in collections.items()},
+            }
+        },
+    )
+    return specs
+
+
+def _add_liveness(server: Server, *, gated: bool) -> None:
+    runner, replica_runner = server.runner, server.replica_runner
+    server.checks.add_liveness("replica-loops", replica_runner.liveness_check)
+    if not gated:
+        server.checks.add_liveness("loops", runner.liveness_check)
+        return
+    # A standby replica's leader-only loops do not run: they are not stalled.
+    server.checks.add_liveness(
+        "loops",
+        lambda: (
+            runner.liveness_check()
+            if server.elector is not None and server.elector.is_leader
+            else None
+        ),
+    )
+
+
+async def _listen_and_run(
+    server: Server,
+    *,
+    started: asyncio.Future[Server] | None,
+    fail: Callable[[BaseException], int],
+    signals: bool,
+) -> int:
+    config = server.config
+    if server.runner.loop_names and config.leader_elect and server.kube is not None:
+        elector = _elector(config, client=server.kube, clock=server.clock, registry=server.registry)
         server.elector = elector
-        checks.add_liveness("leader-election", elector.healthz_check)
-        # A standby replica's loops do not run: they are not stalled.
-        checks.add_liveness("loops", lambda: runner.liveness_check() if elector.is_leader else None)
-    else:
-        checks.add_liveness("loops", runner.liveness_check)
-    for mount in mounts:
-        mount(server.https_app)
-    for component in components:
-        component.attach(server)
+        server.checks.add_liveness("leader-election", elector.healthz_check)
     https_runner = web.AppRunner(server.https_app, access_log=None)
     health_runner = web.AppRunner(server.health_app, access_log=None)
     await https_runner.setup()
     await health_runner.setup()
-    started_components: list[ServeComponent] = []
+    started_components: list[Component] = []
     try:
         https_site = web.TCPSite(
-            https_runner, config.bind_address, config.port, ssl_context=tls.listener_context()
+            https_runner,
+            config.bind_address,
+            config.port,
+            ssl_context=server.tls.listener_context(),
         )
         health_site = web.TCPSite(health_runner, config.metrics_host, config.metrics_port)
         try:
@@ -248,29 +340,26 @@ async def serve(
             await health_site.start()
         except OSError as exc:
             log.error("cannot listen: %s", exc)
-            if started is not None and not started.done():
-                started.set_exception(exc)
-            return 1
+            return fail(exc)
         server.https_port = _bound_port(https_runner)
         server.health_port = _bound_port(health_runner)
         log.info(
             "serving",
             extra={"fields": {"https_port": server.https_port, "health_port": server.health_port}},
         )
-        for component in components:
-            await component.start(server)
+        if server.cache is not None:
+            server.cache.start()
+        for component in server.components:
+            await component.start()
             started_components.append(component)
-        return await _run_until_stopped(
-            server, started=started, install_signal_handlers=install_signal_handlers
-        )
+        return await _run_until_stopped(server, started=started, install_signal_handlers=signals)
     finally:
         for component in reversed(started_components):
             await component.stop()
+        if server.cache is not None:
+            await server.cache.stop()
         await https_runner.cleanup()
         await health_runner.cleanup()
-        if server.kube is not None:
-            await server.kube.close()
-        log.info("stopped")
 
 
 def _elector(
@@ -306,6 +395,7 @@ async def _run_until_stopped(
             )
         )
     elector_stop = asyncio.Event()
+    replica_loops = asyncio.create_task(server.replica_runner.run())
     if server.elector is not None:
         # Loops run only while this replica holds the Lease; on stop the elector waits for the
         # iteration in progress to finish, then releases the Lease for the next replica.
@@ -316,6 +406,7 @@ async def _run_until_stopped(
 
         loops = asyncio.create_task(server.elector.run(on_started_leading=lead, stop=elector_stop))
     else:
+        server.leadership_terms = 1
         loops = asyncio.create_task(server.runner.run())
     if started is not None and not started.done():
         started.set_result(server)
@@ -323,25 +414,22 @@ async def _run_until_stopped(
         await server.stop_event.wait()
         log.info("stopping: letting loops finish their iteration")
         server.runner.stop()
+        server.replica_runner.stop()
         elector_stop.set()
+        both = asyncio.gather(loops, replica_loops)
         try:
             await asyncio.wait_for(
-                asyncio.shield(loops), timeout=server.config.graceful_shutdown_timeout
+                asyncio.shield(both), timeout=server.config.graceful_shutdown_timeout
             )
         except TimeoutError:
             log.warning(
                 "loops did not finish within %.0fs; cancelling them",
                 server.config.graceful_shutdown_timeout,
             )
-            loops.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await loops
+            await cancel_and_wait(loops, replica_loops)
         return 0
     finally:
-        if watcher is not None:
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
+        await cancel_and_wait(watcher)
         if install_signal_handlers:
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(signum)

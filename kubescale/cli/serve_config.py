@@ -19,31 +19,22 @@ import argparse
 import ipaddress
 import os
 import ssl
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from kubescale.base.flag_types import parse_address, parse_bool, parse_port, positive_duration
+from kubescale.base.flag_types import (
+    FlagValueError,
+    parse_address,
+    parse_bool,
+    parse_port,
+    positive_duration,
+)
 from kubescale.base.logs import LOG_LEVELS, LogFormat
 from kubescale.certs.tls_ciphers import go_cipher_suites_to_openssl
-from kubescale.controllers.vpa.recommender.recommender_config import (
-    RecommenderConfigError,
-    RecommenderSettings,
-    add_recommender_arguments,
-    recommender_settings_from_args,
-)
-from kubescale.controllers.vpa.updater.updater_config import (
-    UpdaterConfigError,
-    UpdaterSettings,
-    add_updater_arguments,
-    updater_settings_from_args,
-)
+from kubescale.components import REGISTRY
 from kubescale.kube.lease_record import validate_timing
-from kubescale.webhook.webhook_config import (
-    WebhookConfigError,
-    WebhookSettings,
-    add_webhook_arguments,
-    webhook_settings_from_args,
-)
 
 MIN_TLS_VERSIONS = {"tls1_2": ssl.TLSVersion.TLSv1_2, "tls1_3": ssl.TLSVersion.TLSv1_3}
 
@@ -74,13 +65,8 @@ class ServeConfig:
     leader_elect_retry_period: float
     leader_elect_resource_name: str
     leader_elect_resource_namespace: str
-    webhook: WebhookSettings
-    """The VPA admission webhook's flags (:mod:`kubescale.webhook.webhook_config`)."""
-    recommender: RecommenderSettings
-    """The VPA recommender's flags
-    (:mod:`kubescale.controllers.vpa.recommender.recommender_config`)."""
-    updater: UpdaterSettings = field(default_factory=UpdaterSettings)
-    """The VPA updater's flags (:mod:`kubescale.controllers.vpa.updater.updater_config`)."""
+    components: Mapping[str, Any] = field(default_factory=dict)
+    """Each registered component's settings, by name (:mod:`kubescale.components`)."""
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -234,9 +220,8 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         default="kube-system",
         help="Lease namespace (default: %(default)s)",
     )
-    add_webhook_arguments(parser)
-    add_recommender_arguments(parser)
-    add_updater_arguments(parser)
+    for spec in REGISTRY:
+        spec.add_arguments(parser)
 
 
 class ConfigError(ValueError):
@@ -276,18 +261,12 @@ def serve_config_from_args(args: argparse.Namespace) -> ServeConfig:
         for setting in ("lease_duration", "renew_deadline", "retry_period"):
             message = message.replace(setting, "--leader-elect-" + setting.replace("_", "-"))
         raise ConfigError(message) from None
-    try:
-        webhook = webhook_settings_from_args(args)
-    except WebhookConfigError as exc:
-        raise ConfigError(str(exc)) from None
-    try:
-        recommender = recommender_settings_from_args(args)
-    except RecommenderConfigError as exc:
-        raise ConfigError(str(exc)) from None
-    try:
-        updater = updater_settings_from_args(args, environ=os.environ)
-    except UpdaterConfigError as exc:
-        raise ConfigError(str(exc)) from None
+    components: dict[str, Any] = {}
+    for spec in REGISTRY:
+        try:
+            components[spec.name] = spec.settings(args, os.environ)
+        except FlagValueError as exc:
+            raise ConfigError(str(exc)) from None
     return ServeConfig(
         bind_address=bind,
         port=args.port,
@@ -311,7 +290,5 @@ def serve_config_from_args(args: argparse.Namespace) -> ServeConfig:
         leader_elect_retry_period=args.leader_elect_retry_period,
         leader_elect_resource_name=args.leader_elect_resource_name,
         leader_elect_resource_namespace=args.leader_elect_resource_namespace,
-        webhook=webhook,
-        recommender=recommender,
-        updater=updater,
+        components=components,
     )

@@ -1,7 +1,10 @@
-"""The catalogue of Kubernetes resource types kubescale reads, writes and serves.
+"""The catalogue of Kubernetes resource types kubescale reads and writes.
 
-One declaration per kind. The in-process API server serves exactly these (plus the metrics
-APIs), and the access layer builds its URLs from them, so adding a kind is one line here.
+One declaration per kind; the access layer builds its URLs from them. This is what the
+*product* knows — every controller kind upstream VPA supports, the objects of the suite's
+systems. What the in-process API server serves is its own list
+(:mod:`kubescale.sim.apiserver.served_kinds`), which starts from these and adds the kinds only
+tests and simulations use, so a test-server limit never shapes product behaviour.
 """
 
 from __future__ import annotations
@@ -69,7 +72,7 @@ class ResourceType:
         return f"{path}/{subresource}" if subresource else path
 
 
-def _rt(
+def resource_type(
     group: str,
     version: str,
     kind: str,
@@ -90,7 +93,7 @@ def _rt(
     )
 
 
-PODS = _rt(
+PODS = resource_type(
     "",
     "v1",
     "Pod",
@@ -98,10 +101,10 @@ PODS = _rt(
     subresources=("status", "eviction", "binding", "resize"),
     short_names=("po",),
 )
-NODES = _rt(
+NODES = resource_type(
     "", "v1", "Node", "nodes", namespaced=False, subresources=("status",), short_names=("no",)
 )
-NAMESPACES = _rt(
+NAMESPACES = resource_type(
     "",
     "v1",
     "Namespace",
@@ -110,10 +113,10 @@ NAMESPACES = _rt(
     subresources=("status",),
     short_names=("ns",),
 )
-LIMIT_RANGES = _rt("", "v1", "LimitRange", "limitranges", short_names=("limits",))
-CORE_EVENTS = _rt("", "v1", "Event", "events", short_names=("ev",))
-CONFIG_MAPS = _rt("", "v1", "ConfigMap", "configmaps", short_names=("cm",))
-PERSISTENT_VOLUME_CLAIMS = _rt(
+LIMIT_RANGES = resource_type("", "v1", "LimitRange", "limitranges", short_names=("limits",))
+CORE_EVENTS = resource_type("", "v1", "Event", "events", short_names=("ev",))
+CONFIG_MAPS = resource_type("", "v1", "ConfigMap", "configmaps", short_names=("cm",))
+PERSISTENT_VOLUME_CLAIMS = resource_type(
     "",
     "v1",
     "PersistentVolumeClaim",
@@ -121,7 +124,7 @@ PERSISTENT_VOLUME_CLAIMS = _rt(
     subresources=("status",),
     short_names=("pvc",),
 )
-DEPLOYMENTS = _rt(
+DEPLOYMENTS = resource_type(
     "apps",
     "v1",
     "Deployment",
@@ -129,10 +132,18 @@ DEPLOYMENTS = _rt(
     subresources=("status", "scale"),
     short_names=("deploy",),
 )
-REPLICA_SETS = _rt(
+REPLICATION_CONTROLLERS = resource_type(
+    "",
+    "v1",
+    "ReplicationController",
+    "replicationcontrollers",
+    subresources=("status", "scale"),
+    short_names=("rc",),
+)
+REPLICA_SETS = resource_type(
     "apps", "v1", "ReplicaSet", "replicasets", subresources=("status", "scale"), short_names=("rs",)
 )
-STATEFUL_SETS = _rt(
+STATEFUL_SETS = resource_type(
     "apps",
     "v1",
     "StatefulSet",
@@ -140,12 +151,14 @@ STATEFUL_SETS = _rt(
     subresources=("status", "scale"),
     short_names=("sts",),
 )
-DAEMON_SETS = _rt(
+DAEMON_SETS = resource_type(
     "apps", "v1", "DaemonSet", "daemonsets", subresources=("status",), short_names=("ds",)
 )
-JOBS = _rt("batch", "v1", "Job", "jobs", subresources=("status",))
-CRON_JOBS = _rt("batch", "v1", "CronJob", "cronjobs", subresources=("status",), short_names=("cj",))
-POD_DISRUPTION_BUDGETS = _rt(
+JOBS = resource_type("batch", "v1", "Job", "jobs", subresources=("status",))
+CRON_JOBS = resource_type(
+    "batch", "v1", "CronJob", "cronjobs", subresources=("status",), short_names=("cj",)
+)
+POD_DISRUPTION_BUDGETS = resource_type(
     "policy",
     "v1",
     "PodDisruptionBudget",
@@ -153,7 +166,7 @@ POD_DISRUPTION_BUDGETS = _rt(
     subresources=("status",),
     short_names=("pdb",),
 )
-HORIZONTAL_POD_AUTOSCALERS = _rt(
+HORIZONTAL_POD_AUTOSCALERS = resource_type(
     "autoscaling",
     "v2",
     "HorizontalPodAutoscaler",
@@ -161,7 +174,7 @@ HORIZONTAL_POD_AUTOSCALERS = _rt(
     subresources=("status",),
     short_names=("hpa",),
 )
-VERTICAL_POD_AUTOSCALERS = _rt(
+VERTICAL_POD_AUTOSCALERS = resource_type(
     "autoscaling.k8s.io",
     "v1",
     "VerticalPodAutoscaler",
@@ -169,29 +182,22 @@ VERTICAL_POD_AUTOSCALERS = _rt(
     subresources=("status",),
     short_names=("vpa",),
 )
-VPA_CHECKPOINTS = _rt(
+VPA_CHECKPOINTS = resource_type(
     "autoscaling.k8s.io",
     "v1",
     "VerticalPodAutoscalerCheckpoint",
     "verticalpodautoscalercheckpoints",
     short_names=("vpacheckpoint",),
 )
-LEASES = _rt("coordination.k8s.io", "v1", "Lease", "leases")
-MUTATING_WEBHOOK_CONFIGURATIONS = _rt(
+LEASES = resource_type("coordination.k8s.io", "v1", "Lease", "leases")
+MUTATING_WEBHOOK_CONFIGURATIONS = resource_type(
     "admissionregistration.k8s.io",
     "v1",
     "MutatingWebhookConfiguration",
     "mutatingwebhookconfigurations",
     namespaced=False,
 )
-VALIDATING_WEBHOOK_CONFIGURATIONS = _rt(
-    "admissionregistration.k8s.io",
-    "v1",
-    "ValidatingWebhookConfiguration",
-    "validatingwebhookconfigurations",
-    namespaced=False,
-)
-PRIORITY_CLASSES = _rt(
+PRIORITY_CLASSES = resource_type(
     "scheduling.k8s.io",
     "v1",
     "PriorityClass",
@@ -199,8 +205,8 @@ PRIORITY_CLASSES = _rt(
     namespaced=False,
     short_names=("pc",),
 )
-EVENTS = _rt("events.k8s.io", "v1", "Event", "events", short_names=("ev",))
-MACHINE_DEPLOYMENTS = _rt(
+EVENTS = resource_type("events.k8s.io", "v1", "Event", "events", short_names=("ev",))
+MACHINE_DEPLOYMENTS = resource_type(
     "cluster.x-k8s.io",
     "v1beta1",
     "MachineDeployment",
@@ -208,7 +214,7 @@ MACHINE_DEPLOYMENTS = _rt(
     subresources=("status", "scale"),
     short_names=("md",),
 )
-MACHINE_SETS = _rt(
+MACHINE_SETS = resource_type(
     "cluster.x-k8s.io",
     "v1beta1",
     "MachineSet",
@@ -216,7 +222,7 @@ MACHINE_SETS = _rt(
     subresources=("status", "scale"),
     short_names=("ms",),
 )
-MACHINES = _rt(
+MACHINES = resource_type(
     "cluster.x-k8s.io",
     "v1beta1",
     "Machine",
@@ -225,15 +231,6 @@ MACHINES = _rt(
     short_names=("ma",),
 )
 
-CUSTOM_RESOURCE_DEFINITIONS = _rt(
-    "apiextensions.k8s.io",
-    "v1",
-    "CustomResourceDefinition",
-    "customresourcedefinitions",
-    namespaced=False,
-    subresources=("status",),
-    short_names=("crd", "crds"),
-)
 
 ALL: tuple[ResourceType, ...] = (
     PODS,
@@ -244,6 +241,7 @@ ALL: tuple[ResourceType, ...] = (
     CONFIG_MAPS,
     PERSISTENT_VOLUME_CLAIMS,
     DEPLOYMENTS,
+    REPLICATION_CONTROLLERS,
     REPLICA_SETS,
     STATEFUL_SETS,
     DAEMON_SETS,
@@ -255,13 +253,11 @@ ALL: tuple[ResourceType, ...] = (
     VPA_CHECKPOINTS,
     LEASES,
     MUTATING_WEBHOOK_CONFIGURATIONS,
-    VALIDATING_WEBHOOK_CONFIGURATIONS,
     PRIORITY_CLASSES,
     EVENTS,
     MACHINE_DEPLOYMENTS,
     MACHINE_SETS,
     MACHINES,
-    CUSTOM_RESOURCE_DEFINITIONS,
 )
 
 _BY_KEY = {rt.key: rt for rt in ALL}

@@ -31,6 +31,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from kubescale.base.clock import Clock, sleep_or_stop
 from kubescale.base.logs import component_logger
+from kubescale.base.tasks import cancel_and_wait
 
 DEFAULT_JITTER = 0.1
 STALL_FACTOR = 5.0
@@ -52,6 +53,7 @@ class _LoopState:
     interval: float
     jitter: float
     last_completed: float
+    wake: asyncio.Event | None = None
     iterations: int = 0
     failures: int = 0
 
@@ -93,9 +95,10 @@ class LoopRunner:
         stall_factor: float = STALL_FACTOR,
         timer: Callable[[], float] = time.perf_counter,
         logger: logging.Logger | None = None,
+        metrics: LoopMetrics | None = None,
     ) -> None:
         self._clock = clock
-        self._metrics = LoopMetrics(registry)
+        self._metrics = metrics if metrics is not None else LoopMetrics(registry)
         self._rng = rng if rng is not None else random.Random()
         self._stall_factor = stall_factor
         self._timer = timer
@@ -104,8 +107,16 @@ class LoopRunner:
         self._stop = asyncio.Event()
         self._running = False
 
-    def add(self, loop: Loop, *, interval: float, jitter: float = DEFAULT_JITTER) -> None:
-        """Register a loop; must be called before :meth:`run`."""
+    def add(
+        self,
+        loop: Loop,
+        *,
+        interval: float,
+        jitter: float = DEFAULT_JITTER,
+        wake: asyncio.Event | None = None,
+    ) -> None:
+        """Register a loop; must be called before :meth:`run`. Setting ``wake`` makes the loop
+        run at once instead of at its next interval (the event is cleared as it starts)."""
         if self._running:
             raise RuntimeError("loops must be added before the runner starts")
         if interval <= 0:
@@ -115,7 +126,11 @@ class LoopRunner:
         if loop.name in self._states:
             raise ValueError(f"loop {loop.name} added twice")
         self._states[loop.name] = _LoopState(
-            loop=loop, interval=interval, jitter=jitter, last_completed=self._clock.monotonic()
+            loop=loop,
+            interval=interval,
+            jitter=jitter,
+            last_completed=self._clock.monotonic(),
+            wake=wake,
         )
 
     @property
@@ -175,6 +190,8 @@ class LoopRunner:
         while not self._stop.is_set():
             started = self._clock.monotonic()
             begun = self._timer()
+            if state.wake is not None:
+                state.wake.clear()
             try:
                 await state.loop.run_once(self._clock.now())
             except Exception:
@@ -190,9 +207,19 @@ class LoopRunner:
                 state.last_completed = self._clock.monotonic()
                 last_completion.set(self._clock.now().timestamp())
             gap = state.interval * (1.0 + self._rng.uniform(0.0, state.jitter))
-            await self._sleep_unless_stopped(started + gap - self._clock.monotonic())
+            await self._sleep_unless_stopped(started + gap - self._clock.monotonic(), state.wake)
         self._log.info("loop stopped", extra={"fields": {"loop": name}})
 
-    async def _sleep_unless_stopped(self, seconds: float) -> None:
-        if seconds > 0:
+    async def _sleep_unless_stopped(self, seconds: float, wake: asyncio.Event | None) -> None:
+        if seconds <= 0:
+            return
+        if wake is None:
             await sleep_or_stop(self._clock, seconds, self._stop)
+            return
+        if wake.is_set():
+            return
+        waker = asyncio.ensure_future(wake.wait())
+        try:
+            await sleep_or_stop(self._clock, seconds, self._stop, also=waker)
+        finally:
+            await cancel_and_wait(waker)

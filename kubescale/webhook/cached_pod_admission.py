@@ -17,7 +17,7 @@ What can be missing, and what the decision says about it:
   route can wait for the informer and decide again (:meth:`CachedPodAdmission.decide` with
   ``may_wait=False`` never asks to wait);
 - a controller of a kind without informer was seen for the first time → its kind and object
-  lookups are queued (:mod:`kubescale.webhook.scale_lookups`), no patch,
+  lookups are queued (:mod:`kubescale.kube.scale_lookups`), no patch,
   ``not_matched="controller-lookup-pending"``.
 """
 
@@ -80,7 +80,7 @@ class CachedPodAdmission:
         caches = self.caches
         if not caches.synced:
             return PodDecision(not_matched="caches-not-synced")
-        pending_before = caches.scale_lookups.pending
+        pending_before = caches.controllers.scale_lookups.pending
         misses: list[tuple[str, str, str]] = []
 
         def owner(api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
@@ -112,7 +112,9 @@ class CachedPodAdmission:
         if vpa is None and misses and may_wait:
             return PodDecision(wait_for=misses[0])
         not_matched = (
-            "controller-lookup-pending" if caches.scale_lookups.pending > pending_before else None
+            "controller-lookup-pending"
+            if caches.controllers.scale_lookups.pending > pending_before
+            else None
         )
         if vpa is None:
             return PodDecision(not_matched=not_matched)

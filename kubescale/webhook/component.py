@@ -1,185 +1,154 @@
-"""The VPA admission webhook as a part of ``kubescale serve``.
+"""The VPA admission webhook as a component (:mod:`kubescale.runtime.component`).
 
-Life cycle, driven by :func:`kubescale.cli.serve.serve`:
-
-1. :meth:`WebhookComponent.attach` (before the listeners open): mounts ``POST /`` on the TLS
-   application and adds the ``/readyz`` check ``webhook-caches`` (failing until every informer
-   has synced).
-2. :meth:`WebhookComponent.start` (listeners up, client connected): starts the informers, the
-   background scale-subresource lookups (:mod:`kubescale.webhook.scale_lookups`), the status Lease
-   renewal (:mod:`kubescale.webhook.status_lease`) and, with ``--register-webhook``, a task that
-   waits for the caches to sync and then registers the MutatingWebhookConfiguration with the
-   caBundle read from ``--client-ca-file`` (retried every ``REGISTRATION_RETRY`` seconds while the
-   API server refuses). With ``--reload-cert`` a change of the CA file re-publishes the caBundle
-   (checked every ``--cert-reload-interval``).
-3. :meth:`WebhookComponent.stop` (after SIGTERM): stops the background tasks and informers and
-   writes the events still queued. The configuration is left in place, as upstream does: the
-   next replica or restart replaces it, and ``failurePolicy: Ignore`` keeps pods flowing while
-   no replica answers.
-
-Every replica serves, registers and renews the status Lease (upstream runs no leader election
-for the admission controller either).
+* **Caches** (declared when built): VPAs, LimitRanges, the workload controllers (the shared
+  controller lookups), HPAs with ``--avoid-hpa-conflict``, nodes with ``--cap-to-largest-node``
+  (:class:`~kubescale.webhook.webhook_caches.WebhookCaches`).
+* **Route**: ``POST /`` on the TLS server (:mod:`kubescale.webhook.admission_routes`).
+* **Loops**, on every replica (upstream runs no leader election for the admission controller
+  either): ``vpa-webhook-status-lease`` renews the status Lease every
+  ``--status-lease-update-interval`` (:mod:`kubescale.webhook.status_lease`);
+  ``vpa-webhook-registration`` (with ``--register-webhook``) registers the
+  MutatingWebhookConfiguration until that succeeds, then re-publishes the caBundle when
+  ``--client-ca-file`` changes (every ``--cert-reload-interval`` with ``--reload-cert``).
+* **Start**: with ``--register-webhook``, waits up to ``REGISTRATION_SYNC_WAIT`` for the caches
+  to sync, then makes the first registration attempt — so kube-apiserver calls a webhook that
+  can answer from warm caches (upstream sleeps 10 s for the same reason); the registration loop
+  retries if it failed.
+* **Stop**: events still queued are written. The configuration is left in place, as upstream
+  does: the next replica or restart replaces it, and ``failurePolicy: Ignore`` keeps pods
+  flowing while no replica answers.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import socket
-from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Final
 
-from kubescale.base.clock import Clock, sleep_or_stop
+from aiohttp import web
+
 from kubescale.base.logs import component_logger
-from kubescale.kube.client import KubeClient
-from kubescale.kube.errors import KubeError
 from kubescale.kube.events import EventRecorder
-from kubescale.kube.informer_set import InformerSet
+from kubescale.runtime.component import BaseComponent, ComponentSpec, LoopSpec, Runtime
+from kubescale.runtime.health import Check
 from kubescale.webhook.admission_routes import AdmissionWebhook
-from kubescale.webhook.registration import (
-    CaBundleError,
-    CaBundleRefresher,
-    read_ca_bundle,
-    register_webhook,
-)
-from kubescale.webhook.scale_lookups import ScaleLookups
+from kubescale.webhook.registration import WebhookRegistration
 from kubescale.webhook.status_lease import StatusLease
 from kubescale.webhook.webhook_caches import WebhookCaches
-from kubescale.webhook.webhook_config import WebhookSettings
+from kubescale.webhook.webhook_config import (
+    WebhookSettings,
+    add_webhook_arguments,
+    webhook_settings_from_args,
+)
 
-if TYPE_CHECKING:
-    from kubescale.cli.serve import Server
-
-__all__ = ["EVENT_COMPONENT", "REGISTRATION_RETRY", "WebhookComponent", "build_caches"]
+__all__ = ["EVENT_COMPONENT", "REGISTRATION_RETRY", "SPEC", "WebhookComponent"]
 
 log = component_logger("webhook")
 
 EVENT_COMPONENT: Final = "vpa-admission-controller"
 REGISTRATION_RETRY: Final = 10.0
-"""Seconds between registration attempts the API server refused (upstream exits instead)."""
+"""Seconds between registration attempts while the API server refuses (upstream exits)."""
+REGISTRATION_SYNC_WAIT: Final = 30.0
+"""Seconds :meth:`WebhookComponent.start` waits for the caches before the first registration."""
 
 
-def build_caches(
-    client: KubeClient, settings: WebhookSettings, *, clock: Clock
-) -> tuple[InformerSet, WebhookCaches]:
-    """The informers (not started) and the caches over them, as the settings ask."""
-    informers = InformerSet(client=client)
-    caches = WebhookCaches(
-        informers=informers,
-        scale_lookups=ScaleLookups(client=client, clock=clock),
-        vpa_object_namespace=settings.vpa_object_namespace,
-        ignored_namespaces=settings.ignored_vpa_object_namespaces,
-        watch_hpas=settings.avoid_hpa_conflict,
-        watch_nodes=settings.cap_to_largest_node,
-    )
-    return informers, caches
+class WebhookComponent(BaseComponent):
+    """The VPA admission webhook (module docstring)."""
 
+    name = "webhook"
 
-class WebhookComponent:
-    """``kubescale.cli.serve.ServeComponent`` for the VPA admission webhook."""
-
-    needs_kube = True
-
-    def __init__(self, settings: WebhookSettings, *, identity: str | None = None) -> None:
-        self.settings = settings
-        self.identity = identity or socket.gethostname()
-        self.webhook: AdmissionWebhook | None = None
-        self.caches: WebhookCaches | None = None
-        self.informers: InformerSet | None = None
-        self.lease: StatusLease | None = None
-        self.ca_refresher: CaBundleRefresher | None = None
-        self.recorder: EventRecorder | None = None
-        self.registered = asyncio.Event()
-        self._stop = asyncio.Event()
-        self._tasks: list[asyncio.Task[None]] = []
-
-    def attach(self, server: Server) -> None:
-        self.webhook = AdmissionWebhook(settings=self.settings, registry=server.registry)
-        self.webhook.mount(server.https_app)
-        server.checks.add_readiness("webhook-caches", self._readiness)
-
-    def _readiness(self) -> str | None:
-        if self.caches is None:
-            return "caches not started"
-        return self.caches.readiness_check()
-
-    async def start(self, server: Server) -> None:
-        client = server.kube
-        if client is None or self.webhook is None:
-            raise RuntimeError("the webhook needs attach() and a Kubernetes client")
-        clock = server.clock
-        self.informers, self.caches = build_caches(client, self.settings, clock=clock)
-        if self.settings.avoid_hpa_conflict:
-            self.recorder = EventRecorder(
-                client=client, component=EVENT_COMPONENT, host=self.identity
+    def __init__(self, settings: WebhookSettings, runtime: Runtime) -> None:
+        if runtime.service is not None:
+            settings = replace(
+                settings,
+                service_name=runtime.service.name,
+                service_namespace=runtime.service.namespace,
+                register_by_url=False,
             )
+        self.settings = settings
+        self.runtime = runtime
+        self.caches = WebhookCaches(
+            cache=runtime.cache,
+            vpa_object_namespace=settings.vpa_object_namespace,
+            ignored_namespaces=settings.ignored_vpa_object_namespaces,
+            watch_hpas=settings.avoid_hpa_conflict,
+            watch_nodes=settings.cap_to_largest_node,
+        )
+        self.recorder: EventRecorder | None = None
+        if settings.avoid_hpa_conflict:
+            self.recorder = EventRecorder(
+                client=runtime.client, component=EVENT_COMPONENT, host=runtime.identity
+            )
+        self.webhook = AdmissionWebhook(settings=settings, registry=runtime.registry)
         self.webhook.caches = self.caches
         self.webhook.recorder = self.recorder
-        self.informers.start()
         self.lease = StatusLease(
-            client=client,
-            clock=clock,
-            namespace=self.settings.status_lease_namespace,
-            name=self.settings.status_lease_name,
-            interval=self.settings.status_lease_update_interval,
-            identity=self.identity,
+            client=runtime.client,
+            clock=runtime.clock,
+            namespace=settings.status_lease_namespace,
+            name=settings.status_lease_name,
+            interval=settings.status_lease_update_interval,
+            identity=runtime.identity,
         )
-        self._spawn(self.caches.scale_lookups.run(self._stop), "webhook:scale-lookups")
-        self._spawn(self.lease.run(self._stop), "webhook:status-lease")
+        certificates = runtime.certificates
+        self.registration = WebhookRegistration(
+            client=runtime.client,
+            settings=settings,
+            ca_file=certificates.client_ca_file,
+            reload=certificates.reload,
+        )
+
+    def mount(self, app: web.Application) -> None:
+        self.webhook.mount(app)
+
+    def loops(self) -> Sequence[LoopSpec]:
+        loops = [
+            LoopSpec(
+                loop=self.lease,
+                interval=self.settings.status_lease_update_interval,
+                leader_only=False,
+            )
+        ]
         if self.settings.register_webhook:
-            self._spawn(self._register(server, client), "webhook:registration")
+            certificates = self.runtime.certificates
+            interval = certificates.reload_interval if certificates.reload else REGISTRATION_RETRY
+            loops.append(LoopSpec(loop=self.registration, interval=interval, leader_only=False))
+        return loops
+
+    def checks(self) -> Mapping[str, Check]:
+        return {}
+
+    async def start(self) -> None:
+        if self.settings.register_webhook:
+            if await self.runtime.cache.wait_synced(within=REGISTRATION_SYNC_WAIT):
+                await self.registration.register()
+            else:
+                log.warning("caches not synced yet: registering the webhook later")
         log.info(
             "VPA admission webhook started",
             extra={"fields": {"register": self.settings.register_webhook}},
         )
 
-    def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> None:
-        self._tasks.append(asyncio.create_task(work, name=name))
-
-    async def _register(self, server: Server, client: KubeClient) -> None:
-        informers = self.informers
-        if informers is None:
-            return
-        while informers.unsynced() and not self._stop.is_set():
-            await informers.wait_synced(within=1.0)
-        config = server.config
-        ca_bundle: bytes | None = None
-        while ca_bundle is None:
-            try:
-                candidate = read_ca_bundle(config.client_ca_file)
-                await register_webhook(client, self.settings, ca_bundle=candidate)
-                ca_bundle = candidate
-            except (CaBundleError, KubeError) as exc:
-                log.error(
-                    "self-registration failed; retrying",
-                    extra={"fields": {"error": str(exc), "retry_seconds": REGISTRATION_RETRY}},
-                )
-                if await sleep_or_stop(server.clock, REGISTRATION_RETRY, self._stop):
-                    return
-        self.registered.set()
-        if not config.reload_cert:
-            return
-        self.ca_refresher = CaBundleRefresher(
-            client=client,
-            settings=self.settings,
-            ca_file=config.client_ca_file,
-            clock=server.clock,
-            interval=config.cert_reload_interval,
-            published=ca_bundle,
-        )
-        await self.ca_refresher.run(self._stop)
-
     async def stop(self) -> None:
-        self._stop.set()
-        tasks, self._tasks = self._tasks, []
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                try:
-                    await asyncio.wait_for(task, timeout=5.0)
-                except TimeoutError:
-                    task.cancel()
-                    await asyncio.gather(task, return_exceptions=True)
-        if self.informers is not None:
-            await self.informers.stop()
         if self.recorder is not None:
             await self.recorder.close()
+
+
+SPEC: Final = ComponentSpec[WebhookSettings](
+    name="webhook",
+    title="the VPA admission webhook",
+    add_arguments=add_webhook_arguments,
+    settings=lambda args, environ: webhook_settings_from_args(args, environ=environ),
+    build=WebhookComponent,
+    serve_only_flags=frozenset(
+        {
+            "register-webhook",
+            "webhook-service",
+            "webhook-service-namespace",
+            "register-by-url",
+            "webhook-address",
+            "webhook-port",
+        }
+    ),
+)
+"""The registry entry (:mod:`kubescale.components`)."""

@@ -23,10 +23,11 @@ Differences, both deliberate:
   approximates) and an existing configuration is replaced in place (update with its
   resourceVersion, retried on conflict), so pods are never created unmutated in between.
 
-CA rotation (``--reload-cert``): :class:`CaBundleRefresher` polls ``--client-ca-file`` on the
-injected clock and, when it changed and holds PEM certificates, JSON-patches the caBundle of the
-``vpa.k8s.io`` webhook (guarded by a ``test`` of the webhook's name); a configuration that has
-gone is registered anew.
+:class:`WebhookRegistration` is the loop that registers (retrying until it succeeds) and then,
+with ``--reload-cert``, polls ``--client-ca-file`` every ``--cert-reload-interval``: when the file
+changed and holds PEM certificates, it JSON-patches the caBundle of the ``vpa.k8s.io`` webhook
+(guarded by a ``test`` of the webhook's name); a configuration that has gone is registered
+anew.
 """
 
 from __future__ import annotations
@@ -34,12 +35,12 @@ from __future__ import annotations
 import asyncio
 import base64
 from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
 from cryptography import x509
 
-from kubescale.base.clock import Clock, sleep_or_stop
 from kubescale.base.logs import component_logger
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError
@@ -52,7 +53,7 @@ __all__ = [
     "WEBHOOK_CONFIG_NAME",
     "WEBHOOK_NAME",
     "CaBundleError",
-    "CaBundleRefresher",
+    "WebhookRegistration",
     "ca_bundle_patch",
     "read_ca_bundle",
     "register_webhook",
@@ -192,8 +193,16 @@ def ca_bundle_patch(configuration: Mapping[str, Any], ca_bundle: bytes) -> list[
     return patch
 
 
-class CaBundleRefresher:
-    """Re-publishes ``--client-ca-file`` as the webhook's caBundle when the file changes."""
+class WebhookRegistration:
+    """Self-registration, then the caBundle kept in step with ``--client-ca-file``.
+
+    A loop of every replica (upstream registers from every replica too): each
+    :meth:`run_once` registers the configuration until that has succeeded once, then — with
+    ``--reload-cert`` — re-publishes the caBundle when the CA file changed. Failures are logged
+    and retried at the next iteration; upstream exits instead.
+    """
+
+    name = "vpa-webhook-registration"
 
     def __init__(
         self,
@@ -201,19 +210,43 @@ class CaBundleRefresher:
         client: KubeClient,
         settings: WebhookSettings,
         ca_file: Path,
-        clock: Clock,
-        interval: float,
-        published: bytes,
+        reload: bool,
     ) -> None:
         self._client = client
         self._settings = settings
         self._ca_file = ca_file
-        self._clock = clock
-        self._interval = interval
-        self.published = published
+        self._reload = reload
+        self.published: bytes | None = None
         """The CA bytes the configuration carries (as far as this process knows)."""
+        self.registered = asyncio.Event()
         self.refreshes = 0
         self.failures = 0
+
+    async def run_once(self, now: datetime) -> None:
+        if self.published is None:
+            await self.register()
+        elif self._reload:
+            try:
+                await self.refresh_if_changed()
+            except KubeError as exc:
+                self.failures += 1
+                log.warning("re-publishing the CA bundle failed; will retry: %s", exc)
+
+    async def register(self) -> bool:
+        """One registration attempt; whether it succeeded."""
+        try:
+            candidate = read_ca_bundle(self._ca_file)
+            await register_webhook(self._client, self._settings, ca_bundle=candidate)
+        except (CaBundleError, KubeError) as exc:
+            self.failures += 1
+            log.error(
+                "self-registration failed; retrying",
+                extra={"fields": {"error": str(exc)}},
+            )
+            return False
+        self.published = candidate
+        self.registered.set()
+        return True
 
     async def refresh_if_changed(self) -> bool:
         """Patch the caBundle if the file changed; ``True`` when the server was written to."""
@@ -247,15 +280,3 @@ class CaBundleRefresher:
             extra={"fields": {"configuration": WEBHOOK_CONFIG_NAME, "file": str(self._ca_file)}},
         )
         return True
-
-    async def run(self, stop: asyncio.Event) -> None:
-        """Check every ``interval`` seconds of the clock until ``stop``; never raises."""
-        while not await sleep_or_stop(self._clock, self._interval, stop):
-            try:
-                await self.refresh_if_changed()
-            except KubeError as exc:
-                self.failures += 1
-                log.warning("re-publishing the CA bundle failed; will retry: %s", exc)
-            except Exception:
-                self.failures += 1
-                log.exception("unexpected error while re-publishing the CA bundle")

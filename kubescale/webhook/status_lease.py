@@ -1,8 +1,8 @@
 """The admission controller's status Lease: "the webhook is up", renewed every 10 s.
 
 Upstream's ``pkg/utils/status`` (``status_object.go``, ``status_updater.go``): every
-``--status-lease-update-interval`` (a ticker, so the first renewal is one interval after start)
-the Lease ``--status-lease-namespace``/``--status-lease-name`` is read; if absent it is created
+``--status-lease-update-interval`` the Lease ``--status-lease-namespace``/``--status-lease-name``
+is read; if absent it is created
 with ``holderIdentity`` and ``leaseDurationSeconds`` = the interval in whole seconds (no
 ``renewTime``: its creationTimestamp counts as the first renewal), else ``renewTime`` is set to
 now and ``holderIdentity`` to this replica and the Lease updated. A conflict (another replica
@@ -10,18 +10,21 @@ renewed it first) and an AlreadyExists (another replica created it) are success.
 evicts only while ``renewTime`` (or the creationTimestamp) is less than a minute old
 (``IsStatusValid``).
 
-Time is the injected clock's: the renewal interval is slept on it, ``renewTime`` is its
-``now()`` (a ``MicroTime``). Retries of transient errors (5xx, 429, transport) happen in the
-access layer; a renewal that still fails is logged and counted, and the next tick tries again.
+:class:`StatusLease` is a loop of every replica (:meth:`StatusLease.run_once`), run at once when
+the process starts and then every interval — upstream's ticker waits one interval before the
+first renewal, which only delays the moment the updater may act. ``renewTime`` is the injected
+clock's ``now()`` (a ``MicroTime``). Retries of transient errors (5xx, 429, transport) happen in
+the access layer; a renewal that still fails is logged and counted, and the next iteration tries
+again.
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
+from datetime import datetime
 from typing import Any
 
-from kubescale.base.clock import Clock, sleep_or_stop
+from kubescale.base.clock import Clock
 from kubescale.base.logs import component_logger
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError
@@ -35,6 +38,8 @@ log = component_logger("webhook.status-lease")
 
 class StatusLease:
     """Renews one Lease on an interval (see the module docstring)."""
+
+    name = "vpa-webhook-status-lease"
 
     def __init__(
         self,
@@ -51,7 +56,7 @@ class StatusLease:
         self._client = client
         self._clock = clock
         self.namespace = namespace
-        self.name = name
+        self.lease_name = name
         self.interval = interval
         self.identity = identity
         self.renewals = 0
@@ -61,7 +66,7 @@ class StatusLease:
         return {
             "apiVersion": LEASES.group_version,
             "kind": LEASES.kind,
-            "metadata": {"name": self.name, "namespace": self.namespace},
+            "metadata": {"name": self.lease_name, "namespace": self.namespace},
             "spec": {
                 "holderIdentity": self.identity,
                 # int32(leaseDuration.Seconds()): truncated to whole seconds
@@ -72,7 +77,7 @@ class StatusLease:
     async def update_status(self) -> None:
         """One renewal (``Client.UpdateStatus``); API errors other than the benign ones raise."""
         try:
-            lease = await self._client.get(LEASES, self.name, namespace=self.namespace)
+            lease = await self._client.get(LEASES, self.lease_name, namespace=self.namespace)
         except KubeApiError as err:
             if not err.not_found:
                 raise
@@ -93,17 +98,13 @@ class StatusLease:
                 raise
         self.renewals += 1
 
-    async def run(self, stop: asyncio.Event) -> None:
-        """Renew every ``interval`` until ``stop`` is set; never raises."""
-        while not await sleep_or_stop(self._clock, self.interval, stop):
-            try:
-                await self.update_status()
-            except KubeError as exc:
-                self.failures += 1
-                log.error(
-                    "status update failed",
-                    extra={"fields": {"holderIdentity": self.identity, "error": str(exc)}},
-                )
-            except Exception:
-                self.failures += 1
-                log.exception("unexpected error while renewing the status lease")
+    async def run_once(self, now: datetime) -> None:
+        """One renewal as a loop iteration: errors are logged and counted, never raised."""
+        try:
+            await self.update_status()
+        except KubeError as exc:
+            self.failures += 1
+            log.error(
+                "status update failed",
+                extra={"fields": {"holderIdentity": self.identity, "error": str(exc)}},
+            )

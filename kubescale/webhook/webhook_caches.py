@@ -1,38 +1,32 @@
-"""What the admission path reads: informer caches and the lookups the pure decisions take.
+"""What the admission path reads: the process's shared caches, and the lookups the pure
+decisions take.
 
 Everything here answers from memory; the admission path never calls the API server.
 
-Informers (shared through :class:`kubescale.kube.informer_set.InformerSet`):
+Informers (from the process's :class:`~kubescale.kube.shared_cache.SharedCache`):
 
 - VerticalPodAutoscalers (only ``--vpa-object-namespace`` when set), indexed by
   ``namespace/targetRef.kind/targetRef.name`` (upstream ``TargetRefIndexFunc``; a VPA without a
   targetRef is not indexed); VPAs in ``--ignored-vpa-object-namespaces`` are never returned;
-- the well-known controllers upstream watches: Deployments, ReplicaSets, StatefulSets,
-  DaemonSets, Jobs, CronJobs (ReplicationControllers, which the in-process API server does not
-  serve, and every other kind go through :class:`~kubescale.webhook.scale_lookups.ScaleLookups`);
+- the workload controllers, through the shared
+  :class:`~kubescale.kube.controller_lookups.ControllerLookups` (informers for the kinds upstream
+  watches — ReplicationControllers included — and ``/scale`` lookups for any other kind);
 - LimitRanges (all namespaces);
 - HorizontalPodAutoscalers, only with ``--avoid-hpa-conflict``, indexed by
   ``namespace/scaleTargetRef.kind/scaleTargetRef.name``;
 - Nodes, only with ``--cap-to-largest-node``.
 
-Readiness (``/readyz``) is "every informer has synced". The lookups:
+The lookups:
 
 - :meth:`WebhookCaches.owner` / :meth:`WebhookCaches.is_scalable` for
   :func:`kubescale.controllers.vpa.api.controller_refs.topmost_controller`;
 - :meth:`WebhookCaches.selector_of` for
-  :func:`kubescale.controllers.vpa.api.vpa_matching.choose_vpa`: a well-known target's selector as
-  upstream's ``VpaTargetSelectorFetcher`` reads it (``spec.selector``; CronJob: the job template's
-  pod labels; ReplicationController: its
-  ``spec.selector`` map), any other kind's ``/scale`` ``status.selector``;
+  :func:`kubescale.controllers.vpa.api.vpa_matching.choose_vpa`;
 - :meth:`WebhookCaches.limit_ranges`: a namespace's LimitRanges sorted by name (the merge's
   "last default wins" then does not depend on cache order; upstream's lister order is
   unspecified);
-- :meth:`WebhookCaches.wait_for_controller`: the one wait the admission path may do. A pod's
-  ReplicaSet is created a moment before the pod, and its watch event can arrive after the pod's
-  admission request; upstream then finds no controller and leaves the pod unmutated. Here the
-  route waits (up to a second by default, real time: it bounds our own latency like an I/O
-  timeout) for the informer to deliver that object, then decides — still without calling the
-  API server;
+- :meth:`WebhookCaches.wait_for_controller`: the one wait the admission path may do (a pod's
+  ReplicaSet reaching the informer just after the pod's admission request);
 - :meth:`WebhookCaches.largest_node_allocatable`: per resource, the largest
   ``status.allocatable`` over Ready nodes — a bound no single node may exceed, so a request
   above it can never be scheduled (on mixed node shapes the cpu and memory maxima may come from
@@ -41,53 +35,33 @@ Readiness (``/readyz``) is "every informer has synced". The lookups:
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from kubescale.controllers.vpa.api.controller_refs import ControllerRef
+from kubescale.base.objects import ObjectRef
+from kubescale.kube.controller_lookups import ControllerLookups
 from kubescale.kube.indexes import IndexFunc
 from kubescale.kube.informer import EventHandlers, Informer
-from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.quantities import Quantity, QuantityError
 from kubescale.kube.resources import (
-    CRON_JOBS,
-    DAEMON_SETS,
-    DEPLOYMENTS,
     HORIZONTAL_POD_AUTOSCALERS,
-    JOBS,
     LIMIT_RANGES,
     NODES,
-    REPLICA_SETS,
-    STATEFUL_SETS,
     VERTICAL_POD_AUTOSCALERS,
-    ResourceType,
 )
-from kubescale.kube.selectors import (
-    LabelSelector,
-    SelectorError,
-    label_selector_from_dict,
-    label_selector_from_set,
-)
-from kubescale.webhook.scale_lookups import ScaleLookups
+from kubescale.kube.selectors import LabelSelector
+from kubescale.kube.shared_cache import SharedCache
 
 __all__ = [
     "HPA_TARGET_INDEX",
     "VPA_TARGET_INDEX",
-    "WELL_KNOWN_INFORMED",
     "WebhookCaches",
     "largest_allocatable",
-    "well_known_selector",
+    "target_key",
 ]
 
 VPA_TARGET_INDEX: Final = "vpa-target"
 HPA_TARGET_INDEX: Final = "hpa-target"
-
-WELL_KNOWN_INFORMED: Final[Mapping[str, ResourceType]] = {
-    rt.kind: rt for rt in (DEPLOYMENTS, REPLICA_SETS, STATEFUL_SETS, DAEMON_SETS, JOBS, CRON_JOBS)
-}
-"""Well-known controller kinds read from informers, by kind (upstream keys its map by kind)."""
-_REPLICATION_CONTROLLER: Final = "ReplicationController"
 
 
 def target_key(namespace: str, kind: str, name: str) -> str:
@@ -103,6 +77,10 @@ def _ref_index(spec_field: str) -> IndexFunc:
         return (target_key(namespace, str(ref.get("kind") or ""), str(ref.get("name") or "")),)
 
     return index
+
+
+VPA_TARGET_INDEX_FUNC: Final = _ref_index("targetRef")
+HPA_TARGET_INDEX_FUNC: Final = _ref_index("scaleTargetRef")
 
 
 def _is_ready(node: Mapping[str, Any]) -> bool:
@@ -133,52 +111,33 @@ def largest_allocatable(nodes: Iterable[Mapping[str, Any]]) -> dict[str, Quantit
     return largest if ready else None
 
 
-def well_known_selector(kind: str, obj: Mapping[str, Any]) -> LabelSelector | None:
-    """``getLabelSelector`` of upstream's target fetcher for a well-known kind."""
-    spec = obj.get("spec") or {}
-    try:
-        if kind == "CronJob":
-            template = (((spec.get("jobTemplate") or {}).get("spec") or {}).get("template")) or {}
-            labels = (template.get("metadata") or {}).get("labels") or {}
-            return label_selector_from_set(labels)
-        if kind == _REPLICATION_CONTROLLER:
-            return label_selector_from_set(spec.get("selector") or {})
-        return label_selector_from_dict(spec.get("selector"))
-    except (SelectorError, AttributeError, TypeError):
-        return None
-
-
 class WebhookCaches:
     """The informers and lookups of the admission path (see the module docstring)."""
 
     def __init__(
         self,
         *,
-        informers: InformerSet,
-        scale_lookups: ScaleLookups,
+        cache: SharedCache,
         vpa_object_namespace: str = "",
         ignored_namespaces: Iterable[str] = (),
         watch_hpas: bool = False,
         watch_nodes: bool = False,
     ) -> None:
-        self.informers = informers
-        self.scale_lookups = scale_lookups
+        self.cache = cache
+        self.controllers: ControllerLookups = cache.controllers
         self.ignored_namespaces = frozenset(ignored_namespaces)
+        informers = cache.informers
         self._vpas = informers.informer(
-            VERTICAL_POD_AUTOSCALERS, namespace=vpa_object_namespace or None
+            VERTICAL_POD_AUTOSCALERS,
+            namespace=vpa_object_namespace or None,
+            indexes={VPA_TARGET_INDEX: VPA_TARGET_INDEX_FUNC},
         )
-        self._vpas.add_indexer(VPA_TARGET_INDEX, _ref_index("targetRef"))
-        self._controllers: dict[str, Informer] = {
-            kind: informers.informer(rt) for kind, rt in WELL_KNOWN_INFORMED.items()
-        }
-        self._waiters: dict[tuple[str, str, str], list[asyncio.Future[None]]] = {}
-        for kind, informer in self._controllers.items():
-            informer.add_handlers(EventHandlers(on_add=self._arrived_handler(kind)))
         self._limit_ranges = informers.informer(LIMIT_RANGES)
         self._hpas: Informer | None = None
         if watch_hpas:
-            self._hpas = informers.informer(HORIZONTAL_POD_AUTOSCALERS)
-            self._hpas.add_indexer(HPA_TARGET_INDEX, _ref_index("scaleTargetRef"))
+            self._hpas = informers.informer(
+                HORIZONTAL_POD_AUTOSCALERS, indexes={HPA_TARGET_INDEX: HPA_TARGET_INDEX_FUNC}
+            )
         self._nodes: Informer | None = None
         self._largest: dict[str, Quantity] | None = None
         self._largest_valid = False
@@ -192,15 +151,9 @@ class WebhookCaches:
                 )
             )
 
-    # -- readiness ----------------------------------------------------------------------------
-
     @property
     def synced(self) -> bool:
-        return not self.informers.unsynced()
-
-    def readiness_check(self) -> str | None:
-        """``/readyz``: healthy once every informer has synced."""
-        return self.informers.readiness_check()
+        return self.cache.readiness_check() is None
 
     # -- controllers ---------------------------------------------------------------------------
 
@@ -208,71 +161,28 @@ class WebhookCaches:
         self, api_version: str, kind: str, namespace: str, name: str
     ) -> dict[str, Any] | None:
         """:data:`kubescale.controllers.vpa.api.controller_refs.OwnerLookup` over the caches."""
-        informer = self._controllers.get(kind)
-        if informer is not None:
-            return informer.lister.get(name, namespace) if namespace and name else None
-        return self.scale_lookups.lookup(api_version, kind, namespace, name)
+        return self.controllers.owner(api_version, kind, namespace, name)
 
     def informs(self, kind: str) -> bool:
         """Whether controllers of ``kind`` come from an informer (else from scale lookups)."""
-        return kind in self._controllers
+        return self.controllers.informs(kind)
 
     async def wait_for_controller(
         self, kind: str, namespace: str, name: str, *, within: float
     ) -> bool:
-        """Wait up to ``within`` real seconds for the informer of ``kind`` to hold the object;
-        ``True`` once it does (at once if it already does)."""
-        informer = self._controllers.get(kind)
-        if informer is None or not namespace or not name:
-            return False
-        if informer.lister.get(name, namespace) is not None:
-            return True
-        key = (kind, namespace, name)
-        arrived: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.setdefault(key, []).append(arrived)
-        try:
-            async with asyncio.timeout(within):
-                await arrived
-        except TimeoutError:
-            return informer.lister.get(name, namespace) is not None
-        finally:
-            waiting = self._waiters.get(key, [])
-            if arrived in waiting:
-                waiting.remove(arrived)
-            if not waiting:
-                self._waiters.pop(key, None)
-        return True
-
-    def _arrived_handler(self, kind: str) -> Callable[[dict[str, Any]], None]:
-        def arrived(obj: dict[str, Any]) -> None:
-            meta = obj.get("metadata") or {}
-            key = (kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-            for waiter in self._waiters.pop(key, []):
-                if not waiter.done():
-                    waiter.set_result(None)
-
-        return arrived
+        """See :meth:`kubescale.kube.controller_lookups.ControllerLookups.wait_for_controller`."""
+        return await self.controllers.wait_for_controller(kind, namespace, name, within=within)
 
     def is_scalable(self, api_version: str, kind: str) -> bool:
-        if kind in self._controllers:
-            return True
-        return self.scale_lookups.is_scalable(api_version, kind)
+        return self.controllers.is_scalable(api_version, kind)
 
-    def selector_of(self, target: ControllerRef) -> LabelSelector | None:
+    def selector_of(self, target: ObjectRef) -> LabelSelector | None:
         """The label selector of a VPA's target, or ``None`` when it is not known."""
-        if target.kind in self._controllers or target.kind == _REPLICATION_CONTROLLER:
-            obj = self.owner(target.api_version, target.kind, target.namespace, target.name)
-            return well_known_selector(target.kind, obj) if obj is not None else None
-        # Both lookups run so that first sight queues the kind and the object together.
-        scalable = self.scale_lookups.is_scalable(target.api_version, target.kind)
-        selector = self.scale_lookups.selector(
-            target.api_version, target.kind, target.namespace, target.name
-        )
-        return selector if scalable else None
+        return self.controllers.selector_of(target)
 
     # -- VPAs, LimitRanges, HPAs ---------------------------------------------------------------
 
-    def vpas_for(self, controller: ControllerRef) -> list[dict[str, Any]]:
+    def vpas_for(self, controller: ObjectRef) -> list[dict[str, Any]]:
         """VPAs whose targetRef names ``controller`` (namespace, kind, name)."""
         if controller.namespace in self.ignored_namespaces:
             return []

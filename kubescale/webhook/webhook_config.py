@@ -33,17 +33,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from kubescale.base.flag_types import parse_bool, positive_duration
+from kubescale.base.flag_types import FlagValueError, parse_bool, positive_duration
+from kubescale.controllers.vpa.api.vpa_flags import (
+    VPA_FEATURE_GATES,
+    add_feature_gates_argument,
+    add_vpa_namespace_arguments,
+    parse_feature_gates,
+    vpa_namespaces,
+)
 
 __all__ = [
     "DEFAULT_STATUS_LEASE_NAME",
     "DEFAULT_WEBHOOK_SERVICE",
-    "VPA_FEATURE_GATES",
     "WebhookConfigError",
     "WebhookMode",
     "WebhookSettings",
     "add_webhook_arguments",
-    "parse_feature_gates",
     "parse_webhook_labels",
     "webhook_settings_from_args",
 ]
@@ -57,15 +62,8 @@ NAMESPACE_ENV: Final = "NAMESPACE"
 MAX_WEBHOOK_TIMEOUT_SECONDS: Final = 30
 """kube-apiserver's validation: ``timeoutSeconds`` must be in 1..30."""
 
-VPA_FEATURE_GATES: Final[Mapping[str, bool]] = {
-    "CPUStartupBoost": False,
-    "InPlace": False,
-    "PerVPAConfig": False,
-}
-"""``pkg/features/versioned_features.go``: every VPA gate is alpha and off by default."""
 
-
-class WebhookConfigError(ValueError):
+class WebhookConfigError(FlagValueError):
     """A webhook flag value that parsed but does not make sense; the message names the flag."""
 
 
@@ -137,16 +135,7 @@ def add_webhook_arguments(parser: argparse.ArgumentParser) -> None:
         default="",
         help="labels of the webhook configuration, key1:value1,key2:value2",
     )
-    group.add_argument(
-        "--vpa-object-namespace",
-        default="",
-        help="only VPA objects in this namespace are used (default: all)",
-    )
-    group.add_argument(
-        "--ignored-vpa-object-namespaces",
-        default="",
-        help="comma-separated namespaces whose VPA objects are ignored",
-    )
+    add_vpa_namespace_arguments(group)
     group.add_argument(
         "--status-lease-name",
         default=DEFAULT_STATUS_LEASE_NAME,
@@ -176,12 +165,7 @@ def add_webhook_arguments(parser: argparse.ArgumentParser) -> None:
         False,
         "beyond upstream: leave resources an HPA on the same target scales on untouched",
     )
-    group.add_argument(
-        "--feature-gates",
-        default="",
-        help="VPA feature gates, e.g. InPlace=true,PerVPAConfig=true "
-        "(CPUStartupBoost, InPlace, PerVPAConfig; all off by default)",
-    )
+    add_feature_gates_argument(group)
 
 
 def _bool(group: argparse._ArgumentGroup, flag: str, default: bool, text: str) -> None:
@@ -216,34 +200,6 @@ def parse_webhook_labels(text: str) -> dict[str, str]:
     return labels
 
 
-def parse_feature_gates(text: str) -> dict[str, bool]:
-    """``--feature-gates`` (``Gate=bool,...``) over the VPA gates' defaults."""
-    gates = dict(VPA_FEATURE_GATES)
-    for item in (part.strip() for part in text.split(",")):
-        if not item:
-            continue
-        name, sep, value = item.partition("=")
-        name = name.strip()
-        if not sep:
-            raise WebhookConfigError(f"--feature-gates: missing bool value for {name}")
-        if name not in VPA_FEATURE_GATES:
-            known = ", ".join(sorted(VPA_FEATURE_GATES))
-            raise WebhookConfigError(
-                f"--feature-gates: unrecognized feature gate: {name} (known: {known})"
-            )
-        try:
-            gates[name] = parse_bool(value)
-        except argparse.ArgumentTypeError:
-            raise WebhookConfigError(
-                f"--feature-gates: invalid value of {name}={value.strip()}, err: invalid syntax"
-            ) from None
-    return gates
-
-
-def _namespaces(text: str) -> tuple[str, ...]:
-    return tuple(ns for ns in (part.strip() for part in text.split(",")) if ns)
-
-
 def webhook_settings_from_args(
     args: argparse.Namespace, *, environ: Mapping[str, str] | None = None
 ) -> WebhookSettings:
@@ -255,13 +211,7 @@ def webhook_settings_from_args(
         raise WebhookConfigError(
             f"--webhook-timeout-seconds: {timeout} is out of range 1-{MAX_WEBHOOK_TIMEOUT_SECONDS}"
         )
-    ignored = _namespaces(args.ignored_vpa_object_namespaces)
-    selected = args.vpa_object_namespace.strip()
-    if selected and ignored:
-        raise WebhookConfigError(
-            "--vpa-object-namespace and --ignored-vpa-object-namespaces are mutually exclusive "
-            "and can't be set together."
-        )
+    selected, ignored = vpa_namespaces(args)
     if args.register_by_url and args.register_webhook and not args.webhook_address:
         raise WebhookConfigError("--register-by-url needs --webhook-address")
     if not args.webhook_service.strip() and not args.register_by_url:

@@ -4,6 +4,7 @@ kinds without an informer (a ``/scale`` subresource looked up on the API server)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -11,19 +12,19 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
+from kubescale.components import by_name
 from kubescale.controllers.vpa.recommender.cluster_feeder import (
     ClusterFeeder,
     container_requests,
     handles_vpa,
     pod_metrics_samples,
 )
+from kubescale.controllers.vpa.recommender.recommender_config import RecommenderSettings
 from kubescale.controllers.vpa.recommender.recommender_metrics import RecommenderMetrics
-from kubescale.controllers.vpa.recommender.simulated_recommender import (
-    simulated_recommender_settings,
-)
 from kubescale.kube.client import ClientSettings, connect
-from kubescale.kube.informer_set import InformerSet
+from kubescale.kube.shared_cache import SharedCache
 from kubescale.sim.apiserver.kubeconfig import build_kubeconfig, write_kubeconfig_file
+from kubescale.sim.scenario.scenario_components import component_settings
 
 from .test_recommender_loop import NAMESPACE, Cluster, cluster, conditions, recommendation
 
@@ -156,8 +157,10 @@ async def test_a_failing_metrics_server_is_counted_and_survived(tmp_path: Path) 
         metrics = RecommenderMetrics(CollectorRegistry())
         feeder = ClusterFeeder(
             client=client,
-            informers=InformerSet(client=client),  # never started: nothing else is asked
-            settings=simulated_recommender_settings({}),
+            cache=SharedCache(
+                client=client, clock=client.clock
+            ),  # never started: nothing else is asked
+            settings=_recommender_settings({}),
             metrics=metrics,
         )
         assert await feeder.load_real_time_metrics() == 0
@@ -177,3 +180,11 @@ def metrics_registry(metrics: RecommenderMetrics) -> CollectorRegistry:
     registry = CollectorRegistry()
     registry.register(metrics.metric_server_responses)
     return registry
+
+
+def _recommender_settings(flags: Mapping[str, Any]) -> RecommenderSettings:
+    """The recommender's settings from flags written as in a scenario."""
+    spec = by_name("vpa-recommender")
+    assert spec is not None
+    settings: RecommenderSettings = component_settings(spec, flags)
+    return settings

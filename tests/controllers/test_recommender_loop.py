@@ -23,17 +23,17 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from kubescale.base.clock import VirtualClock
+from kubescale.components import by_name
+from kubescale.controllers.vpa.recommender.recommender_config import RecommenderSettings
 from kubescale.controllers.vpa.recommender.recommender_loop import RecommenderLoop
 from kubescale.controllers.vpa.recommender.recommender_metrics import RecommenderMetrics
-from kubescale.controllers.vpa.recommender.simulated_recommender import (
-    simulated_recommender_settings,
-)
 from kubescale.kube.client import KubeClient, connect
-from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.quantities import Quantity
 from kubescale.kube.resources import PODS, VERTICAL_POD_AUTOSCALERS, VPA_CHECKPOINTS
+from kubescale.kube.shared_cache import SharedCache
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.scenario.runner import SimulationClientClock
+from kubescale.sim.scenario.scenario_components import component_settings
 
 START = datetime(2026, 1, 5, tzinfo=UTC)
 NAMESPACE = "shop"
@@ -46,7 +46,7 @@ class Cluster:
     api: ApiServer
     client: KubeClient
     clock: VirtualClock
-    loops: list[InformerSet] = field(default_factory=list)
+    loops: list[SharedCache] = field(default_factory=list)
 
     @property
     def now(self) -> datetime:
@@ -176,12 +176,12 @@ class Cluster:
         self, flags: Mapping[str, Any] | None = None, *, registry: CollectorRegistry | None = None
     ) -> RecommenderLoop:
         """A recommender loop (flags as in a scenario), its informers started and synced."""
-        informers = InformerSet(client=self.client, rng=random.Random(1))
+        informers = SharedCache(client=self.client, clock=self.client.clock, rng=random.Random(1))
         self.loops.append(informers)
         loop = RecommenderLoop(
             client=self.client,
-            informers=informers,
-            settings=simulated_recommender_settings(flags or {}),
+            cache=informers,
+            settings=_recommender_settings(flags or {}),
             metrics=RecommenderMetrics(registry if registry is not None else CollectorRegistry()),
         )
         informers.start()
@@ -194,7 +194,7 @@ class Cluster:
         target = str(self.api.store.resource_version)
         for _ in range(100):
             self.api.bookmark_watches()
-            if await loop.wait_for_resource_version(target, within=0.1):
+            if await loop.cache.wait_for_resource_version(target, within=0.1):
                 break
         else:
             raise AssertionError("the recommender's informers did not catch up")
@@ -492,3 +492,11 @@ async def test_recommendations_follow_the_samples_over_a_day(cluster: Cluster) -
     # the limiting one, far below 1, so the upper bound stays well above the target but falls.
     at_12h, at_24h = (Quantity.parse(u) for u in uppers)
     assert Quantity.parse("1168m") < at_24h < at_12h
+
+
+def _recommender_settings(flags: Mapping[str, Any]) -> RecommenderSettings:
+    """The recommender's settings from flags written as in a scenario."""
+    spec = by_name("vpa-recommender")
+    assert spec is not None
+    settings: RecommenderSettings = component_settings(spec, flags)
+    return settings

@@ -11,14 +11,12 @@ import pytest
 from kubescale.cli.main import build_parser
 from kubescale.cli.serve import default_components
 from kubescale.cli.serve_config import ConfigError, ServeConfig, serve_config_from_args
+from kubescale.components import by_name
 from kubescale.controllers.vpa.model.estimators import RecommenderConfig
-from kubescale.controllers.vpa.recommender.component import RecommenderComponent
 from kubescale.controllers.vpa.recommender.prometheus_history_config import PrometheusHistoryConfig
 from kubescale.controllers.vpa.recommender.recommender_config import RecommenderSettings
-from kubescale.controllers.vpa.recommender.simulated_recommender import simulated_recommender_flags
-from kubescale.controllers.vpa.updater.component import UpdaterComponent
 from kubescale.kube.quantities import Quantity
-from kubescale.webhook.component import WebhookComponent
+from kubescale.sim.scenario.scenario_components import scenario_flags
 
 HOUR_NS = 3600 * 10**9
 
@@ -28,7 +26,7 @@ def config(*flags: str) -> ServeConfig:
 
 
 def test_defaults_are_upstreams() -> None:
-    settings = config().recommender
+    settings = config().components["vpa-recommender"]
     assert settings == RecommenderSettings(
         mode="auto",
         recommender_name="default",
@@ -89,7 +87,7 @@ def test_every_model_flag_reaches_the_model() -> None:
         "--container-recommendation-max-allowed-cpu=4",
         "--container-recommendation-max-allowed-memory=8Gi",
         "--vpa-object-namespace=shop",
-    ).recommender
+    ).components["vpa-recommender"]
     assert (settings.recommender_name, settings.interval) == ("custom", 30.0)
     assert (settings.checkpoints_gc_interval, settings.checkpoints_timeout) == (300.0, 20.0)
     assert settings.vpa_object_namespace == "shop"
@@ -144,7 +142,7 @@ def test_prometheus_storage(tmp_path: Path) -> None:
         "--container-pod-name-label=c_pod",
         "--container-name-label=c_name",
         f"--prometheus-bearer-token-file={token}",
-    ).recommender
+    ).components["vpa-recommender"]
     assert not settings.use_checkpoints
     assert settings.prometheus == PrometheusHistoryConfig(
         address="https://prom.example:9090",
@@ -201,7 +199,9 @@ def test_bad_flags_name_themselves(flags: list[str], message: str) -> None:
 
 
 def test_a_zero_global_cap_is_no_cap() -> None:
-    model = config("--container-recommendation-max-allowed-cpu=0").recommender.model
+    model = (
+        config("--container-recommendation-max-allowed-cpu=0").components["vpa-recommender"].model
+    )
     assert model.global_max_allowed is None
 
 
@@ -212,36 +212,38 @@ def test_a_zero_global_cap_is_no_cap() -> None:
         (
             [],
             {"KUBERNETES_SERVICE_HOST": "10.0.0.1"},
-            [WebhookComponent, RecommenderComponent, UpdaterComponent],
+            ["webhook", "vpa-recommender", "vpa-updater"],
         ),
         (
             ["--kubeconfig", "/tmp/k"],
             {},
-            [WebhookComponent, RecommenderComponent, UpdaterComponent],
+            ["webhook", "vpa-recommender", "vpa-updater"],
         ),
-        (["--vpa-recommender", "true"], {}, [RecommenderComponent]),
-        (["--vpa-updater", "true"], {}, [UpdaterComponent]),
+        (["--vpa-recommender", "true"], {}, ["vpa-recommender"]),
+        (["--vpa-updater", "true"], {}, ["vpa-updater"]),
         (
             ["--vpa-recommender", "false", "--vpa-updater", "false", "--kubeconfig", "/tmp/k"],
             {},
-            [WebhookComponent],
+            ["webhook"],
         ),
         (
             ["--webhook", "false", "--kubeconfig", "/tmp/k"],
             {},
-            [RecommenderComponent, UpdaterComponent],
+            ["vpa-recommender", "vpa-updater"],
         ),
     ],
 )
 def test_whether_serve_runs_the_recommender(
-    flags: list[str], environ: dict[str, str], kinds: list[type]
+    flags: list[str], environ: dict[str, str], kinds: list[str]
 ) -> None:
     components = default_components(config(*flags), environ=environ)
-    assert [type(c) for c in components] == kinds
+    assert [c.name for c in components] == kinds
 
 
 def test_a_scenario_takes_the_model_flags_but_not_the_history_ones() -> None:
-    flags = simulated_recommender_flags()
+    spec = by_name("vpa-recommender")
+    assert spec is not None
+    flags = scenario_flags(spec)
     assert {"recommender-interval", "memory-saver", "target-cpu-percentile"} <= flags
     assert {"vpa-object-namespace", "ignored-vpa-object-namespaces"} <= flags
     assert not {"storage", "prometheus-address", "vpa-recommender"} & flags

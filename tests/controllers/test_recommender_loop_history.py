@@ -9,24 +9,25 @@ it, and no checkpoint is read or written.
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
 
+from kubescale.components import by_name
 from kubescale.controllers.vpa.recommender.prometheus_history import PrometheusHistoryProvider
 from kubescale.controllers.vpa.recommender.prometheus_history_config import (
     PrometheusHistoryConfig,
     history_queries,
 )
+from kubescale.controllers.vpa.recommender.recommender_config import RecommenderSettings
 from kubescale.controllers.vpa.recommender.recommender_loop import RecommenderLoop
 from kubescale.controllers.vpa.recommender.recommender_metrics import RecommenderMetrics
-from kubescale.controllers.vpa.recommender.simulated_recommender import (
-    simulated_recommender_settings,
-)
-from kubescale.kube.informer_set import InformerSet
+from kubescale.kube.shared_cache import SharedCache
 from kubescale.prometheus.query_api import PrometheusAuth
+from kubescale.sim.scenario.scenario_components import component_settings
 from tests.controllers.prometheus_fixtures import FakePrometheus, matrix
 
 from .test_recommender_loop import (
@@ -82,13 +83,13 @@ async def test_the_first_iteration_starts_from_the_history(
     cluster.vpa("web")
     config = history(prometheus.address)
     answer_with_a_day(prometheus, config)
-    settings = replace(simulated_recommender_settings({}), storage="prometheus", prometheus=config)
-    informers = InformerSet(client=cluster.client, rng=random.Random(1))
+    settings = replace(_recommender_settings({}), storage="prometheus", prometheus=config)
+    informers = SharedCache(client=cluster.client, clock=cluster.client.clock, rng=random.Random(1))
     cluster.loops.append(informers)
     provider = PrometheusHistoryProvider(config, auth=PrometheusAuth())
     loop = RecommenderLoop(
         client=cluster.client,
-        informers=informers,
+        cache=informers,
         settings=settings,
         metrics=RecommenderMetrics(CollectorRegistry()),
         history=provider,
@@ -114,11 +115,19 @@ async def test_the_first_iteration_starts_from_the_history(
 
 
 async def test_prometheus_storage_needs_a_provider(cluster: Cluster) -> None:
-    settings = replace(simulated_recommender_settings({}), storage="prometheus")
+    settings = replace(_recommender_settings({}), storage="prometheus")
     with pytest.raises(ValueError, match="history provider"):
         RecommenderLoop(
             client=cluster.client,
-            informers=InformerSet(client=cluster.client),
+            cache=SharedCache(client=cluster.client, clock=cluster.client.clock),
             settings=settings,
             metrics=RecommenderMetrics(CollectorRegistry()),
         )
+
+
+def _recommender_settings(flags: Mapping[str, Any]) -> RecommenderSettings:
+    """The recommender's settings from flags written as in a scenario."""
+    spec = by_name("vpa-recommender")
+    assert spec is not None
+    settings: RecommenderSettings = component_settings(spec, flags)
+    return settings

@@ -110,14 +110,16 @@ async def _replica(
         "--leader-elect-retry-period", "200ms", "--recommender-interval", "200ms",
     ]  # fmt: skip
     config = serve_config_from_args(build_parser().parse_args(argv))
-    (component,) = default_components(config, environ={})
-    assert isinstance(component, RecommenderComponent)
+    enabled = default_components(config, environ={})
     started: asyncio.Future[Server] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(
-        serve(config, clock=RealClock(), components=[component], started=started,
+        serve(config, clock=RealClock(), components=enabled, started=started,
               install_signal_handlers=False)
     )  # fmt: skip
-    return await asyncio.wait_for(started, timeout=10), component, task
+    server = await asyncio.wait_for(started, timeout=10)
+    (component,) = server.components
+    assert isinstance(component, RecommenderComponent)
+    return server, component, task
 
 
 async def _until(predicate: Callable[[], bool], within: float) -> None:
@@ -128,11 +130,11 @@ async def _until(predicate: Callable[[], bool], within: float) -> None:
 
 
 def _iterations(component: RecommenderComponent) -> int:
-    return component.loop.iterations if component.loop is not None else 0
+    return component.loop.iterations
 
 
 def _writes(component: RecommenderComponent) -> int:
-    return component.loop.status_writes if component.loop is not None else 0
+    return component.loop.status_writes
 
 
 def _target(api: ApiServer) -> dict[str, Any] | None:

@@ -18,13 +18,14 @@ the next sample; with constant memory it is the same peak.
 
 from __future__ import annotations
 
-import contextlib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from kubescale.controllers.vpa.recommender.simulated_recommender import SimulatedRecommender
+from prometheus_client import CollectorRegistry
+
+from kubescale.controllers.vpa.recommender.component import RecommenderComponent
 from kubescale.kube.resources import VERTICAL_POD_AUTOSCALERS, VPA_CHECKPOINTS
-from kubescale.sim.scenario.kubescale_components import COMPONENTS, ComponentContext
 from kubescale.sim.scenario.runner import SimulationRun
 from kubescale.sim.scenario.scenario_format import Scenario
 from kubescale.sim.scenario.scenario_validation import parse_scenario
@@ -87,34 +88,28 @@ def _status(run: SimulationRun) -> dict[str, Any]:
     return dict(vpa.get("status") or {})
 
 
-async def _restart(run: SimulationRun, stack: contextlib.AsyncExitStack) -> SimulatedRecommender:
-    """Kill the run's recommender and put a freshly built one in its place."""
+def _restart(run: SimulationRun) -> RecommenderComponent:
+    """Put a freshly built recommender in place of the run's (the old one is never run again):
+    what it knows comes from the checkpoints alone."""
     state = run.loops["vpa-recommender"]
-    old = state.loop
-    assert isinstance(old, SimulatedRecommender)
-    await old.loop.informers.stop()
-    context = ComponentContext(
-        service_namespace="kube-system", service_name="kubescale", ca_bundle=""
-    )
-    (spec,) = COMPONENTS["vpa-recommender"].setup({}, context=context).loops
-    fresh = await spec.build(run.client, stack)
-    assert isinstance(fresh, SimulatedRecommender)
-    state.loop = fresh
+    (old,) = [c for c in run.components if isinstance(c, RecommenderComponent)]
+    fresh = RecommenderComponent(old.settings, replace(run.runtime, registry=CollectorRegistry()))
+    (spec,) = fresh.loops()
+    state.loop = spec.loop
     return fresh
 
 
-async def _history(*, restart: bool) -> tuple[list[dict[str, Any]], SimulatedRecommender]:
-    async with SimulationRun(scenario()) as run, contextlib.AsyncExitStack() as stack:
+async def _history(*, restart: bool) -> tuple[list[dict[str, Any]], RecommenderComponent]:
+    async with SimulationRun(scenario()) as run:
         history: list[dict[str, Any]] = []
+        (component,) = [c for c in run.components if isinstance(c, RecommenderComponent)]
         while not run.done:
             if restart and abs(run.elapsed - RESTART_AT) < 1e-6:
-                await _restart(run, stack)
+                component = _restart(run)
             await run.step()
             history.append(_status(run))
-        loop = run.loops["vpa-recommender"].loop
-        assert isinstance(loop, SimulatedRecommender)
         assert run.api.store.list(VPA_CHECKPOINTS, namespace="shop")
-        return history, loop
+        return history, component
 
 
 def _upper_cpu(status: dict[str, Any]) -> str:

@@ -99,6 +99,6 @@ def test_the_in_place_gate_comes_from_serves_feature_gates() -> None:
     gated = serve_config_from_args(
         build_parser().parse_args(["serve", "--feature-gates", "InPlace=true"])
     )
-    assert gated.updater.priority.in_place_gate is True
+    assert gated.components["vpa-updater"].priority.in_place_gate is True
     default = serve_config_from_args(build_parser().parse_args(["serve"]))
-    assert default.updater.priority.in_place_gate is False
+    assert default.components["vpa-updater"].priority.in_place_gate is False

@@ -26,9 +26,9 @@ from kubescale.controllers.vpa.updater.updater_config import UpdaterSettings
 from kubescale.controllers.vpa.updater.updater_loop import UpdaterLoop, lease_is_fresh
 from kubescale.controllers.vpa.updater.updater_metrics import UpdaterMetrics
 from kubescale.kube.events import EventRecorder
-from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.lease_record import format_micro_time
 from kubescale.kube.resources import CORE_EVENTS, PODS
+from kubescale.kube.shared_cache import SharedCache
 
 from .test_recommender_loop import NAMESPACE, Cluster, cluster
 
@@ -69,13 +69,13 @@ async def updaters(cluster: Cluster) -> AsyncIterator[list[Updater]]:
 async def start_updater(
     cluster: Cluster, updaters: list[Updater], settings: UpdaterSettings | None = None
 ) -> Updater:
-    informers = InformerSet(client=cluster.client, rng=random.Random(2))
+    informers = SharedCache(client=cluster.client, clock=cluster.client.clock, rng=random.Random(2))
     cluster.loops.append(informers)
     registry = CollectorRegistry()
     events = EventRecorder(client=cluster.client, component="vpa-updater")
     loop = UpdaterLoop(
         client=cluster.client,
-        informers=informers,
+        cache=informers,
         settings=settings or UpdaterSettings(status_lease_namespace=NAMESPACE),
         metrics=UpdaterMetrics(registry),
         events=events,
@@ -91,7 +91,7 @@ async def run(cluster: Cluster, updater: Updater) -> None:
     target = str(cluster.api.store.resource_version)
     for _ in range(100):
         cluster.api.bookmark_watches()
-        if await updater.loop.wait_for_resource_version(target, within=0.1):
+        if await updater.loop.cache.wait_for_resource_version(target, within=0.1):
             break
     else:
         raise AssertionError("the updater's informers did not catch up")

@@ -151,23 +151,22 @@ async def test_the_leader_runs_the_updater(
         "--admission-controller-status-lease-namespace", NAMESPACE,
     ]  # fmt: skip
     config = serve_config_from_args(build_parser().parse_args(argv))
-    (component,) = default_components(config, environ={})
-    assert isinstance(component, UpdaterComponent)
+    enabled = default_components(config, environ={})
     started = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(
-        serve(config, clock=RealClock(), components=[component], started=started,
+        serve(config, clock=RealClock(), components=enabled, started=started,
               install_signal_handlers=False)
     )  # fmt: skip
     server = await asyncio.wait_for(started, timeout=10)
+    (component,) = server.components
+    assert isinstance(component, UpdaterComponent)
     try:
-        await _until(lambda: component.loop is not None and component.loop.iterations >= 1, 10)
+        await _until(lambda: component.loop.iterations >= 1, 10)
         await _until(lambda: len(_live(api)) < 2, 5)
         # Two configured, tolerance int(2 × 0.5) = 1: one pod goes; the other stays while the
         # group is short of a running pod (nothing recreates it here).
-        iterations = component.loop.iterations if component.loop is not None else 0
-        await _until(
-            lambda: component.loop is not None and component.loop.iterations >= iterations + 2, 5
-        )
+        iterations = component.loop.iterations
+        await _until(lambda: component.loop.iterations >= iterations + 2, 5)
         assert _live(api) in (["web-0"], ["web-1"])
     finally:
         server.stop_event.set()

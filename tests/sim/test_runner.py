@@ -3,8 +3,7 @@ and kubescale loops run at their interval through a real ``kubernetes.aio`` Kube
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -15,13 +14,8 @@ import pytest
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError
 from kubescale.kube.resources import DEPLOYMENTS, MACHINE_DEPLOYMENTS, NODES, PODS
-from kubescale.runtime.loop_runner import Loop
+from kubescale.runtime.component import BaseComponent, Component, LoopSpec, Runtime
 from kubescale.sim.scenario.json_report import dumps_report
-from kubescale.sim.scenario.kubescale_components import (
-    ComponentContext,
-    ComponentSetup,
-    SimulatedLoop,
-)
 from kubescale.sim.scenario.runner import SimulationError, SimulationRun, run_scenario
 from kubescale.sim.scenario.scenario_format import Scenario
 from kubescale.sim.scenario.scenario_validation import load_scenario, parse_scenario
@@ -186,18 +180,22 @@ class PodCounter:
         self.seen.append((now, len(listed["items"])))
 
 
-def _counter_loop(
-    interval: float, built: list[PodCounter]
-) -> Callable[[ComponentContext], ComponentSetup]:
+class _CounterComponent(BaseComponent):
     """A test component whose one loop is a :class:`PodCounter`."""
 
-    async def build(client: KubeClient, stack: contextlib.AsyncExitStack) -> Loop:
-        counter = PodCounter(client)
-        built.append(counter)
-        return counter
+    name = "pod-counter"
 
-    loop = SimulatedLoop(name="pod-counter", interval=interval, build=build)
-    return lambda context: ComponentSetup(loops=(loop,))
+    def __init__(self, runtime: Runtime, interval: float, built: list[PodCounter]) -> None:
+        self.counter = PodCounter(runtime.client)
+        self.interval = interval
+        built.append(self.counter)
+
+    def loops(self) -> Sequence[LoopSpec]:
+        return [LoopSpec(loop=self.counter, interval=self.interval)]
+
+
+def _counter_loop(interval: float, built: list[PodCounter]) -> Callable[[Runtime], Component]:
+    return lambda runtime: _CounterComponent(runtime, interval, built)
 
 
 async def test_a_loop_runs_at_its_interval_through_a_real_client() -> None:

@@ -16,9 +16,9 @@ from kubescale.base.clock import VirtualClock
 from kubescale.kube.resources import (
     MUTATING_WEBHOOK_CONFIGURATIONS,
     PODS,
-    VALIDATING_WEBHOOK_CONFIGURATIONS,
 )
 from kubescale.sim.apiserver.errors import ApiError
+from kubescale.sim.apiserver.served_kinds import VALIDATING_WEBHOOK_CONFIGURATIONS
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.scenario.kubescale_server import (
     SERVICE_NAME,

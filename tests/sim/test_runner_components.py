@@ -1,18 +1,20 @@
 """A kubescale component in a run: its routes on kubescale's TLS server are reached by the
-API server's admission chain (a mutating webhook configuration the component creates) and by
-the simulated scheduler (an extender entry the component declares), both over verified TLS."""
+API server's admission chain (a mutating webhook configuration the component registers when it
+starts, as a real one would) and by the simulated scheduler (an extender entry the component
+declares), both over verified TLS."""
 
 from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
-from kubescale.kube.resources import PODS
-from kubescale.sim.scenario.kubescale_components import ComponentContext, ComponentSetup
+from kubescale.kube.resources import MUTATING_WEBHOOK_CONFIGURATIONS, PODS
+from kubescale.runtime.component import BaseComponent, Runtime
 from kubescale.sim.scenario.runner import SimulationRun
 from kubescale.sim.scenario.scenario_validation import parse_scenario
 
@@ -43,30 +45,41 @@ def _routes(app: web.Application) -> None:
     app.router.add_post("/extender/filter", keep_node_1)
 
 
-def _component(context: ComponentContext) -> ComponentSetup:
-    webhook = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": "test-component"},
-        "webhooks": [{
-            "name": "label.kubescale.dev",
-            "admissionReviewVersions": ["v1"],
-            "sideEffects": "None",
-            "failurePolicy": "Fail",
-            "clientConfig": {
-                "service": {"namespace": context.service_namespace,
-                            "name": context.service_name, "path": "/mutate"},
-                "caBundle": context.ca_bundle,
-            },
-            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
-                       "resources": ["pods"]}],
-        }],
-    }  # fmt: skip
-    return ComponentSetup(
-        mounts=(_routes,),
-        objects=(webhook,),
-        extenders=({"urlPrefix": "/extender", "filterVerb": "filter", "nodeCacheCapable": True},),
-    )
+class _TestComponent(BaseComponent):
+    name = "test-component"
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def mount(self, app: web.Application) -> None:
+        _routes(app)
+
+    def scheduler_extenders(self) -> Sequence[Mapping[str, Any]]:
+        return ({"urlPrefix": "/extender", "filterVerb": "filter", "nodeCacheCapable": True},)
+
+    async def start(self) -> None:
+        service = self.runtime.service
+        assert service is not None
+        ca_bundle = base64.b64encode(self.runtime.certificates.client_ca_file.read_bytes())
+        webhook = {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": "test-component"},
+            "webhooks": [{
+                "name": "label.kubescale.dev",
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "failurePolicy": "Fail",
+                "clientConfig": {
+                    "service": {"namespace": service.namespace,
+                                "name": service.name, "path": "/mutate"},
+                    "caBundle": ca_bundle.decode(),
+                },
+                "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                           "resources": ["pods"]}],
+            }],
+        }  # fmt: skip
+        await self.runtime.client.create(MUTATING_WEBHOOK_CONFIGURATIONS, webhook)
 
 
 async def test_a_component_serves_admission_and_the_scheduler_extender() -> None:
@@ -81,7 +94,7 @@ async def test_a_component_serves_admission_and_the_scheduler_extender() -> None
         ],
     }  # fmt: skip
     scenario = parse_scenario(document, base_dir=Path())
-    async with SimulationRun(scenario, extra_components=[_component]) as run:
+    async with SimulationRun(scenario, extra_components=[_TestComponent]) as run:
         await run.run()
         pods = run.api.store.snapshots(PODS)
     assert len(pods) == 3

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from kubescale.components import by_name
 from kubescale.kube.resources import POD_DISRUPTION_BUDGETS, PODS
-from kubescale.sim.scenario.kubescale_components import COMPONENTS
 from kubescale.sim.scenario.runner import SimulationRun
 from kubescale.sim.scenario.scenario_format import Scenario, ScenarioError
 from kubescale.sim.scenario.scenario_validation import load_scenario, parse_scenario
@@ -69,7 +69,7 @@ def test_invalid_flags_name_the_field(flags: dict[str, Any], message: str) -> No
 
 
 def test_the_updater_is_a_registered_component() -> None:
-    assert "vpa-updater" in COMPONENTS
+    assert by_name("vpa-updater") is not None
 
 
 def _web_pods(run: SimulationRun) -> list[dict[str, Any]]:

@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 
+from kubescale.components import by_name
 from kubescale.kube.resources import (
     LEASES,
     MUTATING_WEBHOOK_CONFIGURATIONS,
     PODS,
     VERTICAL_POD_AUTOSCALERS,
 )
-from kubescale.sim.scenario.kubescale_components import COMPONENTS
 from kubescale.sim.scenario.runner import SimulationRun
 from kubescale.sim.scenario.scenario_format import ScenarioError
 from kubescale.sim.scenario.scenario_validation import load_scenario, parse_scenario
@@ -81,7 +81,7 @@ def test_invalid_flags_name_the_field(flags: dict[str, Any], message: str) -> No
 
 
 def test_the_webhook_is_a_registered_component() -> None:
-    assert "webhook" in COMPONENTS
+    assert by_name("webhook") is not None
 
 
 async def test_the_example_mutates_the_vpa_controlled_deployments_pods() -> None:
@@ -91,8 +91,7 @@ async def test_the_example_mutates_the_vpa_controlled_deployments_pods() -> None
         stored = run.api.store.get(VERTICAL_POD_AUTOSCALERS, "web", "shop")
         assert stored["spec"]["updatePolicy"] == {"updateMode": "Initial"}
         run.api.store.update_status({**stored, "status": vpa_manifest["status"]})
-        caches_loop: Any = run.loops["vpa-webhook-caches"].loop
-        lister = caches_loop.caches.informers.lister(VERTICAL_POD_AUTOSCALERS)
+        lister = run.runtime.cache.informers.lister(VERTICAL_POD_AUTOSCALERS)
         for _ in range(2000):
             if "status" in (lister.get("web", "shop") or {}):
                 break

@@ -25,9 +25,9 @@ from kubescale.kube.resources import (
     NODES,
     PODS,
     REPLICA_SETS,
-    VALIDATING_WEBHOOK_CONFIGURATIONS,
     ResourceType,
 )
+from kubescale.sim.apiserver.served_kinds import VALIDATING_WEBHOOK_CONFIGURATIONS
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.apiserver.storage import format_time
 from kubescale.sim.apiserver.store import PreparedUpdate

@@ -10,9 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from kubescale.base.clock import VirtualClock
+from kubescale.base.clock import Clock, VirtualClock
 from kubescale.kube.client import KubeClient, connect
+from kubescale.kube.shared_cache import SharedCache
 from kubescale.sim.apiserver.server import ApiServer
+from kubescale.webhook.webhook_caches import WebhookCaches
+from kubescale.webhook.webhook_config import WebhookSettings
 
 
 async def eventually(predicate: Callable[[], bool], *, within: float = 10.0) -> None:
@@ -42,3 +45,18 @@ async def kube(api: ApiServer, clock: VirtualClock, tmp_path: Path) -> AsyncIter
         yield client
     finally:
         await client.close()
+
+
+def build_caches(
+    client: KubeClient, settings: WebhookSettings, *, clock: Clock
+) -> tuple[SharedCache, WebhookCaches]:
+    """A shared cache (not started) and the webhook's caches over it, as the settings ask."""
+    cache = SharedCache(client=client, clock=clock)
+    caches = WebhookCaches(
+        cache=cache,
+        vpa_object_namespace=settings.vpa_object_namespace,
+        ignored_namespaces=settings.ignored_vpa_object_namespaces,
+        watch_hpas=settings.avoid_hpa_conflict,
+        watch_nodes=settings.cap_to_largest_node,
+    )
+    return cache, caches

@@ -29,15 +29,16 @@ from prometheus_client import CollectorRegistry
 
 from kubescale.kube.client import KubeClient, connect
 from kubescale.kube.events import EventRecorder
-from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.resources import CORE_EVENTS, VERTICAL_POD_AUTOSCALERS
+from kubescale.kube.shared_cache import SharedCache
 from kubescale.runtime.https_server import MAX_BODY_BYTES, make_https_app
 from kubescale.sim.apiserver.patching import apply_json_patch
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.webhook.admission_routes import AdmissionWebhook
-from kubescale.webhook.component import build_caches
 from kubescale.webhook.webhook_caches import WebhookCaches
 from kubescale.webhook.webhook_config import WebhookSettings
+
+from .api_fixtures import build_caches
 
 RS_UID = "11111111-2222-3333-4444-555555555555"
 MD_UID = "99999999-2222-3333-4444-555555555555"
@@ -170,7 +171,7 @@ class Setup:
     api: ApiServer
     kube: KubeClient
     caches: WebhookCaches
-    informers: InformerSet
+    informers: SharedCache
     webhook: AdmissionWebhook
     registry: CollectorRegistry
     http: TestClient[Any, Any]
@@ -482,7 +483,7 @@ async def test_huge_or_broken_quantities_still_allow_the_pod(
 ) -> None:
     vpa = setup.api.store.get(VERTICAL_POD_AUTOSCALERS, "web-vpa", "default")
     setup.api.store.update_status({**vpa, "status": {"recommendation": _recommendation(target)}})
-    lister = setup.informers.lister(VERTICAL_POD_AUTOSCALERS)
+    lister = setup.informers.informers.lister(VERTICAL_POD_AUTOSCALERS)
 
     def cached() -> bool:
         current = lister.get("web-vpa", "default") or {}
@@ -521,7 +522,7 @@ async def test_first_sight_of_a_scalable_kind_admits_unmutated_and_looks_it_up(
     vpa = _vpa("pool-vpa", "MachineDeployment", "pool", _recommendation({"cpu": "300m"}))
     created = store.create({k: v for k, v in vpa.items() if k != "status"})
     store.update_status({**created, "status": vpa["status"]})
-    lister = setup.informers.lister(VERTICAL_POD_AUTOSCALERS)
+    lister = setup.informers.informers.lister(VERTICAL_POD_AUTOSCALERS)
     await eventually(lambda: "status" in (lister.get("pool-vpa", "default") or {}))
     pod = _pod(
         owner_kind="MachineDeployment",
@@ -536,7 +537,7 @@ async def test_first_sight_of_a_scalable_kind_admits_unmutated_and_looks_it_up(
         )
         == 1.0
     )
-    lookups = setup.caches.scale_lookups
+    lookups = setup.caches.controllers.scale_lookups
     assert lookups.pending > 0
     await lookups.resolve_pending()  # the background task's work, off the request path
     assert lookups.pending == 0
@@ -662,7 +663,9 @@ async def test_cap_to_largest_node_scales_requests_down_to_the_largest_ready_nod
 
     def ready() -> bool:
         largest = setup.caches.largest_node_allocatable() or {}
-        current = setup.informers.lister(VERTICAL_POD_AUTOSCALERS).get("web-vpa", "default")
+        current = setup.informers.informers.lister(VERTICAL_POD_AUTOSCALERS).get(
+            "web-vpa", "default"
+        )
         target = (
             (((current or {}).get("status") or {}).get("recommendation") or {})
             .get("containerRecommendations", [{}])[0]

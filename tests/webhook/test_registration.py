@@ -11,7 +11,6 @@ Ignore/Fail, ``timeoutSeconds``, the caBundle bytes, a Service without path or a
 
 from __future__ import annotations
 
-import asyncio
 import base64
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,24 +22,21 @@ from kubescale.base.clock import VirtualClock
 from kubescale.certs.authority import generate_ca
 from kubescale.cli.main import build_parser
 from kubescale.cli.serve_config import ConfigError, serve_config_from_args
+from kubescale.controllers.vpa.api.vpa_flags import parse_feature_gates
 from kubescale.kube.client import KubeClient
 from kubescale.kube.resources import MUTATING_WEBHOOK_CONFIGURATIONS
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.webhook.registration import (
     WEBHOOK_CONFIG_NAME,
     CaBundleError,
-    CaBundleRefresher,
+    WebhookRegistration,
     read_ca_bundle,
     register_webhook,
     webhook_configuration,
 )
-from kubescale.webhook.webhook_config import (
-    WebhookSettings,
-    parse_feature_gates,
-    webhook_settings_from_args,
-)
+from kubescale.webhook.webhook_config import WebhookSettings, webhook_settings_from_args
 
-from .api_fixtures import api, clock, eventually, kube
+from .api_fixtures import api, clock, kube
 
 __all__ = ["api", "clock", "kube"]  # fixtures, re-exported for pytest
 
@@ -242,45 +238,43 @@ async def test_registration_creates_then_replaces_in_place(kube: KubeClient) -> 
     assert second["webhooks"][0]["failurePolicy"] == "Fail"
 
 
-async def test_ca_rotation_re_patches_the_ca_bundle(
+async def test_registration_retries_then_ca_rotation_re_patches_the_ca_bundle(
     kube: KubeClient, api: ApiServer, clock: VirtualClock, tmp_path: Path
 ) -> None:
     ca_file = tmp_path / "caCert.pem"
     old_ca, new_ca = _ca_pem("old-ca"), _ca_pem("new-ca")
-    ca_file.write_bytes(old_ca)
-    await register_webhook(kube, WebhookSettings(), ca_bundle=read_ca_bundle(ca_file))
-    refresher = CaBundleRefresher(
-        client=kube,
-        settings=WebhookSettings(),
-        ca_file=ca_file,
-        clock=clock,
-        interval=10.0,
-        published=old_ca,
+    registration = WebhookRegistration(
+        client=kube, settings=WebhookSettings(), ca_file=ca_file, reload=True
     )
-    stop = asyncio.Event()
-    task = asyncio.create_task(refresher.run(stop))
+    now = clock.now()
 
     def published() -> str:
         stored = api.store.get(MUTATING_WEBHOOK_CONFIGURATIONS, WEBHOOK_CONFIG_NAME)
         return str(stored["webhooks"][0]["clientConfig"]["caBundle"])
 
-    try:
-        await clock.advance(10.0)  # unchanged file: nothing written
-        assert refresher.refreshes == 0
-        ca_file.write_bytes(b"half-written garbage")  # a rotation caught mid-write
-        await clock.advance(10.0)
-        await eventually(lambda: refresher.failures == 1)
-        assert published() == base64.b64encode(old_ca).decode()
-        ca_file.write_bytes(new_ca)
-        await clock.advance(10.0)
-        await eventually(lambda: refresher.refreshes == 1)
-        assert published() == base64.b64encode(new_ca).decode()
-        # the configuration deleted behind our back is registered again on the next rotation
-        api.store.delete(MUTATING_WEBHOOK_CONFIGURATIONS, WEBHOOK_CONFIG_NAME, None)
-        ca_file.write_bytes(old_ca)
-        await clock.advance(10.0)
-        await eventually(lambda: refresher.refreshes == 2)
-        assert published() == base64.b64encode(old_ca).decode()
-    finally:
-        stop.set()
-        await task
+    await registration.run_once(now)  # no CA file yet: not registered, retried next time
+    assert registration.failures == 1
+    assert not registration.registered.is_set()
+    api.faults.add(verb="create", resource="mutatingwebhookconfigurations", status=403, count=1)
+    ca_file.write_bytes(old_ca)
+    await registration.run_once(now)  # the API server refuses: retried next time
+    assert registration.failures == 2
+    await registration.run_once(now)
+    assert registration.registered.is_set()
+    assert published() == base64.b64encode(old_ca).decode()
+    await registration.run_once(now)  # unchanged file: nothing written
+    assert registration.refreshes == 0
+    ca_file.write_bytes(b"half-written garbage")  # a rotation caught mid-write
+    await registration.run_once(now)
+    assert registration.failures == 3
+    assert published() == base64.b64encode(old_ca).decode()
+    ca_file.write_bytes(new_ca)
+    await registration.run_once(now)
+    assert registration.refreshes == 1
+    assert published() == base64.b64encode(new_ca).decode()
+    # the configuration deleted behind our back is registered again on the next rotation
+    api.store.delete(MUTATING_WEBHOOK_CONFIGURATIONS, WEBHOOK_CONFIG_NAME, None)
+    ca_file.write_bytes(old_ca)
+    await registration.run_once(now)
+    assert registration.refreshes == 2
+    assert published() == base64.b64encode(old_ca).decode()

@@ -10,14 +10,18 @@ minute old, so a stopped webhook's Lease goes stale after a minute.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from kubescale.base.clock import VirtualClock
 from kubescale.kube.client import KubeClient
 from kubescale.kube.lease_record import format_micro_time
 from kubescale.kube.resources import LEASES
+from kubescale.runtime.loop_runner import LoopRunner
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.webhook.status_lease import StatusLease
 
@@ -34,35 +38,38 @@ def _lease(kube: KubeClient, clock: VirtualClock, identity: str) -> StatusLease:
     )
 
 
-async def test_the_lease_is_created_then_renewed_every_interval(
+@contextlib.asynccontextmanager
+async def _running(lease: StatusLease, clock: VirtualClock) -> AsyncIterator[LoopRunner]:
+    """The lease as ``serve`` runs it: a loop of every replica, at once and then every interval."""
+    runner = LoopRunner(clock=clock, registry=CollectorRegistry())
+    runner.add(lease, interval=lease.interval, jitter=0.0)
+    task = asyncio.create_task(runner.run())
+    try:
+        yield runner
+    finally:
+        runner.stop()
+        await task
+
+
+async def test_the_lease_is_created_at_start_then_renewed_every_interval(
     kube: KubeClient, api: ApiServer, clock: VirtualClock
 ) -> None:
     lease = _lease(kube, clock, "kubescale-0")
-    stop = asyncio.Event()
-    task = asyncio.create_task(lease.run(stop))
     start = clock.now()
-    try:
-        await clock.advance(9.0)
-        assert api.store.peek(LEASES, NAME, NAMESPACE) is None  # a ticker: nothing at t=0
-        await clock.advance(1.0)
+    async with _running(lease, clock):
         await eventually(lambda: lease.renewals == 1)
         created = api.store.get(LEASES, NAME, NAMESPACE)
         assert created["spec"] == {"holderIdentity": "kubescale-0", "leaseDurationSeconds": 10}
-        assert created["metadata"]["creationTimestamp"] == (start + timedelta(seconds=10)).strftime(
-            "%Y-%m-%dT%H:%M:%SZ"
-        )
-        for tick in (2, 3, 4):
+        assert created["metadata"]["creationTimestamp"] == start.strftime("%Y-%m-%dT%H:%M:%SZ")
+        for tick in (1, 2, 3):
             await clock.advance(10.0)
-            await eventually(lambda tick=tick: lease.renewals == tick)  # type: ignore[misc]
+            await eventually(lambda tick=tick: lease.renewals == tick + 1)  # type: ignore[misc]
             renewed = api.store.get(LEASES, NAME, NAMESPACE)
             assert renewed["spec"]["renewTime"] == format_micro_time(
                 start + timedelta(seconds=10 * tick)
             )
             assert renewed["spec"]["holderIdentity"] == "kubescale-0"
             assert renewed["spec"]["leaseDurationSeconds"] == 10
-    finally:
-        stop.set()
-        await task
     # stopped: no more renewals however long the clock runs
     await clock.advance(60.0)
     assert lease.renewals == 4
@@ -90,17 +97,12 @@ async def test_a_failing_api_server_is_logged_and_the_next_tick_tries_again(
 ) -> None:
     lease = _lease(kube, clock, "kubescale-0")
     api.faults.add(verb="get", resource="leases", status=403, count=1)
-    stop = asyncio.Event()
-    task = asyncio.create_task(lease.run(stop))
-    try:
-        await clock.advance(10.0)
+    async with _running(lease, clock):
         await eventually(lambda: lease.failures == 1)
+        assert lease.renewals == 0
         await clock.advance(10.0)
         await eventually(lambda: lease.renewals == 1)
         assert api.store.peek(LEASES, NAME, NAMESPACE) is not None
-    finally:
-        stop.set()
-        await task
 
 
 def test_the_interval_must_be_positive(kube: KubeClient, clock: VirtualClock) -> None:

@@ -11,18 +11,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from kubescale.base.clock import VirtualClock
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef
 from kubescale.kube.client import KubeClient, connect
-from kubescale.kube.informer_set import InformerSet
+from kubescale.kube.controller_lookups import well_known_selector
 from kubescale.kube.resources import LIMIT_RANGES, NODES, VERTICAL_POD_AUTOSCALERS
+from kubescale.kube.scale_lookups import ScaleLookups
 from kubescale.kube.selectors import parse_label_selector
+from kubescale.kube.shared_cache import SharedCache
+from kubescale.runtime.cache_loops import scale_lookups_loop
+from kubescale.runtime.loop_runner import LoopRunner
 from kubescale.sim.apiserver.server import ApiServer
-from kubescale.webhook.component import build_caches
-from kubescale.webhook.scale_lookups import ScaleLookups
-from kubescale.webhook.webhook_caches import WebhookCaches, largest_allocatable, well_known_selector
+from kubescale.webhook.webhook_caches import WebhookCaches, largest_allocatable
 from kubescale.webhook.webhook_config import WebhookSettings
+
+from .api_fixtures import build_caches
 
 
 async def _eventually(predicate: Callable[[], bool], *, within: float = 10.0) -> None:
@@ -38,7 +43,7 @@ class Caches:
     api: ApiServer
     kube: KubeClient
     clock: VirtualClock
-    informers: InformerSet
+    informers: SharedCache
     caches: WebhookCaches
 
 
@@ -67,10 +72,10 @@ async def _caches(
     api: ApiServer, kube: KubeClient, clock: VirtualClock, settings: WebhookSettings
 ) -> Caches:
     informers, caches = build_caches(kube, settings, clock=clock)
-    assert caches.readiness_check() is not None  # nothing synced before start
+    assert informers.readiness_check() is not None  # nothing synced before start
     informers.start()
     assert await informers.wait_synced()
-    assert caches.readiness_check() is None
+    assert informers.readiness_check() is None
     return Caches(api=api, kube=kube, clock=clock, informers=informers, caches=caches)
 
 
@@ -117,7 +122,9 @@ async def test_vpas_are_indexed_by_target_and_ignored_namespaces_left_out(setup:
     store.create(_vpa("ignored", "kube-system", WEB))
     store.create(_vpa("no-target", "default", None))
     web = ControllerRef(api_version="apps/v1", kind="Deployment", name="web", namespace="default")
-    await _eventually(lambda: len(setup.informers.lister(VERTICAL_POD_AUTOSCALERS).list()) == 5)
+    await _eventually(
+        lambda: len(setup.informers.informers.lister(VERTICAL_POD_AUTOSCALERS).list()) == 5
+    )
     assert _names(setup.caches.vpas_for(web)) == ["a", "b"]
     system = ControllerRef(
         api_version="apps/v1", kind="Deployment", name="web", namespace="kube-system"
@@ -141,7 +148,12 @@ async def test_one_vpa_namespace_watches_only_that_namespace(
             api_version="apps/v1", kind="Deployment", name="web", namespace="default"
         )
         assert setup.caches.vpas_for(default_web) == []
-        assert setup.informers.informers[0].namespace == "team"
+        (vpa_informer,) = [
+            informer
+            for informer in setup.informers.informers.informers
+            if informer.resource == VERTICAL_POD_AUTOSCALERS
+        ]
+        assert vpa_informer.namespace == "team"
     finally:
         await setup.informers.stop()
 
@@ -174,7 +186,7 @@ SELECTOR_CASES: list[tuple[str, dict[str, Any], str]] = [
 
 
 @pytest.mark.parametrize(("kind", "obj", "expected"), SELECTOR_CASES)
-def testwell_known_selectors_are_read_as_upstreams_target_fetcher_does(
+def test_well_known_selectors_are_read_as_upstreams_target_fetcher_does(
     kind: str, obj: dict[str, Any], expected: str
 ) -> None:
     selector = well_known_selector(kind, obj)
@@ -208,7 +220,8 @@ async def test_controllers_come_from_informers_and_wait_for_late_arrivals(setup:
     )
     caches = setup.caches
     assert caches.informs("ReplicaSet")
-    assert not caches.informs("ReplicationController")
+    assert caches.informs("ReplicationController")  # every kind upstream VPA informs on
+    assert not caches.informs("MachineDeployment")  # anything else: /scale lookups
     arrived = await caches.wait_for_controller("Deployment", "default", "web", within=5.0)
     assert arrived
     assert caches.owner("apps/v1", "Deployment", "default", "web") is not None
@@ -246,7 +259,7 @@ async def test_limit_ranges_come_sorted_by_name(setup: Caches) -> None:
                 "spec": {"limits": [{"type": "Container", "default": {"cpu": "1"}}]},
             }
         )
-    await _eventually(lambda: len(setup.informers.lister(LIMIT_RANGES).list()) == 3)
+    await _eventually(lambda: len(setup.informers.informers.lister(LIMIT_RANGES).list()) == 3)
     assert [o["metadata"]["name"] for o in setup.caches.limit_ranges("default")] == [
         "alpha",
         "mid",
@@ -400,18 +413,25 @@ async def test_scale_lookups_answer_from_memory_and_resolve_off_the_request_path
     assert lookups.pending == 1
 
 
-async def test_the_background_task_resolves_a_miss_without_waiting_for_the_sweep(
+async def test_the_lookups_loop_resolves_a_miss_without_waiting_for_the_sweep(
     kube: KubeClient, api: ApiServer, clock: VirtualClock
 ) -> None:
-    lookups = ScaleLookups(client=kube, clock=clock)
+    cache = SharedCache(client=kube, clock=clock)
+    lookups = cache.scale_lookups
     api.store.create(_machine_deployment("pool"))
-    stop = asyncio.Event()
-    task = asyncio.create_task(lookups.run(stop))
+    runner = LoopRunner(clock=clock, registry=CollectorRegistry())
+    spec = scale_lookups_loop(cache)
+    runner.add(spec.loop, interval=spec.interval, wake=spec.wake)
+    task = asyncio.create_task(runner.run())
     try:
+        await _eventually(lambda: runner.iterations(spec.loop.name) == 1)
+        # a miss wakes the loop at once: the virtual clock never reaches the 7 s sweep
         assert lookups.lookup(MD, "MachineDeployment", "default", "pool") is None
         await _eventually(
             lambda: lookups.lookup(MD, "MachineDeployment", "default", "pool") is not None
         )
+        await _eventually(lambda: runner.iterations(spec.loop.name) >= 2)
+        assert clock.elapsed == 0.0
     finally:
-        stop.set()
+        runner.stop()
         await task

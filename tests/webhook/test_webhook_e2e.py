@@ -86,17 +86,19 @@ async def _start_kubescale(
         "--webhook", "true", "--webhook-service-namespace", NAMESPACE, *flags,
     ]  # fmt: skip
     config = serve_config_from_args(build_parser().parse_args(argv))
-    component = WebhookComponent(config.webhook, identity="kubescale-test")
+    enabled = [c for c in default_components(config, environ={}) if c.name == "webhook"]
     started: asyncio.Future[Server] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(
-        serve(config, clock=RealClock(), components=[component], started=started,
+        serve(config, clock=RealClock(), components=enabled, started=started,
               install_signal_handlers=False)
     )  # fmt: skip
     server = await asyncio.wait_for(started, timeout=10)
+    (component,) = server.components
+    assert isinstance(component, WebhookComponent)
     api.register_service(
         namespace=NAMESPACE, name=SERVICE, port=443, address=("127.0.0.1", server.https_port)
     )
-    await asyncio.wait_for(component.registered.wait(), timeout=10)
+    await asyncio.wait_for(component.registration.registered.wait(), timeout=10)
     return server, component, task
 
 
@@ -177,7 +179,7 @@ async def _vpa_with_recommendation(cluster: Cluster, name: str, target: str) -> 
     assert caches is not None
 
     def seen() -> bool:
-        cached = caches.informers.lister(VERTICAL_POD_AUTOSCALERS).get(name, "default")
+        cached = caches.cache.informers.lister(VERTICAL_POD_AUTOSCALERS).get(name, "default")
         return cached is not None and "recommendation" in (cached.get("status") or {})
 
     await _wait_for(seen)
@@ -267,12 +269,12 @@ async def test_with_kubescale_stopped_and_failure_policy_ignore_pods_are_still_c
         assert "vpaUpdates" not in (pod["metadata"].get("annotations") or {})
 
 
-async def test_readiness_reports_the_webhook_caches(cluster: Cluster) -> None:
+async def test_readiness_reports_the_shared_caches(cluster: Cluster) -> None:
     url = f"http://127.0.0.1:{cluster.server.health_port}/readyz?verbose"
     async with aiohttp.ClientSession() as session, session.get(url) as response:
         text = await response.text()
     assert response.status == 200
-    assert "[+]webhook-caches ok" in text
+    assert "[+]caches ok" in text
 
 
 async def test_a_rotated_ca_is_republished_and_the_webhook_keeps_working(tmp_path: Path) -> None:
@@ -297,9 +299,7 @@ async def test_a_rotated_ca_is_republished_and_the_webhook_keeps_working(tmp_pat
             rotated = base64.b64encode((certs / "caCert.pem").read_bytes()).decode()
             assert rotated != before
             await _wait_for(lambda: published() == rotated)
-            refresher = component.ca_refresher
-            assert refresher is not None
-            assert refresher.refreshes == 1
+            assert component.registration.refreshes == 1
             # kube-apiserver now trusts the new CA only, and the server serves the new pair
             new_serial = x509.load_pem_x509_certificate(
                 (certs / "serverCert.pem").read_bytes()
@@ -329,5 +329,4 @@ def test_whether_serve_runs_the_webhook(
 ) -> None:
     config = serve_config_from_args(build_parser().parse_args(["serve", *flags]))
     components = default_components(config, environ=environ)
-    webhooks = [type(c) for c in components if isinstance(c, WebhookComponent)]
-    assert webhooks == ([WebhookComponent] if runs else [])
+    assert [c.name for c in components if c.name == "webhook"] == (["webhook"] if runs else [])

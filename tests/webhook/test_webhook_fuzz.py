@@ -27,8 +27,9 @@ from kubescale.kube.client import connect
 from kubescale.sim.apiserver.patching import PatchError, apply_json_patch
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.webhook.admission_routes import AdmissionWebhook
-from kubescale.webhook.component import build_caches
 from kubescale.webhook.webhook_config import WebhookSettings
+
+from .api_fixtures import build_caches
 
 QUANTITIES = st.sampled_from(
     [

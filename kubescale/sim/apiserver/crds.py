@@ -22,11 +22,12 @@ from typing import Any
 import yaml
 
 from kubescale.base.logs import component_logger
-from kubescale.kube.resources import CUSTOM_RESOURCE_DEFINITIONS, ResourceType
+from kubescale.kube.resources import ResourceType
 
 from . import errors
 from .history import StoredEvent
 from .registry import BUILTIN_GROUPS
+from .served_kinds import CUSTOM_RESOURCE_DEFINITIONS
 from .store import ObjectStore, PreparedUpdate, format_time
 
 __all__ = ["CrdController", "load_crd_files", "resource_type_from_crd"]

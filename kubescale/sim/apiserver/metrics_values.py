@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from kubescale.base.clock import Clock, RealClock
-from kubescale.kube.resources import ALL, by_plural
+from kubescale.kube.resources import by_plural
 from kubescale.kube.selectors import (
     DOES_NOT_EXIST,
     DOUBLE_EQUALS,
@@ -31,6 +31,7 @@ from kubescale.kube.selectors import (
 )
 
 from .errors import qualified_resource
+from .served_kinds import SERVED
 from .storage import format_time
 
 __all__ = ["DEFAULT_WINDOW_SECONDS", "MetricsValues", "Quantity", "qualify_resource"]
@@ -69,7 +70,7 @@ def qualify_resource(resource: str) -> str:
     """``deployments`` → ``deployments.apps`` (schema.GroupResource.String() of the catalogue)."""
     if "." in resource:
         return resource
-    for rt in ALL:  # the core group comes first in the catalogue
+    for rt in SERVED:  # the core group comes first in the catalogue
         if rt.plural == resource:
             return qualified_resource(rt)
     return resource

@@ -1,16 +1,19 @@
 """The resource types the server currently serves: the built-in catalogue plus registered CRDs.
 
-``kubescale.kube.resources.ALL`` is fixed at import time; a CustomResourceDefinition created at run
-time (``kubectl apply -f crd.yaml``) adds a type, and deleting it removes the type again. Lookups go
-through here, never through ``kubescale.kube.resources.by_plural``, so CRD kinds resolve like
-built-ins. One version per (group, plural): a CRD is served at its storage version only.
+The built-in kinds (:data:`~.served_kinds.SERVED`) are fixed at import time; a
+CustomResourceDefinition created at run time (``kubectl apply -f crd.yaml``) adds a type, and
+deleting it removes the type again. Lookups go through here, never through
+``kubescale.kube.resources.by_plural``, so CRD kinds resolve like built-ins. One version per
+(group, plural): a CRD is served at its storage version only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kubescale.kube.resources import ALL, ResourceType
+from kubescale.kube.resources import ResourceType
+
+from .served_kinds import SERVED
 
 __all__ = ["BUILTIN_GROUPS", "ResourceRegistry"]
 
@@ -34,7 +37,7 @@ BUILTIN_GROUPS = frozenset(
 class ResourceRegistry:
     """Mutable catalogue keyed by ``(group, plural)``; iteration order is insertion order."""
 
-    def __init__(self, types: Iterable[ResourceType] = ALL) -> None:
+    def __init__(self, types: Iterable[ResourceType] = SERVED) -> None:
         self._by_key: dict[tuple[str, str], ResourceType] = {rt.key: rt for rt in types}
 
     def add(self, rt: ResourceType) -> None:

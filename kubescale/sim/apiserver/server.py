@@ -1,7 +1,7 @@
 """ApiServer: the in-process Kubernetes API server, over HTTPS (own CA) and plain HTTP.
 
 The real ``kubernetes.aio`` client and kubectl talk to it unchanged. It serves every kind of
-``kubescale.kube.resources.ALL`` plus the kinds of registered CRDs (preloaded from
+``served_kinds.SERVED`` plus the kinds of registered CRDs (preloaded from
 ``manifests/crds`` by default), the metrics APIs, discovery and ``/version``; see the sibling
 modules for the semantics of each part. At start it creates the namespaces every cluster has:
 default, kube-system, kube-public and kube-node-lease.

@@ -24,7 +24,11 @@ from typing import Any
 from aiohttp import web
 
 from kubescale.kube.resources import ResourceType
-from kubescale.kube.selectors import SelectorError, label_selector_from_dict
+from kubescale.kube.selectors import (
+    SelectorError,
+    label_selector_from_dict,
+    label_selector_from_set,
+)
 
 from . import errors, eviction
 from .http_bodies import (
@@ -89,6 +93,8 @@ def _selector_text(rt: ResourceType, parent: dict[str, Any]) -> str:
             return selector
     raw = (parent.get("spec") or {}).get("selector")
     try:
+        if rt.kind == "ReplicationController":  # a plain label map, not a LabelSelector
+            return str(label_selector_from_set(raw)) if isinstance(raw, dict) else ""
         return str(label_selector_from_dict(raw)) if raw is not None else ""
     except SelectorError:
         return ""

@@ -18,14 +18,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kubescale.kube.resources import (
-    MUTATING_WEBHOOK_CONFIGURATIONS,
-    NAMESPACES,
-    VALIDATING_WEBHOOK_CONFIGURATIONS,
-    ResourceType,
-)
+from kubescale.kube.resources import MUTATING_WEBHOOK_CONFIGURATIONS, NAMESPACES, ResourceType
 
 from . import errors
+from .served_kinds import VALIDATING_WEBHOOK_CONFIGURATIONS
 from .store import ObjectStore, PreparedUpdate
 
 __all__ = [

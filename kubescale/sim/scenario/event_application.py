@@ -22,13 +22,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from kubescale.base.logs import component_logger
-from kubescale.kube.resources import by_kind
 from kubescale.sim.apiserver import errors
 from kubescale.sim.apiserver.patching import (
     apply_merge_patch,
     apply_strategic_merge_patch,
     supports_strategic_merge,
 )
+from kubescale.sim.apiserver.served_kinds import served_kind
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.apiserver.writes import update_object
 from kubescale.sim.cluster.trace_replay import Trace
@@ -77,7 +77,7 @@ async def _apply(api: ApiServer, event: ApplyEvent) -> str:
 
 
 def _delete(api: ApiServer, event: DeleteEvent) -> str:
-    rt = by_kind(event.api_version, event.kind)
+    rt = served_kind(event.api_version, event.kind)
     assert rt is not None  # validated
     current = api.store.peek(rt, event.name, event.namespace)
     if current is None:

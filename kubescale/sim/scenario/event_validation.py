@@ -15,10 +15,10 @@ from collections.abc import Mapping, Set
 from pathlib import Path
 from typing import Any, Final
 
-from kubescale.kube.resources import by_kind
 from kubescale.sim.apiserver.faults import VERBS
+from kubescale.sim.apiserver.served_kinds import served_kind
 
-from .kubescale_components import COMPONENTS
+from .scenario_components import component_names, validate_flags
 from .scenario_fields import Problems, field_path
 from .scenario_format import ApplyEvent, DeleteEvent, FaultEvent, ScenarioEvent, SetLoadEvent
 from .usage_specs import parse_usage
@@ -70,7 +70,7 @@ _TLS_FIELDS: Final = (
 
 
 def _kind_is_known(api_version: str, kind: str, crd_kinds: Set[tuple[str, str]]) -> bool:
-    return by_kind(api_version, kind) is not None or (api_version, kind) in crd_kinds
+    return served_kind(api_version, kind) is not None or (api_version, kind) in crd_kinds
 
 
 def _crd_kinds(obj: Mapping[str, Any]) -> set[tuple[str, str]]:
@@ -121,7 +121,7 @@ def manifest(
         return None
     obj = copy.deepcopy(value)
     kinds |= _crd_kinds(obj)
-    resource = by_kind(api_version, kind)
+    resource = served_kind(api_version, kind)
     if resource is None or resource.namespaced:
         namespace = obj["metadata"].setdefault("namespace", "default")
         if namespace not in known_ns:
@@ -153,7 +153,7 @@ def _delete(p: Problems, raw: Mapping[str, Any], path: str, *, at: float) -> Del
     namespace = p.string(raw.get("namespace"), field_path(path, "namespace"))
     if api_version is None or kind is None or name is None:
         return None
-    resource = by_kind(api_version, kind)
+    resource = served_kind(api_version, kind)
     if resource is None:
         p.add(field_path(path, "kind"), f'unknown kind "{kind}" of apiVersion "{api_version}"')
         return None
@@ -303,13 +303,8 @@ def kubescale_components(p: Problems, value: object) -> dict[str, dict[str, Any]
     for name in sorted(value, key=str):
         path = field_path("kubescale", str(name))
         flags = value[name]
-        component = COMPONENTS.get(str(name))
-        if component is None:
-            known = (
-                f"want one of: {', '.join(sorted(COMPONENTS))}"
-                if COMPONENTS
-                else "no components are available yet"
-            )
+        if str(name) not in component_names():
+            known = f"want one of: {', '.join(component_names())}"
             p.add(path, f'unknown kubescale component "{name}" ({known})')
             continue
         if flags is False:
@@ -319,7 +314,7 @@ def kubescale_components(p: Problems, value: object) -> dict[str, dict[str, Any]
         if not isinstance(flags, dict):
             p.add(path, "want a mapping of flags, true or false")
             continue
-        for problem in component.validate(flags, path=path):
+        for problem in validate_flags(str(name), flags, path=path):
             p.messages.append(problem)
         enabled[str(name)] = copy.deepcopy(flags)
     return enabled

@@ -7,9 +7,9 @@ and the components' routes mounted, and the Service registered in the
 :class:`~kubescale.sim.apiserver.server.ApiServer` so that a webhook configuration naming
 ``kube-system/kubescale`` is called over verified TLS by the admission chain.
 
-The loops are not given to ``serve``: the simulation runs them itself (see
-:mod:`.kubescale_components`), so ``serve`` only serves. Certificates are made against the
-machine's clock, because the TLS peers verify them against theirs.
+The components are not given to ``serve``: the simulation builds them and runs their loops
+itself (see :mod:`.runner`), so ``serve`` only serves their routes. Certificates are made
+against the machine's clock, because the TLS peers verify them against theirs.
 """
 
 from __future__ import annotations
@@ -77,6 +77,8 @@ class KubescaleTLSServer:
             key_type="ecdsa",
         )
         write_key_pairs(self._directory, ca=ca, server=serving)
+        self.ca_file = self._directory / "caCert.pem"
+        """The CA file, as ``--client-ca-file`` names it (the webhook publishes it)."""
         self.ca_bundle = ca_bundle(ca.cert_pem)
         """base64 of the CA certificate, for a webhook configuration's ``caBundle``."""
         self._task: asyncio.Task[int] | None = None

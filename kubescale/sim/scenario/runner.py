@@ -8,8 +8,14 @@ reach it over TLS; a ``kubernetes.aio``-based :class:`~kubescale.kube.client.Kub
 server's kubeconfig for kubescale's loops; the cluster's actors; and the report's
 :class:`~.timeline.Timeline`.
 
-At start it creates the namespaces, the raw ``objects`` (in order, through admission), the
-components' objects, then the workloads; the scheduler gets the scenario's extenders plus those
+kubescale's components are the registry's (:mod:`kubescale.components`), built exactly as
+``kubescale serve`` builds them — the same component objects on a
+:class:`~kubescale.runtime.component.Runtime` whose client talks to the simulated API server,
+one shared cache for all of them — enabled and configured by the scenario's ``kubescale``
+section (:mod:`.scenario_components`). At start the run serves their routes on kubescale's TLS
+server, starts the shared cache and waits for it to sync, creates the namespaces and the raw
+``objects`` (in order, through admission), starts the components (the webhook registers
+itself), then creates the workloads; the scheduler gets the scenario's extenders plus those
 the components serve on kubescale's TLS server. Each step at ``t`` (``0, step, 2·step, ...`` while
 ``t < duration``):
 
@@ -17,11 +23,10 @@ the components serve on kubescale's TLS server. Each step at ``t`` (``0, step, 2
 2. the actors step, in the fixed order node groups → workload controllers → scheduler → kubelet;
 3. every kubescale loop that is due runs ``run_once(now)`` (first at ``t = 0``, then when
    ``interval`` has passed since its last start; a loop error is logged and counted, the run
-   goes on). Before a loop that reads informers (a
-   :class:`~.kubescale_components.SettlingLoop`) runs, its caches are settled: the API server
-   sends a BOOKMARK at its current resourceVersion on every open watch, and the runner waits
-   until the loop's informers have processed it. What a loop reports
-   (:class:`~.kubescale_components.ReportingLoop`) joins the step's events;
+   goes on). Before a loop runs, the shared cache is settled if the store changed since it was
+   last settled: the API server sends a BOOKMARK at its current resourceVersion on every open
+   watch, and the runner waits until every informer has processed it. What a loop reports
+   (:class:`~kubescale.runtime.component.ReportingLoop`) joins the step's events;
 4. the step is recorded in the timeline (the kubelet's container samples, every pod and node,
    the step's events);
 5. the clock advances one step.
@@ -50,6 +55,16 @@ from kubescale.base.clock import VirtualClock
 from kubescale.base.logs import component_logger
 from kubescale.kube.client import KubeClient, connect
 from kubescale.kube.resources import NODES, PODS
+from kubescale.kube.shared_cache import SharedCache
+from kubescale.runtime.cache_loops import scale_lookups_loop
+from kubescale.runtime.component import (
+    AlwaysLeader,
+    Component,
+    ReportingLoop,
+    Runtime,
+    ServerCertificates,
+    ServiceRef,
+)
 from kubescale.runtime.loop_runner import Loop
 from kubescale.sim.apiserver.errors import ApiError
 from kubescale.sim.apiserver.server import ApiServer
@@ -59,14 +74,8 @@ from kubescale.sim.cluster.usage_models import UsageBook
 from .cluster_actors import ClusterActors, build_cluster_actors
 from .cluster_objects import namespace_manifest, workload_manifest
 from .event_application import apply_event
-from .kubescale_components import (
-    COMPONENTS,
-    ComponentContext,
-    ComponentSetup,
-    ReportingLoop,
-    SettlingLoop,
-)
 from .kubescale_server import SERVICE_NAME, SERVICE_NAMESPACE, KubescaleTLSServer
+from .scenario_components import enabled_components
 from .scenario_format import Scenario, SetLoadEvent
 from .timeline import Timeline, TimelineEvent
 from .usage_specs import build_usage_model, load_traces
@@ -84,8 +93,11 @@ log = component_logger("simulation")
 _EPSILON: Final = 1e-9
 _SETTLE_ATTEMPTS: Final = 100
 _SETTLE_WAIT: Final = 0.1
-"""Event-loop seconds to wait for a loop's informers after each round of bookmarks: a watch
-being re-opened at that moment misses a round and gets the next one."""
+"""Event-loop seconds to wait for the informers after each round of bookmarks: a watch being
+re-opened at that moment misses a round and gets the next one."""
+_CACHE_SYNC_TIMEOUT: Final = 30.0
+IDENTITY: Final = "kubescale-simulated"
+"""The simulated replica's name (Leases, event sources)."""
 
 
 class SimulationError(Exception):
@@ -128,16 +140,16 @@ class LoopState:
 class SimulationRun:
     """One run of a scenario; ``async with SimulationRun(scenario) as run: await run.run()``.
 
-    ``extra_components`` are set up like the components the scenario enables, after them (tests
-    use them to drive the loop, route, object and extender mechanisms with a component of their
-    own).
+    ``extra_components`` are built like the components the scenario enables, after them, on the
+    same runtime (tests use them to drive the loop, route, object and extender mechanisms with a
+    component of their own).
     """
 
     def __init__(
         self,
         scenario: Scenario,
         *,
-        extra_components: Sequence[Callable[[ComponentContext], ComponentSetup]] = (),
+        extra_components: Sequence[Callable[[Runtime], Component]] = (),
     ) -> None:
         self.scenario = scenario
         self.clock = VirtualClock(scenario.start)
@@ -158,6 +170,10 @@ class SimulationRun:
         self._actors: ClusterActors | None = None
         self._client: KubeClient | None = None
         self._tls: KubescaleTLSServer | None = None
+        self._cache: SharedCache | None = None
+        self._runtime: Runtime | None = None
+        self.components: list[Component] = []
+        self._settled_version: int | None = None
         self._next_event = 0
 
     # ------------------------------------------------------------------------ lifecycle
@@ -184,6 +200,13 @@ class SimulationRun:
         if self._client is None:
             raise RuntimeError("the run has not started")
         return self._client
+
+    @property
+    def runtime(self) -> Runtime:
+        """What the run's components were built on (started runs only)."""
+        if self._runtime is None:
+            raise RuntimeError("the run has not started")
+        return self._runtime
 
     @property
     def tls_server(self) -> KubescaleTLSServer:
@@ -221,31 +244,68 @@ class SimulationRun:
                     model=build_usage_model(container.usage, traces=self.traces),
                 )
         self._tls = KubescaleTLSServer(self.api, clock=self.clock)
-        context = ComponentContext(
-            service_namespace=SERVICE_NAMESPACE,
-            service_name=SERVICE_NAME,
-            ca_bundle=self._tls.ca_bundle,
-        )
-        named = [
-            (f"kubescale.{name}", COMPONENTS[name].setup(flags, context=context))
-            for name, flags in sorted(scenario.kubescale.items())
-        ]
-        named += [
-            (f"extra component {i}", make(context)) for i, make in enumerate(self._extra_components)
-        ]
-        setups = [setup for _, setup in named]
         stack.push_async_callback(self._tls.stop)
-        await self._tls.start(mounts=[mount for setup in setups for mount in setup.mounts])
         self._client = await self._connect()
         stack.push_async_callback(self._client.close)
+        cache = SharedCache(client=self._client, clock=self._client.clock)
+        self._cache = cache
+        runtime = Runtime(
+            client=self._client,
+            leader_client=self._client,
+            cache=cache,
+            clock=self._client.clock,
+            registry=CollectorRegistry(),
+            leadership=AlwaysLeader(),
+            identity=IDENTITY,
+            certificates=ServerCertificates(
+                client_ca_file=self._tls.ca_file, reload=False, reload_interval=10.0
+            ),
+            service=ServiceRef(namespace=SERVICE_NAMESPACE, name=SERVICE_NAME),
+        )
+        self._runtime = runtime
+        for enabled in enabled_components(scenario.kubescale):
+            with cache.informers.requested_by(enabled.name):
+                self.components.append(enabled.build(runtime))
+        for i, build in enumerate(self._extra_components):
+            with cache.informers.requested_by(f"extra component {i}"):
+                self.components.append(build(runtime))
+        await self._tls.start(mounts=[component.mount for component in self.components])
+        cache.start()
+        stack.push_async_callback(cache.stop)
+        await asyncio.wait_for(cache.wait_synced(), timeout=_CACHE_SYNC_TIMEOUT)
         for namespace in scenario.namespaces:
             self.api.store.create(namespace_manifest(namespace))
         created = [(f"objects[{i}]", dict(obj)) for i, obj in enumerate(scenario.objects)]
-        created += [(where, dict(obj)) for where, setup in named for obj in setup.objects]
-        created += [
-            (f"workloads[{i}]", workload_manifest(workload, self.traces))
-            for i, workload in enumerate(scenario.workloads)
+        await self._create(created)
+        for component in self.components:
+            await component.start()
+            stack.push_async_callback(component.stop)
+        await self._create(
+            [
+                (f"workloads[{i}]", workload_manifest(workload, self.traces))
+                for i, workload in enumerate(scenario.workloads)
+            ]
+        )
+        extenders = [
+            *scenario.extenders,
+            *(
+                self._tls.extender(entry)
+                for component in self.components
+                for entry in component.scheduler_extenders()
+            ),
         ]
+        self._actors = build_cluster_actors(
+            scenario, api=self.api, book=self.book, extenders=extenders
+        )
+        stack.push_async_callback(self._actors.close)
+        loops = [loop for component in self.components for loop in component.loops()]
+        loops.append(scale_lookups_loop(cache))
+        for loop in loops:
+            if loop.loop.name in self.loops:
+                raise ValueError(f"two loops are named {loop.loop.name!r}")
+            self.loops[loop.loop.name] = LoopState(loop=loop.loop, interval=loop.interval)
+
+    async def _create(self, created: list[tuple[str, dict[str, Any]]]) -> None:
         for where, obj in created:
             try:
                 stored = await self.api.create_admitted(obj)
@@ -258,19 +318,6 @@ class SimulationRun:
                 raise SimulationError(
                     f"{where}: cannot create {obj.get('kind')} {meta.get('name')}: {exc.message}"
                 ) from exc
-        extenders = [
-            *scenario.extenders,
-            *(self._tls.extender(entry) for setup in setups for entry in setup.extenders),
-        ]
-        self._actors = build_cluster_actors(
-            scenario, api=self.api, book=self.book, extenders=extenders
-        )
-        stack.push_async_callback(self._actors.close)
-        for spec in (loop for setup in setups for loop in setup.loops):
-            if spec.name in self.loops:
-                raise ValueError(f"two loops are named {spec.name!r}")
-            built = await spec.build(self.client, stack)
-            self.loops[spec.name] = LoopState(loop=built, interval=spec.interval)
 
     async def _connect(self) -> KubeClient:
         directory = Path(self._stack.enter_context(tempfile.TemporaryDirectory()))
@@ -327,7 +374,7 @@ class SimulationRun:
             state.started_at.append(t)
             state.next_due = t + state.interval
             try:
-                await self.settle(state.loop)
+                await self.settle()
                 await state.loop.run_once(now)
             except Exception:
                 state.failures += 1
@@ -341,18 +388,22 @@ class SimulationRun:
                 )
         return reported
 
-    async def settle(self, loop: Loop) -> bool:
-        """Make a :class:`SettlingLoop`'s informers reflect the store as it is now."""
-        if not isinstance(loop, SettlingLoop):
+    async def settle(self) -> bool:
+        """Make the shared cache reflect the store as it is now."""
+        if self._cache is None:
             return True
-        target = str(self.api.store.resource_version)
+        version = self.api.store.resource_version
+        if version == self._settled_version:
+            return True
+        target = str(version)
         for _ in range(_SETTLE_ATTEMPTS):
             self.api.bookmark_watches()
-            if await loop.wait_for_resource_version(target, within=_SETTLE_WAIT):
+            if await self._cache.wait_for_resource_version(target, within=_SETTLE_WAIT):
+                self._settled_version = version
                 return True
         log.warning(
-            "a loop's caches did not catch up with the store; it runs on what they hold",
-            extra={"fields": {"loop": loop.name, "resource_version": target}},
+            "the caches did not catch up with the store; the loops run on what they hold",
+            extra={"fields": {"resource_version": target}},
         )
         return False
 

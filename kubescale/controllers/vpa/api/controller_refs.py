@@ -28,8 +28,9 @@ Pure: the caller passes cache lookups; no I/O happens here.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from kubescale.base.objects import ObjectRef
 
 __all__ = [
     "WELL_KNOWN_CONTROLLER_KINDS",
@@ -57,14 +58,8 @@ _NODE_KIND = "Node"
 _MAX_CHAIN = 64
 
 
-@dataclass(frozen=True)
-class ControllerRef:
-    """A controller: controllerfetcher.ControllerKeyWithAPIVersion."""
-
-    api_version: str
-    kind: str
-    name: str
-    namespace: str
+ControllerRef = ObjectRef
+"""A controller: upstream's ``controllerfetcher.ControllerKeyWithAPIVersion``."""
 
 
 OwnerLookup = Callable[[str, str, str, str], dict[str, Any] | None]

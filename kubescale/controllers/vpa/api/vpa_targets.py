@@ -14,13 +14,12 @@ The answer is a :class:`TargetCheck`: a selector, or ``None`` with the ``ConfigU
 message upstream writes (``Cannot read targetRef[. Reason: ...]``, ``The target ... has a
 parent controller but it should point to a topmost well-known or scalable controller``).
 
-The controller walk and the selector rules are the admission webhook's
-(:mod:`kubescale.controllers.vpa.api.controller_refs`,
-:func:`kubescale.webhook.webhook_caches.well_known_selector`); kinds without an informer
-(ReplicationControllers, custom resources with ``/scale``) go through a
-:class:`kubescale.webhook.scale_lookups.ScaleLookups` cache that :meth:`VpaTargets.refresh` fills
-from the API server. Upstream's reason strings for ``/scale`` failures carry Go client errors; here
-they name what was missing.
+The controller walk (:mod:`kubescale.controllers.vpa.api.controller_refs`) and the selector rules
+are the admission webhook's, over the process's shared
+:class:`~kubescale.kube.controller_lookups.ControllerLookups`: well-known kinds from informers,
+any other kind (a custom resource with ``/scale``) from the ``/scale`` lookups that
+:meth:`VpaTargets.refresh` fills from the API server. Upstream's reason strings for ``/scale``
+failures carry Go client errors; here they name what was missing.
 """
 
 from __future__ import annotations
@@ -30,15 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef, topmost_controller
-from kubescale.kube.informer import Informer
-from kubescale.kube.informer_set import InformerSet
+from kubescale.kube.controller_lookups import ControllerLookups, well_known_selector
 from kubescale.kube.selectors import LabelSelector
-from kubescale.webhook.scale_lookups import ScaleLookups
-from kubescale.webhook.webhook_caches import WELL_KNOWN_INFORMED, well_known_selector
 
 __all__ = ["TargetCheck", "VpaTargets", "target_text"]
-
-_REPLICATION_CONTROLLER = "ReplicationController"
 
 
 @dataclass(frozen=True)
@@ -74,28 +68,20 @@ def target_text(ref: ControllerRef) -> str:
 
 
 class VpaTargets:
-    """Selectors and top-most checks of VPA targets, from informers and a /scale cache."""
+    """Selectors and top-most checks of VPA targets, from the process's controller lookups."""
 
-    def __init__(self, *, informers: InformerSet, scale_lookups: ScaleLookups) -> None:
-        self.scale_lookups = scale_lookups
-        self._controllers: dict[str, Informer] = {
-            kind: informers.informer(rt) for kind, rt in WELL_KNOWN_INFORMED.items()
-        }
+    def __init__(self, *, controllers: ControllerLookups) -> None:
+        self.controllers = controllers
 
     def owner(
         self, api_version: str, kind: str, namespace: str, name: str
     ) -> dict[str, Any] | None:
         """The cached controller object
         (:data:`kubescale.controllers.vpa.api.controller_refs.OwnerLookup`)."""
-        informer = self._controllers.get(kind)
-        if informer is not None:
-            return informer.lister.get(name, namespace) if namespace and name else None
-        return self.scale_lookups.lookup(api_version, kind, namespace, name)
+        return self.controllers.owner(api_version, kind, namespace, name)
 
     def is_scalable(self, api_version: str, kind: str) -> bool:
-        if kind in self._controllers:
-            return True
-        return self.scale_lookups.is_scalable(api_version, kind)
+        return self.controllers.is_scalable(api_version, kind)
 
     def check(self, vpa: Mapping[str, Any]) -> TargetCheck:
         """``getSelector``: the selector of a supported target, else the unsupported message."""
@@ -140,7 +126,7 @@ class VpaTargets:
         return TargetCheck(selector)
 
     def _selector(self, ref: ControllerRef) -> tuple[LabelSelector | None, str]:
-        if ref.kind in self._controllers or ref.kind == _REPLICATION_CONTROLLER:
+        if self.controllers.informs(ref.kind):
             obj = self.owner(ref.api_version, ref.kind, ref.namespace, ref.name)
             if obj is None:
                 return None, f"{ref.kind} {ref.namespace}/{ref.name} does not exist"
@@ -148,10 +134,8 @@ class VpaTargets:
             if selector is None:
                 return None, f"{ref.kind} {ref.namespace}/{ref.name} has an invalid selector"
             return selector, ""
-        # Both lookups run so that first sight queues the kind and the object together.
-        scalable = self.scale_lookups.is_scalable(ref.api_version, ref.kind)
-        selector = self.scale_lookups.selector(ref.api_version, ref.kind, ref.namespace, ref.name)
-        if scalable and selector is not None:
+        selector = self.controllers.selector_of(ref)
+        if selector is not None:
             return selector, ""
         return None, (
             f"Unhandled targetRef {ref.api_version} / {ref.kind} / {ref.name}, last error "
@@ -161,12 +145,12 @@ class VpaTargets:
     @property
     def pending(self) -> int:
         """Lookups queued for the API server by the checks so far."""
-        return self.scale_lookups.pending
+        return self.controllers.scale_lookups.pending
 
     async def refresh(self) -> None:
         """Ask the API server what the checks queued, and refresh stale /scale answers."""
-        await self.scale_lookups.resolve_pending()
-        await self.scale_lookups.refresh_stale()
+        await self.controllers.scale_lookups.resolve_pending()
+        await self.controllers.scale_lookups.refresh_stale()
 
 
 def _unreadable(reason: str) -> TargetCheck:

@@ -1,13 +1,14 @@
 """What the recommender feeds its model from: informers, PodMetrics and OOMs.
 
 Upstream ``pkg/recommender/input/cluster_feeder.go`` (``clusterStateFeeder``) on kubescale's
-access layer. Informers (one :class:`kubescale.kube.informer_set.InformerSet`, scoped to
-``--vpa-object-namespace`` when set):
+access layer. Informers (from the process's :class:`kubescale.kube.shared_cache.SharedCache`,
+scoped to ``--vpa-object-namespace`` when set):
 
-* VerticalPodAutoscalers; the well-known controllers and a ``/scale`` cache for the targets'
-  selectors (:mod:`kubescale.controllers.vpa.api.vpa_targets`);
-* pods with ``status.phase!=Pending`` (upstream's pod lister: a pending pod has no usage yet);
-  their updates go to the OOM observer;
+* VerticalPodAutoscalers; the shared controller lookups for the targets' selectors
+  (:mod:`kubescale.controllers.vpa.api.vpa_targets`);
+* pods — read as upstream's lister with ``status.phase!=Pending`` reads them (a pending pod has
+  no usage yet): pending pods are skipped here rather than by a field selector, so the process
+  watches pods once for every component; their updates go to the OOM observer;
 * core Events with ``reason=Evicted`` (upstream's eviction watch; new events go to the OOM
   observer);
 * VerticalPodAutoscalerCheckpoints (:mod:`kubescale.controllers.vpa.checkpoint.checkpoint_store`).
@@ -55,7 +56,6 @@ from kubescale.controllers.vpa.recommender.recommender_metrics import Recommende
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeError
 from kubescale.kube.informer import EventHandlers
-from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.quantities import Quantity, QuantityError
 from kubescale.kube.resources import (
     CORE_EVENTS,
@@ -64,7 +64,7 @@ from kubescale.kube.resources import (
     VPA_CHECKPOINTS,
     ResourceType,
 )
-from kubescale.webhook.scale_lookups import ScaleLookups
+from kubescale.kube.shared_cache import SharedCache
 
 __all__ = [
     "POD_METRICS",
@@ -86,7 +86,7 @@ POD_METRICS: Final = ResourceType(
     verbs=("get", "list"),
 )
 """metrics-server's resource metrics API (``PodMetricses`` in the Go client)."""
-PODS_NOT_PENDING: Final = "status.phase!=Pending"
+PENDING: Final = "Pending"
 EVICTION_EVENTS: Final = "reason=Evicted"
 
 Sample = tuple[str, str, str, str, int, datetime]
@@ -103,6 +103,10 @@ class ObservedVpa:
     def key(self) -> tuple[str, str]:
         metadata = self.vpa.get("metadata") or {}
         return (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
+
+
+def _phase(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("status") or {}).get("phase") or "")
 
 
 def _recommender_names(vpa: Mapping[str, Any]) -> list[str]:
@@ -220,30 +224,35 @@ class ClusterFeeder:
         self,
         *,
         client: KubeClient,
-        informers: InformerSet,
+        cache: SharedCache,
         settings: RecommenderSettings,
         metrics: RecommenderMetrics,
     ) -> None:
         self.client = client
-        self.informers = informers
+        self.cache = cache
         self.settings = settings
         self.metrics = metrics
+        informers = cache.informers
         namespace = settings.vpa_object_namespace or None
         self.vpas = informers.informer(VERTICAL_POD_AUTOSCALERS, namespace=namespace)
-        self.pods = informers.informer(PODS, namespace=namespace, field_selector=PODS_NOT_PENDING)
+        self.pods = informers.informer(PODS, namespace=namespace)
         self.events = informers.informer(
             CORE_EVENTS, namespace=namespace, field_selector=EVICTION_EVENTS
         )
         self.checkpoints = informers.informer(VPA_CHECKPOINTS, namespace=namespace)
-        self.targets = VpaTargets(
-            informers=informers, scale_lookups=ScaleLookups(client=client, clock=client.clock)
-        )
+        self.targets = VpaTargets(controllers=cache.controllers)
         self.oom = OomObserver()
-        self.pods.add_handlers(EventHandlers(on_update=self.oom.on_pod_update))
+        self.pods.add_handlers(EventHandlers(on_update=self._pod_updated))
         self.events.add_handlers(EventHandlers(on_add=self.oom.on_event))
         self.state = ClusterState(config=settings.model)
         self.observed: list[ObservedVpa] = []
         self._pods_to_delete: list[tuple[str, str]] = []
+
+    def _pod_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        # Upstream's pod informer lists status.phase!=Pending: a pod leaving Pending is an ADD
+        # there, not an update, and a pending pod is never seen.
+        if _phase(old) != PENDING and _phase(new) != PENDING:
+            self.oom.on_pod_update(old, new)
 
     def reset(self) -> None:
         """A fresh model, as a restarted recommender has (OOMs seen so far are dropped)."""
@@ -305,6 +314,8 @@ class ClusterFeeder:
         """``LoadPods`` (module docstring)."""
         listed: dict[tuple[str, str], dict[str, Any]] = {}
         for pod in self.pods.lister.list():
+            if _phase(pod) == PENDING:
+                continue
             metadata = pod.get("metadata") or {}
             key = (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
             listed[key] = pod

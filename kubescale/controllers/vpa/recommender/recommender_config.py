@@ -30,7 +30,13 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Final, Literal
 
-from kubescale.base.flag_types import parse_bool, parse_duration, positive_duration
+from kubescale.base.flag_types import (
+    FlagValueError,
+    parse_bool,
+    parse_duration,
+    positive_duration,
+)
+from kubescale.controllers.vpa.api.vpa_flags import add_vpa_namespace_arguments, vpa_namespaces
 from kubescale.controllers.vpa.model.estimators import RecommenderConfig
 from kubescale.controllers.vpa.recommender.prometheus_history_config import (
     PrometheusHistoryConfig,
@@ -56,7 +62,7 @@ PROMETHEUS_STORAGE: Final = "prometheus"
 """``--storage=prometheus``: history from Prometheus at start, no checkpoints (else checkpoints)."""
 
 
-class RecommenderConfigError(ValueError):
+class RecommenderConfigError(FlagValueError):
     """A recommender flag value that parsed but does not make sense; the message names it."""
 
 
@@ -107,14 +113,9 @@ def _number(
     group.add_argument(flag, type=kind, default=default, help=f"{text} (default: {default})")
 
 
-def add_recommender_arguments(
-    parser: argparse.ArgumentParser, *, namespace_flags: bool = False
-) -> None:
-    """Declare the recommender flags on ``parser``.
-
-    ``namespace_flags`` also declares ``--vpa-object-namespace`` and
-    ``--ignored-vpa-object-namespaces`` (``serve`` has them from the webhook's flags).
-    """
+def add_recommender_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the recommender flags on ``parser`` (the VPA namespace flags are shared with
+    the webhook and the updater: :mod:`kubescale.controllers.vpa.api.vpa_flags`)."""
     loop = parser.add_argument_group("VPA recommender (upstream recommender flags)")
     loop.add_argument(
         "--vpa-recommender",
@@ -158,17 +159,7 @@ def add_recommender_arguments(
     _bool(loop, "--memory-saver", False, "track only pods some VPA matches")
     _number(loop, "--update-worker-count", 10, "accepted, no effect here", kind=int)
     _number(loop, "--min-checkpoints", 10, "deprecated, no effect", kind=int)
-    if namespace_flags:
-        loop.add_argument(
-            "--vpa-object-namespace",
-            default="",
-            help="only VPA objects in this namespace are used (default: all)",
-        )
-        loop.add_argument(
-            "--ignored-vpa-object-namespaces",
-            default="",
-            help="comma-separated namespaces whose VPA objects are ignored",
-        )
+    add_vpa_namespace_arguments(loop)
 
     model = parser.add_argument_group("VPA recommender model")
     _number(model, "--recommendation-margin-fraction", 0.15, "safety margin on every estimate")
@@ -251,10 +242,6 @@ def _percentile(flag: str, value: float) -> float:
     if not 0.0 <= value <= 1.0:
         raise RecommenderConfigError(f"{flag}: must be within [0, 1], got {value}")
     return value
-
-
-def _namespaces(text: str) -> tuple[str, ...]:
-    return tuple(ns for ns in (part.strip() for part in text.split(",")) if ns)
 
 
 def _model_config(args: argparse.Namespace) -> RecommenderConfig:
@@ -369,13 +356,7 @@ def _prometheus_config(args: argparse.Namespace, *, namespace: str) -> Prometheu
 
 def recommender_settings_from_args(args: argparse.Namespace) -> RecommenderSettings:
     """Build and cross-check the settings; raises :class:`RecommenderConfigError`."""
-    selected = args.vpa_object_namespace.strip()
-    ignored = _namespaces(args.ignored_vpa_object_namespaces)
-    if selected and ignored:
-        raise RecommenderConfigError(
-            "--vpa-object-namespace and --ignored-vpa-object-namespaces are mutually exclusive "
-            "and can't be set together."
-        )
+    selected, ignored = vpa_namespaces(args)
     storage = args.storage.strip()
     model = _model_config(args)
     prometheus = (

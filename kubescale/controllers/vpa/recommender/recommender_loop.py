@@ -34,6 +34,7 @@ simulator settle the loop's informers before an iteration.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -57,13 +58,16 @@ from kubescale.controllers.vpa.recommender.vpa_status import (
 )
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeError
-from kubescale.kube.informer_set import InformerSet
+from kubescale.kube.shared_cache import SharedCache
+from kubescale.runtime.component import TimelineReport
 
-__all__ = ["AGGREGATE_GC_INTERVAL", "LOOP_NAME", "RecommenderLoop"]
+__all__ = ["AGGREGATE_GC_INTERVAL", "LOOP_NAME", "RECOMMENDATION_EVENT", "RecommenderLoop"]
 
 log = component_logger("vpa-recommender")
 
 LOOP_NAME: Final = "vpa-recommender"
+RECOMMENDATION_EVENT: Final = "vpa-recommendation"
+"""Timeline kind of a VPA container's new target (subject ``namespace/vpa``)."""
 AGGREGATE_GC_INTERVAL: Final = timedelta(hours=1)
 """``aggregateContainerStateGCInterval``."""
 
@@ -78,7 +82,7 @@ class RecommenderLoop:
         self,
         *,
         client: KubeClient,
-        informers: InformerSet,
+        cache: SharedCache,
         settings: RecommenderSettings,
         metrics: RecommenderMetrics,
         history: HistoryProvider | None = None,
@@ -86,13 +90,11 @@ class RecommenderLoop:
         if not settings.use_checkpoints and history is None:
             raise ValueError("--storage=prometheus needs a history provider")
         self.client = client
-        self.informers = informers
+        self.cache = cache
         self.settings = settings
         self.metrics = metrics
         self.history = history
-        self.feeder = ClusterFeeder(
-            client=client, informers=informers, settings=settings, metrics=metrics
-        )
+        self.feeder = ClusterFeeder(client=client, cache=cache, settings=settings, metrics=metrics)
         self.checkpoint_store = CheckpointStore(
             client=client,
             informer=self.feeder.checkpoints,
@@ -105,16 +107,14 @@ class RecommenderLoop:
         self.status_writes = 0
         self.written: list[tuple[tuple[str, str], dict[str, Any]]] = []
         """The statuses the last iteration wrote, by VPA (namespace, name)."""
+        self._targets: dict[tuple[str, str, str], str] = {}
+        self._reports: list[TimelineReport] = []
         self._last_checkpoint_gc: datetime | None = None
         self._last_aggregate_gc: datetime | None = None
 
     def reset(self) -> None:
         """Forget the model: the next iteration starts over from checkpoints (or history)."""
         self.initialized = False
-
-    async def wait_for_resource_version(self, resource_version: str, *, within: float) -> bool:
-        """Every informer of the loop reflects ``resource_version`` (the simulator's settling)."""
-        return await self.informers.wait_for_resource_version(resource_version, within=within)
 
     async def initialize(self, now: datetime) -> None:
         """Start-up: a fresh model from checkpoints or from the history provider."""
@@ -190,6 +190,32 @@ class RecommenderLoop:
             self.status_writes += 1
             self.written.append((observed.key, status))
         counter.observe(self.metrics.vpa_objects)
+        self._report_targets()
+
+    def _report_targets(self) -> None:
+        """Record each container whose target changed in a status this iteration wrote."""
+        for (namespace, name), status in self.written:
+            recommendation = status.get("recommendation") or {}
+            for entry in recommendation.get("containerRecommendations") or []:
+                container = str(entry.get("containerName") or "")
+                target = _resources_text(entry.get("target"))
+                key = (namespace, name, container)
+                if self._targets.get(key) == target:
+                    continue
+                self._targets[key] = target
+                detail = (
+                    f"{container}: target {target} (lower "
+                    f"{_resources_text(entry.get('lowerBound'))}, upper "
+                    f"{_resources_text(entry.get('upperBound'))})"
+                )
+                self._reports.append((RECOMMENDATION_EVENT, f"{namespace}/{name}", detail))
+
+    def drain_reports(self) -> list[TimelineReport]:
+        """Each container's new target since the last call (``("vpa-recommendation",
+        "<namespace>/<vpa>", "<container>: target cpu=... memory=... (lower ..., upper ...)")``):
+        the record of the recommendations converging, for a simulation's timeline."""
+        reports, self._reports = self._reports, []
+        return reports
 
     def _observe_latency(self, created: object, now: datetime) -> None:
         if not isinstance(created, str) or not created:
@@ -235,3 +261,8 @@ class RecommenderLoop:
         if removed:
             log.info("garbage-collected aggregate states", extra={"fields": {"removed": removed}})
         self.metrics.aggregate_states.set(self.feeder.state.aggregate_count())
+
+
+def _resources_text(resources: object) -> str:
+    values = resources if isinstance(resources, Mapping) else {}
+    return " ".join(f"{name}={values[name]}" for name in sorted(values))

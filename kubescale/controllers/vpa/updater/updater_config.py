@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Final, Literal, cast
 
-from kubescale.base.flag_types import parse_bool, parse_duration, positive_duration
+from kubescale.base.flag_types import FlagValueError, parse_bool, parse_duration, positive_duration
+from kubescale.controllers.vpa.api.vpa_flags import add_feature_gates_argument, parse_feature_gates
 from kubescale.controllers.vpa.updater.eviction_rate_limit import (
     DEFAULT_EVICTION_RATE_BURST,
     DEFAULT_EVICTION_RATE_LIMIT,
@@ -35,7 +36,6 @@ from kubescale.controllers.vpa.updater.eviction_restriction import (
     DEFAULT_MIN_REPLICAS,
 )
 from kubescale.controllers.vpa.updater.update_priority import UpdateSettings
-from kubescale.webhook.webhook_config import parse_feature_gates
 
 __all__ = [
     "DEFAULT_STATUS_LEASE_NAME",
@@ -53,7 +53,7 @@ _FALLBACK_NAMESPACE: Final = "kube-system"
 _NAMESPACE_ENV: Final = "NAMESPACE"
 
 
-class UpdaterConfigError(ValueError):
+class UpdaterConfigError(FlagValueError):
     """An updater flag value that parsed but does not make sense; the message names it."""
 
 
@@ -182,6 +182,7 @@ def add_updater_arguments(parser: argparse.ArgumentParser) -> None:
         False,
         "resize in place without the eviction budget when no container needs a restart",
     )
+    add_feature_gates_argument(group)
 
 
 def updater_settings_from_args(
@@ -222,10 +223,6 @@ def updater_settings_from_args(
                 seconds=args.in_recommendation_bounds_eviction_lifetime_threshold
             ),
             evict_after_oom_threshold=timedelta(seconds=args.evict_after_oom_threshold),
-            # `serve` declares the VPA --feature-gates once (webhook flags); the updater reads
-            # the InPlace gate from it.
-            in_place_gate=parse_feature_gates(getattr(args, "feature_gates", "") or "").get(
-                "InPlace", False
-            ),
+            in_place_gate=parse_feature_gates(args.feature_gates)["InPlace"],
         ),
     )

@@ -59,16 +59,19 @@ from kubescale.controllers.vpa.updater.updater_metrics import UpdaterMetrics, si
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.events import EventRecorder
-from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.resources import LEASES, LIMIT_RANGES, PODS, VERTICAL_POD_AUTOSCALERS
 from kubescale.kube.selectors import LabelSelector
-from kubescale.webhook.scale_lookups import ScaleLookups
+from kubescale.kube.shared_cache import SharedCache
+from kubescale.runtime.component import TimelineReport
 
 __all__ = ["IN_PLACE_UPDATED_ANNOTATION", "LOOP_NAME", "UpdaterLoop", "lease_is_fresh"]
 
 log = component_logger("vpa-updater")
 
 LOOP_NAME: Final = "vpa-updater"
+EVICTION_EVENT: Final = "vpa-eviction"
+IN_PLACE_EVENT: Final = "vpa-in-place-resize"
+SKIPPED_EVENT: Final = "vpa-updater-skipped"
 IN_PLACE_UPDATED_ANNOTATION: Final = "vpaInPlaceUpdated"
 _IN_PLACE_MODES = frozenset({"InPlaceOrRecreate", "InPlace"})
 _NEVER_EVICTS = "InPlace"
@@ -122,22 +125,21 @@ class UpdaterLoop:
         self,
         *,
         client: KubeClient,
-        informers: InformerSet,
+        cache: SharedCache,
         settings: UpdaterSettings,
         metrics: UpdaterMetrics,
         events: EventRecorder,
     ) -> None:
         self.client = client
-        self.informers = informers
+        self.cache = cache
         self.settings = settings
         self.metrics = metrics
         self.events = events
+        informers = cache.informers
         self.vpas = informers.informer(VERTICAL_POD_AUTOSCALERS)
         self.pods = informers.informer(PODS)
         self.limit_ranges = informers.informer(LIMIT_RANGES)
-        self.targets = VpaTargets(
-            informers=informers, scale_lookups=ScaleLookups(client=client, clock=client.clock)
-        )
+        self.targets = VpaTargets(controllers=cache.controllers)
         self.eviction_limiter = EvictionRateLimiter(
             rate=settings.eviction_rate_limit, burst=settings.eviction_rate_burst
         )
@@ -151,10 +153,15 @@ class UpdaterLoop:
         """Pods (``namespace/name``) evicted by the last iteration, in order."""
         self.resized: list[str] = []
         """Pods resized in place by the last iteration, in order."""
+        self._reports: list[TimelineReport] = []
 
-    async def wait_for_resource_version(self, resource_version: str, *, within: float) -> bool:
-        """Every informer of the loop reflects ``resource_version`` (the simulator's settling)."""
-        return await self.informers.wait_for_resource_version(resource_version, within=within)
+    def drain_reports(self) -> list[TimelineReport]:
+        """What the loop did since the last call, for a simulation's timeline: each eviction
+        (``("vpa-eviction", "<namespace>/<pod>", "evicted by VPA")``), in-place resize
+        (``"vpa-in-place-resize"``) and iteration skipped for a stale admission status
+        (``"vpa-updater-skipped"``, subject the status Lease)."""
+        reports, self._reports = self._reports, []
+        return reports
 
     async def admission_status_fresh(self, now: datetime) -> bool:
         settings = self.settings
@@ -169,10 +176,20 @@ class UpdaterLoop:
         return lease_is_fresh(lease, now=now, settings=settings)
 
     async def run_once(self, now: datetime) -> None:
-        """One ``RunOnce``."""
+        """One ``RunOnce``; the events it recorded are written before it returns."""
         self.evicted = []
         self.resized = []
         self.iterations += 1
+        try:
+            await self._run_once(now)
+        finally:
+            await self.events.flush()
+        self._reports.extend((EVICTION_EVENT, pod, "evicted by VPA") for pod in self.evicted)
+        self._reports.extend(
+            (IN_PLACE_EVENT, pod, "resized in place by VPA") for pod in self.resized
+        )
+
+    async def _run_once(self, now: datetime) -> None:
         timer = ExecutionTimer(self.metrics.execution_latency)
         if self.settings.use_admission_controller_status and not await self.admission_status_fresh(
             now
@@ -181,6 +198,14 @@ class UpdaterLoop:
             log.info(
                 "admission controller status is stale or missing; skipping the eviction loop",
                 extra={"fields": {"timeout": str(self.settings.status_lease_timeout)}},
+            )
+            settings = self.settings
+            self._reports.append(
+                (
+                    SKIPPED_EVENT,
+                    f"{settings.status_lease_namespace}/{settings.status_lease_name}",
+                    "admission controller status stale or missing: no update this loop",
+                )
             )
             return
         vpas = [

@@ -20,8 +20,8 @@ server, so:
   does not exist, a kind not served — are kept only
   ``negative_freshness`` (30 s), so a controller created just after its first pod, or a CRD
   installed late, is found soon.
-* :meth:`run` does both in a background task on the injected clock, woken at once by a new miss;
-  the simulator calls the two methods itself.
+* A loop of the process (:class:`kubescale.kube.shared_cache.SharedCache`'s lookups loop)
+  calls both, woken at once by a new miss (:attr:`ScaleLookups.wanted`).
 
 A kind without ``/scale`` (or not served at all) is remembered as not scalable; an object that
 does not exist is remembered as absent. Both count as misses until refreshed.
@@ -30,12 +30,11 @@ does not exist is remembered as absent. Both count as misses until refreshed.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kubescale.base.clock import Clock, sleep_or_stop
+from kubescale.base.clock import Clock
 from kubescale.base.logs import component_logger
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError
@@ -50,7 +49,7 @@ __all__ = [
     "ScaleLookups",
 ]
 
-log = component_logger("webhook.scale-lookups")
+log = component_logger("kube.scale-lookups")
 
 FRESHNESS: Final = 600.0
 NEGATIVE_FRESHNESS: Final = 30.0
@@ -114,7 +113,8 @@ class ScaleLookups:
         self._entries: dict[_ObjectKey, _Entry] = {}
         self._pending_kinds: dict[_KindKey, None] = {}
         self._pending_objects: dict[_ObjectKey, None] = {}
-        self._wake = asyncio.Event()
+        self.wanted = asyncio.Event()
+        """Set by a miss: something is queued for :meth:`resolve_pending`."""
         self.fetches = 0
         self.failures = 0
 
@@ -158,18 +158,18 @@ class ScaleLookups:
     def _queue_kind(self, key: _KindKey) -> None:
         if key not in self._pending_kinds:
             self._pending_kinds[key] = None
-            self._wake.set()
+            self.wanted.set()
 
     def _queue_object(self, key: _ObjectKey) -> None:
         if key not in self._pending_objects:
             self._pending_objects[key] = None
-            self._wake.set()
+            self.wanted.set()
 
     # -- off the request path: the API server -------------------------------------------------
 
     async def resolve_pending(self) -> int:
         """Look up everything queued; returns how many keys were resolved."""
-        self._wake.clear()
+        self.wanted.clear()
         resolved = 0
         while self._pending_kinds or self._pending_objects:
             kinds, self._pending_kinds = list(self._pending_kinds), {}
@@ -206,27 +206,6 @@ class ScaleLookups:
 
     def _fresh_for(self, found: bool) -> float:
         return self.freshness if found else self.negative_freshness
-
-    async def run(self, stop: asyncio.Event, *, sweep_period: float = SWEEP_PERIOD) -> None:
-        """Resolve misses as they come and refresh stale entries, until ``stop``."""
-        while not stop.is_set():
-            try:
-                await self.resolve_pending()
-                await self.refresh_stale()
-            except Exception:
-                log.exception("scale lookups failed; will retry")
-            if self.pending:
-                continue
-            waker = asyncio.ensure_future(self._wake.wait())
-            sleeper = asyncio.ensure_future(sleep_or_stop(self._clock, sweep_period, stop))
-            try:
-                await asyncio.wait({waker, sleeper}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for waiter in (waker, sleeper):
-                    if not waiter.done():
-                        waiter.cancel()
-                        with contextlib.suppress(asyncio.CancelledError):
-                            await waiter
 
     async def _resource(self, api_version: str, kind: str) -> ResourceType | None:
         known = self._kinds.get((api_version, kind))

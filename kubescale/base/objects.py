@@ -1,0 +1,154 @@
+"""Small typed views of API objects: what every part of kubescale reads from a raw object.
+
+kubescale keeps API objects as the raw JSON dicts the API server sent (fast, and exactly what
+was written); these views read the few fields everyone needs without each module re-deriving
+them — and re-deriving the edge cases (a missing ``metadata``, a non-string name, an owner
+reference without ``controller``) slightly differently.
+
+* :func:`mapping` / :func:`text` — a nested value as a mapping / string, or empty;
+* :class:`Meta` — ``metadata``: name, namespace, uid, labels, annotations, resourceVersion,
+  generation, creation and deletion times, owner references and the controller reference;
+* :class:`OwnerReference` — one ``ownerReferences`` entry;
+* :class:`ObjectRef` — a namespaced reference by ``apiVersion``/``kind``/``name`` (a VPA's
+  ``targetRef``, an HPA's ``scaleTargetRef``, a pod's controller), the key controllers are
+  looked up by.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from kubescale.base.times import parse_time
+
+__all__ = ["Meta", "ObjectRef", "OwnerReference", "mapping", "meta", "text"]
+
+
+def mapping(value: object) -> Mapping[str, Any]:
+    """``value`` when it is a mapping (a JSON object), else an empty one."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def text(value: object) -> str:
+    """``value`` when it is a string, else ``""``."""
+    return value if isinstance(value, str) else ""
+
+
+@dataclass(frozen=True)
+class OwnerReference:
+    """One entry of ``metadata.ownerReferences``."""
+
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+    controller: bool
+
+    @classmethod
+    def of(cls, raw: Mapping[str, Any]) -> OwnerReference:
+        return cls(
+            api_version=text(raw.get("apiVersion")),
+            kind=text(raw.get("kind")),
+            name=text(raw.get("name")),
+            uid=text(raw.get("uid")),
+            controller=raw.get("controller") is True,
+        )
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    """A namespaced object by ``apiVersion``/``kind``/``name``
+    (upstream VPA's ``controllerfetcher.ControllerKeyWithAPIVersion``)."""
+
+    api_version: str
+    kind: str
+    name: str
+    namespace: str
+
+    @property
+    def group(self) -> str:
+        """The API group of ``api_version`` (``""`` for the core group)."""
+        group, _, _ = self.api_version.rpartition("/")
+        return group
+
+
+class Meta:
+    """A read-only view of an object's ``metadata`` (missing or malformed fields read empty)."""
+
+    __slots__ = ("_raw",)
+
+    def __init__(self, obj: Mapping[str, Any]) -> None:
+        self._raw = mapping(obj.get("metadata"))
+
+    @property
+    def raw(self) -> Mapping[str, Any]:
+        return self._raw
+
+    @property
+    def name(self) -> str:
+        return text(self._raw.get("name"))
+
+    @property
+    def namespace(self) -> str:
+        return text(self._raw.get("namespace"))
+
+    @property
+    def uid(self) -> str:
+        return text(self._raw.get("uid"))
+
+    @property
+    def resource_version(self) -> str:
+        return text(self._raw.get("resourceVersion"))
+
+    @property
+    def generation(self) -> int:
+        value = self._raw.get("generation")
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+    @property
+    def labels(self) -> Mapping[str, str]:
+        return mapping(self._raw.get("labels"))
+
+    @property
+    def annotations(self) -> Mapping[str, str]:
+        return mapping(self._raw.get("annotations"))
+
+    @property
+    def creation_timestamp(self) -> datetime | None:
+        return parse_time(self._raw.get("creationTimestamp"))
+
+    @property
+    def deletion_timestamp(self) -> datetime | None:
+        return parse_time(self._raw.get("deletionTimestamp"))
+
+    @property
+    def deleting(self) -> bool:
+        """Whether ``deletionTimestamp`` is set (the object is being deleted)."""
+        return bool(self._raw.get("deletionTimestamp"))
+
+    @property
+    def owner_references(self) -> tuple[OwnerReference, ...]:
+        refs = self._raw.get("ownerReferences")
+        if not isinstance(refs, list):
+            return ()
+        return tuple(OwnerReference.of(ref) for ref in refs if isinstance(ref, Mapping))
+
+    @property
+    def controller(self) -> OwnerReference | None:
+        """``metav1.GetControllerOf``: the first owner reference with ``controller: true``."""
+        for ref in self.owner_references:
+            if ref.controller:
+                return ref
+        return None
+
+    @property
+    def key(self) -> str:
+        """``namespace/name`` (``name`` for cluster-scoped objects), client-go's cache key."""
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+
+def meta(obj: Mapping[str, Any]) -> Meta:
+    """The :class:`Meta` view of ``obj``."""
+    return Meta(obj)

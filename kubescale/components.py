@@ -1,0 +1,32 @@
+"""The registry: every system of the suite, one line each.
+
+``kubescale serve`` (:mod:`kubescale.cli.serve`) and ``kubescale simulate``
+(:mod:`kubescale.sim.scenario.runner`) read this tuple and nothing else to know which systems
+exist: their flags, their settings, how to build them (the contract is
+:mod:`kubescale.runtime.component`). Adding a system is one folder plus one line here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from kubescale.controllers.vpa.recommender.component import SPEC as VPA_RECOMMENDER
+from kubescale.controllers.vpa.updater.component import SPEC as VPA_UPDATER
+from kubescale.runtime.component import ComponentSpec
+from kubescale.webhook.component import SPEC as WEBHOOK
+
+__all__ = ["REGISTRY", "by_name"]
+
+REGISTRY: Final[tuple[ComponentSpec[Any], ...]] = (
+    WEBHOOK,
+    VPA_RECOMMENDER,
+    VPA_UPDATER,
+)
+
+
+def by_name(name: str) -> ComponentSpec[Any] | None:
+    """The registered component called ``name``."""
+    for spec in REGISTRY:
+        if spec.name == name:
+            return spec
+    return None
