@@ -16,6 +16,7 @@ from pathlib import Path
 
 from kubescale.base.flag_types import parse_port
 from kubescale.base.logs import LOG_LEVELS, component_logger, configure_logging
+from kubescale.sim.apiserver.server import ApiServer
 
 log = component_logger("apiserver")
 
@@ -69,10 +70,6 @@ def run(args: argparse.Namespace) -> int:
 
 async def serve(args: argparse.Namespace) -> int:
     """Run the server until SIGTERM/SIGINT; the exit code."""
-    # Imported here so that the other subcommands (``serve`` in production) never load the
-    # simulator package.
-    from kubescale.sim.apiserver.server import ApiServer  # noqa: PLC0415
-
     server = ApiServer(crd_dirs=args.crd_dir)
     await server.start(host=args.bind_address, port=args.port, http_port=args.http_port)
     stop = asyncio.Event()

@@ -20,6 +20,12 @@ from typing import TextIO
 
 from kubescale.base.flag_types import positive_duration
 from kubescale.base.logs import LOG_LEVELS, configure_logging
+from kubescale.sim.scenario.html_report import render_html
+from kubescale.sim.scenario.json_report import write_json_report
+from kubescale.sim.scenario.runner import SimulationError, run_scenario
+from kubescale.sim.scenario.scenario_format import ScenarioError
+from kubescale.sim.scenario.scenario_validation import load_scenario
+from kubescale.sim.scenario.summary_table import format_duration, render_summary
 
 PROG = "kubescale simulate"
 _BAR_WIDTH = 30
@@ -74,8 +80,6 @@ class ProgressReporter:
         self._last_percent = -1
 
     def _describe(self, fraction: float) -> str:
-        from kubescale.sim.scenario.summary_table import format_duration  # noqa: PLC0415
-
         done = format_duration(self._duration * fraction)
         return f"simulated {done} of {format_duration(self._duration)} ({fraction:.0%})"
 
@@ -99,14 +103,6 @@ class ProgressReporter:
 
 
 def run(args: argparse.Namespace) -> int:
-    # The simulator is imported here so that other subcommands never load it.
-    from kubescale.sim.scenario.html_report import render_html  # noqa: PLC0415
-    from kubescale.sim.scenario.json_report import write_json_report  # noqa: PLC0415
-    from kubescale.sim.scenario.runner import SimulationError, run_scenario  # noqa: PLC0415
-    from kubescale.sim.scenario.scenario_format import ScenarioError  # noqa: PLC0415
-    from kubescale.sim.scenario.scenario_validation import load_scenario  # noqa: PLC0415
-    from kubescale.sim.scenario.summary_table import render_summary  # noqa: PLC0415
-
     configure_logging(level=args.log_level, fmt="text")
     path: Path = args.scenario if args.scenario is not None else demo_scenario_path()
     try:

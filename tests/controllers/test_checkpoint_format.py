@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubescale.controllers.vpa.checkpoint.checkpoint_format import (
+from kubescale.controllers.vpa.model.aggregate_state import AggregateContainerState
+from kubescale.controllers.vpa.model.checkpoint_format import (
     CheckpointFormatError,
     checkpoint_object,
     format_time,
     parse_time,
 )
-from kubescale.controllers.vpa.model.aggregate_state import AggregateContainerState
 from kubescale.controllers.vpa.model.go_math import go_micros
 from kubescale.controllers.vpa.model.histogram import (
     CPU_HISTOGRAM_OPTIONS,

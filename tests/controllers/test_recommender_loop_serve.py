@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from kubescale.base.clock import RealClock
-from kubescale.cli.main import build_parser, main
+from kubescale.cli.main import build_parser
 from kubescale.cli.serve import Server, default_components, serve
 from kubescale.cli.serve_config import serve_config_from_args
 from kubescale.controllers.vpa.recommender.component import RecommenderComponent
@@ -25,14 +25,6 @@ from kubescale.kube.resources import VERTICAL_POD_AUTOSCALERS, VPA_CHECKPOINTS
 from kubescale.sim.apiserver.server import ApiServer
 
 NAMESPACE = "shop"
-
-
-@pytest.fixture(scope="module")
-def cert_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("certs")
-    argv = ["certs", "--service", "kubescale", "--namespace", "kube-system", "--out", str(out)]
-    assert main([*argv, "--key-type", "ecdsa"]) == 0
-    return out
 
 
 def _objects(api: ApiServer) -> None:

@@ -24,10 +24,6 @@ from kubescale.kube.lease_record import format_micro_time
 from kubescale.kube.resources import PODS
 from kubescale.sim.apiserver.server import ApiServer
 
-from .test_recommender_loop_serve import cert_dir
-
-__all__ = ["cert_dir"]  # the fixture, re-exported for pytest
-
 NAMESPACE = "shop"
 
 

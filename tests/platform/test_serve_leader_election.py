@@ -17,7 +17,7 @@ import aiohttp
 import pytest
 
 from kubescale.base.clock import RealClock
-from kubescale.cli.main import build_parser, main
+from kubescale.cli.main import build_parser
 from kubescale.cli.serve import LoopSpec, Server, serve
 from kubescale.cli.serve_config import serve_config_from_args
 from kubescale.kube.resources import LEASES
@@ -34,14 +34,6 @@ class CountingLoop:
 
     async def run_once(self, now: datetime) -> None:
         self.iterations += 1
-
-
-@pytest.fixture(scope="module")
-def cert_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("certs")
-    argv = ["certs", "--service", "kubescale", "--namespace", "kube-system", "--out", str(out)]
-    assert main([*argv, "--key-type", "ecdsa"]) == 0
-    return out
 
 
 @pytest.fixture

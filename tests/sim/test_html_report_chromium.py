@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from kubescale.sim.scenario.html_report import render_html
+from kubescale.sim.scenario.report_assembly import assemble_report
 from tests.sim.test_reports_synthetic_run import synthetic_timeline
 
 CHROMIUM = shutil.which("chromium") or (
@@ -142,7 +143,7 @@ class _Svgs(HTMLParser):
 @pytest.fixture(scope="module")
 def page(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("report") / "report.html"
-    path.write_text(render_html(synthetic_timeline().report()), encoding="utf-8")
+    path.write_text(render_html(assemble_report(synthetic_timeline())), encoding="utf-8")
     return path
 
 
@@ -183,7 +184,7 @@ def test_rendered_dom_has_every_chart_drawn_and_the_script_ran(page: Path, tmp_p
     assert console_lines(result.stderr) == []
     parsed = _Svgs()
     parsed.feed(result.stdout)
-    report = synthetic_timeline().report()
+    report = assemble_report(synthetic_timeline())
     charts = 1 + len(report["workloads"]) + 2 * len(report["containers"])
     assert [cls for cls, _ in parsed.svgs].count("chart") == charts
     assert [cls for cls, _ in parsed.svgs].count("strip") == 1

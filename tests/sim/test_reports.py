@@ -14,6 +14,7 @@ import pytest
 
 from kubescale.sim.scenario.html_report import render_html
 from kubescale.sim.scenario.json_report import dumps_report, write_json_report
+from kubescale.sim.scenario.report_assembly import assemble_report
 from kubescale.sim.scenario.summary_table import WIDTH, format_duration, render_summary
 from kubescale.sim.scenario.svg_charts import LineSeries, TimeAxis, nice_scale, render_chart
 from kubescale.sim.scenario.timeline import TimelineEvent
@@ -249,7 +250,7 @@ def _structure(page: str) -> _Structure:
 
 
 def test_page_is_self_contained_and_well_formed() -> None:
-    page = render_html(synthetic_timeline().report())
+    page = render_html(assemble_report(synthetic_timeline()))
     parsed = _structure(page)
     assert parsed.errors == []
     assert parsed.stack == []
@@ -265,7 +266,7 @@ def test_page_is_self_contained_and_well_formed() -> None:
 
 
 def test_page_has_every_chart_and_event() -> None:
-    report = synthetic_timeline().report()
+    report = assemble_report(synthetic_timeline())
     page = render_html(report)
     charts = page.count('<svg class="chart"')
     # the node chart, a pods chart per workload, CPU and memory per container
@@ -303,7 +304,7 @@ def test_page_of_an_empty_run() -> None:
 
 
 def test_page_tooltip_data_is_json() -> None:
-    page = render_html(synthetic_timeline().report())
+    page = render_html(assemble_report(synthetic_timeline()))
     parsed = _structure(page)
     charts = [attrs for tag, attrs in parsed.tags if tag == "svg" and attrs.get("class") == "chart"]
     for attrs in charts:

@@ -18,6 +18,7 @@ from typing import Any
 
 from kubescale.sim.scenario.html_report import render_html
 from kubescale.sim.scenario.json_report import dumps_report, write_json_report
+from kubescale.sim.scenario.report_assembly import assemble_report
 from kubescale.sim.scenario.summary_table import WIDTH, render_summary
 from kubescale.sim.scenario.timeline import WORKLOAD_LABEL, Timeline, TimelineEvent
 
@@ -167,14 +168,16 @@ def synthetic_timeline() -> Timeline:
 
 def test_report_bytes_are_identical_across_runs(tmp_path: Path) -> None:
     first, second = tmp_path / "a.json", tmp_path / "b.json"
-    write_json_report(synthetic_timeline().report(), first)
-    write_json_report(synthetic_timeline().report(), second)
+    write_json_report(assemble_report(synthetic_timeline()), first)
+    write_json_report(assemble_report(synthetic_timeline()), second)
     assert first.read_bytes() == second.read_bytes()
-    assert render_html(json.loads(first.read_text())) == render_html(synthetic_timeline().report())
+    assert render_html(json.loads(first.read_text())) == render_html(
+        assemble_report(synthetic_timeline())
+    )
 
 
 def test_json_text_round_trips_and_keeps_columns_on_one_line() -> None:
-    report = synthetic_timeline().report()
+    report = assemble_report(synthetic_timeline())
     text = dumps_report(report)
     assert json.loads(text) == report
     # one line per column: the file stays a few hundred lines for thousands of samples
@@ -183,7 +186,7 @@ def test_json_text_round_trips_and_keeps_columns_on_one_line() -> None:
 
 
 def test_synthetic_run_summaries() -> None:
-    report = synthetic_timeline().report()
+    report = assemble_report(synthetic_timeline())
     assert report["duration"] == STEPS * STEP
     assert report["start"] == "2026-03-02T06:00:00.000000Z"
     workloads = {w["name"]: w for w in report["workloads"]}
@@ -212,7 +215,7 @@ def test_synthetic_run_summaries() -> None:
 
 
 def test_summary_table_fits_the_terminal() -> None:
-    text = render_summary(synthetic_timeline().report())
+    text = render_summary(assemble_report(synthetic_timeline()))
     lines = text.splitlines()
     assert all(len(line) <= WIDTH for line in lines)
     assert "synthetic-six-hours" in lines[0]

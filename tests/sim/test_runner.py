@@ -135,7 +135,7 @@ async def test_a_node_group_scaled_by_an_event_adds_a_node_after_its_delay() -> 
             await run.step()
             nodes[t] = len(run.api.store.snapshots(NODES))
         group = run.api.store.get(MACHINE_DEPLOYMENTS, "pool", "default")
-        report = run.timeline.report()
+        report = run.report()
     assert group["spec"]["replicas"] == 1
     assert nodes[840.0] == 2  # 10m + 5m provisioning: not yet
     assert nodes[900.0] == 3

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kubescale.sim.scenario.json_report import dumps_report
+from kubescale.sim.scenario.report_assembly import assemble_report
 from kubescale.sim.scenario.time_statistics import (
     rounded,
     time_weighted_average,
@@ -84,7 +85,7 @@ def run(
             nodes=[node_dict(n, "m5") for n in nodes[i]] if nodes is not None else [],
             events=events[i] if events is not None else [],
         )
-    return timeline.report()
+    return assemble_report(timeline)
 
 
 def only_container(report: dict[str, Any]) -> dict[str, Any]:
@@ -371,7 +372,7 @@ def test_node_hours_and_cost() -> None:
             nodes=[node_dict(n, "m5.large") for n in names],
             events=[],
         )
-    cluster = timeline.report()["cluster"]
+    cluster = assemble_report(timeline)["cluster"]
     # n1 2 h, n2 1 h, n3 0.5 h
     assert cluster["node_hours"] == 3.5
     assert cluster["cost"] == rounded(0.1 * 2 + 0.4 * 1, "cost")
@@ -388,7 +389,7 @@ def test_node_hours_and_cost() -> None:
 
 def test_empty_timeline_reports_zeros() -> None:
     timeline = Timeline(scenario_name="e", seed=0, start=START, step=60.0, node_prices={})
-    report = timeline.report()
+    report = assemble_report(timeline)
     assert report["duration"] == 0.0
     assert report["cluster"]["node_hours"] == 0.0
     assert report["cluster"]["node_count"]["min"] == 0

@@ -117,7 +117,7 @@ async def _run(scenario: Scenario) -> tuple[dict[str, Any], list[int]]:
             if ran:
                 unavailable.append(REPLICAS - healthy)
             await run.step()
-        report = run.timeline.report()
+        report = run.report()
         pods = _web_pods(run)
     return {"report": report, "pods": pods}, unavailable
 

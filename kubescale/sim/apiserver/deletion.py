@@ -22,15 +22,12 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from kubescale.kube.resources import NAMESPACES, ResourceType
 
 from . import errors, strategy
-from .storage import format_time, parse_time
-
-if TYPE_CHECKING:
-    from .store import ObjectStore
+from .storage import Storage, format_time, parse_time
 
 __all__ = [
     "IMMORTAL_NAMESPACES",
@@ -58,7 +55,7 @@ class DeleteOutcome:
 
 
 def delete_object(
-    store: ObjectStore,
+    store: Storage,
     rt: ResourceType,
     name: str,
     namespace: str | None = None,
@@ -153,7 +150,7 @@ def _check_preconditions(
 
 
 def _delete_namespace(
-    store: ObjectStore, name: str, obj: dict[str, Any], current: dict[str, Any]
+    store: Storage, name: str, obj: dict[str, Any], current: dict[str, Any]
 ) -> DeleteOutcome:
     """Namespace deletion with the namespace controller's work done at once.
 
@@ -174,7 +171,7 @@ def _delete_namespace(
             child_meta = child["metadata"]
             if child_meta.get("deletionTimestamp") and child_meta.get("finalizers"):
                 continue
-            store.delete(rt, child_meta["name"], name)
+            delete_object(store, rt, child_meta["name"], name)
     finish_namespace(store, name)
     stored = store.peek(NAMESPACES, name)
     if stored is None:
@@ -182,7 +179,7 @@ def _delete_namespace(
     return DeleteOutcome(obj=copy.deepcopy(stored), removed=False)
 
 
-def finish_namespace(store: ObjectStore, name: str) -> bool:
+def finish_namespace(store: Storage, name: str) -> bool:
     ns_obj = store.peek(NAMESPACES, name)
     if ns_obj is None or (ns_obj.get("status") or {}).get("phase") != "Terminating":
         return False

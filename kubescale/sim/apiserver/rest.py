@@ -33,6 +33,7 @@ from .http_bodies import (
 )
 from .listing import Selection, list_body, list_page
 from .patching import PatchError
+from .request_log import RequestRecord
 from .routing import Target, parse_target
 from .watch import WatchRequest, serve_watch
 from .writes import ApiContext, create_object, request_warnings, update_object
@@ -100,6 +101,16 @@ class RestHandlers:
                 self.ctx.store.registry, group=group, version=version, parts=parts
             )
             verb = _verb(request.method, target, request)
+            self.ctx.requests.record(
+                RequestRecord(
+                    verb=verb,
+                    group=target.rt.group,
+                    resource=target.rt.plural,
+                    subresource=target.subresource,
+                    namespace=target.namespace or "",
+                    name=target.name or "",
+                )
+            )
             resource = target.rt.plural + (f"/{target.subresource}" if target.subresource else "")
             fault = self.faults.take(verb=verb, resource=resource)
             if fault is not None:

@@ -47,6 +47,7 @@ from .http_bodies import error_response, json_response
 from .kubeconfig import DEFAULT_TOKEN, build_kubeconfig, write_kubeconfig_file
 from .metrics_apis import MetricsValues, add_metrics_routes, metrics_discovery_groups
 from .registry import ResourceRegistry
+from .request_log import RequestLog
 from .rest import RestHandlers
 from .store import ObjectStore
 from .writes import ApiContext, create_object
@@ -113,6 +114,11 @@ class ApiServer:
         self._ca: KeyPair | None = None
 
     # ------------------------------------------------------------------------- lifecycle
+
+    @property
+    def requests(self) -> RequestLog:
+        """Every resource request answered, counted (:mod:`.request_log`)."""
+        return self.context.requests
 
     @property
     def tokens(self) -> list[str]:

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from kubescale.kube.resources import MUTATING_WEBHOOK_CONFIGURATIONS, NAMESPACES, ResourceType
 
 from . import errors
+from .request_log import RequestLog
 from .served_kinds import VALIDATING_WEBHOOK_CONFIGURATIONS
 from .store import ObjectStore, PreparedUpdate
 
@@ -78,6 +79,8 @@ class ApiContext:
     bookmark_interval: float
     tokens: list[str] = field(default_factory=list)
     """Bearer tokens seen, in order (authentication accepts any)."""
+    requests: RequestLog = field(default_factory=RequestLog)
+    """Every resource request answered (:mod:`.request_log`)."""
 
 
 request_warnings: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(

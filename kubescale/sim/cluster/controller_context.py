@@ -12,15 +12,13 @@ it, logs it, and syncs the object again on the next step (a controller's rate-li
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kubescale.kube.resources import PODS, ResourceType
+from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.apiserver.storage import format_time
 
 from .workload_index import Key, WorkloadIndex
-
-if TYPE_CHECKING:
-    from kubescale.sim.apiserver.server import ApiServer
 
 __all__ = ["ControllerContext"]
 

@@ -41,7 +41,7 @@ from kubescale.kube.resources import NODES, PODS
 from kubescale.sim.apiserver.errors import ApiError
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.apiserver.storage import format_time, parse_time
-from kubescale.sim.scenario.timeline import (
+from kubescale.sim.cluster.cluster_events import (
     EVICTED,
     OOM_KILL,
     POD_DELETED,

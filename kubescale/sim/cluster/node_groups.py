@@ -23,7 +23,7 @@ from datetime import datetime
 from kubescale.kube.resources import NODES
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.apiserver.storage import format_time
-from kubescale.sim.scenario.timeline import NODE_ADDED, NODE_REMOVED, TimelineEvent
+from kubescale.sim.cluster.cluster_events import NODE_ADDED, NODE_REMOVED, TimelineEvent
 
 from .machine_controllers import MachineDeploymentController
 from .machine_lifecycle import NodeChange

@@ -26,11 +26,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from kubescale.base.logs import component_logger
 from kubescale.kube.resources import PODS, ResourceType
 from kubescale.sim.apiserver.errors import ApiError
+from kubescale.sim.apiserver.server import ApiServer
 
 from .controller_context import ControllerContext
 from .daemon_sets import sync_daemon_set
@@ -40,9 +41,6 @@ from .replica_sets import sync_replica_set
 from .stateful_sets import sync_stateful_set
 from .workload_index import CONTROLLER_TYPES, Key, WorkloadIndex
 from .workload_pods import controller_ref, is_terminating
-
-if TYPE_CHECKING:
-    from kubescale.sim.apiserver.server import ApiServer
 
 __all__ = ["WorkloadControllers"]
 

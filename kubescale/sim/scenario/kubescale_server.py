@@ -1,9 +1,10 @@
 """kubescale's TLS server inside a simulated run, reachable from the API server as a Service.
 
-The production machinery is used unchanged: certificates made with :mod:`kubescale.certs.authority`
-(a CA and a serving certificate for ``kubescale.kube-system.svc``, written to a private temporary
-directory as ``kubescale serve`` expects them), :func:`kubescale.cli.serve.serve` with those files
-and the components' routes mounted, and the Service registered in the
+The production machinery is used unchanged: certificates made with
+:mod:`kubescale.certs.authority` (a CA and a serving certificate for
+``kubescale.kube-system.svc``, written to a private temporary directory as ``kubescale serve``
+expects them), :func:`kubescale.runtime.process.serve` with those files and the components'
+routes mounted, and the Service registered in the
 :class:`~kubescale.sim.apiserver.server.ApiServer` so that a webhook configuration naming
 ``kube-system/kubescale`` is called over verified TLS by the admission chain.
 
@@ -14,6 +15,7 @@ against the machine's clock, because the TLS peers verify them against theirs.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -30,8 +32,12 @@ from kubescale.certs.authority import (
     service_dns_names,
     write_key_pairs,
 )
-from kubescale.cli.serve import Server, serve
-from kubescale.cli.serve_config import ServeConfig, add_serve_arguments, serve_config_from_args
+from kubescale.runtime.process import Server, serve
+from kubescale.runtime.process_config import (
+    ProcessConfig,
+    add_process_arguments,
+    process_config_from_args,
+)
 from kubescale.sim.apiserver.server import ApiServer
 
 __all__ = ["SERVICE_NAME", "SERVICE_NAMESPACE", "KubescaleTLSServer"]
@@ -41,11 +47,9 @@ SERVICE_NAMESPACE: Final = "kube-system"
 _START_TIMEOUT: Final = 30.0
 
 
-def _serve_config(directory: Path) -> ServeConfig:
-    import argparse  # noqa: PLC0415 (only to reuse the serve flags' parsing and validation)
-
+def _serve_config(directory: Path) -> ProcessConfig:
     parser = argparse.ArgumentParser(add_help=False)
-    add_serve_arguments(parser)
+    add_process_arguments(parser)
     argv = [
         "--port", "0", "--bind-address", "127.0.0.1", "--address", "127.0.0.1:0",
         "--tls-cert-file", str(directory / "serverCert.pem"),
@@ -53,7 +57,7 @@ def _serve_config(directory: Path) -> ServeConfig:
         "--client-ca-file", str(directory / "caCert.pem"),
         "--reload-cert", "false", "--leader-elect", "false",
     ]  # fmt: skip
-    return serve_config_from_args(parser.parse_args(argv))
+    return process_config_from_args(parser.parse_args(argv))
 
 
 class KubescaleTLSServer:

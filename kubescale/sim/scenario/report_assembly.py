@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from datetime import UTC
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from .time_statistics import (
     BYTES_PER_GIB,
@@ -40,10 +40,7 @@ from .time_statistics import (
     time_weighted_average,
     weighted_percentile,
 )
-from .timeline import EVICTED, ContainerColumns, WorkloadColumns
-
-if TYPE_CHECKING:
-    from .timeline import Timeline
+from .timeline import EVICTED, ContainerColumns, Timeline, WorkloadColumns
 
 __all__ = ["REPORT_FORMAT", "assemble_report"]
 

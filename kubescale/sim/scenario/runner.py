@@ -75,6 +75,7 @@ from .cluster_actors import ClusterActors, build_cluster_actors
 from .cluster_objects import namespace_manifest, workload_manifest
 from .event_application import apply_event
 from .kubescale_server import SERVICE_NAME, SERVICE_NAMESPACE, KubescaleTLSServer
+from .report_assembly import assemble_report
 from .scenario_components import enabled_components
 from .scenario_format import Scenario, SetLoadEvent
 from .timeline import Timeline, TimelineEvent
@@ -407,6 +408,10 @@ class SimulationRun:
         )
         return False
 
+    def report(self) -> dict[str, Any]:
+        """The report of the steps run so far."""
+        return assemble_report(self.timeline)
+
     async def run(self, *, progress: Callable[[float], None] | None = None) -> dict[str, Any]:
         """Every remaining step; the report."""
         total = self.scenario.steps
@@ -414,7 +419,7 @@ class SimulationRun:
             await self.step()
             if progress is not None:
                 progress(self.step_index / total)
-        return self.timeline.report()
+        return self.report()
 
 
 async def run_scenario(

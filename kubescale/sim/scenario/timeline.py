@@ -2,9 +2,9 @@
 
 Contract: the scenario runner calls :meth:`Timeline.record` once per simulation step, after all
 actors (and kubescale's loops) ran, with the kubelet's container samples of that step, every pod
-and node as raw API dicts, and the events of the step. :meth:`Timeline.report` turns the record
-into the JSON report (:mod:`kubescale.sim.scenario.report_assembly`); same inputs in the same order
-give an equal report and byte-identical JSON.
+and node as raw API dicts, and the events of the step.
+:func:`kubescale.sim.scenario.report_assembly.assemble_report` turns the record into the JSON
+report; same inputs in the same order give an equal report and byte-identical JSON.
 
 Time accounting: the record taken at ``t_i`` stands for the interval ``[t_i, t_(i+1))`` — the
 state the actors left holds until the next step — and the last record for one ``step``. Every
@@ -12,7 +12,7 @@ integral of the report (slack, pod-seconds, node-hours, cost, throttled time) is
 records of value × that interval, which is exact for a cluster that changes only at steps.
 
 Recording is cheap per step (appends to per-container and per-workload columns); all
-statistics are computed once, in :meth:`Timeline.report`.
+statistics are computed once, when the report is assembled.
 """
 
 from __future__ import annotations
@@ -20,8 +20,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final, Protocol
+from typing import Any, Protocol
 
+from kubescale.sim.cluster.cluster_events import (
+    EVICTED,
+    NODE_ADDED,
+    NODE_REMOVED,
+    OOM_KILL,
+    POD_DELETED,
+    POD_STARTED,
+    TimelineEvent,
+)
 from kubescale.sim.cluster.usage_models import WORKLOAD_LABEL
 
 __all__ = [
@@ -36,27 +45,6 @@ __all__ = [
     "Timeline",
     "TimelineEvent",
 ]
-
-# Event kinds the actors emit (kubelet: pod-started, oom-kill, evicted, pod-deleted; node groups:
-# node-added, node-removed). Other kinds are kept and shown as they come.
-POD_STARTED: Final = "pod-started"
-OOM_KILL: Final = "oom-kill"
-EVICTED: Final = "evicted"
-POD_DELETED: Final = "pod-deleted"
-NODE_ADDED: Final = "node-added"
-NODE_REMOVED: Final = "node-removed"
-
-
-@dataclass(frozen=True)
-class TimelineEvent:
-    """Something that happened in the simulated cluster, marked on the report's time axis."""
-
-    time: float
-    """Seconds since the start of the run."""
-    kind: str
-    subject: str
-    """``namespace/name`` of a pod, or the name of a node or node group."""
-    detail: str
 
 
 class ContainerSampleLike(Protocol):
@@ -216,13 +204,6 @@ class Timeline:
         self._record_pods(index, pods)
         self._record_nodes(index, nodes)
         self.events.extend(events)
-
-    def report(self) -> dict[str, Any]:
-        """The full JSON report: run metadata, per-container series, per-workload and cluster
-        summaries, events. Deterministic; floats rounded (see :mod:`time_statistics`)."""
-        from .report_assembly import assemble_report  # noqa: PLC0415 — assembly imports this module
-
-        return assemble_report(self)
 
     def intervals(self) -> list[float]:
         """Seconds each record stands for: up to the next record, one ``step`` for the last."""

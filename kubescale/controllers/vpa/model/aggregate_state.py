@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from kubescale.controllers.vpa.checkpoint.checkpoint_format import (
+from kubescale.controllers.vpa.model.checkpoint_format import (
     SUPPORTED_CHECKPOINT_VERSION,
     CheckpointFormatError,
     format_time,

@@ -29,11 +29,7 @@ from datetime import datetime
 from typing import Any
 
 from kubescale.base.logs import component_logger
-from kubescale.controllers.vpa.checkpoint.checkpoint_format import (
-    CheckpointFormatError,
-    checkpoint_object,
-    format_time,
-)
+from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.model.aggregate_state import (
     CPU,
     MEMORY,
@@ -44,12 +40,17 @@ from kubescale.controllers.vpa.model.aggregate_state import (
     controlled_resources,
 )
 from kubescale.controllers.vpa.model.batch_model import CpuSampleBatch, estimate_states
+from kubescale.controllers.vpa.model.checkpoint_format import (
+    CheckpointFormatError,
+    checkpoint_object,
+    format_time,
+)
 from kubescale.controllers.vpa.model.estimators import (
     ContainerEstimate,
     RecommenderConfig,
     estimate,
 )
-from kubescale.controllers.vpa.model.go_math import go_float_to_int64, go_micros
+from kubescale.controllers.vpa.model.go_math import GO_ZERO_TIME, go_float_to_int64, go_micros
 from kubescale.controllers.vpa.model.histogram import HistogramCheckpointError
 from kubescale.controllers.vpa.model.recommendation import build_recommendation, container_policy
 from kubescale.kube.selectors import NOTHING, LabelSelector
@@ -680,13 +681,9 @@ def _amount(value: int | float) -> int:
 
 
 def _time_us(value: object) -> int:
-    if isinstance(value, datetime):
-        return go_micros(value)
-    if isinstance(value, str) and value:
-        from kubescale.controllers.vpa.checkpoint.checkpoint_format import parse_time  # noqa: PLC0415
-
-        try:
-            return parse_time(value)
-        except CheckpointFormatError:
-            return 0
-    return 0
+    """A VPA's creationTimestamp (a datetime or metav1.Time) in Go microseconds; 0 when unset
+    or unreadable (Go's zero time)."""
+    moment = value if isinstance(value, datetime) else parse_time(value)
+    if moment is None or moment == GO_ZERO_TIME:
+        return 0
+    return go_micros(moment)

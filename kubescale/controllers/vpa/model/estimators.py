@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -33,6 +32,7 @@ from kubescale.controllers.vpa.model.aggregate_state import (
     CPU,
     MAX_RESOURCE_AMOUNT,
     MEMORY,
+    AggregateContainerState,
     AggregationsConfig,
     resource_amount_from_float,
     scale_resource,
@@ -45,9 +45,6 @@ from kubescale.controllers.vpa.model.go_math import (
     saturating_sub_ns,
 )
 from kubescale.kube.quantities import Quantity
-
-if TYPE_CHECKING:
-    from kubescale.controllers.vpa.model.aggregate_state import AggregateContainerState
 
 __all__ = [
     "ContainerEstimate",

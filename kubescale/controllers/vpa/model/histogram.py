@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kubescale.controllers.vpa.checkpoint.checkpoint_format import histogram_json, parse_histogram
+from kubescale.controllers.vpa.model.checkpoint_format import histogram_json, parse_histogram
 from kubescale.controllers.vpa.model.go_math import (
     FloatArray,
     IntArray,

@@ -1,0 +1,399 @@
+"""The process: TLS server, health/metrics server, components and their loops, until stopped.
+
+:func:`serve` is what ``kubescale serve`` runs (:mod:`kubescale.cli.serve` parses the flags and
+picks the components) and what a simulated run uses to serve its components' routes.
+
+Start-up order: serving certificate (a bad one ends the process with one line naming the file)
+→ Kubernetes client (when a component or a gated loop needs it) → the one
+:class:`~kubescale.kube.shared_cache.SharedCache` → each enabled component is built (declaring
+the collections it reads, its routes, loops and metrics; :mod:`kubescale.runtime.component`)
+→ one log line (and the ``kubescale_cache_watched_collections`` gauge) lists the collections
+watched and who asked for them → leader elector (when there are leader-only loops) → routes →
+both listeners → caches start → components start → certificate watcher and loops.
+
+Loops run on two runners: leader-only loops (the control loops) only while this replica holds
+the Lease (``--leader-elect``, on by default); every-replica loops (status Leases,
+registration, the ``/scale`` lookups) always. The TLS server serves on every replica. On SIGTERM
+or SIGINT the loops finish their iteration in progress (up to ``--graceful-shutdown-timeout``),
+the Lease is released, the components stop, then the listeners close gracefully and the
+function returns 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Gauge
+
+from kubescale.base.clock import Clock
+from kubescale.base.logs import component_logger
+from kubescale.base.tasks import cancel_and_wait
+from kubescale.certs.authority import CertificateError
+from kubescale.certs.reloading import ServerTLS
+from kubescale.kube.client import KubeClient, connect
+from kubescale.kube.config_loading import ConfigError as KubeConfigError
+from kubescale.kube.errors import KubeError
+from kubescale.kube.leader_election import LeaderElector
+from kubescale.kube.shared_cache import SharedCache
+from kubescale.runtime.cache_loops import scale_lookups_loop
+from kubescale.runtime.component import (
+    Component,
+    EnabledComponent,
+    LoopSpec,
+    Runtime,
+    ServerCertificates,
+)
+from kubescale.runtime.health import HealthChecks, make_health_app, new_process_registry
+from kubescale.runtime.https_server import make_https_app
+from kubescale.runtime.loop_runner import LoopMetrics, LoopRunner
+from kubescale.runtime.process_config import ProcessConfig
+
+__all__ = ["LoopSpec", "Server", "serve"]
+
+log = component_logger("serve")
+
+
+@dataclass
+class _ElectedLeadership:
+    """:class:`kubescale.runtime.component.Leadership` of a ``serve`` process."""
+
+    server: Server
+
+    @property
+    def is_leader(self) -> bool:
+        elector = self.server.elector
+        return elector.is_leader if elector is not None else True
+
+    @property
+    def term(self) -> int:
+        return self.server.leadership_terms
+
+
+@dataclass
+class Server:
+    """The running process, for tests and for routes added by later parts."""
+
+    config: ProcessConfig
+    clock: Clock
+    registry: CollectorRegistry
+    checks: HealthChecks
+    tls: ServerTLS
+    runner: LoopRunner
+    """Leader-only loops (every loop when nothing is elected)."""
+    replica_runner: LoopRunner
+    """Loops of every replica."""
+    https_app: web.Application
+    health_app: web.Application
+    stop_event: asyncio.Event
+    kube: KubeClient | None = None
+    cache: SharedCache | None = None
+    runtime: Runtime | None = None
+    components: list[Component] = field(default_factory=list)
+    elector: LeaderElector | None = None
+    https_port: int = 0
+    health_port: int = 0
+    leadership_terms: int = 0
+    """Terms of leadership this replica has started (the loops run once per term)."""
+
+
+def _watched_collections_gauge(registry: CollectorRegistry) -> Gauge:
+    return Gauge(
+        "kubescale_cache_watched_collections",
+        "Collections the process lists and watches once for every component (1 each), with "
+        "the components that read them.",
+        ["collection", "components"],
+        registry=registry,
+    )
+
+
+async def serve(
+    config: ProcessConfig,
+    *,
+    clock: Clock,
+    loops: Sequence[LoopSpec] = (),
+    mounts: Sequence[Callable[[web.Application], None]] = (),
+    components: Sequence[EnabledComponent] = (),
+    registry: CollectorRegistry | None = None,
+    started: asyncio.Future[Server] | None = None,
+    install_signal_handlers: bool = True,
+    environ: Mapping[str, str] | None = None,
+) -> int:
+    """Run until SIGTERM/SIGINT (or ``Server.stop_event``); returns the exit code.
+
+    ``components`` are built on this process's runtime, started and stopped with it; ``loops``
+    and ``mounts`` add loops and routes of their own (tests, the simulator's TLS server);
+    ``started`` is resolved with the running :class:`Server` once both listeners are up and the
+    components started.
+    """
+    registry = registry if registry is not None else new_process_registry()
+
+    def fail(exc: BaseException) -> int:
+        if started is not None and not started.done():
+            started.set_exception(exc)
+        return 1
+
+    tls = ServerTLS(
+        cert_file=config.tls_cert_file,
+        key_file=config.tls_private_key,
+        client_ca_file=config.client_ca_file if config.require_client_cert else None,
+        require_client_cert=config.require_client_cert,
+        min_version=config.min_tls_version,
+        ciphers=config.tls_ciphers,
+        registry=registry,
+        logger=component_logger("tls"),
+    )
+    try:
+        tls.load()
+    except CertificateError as exc:
+        log.error("cannot load the serving certificate: %s", exc)
+        return fail(exc)
+
+    checks = HealthChecks()
+    checks.add_readiness("certificates", lambda: None if tls.loaded else "not loaded")
+    loop_metrics = LoopMetrics(registry)
+    server = Server(
+        config=config,
+        clock=clock,
+        registry=registry,
+        checks=checks,
+        tls=tls,
+        runner=LoopRunner(clock=clock, registry=registry, metrics=loop_metrics),
+        replica_runner=LoopRunner(clock=clock, registry=registry, metrics=loop_metrics),
+        https_app=make_https_app(),
+        health_app=make_health_app(checks=checks, registry=registry),
+        stop_event=asyncio.Event(),
+    )
+    specs = list(loops)
+    if components or (specs and config.leader_elect):
+        try:
+            server.kube = await connect(
+                kubeconfig=config.kubeconfig, clock=clock, registry=registry
+            )
+        except (KubeConfigError, KubeError, OSError) as exc:
+            log.error("cannot connect to Kubernetes: %s", exc)
+            return fail(exc)
+    try:
+        if components and server.kube is not None:
+            specs += _build_components(server, components, environ=environ)
+        for spec in specs:
+            runner = server.runner if spec.leader_only else server.replica_runner
+            runner.add(spec.loop, interval=spec.interval, wake=spec.wake)
+        _add_liveness(server, gated=any(s.leader_only for s in specs) and config.leader_elect)
+        for mount in mounts:
+            mount(server.https_app)
+        for component in server.components:
+            component.mount(server.https_app)
+        return await _listen_and_run(
+            server, started=started, fail=fail, signals=install_signal_handlers
+        )
+    finally:
+        if server.kube is not None:
+            await server.kube.close()
+        log.info("stopped")
+
+
+def _build_components(
+    server: Server, components: Sequence[EnabledComponent], *, environ: Mapping[str, str] | None
+) -> list[LoopSpec]:
+    """Build the components on one runtime; their loops (plus the /scale lookups loop)."""
+    client = server.kube
+    assert client is not None
+    config = server.config
+    cache = SharedCache(client=client, clock=server.clock)
+    server.cache = cache
+    runtime = Runtime(
+        client=client,
+        leader_client=client,
+        cache=cache,
+        clock=server.clock,
+        registry=server.registry,
+        leadership=_ElectedLeadership(server),
+        identity=socket.gethostname(),
+        certificates=ServerCertificates(
+            client_ca_file=config.client_ca_file,
+            reload=config.reload_cert,
+            reload_interval=config.cert_reload_interval,
+        ),
+        environ=dict(os.environ if environ is None else environ),
+    )
+    server.runtime = runtime
+    specs: list[LoopSpec] = []
+    for enabled in components:
+        with cache.informers.requested_by(enabled.name):
+            component = enabled.build(runtime)
+        server.components.append(component)
+        specs.extend(component.loops())
+        for name, check in component.checks().items():
+            server.checks.add_readiness(f"{enabled.name}-{name}", check)
+    specs.append(scale_lookups_loop(cache))
+    server.checks.add_readiness("caches", cache.readiness_check)
+    collections = cache.collections()
+    gauge = _watched_collections_gauge(server.registry)
+    for collection, requesters in collections.items():
+        gauge.labels(collection, ",".join(requesters)).set(1)
+    log.info(
+        "watching collections",
+        extra={
+            "fields": {
+                "components": [c.name for c in components],
+                "collections": {name: list(who) for name, who in collections.items()},
+            }
+        },
+    )
+    return specs
+
+
+def _add_liveness(server: Server, *, gated: bool) -> None:
+    runner, replica_runner = server.runner, server.replica_runner
+    server.checks.add_liveness("replica-loops", replica_runner.liveness_check)
+    if not gated:
+        server.checks.add_liveness("loops", runner.liveness_check)
+        return
+    # A standby replica's leader-only loops do not run: they are not stalled.
+    server.checks.add_liveness(
+        "loops",
+        lambda: (
+            runner.liveness_check()
+            if server.elector is not None and server.elector.is_leader
+            else None
+        ),
+    )
+
+
+async def _listen_and_run(
+    server: Server,
+    *,
+    started: asyncio.Future[Server] | None,
+    fail: Callable[[BaseException], int],
+    signals: bool,
+) -> int:
+    config = server.config
+    if server.runner.loop_names and config.leader_elect and server.kube is not None:
+        elector = _elector(config, client=server.kube, clock=server.clock, registry=server.registry)
+        server.elector = elector
+        server.checks.add_liveness("leader-election", elector.healthz_check)
+    https_runner = web.AppRunner(server.https_app, access_log=None)
+    health_runner = web.AppRunner(server.health_app, access_log=None)
+    await https_runner.setup()
+    await health_runner.setup()
+    started_components: list[Component] = []
+    try:
+        https_site = web.TCPSite(
+            https_runner,
+            config.bind_address,
+            config.port,
+            ssl_context=server.tls.listener_context(),
+        )
+        health_site = web.TCPSite(health_runner, config.metrics_host, config.metrics_port)
+        try:
+            await https_site.start()
+            await health_site.start()
+        except OSError as exc:
+            log.error("cannot listen: %s", exc)
+            return fail(exc)
+        server.https_port = _bound_port(https_runner)
+        server.health_port = _bound_port(health_runner)
+        log.info(
+            "serving",
+            extra={"fields": {"https_port": server.https_port, "health_port": server.health_port}},
+        )
+        if server.cache is not None:
+            server.cache.start()
+        for component in server.components:
+            await component.start()
+            started_components.append(component)
+        return await _run_until_stopped(server, started=started, install_signal_handlers=signals)
+    finally:
+        for component in reversed(started_components):
+            await component.stop()
+        if server.cache is not None:
+            await server.cache.stop()
+        await https_runner.cleanup()
+        await health_runner.cleanup()
+
+
+def _elector(
+    config: ProcessConfig, *, client: KubeClient, clock: Clock, registry: CollectorRegistry
+) -> LeaderElector:
+    return LeaderElector(
+        client=client,
+        clock=clock,
+        namespace=config.leader_elect_resource_namespace,
+        name=config.leader_elect_resource_name,
+        lease_duration=config.leader_elect_lease_duration,
+        renew_deadline=config.leader_elect_renew_deadline,
+        retry_period=config.leader_elect_retry_period,
+        registry=registry,
+        logger=component_logger("leader-election"),
+    )
+
+
+async def _run_until_stopped(
+    server: Server, *, started: asyncio.Future[Server] | None, install_signal_handlers: bool
+) -> int:
+    loop = asyncio.get_running_loop()
+    if install_signal_handlers:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, server.stop_event.set)
+    watcher: asyncio.Task[None] | None = None
+    if server.config.reload_cert:
+        watcher = asyncio.create_task(
+            server.tls.watch(
+                clock=server.clock,
+                interval=server.config.cert_reload_interval,
+                stop=server.stop_event,
+            )
+        )
+    elector_stop = asyncio.Event()
+    replica_loops = asyncio.create_task(server.replica_runner.run())
+    if server.elector is not None:
+        # Loops run only while this replica holds the Lease; on stop the elector waits for the
+        # iteration in progress to finish, then releases the Lease for the next replica.
+
+        async def lead() -> None:
+            server.leadership_terms += 1
+            await server.runner.run()
+
+        loops = asyncio.create_task(server.elector.run(on_started_leading=lead, stop=elector_stop))
+    else:
+        server.leadership_terms = 1
+        loops = asyncio.create_task(server.runner.run())
+    if started is not None and not started.done():
+        started.set_result(server)
+    try:
+        await server.stop_event.wait()
+        log.info("stopping: letting loops finish their iteration")
+        server.runner.stop()
+        server.replica_runner.stop()
+        elector_stop.set()
+        both = asyncio.gather(loops, replica_loops)
+        try:
+            await asyncio.wait_for(
+                asyncio.shield(both), timeout=server.config.graceful_shutdown_timeout
+            )
+        except TimeoutError:
+            log.warning(
+                "loops did not finish within %.0fs; cancelling them",
+                server.config.graceful_shutdown_timeout,
+            )
+            await cancel_and_wait(loops, replica_loops)
+        return 0
+    finally:
+        await cancel_and_wait(watcher)
+        if install_signal_handlers:
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(signum)
+
+
+def _bound_port(runner: web.AppRunner) -> int:
+    for address in runner.addresses:
+        if isinstance(address, tuple) and len(address) >= 2:
+            port: int = address[1]
+            return port
+    raise RuntimeError("listener has no address")
