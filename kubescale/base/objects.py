@@ -5,7 +5,8 @@ was written); these views read the few fields everyone needs without each module
 them — and re-deriving the edge cases (a missing ``metadata``, a non-string name, an owner
 reference without ``controller``) slightly differently.
 
-* :func:`mapping` / :func:`text` — a nested value as a mapping / string, or empty;
+* :func:`mapping` / :func:`optional_mapping` / :func:`text` — a nested value as a mapping /
+  string, or empty (or ``None``);
 * :class:`Meta` — ``metadata``: name, namespace, uid, labels, annotations, resourceVersion,
   generation, creation and deletion times, owner references and the controller reference;
 * :class:`OwnerReference` — one ``ownerReferences`` entry;
@@ -23,12 +24,18 @@ from typing import Any
 
 from kubescale.base.times import parse_time
 
-__all__ = ["Meta", "ObjectRef", "OwnerReference", "mapping", "meta", "text"]
+__all__ = ["Meta", "ObjectRef", "OwnerReference", "mapping", "meta", "optional_mapping", "text"]
 
 
 def mapping(value: object) -> Mapping[str, Any]:
     """``value`` when it is a mapping (a JSON object), else an empty one."""
     return value if isinstance(value, Mapping) else {}
+
+
+def optional_mapping(value: object) -> Mapping[str, Any] | None:
+    """``value`` when it is a mapping, else ``None`` (for fields where absent and empty
+    differ)."""
+    return value if isinstance(value, Mapping) else None
 
 
 def text(value: object) -> str:

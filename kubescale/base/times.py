@@ -3,9 +3,10 @@
 Kubernetes writes ``metav1.Time`` as RFC 3339 in UTC with whole seconds
 (``2026-01-01T00:00:00Z``) and ``metav1.MicroTime`` (Lease renew times, events.k8s.io) with six
 fractional digits (``2026-01-01T00:00:00.000000Z``). Readers accept any RFC 3339 form a client
-may have written: ``Z`` or a numeric offset, with or without fractional seconds. Every parsed
-time is an aware UTC :class:`~datetime.datetime`; anything unreadable is ``None`` (callers
-decide what a missing time means, as upstream's zero ``Time`` does).
+may have written: ``Z`` or a numeric offset, with or without fractional seconds (a time without
+an offset is read as UTC). Every parsed time is an aware UTC :class:`~datetime.datetime`;
+anything unreadable is ``None`` (callers decide what a missing time means, as upstream's zero
+``Time`` does).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def parse_time(value: object) -> datetime | None:
     except ValueError:
         return None
     if moment.tzinfo is None:
-        return None
+        return moment.replace(tzinfo=UTC)
     return moment.astimezone(UTC)
 
 

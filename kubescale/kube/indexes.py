@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from kubescale.base.objects import meta
+
 IndexFunc = Callable[[Mapping[str, Any]], Iterable[str]]
 
 NAMESPACE_INDEX = "namespace"
@@ -44,10 +46,8 @@ def namespace_index(obj: Mapping[str, Any]) -> Iterable[str]:
 
 def controller_owner_index(obj: Mapping[str, Any]) -> Iterable[str]:
     # metav1.GetControllerOf: the first ownerReference with controller == true.
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
-        if ref.get("controller") is True and ref.get("uid"):
-            return (str(ref["uid"]),)
-    return ()
+    ref = meta(obj).controller
+    return (ref.uid,) if ref is not None and ref.uid else ()
 
 
 def node_name_index(obj: Mapping[str, Any]) -> Iterable[str]:

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kubescale.base.go_strings import go_quote
 from kubescale.kube.field_selectors import (
     FieldRequirement,
     FieldSelector,
@@ -81,22 +82,15 @@ _INT64_RE = re.compile(r"[+-]?[0-9]+")
 
 def _check_key(key: str) -> None:
     if errors := qualified_name_errors(key):
-        raise SelectorError(f"invalid label key {_go_quote(key)}: {'; '.join(errors)}")
+        raise SelectorError(f"invalid label key {go_quote(key)}: {'; '.join(errors)}")
 
 
 def _check_value(key: str, value: str) -> None:
     if errors := label_value_errors(value):
         detail = "; ".join(errors)
         raise SelectorError(
-            f"invalid label value: {_go_quote(value)}: at key: {_go_quote(key)}: {detail}"
+            f"invalid label value: {go_quote(value)}: at key: {go_quote(key)}: {detail}"
         )
-
-
-def _go_quote(text: str) -> str:
-    """Go's %q for the printable strings that reach error messages."""
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
-    escaped = escaped.replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r")
-    return f'"{escaped}"'
 
 
 def _parse_int64(text: str) -> int | None:
@@ -267,7 +261,7 @@ def label_selector_from_dict(selector: Mapping[str, Any] | None) -> LabelSelecto
         )
         if operator is None:
             raise SelectorError(
-                f"{_go_quote(str(raw_operator))} is not a valid label selector operator"
+                f"{go_quote(str(raw_operator))} is not a valid label selector operator"
             )
         if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
             raise SelectorError("matchExpressions values must be a list of strings")

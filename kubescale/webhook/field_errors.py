@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from kubescale.base.go_strings import go_quote
+
 __all__ = [
     "FieldError",
     "forbidden",
@@ -83,31 +85,6 @@ class FieldError:
 
 # ---------------------------------------------------------------------------------------------
 # Go's printing of bad values.
-
-_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-_GO_ESCAPES |= {"\v": "\\v", "\\": "\\\\", '"': '\\"'}
-
-
-def go_quote(text: str) -> str:
-    """``strconv.Quote`` (what ``%q`` prints for a string)."""
-    out = ['"']
-    for char in text:
-        if char in _GO_ESCAPES:
-            out.append(_GO_ESCAPES[char])
-        elif char.isprintable():
-            out.append(char)
-        else:
-            code = ord(char)
-            if code < 0x80:
-                out.append(f"\\x{code:02x}")
-            elif 0xD800 <= code <= 0xDFFF:
-                out.append("\\ufffd")  # a lone surrogate is invalid UTF-8 -> U+FFFD in Go
-            elif code < 0x10000:
-                out.append(f"\\u{code:04x}")
-            else:
-                out.append(f"\\U{code:08x}")
-    out.append('"')
-    return "".join(out)
 
 
 def go_float(value: float) -> str:

@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kubescale.controllers.vpa.api.limit_ranges import merged_limit_range_item
+from kubescale.controllers.vpa.api.vpa_policy import update_mode
 from kubescale.controllers.vpa.updater.update_priority import (
     UpdatePriority,
     UpdateSettings,
@@ -23,7 +24,6 @@ from kubescale.controllers.vpa.updater.update_priority import (
     pod_priority,
     prioritized_pods,
     quick_oom,
-    update_mode,
     update_priority,
     vpa_is_updated,
 )

@@ -18,8 +18,8 @@ from kubescale.controllers.vpa.api.vpa_matching import (
     choose_vpa,
     has_startup_boost,
     target_ref_of,
-    update_mode,
 )
+from kubescale.controllers.vpa.api.vpa_policy import update_mode
 from kubescale.kube.selectors import LabelSelector, parse_label_selector
 
 STS = ControllerRef(api_version="apps/v1", kind="StatefulSet", name="sts", namespace="default")

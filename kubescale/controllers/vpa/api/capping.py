@@ -55,6 +55,14 @@ from kubescale.controllers.vpa.api.pod_limit_range import (
     cap_to_pod_limit_range,
     parse_entries,
 )
+from kubescale.controllers.vpa.api.vpa_policy import (
+    REQUESTS_AND_LIMITS,
+    REQUESTS_ONLY,
+    cap_to_max,
+    cap_to_min,
+    container_policy,
+    controlled_values,
+)
 from kubescale.kube.quantities import Quantity
 
 __all__ = [
@@ -73,9 +81,6 @@ __all__ = [
 
 _CONTAINER_ORDER = ((TARGET, True), (LOWER_BOUND, False), (UPPER_BOUND, False))
 
-DEFAULT_CONTAINER_POLICY = "*"
-REQUESTS_AND_LIMITS = "RequestsAndLimits"
-REQUESTS_ONLY = "RequestsOnly"
 
 _CAPPED_TO_MIN_ALLOWED = "capped to minAllowed"
 _CAPPED_TO_MAX_ALLOWED = "capped to maxAllowed"
@@ -127,59 +132,11 @@ class CappedRecommendation:
         return None
 
 
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def container_policy(
-    container_name: str, resource_policy: Mapping[str, Any] | None
-) -> Mapping[str, Any] | None:
-    """GetContainerResourcePolicy: the entry named after the container, else the ``*`` one."""
-    policies = _mapping(resource_policy).get("containerPolicies")
-    default: Mapping[str, Any] | None = None
-    if isinstance(policies, list):
-        for policy in policies:
-            if not isinstance(policy, Mapping):
-                continue
-            if policy.get("containerName") == container_name:
-                return policy
-            if policy.get("containerName") == DEFAULT_CONTAINER_POLICY:
-                default = policy
-    return default
-
-
-def controlled_values(container_name: str, resource_policy: Mapping[str, Any] | None) -> str:
-    """GetContainerControlledValues: the policy's value; RequestsAndLimits when unset."""
-    policy = container_policy(container_name, resource_policy)
-    value = policy.get("controlledValues") if policy is not None else None
-    return value if isinstance(value, str) and value else REQUESTS_AND_LIMITS
-
-
 def _annotation(name: str, action: str) -> str:
     return f"{name} {action}"
 
 
 # -- 2. per container ----------------------------------------------------------------------------
-
-
-def _cap_to_min(
-    recommended: Quantity, name: str, minimum: Mapping[str, Quantity]
-) -> tuple[Quantity, bool]:
-    """maybeCapToMin: a zero minimum means none."""
-    bound = minimum.get(name)
-    if bound is not None and not bound.is_zero() and recommended < bound:
-        return bound, True
-    return recommended, False
-
-
-def _cap_to_max(
-    recommended: Quantity, name: str, maximum: Mapping[str, Quantity]
-) -> tuple[Quantity, bool]:
-    """maybeCapToMax: a zero maximum means none."""
-    bound = maximum.get(name)
-    if bound is not None and not bound.is_zero() and recommended > bound:
-        return bound, True
-    return recommended, False
 
 
 def _boundary_recommendation(
@@ -216,10 +173,10 @@ class _Bounds:
         """Cap every recommended resource to the minimum, then the maximum (in place)."""
         annotations: list[str] = []
         for name in ordered_names(recommendation):
-            capped, hit = _cap_to_min(recommendation[name], name, self.minimum)
+            capped, hit = cap_to_min(recommendation[name], name, self.minimum)
             if hit:
                 annotations.append(_annotation(name, self.min_action))
-            capped, hit = _cap_to_max(capped, name, self.maximum)
+            capped, hit = cap_to_max(capped, name, self.maximum)
             if hit:
                 annotations.append(_annotation(name, self.max_action))
             recommendation[name] = capped

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kubescale.base.objects import mapping
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef
 
 __all__ = ["CONFLICT_RESOURCES", "hpa_scaled_resources", "hpas_scaled_resources"]
@@ -31,13 +32,9 @@ CONFLICT_RESOURCES = frozenset({"cpu", "memory"})
 _CPU = frozenset({"cpu"})
 
 
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def _targets(hpa: Mapping[str, Any], controller: ControllerRef) -> bool:
-    namespace = _mapping(hpa.get("metadata")).get("namespace")
-    target = _mapping(_mapping(hpa.get("spec")).get("scaleTargetRef"))
+    namespace = mapping(hpa.get("metadata")).get("namespace")
+    target = mapping(mapping(hpa.get("spec")).get("scaleTargetRef"))
     return (
         namespace == controller.namespace
         and target.get("kind") == controller.kind
@@ -48,9 +45,9 @@ def _targets(hpa: Mapping[str, Any], controller: ControllerRef) -> bool:
 def _metric_resource(metric: Mapping[str, Any]) -> str | None:
     kind = metric.get("type")
     if kind == "Resource":
-        source = _mapping(metric.get("resource"))
+        source = mapping(metric.get("resource"))
     elif kind == "ContainerResource":
-        source = _mapping(metric.get("containerResource"))
+        source = mapping(metric.get("containerResource"))
     else:
         return None
     name = source.get("name")
@@ -61,7 +58,7 @@ def hpa_scaled_resources(hpa: dict[str, Any], controller: ControllerRef | None) 
     """The resources (``cpu``/``memory``) ``hpa`` scales ``controller`` on; empty if unrelated."""
     if controller is None or not _targets(hpa, controller):
         return frozenset()
-    spec = _mapping(hpa.get("spec"))
+    spec = mapping(hpa.get("spec"))
     api_version = hpa.get("apiVersion")
     if api_version == "autoscaling/v1" or "targetCPUUtilizationPercentage" in spec:
         return _CPU

@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kubescale.base.objects import mapping
 from kubescale.controllers.vpa.api.current_resources import (
     CPU,
     MEMORY,
@@ -66,10 +67,6 @@ BOUNDS = (TARGET, LOWER_BOUND, UPPER_BOUND)
 _ORDER = (UPPER_BOUND, TARGET, LOWER_BOUND)
 
 
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 class WorkingRecommendation:
     """A mutable copy of one ``containerRecommendations`` entry while it is being capped."""
 
@@ -85,7 +82,7 @@ class WorkingRecommendation:
 
 def parse_entries(recommendation: Mapping[str, Any] | None) -> list[WorkingRecommendation]:
     """Working copies of a ``status.recommendation``'s entries (garbage entries skipped)."""
-    entries = _mapping(recommendation).get("containerRecommendations")
+    entries = mapping(recommendation).get("containerRecommendations")
     working: list[WorkingRecommendation] = []
     if not isinstance(entries, list):
         return working

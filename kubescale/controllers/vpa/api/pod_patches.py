@@ -46,6 +46,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kubescale.base.objects import mapping
 from kubescale.controllers.vpa.api.current_resources import ordered_names
 from kubescale.controllers.vpa.api.pod_resources import ContainerResources, PodResources
 from kubescale.kube.quantities import Quantity
@@ -68,12 +69,8 @@ def escape_json_pointer(segment: str) -> str:
     return segment.replace("~", "~0").replace("/", "~1")
 
 
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def _containers(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    containers = _mapping(pod.get("spec")).get("containers")
+    containers = mapping(pod.get("spec")).get("containers")
     if not isinstance(containers, list):
         return []
     return [c if isinstance(c, Mapping) else {} for c in containers]
@@ -93,7 +90,7 @@ def _current_lists_set(pod: Mapping[str, Any]) -> dict[str, tuple[bool, bool]]:
     else the first container of that name in the spec.
     """
     statuses: dict[str, Mapping[str, Any]] = {}
-    raw_statuses = _mapping(pod.get("status")).get("containerStatuses")
+    raw_statuses = mapping(pod.get("status")).get("containerStatuses")
     for status in raw_statuses if isinstance(raw_statuses, list) else []:
         if isinstance(status, Mapping):
             statuses.setdefault(_container_name(status), status)
@@ -103,7 +100,7 @@ def _current_lists_set(pod: Mapping[str, Any]) -> dict[str, tuple[bool, bool]]:
         if name in result:
             continue
         applied = statuses.get(name, {}).get("resources")
-        holder = _mapping(applied if isinstance(applied, Mapping) else container.get("resources"))
+        holder = mapping(applied if isinstance(applied, Mapping) else container.get("resources"))
         result[name] = (
             isinstance(holder.get("requests"), Mapping),
             isinstance(holder.get("limits"), Mapping),
@@ -190,7 +187,7 @@ def pod_patches(
     texts the recommendation pipeline produced for it.
     """
     patches: list[dict[str, Any]] = []
-    metadata = _mapping(pod.get("metadata"))
+    metadata = mapping(pod.get("metadata"))
     if not isinstance(metadata.get("annotations"), Mapping):
         patches.append(_add("/metadata/annotations", {}))
 

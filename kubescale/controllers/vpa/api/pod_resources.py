@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from kubescale.base.objects import optional_mapping
 from kubescale.controllers.vpa.api.capping import (
     REQUESTS_AND_LIMITS,
     cap_recommendation,
@@ -69,6 +70,7 @@ from kubescale.controllers.vpa.api.current_resources import (
 from kubescale.controllers.vpa.api.limit_ranges import LimitRangeItem
 from kubescale.controllers.vpa.api.limit_scaling import proportional_limits
 from kubescale.controllers.vpa.api.node_fit import fit_requests_to_node
+from kubescale.controllers.vpa.api.vpa_policy import UPDATE_MODE_OFF, update_mode
 from kubescale.kube.quantities import Quantity
 
 __all__ = [
@@ -80,7 +82,6 @@ __all__ = [
 ]
 
 NODE_FIT_ACTION = "capped to fit the largest node"
-_UPDATE_MODE_OFF = "Off"
 _CONTAINER_MODE_OFF = "Off"
 
 _EMPTY: Mapping[str, Quantity] = MappingProxyType({})
@@ -104,16 +105,6 @@ class PodResources:
 
 
 _NOTHING = ContainerResources()
-
-
-def _mapping(value: object) -> Mapping[str, Any] | None:
-    return value if isinstance(value, Mapping) else None
-
-
-def _update_mode_off(vpa: Mapping[str, Any]) -> bool:
-    spec = _mapping(vpa.get("spec")) or {}
-    update_policy = _mapping(spec.get("updatePolicy")) or {}
-    return update_policy.get("updateMode") == _UPDATE_MODE_OFF
 
 
 def _frozen(resources: ResourceList) -> Mapping[str, Quantity]:
@@ -159,11 +150,13 @@ def pod_resources(
     nothing = PodResources(
         containers=tuple(_NOTHING for _ in names), annotations=MappingProxyType({})
     )
-    status = _mapping(vpa.get("status")) or {}
-    recommendation = _mapping(status.get("recommendation"))
-    if _update_mode_off(vpa) or recommendation is None:
+    status = optional_mapping(vpa.get("status")) or {}
+    recommendation = optional_mapping(status.get("recommendation"))
+    if update_mode(vpa) == UPDATE_MODE_OFF or recommendation is None:
         return nothing
-    resource_policy = _mapping((_mapping(vpa.get("spec")) or {}).get("resourcePolicy"))
+    resource_policy = optional_mapping(
+        (optional_mapping(vpa.get("spec")) or {}).get("resourcePolicy")
+    )
     capped = cap_recommendation(
         recommendation=recommendation,
         resource_policy=resource_policy,
@@ -244,10 +237,12 @@ def capped_recommendation(
     recommendation nor a resource policy. Annotations are dropped (the updater, reference §3.4,
     does not use them).
     """
-    status = _mapping(vpa.get("status")) or {}
+    status = optional_mapping(vpa.get("status")) or {}
     capped = cap_recommendation(
-        recommendation=_mapping(status.get("recommendation")),
-        resource_policy=_mapping((_mapping(vpa.get("spec")) or {}).get("resourcePolicy")),
+        recommendation=optional_mapping(status.get("recommendation")),
+        resource_policy=optional_mapping(
+            (optional_mapping(vpa.get("spec")) or {}).get("resourcePolicy")
+        ),
         pod=pod,
         container_limit_range=container_limit_range,
         pod_limit_range=pod_limit_range,

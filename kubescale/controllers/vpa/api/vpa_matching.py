@@ -23,39 +23,29 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from kubescale.base.objects import mapping
+from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef
+from kubescale.controllers.vpa.api.vpa_policy import UPDATE_MODE_OFF, update_mode
 from kubescale.kube.selectors import LabelSelector
 
 __all__ = [
     "choose_vpa",
     "has_startup_boost",
     "target_ref_of",
-    "update_mode",
 ]
 
-UPDATE_MODE_OFF = "Off"
 # GetUpdateMode: an unset or empty mode means the default (Recreate since Auto's deprecation;
 # before it, Auto -- both mean "not Off", which is all admission asks).
-DEFAULT_UPDATE_MODE = "Recreate"
 _ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def update_mode(vpa: Mapping[str, Any]) -> str:
-    """vpa_api_util.GetUpdateMode: ``spec.updatePolicy.updateMode``, or the default."""
-    mode = _mapping(_mapping(_mapping(vpa.get("spec")).get("updatePolicy"))).get("updateMode")
-    return mode if isinstance(mode, str) and mode else DEFAULT_UPDATE_MODE
 
 
 def has_startup_boost(vpa: Mapping[str, Any]) -> bool:
     """vpa_api_util.HasStartupBoost: a pod-level or any container-level ``startupBoost``."""
-    spec = _mapping(vpa.get("spec"))
+    spec = mapping(vpa.get("spec"))
     if spec.get("startupBoost") is not None:
         return True
-    policies = _mapping(spec.get("resourcePolicy")).get("containerPolicies")
+    policies = mapping(spec.get("resourcePolicy")).get("containerPolicies")
     if not isinstance(policies, list):
         return False
     return any(
@@ -66,7 +56,7 @@ def has_startup_boost(vpa: Mapping[str, Any]) -> bool:
 
 def target_ref_of(vpa: Mapping[str, Any]) -> ControllerRef | None:
     """The VPA's ``spec.targetRef`` as a controller in the VPA's namespace (``None`` if unset)."""
-    target = _mapping(vpa.get("spec")).get("targetRef")
+    target = mapping(vpa.get("spec")).get("targetRef")
     if not isinstance(target, Mapping):
         return None
 
@@ -77,26 +67,18 @@ def target_ref_of(vpa: Mapping[str, Any]) -> ControllerRef | None:
         api_version=text(target.get("apiVersion")),
         kind=text(target.get("kind")),
         name=text(target.get("name")),
-        namespace=text(_mapping(vpa.get("metadata")).get("namespace")),
+        namespace=text(mapping(vpa.get("metadata")).get("namespace")),
     )
 
 
 def _creation_time(obj: Mapping[str, Any]) -> datetime:
     # metav1.Time: RFC 3339 at second precision; unset is the zero time (earliest of all).
-    raw = _mapping(obj.get("metadata")).get("creationTimestamp")
-    if not isinstance(raw, str) or not raw:
-        return _ZERO_TIME
-    try:
-        moment = datetime.fromisoformat(raw)
-    except ValueError:
-        return _ZERO_TIME
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment
+    moment = parse_time(mapping(obj.get("metadata")).get("creationTimestamp"))
+    return moment if moment is not None else _ZERO_TIME
 
 
 def _name(obj: Mapping[str, Any]) -> str:
-    name = _mapping(obj.get("metadata")).get("name")
+    name = mapping(obj.get("metadata")).get("name")
     return name if isinstance(name, str) else ""
 
 
@@ -111,7 +93,7 @@ def _stronger(a: Mapping[str, Any], b: Mapping[str, Any] | None) -> bool:
 
 
 def _labels(pod: Mapping[str, Any]) -> dict[str, str]:
-    labels = _mapping(pod.get("metadata")).get("labels")
+    labels = mapping(pod.get("metadata")).get("labels")
     if not isinstance(labels, Mapping):
         return {}
     return {k: v for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)}
@@ -133,7 +115,7 @@ def choose_vpa(
     """
     if controller is None:
         return None
-    raw_namespace = _mapping(pod.get("metadata")).get("namespace")
+    raw_namespace = mapping(pod.get("metadata")).get("namespace")
     pod_namespace = raw_namespace if isinstance(raw_namespace, str) else ""
     labels = _labels(pod)
     controlling: dict[str, Any] | None = None

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from kubescale.base.objects import mapping
 from kubescale.controllers.vpa.model.checkpoint_format import (
     SUPPORTED_CHECKPOINT_VERSION,
     CheckpointFormatError,
@@ -324,8 +325,8 @@ class AggregateContainerState:
         self.total_samples_count = count
         self.first_sample_start_us = parse_time(status.get("firstSampleStart"))
         self.last_sample_start_us = parse_time(status.get("lastSampleStart"))
-        self.memory.load_from_checkpoint(_mapping(status.get("memoryHistogram")))
-        self.cpu.load_from_checkpoint(_mapping(status.get("cpuHistogram")))
+        self.memory.load_from_checkpoint(mapping(status.get("memoryHistogram")))
+        self.cpu.load_from_checkpoint(mapping(status.get("cpuHistogram")))
 
     # -- datetimes for callers ----------------------------------------------------------------
 
@@ -345,10 +346,6 @@ def controlled_resources(policy: Mapping[str, Any] | None) -> tuple[str, ...]:
     if isinstance(resources, list):
         return tuple(r for r in resources if r in (CPU, MEMORY))
     return DEFAULT_CONTROLLED_RESOURCES
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 class ContainerAggregator(Protocol):

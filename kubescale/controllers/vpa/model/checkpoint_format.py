@@ -18,9 +18,10 @@ Times are microseconds since Go's zero time
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
+from kubescale.base.times import parse_time as parse_metav1_time
 from kubescale.controllers.vpa.model.go_math import GO_ZERO_TIME, from_go_micros, go_micros
 
 __all__ = [
@@ -61,17 +62,10 @@ def parse_time(value: object) -> int:
         return go_micros(value)
     if not isinstance(value, str):
         raise CheckpointFormatError(f"time {value!r} is not a string")
-    text = value.strip()
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError as error:
-        raise CheckpointFormatError(f"time {value!r} is not RFC 3339") from error
-    if moment.tzinfo is None:
-        raise CheckpointFormatError(f"time {value!r} has no offset")
-    micros = go_micros(moment.astimezone(UTC))
-    return micros if moment != GO_ZERO_TIME else 0
+    moment = parse_metav1_time(value)
+    if moment is None:
+        raise CheckpointFormatError(f"time {value!r} is not RFC 3339")
+    return go_micros(moment) if moment != GO_ZERO_TIME else 0
 
 
 def parse_histogram(checkpoint: Mapping[str, Any]) -> tuple[dict[int, int], float, int]:

@@ -30,6 +30,7 @@ from typing import Any
 
 from kubescale.base.logs import component_logger
 from kubescale.base.times import parse_time
+from kubescale.controllers.vpa.api.vpa_policy import container_policy
 from kubescale.controllers.vpa.model.aggregate_state import (
     CPU,
     MEMORY,
@@ -52,7 +53,7 @@ from kubescale.controllers.vpa.model.estimators import (
 )
 from kubescale.controllers.vpa.model.go_math import GO_ZERO_TIME, go_float_to_int64, go_micros
 from kubescale.controllers.vpa.model.histogram import HistogramCheckpointError
-from kubescale.controllers.vpa.model.recommendation import build_recommendation, container_policy
+from kubescale.controllers.vpa.model.recommendation import build_recommendation
 from kubescale.kube.selectors import NOTHING, LabelSelector
 
 __all__ = ["AggregateKey", "ClusterState", "VpaRecommendation"]

@@ -32,13 +32,19 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
+from kubescale.controllers.vpa.api.vpa_policy import (
+    allowed_bounds,
+    cap_to_max,
+    cap_to_min,
+    container_policy,
+)
 from kubescale.controllers.vpa.model.aggregate_state import CPU, MEMORY, AggregateContainerState
 from kubescale.controllers.vpa.model.estimators import (
     ContainerEstimate,
     RecommenderConfig,
     estimate,
 )
-from kubescale.kube.quantities import BINARY_SI, DECIMAL_SI, Quantity, QuantityError, parse_quantity
+from kubescale.kube.quantities import BINARY_SI, DECIMAL_SI, Quantity, parse_quantity
 
 __all__ = [
     "INTEGER_CPU_ANNOTATION_PREFIX",
@@ -46,7 +52,6 @@ __all__ = [
     "apply_integer_cpu",
     "apply_policy_caps",
     "build_recommendation",
-    "container_policy",
     "cpu_quantity",
     "format_container_recommendation",
     "memory_quantity",
@@ -58,23 +63,6 @@ INTEGER_CPU_ANNOTATION_SUFFIX = "_integerCPU"
 _BOUNDS = ("target", "lowerBound", "upperBound", "uncappedTarget")
 _CAPPED_BOUNDS = ("target", "lowerBound", "upperBound")
 _KIB = 1024
-
-
-def container_policy(
-    container_name: str, resource_policy: Mapping[str, Any] | None
-) -> Mapping[str, Any] | None:
-    """GetContainerResourcePolicy: the entry for the container, else the ``*`` entry."""
-    policies = resource_policy.get("containerPolicies") if resource_policy else None
-    default: Mapping[str, Any] | None = None
-    if isinstance(policies, list):
-        for policy in policies:
-            if not isinstance(policy, Mapping):
-                continue
-            if policy.get("containerName") == container_name:
-                return policy
-            if policy.get("containerName") == "*":
-                default = policy
-    return default
 
 
 def _round_up(value: int, scale: int) -> int:
@@ -151,18 +139,6 @@ def _ordered(resources: Mapping[str, str]) -> dict[str, str]:
     return {name: resources[name] for name in sorted(resources)}
 
 
-def _parse_list(value: object) -> dict[str, Quantity]:
-    if not isinstance(value, Mapping):
-        return {}
-    result: dict[str, Quantity] = {}
-    for name, text in value.items():
-        try:
-            result[str(name)] = Quantity.from_json(text)
-        except QuantityError:
-            continue
-    return result
-
-
 def apply_integer_cpu(
     entries: list[dict[str, Any]], annotations: Mapping[str, str] | None
 ) -> list[dict[str, Any]]:
@@ -208,8 +184,7 @@ def apply_policy_caps(
         if policy is None and not global_max_allowed:
             result.append(entry)
             continue
-        minimum = _parse_list(policy.get("minAllowed")) if policy is not None else {}
-        maximum = _parse_list(policy.get("maxAllowed")) if policy is not None else {}
+        minimum, maximum = allowed_bounds(policy)
         if global_max_allowed:
             if policy is None or policy.get("maxAllowed") is None:
                 maximum = dict(global_max_allowed)
@@ -223,14 +198,10 @@ def apply_policy_caps(
                 continue
             capped: dict[str, str] = {}
             for resource, text in resources.items():
-                value = Quantity.from_json(text)
-                low = minimum.get(resource)
-                if low is not None and not low.is_zero() and value < low:
-                    value = low
-                high = maximum.get(resource)
-                if high is not None and not high.is_zero() and value > high:
-                    value = high
-                capped[resource] = str(value) if value != Quantity.from_json(text) else text
+                original = Quantity.from_json(text)
+                value, _ = cap_to_min(original, resource, minimum)
+                value, _ = cap_to_max(value, resource, maximum)
+                capped[resource] = str(value) if value != original else text
             copied[bound] = capped
         result.append(copied)
     return result

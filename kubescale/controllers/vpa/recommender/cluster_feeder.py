@@ -36,10 +36,11 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final
 
 from kubescale.base.logs import component_logger
+from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.api.current_resources import (
     CPU,
     MEMORY,
@@ -176,16 +177,6 @@ def container_requests(pod: Mapping[str, Any]) -> dict[str, dict[str, int]]:
     return result
 
 
-def _timestamp(value: object) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
-
-
 def pod_metrics_samples(items: Iterable[Mapping[str, Any]]) -> list[Sample]:
     """``createContainerMetricsSnapshots`` + ``newContainerUsageSamplesWithKey``: one CPU and
     one memory sample per container, measured at the PodMetrics ``timestamp``."""
@@ -194,7 +185,7 @@ def pod_metrics_samples(items: Iterable[Mapping[str, Any]]) -> list[Sample]:
         metadata = item.get("metadata") or {}
         namespace = str(metadata.get("namespace") or "")
         pod = str(metadata.get("name") or "")
-        moment = _timestamp(item.get("timestamp"))
+        moment = parse_time(item.get("timestamp"))
         containers = item.get("containers")
         if moment is None or not isinstance(containers, list):
             continue

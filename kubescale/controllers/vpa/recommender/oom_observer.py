@@ -38,6 +38,8 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from kubescale.base.logs import component_logger
+from kubescale.base.objects import mapping
+from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.api.current_resources import MEMORY, container_requests_and_limits
 from kubescale.kube.quantities import Quantity, QuantityError
 
@@ -68,25 +70,8 @@ class OomInfo:
     memory: int
 
 
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _time(value: object) -> datetime | None:
-    """metav1.Time (RFC 3339, ``Z`` or an offset, optional fraction) as an aware UTC datetime."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
-
-
 def _statuses(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    statuses = _mapping(pod.get("status")).get("containerStatuses")
+    statuses = mapping(pod.get("status")).get("containerStatuses")
     if not isinstance(statuses, list):
         return []
     return [status for status in statuses if isinstance(status, Mapping)]
@@ -106,7 +91,7 @@ def _restart_count(status: Mapping[str, Any]) -> int:
 
 def _state(status: Mapping[str, Any], field: str, phase: str) -> Mapping[str, Any] | None:
     """``status.<field>.<phase>`` (e.g. ``state.terminated``), ``None`` when unset."""
-    value = _mapping(status.get(field)).get(phase)
+    value = mapping(status.get(field)).get(phase)
     return value if isinstance(value, Mapping) else None
 
 
@@ -123,7 +108,7 @@ def _memory_request(pod: Mapping[str, Any], container: str) -> int:
 
 def ooms_from_pod_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[OomInfo]:
     """``observer.OnUpdate``: the OOMs a pod update reveals (see the module docstring)."""
-    metadata = _mapping(new.get("metadata"))
+    metadata = mapping(new.get("metadata"))
     namespace = str(metadata.get("namespace") or "")
     pod_name = str(metadata.get("name") or "")
     old_statuses = _statuses(old)
@@ -154,7 +139,7 @@ def ooms_from_pod_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list
             oom_state, oom_pod = last_terminated, old
         else:
             continue
-        finished = _time(oom_state.get("finishedAt"))
+        finished = parse_time(oom_state.get("finishedAt"))
         if finished is None:
             # Go's zero time: an OOM that old is always discarded by the model.
             finished = datetime(1, 1, 1, tzinfo=UTC)
@@ -180,17 +165,17 @@ def _split(annotations: Mapping[str, Any], key: str) -> list[str]:
 
 def ooms_from_eviction_event(event: Mapping[str, Any]) -> list[OomInfo]:
     """``parseEvictionEvent``: the memory OOMs an ``Evicted`` Event of a Pod carries."""
-    involved = _mapping(event.get("involvedObject"))
+    involved = mapping(event.get("involvedObject"))
     if event.get("reason") != EVICTED or involved.get("kind") != "Pod":
         return []
-    metadata = _mapping(event.get("metadata"))
-    annotations = _mapping(metadata.get("annotations"))
+    metadata = mapping(event.get("metadata"))
+    annotations = mapping(metadata.get("annotations"))
     containers = _split(annotations, "offending_containers")
     usages = _split(annotations, "offending_containers_usage")
     starved = _split(annotations, "starved_resource")
     if len(containers) != len(usages) or len(containers) != len(starved):
         return []
-    created = _time(metadata.get("creationTimestamp")) or datetime(1, 1, 1, tzinfo=UTC)
+    created = parse_time(metadata.get("creationTimestamp")) or datetime(1, 1, 1, tzinfo=UTC)
     found: list[OomInfo] = []
     for container, usage, resource in zip(containers, usages, starved, strict=True):
         if resource != MEMORY:

@@ -16,6 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Final
 
+from kubescale.base.go_strings import go_quote
 from kubescale.prometheus.query_api import PrometheusAuth
 
 __all__ = [
@@ -96,7 +97,7 @@ def parse_prometheus_duration(text: str) -> timedelta:
         raise ValueError("empty duration string")
     match = _DURATION.fullmatch(text)
     if match is None:
-        raise ValueError(f"not a valid duration string: {_go_quote(text)}")
+        raise ValueError(f"not a valid duration string: {go_quote(text)}")
     total_ms = 0
     for digits, unit_ms in zip(match.groups(), _DURATION_UNITS_MS, strict=True):
         if digits is None:
@@ -105,11 +106,6 @@ def parse_prometheus_duration(text: str) -> timedelta:
         if total_ms * 1_000_000 > _MAX_DURATION_NS:
             raise ValueError("duration out of range")
     return timedelta(milliseconds=total_ms)
-
-
-def _go_quote(text: str) -> str:
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
-    return f'"{escaped}"'
 
 
 def read_bearer_token_file(path: str | Path) -> str:

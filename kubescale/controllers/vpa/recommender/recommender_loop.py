@@ -39,6 +39,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from kubescale.base.logs import component_logger
+from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.checkpoint.checkpoint_store import CheckpointStore
 from kubescale.controllers.vpa.recommender.cluster_feeder import ClusterFeeder
 from kubescale.controllers.vpa.recommender.prometheus_history import HistoryProvider, load_history
@@ -218,11 +219,8 @@ class RecommenderLoop:
         return reports
 
     def _observe_latency(self, created: object, now: datetime) -> None:
-        if not isinstance(created, str) or not created:
-            return
-        try:
-            moment = datetime.fromisoformat(created.replace("Z", "+00:00"))
-        except ValueError:
+        moment = parse_time(created)
+        if moment is None:
             return
         self.metrics.recommendation_latency.observe((now - moment).total_seconds())
 

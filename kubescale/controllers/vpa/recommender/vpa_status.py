@@ -30,6 +30,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from kubescale.base.objects import mapping
+from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.model.cluster_state import VpaRecommendation
 from kubescale.kube.client import KubeClient
 from kubescale.kube.quantities import Quantity, QuantityError
@@ -58,10 +60,6 @@ NO_PODS_MATCHED_MESSAGE: Final = "No pods match this VPA object"
 _TRUE, _FALSE = "True", "False"
 
 
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def _format_time(moment: datetime) -> str:
     """metav1.Time: RFC 3339, UTC, whole seconds."""
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -76,7 +74,7 @@ def _conditions(status: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 def condition_active(vpa: Mapping[str, Any], condition_type: str) -> bool:
     """``ConditionActive``: the VPA's status has the condition with status True."""
-    for condition in _conditions(_mapping(vpa.get("status"))):
+    for condition in _conditions(mapping(vpa.get("status"))):
         if condition.get("type") == condition_type:
             return condition.get("status") == _TRUE
     return False
@@ -87,7 +85,7 @@ def had_recommendation(vpa: Mapping[str, Any]) -> bool:
     ``status.recommendation`` only when ``RecommendationProvided`` is True."""
     if not condition_active(vpa, RECOMMENDATION_PROVIDED):
         return False
-    recommendation = _mapping(_mapping(vpa.get("status")).get("recommendation"))
+    recommendation = mapping(mapping(vpa.get("status")).get("recommendation"))
     entries = recommendation.get("containerRecommendations")
     return isinstance(entries, list) and bool(entries)
 
@@ -137,7 +135,7 @@ def desired_status(
     used (:class:`kubescale.controllers.vpa.api.vpa_targets.TargetCheck`), ``None`` for a usable
     one.
     """
-    status = _mapping(vpa.get("status"))
+    status = mapping(vpa.get("status"))
     conditions = _Conditions(_conditions(status), now)
     if unsupported is not None:
         conditions.set(CONFIG_UNSUPPORTED, True, "", unsupported)
@@ -159,7 +157,7 @@ def desired_status(
         "conditions": conditions.as_list(),
         "recommendation": {"containerRecommendations": entries} if entries else {},
     }
-    generation = _mapping(vpa.get("metadata")).get("generation")
+    generation = mapping(vpa.get("metadata")).get("generation")
     if isinstance(generation, int) and generation > 0:
         new["observedGeneration"] = generation
     return new
@@ -171,10 +169,8 @@ def desired_status(
 def _time_value(value: object) -> object:
     if not isinstance(value, str) or not value:
         return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return value
+    moment = parse_time(value)
+    return moment.timestamp() if moment is not None else value
 
 
 def _quantity_value(value: object) -> object:
@@ -185,7 +181,7 @@ def _quantity_value(value: object) -> object:
 
 
 def _resource_list(value: object) -> tuple[tuple[str, object], ...]:
-    items = _mapping(value)
+    items = mapping(value)
     return tuple(sorted((str(name), _quantity_value(q)) for name, q in items.items()))
 
 
@@ -236,7 +232,7 @@ async def write_status(
     client: KubeClient, vpa: Mapping[str, Any], status: Mapping[str, Any]
 ) -> dict[str, Any]:
     """``add /status`` through the status subresource (a JSON patch, as upstream)."""
-    metadata = _mapping(vpa.get("metadata"))
+    metadata = mapping(vpa.get("metadata"))
     return await client.patch(
         VERTICAL_POD_AUTOSCALERS,
         str(metadata.get("name") or ""),

@@ -29,6 +29,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from kubescale.base.logs import component_logger
+from kubescale.base.objects import meta
 
 _log = component_logger("vpa-updater")
 
@@ -95,21 +96,17 @@ class InPlaceDecision(enum.Enum):
 
 def pod_id(pod: Mapping[str, Any]) -> str:
     """``getPodID``: ``namespace/name``."""
-    meta = pod.get("metadata") or {}
-    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+    view = meta(pod)
+    return f"{view.namespace}/{view.name}"
 
 
 def controller_of(pod: Mapping[str, Any]) -> ControllerKey | None:
     """The owner reference with ``controller: true`` (``managingControllerRef``), if any."""
-    meta = pod.get("metadata") or {}
-    for ref in meta.get("ownerReferences") or ():
-        if ref.get("controller") is True:
-            return ControllerKey(
-                namespace=str(meta.get("namespace", "")),
-                kind=str(ref.get("kind", "")),
-                name=str(ref.get("name", "")),
-            )
-    return None
+    view = meta(pod)
+    ref = view.controller
+    if ref is None:
+        return None
+    return ControllerKey(namespace=view.namespace, kind=ref.kind, name=ref.name)
 
 
 def _is_pending(pod: Mapping[str, Any]) -> bool:

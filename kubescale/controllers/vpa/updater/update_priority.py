@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from kubescale.controllers.vpa.api.capping import container_policy
+from kubescale.base.objects import mapping
+from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.api.current_resources import (
     ResourceList,
     container_requests_and_limits,
@@ -44,6 +45,7 @@ from kubescale.controllers.vpa.api.current_resources import (
 )
 from kubescale.controllers.vpa.api.limit_ranges import LimitRangeItem
 from kubescale.controllers.vpa.api.pod_resources import capped_recommendation
+from kubescale.controllers.vpa.api.vpa_policy import container_policy, update_mode
 from kubescale.kube.quantities import Quantity
 
 __all__ = [
@@ -58,7 +60,6 @@ __all__ = [
     "pod_priority",
     "prioritized_pods",
     "quick_oom",
-    "update_mode",
     "update_priority",
     "vpa_is_updated",
 ]
@@ -70,7 +71,6 @@ _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DNS1123_LABEL_MAX = 63
 
 # GetUpdateMode: an unset updatePolicy / updateMode means Recreate.
-_DEFAULT_UPDATE_MODE = "Recreate"
 _EVICTING_MODES = frozenset({"Recreate", "Auto", "InPlaceOrRecreate"})
 _IN_PLACE_MODE = "InPlace"
 _CONTAINER_MODE_OFF = "Off"
@@ -123,19 +123,9 @@ class PodPriority:
 # -- VPAs and pods ------------------------------------------------------------------------------
 
 
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def _update_policy(vpa: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    policy = _mapping(vpa.get("spec")).get("updatePolicy")
+    policy = mapping(vpa.get("spec")).get("updatePolicy")
     return policy if isinstance(policy, Mapping) else None
-
-
-def update_mode(vpa: Mapping[str, Any]) -> str:
-    """GetUpdateMode: ``spec.updatePolicy.updateMode``, Recreate when unset or empty."""
-    mode = _mapping(_update_policy(vpa)).get("updateMode")
-    return mode if isinstance(mode, str) and mode else _DEFAULT_UPDATE_MODE
 
 
 def vpa_is_updated(vpa: Mapping[str, Any], *, in_place_gate: bool = False) -> bool:
@@ -146,11 +136,11 @@ def vpa_is_updated(vpa: Mapping[str, Any], *, in_place_gate: bool = False) -> bo
 
 def pod_is_updatable(pod: Mapping[str, Any]) -> bool:
     """Scheduled, not terminated, not being deleted (updater.go's pod filter)."""
-    if not _mapping(pod.get("spec")).get("nodeName"):
+    if not mapping(pod.get("spec")).get("nodeName"):
         return False
-    if _mapping(pod.get("status")).get("phase") in _FINISHED_PHASES:
+    if mapping(pod.get("status")).get("phase") in _FINISHED_PHASES:
         return False
-    return _mapping(pod.get("metadata")).get("deletionTimestamp") is None
+    return mapping(pod.get("metadata")).get("deletionTimestamp") is None
 
 
 def parse_observed_containers(value: str) -> frozenset[str] | None:
@@ -170,7 +160,7 @@ def parse_observed_containers(value: str) -> frozenset[str] | None:
 
 def observed_containers(pod: Mapping[str, Any]) -> frozenset[str] | None:
     """The containers the priority looks at; ``None`` means all (no or unparseable annotation)."""
-    value = _mapping(_mapping(pod.get("metadata")).get("annotations")).get(
+    value = mapping(mapping(pod.get("metadata")).get("annotations")).get(
         OBSERVED_CONTAINERS_ANNOTATION
     )
     if not isinstance(value, str):
@@ -182,10 +172,10 @@ def observed_containers(pod: Mapping[str, Any]) -> frozenset[str] | None:
 
 
 def _container_names(pod: Mapping[str, Any], key: str) -> list[str]:
-    containers = _mapping(pod.get("spec")).get(key)
+    containers = mapping(pod.get("spec")).get(key)
     names: list[str] = []
     for container in containers if isinstance(containers, list) else ():
-        name = _mapping(container).get("name")
+        name = mapping(container).get("name")
         names.append(name if isinstance(name, str) else "")
     return names
 
@@ -195,14 +185,14 @@ def _recommendations_by_name(recommendation: Mapping[str, Any]) -> dict[str, Map
     entries = recommendation.get("containerRecommendations")
     found: dict[str, Mapping[str, Any]] = {}
     for entry in entries if isinstance(entries, list) else ():
-        name = _mapping(entry).get("containerName")
+        name = mapping(entry).get("containerName")
         if isinstance(name, str) and name not in found:
             found[name] = entry
     return found
 
 
 def _resource_list(value: object) -> ResourceList:
-    return {str(k): Quantity.from_json(v) for k, v in _mapping(value).items()}
+    return {str(k): Quantity.from_json(v) for k, v in mapping(value).items()}
 
 
 def update_priority(*, pod: Mapping[str, Any], recommendation: Mapping[str, Any]) -> UpdatePriority:
@@ -253,19 +243,9 @@ def update_priority(*, pod: Mapping[str, Any], recommendation: Mapping[str, Any]
     )
 
 
-def _time(value: object) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
 def _oom_threshold(vpa: Mapping[str, Any], settings: UpdateSettings) -> timedelta:
     """getEvictOOMThreshold: per-VPA ``evictAfterOOMSeconds`` only with PerVPAConfig."""
-    seconds = _mapping(_update_policy(vpa)).get("evictAfterOOMSeconds")
+    seconds = mapping(_update_policy(vpa)).get("evictAfterOOMSeconds")
     if settings.per_vpa_config and isinstance(seconds, int) and not isinstance(seconds, bool):
         return timedelta(seconds=seconds)
     return settings.evict_after_oom_threshold
@@ -278,11 +258,11 @@ def quick_oom(*, pod: Mapping[str, Any], vpa: Mapping[str, Any], settings: Updat
     ``finishedAt`` counts as Go's zero time, as upstream.
     """
     observed = observed_containers(pod)
-    resource_policy = _mapping(vpa.get("spec")).get("resourcePolicy")
+    resource_policy = mapping(vpa.get("spec")).get("resourcePolicy")
     threshold = _oom_threshold(vpa, settings)
-    statuses = _mapping(pod.get("status")).get("containerStatuses")
+    statuses = mapping(pod.get("status")).get("containerStatuses")
     for status in statuses if isinstance(statuses, list) else ():
-        name = _mapping(status).get("name")
+        name = mapping(status).get("name")
         if observed is not None and name not in observed:
             continue  # not supported by the quick OOM logic upstream
         policy = container_policy(
@@ -291,11 +271,11 @@ def quick_oom(*, pod: Mapping[str, Any], vpa: Mapping[str, Any], settings: Updat
         )
         if policy is not None and policy.get("mode") == _CONTAINER_MODE_OFF:
             continue
-        terminated = _mapping(_mapping(_mapping(status).get("lastState")).get("terminated"))
+        terminated = mapping(mapping(mapping(status).get("lastState")).get("terminated"))
         if terminated.get("reason") != _OOM_KILLED:
             continue
-        started = _time(terminated.get("startedAt")) or _GO_ZERO_TIME
-        finished = _time(terminated.get("finishedAt")) or _GO_ZERO_TIME
+        started = parse_time(terminated.get("startedAt")) or _GO_ZERO_TIME
+        finished = parse_time(terminated.get("finishedAt")) or _GO_ZERO_TIME
         if finished - started < threshold:
             return True
     return False
@@ -319,7 +299,7 @@ def pod_priority(
     priority = update_priority(pod=pod, recommendation=recommendation)
     oomed = quick_oom(pod=pod, vpa=vpa, settings=settings)
     if not priority.outside_recommended_range and not oomed:
-        started = _time(_mapping(pod.get("status")).get("startTime"))
+        started = parse_time(mapping(pod.get("status")).get("startTime"))
         if started is None:
             return None
         if now < started + settings.lifetime_threshold:
@@ -337,7 +317,7 @@ def _eviction_requirements(vpa: Mapping[str, Any]) -> list[Mapping[str, Any]] | 
     if policy is None:
         return None
     requirements = policy.get("evictionRequirements")
-    return [_mapping(r) for r in requirements] if isinstance(requirements, list) else []
+    return [mapping(r) for r in requirements] if isinstance(requirements, list) else []
 
 
 def _requirement_holds(
@@ -382,7 +362,7 @@ def eviction_requirements_admit(
 
 
 def _order_key(entry: PodPriority) -> tuple[bool, float, str, str]:
-    metadata = _mapping(entry.pod.get("metadata"))
+    metadata = mapping(entry.pod.get("metadata"))
     return (
         not entry.priority.scale_up,
         -entry.priority.resource_diff,

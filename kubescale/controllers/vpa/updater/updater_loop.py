@@ -34,10 +34,13 @@ from datetime import datetime
 from typing import Any, Final
 
 from kubescale.base.logs import component_logger
+from kubescale.base.objects import meta
+from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef, topmost_controller
 from kubescale.controllers.vpa.api.limit_ranges import merged_limit_range_item
 from kubescale.controllers.vpa.api.pod_admission import PodAdmissionError, admit_pod
 from kubescale.controllers.vpa.api.vpa_matching import choose_vpa
+from kubescale.controllers.vpa.api.vpa_policy import update_mode
 from kubescale.controllers.vpa.api.vpa_targets import VpaTargets, target_ref
 from kubescale.controllers.vpa.recommender.recommender_metrics import ExecutionTimer
 from kubescale.controllers.vpa.updater.eviction_rate_limit import EvictionRateLimiter
@@ -51,7 +54,6 @@ from kubescale.controllers.vpa.updater.eviction_restriction import (
 from kubescale.controllers.vpa.updater.update_priority import (
     pod_is_updatable,
     prioritized_pods,
-    update_mode,
     vpa_is_updated,
 )
 from kubescale.controllers.vpa.updater.updater_config import UpdaterSettings
@@ -79,15 +81,6 @@ _NEVER_EVICTS = "InPlace"
 _CONTAINER_RESOURCES_PREFIX = "/spec/containers/"
 
 
-def _time(value: object) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def lease_is_fresh(
     lease: Mapping[str, Any] | None, *, now: datetime, settings: UpdaterSettings
 ) -> bool:
@@ -95,7 +88,7 @@ def lease_is_fresh(
     if lease is None:
         return False
     spec = lease.get("spec") or {}
-    renewed = _time(spec.get("renewTime")) or _time(
+    renewed = parse_time(spec.get("renewTime")) or parse_time(
         (lease.get("metadata") or {}).get("creationTimestamp")
     )
     return renewed is not None and renewed + settings.status_lease_timeout > now
@@ -275,10 +268,8 @@ class UpdaterLoop:
             key = controller_of(pod)
             if key is None or key in found:
                 continue
-            api_version = ""
-            for ref in (pod.get("metadata") or {}).get("ownerReferences") or ():
-                if ref.get("controller") is True:
-                    api_version = str(ref.get("apiVersion", ""))
+            ref = meta(pod).controller
+            api_version = ref.api_version if ref is not None else ""
             obj = self.targets.owner(api_version, key.kind, key.namespace, key.name)
             if obj is not None:
                 found[key] = obj
