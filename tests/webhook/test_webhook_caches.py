@@ -14,10 +14,15 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from kubescale.base.clock import VirtualClock
-from kubescale.controllers.vpa.api.controller_refs import ControllerRef
+from kubescale.controllers.vpa.api.controller_refs import ControllerRef, topmost_controller
 from kubescale.kube.client import KubeClient, connect
 from kubescale.kube.controller_lookups import well_known_selector
-from kubescale.kube.resources import LIMIT_RANGES, NODES, VERTICAL_POD_AUTOSCALERS
+from kubescale.kube.resources import (
+    LIMIT_RANGES,
+    NODES,
+    REPLICATION_CONTROLLERS,
+    VERTICAL_POD_AUTOSCALERS,
+)
 from kubescale.kube.scale_lookups import ScaleLookups
 from kubescale.kube.selectors import parse_label_selector
 from kubescale.kube.shared_cache import SharedCache
@@ -435,3 +440,37 @@ async def test_the_lookups_loop_resolves_a_miss_without_waiting_for_the_sweep(
     finally:
         runner.stop()
         await task
+
+
+async def test_replication_controllers_are_informed_and_give_their_selector(setup: Caches) -> None:
+    """Upstream VPA informs on ReplicationControllers; the API server serves them (with /scale)."""
+    rc = {
+        "apiVersion": "v1",
+        "kind": "ReplicationController",
+        "metadata": {"name": "legacy", "namespace": "default"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"app": "legacy"},
+            "template": {
+                "metadata": {"labels": {"app": "legacy"}},
+                "spec": {"containers": [{"name": "a", "image": "a"}]},
+            },
+        },
+    }
+    created = await setup.kube.create(REPLICATION_CONTROLLERS, rc)
+    scale = await setup.kube.get_scale(REPLICATION_CONTROLLERS, "legacy", namespace="default")
+    assert scale["status"]["selector"] == "app=legacy"
+    caches = setup.caches
+    assert await caches.wait_for_controller("ReplicationController", "default", "legacy", within=5)
+    target = ControllerRef(
+        api_version="v1", kind="ReplicationController", name="legacy", namespace="default"
+    )
+    selector = caches.selector_of(target)
+    assert selector is not None
+    assert selector.matches({"app": "legacy"})
+    assert not selector.matches({"app": "other"})
+    pod = {"metadata": {"namespace": "default", "ownerReferences": [
+        {"apiVersion": "v1", "kind": "ReplicationController", "name": "legacy",
+         "uid": created["metadata"]["uid"], "controller": True}]}}  # fmt: skip
+    top = topmost_controller(pod, lookup=caches.owner, scalable_kinds=caches.is_scalable)
+    assert top == target
