@@ -13,8 +13,9 @@ conversion of error responses into :class:`~kubescale.kube.errors.KubeApiError` 
 
 from __future__ import annotations
 
+import copy
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -24,6 +25,7 @@ from prometheus_client import CollectorRegistry
 
 from kubescale.base.clock import Clock, RealClock
 from kubescale.kube.config_loading import InClusterPaths, load_configuration
+from kubescale.kube.errors import NotLeaderError
 from kubescale.kube.resources import PODS, ResourceType
 from kubescale.kube.transport import JSON, ClientMetrics, ClientSettings, Transport
 from kubescale.kube.watch_stream import WatchStream
@@ -31,6 +33,7 @@ from kubescale.kube.watch_stream import WatchStream
 __all__ = ["ClientSettings", "KubeClient", "ListResult", "PatchType", "connect"]
 
 PatchType = Literal["json", "merge", "strategic"]
+_READ_VERBS = frozenset({"get", "list", "watch"})
 PATCH_CONTENT_TYPES: Mapping[str, str] = {
     "json": "application/json-patch+json",
     "merge": "application/merge-patch+json",
@@ -73,6 +76,16 @@ class KubeClient:
             settings=settings,
             rng=rng,
         )
+        self.write_gate: Callable[[], bool] | None = None
+        """When set, every request other than get/list/watch is refused (``NotLeaderError``)
+        unless it returns true."""
+
+    def gated(self, gate: Callable[[], bool]) -> KubeClient:
+        """A client sharing this one's connection whose writes need ``gate()`` to be true at
+        the moment each is sent (leader-only loops get one gated on holding the Lease)."""
+        view = copy.copy(self)
+        view.write_gate = gate
+        return view
 
     @classmethod
     def from_configuration(
@@ -137,6 +150,12 @@ class KubeClient:
         retry_throttled: bool = True,
     ) -> dict[str, Any]:
         """Any request, through the transport (see :meth:`Transport.request`)."""
+        gate = self.write_gate
+        if gate is not None and verb not in _READ_VERBS and not gate():
+            raise NotLeaderError(
+                f"{verb} {resource.plural}{'/' + subresource if subresource else ''} refused: "
+                "this replica does not hold the leader Lease"
+            )
         return await self.transport.request(
             verb=verb,
             method=method,

@@ -45,6 +45,13 @@ class KubeError(Exception):
     """Any failure of a request to the API server."""
 
 
+class NotLeaderError(KubeError):
+    """A write refused before it was sent: the client's write gate (this replica's hold on the
+    leader Lease) is closed. Leader-only loops write through a gated client, so a replica that
+    lost the Lease — frozen past its renew deadline, say — cannot write even from an iteration
+    that started while it led."""
+
+
 class KubeTransportError(KubeError):
     """No HTTP response: connection refused/reset, TLS failure, timeout, stream cut."""
 

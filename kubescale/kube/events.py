@@ -24,12 +24,12 @@ Only ``Normal`` and ``Warning`` are valid types; anything else is logged and dro
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 from collections.abc import Mapping
 from typing import Any
 
 from kubescale.base.logs import component_logger
+from kubescale.base.tasks import cancel_and_wait
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeTransportError
 from kubescale.kube.event_correlation import EventCorrelator, format_time
@@ -177,10 +177,7 @@ class EventRecorder:
         if self._worker is not None and not self._worker.done():
             await self.flush()
         worker, self._worker = self._worker, None
-        if worker is not None:
-            worker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await worker
+        await cancel_and_wait(worker)
 
     async def _drain(self) -> None:
         while True:

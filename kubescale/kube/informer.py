@@ -58,13 +58,13 @@ known to number them, like the simulator's.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from kubescale.base.logs import component_logger
+from kubescale.base.tasks import cancel_and_wait
 from kubescale.kube.backoff import Backoff, BackoffPolicy
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeTransportError
@@ -196,9 +196,7 @@ class Informer:
         try:
             await asyncio.wait({waiter, sleeper}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for task in (waiter, sleeper):
-                task.cancel()
-            await asyncio.gather(waiter, sleeper, return_exceptions=True)
+            await cancel_and_wait(waiter, sleeper)
         return self._synced.is_set()
 
     def reflects(self, resource_version: str) -> bool:
@@ -249,10 +247,7 @@ class Informer:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     @property
     def running(self) -> bool:

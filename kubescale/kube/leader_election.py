@@ -47,7 +47,6 @@ Retries the client makes happen inside one try, so they stay within the try's de
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import random
@@ -61,6 +60,7 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from kubescale.base.clock import Clock
 from kubescale.base.logs import component_logger
+from kubescale.base.tasks import cancel_and_wait
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.lease_record import (
@@ -207,6 +207,9 @@ class LeaderElector:
         self._leading = asyncio.Event()
         self._last_renew = -math.inf
         self._in_flight = 0
+        self._campaigning = False
+        self._last_try = -math.inf
+        self._wedged_since: float | None = None
 
     # ---- state ---------------------------------------------------------------------------
 
@@ -244,10 +247,25 @@ class LeaderElector:
         return self._in_flight > 0
 
     def healthz_check(self) -> str | None:
-        """client-go ``LeaderElector.Check``: ``None`` unless leading with a stale renewal."""
+        """client-go ``LeaderElector.Check`` (leading with a stale renewal), and beyond it: the
+        gated work did not stop when leadership was lost, or the elector stopped campaigning —
+        a replica wedged in either state would never lead again, so it should be restarted."""
+        now = self._clock.monotonic()
+        if self._wedged_since is not None:
+            return (
+                f"work gated on lease {self.namespace}/{self.name} has not stopped "
+                f"{now - self._wedged_since:.1f}s after leadership was lost"
+            )
         if not self._leading.is_set():
+            stalled = now - self._last_try
+            limit = self.renew_deadline + self.retry_period * (1.0 + JITTER_FACTOR)
+            if self._campaigning and stalled > limit + self.healthz_tolerance:
+                return (
+                    f"candidate for lease {self.namespace}/{self.name} has not tried to acquire "
+                    f"it for {stalled:.1f}s"
+                )
             return None  # a hot standby is healthy
-        since = self._clock.monotonic() - self._last_renew
+        since = now - self._last_renew
         if since > self.lease_duration + self.healthz_tolerance:
             return (
                 f"leader of lease {self.namespace}/{self.name} has not renewed for {since:.1f}s "
@@ -413,12 +431,18 @@ class LeaderElector:
         :meth:`run` cancels the work, releases and re-raises.
         """
         stop = stop if stop is not None else asyncio.Event()
-        while not stop.is_set():
-            if not await self._acquire(stop):
-                return
-            campaign_again = await self._lead(stop, on_started_leading, on_stopped_leading)
-            if not campaign_again:
-                return
+        self._campaigning = True
+        self._last_try = self._clock.monotonic()
+        try:
+            while not stop.is_set():
+                if not await self._acquire(stop):
+                    return
+                campaign_again = await self._lead(stop, on_started_leading, on_stopped_leading)
+                if not campaign_again:
+                    return
+                self._last_try = self._clock.monotonic()
+        finally:
+            self._campaigning = False
 
     async def _acquire(self, stop: asyncio.Event) -> bool:
         self._log.info(
@@ -427,6 +451,7 @@ class LeaderElector:
         )
         while not stop.is_set():
             # A hung request must not stall candidacy either: bound it like a renewal.
+            self._last_try = self._clock.monotonic()
             acquired = await self._bounded_try(self.renew_deadline)
             self._report_transition()
             if acquired:
@@ -519,14 +544,31 @@ class LeaderElector:
     async def _step_down(
         self, *, work: asyncio.Future[None], tasks: tuple[asyncio.Future[None], ...]
     ) -> None:
-        """Stop leading: the flag and gauge drop first, then the work and renewals end."""
+        """Stop leading: the flag and gauge drop first, then the work and renewals end.
+
+        Waiting for them never swallows a cancellation of the elector itself
+        (:func:`~kubescale.base.tasks.cancel_and_wait`). Work that is still running
+        ``renew_deadline`` seconds after it was cancelled is wedged: ``healthz_check``
+        fails from then on (so the replica is restarted), and the elector does not campaign
+        until it has stopped — a replica never runs two generations of gated work.
+        """
         self._leading.clear()
         self._status.set(0)
-        for task in (work, *tasks):
-            if not task.done():
-                task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        pending = [task for task in (work, *tasks) if not task.done()]
+        for task in pending:
+            task.cancel()
+        if not pending:
+            return
+        await _first_done(asyncio.wait(pending), self._clock.sleep(self.renew_deadline))
+        still_running = [task for task in pending if not task.done()]
+        if still_running:
+            self._wedged_since = self._clock.monotonic()
+            self._log.error(
+                "work under leadership did not stop when leadership was lost",
+                extra={"fields": {"lease": f"{self.namespace}/{self.name}"}},
+            )
+            await cancel_and_wait(*still_running)
+            self._wedged_since = None
 
     async def _stopped(self, on_stopped_leading: Callable[[], Awaitable[None]] | None) -> None:
         self._log.info("stopped leading", extra={"fields": {"lease": self.name}})
@@ -576,9 +618,5 @@ async def _first_done(*awaitables: Awaitable[Any]) -> list[asyncio.Future[Any]]:
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        for task in tasks:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        await cancel_and_wait(*tasks)
     return tasks

@@ -7,6 +7,9 @@ Contract:
   by the next; missed ticks are not replayed.
 - An iteration that raises is logged and counted, and the loop goes on at the next interval: the
   process never dies of a loop error.
+- A runner may have a *gate* (``serve``: this replica holds the leader Lease), checked before
+  every iteration; while it is closed iterations are skipped and counted
+  (``kubescale_loop_skipped_total``).
 - Liveness: a loop is *stalled* when no iteration (successful or not) has completed for
   ``stall_factor`` (5) × its interval; :meth:`LoopRunner.stalled` feeds ``/healthz``.
 - :meth:`LoopRunner.stop` (wired to SIGTERM) lets each loop finish the iteration in progress, then
@@ -75,6 +78,13 @@ class LoopMetrics:
             ["loop"],
             registry=registry,
         )
+        self.skipped = Counter(
+            "kubescale_loop_skipped",
+            "Iterations of a loop not run because the runner's gate was closed (a leader-only "
+            "loop on a replica that no longer holds the Lease).",
+            ["loop"],
+            registry=registry,
+        )
         self.last_completion = Gauge(
             "kubescale_loop_last_completion_timestamp_seconds",
             "Unix time at which an iteration of the loop last completed (successfully or not).",
@@ -96,8 +106,10 @@ class LoopRunner:
         timer: Callable[[], float] = time.perf_counter,
         logger: logging.Logger | None = None,
         metrics: LoopMetrics | None = None,
+        gate: Callable[[], bool] | None = None,
     ) -> None:
         self._clock = clock
+        self._gate = gate
         self._metrics = metrics if metrics is not None else LoopMetrics(registry)
         self._rng = rng if rng is not None else random.Random()
         self._stall_factor = stall_factor
@@ -192,6 +204,16 @@ class LoopRunner:
             begun = self._timer()
             if state.wake is not None:
                 state.wake.clear()
+            if self._gate is not None and not self._gate():
+                # Checked before every iteration: a leader-only loop never starts one on a
+                # replica that lost the Lease, even before the elector has cancelled it.
+                self._metrics.skipped.labels(name).inc()
+                self._log.warning(
+                    "gate closed: iteration skipped", extra={"fields": {"loop": name}}
+                )
+                state.last_completed = self._clock.monotonic()
+                await self._sleep_unless_stopped(state.interval, state.wake)
+                continue
             try:
                 await state.loop.run_once(self._clock.now())
             except Exception:

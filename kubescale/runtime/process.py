@@ -60,19 +60,20 @@ log = component_logger("serve")
 
 
 @dataclass
-class _ElectedLeadership:
-    """:class:`kubescale.runtime.component.Leadership` of a ``serve`` process."""
+class _LeadershipOf:
+    """:class:`kubescale.runtime.component.Leadership` of a ``serve`` process: its elector's
+    (always leading without one)."""
 
-    server: Server
+    server: Server | None = None
 
     @property
     def is_leader(self) -> bool:
-        elector = self.server.elector
+        elector = self.server.elector if self.server is not None else None
         return elector.is_leader if elector is not None else True
 
     @property
     def term(self) -> int:
-        return self.server.leadership_terms
+        return self.server.leadership_terms if self.server is not None else 0
 
 
 @dataclass
@@ -157,18 +158,25 @@ async def serve(
     checks = HealthChecks()
     checks.add_readiness("certificates", lambda: None if tls.loaded else "not loaded")
     loop_metrics = LoopMetrics(registry)
+    leadership = _LeadershipOf()
     server = Server(
         config=config,
         clock=clock,
         registry=registry,
         checks=checks,
         tls=tls,
-        runner=LoopRunner(clock=clock, registry=registry, metrics=loop_metrics),
+        runner=LoopRunner(
+            clock=clock,
+            registry=registry,
+            metrics=loop_metrics,
+            gate=lambda: leadership.is_leader,
+        ),
         replica_runner=LoopRunner(clock=clock, registry=registry, metrics=loop_metrics),
         https_app=make_https_app(),
         health_app=make_health_app(checks=checks, registry=registry),
         stop_event=asyncio.Event(),
     )
+    leadership.server = server
     specs = list(loops)
     if components or (specs and config.leader_elect):
         try:
@@ -207,13 +215,16 @@ def _build_components(
     config = server.config
     cache = SharedCache(client=client, clock=server.clock)
     server.cache = cache
+    leadership = _LeadershipOf(server)
     runtime = Runtime(
         client=client,
-        leader_client=client,
+        # Leader-only loops write through this: a write is refused unless the replica holds
+        # the Lease at the moment it is sent (an iteration may outlive the leadership).
+        leader_client=client.gated(lambda: leadership.is_leader),
         cache=cache,
         clock=server.clock,
         registry=server.registry,
-        leadership=_ElectedLeadership(server),
+        leadership=leadership,
         identity=socket.gethostname(),
         certificates=ServerCertificates(
             client_ca_file=config.client_ca_file,

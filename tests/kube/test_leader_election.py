@@ -829,3 +829,39 @@ async def test_a_hung_renewal_on_the_real_clock(cluster: Cluster) -> None:
     # At most RetryPeriod + RenewDeadline after the last renewal (plus scheduling slack).
     assert time.monotonic() - hung <= 0.15 + 0.6 + 0.6
     cluster.api.faults.clear()
+
+
+async def test_work_that_ignores_cancellation_wedges_the_elector_visibly(cluster: Cluster) -> None:
+    """Gated work that does not stop when leadership is lost must not keep a second generation
+    from starting unseen: the health check fails until the work has stopped, and only then does
+    the elector campaign again."""
+    a = await cluster.candidate("a")
+    release = asyncio.Event()
+    cancellations = 0
+
+    async def stubborn() -> None:
+        nonlocal cancellations
+        while not release.is_set():
+            try:
+                await release.wait()
+            except asyncio.CancelledError:
+                cancellations += 1  # swallowed: the defect this guards against, in user code
+
+    a.start(stubborn)
+    try:
+        await cluster.driver.run_for(1.0)
+        assert a.elector.healthz_check() is None
+        a.partition(cluster.dead_url)
+        await cluster.driver.run_for(12.5)  # renew deadline passed: leadership lost
+        assert not a.leading()
+        assert cancellations == 1
+        # renew_deadline after the cancellation the work still runs: wedged, and it shows
+        await cluster.driver.run_for(a.elector.renew_deadline + 0.5)
+        assert "has not stopped" in str(a.elector.healthz_check())
+        a.heal()
+        await cluster.driver.run_for(3 * MAX_RETRY_GAP)
+        assert not a.leading()  # no second generation of work while the first runs
+    finally:
+        release.set()
+    await cluster.driver.run_until(lambda: a.elector.healthz_check() is None, limit=MAX_RETRY_GAP)
+    await cluster.driver.run_until(a.leading, limit=MAX_RETRY_GAP)

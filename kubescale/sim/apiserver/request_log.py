@@ -24,6 +24,8 @@ class RequestRecord:
     subresource: str = ""
     namespace: str = ""
     name: str = ""
+    user: str = ""
+    """The bearer token presented (the in-process server's notion of a user)."""
 
 
 class RequestLog:

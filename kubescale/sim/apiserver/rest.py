@@ -72,6 +72,11 @@ def _verb(method: str, target: Target, request: web.Request) -> str:
     raise errors.method_not_allowed()
 
 
+def _bearer_token(request: web.Request) -> str:
+    header = request.headers.get("Authorization", "")
+    return header[7:].strip() if header[:7].lower() == "bearer " else ""
+
+
 class RestHandlers:
     """Handlers bound to one server's context."""
 
@@ -101,16 +106,18 @@ class RestHandlers:
                 self.ctx.store.registry, group=group, version=version, parts=parts
             )
             verb = _verb(request.method, target, request)
-            self.ctx.requests.record(
-                RequestRecord(
-                    verb=verb,
-                    group=target.rt.group,
-                    resource=target.rt.plural,
-                    subresource=target.subresource,
-                    namespace=target.namespace or "",
-                    name=target.name or "",
-                )
+            record = RequestRecord(
+                verb=verb,
+                group=target.rt.group,
+                resource=target.rt.plural,
+                subresource=target.subresource,
+                namespace=target.namespace or "",
+                name=target.name or "",
+                user=_bearer_token(request),
             )
+            self.ctx.requests.record(record)
+            for observer in self.ctx.observers:
+                observer(record)
             resource = target.rt.plural + (f"/{target.subresource}" if target.subresource else "")
             fault = self.faults.take(verb=verb, resource=resource)
             if fault is not None:

@@ -264,8 +264,14 @@ class ApiServer:
             return build_kubeconfig(server=self.https_url, ca_cert_pem=self.ca_cert_pem)
         return build_kubeconfig(server=self.http_url, ca_cert_pem=None)
 
-    def write_kubeconfig(self, path: Path, *, tls: bool = True) -> None:
-        write_kubeconfig_file(path, self.kubeconfig(tls=tls))
+    def write_kubeconfig(self, path: Path, *, tls: bool = True, token: str | None = None) -> None:
+        """A kubeconfig for this server; ``token`` gives the client its own bearer token (the
+        request log then tells its requests apart)."""
+        config = self.kubeconfig(tls=tls)
+        if token is not None:
+            for user in config.get("users") or []:
+                user.setdefault("user", {})["token"] = token
+        write_kubeconfig_file(path, config)
 
     @property
     def token(self) -> str:
@@ -274,10 +280,13 @@ class ApiServer:
 
     @web.middleware
     async def _authenticate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        """Any bearer token is accepted (and recorded); anonymous requests too. No authorization."""
+        """Any bearer token is accepted (and recorded once); anonymous requests too. No
+        authorization."""
         header = request.headers.get("Authorization", "")
         if header[:7].lower() == "bearer ":
-            self.context.tokens.append(header[7:].strip())
+            token = header[7:].strip()
+            if token not in self.context.tokens:
+                self.context.tokens.append(token)
         return await handler(request)
 
     # ------------------------------------------------------------------------- discovery

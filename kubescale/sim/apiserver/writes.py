@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from kubescale.kube.resources import MUTATING_WEBHOOK_CONFIGURATIONS, NAMESPACES, ResourceType
 
 from . import errors
-from .request_log import RequestLog
+from .request_log import RequestLog, RequestRecord
 from .served_kinds import VALIDATING_WEBHOOK_CONFIGURATIONS
 from .store import ObjectStore, PreparedUpdate
 
@@ -78,9 +78,12 @@ class ApiContext:
     admission: Admitter | None
     bookmark_interval: float
     tokens: list[str] = field(default_factory=list)
-    """Bearer tokens seen, in order (authentication accepts any)."""
+    """Distinct bearer tokens seen, in first-seen order (authentication accepts any)."""
     requests: RequestLog = field(default_factory=RequestLog)
     """Every resource request answered (:mod:`.request_log`)."""
+    observers: list[Callable[[RequestRecord], None]] = field(default_factory=list)
+    """Called with each resource request as it arrives, before it is served (tests watch what
+    a client does at the moment it does it)."""
 
 
 request_warnings: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
