@@ -25,7 +25,11 @@ WORKLOADS = workload_range("vm-001-vm-020")
 
 pytestmark = pytest.mark.skipif(
     not (DEFAULT_TRACE.exists() and DEFAULT_REFERENCE.exists()),
-    reason=f"trace files not found under {DEFAULT_TRACE.parent} (../shared/traces)",
+    reason=(
+        f"trace files not found under {DEFAULT_TRACE.parent}: the replay needs "
+        f"{DEFAULT_TRACE.name} and {DEFAULT_REFERENCE.name} from the shared traces folder "
+        "beside the repository (../shared/traces; where to get them: README, 'Traces')"
+    ),
 )
 
 
