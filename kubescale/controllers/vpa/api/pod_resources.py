@@ -29,12 +29,12 @@ in cores or millicores: ``1333m``, ``4``), memory ``NewQuantity(v, format)`` (``
 BinarySI, ``357913941`` when not a multiple of 1024, ``2G`` / ``333333333`` from DecimalSI); the
 int64 cap prints ``9223372036854775807m`` (CPU) / ``9223372036854775807`` (memory).
 
-The container policy is also applied here, where upstream relies on the recommender having
-done it: a container with ``mode: Off`` is skipped, and an explicit ``controlledResources``
-limits the requests set to the listed resources. For recommendations the recommender wrote
-this changes nothing; it matters when a policy changed after the last recommendation (and
-upstream would re-patch an ``Off`` container from the copy of its requests the pod-LimitRange
-step inserts).
+As upstream, admission reads neither the container policy's ``mode`` nor its
+``controlledResources``: the recommender leaves out containers in ``mode: Off`` and resources
+not controlled, and admission sets every resource of every container the (capped)
+recommendation holds -- a recommendation written before the policy changed, or the entry the
+Pod-LimitRange step inserts for a container without one (``mode: Off`` included), is applied
+and capped like any other.
 
 Two steps beyond upstream, both off unless asked for:
 
@@ -59,7 +59,6 @@ from kubescale.base.objects import optional_mapping
 from kubescale.controllers.vpa.api.capping import (
     REQUESTS_AND_LIMITS,
     cap_recommendation,
-    container_policy,
     controlled_values,
 )
 from kubescale.controllers.vpa.api.current_resources import (
@@ -82,7 +81,6 @@ __all__ = [
 ]
 
 NODE_FIT_ACTION = "capped to fit the largest node"
-_CONTAINER_MODE_OFF = "Off"
 
 _EMPTY: Mapping[str, Quantity] = MappingProxyType({})
 
@@ -121,14 +119,9 @@ def _about(annotation: str, names: frozenset[str]) -> bool:
 
 
 def _requests_to_set(
-    target: Mapping[str, Quantity] | None,
-    policy: Mapping[str, Any] | None,
-    skip_resources: frozenset[str],
+    target: Mapping[str, Quantity] | None, skip_resources: frozenset[str]
 ) -> ResourceList:
     requests = dict(target or {})
-    controlled = policy.get("controlledResources") if policy is not None else None
-    if isinstance(controlled, list):
-        requests = {name: value for name, value in requests.items() if name in controlled}
     for name in skip_resources:
         requests.pop(name, None)
     requests.pop("", None)  # RemoveEmptyResourceKeyIfAny
@@ -172,12 +165,11 @@ def pod_resources(
     requests_per_container: list[ResourceList | None] = []
     for name in names:
         entry = capped.for_container(name)
-        policy = container_policy(name, resource_policy)
-        if entry is None or (policy is not None and policy.get("mode") == _CONTAINER_MODE_OFF):
+        if entry is None:
             requests_per_container.append(None)
             annotations.pop(name, None)
             continue
-        requests_per_container.append(_requests_to_set(entry.target, policy, skip_resources))
+        requests_per_container.append(_requests_to_set(entry.target, skip_resources))
 
     if largest_node_allocatable:
         fitted = fit_requests_to_node(
