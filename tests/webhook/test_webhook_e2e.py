@@ -299,7 +299,8 @@ async def test_a_rotated_ca_is_republished_and_the_webhook_keeps_working(tmp_pat
             rotated = base64.b64encode((certs / "caCert.pem").read_bytes()).decode()
             assert rotated != before
             await _wait_for(lambda: published() == rotated)
-            assert component.registration.refreshes == 1
+            # the store has the new caBundle a moment before the registration hears back
+            await _wait_for(lambda: component.registration.refreshes == 1)
             # kube-apiserver now trusts the new CA only, and the server serves the new pair
             new_serial = x509.load_pem_x509_certificate(
                 (certs / "serverCert.pem").read_bytes()
