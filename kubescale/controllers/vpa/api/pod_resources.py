@@ -66,6 +66,8 @@ from kubescale.controllers.vpa.api.current_resources import (
     ResourceList,
     ordered_names,
 )
+from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict, fit_to_limit_ranges
+from kubescale.controllers.vpa.api.limit_range_rules import NamespaceLimits
 from kubescale.controllers.vpa.api.limit_ranges import LimitRangeItem
 from kubescale.controllers.vpa.api.limit_scaling import proportional_limits
 from kubescale.controllers.vpa.api.node_fit import fit_requests_to_node
@@ -100,6 +102,8 @@ class PodResources:
     containers: tuple[ContainerResources, ...]
     annotations: Mapping[str, tuple[str, ...]]
     """Container name -> annotation texts (capping, node fit, limits), in upstream order."""
+    conflicts: tuple[LimitRangeConflict, ...] = ()
+    """Where a LimitRange overrode what the VPA wanted (beyond upstream: the LimitRange wins)."""
 
 
 _NOTHING = ContainerResources()
@@ -136,8 +140,13 @@ def pod_resources(
     pod_limit_range: LimitRangeItem | None,
     skip_resources: frozenset[str] = frozenset(),
     largest_node_allocatable: Mapping[str, Quantity] | None = None,
+    namespace_limits: NamespaceLimits | None = None,
 ) -> PodResources:
-    """The resources and annotations admission sets on ``pod`` for ``vpa``."""
+    """The resources and annotations admission sets on ``pod`` for ``vpa``.
+
+    ``namespace_limits`` are the bounds of the namespace's LimitRanges the result must meet
+    (none when ``None``; requests are still kept at or below limits).
+    """
     containers_of_pod = PodContainers.of(pod)
     names = containers_of_pod.names
     nothing = PodResources(
@@ -181,13 +190,10 @@ def pod_resources(
                 annotations.setdefault(names[index], []).append(f"{resource} {NODE_FIT_ACTION}")
 
     default_limits = container_limit_range.default if container_limit_range is not None else None
-    containers: list[ContainerResources] = []
+    limits_per_container: list[ResourceList] = []
     for name, requests in zip(names, requests_per_container, strict=True):
-        if requests is None:
-            containers.append(_NOTHING)
-            continue
         limits: ResourceList = {}
-        if controlled_values(name, resource_policy) == REQUESTS_AND_LIMITS:
+        if requests is not None and controlled_values(name, resource_policy) == REQUESTS_AND_LIMITS:
             current_requests, current_limits = containers_of_pod.requests_and_limits(name)
             proportional, limit_annotations = proportional_limits(
                 original_limits=current_limits,
@@ -200,18 +206,46 @@ def pod_resources(
                 kept = [text for text in limit_annotations if not _about(text, skip_resources)]
                 if kept:
                     annotations.setdefault(name, []).extend(kept)
-        containers.append(ContainerResources(requests=_frozen(requests), limits=_frozen(limits)))
+        limits_per_container.append(limits)
+
+    # Beyond upstream: what is set must pass the API server (the LimitRange wins).
+    fits, fit_conflicts = fit_to_limit_ranges(
+        pod=pod,
+        requests=requests_per_container,
+        limits=limits_per_container,
+        limit_ranges=namespace_limits or NamespaceLimits(),
+    )
+    containers: list[ContainerResources] = []
+    unchanged: dict[str, frozenset[str]] = {}
+    for name, requests, fit in zip(names, requests_per_container, fits, strict=True):
+        if requests is None:
+            containers.append(_NOTHING)
+            continue
+        containers.append(
+            ContainerResources(requests=_frozen(fit.requests), limits=_frozen(fit.limits))
+        )
+        if fit.unchanged or fit.annotations:
+            unchanged[name] = fit.unchanged
+            texts = [t for t in annotations.get(name, []) if not _about(t, fit.unchanged)]
+            annotations[name] = [*texts, *fit.annotations]
 
     if skip_resources:
         annotations = {
             name: [text for text in texts if not _about(text, skip_resources)]
             for name, texts in annotations.items()
         }
+    conflicts = [
+        conflict
+        for conflict in capped.conflicts
+        if conflict.resource not in skip_resources
+        and conflict.resource not in unchanged.get(conflict.container, frozenset())
+    ]
     return PodResources(
         containers=tuple(containers),
         annotations=MappingProxyType(
             {name: tuple(texts) for name, texts in annotations.items() if texts}
         ),
+        conflicts=(*conflicts, *fit_conflicts),
     )
 
 
