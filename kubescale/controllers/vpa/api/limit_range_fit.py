@@ -208,7 +208,13 @@ class _Step:
         if high is not None and (ceiling is None or high < ceiling):
             ceiling = high
         floor = low
-        if ratio is not None and limit is not None and ratio.sign() > 0 and limit.sign() > 0:
+        if (
+            ratio is not None
+            and limit is not None
+            and ratio.sign() > 0
+            and limit.sign() > 0
+            and not ratio_holds(request, limit, ratio)
+        ):
             for_ratio = _min_request_for_ratio(resource, limit, ratio)
             if floor is None or for_ratio > floor:
                 floor = for_ratio
