@@ -2,7 +2,8 @@
 
 Given the pod being created and the VPA chosen for it, this decides per container what the
 admission patch sets (``resource/pod/recommendation/recommendation_provider.go`` with
-``resource_updates.go``), upstream-exact:
+``resource_updates.go``), upstream-exact except where upstream's answer would make the pod
+uncreatable (step 2's LimitRange-after-policy and step 5):
 
 1. VPA update mode ``Off`` -> nothing at all (upstream drops requests, limits and annotations;
    only a startup boost would still apply). No ``status.recommendation`` -> nothing.
@@ -16,6 +17,11 @@ admission patch sets (``resource/pod/recommendation/recommendation_provider.go``
    RequestsAndLimits (default) keeps each limit in proportion to the new request, falling back to
    the container LimitRange's ``default``; its annotations are added only when some limit results.
    RequestsOnly leaves limits alone. Empty resource names are purged.
+5. Beyond upstream, always: the requests and limits to set are checked against what the API
+   server checks after the webhooks -- requests at most limits, the namespace's LimitRanges
+   (``namespace_limits``) -- and moved inside, the LimitRange winning
+   (:mod:`kubescale.controllers.vpa.api.limit_range_fit`); the conflicts are returned for an
+   Event.
 
 "Current" requests and limits come from ``status.containerStatuses[].resources`` when set
 (:mod:`kubescale.controllers.vpa.api.current_resources`). Output maps are in canonical order (cpu,
