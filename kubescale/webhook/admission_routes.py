@@ -42,6 +42,12 @@ Beyond upstream, both off unless their flags are set: ``--cap-to-largest-node`` 
 largest Ready node's allocatable to ``admit_pod``; ``--avoid-hpa-conflict`` passes the HPAs
 scaling the VPA's target and, when resources were left alone for them, records a ``Normal``
 event ``HPAConflict`` on the VPA naming the HPAs and the resources.
+
+Beyond upstream, always: when a LimitRange of the namespace overrode what the VPA wanted (the
+patched pod must pass the API server, :mod:`kubescale.controllers.vpa.api.limit_range_fit`), a
+``Warning`` event ``LimitRangeConflict`` on the VPA says where and why. Both events go through
+an :class:`~kubescale.webhook.event_throttle.EventThrottle`: one per VPA and message per five
+minutes, however many pods of a ReplicaSet trigger it.
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from kubescale.base.logs import component_logger
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef
 from kubescale.controllers.vpa.api.hpa_conflict import hpa_scaled_resources
+from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict
 from kubescale.controllers.vpa.api.pod_admission import PodAdmissionError
 from kubescale.kube.events import EventRecorder
 from kubescale.webhook.admission_reviews import (
@@ -66,7 +73,13 @@ from kubescale.webhook.admission_reviews import (
     peek_uid,
     review_response,
 )
-from kubescale.webhook.cached_pod_admission import CachedPodAdmission, HpaConflict, PodDecision
+from kubescale.webhook.cached_pod_admission import (
+    CachedPodAdmission,
+    HpaConflict,
+    LimitRangeOverride,
+    PodDecision,
+)
+from kubescale.webhook.event_throttle import EventThrottle
 from kubescale.webhook.vpa_validation import admit_vpa
 from kubescale.webhook.webhook_caches import WebhookCaches
 from kubescale.webhook.webhook_config import WebhookSettings
@@ -89,6 +102,7 @@ LATENCY_BUCKETS: Final = (
 """``metrics/admission/admission.go``: the latency histogram's buckets."""
 
 HPA_CONFLICT_REASON: Final = "HPAConflict"
+LIMIT_RANGE_CONFLICT_REASON: Final = "LimitRangeConflict"
 CONTROLLER_WAIT: Final = 1.0
 """Real seconds a pod's admission may wait for its controller to reach the informer cache."""
 
@@ -156,9 +170,11 @@ class AdmissionWebhook:
         caches: WebhookCaches | None = None,
         recorder: EventRecorder | None = None,
         controller_wait: float = CONTROLLER_WAIT,
+        event_throttle: EventThrottle | None = None,
     ) -> None:
         self.settings = settings
         self.controller_wait = controller_wait
+        self.event_throttle = event_throttle or EventThrottle()
         self.metrics = AdmissionMetrics(registry)
         self.caches = caches
         self.recorder = recorder
@@ -305,6 +321,8 @@ class AdmissionWebhook:
             )
         if decision.hpa_conflict is not None:
             self._record_hpa_conflict(decision.hpa_conflict)
+        if decision.limit_range_override is not None:
+            self._record_limit_range_override(decision.limit_range_override)
         patches = decision.patches
         applied = bool(patches)
         self.metrics.pods.labels(applied="true" if applied else "false").inc()
@@ -325,10 +343,30 @@ class AdmissionWebhook:
             target=conflict.target, hpa_names=names, resources=conflict.resources
         )
         log.info("leaving resources to an HPA", extra={"fields": {"message": message}})
-        if self.recorder is not None:
-            self.recorder.event(
-                conflict.vpa, type="Normal", reason=HPA_CONFLICT_REASON, message=message
-            )
+        self._record(conflict.vpa, type="Normal", reason=HPA_CONFLICT_REASON, message=message)
+
+    def _record_limit_range_override(self, override: LimitRangeOverride) -> None:
+        message = limit_range_override_message(override.target, override.conflicts)
+        log.info("a LimitRange overrode the VPA", extra={"fields": {"message": message}})
+        self._record(
+            override.vpa, type="Warning", reason=LIMIT_RANGE_CONFLICT_REASON, message=message
+        )
+
+    def _record(self, vpa: dict[str, Any], *, type: str, reason: str, message: str) -> None:
+        """One event per VPA and message per throttle window (every pod of a ReplicaSet
+        triggers the same one)."""
+        if self.recorder is None:
+            return
+        metadata = vpa.get("metadata") or {}
+        key = (
+            metadata.get("namespace"),
+            metadata.get("name"),
+            metadata.get("uid"),
+            reason,
+            message,
+        )
+        if self.event_throttle.allow(key):
+            self.recorder.event(vpa, type=type, reason=reason, message=message)
 
     def _admit_vpa(self, request: ReviewRequest) -> AdmissionAnswer:
         if not isinstance(request.object, dict):
@@ -377,6 +415,15 @@ def hpa_conflict_message(
         f"HorizontalPodAutoscaler {names} scales {target.kind}/{target.name} on {scaled}: "
         f"the {scaled} requests and limits of its pods are left as they are"
     )
+
+
+def limit_range_override_message(
+    target: ControllerRef | None, conflicts: Sequence[LimitRangeConflict]
+) -> str:
+    """The LimitRangeConflict event's message: why, stable across the pods of a controller."""
+    pods = f" for pods of {target.kind}/{target.name}" if target is not None else ""
+    reasons = "; ".join(conflict.describe() for conflict in conflicts)
+    return f"a LimitRange of the namespace wins over this VPA{pods}: {reasons}"
 
 
 def _with_namespace(pod: dict[str, Any], namespace: str) -> dict[str, Any]:

@@ -7,7 +7,8 @@ target, then :func:`~kubescale.controllers.vpa.api.pod_admission.admit_pod` with
 LimitRanges and, behind their flags, the HPAs scaling the target and the largest Ready node. It
 reads memory only and has no side effects beyond queuing background lookups; the route
 (:mod:`kubescale.webhook.admission_routes`) turns the :class:`PodDecision` into an answer, metrics,
-log lines and events.
+log lines and events (``HPAConflict``, and ``LimitRangeConflict`` when a LimitRange of the
+namespace overrode what the VPA wanted: :class:`LimitRangeOverride`).
 
 What can be missing, and what the decision says about it:
 
@@ -32,13 +33,14 @@ from kubescale.controllers.vpa.api.controller_refs import (
     controller_owner_ref,
     topmost_controller,
 )
+from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict
 from kubescale.controllers.vpa.api.pod_admission import admit_pod
 from kubescale.controllers.vpa.api.vpa_matching import choose_vpa, target_ref_of
 from kubescale.kube.selectors import LabelSelector
 from kubescale.webhook.webhook_caches import WebhookCaches
 from kubescale.webhook.webhook_config import WebhookSettings
 
-__all__ = ["CachedPodAdmission", "HpaConflict", "PodDecision"]
+__all__ = ["CachedPodAdmission", "HpaConflict", "LimitRangeOverride", "PodDecision"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,6 +54,15 @@ class HpaConflict:
 
 
 @dataclass(frozen=True, kw_only=True)
+class LimitRangeOverride:
+    """Where the namespace's LimitRanges overrode what the VPA wanted for a pod."""
+
+    vpa: dict[str, Any]
+    target: ControllerRef | None
+    conflicts: tuple[LimitRangeConflict, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
 class PodDecision:
     """The outcome for one pod (see the module docstring)."""
 
@@ -61,6 +72,7 @@ class PodDecision:
     not_matched: str | None = None
     """Why no VPA could be looked up, when something was not available."""
     hpa_conflict: HpaConflict | None = None
+    limit_range_override: LimitRangeOverride | None = None
 
 
 def _namespace(pod: Mapping[str, Any]) -> str:
@@ -143,6 +155,14 @@ class CachedPodAdmission:
             conflict = HpaConflict(
                 vpa=vpa, target=target, hpas=tuple(hpas), resources=admission.skipped_resources
             )
+        override = None
+        if admission.limit_range_conflicts:
+            override = LimitRangeOverride(
+                vpa=vpa, target=target, conflicts=admission.limit_range_conflicts
+            )
         return PodDecision(
-            patches=list(admission.patches), not_matched=not_matched, hpa_conflict=conflict
+            patches=list(admission.patches),
+            not_matched=not_matched,
+            hpa_conflict=conflict,
+            limit_range_override=override,
         )

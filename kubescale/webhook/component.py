@@ -74,11 +74,9 @@ class WebhookComponent(BaseComponent):
             watch_hpas=settings.avoid_hpa_conflict,
             watch_nodes=settings.cap_to_largest_node,
         )
-        self.recorder: EventRecorder | None = None
-        if settings.avoid_hpa_conflict:
-            self.recorder = EventRecorder(
-                client=runtime.client, component=EVENT_COMPONENT, host=runtime.identity
-            )
+        self.recorder: EventRecorder | None = EventRecorder(
+            client=runtime.client, component=EVENT_COMPONENT, host=runtime.identity
+        )
         self.webhook = AdmissionWebhook(settings=settings, registry=runtime.registry)
         self.webhook.caches = self.caches
         self.webhook.recorder = self.recorder

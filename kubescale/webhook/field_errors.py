@@ -7,8 +7,10 @@ tests written against upstream) read its message, so it is rendered as apimachin
   (``field.Path``: children joined by ``.``, indices and map keys in brackets);
 * an error reads ``<field>: <Type>[: <bad value>][: <detail>]`` (``Error()`` /
   ``ErrorBody()``), where Required, Forbidden, TooLong and Internal errors never show the value,
-  and the value is printed by its Go type: integers and floats with ``%v``, strings quoted with
-  ``%q`` (``strconv.Quote``), types with a ``String()`` method (``corev1.ResourceName``) bare;
+  and the value is printed by its Go type as current apimachinery does: integers and floats
+  with ``%v``, a ``string`` quoted with ``%q`` (:func:`go_quote`), anything else as its JSON
+  encoding -- for the VPA's named string types (``UpdateMode``, ``ContainerScalingMode``,
+  ``StartupBoostType``, ``corev1.ResourceName``) a JSON string (:func:`go_json_string`);
 * ``NotSupported`` lists the supported values quoted and joined by ``", "``; ``TooMany`` says
   ``must have at most N item(s)``;
 * ``NewInvalid`` builds ``Status{status: Failure, code: 422, reason: Invalid, details:
@@ -33,6 +35,7 @@ __all__ = [
     "FieldError",
     "forbidden",
     "go_float",
+    "go_json_string",
     "go_quote",
     "internal_error",
     "invalid",
@@ -113,6 +116,45 @@ def go_float(value: float) -> str:
     if point >= len(digits):
         return f"{sign}{digits}{'0' * (point - len(digits))}"
     return f"{sign}{digits[:point]}.{digits[point:]}"
+
+
+_JSON_ESCAPES = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+    "<": "\\u003c",
+    ">": "\\u003e",
+    "&": "\\u0026",
+    "\u2028": "\\u2028",
+    "\u2029": "\\u2029",
+}
+
+
+def go_json_string(text: str) -> str:
+    """``json.Marshal`` of a Go string (HTML-safe): what a named string type prints as.
+
+    Quotes, backslashes and ``\\b \\f \\n \\r \\t`` are backslash-escaped, other control
+    characters and ``< > &`` U+2028 U+2029 become ``\\u00XX``-style escapes, a lone surrogate
+    (invalid UTF-8 in Go) becomes ``\\ufffd``; everything else, non-ASCII text and DEL included,
+    is written as it is.
+    """
+    out = ['"']
+    for char in text:
+        escaped = _JSON_ESCAPES.get(char)
+        if escaped is not None:
+            out.append(escaped)
+        elif ord(char) < 0x20:
+            out.append(f"\\u{ord(char):04x}")
+        elif 0xD800 <= ord(char) <= 0xDFFF:
+            out.append("\\ufffd")
+        else:
+            out.append(char)
+    out.append('"')
+    return "".join(out)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -19,6 +19,11 @@ in the old object are kept with a warning. The rules, in upstream's order:
   ``factor`` >= 1; ``quantity`` in whole milli-CPUs;
 * at most one ``spec.recommenders`` entry.
 
+Bad values print as current apimachinery prints them (:mod:`kubescale.webhook.field_errors`):
+the enum fields (update mode, scaling mode, boost type, controlled resources) are Go named
+string types, shown as JSON strings (``Unsupported value: "broken"``); quantities are passed
+as ``String()`` and shown with ``%q``.
+
 Upstream iterates ``minAllowed``/``maxAllowed`` as Go maps (random order); here resources are
 visited sorted by name, so several errors in one map come out in a fixed order. Fields are read
 after :mod:`kubescale.webhook.vpa_decoding` has checked their JSON types.
@@ -37,6 +42,7 @@ from kubescale.webhook.field_errors import (
     FieldError,
     forbidden,
     go_float,
+    go_json_string,
     go_quote,
     invalid,
     not_supported,
@@ -164,7 +170,7 @@ def _update_policy(
         errors.append(required(mode_path, "updateMode is required if UpdatePolicy is used"))
     else:
         if mode not in _UPDATE_MODES:
-            errors.append(not_supported(mode_path, go_quote(mode), SUPPORTED_UPDATE_MODES))
+            errors.append(not_supported(mode_path, go_json_string(mode), SUPPORTED_UPDATE_MODES))
         if mode == _AUTO:
             listed = "[" + " ".join(SUPPORTED_UPDATE_MODES) + "]"
             warnings.append(
@@ -229,7 +235,7 @@ def _container_policy(
         errors.append(required(f"{path}.containerName"))
     mode = policy.get("mode")
     if mode is not None and mode not in _SCALING_MODES:
-        errors.append(not_supported(f"{path}.mode", go_quote(mode), _SCALING_MODES))
+        errors.append(not_supported(f"{path}.mode", go_json_string(mode), _SCALING_MODES))
     minimum = _resource_list(policy.get("minAllowed"))
     maximum = _resource_list(policy.get("maxAllowed"))
     for resource, low in minimum.items():
@@ -267,8 +273,10 @@ def _container_policy(
                     ' "cpu", "memory"'
                 )
             else:
-                # corev1.ResourceName has a String() method: the value prints bare.
-                errors.append(not_supported(resource_path, resource, _CONTROLLED_RESOURCES))
+                # a corev1.ResourceName: current apimachinery prints its JSON encoding.
+                errors.append(
+                    not_supported(resource_path, go_json_string(resource), _CONTROLLED_RESOURCES)
+                )
     _per_vpa_policy_fields(policy, path, opts, errors)
     boost = policy.get("startupBoost")
     if boost is not None:
@@ -346,7 +354,7 @@ def _startup_boost(boost: Mapping[str, Any], path: str, opts: _Options) -> list[
         if quantity is None:
             return [required(f"{cpu_path}.quantity", "required when type is Quantity")]
         return _cpu_resolution(f"{cpu_path}.quantity", _quantity(quantity))
-    return [not_supported(f"{cpu_path}.type", go_quote(boost_type), _BOOST_TYPES)]
+    return [not_supported(f"{cpu_path}.type", go_json_string(boost_type), _BOOST_TYPES)]
 
 
 def validate_vpa(

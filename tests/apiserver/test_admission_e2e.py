@@ -32,7 +32,9 @@ from tests.apiserver.test_admission import (
     SERVICE,
     SERVICE_NAMESPACE,
     WebhookServer,
+    answer,
     configuration,
+    json_patch,
     pod,
     standard_behaviours,
     webhook,
@@ -189,3 +191,34 @@ async def test_a_denial_reaches_the_client_as_the_webhooks_status(
     assert json.loads(raised.value.body or "{}")["message"] == (
         'admission webhook "policy.example.com" denied the request: no latest tags'
     )
+
+
+async def test_limit_ranger_defaults_before_the_webhooks_and_checks_what_they_return(
+    cluster: Cluster, ca: KeyPair
+) -> None:
+    async def raise_cpu(review: dict[str, Any]) -> web.StreamResponse:
+        patch = json_patch(
+            {"op": "replace", "path": "/spec/containers/0/resources/requests/cpu", "value": "4"},
+            {"op": "replace", "path": "/spec/containers/0/resources/limits/cpu", "value": "4"},
+        )
+        return answer(review, allowed=True, patchType="JSONPatch", patch=patch)
+
+    cluster.webhook.behaviours["/raise"] = raise_cpu
+    limits = {"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "cpu"},
+              "spec": {"limits": [{"type": "Container", "max": {"cpu": "50m"}}]}}  # fmt: skip
+    body = client.V1LimitRange.from_dict(limits)
+    assert body is not None
+    await cluster.core.create_namespaced_limit_range("default", body)
+    await register(cluster, webhook("raise.example.com", "/raise", ca=ca))
+    with pytest.raises(client.ApiException) as raised:
+        await create_pod(cluster)
+    # LimitRanger's defaults (default and defaultRequest from max) reached the webhook ...
+    [call] = cluster.webhook.calls
+    resources = call.review["request"]["object"]["spec"]["containers"][0]["resources"]
+    assert resources == {"requests": {"cpu": "50m"}, "limits": {"cpu": "50m"}}
+    # ... and its checks refused what the webhook returned, as kube-apiserver does.
+    assert raised.value.status == 403
+    assert json.loads(raised.value.body or "{}")["message"] == (
+        'pods "web-0" is forbidden: maximum cpu usage per Container is 50m, but limit is 4'
+    )
+    assert cluster.server.store.peek(PODS, "web-0", "default") is None

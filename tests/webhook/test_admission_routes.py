@@ -682,3 +682,58 @@ async def test_cap_to_largest_node_scales_requests_down_to_the_largest_ready_nod
     assert resources["requests"]["cpu"] == "2"
     assert resources["limits"]["cpu"] == "4"
     assert "cpu capped to fit the largest node" in mutated["metadata"]["annotations"]["vpaUpdates"]
+
+
+async def test_a_limit_range_override_is_one_warning_event_for_many_pods(setup: Setup) -> None:
+    store = setup.api.store
+    store.create(
+        {
+            "apiVersion": "v1",
+            "kind": "LimitRange",
+            "metadata": {"name": "cpu", "namespace": "default"},
+            "spec": {"limits": [{"type": "Container", "max": {"cpu": "300m"}}]},
+        }
+    )
+    vpa = store.get(VERTICAL_POD_AUTOSCALERS, "web-vpa", "default")
+    vpa["spec"]["resourcePolicy"] = {
+        "containerPolicies": [{"containerName": "*", "minAllowed": {"cpu": "1"}}]
+    }
+    store.update(vpa)
+    lister = setup.caches.cache.informers.lister(VERTICAL_POD_AUTOSCALERS)
+
+    def caught_up() -> bool:
+        cached = lister.get("web-vpa", "default")
+        return (
+            bool(setup.caches.limit_ranges("default"))
+            and cached is not None
+            and ("resourcePolicy" in cached["spec"])
+        )
+
+    await eventually(caught_up)
+    # 100m / 200m (ratio 2), LimitRange max 300m -> request at most 100m x 300m / 200m = 150m.
+    # Recommendation 250m -> 150m; minAllowed 1 would raise it to 1 (limit 2 > 300m): the
+    # LimitRange wins, 150m / 300m.
+    for index in range(30):  # the pods of one ReplicaSet
+        pod = _pod()
+        answer = await setup.post(json.dumps(_review(pod, uid=f"pod-{index}")).encode())
+        resources = _patched(answer, pod)["spec"]["containers"][0]["resources"]
+        assert resources["requests"]["cpu"] == "150m"
+        assert resources["limits"]["cpu"] == "300m"
+    recorder = setup.webhook.recorder
+    assert recorder is not None
+    await recorder.flush()
+    events = [
+        e
+        for e in setup.api.store.snapshots(CORE_EVENTS, "default")
+        if e["reason"] == "LimitRangeConflict"
+    ]
+    assert len(events) == 1
+    (event,) = events
+    assert (event["type"], event["count"]) == ("Warning", 1)
+    assert event["involvedObject"]["name"] == "web-vpa"
+    assert event["message"] == (
+        "a LimitRange of the namespace wins over this VPA for pods of Deployment/web: "
+        "container app: cpu minAllowed 1 is above what the container LimitRange allows "
+        "(max 300m): the request is set to 150m"
+    )
+    assert setup.webhook.event_throttle.suppressed == 29

@@ -242,22 +242,10 @@ CASES = [
     ),
     pytest.param(
         {"vpa": make_vpa(policies=[{"containerName": "app", "controlledResources": ["memory"]}])},
-        admission(
-            [
-                EMPTY_ANNOTATIONS,
-                add("/spec/containers/0/resources/requests/memory", "256Mi"),
-                add("/spec/containers/0/resources/limits/memory", "512Mi"),
-                *FULL_PATCH[5:8],
-                updates(
-                    # app keeps its cpu limit but gets no cpu request to scale it with.
-                    "container 0: cpu: limit NOT set since recommendedRequest is nil or 0,"
-                    " memory request, memory limit;"
-                    f" container 1: {NO_CPU_LIMIT}, cpu request, memory request, memory limit"
-                ),
-                OBSERVED,
-            ]
-        ),
-        id="controlledResources [memory] on one container",
+        # Admission sets what the recommendation holds (cpu too), as upstream: only the
+        # recommender reads controlledResources.
+        admission(FULL_PATCH),
+        id="controlledResources [memory] on one container: the recommendation's cpu still set",
     ),
     pytest.param(
         {
@@ -417,15 +405,13 @@ def test_admit_pod(kwargs: dict[str, Any], expected: PodAdmission) -> None:
     apply_json_patch(the_pod, result.patches)  # and the patch applies
 
 
-def test_container_without_resources_is_initialised_even_without_recommendation() -> None:
-    """Upstream quirk: a container with neither requests nor limits gets ``resources: {}`` and
-    an empty ``container i: `` entry, even when nothing is set on it."""
+def test_container_without_resources_and_nothing_to_set_is_not_listed() -> None:
+    """Upstream gives a container with neither requests nor limits ``resources: {}`` and an
+    empty ``container i: `` entry even when nothing is set on it; kubescale writes neither."""
     the_pod = make_pod(extra_container=True)
     result = admit_pod(pod=the_pod, vpa=make_vpa(status={}), limit_ranges=[])
     assert result.patches == [
         EMPTY_ANNOTATIONS,
-        add("/spec/containers/2/resources", {}),
-        updates("container 2: "),
         add("/metadata/annotations/vpaObservedContainers", "app, sidecar, bare"),
     ]
 

@@ -2,9 +2,9 @@
 
 TestUpdateResourceRequests and TestGetContainersResources (the ``addAll=false`` admission cases)
 are tabled with upstream's inputs and the exact quantity strings; the rest covers update mode
-Off, container mode Off, controlledResources, status-first current resources, annotation
-order, the pod-LimitRange insertion, and the two steps beyond upstream (skipped resources for
-the HPA conflict, node fit).
+Off, container mode Off and controlledResources (not read by admission), status-first current
+resources, annotation order, the pod-LimitRange insertion, and the two steps beyond upstream
+(skipped resources for the HPA conflict, node fit).
 """
 
 from __future__ import annotations
@@ -267,12 +267,15 @@ UPDATE_CASES = [
             min_allowed={},
             max_allowed={"cpu": "1Ei", "memory": "1Ei"},
         ),
-        {"cpu": "1Ei", "memory": "1Ei"},
+        # Beyond upstream: the cpu request 1Ei is above that limit, which the API server
+        # refuses; the request is capped at the limit (memory 1Ei = 2^60 is below its limit).
+        {"cpu": "9223372036854775807m", "memory": "1Ei"},
         {"cpu": "9223372036854775807m", "memory": "9223372036854775807"},
         annotations={
             NAME: (
                 "cpu: failed to keep limit to request ratio; capping limit to int64",
                 "memory: failed to keep limit to request ratio; capping limit to int64",
+                "cpu capped to container limit",
             )
         },
     ),
@@ -361,7 +364,9 @@ def test_other_update_modes_set_the_recommendation(mode: str | None) -> None:
     assert single(result) == ({"cpu": "5"}, {})
 
 
-def test_container_mode_off_is_skipped() -> None:
+def test_container_mode_off_is_capped_like_any_other() -> None:
+    # Upstream admission does not read the container's mode: a recommendation for it (stale)
+    # is capped and set. sidecar 5 -> maxAllowed 1; request == limit (100m) -> limit = 1.
     the_pod = pod(
         container("app", requests={"cpu": "1"}, limits={"cpu": "2"}),
         container("sidecar", requests={"cpu": "100m"}, limits={"cpu": "100m"}),
@@ -373,8 +378,11 @@ def test_container_mode_off_is_skipped() -> None:
     result = run(the_pod, the_vpa)
     app, sidecar = result.containers
     assert (texts(app.requests), texts(app.limits)) == ({"cpu": "3"}, {"cpu": "6"})
-    assert sidecar == ContainerResources()
-    assert "sidecar" not in result.annotations
+    assert (texts(sidecar.requests), texts(sidecar.limits)) == ({"cpu": "1"}, {"cpu": "1"})
+    assert result.annotations["sidecar"] == (
+        "cpu capped to maxAllowed",
+        "memory: limit NOT set since originalLimit is nil or 0",
+    )
 
 
 def test_containers_without_recommendation_are_skipped() -> None:
@@ -383,18 +391,16 @@ def test_containers_without_recommendation_are_skipped() -> None:
     assert [texts(c.requests) for c in result.containers] == [{"cpu": "3"}, {}]
 
 
-def test_explicit_controlled_resources_limit_what_is_set() -> None:
-    # A stale recommendation still holds cpu; controlledResources [memory] keeps only memory.
-    # The cpu limit then reads as "no recommendation" exactly as upstream's memory-only case.
+def test_controlled_resources_are_the_recommenders_business() -> None:
+    # A stale recommendation still holds cpu after controlledResources became [memory]:
+    # admission sets it, as upstream (cpu limit 10 x 2 / 1 = 20, memory 10M x 2M / 1M = 20M).
     the_vpa = vpa(
         {"container": {"cpu": "2", "memory": "2M"}},
         policies=[policy("container", controlledResources=["memory"])],
     )
     result = run(pod(FULL), the_vpa)
-    assert single(result) == ({"memory": "2M"}, {"memory": "20M"})
-    assert dict(result.annotations) == {
-        "container": ("cpu: limit NOT set since recommendedRequest is nil or 0",)
-    }
+    assert single(result) == ({"cpu": "2", "memory": "2M"}, {"cpu": "20", "memory": "20M"})
+    assert not result.annotations
 
 
 def test_current_resources_come_from_the_container_status() -> None:

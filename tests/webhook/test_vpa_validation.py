@@ -175,9 +175,9 @@ CASES = [
         spec(**policy(controlledResources=["cpu", "memory", "nvidia.com/gpu"])),
         {},
         "spec.resourcePolicy.containerPolicies[0].controlledResources[2]: Unsupported value:"
-        " nvidia.com/gpu:"
+        ' "nvidia.com/gpu":'
         ' supported values: "cpu", "memory"',
-        id="controlledResources beyond cpu/memory (ResourceName prints bare)",
+        id="controlledResources beyond cpu/memory (a ResourceName prints as JSON)",
     ),
     pytest.param(
         spec(
@@ -550,3 +550,34 @@ def test_resources_in_a_map_are_checked_in_name_order() -> None:
         " be a"
         " whole number of bytes",
     ]
+
+
+# Current apimachinery (field.Error.ErrorBody) prints a bad value of type string with %q and a
+# value of any other type -- the VPA's named string types UpdateMode, ContainerScalingMode,
+# StartupBoostType and corev1.ResourceName among them -- as its JSON encoding; both quote it.
+# JSON differs from %q only on HTML characters (\u003c \u003e \u0026), U+2028/U+2029, control
+# characters (\u00XX) and non-ASCII text (written as it is).
+@pytest.mark.parametrize(
+    ("vpa", "expected"),
+    [
+        (spec(**policy(controlledResources=["broken"])),
+         'spec.resourcePolicy.containerPolicies[0].controlledResources[0]: Unsupported value: '
+         '"broken": supported values: "cpu", "memory"'),
+        (spec(**policy(controlledResources=["a<b>&c"])),
+         'spec.resourcePolicy.containerPolicies[0].controlledResources[0]: Unsupported value: '
+         '"a\\u003cb\\u003e\\u0026c": supported values: "cpu", "memory"'),
+        (spec(updatePolicy={"updateMode": "Füll\x7f"}),
+         'spec.updatePolicy.updateMode: Unsupported value: "Füll\x7f": supported values: '
+         '"InPlace", "InPlaceOrRecreate", "Initial", "Off", "Recreate"'),
+        (spec(**policy(mode="\x01<")),
+         'spec.resourcePolicy.containerPolicies[0].mode: Unsupported value: "\\u0001\\u003c": '
+         'supported values: "Auto", "Off"'),
+        (spec(startupBoost={"cpu": {"type": "Fac\ntor"}}),
+         'spec.startupBoost.cpu.type: Unsupported value: "Fac\\ntor": supported values: '
+         '"Factor", "Quantity"'),
+    ],
+)  # fmt: skip
+def test_unsupported_values_print_as_current_apimachinery_does(
+    vpa: dict[str, Any], expected: str
+) -> None:
+    assert messages(vpa, gates={"CPUStartupBoost": True}) == [expected]

@@ -184,7 +184,7 @@ def test_unsupported_controlled_resource_kept_from_old_object_is_a_warning() -> 
     assert created.status["details"]["causes"] == [
         {
             "reason": "FieldValueNotSupported",
-            "message": 'Unsupported value: nvidia.com/gpu: supported values: "cpu", "memory"',
+            "message": 'Unsupported value: "nvidia.com/gpu": supported values: "cpu", "memory"',
             "field": "spec.resourcePolicy.containerPolicies[0].controlledResources[1]",
         }
     ]

@@ -17,6 +17,7 @@ from kubescale.webhook.field_errors import (
     FieldError,
     forbidden,
     go_float,
+    go_json_string,
     go_quote,
     internal_error,
     invalid,
@@ -94,3 +95,22 @@ def test_go_float_round_trips(value: float) -> None:
 )
 def test_error_texts(error: FieldError, message: str) -> None:
     assert error.message() == message
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("broken", '"broken"'),
+        ('say "hi" \\', '"say \\"hi\\" \\\\"'),
+        ("a<b>&c", '"a\\u003cb\\u003e\\u0026c"'),
+        ("\b\f\n\r\t", '"\\b\\f\\n\\r\\t"'),
+        ("\x00\x1f\x7f", '"\\u0000\\u001f\x7f"'),
+        ("héllo ✓ \u200b", '"héllo ✓ \u200b"'),
+        ("\u2028\u2029", '"\\u2028\\u2029"'),
+        ("\ud800", '"\\ufffd"'),
+    ],
+)
+def test_go_json_string(text: str, expected: str) -> None:
+    """``json.Marshal`` of a string: HTML characters, line/paragraph separators and control
+    characters escaped, the rest (DEL and non-ASCII included) as it is."""
+    assert go_json_string(text) == expected

@@ -36,7 +36,9 @@ from kubescale.cli.serve_config import serve_config_from_args
 from kubescale.kube.client import KubeClient, connect
 from kubescale.kube.errors import KubeApiError
 from kubescale.kube.resources import (
+    CORE_EVENTS,
     DEPLOYMENTS,
+    LIMIT_RANGES,
     MUTATING_WEBHOOK_CONFIGURATIONS,
     PODS,
     VERTICAL_POD_AUTOSCALERS,
@@ -299,7 +301,8 @@ async def test_a_rotated_ca_is_republished_and_the_webhook_keeps_working(tmp_pat
             rotated = base64.b64encode((certs / "caCert.pem").read_bytes()).decode()
             assert rotated != before
             await _wait_for(lambda: published() == rotated)
-            assert component.registration.refreshes == 1
+            # the store has the new caBundle a moment before the registration hears back
+            await _wait_for(lambda: component.registration.refreshes == 1)
             # kube-apiserver now trusts the new CA only, and the server serves the new pair
             new_serial = x509.load_pem_x509_certificate(
                 (certs / "serverCert.pem").read_bytes()
@@ -330,3 +333,74 @@ def test_whether_serve_runs_the_webhook(
     config = serve_config_from_args(build_parser().parse_args(["serve", *flags]))
     components = default_components(config, environ=environ)
     assert [c.name for c in components if c.name == "webhook"] == (["webhook"] if runs else [])
+
+
+async def test_issue_19_a_limit_range_max_below_min_allowed_no_longer_blocks_the_pods(
+    cluster: Cluster,
+) -> None:
+    """LimitRange ``max: {cpu: 50m}``, a Deployment valid there, a VPA with ``minAllowed: {cpu:
+    "4"}``. Upstream answers cpu 4 and LimitRanger refuses every pod ("maximum cpu usage per
+    Container is 50m, but limit is 4"); kubescale caps at 50m and the pods are created."""
+    limits = {"apiVersion": "v1", "kind": "LimitRange",
+              "metadata": {"name": "cpu", "namespace": "default"},
+              "spec": {"limits": [{"type": "Container", "max": {"cpu": "50m"}}]}}  # fmt: skip
+    await cluster.client.create(LIMIT_RANGES, limits)
+    caches = cluster.component.caches
+    await _wait_for(lambda: bool(caches.limit_ranges("default")))
+    policy = {"containerPolicies": [{"containerName": "*", "minAllowed": {"cpu": "4"}}]}
+    created = await cluster.client.create(
+        VERTICAL_POD_AUTOSCALERS, _vpa("capped-vpa", "capped", resourcePolicy=policy)
+    )
+    created["status"] = {"recommendation": RECOMMENDATION}
+    await cluster.client.update_status(VERTICAL_POD_AUTOSCALERS, created)
+
+    def seen() -> bool:
+        cached = caches.cache.informers.lister(VERTICAL_POD_AUTOSCALERS).get(
+            "capped-vpa", "default"
+        )
+        return cached is not None and "recommendation" in (cached.get("status") or {})
+
+    await _wait_for(seen)
+    deployment = _deployment("capped")
+    deployment["spec"]["template"]["spec"]["containers"][0].pop("resources")
+    await cluster.client.create(DEPLOYMENTS, deployment)
+    controllers = WorkloadControllers(api=cluster.api)
+    try:
+        await controllers.step(RealClock().now())
+    finally:
+        controllers.close()
+    pods = [
+        pod
+        for pod in cluster.api.store.snapshots(PODS, "default")
+        if pod["metadata"]["labels"].get("app") == "capped"
+    ]
+    assert len(pods) == 2
+    for pod in pods:
+        # LimitRanger gave the container 50m / 50m (default and defaultRequest from max); the
+        # recommendation 250m is capped to 50m, minAllowed 4 overridden; memory 200Mi, no limit.
+        assert pod["spec"]["containers"][0]["resources"] == {
+            "requests": {"cpu": "50m", "memory": "200Mi"},
+            "limits": {"cpu": "50m"},
+        }
+        assert pod["metadata"]["annotations"]["vpaUpdates"] == (
+            "Pod resources updated by capped-vpa: container 0: cpu capped to fit Max in "
+            "container LimitRange, cpu minAllowed overridden to fit Max in container LimitRange, "
+            "memory: limit NOT set since originalLimit is nil or 0, cpu request, memory request, "
+            "cpu limit"
+        )
+    recorder = cluster.component.recorder
+    assert recorder is not None
+    await recorder.flush()
+    events = [
+        event
+        for event in cluster.api.store.snapshots(CORE_EVENTS, "default")
+        if event["reason"] == "LimitRangeConflict"
+    ]
+    assert len(events) == 1  # two pods, one event
+    (event,) = events
+    assert (event["type"], event["involvedObject"]["name"]) == ("Warning", "capped-vpa")
+    assert event["message"] == (
+        "a LimitRange of the namespace wins over this VPA for pods of Deployment/capped: "
+        "container app: cpu minAllowed 4 is above what the container LimitRange allows "
+        "(max 50m): the request is set to 50m"
+    )

@@ -21,7 +21,9 @@ Contract (upstream: ``k8s.io/apiserver/pkg/admission/plugin/webhook/...``):
 * dryRun: a matching webhook whose sideEffects is not None/NoneOnDryRun rejects the request
   with 400 ``admission webhook "<name>" does not support dry run``.
 * ``reinvocationPolicy: IfNeeded``: one extra round re-calls those webhooks when a later webhook
-  changed the object (``mutating/reinvocationcontext.go``); in-tree plugins do not exist here.
+  changed the object (``mutating/reinvocationcontext.go``). The in-tree plugins the server
+  models (LimitRanger, :mod:`.in_tree_admission`) run before the mutating webhooks and in
+  ``between`` (after them); they are not re-invoked.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import asyncio
 import base64
 import binascii
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -149,8 +151,14 @@ class AdmissionChain:
         mutating: Sequence[dict[str, Any]],
         validating: Sequence[dict[str, Any]],
         dry_run: bool = False,
+        between: Callable[[dict[str, Any]], None] | None = None,
     ) -> AdmissionOutcome:
-        """Run the request through every matching webhook; see the module docstring."""
+        """Run the request through every matching webhook; see the module docstring.
+
+        ``between`` sees the object after the mutating phase and before the validating one
+        (kube-apiserver's object validation and in-tree validating plugins run there); what it
+        raises propagates.
+        """
         attrs = request_attributes(
             operation=operation,
             resource=resource,
@@ -160,6 +168,8 @@ class AdmissionChain:
             dry_run=dry_run,
         )
         if resource.group == "admissionregistration.k8s.io":
+            if between is not None:
+                between(obj)
             return AdmissionOutcome(allowed=True, object=obj, status=None, warnings=())
         warnings: list[str] = []
         try:
@@ -171,6 +181,8 @@ class AdmissionChain:
                 hooks=ordered_webhooks(mutating, mutating=True),
                 warnings=warnings,
             )
+            if between is not None:
+                between(current)
             await self._validate(
                 attrs,
                 obj=current,

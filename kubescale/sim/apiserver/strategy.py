@@ -12,7 +12,8 @@ What the generic store needs to know about a kind, each rule taken from the upst
   the status the kubelet registers them with;
 * the ``kubernetes.io/metadata.name`` label of namespaces, and a handful of defaults that
   autoscaling code depends on (pod ``schedulerName``,
-  ``terminationGracePeriodSeconds``, requests defaulted from limits; workload ``replicas: 1``);
+  ``terminationGracePeriodSeconds``, requests defaulted from limits; workload ``replicas: 1``;
+  a LimitRange's ``Container`` items' ``default``/``defaultRequest`` from ``max``/``min``);
 * graceful deletion exists for pods only (``podStrategy.CheckGracefulDelete``);
 * PUT may create the object for leases and events (``AllowCreateOnUpdate``).
 """
@@ -26,6 +27,7 @@ from typing import Any, Final
 from kubescale.kube.resources import ResourceType
 
 from .errors import FieldCause
+from .limit_ranger import default_limit_range_items
 from .registry import BUILTIN_GROUPS
 
 __all__ = [
@@ -214,6 +216,9 @@ def apply_defaults(rt: ResourceType, obj: dict[str, Any]) -> None:
             if not isinstance(labels, dict):
                 labels = meta["labels"] = {}
             labels["kubernetes.io/metadata.name"] = name
+        return
+    if rt.group == "" and rt.kind == "LimitRange":
+        default_limit_range_items(obj)  # SetDefaults_LimitRangeItem
         return
     spec = obj.get("spec")
     if not isinstance(spec, dict):

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from kubescale.kube.resources import MUTATING_WEBHOOK_CONFIGURATIONS, NAMESPACES, ResourceType
 
-from . import errors
+from . import errors, in_tree_admission
 from .request_log import RequestLog, RequestRecord
 from .served_kinds import VALIDATING_WEBHOOK_CONFIGURATIONS
 from .store import ObjectStore, PreparedUpdate
@@ -67,6 +67,7 @@ class Admitter(Protocol):
         mutating: Sequence[dict[str, Any]],
         validating: Sequence[dict[str, Any]],
         dry_run: bool = False,
+        between: Callable[[dict[str, Any]], None] | None = None,
     ) -> Outcome: ...
 
 
@@ -103,10 +104,24 @@ async def admit(
     namespace: str | None,
     dry_run: bool,
 ) -> dict[str, Any]:
-    """Run admission; the (possibly mutated) object, or the denial as an :class:`ApiError`."""
-    if ctx.admission is None:
-        return obj
+    """Run admission; the (possibly mutated) object, or the denial as an :class:`ApiError`.
+
+    In-tree steps (:mod:`.in_tree_admission`) surround the webhooks: LimitRanger's defaults
+    before the mutating webhooks, pod validation and LimitRanger's checks after them.
+    """
     store = ctx.store
+    obj = in_tree_admission.mutate(
+        store, operation=operation, rt=rt, subresource=subresource, obj=obj
+    )
+
+    def between(mutated: dict[str, Any]) -> None:
+        in_tree_admission.validate(
+            store, operation=operation, rt=rt, subresource=subresource, obj=mutated
+        )
+
+    if ctx.admission is None:
+        between(obj)
+        return obj
     namespace_obj = store.peek(NAMESPACES, namespace) if namespace and rt.namespaced else None
     outcome = await ctx.admission.admit(
         operation=operation,
@@ -118,6 +133,7 @@ async def admit(
         mutating=[copy.deepcopy(o) for o in store.snapshots(MUTATING_WEBHOOK_CONFIGURATIONS)],
         validating=[copy.deepcopy(o) for o in store.snapshots(VALIDATING_WEBHOOK_CONFIGURATIONS)],
         dry_run=dry_run,
+        between=between,
     )
     collected = request_warnings.get()
     if collected is not None:

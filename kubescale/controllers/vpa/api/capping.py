@@ -15,9 +15,12 @@ what the namespace and the VPA allow. Order, as upstream:
    ``min`` is also at least the item's ``min``) -> ``"<res> capped to fit Max in container
    LimitRange"`` / ``"... Min ..."``; then the container policy's
    ``minAllowed``/``maxAllowed`` (zero values ignored) -> ``"<res> capped to minAllowed"`` /
-   ``"... maxAllowed"``; then, with ``controlledValues: RequestsOnly``, the cap to the current
-   container limit (compared in milli-units) -> ``"<res> capped to container limit"``.
-   Annotations come from Target only.
+   ``"... maxAllowed"``; then -- beyond upstream -- the container LimitRange once more, so a
+   ``minAllowed``/``maxAllowed`` outside what it allows loses (``"<res> minAllowed overridden
+   to fit Max in container LimitRange"`` replaces the policy's text, and the override is
+   reported in :attr:`CappedRecommendation.conflicts`); then, with ``controlledValues:
+   RequestsOnly``, the cap to the current container limit (compared in milli-units) ->
+   ``"<res> capped to container limit"``. Annotations and conflicts come from Target only.
 
 "Current" requests and limits are the container status's when set
 (:class:`kubescale.controllers.vpa.api.current_resources.PodContainers`). Resources are visited in
@@ -44,6 +47,7 @@ from kubescale.controllers.vpa.api.current_resources import (
     parse_resource_list,
     resource_list_json,
 )
+from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict
 from kubescale.controllers.vpa.api.limit_ranges import LimitRangeItem
 from kubescale.controllers.vpa.api.limit_scaling import ZERO, boundary_request
 from kubescale.controllers.vpa.api.pod_limit_range import (
@@ -123,6 +127,8 @@ class CappedRecommendation:
 
     containers: tuple[ContainerRecommendation, ...]
     annotations: Mapping[str, tuple[str, ...]]
+    conflicts: tuple[LimitRangeConflict, ...] = ()
+    """Where the container LimitRange overrode the policy (kubescale's, beyond upstream)."""
 
     def for_container(self, name: str) -> ContainerRecommendation | None:
         """GetRecommendationForContainer: the first entry for ``name``."""
@@ -182,6 +188,19 @@ class _Bounds:
             recommendation[name] = capped
         return annotations
 
+    def override(self, recommendation: ResourceList) -> list[tuple[str, str, Quantity]]:
+        """Cap again after the policy moved values outside (in place): ``(resource, "Min" or
+        "Max", value before)`` for each value moved back."""
+        moved: list[tuple[str, str, Quantity]] = []
+        for name in ordered_names(recommendation):
+            before = recommendation[name]
+            capped, raised = cap_to_min(before, name, self.minimum)
+            capped, lowered = cap_to_max(capped, name, self.maximum)
+            if raised or lowered:
+                recommendation[name] = capped
+                moved.append((name, "Max" if lowered else "Min", before))
+        return moved
+
 
 def _container_limit_range_bounds(
     requests: ResourceList | None,
@@ -229,18 +248,59 @@ def _cap_to_container_limit(recommendation: ResourceList, limits: ResourceList |
     return annotations
 
 
+def _limit_range_wins(
+    recommendation: ResourceList,
+    produced: list[str],
+    bounds: _Bounds,
+    policy: _Bounds,
+    limit_range: LimitRangeItem,
+) -> list[tuple[str, str]]:
+    """Beyond upstream: the container LimitRange again after the policy (in place).
+
+    A ``minAllowed`` above what the LimitRange allows, or a ``maxAllowed`` below it, would make
+    the pod uncreatable; the LimitRange wins. The policy's annotation for the resource is
+    replaced by ``"<res> minAllowed overridden to fit Max in container LimitRange"`` (or
+    ``maxAllowed`` / ``Min``); returns ``(resource, why)`` for each override.
+    """
+    conflicts: list[tuple[str, str]] = []
+    for name, side, wanted in bounds.override(recommendation):
+        if side == "Max":
+            cap, relation, item_bound = "minAllowed", "above", limit_range.max.get(name)
+            policy_value = policy.minimum.get(name, wanted)
+        else:
+            cap, relation, item_bound = "maxAllowed", "below", limit_range.min.get(name)
+            policy_value = policy.maximum.get(name, wanted)
+        stale = {
+            _annotation(name, _CAPPED_TO_MIN_ALLOWED),
+            _annotation(name, _CAPPED_TO_MAX_ALLOWED),
+        }
+        produced[:] = [text for text in produced if text not in stale]
+        produced.append(f"{name} {cap} overridden to fit {side} in container LimitRange")
+        conflicts.append(
+            (
+                name,
+                f"{name} {cap} {policy_value} is {relation} what the container LimitRange "
+                f"allows ({side.lower()} {item_bound}): the request is set to "
+                f"{recommendation[name]}",
+            )
+        )
+    return conflicts
+
+
 def _cap_container(
     entry: WorkingRecommendation,
     pod: PodContainers,
     resource_policy: Mapping[str, Any] | None,
     limit_range: LimitRangeItem | None,
-) -> list[str]:
-    """getCappedRecommendationForContainer (in place); returns the Target's annotations."""
+) -> tuple[list[str], list[tuple[str, str]]]:
+    """getCappedRecommendationForContainer (in place): the Target's annotations and its
+    LimitRange-over-policy conflicts ``(resource, why)``."""
     requests_only = controlled_values(entry.name, resource_policy) == REQUESTS_ONLY
     requests, limits = pod.requests_and_limits(entry.name)
     limit_range_bounds = _container_limit_range_bounds(requests, limits, limit_range)
     policy_bounds = _policy_bounds(container_policy(entry.name, resource_policy))
     annotations: list[str] = []
+    conflicts: list[tuple[str, str]] = []
     for bound, annotate in _CONTAINER_ORDER:
         recommendation = entry.bounds[bound]
         if recommendation is None:
@@ -248,11 +308,17 @@ def _cap_container(
         # applyContainerLimitRange, then applyVPAPolicy, then (RequestsOnly) the limit cap.
         produced = limit_range_bounds.apply(recommendation) if limit_range_bounds else []
         produced += policy_bounds.apply(recommendation) if policy_bounds else []
+        found: list[tuple[str, str]] = []
+        if limit_range_bounds is not None and policy_bounds is not None and limit_range:
+            found = _limit_range_wins(
+                recommendation, produced, limit_range_bounds, policy_bounds, limit_range
+            )
         if requests_only:
             produced += _cap_to_container_limit(recommendation, limits)
         if annotate:
             annotations.extend(produced)
-    return annotations
+            conflicts.extend(found)
+    return annotations, conflicts
 
 
 def _frozen(resources: ResourceList | None) -> Mapping[str, Quantity] | None:
@@ -284,12 +350,14 @@ def cap_recommendation(
     pod_containers = set(containers.names)
     capped: list[ContainerRecommendation] = []
     annotations: dict[str, tuple[str, ...]] = {}
+    conflicts: list[LimitRangeConflict] = []
     for entry in working:
         if entry.name not in pod_containers:
             continue  # no matching container: upstream logs and drops the entry
-        produced = _cap_container(entry, containers, resource_policy, container_limit_range)
+        produced, found = _cap_container(entry, containers, resource_policy, container_limit_range)
         if produced:
             annotations[entry.name] = tuple(produced)
+        conflicts.extend(LimitRangeConflict(entry.name, name, why) for name, why in found)
         capped.append(
             ContainerRecommendation(
                 container_name=entry.name,
@@ -299,4 +367,8 @@ def cap_recommendation(
                 source=entry.source,
             )
         )
-    return CappedRecommendation(containers=tuple(capped), annotations=MappingProxyType(annotations))
+    return CappedRecommendation(
+        containers=tuple(capped),
+        annotations=MappingProxyType(annotations),
+        conflicts=tuple(conflicts),
+    )

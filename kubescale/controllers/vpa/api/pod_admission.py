@@ -15,6 +15,12 @@ This composes the pieces in upstream's order (``resource/pod/handler.go`` with t
 ``applied`` is what upstream's metrics call "applied": at least one patch was produced (a
 matching VPA always yields at least the ``vpaObservedContainers`` annotation).
 
+Beyond upstream, always: the pod the patch produces passes the API server -- every request at
+most its limit, every LimitRange of the namespace met
+(:mod:`kubescale.controllers.vpa.api.limit_range_fit`). Where a LimitRange overrides what the
+VPA wanted (its ``minAllowed`` above a ``max``, say), the LimitRange wins, the annotation says
+so and ``limit_range_conflicts`` says why, for an Event on the VPA.
+
 Two steps beyond upstream, both off unless asked for:
 
 * ``avoid_hpa_conflict``: resources an HPA on the VPA's target scales on
@@ -38,6 +44,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubescale.controllers.vpa.api.hpa_conflict import hpas_scaled_resources
+from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict
+from kubescale.controllers.vpa.api.limit_range_rules import NamespaceLimits
 from kubescale.controllers.vpa.api.limit_ranges import merged_limit_range_item
 from kubescale.controllers.vpa.api.pod_patches import pod_patches
 from kubescale.controllers.vpa.api.pod_resources import pod_resources
@@ -63,6 +71,9 @@ class PodAdmission:
     """At least one patch (upstream's ``applied`` label of the admission metrics)."""
     skipped_resources: frozenset[str]
     """Resources left alone because an HPA on the same target scales on them."""
+    limit_range_conflicts: tuple[LimitRangeConflict, ...] = ()
+    """Where a LimitRange of the namespace overrode what the VPA wanted (the LimitRange wins;
+    the caller records an Event on the VPA)."""
 
 
 def _vpa_name(vpa: Mapping[str, Any]) -> str:
@@ -99,9 +110,16 @@ def admit_pod(
             pod_limit_range=merged_limit_range_item(limit_ranges, item_type="Pod"),
             skip_resources=skipped,
             largest_node_allocatable=largest_node_allocatable,
+            namespace_limits=NamespaceLimits.of(limit_ranges),
         )
         name = _vpa_name(vpa)
         patches = pod_patches(pod=pod, vpa_name=name, resources=resources)
     except (ValueError, TypeError, KeyError, AttributeError, IndexError) as error:
         raise PodAdmissionError(f"failed to calculate resource patch for pod: {error}") from error
-    return PodAdmission(patches=patches, vpa=name, applied=bool(patches), skipped_resources=skipped)
+    return PodAdmission(
+        patches=patches,
+        vpa=name,
+        applied=bool(patches),
+        skipped_resources=skipped,
+        limit_range_conflicts=resources.conflicts,
+    )

@@ -8,8 +8,7 @@ Upstream's pod handler (``resource/pod/handler.go``) and its two patch calculato
 2. per container ``i`` whose resources changed (containers in ``pod.spec.containers`` order):
 
    * ``add /spec/containers/i/resources {}`` when the container's *current* requests and limits
-     are both unset -- emitted even when nothing else follows, in which case the container is
-     still listed (upstream keeps every container whose patch list is non-empty);
+     are both unset;
    * ``add /spec/containers/i/resources/requests {}`` when the current requests are unset and
      there are new requests, then one ``add .../requests/<resource>`` per resource, the value
      being the canonical quantity string (``"250m"``, ``"256Mi"``); the same for ``limits``;
@@ -30,7 +29,13 @@ from the container spec. A map that is present (even ``{}``) is set; ``null`` or
 unset, as Go's JSON decoding distinguishes them. (Upstream takes the nil checks from the status
 but writes under ``/spec``; at pod creation there is no status, so the two agree.)
 
-Deliberate differences, both invisible for the ``cpu``/``memory`` resources VPA manages:
+Deliberate differences:
+
+* a container given no request and no limit gets no patch and no entry. Upstream still adds
+  ``resources: {}`` to one whose requests and limits are both unset, and that patch alone lists
+  it -- ``container 1: `` followed by nothing, an entry that names no update;
+
+and two invisible for the ``cpu``/``memory`` resources VPA manages:
 
 * resource order inside ``requests``/``limits`` is the canonical one (``cpu``, ``memory``, then
   other names sorted); upstream iterates a Go map, whose order is random (its own tests accept
@@ -147,8 +152,10 @@ def _container_patches(
     resources: ContainerResources,
     capping_annotations: Sequence[str],
 ) -> tuple[list[dict[str, Any]], str]:
-    # getContainerPatch.
+    # getContainerPatch, for a container given something to set.
     patches: list[dict[str, Any]] = []
+    if not resources.requests and not resources.limits:
+        return patches, ""  # no update: no "resources: {}" and no entry (upstream has both)
     requests_set, limits_set = current
     if not requests_set and not limits_set:
         patches.append(_add(f"/spec/containers/{index}/resources", {}))

@@ -2,7 +2,8 @@
 
 Given the pod being created and the VPA chosen for it, this decides per container what the
 admission patch sets (``resource/pod/recommendation/recommendation_provider.go`` with
-``resource_updates.go``), upstream-exact:
+``resource_updates.go``), upstream-exact except where upstream's answer would make the pod
+uncreatable (step 2's LimitRange-after-policy and step 5):
 
 1. VPA update mode ``Off`` -> nothing at all (upstream drops requests, limits and annotations;
    only a startup boost would still apply). No ``status.recommendation`` -> nothing.
@@ -16,6 +17,11 @@ admission patch sets (``resource/pod/recommendation/recommendation_provider.go``
    RequestsAndLimits (default) keeps each limit in proportion to the new request, falling back to
    the container LimitRange's ``default``; its annotations are added only when some limit results.
    RequestsOnly leaves limits alone. Empty resource names are purged.
+5. Beyond upstream, always: the requests and limits to set are checked against what the API
+   server checks after the webhooks -- requests at most limits, the namespace's LimitRanges
+   (``namespace_limits``) -- and moved inside, the LimitRange winning
+   (:mod:`kubescale.controllers.vpa.api.limit_range_fit`); the conflicts are returned for an
+   Event.
 
 "Current" requests and limits come from ``status.containerStatuses[].resources`` when set
 (:mod:`kubescale.controllers.vpa.api.current_resources`). Output maps are in canonical order (cpu,
@@ -29,12 +35,12 @@ in cores or millicores: ``1333m``, ``4``), memory ``NewQuantity(v, format)`` (``
 BinarySI, ``357913941`` when not a multiple of 1024, ``2G`` / ``333333333`` from DecimalSI); the
 int64 cap prints ``9223372036854775807m`` (CPU) / ``9223372036854775807`` (memory).
 
-The container policy is also applied here, where upstream relies on the recommender having
-done it: a container with ``mode: Off`` is skipped, and an explicit ``controlledResources``
-limits the requests set to the listed resources. For recommendations the recommender wrote
-this changes nothing; it matters when a policy changed after the last recommendation (and
-upstream would re-patch an ``Off`` container from the copy of its requests the pod-LimitRange
-step inserts).
+As upstream, admission reads neither the container policy's ``mode`` nor its
+``controlledResources``: the recommender leaves out containers in ``mode: Off`` and resources
+not controlled, and admission sets every resource of every container the (capped)
+recommendation holds -- a recommendation written before the policy changed, or the entry the
+Pod-LimitRange step inserts for a container without one (``mode: Off`` included), is applied
+and capped like any other.
 
 Two steps beyond upstream, both off unless asked for:
 
@@ -59,7 +65,6 @@ from kubescale.base.objects import optional_mapping
 from kubescale.controllers.vpa.api.capping import (
     REQUESTS_AND_LIMITS,
     cap_recommendation,
-    container_policy,
     controlled_values,
 )
 from kubescale.controllers.vpa.api.current_resources import (
@@ -67,6 +72,8 @@ from kubescale.controllers.vpa.api.current_resources import (
     ResourceList,
     ordered_names,
 )
+from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict, fit_to_limit_ranges
+from kubescale.controllers.vpa.api.limit_range_rules import NamespaceLimits
 from kubescale.controllers.vpa.api.limit_ranges import LimitRangeItem
 from kubescale.controllers.vpa.api.limit_scaling import proportional_limits
 from kubescale.controllers.vpa.api.node_fit import fit_requests_to_node
@@ -82,7 +89,6 @@ __all__ = [
 ]
 
 NODE_FIT_ACTION = "capped to fit the largest node"
-_CONTAINER_MODE_OFF = "Off"
 
 _EMPTY: Mapping[str, Quantity] = MappingProxyType({})
 
@@ -102,6 +108,8 @@ class PodResources:
     containers: tuple[ContainerResources, ...]
     annotations: Mapping[str, tuple[str, ...]]
     """Container name -> annotation texts (capping, node fit, limits), in upstream order."""
+    conflicts: tuple[LimitRangeConflict, ...] = ()
+    """Where a LimitRange overrode what the VPA wanted (beyond upstream: the LimitRange wins)."""
 
 
 _NOTHING = ContainerResources()
@@ -121,14 +129,9 @@ def _about(annotation: str, names: frozenset[str]) -> bool:
 
 
 def _requests_to_set(
-    target: Mapping[str, Quantity] | None,
-    policy: Mapping[str, Any] | None,
-    skip_resources: frozenset[str],
+    target: Mapping[str, Quantity] | None, skip_resources: frozenset[str]
 ) -> ResourceList:
     requests = dict(target or {})
-    controlled = policy.get("controlledResources") if policy is not None else None
-    if isinstance(controlled, list):
-        requests = {name: value for name, value in requests.items() if name in controlled}
     for name in skip_resources:
         requests.pop(name, None)
     requests.pop("", None)  # RemoveEmptyResourceKeyIfAny
@@ -143,8 +146,13 @@ def pod_resources(
     pod_limit_range: LimitRangeItem | None,
     skip_resources: frozenset[str] = frozenset(),
     largest_node_allocatable: Mapping[str, Quantity] | None = None,
+    namespace_limits: NamespaceLimits | None = None,
 ) -> PodResources:
-    """The resources and annotations admission sets on ``pod`` for ``vpa``."""
+    """The resources and annotations admission sets on ``pod`` for ``vpa``.
+
+    ``namespace_limits`` are the bounds of the namespace's LimitRanges the result must meet
+    (none when ``None``; requests are still kept at or below limits).
+    """
     containers_of_pod = PodContainers.of(pod)
     names = containers_of_pod.names
     nothing = PodResources(
@@ -172,12 +180,11 @@ def pod_resources(
     requests_per_container: list[ResourceList | None] = []
     for name in names:
         entry = capped.for_container(name)
-        policy = container_policy(name, resource_policy)
-        if entry is None or (policy is not None and policy.get("mode") == _CONTAINER_MODE_OFF):
+        if entry is None:
             requests_per_container.append(None)
             annotations.pop(name, None)
             continue
-        requests_per_container.append(_requests_to_set(entry.target, policy, skip_resources))
+        requests_per_container.append(_requests_to_set(entry.target, skip_resources))
 
     if largest_node_allocatable:
         fitted = fit_requests_to_node(
@@ -189,13 +196,10 @@ def pod_resources(
                 annotations.setdefault(names[index], []).append(f"{resource} {NODE_FIT_ACTION}")
 
     default_limits = container_limit_range.default if container_limit_range is not None else None
-    containers: list[ContainerResources] = []
+    limits_per_container: list[ResourceList] = []
     for name, requests in zip(names, requests_per_container, strict=True):
-        if requests is None:
-            containers.append(_NOTHING)
-            continue
         limits: ResourceList = {}
-        if controlled_values(name, resource_policy) == REQUESTS_AND_LIMITS:
+        if requests is not None and controlled_values(name, resource_policy) == REQUESTS_AND_LIMITS:
             current_requests, current_limits = containers_of_pod.requests_and_limits(name)
             proportional, limit_annotations = proportional_limits(
                 original_limits=current_limits,
@@ -208,18 +212,46 @@ def pod_resources(
                 kept = [text for text in limit_annotations if not _about(text, skip_resources)]
                 if kept:
                     annotations.setdefault(name, []).extend(kept)
-        containers.append(ContainerResources(requests=_frozen(requests), limits=_frozen(limits)))
+        limits_per_container.append(limits)
+
+    # Beyond upstream: what is set must pass the API server (the LimitRange wins).
+    fits, fit_conflicts = fit_to_limit_ranges(
+        pod=pod,
+        requests=requests_per_container,
+        limits=limits_per_container,
+        limit_ranges=namespace_limits or NamespaceLimits(),
+    )
+    containers: list[ContainerResources] = []
+    unchanged: dict[str, frozenset[str]] = {}
+    for name, requests, fit in zip(names, requests_per_container, fits, strict=True):
+        if requests is None:
+            containers.append(_NOTHING)
+            continue
+        containers.append(
+            ContainerResources(requests=_frozen(fit.requests), limits=_frozen(fit.limits))
+        )
+        if fit.unchanged or fit.annotations:
+            unchanged[name] = fit.unchanged
+            texts = [t for t in annotations.get(name, []) if not _about(t, fit.unchanged)]
+            annotations[name] = [*texts, *fit.annotations]
 
     if skip_resources:
         annotations = {
             name: [text for text in texts if not _about(text, skip_resources)]
             for name, texts in annotations.items()
         }
+    conflicts = [
+        conflict
+        for conflict in capped.conflicts
+        if conflict.resource not in skip_resources
+        and conflict.resource not in unchanged.get(conflict.container, frozenset())
+    ]
     return PodResources(
         containers=tuple(containers),
         annotations=MappingProxyType(
             {name: tuple(texts) for name, texts in annotations.items() if texts}
         ),
+        conflicts=(*conflicts, *fit_conflicts),
     )
 
 
