@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .autoscaler_config import NodeGroupDefaults
+from .autoscaler_settings import NodeGroupDefaults
 
 __all__ = [
     "CloudProvider",

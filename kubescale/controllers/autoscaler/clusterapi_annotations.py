@@ -37,7 +37,7 @@ from typing import Any, Final
 from kubescale.base.flag_types import parse_duration
 from kubescale.kube.quantities import Quantity, QuantityError
 
-from .autoscaler_config import NodeGroupDefaults
+from .autoscaler_settings import NodeGroupDefaults
 from .cloud_provider import ErrorClass, Instance, InstanceErrorInfo, InstanceState
 
 __all__ = [

@@ -45,7 +45,7 @@ from kubescale.kube.resources import (
 )
 from kubescale.kube.selectors import SelectorError, label_selector_from_dict
 
-from .autoscaler_config import AutoDiscoverySpec, NodeGroupDefaults
+from .autoscaler_settings import AutoDiscoverySpec, NodeGroupDefaults
 from .cloud_provider import (
     Instance,
     NodeGroup,

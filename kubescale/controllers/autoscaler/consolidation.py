@@ -45,7 +45,7 @@ from typing import Any, Final, Literal
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 
-from .autoscaler_config import AutoscalerSettings
+from .autoscaler_settings import AutoscalerSettings
 from .cloud_provider import NodeGroup, ProviderSnapshot
 from .disruption_budgets import allowed_disruptions
 from .disruption_cost import DisruptionCost, node_disruption_cost

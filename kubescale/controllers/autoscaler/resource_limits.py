@@ -16,9 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
-from .autoscaler_config import ResourceRange
+from kubescale.scheduling.pod_resources import amounts_of
+
+from .autoscaler_settings import ResourceRange
 
 __all__ = [
     "RESOURCE_CORES",
@@ -26,11 +28,18 @@ __all__ = [
     "ResourceLimits",
     "ScaleDownLimits",
     "cores_and_memory",
+    "node_capacity",
 ]
 
 RESOURCE_CORES: Final = "cpu"
 RESOURCE_MEMORY: Final = "memory"
 UNLIMITED: Final = 2**63 - 1
+
+
+def node_capacity(node: Mapping[str, Any]) -> dict[str, int]:
+    """A node's ``status.capacity`` (its allocatable when it has none) as amounts."""
+    status = node.get("status") or {}
+    return amounts_of(status.get("capacity") or status.get("allocatable"))
 
 
 def cores_and_memory(capacity: Mapping[str, int]) -> tuple[int, int]:

@@ -39,8 +39,8 @@ from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.events import EventRecorder
 
-from .autoscaler_config import AutoscalerSettings
 from .autoscaler_metrics import AutoscalerMetrics
+from .autoscaler_settings import AutoscalerSettings
 from .cloud_provider import CloudProvider, ProviderError, ProviderSnapshot
 from .cluster_state import ClusterStateRegistry
 from .node_writes import NodeWriter

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from .autoscaler_config import AutoscalerSettings
+from .autoscaler_settings import AutoscalerSettings
 from .cloud_provider import ProviderSnapshot
 from .disruption_cost import DisruptionCost, node_disruption_cost
 from .drainability import DrainContext, classify_node_pods

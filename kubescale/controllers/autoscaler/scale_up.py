@@ -33,7 +33,7 @@ from typing import Any, Final
 
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 
-from .autoscaler_config import AutoscalerSettings
+from .autoscaler_settings import AutoscalerSettings
 from .balancing import (
     BASIC_IGNORED_LABELS,
     ScaleUpInfo,
