@@ -28,6 +28,8 @@ Karpenter's top complaint is churn at steady state; kubescale rules it out by co
 * a replacement must be strictly cheaper than what it replaces, and is never of a group one of
   the replaced nodes belongs to (no node is swapped for an identical one); a delete removes a
   node: every command strictly lowers the cluster's price per hour, so commands cannot cycle;
+* a replacement must hold whichever nodes the scheduler fills first — the nodes that stay, or
+  the new, empty one — so the drain cannot strand a pod whose pending would ask for a scale-up;
 * a command is **re-validated** ``--consolidation-validation-delay`` (15 s) after it was
   decided: the decision is computed again from the cluster as it is then, and carried out only
   if it is the same (Karpenter's ``commandValidationDelay``) — :class:`ConsolidationTracker`;
@@ -164,7 +166,9 @@ def _try(
             price = _price(group, template, inputs.pricing)
             if price >= removed_price or (best is not None and price >= best[0]):
                 continue
-            if _fit_all_on_one_node(journal, simulator, template, leftovers):
+            if _fit_all_on_one_node(journal, simulator, template, leftovers) and _fit_new_first(
+                journal, template, pods, stays
+            ):
                 best = (price, group.id)
         if best is None:
             return None
@@ -192,6 +196,30 @@ def _fit_all_on_one_node(
         for startup in template.pods:
             journal.add_pod(name, startup)
         result = simulator.try_schedule_pods(pods, candidates=[name], break_on_failure=True)
+        return len(result.scheduled) == len(pods)
+    finally:
+        journal.revert()
+
+
+def _fit_new_first(
+    journal: SnapshotJournal,
+    template: TemplateNode,
+    pods: Sequence[Pod],
+    stays: Sequence[str],
+) -> bool:
+    """The pods also all fit when the scheduler fills the new (empty, so best-scored) node
+    first and the remaining nodes after it. A replacement whose packing holds only one way
+    could leave a pod pending after the drain, and a pending pod means a scale-up: churn."""
+    journal.fork()
+    try:
+        name = f"consolidation-{template.name}"
+        journal.add_node(template.node, allocatable=template.allocatable)
+        journal.add_node_like(template.name, name)
+        for startup in template.pods:
+            journal.add_pod(name, startup)
+        result = SchedulingSimulator(journal).try_schedule_pods(
+            pods, candidates=[name, *stays], break_on_failure=True
+        )
         return len(result.scheduled) == len(pods)
     finally:
         journal.revert()

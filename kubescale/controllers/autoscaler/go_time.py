@@ -1,9 +1,9 @@
-"""Timestamps written the way upstream's Go code writes them.
+"""Go's ``time.Time.String()``, as upstream cluster-autoscaler writes some timestamps.
 
-* :func:`go_time_string` — ``time.Time.String()`` without the monotonic suffix, i.e. layout
-  ``2006-01-02 15:04:05.999999999 -0700 MST`` (fraction with trailing zeros dropped): the status
-  ConfigMap's ``time`` and ``last-updated`` annotation, the ``delete-machine`` annotation value;
-* :func:`rfc3339` — ``metav1.Time`` in JSON: RFC 3339 at whole seconds, ``Z`` for UTC.
+:func:`go_time_string` — ``time.Time.String()`` without the monotonic suffix, i.e. layout
+``2006-01-02 15:04:05.999999999 -0700 MST`` (fraction with trailing zeros dropped): the status
+ConfigMap's ``time`` and ``last-updated`` annotation, the ``delete-machine`` annotation value.
+(``metav1.Time`` is :func:`kubescale.base.times.format_time`.)
 
 Times are shown in UTC (zone abbreviation ``UTC``), as a process running with ``TZ=UTC`` does.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-__all__ = ["go_time_string", "rfc3339"]
+__all__ = ["go_time_string"]
 
 
 def go_time_string(moment: datetime) -> str:
@@ -21,7 +21,3 @@ def go_time_string(moment: datetime) -> str:
     if utc.microsecond:
         text += "." + f"{utc.microsecond * 1000:09d}".rstrip("0")
     return text + " +0000 UTC"
-
-
-def rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

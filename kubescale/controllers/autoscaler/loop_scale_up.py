@@ -28,7 +28,7 @@ from .cloud_provider import CloudProvider, ProviderError, ProviderSnapshot
 from .cluster_state import ClusterStateRegistry
 from .expander_chain import build_expander
 from .node_facts import currently_being_deleted
-from .pod_facts import is_daemonset_pod, is_mirror_pod
+from .pod_facts import controller_of, is_daemonset_pod, is_mirror_pod
 from .resource_limits import node_capacity
 from .scale_up import ScaleUpDecision, ScaleUpInputs, ScaleUpResult, decide_scale_up
 from .scale_up_executor import execute_scale_up, record_pod_events
@@ -69,7 +69,12 @@ def inject_upcoming(
 
 
 def pods_of_draining_nodes(journal: SnapshotJournal, draining: Iterable[str]) -> list[Pod]:
-    """Take the movable pods off the nodes being drained; they need room elsewhere."""
+    """Take the pods off the nodes being drained; those a controller will recreate need room
+    elsewhere (upstream's ``FilterRecreatablePods``).
+
+    Deviation: a pod already evicted (terminating) leaves its node but is not counted again —
+    its controller's replacement is among the pending pods already. Upstream counts both while
+    the evicted pod terminates, which can add a node the drain does not need."""
     moved: list[Pod] = []
     for name in sorted(draining):
         state = journal.snapshot.nodes.get(name)
@@ -79,7 +84,9 @@ def pods_of_draining_nodes(journal: SnapshotJournal, draining: Iterable[str]) ->
             if is_daemonset_pod(pod) or is_mirror_pod(pod):
                 continue
             journal.remove_pod(name, pod)
-            moved.append(pod)
+            terminating = (pod.get("metadata") or {}).get("deletionTimestamp") is not None
+            if controller_of(pod) is not None and not terminating:
+                moved.append(pod)
     return moved
 
 

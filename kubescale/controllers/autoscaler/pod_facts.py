@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from kubescale.base.flag_types import parse_duration
+from kubescale.base.times import parse_time
 
 __all__ = [
     "DAEMONSET_POD_ANNOTATION",
@@ -60,17 +61,6 @@ class OwnerRef:
     name: str
     uid: str
     api_version: str
-
-
-def parse_time(value: object) -> datetime | None:
-    """An RFC 3339 timestamp; ``None`` when absent or malformed."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
 def pod_id(pod: Mapping[str, Any]) -> str:

@@ -33,8 +33,10 @@ from typing import Any, Final
 
 import yaml
 
+from kubescale.base.times import format_time
+
 from .cluster_state import AcceptableRange, ClusterStateRegistry, Readiness
-from .go_time import go_time_string, rfc3339
+from .go_time import go_time_string
 
 __all__ = [
     "LAST_UPDATED_ANNOTATION",
@@ -60,7 +62,7 @@ def _truncate(text: str) -> str:
 
 
 def _time(moment: datetime | None) -> str | None:
-    return rfc3339(moment) if moment is not None else None
+    return format_time(moment) if moment is not None else None
 
 
 def _node_count(readiness: Readiness) -> Status:

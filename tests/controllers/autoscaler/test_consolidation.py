@@ -7,7 +7,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kubescale.controllers.autoscaler.autoscaler_config import (
@@ -266,11 +266,14 @@ def test_commands_are_revalidated_before_acting() -> None:
         max_size=6,
     )
 )
+@example(layout=[("large", ["1", "250m", "1"]), ("medium", ["250m", "1", "1", "1"])])
 def test_every_command_lowers_the_price_and_strands_no_pod(
     layout: list[tuple[str, list[str]]],
 ) -> None:
     """Property: applying commands until none is left terminates, every command strictly lowers
-    the cluster's price per hour, and every pod of a removed node finds a place."""
+    the cluster's price per hour, and every pod of a removed node finds a place — whether the
+    scheduler fills the nodes that stay first or the new node (found by Hypothesis: a
+    replacement that held only with the old nodes first left a pod pending)."""
     spec = {
         "large": ("8", "32Gi", 0.40, 0, 20),
         "medium": ("4", "16Gi", 0.20, 0, 20),
@@ -295,13 +298,19 @@ def test_every_command_lowers_the_price_and_strands_no_pod(
         for name in command.nodes:
             del cluster.nodes[name]
             del cluster.node_group[name]
-        if command.replacement is not None:
-            cluster.add_node(f"{command.replacement}-new{step}", command.replacement)
-        snap = ClusterSnapshot.build(nodes=cluster.nodes.values(), pods=cluster.pods)
-        result = SchedulingSimulator(SnapshotJournal(snap)).try_schedule_pods(
-            [{**p, "spec": {**p["spec"], "nodeName": ""}} for p in moving]
-        )
-        assert result.unschedulable == []
+        new = [f"{command.replacement}-new{step}"] if command.replacement is not None else []
+        for name in new:
+            cluster.add_node(name, command.replacement or "")
+        stays = sorted(n for n in cluster.nodes if n not in new)
+        unplaced = [{**p, "spec": {**p["spec"], "nodeName": ""}} for p in moving]
+        # the scheduler may fill the old nodes first, or the new (empty) one: both must work
+        for order in (stays + new, new + stays):
+            snap = ClusterSnapshot.build(nodes=cluster.nodes.values(), pods=cluster.pods)
+            result = SchedulingSimulator(SnapshotJournal(snap)).try_schedule_pods(
+                sorted(unplaced, key=lambda p: -int(p["spec"].get("priority") or 0)),
+                candidates=order,
+            )
+            assert result.unschedulable == [], order
         for placement in result.scheduled:
             cluster.pods.append(
                 {**placement.pod, "spec": {**placement.pod["spec"], "nodeName": placement.node}}

@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 
 from kubescale.controllers.autoscaler.autoscaler_config import ResourceRange
+from kubescale.controllers.autoscaler.loop_scale_up import pods_of_draining_nodes
 from kubescale.controllers.autoscaler.pod_facts import (
     POD_SCALE_UP_DELAY_ANNOTATION,
     PriorityResolver,
@@ -23,7 +24,7 @@ from kubescale.controllers.autoscaler.scheduling_simulation import SchedulingSim
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 
-from .builders import GI, NOW, node, pod
+from .builders import GI, NOW, node, pod, stamp
 
 
 def test_pods_by_schedulability() -> None:
@@ -136,3 +137,24 @@ def test_scale_down_resource_minimums() -> None:
     assert left.try_remove({"cpu": 4000, "memory": GI}) == ()
     assert left.try_remove({"cpu": 4000, "memory": GI}) == ("cpu",)
     assert left.cores_left == 0
+
+
+def test_pods_of_draining_nodes_count_each_pod_once() -> None:
+    """Pods still on a node being drained need room elsewhere; one already evicted
+    (terminating) leaves the node but is not counted: its replacement is pending already; a
+    pod no controller recreates, and DaemonSet pods, are not counted either."""
+    evicted = pod("evicted", node_name="n1")
+    evicted["metadata"]["deletionTimestamp"] = stamp(NOW)
+    pods = [
+        pod("stays", node_name="n1"),
+        evicted,
+        pod("bare", node_name="n1", owner=None),
+        pod("agent", node_name="n1", owner=("DaemonSet", "agent")),
+        pod("other", node_name="n2"),
+    ]
+    snapshot = ClusterSnapshot.build(nodes=[node("n1"), node("n2")], pods=pods)
+    journal = SnapshotJournal(snapshot)
+    moved = pods_of_draining_nodes(journal, ["n1"])
+    assert [p["metadata"]["name"] for p in moved] == ["stays"]
+    assert sorted(p["metadata"]["name"] for p in snapshot.nodes["n1"].pods) == ["agent"]
+    assert [p["metadata"]["name"] for p in snapshot.nodes["n2"].pods] == ["other"]

@@ -7,10 +7,11 @@ from datetime import UTC, datetime, timedelta
 
 import yaml
 
+from kubescale.base.times import format_time
 from kubescale.controllers.autoscaler.backoff import ExponentialBackoff
 from kubescale.controllers.autoscaler.cloud_provider import ErrorClass, InstanceErrorInfo
 from kubescale.controllers.autoscaler.cluster_state import ClusterStateRegistry, HealthConfig
-from kubescale.controllers.autoscaler.go_time import go_time_string, rfc3339
+from kubescale.controllers.autoscaler.go_time import go_time_string
 from kubescale.controllers.autoscaler.node_facts import node_readiness
 from kubescale.controllers.autoscaler.status_configmap import (
     LAST_UPDATED_ANNOTATION,
@@ -65,7 +66,7 @@ def test_go_time_formats() -> None:
     assert go_time_string(moment) == "2023-11-24 04:28:19.54675 +0000 UTC"
     assert go_time_string(moment.replace(microsecond=0)) == "2023-11-24 04:28:19 +0000 UTC"
     # metav1.Time: whole seconds
-    assert rfc3339(moment) == "2023-11-24T04:28:19Z"
+    assert format_time(moment) == "2023-11-24T04:28:19Z"
 
 
 def registry() -> ClusterStateRegistry:
@@ -138,12 +139,12 @@ def test_transition_time_is_kept_while_the_status_holds() -> None:
     csr.update(nodes=nodes, snapshot=snapshot(a), readiness=node_readiness, now=later)
     status = build_status(csr, history, later)
     health = status["clusterWide"]["health"]
-    assert health["lastProbeTime"] == rfc3339(later)
-    assert health["lastTransitionTime"] == rfc3339(NOW)
+    assert health["lastProbeTime"] == format_time(later)
+    assert health["lastTransitionTime"] == format_time(NOW)
     # a candidate appears: scale-down status changes, its transition time is now
     csr.update_scale_down_candidates({"a": ["a-0"]}, later)
     status = build_status(csr, history, later)
-    assert status["clusterWide"]["scaleDown"]["lastTransitionTime"] == rfc3339(later)
+    assert status["clusterWide"]["scaleDown"]["lastTransitionTime"] == format_time(later)
 
 
 def test_config_map_object() -> None:
