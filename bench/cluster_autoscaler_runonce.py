@@ -14,7 +14,10 @@ the simulated scheduler marks them all Unschedulable. The loop's informers are s
   schedulable, the scale-up decision (estimator for every group, expanders), the scale-down
   planner on 1,000 nodes, the ``/scale`` writes and the status ConfigMap, through the real client
   against the in-process API server (whose CPU is counted too: it runs in this process);
-* ``functions``: upstream's ``function_duration_seconds`` breakdown (CPU) of the first loop.
+* ``events_written``: the events each loop wrote before it returned (``run_once`` waits for its
+  events: one ``TriggeredScaleUp`` per pod helped, up to the recorder's queue of 1,000);
+* ``functions``: upstream's ``function_duration_seconds`` breakdown (CPU) of the first loop —
+  ``main`` is the decision and its API writes, without the events.
 
 Writes ``bench/results/cluster_autoscaler_runonce.json``.
 """
@@ -42,7 +45,7 @@ from kubescale.controllers.autoscaler.autoscaler_settings import AutoscalerSetti
 from kubescale.kube.client import connect
 from kubescale.kube.events import EventRecorder
 from kubescale.kube.informer_set import InformerSet
-from kubescale.kube.resources import NODES, PODS
+from kubescale.kube.resources import CORE_EVENTS, NODES, PODS
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.cluster.node_groups import MachineDeploymentGroup, NodeGroups, NodeTemplate
 from kubescale.sim.cluster.scheduler import Scheduler
@@ -144,12 +147,14 @@ async def run(loops: int, seed: int) -> dict[str, Any]:
                     raise SystemExit(f"caches not synced: {informers.unsynced()}")
                 setup = time.perf_counter() - started
                 cpu: list[float] = []
+                written: list[int] = []
                 functions: dict[str, float] = {}
                 scaled: list[Any] = []
                 for index in range(loops):
                     before = time.process_time()
                     await loop.run_once(clock.now())
                     cpu.append(time.process_time() - before)
+                    written.append(len(api.store.list(CORE_EVENTS)) - sum(written))
                     if index == 0:
                         scaled = loop.report.scaled_up
                         for name in ("main", "filterOutSchedulable", "scaleUp", "scaleDown"):
@@ -171,6 +176,7 @@ async def run(loops: int, seed: int) -> dict[str, Any]:
         "pending_pods": pending,
         "setup_seconds": round(setup, 1),
         "run_once_cpu_seconds": [round(c, 3) for c in cpu],
+        "events_written": written,
         "functions": functions,
         "first_scale_up": scaled,
         "goal_cpu_seconds": 5.0,

@@ -53,8 +53,10 @@ from kubescale.kube.resources import (
     PODS,
     PRIORITY_CLASSES,
     REPLICA_SETS,
+    REPLICATION_CONTROLLERS,
     STATEFUL_SETS,
 )
+from kubescale.runtime.component import TimelineReport
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.pod_resources import RequestCache
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
@@ -152,6 +154,7 @@ class AutoscalerLoop:
         self.replica_sets = informers.informer(REPLICA_SETS)
         self.stateful_sets = informers.informer(STATEFUL_SETS)
         self.jobs = informers.informer(JOBS)
+        self.replication_controllers = informers.informer(REPLICATION_CONTROLLERS)
         self.config_maps = informers.informer(CONFIG_MAPS, namespace=settings.namespace)
         self.registry = ClusterStateRegistry(
             health=HealthConfig(
@@ -217,6 +220,38 @@ class AutoscalerLoop:
         self.last_scale_up: datetime | None = None
         self.report = LoopReport()
         self.iterations = 0
+        self._reports: list[TimelineReport] = []
+
+    def drain_reports(self) -> list[TimelineReport]:
+        """What the loop did since the last call, for a simulation's timeline: each scale-up
+        (``("ca-scale-up", "<group id>", "target 2 → 4")``), node marked for removal
+        (``"ca-scale-down"``, detail ``empty``/``drain`` and the reason), eviction
+        (``"ca-eviction"``, subject ``<namespace>/<pod>``), node deleted through the provider
+        (``"ca-node-deleted"``) and consolidation command carried out (``"ca-consolidation"``,
+        subject the nodes, detail the method and the saving per hour)."""
+        reports, self._reports = self._reports, []
+        return reports
+
+    def _record_reports(self) -> None:
+        report = self.report
+        for group_id, before, after in report.scaled_up:
+            self._reports.append(("ca-scale-up", group_id, f"target {before} → {after}"))
+        command = report.consolidation
+        if command is not None:
+            detail = f"{command.method}"
+            if command.replacement is not None:
+                detail += f" with a node of {command.replacement}"
+            detail += f", saves {command.savings_per_hour:.4f}/h"
+            self._reports.append(("ca-consolidation", ", ".join(command.nodes), detail))
+        for name in report.tainted:
+            deletion = self.actuator.in_progress.get(name)
+            if deletion is not None:
+                kind = "drain" if deletion.drain else "empty"
+                self._reports.append(("ca-scale-down", name, f"{kind} ({deletion.reason})"))
+        for pod in report.evicted:
+            self._reports.append(("ca-eviction", pod, "evicted by the cluster autoscaler"))
+        for name in report.deleted:
+            self._reports.append(("ca-node-deleted", name, "deleted through the provider"))
 
     @property
     def planner(self) -> ScaleDownPlanner:
@@ -235,9 +270,10 @@ class AutoscalerLoop:
             "StatefulSet": self.stateful_sets,
             "Job": self.jobs,
             "DaemonSet": self.daemon_sets,
+            "ReplicationController": self.replication_controllers,
         }.get(owner.kind)
         if informer is None:
-            return {}  # a kind kubescale does not watch (ReplicationController): assume it exists
+            return {}  # a kind the drainability rules do not look up
         return informer.lister.get(owner.name, namespace)
 
     def _timed(self, function: str, started: float) -> None:
@@ -267,8 +303,10 @@ class AutoscalerLoop:
                 now=now,
             )
             await self.status.write(now, self.registry)
+            self._record_reports()
             self.metrics.last_activity.labels("main").set(now.timestamp())
             self._timed("main", started)
+            await self.events.flush()  # the iteration's events are written before it ends
 
     async def _run(self, now: datetime, snapshot: ProviderSnapshot) -> None:
         settings = self.settings

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Final, Literal
 
+from kubescale.base.flag_types import FlagValueError
+
 from .disruption_budgets import DisruptionBudget
 
 __all__ = [
@@ -35,7 +37,7 @@ DEFAULT_STATUS_CONFIG_MAP_NAME: Final = "cluster-autoscaler-status"
 GIB: Final = 1024**3
 
 
-class AutoscalerConfigError(ValueError):
+class AutoscalerConfigError(FlagValueError):
     """A flag value that parsed but does not make sense; the message names the flag."""
 
 
