@@ -172,6 +172,34 @@ class ClusterSnapshot:
             self._anti_affinity_pods -= sum(1 for p in state.pods if _has_anti_affinity(p))
         return state
 
+    def add_node_like(
+        self, source: str, name: str, *, hostname_label: str = "kubernetes.io/hostname"
+    ) -> NodeState:
+        """Add an empty node shaped like node ``source`` (allocatable, labels, taints, cordon),
+        named ``name``, its hostname label set to ``name``: a template copy for a binpacking
+        (``FreshNodeInfoFromTemplateNodeInfo``). The source's pods are not copied."""
+        template = self.nodes[source]
+        labels = dict(template.labels)
+        if hostname_label in labels:
+            labels[hostname_label] = name
+        self.remove_node(name)
+        state = NodeState(
+            name=name,
+            labels=labels,
+            taints=template.taints,
+            unschedulable=template.unschedulable,
+            allocatable=template.allocatable,
+        )
+        self.nodes[name] = state
+        return state
+
+    def restore_node(self, state: NodeState) -> None:
+        """Put back a node (with its pods) that :meth:`remove_node` returned: undoing a
+        simulated removal."""
+        self.remove_node(state.name)
+        self.nodes[state.name] = state
+        self._anti_affinity_pods += sum(1 for p in state.pods if _has_anti_affinity(p))
+
     def add_pod(self, node_name: str, pod: Mapping[str, Any]) -> None:
         """Count ``pod`` on ``node_name`` (which must be in the snapshot)."""
         state = self.nodes[node_name]

@@ -212,22 +212,23 @@ def test_a_zero_global_cap_is_no_cap() -> None:
         (
             [],
             {"KUBERNETES_SERVICE_HOST": "10.0.0.1"},
-            ["webhook", "vpa-recommender", "vpa-updater"],
+            ["webhook", "vpa-recommender", "vpa-updater", "cluster-autoscaler"],
         ),
         (
             ["--kubeconfig", "/tmp/k"],
             {},
-            ["webhook", "vpa-recommender", "vpa-updater"],
+            ["webhook", "vpa-recommender", "vpa-updater", "cluster-autoscaler"],
         ),
         (["--vpa-recommender", "true"], {}, ["vpa-recommender"]),
         (["--vpa-updater", "true"], {}, ["vpa-updater"]),
+        (["--cluster-autoscaler", "true"], {}, ["cluster-autoscaler"]),
         (
             ["--vpa-recommender", "false", "--vpa-updater", "false", "--kubeconfig", "/tmp/k"],
             {},
-            ["webhook"],
+            ["webhook", "cluster-autoscaler"],
         ),
         (
-            ["--webhook", "false", "--kubeconfig", "/tmp/k"],
+            ["--webhook", "false", "--cluster-autoscaler", "false", "--kubeconfig", "/tmp/k"],
             {},
             ["vpa-recommender", "vpa-updater"],
         ),

@@ -156,6 +156,56 @@ def _static_requests() -> list[Request]:
     return requests
 
 
+def test_the_cluster_autoscaler_can_make_its_writes() -> None:
+    # controllers/autoscaler: node_writes.py (GET + PUT of a node's taints and cordon),
+    # clusterapi_provider.py (/scale of MachineDeployments and MachineSets; GET + PUT of a
+    # Machine's delete-machine annotation), loop_status.py (the status ConfigMap in --namespace),
+    # scale_down_actuator.py (pods/eviction).
+    requests = [
+        Request(verb="get", group="", resource="nodes", name="node-1"),
+        Request(verb="update", group="", resource="nodes", name="node-1"),
+        Request(verb="create", group="", resource="configmaps", namespace="kube-system"),
+        Request(
+            verb="update",
+            group="",
+            resource="configmaps",
+            namespace="kube-system",
+            name="cluster-autoscaler-status",
+        ),
+    ]
+    for namespace in (install_namespace(), OTHER_NAMESPACE):
+        requests += [
+            Request(verb="get", group="cluster.x-k8s.io", resource="machines", namespace=namespace),
+            Request(
+                verb="update", group="cluster.x-k8s.io", resource="machines", namespace=namespace
+            ),
+            *[
+                Request(
+                    verb=verb,
+                    group="cluster.x-k8s.io",
+                    resource=plural,
+                    subresource="scale",
+                    namespace=namespace,
+                )
+                for verb in ("get", "patch")
+                for plural in ("machinedeployments", "machinesets")
+            ],
+            Request(
+                verb="create",
+                group="",
+                resource="pods",
+                subresource="eviction",
+                namespace=namespace,
+            ),
+        ]
+    assert _refused(requests) == []
+    # no other ConfigMap may be rewritten
+    other = Request(
+        verb="update", group="", resource="configmaps", namespace="kube-system", name="coredns"
+    )
+    assert _refused([other]) == [str(other)]
+
+
 def test_every_write_kubescale_makes_is_allowed() -> None:
     requests = _static_requests()
     assert len(requests) > 40
@@ -235,7 +285,10 @@ def test_nothing_beyond_what_kubescale_needs() -> None:
         *_everywhere("create", "rbac.authorization.k8s.io", "clusterrolebindings"),
         *_everywhere("escalate", "rbac.authorization.k8s.io", "clusterroles"),
         *_everywhere("update", "autoscaling.k8s.io", "verticalpodautoscalers"),
-        *_everywhere("update", "", "nodes"),
+        # the cluster autoscaler taints nodes (update, as upstream's grant) but never deletes
+        # one: nodes go through the provider (a Machine's delete-machine annotation + /scale)
+        *_everywhere("delete", "", "nodes"),
+        *_everywhere("delete", "cluster.x-k8s.io", "machines"),
     ):
         assert not allowed(_objects(), account=_account(), request=request), str(request)
 

@@ -87,6 +87,9 @@ async def test_every_collection_is_listed_and_watched_once(
         ("apps", "deployments"),
         ("apps", "replicasets"),
         ("", "replicationcontrollers"),
+        ("", "nodes"),
+        ("cluster.x-k8s.io", "machinedeployments"),
+        ("cluster.x-k8s.io", "machines"),
     } <= watched
     # pods are watched across all namespaces
     assert [r.namespace for r in watches if (r.group, r.resource) == ("", "pods")] == [""]
@@ -94,7 +97,8 @@ async def test_every_collection_is_listed_and_watched_once(
     # the start-up line names each collection and who asked for it
     (line,) = [r for r in caplog.records if r.getMessage() == "watching collections"]
     collections = line.__dict__["fields"]["collections"]
-    assert set(collections["pods"]) == {"vpa-recommender", "vpa-updater"}
+    assert set(collections["pods"]) == {"vpa-recommender", "vpa-updater", "cluster-autoscaler"}
+    assert set(collections["machinedeployments"]) == {"cluster-autoscaler"}
     assert set(collections["verticalpodautoscalers"]) == {
         "webhook",
         "vpa-recommender",

@@ -54,7 +54,7 @@ def _start(cert_dir: Path, kubeconfig: Path, token: str, stderr: IO[str]) -> Rep
         "--tls-private-key", str(cert_dir / "serverKey.pem"),
         "--client-ca-file", str(cert_dir / "caCert.pem"),
         "--kubeconfig", str(kubeconfig), "--webhook", "false", "--vpa-updater", "false",
-        "--leader-elect-lease-duration", f"{LEASE_DURATION}s",
+        "--cluster-autoscaler", "false", "--leader-elect-lease-duration", f"{LEASE_DURATION}s",
         "--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "400ms",
         "--recommender-interval", "200ms", "--log-format", "json",
     ]  # fmt: skip

@@ -232,7 +232,7 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
      "nodes[0].pricePerHour: must be a finite number ≥ 0, got -1"),
     ("kubescale component unknown", _set("kubescale", {"hpa-controller": {}}),
      'kubescale.hpa-controller: unknown kubescale component "hpa-controller" '
-     "(want one of: vpa-recommender, vpa-updater, webhook)"),
+     "(want one of: cluster-autoscaler, vpa-recommender, vpa-updater, webhook)"),
     ("object of an unserved kind", _set("objects.0.kind", "Widget"),
      'objects[0].kind: unknown kind "Widget" of apiVersion "v1" (not served by the simulated '
      "API server; a CustomResourceDefinition listed earlier in objects adds its kinds)"),

@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
+from kubescale.controllers.autoscaler.clusterapi_annotations import PRICE_ANNOTATION
 from kubescale.kube.resources import MACHINE_DEPLOYMENTS, MACHINE_SETS, MACHINES
 from kubescale.kube.selectors import label_selector_from_dict
 from kubescale.sim.apiserver.server import ApiServer
@@ -144,6 +145,7 @@ class MachineDeploymentController:
         annotations = {
             MIN_SIZE_ANNOTATION: str(group.min_size),
             MAX_SIZE_ANNOTATION: str(group.max_size),
+            PRICE_ANNOTATION: repr(group.template.price_per_hour),
             **capacity_annotations(group.template),
         }
         body = {

@@ -3,7 +3,9 @@
 One :class:`MachineLifecycle` per node group moves each of its Machines along:
 
 * **Provisioning** (set when the MachineSet creates it) until ``provisioning_delay`` seconds
-  after its creation;
+  after its creation — and, when the group has a ``stock``, until fewer than ``stock`` of its
+  machines are up (``out_of_stock="fail"``: the machine fails instead, phase Failed with
+  ``failureReason: InsufficientCapacity``, and never gets a node);
 * **Provisioned**: the provider's machine is up — ``spec.providerID: sim://<machine>``,
   ``status.infrastructureReady``, an InternalIP — and its kubelet registers the Node (named like
   the Machine, Ready; a ``node-added`` change);
@@ -42,6 +44,7 @@ __all__ = [
 
 MACHINE_FINALIZER: Final = "machine.cluster.x-k8s.io"
 SET_NAME_LABEL: Final = "cluster.x-k8s.io/set-name"
+GROUP_LABEL: Final = "cluster.x-k8s.io/deployment-name"
 ZONE_ANNOTATION: Final = "sim.kubescale.dev/zone"
 """The zone the simulated provider places a machine in (also its ``spec.failureDomain``)."""
 
@@ -93,7 +96,18 @@ class MachineLifecycle:
         if phase == "Provisioning":
             created = parse_time(meta["creationTimestamp"])
             if (now - created).total_seconds() >= self.group.provisioning_delay:
-                self.provision(machine, now, changes)
+                if self._in_stock():
+                    self.provision(machine, now, changes)
+                elif self.group.out_of_stock == "fail":
+                    self.set_status(
+                        machine,
+                        {
+                            "phase": "Failed",
+                            "failureReason": "InsufficientCapacity",
+                            "failureMessage": "no capacity left for "
+                            + self.group.template.instance_type,
+                        },
+                    )
         elif phase == "Provisioned" and self._store.peek(NODES, name) is not None:
             self.set_status(
                 machine,
@@ -102,6 +116,19 @@ class MachineLifecycle:
                     "nodeRef": {"apiVersion": "v1", "kind": "Node", "name": name},
                 },
             )
+
+    def _in_stock(self) -> bool:
+        stock = self.group.stock
+        if stock is None:
+            return True
+        up = sum(
+            1
+            for m in self._store.snapshots(MACHINES, self.group.namespace)
+            if (m["metadata"].get("labels") or {}).get(GROUP_LABEL) == self.group.name
+            and not m["metadata"].get("deletionTimestamp")
+            and (m.get("status") or {}).get("phase") in ("Provisioned", "Running")
+        )
+        return up < stock
 
     def provision(
         self, machine: Mapping[str, Any], now: datetime, changes: list[NodeChange]

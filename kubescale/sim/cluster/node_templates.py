@@ -220,9 +220,19 @@ class MachineDeploymentGroup:
     cluster_name: str = "sim"
     provisioning_delay: float = 120.0
     deprovisioning_delay: float = 30.0
+    stock: int | None = None
+    """How many machines the simulated cloud can run for this group at once (``None``: no
+    limit). A machine beyond it is not provisioned: it waits (``out_of_stock="wait"``), so a
+    cluster autoscaler sees its scale-up time out, or fails at once (``"fail"``:
+    ``status.failureReason`` / ``failureMessage`` as an infrastructure provider sets them)."""
+    out_of_stock: str = "wait"
 
     def __post_init__(self) -> None:
         if not 0 <= self.min_size <= self.max_size:
             raise ValueError(f"node group {self.name}: need 0 <= min_size <= max_size")
         if self.replicas < 0:
             raise ValueError(f"node group {self.name}: replicas must be >= 0")
+        if self.stock is not None and self.stock < 0:
+            raise ValueError(f"node group {self.name}: stock must be >= 0")
+        if self.out_of_stock not in ("wait", "fail"):
+            raise ValueError(f"node group {self.name}: out_of_stock is wait or fail")

@@ -1,0 +1,1 @@
+"""The cluster autoscaler: upstream's ``RunOnce`` on Cluster API node groups, plus consolidation."""

@@ -1,0 +1,128 @@
+"""The cluster autoscaler as a component (:mod:`kubescale.runtime.component`): one leader-only loop.
+
+* **Caches** (declared when built, by :class:`~.autoscaler_loop.AutoscalerLoop` and its
+  :class:`~.clusterapi_provider.ClusterApiProvider`): Nodes, Pods, PodDisruptionBudgets,
+  PriorityClasses, Namespaces, DaemonSets, ReplicaSets, StatefulSets, Jobs,
+  ReplicationControllers, the ConfigMaps of ``--namespace`` (the priority expander's), and
+  Cluster API MachineDeployments, MachineSets and Machines.
+* **Loop** ``cluster-autoscaler`` every ``--scan-interval``, leader-only: upstream runs one
+  cluster-autoscaler replica, or leader-elects them. When this replica starts a new term of
+  leadership, the loop starts over as upstream's process does after a restart: its registry,
+  unneeded times, backoffs and drains in progress were about a world another replica may have
+  changed; the first iteration removes the ``ToBeDeletedByClusterAutoscaler`` taints a previous
+  leader left, and scale-down starts in cooldown.
+* **Metrics** under upstream's names (:mod:`.autoscaler_metrics`), registered once;
+  **stop** closes the event recorder.
+* What the loop did joins a simulation's timeline (:meth:`.AutoscalerLoop.drain_reports`).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Final
+
+from kubescale.base.logs import component_logger
+from kubescale.kube.events import EventRecorder
+from kubescale.runtime.component import (
+    BaseComponent,
+    ComponentSpec,
+    LoopSpec,
+    Runtime,
+    TimelineReport,
+)
+
+from .autoscaler_config import add_autoscaler_arguments, autoscaler_settings_from_args
+from .autoscaler_loop import LOOP_NAME, AutoscalerLoop
+from .autoscaler_metrics import AutoscalerMetrics
+from .autoscaler_settings import AutoscalerSettings
+
+__all__ = ["EVENT_COMPONENT", "SPEC", "AutoscalerComponent"]
+
+log = component_logger("cluster-autoscaler")
+
+EVENT_COMPONENT: Final = "cluster-autoscaler"
+"""The events' ``source.component`` (upstream's)."""
+
+
+class _TermAwareLoop:
+    """The autoscaler loop, started over at the start of each term of leadership."""
+
+    name = LOOP_NAME
+
+    def __init__(self, component: AutoscalerComponent) -> None:
+        self._component = component
+        self._term: int | None = None
+
+    async def run_once(self, now: datetime) -> None:
+        component = self._component
+        term = component.runtime.leadership.term
+        if term != self._term:
+            if self._term is not None:
+                log.info("new term of leadership: the loop starts over")
+                component.loop = component.new_loop()
+            self._term = term
+        await component.loop.run_once(now)
+
+    def drain_reports(self) -> list[TimelineReport]:
+        return self._component.loop.drain_reports()
+
+
+class AutoscalerComponent(BaseComponent):
+    """The cluster autoscaler (module docstring)."""
+
+    name = "cluster-autoscaler"
+
+    def __init__(self, settings: AutoscalerSettings, runtime: Runtime) -> None:
+        self.settings = settings
+        self.runtime = runtime
+        self.metrics = AutoscalerMetrics(runtime.registry)
+        self.events = EventRecorder(
+            client=runtime.leader_client, component=EVENT_COMPONENT, host=runtime.identity
+        )
+        self.loop = self.new_loop()
+        self._gated = _TermAwareLoop(self)
+
+    def new_loop(self) -> AutoscalerLoop:
+        """A loop with no memory (the informers are the shared cache's); its random choices (the
+        ``random`` expander, ties) come from the client's generator: the scenario seed in a
+        simulated run."""
+        return AutoscalerLoop(
+            client=self.runtime.leader_client,
+            informers=self.runtime.cache.informers,
+            settings=self.settings,
+            metrics=self.metrics,
+            events=self.events,
+            rng=random.Random(self.runtime.client.rng.random()),
+        )
+
+    def loops(self) -> Sequence[LoopSpec]:
+        return [LoopSpec(loop=self._gated, interval=self.settings.scan_interval)]
+
+    async def start(self) -> None:
+        settings = self.settings
+        log.info(
+            "cluster autoscaler started",
+            extra={
+                "fields": {
+                    "scan_interval": settings.scan_interval,
+                    "expander": ",".join(settings.expander),
+                    "cloud_provider": "clusterapi",
+                    "consolidation": settings.consolidation.policy,
+                }
+            },
+        )
+
+    async def stop(self) -> None:
+        await self.events.close()
+
+
+SPEC: Final = ComponentSpec[AutoscalerSettings](
+    name="cluster-autoscaler",
+    title="the cluster autoscaler",
+    add_arguments=add_autoscaler_arguments,
+    settings=lambda args, _environ: autoscaler_settings_from_args(args),
+    build=AutoscalerComponent,
+)
+"""The registry entry (:mod:`kubescale.components`)."""
