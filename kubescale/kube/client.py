@@ -77,8 +77,8 @@ class KubeClient:
             rng=rng,
         )
         self.write_gate: Callable[[], bool] | None = None
-        """When set, every request other than get/list/watch is refused (``NotLeaderError``)
-        unless it returns true."""
+        """When set, every attempt of a request other than get/list/watch is refused
+        (``NotLeaderError``) unless it returns true at that moment."""
 
     def gated(self, gate: Callable[[], bool]) -> KubeClient:
         """A client sharing this one's connection whose writes need ``gate()`` to be true at
@@ -151,11 +151,16 @@ class KubeClient:
     ) -> dict[str, Any]:
         """Any request, through the transport (see :meth:`Transport.request`)."""
         gate = self.write_gate
-        if gate is not None and verb not in _READ_VERBS and not gate():
-            raise NotLeaderError(
-                f"{verb} {resource.plural}{'/' + subresource if subresource else ''} refused: "
-                "this replica does not hold the leader Lease"
-            )
+        check: Callable[[], None] | None = None
+        if gate is not None and verb not in _READ_VERBS:
+            what = f"{verb} {resource.plural}{'/' + subresource if subresource else ''}"
+
+            def check() -> None:
+                if not gate():
+                    raise NotLeaderError(
+                        f"{what} refused: this replica does not hold the leader Lease"
+                    )
+
         return await self.transport.request(
             verb=verb,
             method=method,
@@ -167,6 +172,7 @@ class KubeClient:
             content_type=content_type,
             idempotent=idempotent,
             retry_throttled=retry_throttled,
+            before_send=check,
         )
 
     async def open_watch(

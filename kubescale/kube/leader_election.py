@@ -227,6 +227,20 @@ class LeaderElector:
             self._last_renew + self.retry_period + self.renew_deadline
         )
 
+    @property
+    def may_write(self) -> bool:
+        """True while a leader-only write may be sent: leading, and within ``renew_deadline``
+        of the last successful renewal.
+
+        A candidate takes the Lease over no earlier than ``lease_duration`` after it observed
+        that renewal, so every write sent under this gate has at least ``lease_duration -
+        renew_deadline`` (5 s by default) to reach the API server before another replica can
+        lead: kube-apiserver offers no fencing token, this margin is the fence.
+        """
+        return self._leading.is_set() and (
+            self._clock.monotonic() < self._last_renew + self.renew_deadline
+        )
+
     async def wait_until_leading(self) -> None:
         await self._leading.wait()
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -165,8 +165,12 @@ class Transport:
         content_type: str = JSON,
         idempotent: bool = True,
         retry_throttled: bool = True,
+        before_send: Callable[[], None] | None = None,
     ) -> dict[str, Any]:
         """Send a request, retrying 429/5xx/transport errors; the decoded JSON response body.
+
+        ``before_send`` runs before every attempt and may raise to stop it (a leader-only
+        write's gate: a retry after a wait must not go out once the Lease is lost).
 
         ``idempotent=False`` turns off retries after 5xx and transport errors; writes are
         retried after a 5xx only when it carries ``Retry-After``;
@@ -181,6 +185,8 @@ class Transport:
         attempt = 0
         while True:
             attempt += 1
+            if before_send is not None:
+                before_send()
             started = self.clock.monotonic()
             try:
                 response = await self._send(

@@ -72,6 +72,11 @@ class _LeadershipOf:
         return elector.is_leader if elector is not None else True
 
     @property
+    def may_write(self) -> bool:
+        elector = self.server.elector if self.server is not None else None
+        return elector.may_write if elector is not None else True
+
+    @property
     def term(self) -> int:
         return self.server.leadership_terms if self.server is not None else 0
 
@@ -220,7 +225,7 @@ def _build_components(
         client=client,
         # Leader-only loops write through this: a write is refused unless the replica holds
         # the Lease at the moment it is sent (an iteration may outlive the leadership).
-        leader_client=client.gated(lambda: leadership.is_leader),
+        leader_client=client.gated(lambda: leadership.may_write),
         cache=cache,
         clock=server.clock,
         registry=server.registry,

@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 from kubescale.base.clock import VirtualClock
 from kubescale.kube.client import ClientSettings, KubeClient, connect
 from kubescale.kube.config_loading import InClusterPaths
-from kubescale.kube.errors import KubeApiError, KubeTransportError
+from kubescale.kube.errors import KubeApiError, KubeTransportError, NotLeaderError
 from kubescale.kube.resources import CONFIG_MAPS, DEPLOYMENTS, PODS, VERTICAL_POD_AUTOSCALERS
 from kubescale.sim.apiserver.server import ApiServer
 
@@ -296,3 +296,32 @@ async def test_an_eviction_refused_by_a_disruption_budget_is_not_retried(
     assert caught.value.too_many_requests
     assert "disruption budget" in caught.value.message
     assert _count(registry, verb="create", resource="pods/eviction", code="429") == 1
+
+
+async def test_a_gated_write_is_checked_again_before_each_retry(
+    apiserver: ApiServer, kubeconfig: Path
+) -> None:
+    """A leader-only write that waits out a 429 must not go out once the gate (the Lease) has
+    closed meanwhile; reads through the gated client are never refused."""
+    clock = VirtualClock()
+    kube = await new_client(kubeconfig, clock=clock, registry=CollectorRegistry())
+    leading = True
+    gated = kube.gated(lambda: leading)
+    try:
+        apiserver.faults.add(
+            verb="create", resource="configmaps", status=429, retry_after=3, count=1
+        )
+        task = asyncio.create_task(gated.create(CONFIG_MAPS, config_map("w"), namespace="default"))
+        await _until(lambda: clock.sleepers == 1)  # the 429 came back: waiting to retry
+        leading = False  # the Lease is lost meanwhile
+        await clock.advance(3.0)
+        with pytest.raises(NotLeaderError, match="create configmaps refused"):
+            await asyncio.wait_for(task, 5)
+        assert apiserver.store.peek(CONFIG_MAPS, "w", "default") is None
+        assert apiserver.requests.count(verb="create", resource="configmaps") == 1
+        apiserver.store.create(config_map("r"))
+        assert (await gated.get(CONFIG_MAPS, "r", namespace="default"))["metadata"]["name"] == "r"
+        with pytest.raises(NotLeaderError):
+            await gated.create(CONFIG_MAPS, config_map("x"), namespace="default")
+    finally:
+        await kube.close()

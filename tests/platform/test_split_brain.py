@@ -55,7 +55,7 @@ def _start(cert_dir: Path, kubeconfig: Path, token: str, stderr: IO[str]) -> Rep
         "--client-ca-file", str(cert_dir / "caCert.pem"),
         "--kubeconfig", str(kubeconfig), "--webhook", "false", "--vpa-updater", "false",
         "--cluster-autoscaler", "false", "--leader-elect-lease-duration", f"{LEASE_DURATION}s",
-        "--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "400ms",
+        "--leader-elect-renew-deadline", "1500ms", "--leader-elect-retry-period", "300ms",
         "--recommender-interval", "200ms", "--log-format", "json",
     ]  # fmt: skip
     process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=stderr, text=True)
