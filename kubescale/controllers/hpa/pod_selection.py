@@ -1,0 +1,59 @@
+"""``selectionStrategy: OwnerReferences`` (upstream ``pod_filters.go``, reference §2.9).
+
+With the default ``LabelSelector`` strategy every pod the scale's selector matches counts.
+With ``OwnerReferences`` only the pods the target owns: a pod's controller owner references
+are walked breadth-first, up to 10 levels (pod → ReplicaSet → Deployment), and the pod is kept
+when the target's uid is reached. Owners are read through ``lookup`` (the informers' caches);
+an owner that cannot be found ends that branch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
+
+__all__ = ["MAX_OWNER_DEPTH", "owned_pods"]
+
+MAX_OWNER_DEPTH: Final = 10
+
+OwnerLookup = Callable[[str, str, str], Mapping[str, Any] | None]
+"""(namespace, kind, name) → the owner object, or None."""
+
+
+def _owners(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [
+        r
+        for r in (obj.get("metadata") or {}).get("ownerReferences") or ()
+        if isinstance(r, Mapping)
+    ]
+
+
+def _owned_by(pod: Mapping[str, Any], target_uid: str, lookup: OwnerLookup) -> bool:
+    namespace = str((pod.get("metadata") or {}).get("namespace") or "")
+    frontier = _owners(pod)
+    seen: set[str] = set()
+    for _ in range(MAX_OWNER_DEPTH):
+        following: list[Mapping[str, Any]] = []
+        for ref in frontier:
+            uid = str(ref.get("uid") or "")
+            if uid == target_uid:
+                return True
+            if uid in seen:
+                continue
+            seen.add(uid)
+            owner = lookup(namespace, str(ref.get("kind") or ""), str(ref.get("name") or ""))
+            if owner is not None:
+                following.extend(_owners(owner))
+        if not following:
+            return False
+        frontier = following
+    return False
+
+
+def owned_pods(
+    pods: Sequence[dict[str, Any]], target_uid: str, lookup: OwnerLookup
+) -> list[dict[str, Any]]:
+    """The pods whose owner chain reaches ``target_uid`` (module docstring)."""
+    if not target_uid:
+        return []
+    return [pod for pod in pods if _owned_by(pod, target_uid, lookup)]

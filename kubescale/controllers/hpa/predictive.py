@@ -1,0 +1,146 @@
+"""Predictive scale-up from the workload's own history (kubescale's addition; opt-in per HPA).
+
+Annotation ``hpa.kubescale.io/predictive: "true"`` (optionally
+``hpa.kubescale.io/predictive-lead-seconds``, default 300: how far ahead to provision —
+pod start-up plus a sync period or two).
+
+What is learnt is the HPA's **demand**: for its first metric, the metric's total over the
+ready pods in units of its target — utilization% × ready pods ÷ target% for a Utilization
+target, average × ready pods ÷ target for AverageValue targets, value ÷ target for Value
+targets — i.e. the replica count that would have put the metric exactly on target. One
+sample per minute (the last of the minute), kept 8 days (bounded: 11,520 per HPA).
+
+The forecast for a minute ``m`` ahead is seasonal: the demand at the same minute one day
+earlier and one week earlier (when that far back is known), each scaled by the recent level —
+the mean demand of the last 30 minutes divided by the mean of the same 30 minutes a day (a
+week) earlier, clamped to [0.5, 2] — and averaged. The proposal is
+``ceil(max forecast over the next lead minutes)``.
+
+Rules that keep it safe:
+
+* a prediction never scales down: the proposal only joins the other metrics' proposals
+  through upstream's **max**, and only when it is above the current count;
+* it goes through the same normalization as any proposal, so the HPA's behavior (or the
+  legacy scale-up limit) and ``maxReplicas`` bound it;
+* without a full day of history there is no prediction.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from kubescale.controllers.hpa.hpa_spec import HpaSpecError
+
+__all__ = [
+    "LEAD_ANNOTATION",
+    "PREDICTIVE_ANNOTATION",
+    "DemandHistory",
+    "PredictiveSettings",
+    "predictive_settings",
+]
+
+PREDICTIVE_ANNOTATION: Final = "hpa.kubescale.io/predictive"
+LEAD_ANNOTATION: Final = "hpa.kubescale.io/predictive-lead-seconds"
+DEFAULT_LEAD: Final = timedelta(seconds=300)
+DAY_MINUTES: Final = 1440
+WEEK_MINUTES: Final = 7 * DAY_MINUTES
+KEEP_MINUTES: Final = WEEK_MINUTES + DAY_MINUTES
+LEVEL_MINUTES: Final = 30
+LEVEL_CLAMP: Final = (0.5, 2.0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PredictiveSettings:
+    lead: timedelta = DEFAULT_LEAD
+
+
+def predictive_settings(hpa: Mapping[str, Any]) -> PredictiveSettings | None:
+    annotations = (hpa.get("metadata") or {}).get("annotations") or {}
+    if str(annotations.get(PREDICTIVE_ANNOTATION, "")).lower() != "true":
+        return None
+    raw = annotations.get(LEAD_ANNOTATION)
+    if raw is None:
+        return PredictiveSettings()
+    try:
+        seconds = int(str(raw))
+    except ValueError:
+        seconds = 0
+    if not 60 <= seconds <= 3600:
+        raise HpaSpecError(
+            f"metadata.annotations[{LEAD_ANNOTATION}]: must be whole seconds in [60, 3600], "
+            f"got {raw!r}"
+        )
+    return PredictiveSettings(lead=timedelta(seconds=seconds))
+
+
+def _minute(moment: datetime) -> int:
+    return int(moment.timestamp()) // 60
+
+
+class DemandHistory:
+    """One HPA's demand per minute (module docstring); bounded to :data:`KEEP_MINUTES`."""
+
+    def __init__(self) -> None:
+        self._values: dict[int, float] = {}
+        self._order: deque[int] = deque()
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def record(self, moment: datetime, demand: float) -> None:
+        """The demand measured at ``moment`` (the last sample of a minute wins)."""
+        if math.isnan(demand) or demand < 0:
+            return
+        minute = _minute(moment)
+        if minute not in self._values:
+            self._order.append(minute)
+        self._values[minute] = demand
+        while self._order and self._order[0] <= minute - KEEP_MINUTES:
+            self._values.pop(self._order.popleft(), None)
+
+    def _mean(self, start: int, end: int) -> float | None:
+        values = [self._values[m] for m in range(start, end) if m in self._values]
+        return sum(values) / len(values) if values else None
+
+    def _level(self, now_minute: int, lag: int) -> float | None:
+        recent = self._mean(now_minute - LEVEL_MINUTES + 1, now_minute + 1)
+        past = self._mean(now_minute - lag - LEVEL_MINUTES + 1, now_minute - lag + 1)
+        if recent is None or past is None or past <= 0:
+            return None
+        low, high = LEVEL_CLAMP
+        return min(high, max(low, recent / past))
+
+    def forecast(self, now: datetime, *, lead: timedelta) -> float | None:
+        """The highest seasonal forecast of demand over the next ``lead``; None without a day
+        of history."""
+        now_minute = _minute(now)
+        lags = [
+            lag
+            for lag in (DAY_MINUTES, WEEK_MINUTES)
+            if now_minute - lag in self._values or now_minute - lag + 1 in self._values
+        ]
+        levels = {lag: self._level(now_minute, lag) for lag in lags}
+        best: float | None = None
+        for ahead in range(1, max(1, int(lead.total_seconds()) // 60) + 1):
+            estimates = []
+            for lag in lags:
+                past = self._values.get(now_minute + ahead - lag)
+                level = levels[lag]
+                if past is not None and level is not None:
+                    estimates.append(past * level)
+            if estimates:
+                value = sum(estimates) / len(estimates)
+                best = value if best is None else max(best, value)
+        return best
+
+    def proposal(self, now: datetime, *, lead: timedelta) -> int | None:
+        """``ceil`` of :meth:`forecast`: the replicas that would meet the predicted demand."""
+        value = self.forecast(now, lead=lead)
+        if value is None:
+            return None
+        return math.ceil(value - 1e-9)
