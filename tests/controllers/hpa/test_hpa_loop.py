@@ -187,7 +187,8 @@ async def test_bad_inputs_give_upstream_conditions_and_the_loop_goes_on(hpas: Hp
         (
             "Warning",
             "FailedComputeMetricsReplicas",
-            'invalid metrics (1 invalid out of 1), first error is: unknown metric source type "Foo"',
+            "invalid metrics (1 invalid out of 1), first error is: "
+            'unknown metric source type "Foo"',
         ),
     ]
     assert hpas.get_hpa("unknown-type")["status"]["currentMetrics"] == [{"type": ""}]
