@@ -151,6 +151,13 @@ class HpaLoop:
         self.states: dict[tuple[str, str], _State] = {}
         self.reconciled = 0
 
+    def demand_history(self, namespace: str, name: str) -> DemandHistory:
+        """The predictive demand history of one HPA (created empty on first use)."""
+        state = self.states.setdefault((namespace, name), _State())
+        if state.demand is None:
+            state.demand = DemandHistory()
+        return state.demand
+
     async def wait_for_resource_version(self, resource_version: str, *, within: float) -> bool:
         return await self.informers.wait_for_resource_version(resource_version, within=within)
 
@@ -179,7 +186,9 @@ class HpaLoop:
         hpa.setdefault("apiVersion", _HPA_API_VERSION)
         hpa.setdefault("kind", "HorizontalPodAutoscaler")
         key = _key(hpa)
-        state = self.states.setdefault(key, _State(first_seen=now))
+        state = self.states.setdefault(key, _State())
+        if state.first_seen is None:
+            state.first_seen = now
         original_status = copy.deepcopy(hpa.get("status") or {})
         action = "none"
         try:
@@ -442,6 +451,7 @@ class HpaLoop:
             f"the HPA was able to successfully calculate a replica count from {result.metric_name}",
         )
         desired, metric_name = result.replicas, result.metric_name
+        reactive = desired
         predicted = self._prediction(
             run,
             state,
@@ -466,6 +476,7 @@ class HpaLoop:
             max_replicas=spec.max_replicas,
             downscale_window=self.settings.downscale_stabilization,
             now=now,
+            recorded=reactive,
         )
         state.history = normalized.history
         run.condition(ABLE_TO_SCALE, True, *normalized.able_to_scale)

@@ -121,7 +121,7 @@ class Normalized:
 
 
 def _stabilize_legacy(
-    history: ScalingHistory, desired: int, *, window: timedelta, now: datetime
+    history: ScalingHistory, desired: int, *, window: timedelta, now: datetime, recorded: int
 ) -> tuple[int, ScalingHistory]:
     """``stabilizeRecommendation``: max over recommendations not before ``now - window``; the
     last one older than that is overwritten, else the new one is appended."""
@@ -135,9 +135,9 @@ def _stabilize_legacy(
         elif rec.replicas > highest:
             highest = rec.replicas
     if old_index >= 0:
-        recs[old_index] = Recommendation(desired, now)
+        recs[old_index] = Recommendation(recorded, now)
     else:
-        recs.append(Recommendation(desired, now))
+        recs.append(Recommendation(recorded, now))
     return highest, replace(history, recommendations=tuple(recs))
 
 
@@ -168,6 +168,7 @@ def _stabilize_with_behavior(
     up_window: int,
     down_window: int,
     now: datetime,
+    recorded: int,
 ) -> tuple[int, tuple[str, str], ScalingHistory]:
     """``stabilizeRecommendationWithBehaviors`` (strict ``After`` for the windows; a slot older
     than both cutoffs is reused, the last such one)."""
@@ -188,9 +189,9 @@ def _stabilize_with_behavior(
     recommendation = max(recommendation, up)
     recommendation = min(recommendation, down)
     if old_index >= 0:
-        recs[old_index] = Recommendation(desired, now)
+        recs[old_index] = Recommendation(recorded, now)
     else:
-        recs.append(Recommendation(desired, now))
+        recs.append(Recommendation(recorded, now))
     reason = SCALE_UP_STABILIZED if desired >= current else SCALE_DOWN_STABILIZED
     return recommendation, reason, replace(history, recommendations=tuple(recs))
 
@@ -286,10 +287,19 @@ def normalize(
     max_replicas: int,
     downscale_window: timedelta,
     now: datetime,
+    recorded: int | None = None,
 ) -> Normalized:
-    """The legacy or behavior normalization of a proposal (module docstring)."""
+    """The legacy or behavior normalization of a proposal (module docstring).
+
+    ``recorded`` is the recommendation kept for later stabilization, ``desired`` unless
+    given: a predictive proposal (:mod:`.predictive`) is applied but not remembered, so a
+    forecast rise that does not come is not held for a whole downscale window.
+    """
+    keep = desired if recorded is None else recorded
     if behavior is None:
-        stabilized, history = _stabilize_legacy(history, desired, window=downscale_window, now=now)
+        stabilized, history = _stabilize_legacy(
+            history, desired, window=downscale_window, now=now, recorded=keep
+        )
         able = SCALE_DOWN_STABILIZED if stabilized != desired else READY_FOR_NEW_SCALE
         replicas, limit = _legacy_rules(current, stabilized, min_replicas, max_replicas)
     else:
@@ -304,6 +314,7 @@ def normalize(
             up_window=up_window,
             down_window=down_window,
             now=now,
+            recorded=keep,
         )
         able = reason if stabilized != desired else READY_FOR_NEW_SCALE
         replicas, limit = _behavior_rate(

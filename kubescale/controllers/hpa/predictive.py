@@ -10,11 +10,12 @@ target, average × ready pods ÷ target for AverageValue targets, value ÷ targe
 targets — i.e. the replica count that would have put the metric exactly on target. One
 sample per minute (the last of the minute), kept 8 days (bounded: 11,520 per HPA).
 
-The forecast for a minute ``m`` ahead is seasonal: the demand at the same minute one day
-earlier and one week earlier (when that far back is known), each scaled by the recent level —
-the mean demand of the last 30 minutes divided by the mean of the same 30 minutes a day (a
-week) earlier, clamped to [0.5, 2] — and averaged. The proposal is
-``ceil(max forecast over the next lead minutes)``.
+The forecast for a minute ``m`` ahead is seasonal, scaled from the present: the recent demand
+(mean of the last 3 minutes) times the growth the same stretch showed one day and one week
+earlier — the demand around ``m`` minutes later then (mean over ±2 minutes) divided by the
+demand at the same time then (mean of 3 minutes) — clamped to [0.5, 3], taking the **lower**
+of the daily and weekly growth when both are known (a rise must show in both to count). The
+proposal is ``ceil(max forecast over the next lead minutes)``.
 
 Rules that keep it safe:
 
@@ -22,7 +23,10 @@ Rules that keep it safe:
   through upstream's **max**, and only when it is above the current count;
 * it goes through the same normalization as any proposal, so the HPA's behavior (or the
   legacy scale-up limit) and ``maxReplicas`` bound it;
-* without a full day of history there is no prediction.
+* without a full day of history there is no prediction;
+* the forecast is applied but not remembered as a recommendation
+  (:func:`~.normalization.normalize`'s ``recorded``), so a rise that does not come is not
+  held for a whole downscale stabilization window.
 """
 
 from __future__ import annotations
@@ -50,8 +54,9 @@ DEFAULT_LEAD: Final = timedelta(seconds=300)
 DAY_MINUTES: Final = 1440
 WEEK_MINUTES: Final = 7 * DAY_MINUTES
 KEEP_MINUTES: Final = WEEK_MINUTES + DAY_MINUTES
-LEVEL_MINUTES: Final = 30
-LEVEL_CLAMP: Final = (0.5, 2.0)
+RECENT_MINUTES: Final = 3
+SMOOTH_MINUTES: Final = 2
+GROWTH_CLAMP: Final = (0.5, 3.0)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -107,34 +112,27 @@ class DemandHistory:
         values = [self._values[m] for m in range(start, end) if m in self._values]
         return sum(values) / len(values) if values else None
 
-    def _level(self, now_minute: int, lag: int) -> float | None:
-        recent = self._mean(now_minute - LEVEL_MINUTES + 1, now_minute + 1)
-        past = self._mean(now_minute - lag - LEVEL_MINUTES + 1, now_minute - lag + 1)
-        if recent is None or past is None or past <= 0:
-            return None
-        low, high = LEVEL_CLAMP
-        return min(high, max(low, recent / past))
-
     def forecast(self, now: datetime, *, lead: timedelta) -> float | None:
         """The highest seasonal forecast of demand over the next ``lead``; None without a day
-        of history."""
+        of history (module docstring)."""
         now_minute = _minute(now)
-        lags = [
-            lag
-            for lag in (DAY_MINUTES, WEEK_MINUTES)
-            if now_minute - lag in self._values or now_minute - lag + 1 in self._values
-        ]
-        levels = {lag: self._level(now_minute, lag) for lag in lags}
+        recent = self._mean(now_minute - RECENT_MINUTES + 1, now_minute + 1)
+        if recent is None:
+            return None
+        low, high = GROWTH_CLAMP
         best: float | None = None
         for ahead in range(1, max(1, int(lead.total_seconds()) // 60) + 1):
-            estimates = []
-            for lag in lags:
-                past = self._values.get(now_minute + ahead - lag)
-                level = levels[lag]
-                if past is not None and level is not None:
-                    estimates.append(past * level)
-            if estimates:
-                value = sum(estimates) / len(estimates)
+            growths = []
+            for lag in (DAY_MINUTES, WEEK_MINUTES):
+                base = self._mean(now_minute - lag - RECENT_MINUTES + 1, now_minute - lag + 1)
+                then = self._mean(
+                    now_minute + ahead - lag - SMOOTH_MINUTES,
+                    now_minute + ahead - lag + SMOOTH_MINUTES + 1,
+                )
+                if base is not None and then is not None and base > 0:
+                    growths.append(min(high, max(low, then / base)))
+            if growths:
+                value = recent * min(growths)
                 best = value if best is None else max(best, value)
         return best
 

@@ -378,3 +378,25 @@ async def test_promql_metric_from_real_prometheus(hpas: Hpas, tmp_path: Path) ->
     assert hpas.get_hpa("web")["status"]["currentMetrics"][0]["external"]["current"] == {
         "value": "40500m"
     }
+
+
+async def test_predictive_scale_up_ahead_of_a_daily_rise(hpas: Hpas) -> None:
+    two_web_pods(hpas, usage="500m")  # 50% of 50: ratio 1.0 → the metrics alone hold 2
+    hpas.hpa("web", target="web", annotations={"hpa.kubescale.io/predictive": "true"})
+    loop = await hpas.loop()
+    history = loop.demand_history(NAMESPACE, "web")
+    now = hpas.now
+    for minute in range(1, 24 * 60 + 30):
+        moment = now - timedelta(days=1, minutes=30) + timedelta(minutes=minute)
+        risen = now - timedelta(days=1) + timedelta(minutes=2) <= moment < now - timedelta(hours=1)
+        history.record(moment, 6.0 if risen else 2.0)
+    await hpas.run(loop)
+    # demand now 50 × 2 / 50 = 2 replicas' worth; a day ago it grew ×3 two minutes later:
+    # forecast 2 × 3 = 6 > the metrics' 2 → proposal 6; legacy limit max(2 × 2, 4) = 4
+    assert hpas.replicas("web") == 4
+    assert (await hpas.events("web"))[-1][2] == (
+        "New size: 4; reason: predicted cpu resource utilization (percentage of request) above "
+        "target"
+    )
+    # the HPA's limits bound the prediction like any proposal
+    assert hpas.conditions("web")["ScalingLimited"][1] == "ScaleUpLimit"

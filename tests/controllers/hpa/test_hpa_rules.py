@@ -241,12 +241,14 @@ def test_seasonal_forecast() -> None:
         yesterday_rise = timedelta(days=1) - timedelta(minutes=5)
         rising = NOW - yesterday_rise <= moment < NOW - yesterday_rise + timedelta(minutes=30)
         history.record(moment, 10.0 if rising and moment < NOW - timedelta(hours=1) else 2.0)
-    # yesterday's 12:05 was 10; recent level equals yesterday's (2.0 / 2.0 = 1):
-    # the forecast over the next 5 minutes is max(2, ..., 10) = 10 → 10 replicas
-    assert history.forecast(NOW, lead=timedelta(minutes=5)) == 10.0
-    assert history.proposal(NOW, lead=timedelta(minutes=5)) == 10
-    # a 4-minute lead does not reach 12:05 → 2
-    assert history.proposal(NOW, lead=timedelta(minutes=4)) == 2
+    # recent demand (last 3 min) 2.0; yesterday at this time (3 min) 2.0. Five minutes ahead,
+    # yesterday 12:03..12:07 was (2 + 2 + 10 + 10 + 10) / 5 = 6.8 → growth 3.4, clamped to 3
+    # → 2 × 3 = 6; four ahead: (2+2+2+10+10)/5 = 5.2 → 2.6 → 5.2; no weekly history yet
+    assert history.forecast(NOW, lead=timedelta(minutes=5)) == pytest.approx(6.0)
+    assert history.proposal(NOW, lead=timedelta(minutes=5)) == 6
+    assert history.forecast(NOW, lead=timedelta(minutes=4)) == pytest.approx(5.2)
+    # two minutes ahead: yesterday 11:59..12:04 all 2 → growth 1 → 2
+    assert history.proposal(NOW, lead=timedelta(minutes=2)) == 2
     assert DemandHistory().proposal(NOW, lead=timedelta(minutes=5)) is None
     assert len(history) <= 8 * 24 * 60
     assert not math.isnan(history.forecast(NOW, lead=timedelta(minutes=1)) or 0.0)
