@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         "predictive_target_73": simulate(trace, predictive=True, hpa_target=73, **settings),
         "reactive_target_65": simulate(trace, predictive=False, hpa_target=65, **settings),
     }
-    result = {
+    result: dict[str, Any] = {
         "trace": str(args.trace.name),
         "first_minute": trace[0][0].isoformat(),
         "last_minute": trace[-1][0].isoformat(),
