@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -60,7 +59,7 @@ from kubescale.controllers.hpa.normalization import (
     normalize,
     store_scale_event,
 )
-from kubescale.controllers.hpa.pod_selection import owned_pods
+from kubescale.controllers.hpa.pod_selection import LabelIndex, owned_pods
 from kubescale.controllers.hpa.predictive import DemandHistory, predictive_settings
 from kubescale.controllers.hpa.replica_calculator import Tolerances
 from kubescale.controllers.hpa.scale_targets import ScaleTargetError, ScaleTargets
@@ -76,8 +75,20 @@ from kubescale.kube.event_correlation import format_time
 from kubescale.kube.events import EventRecorder
 from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.quantities import Quantity, QuantityError
-from kubescale.kube.resources import HORIZONTAL_POD_AUTOSCALERS, PODS, REPLICA_SETS, ResourceType
-from kubescale.kube.selectors import LabelSelector, SelectorError, parse_label_selector
+from kubescale.kube.resources import (
+    DEPLOYMENTS,
+    HORIZONTAL_POD_AUTOSCALERS,
+    PODS,
+    REPLICA_SETS,
+    STATEFUL_SETS,
+    ResourceType,
+)
+from kubescale.kube.selectors import (
+    LabelSelector,
+    SelectorError,
+    label_selector_from_dict,
+    parse_label_selector,
+)
 from kubescale.prometheus.query_api import PrometheusQueryClient
 
 __all__ = ["LOOP_NAME", "HpaLoop", "handles"]
@@ -145,11 +156,16 @@ class HpaLoop:
         self.events = events
         self.hpas = informers.informer(HORIZONTAL_POD_AUTOSCALERS)
         self.pods = informers.informer(PODS)
+        for workload in _CACHED_WORKLOADS:  # the Scale of the built-in workloads, cached
+            informers.informer(workload)
         self.metrics_api = MetricsApiClient(client)
         self.promql = PromQLSource(prometheus)
         self.targets = ScaleTargets(client)
         self.states: dict[tuple[str, str], _State] = {}
         self.reconciled = 0
+        self._pod_index: dict[str, LabelIndex] = {}
+        self._owners: dict[tuple[str, str], set[str]] = {}
+        """(namespace, pod) → the HPAs (``ns/name``) whose selector selects it, this pass."""
 
     def demand_history(self, namespace: str, name: str) -> DemandHistory:
         """The predictive demand history of one HPA (created empty on first use)."""
@@ -170,6 +186,12 @@ class HpaLoop:
             with contextlib.suppress(KeyError):
                 self.metrics.desired_replicas.remove(*gone)
         self.metrics.num_hpas.set(len(handled))
+        self.metrics_api.begin_pass()
+        self._pod_index = {}
+        self._owners = {}
+        for (ns, name), state in self.states.items():  # hpaSelectors: the selectors known
+            if state.selector is not None:
+                self._own(ns, name, self._select_pods(ns, state.selector))
         limit = asyncio.Semaphore(self.settings.concurrent_syncs)
 
         async def one(hpa: dict[str, Any]) -> None:
@@ -182,14 +204,15 @@ class HpaLoop:
 
     async def reconcile(self, shared: Mapping[str, Any], now: datetime) -> None:
         started = self.client.clock.monotonic()
-        hpa = copy.deepcopy(dict(shared))
+        # the cached object is read-only: a shallow copy, the status is rebuilt, never mutated
+        hpa = dict(shared)
         hpa.setdefault("apiVersion", _HPA_API_VERSION)
         hpa.setdefault("kind", "HorizontalPodAutoscaler")
         key = _key(hpa)
         state = self.states.setdefault(key, _State())
         if state.first_seen is None:
             state.first_seen = now
-        original_status = copy.deepcopy(hpa.get("status") or {})
+        original_status: Mapping[str, Any] = hpa.get("status") or {}
         action = "none"
         try:
             spec = parse_hpa(hpa)
@@ -615,7 +638,8 @@ class HpaLoop:
                 run.condition(SCALING_ACTIVE, False, "InvalidSelector", message)
             else:
                 state.selector = selector
-                pods = self.pods.lister.list(namespace=spec.namespace, selector=selector)
+                pods = self._select_pods(spec.namespace, selector)
+                self._own(spec.namespace, spec.name, pods)
                 owners = self._selecting_hpas(spec.namespace, pods)
                 if len(owners) > 1:
                     message = (
@@ -641,22 +665,50 @@ class HpaLoop:
             return None
         return self.informers.informer(REPLICA_SETS).lister.get(name, namespace)
 
+    def _select_pods(self, namespace: str, selector: LabelSelector) -> list[dict[str, Any]]:
+        """The namespace's pods the selector matches (label-indexed, once per pass)."""
+        index = self._pod_index.get(namespace)
+        if index is None:
+            index = self._pod_index[namespace] = LabelIndex(
+                self.pods.lister.list(namespace=namespace)
+            )
+        return index.select(selector)
+
+    def _own(self, namespace: str, name: str, pods: list[dict[str, Any]]) -> None:
+        for pod in pods:
+            pod_name = str((pod.get("metadata") or {}).get("name") or "")
+            self._owners.setdefault((namespace, pod_name), set()).add(f"{namespace}/{name}")
+
     def _selecting_hpas(self, namespace: str, pods: list[dict[str, Any]]) -> list[str]:
-        """``hpasControllingPodsUnderSelector``: HPAs (``ns/name``) whose last known selector
+        """``hpasControllingPodsUnderSelector``: HPAs (``ns/name``) whose known selector
         matches any of these pods."""
         found: set[str] = set()
-        for (ns, name), state in self.states.items():
-            if ns != namespace or state.selector is None:
-                continue
-            selector = state.selector
-            if any(selector.matches((p.get("metadata") or {}).get("labels") or {}) for p in pods):
-                found.add(f"{ns}/{name}")
+        for pod in pods:
+            found |= self._owners.get(
+                (namespace, str((pod.get("metadata") or {}).get("name") or "")), set()
+            )
         return sorted(found)
 
     # --- writes ---------------------------------------------------------------------------------
 
     async def _get_scale(self, spec: HpaSpec) -> tuple[dict[str, Any], ResourceType]:
+        """The target's Scale: from the informer cache for the built-in workloads (the
+        ``/scale`` view is computed from the object, so the answer is the same), else
+        ``GET /scale`` on each mapping in turn."""
         resources = await self.targets.resolve(spec.target_api_version, spec.target_kind)
+        for resource in resources:
+            if resource in _CACHED_WORKLOADS:
+                informer = self.informers.informer(resource)
+                if informer.synced:
+                    obj = informer.lister.get(spec.target_name, spec.namespace)
+                    if obj is None:
+                        raise KubeApiError(
+                            code=404,
+                            reason="NotFound",
+                            message=f'{resource.plural}.{resource.group} "{spec.target_name}" '
+                            "not found",
+                        )
+                    return scale_view(obj), resource
         error: KubeError | None = None
         for resource in resources:
             try:
@@ -697,12 +749,39 @@ class HpaLoop:
             run.error_label = "internal"
             return
         run.hpa["status"] = updated.get("status") or status
-        run.hpa.setdefault("metadata", {})["resourceVersion"] = (updated.get("metadata") or {}).get(
-            "resourceVersion"
-        )
+        run.hpa["metadata"] = {
+            **(run.hpa.get("metadata") or {}),
+            "resourceVersion": (updated.get("metadata") or {}).get("resourceVersion"),
+        }
 
     def _event(self, hpa: Mapping[str, Any], type: str, reason: str, message: str) -> None:
         self.events.event(hpa, type=type, reason=reason, message=message)
+
+
+_CACHED_WORKLOADS: Final = (DEPLOYMENTS, STATEFUL_SETS, REPLICA_SETS)
+
+
+def scale_view(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``autoscaling/v1`` Scale of a Deployment, StatefulSet or ReplicaSet: its replicas,
+    status replicas and ``spec.selector`` as selector text."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    selector = ""
+    try:
+        raw = spec.get("selector")
+        selector = str(label_selector_from_dict(raw)) if raw is not None else ""
+    except SelectorError:
+        selector = ""
+    status: dict[str, Any] = {"replicas": int((obj.get("status") or {}).get("replicas") or 0)}
+    if selector:
+        status["selector"] = selector
+    return {
+        "apiVersion": "autoscaling/v1",
+        "kind": "Scale",
+        "metadata": {k: meta[k] for k in ("name", "namespace", "uid") if k in meta},
+        "spec": {"replicas": int(spec.get("replicas") or 0)},
+        "status": status,
+    }
 
 
 def _key(hpa: Mapping[str, Any]) -> tuple[str, str]:

@@ -4,7 +4,8 @@ The API clients read as upstream's ``metrics/client.go`` does (reference §1.8, 
 :class:`kubescale.kube.client.KubeClient` (so retries and request metrics are the access
 layer's):
 
-* **resource** — ``GET /apis/metrics.k8s.io/v1beta1/namespaces/{ns}/pods?labelSelector=``; a
+* **resource** — ``GET /apis/metrics.k8s.io/v1beta1/namespaces/{ns}/pods`` (see
+  :class:`MetricsApiClient` for the per-namespace list); a
   pod's value is the sum over its containers (a pod whose containers lack the resource, or
   that has none, is dropped and so counts as missing); a named container absent from a pod's
   metrics is an error; an empty list is an error.
@@ -28,6 +29,7 @@ external-metrics APIService is involved, so it works next to KEDA or any other a
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from collections.abc import Mapping
@@ -36,12 +38,17 @@ from typing import Any, Final
 
 from kubescale.base.flag_types import parse_duration
 from kubescale.controllers.hpa.metric_proposals import ExternalValues, FetchError, ObjectValue
+from kubescale.controllers.hpa.pod_selection import LabelIndex
 from kubescale.controllers.hpa.replica_calculator import PodMetric
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.quantities import Quantity, QuantityError
 from kubescale.kube.resources import ResourceType, by_kind
-from kubescale.kube.selectors import SelectorError, label_selector_from_dict
+from kubescale.kube.selectors import (
+    SelectorError,
+    label_selector_from_dict,
+    parse_label_selector,
+)
 from kubescale.prometheus.query_api import PrometheusQueryClient
 from kubescale.prometheus.query_values import PrometheusAPIError
 
@@ -91,10 +98,43 @@ def _selector_text(selector: Mapping[str, Any] | None) -> str:
 
 
 class MetricsApiClient:
-    """The three aggregated metrics APIs (module docstring)."""
+    """The three aggregated metrics APIs (module docstring).
+
+    Resource metrics are listed once per namespace per pass (:meth:`begin_pass`) and matched
+    against each HPA's selector here, by the pods' labels metrics-server puts on every
+    ``PodMetrics`` — the same items a ``labelSelector`` list returns, in one request per
+    namespace instead of one per HPA.
+    """
 
     def __init__(self, client: KubeClient) -> None:
         self.client = client
+        self._pod_metrics: dict[str, asyncio.Future[LabelIndex | FetchError]] = {}
+
+    def begin_pass(self) -> None:
+        """Forget the resource metrics listed by the previous pass."""
+        self._pod_metrics = {}
+
+    async def _namespace_pod_metrics(self, namespace: str) -> LabelIndex | FetchError:
+        pending = self._pod_metrics.get(namespace)
+        if pending is not None:  # listed, or being listed by a concurrent reconcile
+            return await asyncio.shield(pending)
+        pending = asyncio.get_running_loop().create_future()
+        self._pod_metrics[namespace] = pending
+        path = f"/apis/metrics.k8s.io/v1beta1/namespaces/{namespace}/pods"
+        listed: LabelIndex | FetchError
+        try:
+            answer = await self._get(_RESOURCE_API, path, [])
+            listed = LabelIndex(list(answer.get("items") or []))
+        except KubeError as err:
+            listed = FetchError(
+                f"unable to fetch metrics from resource metrics API: {_error_text(err)}"
+            )
+        except BaseException:
+            del self._pod_metrics[namespace]
+            pending.cancel()
+            raise
+        pending.set_result(listed)
+        return listed
 
     async def _get(
         self, resource: ResourceType, path: str, query: list[tuple[str, str]]
@@ -107,15 +147,14 @@ class MetricsApiClient:
         self, *, namespace: str, resource: str, selector: str, container: str
     ) -> dict[str, PodMetric] | FetchError:
         """``GetResourceMetric``: milli usage per pod name."""
-        path = f"/apis/metrics.k8s.io/v1beta1/namespaces/{namespace}/pods"
-        query = [("labelSelector", selector)] if selector else []
+        listed = await self._namespace_pod_metrics(namespace)
+        if isinstance(listed, FetchError):
+            return listed
         try:
-            answer = await self._get(_RESOURCE_API, path, query)
-        except KubeError as err:
-            return FetchError(
-                f"unable to fetch metrics from resource metrics API: {_error_text(err)}"
-            )
-        items = answer.get("items") or []
+            wanted = parse_label_selector(selector)
+        except SelectorError as err:
+            return FetchError(f"unable to fetch metrics from resource metrics API: {err}")
+        items = listed.select(wanted)
         if not items:
             return FetchError("no metrics returned from resource metrics API")
         result: dict[str, PodMetric] = {}

@@ -1,4 +1,6 @@
-"""``selectionStrategy: OwnerReferences`` (upstream ``pod_filters.go``, reference §2.9).
+"""Which pods an HPA reads: label-indexed selection, and ``selectionStrategy``.
+
+``selectionStrategy: OwnerReferences`` (upstream ``pod_filters.go``, reference §2.9).
 
 With the default ``LabelSelector`` strategy every pod the scale's selector matches counts.
 With ``OwnerReferences`` only the pods the target owns: a pod's controller owner references
@@ -12,7 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-__all__ = ["MAX_OWNER_DEPTH", "owned_pods"]
+from kubescale.kube.selectors import DOUBLE_EQUALS, EQUALS, IN, LabelSelector
+
+__all__ = ["MAX_OWNER_DEPTH", "LabelIndex", "owned_pods"]
 
 MAX_OWNER_DEPTH: Final = 10
 
@@ -57,3 +61,36 @@ def owned_pods(
     if not target_uid:
         return []
     return [pod for pod in pods if _owned_by(pod, target_uid, lookup)]
+
+
+class LabelIndex:
+    """Objects of one namespace indexed by their ``key=value`` label pairs, for one pass.
+
+    A selector with an equality (or one-value ``in``) requirement is answered from the
+    smallest matching bucket, then checked in full; any other selector scans. 1,000 HPAs over
+    10,000 pods cost a few bucket look-ups each instead of 10,000 label matches each.
+    """
+
+    def __init__(
+        self,
+        objects: Sequence[dict[str, Any]],
+        labels: Callable[[Mapping[str, Any]], Mapping[str, str]] = lambda o: (
+            (o.get("metadata") or {}).get("labels") or {}
+        ),
+    ) -> None:
+        self.objects = list(objects)
+        self._labels = labels
+        self._buckets: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for obj in self.objects:
+            for pair in labels(obj).items():
+                self._buckets.setdefault(pair, []).append(obj)
+
+    def select(self, selector: LabelSelector) -> list[dict[str, Any]]:
+        candidates: list[dict[str, Any]] | None = None
+        for requirement in selector.requirements:
+            if requirement.operator in (EQUALS, DOUBLE_EQUALS, IN) and len(requirement.values) == 1:
+                bucket = self._buckets.get((requirement.key, requirement.values[0]), [])
+                if candidates is None or len(bucket) < len(candidates):
+                    candidates = bucket
+        pool = self.objects if candidates is None else candidates
+        return [obj for obj in pool if selector.matches(self._labels(obj))]
