@@ -42,7 +42,7 @@ from kubescale.controllers.hpa.hpa_loop import HpaLoop
 from kubescale.controllers.hpa.hpa_metrics import HpaMetrics
 from kubescale.kube.client import connect
 from kubescale.kube.events import EventRecorder
-from kubescale.kube.informer_set import InformerSet
+from kubescale.kube.shared_cache import SharedCache
 from kubescale.sim.apiserver.server import ApiServer
 
 RESULTS: Final = Path(__file__).resolve().parent / "results" / "hpa_reconcile_1000.json"
@@ -148,11 +148,11 @@ def _serve(kubeconfig: str, hpas: int, pods_per_hpa: int, ready: Any, stop: Any)
 
 async def _measure(kubeconfig: Path) -> dict[str, Any]:
     client = await connect(kubeconfig=kubeconfig, registry=CollectorRegistry(), rng=random.Random(0))
-    informers = InformerSet(client=client)
+    informers = SharedCache(client=client, clock=client.clock)
     events = EventRecorder(client=client, component="horizontal-pod-autoscaler")
     loop = HpaLoop(
         client=client,
-        informers=informers,
+        cache=informers,
         settings=HpaSettings(),
         metrics=HpaMetrics(CollectorRegistry()),
         events=events,

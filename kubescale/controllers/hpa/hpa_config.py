@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Final, Literal, cast
 
-from kubescale.base.flag_types import parse_bool, parse_duration
+from kubescale.base.flag_types import FlagValueError, parse_bool, parse_duration
 
 __all__ = [
     "CONTROLLER_ANNOTATION",
@@ -49,7 +49,7 @@ CONTROLLER_ANNOTATION: Final = "hpa.kubescale.io/controller"
 HPA_FEATURE_GATES: Final = {"HPAScaleToZero": False, "HPAConfigurableTolerance": True}
 
 
-class HpaConfigError(ValueError):
+class HpaConfigError(FlagValueError):
     """An HPA flag value that parsed but does not make sense; the message names the flag."""
 
 

@@ -73,7 +73,6 @@ from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.event_correlation import format_time
 from kubescale.kube.events import EventRecorder
-from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.quantities import Quantity, QuantityError
 from kubescale.kube.resources import (
     DEPLOYMENTS,
@@ -89,13 +88,16 @@ from kubescale.kube.selectors import (
     label_selector_from_dict,
     parse_label_selector,
 )
+from kubescale.kube.shared_cache import SharedCache
 from kubescale.prometheus.query_api import PrometheusQueryClient
+from kubescale.runtime.component import TimelineReport
 
 __all__ = ["LOOP_NAME", "HpaLoop", "handles"]
 
 log = component_logger("hpa-controller")
 
 LOOP_NAME: Final = "hpa-controller"
+_MAX_REPORTS: Final = 1000
 _HPA_API_VERSION: Final = "autoscaling/v2"
 
 
@@ -143,14 +145,15 @@ class HpaLoop:
         self,
         *,
         client: KubeClient,
-        informers: InformerSet,
+        cache: SharedCache,
         settings: HpaSettings,
         metrics: HpaMetrics,
         events: EventRecorder,
         prometheus: PrometheusQueryClient | None = None,
     ) -> None:
         self.client = client
-        self.informers = informers
+        self.cache = cache
+        self.informers = informers = cache.informers
         self.settings = settings
         self.metrics = metrics
         self.events = events
@@ -163,9 +166,21 @@ class HpaLoop:
         self.targets = ScaleTargets(client)
         self.states: dict[tuple[str, str], _State] = {}
         self.reconciled = 0
+        self._reports: list[TimelineReport] = []
         self._pod_index: dict[str, LabelIndex] = {}
         self._owners: dict[tuple[str, str], set[str]] = {}
         """(namespace, pod) → the HPAs (``ns/name``) whose selector selects it, this pass."""
+
+    def drain_reports(self) -> list[TimelineReport]:
+        """What the loop did since the last call, for a simulation's timeline: each rescale
+        (``("hpa-rescale", "<namespace>/<hpa>", "New size: N; reason: ...")``)."""
+        reports, self._reports = self._reports, []
+        return reports
+
+    def reset(self) -> None:
+        """Forget every HPA's history: a new term of leadership starts as upstream's
+        controller starts (another replica may have scaled meanwhile)."""
+        self.states = {}
 
     def demand_history(self, namespace: str, name: str) -> DemandHistory:
         """The predictive demand history of one HPA (created empty on first use)."""
@@ -175,7 +190,7 @@ class HpaLoop:
         return state.demand
 
     async def wait_for_resource_version(self, resource_version: str, *, within: float) -> bool:
-        return await self.informers.wait_for_resource_version(resource_version, within=within)
+        return await self.cache.wait_for_resource_version(resource_version, within=within)
 
     async def run_once(self, now: datetime) -> None:
         """Reconcile every handled HPA once."""
@@ -336,9 +351,10 @@ class HpaLoop:
                 "SucceededRescale",
                 f"the HPA controller was able to update the target scale to {desired}",
             )
-            self._event(
-                hpa, "Normal", "SuccessfulRescale", f"New size: {desired}; reason: {reason}"
-            )
+            message = f"New size: {desired}; reason: {reason}"
+            self._event(hpa, "Normal", "SuccessfulRescale", message)
+            if len(self._reports) < _MAX_REPORTS:
+                self._reports.append(("hpa-rescale", f"{spec.namespace}/{spec.name}", message))
             state.history = store_scale_event(
                 state.history, spec.behavior, previous=current, new=desired, now=now
             )

@@ -16,7 +16,7 @@ from kubescale.controllers.hpa.hpa_config import CONTROLLER_ANNOTATION, HpaSetti
 from kubescale.controllers.hpa.hpa_loop import HpaLoop
 from kubescale.controllers.hpa.hpa_metrics import HpaMetrics
 from kubescale.kube.events import EventRecorder
-from kubescale.kube.informer_set import InformerSet
+from kubescale.kube.shared_cache import SharedCache
 from kubescale.kube.resources import CORE_EVENTS, DEPLOYMENTS, HORIZONTAL_POD_AUTOSCALERS
 from kubescale.prometheus.query_api import PrometheusQueryClient
 from tests.controllers.test_recommender_loop import NAMESPACE, Cluster
@@ -176,20 +176,20 @@ class Hpas:
         prometheus: PrometheusQueryClient | None = None,
     ) -> HpaLoop:
         client = self.cluster.client
-        informers = InformerSet(client=client, rng=random.Random(4))
-        self.cluster.loops.append(informers)
+        cache = SharedCache(client=client, clock=client.clock, rng=random.Random(4))
+        self.cluster.loops.append(cache)
         events = EventRecorder(client=client, component="horizontal-pod-autoscaler")
         loop = HpaLoop(
             client=client,
-            informers=informers,
+            cache=cache,
             settings=settings or HpaSettings(),
             metrics=HpaMetrics(registry if registry is not None else CollectorRegistry()),
             events=events,
             prometheus=prometheus,
         )
         self.loops.append((loop, events))
-        informers.start()
-        assert await asyncio.wait_for(informers.wait_synced(), timeout=10)
+        cache.start()
+        assert await asyncio.wait_for(cache.wait_synced(), timeout=10)
         return loop
 
     async def run(self, loop: HpaLoop) -> None:
