@@ -59,7 +59,15 @@ def test_the_hpa_controller_is_a_registered_component() -> None:
     assert by_name("hpa-controller") is not None
 
 
-@pytest.mark.parametrize("name", ["hpa-diurnal-cpu.yaml", "hpa-worldcup98.yaml"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "hpa-diurnal-cpu.yaml",
+        "hpa-worldcup98.yaml",
+        "hpa-pods-metric.yaml",
+        "hpa-scale-to-zero.yaml",
+    ],
+)
 def test_examples_validate(name: str) -> None:
     assert "hpa-controller" in load_scenario(EXAMPLES / name).kubescale
 
@@ -83,3 +91,33 @@ async def test_diurnal_frontend_follows_the_day() -> None:
     conditions = {c["type"]: c for c in hpa["status"]["conditions"]}
     assert conditions["ScalingActive"]["reason"] == "ValidMetricFound"
     assert hpa["status"]["desiredReplicas"] == counts[-1]
+
+
+async def _rescales(name: str) -> list[tuple[float, int]]:
+    async with SimulationRun(load_scenario(EXAMPLES / name)) as run:
+        while not run.done:
+            await run.step()
+        report = run.report()
+    return [
+        (e["time"], int(e["detail"].split(";")[0].removeprefix("New size: ")))
+        for e in report["events"]
+        if e["kind"] == "hpa-rescale"
+    ]
+
+
+async def test_pods_metric_example_follows_its_behavior() -> None:
+    # 150 req/s over 100 per pod → 2; 800 at 10m → 8 at 2 pods a minute; 250 at 30m → 3 after
+    # the 2-minute window, at most halving per minute (8 → 4 → 3)
+    counts = [count for _, count in await _rescales("hpa-pods-metric.yaml")]
+    assert counts == [2, 4, 6, 8, 4, 3]
+
+
+async def test_scale_to_zero_example_steps_down_through_one() -> None:
+    rescales = await _rescales("hpa-scale-to-zero.yaml")
+    counts = [count for _, count in rescales]
+    # activation 0 → 1, math 1 → ceil(35/10) = 4, walk down a pod per 30 s, 1 → 0 after the
+    # cooldown, activation again and ceil(12/10) = 2
+    assert counts == [1, 4, 3, 2, 1, 0, 1, 2]
+    times = dict(zip(counts[:6], [t for t, _ in rescales[:6]], strict=True))
+    # the queue was last non-empty at the 870 s reconcile: zero once 120 s have passed since
+    assert times[0] - 870 > 120
