@@ -140,14 +140,16 @@ def _serve(kubeconfig: str, hpas: int, pods_per_hpa: int, ready: Any, stop: Any)
             _populate(api, hpas, pods_per_hpa)
             api.write_kubeconfig(Path(kubeconfig))
             ready.set()
-            while not stop.is_set():
-                await asyncio.sleep(0.05)
+            # a multiprocessing Event cannot be awaited: wait for it off the event loop
+            await asyncio.to_thread(stop.wait)
 
     asyncio.run(run())
 
 
 async def _measure(kubeconfig: Path) -> dict[str, Any]:
-    client = await connect(kubeconfig=kubeconfig, registry=CollectorRegistry(), rng=random.Random(0))
+    client = await connect(
+        kubeconfig=kubeconfig, registry=CollectorRegistry(), rng=random.Random(0)
+    )
     informers = SharedCache(client=client, clock=client.clock)
     events = EventRecorder(client=client, component="horizontal-pod-autoscaler")
     loop = HpaLoop(

@@ -16,8 +16,8 @@ from kubescale.controllers.hpa.hpa_config import CONTROLLER_ANNOTATION, HpaSetti
 from kubescale.controllers.hpa.hpa_loop import HpaLoop
 from kubescale.controllers.hpa.hpa_metrics import HpaMetrics
 from kubescale.kube.events import EventRecorder
-from kubescale.kube.shared_cache import SharedCache
 from kubescale.kube.resources import CORE_EVENTS, DEPLOYMENTS, HORIZONTAL_POD_AUTOSCALERS
+from kubescale.kube.shared_cache import SharedCache
 from kubescale.prometheus.query_api import PrometheusQueryClient
 from tests.controllers.test_recommender_loop import NAMESPACE, Cluster
 
