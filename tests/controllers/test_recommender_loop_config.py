@@ -212,24 +212,24 @@ def test_a_zero_global_cap_is_no_cap() -> None:
         (
             [],
             {"KUBERNETES_SERVICE_HOST": "10.0.0.1"},
-            ["webhook", "vpa-recommender", "vpa-updater"],
+            ["webhook", "vpa-recommender", "vpa-updater", "hpa-controller"],
         ),
         (
             ["--kubeconfig", "/tmp/k"],
             {},
-            ["webhook", "vpa-recommender", "vpa-updater"],
+            ["webhook", "vpa-recommender", "vpa-updater", "hpa-controller"],
         ),
         (["--vpa-recommender", "true"], {}, ["vpa-recommender"]),
         (["--vpa-updater", "true"], {}, ["vpa-updater"]),
         (
             ["--vpa-recommender", "false", "--vpa-updater", "false", "--kubeconfig", "/tmp/k"],
             {},
-            ["webhook"],
+            ["webhook", "hpa-controller"],
         ),
         (
             ["--webhook", "false", "--kubeconfig", "/tmp/k"],
             {},
-            ["vpa-recommender", "vpa-updater"],
+            ["vpa-recommender", "vpa-updater", "hpa-controller"],
         ),
     ],
 )

@@ -230,9 +230,9 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
      "nodes: node or node group name 'node-a' is used twice"),
     ("negative price", _set("nodes.0.pricePerHour", -1),
      "nodes[0].pricePerHour: must be a finite number ≥ 0, got -1"),
-    ("kubescale component unknown", _set("kubescale", {"hpa-controller": {}}),
-     'kubescale.hpa-controller: unknown kubescale component "hpa-controller" '
-     "(want one of: vpa-recommender, vpa-updater, webhook)"),
+    ("kubescale component unknown", _set("kubescale", {"descheduler": {}}),
+     'kubescale.descheduler: unknown kubescale component "descheduler" '
+     "(want one of: hpa-controller, vpa-recommender, vpa-updater, webhook)"),
     ("object of an unserved kind", _set("objects.0.kind", "Widget"),
      'objects[0].kind: unknown kind "Widget" of apiVersion "v1" (not served by the simulated '
      "API server; a CustomResourceDefinition listed earlier in objects adds its kinds)"),
@@ -241,7 +241,7 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
      "events[0].at: 10800s is not before the end of the run (7200s)"),
     ("unknown event action", _set("events.0.action", "scale"),
      'events[0].action: unknown event action "scale" (want one of: apply, delete, setLoad, '
-     "fault)"),
+     "setMetric, fault)"),
     ("load of an unknown container", _set("events.0.container", "sidecar"),
      "events[0]: workload 'web' has no container 'sidecar'"),
     ("unknown fault", _set("events.1.fault", "meteor"),
