@@ -97,7 +97,8 @@ async def _replica(
         "--tls-cert-file", str(cert_dir / "serverCert.pem"),
         "--tls-private-key", str(cert_dir / "serverKey.pem"),
         "--client-ca-file", str(cert_dir / "caCert.pem"),
-        "--kubeconfig", str(kubeconfig), "--webhook", "false", "--vpa-updater", "false", "--hpa-controller", "false",
+        "--kubeconfig", str(kubeconfig), "--webhook", "false", "--vpa-updater", "false",
+        "--hpa-controller", "false",
         "--leader-elect-lease-duration", "1500ms", "--leader-elect-renew-deadline", "1s",
         "--leader-elect-retry-period", "200ms", "--recommender-interval", "200ms",
     ]  # fmt: skip
