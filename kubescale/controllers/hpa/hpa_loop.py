@@ -43,28 +43,30 @@ from kubescale.controllers.hpa.hpa_status import (
     set_condition,
 )
 from kubescale.controllers.hpa.metric_proposals import (
-    ExternalValues,
-    Fetched,
-    FetchError,
     MetricOutcome,
-    ObjectValue,
     ReplicaInputs,
     compute_metric,
     compute_metrics,
 )
-from kubescale.controllers.hpa.metrics_sources import MetricsApiClient, PromQLSource, promql_queries
+from kubescale.controllers.hpa.metrics_sources import (
+    MetricFetcher,
+    MetricsApiClient,
+    PromQLSource,
+    promql_queries,
+)
 from kubescale.controllers.hpa.normalization import (
     ScalingHistory,
     initial_history,
     normalize,
     store_scale_event,
 )
-from kubescale.controllers.hpa.pod_selection import LabelIndex, owned_pods
-from kubescale.controllers.hpa.predictive import DemandHistory, predictive_settings
+from kubescale.controllers.hpa.pod_selection import SelectionPass, owned_pods
+from kubescale.controllers.hpa.predictive import DemandHistory, demand_of, predictive_settings
 from kubescale.controllers.hpa.replica_calculator import Tolerances
-from kubescale.controllers.hpa.scale_targets import ScaleTargetError, ScaleTargets
+from kubescale.controllers.hpa.scale_targets import ScaleTargetError, ScaleTargets, scale_view
 from kubescale.controllers.hpa.scale_to_zero import (
     ZeroSettings,
+    activation_value,
     decide_zero,
     is_active,
     zero_settings,
@@ -73,7 +75,6 @@ from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.event_correlation import format_time
 from kubescale.kube.events import EventRecorder
-from kubescale.kube.quantities import Quantity, QuantityError
 from kubescale.kube.resources import (
     DEPLOYMENTS,
     HORIZONTAL_POD_AUTOSCALERS,
@@ -85,7 +86,6 @@ from kubescale.kube.resources import (
 from kubescale.kube.selectors import (
     LabelSelector,
     SelectorError,
-    label_selector_from_dict,
     parse_label_selector,
 )
 from kubescale.kube.shared_cache import SharedCache
@@ -162,14 +162,12 @@ class HpaLoop:
         for workload in _CACHED_WORKLOADS:  # the Scale of the built-in workloads, cached
             informers.informer(workload)
         self.metrics_api = MetricsApiClient(client)
-        self.promql = PromQLSource(prometheus)
+        self.fetcher = MetricFetcher(self.metrics_api, PromQLSource(prometheus))
         self.targets = ScaleTargets(client)
         self.states: dict[tuple[str, str], _State] = {}
         self.reconciled = 0
         self._reports: list[TimelineReport] = []
-        self._pod_index: dict[str, LabelIndex] = {}
-        self._owners: dict[tuple[str, str], set[str]] = {}
-        """(namespace, pod) → the HPAs (``ns/name``) whose selector selects it, this pass."""
+        self.selection = SelectionPass(self.pods.lister.list)
 
     def drain_reports(self) -> list[TimelineReport]:
         """What the loop did since the last call, for a simulation's timeline: each rescale
@@ -202,11 +200,10 @@ class HpaLoop:
                 self.metrics.desired_replicas.remove(*gone)
         self.metrics.num_hpas.set(len(handled))
         self.metrics_api.begin_pass()
-        self._pod_index = {}
-        self._owners = {}
+        self.selection = SelectionPass(self.pods.lister.list)
         for (ns, name), state in self.states.items():  # hpaSelectors: the selectors known
             if state.selector is not None:
-                self._own(ns, name, self._select_pods(ns, state.selector))
+                self.selection.own(ns, name, self.selection.select(ns, state.selector))
         limit = asyncio.Semaphore(self.settings.concurrent_syncs)
 
         async def one(hpa: dict[str, Any]) -> None:
@@ -288,7 +285,11 @@ class HpaLoop:
         status_replicas = int((scale.get("status") or {}).get("replicas") or 0)
         if state.history is None:
             state.history = initial_history(current, now)
-        zero = zero_settings(hpa) if not _invalid_annotations(hpa) else None
+        try:
+            zero = zero_settings(hpa)
+        except HpaSpecError as err:
+            self._event(hpa, "Warning", "InvalidSpec", str(err))
+            zero = None
         min_replicas = spec.min_replicas
         desired = 0
         reason = ""
@@ -417,7 +418,10 @@ class HpaLoop:
         if zero is not None and current == 0:  # only activation metrics can be read at zero
             metric_specs = tuple(m for m in spec.metrics if m.type in ("Object", "External"))
         fetched = [
-            await self._fetch(m, spec.namespace, selector_text, queries, now) for m in metric_specs
+            await self.fetcher.fetch(
+                m, namespace=spec.namespace, selector=selector_text, queries=queries, now=now
+            )
+            for m in metric_specs
         ]
         outcomes: list[MetricOutcome] = []
         for metric, values in zip(metric_specs, fetched, strict=True):
@@ -443,7 +447,7 @@ class HpaLoop:
                 max(0.0, self.client.clock.monotonic() - clock)
             )
         activation = [
-            _activation_value(v)
+            activation_value(v)
             for m, v in zip(metric_specs, fetched, strict=True)
             if m.type in ("Object", "External")
         ]
@@ -565,7 +569,7 @@ class HpaLoop:
             return None
         if settings is None or metric is None or outcome is None or outcome.failed:
             return None
-        demand = _demand(metric, outcome, ready=max(current, 1))
+        demand = demand_of(metric, outcome.status, ready=max(current, 1))
         if demand is None:
             return None
         if state.demand is None:
@@ -583,49 +587,6 @@ class HpaLoop:
             if spec.behavior.scale_up.tolerance is not None:
                 up = spec.behavior.scale_up.tolerance
         return Tolerances(scale_down=down, scale_up=up)
-
-    async def _fetch(
-        self,
-        metric: MetricSpec,
-        namespace: str,
-        selector: str,
-        queries: Mapping[str, str],
-        now: datetime,
-    ) -> Fetched | None:
-        try:
-            if metric.type in ("Resource", "ContainerResource"):
-                return await self.metrics_api.resource_metrics(
-                    namespace=namespace,
-                    resource=metric.resource_name,
-                    selector=selector,
-                    container=metric.container if metric.type == "ContainerResource" else "",
-                )
-            if metric.type == "Pods":
-                return await self.metrics_api.pod_metrics(
-                    namespace=namespace,
-                    metric=metric.metric_name,
-                    selector=selector,
-                    metric_selector=metric.metric_selector,
-                )
-            if metric.type == "Object":
-                return await self.metrics_api.object_metric(
-                    namespace=namespace,
-                    described=metric.described_object or {},
-                    metric=metric.metric_name,
-                    metric_selector=metric.metric_selector,
-                )
-            if metric.type == "External":
-                query = queries.get(metric.metric_name)
-                if query is not None:
-                    return await self.promql.external_metric(query, now=now)
-                return await self.metrics_api.external_metric(
-                    namespace=namespace,
-                    metric=metric.metric_name,
-                    metric_selector=metric.metric_selector,
-                )
-        except SelectorError as err:
-            return FetchError(str(err))
-        return None
 
     async def _selected_pods(
         self, run: _Reconcile, state: _State, selector_text: str, scale: Mapping[str, Any]
@@ -654,9 +615,9 @@ class HpaLoop:
                 run.condition(SCALING_ACTIVE, False, "InvalidSelector", message)
             else:
                 state.selector = selector
-                pods = self._select_pods(spec.namespace, selector)
-                self._own(spec.namespace, spec.name, pods)
-                owners = self._selecting_hpas(spec.namespace, pods)
+                pods = self.selection.select(spec.namespace, selector)
+                self.selection.own(spec.namespace, spec.name, pods)
+                owners = self.selection.selecting_hpas(spec.namespace, pods)
                 if len(owners) > 1:
                     message = (
                         f"pods by selector {selector_text} are controlled by multiple HPAs: "
@@ -680,30 +641,6 @@ class HpaLoop:
         if kind != "ReplicaSet":
             return None
         return self.informers.informer(REPLICA_SETS).lister.get(name, namespace)
-
-    def _select_pods(self, namespace: str, selector: LabelSelector) -> list[dict[str, Any]]:
-        """The namespace's pods the selector matches (label-indexed, once per pass)."""
-        index = self._pod_index.get(namespace)
-        if index is None:
-            index = self._pod_index[namespace] = LabelIndex(
-                self.pods.lister.list(namespace=namespace)
-            )
-        return index.select(selector)
-
-    def _own(self, namespace: str, name: str, pods: list[dict[str, Any]]) -> None:
-        for pod in pods:
-            pod_name = str((pod.get("metadata") or {}).get("name") or "")
-            self._owners.setdefault((namespace, pod_name), set()).add(f"{namespace}/{name}")
-
-    def _selecting_hpas(self, namespace: str, pods: list[dict[str, Any]]) -> list[str]:
-        """``hpasControllingPodsUnderSelector``: HPAs (``ns/name``) whose known selector
-        matches any of these pods."""
-        found: set[str] = set()
-        for pod in pods:
-            found |= self._owners.get(
-                (namespace, str((pod.get("metadata") or {}).get("name") or "")), set()
-            )
-        return sorted(found)
 
     # --- writes ---------------------------------------------------------------------------------
 
@@ -777,29 +714,6 @@ class HpaLoop:
 _CACHED_WORKLOADS: Final = (DEPLOYMENTS, STATEFUL_SETS, REPLICA_SETS)
 
 
-def scale_view(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``autoscaling/v1`` Scale of a Deployment, StatefulSet or ReplicaSet: its replicas,
-    status replicas and ``spec.selector`` as selector text."""
-    meta = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
-    selector = ""
-    try:
-        raw = spec.get("selector")
-        selector = str(label_selector_from_dict(raw)) if raw is not None else ""
-    except SelectorError:
-        selector = ""
-    status: dict[str, Any] = {"replicas": int((obj.get("status") or {}).get("replicas") or 0)}
-    if selector:
-        status["selector"] = selector
-    return {
-        "apiVersion": "autoscaling/v1",
-        "kind": "Scale",
-        "metadata": {k: meta[k] for k in ("name", "namespace", "uid") if k in meta},
-        "spec": {"replicas": int(spec.get("replicas") or 0)},
-        "status": status,
-    }
-
-
 def _key(hpa: Mapping[str, Any]) -> tuple[str, str]:
     meta = hpa.get("metadata") or {}
     return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
@@ -807,49 +721,3 @@ def _key(hpa: Mapping[str, Any]) -> tuple[str, str]:
 
 def _json_equal(a: Any, b: Any) -> bool:
     return bool(a == b)
-
-
-def _invalid_annotations(hpa: Mapping[str, Any]) -> bool:
-    try:
-        zero_settings(hpa)
-    except HpaSpecError:
-        return True
-    return False
-
-
-def _activation_value(fetched: Fetched | None) -> int | None:
-    if isinstance(fetched, ObjectValue):
-        return fetched.value
-    if isinstance(fetched, ExternalValues):
-        return sum(fetched.values)
-    return None
-
-
-def _demand(metric: MetricSpec, outcome: MetricOutcome, *, ready: int) -> float | None:
-    """The metric's total over the pods in units of its target (``predictive`` docstring)."""
-    target = metric.target
-    if target is None:
-        return None
-    body: Mapping[str, Any] = next(iter(v for k, v in outcome.status.items() if k != "type"), {})
-    current = body.get("current") or {}
-    from_quantity = _quantity_milli
-    if target.average_utilization:
-        utilization = current.get("averageUtilization")
-        if isinstance(utilization, int):
-            return utilization * ready / target.average_utilization
-    if target.average_value_milli:
-        average = from_quantity(current.get("averageValue"))
-        if average is not None:
-            return average * ready / target.average_value_milli
-    if target.value_milli:
-        value = from_quantity(current.get("value"))
-        if value is not None:
-            return value / target.value_milli
-    return None
-
-
-def _quantity_milli(value: Any) -> int | None:
-    try:
-        return Quantity.from_json(value).milli_value()
-    except QuantityError:
-        return None

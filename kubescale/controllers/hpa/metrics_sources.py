@@ -37,7 +37,13 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from kubescale.base.flag_types import parse_duration
-from kubescale.controllers.hpa.metric_proposals import ExternalValues, FetchError, ObjectValue
+from kubescale.controllers.hpa.hpa_spec import MetricSpec
+from kubescale.controllers.hpa.metric_proposals import (
+    ExternalValues,
+    Fetched,
+    FetchError,
+    ObjectValue,
+)
 from kubescale.controllers.hpa.pod_selection import LabelIndex
 from kubescale.controllers.hpa.replica_calculator import PodMetric
 from kubescale.kube.client import KubeClient
@@ -54,6 +60,7 @@ from kubescale.prometheus.query_values import PrometheusAPIError
 
 __all__ = [
     "PROMQL_ANNOTATION",
+    "MetricFetcher",
     "MetricsApiClient",
     "PromQLSource",
     "promql_queries",
@@ -342,3 +349,57 @@ class PromQLSource:
         if not values:
             return FetchError("no metrics returned from Prometheus")
         return ExternalValues(tuple(values))
+
+
+class MetricFetcher:
+    """What one metric spec of an HPA reads: the metrics APIs, or PromQL for an External metric
+    the HPA maps to a query (module docstring)."""
+
+    def __init__(self, api: MetricsApiClient, promql: PromQLSource) -> None:
+        self.api = api
+        self.promql = promql
+
+    async def fetch(
+        self,
+        metric: MetricSpec,
+        *,
+        namespace: str,
+        selector: str,
+        queries: Mapping[str, str],
+        now: datetime,
+    ) -> Fetched | None:
+        """The values, a :class:`FetchError`, or None for a metric type nothing answers."""
+        try:
+            if metric.type in ("Resource", "ContainerResource"):
+                return await self.api.resource_metrics(
+                    namespace=namespace,
+                    resource=metric.resource_name,
+                    selector=selector,
+                    container=metric.container if metric.type == "ContainerResource" else "",
+                )
+            if metric.type == "Pods":
+                return await self.api.pod_metrics(
+                    namespace=namespace,
+                    metric=metric.metric_name,
+                    selector=selector,
+                    metric_selector=metric.metric_selector,
+                )
+            if metric.type == "Object":
+                return await self.api.object_metric(
+                    namespace=namespace,
+                    described=metric.described_object or {},
+                    metric=metric.metric_name,
+                    metric_selector=metric.metric_selector,
+                )
+            if metric.type == "External":
+                query = queries.get(metric.metric_name)
+                if query is not None:
+                    return await self.promql.external_metric(query, now=now)
+                return await self.api.external_metric(
+                    namespace=namespace,
+                    metric=metric.metric_name,
+                    metric_selector=metric.metric_selector,
+                )
+        except SelectorError as err:
+            return FetchError(str(err))
+        return None

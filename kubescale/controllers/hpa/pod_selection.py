@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from kubescale.kube.selectors import DOUBLE_EQUALS, EQUALS, IN, LabelSelector
 
-__all__ = ["MAX_OWNER_DEPTH", "LabelIndex", "owned_pods"]
+__all__ = ["MAX_OWNER_DEPTH", "LabelIndex", "SelectionPass", "owned_pods"]
 
 MAX_OWNER_DEPTH: Final = 10
 
@@ -94,3 +94,36 @@ class LabelIndex:
                     candidates = bucket
         pool = self.objects if candidates is None else candidates
         return [obj for obj in pool if selector.matches(self._labels(obj))]
+
+
+class SelectionPass:
+    """One pass's view of the pods HPAs select: the pods label-indexed per namespace, and
+    upstream's ``hpaSelectors`` reverse look-up (pod → the HPAs whose last known selector
+    selects it) for the AmbiguousSelector check."""
+
+    def __init__(self, list_pods: Callable[..., list[dict[str, Any]]]) -> None:
+        self._list_pods = list_pods
+        self._index: dict[str, LabelIndex] = {}
+        self._owners: dict[tuple[str, str], set[str]] = {}
+
+    def select(self, namespace: str, selector: LabelSelector) -> list[dict[str, Any]]:
+        """The namespace's pods the selector matches."""
+        index = self._index.get(namespace)
+        if index is None:
+            index = self._index[namespace] = LabelIndex(self._list_pods(namespace=namespace))
+        return index.select(selector)
+
+    def own(self, namespace: str, hpa: str, pods: Sequence[Mapping[str, Any]]) -> None:
+        """Record that HPA ``hpa``'s selector selects ``pods``."""
+        for pod in pods:
+            name = str((pod.get("metadata") or {}).get("name") or "")
+            self._owners.setdefault((namespace, name), set()).add(f"{namespace}/{hpa}")
+
+    def selecting_hpas(self, namespace: str, pods: Sequence[Mapping[str, Any]]) -> list[str]:
+        """``hpasControllingPodsUnderSelector``: the HPAs (``ns/name``) selecting any of these
+        pods, sorted."""
+        found: set[str] = set()
+        for pod in pods:
+            name = str((pod.get("metadata") or {}).get("name") or "")
+            found |= self._owners.get((namespace, name), set())
+        return sorted(found)

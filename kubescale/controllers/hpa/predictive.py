@@ -38,13 +38,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from kubescale.controllers.hpa.hpa_spec import HpaSpecError
+from kubescale.controllers.hpa.hpa_spec import HpaSpecError, MetricSpec
+from kubescale.kube.quantities import Quantity, QuantityError
 
 __all__ = [
     "LEAD_ANNOTATION",
     "PREDICTIVE_ANNOTATION",
     "DemandHistory",
     "PredictiveSettings",
+    "demand_of",
     "predictive_settings",
 ]
 
@@ -142,3 +144,34 @@ class DemandHistory:
         if value is None:
             return None
         return math.ceil(value - 1e-9)
+
+
+def demand_of(metric: MetricSpec, status: Mapping[str, Any], *, ready: int) -> float | None:
+    """The metric's total over the pods in units of its target (module docstring), from its
+    ``MetricStatus``; None when the status has no usable value."""
+    target = metric.target
+    if target is None:
+        return None
+    body: Mapping[str, Any] = next(iter(v for k, v in status.items() if k != "type"), {})
+    current = body.get("current") or {}
+    from_quantity = _quantity_milli
+    if target.average_utilization:
+        utilization = current.get("averageUtilization")
+        if isinstance(utilization, int):
+            return utilization * ready / target.average_utilization
+    if target.average_value_milli:
+        average = from_quantity(current.get("averageValue"))
+        if average is not None:
+            return average * ready / target.average_value_milli
+    if target.value_milli:
+        value = from_quantity(current.get("value"))
+        if value is not None:
+            return value / target.value_milli
+    return None
+
+
+def _quantity_milli(value: Any) -> int | None:
+    try:
+        return Quantity.from_json(value).milli_value()
+    except QuantityError:
+        return None

@@ -13,13 +13,15 @@ apiVersion, ``no matches for kind "<k>" in group "<g>"`` for an unknown kind.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Any, Final
 
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.resources import ALL, ResourceType
+from kubescale.kube.selectors import SelectorError, label_selector_from_dict
 
-__all__ = ["ScaleTargetError", "ScaleTargets", "split_api_version"]
+__all__ = ["ScaleTargetError", "ScaleTargets", "scale_view", "split_api_version"]
 
 _MAX_ENTRIES: Final = 1024
 
@@ -108,3 +110,26 @@ class ScaleTargets:
                 ),
             )
         return ()
+
+
+def scale_view(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``autoscaling/v1`` Scale of a Deployment, StatefulSet or ReplicaSet: its replicas,
+    status replicas and ``spec.selector`` as selector text."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    selector = ""
+    try:
+        raw = spec.get("selector")
+        selector = str(label_selector_from_dict(raw)) if raw is not None else ""
+    except SelectorError:
+        selector = ""
+    status: dict[str, Any] = {"replicas": int((obj.get("status") or {}).get("replicas") or 0)}
+    if selector:
+        status["selector"] = selector
+    return {
+        "apiVersion": "autoscaling/v1",
+        "kind": "Scale",
+        "metadata": {k: meta[k] for k in ("name", "namespace", "uid") if k in meta},
+        "spec": {"replicas": int(spec.get("replicas") or 0)},
+        "status": status,
+    }

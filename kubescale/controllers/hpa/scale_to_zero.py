@@ -32,6 +32,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from kubescale.controllers.hpa.hpa_spec import HpaSpecError
+from kubescale.controllers.hpa.metric_proposals import ExternalValues, Fetched, ObjectValue
 from kubescale.kube.quantities import Quantity, QuantityError
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "SCALE_TO_ZERO_ANNOTATION",
     "ZeroDecision",
     "ZeroSettings",
+    "activation_value",
     "decide_zero",
     "is_active",
     "zero_settings",
@@ -135,3 +137,13 @@ def decide_zero(
             )
         return ZeroDecision(replicas=None, floor=1, last_active=last_active)
     return ZeroDecision(replicas=None, floor=floor, last_active=last_active)
+
+
+def activation_value(fetched: Fetched | None) -> int | None:
+    """An Object metric's value, or an External metric's series summed (milli); None when it
+    could not be read."""
+    if isinstance(fetched, ObjectValue):
+        return fetched.value
+    if isinstance(fetched, ExternalValues):
+        return sum(fetched.values)
+    return None
