@@ -145,7 +145,7 @@ async def test_bad_inputs_give_upstream_conditions_and_the_loop_goes_on(hpas: Hp
     web(hpas, pods=2, usage="900m")
     hpas.hpa("web", target="web")  # a good one: the loop goes on past the bad ones
     hpas.deployment("empty", replicas=2, labels={"app": "nothing"})
-    for name in ("u", "f"):
+    for name in ("u", "f", "z"):
         hpas.deployment(name, replicas=1)
         hpas.pod(f"{name}-0", labels={"app": name}, usage="100m")
     hpas.hpa("missing-target", target="nope")
@@ -164,6 +164,14 @@ async def test_bad_inputs_give_upstream_conditions_and_the_loop_goes_on(hpas: Hp
         ],
     )
     hpas.hpa("no-pods", target="empty")
+    hpas.hpa(
+        "bad-annotation",
+        target="z",
+        annotations={
+            "hpa.kubescale.io/scale-to-zero": "true",
+            "hpa.kubescale.io/cooldown-period": "soon",
+        },
+    )
     loop = await hpas.loop()
     await hpas.run(loop)
 
@@ -224,6 +232,12 @@ async def test_bad_inputs_give_upstream_conditions_and_the_loop_goes_on(hpas: Hp
     for name in ("missing-target", "unknown-type", "unfetchable", "no-pods"):
         assert hpas.get_hpa(name)["status"].get("desiredReplicas", 0) == 0
     assert (hpas.replicas("u"), hpas.replicas("f"), hpas.replicas("empty")) == (1, 1, 2)
+    assert (
+        "Warning",
+        "InvalidSpec",
+        "metadata.annotations[hpa.kubescale.io/cooldown-period]: must be a whole number of "
+        "seconds >= 0, got 'soon'",
+    ) in await hpas.events("bad-annotation")
     assert hpas.replicas("web") == 4
 
 
