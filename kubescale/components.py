@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from kubescale.controllers.autoscaler.component import SPEC as CLUSTER_AUTOSCALER
+from kubescale.controllers.hpa.component import SPEC as HPA_CONTROLLER
 from kubescale.controllers.vpa.recommender.component import SPEC as VPA_RECOMMENDER
 from kubescale.controllers.vpa.updater.component import SPEC as VPA_UPDATER
 from kubescale.runtime.component import ComponentSpec
@@ -22,6 +23,7 @@ REGISTRY: Final[tuple[ComponentSpec[Any], ...]] = (
     WEBHOOK,
     VPA_RECOMMENDER,
     VPA_UPDATER,
+    HPA_CONTROLLER,
     CLUSTER_AUTOSCALER,
 )
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from kubescale.cli.main import main
+from kubescale.components import REGISTRY
 
 
 @pytest.fixture(scope="session")
@@ -16,3 +17,17 @@ def cert_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     argv = ["certs", "--service", "kubescale", "--namespace", "kube-system", "--out", str(out)]
     assert main([*argv, "--key-type", "ecdsa"]) == 0
     return out
+
+
+def only_components(*names: str) -> list[str]:
+    """``serve`` flags that turn every registered component off except ``names`` (tests that
+    run one system; new systems need no edit here)."""
+    flags: list[str] = []
+    for spec in REGISTRY:
+        flags += [f"--{spec.mode_flag}", "true" if spec.name in names else "false"]
+    return flags
+
+
+def component_names() -> list[str]:
+    """Every registered component's name, in registry order."""
+    return [spec.name for spec in REGISTRY]

@@ -35,6 +35,7 @@ __all__ = [
     "PrometheusAPIError",
     "QueryValue",
     "SampleStream",
+    "VectorSample",
     "decode_answer",
     "decode_query_data",
     "format_go_float",
@@ -75,11 +76,23 @@ class SampleStream:
 
 
 @dataclass(frozen=True, kw_only=True)
+class VectorSample:
+    """One sample of an instant vector (``model.Sample``): labels, timestamp, value."""
+
+    metric: Mapping[str, str]
+    timestamp: datetime
+    value: float
+
+
+@dataclass(frozen=True, kw_only=True)
 class QueryValue:
-    """A decoded ``data``: its ``resultType``; the series when it is a matrix."""
+    """A decoded ``data``: its ``resultType``; the series when it is a matrix, the samples when
+    it is a vector, the value when it is a scalar."""
 
     result_type: str
     matrix: tuple[SampleStream, ...] = ()
+    vector: tuple[VectorSample, ...] = ()
+    scalar: float | None = None
 
     @property
     def go_type(self) -> str:
@@ -172,6 +185,39 @@ def _decode_matrix(result: Any) -> tuple[SampleStream, ...]:
     return tuple(streams)
 
 
+def _sample_value(value: Any) -> float:
+    if not isinstance(value, str) or isinstance(value, _JsonNumber):
+        raise ValueError("sample value must be a quoted string")
+    return parse_sample_value(value)
+
+
+def _decode_vector(result: Any) -> tuple[VectorSample, ...]:
+    """``model.Vector``: ``[{metric, value: [timestamp, "value"]}]``."""
+    if not isinstance(result, list):
+        raise ValueError("vector result is not a list")
+    samples: list[VectorSample] = []
+    for item in result:
+        if not isinstance(item, dict):
+            raise ValueError("vector sample is not an object")
+        metric = item.get("metric") or {}
+        if not isinstance(metric, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in metric.items()
+        ):
+            raise ValueError("sample labels are not a string map")
+        pair = item.get("value")
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise ValueError("sample value is not [timestamp, value]")
+        stamp, value = pair
+        if not isinstance(stamp, _JsonNumber):
+            raise ValueError(f"invalid time {stamp!r}")
+        samples.append(
+            VectorSample(
+                metric=dict(metric), timestamp=parse_model_time(stamp), value=_sample_value(value)
+            )
+        )
+    return tuple(samples)
+
+
 def decode_query_data(data: Any) -> QueryValue:
     """``queryResult.UnmarshalJSON`` of an envelope's ``data``."""
     if not isinstance(data, dict):
@@ -182,12 +228,12 @@ def decode_query_data(data: Any) -> QueryValue:
         if result_type == "matrix":
             return QueryValue(result_type="matrix", matrix=_decode_matrix(result))
         if result_type == "vector":
-            if not isinstance(result, list):
-                raise ValueError("vector result is not a list")
-            return QueryValue(result_type="vector")
+            return QueryValue(result_type="vector", vector=_decode_vector(result))
         if result_type in ("scalar", "string"):
             if not isinstance(result, list) or len(result) != 2:
                 raise ValueError(f"{result_type} result is not [timestamp, value]")
+            if result_type == "scalar":
+                return QueryValue(result_type="scalar", scalar=_sample_value(result[1]))
             return QueryValue(result_type=str(result_type))
     except ValueError as err:
         raise PrometheusAPIError(str(err)) from None

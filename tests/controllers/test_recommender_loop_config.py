@@ -18,6 +18,8 @@ from kubescale.controllers.vpa.recommender.recommender_config import Recommender
 from kubescale.kube.quantities import Quantity
 from kubescale.sim.scenario.scenario_components import scenario_flags
 
+from ..conftest import component_names
+
 HOUR_NS = 3600 * 10**9
 
 
@@ -208,29 +210,20 @@ def test_a_zero_global_cap_is_no_cap() -> None:
 @pytest.mark.parametrize(
     ("flags", "environ", "kinds"),
     [
-        ([], {}, []),  # auto on a workstation: neither
-        (
-            [],
-            {"KUBERNETES_SERVICE_HOST": "10.0.0.1"},
-            ["webhook", "vpa-recommender", "vpa-updater", "cluster-autoscaler"],
-        ),
-        (
-            ["--kubeconfig", "/tmp/k"],
-            {},
-            ["webhook", "vpa-recommender", "vpa-updater", "cluster-autoscaler"],
-        ),
+        ([], {}, []),  # auto on a workstation: none
+        ([], {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, component_names()),  # auto, in a pod
+        (["--kubeconfig", "/tmp/k"], {}, component_names()),  # auto, pointed at a cluster
         (["--vpa-recommender", "true"], {}, ["vpa-recommender"]),
         (["--vpa-updater", "true"], {}, ["vpa-updater"]),
-        (["--cluster-autoscaler", "true"], {}, ["cluster-autoscaler"]),
         (
             ["--vpa-recommender", "false", "--vpa-updater", "false", "--kubeconfig", "/tmp/k"],
             {},
-            ["webhook", "cluster-autoscaler"],
+            [n for n in component_names() if n not in ("vpa-recommender", "vpa-updater")],
         ),
         (
-            ["--webhook", "false", "--cluster-autoscaler", "false", "--kubeconfig", "/tmp/k"],
+            ["--webhook", "false", "--kubeconfig", "/tmp/k"],
             {},
-            ["vpa-recommender", "vpa-updater"],
+            [n for n in component_names() if n != "webhook"],
         ),
     ],
 )

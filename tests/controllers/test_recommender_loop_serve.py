@@ -99,6 +99,7 @@ async def _replica(
         "--client-ca-file", str(cert_dir / "caCert.pem"),
         "--kubeconfig", str(kubeconfig), "--webhook", "false", "--vpa-updater", "false",
         "--cluster-autoscaler", "false",
+        "--hpa-controller", "false",
         "--leader-elect-lease-duration", "1500ms", "--leader-elect-renew-deadline", "1s",
         "--leader-elect-retry-period", "200ms", "--recommender-interval", "200ms",
     ]  # fmt: skip

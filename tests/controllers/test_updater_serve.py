@@ -143,6 +143,7 @@ async def test_the_leader_runs_the_updater(
         "--client-ca-file", str(cert_dir / "caCert.pem"),
         "--kubeconfig", str(kubeconfig), "--webhook", "false", "--vpa-recommender", "false",
         "--cluster-autoscaler", "false",
+        "--hpa-controller", "false",
         "--leader-elect-lease-duration", "1500ms", "--leader-elect-renew-deadline", "1s",
         "--leader-elect-retry-period", "200ms", "--updater-interval", "200ms",
         "--admission-controller-status-lease-namespace", NAMESPACE,

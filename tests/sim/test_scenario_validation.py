@@ -22,6 +22,7 @@ from kubescale.sim.scenario.scenario_format import (
     SetLoadEvent,
 )
 from kubescale.sim.scenario.scenario_validation import load_scenario, parse_scenario
+from tests.conftest import component_names
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "kubescale" / "sim" / "scenario" / "examples"
 
@@ -230,9 +231,9 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
      "nodes: node or node group name 'node-a' is used twice"),
     ("negative price", _set("nodes.0.pricePerHour", -1),
      "nodes[0].pricePerHour: must be a finite number ≥ 0, got -1"),
-    ("kubescale component unknown", _set("kubescale", {"hpa-controller": {}}),
-     'kubescale.hpa-controller: unknown kubescale component "hpa-controller" '
-     "(want one of: cluster-autoscaler, vpa-recommender, vpa-updater, webhook)"),
+    ("kubescale component unknown", _set("kubescale", {"no-such-system": {}}),
+     'kubescale.no-such-system: unknown kubescale component "no-such-system" '
+     f"(want one of: {', '.join(sorted(component_names()))})"),
     ("object of an unserved kind", _set("objects.0.kind", "Widget"),
      'objects[0].kind: unknown kind "Widget" of apiVersion "v1" (not served by the simulated '
      "API server; a CustomResourceDefinition listed earlier in objects adds its kinds)"),
@@ -241,7 +242,7 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
      "events[0].at: 10800s is not before the end of the run (7200s)"),
     ("unknown event action", _set("events.0.action", "scale"),
      'events[0].action: unknown event action "scale" (want one of: apply, delete, setLoad, '
-     "fault)"),
+     "setMetric, fault)"),
     ("load of an unknown container", _set("events.0.container", "sidecar"),
      "events[0]: workload 'web' has no container 'sidecar'"),
     ("unknown fault", _set("events.1.fault", "meteor"),

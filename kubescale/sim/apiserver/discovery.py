@@ -10,6 +10,7 @@ aggregated discovery (``as=APIGroupDiscoveryList``) fall back to it when the ans
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Final
 
 from kubescale.kube.resources import ResourceType
@@ -38,6 +39,9 @@ _SUBRESOURCE_KIND: Final = {
     "eviction": ("policy", "v1", "Eviction"),
     "binding": ("", "", "Binding"),
 }
+_ALSO_SERVED: Final = {("autoscaling", "horizontalpodautoscalers"): "v1"}
+"""Kinds served at another version than the stored one, converted on every request
+(:mod:`.hpa_versions`); the stored version stays the preferred one."""
 _CATEGORY_ALL: Final = frozenset(
     {
         ("", "pods"),
@@ -114,6 +118,10 @@ def api_resource_list(
 ) -> dict[str, Any] | None:
     """``/api/v1`` or ``/apis/<g>/<v>``; ``None`` if nothing is served there."""
     types = [rt for rt in registry.types() if rt.group == group and rt.version == version]
+    for stored, also in _ALSO_SERVED.items():
+        rt = registry.by_plural(*stored)
+        if rt is not None and (group, version) == (rt.group, also):
+            types.append(replace(rt, version=also))
     if not types:
         return None
     resources: list[dict[str, Any]] = []
@@ -129,9 +137,12 @@ def api_resource_list(
 
 def api_group(registry: ResourceRegistry, group: str) -> dict[str, Any] | None:
     """``/apis/<g>`` (APIGroup), ``None`` if the group is not served."""
-    versions = registry.group_versions().get(group)
+    versions = list(registry.group_versions().get(group) or ())
     if not group or not versions:
         return None
+    for stored, also in _ALSO_SERVED.items():
+        if stored[0] == group and registry.by_plural(*stored) is not None and also not in versions:
+            versions.append(also)
     entries = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
     return {
         "kind": "APIGroup",

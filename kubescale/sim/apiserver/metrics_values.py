@@ -12,12 +12,13 @@ Quantities are passed as strings (``"123456n"``, ``"45Mi"``) or numbers (``0.25`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
 from kubescale.base.clock import Clock, RealClock
+from kubescale.kube.quantities import Quantity as KubeQuantity
 from kubescale.kube.resources import by_plural
 from kubescale.kube.selectors import (
     DOES_NOT_EXIST,
@@ -129,6 +130,10 @@ class MetricsValues:
         self._custom: dict[_ObjectKey, dict[str, dict[frozenset[tuple[str, str]], _Series]]] = {}
         # external: (namespace, metric) → metric-labels → series
         self._external: dict[tuple[str, str], dict[frozenset[tuple[str, str]], _Series]] = {}
+        # shared per-pod metrics: (namespace, metric) → (pod label selector, total)
+        self._shared: dict[tuple[str, str], tuple[LabelSelector, str]] = {}
+        self.pods_source: Callable[[str], list[dict[str, Any]]] | None = None
+        """The namespace's pods (set by the API server), for :meth:`set_shared_pod_metric`."""
 
     def _when(self, timestamp: datetime | None) -> datetime:
         return timestamp if timestamp is not None else self.clock.now()
@@ -245,6 +250,39 @@ class MetricsValues:
             window_seconds=window_seconds,
         )
 
+    def set_shared_pod_metric(
+        self, *, namespace: str, metric: str, selector: LabelSelector, total: Quantity
+    ) -> None:
+        """A per-pod custom metric whose ``total`` the Running pods the selector matches share
+        equally at every read (a service's request rate spread over its replicas): each pod's
+        value is ``total / n`` in milli-units, truncated, as an adapter would report it."""
+        self._shared[(namespace, metric)] = (selector, _quantity(total))
+
+    def _shared_values(
+        self, namespace: str, metric: str
+    ) -> dict[str, tuple[str, Mapping[str, str]]]:
+        rule = self._shared.get((namespace, metric))
+        if rule is None or self.pods_source is None:
+            return {}
+        selector, total = rule
+        pods = [
+            pod
+            for pod in self.pods_source(namespace)
+            if (pod.get("status") or {}).get("phase") == "Running"
+            and not (pod.get("metadata") or {}).get("deletionTimestamp")
+            and selector.matches((pod.get("metadata") or {}).get("labels") or {})
+        ]
+        if not pods:
+            return {}
+        milli = KubeQuantity.from_json(total).milli_value() // len(pods)
+        return {
+            str(pod["metadata"]["name"]): (
+                KubeQuantity.from_milli(milli).to_json(),
+                (pod.get("metadata") or {}).get("labels") or {},
+            )
+            for pod in pods
+        }
+
     def remove_object_metric(
         self, *, resource: str, name: str, metric: str, namespace: str | None = None
     ) -> None:
@@ -279,6 +317,7 @@ class MetricsValues:
         """Forget every value of every API."""
         self._pods.clear()
         self._nodes.clear()
+        self._shared.clear()
         self._custom.clear()
         self._external.clear()
 
@@ -337,6 +376,25 @@ class MetricsValues:
         catalogue_type = _described_type(resource)
         known = False
         items: list[dict[str, Any]] = []
+        if resource == "pods" and (namespace, metric) in self._shared:
+            known = True
+            now = format_time(self.clock.now())
+            for pod_name, (value, labels) in sorted(self._shared_values(namespace, metric).items()):
+                if name not in ("*", pod_name) or (name == "*" and not selector.matches(labels)):
+                    continue
+                items.append(
+                    {
+                        "describedObject": {
+                            "kind": "Pod",
+                            "namespace": namespace,
+                            "name": pod_name,
+                            "apiVersion": "v1",
+                        },
+                        "metric": {"name": metric},
+                        "timestamp": now,
+                        "value": value,
+                    }
+                )
         for (res, ns, obj_name), metrics in sorted(self._custom.items()):
             if res != resource or ns != namespace or name not in ("*", obj_name):
                 continue

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 import random
+from collections.abc import Callable
 from typing import Any, Final
 
 from aiohttp import web
@@ -22,6 +24,7 @@ from . import errors, subresources
 from .deletion import RETURNS_DELETED_OBJECT, DeleteOutcome
 from .faults import FaultInjector
 from .field_validation import check_fields
+from .hpa_versions import V1, v1_to_v2, v2_to_v1
 from .http_bodies import (
     APPLY_PATCH,
     dry_run,
@@ -94,7 +97,68 @@ class RestHandlers:
         """``/apis/<group>/<version>/...``."""
         info = request.match_info
         parts = info["tail"].split("/")
+        if (info["group"], info["version"]) == ("autoscaling", "v1") and (
+            "horizontalpodautoscalers" in parts[:4]
+        ):
+            return await self._serve_hpa_v1(request, parts)
         return await self._serve(request, group=info["group"], version=info["version"], parts=parts)
+
+    async def _serve_hpa_v1(self, request: web.Request, parts: list[str]) -> web.StreamResponse:
+        """HorizontalPodAutoscalers at ``autoscaling/v1``: the stored v2 objects converted on
+        the way in and out (:mod:`.hpa_versions`), as kube-apiserver serves both versions."""
+        try:
+            target = parse_target(
+                self.ctx.store.registry, group="autoscaling", version="v2", parts=parts
+            )
+            verb = _verb(request.method, target, request)
+            if verb == "watch":
+                return await self._watch(request, target, transform=v2_to_v1)
+            response: web.StreamResponse
+            if verb == "create":
+                response = await self._create(
+                    request, target, body=_v2_body(await read_json(request))
+                )
+            elif verb == "update":
+                response = await self._update(
+                    request, target, body=_v2_body(await read_json(request))
+                )
+            elif verb == "patch":
+                response = await self._patch_v1(request, target)
+            else:
+                response = await self._dispatch(request, target, verb)
+        except errors.ApiError as exc:
+            return error_response(exc)
+        if not isinstance(response, web.Response) or not isinstance(response.body, bytes):
+            return response
+        body = json.loads(response.body)
+        if isinstance(body, dict) and str(body.get("kind", "")).endswith("List"):
+            body["apiVersion"] = V1
+            body["items"] = [_v1_item(item) for item in body.get("items") or []]
+        elif isinstance(body, dict):
+            body = v2_to_v1(body)
+        return json_response(body, status=response.status)
+
+    async def _patch_v1(self, request: web.Request, target: Target) -> web.Response:
+        """A JSON or merge patch of the v1 view, applied to the stored object converted."""
+        assert target.name is not None
+        patch = await read_json(request)
+        apply = patcher(target.rt, request.content_type, patch)
+
+        def patched(current: dict[str, Any] | None) -> dict[str, Any]:
+            if current is None:
+                raise errors.not_found(target.rt, target.name or "")
+            return v1_to_v2(apply(v2_to_v1(current)))
+
+        obj, _ = await update_object(
+            self.ctx,
+            target.rt,
+            name=target.name,
+            namespace=target.namespace,
+            new_body=patched,
+            subresource=target.subresource,
+            dry_run=dry_run(request),
+        )
+        return json_response(obj)
 
     async def _serve(
         self, request: web.Request, *, group: str, version: str, parts: list[str]
@@ -191,7 +255,13 @@ class RestHandlers:
         )
         return json_response(list_body(target.rt, page))
 
-    async def _watch(self, request: web.Request, target: Target) -> web.StreamResponse:
+    async def _watch(
+        self,
+        request: web.Request,
+        target: Target,
+        *,
+        transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    ) -> web.StreamResponse:
         rv = request.query.get("resourceVersion", "")
         if rv not in ("", "0"):
             try:
@@ -207,6 +277,7 @@ class RestHandlers:
             resource_version=rv,
             allow_bookmarks=request.query.get("allowWatchBookmarks", "") in _TRUE,
             timeout_seconds=float(timeout) if timeout is not None else None,
+            transform=transform,
         )
         return await serve_watch(
             request,
@@ -226,8 +297,11 @@ class RestHandlers:
         if found and collected is not None:
             collected.extend(found)
 
-    async def _create(self, request: web.Request, target: Target) -> web.Response:
-        body = await read_json(request)
+    async def _create(
+        self, request: web.Request, target: Target, *, body: Any = None
+    ) -> web.Response:
+        if body is None:
+            body = await read_json(request)
         if not isinstance(body, dict):
             raise errors.bad_request("the body of the request must be a JSON object")
         self._check_fields(request, target.rt, body)
@@ -240,8 +314,11 @@ class RestHandlers:
         )
         return json_response(obj, status=201)
 
-    async def _update(self, request: web.Request, target: Target) -> web.Response:
-        body = await read_json(request)
+    async def _update(
+        self, request: web.Request, target: Target, *, body: Any = None
+    ) -> web.Response:
+        if body is None:
+            body = await read_json(request)
         if not isinstance(body, dict):
             raise errors.bad_request("the body of the request must be a JSON object")
         assert target.name is not None
@@ -357,3 +434,17 @@ class RestHandlers:
             "items": deleted,
         }
         return json_response(body)
+
+
+def _v1_item(item: dict[str, Any]) -> dict[str, Any]:
+    """A list item at v1 (list items carry no kind or apiVersion unless the stored ones do)."""
+    converted = v2_to_v1({**item, "kind": "HorizontalPodAutoscaler"})
+    if "kind" not in item:
+        converted.pop("kind", None)
+        converted.pop("apiVersion", None)
+    return converted
+
+
+def _v2_body(body: Any) -> Any:
+    """A v1 request body as the stored version (anything else is left for the 400)."""
+    return v1_to_v2(body) if isinstance(body, dict) else body

@@ -38,6 +38,7 @@ from aiohttp import web
 from kubescale.base.clock import Clock, RealClock
 from kubescale.base.logs import component_logger
 from kubescale.certs.authority import KeyPair, generate_ca, issue_serving_certificate
+from kubescale.kube.resources import PODS
 
 from . import discovery, errors, openapi
 from .admission import AdmissionChain
@@ -96,6 +97,7 @@ class ApiServer:
         )
         self.faults = FaultInjector(store=self.store)
         self.metrics = MetricsValues(clock=self.clock)
+        self.metrics.pods_source = lambda namespace: self.store.list(PODS, namespace=namespace)
         self._services: dict[tuple[str, str, int], tuple[str, int]] = {}
         self.admission = AdmissionChain(resolver=self._resolve_service)
         self.context = ApiContext(

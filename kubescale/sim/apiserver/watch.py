@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+from collections.abc import Callable
 from typing import Any, Final
 
 from aiohttp import web
@@ -59,6 +60,7 @@ class WatchRequest:
         resource_version: str,
         allow_bookmarks: bool,
         timeout_seconds: float | None,
+        transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         self.rt = rt
         self.namespace = namespace
@@ -66,6 +68,17 @@ class WatchRequest:
         self.resource_version = resource_version
         self.allow_bookmarks = allow_bookmarks
         self.timeout_seconds = timeout_seconds
+        self.transform = transform
+        """Applied to every event's object: another API version's view (HPA autoscaling/v1)."""
+
+    def out(self, line: bytes) -> bytes:
+        """``line`` as this watcher sees it (:attr:`transform` applied)."""
+        if self.transform is None:
+            return line
+        event = json.loads(line)
+        if event.get("type") != "ERROR":
+            event["object"] = self.transform(event["object"])
+        return _line(str(event["type"]), event["object"])
 
 
 def _line(event_type: str, obj: dict[str, Any]) -> bytes:
@@ -159,7 +172,7 @@ async def serve_watch(
             return response
         assert subscription is not None
         for line in initial:
-            await response.write(line)
+            await response.write(watch.out(line))
         dropped = await _pump(
             request,
             response,
@@ -201,7 +214,7 @@ async def _pump(
         if now >= deadline:
             return False
         if watch.allow_bookmarks and now >= next_bookmark and queue.empty():
-            await response.write(_bookmark(watch, store.resource_version))
+            await response.write(watch.out(_bookmark(watch, store.resource_version)))
             next_bookmark = now + bookmark_interval
             continue
         if not queue.empty():
@@ -223,10 +236,10 @@ async def _pump(
             return False
         if isinstance(item, Bookmark):
             if watch.allow_bookmarks:
-                await response.write(_bookmark(watch, item.rv))
+                await response.write(watch.out(_bookmark(watch, item.rv)))
                 next_bookmark = loop.time() + bookmark_interval
             continue
         if isinstance(item, StoredEvent):
             line = convert_event(watch.selection, item)
             if line is not None:
-                await response.write(line)
+                await response.write(watch.out(line))

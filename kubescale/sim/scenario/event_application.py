@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kubescale.base.logs import component_logger
+from kubescale.kube.selectors import label_selector_from_set
 from kubescale.sim.apiserver import errors
 from kubescale.sim.apiserver.patching import (
     apply_merge_patch,
@@ -34,7 +35,14 @@ from kubescale.sim.apiserver.writes import update_object
 from kubescale.sim.cluster.trace_replay import Trace
 from kubescale.sim.cluster.usage_models import UsageBook
 
-from .scenario_format import ApplyEvent, DeleteEvent, FaultEvent, ScenarioEvent, SetLoadEvent
+from .scenario_format import (
+    ApplyEvent,
+    DeleteEvent,
+    FaultEvent,
+    ScenarioEvent,
+    SetLoadEvent,
+    SetMetricEvent,
+)
 from .timeline import TimelineEvent
 from .usage_specs import build_usage_model
 
@@ -144,6 +152,27 @@ async def apply_event(
             kind="set-load",
             subject=f"{event.workload}/{event.container}",
             detail=f"usage model {event.usage.type}",
+        )
+    if isinstance(event, SetMetricEvent):
+        if event.type == "Pods":
+            api.metrics.set_shared_pod_metric(
+                namespace=event.namespace,
+                metric=event.name,
+                selector=label_selector_from_set(event.selector),
+                total=event.value,
+            )
+        else:
+            api.metrics.set_external_metric(
+                namespace=event.namespace,
+                metric=event.name,
+                value=event.value,
+                metric_labels=event.labels,
+            )
+        return TimelineEvent(
+            time=t,
+            kind="set-metric",
+            subject=f"{event.namespace}/{event.name}",
+            detail=f"{event.type} metric {event.value}",
         )
     return TimelineEvent(time=t, kind="fault", subject="apiserver", detail=_fault(api, event))
 

@@ -20,17 +20,26 @@ from kubescale.sim.apiserver.served_kinds import served_kind
 
 from .scenario_components import component_names, validate_flags
 from .scenario_fields import Problems, field_path
-from .scenario_format import ApplyEvent, DeleteEvent, FaultEvent, ScenarioEvent, SetLoadEvent
+from .scenario_format import (
+    ApplyEvent,
+    DeleteEvent,
+    FaultEvent,
+    ScenarioEvent,
+    SetLoadEvent,
+    SetMetricEvent,
+)
 from .usage_specs import parse_usage
 
 __all__ = ["extender", "kubescale_components", "manifest", "scenario_event"]
 
-EVENT_ACTIONS: Final = ("apply", "delete", "setLoad", "fault")
+EVENT_ACTIONS: Final = ("apply", "delete", "setLoad", "setMetric", "fault")
+METRIC_TYPES: Final = ("External", "Pods")
 FAULTS: Final = ("apiError", "dropWatches", "expireHistory", "clear")
 _EVENT_FIELDS: Final = {
     "apply": ("at", "action", "object"),
     "delete": ("at", "action", "apiVersion", "kind", "name", "namespace"),
     "setLoad": ("at", "action", "workload", "container", "usage"),
+    "setMetric": ("at", "action", "type", "namespace", "name", "value", "selector", "labels"),
     "fault": (
         "at",
         "action",
@@ -187,6 +196,54 @@ def _set_load(
     return SetLoadEvent(at=at, workload=workload, container=container, usage=usage)
 
 
+def _string_map(p: Problems, value: object, path: str) -> dict[str, str] | None:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        p.add(path, "want a map of label names to string values")
+        return None
+    return dict(value)
+
+
+def _set_metric(
+    p: Problems, raw: Mapping[str, Any], path: str, *, at: float, known_ns: Set[str]
+) -> SetMetricEvent | None:
+    kind = p.choice(
+        raw.get("type"), field_path(path, "type"), what="metric type", choices=METRIC_TYPES
+    )
+    namespace = p.string(raw.get("namespace"), field_path(path, "namespace"))
+    if namespace is not None and namespace not in known_ns:
+        p.add(field_path(path, "namespace"), f"namespace {namespace!r} is not declared")
+    name = p.string(raw.get("name"), field_path(path, "name"))
+    value = p.quantity(raw.get("value"), field_path(path, "value"))
+    if raw.get("value") is None:
+        p.add(field_path(path, "value"), "required")
+    selector = _string_map(p, raw.get("selector"), field_path(path, "selector"))
+    labels = _string_map(p, raw.get("labels"), field_path(path, "labels"))
+    if kind == "Pods" and not selector:
+        p.add(field_path(path, "selector"), "a Pods metric needs the pods' labels")
+    if (
+        kind is None
+        or namespace is None
+        or name is None
+        or value is None
+        or selector is None
+        or labels is None
+    ):
+        return None
+    return SetMetricEvent(
+        at=at,
+        type=kind,
+        namespace=namespace,
+        name=name,
+        value=value.to_json(),
+        selector=selector,
+        labels=labels,
+    )
+
+
 def _fault(p: Problems, raw: Mapping[str, Any], path: str, *, at: float) -> FaultEvent | None:
     fault = p.choice(raw.get("fault"), field_path(path, "fault"), what="fault", choices=FAULTS)
     verb = None
@@ -248,6 +305,8 @@ def scenario_event(
         event = _delete(p, raw, path, at=when)
     elif action == "setLoad":
         event = _set_load(p, raw, path, at=when, containers=containers, base_dir=base_dir)
+    elif action == "setMetric":
+        event = _set_metric(p, raw, path, at=when, known_ns=known_ns)
     else:
         event = _fault(p, raw, path, at=when)
     return event if at is not None else None

@@ -177,6 +177,24 @@ class SetLoadEvent:
 
 
 @dataclass(frozen=True, kw_only=True)
+class SetMetricEvent:
+    """Set a custom or external metric the in-process metrics APIs serve from this time on.
+
+    ``External``: the series of ``name`` in ``namespace`` with ``labels`` has ``value``.
+    ``Pods``: the Running pods of ``namespace`` whose labels match ``selector`` share ``value``
+    equally (each reports ``value / n`` for ``name``), however many there are at each read.
+    """
+
+    at: float
+    type: str
+    namespace: str
+    name: str
+    value: str
+    selector: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
 class FaultEvent:
     """A fault of the API server (:class:`kubescale.sim.apiserver.faults.FaultInjector`).
 
@@ -195,7 +213,7 @@ class FaultEvent:
     delay: float = 0.0
 
 
-ScenarioEvent = ApplyEvent | DeleteEvent | SetLoadEvent | FaultEvent
+ScenarioEvent = ApplyEvent | DeleteEvent | SetLoadEvent | SetMetricEvent | FaultEvent
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,0 +1,723 @@
+"""The HPA loop: upstream ``reconcileAutoscaler`` for every handled HPA, once per sync period.
+
+Each :meth:`HpaLoop.run_once` reconciles every HPA this process handles (``--hpa-selection``,
+:func:`handles`) — upstream's per-key requeue at ``--horizontal-pod-autoscaler-sync-period``
+amounts to the same — at most ``--concurrent-horizontal-pod-autoscaler-syncs`` at a time.
+One reconcile (reference §2.1):
+
+1. resolve ``scaleTargetRef`` (:mod:`.scale_targets`) and GET ``/scale``; failure →
+   ``AbleToScale=False/FailedGetScale`` and the event, status written, done;
+2. seed the recommendation history on first sight; ``current == 0`` with ``minReplicas > 0``
+   → ``ScalingDisabled``; above max / below min → clamp without reading metrics;
+3. otherwise validate the scale's selector (``SelectorRequired``, ``InvalidSelector``,
+   ``AmbiguousSelector`` against the selectors of the other HPAs reconciled so far), fetch
+   every metric (:mod:`.metrics_sources`), compute the proposals (:mod:`.metric_proposals`);
+   no usable answer → ``FailedComputeMetricsReplicas`` and the status, done; then
+   normalize (:mod:`.normalization`);
+4. rescale through ``/scale`` when the count changes (``SuccessfulRescale`` / ``FailedRescale``);
+5. write the status only when it changed.
+
+The kubescale additions hook in at step 3: scale to/from zero (:mod:`.scale_to_zero`),
+PromQL External metrics (:class:`~.metrics_sources.PromQLSource`), predictive scale-up
+(:mod:`.predictive`). Memory per HPA (history, selector, zero and demand state) is dropped when
+the HPA disappears or stops being handled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final
+
+from kubescale.base.logs import component_logger
+from kubescale.controllers.hpa.hpa_config import CONTROLLER_ANNOTATION, HpaSettings
+from kubescale.controllers.hpa.hpa_metrics import HpaMetrics, action_label
+from kubescale.controllers.hpa.hpa_spec import HpaSpec, HpaSpecError, MetricSpec, parse_hpa
+from kubescale.controllers.hpa.hpa_status import (
+    ABLE_TO_SCALE,
+    SCALING_ACTIVE,
+    SCALING_LIMITED,
+    set_condition,
+)
+from kubescale.controllers.hpa.metric_proposals import (
+    MetricOutcome,
+    ReplicaInputs,
+    compute_metric,
+    compute_metrics,
+)
+from kubescale.controllers.hpa.metrics_sources import (
+    MetricFetcher,
+    MetricsApiClient,
+    PromQLSource,
+    promql_queries,
+)
+from kubescale.controllers.hpa.normalization import (
+    ScalingHistory,
+    initial_history,
+    normalize,
+    store_scale_event,
+)
+from kubescale.controllers.hpa.pod_selection import SelectionPass, owned_pods
+from kubescale.controllers.hpa.predictive import DemandHistory, demand_of, predictive_settings
+from kubescale.controllers.hpa.replica_calculator import Tolerances
+from kubescale.controllers.hpa.scale_targets import ScaleTargetError, ScaleTargets, scale_view
+from kubescale.controllers.hpa.scale_to_zero import (
+    ZeroSettings,
+    activation_value,
+    decide_zero,
+    is_active,
+    zero_settings,
+)
+from kubescale.kube.client import KubeClient
+from kubescale.kube.errors import KubeApiError, KubeError
+from kubescale.kube.event_correlation import format_time
+from kubescale.kube.events import EventRecorder
+from kubescale.kube.resources import (
+    DEPLOYMENTS,
+    HORIZONTAL_POD_AUTOSCALERS,
+    PODS,
+    REPLICA_SETS,
+    STATEFUL_SETS,
+    ResourceType,
+)
+from kubescale.kube.selectors import (
+    LabelSelector,
+    SelectorError,
+    parse_label_selector,
+)
+from kubescale.kube.shared_cache import SharedCache
+from kubescale.prometheus.query_api import PrometheusQueryClient
+from kubescale.runtime.component import TimelineReport
+
+__all__ = ["LOOP_NAME", "HpaLoop", "handles"]
+
+log = component_logger("hpa-controller")
+
+LOOP_NAME: Final = "hpa-controller"
+_MAX_REPORTS: Final = 1000
+_HPA_API_VERSION: Final = "autoscaling/v2"
+
+
+def handles(hpa: Mapping[str, Any], settings: HpaSettings) -> bool:
+    """Whether this process reconciles ``hpa`` (coexistence with kube-controller-manager)."""
+    owner = ((hpa.get("metadata") or {}).get("annotations") or {}).get(CONTROLLER_ANNOTATION)
+    if settings.selection == "all":
+        return owner != "kube-controller-manager"
+    return owner == "kubescale"
+
+
+@dataclass
+class _State:
+    """What the loop remembers about one HPA between reconciles."""
+
+    history: ScalingHistory | None = None
+    selector: LabelSelector | None = None
+    first_seen: datetime | None = None
+    last_active: datetime | None = None
+    demand: DemandHistory | None = None
+
+
+@dataclass
+class _Reconcile:
+    """One reconcile's working copy of the status."""
+
+    hpa: dict[str, Any]
+    spec: HpaSpec
+    now: datetime
+    conditions: list[dict[str, Any]] = field(default_factory=list)
+    error_label: str = "none"
+
+    def condition(self, type: str, status: bool, reason: str, message: str) -> None:
+        self.conditions = set_condition(
+            self.conditions, type=type, status=status, reason=reason, message=message, now=self.now
+        )
+
+
+class HpaLoop:
+    """The HPA controller's loop (module docstring); a ``kubescale.runtime`` loop."""
+
+    name = LOOP_NAME
+
+    def __init__(
+        self,
+        *,
+        client: KubeClient,
+        cache: SharedCache,
+        settings: HpaSettings,
+        metrics: HpaMetrics,
+        events: EventRecorder,
+        prometheus: PrometheusQueryClient | None = None,
+    ) -> None:
+        self.client = client
+        self.cache = cache
+        self.informers = informers = cache.informers
+        self.settings = settings
+        self.metrics = metrics
+        self.events = events
+        self.hpas = informers.informer(HORIZONTAL_POD_AUTOSCALERS)
+        self.pods = informers.informer(PODS)
+        for workload in _CACHED_WORKLOADS:  # the Scale of the built-in workloads, cached
+            informers.informer(workload)
+        self.metrics_api = MetricsApiClient(client)
+        self.fetcher = MetricFetcher(self.metrics_api, PromQLSource(prometheus))
+        self.targets = ScaleTargets(client)
+        self.states: dict[tuple[str, str], _State] = {}
+        self.reconciled = 0
+        self._reports: list[TimelineReport] = []
+        self.selection = SelectionPass(self.pods.lister.list)
+
+    def drain_reports(self) -> list[TimelineReport]:
+        """What the loop did since the last call, for a simulation's timeline: each rescale
+        (``("hpa-rescale", "<namespace>/<hpa>", "New size: N; reason: ...")``)."""
+        reports, self._reports = self._reports, []
+        return reports
+
+    def reset(self) -> None:
+        """Forget every HPA's history: a new term of leadership starts as upstream's
+        controller starts (another replica may have scaled meanwhile)."""
+        self.states = {}
+
+    def demand_history(self, namespace: str, name: str) -> DemandHistory:
+        """The predictive demand history of one HPA (created empty on first use)."""
+        state = self.states.setdefault((namespace, name), _State())
+        if state.demand is None:
+            state.demand = DemandHistory()
+        return state.demand
+
+    async def wait_for_resource_version(self, resource_version: str, *, within: float) -> bool:
+        return await self.cache.wait_for_resource_version(resource_version, within=within)
+
+    async def run_once(self, now: datetime) -> None:
+        """Reconcile every handled HPA once."""
+        handled = [h for h in self.hpas.lister.list() if handles(h, self.settings)]
+        keys = {_key(h) for h in handled}
+        for gone in set(self.states) - keys:  # deleted or handed back: forget (upstream)
+            del self.states[gone]
+            with contextlib.suppress(KeyError):
+                self.metrics.desired_replicas.remove(*gone)
+        self.metrics.num_hpas.set(len(handled))
+        self.metrics_api.begin_pass()
+        self.selection = SelectionPass(self.pods.lister.list)
+        for (ns, name), state in self.states.items():  # hpaSelectors: the selectors known
+            if state.selector is not None:
+                self.selection.own(ns, name, self.selection.select(ns, state.selector))
+        limit = asyncio.Semaphore(self.settings.concurrent_syncs)
+
+        async def one(hpa: dict[str, Any]) -> None:
+            async with limit:
+                await self.reconcile(hpa, now)
+
+        await asyncio.gather(*(one(h) for h in sorted(handled, key=_key)))
+
+    # --- one reconcile ------------------------------------------------------------------------
+
+    async def reconcile(self, shared: Mapping[str, Any], now: datetime) -> None:
+        started = self.client.clock.monotonic()
+        # the cached object is read-only: a shallow copy, the status is rebuilt, never mutated
+        hpa = dict(shared)
+        hpa.setdefault("apiVersion", _HPA_API_VERSION)
+        hpa.setdefault("kind", "HorizontalPodAutoscaler")
+        key = _key(hpa)
+        state = self.states.setdefault(key, _State())
+        if state.first_seen is None:
+            state.first_seen = now
+        original_status: Mapping[str, Any] = hpa.get("status") or {}
+        action = "none"
+        try:
+            spec = parse_hpa(hpa)
+        except HpaSpecError as err:
+            self._event(hpa, "Warning", "InvalidSpec", str(err))
+            self._observe(started, "none", "spec")
+            return
+        run = _Reconcile(
+            hpa=hpa,
+            spec=spec,
+            now=now,
+            conditions=list(original_status.get("conditions") or []),
+        )
+        try:
+            action = await self._reconcile(run, state, original_status)
+        except asyncio.CancelledError:
+            raise
+        except KubeError as err:
+            run.error_label = "internal"
+            log.warning(
+                "reconcile failed", extra={"fields": {"hpa": "/".join(key), "error": str(err)}}
+            )
+        self.reconciled += 1
+        self._observe(started, action, run.error_label)
+
+    def _observe(self, started: float, action: str, error: str) -> None:
+        elapsed = self.client.clock.monotonic() - started
+        self.metrics.reconciliations.labels(action, error).inc()
+        self.metrics.reconciliation_duration.labels(action, error).observe(max(0.0, elapsed))
+
+    async def _reconcile(
+        self, run: _Reconcile, state: _State, original_status: Mapping[str, Any]
+    ) -> str:
+        spec, hpa, now = run.spec, run.hpa, run.now
+        reference = f"{spec.target_kind}/{spec.namespace}/{spec.target_name}"
+        try:
+            scale, resource = await self._get_scale(spec)
+        except (ScaleTargetError, KubeError) as err:
+            text = err.message if isinstance(err, KubeApiError) else str(err)
+            run.error_label = "spec" if isinstance(err, ScaleTargetError) else "internal"
+            self._event(hpa, "Warning", "FailedGetScale", text)
+            run.condition(
+                ABLE_TO_SCALE,
+                False,
+                "FailedGetScale",
+                f"the HPA controller was unable to get the target's current scale: {text}",
+            )
+            await self._write_status(run, original_status, self._status(hpa, run))
+            log.info("failed to query scale subresource", extra={"fields": {"target": reference}})
+            return "none"
+        run.condition(
+            ABLE_TO_SCALE,
+            True,
+            "SucceededGetScale",
+            "the HPA controller was able to get the target's current scale",
+        )
+        current = int((scale.get("spec") or {}).get("replicas") or 0)
+        status_replicas = int((scale.get("status") or {}).get("replicas") or 0)
+        if state.history is None:
+            state.history = initial_history(current, now)
+        try:
+            zero = zero_settings(hpa)
+        except HpaSpecError as err:
+            self._event(hpa, "Warning", "InvalidSpec", str(err))
+            zero = None
+        min_replicas = spec.min_replicas
+        desired = 0
+        reason = ""
+        statuses: list[dict[str, Any]] | None = None
+        rescale = True
+        if current == 0 and min_replicas != 0 and zero is None:
+            rescale = False
+            run.condition(
+                SCALING_ACTIVE,
+                False,
+                "ScalingDisabled",
+                "scaling is disabled since the replica count of the target is zero",
+            )
+        elif current > spec.max_replicas:
+            reason, desired = "Current number of replicas above Spec.MaxReplicas", spec.max_replicas
+        elif current < min_replicas and not (zero is not None and current == 0):
+            reason, desired = "Current number of replicas below Spec.MinReplicas", min_replicas
+        else:
+            computed = await self._compute(
+                run, state, scale, current=current, status_replicas=status_replicas, zero=zero
+            )
+            if computed is None:
+                return "none"
+            desired, reason, statuses = computed
+            rescale = desired != current
+        if rescale:
+            try:
+                await self.client.scale(
+                    resource, spec.target_name, namespace=spec.namespace, replicas=desired
+                )
+            except KubeError as err:
+                text = err.message if isinstance(err, KubeApiError) else str(err)
+                run.error_label = "internal"
+                self._event(
+                    hpa,
+                    "Warning",
+                    "FailedRescale",
+                    f"New size: {desired}; reason: {reason}; error: {text}",
+                )
+                run.condition(
+                    ABLE_TO_SCALE,
+                    False,
+                    "FailedUpdateScale",
+                    f"the HPA controller was unable to update the target scale: {text}",
+                )
+                if not isinstance(err, KubeApiError) or err.code >= 500:
+                    # outcome unknown: count it for the rate limits until proven otherwise
+                    state.history = store_scale_event(
+                        state.history, spec.behavior, previous=current, new=desired, now=now
+                    )
+                status = self._status(hpa, run)
+                status["currentReplicas"] = current
+                if statuses is not None:
+                    status["currentMetrics"] = statuses
+                await self._write_status(run, original_status, status)
+                return "none"
+            run.condition(
+                ABLE_TO_SCALE,
+                True,
+                "SucceededRescale",
+                f"the HPA controller was able to update the target scale to {desired}",
+            )
+            message = f"New size: {desired}; reason: {reason}"
+            self._event(hpa, "Normal", "SuccessfulRescale", message)
+            if len(self._reports) < _MAX_REPORTS:
+                self._reports.append(("hpa-rescale", f"{spec.namespace}/{spec.name}", message))
+            state.history = store_scale_event(
+                state.history, spec.behavior, previous=current, new=desired, now=now
+            )
+            log.info(
+                "successful rescale",
+                extra={
+                    "fields": {
+                        "hpa": f"{spec.namespace}/{spec.name}",
+                        "old": current,
+                        "new": desired,
+                        "reason": reason,
+                    }
+                },
+            )
+        else:
+            desired = current
+        self.metrics.desired_replicas.labels(spec.namespace, spec.name).set(desired)
+        status = self._status(hpa, run)
+        status["currentReplicas"] = current
+        status["desiredReplicas"] = desired
+        if statuses is not None:
+            status["currentMetrics"] = statuses
+        else:
+            status.pop("currentMetrics", None)
+        if rescale:
+            status["lastScaleTime"] = format_time(now)
+        await self._write_status(run, original_status, status)
+        return action_label(current, desired) if rescale else "none"
+
+    # --- metrics --------------------------------------------------------------------------------
+
+    async def _compute(
+        self,
+        run: _Reconcile,
+        state: _State,
+        scale: Mapping[str, Any],
+        *,
+        current: int,
+        status_replicas: int,
+        zero: ZeroSettings | None,
+    ) -> tuple[int, str, list[dict[str, Any]]] | None:
+        """Step 3; None when the reconcile ended (status written)."""
+        spec, hpa, now = run.spec, run.hpa, run.now
+        selector_text = str((scale.get("status") or {}).get("selector") or "")
+        pods = await self._selected_pods(run, state, selector_text, scale)
+        if pods is None:
+            return None
+        tolerances = self._tolerances(spec)
+        inputs = ReplicaInputs(
+            spec_replicas=current,
+            status_replicas=status_replicas,
+            pods=pods,
+            tolerances=tolerances,
+            cpu_initialization_period=self.settings.cpu_initialization_period,
+            initial_readiness_delay=self.settings.initial_readiness_delay,
+            now=now,
+        )
+        queries = promql_queries(hpa)
+        metric_specs = spec.metrics
+        if zero is not None and current == 0:  # only activation metrics can be read at zero
+            metric_specs = tuple(m for m in spec.metrics if m.type in ("Object", "External"))
+        fetched = [
+            await self.fetcher.fetch(
+                m, namespace=spec.namespace, selector=selector_text, queries=queries, now=now
+            )
+            for m in metric_specs
+        ]
+        outcomes: list[MetricOutcome] = []
+        for metric, values in zip(metric_specs, fetched, strict=True):
+            clock = self.client.clock.monotonic()
+            outcome = compute_metric(metric, values, inputs, namespace=spec.namespace)
+            outcomes.append(outcome)
+            if outcome.failed:
+                self._event(hpa, "Warning", outcome.reason, outcome.error)
+            error = (
+                "spec"
+                if outcome.reason == "InvalidMetricSourceType"
+                else ("internal" if outcome.failed else "none")
+            )
+            action = (
+                "none"
+                if outcome.failed
+                else action_label(
+                    int((hpa.get("status") or {}).get("currentReplicas") or 0), outcome.replicas
+                )
+            )
+            self.metrics.metric_computation.labels(action, error, metric.type).inc()
+            self.metrics.metric_computation_duration.labels(action, error, metric.type).observe(
+                max(0.0, self.client.clock.monotonic() - clock)
+            )
+        activation = [
+            activation_value(v)
+            for m, v in zip(metric_specs, fetched, strict=True)
+            if m.type in ("Object", "External")
+        ]
+        decision = None
+        if zero is not None:
+            decision = decide_zero(
+                current=current,
+                active=is_active(activation, threshold_milli=zero.activation_threshold_milli),
+                last_active=state.last_active,
+                first_seen=state.first_seen or now,
+                min_replicas=spec.min_replicas,
+                settings=zero,
+                now=now,
+            )
+            state.last_active = decision.last_active
+            if current == 0:
+                return self._at_zero(run, decision.replicas or 0, outcomes)
+        result = compute_metrics(outcomes, spec_replicas=current)
+        statuses = result.statuses
+        if result.replicas == -1:
+            first = result.first_failure
+            if first is not None:
+                run.condition(
+                    SCALING_ACTIVE,
+                    False,
+                    first.reason,
+                    f"the HPA was unable to compute the replica count: {first.error}",
+                )
+            run.error_label = (
+                "spec" if first and first.reason == "InvalidMetricSourceType" else "internal"
+            )
+            status = self._status(hpa, run)
+            status["currentReplicas"] = current
+            status["currentMetrics"] = statuses
+            await self._write_status(run, hpa.get("status") or {}, status)
+            self._event(hpa, "Warning", "FailedComputeMetricsReplicas", result.error)
+            return None
+        if result.error:
+            run.error_label = "internal"
+        run.condition(
+            SCALING_ACTIVE,
+            True,
+            "ValidMetricFound",
+            f"the HPA was able to successfully calculate a replica count from {result.metric_name}",
+        )
+        desired, metric_name = result.replicas, result.metric_name
+        reactive = desired
+        predicted = self._prediction(
+            run,
+            state,
+            spec.metrics[0] if spec.metrics else None,
+            outcomes[0] if outcomes else None,
+            current=current,
+        )
+        if predicted is not None and predicted > desired and predicted > current:
+            desired, metric_name = predicted, f"predicted {metric_name}"
+        reason = ""
+        if desired > current:
+            reason = f"{metric_name} above target"
+        if desired < current:
+            reason = "All metrics below target"
+        floor = decision.floor if decision is not None else spec.min_replicas
+        normalized = normalize(
+            history=state.history or initial_history(current, now),
+            behavior=spec.behavior,
+            current=current,
+            desired=desired,
+            min_replicas=floor,
+            max_replicas=spec.max_replicas,
+            downscale_window=self.settings.downscale_stabilization,
+            now=now,
+            recorded=reactive,
+        )
+        state.history = normalized.history
+        run.condition(ABLE_TO_SCALE, True, *normalized.able_to_scale)
+        run.condition(SCALING_LIMITED, normalized.limited, *normalized.limit)
+        desired = normalized.replicas
+        if decision is not None and decision.replicas is not None:
+            desired, reason = (
+                decision.replicas,
+                "All metrics below activation threshold and cooldown elapsed",
+            )
+        return desired, reason, statuses
+
+    def _at_zero(
+        self, run: _Reconcile, replicas: int, outcomes: list[MetricOutcome]
+    ) -> tuple[int, str, list[dict[str, Any]]]:
+        statuses = [o.status if not o.failed else {"type": ""} for o in outcomes]
+        if replicas > 0:
+            run.condition(
+                SCALING_ACTIVE,
+                True,
+                "ValidMetricFound",
+                "the HPA was able to successfully calculate a replica count from its "
+                "activation metrics",
+            )
+            return replicas, "activation metric above activation threshold", statuses
+        run.condition(
+            SCALING_ACTIVE,
+            False,
+            "ScaledToZero",
+            "scaled to zero: no activation metric is above hpa.kubescale.io/activation-threshold",
+        )
+        return 0, "", statuses
+
+    def _prediction(
+        self,
+        run: _Reconcile,
+        state: _State,
+        metric: MetricSpec | None,
+        outcome: MetricOutcome | None,
+        *,
+        current: int,
+    ) -> int | None:
+        try:
+            settings = predictive_settings(run.hpa)
+        except HpaSpecError as err:
+            self._event(run.hpa, "Warning", "InvalidSpec", str(err))
+            return None
+        if settings is None or metric is None or outcome is None or outcome.failed:
+            return None
+        demand = demand_of(metric, outcome.status, ready=max(current, 1))
+        if demand is None:
+            return None
+        if state.demand is None:
+            state.demand = DemandHistory()
+        state.demand.record(run.now, demand)
+        return state.demand.proposal(run.now, lead=settings.lead)
+
+    def _tolerances(self, spec: HpaSpec) -> Tolerances:
+        """``tolerancesForHpa``: the flag, overridden per direction by ``behavior.*.tolerance``
+        when ``HPAConfigurableTolerance`` is on."""
+        down = up = self.settings.tolerance
+        if self.settings.configurable_tolerance_gate and spec.behavior is not None:
+            if spec.behavior.scale_down.tolerance is not None:
+                down = spec.behavior.scale_down.tolerance
+            if spec.behavior.scale_up.tolerance is not None:
+                up = spec.behavior.scale_up.tolerance
+        return Tolerances(scale_down=down, scale_up=up)
+
+    async def _selected_pods(
+        self, run: _Reconcile, state: _State, selector_text: str, scale: Mapping[str, Any]
+    ) -> list[dict[str, Any]] | None:
+        """``validateAndParseSelector`` then the pods; None when the reconcile ended."""
+        spec, hpa = run.spec, run.hpa
+        message = ""
+        if not selector_text:
+            self._event(hpa, "Warning", "SelectorRequired", "selector is required")
+            run.condition(
+                SCALING_ACTIVE,
+                False,
+                "InvalidSelector",
+                "the HPA target's scale is missing a selector",
+            )
+            message = "selector is required"
+        else:
+            try:
+                selector = parse_label_selector(selector_text)
+            except SelectorError as err:
+                message = (
+                    "couldn't convert selector into a corresponding internal selector "
+                    f"object: {err}"
+                )
+                self._event(hpa, "Warning", "InvalidSelector", message)
+                run.condition(SCALING_ACTIVE, False, "InvalidSelector", message)
+            else:
+                state.selector = selector
+                pods = self.selection.select(spec.namespace, selector)
+                self.selection.own(spec.namespace, spec.name, pods)
+                owners = self.selection.selecting_hpas(spec.namespace, pods)
+                if len(owners) > 1:
+                    message = (
+                        f"pods by selector {selector_text} are controlled by multiple HPAs: "
+                        f"[{' '.join(owners)}]"
+                    )
+                    self._event(hpa, "Warning", "AmbiguousSelector", message)
+                    run.condition(SCALING_ACTIVE, False, "AmbiguousSelector", message)
+                else:
+                    if spec.selection_strategy == "OwnerReferences":
+                        uid = str((scale.get("metadata") or {}).get("uid") or "")
+                        pods = owned_pods(pods, uid, self._owner_lookup)
+                    return pods
+        run.error_label = "spec"
+        status = self._status(hpa, run)
+        status["currentReplicas"] = int((scale.get("spec") or {}).get("replicas") or 0)
+        await self._write_status(run, hpa.get("status") or {}, status)
+        self._event(hpa, "Warning", "FailedComputeMetricsReplicas", message)
+        return None
+
+    def _owner_lookup(self, namespace: str, kind: str, name: str) -> Mapping[str, Any] | None:
+        if kind != "ReplicaSet":
+            return None
+        return self.informers.informer(REPLICA_SETS).lister.get(name, namespace)
+
+    # --- writes ---------------------------------------------------------------------------------
+
+    async def _get_scale(self, spec: HpaSpec) -> tuple[dict[str, Any], ResourceType]:
+        """The target's Scale: from the informer cache for the built-in workloads (the
+        ``/scale`` view is computed from the object, so the answer is the same), else
+        ``GET /scale`` on each mapping in turn."""
+        resources = await self.targets.resolve(spec.target_api_version, spec.target_kind)
+        for resource in resources:
+            if resource in _CACHED_WORKLOADS:
+                informer = self.informers.informer(resource)
+                if informer.synced:
+                    obj = informer.lister.get(spec.target_name, spec.namespace)
+                    if obj is None:
+                        raise KubeApiError(
+                            code=404,
+                            reason="NotFound",
+                            message=f'{resource.plural}.{resource.group} "{spec.target_name}" '
+                            "not found",
+                        )
+                    return scale_view(obj), resource
+        error: KubeError | None = None
+        for resource in resources:
+            try:
+                scale = await self.client.get_scale(
+                    resource, spec.target_name, namespace=spec.namespace
+                )
+            except KubeError as err:
+                error = error or err
+                continue
+            return scale, resource
+        assert error is not None
+        raise error
+
+    def _status(self, hpa: Mapping[str, Any], run: _Reconcile) -> dict[str, Any]:
+        status = dict(hpa.get("status") or {})
+        status["conditions"] = run.conditions
+        if run.spec.generation:
+            status["observedGeneration"] = run.spec.generation
+        status.setdefault("currentReplicas", 0)
+        status.setdefault("desiredReplicas", 0)
+        return status
+
+    async def _write_status(
+        self,
+        run: _Reconcile,
+        original: Mapping[str, Any],
+        status: dict[str, Any],
+    ) -> None:
+        """``updateStatusIfNeeded``: PUT the status only when it differs."""
+        if _json_equal(original, status):
+            return
+        body = {**run.hpa, "status": status}
+        try:
+            updated = await self.client.update_status(HORIZONTAL_POD_AUTOSCALERS, body)
+        except KubeError as err:
+            text = err.message if isinstance(err, KubeApiError) else str(err)
+            self._event(run.hpa, "Warning", "FailedUpdateStatus", text)
+            run.error_label = "internal"
+            return
+        run.hpa["status"] = updated.get("status") or status
+        run.hpa["metadata"] = {
+            **(run.hpa.get("metadata") or {}),
+            "resourceVersion": (updated.get("metadata") or {}).get("resourceVersion"),
+        }
+
+    def _event(self, hpa: Mapping[str, Any], type: str, reason: str, message: str) -> None:
+        self.events.event(hpa, type=type, reason=reason, message=message)
+
+
+_CACHED_WORKLOADS: Final = (DEPLOYMENTS, STATEFUL_SETS, REPLICA_SETS)
+
+
+def _key(hpa: Mapping[str, Any]) -> tuple[str, str]:
+    meta = hpa.get("metadata") or {}
+    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+
+
+def _json_equal(a: Any, b: Any) -> bool:
+    return bool(a == b)

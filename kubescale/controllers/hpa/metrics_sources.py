@@ -1,0 +1,405 @@
+"""Where the HPA's metric values come from: the three metrics APIs, and PromQL without an adapter.
+
+The API clients read as upstream's ``metrics/client.go`` does (reference §1.8, §3.2), through
+:class:`kubescale.kube.client.KubeClient` (so retries and request metrics are the access
+layer's):
+
+* **resource** — ``GET /apis/metrics.k8s.io/v1beta1/namespaces/{ns}/pods`` (see
+  :class:`MetricsApiClient` for the per-namespace list); a
+  pod's value is the sum over its containers (a pod whose containers lack the resource, or
+  that has none, is dropped and so counts as missing); a named container absent from a pod's
+  metrics is an error; an empty list is an error.
+* **custom (Pods)** — ``GET /apis/custom.metrics.k8s.io/v1beta2/namespaces/{ns}/pods/*/{metric}``
+  with ``labelSelector`` and ``metricLabelSelector``; window ``windowSeconds``, default 1 m.
+* **custom (Object)** — ``.../namespaces/{ns}/{resource.group}/{name}/{metric}`` (a Namespace:
+  ``.../namespaces/{ns}/metrics/{metric}``); exactly one item expected.
+* **external** — ``GET /apis/external.metrics.k8s.io/v1beta1/namespaces/{ns}/{metric}`` with the
+  metric selector as ``labelSelector``; the values of every series (the HPA sums them).
+
+Each call returns the values or a :class:`~.metric_proposals.FetchError` with upstream's text
+("unable to fetch metrics from ... API: <err>", "no metrics returned from ... API").
+
+**PromQL** (kubescale's addition, :class:`PromQLSource`): an External metric of an HPA that
+maps the metric's name to a query in the annotation ``hpa.kubescale.io/promql`` (a JSON object
+``{"<metric name>": "<PromQL>"}``) is answered by an instant query at ``now`` against
+``--prometheus-address``: each sample of the resulting vector is one series (a scalar is one
+series), converted to milli-units as prometheus-adapter does (``int64(value*1000)``). No
+external-metrics APIService is involved, so it works next to KEDA or any other adapter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from kubescale.base.flag_types import parse_duration
+from kubescale.controllers.hpa.hpa_spec import MetricSpec
+from kubescale.controllers.hpa.metric_proposals import (
+    ExternalValues,
+    Fetched,
+    FetchError,
+    ObjectValue,
+)
+from kubescale.controllers.hpa.pod_selection import LabelIndex
+from kubescale.controllers.hpa.replica_calculator import PodMetric
+from kubescale.kube.client import KubeClient
+from kubescale.kube.errors import KubeApiError, KubeError
+from kubescale.kube.quantities import Quantity, QuantityError
+from kubescale.kube.resources import ResourceType, by_kind
+from kubescale.kube.selectors import (
+    SelectorError,
+    label_selector_from_dict,
+    parse_label_selector,
+)
+from kubescale.prometheus.query_api import PrometheusQueryClient
+from kubescale.prometheus.query_values import PrometheusAPIError
+
+__all__ = [
+    "PROMQL_ANNOTATION",
+    "MetricFetcher",
+    "MetricsApiClient",
+    "PromQLSource",
+    "promql_queries",
+]
+
+PROMQL_ANNOTATION: Final = "hpa.kubescale.io/promql"
+_DEFAULT_CUSTOM_WINDOW: Final = timedelta(minutes=1)
+
+
+def _api(group: str, version: str, kind: str) -> ResourceType:
+    """A placeholder type for the request metrics' labels (the path is built here)."""
+    return ResourceType(group=group, version=version, kind=kind, plural="", namespaced=True)
+
+
+_RESOURCE_API: Final = _api("metrics.k8s.io", "v1beta1", "PodMetrics")
+_CUSTOM_API: Final = _api("custom.metrics.k8s.io", "v1beta2", "MetricValueList")
+_EXTERNAL_API: Final = _api("external.metrics.k8s.io", "v1beta1", "ExternalMetricValueList")
+
+
+def _time(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _milli(value: Any) -> int | None:
+    try:
+        return Quantity.from_json(value).milli_value()
+    except QuantityError:
+        return None
+
+
+def _error_text(err: KubeError) -> str:
+    return err.message if isinstance(err, KubeApiError) else str(err)
+
+
+def _selector_text(selector: Mapping[str, Any] | None) -> str:
+    return str(label_selector_from_dict(selector)) if selector else ""
+
+
+class MetricsApiClient:
+    """The three aggregated metrics APIs (module docstring).
+
+    Resource metrics are listed once per namespace per pass (:meth:`begin_pass`) and matched
+    against each HPA's selector here, by the pods' labels metrics-server puts on every
+    ``PodMetrics`` — the same items a ``labelSelector`` list returns, in one request per
+    namespace instead of one per HPA.
+    """
+
+    def __init__(self, client: KubeClient) -> None:
+        self.client = client
+        self._pod_metrics: dict[str, asyncio.Future[LabelIndex | FetchError]] = {}
+
+    def begin_pass(self) -> None:
+        """Forget the resource metrics listed by the previous pass."""
+        self._pod_metrics = {}
+
+    async def _namespace_pod_metrics(self, namespace: str) -> LabelIndex | FetchError:
+        pending = self._pod_metrics.get(namespace)
+        if pending is not None:  # listed, or being listed by a concurrent reconcile
+            return await asyncio.shield(pending)
+        pending = asyncio.get_running_loop().create_future()
+        self._pod_metrics[namespace] = pending
+        path = f"/apis/metrics.k8s.io/v1beta1/namespaces/{namespace}/pods"
+        listed: LabelIndex | FetchError
+        try:
+            answer = await self._get(_RESOURCE_API, path, [])
+            listed = LabelIndex(list(answer.get("items") or []))
+        except KubeError as err:
+            listed = FetchError(
+                f"unable to fetch metrics from resource metrics API: {_error_text(err)}"
+            )
+        except BaseException:
+            del self._pod_metrics[namespace]
+            pending.cancel()
+            raise
+        pending.set_result(listed)
+        return listed
+
+    async def _get(
+        self, resource: ResourceType, path: str, query: list[tuple[str, str]]
+    ) -> dict[str, Any]:
+        return await self.client.request(
+            verb="get", method="GET", resource=resource, path=path, query=query
+        )
+
+    async def resource_metrics(
+        self, *, namespace: str, resource: str, selector: str, container: str
+    ) -> dict[str, PodMetric] | FetchError:
+        """``GetResourceMetric``: milli usage per pod name."""
+        listed = await self._namespace_pod_metrics(namespace)
+        if isinstance(listed, FetchError):
+            return listed
+        try:
+            wanted = parse_label_selector(selector)
+        except SelectorError as err:
+            return FetchError(f"unable to fetch metrics from resource metrics API: {err}")
+        items = listed.select(wanted)
+        if not items:
+            return FetchError("no metrics returned from resource metrics API")
+        result: dict[str, PodMetric] = {}
+        for item in items:
+            meta = item.get("metadata") or {}
+            name = str(meta.get("name") or "")
+            timestamp = _time(item.get("timestamp"))
+            try:
+                window = timedelta(seconds=parse_duration(str(item.get("window") or "0")))
+            except ValueError:
+                window = timedelta(0)
+            containers = item.get("containers") or []
+            total = 0
+            complete = bool(containers)
+            found = False
+            for c in containers:
+                if container and c.get("name") != container:
+                    continue
+                found = True
+                value = _milli((c.get("usage") or {}).get(resource))
+                if value is None:
+                    complete = False
+                    break
+                total += value
+            if container:
+                if not found:
+                    return FetchError(
+                        f"failed to get container metrics: container {container} not present "
+                        f"in metrics for pod {meta.get('namespace', namespace)}/{name}"
+                    )
+                complete = complete and found
+            if complete and timestamp is not None:
+                result[name] = PodMetric(value=total, timestamp=timestamp, window=window)
+        return result
+
+    async def pod_metrics(
+        self,
+        *,
+        namespace: str,
+        metric: str,
+        selector: str,
+        metric_selector: Mapping[str, Any] | None,
+    ) -> dict[str, PodMetric] | FetchError:
+        """``GetRawMetric``: a per-pod custom metric."""
+        path = f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/{namespace}/pods/*/{metric}"
+        query = [("labelSelector", selector)]
+        metric_labels = _selector_text(metric_selector)
+        if metric_labels:
+            query.append(("metricLabelSelector", metric_labels))
+        try:
+            answer = await self._get(_CUSTOM_API, path, query)
+        except KubeError as err:
+            return FetchError(
+                f"unable to fetch metrics from custom metrics API: {_error_text(err)}"
+            )
+        items = answer.get("items") or []
+        if not items:
+            return FetchError("no metrics returned from custom metrics API")
+        result: dict[str, PodMetric] = {}
+        for item in items:
+            name = str((item.get("describedObject") or {}).get("name") or "")
+            value = _milli(item.get("value"))
+            timestamp = _time(item.get("timestamp"))
+            if value is None or timestamp is None:
+                continue
+            seconds = item.get("windowSeconds")
+            window = (
+                timedelta(seconds=seconds) if isinstance(seconds, int) else _DEFAULT_CUSTOM_WINDOW
+            )
+            result[name] = PodMetric(value=value, timestamp=timestamp, window=window)
+        return result
+
+    async def object_metric(
+        self,
+        *,
+        namespace: str,
+        described: Mapping[str, Any],
+        metric: str,
+        metric_selector: Mapping[str, Any] | None,
+    ) -> ObjectValue | FetchError:
+        """``GetObjectMetric``: one object's value."""
+        kind = str(described.get("kind") or "")
+        name = str(described.get("name") or "")
+        base = "/apis/custom.metrics.k8s.io/v1beta2"
+        if kind == "Namespace":
+            path = f"{base}/namespaces/{namespace}/metrics/{metric}"
+        else:
+            rt = by_kind(str(described.get("apiVersion") or ""), kind)
+            if rt is not None:
+                resource = f"{rt.plural}.{rt.group}" if rt.group else rt.plural
+            else:  # not in the catalogue: the lower-case plural guess the RESTMapper would make
+                group = str(described.get("apiVersion") or "").rpartition("/")[0]
+                plural = kind.lower() + "s"
+                resource = f"{plural}.{group}" if group else plural
+            path = f"{base}/namespaces/{namespace}/{resource}/{name}/{metric}"
+        query: list[tuple[str, str]] = []
+        metric_labels = _selector_text(metric_selector)
+        if metric_labels:
+            query.append(("metricLabelSelector", metric_labels))
+        try:
+            answer = await self._get(_CUSTOM_API, path, query)
+        except KubeError as err:
+            return FetchError(
+                f"unable to fetch metrics from custom metrics API: {_error_text(err)}"
+            )
+        items = answer.get("items") or []
+        if len(items) != 1:
+            return FetchError(
+                "unable to fetch metrics from custom metrics API: the custom metrics API server "
+                f"returned {len(items)} results when we asked for exactly one"
+            )
+        value = _milli(items[0].get("value"))
+        if value is None:
+            return FetchError("unable to fetch metrics from custom metrics API: invalid value")
+        return ObjectValue(value)
+
+    async def external_metric(
+        self, *, namespace: str, metric: str, metric_selector: Mapping[str, Any] | None
+    ) -> ExternalValues | FetchError:
+        """``GetExternalMetric``: the value of every series."""
+        path = f"/apis/external.metrics.k8s.io/v1beta1/namespaces/{namespace}/{metric}"
+        try:
+            labels = _selector_text(metric_selector)
+        except SelectorError as err:
+            return FetchError(str(err))
+        query = [("labelSelector", labels)] if labels else []
+        try:
+            answer = await self._get(_EXTERNAL_API, path, query)
+        except KubeError as err:
+            return FetchError(
+                f"unable to fetch metrics from external metrics API: {_error_text(err)}"
+            )
+        items = answer.get("items") or []
+        if not items:
+            return FetchError("no metrics returned from external metrics API")
+        values = [_milli(item.get("value")) for item in items]
+        return ExternalValues(tuple(v for v in values if v is not None))
+
+
+def promql_queries(hpa: Mapping[str, Any]) -> dict[str, str]:
+    """The HPA's ``hpa.kubescale.io/promql`` annotation: metric name → PromQL (invalid: none)."""
+    text = ((hpa.get("metadata") or {}).get("annotations") or {}).get(PROMQL_ANNOTATION)
+    if not isinstance(text, str):
+        return {}
+    try:
+        raw = json.loads(text)
+    except ValueError:
+        return {}
+    if not isinstance(raw, dict):
+        return {}
+    return {str(k): v for k, v in raw.items() if isinstance(v, str) and v.strip()}
+
+
+def _to_milli(value: float) -> int | None:
+    if math.isnan(value) or math.isinf(value):
+        return None
+    return int(value * 1000.0)
+
+
+class PromQLSource:
+    """External metrics answered by PromQL instant queries (module docstring)."""
+
+    def __init__(self, client: PrometheusQueryClient | None) -> None:
+        self.client = client
+
+    async def external_metric(self, query: str, *, now: datetime) -> ExternalValues | FetchError:
+        if self.client is None:
+            return FetchError(
+                "unable to fetch metrics from Prometheus: no --prometheus-address configured"
+            )
+        try:
+            answer = await self.client.query(query, at=now)
+        except PrometheusAPIError as err:
+            return FetchError(f"unable to fetch metrics from Prometheus: {err}")
+        if answer.result_type == "scalar" and answer.scalar is not None:
+            raw = [answer.scalar]
+        elif answer.result_type == "vector":
+            raw = [sample.value for sample in answer.vector]
+        else:
+            return FetchError(
+                f"unable to fetch metrics from Prometheus: query returned a {answer.result_type}, "
+                "not an instant vector or scalar"
+            )
+        values = [m for m in (_to_milli(v) for v in raw) if m is not None]
+        if not values:
+            return FetchError("no metrics returned from Prometheus")
+        return ExternalValues(tuple(values))
+
+
+class MetricFetcher:
+    """What one metric spec of an HPA reads: the metrics APIs, or PromQL for an External metric
+    the HPA maps to a query (module docstring)."""
+
+    def __init__(self, api: MetricsApiClient, promql: PromQLSource) -> None:
+        self.api = api
+        self.promql = promql
+
+    async def fetch(
+        self,
+        metric: MetricSpec,
+        *,
+        namespace: str,
+        selector: str,
+        queries: Mapping[str, str],
+        now: datetime,
+    ) -> Fetched | None:
+        """The values, a :class:`FetchError`, or None for a metric type nothing answers."""
+        try:
+            if metric.type in ("Resource", "ContainerResource"):
+                return await self.api.resource_metrics(
+                    namespace=namespace,
+                    resource=metric.resource_name,
+                    selector=selector,
+                    container=metric.container if metric.type == "ContainerResource" else "",
+                )
+            if metric.type == "Pods":
+                return await self.api.pod_metrics(
+                    namespace=namespace,
+                    metric=metric.metric_name,
+                    selector=selector,
+                    metric_selector=metric.metric_selector,
+                )
+            if metric.type == "Object":
+                return await self.api.object_metric(
+                    namespace=namespace,
+                    described=metric.described_object or {},
+                    metric=metric.metric_name,
+                    metric_selector=metric.metric_selector,
+                )
+            if metric.type == "External":
+                query = queries.get(metric.metric_name)
+                if query is not None:
+                    return await self.promql.external_metric(query, now=now)
+                return await self.api.external_metric(
+                    namespace=namespace,
+                    metric=metric.metric_name,
+                    metric_selector=metric.metric_selector,
+                )
+        except SelectorError as err:
+            return FetchError(str(err))
+        return None

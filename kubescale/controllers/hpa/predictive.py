@@ -1,0 +1,177 @@
+"""Predictive scale-up from the workload's own history (kubescale's addition; opt-in per HPA).
+
+Annotation ``hpa.kubescale.io/predictive: "true"`` (optionally
+``hpa.kubescale.io/predictive-lead-seconds``, default 300: how far ahead to provision —
+pod start-up plus a sync period or two).
+
+What is learnt is the HPA's **demand**: for its first metric, the metric's total over the
+ready pods in units of its target — utilization% × ready pods ÷ target% for a Utilization
+target, average × ready pods ÷ target for AverageValue targets, value ÷ target for Value
+targets — i.e. the replica count that would have put the metric exactly on target. One
+sample per minute (the last of the minute), kept 8 days (bounded: 11,520 per HPA).
+
+The forecast for a minute ``m`` ahead is seasonal, scaled from the present: the recent demand
+(mean of the last 3 minutes) times the growth the same stretch showed one day and one week
+earlier — the demand around ``m`` minutes later then (mean over ±2 minutes) divided by the
+demand at the same time then (mean of 3 minutes) — clamped to [0.5, 3], taking the **lower**
+of the daily and weekly growth when both are known (a rise must show in both to count). The
+proposal is ``ceil(max forecast over the next lead minutes)``.
+
+Rules that keep it safe:
+
+* a prediction never scales down: the proposal only joins the other metrics' proposals
+  through upstream's **max**, and only when it is above the current count;
+* it goes through the same normalization as any proposal, so the HPA's behavior (or the
+  legacy scale-up limit) and ``maxReplicas`` bound it;
+* without a full day of history there is no prediction;
+* the forecast is applied but not remembered as a recommendation
+  (:func:`~.normalization.normalize`'s ``recorded``), so a rise that does not come is not
+  held for a whole downscale stabilization window.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from kubescale.controllers.hpa.hpa_spec import HpaSpecError, MetricSpec
+from kubescale.kube.quantities import Quantity, QuantityError
+
+__all__ = [
+    "LEAD_ANNOTATION",
+    "PREDICTIVE_ANNOTATION",
+    "DemandHistory",
+    "PredictiveSettings",
+    "demand_of",
+    "predictive_settings",
+]
+
+PREDICTIVE_ANNOTATION: Final = "hpa.kubescale.io/predictive"
+LEAD_ANNOTATION: Final = "hpa.kubescale.io/predictive-lead-seconds"
+DEFAULT_LEAD: Final = timedelta(seconds=300)
+DAY_MINUTES: Final = 1440
+WEEK_MINUTES: Final = 7 * DAY_MINUTES
+KEEP_MINUTES: Final = WEEK_MINUTES + DAY_MINUTES
+RECENT_MINUTES: Final = 3
+SMOOTH_MINUTES: Final = 2
+GROWTH_CLAMP: Final = (0.5, 3.0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PredictiveSettings:
+    lead: timedelta = DEFAULT_LEAD
+
+
+def predictive_settings(hpa: Mapping[str, Any]) -> PredictiveSettings | None:
+    annotations = (hpa.get("metadata") or {}).get("annotations") or {}
+    if str(annotations.get(PREDICTIVE_ANNOTATION, "")).lower() != "true":
+        return None
+    raw = annotations.get(LEAD_ANNOTATION)
+    if raw is None:
+        return PredictiveSettings()
+    try:
+        seconds = int(str(raw))
+    except ValueError:
+        seconds = 0
+    if not 60 <= seconds <= 3600:
+        raise HpaSpecError(
+            f"metadata.annotations[{LEAD_ANNOTATION}]: must be whole seconds in [60, 3600], "
+            f"got {raw!r}"
+        )
+    return PredictiveSettings(lead=timedelta(seconds=seconds))
+
+
+def _minute(moment: datetime) -> int:
+    return int(moment.timestamp()) // 60
+
+
+class DemandHistory:
+    """One HPA's demand per minute (module docstring); bounded to :data:`KEEP_MINUTES`."""
+
+    def __init__(self) -> None:
+        self._values: dict[int, float] = {}
+        self._order: deque[int] = deque()
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def record(self, moment: datetime, demand: float) -> None:
+        """The demand measured at ``moment`` (the last sample of a minute wins)."""
+        if math.isnan(demand) or demand < 0:
+            return
+        minute = _minute(moment)
+        if minute not in self._values:
+            self._order.append(minute)
+        self._values[minute] = demand
+        while self._order and self._order[0] <= minute - KEEP_MINUTES:
+            self._values.pop(self._order.popleft(), None)
+
+    def _mean(self, start: int, end: int) -> float | None:
+        values = [self._values[m] for m in range(start, end) if m in self._values]
+        return sum(values) / len(values) if values else None
+
+    def forecast(self, now: datetime, *, lead: timedelta) -> float | None:
+        """The highest seasonal forecast of demand over the next ``lead``; None without a day
+        of history (module docstring)."""
+        now_minute = _minute(now)
+        recent = self._mean(now_minute - RECENT_MINUTES + 1, now_minute + 1)
+        if recent is None:
+            return None
+        low, high = GROWTH_CLAMP
+        best: float | None = None
+        for ahead in range(1, max(1, int(lead.total_seconds()) // 60) + 1):
+            growths = []
+            for lag in (DAY_MINUTES, WEEK_MINUTES):
+                base = self._mean(now_minute - lag - RECENT_MINUTES + 1, now_minute - lag + 1)
+                then = self._mean(
+                    now_minute + ahead - lag - SMOOTH_MINUTES,
+                    now_minute + ahead - lag + SMOOTH_MINUTES + 1,
+                )
+                if base is not None and then is not None and base > 0:
+                    growths.append(min(high, max(low, then / base)))
+            if growths:
+                value = recent * min(growths)
+                best = value if best is None else max(best, value)
+        return best
+
+    def proposal(self, now: datetime, *, lead: timedelta) -> int | None:
+        """``ceil`` of :meth:`forecast`: the replicas that would meet the predicted demand."""
+        value = self.forecast(now, lead=lead)
+        if value is None:
+            return None
+        return math.ceil(value - 1e-9)
+
+
+def demand_of(metric: MetricSpec, status: Mapping[str, Any], *, ready: int) -> float | None:
+    """The metric's total over the pods in units of its target (module docstring), from its
+    ``MetricStatus``; None when the status has no usable value."""
+    target = metric.target
+    if target is None:
+        return None
+    body: Mapping[str, Any] = next(iter(v for k, v in status.items() if k != "type"), {})
+    current = body.get("current") or {}
+    from_quantity = _quantity_milli
+    if target.average_utilization:
+        utilization = current.get("averageUtilization")
+        if isinstance(utilization, int):
+            return utilization * ready / target.average_utilization
+    if target.average_value_milli:
+        average = from_quantity(current.get("averageValue"))
+        if average is not None:
+            return average * ready / target.average_value_milli
+    if target.value_milli:
+        value = from_quantity(current.get("value"))
+        if value is not None:
+            return value / target.value_milli
+    return None
+
+
+def _quantity_milli(value: Any) -> int | None:
+    try:
+        return Quantity.from_json(value).milli_value()
+    except QuantityError:
+        return None

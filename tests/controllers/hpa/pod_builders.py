@@ -1,0 +1,65 @@
+"""Pods and pod metrics for the replica calculator's tables."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from kubescale.controllers.hpa.replica_calculator import PodMetric
+
+NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
+LONG_AGO = NOW - timedelta(hours=1)
+WINDOW = timedelta(seconds=30)
+
+
+def _fmt(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def pod(
+    name: str,
+    *,
+    cpu: str = "1",
+    phase: str = "Running",
+    ready: str | None = "True",
+    started: datetime | None = LONG_AGO,
+    ready_since: datetime | None = None,
+    deleting: bool = False,
+    containers: Mapping[str, Mapping[str, str]] | None = None,
+    sidecars: Mapping[str, Mapping[str, str]] | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A pod with one container ``app`` requesting ``cpu`` (or ``containers``: name → requests),
+    Ready ``ready`` since ``ready_since`` (default: its start)."""
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": "ns",
+        "labels": dict(labels or {"app": "web"}),
+    }
+    if deleting:
+        metadata["deletionTimestamp"] = _fmt(NOW)
+    spec_containers = [
+        {"name": c, "resources": {"requests": dict(r)}}
+        for c, r in (containers or {"app": {"cpu": cpu}}).items()
+    ]
+    spec: dict[str, Any] = {"containers": spec_containers}
+    if sidecars:
+        spec["initContainers"] = [
+            {"name": c, "restartPolicy": "Always", "resources": {"requests": dict(r)}}
+            for c, r in sidecars.items()
+        ]
+    status: dict[str, Any] = {"phase": phase}
+    if started is not None:
+        status["startTime"] = _fmt(started)
+    if ready is not None:
+        since = ready_since or started or LONG_AGO
+        status["conditions"] = [
+            {"type": "Ready", "status": ready, "lastTransitionTime": _fmt(since)}
+        ]
+    return {"metadata": metadata, "spec": spec, "status": status}
+
+
+def metrics(values: Mapping[str, int], *, at: datetime = NOW) -> dict[str, PodMetric]:
+    """Milli-values per pod, measured over a 30 s window ending ``at``."""
+    return {name: PodMetric(value=v, timestamp=at, window=WINDOW) for name, v in values.items()}
