@@ -24,6 +24,8 @@ from kubescale.controllers.vpa.recommender.component import RecommenderComponent
 from kubescale.kube.resources import VERTICAL_POD_AUTOSCALERS, VPA_CHECKPOINTS
 from kubescale.sim.apiserver.server import ApiServer
 
+from ..conftest import only_components
+
 NAMESPACE = "shop"
 
 
@@ -97,9 +99,7 @@ async def _replica(
         "--tls-cert-file", str(cert_dir / "serverCert.pem"),
         "--tls-private-key", str(cert_dir / "serverKey.pem"),
         "--client-ca-file", str(cert_dir / "caCert.pem"),
-        "--kubeconfig", str(kubeconfig), "--webhook", "false", "--vpa-updater", "false",
-        "--cluster-autoscaler", "false",
-        "--hpa-controller", "false",
+        "--kubeconfig", str(kubeconfig), *only_components("vpa-recommender"),
         "--leader-elect-lease-duration", "1500ms", "--leader-elect-renew-deadline", "1s",
         "--leader-elect-retry-period", "200ms", "--recommender-interval", "200ms",
     ]  # fmt: skip

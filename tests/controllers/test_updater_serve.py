@@ -24,6 +24,8 @@ from kubescale.kube.lease_record import format_micro_time
 from kubescale.kube.resources import PODS
 from kubescale.sim.apiserver.server import ApiServer
 
+from ..conftest import only_components
+
 NAMESPACE = "shop"
 
 
@@ -141,9 +143,7 @@ async def test_the_leader_runs_the_updater(
         "--tls-cert-file", str(cert_dir / "serverCert.pem"),
         "--tls-private-key", str(cert_dir / "serverKey.pem"),
         "--client-ca-file", str(cert_dir / "caCert.pem"),
-        "--kubeconfig", str(kubeconfig), "--webhook", "false", "--vpa-recommender", "false",
-        "--cluster-autoscaler", "false",
-        "--hpa-controller", "false",
+        "--kubeconfig", str(kubeconfig), *only_components("vpa-updater"),
         "--leader-elect-lease-duration", "1500ms", "--leader-elect-renew-deadline", "1s",
         "--leader-elect-retry-period", "200ms", "--updater-interval", "200ms",
         "--admission-controller-status-lease-namespace", NAMESPACE,

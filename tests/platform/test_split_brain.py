@@ -30,6 +30,7 @@ from kubescale.kube.resources import LEASES
 from kubescale.sim.apiserver.request_log import RequestRecord
 from kubescale.sim.apiserver.server import ApiServer
 
+from ..conftest import only_components
 from ..controllers.test_recommender_loop_serve import _objects
 
 LEASE_NAME = "kubescale"
@@ -53,8 +54,8 @@ def _start(cert_dir: Path, kubeconfig: Path, token: str, stderr: IO[str]) -> Rep
         "--tls-cert-file", str(cert_dir / "serverCert.pem"),
         "--tls-private-key", str(cert_dir / "serverKey.pem"),
         "--client-ca-file", str(cert_dir / "caCert.pem"),
-        "--kubeconfig", str(kubeconfig), "--webhook", "false", "--vpa-updater", "false",
-        "--cluster-autoscaler", "false", "--leader-elect-lease-duration", f"{LEASE_DURATION}s",
+        "--kubeconfig", str(kubeconfig), *only_components("vpa-recommender"),
+        "--leader-elect-lease-duration", f"{LEASE_DURATION}s",
         "--leader-elect-renew-deadline", "1500ms", "--leader-elect-retry-period", "300ms",
         "--recommender-interval", "200ms", "--log-format", "json",
     ]  # fmt: skip

@@ -24,6 +24,8 @@ from kubescale.controllers.hpa.component import HpaComponent
 from kubescale.kube.resources import DEPLOYMENTS, HORIZONTAL_POD_AUTOSCALERS
 from kubescale.sim.apiserver.server import ApiServer
 
+from ...conftest import only_components
+
 NAMESPACE = "shop"
 
 
@@ -130,8 +132,7 @@ async def test_the_leader_runs_the_hpa_controller(
         "--tls-cert-file", str(cert_dir / "serverCert.pem"),
         "--tls-private-key", str(cert_dir / "serverKey.pem"),
         "--client-ca-file", str(cert_dir / "caCert.pem"),
-        "--kubeconfig", str(kubeconfig), "--webhook", "false", "--vpa-recommender", "false",
-        "--vpa-updater", "false",
+        "--kubeconfig", str(kubeconfig), *only_components("hpa-controller"),
         "--leader-elect-lease-duration", "1500ms", "--leader-elect-renew-deadline", "1s",
         "--leader-elect-retry-period", "200ms",
         "--horizontal-pod-autoscaler-sync-period", "200ms",
