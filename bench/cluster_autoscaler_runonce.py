@@ -39,9 +39,9 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from kubescale.base.clock import VirtualClock
-from kubescale.controllers.autoscaler.autoscaler_loop import AutoscalerLoop
-from kubescale.controllers.autoscaler.autoscaler_metrics import AutoscalerMetrics
-from kubescale.controllers.autoscaler.autoscaler_settings import AutoscalerSettings
+from kubescale.controllers.autoscaler.config.autoscaler_settings import AutoscalerSettings
+from kubescale.controllers.autoscaler.core.autoscaler_loop import AutoscalerLoop
+from kubescale.controllers.autoscaler.metrics.autoscaler_metrics import AutoscalerMetrics
 from kubescale.kube.client import connect
 from kubescale.kube.events import EventRecorder
 from kubescale.kube.informer_set import InformerSet

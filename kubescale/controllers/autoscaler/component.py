@@ -24,6 +24,13 @@ from datetime import datetime
 from typing import Final
 
 from kubescale.base.logs import component_logger
+from kubescale.controllers.autoscaler.config.autoscaler_config import (
+    autoscaler_settings_from_args,
+)
+from kubescale.controllers.autoscaler.config.autoscaler_flags import add_autoscaler_arguments
+from kubescale.controllers.autoscaler.config.autoscaler_settings import AutoscalerSettings
+from kubescale.controllers.autoscaler.core.autoscaler_loop import LOOP_NAME, AutoscalerLoop
+from kubescale.controllers.autoscaler.metrics.autoscaler_metrics import AutoscalerMetrics
 from kubescale.kube.events import EventRecorder
 from kubescale.runtime.component import (
     BaseComponent,
@@ -32,11 +39,6 @@ from kubescale.runtime.component import (
     Runtime,
     TimelineReport,
 )
-
-from .autoscaler_config import add_autoscaler_arguments, autoscaler_settings_from_args
-from .autoscaler_loop import LOOP_NAME, AutoscalerLoop
-from .autoscaler_metrics import AutoscalerMetrics
-from .autoscaler_settings import AutoscalerSettings
 
 __all__ = ["EVENT_COMPONENT", "SPEC", "AutoscalerComponent"]
 

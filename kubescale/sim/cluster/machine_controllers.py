@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
-from kubescale.controllers.autoscaler.clusterapi_annotations import PRICE_ANNOTATION
+from kubescale.controllers.autoscaler.cloudprovider.clusterapi_annotations import PRICE_ANNOTATION
 from kubescale.kube.resources import MACHINE_DEPLOYMENTS, MACHINE_SETS, MACHINES
 from kubescale.kube.selectors import label_selector_from_dict
 from kubescale.sim.apiserver.server import ApiServer

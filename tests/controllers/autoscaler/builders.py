@@ -6,13 +6,13 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from kubescale.controllers.autoscaler.autoscaler_config import NodeGroupDefaults
-from kubescale.controllers.autoscaler.cloud_provider import (
+from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
     Instance,
     InstanceState,
     NodeGroup,
     ProviderSnapshot,
 )
+from kubescale.controllers.autoscaler.config.autoscaler_config import NodeGroupDefaults
 
 NOW = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
 GI = 1024**3

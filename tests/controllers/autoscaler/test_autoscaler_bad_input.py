@@ -10,12 +10,15 @@ from pathlib import Path
 
 import yaml
 
-from kubescale.controllers.autoscaler.autoscaler_config import AutoscalerSettings, NodeGroupDefaults
-from kubescale.controllers.autoscaler.clusterapi_annotations import (
+from kubescale.controllers.autoscaler.cloudprovider.clusterapi_annotations import (
     MAX_SIZE_ANNOTATION,
     MIN_SIZE_ANNOTATION,
 )
-from kubescale.controllers.autoscaler.node_facts import TO_BE_DELETED_TAINT
+from kubescale.controllers.autoscaler.config.autoscaler_config import (
+    AutoscalerSettings,
+    NodeGroupDefaults,
+)
+from kubescale.controllers.autoscaler.model.node_facts import TO_BE_DELETED_TAINT
 from kubescale.kube.resources import CONFIG_MAPS, MACHINE_DEPLOYMENTS, MACHINES, NODES
 from kubescale.sim.cluster.node_groups import MachineDeploymentGroup
 

@@ -32,9 +32,11 @@ from typing import Any
 import pytest
 
 from kubescale.components import by_name
-from kubescale.controllers.autoscaler.autoscaler_loop import AutoscalerLoop
-from kubescale.controllers.autoscaler.clusterapi_annotations import DELETE_MACHINE_ANNOTATION
+from kubescale.controllers.autoscaler.cloudprovider.clusterapi_annotations import (
+    DELETE_MACHINE_ANNOTATION,
+)
 from kubescale.controllers.autoscaler.component import AutoscalerComponent
+from kubescale.controllers.autoscaler.core.autoscaler_loop import AutoscalerLoop
 from kubescale.kube.resources import MACHINES, NODES, PODS
 from kubescale.sim.scenario.runner import SimulationRun
 from kubescale.sim.scenario.scenario_format import Scenario, ScenarioError

@@ -7,17 +7,17 @@ from datetime import timedelta
 
 import pytest
 
-from kubescale.controllers.autoscaler.autoscaler_config import (
+from kubescale.controllers.autoscaler.config.autoscaler_config import (
     GIB,
     AutoDiscoverySpec,
     AutoscalerConfigError,
     AutoscalerSettings,
     NodeGroupDefaults,
     ResourceRange,
-    add_autoscaler_arguments,
     autoscaler_settings_from_args,
 )
-from kubescale.controllers.autoscaler.disruption_budgets import DisruptionBudget
+from kubescale.controllers.autoscaler.config.autoscaler_flags import add_autoscaler_arguments
+from kubescale.controllers.autoscaler.config.disruption_budgets import DisruptionBudget
 
 
 def parse(*argv: str) -> AutoscalerSettings:

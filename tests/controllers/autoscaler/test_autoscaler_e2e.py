@@ -11,8 +11,13 @@ from pathlib import Path
 
 import yaml
 
-from kubescale.controllers.autoscaler.autoscaler_config import AutoscalerSettings, NodeGroupDefaults
-from kubescale.controllers.autoscaler.clusterapi_annotations import DELETE_MACHINE_ANNOTATION
+from kubescale.controllers.autoscaler.cloudprovider.clusterapi_annotations import (
+    DELETE_MACHINE_ANNOTATION,
+)
+from kubescale.controllers.autoscaler.config.autoscaler_config import (
+    AutoscalerSettings,
+    NodeGroupDefaults,
+)
 from kubescale.kube.resources import CONFIG_MAPS, DEPLOYMENTS, MACHINE_DEPLOYMENTS, MACHINES
 from kubescale.sim.cluster.node_groups import MachineDeploymentGroup
 

@@ -8,8 +8,11 @@ from datetime import timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubescale.controllers.autoscaler.backoff import ExponentialBackoff
-from kubescale.controllers.autoscaler.cloud_provider import ErrorClass, InstanceErrorInfo
+from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
+    ErrorClass,
+    InstanceErrorInfo,
+)
+from kubescale.controllers.autoscaler.clusterstate.backoff import ExponentialBackoff
 
 from .builders import NOW
 

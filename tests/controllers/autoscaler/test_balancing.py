@@ -8,13 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubescale.controllers.autoscaler.balancing import (
+from kubescale.controllers.autoscaler.scaleup.balancing import (
     BASIC_IGNORED_LABELS,
     SimilarityRules,
     balance_scale_up,
     is_similar,
 )
-from kubescale.controllers.autoscaler.template_nodes import TemplateNode, sanitize_template
+from kubescale.controllers.autoscaler.simulator.template_nodes import (
+    TemplateNode,
+    sanitize_template,
+)
 
 from .builders import group, node
 

@@ -9,21 +9,21 @@ from typing import Any
 
 import pytest
 
-from kubescale.controllers.autoscaler.backoff import ExponentialBackoff
-from kubescale.controllers.autoscaler.cloud_provider import (
+from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
     ErrorClass,
     Instance,
     InstanceErrorInfo,
     InstanceState,
     NodeGroup,
 )
-from kubescale.controllers.autoscaler.cluster_state import (
+from kubescale.controllers.autoscaler.clusterstate.backoff import ExponentialBackoff
+from kubescale.controllers.autoscaler.clusterstate.cluster_state import (
     ClusterStateRegistry,
     HealthConfig,
     InstanceCreationFailed,
     ScaleUpTimedOut,
 )
-from kubescale.controllers.autoscaler.node_facts import node_readiness
+from kubescale.controllers.autoscaler.model.node_facts import node_readiness
 
 from .builders import NOW, group, node, snapshot
 

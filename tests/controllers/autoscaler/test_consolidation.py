@@ -10,12 +10,16 @@ from typing import Any
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from kubescale.controllers.autoscaler.autoscaler_config import (
+from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import NodeGroup
+from kubescale.controllers.autoscaler.config.autoscaler_config import (
     AutoscalerSettings,
     ConsolidationSettings,
 )
-from kubescale.controllers.autoscaler.cloud_provider import NodeGroup
-from kubescale.controllers.autoscaler.consolidation import (
+from kubescale.controllers.autoscaler.config.disruption_budgets import parse_budgets
+from kubescale.controllers.autoscaler.expander.pricing import PricingModel
+from kubescale.controllers.autoscaler.model.node_facts import node_readiness
+from kubescale.controllers.autoscaler.model.pod_facts import PriorityResolver
+from kubescale.controllers.autoscaler.scaledown.consolidation import (
     DO_NOT_DISRUPT_ANNOTATION,
     ConsolidationCommand,
     ConsolidationInputs,
@@ -23,13 +27,12 @@ from kubescale.controllers.autoscaler.consolidation import (
     consolidation_candidates,
     decide_consolidation,
 )
-from kubescale.controllers.autoscaler.disruption_budgets import parse_budgets
-from kubescale.controllers.autoscaler.drainability import DrainContext, PdbTracker
-from kubescale.controllers.autoscaler.node_facts import node_readiness
-from kubescale.controllers.autoscaler.pod_facts import PriorityResolver
-from kubescale.controllers.autoscaler.pricing import PricingModel
-from kubescale.controllers.autoscaler.scheduling_simulation import SchedulingSimulator
-from kubescale.controllers.autoscaler.template_nodes import TemplateNode, sanitize_template
+from kubescale.controllers.autoscaler.simulator.drainability import DrainContext, PdbTracker
+from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
+from kubescale.controllers.autoscaler.simulator.template_nodes import (
+    TemplateNode,
+    sanitize_template,
+)
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 

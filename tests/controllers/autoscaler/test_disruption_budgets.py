@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from kubescale.controllers.autoscaler.disruption_budgets import (
+from kubescale.controllers.autoscaler.config.disruption_budgets import (
     CronSchedule,
     DisruptionBudget,
     DisruptionBudgetError,

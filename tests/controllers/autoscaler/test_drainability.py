@@ -8,12 +8,19 @@ from typing import Any
 
 import pytest
 
-from kubescale.controllers.autoscaler.disruption_cost import (
+from kubescale.controllers.autoscaler.model.pod_facts import (
+    MIRROR_POD_ANNOTATION,
+    SAFE_TO_EVICT_ANNOTATION,
+    SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION,
+    OwnerRef,
+    PriorityResolver,
+)
+from kubescale.controllers.autoscaler.scaledown.disruption_cost import (
     POD_DELETION_COST_ANNOTATION,
     eviction_cost,
     node_disruption_cost,
 )
-from kubescale.controllers.autoscaler.drainability import (
+from kubescale.controllers.autoscaler.simulator.drainability import (
     BlockingReason,
     DrainContext,
     Outcome,
@@ -21,14 +28,7 @@ from kubescale.controllers.autoscaler.drainability import (
     classify_node_pods,
     drainability,
 )
-from kubescale.controllers.autoscaler.pod_facts import (
-    MIRROR_POD_ANNOTATION,
-    SAFE_TO_EVICT_ANNOTATION,
-    SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION,
-    OwnerRef,
-    PriorityResolver,
-)
-from kubescale.controllers.autoscaler.utilization import node_utilization
+from kubescale.controllers.autoscaler.simulator.utilization import node_utilization
 
 from .builders import GI, NOW, pod, stamp
 

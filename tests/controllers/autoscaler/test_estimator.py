@@ -10,14 +10,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubescale.controllers.autoscaler.equivalence import build_pod_groups
-from kubescale.controllers.autoscaler.estimator import (
+from kubescale.controllers.autoscaler.estimator.estimator import (
     BinpackingLimiter,
     estimate_nodes,
     limit_min,
     pod_group_score,
 )
-from kubescale.controllers.autoscaler.template_nodes import TemplateNode, sanitize_template
+from kubescale.controllers.autoscaler.simulator.equivalence import build_pod_groups
+from kubescale.controllers.autoscaler.simulator.template_nodes import (
+    TemplateNode,
+    sanitize_template,
+)
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 

@@ -8,17 +8,23 @@ from typing import Any
 
 import pytest
 
-from kubescale.controllers.autoscaler.expanders import (
+from kubescale.controllers.autoscaler.expander.expanders import (
     ExpanderChain,
     LeastNodes,
     LeastWaste,
     MostPods,
     RandomPick,
 )
-from kubescale.controllers.autoscaler.expansion_option import ExpansionOption
-from kubescale.controllers.autoscaler.price_expander import PriceExpander, preferred_node_cpu
-from kubescale.controllers.autoscaler.priority_expander import PriorityExpander
-from kubescale.controllers.autoscaler.template_nodes import TemplateNode, sanitize_template
+from kubescale.controllers.autoscaler.expander.expansion_option import ExpansionOption
+from kubescale.controllers.autoscaler.expander.price_expander import (
+    PriceExpander,
+    preferred_node_cpu,
+)
+from kubescale.controllers.autoscaler.expander.priority_expander import PriorityExpander
+from kubescale.controllers.autoscaler.simulator.template_nodes import (
+    TemplateNode,
+    sanitize_template,
+)
 
 from .builders import group, node, pod
 

@@ -6,21 +6,21 @@ from datetime import timedelta
 
 import pytest
 
-from kubescale.controllers.autoscaler.autoscaler_config import ResourceRange
-from kubescale.controllers.autoscaler.loop_scale_up import pods_of_draining_nodes
-from kubescale.controllers.autoscaler.pod_facts import (
-    POD_SCALE_UP_DELAY_ANNOTATION,
-    PriorityResolver,
-)
-from kubescale.controllers.autoscaler.pod_lists import (
+from kubescale.controllers.autoscaler.config.autoscaler_config import ResourceRange
+from kubescale.controllers.autoscaler.core.loop_scale_up import pods_of_draining_nodes
+from kubescale.controllers.autoscaler.core.pod_lists import (
     all_pods_are_new,
     drop_expendable,
     drop_young_pods,
     filter_out_schedulable,
     pods_by_schedulability,
 )
-from kubescale.controllers.autoscaler.resource_limits import ResourceLimits, ScaleDownLimits
-from kubescale.controllers.autoscaler.scheduling_simulation import SchedulingSimulator
+from kubescale.controllers.autoscaler.model.pod_facts import (
+    POD_SCALE_UP_DELAY_ANNOTATION,
+    PriorityResolver,
+)
+from kubescale.controllers.autoscaler.scaleup.resource_limits import ResourceLimits, ScaleDownLimits
+from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 

@@ -10,17 +10,23 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubescale.controllers.autoscaler.autoscaler_config import AutoscalerSettings
-from kubescale.controllers.autoscaler.cloud_provider import NodeGroup, ProviderSnapshot
-from kubescale.controllers.autoscaler.drainability import DrainContext, PdbTracker
-from kubescale.controllers.autoscaler.node_facts import (
+from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
+    NodeGroup,
+    ProviderSnapshot,
+)
+from kubescale.controllers.autoscaler.config.autoscaler_config import AutoscalerSettings
+from kubescale.controllers.autoscaler.model.node_facts import (
     SCALE_DOWN_DISABLED_ANNOTATION,
     TO_BE_DELETED_TAINT,
     node_readiness,
 )
-from kubescale.controllers.autoscaler.pod_facts import PriorityResolver
-from kubescale.controllers.autoscaler.scale_down_planner import NodeToRemove, ScaleDownPlanner
-from kubescale.controllers.autoscaler.scheduling_simulation import SchedulingSimulator
+from kubescale.controllers.autoscaler.model.pod_facts import PriorityResolver
+from kubescale.controllers.autoscaler.scaledown.scale_down_planner import (
+    NodeToRemove,
+    ScaleDownPlanner,
+)
+from kubescale.controllers.autoscaler.simulator.drainability import DrainContext, PdbTracker
+from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.pod_resources import node_allocatable
 from kubescale.scheduling.snapshot_journal import SnapshotJournal

@@ -7,12 +7,19 @@ import random
 from dataclasses import replace
 from typing import Any
 
-from kubescale.controllers.autoscaler.autoscaler_config import AutoscalerSettings, ResourceRange
-from kubescale.controllers.autoscaler.backoff import BackoffEntry
-from kubescale.controllers.autoscaler.cloud_provider import ErrorClass, InstanceErrorInfo, NodeGroup
-from kubescale.controllers.autoscaler.cluster_state import ScaleUpSafety
-from kubescale.controllers.autoscaler.expanders import ExpanderChain, LeastWaste
-from kubescale.controllers.autoscaler.scale_up import (
+from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
+    ErrorClass,
+    InstanceErrorInfo,
+    NodeGroup,
+)
+from kubescale.controllers.autoscaler.clusterstate.backoff import BackoffEntry
+from kubescale.controllers.autoscaler.clusterstate.cluster_state import ScaleUpSafety
+from kubescale.controllers.autoscaler.config.autoscaler_config import (
+    AutoscalerSettings,
+    ResourceRange,
+)
+from kubescale.controllers.autoscaler.expander.expanders import ExpanderChain, LeastWaste
+from kubescale.controllers.autoscaler.scaleup.scale_up import (
     NoScaleUpInfo,
     ScaleUpDecision,
     ScaleUpInputs,
@@ -21,7 +28,10 @@ from kubescale.controllers.autoscaler.scale_up import (
     reasons_message,
     triggered_message,
 )
-from kubescale.controllers.autoscaler.template_nodes import TemplateNode, sanitize_template
+from kubescale.controllers.autoscaler.simulator.template_nodes import (
+    TemplateNode,
+    sanitize_template,
+)
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 

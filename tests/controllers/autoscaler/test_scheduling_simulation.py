@@ -8,11 +8,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubescale.controllers.autoscaler.equivalence import (
+from kubescale.controllers.autoscaler.simulator.equivalence import (
     MAX_GROUPS_PER_CONTROLLER,
     build_pod_groups,
 )
-from kubescale.controllers.autoscaler.scheduling_simulation import SchedulingSimulator
+from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 

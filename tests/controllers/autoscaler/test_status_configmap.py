@@ -7,19 +7,25 @@ from datetime import UTC, datetime, timedelta
 
 import yaml
 
+from kubescale.base.go_time import go_time_string
 from kubescale.base.times import format_time
-from kubescale.controllers.autoscaler.backoff import ExponentialBackoff
-from kubescale.controllers.autoscaler.cloud_provider import ErrorClass, InstanceErrorInfo
-from kubescale.controllers.autoscaler.cluster_state import ClusterStateRegistry, HealthConfig
-from kubescale.controllers.autoscaler.go_time import go_time_string
-from kubescale.controllers.autoscaler.node_facts import node_readiness
-from kubescale.controllers.autoscaler.status_configmap import (
+from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
+    ErrorClass,
+    InstanceErrorInfo,
+)
+from kubescale.controllers.autoscaler.clusterstate.backoff import ExponentialBackoff
+from kubescale.controllers.autoscaler.clusterstate.cluster_state import (
+    ClusterStateRegistry,
+    HealthConfig,
+)
+from kubescale.controllers.autoscaler.clusterstate.status_configmap import (
     LAST_UPDATED_ANNOTATION,
     StatusHistory,
     build_status,
     render_status,
     status_config_map,
 )
+from kubescale.controllers.autoscaler.model.node_facts import node_readiness
 
 from .builders import NOW, group, node, snapshot
 

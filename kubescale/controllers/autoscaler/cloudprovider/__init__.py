@@ -1,0 +1,3 @@
+"""Node groups and their provider: the Cluster API provider (upstream's
+``cloudprovider/clusterapi``).
+"""

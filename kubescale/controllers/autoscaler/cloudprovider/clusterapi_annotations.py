@@ -1,0 +1,307 @@
+"""How upstream's clusterapi provider reads a scalable resource (MachineDeployment/MachineSet).
+
+``cloudprovider/clusterapi/clusterapi_utils.go``, ``clusterapi_unstructured.go``,
+``clusterapi_nodegroup.go`` (reference §4.1):
+
+* **size bounds**: ``cluster.x-k8s.io/cluster-api-autoscaler-node-group-{min,max}-size``
+  (``strconv.Atoi``); missing counts as 0; a non-integer, a negative value or max < min is an
+  error naming the annotation. A resource with max 0 is not a node group;
+* **node group id**: ``<Kind>/<namespace>/<name>``;
+* **scale from zero**: ``capacity.cluster-autoscaler.kubernetes.io/{cpu,memory,ephemeral-disk}``
+  (quantities), ``maxPods`` and ``gpu-count`` (integers; maxPods defaults to 110), ``gpu-type``,
+  ``labels`` (``k=v,k2=v2``) and ``taints`` (``k=v:Effect,...``). A group can scale from zero
+  when cpu and memory are both known;
+* **per-group options**: ``cluster.x-k8s.io/autoscaling-options-<key>`` for
+  ``scaledownutilizationthreshold``, ``scaledowngpuutilizationthreshold`` (floats),
+  ``scaledownunneededtime``, ``scaledownunreadytime``, ``maxnodeprovisiontime``,
+  ``maxnodestartuptime`` (Go durations); a malformed value is ignored (upstream logs it);
+* **instances**: a Machine's ``spec.providerID``, or a stand-in id while it has none:
+  ``deleting-machine-<ns>_<name>`` (being deleted), ``failed-machine-<ns>_<name>``
+  (``status.failureMessage``: provisioning failed), ``pending-machine-<ns>_<name>`` (no
+  ``status.nodeRef`` yet). A failed machine without a node is an instance with an error
+  (``OtherErrorClass``, ``ProvisioningFailed``), which backs the group off.
+
+kubescale's addition: ``autoscaling.kubescale.dev/price-per-hour`` on the resource, the price
+the ``price`` expander and consolidation use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import Any, Final
+
+from kubescale.base.flag_types import parse_duration
+from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
+    ErrorClass,
+    Instance,
+    InstanceErrorInfo,
+    InstanceState,
+)
+from kubescale.controllers.autoscaler.config.autoscaler_settings import NodeGroupDefaults
+from kubescale.kube.quantities import Quantity, QuantityError
+
+__all__ = [
+    "CAPACITY_PREFIX",
+    "DELETE_MACHINE_ANNOTATION",
+    "MAX_SIZE_ANNOTATION",
+    "MIN_SIZE_ANNOTATION",
+    "OPTIONS_PREFIX",
+    "PRICE_ANNOTATION",
+    "AnnotationError",
+    "ScaleFromZero",
+    "group_id",
+    "machine_instance",
+    "node_group_options",
+    "parse_taints",
+    "scale_from_zero",
+    "scaling_bounds",
+]
+
+CAPI_GROUP: Final = "cluster.x-k8s.io"
+MIN_SIZE_ANNOTATION: Final = f"{CAPI_GROUP}/cluster-api-autoscaler-node-group-min-size"
+MAX_SIZE_ANNOTATION: Final = f"{CAPI_GROUP}/cluster-api-autoscaler-node-group-max-size"
+DELETE_MACHINE_ANNOTATION: Final = f"{CAPI_GROUP}/delete-machine"
+PAUSED_ANNOTATION: Final = f"{CAPI_GROUP}/paused"
+OPTIONS_PREFIX: Final = f"{CAPI_GROUP}/autoscaling-options-"
+CAPACITY_PREFIX: Final = "capacity.cluster-autoscaler.kubernetes.io/"
+PRICE_ANNOTATION: Final = "autoscaling.kubescale.dev/price-per-hour"
+DEFAULT_MAX_PODS: Final = 110
+_GO_INT: Final = re.compile(r"^[+-]?[0-9]+$")
+"""What ``strconv.Atoi`` accepts (no spaces, no underscores)."""
+_EFFECTS: Final = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+_FLOAT_OPTIONS: Final = {
+    "scaledownutilizationthreshold": "scale_down_utilization_threshold",
+    "scaledowngpuutilizationthreshold": "scale_down_gpu_utilization_threshold",
+}
+_DURATION_OPTIONS: Final = {
+    "scaledownunneededtime": "scale_down_unneeded_time",
+    "scaledownunreadytime": "scale_down_unready_time",
+    "maxnodeprovisiontime": "max_node_provision_time",
+    "maxnodestartuptime": "max_node_startup_time",
+}
+
+
+class AnnotationError(ValueError):
+    """A malformed annotation; the message names it and its value."""
+
+
+def group_id(resource: Mapping[str, Any]) -> str:
+    """``path.Join(kind, namespace, name)``."""
+    meta = resource.get("metadata") or {}
+    return f"{resource.get('kind', '')}/{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def _annotations(resource: Mapping[str, Any]) -> Mapping[str, str]:
+    return (resource.get("metadata") or {}).get("annotations") or {}
+
+
+def _atoi(annotations: Mapping[str, str], key: str) -> int:
+    raw = annotations.get(key)
+    if raw is None:
+        return 0
+    if not _GO_INT.match(raw):
+        raise AnnotationError(f"annotation {key}={raw!r} is not an integer")
+    value = int(raw)
+    if value < 0:
+        raise AnnotationError(f"annotation {key}={raw!r} is negative")
+    return value
+
+
+def scaling_bounds(resource: Mapping[str, Any]) -> tuple[int, int]:
+    """``parseScalingBounds``: (min, max)."""
+    annotations = _annotations(resource)
+    low = _atoi(annotations, MIN_SIZE_ANNOTATION)
+    high = _atoi(annotations, MAX_SIZE_ANNOTATION)
+    if high < low:
+        raise AnnotationError(
+            f"annotation {MAX_SIZE_ANNOTATION}={high} is below {MIN_SIZE_ANNOTATION}={low}"
+        )
+    return low, high
+
+
+def parse_taints(text: str) -> list[dict[str, str]]:
+    """``k=v:Effect,k2:Effect`` (the taints capacity annotation)."""
+    taints: list[dict[str, str]] = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key_value, colon, effect = item.rpartition(":")
+        if not colon or effect not in _EFFECTS or not key_value:
+            raise AnnotationError(
+                f"annotation {CAPACITY_PREFIX}taints: {item!r} is not <key>=<value>:<effect>"
+            )
+        key, _, value = key_value.partition("=")
+        taints.append({"key": key, "value": value, "effect": effect})
+    return taints
+
+
+def _parse_labels(text: str) -> dict[str, str]:
+    """``k=v,k2=v2``; items without ``=`` are skipped, as upstream does."""
+    labels: dict[str, str] = {}
+    for item in text.split(","):
+        key, eq, value = item.partition("=")
+        if eq:
+            labels[key] = value
+    return labels
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScaleFromZero:
+    """The capacity, labels and taints a new node of the group is announced with."""
+
+    capacity: Mapping[str, str]
+    """Canonical quantities by resource name (cpu, memory, ephemeral-storage, pods, GPUs)."""
+    labels: Mapping[str, str]
+    taints: tuple[Mapping[str, str], ...]
+
+
+def _quantity(annotations: Mapping[str, str], key: str) -> Quantity | None:
+    raw = annotations.get(CAPACITY_PREFIX + key)
+    if not raw:
+        return None
+    try:
+        return Quantity.parse(raw)
+    except QuantityError:
+        raise AnnotationError(
+            f"annotation {CAPACITY_PREFIX}{key}={raw!r} is not a quantity"
+        ) from None
+
+
+def _integer(annotations: Mapping[str, str], key: str) -> int | None:
+    raw = annotations.get(CAPACITY_PREFIX + key)
+    if not raw:
+        return None
+    if not _GO_INT.match(raw):
+        raise AnnotationError(f"annotation {CAPACITY_PREFIX}{key}={raw!r} is not an integer")
+    return int(raw)
+
+
+def _managed_labels(resource: Mapping[str, Any]) -> dict[str, str]:
+    """``getManagedNodeLabelsFromLabels``: template labels Cluster API propagates to nodes."""
+    labels = ((resource.get("spec") or {}).get("template") or {}).get("metadata") or {}
+    managed: dict[str, str] = {}
+    for key, value in (labels.get("labels") or {}).items():
+        domain = key.partition("/")[0] if "/" in key else ""
+        if domain.endswith(("node-role.kubernetes.io", "node-restriction.kubernetes.io")) or (
+            domain.endswith("node.cluster.x-k8s.io")
+        ):
+            managed[key] = value
+    return managed
+
+
+def scale_from_zero(resource: Mapping[str, Any]) -> ScaleFromZero | None:
+    """``InstanceCapacity``/``Labels``/``Taints``; ``None`` when cpu or memory is unknown."""
+    annotations = _annotations(resource)
+    cpu = _quantity(annotations, "cpu")
+    memory = _quantity(annotations, "memory")
+    disk = _quantity(annotations, "ephemeral-disk")
+    max_pods = _integer(annotations, "maxPods")
+    gpu_count = _integer(annotations, "gpu-count")
+    taints_text = annotations.get(CAPACITY_PREFIX + "taints", "")
+    taints = parse_taints(taints_text) if taints_text else []
+    spec_taints = (((resource.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
+        "taints"
+    ) or []
+    merged = [dict(t) for t in spec_taints if isinstance(t, Mapping)]
+    for taint in taints:  # annotation taints override spec taints with the same key+effect
+        for index, existing in enumerate(merged):
+            if existing.get("key") == taint["key"] and existing.get("effect") == taint["effect"]:
+                merged[index] = taint
+                break
+        else:
+            merged.append(taint)
+    if cpu is None or memory is None or cpu.is_zero() or memory.is_zero():
+        return None
+    capacity = {"cpu": str(cpu), "memory": str(memory)}
+    if disk is not None and not disk.is_zero():
+        capacity["ephemeral-storage"] = str(disk)
+    gpu_type = annotations.get(CAPACITY_PREFIX + "gpu-type", "")
+    if gpu_count and gpu_type:
+        capacity[gpu_type] = str(gpu_count)
+    capacity["pods"] = str(max_pods or DEFAULT_MAX_PODS)
+    labels = _managed_labels(resource)
+    labels.update(_parse_labels(annotations.get(CAPACITY_PREFIX + "labels", "")))
+    return ScaleFromZero(capacity=capacity, labels=labels, taints=tuple(merged))
+
+
+def node_group_options(
+    resource: Mapping[str, Any], defaults: NodeGroupDefaults
+) -> tuple[NodeGroupDefaults, list[str]]:
+    """``GetOptions(defaults)`` and the malformed option annotations (ignored)."""
+    annotations = _annotations(resource)
+    changes: dict[str, Any] = {}
+    problems: list[str] = []
+    for key, value in annotations.items():
+        if not key.startswith(OPTIONS_PREFIX):
+            continue
+        name = key[len(OPTIONS_PREFIX) :]
+        if name in _FLOAT_OPTIONS:
+            try:
+                changes[_FLOAT_OPTIONS[name]] = float(value)
+            except ValueError:
+                problems.append(f"annotation {key}={value!r} is not a number; ignored")
+        elif name in _DURATION_OPTIONS:
+            try:
+                changes[_DURATION_OPTIONS[name]] = timedelta(seconds=parse_duration(value))
+            except argparse.ArgumentTypeError:
+                problems.append(f"annotation {key}={value!r} is not a duration; ignored")
+    return (replace(defaults, **changes) if changes else defaults), problems
+
+
+def price_per_hour(resource: Mapping[str, Any]) -> float | None:
+    raw = _annotations(resource).get(PRICE_ANNOTATION)
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise AnnotationError(f"annotation {PRICE_ANNOTATION}={raw!r} is not a number") from None
+    if value < 0:
+        raise AnnotationError(f"annotation {PRICE_ANNOTATION}={raw!r} is negative")
+    return value
+
+
+def machine_instance(machine: Mapping[str, Any], node_provider_id: str | None) -> Instance | None:
+    """The instance of a Machine (``findScalableResourceProviderIDs`` + ``Nodes``).
+
+    ``node_provider_id`` is the providerID of the Node its ``status.nodeRef`` names, if that
+    Node exists. ``None``: the machine references something that is not a Node.
+    """
+    meta = machine.get("metadata") or {}
+    namespace, name = meta.get("namespace", ""), meta.get("name", "")
+    status = machine.get("status") or {}
+    provider_id = (machine.get("spec") or {}).get("providerID") or ""
+    deleting = bool(meta.get("deletionTimestamp"))
+    if provider_id:
+        return Instance(
+            id=provider_id, state=InstanceState.DELETING if deleting else InstanceState.RUNNING
+        )
+    if deleting:
+        return Instance(id=f"deleting-machine-{namespace}_{name}", state=InstanceState.DELETING)
+    if status.get("failureMessage") is not None:
+        node_ref = status.get("nodeRef")
+        error = None
+        if not node_ref:
+            error = InstanceErrorInfo(
+                error_class=ErrorClass.OTHER,
+                code="ProvisioningFailed",
+                message="Machine provisioning failed",
+            )
+        return Instance(
+            id=f"failed-machine-{namespace}_{name}", state=InstanceState.CREATING, error=error
+        )
+    node_ref = status.get("nodeRef")
+    if not node_ref:
+        return Instance(id=f"pending-machine-{namespace}_{name}", state=InstanceState.CREATING)
+    if node_ref.get("kind", "Node") != "Node":
+        return None
+    if node_provider_id:
+        return Instance(id=node_provider_id, state=InstanceState.RUNNING)
+    return None
+
+
+def is_real_provider_id(instance_id: str) -> bool:
+    """A providerID of a real machine (not one of the stand-in ids)."""
+    return not instance_id.startswith(("pending-machine-", "failed-machine-", "deleting-machine-"))

@@ -1,0 +1,426 @@
+"""The ``clusterapi`` cloud provider: node groups are MachineDeployments and MachineSets.
+
+Reads and writes Cluster API objects exactly as upstream's clusterapi provider does (reference
+§4.1; the parsing rules are in :mod:`.clusterapi_annotations`):
+
+* **discovery** — every MachineDeployment, and every MachineSet not owned by one, that passes
+  ``--node-group-auto-discovery`` (namespace, cluster name from ``spec.clusterName`` or the
+  ``cluster.x-k8s.io/cluster-name`` label, labels), is not paused and has a max size > 0; a
+  group at 0 replicas must be able to scale from zero. A resource whose annotations do not parse
+  is skipped and reported (:class:`~.cloud_provider.ProviderProblem`) — upstream fails the whole
+  ``NodeGroups()`` call instead; one bad resource should not stop the others;
+* **instances** — the Machines its ``spec.selector`` selects in its namespace (and cluster);
+* **size** — ``TargetSize`` is the cached ``spec.replicas``; ``IncreaseSize``,
+  ``DecreaseTargetSize`` and ``DeleteNodes`` read the current size from ``GET .../scale`` and
+  write it with a merge patch ``{"spec": {"replicas": n}}`` on ``/scale`` after checking it lies
+  in [min, max] (``size increase too large - desired:%d max:%d``);
+* **DeleteNodes** — refuses at min size, checks every node belongs to the group and that the
+  group stays at or above min; per node, annotates its Machine with
+  ``cluster.x-k8s.io/delete-machine: <time>`` (GET then PUT) and decrements the size by one,
+  removing the annotation again when the resize fails;
+* **templates** — a Node built from the scale-from-zero annotations (name
+  ``<resource>-asg-template``, labels ``kubernetes.io/{arch,os,hostname}`` + the resource's +
+  arch/os/instance-type/region/zone of an existing node of the group), Ready, with the
+  kube-proxy pod upstream's ``BuildKubeProxy`` adds (100m cpu).
+
+Reads come from the shared informers (MachineDeployments, MachineSets, Machines, Nodes); writes
+go through the client. Kubernetes errors become :class:`~.cloud_provider.ProviderError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from kubescale.base.go_time import go_time_string
+from kubescale.base.logs import component_logger
+from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
+    Instance,
+    NodeGroup,
+    ProviderError,
+    ProviderProblem,
+    ProviderSnapshot,
+)
+from kubescale.controllers.autoscaler.cloudprovider.clusterapi_annotations import (
+    DELETE_MACHINE_ANNOTATION,
+    PAUSED_ANNOTATION,
+    AnnotationError,
+    group_id,
+    is_real_provider_id,
+    machine_instance,
+    node_group_options,
+    price_per_hour,
+    scale_from_zero,
+    scaling_bounds,
+)
+from kubescale.controllers.autoscaler.config.autoscaler_settings import (
+    AutoDiscoverySpec,
+    NodeGroupDefaults,
+)
+from kubescale.kube.client import KubeClient
+from kubescale.kube.errors import KubeError
+from kubescale.kube.informer_set import InformerSet
+from kubescale.kube.resources import (
+    MACHINE_DEPLOYMENTS,
+    MACHINE_SETS,
+    MACHINES,
+    NODES,
+    ResourceType,
+)
+from kubescale.kube.selectors import SelectorError, label_selector_from_dict
+
+__all__ = ["CLUSTER_NAME_LABEL", "ClusterApiProvider", "template_node"]
+
+log = component_logger("cluster-autoscaler.clusterapi")
+
+CLUSTER_NAME_LABEL: Final = "cluster.x-k8s.io/cluster-name"
+_KINDS: Final = {"MachineDeployment": MACHINE_DEPLOYMENTS, "MachineSet": MACHINE_SETS}
+_NODE_LABELS_FROM_EXISTING: Final = (
+    "kubernetes.io/arch",
+    "kubernetes.io/os",
+    "beta.kubernetes.io/instance-type",
+    "node.kubernetes.io/instance-type",
+    "failure-domain.beta.kubernetes.io/region",
+    "topology.kubernetes.io/region",
+    "failure-domain.beta.kubernetes.io/zone",
+    "topology.kubernetes.io/zone",
+)
+KUBE_PROXY_CPU: Final = "100m"
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def _normalized(provider_id: str) -> str:
+    """``normalizedProviderString``: everything after the last ``/``."""
+    return provider_id.rsplit("/", 1)[-1]
+
+
+def _cluster_name(resource: Mapping[str, Any]) -> str:
+    spec_name = (resource.get("spec") or {}).get("clusterName")
+    if isinstance(spec_name, str):
+        return spec_name
+    return str((_meta(resource).get("labels") or {}).get(CLUSTER_NAME_LABEL, ""))
+
+
+def allowed_by_discovery(resource: Mapping[str, Any], specs: Sequence[AutoDiscoverySpec]) -> bool:
+    """``allowedByAutoDiscoverySpecs``: no spec allows all; else any spec matching."""
+    if not specs:
+        return True
+    labels = _meta(resource).get("labels") or {}
+    for spec in specs:
+        if spec.namespace and spec.namespace != _meta(resource).get("namespace"):
+            continue
+        if spec.cluster_name and spec.cluster_name != _cluster_name(resource):
+            continue
+        if any(labels.get(k) != v for k, v in spec.labels.items()):
+            continue
+        return True
+    return False
+
+
+def template_node(
+    *,
+    resource: Mapping[str, Any],
+    existing_node: Mapping[str, Any] | None,
+) -> tuple[dict[str, Any], tuple[dict[str, Any], ...]] | None:
+    """``TemplateNodeInfo``: the Node and start-up pods of a new machine; ``None`` when the
+    resource cannot scale from zero. Raises :class:`AnnotationError`."""
+    hints = scale_from_zero(resource)
+    if hints is None:
+        return None
+    name = f"{_meta(resource).get('name', '')}-asg-template"
+    labels: dict[str, str] = {
+        "kubernetes.io/arch": "amd64",
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/hostname": name,
+    }
+    labels.update(hints.labels)
+    if existing_node is not None:
+        node_labels = _meta(existing_node).get("labels") or {}
+        for key in _NODE_LABELS_FROM_EXISTING:
+            if node_labels.get(key):
+                labels[key] = node_labels[key]
+    node: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"taints": [dict(t) for t in hints.taints]} if hints.taints else {},
+        "status": {
+            "capacity": dict(hints.capacity),
+            "allocatable": dict(hints.capacity),
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+    kube_proxy: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"kube-proxy-{_meta(resource).get('name', '')}",
+            "namespace": "kube-system",
+            "annotations": {
+                "kubernetes.io/config.source": "file",
+                "kubernetes.io/config.mirror": "1234567890abcdef",
+            },
+        },
+        "spec": {
+            "nodeName": name,
+            "containers": [
+                {
+                    "name": "kube-proxy",
+                    "image": "kubernetes/kube-proxy",
+                    "resources": {"requests": {"cpu": KUBE_PROXY_CPU}},
+                }
+            ],
+        },
+        "status": {"phase": "Running"},
+    }
+    return node, (kube_proxy,)
+
+
+class ClusterApiProvider:
+    """The provider (module docstring); a :class:`~.cloud_provider.CloudProvider`."""
+
+    name = "clusterapi"
+
+    def __init__(
+        self,
+        *,
+        client: KubeClient,
+        informers: InformerSet,
+        defaults: NodeGroupDefaults,
+        discovery: Sequence[AutoDiscoverySpec] = (),
+    ) -> None:
+        self.client = client
+        self.defaults = defaults
+        self.discovery = tuple(discovery)
+        self.deployments = informers.informer(MACHINE_DEPLOYMENTS)
+        self.machine_sets = informers.informer(MACHINE_SETS)
+        self.machines = informers.informer(MACHINES)
+        self.nodes = informers.informer(NODES)
+        self._machine_by_instance: dict[str, Mapping[str, Any]] = {}
+        self._resources: dict[str, Mapping[str, Any]] = {}
+
+    # ------------------------------------------------------------------------- reading
+
+    def _scalable_resources(self) -> list[Mapping[str, Any]]:
+        resources: list[Mapping[str, Any]] = list(self.deployments.lister.list())
+        for machine_set in self.machine_sets.lister.list():
+            owners = _meta(machine_set).get("ownerReferences") or ()
+            if any(o.get("kind") == "MachineDeployment" and o.get("name") for o in owners):
+                continue  # managed by its MachineDeployment, which is the node group
+            resources.append(machine_set)
+        return sorted(resources, key=group_id)
+
+    def _machines_of(self, resource: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+        """``listMachinesForScalableResource``: its selector, in its namespace and cluster."""
+        try:
+            selector = label_selector_from_dict((resource.get("spec") or {}).get("selector"))
+        except SelectorError:
+            return []
+        cluster = _cluster_name(resource)
+        namespace = str(_meta(resource).get("namespace", ""))
+        machines = []
+        for machine in self.machines.lister.list(namespace=namespace, selector=selector):
+            if cluster and _cluster_name(machine) not in ("", cluster):
+                continue
+            machines.append(machine)
+        return sorted(machines, key=lambda m: str(_meta(m).get("name", "")))
+
+    def refresh(self) -> ProviderSnapshot:
+        groups: dict[str, NodeGroup] = {}
+        by_instance: dict[str, str] = {}
+        problems: list[ProviderProblem] = []
+        machine_by_instance: dict[str, Mapping[str, Any]] = {}
+        resources: dict[str, Mapping[str, Any]] = {}
+        nodes_by_name = {str(_meta(n).get("name")): n for n in self.nodes.lister.list()}
+        nodes_by_pid = {
+            str((n.get("spec") or {}).get("providerID")): n
+            for n in nodes_by_name.values()
+            if (n.get("spec") or {}).get("providerID")
+        }
+        for resource in self._scalable_resources():
+            if not allowed_by_discovery(resource, self.discovery):
+                continue
+            if PAUSED_ANNOTATION in (_meta(resource).get("annotations") or {}):
+                continue
+            ident = group_id(resource)
+            try:
+                group = self._group(
+                    resource, nodes_by_name, nodes_by_pid, machine_by_instance, problems
+                )
+            except AnnotationError as err:
+                problems.append(
+                    ProviderProblem(message=f"node group {ident}: {err}", source=resource)
+                )
+                continue
+            if group is None:
+                continue
+            groups[ident] = group
+            resources[ident] = resource
+            for instance in group.instances:
+                by_instance[instance.id] = ident
+        self._machine_by_instance = machine_by_instance
+        self._resources = resources
+        # nodes whose providerID only matches after normalization (upstream's index)
+        normalized = {_normalized(i): g for i, g in by_instance.items() if is_real_provider_id(i)}
+        for node in nodes_by_name.values():
+            pid = str((node.get("spec") or {}).get("providerID") or "")
+            if pid and pid not in by_instance and _normalized(pid) in normalized:
+                by_instance[pid] = normalized[_normalized(pid)]
+        return ProviderSnapshot(
+            groups=groups, group_by_instance=by_instance, problems=tuple(problems)
+        )
+
+    def _group(
+        self,
+        resource: Mapping[str, Any],
+        nodes_by_name: Mapping[str, Mapping[str, Any]],
+        nodes_by_pid: Mapping[str, Mapping[str, Any]],
+        machine_by_instance: dict[str, Mapping[str, Any]],
+        problems: list[ProviderProblem],
+    ) -> NodeGroup | None:
+        low, high = scaling_bounds(resource)
+        if high == 0:
+            return None  # "has no scaling capacity": not a node group
+        replicas = (resource.get("spec") or {}).get("replicas")
+        if not isinstance(replicas, int):
+            raise AnnotationError("spec.replicas is not set")
+        instances: list[Instance] = []
+        first_node: Mapping[str, Any] | None = None
+        for machine in self._machines_of(resource):
+            node_ref = (machine.get("status") or {}).get("nodeRef") or {}
+            node = nodes_by_name.get(str(node_ref.get("name", ""))) if node_ref else None
+            node_pid = str((node.get("spec") or {}).get("providerID") or "") if node else None
+            instance = machine_instance(machine, node_pid)
+            if instance is None:
+                continue
+            instances.append(instance)
+            machine_by_instance[instance.id] = machine
+            if node is not None and first_node is None:
+                first_node = node
+        if first_node is None:
+            first_node = next((nodes_by_pid[i.id] for i in instances if i.id in nodes_by_pid), None)
+        built = template_node(resource=resource, existing_node=first_node)
+        if replicas == 0 and built is None:
+            return None  # cannot scale from zero: upstream does not offer the group
+        options, option_problems = node_group_options(resource, self.defaults)
+        ident = group_id(resource)
+        problems.extend(
+            ProviderProblem(message=f"node group {ident}: {p}", source=resource)
+            for p in option_problems
+        )
+        return NodeGroup(
+            id=ident,
+            min_size=low,
+            max_size=high,
+            target_size=replicas,
+            instances=tuple(instances),
+            template=built[0] if built else None,
+            template_pods=built[1] if built else (),
+            options=options,
+            price_per_hour=price_per_hour(resource),
+            source=resource,
+        )
+
+    # ------------------------------------------------------------------------- writing
+
+    def _target(self, group: NodeGroup) -> tuple[ResourceType, str, str]:
+        kind, _, rest = group.id.partition("/")
+        namespace, _, name = rest.partition("/")
+        resource = _KINDS.get(kind)
+        if resource is None:
+            raise ProviderError(f"unknown scalable resource kind {kind}")
+        return resource, namespace, name
+
+    async def _replicas(self, group: NodeGroup) -> int:
+        resource, namespace, name = self._target(group)
+        try:
+            scale = await self.client.get_scale(resource, name, namespace=namespace)
+        except KubeError as err:
+            raise ProviderError(f"cannot read the size of {group.id}: {err}") from err
+        return int((scale.get("spec") or {}).get("replicas") or 0)
+
+    async def _set_size(self, group: NodeGroup, replicas: int) -> None:
+        """``SetSize``: bounds checked, then a merge patch on ``/scale``."""
+        if replicas > group.max_size:
+            raise ProviderError(
+                f"size increase too large - desired:{replicas} max:{group.max_size}"
+            )
+        if replicas < group.min_size:
+            raise ProviderError(
+                f"size decrease too large - desired:{replicas} min:{group.min_size}"
+            )
+        resource, namespace, name = self._target(group)
+        try:
+            await self.client.scale(resource, name, namespace=namespace, replicas=replicas)
+        except KubeError as err:
+            raise ProviderError(f"cannot resize {group.id}: {err}") from err
+
+    async def increase_size(self, group: NodeGroup, delta: int) -> None:
+        if delta <= 0:
+            raise ProviderError("size increase must be positive")
+        size = await self._replicas(group)
+        await self._set_size(group, size + delta)
+
+    async def decrease_target_size(self, group: NodeGroup, delta: int) -> None:
+        if delta >= 0:
+            raise ProviderError("size decrease must be negative")
+        size = await self._replicas(group)
+        actual = sum(1 for i in group.instances if is_real_provider_id(i.id))
+        if size + delta < actual:
+            _, _, name = self._target(group)
+            raise ProviderError(
+                f"node group {name}: attempt to delete existing nodes currentReplicas:{size} "
+                f"delta:{delta} existingNodes: {actual}"
+            )
+        await self._set_size(group, size + delta)
+
+    async def delete_nodes(self, group: NodeGroup, nodes: Sequence[Mapping[str, Any]]) -> None:
+        replicas = await self._replicas(group)
+        if replicas <= group.min_size:
+            raise ProviderError("min size reached, nodes will not be deleted")
+        owned = {i.id for i in group.instances}
+        for node in nodes:
+            pid = str((node.get("spec") or {}).get("providerID") or "")
+            if pid not in owned:
+                raise ProviderError(f"node {pid!r} doesn't belong to node group {group.id!r}")
+        if replicas - len(nodes) < group.min_size:
+            raise ProviderError(
+                f"unable to delete {len(nodes)} machines in {group.id!r}, machine replicas are "
+                f"{replicas}, minSize is {group.min_size}"
+            )
+        for node in nodes:
+            pid = str((node.get("spec") or {}).get("providerID") or "")
+            machine = self._machine_by_instance.get(pid)
+            if machine is None:
+                raise ProviderError(f"unknown machine for node {pid!r}")
+            if _meta(machine).get("deletionTimestamp"):
+                continue  # already being deleted
+            await self._mark(machine, True)
+            try:
+                await self._set_size(group, replicas - 1)
+            except ProviderError:
+                try:
+                    await self._mark(machine, False)
+                except ProviderError as err:
+                    log.warning("cannot unmark machine", extra={"fields": {"error": str(err)}})
+                raise
+            replicas -= 1
+
+    async def _mark(self, machine: Mapping[str, Any], marked: bool) -> None:
+        """``MarkMachineForDeletion`` / ``UnmarkMachineForDeletion``: GET, annotate, PUT."""
+        meta = _meta(machine)
+        name, namespace = str(meta.get("name", "")), str(meta.get("namespace", ""))
+        try:
+            current = await self.client.get(MACHINES, name, namespace=namespace)
+            annotations = dict(current["metadata"].get("annotations") or {})
+            if marked:
+                annotations[DELETE_MACHINE_ANNOTATION] = go_time_string(self.client.clock.now())
+            else:
+                annotations.pop(DELETE_MACHINE_ANNOTATION, None)
+            current["metadata"]["annotations"] = annotations
+            await self.client.update(MACHINES, current)
+        except KubeError as err:
+            raise ProviderError(f"cannot annotate machine {namespace}/{name}: {err}") from err

@@ -1,0 +1,3 @@
+"""What the autoscaler knows of the cluster between loops: readiness, upcoming nodes, backoff, the
+status ConfigMap (upstream's ``clusterstate``).
+"""

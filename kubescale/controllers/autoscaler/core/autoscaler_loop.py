@@ -1,0 +1,434 @@
+"""The cluster autoscaler's loop: upstream's ``StaticAutoscaler.RunOnce``, one call per scan.
+
+Steps, in upstream's order (reference §1); the decisions are the pure modules of this package,
+this module reads the caches and carries the decisions out:
+
+1. first loop only: ToBeDeleted taints left by an earlier run are removed;
+2. nodes and their readiness (startup taints make a node not ready), pods by schedulability,
+   the provider's snapshot (malformed node groups are reported as Warning events
+   ``InvalidNodeGroup`` on their object and skipped), the cluster snapshot of nodes and
+   non-expendable scheduled pods, template nodes;
+3. the cluster state registry is updated; timed-out scale-ups are taken back
+   (``DecreaseTargetSize``, event ``ScaleUpTimedOut``), instance creation errors reported;
+4. instances unregistered for longer than ``--max-node-provision-time`` are deleted (within
+   target − min unless ``--force-delete-unregistered-nodes``; event ``DeleteUnregistered``);
+5. an unhealthy cluster stops the loop here (event ``ClusterUnhealthy``, unneeded nodes
+   forgotten);
+6. instances whose creation failed are deleted; a group whose size is wrong for longer than
+   ``--max-node-provision-time`` is fixed (``DecreaseTargetSize``), and the loop stops;
+7. upcoming nodes join the snapshot as template copies; pending pods that fit the snapshot are
+   placed there (they need no new node); young pods wait; the rest go to the scale-up decision,
+   carried out by :mod:`.scale_up_executor`;
+8. scale-down: the planner finds unneeded nodes (``DeletionCandidate`` soft taints follow it),
+   and — unless in cooldown after a scale-up (``--scale-down-delay-after-add``), a deletion or a
+   failure — the nodes to delete go to the actuator (:mod:`.scale_down_actuator`), which also
+   advances the drains in progress every loop; then, when enabled, consolidation
+   (:mod:`.consolidation`);
+9. the status ConfigMap and the metrics are written whatever happened.
+
+Upstream starts with scale-down in cooldown (its last scale-up time is its start time), so no
+node is removed in the first ``--scale-down-delay-after-add`` after a start; so does kubescale.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final
+
+from kubescale.base.logs import component_logger
+from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
+    CloudProvider,
+    ProviderSnapshot,
+)
+from kubescale.controllers.autoscaler.cloudprovider.clusterapi_provider import ClusterApiProvider
+from kubescale.controllers.autoscaler.clusterstate.backoff import ExponentialBackoff
+from kubescale.controllers.autoscaler.clusterstate.cluster_state import (
+    ClusterStateRegistry,
+    HealthConfig,
+)
+from kubescale.controllers.autoscaler.config.autoscaler_settings import AutoscalerSettings
+from kubescale.controllers.autoscaler.core.loop_housekeeping import Housekeeping
+from kubescale.controllers.autoscaler.core.loop_scale_down import ScaleDownPhase
+from kubescale.controllers.autoscaler.core.loop_scale_up import (
+    ScaleUpPhase,
+    inject_upcoming,
+    pods_of_draining_nodes,
+)
+from kubescale.controllers.autoscaler.core.loop_status import StatusReporter
+from kubescale.controllers.autoscaler.core.pod_lists import (
+    all_pods_are_new,
+    drop_expendable,
+    drop_young_pods,
+    filter_out_schedulable,
+    pods_by_schedulability,
+)
+from kubescale.controllers.autoscaler.expander.priority_expander import PRIORITY_CONFIG_MAP
+from kubescale.controllers.autoscaler.metrics.autoscaler_metrics import AutoscalerMetrics
+from kubescale.controllers.autoscaler.model.node_facts import (
+    NodeReadiness,
+    currently_being_deleted,
+    node_name,
+    node_readiness,
+)
+from kubescale.controllers.autoscaler.model.pod_facts import OwnerRef, PriorityResolver
+from kubescale.controllers.autoscaler.scaledown.consolidation import ConsolidationCommand
+from kubescale.controllers.autoscaler.scaledown.scale_down_actuator import ScaleDownActuator
+from kubescale.controllers.autoscaler.scaledown.scale_down_planner import ScaleDownPlanner
+from kubescale.controllers.autoscaler.scaleup.scale_up import ScaleUpDecision
+from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
+from kubescale.controllers.autoscaler.simulator.template_nodes import TemplateRegistry
+from kubescale.kube.client import KubeClient
+from kubescale.kube.events import EventRecorder
+from kubescale.kube.informer_set import InformerSet
+from kubescale.kube.resources import (
+    CONFIG_MAPS,
+    DAEMON_SETS,
+    JOBS,
+    NAMESPACES,
+    NODES,
+    POD_DISRUPTION_BUDGETS,
+    PODS,
+    PRIORITY_CLASSES,
+    REPLICA_SETS,
+    REPLICATION_CONTROLLERS,
+    STATEFUL_SETS,
+)
+from kubescale.runtime.component import TimelineReport
+from kubescale.scheduling.fit import ClusterSnapshot
+from kubescale.scheduling.pod_resources import RequestCache
+from kubescale.scheduling.snapshot_journal import SnapshotJournal
+
+__all__ = ["LOOP_NAME", "AutoscalerLoop", "LoopReport"]
+
+log = component_logger("cluster-autoscaler")
+
+LOOP_NAME: Final = "cluster-autoscaler"
+Node = Mapping[str, Any]
+Pod = Mapping[str, Any]
+
+
+@dataclass
+class LoopReport:
+    """What the last ``run_once`` did (tests, the simulator's timeline)."""
+
+    scale_up: ScaleUpDecision | None = None
+    scaled_up: list[tuple[str, int, int]] = field(default_factory=list)
+    tainted: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    evicted: list[str] = field(default_factory=list)
+    unneeded: list[str] = field(default_factory=list)
+    consolidation: ConsolidationCommand | None = None
+    stopped: str = ""
+    """Why the loop stopped early (``ClusterUnhealthy``, ``FixedNodeGroupSizes``), if it did."""
+
+
+def _pod_keys(pods: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [(str(p["metadata"].get("namespace", "")), str(p["metadata"]["name"])) for p in pods]
+
+
+class AutoscalerLoop:
+    """``RunOnce`` (module docstring); a :class:`kubescale.runtime.loop_runner.Loop`."""
+
+    name = LOOP_NAME
+
+    def __init__(
+        self,
+        *,
+        client: KubeClient,
+        informers: InformerSet,
+        settings: AutoscalerSettings,
+        metrics: AutoscalerMetrics,
+        events: EventRecorder,
+        provider: CloudProvider | None = None,
+        rng: random.Random | None = None,
+        cpu_clock: Callable[[], float] = time.process_time,
+    ) -> None:
+        self.client = client
+        self.informers = informers
+        self.settings = settings
+        self.metrics = metrics
+        self.events = events
+        self.cpu_clock = cpu_clock
+        self.provider: CloudProvider = provider or ClusterApiProvider(
+            client=client,
+            informers=informers,
+            defaults=settings.node_defaults,
+            discovery=settings.auto_discovery,
+        )
+        self.nodes = informers.informer(NODES)
+        self.pods = informers.informer(PODS)
+        self.daemon_sets = informers.informer(DAEMON_SETS)
+        self.pdbs = informers.informer(POD_DISRUPTION_BUDGETS)
+        self.priority_classes = informers.informer(PRIORITY_CLASSES)
+        self.namespaces = informers.informer(NAMESPACES)
+        self.replica_sets = informers.informer(REPLICA_SETS)
+        self.stateful_sets = informers.informer(STATEFUL_SETS)
+        self.jobs = informers.informer(JOBS)
+        self.replication_controllers = informers.informer(REPLICATION_CONTROLLERS)
+        self.config_maps = informers.informer(CONFIG_MAPS, namespace=settings.namespace)
+        self.registry = ClusterStateRegistry(
+            health=HealthConfig(
+                ok_total_unready_count=settings.ok_total_unready_count,
+                max_total_unready_percentage=settings.max_total_unready_percentage,
+            ),
+            backoff=ExponentialBackoff(
+                initial=settings.initial_node_group_backoff_duration,
+                maximum=settings.max_node_group_backoff_duration,
+                reset_timeout=settings.node_group_backoff_reset_timeout,
+            ),
+        )
+        self.templates = TemplateRegistry(
+            startup_taints=settings.startup_taints, status_taints=settings.status_taints
+        )
+        self.status = StatusReporter(
+            client=client, events=events, metrics=metrics, settings=settings
+        )
+        self.actuator = ScaleDownActuator(
+            client=client,
+            provider=self.provider,
+            events=events,
+            metrics=metrics,
+            settings=settings,
+            status_event=self.status.event,
+        )
+        self.housekeeping = Housekeeping(
+            provider=self.provider,
+            registry=self.registry,
+            settings=settings,
+            metrics=metrics,
+            events=events,
+            nodes=self.actuator.nodes,
+            status_event=self.status.event,
+        )
+        self.scale_up = ScaleUpPhase(
+            settings=settings,
+            metrics=metrics,
+            events=events,
+            provider=self.provider,
+            registry=self.registry,
+            rng=rng or random.Random(0),
+            priority_config_map=lambda: self.config_maps.lister.get(
+                PRIORITY_CONFIG_MAP, settings.namespace
+            ),
+            status_event=self.status.event,
+            cpu_clock=cpu_clock,
+        )
+        self.scale_down = ScaleDownPhase(
+            settings=settings,
+            metrics=metrics,
+            provider=self.provider,
+            registry=self.registry,
+            actuator=self.actuator,
+            readiness=self.readiness,
+            pdbs=self.pdbs.lister.list,
+            controller=self._controller,
+            status_event=self.status.event,
+        )
+        self.requests = RequestCache()
+        self.hints: dict[tuple[str, str], str] = {}
+        self.started: datetime | None = None
+        self.last_scale_up: datetime | None = None
+        self.report = LoopReport()
+        self.iterations = 0
+        self._reports: list[TimelineReport] = []
+
+    def drain_reports(self) -> list[TimelineReport]:
+        """What the loop did since the last call, for a simulation's timeline: each scale-up
+        (``("ca-scale-up", "<group id>", "target 2 → 4")``), node marked for removal
+        (``"ca-scale-down"``, detail ``empty``/``drain`` and the reason), eviction
+        (``"ca-eviction"``, subject ``<namespace>/<pod>``), node deleted through the provider
+        (``"ca-node-deleted"``) and consolidation command carried out (``"ca-consolidation"``,
+        subject the nodes, detail the method and the saving per hour)."""
+        reports, self._reports = self._reports, []
+        return reports
+
+    def _record_reports(self) -> None:
+        report = self.report
+        for group_id, before, after in report.scaled_up:
+            self._reports.append(("ca-scale-up", group_id, f"target {before} → {after}"))
+        command = report.consolidation
+        if command is not None:
+            detail = f"{command.method}"
+            if command.replacement is not None:
+                detail += f" with a node of {command.replacement}"
+            detail += f", saves {command.savings_per_hour:.4f}/h"
+            self._reports.append(("ca-consolidation", ", ".join(command.nodes), detail))
+        for name in report.tainted:
+            deletion = self.actuator.in_progress.get(name)
+            if deletion is not None:
+                kind = "drain" if deletion.drain else "empty"
+                self._reports.append(("ca-scale-down", name, f"{kind} ({deletion.reason})"))
+        for pod in report.evicted:
+            self._reports.append(("ca-eviction", pod, "evicted by the cluster autoscaler"))
+        for name in report.deleted:
+            self._reports.append(("ca-node-deleted", name, "deleted through the provider"))
+
+    @property
+    def planner(self) -> ScaleDownPlanner:
+        return self.scale_down.planner
+
+    async def wait_for_resource_version(self, resource_version: str, *, within: float) -> bool:
+        """Every informer of the loop reflects ``resource_version`` (the simulator's settling)."""
+        return await self.informers.wait_for_resource_version(resource_version, within=within)
+
+    def readiness(self, node: Node) -> NodeReadiness:
+        return node_readiness(node, self.settings.startup_taints)
+
+    def _controller(self, namespace: str, owner: OwnerRef) -> Mapping[str, Any] | None:
+        informer = {
+            "ReplicaSet": self.replica_sets,
+            "StatefulSet": self.stateful_sets,
+            "Job": self.jobs,
+            "DaemonSet": self.daemon_sets,
+            "ReplicationController": self.replication_controllers,
+        }.get(owner.kind)
+        if informer is None:
+            return {}  # a kind the drainability rules do not look up
+        return informer.lister.get(owner.name, namespace)
+
+    def _timed(self, function: str, started: float) -> None:
+        self.metrics.function_duration_seconds.labels(function).observe(self.cpu_clock() - started)
+
+    # ------------------------------------------------------------------------ run once
+
+    async def run_once(self, now: datetime) -> None:
+        self.iterations += 1
+        self.report = LoopReport()
+        started = self.cpu_clock()
+        if self.started is None:
+            self.started = now
+            self.last_scale_up = now  # upstream: scale-down starts in cooldown
+            await self.status.write(now, self.registry, initializing=True)
+            await self.housekeeping.clean_up_taints(self.nodes.lister.list())
+        snapshot = self.provider.refresh()
+        try:
+            await self._run(now, snapshot)
+        finally:
+            self.status.update_metrics(
+                snapshot=snapshot,
+                registry=self.registry,
+                planner=self.scale_down.planner,
+                actuator=self.actuator,
+                nodes=self.nodes.lister.list(),
+                now=now,
+            )
+            await self.status.write(now, self.registry)
+            self._record_reports()
+            self.metrics.last_activity.labels("main").set(now.timestamp())
+            self._timed("main", started)
+            await self.events.flush()  # the iteration's events are written before it ends
+
+    async def _run(self, now: datetime, snapshot: ProviderSnapshot) -> None:
+        settings = self.settings
+        self.housekeeping.report_problems(snapshot)
+        nodes = sorted(self.nodes.lister.list(), key=node_name)
+        all_pods = self.pods.lister.list()
+        priority = PriorityResolver(self.priority_classes.lister.list())
+        lists = pods_by_schedulability(all_pods)
+        cutoff = settings.expendable_pods_priority_cutoff
+        cluster = ClusterSnapshot.build(
+            nodes=nodes,
+            pods=drop_expendable(lists.scheduled, cutoff=cutoff, priority=priority),
+            namespace_labels={
+                str(n["metadata"]["name"]): dict(n["metadata"].get("labels") or {})
+                for n in self.namespaces.lister.list()
+            },
+            requests=self.requests,
+        )
+        self.requests.forget_missing(_pod_keys(all_pods))
+        journal = SnapshotJournal(cluster)
+        templates = self.templates.recompute(
+            snapshot=snapshot,
+            nodes=nodes,
+            pods_by_node={name: list(state.pods) for name, state in cluster.nodes.items()},
+            daemon_sets=self.daemon_sets.lister.list(),
+            readiness=self.readiness,
+            being_deleted=lambda n: currently_being_deleted(n, now),
+        )
+        effects = self.registry.update(
+            nodes=nodes, snapshot=snapshot, readiness=self.readiness, now=now
+        )
+        await self.housekeeping.apply_state_effects(effects)
+        await self.housekeeping.remove_old_unregistered(snapshot)
+        if not self.registry.is_cluster_healthy():
+            self.scale_down.planner.clear()
+            self.status.event("Warning", "ClusterUnhealthy", "Cluster is unhealthy")
+            self.report.stopped = "ClusterUnhealthy"
+            log.warning("cluster is not ready for autoscaling")
+            return
+        await self.housekeeping.delete_created_with_errors(snapshot)
+        if await self.housekeeping.fix_node_group_sizes(snapshot, now):
+            self.report.stopped = "FixedNodeGroupSizes"
+            return
+        # ----------------------------------------------------------------- scale-up
+        upcoming, registered = self.registry.upcoming_nodes(now)
+        not_started = inject_upcoming(journal, templates, upcoming, registered)
+        ready_nodes = [n for n in nodes if self.readiness(n).ready]
+        pending = drop_expendable(lists.unschedulable, cutoff=cutoff, priority=priority)
+        pending += pods_of_draining_nodes(journal, self.actuator.in_progress)
+        simulator = SchedulingSimulator(journal)
+        simulator.hints = self.hints
+        step = self.cpu_clock()
+        pending, _ = filter_out_schedulable(pending, simulator=simulator, priority=priority)
+        self._timed("filterOutSchedulable", step)
+        simulator.forget_hints(_pod_keys(all_pods))
+        pending = drop_young_pods(pending, now=now, delay=settings.new_pod_scale_up_delay)
+        self.metrics.unschedulable_pods_count.labels("unschedulable").set(len(pending))
+        scale_down_disabled_for_loop = False
+        if pending:
+            if settings.max_nodes_total > 0 and len(ready_nodes) >= settings.max_nodes_total:
+                message = f"Max total nodes in cluster reached: {settings.max_nodes_total}"
+                self.status.event("Warning", "MaxNodesTotalReached", message)
+                self.metrics.skipped_scale_events_count.labels("up", "MaxNodesTotalReached").inc()
+            elif all_pods_are_new(pending, now=now):
+                scale_down_disabled_for_loop = True  # more pods are probably coming
+            else:
+                step = self.cpu_clock()
+                outcome = await self.scale_up.run(
+                    pending=pending,
+                    snapshot=snapshot,
+                    templates=templates,
+                    journal=journal,
+                    ready_nodes=ready_nodes,
+                    nodes=nodes,
+                    now=now,
+                )
+                self._timed("scaleUp", step)
+                self.report.scale_up = outcome.decision
+                self.report.scaled_up = outcome.scaled_up
+                if outcome.succeeded:
+                    self.last_scale_up = now
+        # --------------------------------------------------------------- scale-down
+        if settings.scale_down_enabled:
+            step = self.cpu_clock()
+            result = await self.scale_down.run(
+                now,
+                snapshot=snapshot,
+                nodes=[n for n in nodes if node_name(n) not in not_started],
+                journal=journal,
+                simulator=simulator,
+                priority=priority,
+                templates=templates,
+                in_cooldown=scale_down_disabled_for_loop
+                or self.scale_down.in_cooldown(now, self.last_scale_up),
+                pods_pending=bool(pending),
+            )
+            self._timed("scaleDown", step)
+            self.report.unneeded = result.unneeded
+            self.report.tainted = result.tainted
+            self.report.consolidation = result.consolidation
+        await self.actuator.progress(
+            now=now,
+            pods_by_node={n: self.pods.lister.by_node(n) for n in self.actuator.in_progress},
+            existing_nodes={node_name(n) for n in nodes},
+            snapshot=snapshot,
+            registry=self.registry,
+        )
+        self.report.deleted = list(self.actuator.deleted)
+        self.report.evicted = list(self.actuator.evicted)
+        if settings.enforce_node_group_min_size:
+            await self.scale_up.to_min_size(snapshot, now)

@@ -1,0 +1,212 @@
+"""Housekeeping steps of ``RunOnce`` before any scaling decision (reference §1 steps 1, 10-15).
+
+* :meth:`Housekeeping.report_problems` — node groups the provider skipped (malformed
+  annotations) are told once each, as a Warning event ``InvalidNodeGroup`` on their object;
+* :meth:`~Housekeeping.clean_up_taints` — first loop only: ToBeDeleted taints an earlier run
+  left behind are removed (``cleanUpIfRequired``);
+* :meth:`~Housekeeping.apply_state_effects` — what the cluster state registry asks for: a
+  timed-out scale-up is taken back (``DecreaseTargetSize``, event ``ScaleUpTimedOut`` "Nodes
+  added to group <g> failed to register within <d>"), new instance-creation errors are told
+  (``ScaleUpFailed``);
+* :meth:`~Housekeeping.remove_old_unregistered` — ``removeOldUnregisteredNodes``: instances
+  unregistered for longer than the provision time are deleted, within ``target − min`` unless
+  ``--force-delete-unregistered-nodes`` (``DeleteUnregistered``);
+* :meth:`~Housekeeping.delete_created_with_errors` — ``deleteCreatedNodesWithErrors``;
+* :meth:`~Housekeeping.fix_node_group_sizes` — ``fixNodeGroupSize``: a group whose size has been
+  wrong (fewer registered nodes than its target) for longer than the provision time gets its
+  target lowered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from kubescale.base.logs import component_logger
+from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
+    CloudProvider,
+    ProviderError,
+    ProviderSnapshot,
+)
+from kubescale.controllers.autoscaler.clusterstate.cluster_state import (
+    ClusterStateRegistry,
+    InstanceCreationFailed,
+    ScaleUpTimedOut,
+    go_duration,
+)
+from kubescale.controllers.autoscaler.config.autoscaler_settings import AutoscalerSettings
+from kubescale.controllers.autoscaler.metrics.autoscaler_metrics import AutoscalerMetrics
+from kubescale.controllers.autoscaler.model.node_facts import (
+    TO_BE_DELETED_TAINT,
+    node_name,
+    taint_time,
+)
+from kubescale.controllers.autoscaler.taints.node_writes import NodeWriter
+from kubescale.kube.errors import KubeError
+from kubescale.kube.events import EventRecorder
+
+__all__ = ["Housekeeping"]
+
+log = component_logger("cluster-autoscaler")
+
+EventSink = Callable[[str, str, str], None]
+
+
+class Housekeeping:
+    """The module docstring's steps."""
+
+    def __init__(
+        self,
+        *,
+        provider: CloudProvider,
+        registry: ClusterStateRegistry,
+        settings: AutoscalerSettings,
+        metrics: AutoscalerMetrics,
+        events: EventRecorder,
+        nodes: NodeWriter,
+        status_event: EventSink,
+    ) -> None:
+        self.provider = provider
+        self.registry = registry
+        self.settings = settings
+        self.metrics = metrics
+        self.events = events
+        self.nodes = nodes
+        self.status_event = status_event
+        self.reported_problems: set[str] = set()
+
+    def report_problems(self, snapshot: ProviderSnapshot) -> None:
+        current = {p.message for p in snapshot.problems}
+        for problem in snapshot.problems:
+            if problem.message in self.reported_problems:
+                continue
+            log.warning("node group skipped", extra={"fields": {"problem": problem.message}})
+            if problem.source is not None:
+                self.events.event(
+                    problem.source,
+                    type="Warning",
+                    reason="InvalidNodeGroup",
+                    message=problem.message,
+                )
+        self.reported_problems = current
+
+    async def clean_up_taints(self, nodes: Iterable[Mapping[str, Any]]) -> None:
+        """``cleanUpIfRequired``: ToBeDeleted taints an earlier run left behind."""
+        for node in nodes:
+            if taint_time(node, TO_BE_DELETED_TAINT) is None:
+                continue
+            try:
+                await self.nodes.clean_to_be_deleted(
+                    node_name(node), uncordon=self.settings.cordon_node_before_terminating
+                )
+            except KubeError as err:
+                log.warning("cannot clean up a taint", extra={"fields": {"error": str(err)}})
+
+    async def apply_state_effects(self, effects: Sequence[object]) -> None:
+        for effect in effects:
+            if isinstance(effect, ScaleUpTimedOut):
+                group = effect.group
+                waited = go_duration(effect.waited)
+                self.status_event(
+                    "Warning",
+                    "ScaleUpTimedOut",
+                    f"Nodes added to group {group.id} failed to register within {waited}",
+                )
+                self.metrics.failed_scale_ups_total.labels("timeout").inc()
+                try:
+                    await self.provider.decrease_target_size(group, -effect.increase)
+                except ProviderError as err:
+                    self.status_event(
+                        "Warning",
+                        "FailedToRevertScaleUp",
+                        f"Failed to decrease target size for group {group.id} after scale-up "
+                        f"timeout: {err}",
+                    )
+            elif isinstance(effect, InstanceCreationFailed):
+                self.status_event(
+                    "Warning",
+                    "ScaleUpFailed",
+                    f"Failed adding {effect.count} nodes to group {effect.group.id} due to "
+                    f"{effect.error.error_class.value}.{effect.error.code}; source errors: "
+                    f"{effect.error.message}",
+                )
+                self.metrics.failed_scale_ups_total.labels("cloudProviderError").inc()
+
+    async def remove_old_unregistered(self, snapshot: ProviderSnapshot) -> None:
+        """``removeOldUnregisteredNodes``."""
+        removed: dict[str, int] = {}
+        for unregistered in self.registry.long_unregistered():
+            group = snapshot.groups.get(unregistered.group_id)
+            if group is None:
+                continue
+            done = removed.get(group.id, 0)
+            if not self.settings.force_delete_unregistered_nodes and (
+                group.target_size - done <= group.min_size
+            ):
+                continue
+            fake = {
+                "metadata": {"name": unregistered.instance_id},
+                "spec": {"providerID": unregistered.instance_id},
+            }
+            try:
+                await self.provider.delete_nodes(group, [fake])
+            except ProviderError as err:
+                self.status_event(
+                    "Warning",
+                    "DeleteUnregisteredFailed",
+                    f"Failed to remove node {unregistered.instance_id}: {err}",
+                )
+                continue
+            removed[group.id] = done + 1
+            self.status_event(
+                "Normal",
+                "DeleteUnregistered",
+                f"Removed unregistered node {unregistered.instance_id}",
+            )
+            self.metrics.old_unregistered_nodes_removed_count.inc()
+
+    async def delete_created_with_errors(self, snapshot: ProviderSnapshot) -> None:
+        """``deleteCreatedNodesWithErrors``: instances whose creation failed."""
+        for group in snapshot.groups.values():
+            failed = [i for i in group.instances if i.error is not None]
+            if not failed:
+                continue
+            fakes = [{"metadata": {"name": i.id}, "spec": {"providerID": i.id}} for i in failed]
+            try:
+                await self.provider.delete_nodes(group, fakes)
+            except ProviderError as err:
+                log.warning(
+                    "cannot delete failed instances",
+                    extra={"fields": {"group": group.id, "error": str(err)}},
+                )
+
+    async def fix_node_group_sizes(self, snapshot: ProviderSnapshot, now: datetime) -> bool:
+        """``fixNodeGroupSize``: a size wrong for longer than the provision time is lowered."""
+        fixed = False
+        for group in snapshot.groups.values():
+            incorrect = self.registry.incorrect_sizes.get(group.id)
+            if incorrect is None:
+                continue
+            if incorrect.first_observed + group.options.max_node_provision_time > now:
+                continue
+            delta = incorrect.current - incorrect.expected
+            if delta >= 0:
+                continue
+            log.info(
+                "fixing node group size",
+                extra={
+                    "fields": {
+                        "group": group.id,
+                        "from": incorrect.expected,
+                        "to": incorrect.current,
+                    }
+                },
+            )
+            try:
+                await self.provider.decrease_target_size(group, delta)
+            except ProviderError as err:
+                log.warning("cannot fix node group size", extra={"fields": {"error": str(err)}})
+                continue
+            fixed = True
+        return fixed

@@ -1,0 +1,336 @@
+"""The scale-down part of ``RunOnce`` (reference §1 step 21, §3.2) and consolidation.
+
+Every loop, even in cooldown: candidates are the nodes of autoscaled groups above their min size
+that are not being deleted; the planner finds the unneeded ones (in a fork of the snapshot, so
+its simulated moves do not leak into what follows), the cluster state learns them (status
+ConfigMap candidates) and the ``DeletionCandidateOfClusterAutoscaler`` soft taints follow them
+(at most 10 writes per loop, ``--max-bulk-soft-taint-count``).
+
+Out of cooldown (``isScaleDownInCooldown``: a scale-up within ``--scale-down-delay-after-add``,
+a failure within ``--scale-down-delay-after-failure``, a deletion within
+``--scale-down-delay-after-delete``, or pods too new to judge this loop), the nodes that may go
+now are handed to the actuator — empty nodes with reason ``empty``, the others ``underutilized``
+or ``unready``. When nothing is deleted, no pod is pending and ``--consolidation`` is on,
+consolidation decides (:mod:`.consolidation`); a ``Replace`` first adds the cheaper node and
+drains the replaced ones once it is up (given up when the new node's group backs off).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from kubescale.base.logs import component_logger
+from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
+    CloudProvider,
+    ProviderError,
+    ProviderSnapshot,
+)
+from kubescale.controllers.autoscaler.clusterstate.cluster_state import ClusterStateRegistry
+from kubescale.controllers.autoscaler.config.autoscaler_settings import AutoscalerSettings
+from kubescale.controllers.autoscaler.expander.pricing import PricingModel
+from kubescale.controllers.autoscaler.metrics.autoscaler_metrics import AutoscalerMetrics
+from kubescale.controllers.autoscaler.model.node_facts import (
+    DELETION_CANDIDATE_TAINT,
+    NodeReadiness,
+    currently_being_deleted,
+    node_name,
+    taint_time,
+)
+from kubescale.controllers.autoscaler.model.pod_facts import OwnerRef, PriorityResolver
+from kubescale.controllers.autoscaler.scaledown.consolidation import (
+    ConsolidationCommand,
+    ConsolidationInputs,
+    ConsolidationTracker,
+    consolidation_candidates,
+    decide_consolidation,
+)
+from kubescale.controllers.autoscaler.scaledown.scale_down_actuator import ScaleDownActuator
+from kubescale.controllers.autoscaler.scaledown.scale_down_planner import ScaleDownPlanner
+from kubescale.controllers.autoscaler.scaleup.resource_limits import node_capacity
+from kubescale.controllers.autoscaler.simulator.drainability import DrainContext, PdbTracker
+from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
+from kubescale.kube.errors import KubeError
+from kubescale.scheduling.snapshot_journal import SnapshotJournal
+
+__all__ = ["MAX_BULK_SOFT_TAINT_COUNT", "ScaleDownOutcome", "ScaleDownPhase"]
+
+log = component_logger("cluster-autoscaler")
+
+MAX_BULK_SOFT_TAINT_COUNT = 10
+Node = Mapping[str, Any]
+EventSink = Callable[[str, str, str], None]
+
+
+@dataclass
+class ScaleDownOutcome:
+    unneeded: list[str] = field(default_factory=list)
+    tainted: list[str] = field(default_factory=list)
+    consolidation: ConsolidationCommand | None = None
+
+
+@dataclass
+class _Replacement:
+    command: ConsolidationCommand
+    group_id: str
+    nodes: list[tuple[Node, str]]
+
+
+class ScaleDownPhase:
+    """Scale-down and consolidation across loops (module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        settings: AutoscalerSettings,
+        metrics: AutoscalerMetrics,
+        provider: CloudProvider,
+        registry: ClusterStateRegistry,
+        actuator: ScaleDownActuator,
+        readiness: Callable[[Node], NodeReadiness],
+        pdbs: Callable[[], list[dict[str, Any]]],
+        controller: Callable[[str, OwnerRef], Mapping[str, Any] | None],
+        status_event: EventSink,
+    ) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self.provider = provider
+        self.registry = registry
+        self.actuator = actuator
+        self.readiness = readiness
+        self.pdbs = pdbs
+        self.controller = controller
+        self.status_event = status_event
+        self.planner = ScaleDownPlanner(settings=settings)
+        self.consolidation = ConsolidationTracker()
+        self.replacement: _Replacement | None = None
+        self.pricing = PricingModel()
+
+    def in_cooldown(self, now: datetime, last_scale_up: datetime | None) -> bool:
+        """``isScaleDownInCooldown`` (without the per-loop flag, which the caller adds)."""
+        settings = self.settings
+        for moment, delay in (
+            (last_scale_up, settings.scale_down_delay_after_add),
+            (self.actuator.last_failure, settings.scale_down_delay_after_failure),
+            (self.actuator.last_delete, settings.scale_down_delay_after_delete),
+        ):
+            if moment is not None and moment + delay > now:
+                return True
+        return False
+
+    def drain_context(self, now: datetime) -> DrainContext:
+        settings = self.settings
+        return DrainContext(
+            pdbs=PdbTracker(self.pdbs()),
+            now=now,
+            controller=self.controller,
+            skip_nodes_with_system_pods=settings.skip_nodes_with_system_pods,
+            skip_nodes_with_local_storage=settings.skip_nodes_with_local_storage,
+            skip_nodes_with_custom_controller_pods=settings.skip_nodes_with_custom_controller_pods,
+            min_replica_count=settings.min_replica_count,
+            blocking_system_pod_timeout=settings.blocking_system_pod_distruption_timeout,
+        )
+
+    async def run(
+        self,
+        now: datetime,
+        *,
+        snapshot: ProviderSnapshot,
+        nodes: Sequence[Node],
+        journal: SnapshotJournal,
+        simulator: SchedulingSimulator,
+        priority: PriorityResolver,
+        templates: Mapping[str, Any],
+        in_cooldown: bool,
+        pods_pending: bool,
+    ) -> ScaleDownOutcome:
+        outcome = ScaleDownOutcome()
+        in_progress = set(self.actuator.in_progress)
+        sizes = {g.id: g.target_size for g in snapshot.groups.values()}
+        candidates = []
+        for node in nodes:
+            group = snapshot.group_for_node(node)
+            if group is None or node_name(node) in in_progress:
+                continue
+            if sizes[group.id] <= group.min_size:
+                continue
+            candidates.append(node)
+        destinations = {
+            node_name(n)
+            for n in nodes
+            if node_name(n) not in in_progress and not currently_being_deleted(n, now)
+        }
+        journal.fork()  # the planner's simulated moves are for its own pass only
+        try:
+            unneeded = self.planner.update(
+                now=now,
+                candidates=candidates,
+                destinations=destinations,
+                simulator=simulator,
+                provider=snapshot,
+                readiness=self.readiness,
+                context=self.drain_context(now),
+                priority=priority,
+            )
+        finally:
+            journal.revert()
+        outcome.unneeded = sorted(c.name for c in unneeded)
+        by_group: dict[str, list[str]] = {}
+        for candidate in unneeded:
+            by_group.setdefault(candidate.group_id, []).append(candidate.name)
+        self.registry.update_scale_down_candidates(by_group, now)
+        await self._update_soft_taints(nodes, {c.name for c in unneeded}, now)
+        self.metrics.scale_down_in_cooldown.set(1 if in_cooldown else 0)
+        if in_cooldown:
+            return outcome
+        empty, drain = self.planner.nodes_to_delete(
+            now=now,
+            provider=snapshot,
+            readiness=self.readiness,
+            all_nodes=nodes,
+            node_capacity=node_capacity,
+            deletions_in_progress=self.actuator.deletions_by_group(),
+            drains_in_progress=self.actuator.drains_in_progress,
+            priority=priority,
+        )
+        for chosen, drains in ((empty, False), (drain, True)):
+            by_reason: dict[str, list[tuple[Node, str]]] = {}
+            for candidate in chosen:
+                if not drains:
+                    reason = "empty"
+                else:
+                    reason = "underutilized" if self.readiness(candidate.node).ready else "unready"
+                by_reason.setdefault(reason, []).append((candidate.node, candidate.group_id))
+            for reason, pairs in by_reason.items():
+                outcome.tainted += await self.actuator.start(
+                    pairs, drain=drains, reason=reason, now=now
+                )
+        if empty or drain:
+            self.metrics.last_activity.labels("scaleDown").set(now.timestamp())
+        elif self.settings.consolidation.policy != "Off" and not pods_pending:
+            outcome.consolidation = await self._consolidate(
+                now,
+                snapshot=snapshot,
+                nodes=nodes,
+                journal=journal,
+                priority=priority,
+                templates=templates,
+                destinations=destinations,
+                outcome=outcome,
+            )
+        return outcome
+
+    async def _update_soft_taints(
+        self, nodes: Sequence[Node], unneeded: set[str], now: datetime
+    ) -> None:
+        budget = MAX_BULK_SOFT_TAINT_COUNT
+        writer = self.actuator.nodes
+        for node in nodes:
+            if budget <= 0:
+                return
+            name = node_name(node)
+            tainted = taint_time(node, DELETION_CANDIDATE_TAINT) is not None
+            try:
+                if name in unneeded and not tainted:
+                    budget -= 1
+                    await writer.mark_deletion_candidate(name, now=now)
+                elif name not in unneeded and tainted:
+                    budget -= 1
+                    await writer.clean_deletion_candidate(name)
+            except KubeError as err:
+                log.warning(
+                    "soft taint failed", extra={"fields": {"node": name, "error": str(err)}}
+                )
+
+    async def _consolidate(
+        self,
+        now: datetime,
+        *,
+        snapshot: ProviderSnapshot,
+        nodes: Sequence[Node],
+        journal: SnapshotJournal,
+        priority: PriorityResolver,
+        templates: Mapping[str, Any],
+        destinations: set[str],
+        outcome: ScaleDownOutcome,
+    ) -> ConsolidationCommand | None:
+        if self.replacement is not None:
+            outcome.tainted += await self._finish_replacement(now)
+            return None
+        candidates = consolidation_candidates(
+            nodes=nodes,
+            snapshot=journal.snapshot,
+            provider=snapshot,
+            readiness=self.readiness,
+            context=self.drain_context(now),
+            priority=priority,
+            templates=templates,
+            settings=self.settings,
+            now=now,
+            pricing=self.pricing,
+        )
+        autoscaled = sum(1 for n in nodes if snapshot.group_for_node(n) is not None)
+        command = decide_consolidation(
+            ConsolidationInputs(
+                candidates=candidates,
+                journal=journal,
+                destinations=frozenset(destinations),
+                groups=list(snapshot.groups.values()),
+                templates=templates,
+                settings=self.settings,
+                total_nodes=autoscaled,
+                disrupting=len(self.actuator.in_progress),
+                now=now,
+                pricing=self.pricing,
+                priority=priority.priority,
+            )
+        )
+        act = self.consolidation.offer(command, now=now, settings=self.settings)
+        if act is None:
+            return None
+        chosen = [(c.node, c.group.id) for c in candidates if c.name in act.nodes]
+        self.metrics.consolidation_actions_total.labels(act.method).inc()
+        if act.method == "Replace" and act.replacement is not None:
+            group = snapshot.groups[act.replacement]
+            try:
+                await self.provider.increase_size(group, 1)
+            except ProviderError as err:
+                log.warning("replacement failed", extra={"fields": {"error": str(err)}})
+                return act
+            self.registry.register_scale_up(group, 1, now)
+            self.replacement = _Replacement(command=act, group_id=group.id, nodes=chosen)
+            self.status_event(
+                "Normal",
+                "ConsolidationReplace",
+                f"Consolidation: replacing {', '.join(act.nodes)} with a node of {group.id} "
+                f"(saves {act.savings_per_hour:.4f}/h)",
+            )
+            return act
+        self.status_event(
+            "Normal",
+            "ConsolidationDelete",
+            f"Consolidation: removing {', '.join(act.nodes)} (saves {act.savings_per_hour:.4f}/h)",
+        )
+        self.metrics.consolidation_savings.inc(act.savings_per_hour)
+        outcome.tainted += await self.actuator.start(
+            chosen, drain=act.method != "Empty", reason="consolidation", now=now
+        )
+        return act
+
+    async def _finish_replacement(self, now: datetime) -> list[str]:
+        replacement = self.replacement
+        if replacement is None or replacement.group_id in self.registry.scale_up_requests:
+            return []  # the new node is not there yet
+        self.replacement = None
+        if self.registry.backoff.status(replacement.group_id, now) is not None:
+            log.warning(
+                "replacement node did not come up; consolidation abandoned",
+                extra={"fields": {"group": replacement.group_id}},
+            )
+            return []
+        self.metrics.consolidation_savings.inc(replacement.command.savings_per_hour)
+        return await self.actuator.start(
+            replacement.nodes, drain=True, reason="consolidation", now=now
+        )

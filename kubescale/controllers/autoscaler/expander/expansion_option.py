@@ -1,0 +1,32 @@
+"""An expansion option: "add N nodes to group G and these pods will run" (``expander.Option``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import NodeGroup
+from kubescale.scheduling.pod_resources import container_amounts
+
+__all__ = ["ExpansionOption", "regular_requests"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExpansionOption:
+    group: NodeGroup
+    node_count: int
+    pods: tuple[Mapping[str, Any], ...]
+    similar: tuple[NodeGroup, ...] = ()
+    debug: str = ""
+
+
+def regular_requests(pod: Mapping[str, Any]) -> tuple[int, int]:
+    """(cpu millicores, memory bytes) requested by the regular containers — what the
+    expanders sum (``resourcesForPods``: init containers and overhead are not counted)."""
+    cpu = memory = 0
+    for container in (pod.get("spec") or {}).get("containers") or ():
+        requests = container_amounts(container)
+        cpu += requests.get("cpu", 0)
+        memory += requests.get("memory", 0)
+    return cpu, memory

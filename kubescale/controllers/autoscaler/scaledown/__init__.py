@@ -1,0 +1,3 @@
+"""Scale-down: unneeded nodes, the actuator, consolidation and disruption cost
+(upstream's ``core/scaledown``).
+"""

@@ -1,0 +1,124 @@
+"""Carrying out a scale-up decision: ``scaleUpExecutor.ExecuteScaleUps`` and the pod events.
+
+For each group of the decision, in order (upstream's synchronous mode): event ``ScaledUpGroup``
+"Scale-up: setting group <g> size to <new> instead of <cur> (max: <max>)", ``IncreaseSize``;
+success: the request is registered in the cluster state (expected within
+``max-node-provision-time``) and ``ScaledUpGroup`` "Scale-up: group <g> size set to ..."; a
+failure: ``FailedToScaleUpGroup`` "Scale-up failed for group <g>: <error>", the group backs off,
+and the groups after it are not tried. Then, like ``EventingScaleUpStatusProcessor``: when the
+scale-up succeeded each pod that triggered it gets ``TriggeredScaleUp`` "pod triggered
+scale-up: [{g cur->new (max: m)} ...]"; when no scale-up was possible (not on an error), each pod
+left gets ``NotTriggerScaleUp`` "pod didn't trigger scale-up: <reasons>".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from kubescale.base.logs import component_logger
+from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
+    CloudProvider,
+    ErrorClass,
+    InstanceErrorInfo,
+    ProviderError,
+)
+from kubescale.controllers.autoscaler.clusterstate.cluster_state import ClusterStateRegistry
+from kubescale.controllers.autoscaler.metrics.autoscaler_metrics import AutoscalerMetrics
+from kubescale.controllers.autoscaler.scaleup.balancing import ScaleUpInfo
+from kubescale.controllers.autoscaler.scaleup.scale_up import (
+    NoScaleUpInfo,
+    ScaleUpResult,
+    reasons_message,
+    triggered_message,
+)
+from kubescale.kube.events import EventRecorder
+
+__all__ = ["ScaleUpExecution", "execute_scale_up", "record_pod_events"]
+
+log = component_logger("cluster-autoscaler")
+
+EventSink = Callable[[str, str, str], None]
+
+
+@dataclass
+class ScaleUpExecution:
+    done: list[ScaleUpInfo] = field(default_factory=list)
+    failed: ScaleUpInfo | None = None
+    error: str = ""
+
+    @property
+    def succeeded(self) -> bool:
+        return bool(self.done) and self.failed is None
+
+
+async def execute_scale_up(
+    infos: Sequence[ScaleUpInfo],
+    *,
+    provider: CloudProvider,
+    registry: ClusterStateRegistry,
+    metrics: AutoscalerMetrics,
+    status_event: EventSink,
+    now: datetime,
+) -> ScaleUpExecution:
+    result = ScaleUpExecution()
+    for info in infos:
+        group_id = info.group.id
+        sizes = f"{info.new_size} instead of {info.current_size} (max: {info.max_size})"
+        status_event(
+            "Normal", "ScaledUpGroup", f"Scale-up: setting group {group_id} size to {sizes}"
+        )
+        increase = info.new_size - info.current_size
+        try:
+            await provider.increase_size(info.group, increase)
+        except ProviderError as err:
+            status_event(
+                "Warning", "FailedToScaleUpGroup", f"Scale-up failed for group {group_id}: {err}"
+            )
+            registry.register_failed_scale_up(
+                info.group,
+                InstanceErrorInfo(
+                    error_class=ErrorClass.OTHER,
+                    code="cloudProviderError",
+                    message=f"failed to increase node group size: {err}",
+                ),
+                now,
+            )
+            metrics.failed_scale_ups_total.labels("cloudProviderError").inc()
+            metrics.errors_total.labels("cloudProviderError").inc()
+            log.warning("scale-up failed", extra={"fields": {"group": group_id, "error": str(err)}})
+            result.failed, result.error = info, str(err)
+            break
+        registry.register_scale_up(info.group, increase, now)
+        metrics.scaled_up_nodes_total.inc(increase)
+        status_event("Normal", "ScaledUpGroup", f"Scale-up: group {group_id} size set to {sizes}")
+        log.info(
+            "scaled up",
+            extra={"fields": {"group": group_id, "from": info.current_size, "to": info.new_size}},
+        )
+        result.done.append(info)
+    return result
+
+
+def record_pod_events(
+    events: EventRecorder,
+    *,
+    result: ScaleUpResult,
+    executed: Sequence[ScaleUpInfo],
+    triggered: Sequence[Mapping[str, Any]],
+    remaining: Sequence[NoScaleUpInfo],
+) -> None:
+    if result not in (ScaleUpResult.SUCCESSFUL, ScaleUpResult.ERROR):
+        for info in remaining:
+            events.event(
+                info.pod,
+                type="Normal",
+                reason="NotTriggerScaleUp",
+                message=f"pod didn't trigger scale-up: {reasons_message(info, result)}",
+            )
+    if executed:
+        message = triggered_message(executed)
+        for pod in triggered:
+            events.event(pod, type="Normal", reason="TriggeredScaleUp", message=message)

@@ -1,0 +1,1 @@
+r"""The autoscaler's taints and cordon on Node objects (upstream's \`\`utils/taints\`\`)."""
