@@ -11,9 +11,10 @@ One reconcile (reference §2.1):
    → ``ScalingDisabled``; above max / below min → clamp without reading metrics;
 3. otherwise validate the scale's selector (``SelectorRequired``, ``InvalidSelector``,
    ``AmbiguousSelector`` against the selectors of the other HPAs reconciled so far), fetch
-   every metric (:mod:`.metrics_sources`), compute the proposals (:mod:`.metric_proposals`);
-   no usable answer → ``FailedComputeMetricsReplicas`` and the status, done; then
-   normalize (:mod:`.normalization`);
+   every metric (:mod:`.metrics_sources`), compute the proposals (:mod:`.metric_proposals`)
+   and decide (:mod:`.replica_decision`, pure: the largest proposal, normalized by
+   :mod:`.normalization`); no usable answer → ``FailedComputeMetricsReplicas`` and the
+   status, done;
 4. rescale through ``/scale`` when the count changes (``SuccessfulRescale`` / ``FailedRescale``);
 5. write the status only when it changed.
 
@@ -39,7 +40,6 @@ from kubescale.controllers.hpa.hpa_spec import HpaSpec, HpaSpecError, MetricSpec
 from kubescale.controllers.hpa.hpa_status import (
     ABLE_TO_SCALE,
     SCALING_ACTIVE,
-    SCALING_LIMITED,
     set_condition,
 )
 from kubescale.controllers.hpa.metric_proposals import (
@@ -57,13 +57,21 @@ from kubescale.controllers.hpa.metrics_sources import (
 from kubescale.controllers.hpa.normalization import (
     ScalingHistory,
     initial_history,
-    normalize,
     store_scale_event,
 )
-from kubescale.controllers.hpa.pod_selection import SelectionPass, owned_pods
+from kubescale.controllers.hpa.pod_selection import SelectionPass, select_pods
 from kubescale.controllers.hpa.predictive import DemandHistory, demand_of, predictive_settings
 from kubescale.controllers.hpa.replica_calculator import Tolerances
-from kubescale.controllers.hpa.scale_targets import ScaleTargetError, ScaleTargets, scale_view
+from kubescale.controllers.hpa.replica_decision import (
+    decide_at_zero,
+    decide_replicas,
+    failed_metrics,
+)
+from kubescale.controllers.hpa.scale_targets import (
+    CACHED_WORKLOADS,
+    ScaleTargetError,
+    ScaleTargets,
+)
 from kubescale.controllers.hpa.scale_to_zero import (
     ZeroSettings,
     activation_value,
@@ -76,17 +84,12 @@ from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.event_correlation import format_time
 from kubescale.kube.events import EventRecorder
 from kubescale.kube.resources import (
-    DEPLOYMENTS,
     HORIZONTAL_POD_AUTOSCALERS,
     PODS,
     REPLICA_SETS,
-    STATEFUL_SETS,
-    ResourceType,
 )
 from kubescale.kube.selectors import (
     LabelSelector,
-    SelectorError,
-    parse_label_selector,
 )
 from kubescale.kube.shared_cache import SharedCache
 from kubescale.prometheus.query_api import PrometheusQueryClient
@@ -159,7 +162,7 @@ class HpaLoop:
         self.events = events
         self.hpas = informers.informer(HORIZONTAL_POD_AUTOSCALERS)
         self.pods = informers.informer(PODS)
-        for workload in _CACHED_WORKLOADS:  # the Scale of the built-in workloads, cached
+        for workload in CACHED_WORKLOADS:  # the Scale of the built-in workloads, cached
             informers.informer(workload)
         self.metrics_api = MetricsApiClient(client)
         self.fetcher = MetricFetcher(self.metrics_api, PromQLSource(prometheus))
@@ -261,7 +264,13 @@ class HpaLoop:
         spec, hpa, now = run.spec, run.hpa, run.now
         reference = f"{spec.target_kind}/{spec.namespace}/{spec.target_name}"
         try:
-            scale, resource = await self._get_scale(spec)
+            scale, resource = await self.targets.current_scale(
+                spec.target_api_version,
+                spec.target_kind,
+                name=spec.target_name,
+                namespace=spec.namespace,
+                informers=self.informers,
+            )
         except (ScaleTargetError, KubeError) as err:
             text = err.message if isinstance(err, KubeApiError) else str(err)
             run.error_label = "spec" if isinstance(err, ScaleTargetError) else "internal"
@@ -451,9 +460,9 @@ class HpaLoop:
             for m, v in zip(metric_specs, fetched, strict=True)
             if m.type in ("Object", "External")
         ]
-        decision = None
+        zero_decision = None
         if zero is not None:
-            decision = decide_zero(
+            zero_decision = decide_zero(
                 current=current,
                 active=is_active(activation, threshold_milli=zero.activation_threshold_milli),
                 last_active=state.last_active,
@@ -462,96 +471,44 @@ class HpaLoop:
                 settings=zero,
                 now=now,
             )
-            state.last_active = decision.last_active
-            if current == 0:
-                return self._at_zero(run, decision.replicas or 0, outcomes)
-        result = compute_metrics(outcomes, spec_replicas=current)
-        statuses = result.statuses
-        if result.replicas == -1:
-            first = result.first_failure
-            if first is not None:
-                run.condition(
-                    SCALING_ACTIVE,
-                    False,
-                    first.reason,
-                    f"the HPA was unable to compute the replica count: {first.error}",
+            state.last_active = zero_decision.last_active
+        if zero_decision is not None and current == 0:
+            decision = decide_at_zero(zero_decision.replicas or 0, outcomes)
+        else:
+            result = compute_metrics(outcomes, spec_replicas=current)
+            if result.replicas == -1:
+                decision = failed_metrics(result)
+            else:
+                decision = decide_replicas(
+                    result=result,
+                    spec=spec,
+                    current=current,
+                    history=state.history,
+                    zero=zero_decision,
+                    predicted=self._prediction(
+                        run,
+                        state,
+                        spec.metrics[0] if spec.metrics else None,
+                        outcomes[0] if outcomes else None,
+                        current=current,
+                    ),
+                    downscale_window=self.settings.downscale_stabilization,
+                    now=now,
                 )
-            run.error_label = (
-                "spec" if first and first.reason == "InvalidMetricSourceType" else "internal"
-            )
+        for change in decision.conditions:
+            run.condition(change.type, change.status, change.reason, change.message)
+        if decision.error_label != "none":
+            run.error_label = decision.error_label
+        if decision.history is not None:
+            state.history = decision.history
+        if decision.replicas is None:
             status = self._status(hpa, run)
             status["currentReplicas"] = current
-            status["currentMetrics"] = statuses
+            status["currentMetrics"] = decision.statuses
             await self._write_status(run, hpa.get("status") or {}, status)
-            self._event(hpa, "Warning", "FailedComputeMetricsReplicas", result.error)
+            self._event(hpa, "Warning", "FailedComputeMetricsReplicas", decision.failure)
             return None
-        if result.error:
-            run.error_label = "internal"
-        run.condition(
-            SCALING_ACTIVE,
-            True,
-            "ValidMetricFound",
-            f"the HPA was able to successfully calculate a replica count from {result.metric_name}",
-        )
-        desired, metric_name = result.replicas, result.metric_name
-        reactive = desired
-        predicted = self._prediction(
-            run,
-            state,
-            spec.metrics[0] if spec.metrics else None,
-            outcomes[0] if outcomes else None,
-            current=current,
-        )
-        if predicted is not None and predicted > desired and predicted > current:
-            desired, metric_name = predicted, f"predicted {metric_name}"
-        reason = ""
-        if desired > current:
-            reason = f"{metric_name} above target"
-        if desired < current:
-            reason = "All metrics below target"
-        floor = decision.floor if decision is not None else spec.min_replicas
-        normalized = normalize(
-            history=state.history or initial_history(current, now),
-            behavior=spec.behavior,
-            current=current,
-            desired=desired,
-            min_replicas=floor,
-            max_replicas=spec.max_replicas,
-            downscale_window=self.settings.downscale_stabilization,
-            now=now,
-            recorded=reactive,
-        )
-        state.history = normalized.history
-        run.condition(ABLE_TO_SCALE, True, *normalized.able_to_scale)
-        run.condition(SCALING_LIMITED, normalized.limited, *normalized.limit)
-        desired = normalized.replicas
-        if decision is not None and decision.replicas is not None:
-            desired, reason = (
-                decision.replicas,
-                "All metrics below activation threshold and cooldown elapsed",
-            )
-        return desired, reason, statuses
-
-    def _at_zero(
-        self, run: _Reconcile, replicas: int, outcomes: list[MetricOutcome]
-    ) -> tuple[int, str, list[dict[str, Any]]]:
-        statuses = [o.status if not o.failed else {"type": ""} for o in outcomes]
-        if replicas > 0:
-            run.condition(
-                SCALING_ACTIVE,
-                True,
-                "ValidMetricFound",
-                "the HPA was able to successfully calculate a replica count from its "
-                "activation metrics",
-            )
-            return replicas, "activation metric above activation threshold", statuses
-        run.condition(
-            SCALING_ACTIVE,
-            False,
-            "ScaledToZero",
-            "scaled to zero: no activation metric is above hpa.kubescale.io/activation-threshold",
-        )
-        return 0, "", statuses
+        return decision.replicas, decision.reason, decision.statuses
 
     def _prediction(
         self,
@@ -593,43 +550,23 @@ class HpaLoop:
     ) -> list[dict[str, Any]] | None:
         """``validateAndParseSelector`` then the pods; None when the reconcile ended."""
         spec, hpa = run.spec, run.hpa
-        message = ""
-        if not selector_text:
-            self._event(hpa, "Warning", "SelectorRequired", "selector is required")
-            run.condition(
-                SCALING_ACTIVE,
-                False,
-                "InvalidSelector",
-                "the HPA target's scale is missing a selector",
-            )
-            message = "selector is required"
-        else:
-            try:
-                selector = parse_label_selector(selector_text)
-            except SelectorError as err:
-                message = (
-                    "couldn't convert selector into a corresponding internal selector "
-                    f"object: {err}"
-                )
-                self._event(hpa, "Warning", "InvalidSelector", message)
-                run.condition(SCALING_ACTIVE, False, "InvalidSelector", message)
-            else:
-                state.selector = selector
-                pods = self.selection.select(spec.namespace, selector)
-                self.selection.own(spec.namespace, spec.name, pods)
-                owners = self.selection.selecting_hpas(spec.namespace, pods)
-                if len(owners) > 1:
-                    message = (
-                        f"pods by selector {selector_text} are controlled by multiple HPAs: "
-                        f"[{' '.join(owners)}]"
-                    )
-                    self._event(hpa, "Warning", "AmbiguousSelector", message)
-                    run.condition(SCALING_ACTIVE, False, "AmbiguousSelector", message)
-                else:
-                    if spec.selection_strategy == "OwnerReferences":
-                        uid = str((scale.get("metadata") or {}).get("uid") or "")
-                        pods = owned_pods(pods, uid, self._owner_lookup)
-                    return pods
+        outcome = select_pods(
+            self.selection,
+            namespace=spec.namespace,
+            hpa=spec.name,
+            selector_text=selector_text,
+            owner_uid=str((scale.get("metadata") or {}).get("uid") or "")
+            if spec.selection_strategy == "OwnerReferences"
+            else None,
+            lookup=self._owner_lookup,
+        )
+        if outcome.selector is not None:
+            state.selector = outcome.selector
+        if outcome.pods is not None:
+            return outcome.pods
+        self._event(hpa, "Warning", outcome.event_reason, outcome.message)
+        run.condition(SCALING_ACTIVE, False, outcome.condition_reason, outcome.condition_message)
+        message = outcome.message
         run.error_label = "spec"
         status = self._status(hpa, run)
         status["currentReplicas"] = int((scale.get("spec") or {}).get("replicas") or 0)
@@ -643,37 +580,6 @@ class HpaLoop:
         return self.informers.informer(REPLICA_SETS).lister.get(name, namespace)
 
     # --- writes ---------------------------------------------------------------------------------
-
-    async def _get_scale(self, spec: HpaSpec) -> tuple[dict[str, Any], ResourceType]:
-        """The target's Scale: from the informer cache for the built-in workloads (the
-        ``/scale`` view is computed from the object, so the answer is the same), else
-        ``GET /scale`` on each mapping in turn."""
-        resources = await self.targets.resolve(spec.target_api_version, spec.target_kind)
-        for resource in resources:
-            if resource in _CACHED_WORKLOADS:
-                informer = self.informers.informer(resource)
-                if informer.synced:
-                    obj = informer.lister.get(spec.target_name, spec.namespace)
-                    if obj is None:
-                        raise KubeApiError(
-                            code=404,
-                            reason="NotFound",
-                            message=f'{resource.plural}.{resource.group} "{spec.target_name}" '
-                            "not found",
-                        )
-                    return scale_view(obj), resource
-        error: KubeError | None = None
-        for resource in resources:
-            try:
-                scale = await self.client.get_scale(
-                    resource, spec.target_name, namespace=spec.namespace
-                )
-            except KubeError as err:
-                error = error or err
-                continue
-            return scale, resource
-        assert error is not None
-        raise error
 
     def _status(self, hpa: Mapping[str, Any], run: _Reconcile) -> dict[str, Any]:
         status = dict(hpa.get("status") or {})
@@ -709,9 +615,6 @@ class HpaLoop:
 
     def _event(self, hpa: Mapping[str, Any], type: str, reason: str, message: str) -> None:
         self.events.event(hpa, type=type, reason=reason, message=message)
-
-
-_CACHED_WORKLOADS: Final = (DEPLOYMENTS, STATEFUL_SETS, REPLICA_SETS)
 
 
 def _key(hpa: Mapping[str, Any]) -> tuple[str, str]:

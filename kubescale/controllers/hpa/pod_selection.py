@@ -12,11 +12,26 @@ an owner that cannot be found ends that branch.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
-from kubescale.kube.selectors import DOUBLE_EQUALS, EQUALS, IN, LabelSelector
+from kubescale.kube.selectors import (
+    DOUBLE_EQUALS,
+    EQUALS,
+    IN,
+    LabelSelector,
+    SelectorError,
+    parse_label_selector,
+)
 
-__all__ = ["MAX_OWNER_DEPTH", "LabelIndex", "SelectionPass", "owned_pods"]
+__all__ = [
+    "MAX_OWNER_DEPTH",
+    "LabelIndex",
+    "SelectionPass",
+    "SelectorOutcome",
+    "owned_pods",
+    "select_pods",
+]
 
 MAX_OWNER_DEPTH: Final = 10
 
@@ -127,3 +142,69 @@ class SelectionPass:
             name = str((pod.get("metadata") or {}).get("name") or "")
             found |= self._owners.get((namespace, name), set())
         return sorted(found)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SelectorOutcome:
+    """``validateAndParseSelector`` and the pods: ``pods`` is None when the reconcile stops
+    (``event_reason`` is the Warning event's reason, ``message`` its text; the condition is
+    ``ScalingActive=False/InvalidSelector`` or ``AmbiguousSelector``, ``condition_message``)."""
+
+    pods: list[dict[str, Any]] | None
+    selector: LabelSelector | None = None
+    event_reason: str = ""
+    condition_reason: str = ""
+    condition_message: str = ""
+    message: str = ""
+
+
+def select_pods(
+    selection: SelectionPass,
+    *,
+    namespace: str,
+    hpa: str,
+    selector_text: str,
+    owner_uid: str | None,
+    lookup: OwnerLookup,
+) -> SelectorOutcome:
+    """The scale's selector parsed, the pods it selects claimed for ``hpa`` in this pass, and
+    refused when another HPA's selector picks the same pods (upstream's texts); with
+    ``owner_uid`` (``selectionStrategy: OwnerReferences``) only the pods owned by the target."""
+    if not selector_text:
+        return SelectorOutcome(
+            pods=None,
+            event_reason="SelectorRequired",
+            condition_reason="InvalidSelector",
+            condition_message="the HPA target's scale is missing a selector",
+            message="selector is required",
+        )
+    try:
+        selector = parse_label_selector(selector_text)
+    except SelectorError as err:
+        message = f"couldn't convert selector into a corresponding internal selector object: {err}"
+        return SelectorOutcome(
+            pods=None,
+            event_reason="InvalidSelector",
+            condition_reason="InvalidSelector",
+            condition_message=message,
+            message=message,
+        )
+    pods = selection.select(namespace, selector)
+    selection.own(namespace, hpa, pods)
+    owners = selection.selecting_hpas(namespace, pods)
+    if len(owners) > 1:
+        message = (
+            f"pods by selector {selector_text} are controlled by multiple HPAs: "
+            f"[{' '.join(owners)}]"
+        )
+        return SelectorOutcome(
+            pods=None,
+            selector=selector,
+            event_reason="AmbiguousSelector",
+            condition_reason="AmbiguousSelector",
+            condition_message=message,
+            message=message,
+        )
+    if owner_uid is not None:
+        pods = owned_pods(pods, owner_uid, lookup)
+    return SelectorOutcome(pods=pods, selector=selector)

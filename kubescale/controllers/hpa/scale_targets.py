@@ -18,10 +18,21 @@ from typing import Any, Final
 
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError
-from kubescale.kube.resources import ALL, ResourceType
+from kubescale.kube.informer_set import InformerSet
+from kubescale.kube.resources import ALL, DEPLOYMENTS, REPLICA_SETS, STATEFUL_SETS, ResourceType
 from kubescale.kube.selectors import SelectorError, label_selector_from_dict
 
-__all__ = ["ScaleTargetError", "ScaleTargets", "scale_view", "split_api_version"]
+__all__ = [
+    "CACHED_WORKLOADS",
+    "ScaleTargetError",
+    "ScaleTargets",
+    "scale_view",
+    "split_api_version",
+]
+
+CACHED_WORKLOADS: Final = (DEPLOYMENTS, STATEFUL_SETS, REPLICA_SETS)
+"""Built-in workloads whose Scale is read from the informer cache: the ``/scale`` view is
+computed from the object, so the answer is the one ``GET /scale`` gives."""
 
 _MAX_ENTRIES: Final = 1024
 
@@ -72,6 +83,36 @@ class ScaleTargets:
         if not found:
             raise ScaleTargetError(f'no matches for kind "{kind}" in group "{group}"')
         return found
+
+    async def current_scale(
+        self, api_version: str, kind: str, *, name: str, namespace: str, informers: InformerSet
+    ) -> tuple[dict[str, Any], ResourceType]:
+        """The target's Scale and the resource it was read from: from the informer cache for
+        :data:`CACHED_WORKLOADS` once synced, else ``GET /scale`` on each mapping in turn (the
+        first error is raised when every mapping fails)."""
+        resources = await self.resolve(api_version, kind)
+        for resource in resources:
+            if resource in CACHED_WORKLOADS:
+                informer = informers.informer(resource)
+                if informer.synced:
+                    obj = informer.lister.get(name, namespace)
+                    if obj is None:
+                        raise KubeApiError(
+                            code=404,
+                            reason="NotFound",
+                            message=f'{resource.plural}.{resource.group} "{name}" not found',
+                        )
+                    return scale_view(obj), resource
+        error: KubeError | None = None
+        for resource in resources:
+            try:
+                scale = await self.client.get_scale(resource, name, namespace=namespace)
+            except KubeError as err:
+                error = error or err
+                continue
+            return scale, resource
+        assert error is not None
+        raise error
 
     async def _discover(self, group: str, version: str, kind: str) -> tuple[ResourceType, ...]:
         if not version:
