@@ -29,8 +29,9 @@ CycleView.fits_any`); with ``namespaceLabelSelector``, its namespace's labels mu
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Final
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Final, Protocol
 
 from kubescale.kube.selectors import SelectorError, label_selector_from_dict
 
@@ -44,7 +45,7 @@ from ..policy.evictor_args import (
     WITHOUT_PDB,
     DefaultEvictorArgs,
 )
-from .cycle_view import CycleView, is_node_ready, node_labels
+from .cycle_view import is_node_ready, node_labels
 from .pods import (
     EVICT_ANNOTATION,
     PREFER_NO_EVICTION_ANNOTATION,
@@ -62,9 +63,40 @@ from .pods import (
     pvc_names,
 )
 
-__all__ = ["DefaultEvictor", "EvictorError", "resolve_priority_threshold"]
+__all__ = ["DefaultEvictor", "EvictorError", "EvictorInputs", "resolve_priority_threshold"]
 
 Pod = Mapping[str, Any]
+
+
+class EvictorInputs(Protocol):
+    """What the evictor consults besides the pod (a cycle's
+    :class:`~.cycle_view.CycleView`, or the scheduler extender's caches)."""
+
+    @property
+    def now(self) -> datetime: ...
+
+    @property
+    def all_nodes(self) -> Sequence[Mapping[str, Any]]: ...
+
+    @property
+    def namespace_labels(self) -> Mapping[str, Mapping[str, str]]: ...
+
+    @property
+    def pdbs(self) -> Sequence[Mapping[str, Any]]: ...
+
+    @property
+    def pvcs(self) -> Mapping[tuple[str, str], Mapping[str, Any]]: ...
+
+    @property
+    def priority_classes(self) -> Mapping[str, int]: ...
+
+    def owner_count(self, uid: str) -> int: ...
+
+    def fits_any(
+        self, pod: Pod, candidates: Iterable[Mapping[str, Any]], *, other_nodes_only: bool
+    ) -> bool: ...
+
+
 _STORAGE_CLASS_ANNOTATION: Final = "volume.beta.kubernetes.io/storage-class"
 
 
@@ -90,19 +122,16 @@ def resolve_priority_threshold(args: DefaultEvictorArgs, classes: Mapping[str, i
 class DefaultEvictor:
     """``Filter`` and ``PreEvictionFilter`` of one profile (module docstring)."""
 
-    def __init__(self, args: DefaultEvictorArgs, view: CycleView) -> None:
+    def __init__(
+        self, args: DefaultEvictorArgs, view: EvictorInputs, *, ignore_age: bool = False
+    ) -> None:
+        """``ignore_age`` leaves ``minPodAge`` out: the scheduler extender asks about a pod
+        that has not started yet but will be old enough by a later cycle."""
         self.args = args
         self.view = view
+        self.ignore_age = ignore_age
         self.threshold = resolve_priority_threshold(args, view.priority_classes)
-        self._fit_nodes = [
-            n
-            for n in view.all_nodes
-            if is_node_ready(n)
-            and (
-                args.node_selector_parsed is None
-                or args.node_selector_parsed.matches(node_labels(n))
-            )
-        ]
+        self._fit_nodes: list[Mapping[str, Any]] | None = None
         self._filter_cache: dict[int, bool] = {}
 
     # ------------------------------------------------------------------------- Filter
@@ -156,7 +185,7 @@ class DefaultEvictor:
             uid = str(refs[0].get("uid") or "")
             if self.view.owner_count(uid) < args.min_replicas:
                 return False
-        if args.min_pod_age is not None:
+        if args.min_pod_age is not None and not self.ignore_age:
             started = parse_time((pod.get("status") or {}).get("startTime"))
             if started is None:
                 return False
@@ -199,9 +228,20 @@ class DefaultEvictor:
 
     # --------------------------------------------------------------- PreEvictionFilter
 
+    def fit_nodes(self) -> list[Mapping[str, Any]]:
+        """Ready nodes matching the evictor's ``nodeSelector`` (``nodeFit``'s candidates)."""
+        if self._fit_nodes is None:
+            selector = self.args.node_selector_parsed
+            self._fit_nodes = [
+                n
+                for n in self.view.all_nodes
+                if is_node_ready(n) and (selector is None or selector.matches(node_labels(n)))
+            ]
+        return self._fit_nodes
+
     def pre_eviction_filter(self, pod: Pod) -> bool:
         args = self.args
-        if args.node_fit and not self.view.fits_any(pod, self._fit_nodes, other_nodes_only=True):
+        if args.node_fit and not self.view.fits_any(pod, self.fit_nodes(), other_nodes_only=True):
             return False
         if args.namespace_label_selector is not None:
             namespace = str((pod.get("metadata") or {}).get("namespace", ""))

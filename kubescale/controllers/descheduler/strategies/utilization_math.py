@@ -13,7 +13,9 @@ special ``MetricResource`` (a Prometheus query's node value) in percent with a c
 * Static thresholds are the user's ``thresholds`` (low) and ``targetThresholds`` (high) on every
   node. Deviation thresholds (:func:`deviation_thresholds`): the average percentage over all
   nodes of each threshold resource, ``low = clamp(avg − thresholds, 0, 100)``, ``high =
-  clamp(avg + targetThresholds, 0, 100)``.
+  clamp(avg + targetThresholds, 0, 100)``. The sum is exactly rounded (``math.fsum``): upstream
+  adds in map order, which is random, so its last bit is not reproducible anyway; an exact sum
+  gives every caller (the strategy and the scheduler extender) the same thresholds.
 * Under a threshold (``isNodeBelowThreshold``): ``usage <= threshold`` for *every* threshold
   resource; above (``isNodeAboveThreshold``): ``usage > threshold`` for *any*. A resource
   without a threshold is not compared; a threshold resource the node does not report counts as
@@ -25,6 +27,7 @@ special ``MetricResource`` (a Prometheus query's node value) in percent with a c
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
@@ -81,9 +84,7 @@ def deviation_thresholds(
     count = len(rows)
     average: Percentages = {}
     for name in low:
-        total = 0.0
-        for row in rows:
-            total += row.get(name, 0.0)
+        total = math.fsum(row.get(name, 0.0) for row in rows)
         average[name] = total / count if count else 0.0
     return (
         {name: _clamp(average[name] - low[name]) for name in low},
