@@ -125,7 +125,7 @@ def pod(
 
 def policy(
     *plugins: tuple[str, str, Mapping[str, Any] | None],
-    evictor: Mapping[str, Any] | None = None,
+    evictor: Any = None,
     **top: Any,
 ) -> DeschedulerPolicy:
     """A one-profile policy; ``plugins`` are (extension point, name, args)."""

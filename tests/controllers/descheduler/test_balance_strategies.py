@@ -119,8 +119,11 @@ def test_topology_spread_constraint_kinds_and_balanced_domains() -> None:
     soft = [web(f"a{i}", "n1", i, spec=spread(when="ScheduleAnyway")) for i in range(4)]
     soft.append(web("b0", "n2", 10, spec=spread(when="ScheduleAnyway")))
     assert evicted(run(policy(TSC), ZONES, soft)) == []
-    both = ("balance", "RemovePodsViolatingTopologySpreadConstraint",
-            {"constraints": ["DoNotSchedule", "ScheduleAnyway"]})
+    both = (
+        "balance",
+        "RemovePodsViolatingTopologySpreadConstraint",
+        {"constraints": ["DoNotSchedule", "ScheduleAnyway"]},
+    )
     assert evicted(run(policy(both), ZONES, soft)) == ["a3"]
     # 3 vs 1 with maxSkew 2 is balanced
     pods = [web(f"a{i}", "n1", i, spec=spread(skew=2)) for i in range(3)]
@@ -135,8 +138,11 @@ def test_topology_balance_node_fit() -> None:
     pods.append(web("b0", "n2", 10, cpu="2"))
     nodes = [node("n1", cpu="16", labels={"zone": "a"}), node("n2", labels={"zone": "b"})]
     assert evicted(run(policy(TSC), nodes, pods)) == []
-    off = ("balance", "RemovePodsViolatingTopologySpreadConstraint",
-           {"topologyBalanceNodeFit": False})
+    off = (
+        "balance",
+        "RemovePodsViolatingTopologySpreadConstraint",
+        {"topologyBalanceNodeFit": False},
+    )
     assert evicted(run(policy(off), nodes, pods)) == ["a3"]
 
 
@@ -153,8 +159,12 @@ def test_topology_spread_node_inclusion_policies() -> None:
     # below-average domains (c: tainted → no; b: 1 < 1.33 → n2 fits) → evicted.
     assert evicted(run(policy(TSC), nodes, pods)) == ["a2"]
     honor = [
-        web(p["metadata"]["name"], p["spec"]["nodeName"], i,
-            spec=spread(skew=2, nodeTaintsPolicy="Honor"))
+        web(
+            p["metadata"]["name"],
+            p["spec"]["nodeName"],
+            i,
+            spec=spread(skew=2, nodeTaintsPolicy="Honor"),
+        )
         for i, p in enumerate(pods)
     ]
     assert evicted(run(policy(TSC), nodes, honor)) == []

@@ -34,7 +34,9 @@ def test_nodes_are_ready_nodes_matching_the_node_selector_cordoned_kept() -> Non
     pods = [pod(f"p{i}", f"n{i}") for i in range(1, 5)]
     the_policy = policy(TAINTS, nodeSelector="pool=a")
     assert [n["metadata"]["name"] for n in view(nodes, pods, the_policy=the_policy).nodes] == [
-        "n1", "n3", "n5"
+        "n1",
+        "n3",
+        "n5",
     ]
     assert evicted(run(the_policy, nodes, pods)) == ["p1", "p3"]
 
@@ -92,12 +94,10 @@ def taint_cluster() -> tuple[list[Any], list[Any]]:
         # 1 per node: n1 → a1, then the node limit moves on to n2 → a3
         ({"maxNoOfPodsToEvictPerNode": 1}, ["a1", "a3"], [EvictionResult.NODE_LIMIT] * 2),
         # 1 per namespace: a1; a2 refused (next pod), b1; a3 refused, b2 refused
-        ({"maxNoOfPodsToEvictPerNamespace": 1}, ["a1", "b1"],
-         [EvictionResult.NAMESPACE_LIMIT] * 3),
+        ({"maxNoOfPodsToEvictPerNamespace": 1}, ["a1", "b1"], [EvictionResult.NAMESPACE_LIMIT] * 3),
     ],
 )
-def test_limits(limits: dict[str, int], expected: list[str],
-                results: list[EvictionResult]) -> None:
+def test_limits(limits: dict[str, int], expected: list[str], results: list[EvictionResult]) -> None:
     nodes, pods = taint_cluster()
     report = run(policy(TAINTS, **limits), nodes, pods)
     assert evicted(report) == expected

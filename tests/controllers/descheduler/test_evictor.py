@@ -49,40 +49,73 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, bool]] = [
     ("daemonset pod", pod("p", owners=[owner("DaemonSet", "ds")]), None, False),
     ("hostPath", pod("p", spec=HOST_PATH), None, False),
     ("emptyDir", pod("p", spec=EMPTY_DIR), None, False),
-    ("emptyDir, evictLocalStoragePods", pod("p", spec=EMPTY_DIR),
-     {"evictLocalStoragePods": True}, True),
+    (
+        "emptyDir, evictLocalStoragePods",
+        pod("p", spec=EMPTY_DIR),
+        {"evictLocalStoragePods": True},
+        True,
+    ),
     ("mirror pod", pod("p", annotations={"kubernetes.io/config.mirror": "x"}), None, False),
     ("static pod", pod("p", annotations={"kubernetes.io/config.source": "file"}), None, False),
     ("api-sourced pod", pod("p", annotations={"kubernetes.io/config.source": "api"}), None, True),
     # 2000000000 = system-cluster-critical: protected; one below passes the default threshold
     ("system critical", pod("p", priority=2_000_000_000), None, False),
     ("just below critical", pod("p", priority=1_999_999_999), None, True),
-    ("critical, protection off", pod("p", priority=2_000_000_000),
-     {"evictSystemCriticalPods": True}, True),
+    (
+        "critical, protection off",
+        pod("p", priority=2_000_000_000),
+        {"evictSystemCriticalPods": True},
+        True,
+    ),
     # threshold 100: priority must be < 100
     ("at threshold", pod("p", priority=100), {"priorityThreshold": {"value": 100}}, False),
     ("below threshold", pod("p", priority=99), {"priorityThreshold": {"value": 100}}, True),
     ("no priority, threshold", pod("p"), {"priorityThreshold": {"value": 100}}, True),
     ("PVC, default", pod("p", spec=PVC), None, True),
     ("PVC, PodsWithPVC", pod("p", spec=PVC), {"ignorePvcPods": True}, False),
-    ("resource claims", pod("p", spec={"resourceClaims": [{"name": "gpu"}]}),
-     {"podProtections": {"extraEnabled": ["PodsWithResourceClaims"]}}, False),
-    ("evict annotation beats everything", pod("p", owners=[], spec=HOST_PATH,
-                                               annotations={EVICT: ""}), None, True),
-    ("prefer-no-eviction, Preferred", pod("p", annotations={PREFER: ""}),
-     {"noEvictionPolicy": "Preferred"}, True),
-    ("prefer-no-eviction, Mandatory", pod("p", annotations={PREFER: ""}),
-     {"noEvictionPolicy": "Mandatory"}, False),
-    ("label selector matches", pod("p", labels={"tier": "web"}),
-     {"labelSelector": {"matchLabels": {"tier": "web"}}}, True),
-    ("label selector misses", pod("p", labels={"tier": "db"}),
-     {"labelSelector": {"matchLabels": {"tier": "web"}}}, False),
+    (
+        "resource claims",
+        pod("p", spec={"resourceClaims": [{"name": "gpu"}]}),
+        {"podProtections": {"extraEnabled": ["PodsWithResourceClaims"]}},
+        False,
+    ),
+    (
+        "evict annotation beats everything",
+        pod("p", owners=[], spec=HOST_PATH, annotations={EVICT: ""}),
+        None,
+        True,
+    ),
+    (
+        "prefer-no-eviction, Preferred",
+        pod("p", annotations={PREFER: ""}),
+        {"noEvictionPolicy": "Preferred"},
+        True,
+    ),
+    (
+        "prefer-no-eviction, Mandatory",
+        pod("p", annotations={PREFER: ""}),
+        {"noEvictionPolicy": "Mandatory"},
+        False,
+    ),
+    (
+        "label selector matches",
+        pod("p", labels={"tier": "web"}),
+        {"labelSelector": {"matchLabels": {"tier": "web"}}},
+        True,
+    ),
+    (
+        "label selector misses",
+        pod("p", labels={"tier": "db"}),
+        {"labelSelector": {"matchLabels": {"tier": "web"}}},
+        False,
+    ),
 ]
 
 
 @pytest.mark.parametrize(("case", "the_pod", "args", "expected"), CASES, ids=[c[0] for c in CASES])
-def test_filter(case: str, the_pod: dict[str, Any], args: dict[str, Any] | None,
-                expected: bool) -> None:
+def test_filter(
+    case: str, the_pod: dict[str, Any], args: dict[str, Any] | None, expected: bool
+) -> None:
     assert evictor(args, pods=[the_pod]).filter(the_pod) is expected
 
 
@@ -124,8 +157,12 @@ def test_pods_without_pdb_protection() -> None:
 
 def test_protected_storage_classes() -> None:
     the_pod = pod("p", spec=PVC)
-    args = {"podProtections": {"extraEnabled": ["PodsWithPVC"], "config": {
-        "PodsWithPVC": {"protectedStorageClasses": [{"name": "local"}]}}}}
+    args = {
+        "podProtections": {
+            "extraEnabled": ["PodsWithPVC"],
+            "config": {"PodsWithPVC": {"protectedStorageClasses": [{"name": "local"}]}},
+        }
+    }
     claim = {"metadata": {"name": "data", "namespace": "default"}}
     fast = {**claim, "spec": {"storageClassName": "fast"}}
     local = {**claim, "spec": {"storageClassName": "local"}}
@@ -151,9 +188,12 @@ def test_pre_eviction_filter_node_fit_and_namespace_labels() -> None:
     assert made.pre_eviction_filter(small) is True
     assert made.pre_eviction_filter(big) is False
     # nodeSelector limits the candidates: only n1 (the pod's own node) → no other node
-    assert evictor({"nodeFit": True, "nodeSelector": "pool!=b"}, pods=[small]).pre_eviction_filter(
-        small
-    ) is False
+    assert (
+        evictor({"nodeFit": True, "nodeSelector": "pool!=b"}, pods=[small]).pre_eviction_filter(
+            small
+        )
+        is False
+    )
     args = {"namespaceLabelSelector": {"matchLabels": {"team": "a"}}}
     assert evictor(args, namespace_labels={"default": {"team": "a"}}).pre_eviction_filter(small)
     assert not evictor(args, namespace_labels={"default": {"team": "b"}}).pre_eviction_filter(small)
@@ -165,12 +205,18 @@ def test_pre_eviction_filter_node_fit_and_namespace_labels() -> None:
         ({"priorityThreshold": {"value": 1, "name": "x"}}, "only one of value and name"),
         ({"priorityThreshold": {"value": 2_000_000_001}}, "must be <= 2000000000"),
         ({"noEvictionPolicy": "Always"}, "noEvictionPolicy: 'Always' is not one of"),
-        ({"podProtections": {"defaultDisabled": ["PodsWithPVC"]}},
-         "defaultDisabled[0]: 'PodsWithPVC' is not a default protection"),
-        ({"podProtections": {"extraEnabled": ["DaemonSetPods"]}},
-         "extraEnabled[0]: 'DaemonSetPods' is not an extra protection"),
-        ({"podProtections": {}, "ignorePvcPods": True},
-         "podProtections: cannot be combined with the deprecated ignorePvcPods"),
+        (
+            {"podProtections": {"defaultDisabled": ["PodsWithPVC"]}},
+            "defaultDisabled[0]: 'PodsWithPVC' is not a default protection",
+        ),
+        (
+            {"podProtections": {"extraEnabled": ["DaemonSetPods"]}},
+            "extraEnabled[0]: 'DaemonSetPods' is not an extra protection",
+        ),
+        (
+            {"podProtections": {}, "ignorePvcPods": True},
+            "podProtections: cannot be combined with the deprecated ignorePvcPods",
+        ),
         ({"minPodAge": "soon"}, "minPodAge: invalid duration"),
         ({"nodeSelector": "a in (b"}, "nodeSelector: invalid label selector"),
         ({"nodefit": "yes"}, "nodeFit: must be true or false"),

@@ -75,8 +75,14 @@ def test_pods_sorted_low_to_high_priority_then_qos() -> None:
     nodes = [node("n1"), node("n2")]
     pods = [
         pod("high", "n1", cpu="700m", priority=10),
-        pod("guaranteed", "n1", cpu="700m", priority=1, limits={"cpu": "700m", "memory": "1Gi"},
-            memory="1Gi"),
+        pod(
+            "guaranteed",
+            "n1",
+            cpu="700m",
+            priority=1,
+            limits={"cpu": "700m", "memory": "1Gi"},
+            memory="1Gi",
+        ),
         pod("low", "n1", cpu="700m", priority=1),
         pod("none", "n1", cpu="700m"),
         pod("high2", "n1", cpu="700m", priority=10),

@@ -81,9 +81,9 @@ def required_affinity(key: str, value: str) -> dict[str, Any]:
     term = {"matchExpressions": [{"key": key, "operator": "In", "values": [value]}]}
     return {
         "affinity": {
-            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [term]
-            }}
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
+            }
         }
     }
 
@@ -184,8 +184,11 @@ def test_inter_pod_anti_affinity_lowest_priority_goes_and_leaves_the_set() -> No
 
 def test_inter_pod_anti_affinity_topology_and_namespaces() -> None:
     # zone topology: n1 and n2 share zone a; "db" on n2 is in zone a → "app" on n1 violates.
-    nodes = [node("n1", labels={"zone": "a"}), node("n2", labels={"zone": "a"}),
-             node("n3", labels={"zone": "b"})]
+    nodes = [
+        node("n1", labels={"zone": "a"}),
+        node("n2", labels={"zone": "a"}),
+        node("n3", labels={"zone": "b"}),
+    ]
     pods = [
         pod("app", "n1", spec=anti_affinity("db", "zone"), owners=[owner(name="app")]),
         pod("db", "n2", labels={"app": "db"}, owners=[owner(name="db")]),

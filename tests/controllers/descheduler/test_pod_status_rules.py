@@ -36,8 +36,11 @@ def restarts(**args: Any) -> tuple[str, str, dict[str, Any]]:
 def test_too_many_restarts_threshold_init_containers_and_order() -> None:
     pods = [
         # 3 + 2 = 5 restarts
-        pod("five", "n1", status={"containerStatuses": [container_status(3),
-                                                         container_status(2, name="b")]}),
+        pod(
+            "five",
+            "n1",
+            status={"containerStatuses": [container_status(3), container_status(2, name="b")]},
+        ),
         # 9 restarts
         pod("nine", "n1", status={"containerStatuses": [container_status(9)]}),
         # 1 restart + 6 in an init container: 1 without, 7 with includingInitContainers
@@ -58,11 +61,18 @@ def test_too_many_restarts_threshold_init_containers_and_order() -> None:
 
 def test_too_many_restarts_states() -> None:
     pods = [
-        pod("crashing", "n1", status={"containerStatuses": [
-            container_status(4, waiting="CrashLoopBackOff")]}),
+        pod(
+            "crashing",
+            "n1",
+            status={"containerStatuses": [container_status(4, waiting="CrashLoopBackOff")]},
+        ),
         pod("running", "n1", status={"containerStatuses": [container_status(6)]}),
-        pod("pending", "n1", phase="Pending", status={"containerStatuses": [
-            container_status(8, waiting="ContainerCreating")]}),
+        pod(
+            "pending",
+            "n1",
+            phase="Pending",
+            status={"containerStatuses": [container_status(8, waiting="ContainerCreating")]},
+        ),
     ]
     args = {"podRestartThreshold": 3, "states": ["CrashLoopBackOff"]}
     assert evicted(run(policy(restarts(**args)), NODES, pods)) == ["crashing"]
@@ -95,12 +105,26 @@ def test_pod_lifetime_age_is_strictly_greater_and_oldest_first() -> None:
 def test_pod_lifetime_filters_are_anded_values_ored() -> None:
     old = NOW - timedelta(hours=3)
     pods = [
-        pod("pulling", "n1", created=old, phase="Pending",
-            status={"containerStatuses": [container_status(waiting="ImagePullBackOff")]}),
-        pod("oom", "n1", created=old,
-            status={"containerStatuses": [container_status(terminated=("OOMKilled", 137))]}),
-        pod("young-pulling", "n1", created=NOW - timedelta(minutes=1), phase="Pending",
-            status={"containerStatuses": [container_status(waiting="ImagePullBackOff")]}),
+        pod(
+            "pulling",
+            "n1",
+            created=old,
+            phase="Pending",
+            status={"containerStatuses": [container_status(waiting="ImagePullBackOff")]},
+        ),
+        pod(
+            "oom",
+            "n1",
+            created=old,
+            status={"containerStatuses": [container_status(terminated=("OOMKilled", 137))]},
+        ),
+        pod(
+            "young-pulling",
+            "n1",
+            created=NOW - timedelta(minutes=1),
+            phase="Pending",
+            status={"containerStatuses": [container_status(waiting="ImagePullBackOff")]},
+        ),
         pod("running", "n1", created=old),
         pod("reason", "n1", created=old, status={"reason": "NodeLost"}),
     ]
@@ -114,18 +138,22 @@ def test_pod_lifetime_filters_are_anded_values_ored() -> None:
 
 def test_pod_lifetime_conditions_and_owner_kinds() -> None:
     changed = stamp(NOW - timedelta(minutes=30))
-    unready = {"type": "Ready", "status": "False", "reason": "ContainersNotReady",
-               "lastTransitionTime": changed}
+    unready = {
+        "type": "Ready",
+        "status": "False",
+        "reason": "ContainersNotReady",
+        "lastTransitionTime": changed,
+    }
     pods = [
         pod("unready", "n1", status={"conditions": [unready]}),
-        pod("unready-job", "n1", status={"conditions": [unready]},
-            owners=[owner("Job", "batch")]),
+        pod("unready-job", "n1", status={"conditions": [unready]}, owners=[owner("Job", "batch")]),
         pod("ready", "n1", status={"conditions": [{**unready, "status": "True"}]}),
     ]
     condition = {"type": "Ready", "status": "False", "minTimeSinceLastTransitionSeconds": 1200}
     # 30 minutes = 1800 s >= 1200
     assert evicted(run(policy(lifetime(conditions=[condition])), NODES, pods)) == [
-        "unready", "unready-job"
+        "unready",
+        "unready-job",
     ]
     too_soon = {**condition, "minTimeSinceLastTransitionSeconds": 3600}
     assert evicted(run(policy(lifetime(conditions=[too_soon])), NODES, pods)) == []
@@ -156,33 +184,54 @@ def test_remove_failed_pods_default_min_lifetime_is_an_hour() -> None:
     ]
     assert evicted(run(policy(failed()), NODES, pods)) == ["hour"]
     # node listing order: created first, listed first
-    assert evicted(run(policy(failed(minPodLifetimeSeconds=0)), NODES, pods)) == [
-        "hour", "recent"
-    ]
+    assert evicted(run(policy(failed(minPodLifetimeSeconds=0)), NODES, pods)) == ["hour", "recent"]
 
 
 def test_remove_failed_pods_reasons_exit_codes_owner_kinds() -> None:
     # created an hour apart, oldest first: the node lists them in this order
     pods = [
-        pod("oom", "n1", phase="Failed", created=NOW - timedelta(hours=5),
-            status={"containerStatuses": [container_status(terminated=("OOMKilled", 137))]}),
-        pod("evicted", "n1", phase="Failed", created=NOW - timedelta(hours=4),
-            status={"reason": "Evicted"}),
-        pod("job", "n1", phase="Failed", owners=[owner("Job", "nightly")],
+        pod(
+            "oom",
+            "n1",
+            phase="Failed",
+            created=NOW - timedelta(hours=5),
+            status={"containerStatuses": [container_status(terminated=("OOMKilled", 137))]},
+        ),
+        pod(
+            "evicted",
+            "n1",
+            phase="Failed",
+            created=NOW - timedelta(hours=4),
+            status={"reason": "Evicted"},
+        ),
+        pod(
+            "job",
+            "n1",
+            phase="Failed",
+            owners=[owner("Job", "nightly")],
             created=NOW - timedelta(hours=3),
-            status={"containerStatuses": [container_status(terminated=("Error", 1))]}),
-        pod("init", "n1", phase="Failed", created=NOW - timedelta(hours=2), status={
-            "initContainerStatuses": [container_status(terminated=("Error", 2), name="i")]}),
+            status={"containerStatuses": [container_status(terminated=("Error", 1))]},
+        ),
+        pod(
+            "init",
+            "n1",
+            phase="Failed",
+            created=NOW - timedelta(hours=2),
+            status={"initContainerStatuses": [container_status(terminated=("Error", 2), name="i")]},
+        ),
     ]
     base = {"minPodLifetimeSeconds": 0}
     assert evicted(run(policy(failed(**base, reasons=["OOMKilled", "Evicted"])), NODES, pods)) == [
-        "oom", "evicted"
+        "oom",
+        "evicted",
     ]
     assert evicted(run(policy(failed(**base, exitCodes=[1, 2])), NODES, pods)) == ["job"]
     with_init = {**base, "exitCodes": [1, 2], "includingInitContainers": True}
     assert evicted(run(policy(failed(**with_init)), NODES, pods)) == ["job", "init"]
     assert evicted(run(policy(failed(**base, excludeOwnerKinds=["Job"])), NODES, pods)) == [
-        "oom", "evicted", "init"
+        "oom",
+        "evicted",
+        "init",
     ]
 
 

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from kubescale.controllers.descheduler.policy.evictor_args import DefaultEvictorArgs
+from kubescale.controllers.descheduler.policy.fields import PolicyError
 from kubescale.controllers.descheduler.policy.policy_loading import (
     load_policy,
     load_policy_file,
 )
-from kubescale.controllers.descheduler.policy.fields import PolicyError
 from kubescale.controllers.descheduler.policy.strategy_args import (
     RemovePodsViolatingTopologySpreadConstraintArgs,
 )
@@ -47,7 +47,9 @@ def test_the_reference_example() -> None:
     policy = load_policy(REFERENCE_EXAMPLE)
     assert policy.node_selector == "node=node1"
     assert (policy.max_pods_per_node, policy.max_pods_per_namespace, policy.max_pods_total) == (
-        10, 10, 50
+        10,
+        10,
+        50,
     )
     assert policy.grace_period_seconds == 60
     profile = policy.profiles[0]
@@ -57,9 +59,13 @@ def test_the_reference_example() -> None:
     assert profile.filter == ("DefaultEvictor",)
     assert profile.pre_eviction_filter == ("DefaultEvictor",)
     evictor = profile.evictor
-    assert evictor.node_fit and evictor.min_replicas == 2
+    assert evictor.node_fit
+    assert evictor.min_replicas == 2
     assert evictor.protections == {
-        "PodsWithLocalStorage", "SystemCriticalPods", "FailedBarePods", "DaemonSetPods",
+        "PodsWithLocalStorage",
+        "SystemCriticalPods",
+        "FailedBarePods",
+        "DaemonSetPods",
         "PodsWithPVC",
     }
 
@@ -92,35 +98,60 @@ profiles:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("apiVersion: descheduler/v1alpha1\nkind: DeschedulerPolicy\nstrategies: {}\n",
-         "apiVersion: descheduler/v1alpha1 is no longer supported"),
+        (
+            "apiVersion: descheduler/v1alpha1\nkind: DeschedulerPolicy\nstrategies: {}\n",
+            "apiVersion: descheduler/v1alpha1 is no longer supported",
+        ),
         ("apiVersion: v1\nkind: DeschedulerPolicy\n", "apiVersion: must be descheduler/v1alpha2"),
         ("apiVersion: descheduler/v1alpha2\nkind: Policy\n", "kind: must be DeschedulerPolicy"),
-        ("apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofile: []\n",
-         "profile: unknown field"),
-        ("apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\n"
-         "maxNoOfPodsToEvictTotal: -1\n", "maxNoOfPodsToEvictTotal: must be >= 0, got -1"),
-        ("apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nnodeSelector: 'a in (b'\n",
-         "nodeSelector: invalid label selector"),
-        ("apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles:\n- plugins: {}\n",
-         "profiles[0].name: is required"),
-        ("apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles:\n"
-         "- name: a\n- name: a\n", "profiles[1].name: duplicate profile name 'a'"),
-        ("apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles:\n- name: a\n"
-         "  pluginConfig: [{name: RemoveEverything}]\n",
-         "profiles[a].pluginConfig[0].name: unknown plugin 'RemoveEverything'"),
-        ("apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles:\n- name: a\n"
-         "  plugins: {balance: {enabled: [RemovePodsViolatingNodeTaints]}}\n",
-         "profiles[a].plugins.balance.enabled[0]: plugin RemovePodsViolatingNodeTaints does not "
-         "implement the balance extension point"),
-        ("apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles:\n- name: a\n"
-         "  plugins: {balance: {enabled: [LowNodeUtilization]}}\n",
-         "profiles[a].pluginConfig[LowNodeUtilization].args.thresholds: no resource threshold"),
-        ("apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nmetricsProviders:\n"
-         "- {source: Prometheus}\n", "metricsProviders[0].prometheus.url: is required"),
-        ("apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nmetricsProviders:\n"
-         "- {source: KubernetesMetrics}\n- {source: KubernetesMetrics}\n",
-         "metricsProviders[1].source: metrics provider KubernetesMetrics is set more than once"),
+        (
+            "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofile: []\n",
+            "profile: unknown field",
+        ),
+        (
+            "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\n"
+            "maxNoOfPodsToEvictTotal: -1\n",
+            "maxNoOfPodsToEvictTotal: must be >= 0, got -1",
+        ),
+        (
+            "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nnodeSelector: 'a in (b'\n",
+            "nodeSelector: invalid label selector",
+        ),
+        (
+            "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles:\n- plugins: {}\n",
+            "profiles[0].name: is required",
+        ),
+        (
+            "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles:\n"
+            "- name: a\n- name: a\n",
+            "profiles[1].name: duplicate profile name 'a'",
+        ),
+        (
+            "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles:\n- name: a\n"
+            "  pluginConfig: [{name: RemoveEverything}]\n",
+            "profiles[a].pluginConfig[0].name: unknown plugin 'RemoveEverything'",
+        ),
+        (
+            "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles:\n- name: a\n"
+            "  plugins: {balance: {enabled: [RemovePodsViolatingNodeTaints]}}\n",
+            "profiles[a].plugins.balance.enabled[0]: plugin RemovePodsViolatingNodeTaints does not "
+            "implement the balance extension point",
+        ),
+        (
+            "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles:\n- name: a\n"
+            "  plugins: {balance: {enabled: [LowNodeUtilization]}}\n",
+            "profiles[a].pluginConfig[LowNodeUtilization].args.thresholds: no resource threshold",
+        ),
+        (
+            "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nmetricsProviders:\n"
+            "- {source: Prometheus}\n",
+            "metricsProviders[0].prometheus.url: is required",
+        ),
+        (
+            "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nmetricsProviders:\n"
+            "- {source: KubernetesMetrics}\n- {source: KubernetesMetrics}\n",
+            "metricsProviders[1].source: metrics provider KubernetesMetrics is set more than once",
+        ),
         ("apiVersion: descheduler/v1alpha2\nkind: [", "not valid YAML"),
     ],
 )

@@ -17,12 +17,15 @@ not evaluated, so a refusal may be more cautious than the cycle).
 * RemovePodsViolatingInterPodAntiAffinity — one of the pod's required anti-affinity terms
   selects a pod in the node's topology domain
   (:func:`..strategies.pod_anti_affinity.anti_affinity_conflict`);
-* RemovePodsViolatingTopologySpreadConstraint — with the pod counted in the node's domain, the
-  constraint would be unbalanced (largest − smallest > maxSkew) and the node's domain above the
-  average: the only domains ``balanceDomains`` takes pods from;
+* RemovePodsViolatingTopologySpreadConstraint — for every constraint the cycle would collect in
+  the pod's namespace (the pod's own and its neighbours') whose selector matches the pod: with
+  the pod counted in the node's domain, the constraint would be unbalanced (largest − smallest >
+  maxSkew) and the node's domain above the average — the only domains ``balanceDomains`` takes
+  pods from;
 * LowNodeUtilization — the node would be over-utilized with the pod on it while the plugin acts
-  (:func:`.utilization_arrays.lnu_over_after`), and the pod tolerates every taint of some
-  under-utilized node (else the plugin would not move it).
+  (:func:`.utilization_arrays.lnu_over_after`), and — with static thresholds — the pod tolerates
+  every taint of some under-utilized node (else the plugin would not move it; with deviation
+  thresholds the under-utilized nodes move with the pod, so this is not relied on).
 
 Each is a necessary condition for the cycle to evict the pod from that node for that reason, so
 a pod placed on a node with no refusal is not evicted by the next cycle for these reasons (the
@@ -328,9 +331,6 @@ def _refuse_spread(
     evictable: _Evictable,
 ) -> None:
     args: RemovePodsViolatingTopologySpreadConstraintArgs = rule.args
-    constraints = topology_spread.spread_constraints(pod, args.constraints)
-    if not constraints:
-        return
     nodes = state.descheduler_nodes()
     node_list = list(nodes.values())
     namespace = _namespace(pod)
@@ -340,26 +340,68 @@ def _refuse_spread(
         for p in state.pods_in_namespace(namespace)
         if pod_key(p) != own and _in_scope(p, args) and evictable.other(rule.profile, p)
     ]
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    found: dict[str, topology_spread.SpreadConstraint] = {}
+    for holder in [pod, *pods]:
+        for constraint in topology_spread.spread_constraints(holder, args.constraints):
+            if constraint.selector.matches(labels):
+                found.setdefault(constraint.identity, constraint)
+    constraints = list(found.values())
+    if not constraints:
+        return
+    labels_of = {n: (nodes[n].get("metadata") or {}).get("labels") or {} for n in names}
     for constraint in constraints:
-        domains = topology_spread.domain_counts(constraint, node_list, pods)
-        labels_of = {n: (nodes[n].get("metadata") or {}).get("labels") or {} for n in names}
+        placed = _SpreadAfterPlacement(topology_spread.domain_counts(constraint, node_list, pods))
         for name in names:
             value = labels_of[name].get(constraint.topology_key)
             if name in refused or value is None:
                 continue
-            sizes = {key: len(members) for key, members in domains.items()}
-            sizes[value] = sizes.get(value, 0) + 1
-            total = sum(sizes.values())
-            average = total / len(sizes)
-            if max(sizes.values()) - min(sizes.values()) > constraint.max_skew and (
-                sizes[value] > average
-            ):
+            size, total = placed.evicted_from(value, constraint.max_skew)
+            if size is not None:
                 refused[name] = _refusal(
                     rule,
                     name,
-                    f"{constraint.topology_key}={value} would hold {sizes[value]} of {total} "
-                    f"matching pods (skew above {constraint.max_skew})",
+                    f"{constraint.topology_key}={value} would hold {size} of {total} matching "
+                    f"pods (skew above {constraint.max_skew})",
                 )
+
+
+class _SpreadAfterPlacement:
+    """Domain sizes of one constraint, and what one more pod in a domain does to them."""
+
+    def __init__(self, domains: Mapping[str, Sequence[Pod]]) -> None:
+        self.sizes = {value: len(members) for value, members in domains.items()}
+        self.total = sum(self.sizes.values())
+        ordered = sorted(self.sizes.values())
+        self.smallest = ordered[0] if ordered else None
+        self.second = ordered[1] if len(ordered) > 1 else None
+        self.largest = ordered[-1] if ordered else None
+        self.smallest_count = ordered.count(ordered[0]) if ordered else 0
+        self._answers: dict[str, tuple[int | None, int]] = {}
+
+    def evicted_from(self, value: str, max_skew: int) -> tuple[int | None, int]:
+        """``(size, total)`` with the pod in ``value``'s domain when that makes the constraint
+        unbalanced and the domain above the average, else ``(None, total)``."""
+        cached = self._answers.get(value)
+        if cached is not None:
+            return cached
+        old = self.sizes.get(value)
+        new = (old or 0) + 1
+        count = len(self.sizes) + (0 if old is not None else 1)
+        largest = max(self.largest or 0, new)
+        if self.smallest is None:
+            smallest = new
+        elif old is None:
+            smallest = min(self.smallest, new)
+        elif old == self.smallest and self.smallest_count == 1:
+            smallest = min(self.second if self.second is not None else new, new)
+        else:
+            smallest = self.smallest
+        total = self.total + 1
+        unbalanced = largest - smallest > max_skew and new > total / count
+        answer = (new if unbalanced else None, total)
+        self._answers[value] = answer
+        return answer
 
 
 def _lnu_added(pod: Pod, arrays: UtilizationArrays, columns: Sequence[int]) -> list[int]:
@@ -388,9 +430,10 @@ def _refuse_over_utilized(
     if arrays is None:
         return
     vector = lnu_vector(arrays, args)
-    under = {arrays.names[i]: arrays.taints[i] for i in vector.under.nonzero()[0].tolist()}
-    if not under or not tolerates_taints_of_any(pod, under):
-        return  # LowNodeUtilization would not move this pod anywhere
+    if not args.use_deviation_thresholds:
+        under = {arrays.names[i]: arrays.taints[i] for i in vector.under.nonzero()[0].tolist()}
+        if not under or not tolerates_taints_of_any(pod, under):
+            return  # LowNodeUtilization would not move this pod anywhere
     indices = [arrays.index[n] for n in names if n in arrays.index]
     added = _lnu_added(pod, arrays, vector.columns)
     over = lnu_over_after(arrays, vector, args, candidates=indices, added=added)
