@@ -85,7 +85,7 @@ class ClusterCache:
         self._taints: dict[str, list[Mapping[str, Any]]] = {}
         self._counted: dict[tuple[str, str], tuple[str, np.ndarray[Any, Any]]] = {}
         self._node_metrics: Mapping[str, Mapping[str, int]] | None = None
-        self._metric_values: Mapping[str, float] | None = None
+        self._metric_values: dict[str, Mapping[str, float]] = {}
         self.node_version = 0
         self.usage_version = 0
         self._views: dict[str, Any] = {}
@@ -212,9 +212,12 @@ class ClusterCache:
         self._node_metrics = usage
         self.usage_version += 1
 
-    def set_metric_values(self, values: Mapping[str, float] | None) -> None:
-        """The descheduler's latest Prometheus query result (node → value in [0, 1])."""
-        self._metric_values = values
+    def set_metric_values(self, query: str, values: Mapping[str, float] | None) -> None:
+        """The descheduler's latest result of a Prometheus query (node → value in [0, 1])."""
+        if values is None:
+            self._metric_values.pop(query, None)
+        else:
+            self._metric_values[query] = values
         self.usage_version += 1
 
     def load(
@@ -286,19 +289,20 @@ class ClusterCache:
     def utilization(
         self, args: LowNodeUtilizationArgs | HighNodeUtilizationArgs
     ) -> UtilizationArrays | None:
-        source = ""
+        source, query = "", ""
         if isinstance(args, LowNodeUtilizationArgs) and args.metrics is not None:
-            source = args.metrics.source
+            source, query = args.metrics.source, args.metrics.prometheus_query
         version = (self.node_version, self.usage_version)
-        cached = self._views.get(f"usage:{source}")
+        key = f"usage:{source}:{query}"
+        cached = self._views.get(key)
         if cached is not None and cached[0] == version:
             arrays: UtilizationArrays | None = cached[1]
             return arrays
-        arrays = self._build_arrays(source)
-        self._views[f"usage:{source}"] = (version, arrays)
+        arrays = self._build_arrays(source, query)
+        self._views[key] = (version, arrays)
         return arrays
 
-    def _build_arrays(self, source: str) -> UtilizationArrays | None:
+    def _build_arrays(self, source: str, query: str) -> UtilizationArrays | None:
         nodes = list(self.descheduler_nodes().values())
         names = [node_name(n) for n in nodes]
         rows = np.array([self._rows[n] for n in names], dtype=np.int64)
@@ -314,7 +318,7 @@ class ClusterCache:
                 used[i, self._column["cpu"]] = int(self._node_metrics[name].get("cpu", 0))
                 used[i, self._column["memory"]] = int(self._node_metrics[name].get("memory", 0))
         elif source == PROMETHEUS_METRICS:
-            values = self._metric_values
+            values = self._metric_values.get(query)
             if values is None or any(not 0 <= values.get(n, -1.0) <= 1 for n in names):
                 return None
             for i, name in enumerate(names):

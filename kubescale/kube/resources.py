@@ -232,6 +232,27 @@ MACHINES = resource_type(
 )
 
 
+NODE_METRICS = ResourceType(
+    group="metrics.k8s.io",
+    version="v1beta1",
+    kind="NodeMetrics",
+    plural="nodes",
+    namespaced=False,
+    verbs=("get", "list"),
+)
+"""metrics-server's node usage (not cached through informers: read on demand)."""
+POD_METRICS = ResourceType(
+    group="metrics.k8s.io",
+    version="v1beta1",
+    kind="PodMetrics",
+    plural="pods",
+    namespaced=True,
+    verbs=("get", "list"),
+)
+"""metrics-server's pod usage (not cached through informers: read on demand)."""
+SECRETS = _rt("", "v1", "Secret", "secrets")
+"""Read on demand only (the descheduler's Prometheus token), never cached or served."""
+
 ALL: tuple[ResourceType, ...] = (
     PODS,
     NODES,

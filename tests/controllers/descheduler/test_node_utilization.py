@@ -195,7 +195,7 @@ def test_prometheus_usage_evicts_one_pod_per_node_without_a_limit() -> None:
         "metricsUtilization": {"source": "Prometheus", "prometheus": {"query": "node_util"}},
     }
     providers = [{"source": "Prometheus", "prometheus": {"url": "http://prometheus:9090"}}]
-    values = {"n1": 0.9, "n2": 0.1}
+    values = {"node_util": {"n1": 0.9, "n2": 0.1}}
     report = run(policy(lnu(**base), metricsProviders=providers), nodes, pods, metric_usage=values)
     assert evicted(report) == ["p0"]
     limited = {**base, "evictionLimits": {"node": 2}}
@@ -207,7 +207,7 @@ def test_prometheus_usage_evicts_one_pod_per_node_without_a_limit() -> None:
         policy(lnu(**base), metricsProviders=providers),
         nodes,
         pods,
-        metric_usage={"n1": 1.5, "n2": 0.1},
+        metric_usage={"node_util": {"n1": 1.5, "n2": 0.1}},
     )
     assert "outside of <0; 1> interval" in report.errors[0]
 

@@ -93,8 +93,8 @@ class CycleView:
     metrics collector does; ``None`` when not collected."""
     pod_usage: Mapping[tuple[str, str], Amounts] | None = None
     """metrics.k8s.io usage per pod (sum of its containers)."""
-    metric_usage: Mapping[str, float] | None = None
-    """Prometheus query result per node (``instance`` label → value in [0, 1])."""
+    metric_usage: Mapping[str, Mapping[str, float]] | None = None
+    """Prometheus results: query → node (the samples' ``instance`` label) → value."""
     requests: RequestCache | None = None
     """Parsed requests to share across cycles (the snapshot's cache)."""
 

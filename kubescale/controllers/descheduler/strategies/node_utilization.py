@@ -139,7 +139,7 @@ def _usage_source(
         return UsageSource(usage=usage, pods=pods, pod_usage=requested)
     if metrics.source == KUBERNETES_METRICS:
         return _actual_usage(ctx, names, pods)
-    return _prometheus_usage(ctx, pods)
+    return _prometheus_usage(ctx, pods, metrics.prometheus_query)
 
 
 def _actual_usage(
@@ -175,8 +175,8 @@ def _actual_usage(
     return UsageSource(usage=usage, pods=pods, pod_usage=measured_pod)
 
 
-def _prometheus_usage(ctx: StrategyContext, pods: dict[str, list[Pod]]) -> UsageSource:
-    values = ctx.view.metric_usage
+def _prometheus_usage(ctx: StrategyContext, pods: dict[str, list[Pod]], query: str) -> UsageSource:
+    values = (ctx.view.metric_usage or {}).get(query)
     if values is None:
         raise StrategyError("error getting node usage: prometheus client not initialized")
     usage: dict[str, dict[str, int]] = {}
