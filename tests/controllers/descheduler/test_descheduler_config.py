@@ -35,7 +35,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def test_upstream_defaults() -> None:
     settings = descheduler_settings_from_args(parse([]))
     assert (settings.mode, settings.policy, settings.interval, settings.dry_run) == (
-        "auto", None, 0.0, False
+        "auto",
+        None,
+        0.0,
+        False,
     )
     assert not settings.enabled
     assert settings.run_once
@@ -53,7 +56,8 @@ def test_policy_interval_dry_run(tmp_path: Path) -> None:
     settings = descheduler_settings_from_args(
         parse(["--policy-config-file", str(path), "--descheduling-interval", "5m", "--dry-run"])
     )
-    assert settings.enabled and settings.policy is not None
+    assert settings.enabled
+    assert settings.policy is not None
     assert settings.interval == 300.0
     assert settings.dry_run
     # upstream: leader election only when looping and never in dry-run
@@ -70,8 +74,10 @@ def test_policy_interval_dry_run(tmp_path: Path) -> None:
         (["--descheduling-interval", "soon"], "--descheduling-interval: invalid duration"),
         (["--descheduling-interval=-1m"], "--descheduling-interval must not be negative"),
         (["--descheduler", "true"], "--descheduler true needs --policy-config-file"),
-        (["--policy-config-file", "/nonexistent/policy.yaml"],
-         "--policy-config-file: failed to read policy config file"),
+        (
+            ["--policy-config-file", "/nonexistent/policy.yaml"],
+            "--policy-config-file: failed to read policy config file",
+        ),
     ],
 )
 def test_descheduler_flag_errors(argv: list[str], message: str) -> None:
@@ -118,7 +124,8 @@ def test_eviction_memory_per_owner_and_node_bounded_by_age_and_size() -> None:
     memory.record(web, "n4", NOW + timedelta(minutes=5, seconds=2))
     assert len(memory) == 3
     assert set(memory.refused_nodes(replacement, NOW + timedelta(minutes=5, seconds=3))) == {
-        "n3", "n4"
+        "n3",
+        "n4",
     }
     # bare pods cannot be tied to a replacement
     memory.record(pod("bare", "n1", owners=[]), "n1", NOW)

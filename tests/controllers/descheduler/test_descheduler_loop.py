@@ -83,8 +83,9 @@ def cluster(api: ApiServer) -> None:
         api.store.create(made)
     for name in ("web-0", "web-1"):
         create_pod(api, pod(name, "n1", cpu="100m", labels={"app": "web"}))
-    create_pod(api, pod("api-0", "n1", cpu="100m", labels={"app": "api"},
-                        owners=[owner(name="api")]))
+    create_pod(
+        api, pod("api-0", "n1", cpu="100m", labels={"app": "api"}, owners=[owner(name="api")])
+    )
     create_pod(api, pod("bare", "n1", cpu="100m", owners=[]))
     created = api.store.create(
         {
@@ -180,15 +181,22 @@ async def test_evicts_through_the_eviction_api(setup: Setup) -> None:
     try:
         await run(setup, made)
         assert terminating(setup.api) == ["web-0", "web-1"]
-        labels = {"strategy": "RemovePodsViolatingNodeTaints", "profile": "default",
-                  "namespace": "default", "node": "n1"}
+        labels = {
+            "strategy": "RemovePodsViolatingNodeTaints",
+            "profile": "default",
+            "namespace": "default",
+            "node": "n1",
+        }
         assert made.sample("descheduler_pods_evicted_total", {"result": "success", **labels}) == 2
         assert made.sample("descheduler_pods_evicted_total", {"result": "error", **labels}) == 1
         assert made.sample("descheduler_loop_duration_seconds_count") == 1
-        assert made.sample(
-            "descheduler_strategy_duration_seconds_count",
-            {"strategy": "RemovePodsViolatingNodeTaints", "profile": "default"},
-        ) == 1
+        assert (
+            made.sample(
+                "descheduler_strategy_duration_seconds_count",
+                {"strategy": "RemovePodsViolatingNodeTaints", "profile": "default"},
+            )
+            == 1
+        )
         events = setup.api.store.snapshots(CORE_EVENTS)
         normal = sorted(
             (e["involvedObject"]["name"], e["reason"], e["message"])
@@ -196,13 +204,20 @@ async def test_evicts_through_the_eviction_api(setup: Setup) -> None:
             if e["type"] == "Normal"
         )
         assert normal == [
-            ("web-0", "RemovePodsViolatingNodeTaints",
-             "pod eviction from n1 node by sigs.k8s.io/descheduler"),
-            ("web-1", "RemovePodsViolatingNodeTaints",
-             "pod eviction from n1 node by sigs.k8s.io/descheduler"),
+            (
+                "web-0",
+                "RemovePodsViolatingNodeTaints",
+                "pod eviction from n1 node by sigs.k8s.io/descheduler",
+            ),
+            (
+                "web-1",
+                "RemovePodsViolatingNodeTaints",
+                "pod eviction from n1 node by sigs.k8s.io/descheduler",
+            ),
         ]
-        warnings = [(e["involvedObject"]["name"], e["reason"]) for e in events
-                    if e["type"] == "Warning"]
+        warnings = [
+            (e["involvedObject"]["name"], e["reason"]) for e in events if e["type"] == "Warning"
+        ]
         assert warnings == [("api-0", "EvictionFailed")]
         # the extender's memory now refuses n1 to web's pods
         assert set(made.memory.refused_nodes(pod("web-9", None), setup.clock.now())) == {"n1"}
@@ -272,8 +287,9 @@ profiles:
     try:
         await run(setup, made)
         assert terminating(setup.api) == ["w0", "w1"]
-        assert seen == [{"n1": {"cpu": 3600, "memory": 1 << 30},
-                         "n2": {"cpu": 200, "memory": 1 << 30}}]
+        assert seen == [
+            {"n1": {"cpu": 3600, "memory": 1 << 30}, "n2": {"cpu": 200, "memory": 1 << 30}}
+        ]
         # the collector smooths: n1 now reads 1600m → round(0.9×3600 + 0.1×1600) = 3400
         setup.api.metrics.set_node_metrics(name="n1", usage={"cpu": "1600m", "memory": "1Gi"})
         assert made.loop.collector is not None
