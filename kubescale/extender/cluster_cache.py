@@ -5,7 +5,9 @@ extender keeps, from the informers' events (:func:`kubescale.extender.informer_f
 from objects handed over directly (tests, benchmarks):
 
 * nodes; namespaces' labels; PodDisruptionBudgets, PVCs and PriorityClasses (the
-  DefaultEvictor's inputs); pods by namespace (bound, not finished) and pod counts per owner uid;
+  DefaultEvictor's inputs); the bound, unfinished pods by namespace and by label (a selector
+  with an exact requirement reads only the pods with that label), their distinct topology
+  spread constraints per namespace, and pod counts per owner uid;
 * a usage table: per node, the requests of its unfinished pods for every resource the policy's
   utilization plugins track (cpu, memory, pods, their threshold resources), updated in place as
   pods come and go — the same sums the descheduler's cycle computes from its pod list; and the
@@ -36,10 +38,15 @@ from kubescale.controllers.descheduler.policy.utilization_args import (
     HighNodeUtilizationArgs,
     LowNodeUtilizationArgs,
 )
+from kubescale.controllers.descheduler.strategies.topology_spread import (
+    SpreadConstraint,
+    spread_constraints,
+)
 from kubescale.controllers.descheduler.strategies.utilization_math import (
     BASIC_RESOURCES,
     node_capacity,
 )
+from kubescale.kube.selectors import LabelSelector
 from kubescale.scheduling.fit import pod_key
 
 __all__ = ["ClusterCache", "tracked_resources"]
@@ -47,6 +54,7 @@ __all__ = ["ClusterCache", "tracked_resources"]
 Pod = Mapping[str, Any]
 Node = Mapping[str, Any]
 _INITIAL_ROWS = 64
+_ALL_SPREAD_KINDS = ("DoNotSchedule", "ScheduleAnyway")
 
 
 def tracked_resources(policy: DeschedulerPolicy) -> list[str]:
@@ -73,6 +81,8 @@ class ClusterCache:
         self.nodes: dict[str, Node] = {}
         self._pods: dict[tuple[str, str], Pod] = {}
         self._bound: dict[str, dict[str, Pod]] = {}
+        self._by_label: dict[tuple[str, str, str], dict[str, Pod]] = {}
+        self._spread: dict[str, dict[str, tuple[SpreadConstraint, dict[str, Pod]]]] = {}
         self._owner_counts: dict[str, int] = {}
         self._namespace_labels: dict[str, Mapping[str, str]] = {}
         self._pdbs: dict[tuple[str, str], Mapping[str, Any]] = {}
@@ -147,6 +157,13 @@ class ClusterCache:
         node = str((pod.get("spec") or {}).get("nodeName") or "")
         if node and not is_terminal(pod):
             self._bound.setdefault(key[0], {})[key[1]] = pod
+            for label, value in ((pod.get("metadata") or {}).get("labels") or {}).items():
+                self._by_label.setdefault((key[0], label, value), {})[key[1]] = pod
+            for constraint in spread_constraints(pod, _ALL_SPREAD_KINDS):
+                entry = self._spread.setdefault(key[0], {}).setdefault(
+                    constraint.identity, (constraint, {})
+                )
+                entry[1][key[1]] = pod
             vector = self._vector(pod)
             self._used[self._row(node)] += vector
             self._counted[key] = (node, vector)
@@ -165,7 +182,20 @@ class ClusterCache:
                 self._owner_counts[uid] -= 1
                 if self._owner_counts[uid] <= 0:
                     del self._owner_counts[uid]
-        self._bound.get(key[0], {}).pop(key[1], None)
+        if self._bound.get(key[0], {}).pop(key[1], None) is not None:
+            for label, value in ((pod.get("metadata") or {}).get("labels") or {}).items():
+                index = self._by_label.get((key[0], label, value))
+                if index is not None:
+                    index.pop(key[1], None)
+                    if not index:
+                        del self._by_label[(key[0], label, value)]
+            constraints = self._spread.get(key[0], {})
+            for constraint in spread_constraints(pod, _ALL_SPREAD_KINDS):
+                entry = constraints.get(constraint.identity)
+                if entry is not None:
+                    entry[1].pop(key[1], None)
+                    if not entry[1]:
+                        del constraints[constraint.identity]
         counted = self._counted.pop(key, None)
         if counted is not None:
             node, vector = counted
@@ -275,8 +305,26 @@ class ClusterCache:
     def pod(self, namespace: str, name: str) -> Pod | None:
         return self._pods.get((namespace, name))
 
-    def pods_in_namespace(self, namespace: str) -> Sequence[Pod]:
-        return list(self._bound.get(namespace, {}).values())
+    def pods_selected(self, namespace: str, selector: LabelSelector) -> Sequence[Pod]:
+        if selector.nothing:
+            return []
+        candidates: Iterable[Pod] | None = None
+        for requirement in selector.requirements:
+            value = selector.exact_value(requirement.key)
+            if value is not None:
+                candidates = self._by_label.get((namespace, requirement.key, value), {}).values()
+                break
+        if candidates is None:
+            candidates = self._bound.get(namespace, {}).values()
+        return [p for p in candidates if selector.matches((p.get("metadata") or {}).get("labels"))]
+
+    def spread_constraints_in(
+        self, namespace: str
+    ) -> Sequence[tuple[SpreadConstraint, Sequence[Pod]]]:
+        return [
+            (constraint, list(holders.values()))
+            for constraint, holders in self._spread.get(namespace, {}).values()
+        ]
 
     def descheduler_nodes(self) -> Mapping[str, Node]:
         cached = self._views.get("nodes")
@@ -285,6 +333,40 @@ class ClusterCache:
             cached = self._views["nodes"] = (self.node_version, {node_name(n): n for n in chosen})
         nodes: Mapping[str, Node] = cached[1]
         return nodes
+
+    def node_labels_of(self) -> Mapping[str, Mapping[str, str]]:
+        cached = self._views.get("labels")
+        if cached is None or cached[0] != self.node_version:
+            labels = {
+                name: (node.get("metadata") or {}).get("labels") or {}
+                for name, node in self.descheduler_nodes().items()
+            }
+            cached = self._views["labels"] = (self.node_version, labels)
+        found: Mapping[str, Mapping[str, str]] = cached[1]
+        return found
+
+    def node_taints_of(self) -> Mapping[str, Sequence[Mapping[str, Any]]]:
+        cached = self._views.get("taints")
+        if cached is None or cached[0] != self.node_version:
+            taints = {
+                name: self._taints[name]
+                for name in self.descheduler_nodes()
+                if self._taints.get(name)
+            }
+            cached = self._views["taints"] = (self.node_version, taints)
+        found: Mapping[str, Sequence[Mapping[str, Any]]] = cached[1]
+        return found
+
+    def node_groups(self, keys: tuple[str, ...]) -> Mapping[tuple[str | None, ...], Sequence[str]]:
+        view = f"groups:{keys!r}"
+        cached = self._views.get(view)
+        if cached is None or cached[0] != self.node_version:
+            groups: dict[tuple[str | None, ...], list[str]] = {}
+            for name, labels in self.node_labels_of().items():
+                groups.setdefault(tuple(labels.get(k) for k in keys), []).append(name)
+            cached = self._views[view] = (self.node_version, groups)
+        found: Mapping[tuple[str | None, ...], Sequence[str]] = cached[1]
+        return found
 
     def utilization(
         self, args: LowNodeUtilizationArgs | HighNodeUtilizationArgs

@@ -20,6 +20,7 @@ extender is then skipped). Prioritize answers a plain list, so its errors are a 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -95,15 +96,13 @@ class SchedulerExtender:
             self.metrics.requests.labels(verb, "ok" if ok else "error").inc()
             self.metrics.duration.labels(verb).observe(time.perf_counter() - started)
 
-    async def filter(self, request: web.Request) -> web.Response:
-        started = time.perf_counter()
-        body = await request.read()
+    def answer_filter(self, body: bytes) -> tuple[dict[str, Any], bool]:
+        """The ``ExtenderFilterResult`` for a request body, and whether it is not an error."""
         try:
             args = self._args(body)
         except ExtenderInputError as err:
             log.warning("extender filter refused its input", extra={"fields": {"error": str(err)}})
-            self._observe("filter", started, ok=False)
-            return web.json_response(filter_error(str(err)))
+            return filter_error(str(err)), False
         decision = decide_filter(
             args.pod,
             args.names,
@@ -113,8 +112,8 @@ class SchedulerExtender:
             now=self.clock.now(),
         )
         if self.metrics is not None:
-            for reason in (decision.refused_by or {}).values():
-                self.metrics.refused.labels(reason).inc()
+            for reason, count in Counter((decision.refused_by or {}).values()).items():
+                self.metrics.refused.labels(reason).inc(count)
             if decision.policy_fallback:
                 self.metrics.fallbacks.inc()
         if decision.policy_fallback:
@@ -123,14 +122,20 @@ class SchedulerExtender:
                 "descheduler policy would refuse every candidate node; refusing none",
                 extra={"fields": {"pod": f"{meta.get('namespace')}/{meta.get('name')}"}},
             )
-        answer: dict[str, Any] = filter_result(
+        answer = filter_result(
             args,
             passed=decision.passed,
             failed=decision.failed,
             unresolvable=decision.unresolvable,
         )
-        self._observe("filter", started, ok=True)
-        return web.json_response(answer)
+        return answer, True
+
+    async def filter(self, request: web.Request) -> web.Response:
+        started = time.perf_counter()
+        answer, ok = self.answer_filter(await request.read())
+        response = web.json_response(answer)
+        self._observe("filter", started, ok=ok)
+        return response
 
     async def prioritize(self, request: web.Request) -> web.Response:
         started = time.perf_counter()

@@ -187,6 +187,31 @@ class PreferredNodeAffinity:
         """Σ weight of the terms matching the node (``GetNodeWeightGivenPodPreferredAffinity``)."""
         return sum(w for w, term in self.terms if term is not None and term.matches(name, labels))
 
+    def label_keys(self) -> tuple[str, ...] | None:
+        """The node labels the terms read (sorted); ``None`` when a term reads the node's name
+        (``matchFields``), so that nodes cannot be told apart by labels alone."""
+        terms = [term for _, term in self.terms if term is not None]
+        if any(term.fields for term in terms):
+            return None
+        return tuple(sorted({r.key for term in terms for r in term.labels}))
+
+    def weights(self, nodes: Mapping[str, Mapping[str, str]]) -> dict[str, int]:
+        """:meth:`weight` of every node (name → labels); nodes that agree on the labels the
+        terms read are scored once."""
+        terms = [term for _, term in self.terms if term is not None]
+        if any(term.fields for term in terms):
+            return {name: self.weight(name, labels) for name, labels in nodes.items()}
+        keys = sorted({r.key for term in terms for r in term.labels})
+        memo: dict[tuple[str | None, ...], int] = {}
+        found: dict[str, int] = {}
+        for name, labels in nodes.items():
+            projected = tuple(labels.get(key) for key in keys)
+            weight = memo.get(projected)
+            if weight is None:
+                weight = memo[projected] = self.weight(name, labels)
+            found[name] = weight
+        return found
+
 
 @dataclass(frozen=True)
 class NodeAffinity:

@@ -17,6 +17,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kubescale.controllers.descheduler.framework.cycle_view import CycleView
 from kubescale.controllers.descheduler.placement.utilization_arrays import (
     UtilizationArrays,
     lnu_over_after,
@@ -28,7 +29,7 @@ from kubescale.controllers.descheduler.policy.utilization_args import (
 from kubescale.controllers.descheduler.strategies.node_utilization import lnu_classification
 from kubescale.controllers.descheduler.strategies.utilization_math import node_capacity
 
-from .builders import node, owner, pod, policy, run
+from .builders import NOW, node, owner, pod, policy, run
 
 TAINT = {"key": "bad", "effect": "NoSchedule"}
 PROTECTED: dict[str, dict[str, Any]] = {
@@ -176,3 +177,63 @@ def test_vectorized_utilization_matches_the_strategy(
             and len(placed.under) < len(nodes)
         )
         assert bool(over[0]) == (name in placed.over and acts)
+
+
+def _naive_fits_any(view: Any, pod: Any, names: list[str]) -> bool:
+    """The pod off its node, the scheduler's filters computed from scratch."""
+    snapshot = view.snapshot.copy()
+    current = pod["spec"].get("nodeName")
+    if current:
+        snapshot.remove_pod(current, pod)
+    return any(snapshot.fits(pod, name) for name in names if name != current)
+
+
+@st.composite
+def affinity_clusters(draw: st.DrawFn) -> tuple[list[Any], list[Any]]:
+    count = draw(st.integers(2, 5))
+    nodes = [
+        node(f"n{i}", cpu="4", labels={"zone": draw(st.sampled_from(["a", "b"]))})
+        for i in range(count)
+    ]
+    pods = []
+    for j in range(draw(st.integers(1, 12))):
+        app = draw(st.sampled_from(["x", "y"]))
+        affinity: dict[str, Any] = {}
+        kind = draw(st.sampled_from(["", "podAntiAffinity", "podAffinity"]))
+        if kind:
+            affinity[kind] = {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {
+                            "matchLabels": {"app": draw(st.sampled_from(["x", "y"]))}
+                        },
+                        "topologyKey": draw(st.sampled_from(["zone", "kubernetes.io/hostname"])),
+                    }
+                ]
+            }
+        pods.append(
+            pod(
+                f"p{j}",
+                f"n{draw(st.integers(0, count - 1))}",
+                cpu=f"{draw(st.integers(1, 15)) * 100}m",
+                labels={"app": app},
+                owners=[owner(name=app)],
+                spec={"affinity": affinity} if affinity else None,
+            )
+        )
+    return nodes, pods
+
+
+@settings(max_examples=200, deadline=None)
+@given(affinity_clusters())
+def test_fits_any_with_shared_topology_counts_matches_counting_from_scratch(
+    case: tuple[list[Any], list[Any]],
+) -> None:
+    # CycleView.fits_any computes InterPodAffinity's counts once per (namespace, labels,
+    # affinity) and takes each pod's own share off; it must agree with counting afresh.
+    nodes, pods = case
+    view = CycleView(now=NOW, nodes=nodes, pods=pods)
+    names = [n["metadata"]["name"] for n in nodes]
+    for the_pod in pods:
+        expected = _naive_fits_any(view, the_pod, names)
+        assert view.fits_any(the_pod, nodes, other_nodes_only=True) == expected

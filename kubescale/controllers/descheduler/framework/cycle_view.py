@@ -23,15 +23,18 @@ zone-wide anti-affinity term, an existing pod's anti-affinity, a cordon the pod 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from kubescale.kube.selectors import LabelSelector
-from kubescale.scheduling.fit import ClusterSnapshot, pod_key
+from kubescale.scheduling.fit import ClusterSnapshot, PodInfo, pod_key
+from kubescale.scheduling.inter_pod_affinity import TopologyCounts
 from kubescale.scheduling.pod_resources import Amounts, RequestCache
 
+from .affinity_index import AffinityIndex
 from .pods import creation_time, is_terminal, owner_refs
 
 __all__ = ["CycleView", "cycle_nodes", "is_node_ready"]
@@ -115,6 +118,8 @@ class CycleView:
         }
         self._owner_counts: dict[str, int] | None = None
         self._snapshot: ClusterSnapshot | None = None
+        self._topologies: dict[tuple[str, tuple[tuple[str, str], ...], str], Any] = {}
+        self._affinity_index: AffinityIndex | None = None
 
     # ------------------------------------------------------------------------ listings
 
@@ -170,11 +175,58 @@ class CycleView:
         ]
         if not names:
             return False
+        info = snapshot.pod_info(pod)
+        topology = self._topology_without(pod, info, current)
         removed = bool(current) and snapshot.remove_pod(current, pod)
         try:
-            info = snapshot.pod_info(pod)
-            topology = snapshot.topology(info)
             return any(snapshot.filter(info, name, topology) is None for name in names)
         finally:
             if removed:
                 snapshot.add_pod(current, pod)
+
+    def _topology_without(self, pod: Pod, info: PodInfo, current: str) -> TopologyCounts | None:
+        """InterPodAffinity's counts for ``pod`` as if it were not on its node.
+
+        The counts over every pod depend only on the pod's namespace, labels and affinity
+        terms, so they are computed once per such signature and cycle; the pod's own share
+        (its node's topology values for the terms that select the pod itself) is then taken
+        off, which is exactly what counting without it gives."""
+        meta = pod.get("metadata") or {}
+        affinity = (pod.get("spec") or {}).get("affinity") or {}
+        signature = (
+            str(meta.get("namespace", "")),
+            tuple(sorted((meta.get("labels") or {}).items())),
+            json.dumps(
+                [affinity.get("podAffinity"), affinity.get("podAntiAffinity")], sort_keys=True
+            ),
+        )
+        if signature not in self._topologies:
+            if self._affinity_index is None:
+                self._affinity_index = AffinityIndex(self.snapshot, self.namespace_labels)
+            self._topologies[signature] = self._affinity_index.counts(pod, info)
+        base = self._topologies[signature]
+        if base is None:
+            return None
+        counts = TopologyCounts(pod=pod, affinity=info.affinity, anti_affinity=info.anti_affinity)
+        counts.affinity = dict(base.affinity)
+        counts.anti_affinity = dict(base.anti_affinity)
+        counts.existing_anti_affinity = dict(base.existing_anti_affinity)
+        counts.self_match = base.self_match
+        state = self.snapshot.nodes.get(current) if current else None
+        if state is not None and any(pod_key(p) == pod_key(pod) for p in state.pods):
+            labels, namespaces = state.labels, self.namespace_labels
+            own = (
+                (counts.affinity, info.affinity),
+                (counts.anti_affinity, info.anti_affinity),
+                (counts.existing_anti_affinity, info.anti_affinity),
+            )
+            for table, terms in own:
+                for term in terms:
+                    value = labels.get(term.topology_key)
+                    if value is None or not term.matches(pod, namespaces):
+                        continue
+                    pair = (term.topology_key, value)
+                    table[pair] -= 1
+                    if table[pair] <= 0:
+                        del table[pair]  # "no pod matches" is an empty table
+        return counts

@@ -36,11 +36,12 @@ under-utilized nodes (the ones it empties) last.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
-from kubescale.scheduling.filters import PreferredNodeAffinity
+from kubescale.kube.selectors import LabelSelector
+from kubescale.scheduling.filters import NodeAffinity, PreferredNodeAffinity
 from kubescale.scheduling.fit import pod_key
 from kubescale.scheduling.inter_pod_affinity import required_terms
 
@@ -87,8 +88,28 @@ class PlacementState(EvictorInputs, Protocol):
         """The cycle's nodes: ready, matching the policy's nodeSelector."""
         ...
 
-    def pods_in_namespace(self, namespace: str) -> Sequence[Pod]:
-        """The namespace's pods bound to a node and not finished."""
+    def node_labels_of(self) -> Mapping[str, Mapping[str, str]]:
+        """The labels of :meth:`descheduler_nodes`, by name."""
+        ...
+
+    def node_taints_of(self) -> Mapping[str, Sequence[Mapping[str, Any]]]:
+        """The taints of those of :meth:`descheduler_nodes` that have any, by name."""
+        ...
+
+    def node_groups(self, keys: tuple[str, ...]) -> Mapping[tuple[str | None, ...], Sequence[str]]:
+        """:meth:`descheduler_nodes` grouped by their values of the label ``keys``."""
+        ...
+
+    def pods_selected(self, namespace: str, selector: LabelSelector) -> Sequence[Pod]:
+        """The namespace's pods bound to a node, not finished, whose labels ``selector``
+        matches."""
+        ...
+
+    def spread_constraints_in(
+        self, namespace: str
+    ) -> Sequence[tuple[topology_spread.SpreadConstraint, Sequence[Pod]]]:
+        """The distinct spread constraints the namespace's bound, unfinished pods carry, each
+        with the pods carrying it."""
         ...
 
     def utilization(
@@ -99,9 +120,9 @@ class PlacementState(EvictorInputs, Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class Refusal:
-    node: str
+class Refusal(NamedTuple):
+    """Why nodes are refused: one object for every node refused for the same reason."""
+
     strategy: str
     profile: str
     message: str
@@ -211,8 +232,10 @@ def policy_refusals(
     if not names:
         return refused
     evictable = _Evictable(rules, state, pod)
+    open_names, seen = names, 0
     for rule in rules.rules:
-        open_names = [n for n in names if n not in refused]
+        if len(refused) != seen:
+            open_names, seen = [n for n in names if n not in refused], len(refused)
         if not open_names:
             break
         if rule.name == LOW_NAME:
@@ -224,9 +247,9 @@ def policy_refusals(
         if not evictable(rule.profile):
             continue
         if rule.name == node_taints.NAME:
-            _refuse_taints(pod, open_names, rule, nodes, refused)
+            _refuse_taints(pod, open_names, rule, state, refused)
         elif rule.name == node_affinity.NAME:
-            _refuse_affinity(pod, open_names, rule, nodes, refused)
+            _refuse_affinity(pod, open_names, rule, state, refused)
         elif rule.name == pod_anti_affinity.NAME:
             _refuse_anti_affinity(pod, open_names, rule, state, refused)
         elif rule.name == topology_spread.NAME:
@@ -234,9 +257,10 @@ def policy_refusals(
     return refused
 
 
-def _refusal(rule: _Rule, node: str, why: str) -> Refusal:
+def _refusal(rule: _Rule, why: str) -> Refusal:
+    """The same text for every node refused for the same reason, so that kube-scheduler's
+    FitError message counts them together ("1700 descheduler policy: ...")."""
     return Refusal(
-        node=node,
         strategy=rule.name,
         profile=rule.profile,
         message=f"descheduler policy: {rule.name} (profile {rule.profile}) would evict the "
@@ -244,54 +268,61 @@ def _refusal(rule: _Rule, node: str, why: str) -> Refusal:
     )
 
 
+def _refuse_all(rule: _Rule, names: Iterable[str], why: str, refused: dict[str, Refusal]) -> None:
+    refused.update(dict.fromkeys(names, _refusal(rule, why)))
+
+
 def _refuse_taints(
     pod: Pod,
     names: Sequence[str],
     rule: _Rule,
-    nodes: Mapping[str, Node],
+    state: PlacementState,
     refused: dict[str, Refusal],
 ) -> None:
     args: RemovePodsViolatingNodeTaintsArgs = rule.args
-    for name in names:
-        taints = (nodes[name].get("spec") or {}).get("taints") or ()
-        taint = node_taints.violating_taint(pod, taints, args) if taints else None
+    tainted = state.node_taints_of()
+    open_names = set(names)
+    by_taint: dict[str, list[str]] = {}
+    for name, taints in tainted.items():
+        if name not in open_names:
+            continue
+        taint = node_taints.violating_taint(pod, taints, args)
         if taint is not None:
-            text = node_taints.taint_text(taint)
-            refused[name] = _refusal(rule, name, f"taint {text} is not tolerated")
+            by_taint.setdefault(node_taints.taint_text(taint), []).append(name)
+    for text, chosen in by_taint.items():
+        _refuse_all(rule, chosen, f"taint {text} is not tolerated", refused)
 
 
 def _refuse_affinity(
     pod: Pod,
     names: Sequence[str],
     rule: _Rule,
-    nodes: Mapping[str, Node],
+    state: PlacementState,
     refused: dict[str, Refusal],
 ) -> None:
     args: RemovePodsViolatingNodeAffinityArgs = rule.args
+    labels_of = state.node_labels_of()
     for kind in args.node_affinity_type:
+        open_names = [n for n in names if n not in refused]
         if kind == NODE_AFFINITY_REQUIRED and node_affinity.has_required_affinity(pod):
-            for name in names:
-                if name not in refused and node_affinity.violates_required(pod, nodes[name]):
-                    refused[name] = _refusal(rule, name, "required node affinity not matched")
+            required = NodeAffinity.of_pod(pod)
+            chosen = [n for n in open_names if not required.matches(n, labels_of[n])]
+            _refuse_all(rule, chosen, "its required node affinity does not match", refused)
         elif kind == NODE_AFFINITY_PREFERRED and node_affinity.has_preferred_affinity(pod):
-            best = node_affinity.best_preferred_weight(pod, list(nodes.values()))
             preferred = PreferredNodeAffinity.of_pod(pod)
-            for name in names:
-                node = nodes[name]
-                weight = preferred.weight(name, (node.get("metadata") or {}).get("labels") or {})
-                if name not in refused and weight < best:
-                    refused[name] = _refusal(
-                        rule, name, f"preferred node affinity weight {weight} < best {best}"
-                    )
-
-
-def _scoped_pods(
-    state: PlacementState, namespaces: Sequence[str], args: Any
-) -> dict[str, list[Pod]]:
-    found: dict[str, list[Pod]] = {}
-    for namespace in namespaces:
-        found[namespace] = [p for p in state.pods_in_namespace(namespace) if _in_scope(p, args)]
-    return found
+            keys = preferred.label_keys()
+            if keys is None:
+                weights = preferred.weights(labels_of)
+            else:
+                weights = {}
+                for members in state.node_groups(keys).values():
+                    weight = preferred.weight(members[0], labels_of[members[0]])
+                    weights.update(dict.fromkeys(members, weight))
+            best = max(weights.values(), default=0)
+            chosen = [n for n in open_names if weights[n] < best]
+            _refuse_all(
+                rule, chosen, "another node matches its preferred node affinity better", refused
+            )
 
 
 def _refuse_anti_affinity(
@@ -305,20 +336,28 @@ def _refuse_anti_affinity(
     terms = required_terms(pod, "podAntiAffinity")
     if not terms:
         return
-    scope: set[str] = set()
+    by_namespace: dict[str, list[Pod]] = {}
     for term in terms:
-        scope.update(term.namespaces or state.namespace_labels.keys())
-    by_namespace = _scoped_pods(state, sorted(scope), args)
-    nodes = state.descheduler_nodes()
-    for name in names:
-        other = pod_anti_affinity.anti_affinity_conflict(
-            pod, nodes[name], by_namespace, nodes, state.namespace_labels
-        )
-        if other is not None:
-            meta = other.get("metadata") or {}
-            refused[name] = _refusal(
-                rule, name, f"its anti-affinity selects {meta.get('namespace')}/{meta.get('name')}"
+        for namespace in sorted(term.namespaces or state.namespace_labels.keys()):
+            chosen = by_namespace.setdefault(namespace, [])
+            chosen.extend(
+                p for p in state.pods_selected(namespace, term.selector) if _in_scope(p, args)
             )
+    nodes = state.descheduler_nodes()
+    domains = pod_anti_affinity.forbidden_domains(pod, by_namespace, nodes, state.namespace_labels)
+    open_names = set(names)
+    conflicting: set[str] = set()
+    for forbidden in domains:
+        conflicting.update(n for n in forbidden.nodes if n in open_names)
+        groups = state.node_groups((forbidden.topology_key,))
+        for value in forbidden.values:
+            conflicting.update(n for n in groups.get((value,), ()) if n in open_names)
+    _refuse_all(
+        rule,
+        [n for n in names if n in conflicting],
+        "its anti-affinity selects a pod in the node's domain",
+        refused,
+    )
 
 
 def _refuse_spread(
@@ -332,38 +371,45 @@ def _refuse_spread(
 ) -> None:
     args: RemovePodsViolatingTopologySpreadConstraintArgs = rule.args
     nodes = state.descheduler_nodes()
-    node_list = list(nodes.values())
-    namespace = _namespace(pod)
     own = pod_key(pod)
-    pods = [
-        p
-        for p in state.pods_in_namespace(namespace)
-        if pod_key(p) != own and _in_scope(p, args) and evictable.other(rule.profile, p)
-    ]
+    namespace = _namespace(pod)
     labels = (pod.get("metadata") or {}).get("labels") or {}
     found: dict[str, topology_spread.SpreadConstraint] = {}
-    for holder in [pod, *pods]:
-        for constraint in topology_spread.spread_constraints(holder, args.constraints):
-            if constraint.selector.matches(labels):
-                found.setdefault(constraint.identity, constraint)
-    constraints = list(found.values())
-    if not constraints:
-        return
-    labels_of = {n: (nodes[n].get("metadata") or {}).get("labels") or {} for n in names}
-    for constraint in constraints:
-        placed = _SpreadAfterPlacement(topology_spread.domain_counts(constraint, node_list, pods))
-        for name in names:
-            value = labels_of[name].get(constraint.topology_key)
-            if name in refused or value is None:
-                continue
-            size, total = placed.evicted_from(value, constraint.max_skew)
-            if size is not None:
-                refused[name] = _refusal(
-                    rule,
-                    name,
-                    f"{constraint.topology_key}={value} would hold {size} of {total} matching "
-                    f"pods (skew above {constraint.max_skew})",
-                )
+    for constraint in topology_spread.spread_constraints(pod, args.constraints):
+        if constraint.selector.matches(labels):
+            found.setdefault(constraint.identity, constraint)
+    for constraint, holders in state.spread_constraints_in(namespace):
+        if (
+            constraint.identity in found
+            or constraint.when_unsatisfiable not in args.constraints
+            or not constraint.selector.matches(labels)
+        ):
+            continue
+        if any(
+            pod_key(h) != own and _in_scope(h, args) and evictable.other(rule.profile, h)
+            for h in holders
+        ):
+            found[constraint.identity] = constraint
+    for constraint in found.values():
+        matching = [
+            p
+            for p in state.pods_selected(namespace, constraint.selector)
+            if pod_key(p) != own and _in_scope(p, args) and evictable.other(rule.profile, p)
+        ]
+        placed = _SpreadAfterPlacement(topology_spread.domain_counts(constraint, nodes, matching))
+        key = constraint.topology_key
+        open_names = {n for n in names if n not in refused}
+        chosen: set[str] = set()
+        for (value,), members in state.node_groups((key,)).items():
+            if value is not None and placed.evicted_from(value, constraint.max_skew)[0]:
+                chosen.update(m for m in members if m in open_names)
+        _refuse_all(
+            rule,
+            [n for n in names if n in chosen],
+            f"its {key} spread would exceed maxSkew {constraint.max_skew} with this node's "
+            "domain above the average",
+            refused,
+        )
 
 
 class _SpreadAfterPlacement:
@@ -437,10 +483,12 @@ def _refuse_over_utilized(
     indices = [arrays.index[n] for n in names if n in arrays.index]
     added = _lnu_added(pod, arrays, vector.columns)
     over = lnu_over_after(arrays, vector, args, candidates=indices, added=added)
-    for position, flag in zip(indices, over.tolist(), strict=True):
-        if flag:
-            name = arrays.names[position]
-            refused[name] = _refusal(rule, name, "the node would be above its target utilization")
+    _refuse_all(
+        rule,
+        [arrays.names[i] for i, flag in zip(indices, over.tolist(), strict=True) if flag],
+        "the node would be above its target utilization",
+        refused,
+    )
 
 
 def placement_scores(

@@ -14,6 +14,7 @@ selector, ``Filter`` and ``PreEvictionFilter``:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -63,7 +64,8 @@ def violates_required(pod: Pod, node: Node) -> bool:
 def best_preferred_weight(pod: Pod, nodes: Sequence[Node]) -> int:
     """``GetBestNodeWeightGivenPodPreferredAffinity``: the highest Σ weight over ``nodes``."""
     preferred = PreferredNodeAffinity.of_pod(pod)
-    return max((preferred.weight(node_name(n), node_labels(n)) for n in nodes), default=0)
+    weights = preferred.weights({node_name(n): node_labels(n) for n in nodes})
+    return max(weights.values(), default=0)
 
 
 def _candidates(
@@ -81,6 +83,18 @@ def remove_pods_violating_node_affinity(
     ctx: StrategyContext, args: RemovePodsViolatingNodeAffinityArgs
 ) -> StrategyRun:
     nodes = list(ctx.view.nodes)
+    best_weights: dict[str, int] = {}
+
+    def best_weight(pod: Pod) -> int:
+        """The best weight over the nodes, once per distinct set of preferred terms."""
+        spec = json.dumps(
+            _node_affinity(pod).get("preferredDuringSchedulingIgnoredDuringExecution"),
+            sort_keys=True,
+        )
+        if spec not in best_weights:
+            best_weights[spec] = best_preferred_weight(pod, nodes)
+        return best_weights[spec]
+
     for affinity_type in args.node_affinity_type:
         for node in nodes:
             for pod in _candidates(ctx, args, node):
@@ -94,7 +108,7 @@ def remove_pods_violating_node_affinity(
                     current = PreferredNodeAffinity.of_pod(pod).weight(
                         node_name(node), node_labels(node)
                     )
-                    if best_preferred_weight(pod, nodes) <= current:
+                    if best_weight(pod) <= current:
                         continue
                     reason = "another node matches the pod's preferred node affinity better"
                 else:  # pragma: no cover - validated when the policy is loaded

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -146,8 +146,11 @@ def spread_constraints(pod: Pod, kinds: Sequence[str]) -> list[SpreadConstraint]
 
 def node_included(constraint: SpreadConstraint, node: Node) -> bool:
     """``matchNodeInclusionPolicies`` (module docstring, step 3)."""
-    if constraint.node_affinity is not None and not constraint.node_affinity.matches(
-        node_name(node), node_labels(node)
+    affinity = constraint.node_affinity
+    if (
+        affinity is not None
+        and (affinity.selector or affinity.terms is not None)
+        and not affinity.matches(node_name(node), node_labels(node))
     ):
         return False
     if constraint.tolerations is not None:
@@ -157,23 +160,46 @@ def node_included(constraint: SpreadConstraint, node: Node) -> bool:
     return True
 
 
+def _inclusive(constraint: SpreadConstraint) -> bool:
+    """Every node passes the constraint's inclusion policies."""
+    affinity = constraint.node_affinity
+    return constraint.tolerations is None and (
+        affinity is None or (not affinity.selector and affinity.terms is None)
+    )
+
+
 def domain_counts(
-    constraint: SpreadConstraint, nodes: Sequence[Node], pods: Sequence[Pod]
+    constraint: SpreadConstraint,
+    nodes: Mapping[str, Node],
+    pods: Sequence[Pod],
+    *,
+    values: Iterable[str] | None = None,
 ) -> dict[str, list[Pod]]:
-    """Domain value → matching pods (module docstring, step 3), domains by value."""
+    """Domain value → matching pods (module docstring, step 3), domains by value; ``nodes`` by
+    name. ``values``, when known, are the nodes' values of the topology key: with no inclusion
+    policy to apply they are the domains, and the nodes need not be read."""
     domains: dict[str, list[Pod]] = {}
     key = constraint.topology_key
-    by_name = {node_name(n): n for n in nodes}
-    for node in nodes:
-        value = node_labels(node).get(key)
-        if value is not None and node_included(constraint, node):
-            domains.setdefault(value, [])
+    inclusive = _inclusive(constraint)
+    if inclusive and values is not None:
+        domains = {value: [] for value in values}
+        nodes_to_read: Iterable[Node] = ()
+    else:
+        nodes_to_read = nodes.values()
+    for node in nodes_to_read:
+        value = ((node.get("metadata") or {}).get("labels") or {}).get(key)
+        if (
+            value is not None
+            and value not in domains
+            and (inclusive or node_included(constraint, node))
+        ):
+            domains[value] = []
     for pod in pods:
         if is_terminating(pod) or not constraint.selector.matches(
             (pod.get("metadata") or {}).get("labels") or {}
         ):
             continue
-        bound = by_name.get(str((pod.get("spec") or {}).get("nodeName") or ""))
+        bound = nodes.get(str((pod.get("spec") or {}).get("nodeName") or ""))
         if bound is None:
             continue
         value = node_labels(bound).get(key)
@@ -261,6 +287,7 @@ def remove_pods_violating_topology_spread_constraint(
 ) -> StrategyRun:
     view = ctx.view
     nodes = list(view.nodes)
+    by_name = {node_name(n): n for n in nodes}
 
     def in_scope(pod: Pod) -> bool:
         namespace = str((pod.get("metadata") or {}).get("namespace", ""))
@@ -283,7 +310,7 @@ def remove_pods_violating_topology_spread_constraint(
             for constraint in spread_constraints(pod, args.constraints):
                 constraints.setdefault(constraint.identity, constraint)
         for constraint in constraints.values():
-            domains = domain_counts(constraint, nodes, pods)
+            domains = domain_counts(constraint, by_name, pods)
             sizes = [len(p) for p in domains.values()]
             if not sizes or max(sizes) - min(sizes) <= constraint.max_skew:
                 continue
