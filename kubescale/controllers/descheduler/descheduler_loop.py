@@ -44,7 +44,7 @@ from kubescale.kube.resources import (
     PODS,
     PRIORITY_CLASSES,
 )
-from kubescale.scheduling.pod_resources import RequestCache
+from kubescale.scheduling.pod_resources import NON_MISSING_DEFAULTS, RequestCache
 
 from .descheduler_config import DeschedulerSettings
 from .descheduler_metrics import DeschedulerMetrics
@@ -113,6 +113,7 @@ class DeschedulerLoop:
             self.collector = NodeMetricsCollector(client, node_names=self._cycle_node_names)
         self._prometheus: PrometheusNodeValues | None = None
         self._requests = RequestCache()
+        self._non_zero = RequestCache(non_missing=NON_MISSING_DEFAULTS)
         self.cycles = 0
         self.last_report: CycleReport | None = None
         self.last_dry_run: list[EvictionRequest] = []
@@ -154,6 +155,7 @@ class DeschedulerLoop:
                 for pc in self.priority_classes.lister.list()
             },
             requests=self._requests,
+            non_zero=self._non_zero,
         )
 
     async def _metric_values(self, now: datetime) -> dict[str, Mapping[str, float]]:

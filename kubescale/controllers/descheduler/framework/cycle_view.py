@@ -35,7 +35,7 @@ from kubescale.scheduling.inter_pod_affinity import TopologyCounts
 from kubescale.scheduling.pod_resources import Amounts, RequestCache
 
 from .affinity_index import AffinityIndex
-from .pods import creation_time, is_terminal, owner_refs
+from .pods import creation_time, is_terminal, owner_refs, requests_of
 
 __all__ = ["CycleView", "cycle_nodes", "is_node_ready"]
 
@@ -100,6 +100,8 @@ class CycleView:
     """Prometheus results: query → node (the samples' ``instance`` label) → value."""
     requests: RequestCache | None = None
     """Parsed requests to share across cycles (the snapshot's cache)."""
+    non_zero: RequestCache | None = None
+    """The snapshot's scoring requests, shared across cycles likewise."""
 
     def __post_init__(self) -> None:
         if not self.all_nodes:
@@ -119,6 +121,8 @@ class CycleView:
         self._owner_counts: dict[str, int] | None = None
         self._snapshot: ClusterSnapshot | None = None
         self._topologies: dict[tuple[str, tuple[tuple[str, str], ...], str], Any] = {}
+        self._spec_requests: dict[int, tuple[Pod, Amounts]] = {}
+        self._candidate_names: dict[int, tuple[Iterable[Node], list[str]]] = {}
         self._affinity_index: AffinityIndex | None = None
 
     # ------------------------------------------------------------------------ listings
@@ -137,6 +141,15 @@ class CycleView:
             for node in (self.nodes if nodes is None else nodes)
             for pod in self.pods_on(node_name(node), include_terminal=include_terminal)
         ]
+
+    def requests_of(self, pod: Pod) -> Amounts:
+        """:func:`~.pods.requests_of`, computed once per pod object this cycle (shared: do not
+        change it)."""
+        cached = self._spec_requests.get(id(pod))
+        if cached is None or cached[0] is not pod:
+            cached = (pod, requests_of(pod))
+            self._spec_requests[id(pod)] = cached
+        return cached[1]
 
     def owner_count(self, uid: str) -> int:
         """Pods (any phase) with an ownerReference of this uid (the informer's owner index)."""
@@ -161,6 +174,7 @@ class CycleView:
                 pods=self.pods,
                 namespace_labels=self.namespace_labels,
                 requests=self.requests,
+                non_zero=self.non_zero,
             )
         return self._snapshot
 
@@ -169,17 +183,23 @@ class CycleView:
         ``candidates``, through the scheduler's filters (module docstring)."""
         snapshot = self.snapshot
         current = str((pod.get("spec") or {}).get("nodeName") or "")
-        names = [node_name(n) for n in candidates]
-        names = [
-            n for n in names if n in snapshot.nodes and not (other_nodes_only and n == current)
-        ]
-        if not names:
+        known = self._candidate_names.get(id(candidates))
+        if known is None or known[0] is not candidates:
+            listed = [node_name(n) for n in candidates]
+            known = (candidates, [n for n in listed if n in snapshot.nodes])
+            if isinstance(candidates, list | tuple):  # a re-iterable, stable candidate list
+                self._candidate_names[id(candidates)] = known
+        names = known[1]
+        skip = current if other_nodes_only else None
+        if not names or names == [skip]:
             return False
         info = snapshot.pod_info(pod)
         topology = self._topology_without(pod, info, current)
         removed = bool(current) and snapshot.remove_pod(current, pod)
         try:
-            return any(snapshot.filter(info, name, topology) is None for name in names)
+            return any(
+                snapshot.filter(info, name, topology) is None for name in names if name != skip
+            )
         finally:
             if removed:
                 snapshot.add_pod(current, pod)
@@ -204,9 +224,11 @@ class CycleView:
             if self._affinity_index is None:
                 self._affinity_index = AffinityIndex(self.snapshot, self.namespace_labels)
             self._topologies[signature] = self._affinity_index.counts(pod, info)
-        base = self._topologies[signature]
+        base: TopologyCounts | None = self._topologies[signature]
         if base is None:
             return None
+        if not info.affinity and not info.anti_affinity:
+            return base  # the pod's own share is nothing: the shared counts are its counts
         counts = TopologyCounts(pod=pod, affinity=info.affinity, anti_affinity=info.anti_affinity)
         counts.affinity = dict(base.affinity)
         counts.anti_affinity = dict(base.anti_affinity)

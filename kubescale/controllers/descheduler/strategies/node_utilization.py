@@ -111,7 +111,11 @@ class UsageSource:
     pod_usage: Callable[[Pod], dict[str, int]]
 
 
-def requested_usage(pods: Sequence[Pod], names: Sequence[str]) -> dict[str, int]:
+def requested_usage(
+    pods: Sequence[Pod],
+    names: Sequence[str],
+    requests_of: Callable[[Pod], Mapping[str, int]] = requests_of,
+) -> dict[str, int]:
     """``NodeUtilization``: requests of ``pods`` for ``names``, ``pods`` their count."""
     usage = {"cpu": 0, "memory": 0, "pods": len(pods)}
     for name in names:
@@ -132,10 +136,13 @@ def _usage_source(
     if metrics is None:
 
         def requested(pod: Pod) -> dict[str, int]:
-            requests = requests_of(pod)
+            requests = view.requests_of(pod)
             return {name: requests.get(name, 0) for name in names}
 
-        usage = {name: requested_usage(on_node, names) for name, on_node in pods.items()}
+        usage = {
+            name: requested_usage(on_node, names, view.requests_of)
+            for name, on_node in pods.items()
+        }
         return UsageSource(usage=usage, pods=pods, pod_usage=requested)
     if metrics.source == KUBERNETES_METRICS:
         return _actual_usage(ctx, names, pods)
@@ -324,7 +331,7 @@ def high_node_utilization(ctx: StrategyContext, args: HighNodeUtilizationArgs) -
         if not ctx.filter(pod):
             return False
         if args.eviction_modes:
-            requests = requests_of(pod)
+            requests = ctx.view.requests_of(pod)
             return any(requests.get(name, 0) > 0 for name in args.thresholds)
         return True
 

@@ -73,27 +73,39 @@ def _placement_class(pod: Pod) -> str:
     )
 
 
-def target_nodes(pods: Sequence[Pod], nodes: Sequence[Node]) -> list[Node]:
-    """``getTargetNodes`` (module docstring, step 4), in node order."""
+def _class_nodes(pod: Pod, nodes: Sequence[Node]) -> list[str]:
+    """The nodes one placement class could run on."""
+    tolerations = (pod.get("spec") or {}).get("tolerations") or ()
+    affinity = NodeAffinity.of_pod(pod)
+    return [
+        node_name(node)
+        for node in nodes
+        if first_untolerated_taint(
+            (node.get("spec") or {}).get("taints") or (), tolerations, FILTERED_EFFECTS
+        )
+        is None
+        and affinity.matches(node_name(node), node_labels(node))
+    ]
+
+
+def target_nodes(
+    pods: Sequence[Pod],
+    nodes: Sequence[Node],
+    memo: dict[str, list[str]] | None = None,
+) -> set[str]:
+    """``getTargetNodes`` (module docstring, step 4): the nodes' names. ``memo`` keeps each
+    placement class's nodes across owners (a cycle's nodes do not change)."""
+    memo = {} if memo is None else memo
     chosen: set[str] = set()
     classes: dict[str, Pod] = {}
     for pod in pods:
         classes.setdefault(_placement_class(pod), pod)
-    for pod in classes.values():
-        tolerations = (pod.get("spec") or {}).get("tolerations") or ()
-        affinity = NodeAffinity.of_pod(pod)
-        matching = [
-            node_name(node)
-            for node in nodes
-            if first_untolerated_taint(
-                (node.get("spec") or {}).get("taints") or (), tolerations, FILTERED_EFFECTS
-            )
-            is None
-            and affinity.matches(node_name(node), node_labels(node))
-        ]
-        if len(matching) > 1:
-            chosen.update(matching)
-    return [node for node in nodes if node_name(node) in chosen]
+    for key, pod in classes.items():
+        if key not in memo:
+            memo[key] = _class_nodes(pod, nodes)
+        if len(memo[key]) > 1:
+            chosen.update(memo[key])
+    return chosen
 
 
 def remove_duplicates(ctx: StrategyContext, args: RemoveDuplicatesArgs) -> StrategyRun:
@@ -118,9 +130,10 @@ def remove_duplicates(ctx: StrategyContext, args: RemoveDuplicatesArgs) -> Strat
                 continue
             for key in keys:
                 duplicates.setdefault(key, {}).setdefault(node_name(node), []).append(pod)
+    classes: dict[str, list[str]] = {}
     for key, by_node in duplicates.items():
         pods = [pod for dups in by_node.values() for pod in dups]
-        targets = target_nodes(pods, view.nodes)
+        targets = target_nodes(pods, view.nodes, classes)
         if len(targets) < 2:
             continue
         upper_avg = -(-occurrences[key] // len(targets))  # ceil

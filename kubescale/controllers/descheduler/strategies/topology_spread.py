@@ -242,7 +242,11 @@ def balance_domains(
     )
     values = [value for value, _ in ordered]
     sizes: list[list[Pod]] = [pods for _, pods in ordered]
-    eligible = [n for n in nodes if node_included(constraint, n)]
+    eligible = (
+        list(nodes)
+        if _inclusive(constraint)
+        else [n for n in nodes if node_included(constraint, n)]
+    )
     below_values = {values[k] for k in range(len(sizes)) if len(sizes[k]) < average}
     below = [n for n in eligible if node_labels(n).get(constraint.topology_key) in below_values]
     fits: dict[int, bool] = {}
@@ -282,6 +286,27 @@ def balance_domains(
     return marked
 
 
+class _LabelIndex:
+    """A namespace's pods by label: a selector with an exact requirement reads only those."""
+
+    def __init__(self, pods: Sequence[Pod]) -> None:
+        self.pods = pods
+        self.by_label: dict[tuple[str, str], list[Pod]] = {}
+        for pod in pods:
+            for item in ((pod.get("metadata") or {}).get("labels") or {}).items():
+                self.by_label.setdefault(item, []).append(pod)
+
+    def select(self, selector: LabelSelector) -> Sequence[Pod]:
+        """A superset of the pods ``selector`` matches, in listing order."""
+        if selector.nothing:
+            return ()
+        for requirement in selector.requirements:
+            value = selector.exact_value(requirement.key)
+            if value is not None:
+                return self.by_label.get((requirement.key, value), [])
+        return self.pods
+
+
 def remove_pods_violating_topology_spread_constraint(
     ctx: StrategyContext, args: RemovePodsViolatingTopologySpreadConstraintArgs
 ) -> StrategyRun:
@@ -309,8 +334,9 @@ def remove_pods_violating_topology_spread_constraint(
         for pod in pods:
             for constraint in spread_constraints(pod, args.constraints):
                 constraints.setdefault(constraint.identity, constraint)
+        index = _LabelIndex(pods)
         for constraint in constraints.values():
-            domains = domain_counts(constraint, by_name, pods)
+            domains = domain_counts(constraint, by_name, index.select(constraint.selector))
             sizes = [len(p) for p in domains.values()]
             if not sizes or max(sizes) - min(sizes) <= constraint.max_skew:
                 continue
