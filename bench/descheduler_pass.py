@@ -275,6 +275,15 @@ def one_pass(
     }
 
 
+def calibration_ms() -> float:
+    """CPU milliseconds of a fixed pure-Python workload: compare runs on a shared machine."""
+    started = time.process_time()
+    table: dict[int, int] = {}
+    for i in range(1_000_000):
+        table[i & 1023] = table.get(i & 1023, 0) + i
+    return round((time.process_time() - started) * 1000, 1)
+
+
 def main(repeat: int) -> dict[str, Any]:
     nodes = [node(i) for i in range(NODES)]
     pods = [pod(i) for i in range(PODS)]
@@ -297,6 +306,8 @@ def main(repeat: int) -> dict[str, Any]:
         "nodes": NODES,
         "pods": PODS,
         "goal": "<= 3 s CPU for one pass with all strategies",
+        "calibration_ms": calibration_ms(),
+        "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
         "results": results,
         "python": sys.version.split()[0],
         "machine": platform.machine(),

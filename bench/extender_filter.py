@@ -308,6 +308,15 @@ async def round_trip_times(
     return times
 
 
+def calibration_ms() -> float:
+    """CPU milliseconds of a fixed pure-Python workload: compare runs on a shared machine."""
+    started = time.process_time()
+    table: dict[int, int] = {}
+    for i in range(1_000_000):
+        table[i & 1023] = table.get(i & 1023, 0) + i
+    return round((time.process_time() - started) * 1000, 1)
+
+
 async def main(calls: int) -> dict[str, Any]:
     started = time.perf_counter()
     extender, names = build()
@@ -333,6 +342,7 @@ async def main(calls: int) -> dict[str, Any]:
         "setup_seconds": round(setup, 2),
         "goal": "handler p99 <= 20 ms on one core",
         "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
+        "calibration_ms": calibration_ms(),
         "results": results,
         "python": sys.version.split()[0],
         "machine": platform.machine(),

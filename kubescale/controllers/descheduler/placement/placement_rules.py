@@ -263,8 +263,7 @@ def _refusal(rule: _Rule, why: str) -> Refusal:
     return Refusal(
         strategy=rule.name,
         profile=rule.profile,
-        message=f"descheduler policy: {rule.name} (profile {rule.profile}) would evict the "
-        f"pod from this node: {why}",
+        message=f"descheduler {rule.profile}/{rule.name} would evict it: {why}",
     )
 
 
@@ -290,7 +289,7 @@ def _refuse_taints(
         if taint is not None:
             by_taint.setdefault(node_taints.taint_text(taint), []).append(name)
     for text, chosen in by_taint.items():
-        _refuse_all(rule, chosen, f"taint {text} is not tolerated", refused)
+        _refuse_all(rule, chosen, f"untolerated taint {text}", refused)
 
 
 def _refuse_affinity(
@@ -307,7 +306,7 @@ def _refuse_affinity(
         if kind == NODE_AFFINITY_REQUIRED and node_affinity.has_required_affinity(pod):
             required = NodeAffinity.of_pod(pod)
             chosen = [n for n in open_names if not required.matches(n, labels_of[n])]
-            _refuse_all(rule, chosen, "its required node affinity does not match", refused)
+            _refuse_all(rule, chosen, "required node affinity not matched", refused)
         elif kind == NODE_AFFINITY_PREFERRED and node_affinity.has_preferred_affinity(pod):
             preferred = PreferredNodeAffinity.of_pod(pod)
             keys = preferred.label_keys()
@@ -355,7 +354,7 @@ def _refuse_anti_affinity(
     _refuse_all(
         rule,
         [n for n in names if n in conflicting],
-        "its anti-affinity selects a pod in the node's domain",
+        "pod anti-affinity",
         refused,
     )
 
@@ -406,8 +405,7 @@ def _refuse_spread(
         _refuse_all(
             rule,
             [n for n in names if n in chosen],
-            f"its {key} spread would exceed maxSkew {constraint.max_skew} with this node's "
-            "domain above the average",
+            f"{key} spread over maxSkew {constraint.max_skew}",
             refused,
         )
 
@@ -486,7 +484,7 @@ def _refuse_over_utilized(
     _refuse_all(
         rule,
         [arrays.names[i] for i, flag in zip(indices, over.tolist(), strict=True) if flag],
-        "the node would be above its target utilization",
+        "node over its target utilization",
         refused,
     )
 
