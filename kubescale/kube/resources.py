@@ -250,7 +250,7 @@ POD_METRICS = ResourceType(
     verbs=("get", "list"),
 )
 """metrics-server's pod usage (not cached through informers: read on demand)."""
-SECRETS = _rt("", "v1", "Secret", "secrets")
+SECRETS = resource_type("", "v1", "Secret", "secrets")
 """Read on demand only (the descheduler's Prometheus token), never cached or served."""
 
 ALL: tuple[ResourceType, ...] = (
