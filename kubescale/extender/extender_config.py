@@ -1,8 +1,10 @@
 """Flags of the scheduler extender in ``kubescale serve``, and the settings built from them.
 
 * ``--scheduler-extender auto|true|false`` — serve ``<prefix>/filter`` and
-  ``<prefix>/prioritize`` on the TLS server (``auto``: when a descheduler policy is given with
-  ``--policy-config-file``; the extender enforces that policy);
+  ``<prefix>/prioritize`` on the TLS server (``auto``: in a cluster or with ``--kubeconfig``,
+  when a descheduler policy is given);
+* ``--policy-config-file`` / ``--descheduler-policy`` — the descheduler policy the extender
+  enforces, the descheduler's own flags (:mod:`kubescale.controllers.descheduler.policy_flags`);
 * ``--extender-url-prefix`` (``/scheduler``) — the path the KubeSchedulerConfiguration's
   ``urlPrefix`` ends with;
 * ``--extender-eviction-memory`` (``10m``) — how long a node stays refused to the pods of an
@@ -17,8 +19,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Final, Literal, cast
 
-from kubescale.base.flag_types import parse_duration
+from kubescale.base.flag_types import FlagValueError, parse_duration
 from kubescale.controllers.descheduler.eviction_memory import DEFAULT_MAX_ENTRIES
+from kubescale.controllers.descheduler.policy.policy_loading import DeschedulerPolicy
+from kubescale.controllers.descheduler.policy_flags import add_policy_arguments, policy_from_args
 
 __all__ = [
     "DEFAULT_URL_PREFIX",
@@ -34,19 +38,30 @@ DEFAULT_URL_PREFIX: Final = "/scheduler"
 DEFAULT_MEMORY: Final = "10m"
 
 
-class ExtenderConfigError(ValueError):
+class ExtenderConfigError(FlagValueError):
     """An extender flag value that does not make sense; the message names the flag."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class ExtenderSettings:
-    mode: ExtenderMode = "auto"
+    requested: ExtenderMode = "auto"
+    """The ``--scheduler-extender`` flag as given."""
+    policy: DeschedulerPolicy | None = None
+    policy_origin: str = ""
     url_prefix: str = DEFAULT_URL_PREFIX
     eviction_memory: timedelta = timedelta(minutes=10)
     eviction_memory_entries: int = DEFAULT_MAX_ENTRIES
 
-    def enabled(self, *, policy_given: bool) -> bool:
-        return self.mode == "true" or (self.mode == "auto" and policy_given)
+    @property
+    def mode(self) -> ExtenderMode:
+        """The on/off mode ``serve`` acts on: ``auto`` without a policy is ``false``."""
+        if self.requested == "auto" and self.policy is None:
+            return "false"
+        return self.requested
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode != "false"
 
     def route(self, verb: str) -> str:
         return f"{self.url_prefix.rstrip('/')}/{verb}"
@@ -58,9 +73,10 @@ def add_extender_arguments(parser: argparse.ArgumentParser) -> None:
         "--scheduler-extender",
         choices=("auto", "true", "false"),
         default="auto",
-        help="serve the scheduler extender: auto = when --policy-config-file is given "
-        "(default: %(default)s)",
+        help="serve the scheduler extender: auto = in a cluster or with --kubeconfig, when "
+        "--policy-config-file (or --descheduler-policy) is given (default: %(default)s)",
     )
+    add_policy_arguments(group)
     group.add_argument(
         "--extender-url-prefix",
         default=DEFAULT_URL_PREFIX,
@@ -101,8 +117,16 @@ def extender_settings_from_args(args: argparse.Namespace) -> ExtenderSettings:
             "--extender-eviction-memory-entries must be >= 1, got "
             f"{args.extender_eviction_memory_entries}"
         )
+    source = policy_from_args(args, error=ExtenderConfigError)
+    mode = cast(ExtenderMode, args.scheduler_extender)
+    if mode == "true" and source.policy is None:
+        raise ExtenderConfigError(
+            "--scheduler-extender true needs --policy-config-file (or --descheduler-policy)"
+        )
     return ExtenderSettings(
-        mode=cast(ExtenderMode, args.scheduler_extender),
+        requested=mode,
+        policy=source.policy,
+        policy_origin=source.origin,
         url_prefix=prefix,
         eviction_memory=timedelta(seconds=memory),
         eviction_memory_entries=int(args.extender_eviction_memory_entries),

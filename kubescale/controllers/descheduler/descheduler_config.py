@@ -3,30 +3,31 @@
 Upstream's names and defaults (``cmd/descheduler/app/options/options.go``):
 
 * ``--policy-config-file`` — the ``DeschedulerPolicy`` file (a mounted ConfigMap); read and
-  validated at start, an invalid policy stops the process with the field named;
+  validated at start, an invalid policy stops the process with the field named. Shared with the
+  scheduler extender, like kubescale's ``--descheduler-policy`` (the policy as text, for
+  scenarios): :mod:`.policy_flags`;
 * ``--descheduling-interval`` (``0``) — time between cycles; 0 runs one cycle (a Job or
   CronJob);
 * ``--dry-run`` (false) — decide and report every eviction, evict nothing.
 
 Upstream's ``--leader-elect`` applies only with an interval and never in dry-run
 (:attr:`DeschedulerSettings.leader_elect`); ``serve`` has the one ``--leader-elect`` flag for
-every loop, the kubeconfig, QPS, metrics and serving flags, and the ``--feature-gates`` flag.
+every loop, the kubeconfig, QPS, metrics and serving flags.
 
 kubescale's addition: ``--descheduler auto|true|false``, whether ``serve`` runs the loop
-(``auto``: when a policy is given).
+(``auto``: in a cluster or with ``--kubeconfig``, when a policy is given).
 """
 
 from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal, cast
 
-from kubescale.base.flag_types import parse_bool, parse_duration
+from kubescale.base.flag_types import FlagValueError, parse_bool, parse_duration
 
-from .policy.fields import PolicyError
-from .policy.policy_loading import DeschedulerPolicy, load_policy_file
+from .policy.policy_loading import DeschedulerPolicy
+from .policy_flags import add_policy_arguments, policy_from_args
 
 __all__ = [
     "DeschedulerConfigError",
@@ -39,23 +40,33 @@ __all__ = [
 DeschedulerMode = Literal["auto", "true", "false"]
 
 
-class DeschedulerConfigError(ValueError):
+class DeschedulerConfigError(FlagValueError):
     """A descheduler flag that does not make sense (or names a bad policy); the message names
     the flag."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class DeschedulerSettings:
-    mode: DeschedulerMode = "auto"
-    policy_path: Path | None = None
+    requested: DeschedulerMode = "auto"
+    """The ``--descheduler`` flag as given."""
     policy: DeschedulerPolicy | None = None
+    policy_origin: str = ""
+    """Which flag gave the policy (logs)."""
     interval: float = 0.0
     """Seconds between cycles; 0: one cycle."""
     dry_run: bool = False
 
     @property
+    def mode(self) -> DeschedulerMode:
+        """The on/off mode ``serve`` acts on: ``auto`` without a policy is ``false``."""
+        if self.requested == "auto" and self.policy is None:
+            return "false"
+        return self.requested
+
+    @property
     def enabled(self) -> bool:
-        return self.mode == "true" or (self.mode == "auto" and self.policy is not None)
+        """Whether the loop would run in a cluster."""
+        return self.mode != "false"
 
     @property
     def run_once(self) -> bool:
@@ -73,15 +84,10 @@ def add_descheduler_arguments(parser: argparse.ArgumentParser) -> None:
         "--descheduler",
         choices=("auto", "true", "false"),
         default="auto",
-        help="run the descheduler loop: auto = when --policy-config-file is given "
-        "(default: %(default)s)",
+        help="run the descheduler loop: auto = in a cluster or with --kubeconfig, when "
+        "--policy-config-file (or --descheduler-policy) is given (default: %(default)s)",
     )
-    group.add_argument(
-        "--policy-config-file",
-        default="",
-        metavar="PATH",
-        help="file with the DeschedulerPolicy (descheduler/v1alpha2)",
-    )
+    add_policy_arguments(group)
     group.add_argument(
         "--descheduling-interval",
         default="0",
@@ -95,7 +101,7 @@ def add_descheduler_arguments(parser: argparse.ArgumentParser) -> None:
         const=True,
         default=False,
         metavar="BOOL",
-        help="decide and report evictions without evicting (default: false)",
+        help="descheduler: decide and report evictions without evicting (default: false)",
     )
 
 
@@ -108,20 +114,16 @@ def descheduler_settings_from_args(args: argparse.Namespace) -> DeschedulerSetti
         raise DeschedulerConfigError(
             f"--descheduling-interval must not be negative, got {args.descheduling_interval}"
         )
-    path = Path(args.policy_config_file) if args.policy_config_file else None
-    policy: DeschedulerPolicy | None = None
-    if path is not None:
-        try:
-            policy = load_policy_file(path)
-        except PolicyError as err:
-            raise DeschedulerConfigError(f"--policy-config-file: {err}") from None
+    source = policy_from_args(args, error=DeschedulerConfigError)
     mode = cast(DeschedulerMode, args.descheduler)
-    if mode == "true" and policy is None:
-        raise DeschedulerConfigError("--descheduler true needs --policy-config-file")
+    if mode == "true" and source.policy is None:
+        raise DeschedulerConfigError(
+            "--descheduler true needs --policy-config-file (or --descheduler-policy)"
+        )
     return DeschedulerSettings(
-        mode=mode,
-        policy_path=path,
-        policy=policy,
+        requested=mode,
+        policy=source.policy,
+        policy_origin=source.origin,
         interval=interval,
         dry_run=bool(args.dry_run),
     )

@@ -21,7 +21,9 @@ Each cycle:
      ``pod eviction from <node> node by sigs.k8s.io/descheduler``, and is remembered in the
      :class:`~.eviction_memory.EvictionMemory` the extender reads;
 4. records upstream's ``descheduler_*`` metrics and keeps the cycle's report
-   (:attr:`DeschedulerLoop.last_report`).
+   (:attr:`DeschedulerLoop.last_report`); what it did joins a simulation's timeline
+   (:meth:`DeschedulerLoop.drain_reports`: ``descheduler-eviction``, ``descheduler-dry-run``,
+   ``descheduler-eviction-failed``, ``descheduler-skipped``).
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from kubescale.scheduling.pod_resources import NON_MISSING_DEFAULTS, RequestCach
 from .descheduler_config import DeschedulerSettings
 from .descheduler_metrics import DeschedulerMetrics
 from .descheduling_cycle import CycleReport, descheduling_cycle
-from .eviction_memory import EvictionMemory
+from .eviction_memory import EvictionRecorder
 from .framework.cycle_view import CycleView, cycle_nodes, node_name
 from .framework.eviction import EvictionRequest
 from .policy.policy_loading import DeschedulerPolicy
@@ -74,7 +76,11 @@ _SERVER_ERROR: Final = 500
 UsageListener = Callable[
     [Mapping[str, Mapping[str, int]] | None, Mapping[str, Mapping[str, float]]], None
 ]
-"""Receives each cycle's node metrics and Prometheus values (the extender's cache)."""
+"""Receives each cycle's node metrics and Prometheus values, by query (the extender's cache);
+a query of the policy missing from the values failed this cycle."""
+
+TimelineReport = tuple[str, str, str]
+"""``(kind, subject, detail)`` (:class:`kubescale.runtime.component.ReportingLoop`)."""
 
 
 class DeschedulerLoop:
@@ -91,7 +97,7 @@ class DeschedulerLoop:
         policy: DeschedulerPolicy,
         metrics: DeschedulerMetrics,
         events: EventRecorder,
-        memory: EvictionMemory | None = None,
+        memory: EvictionRecorder | None = None,
         usage_listener: UsageListener | None = None,
     ) -> None:
         self.client = client
@@ -118,6 +124,12 @@ class DeschedulerLoop:
         self.last_report: CycleReport | None = None
         self.last_dry_run: list[EvictionRequest] = []
         """The evictions the last dry-run cycle would have made, in order."""
+        self._reports: list[TimelineReport] = []
+
+    def drain_reports(self) -> list[TimelineReport]:
+        """What the cycles did since the last call (a simulation's timeline)."""
+        reports, self._reports = self._reports, []
+        return reports
 
     async def wait_for_resource_version(self, resource_version: str, *, within: float) -> bool:
         """Every informer of the loop reflects ``resource_version`` (the simulator's settling)."""
@@ -220,6 +232,7 @@ class DeschedulerLoop:
         self.last_report = report
         if report.skipped:
             log.info(report.skipped, extra={"fields": {"nodes": len(view.nodes)}})
+            self._reports.append(("descheduler-skipped", "cycle", report.skipped))
         for error in report.errors:
             log.error("descheduler plugin failed", extra={"fields": {"error": error}})
         self.metrics.observe_cycle(report, time.perf_counter() - started)
@@ -233,6 +246,7 @@ class DeschedulerLoop:
                 }
             },
         )
+        await self.events.flush()
 
     async def _evict(self, request: EvictionRequest, now: datetime) -> bool:
         fields: dict[str, Any] = {
@@ -244,6 +258,13 @@ class DeschedulerLoop:
         if self.settings.dry_run:
             self.last_dry_run.append(request)
             log.info("Evicted pod in dry run mode", extra={"fields": fields})
+            self._reports.append(
+                (
+                    "descheduler-dry-run",
+                    f"{request.namespace}/{request.name}",
+                    f"would evict from {request.node}: {request.annotation_reason()}",
+                )
+            )
             return True
         eviction: dict[str, Any] = {
             "apiVersion": "policy/v1",
@@ -303,6 +324,13 @@ class DeschedulerLoop:
     def _evicted(self, request: EvictionRequest, now: datetime) -> None:
         if self.memory is not None:
             self.memory.record(request.pod, request.node, now)
+        self._reports.append(
+            (
+                "descheduler-eviction",
+                f"{request.namespace}/{request.name}",
+                f"from {request.node}: {request.annotation_reason()}",
+            )
+        )
         self.events.event(
             _with_kind(request.pod),
             type="Normal",
@@ -311,6 +339,13 @@ class DeschedulerLoop:
         )
 
     def _failed(self, request: EvictionRequest, message: str) -> None:
+        self._reports.append(
+            (
+                "descheduler-eviction-failed",
+                f"{request.namespace}/{request.name}",
+                f"from {request.node}: {message}",
+            )
+        )
         if not self.policy.eviction_failure_event_notification:
             return
         self.events.event(

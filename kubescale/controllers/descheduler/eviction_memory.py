@@ -16,9 +16,9 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
-__all__ = ["DEFAULT_MAX_ENTRIES", "EvictionMemory", "OwnerKey", "owner_key"]
+__all__ = ["DEFAULT_MAX_ENTRIES", "EvictionMemory", "EvictionRecorder", "OwnerKey", "owner_key"]
 
 DEFAULT_MAX_ENTRIES: Final = 10_000
 
@@ -38,6 +38,13 @@ def owner_key(pod: Mapping[str, Any]) -> OwnerKey | None:
         str(chosen.get("kind", "")),
         str(chosen.get("name", "")),
     )
+
+
+class EvictionRecorder(Protocol):
+    """Where the descheduler records its evictions (an :class:`EvictionMemory`, or the
+    process's :class:`~.descheduling_board.DeschedulingBoard`)."""
+
+    def record(self, pod: Mapping[str, Any], node: str, now: datetime) -> None: ...
 
 
 @dataclass(frozen=True)

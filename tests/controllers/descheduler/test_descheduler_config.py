@@ -34,20 +34,33 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 def test_upstream_defaults() -> None:
     settings = descheduler_settings_from_args(parse([]))
-    assert (settings.mode, settings.policy, settings.interval, settings.dry_run) == (
+    assert (settings.requested, settings.policy, settings.interval, settings.dry_run) == (
         "auto",
         None,
         0.0,
         False,
     )
+    # auto without a policy: off, so `serve` in a cluster does not run it
+    assert settings.mode == "false"
     assert not settings.enabled
     assert settings.run_once
     extender = extender_settings_from_args(parse([]))
     assert extender.url_prefix == "/scheduler"
     assert extender.route("filter") == "/scheduler/filter"
     assert extender.eviction_memory == timedelta(minutes=10)
-    assert not extender.enabled(policy_given=False)
-    assert extender.enabled(policy_given=True)
+    assert extender.mode == "false"
+
+
+def test_both_read_the_one_policy_flag(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(REFERENCE_EXAMPLE)
+    args = parse(["--policy-config-file", str(path)])
+    descheduler, extender = descheduler_settings_from_args(args), extender_settings_from_args(args)
+    assert (descheduler.mode, extender.mode) == ("auto", "auto")
+    assert descheduler.policy == extender.policy is not None
+    inline = parse(["--descheduler-policy", REFERENCE_EXAMPLE])
+    assert descheduler_settings_from_args(inline).policy == descheduler.policy
+    assert extender_settings_from_args(inline).policy_origin == "--descheduler-policy"
 
 
 def test_policy_interval_dry_run(tmp_path: Path) -> None:
@@ -74,6 +87,14 @@ def test_policy_interval_dry_run(tmp_path: Path) -> None:
         (["--descheduling-interval", "soon"], "--descheduling-interval: invalid duration"),
         (["--descheduling-interval=-1m"], "--descheduling-interval must not be negative"),
         (["--descheduler", "true"], "--descheduler true needs --policy-config-file"),
+        (
+            ["--descheduler-policy", "apiVersion: descheduler/v1alpha2\nkind: Nope\n"],
+            "--descheduler-policy: kind: ",
+        ),
+        (
+            ["--descheduler-policy", "x: [", "--policy-config-file", "p.yaml"],
+            "--policy-config-file and --descheduler-policy are mutually exclusive",
+        ),
         (
             ["--policy-config-file", "/nonexistent/policy.yaml"],
             "--policy-config-file: failed to read policy config file",
@@ -102,6 +123,7 @@ def test_a_bad_policy_names_the_flag_and_the_field(tmp_path: Path) -> None:
         (["--extender-url-prefix", "scheduler"], "--extender-url-prefix must be a path"),
         (["--extender-eviction-memory", "forever"], "--extender-eviction-memory: invalid"),
         (["--extender-eviction-memory-entries", "0"], "--extender-eviction-memory-entries must"),
+        (["--scheduler-extender", "true"], "--scheduler-extender true needs --policy-config-file"),
     ],
 )
 def test_extender_flag_errors(argv: list[str], message: str) -> None:

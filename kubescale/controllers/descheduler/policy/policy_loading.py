@@ -328,16 +328,18 @@ def parse_policy(document: object) -> DeschedulerPolicy:
     return policy
 
 
-def load_policy(text: str, *, source: str = "policy") -> DeschedulerPolicy:
-    """Parse YAML (or JSON) text; errors read ``<source>: <field>: <problem>``."""
+def load_policy(text: str, *, source: str | None = "policy") -> DeschedulerPolicy:
+    """Parse YAML (or JSON) text; errors read ``<source>: <field>: <problem>`` (without the
+    source when it is ``None``)."""
+    prefix = f"{source}: " if source is not None else ""
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as err:
-        raise PolicyError(f"{source}: not valid YAML: {err}") from None
+        raise PolicyError(f"{prefix}not valid YAML: {err}") from None
     try:
         return parse_policy(document)
     except PolicyError as err:
-        raise PolicyError(f"{source}: {err}") from None
+        raise PolicyError(f"{prefix}{err}") from None
 
 
 def load_policy_file(path: Path) -> DeschedulerPolicy:
