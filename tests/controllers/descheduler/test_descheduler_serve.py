@@ -156,7 +156,9 @@ async def test_the_leader_evicts_and_every_replica_answers_the_scheduler(
     replicas = [await _replica(cert_dir, kubeconfig) for _ in range(2)]
     servers = [server for server, _ in replicas]
     try:
-        await _until(lambda: any(s.elector is not None and s.elector.is_leader for s in servers), 10)
+        await _until(
+            lambda: any(s.elector is not None and s.elector.is_leader for s in servers), 10
+        )
         leader = next(i for i, s in enumerate(servers) if s.elector and s.elector.is_leader)
         standby = 1 - leader
         lease = api.store.get(LEASES, "kubescale", "kube-system")
