@@ -1,9 +1,9 @@
 """The descheduler and the scheduler extender in ``kubescale serve``, two replicas.
 
-Both replicas run only these two components (every other registered one switched off by its
-own flag), one API server, the election timings scaled down and ``--descheduling-interval
-200ms``. Nodes n1 (tainted ``NoSchedule``), n2 and n3; on n1 two running pods of ReplicaSet
-``web``; the policy is RemovePodsViolatingNodeTaints. What must hold:
+Both replicas run only these two components (``only_components``: every other registered one
+switched off by its own flag), one API server, the election timings scaled down and
+``--descheduling-interval 200ms``. Nodes n1 (tainted ``NoSchedule``), n2 and n3; on n1 two
+running pods of ReplicaSet ``web``; the policy is RemovePodsViolatingNodeTaints. What must hold:
 
 * only the Lease holder runs the descheduler: it evicts web-0 and web-1 through the Eviction
   API (``create pods/eviction``; the pods get a deletionTimestamp, nothing is deleted
@@ -31,12 +31,12 @@ from kubescale.base.clock import RealClock
 from kubescale.cli.main import build_parser
 from kubescale.cli.serve import Server, default_components, serve
 from kubescale.cli.serve_config import serve_config_from_args
-from kubescale.components import REGISTRY
 from kubescale.controllers.descheduler.component import DeschedulerComponent
 from kubescale.extender.component import ExtenderComponent
 from kubescale.kube.resources import LEASES, PODS
 from kubescale.sim.apiserver.server import ApiServer
 
+from ...conftest import only_components
 from .builders import node, pod
 
 TAINT = {"key": "maintenance", "effect": "NoSchedule"}
@@ -49,16 +49,6 @@ profiles:
       deschedule: {enabled: [RemovePodsViolatingNodeTaints]}
 """
 WANTED = ("descheduler", "scheduler-extender")
-
-
-def _only_these(names: tuple[str, ...]) -> list[str]:
-    """``--<component> false`` for every registered component not in ``names``."""
-    return [
-        arg
-        for spec in REGISTRY
-        if spec.name not in names
-        for arg in (f"--{spec.mode_flag}", "false")
-    ]
 
 
 def _create_pod(api: ApiServer, the_pod: dict[str, Any]) -> None:
@@ -89,7 +79,7 @@ async def _replica(cert_dir: Path, kubeconfig: Path) -> tuple[Server, asyncio.Ta
         "--tls-cert-file", str(cert_dir / "serverCert.pem"),
         "--tls-private-key", str(cert_dir / "serverKey.pem"),
         "--client-ca-file", str(cert_dir / "caCert.pem"),
-        "--kubeconfig", str(kubeconfig), *_only_these(WANTED),
+        "--kubeconfig", str(kubeconfig), *only_components(*WANTED),
         "--leader-elect-lease-duration", "1500ms", "--leader-elect-renew-deadline", "1s",
         "--leader-elect-retry-period", "200ms",
         "--descheduler-policy", POLICY, "--descheduling-interval", "200ms",
