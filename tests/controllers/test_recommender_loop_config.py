@@ -21,6 +21,17 @@ from kubescale.sim.scenario.scenario_components import scenario_flags
 from ..conftest import component_names
 
 HOUR_NS = 3600 * 10**9
+NEED_A_POLICY = ("descheduler", "scheduler-extender")
+"""Off under ``auto`` until a descheduler policy is given (``--policy-config-file``)."""
+POLICY = (
+    "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles:\n- name: default\n"
+    "  plugins: {deschedule: {enabled: [RemovePodsViolatingNodeTaints]}}\n"
+)
+
+
+def auto_on(*off: str) -> list[str]:
+    """The components ``auto`` runs in a cluster without a descheduler policy, minus ``off``."""
+    return [n for n in component_names() if n not in NEED_A_POLICY + off]
 
 
 def config(*flags: str) -> ServeConfig:
@@ -211,19 +222,21 @@ def test_a_zero_global_cap_is_no_cap() -> None:
     ("flags", "environ", "kinds"),
     [
         ([], {}, []),  # auto on a workstation: none
-        ([], {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, component_names()),  # auto, in a pod
-        (["--kubeconfig", "/tmp/k"], {}, component_names()),  # auto, pointed at a cluster
+        ([], {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, auto_on()),  # auto, in a pod
+        (["--kubeconfig", "/tmp/k"], {}, auto_on()),  # auto, pointed at a cluster
+        # with a descheduler policy, auto runs every component
+        (["--kubeconfig", "/tmp/k", "--descheduler-policy", POLICY], {}, component_names()),
         (["--vpa-recommender", "true"], {}, ["vpa-recommender"]),
         (["--vpa-updater", "true"], {}, ["vpa-updater"]),
         (
             ["--vpa-recommender", "false", "--vpa-updater", "false", "--kubeconfig", "/tmp/k"],
             {},
-            [n for n in component_names() if n not in ("vpa-recommender", "vpa-updater")],
+            auto_on("vpa-recommender", "vpa-updater"),
         ),
         (
             ["--webhook", "false", "--kubeconfig", "/tmp/k"],
             {},
-            [n for n in component_names() if n != "webhook"],
+            auto_on("webhook"),
         ),
     ],
 )
