@@ -20,12 +20,20 @@ What can be missing, and what the decision says about it:
 - a controller of a kind without informer was seen for the first time → its kind and object
   lookups are queued (:mod:`kubescale.kube.scale_lookups`), no patch,
   ``not_matched="controller-lookup-pending"``.
+
+Matching is done for every request; ``admit_pod``'s answer comes from a
+:class:`~kubescale.webhook.decision_cache.DecisionCache` keyed by everything it depends on (the
+pod's containers, the VPA's and LimitRanges' resourceVersions, the HPAs and largest node behind
+their flags), computed on a miss from the pod's projection
+(:func:`~kubescale.webhook.decision_cache.decision_pod`).
 """
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from kubescale.controllers.vpa.api.controller_refs import (
@@ -37,6 +45,12 @@ from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict
 from kubescale.controllers.vpa.api.pod_admission import admit_pod
 from kubescale.controllers.vpa.api.vpa_matching import choose_vpa, target_ref_of
 from kubescale.kube.selectors import LabelSelector
+from kubescale.webhook.decision_cache import (
+    CachedAdmission,
+    DecisionCache,
+    decision_key,
+    decision_pod,
+)
 from kubescale.webhook.webhook_caches import WebhookCaches
 from kubescale.webhook.webhook_config import WebhookSettings
 
@@ -66,7 +80,10 @@ class LimitRangeOverride:
 class PodDecision:
     """The outcome for one pod (see the module docstring)."""
 
-    patches: list[dict[str, Any]] = field(default_factory=list)
+    patches: tuple[dict[str, Any], ...] = ()
+    """The JSON patch (shared with the decision cache: never modify it)."""
+    encoded_patch: str = ""
+    """``patches`` as the review carries them (base64 of the compact JSON); ``""`` for none."""
     wait_for: tuple[str, str, str] | None = None
     """``(kind, namespace, name)`` of a well-known controller missing from its informer."""
     not_matched: str | None = None
@@ -80,12 +97,29 @@ def _namespace(pod: Mapping[str, Any]) -> str:
     return namespace if isinstance(namespace, str) else ""
 
 
-class CachedPodAdmission:
-    """Decides pods from ``caches`` with ``settings``' beyond-upstream options."""
+def encode_patch(patches: tuple[dict[str, Any], ...]) -> str:
+    """The review's ``patch``: base64 of the compact JSON (``""`` for no patch)."""
+    if not patches:
+        return ""
+    encoded = json.dumps(list(patches), separators=(",", ":")).encode()
+    return base64.b64encode(encoded).decode("ascii")
 
-    def __init__(self, *, caches: WebhookCaches, settings: WebhookSettings) -> None:
+
+class CachedPodAdmission:
+    """Decides pods from ``caches`` with ``settings``' beyond-upstream options, remembering
+    ``admit_pod``'s answers in ``decisions`` (pass ``DecisionCache(max_entries=0)`` for none)."""
+
+    def __init__(
+        self,
+        *,
+        caches: WebhookCaches,
+        settings: WebhookSettings,
+        decisions: DecisionCache | None = None,
+    ) -> None:
         self.caches = caches
         self.settings = settings
+        self.decisions = decisions if decisions is not None else DecisionCache()
+        caches.on_input_change(self.decisions)
 
     def decide(self, pod: dict[str, Any], *, may_wait: bool) -> PodDecision:
         """The decision for ``pod`` (its namespace set); may raise ``PodAdmissionError``."""
@@ -140,16 +174,46 @@ class CachedPodAdmission:
         hpas: list[dict[str, Any]] = []
         if settings.avoid_hpa_conflict and target is not None:
             hpas = caches.hpas_for(target.namespace, target.kind, target.name)
-        admission = admit_pod(
-            pod=pod,
+        namespace = target.namespace if target else _namespace(pod)
+        limit_ranges = caches.limit_ranges(namespace)
+        largest = caches.largest_node_allocatable() if settings.cap_to_largest_node else None
+        projected = decision_pod(pod)
+        key = decision_key(
+            pod=projected,
+            namespace=namespace,
             vpa=vpa,
-            limit_ranges=caches.limit_ranges(target.namespace if target else _namespace(pod)),
+            limit_ranges=limit_ranges,
             hpas=hpas,
             avoid_hpa_conflict=settings.avoid_hpa_conflict,
-            largest_node_allocatable=(
-                caches.largest_node_allocatable() if settings.cap_to_largest_node else None
-            ),
+            largest_node_allocatable=largest,
+            cap_to_largest_node=settings.cap_to_largest_node,
         )
+        admission = self.decisions.get(key) if key is not None else None
+        if admission is None:
+            # PodAdmissionError propagates: an invalid pod is never cached (it is answered
+            # unmutated, and computing it again is what an uncached path would do).
+            result = admit_pod(
+                pod=projected,
+                vpa=vpa,
+                limit_ranges=limit_ranges,
+                hpas=hpas,
+                avoid_hpa_conflict=settings.avoid_hpa_conflict,
+                largest_node_allocatable=largest,
+            )
+            patches = tuple(result.patches)
+            admission = CachedAdmission(
+                patches=patches,
+                encoded_patch=encode_patch(patches),
+                skipped_resources=result.skipped_resources,
+                limit_range_conflicts=result.limit_range_conflicts,
+            )
+            if key is not None:
+                self.decisions.put(
+                    key,
+                    admission,
+                    vpa_uid=str((vpa.get("metadata") or {}).get("uid") or ""),
+                    namespace=namespace,
+                )
         conflict = None
         if admission.skipped_resources and target is not None:
             conflict = HpaConflict(
@@ -161,7 +225,8 @@ class CachedPodAdmission:
                 vpa=vpa, target=target, conflicts=admission.limit_range_conflicts
             )
         return PodDecision(
-            patches=list(admission.patches),
+            patches=admission.patches,
+            encoded_patch=admission.encoded_patch,
             not_matched=not_matched,
             hpa_conflict=conflict,
             limit_range_override=override,
