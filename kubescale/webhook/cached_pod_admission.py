@@ -30,8 +30,6 @@ their flags), computed on a miss from the pod's projection
 
 from __future__ import annotations
 
-import base64
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -42,15 +40,9 @@ from kubescale.controllers.vpa.api.controller_refs import (
     topmost_controller,
 )
 from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict
-from kubescale.controllers.vpa.api.pod_admission import admit_pod
 from kubescale.controllers.vpa.api.vpa_matching import choose_vpa, target_ref_of
 from kubescale.kube.selectors import LabelSelector
-from kubescale.webhook.decision_cache import (
-    CachedAdmission,
-    DecisionCache,
-    decision_key,
-    decision_pod,
-)
+from kubescale.webhook.decision_cache import DecisionCache, admit_cached
 from kubescale.webhook.webhook_caches import WebhookCaches
 from kubescale.webhook.webhook_config import WebhookSettings
 
@@ -95,14 +87,6 @@ class PodDecision:
 def _namespace(pod: Mapping[str, Any]) -> str:
     namespace = (pod.get("metadata") or {}).get("namespace")
     return namespace if isinstance(namespace, str) else ""
-
-
-def encode_patch(patches: tuple[dict[str, Any], ...]) -> str:
-    """The review's ``patch``: base64 of the compact JSON (``""`` for no patch)."""
-    if not patches:
-        return ""
-    encoded = json.dumps(list(patches), separators=(",", ":")).encode()
-    return base64.b64encode(encoded).decode("ascii")
 
 
 class CachedPodAdmission:
@@ -175,45 +159,19 @@ class CachedPodAdmission:
         if settings.avoid_hpa_conflict and target is not None:
             hpas = caches.hpas_for(target.namespace, target.kind, target.name)
         namespace = target.namespace if target else _namespace(pod)
-        limit_ranges = caches.limit_ranges(namespace)
-        largest = caches.largest_node_allocatable() if settings.cap_to_largest_node else None
-        projected = decision_pod(pod)
-        key = decision_key(
-            pod=projected,
+        admission = admit_cached(
+            self.decisions,
+            pod=pod,
             namespace=namespace,
             vpa=vpa,
-            limit_ranges=limit_ranges,
+            limit_ranges=caches.limit_ranges(namespace),
             hpas=hpas,
             avoid_hpa_conflict=settings.avoid_hpa_conflict,
-            largest_node_allocatable=largest,
+            largest_node_allocatable=(
+                caches.largest_node_allocatable() if settings.cap_to_largest_node else None
+            ),
             cap_to_largest_node=settings.cap_to_largest_node,
         )
-        admission = self.decisions.get(key) if key is not None else None
-        if admission is None:
-            # PodAdmissionError propagates: an invalid pod is never cached (it is answered
-            # unmutated, and computing it again is what an uncached path would do).
-            result = admit_pod(
-                pod=projected,
-                vpa=vpa,
-                limit_ranges=limit_ranges,
-                hpas=hpas,
-                avoid_hpa_conflict=settings.avoid_hpa_conflict,
-                largest_node_allocatable=largest,
-            )
-            patches = tuple(result.patches)
-            admission = CachedAdmission(
-                patches=patches,
-                encoded_patch=encode_patch(patches),
-                skipped_resources=result.skipped_resources,
-                limit_range_conflicts=result.limit_range_conflicts,
-            )
-            if key is not None:
-                self.decisions.put(
-                    key,
-                    admission,
-                    vpa_uid=str((vpa.get("metadata") or {}).get("uid") or ""),
-                    namespace=namespace,
-                )
         conflict = None
         if admission.skipped_resources and target is not None:
             conflict = HpaConflict(

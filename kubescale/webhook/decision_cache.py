@@ -41,6 +41,8 @@ one's.
 
 from __future__ import annotations
 
+import base64
+import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -50,6 +52,7 @@ from typing import Any, Final
 import orjson
 
 from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict
+from kubescale.controllers.vpa.api.pod_admission import admit_pod
 from kubescale.kube.quantities import Quantity
 
 __all__ = [
@@ -57,8 +60,10 @@ __all__ = [
     "DEFAULT_MAX_ENTRIES",
     "CachedAdmission",
     "DecisionCache",
+    "admit_cached",
     "decision_key",
     "decision_pod",
+    "encode_patch",
     "object_version",
 ]
 
@@ -303,3 +308,68 @@ class DecisionCache:
                 keys.discard(key)
                 if not keys:
                     del index[name]
+
+
+def encode_patch(patches: Sequence[Mapping[str, Any]]) -> str:
+    """The review's ``patch``: base64 of the compact JSON (``""`` for no patch)."""
+    if not patches:
+        return ""
+    encoded = json.dumps(list(patches), separators=(",", ":")).encode()
+    return base64.b64encode(encoded).decode("ascii")
+
+
+def admit_cached(
+    decisions: DecisionCache,
+    *,
+    pod: Mapping[str, Any],
+    namespace: str,
+    vpa: dict[str, Any],
+    limit_ranges: Sequence[dict[str, Any]],
+    hpas: Sequence[dict[str, Any]],
+    avoid_hpa_conflict: bool,
+    largest_node_allocatable: Mapping[str, Quantity] | None,
+    cap_to_largest_node: bool,
+) -> CachedAdmission:
+    """``admit_pod``'s answer for ``pod`` (its namespace set) from ``decisions``, computed and
+    remembered on a miss; raises ``PodAdmissionError`` as ``admit_pod`` does (an invalid pod
+    is never remembered: computing it again is what the uncached path does).
+
+    ``largest_node_allocatable`` is read only with ``cap_to_largest_node`` and ``hpas`` only
+    with ``avoid_hpa_conflict``, as ``admit_pod`` does.
+    """
+    projected = decision_pod(pod)
+    largest = largest_node_allocatable if cap_to_largest_node else None
+    key = decision_key(
+        pod=projected,
+        namespace=namespace,
+        vpa=vpa,
+        limit_ranges=limit_ranges,
+        hpas=hpas if avoid_hpa_conflict else (),
+        avoid_hpa_conflict=avoid_hpa_conflict,
+        largest_node_allocatable=largest,
+        cap_to_largest_node=cap_to_largest_node,
+    )
+    if key is not None:
+        known = decisions.get(key)
+        if known is not None:
+            return known
+    result = admit_pod(
+        pod=projected,
+        vpa=vpa,
+        limit_ranges=limit_ranges,
+        hpas=hpas,
+        avoid_hpa_conflict=avoid_hpa_conflict,
+        largest_node_allocatable=largest,
+    )
+    patches = tuple(result.patches)
+    admission = CachedAdmission(
+        patches=patches,
+        encoded_patch=encode_patch(patches),
+        skipped_resources=result.skipped_resources,
+        limit_range_conflicts=result.limit_range_conflicts,
+    )
+    if key is not None:
+        metadata = vpa.get("metadata")
+        uid = metadata.get("uid") if isinstance(metadata, Mapping) else None
+        decisions.put(key, admission, vpa_uid=str(uid or ""), namespace=namespace)
+    return admission
