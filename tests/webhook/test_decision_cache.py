@@ -100,7 +100,7 @@ HPAS = st.lists(
         }
     ),
     max_size=2,
-    unique_by=lambda hpa: hpa["metadata"]["name"],
+    unique_by=lambda hpa: str(hpa["metadata"]["name"]),  # type: ignore[index]
 )
 NODES = st.one_of(
     st.none(),
