@@ -2,7 +2,8 @@
 
 Set-up: an in-process API server (this process) holding 1,000 Deployments, each with a
 ReplicaSet and a VPA whose recommendation covers every container; ``kubescale serve`` with the
-webhook (``--webhook true --register-webhook false``) in a child process pinned to ONE core
+webhook (``--webhook true --register-webhook false``, every other component of that tree's
+``serve --help`` turned off) in a child process pinned to ONE core
 (``sched_setaffinity``, as ``taskset`` does); this process — the load generator and the API
 server — is pinned to the other core(s). Every request is the AdmissionReview of a pod CREATE of
 a random one of the 1,000 ReplicaSets, so every answer is a real match and a real patch, over
@@ -28,6 +29,10 @@ Figures of every repetition are kept; the summary gives the min and the median. 
 kept), so a ``before`` run on an older tree (``--server-pythonpath``: the child server imports
 ``kubescale`` from there) and an ``after`` run on this one sit side by side.
 
+The load average before and after, and ``KUBESCALE_EVENT_LOOP`` (the server's loop), are
+recorded with each run. ``--server-profile FILE`` runs the server under cProfile (its figures are
+then inflated; for finding where the time goes).
+
 Usage::
 
     .venv/bin/python bench/webhook_latency.py --label after
@@ -44,10 +49,12 @@ import json
 import os
 import platform
 import random
+import re
 import signal
 import socket
 import ssl
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -442,6 +449,22 @@ async def _wait_ready(health_port: int, process: asyncio.subprocess.Process) -> 
     raise RuntimeError("kubescale serve did not become ready")
 
 
+def _other_components_off(environ: dict[str, str], cwd: str | None) -> list[str]:
+    """``--<component> false`` for every component of the server's tree but the webhook (with
+    ``--kubeconfig`` their ``auto`` would run them on the measured core). Read from that tree's
+    ``serve --help``, so a tree with other components gets its own flags."""
+    shown = subprocess.run(
+        [sys.executable, "-m", "kubescale", "serve", "--help"],
+        env={**environ, "COLUMNS": "200"},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    flags = sorted(set(re.findall(r"\[(--[a-z-]+) \{auto,true,false\}\]", shown)))
+    return [arg for flag in flags if flag != "--webhook" for arg in (flag, "false")]
+
+
 def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Per figure: min and median over the repetitions."""
     summary: dict[str, Any] = {}
@@ -466,8 +489,9 @@ async def measure_case(
         if args.server_pythonpath is None:
             decision = await in_process(kubeconfig, lambda i: bodies[i % len(bodies)])
         port, health = _free_port(), _free_port()
+        profiler = ["-m", "cProfile", "-o", str(args.server_profile)] if args.server_profile else []
         argv = [
-            sys.executable, "-m", "kubescale", "serve",
+            sys.executable, *profiler, "-m", "kubescale", "serve",
             "--port", str(port), "--bind-address", "127.0.0.1",
             "--address", f"127.0.0.1:{health}",
             "--tls-cert-file", str(work / "serverCert.pem"),
@@ -481,6 +505,7 @@ async def measure_case(
         if args.server_pythonpath is not None:
             # ``-m`` puts the working directory first on sys.path: run from the other tree.
             environ["PYTHONPATH"] = cwd = str(args.server_pythonpath)
+        argv += _other_components_off(environ, cwd)
         process = await asyncio.create_subprocess_exec(
             *argv, stderr=asyncio.subprocess.DEVNULL, env=environ, cwd=cwd
         )
@@ -546,6 +571,10 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         "seconds_per_measurement": args.seconds,
         "repetitions": args.repeat,
         "load_average_before": [round(x, 2) for x in load],
+        "load_average_after": [
+            round(x, 2) for x in (os.getloadavg() if hasattr(os, "getloadavg") else (0, 0, 0))
+        ],
+        "server_event_loop": os.environ.get("KUBESCALE_EVENT_LOOP", "") or "default",
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "cases": cases,
         "python": platform.python_version(),
@@ -590,6 +619,12 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         default=None,
         help="run the server from this source tree (e.g. an export of main, for 'before')",
+    )
+    parser.add_argument(
+        "--server-profile",
+        type=Path,
+        default=None,
+        help="run the server under cProfile, writing its stats here (figures then inflated)",
     )
     args = parser.parse_args(argv)
     with contextlib.suppress(ImportError):
