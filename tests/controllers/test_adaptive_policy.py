@@ -85,16 +85,17 @@ SPIKY = [(GIB, 95), (4 * GIB, 5)]
     ("ooms", "now", "expected"),
     [
         ([], 60, RUNG_0),  # no OOM: upstream's target percentile and margin
-        ([(50, GIB)], 57, RUNG_1),  # one episode, 7 h later (hold over): rung 1
-        # Within the 6 h hold: floor max(int(3 GiB * 2.0) = 6442450944, margin(P100) =
-        # 4992073454) = 6442450944 above rung 1.
-        ([(50, 3 * GIB)], 55, 6442450944),
+        ([(50, GIB)], 75, RUNG_1),  # one episode, 25 h later (hold over): rung 1
+        # Within the 24 h hold: floor max(int(3 GiB * 2.0) = 6442450944, margin(P100) =
+        # 4992073454) = 6442450944 above rung 1 ...
+        ([(50, 3 * GIB)], 73, 6442450944),
+        ([(50, 3 * GIB)], 74, RUNG_1),  # ... until 24 h after the OOM
         # In the hold but a small OOM: floor max(2 GiB, 4992073454) = rung 1's amount.
         ([(50, GIB)], 51, RUNG_1),
-        ([(50, GIB), (51, GIB)], 58, RUNG_1),  # 1 h apart: one episode
-        ([(50, GIB), (57, GIB)], 64, RUNG_1),  # 7 h apart: two episodes, rung 2 = P100 + 15%
-        ([(40, GIB), (47, GIB), (54, GIB)], 61, RUNG_3),  # three episodes: the last rung
-        ([(30, GIB), (37, GIB), (44, GIB), (51, GIB)], 58, RUNG_3),  # beyond: still the last
+        ([(50, GIB), (51, GIB)], 76, RUNG_1),  # 1 h apart: one episode
+        ([(50, GIB), (57, GIB)], 82, RUNG_1),  # 7 h apart: two episodes, rung 2 = P100 + 15%
+        ([(40, GIB), (47, GIB), (54, GIB)], 79, RUNG_3),  # three episodes: the last rung
+        ([(30, GIB), (37, GIB), (44, GIB), (51, GIB)], 76, RUNG_3),  # beyond: still the last
         ([(50, GIB)], 50 + 8 * 24, RUNG_0),  # 8 days later the episode has left the window
         ([(50, GIB)], 50 + 8 * 24 - 1, RUNG_1),  # an hour before, it still counts
         ([(70, 3 * GIB)], 60, RUNG_0),  # an OOM after now is not seen (no look-ahead)
@@ -184,15 +185,15 @@ def test_oom_pressure(hours: list[float], now: float, episodes: int, last: float
     ("cpu", "expected"),
     [
         # Steady 1 core: every candidate is bucket 36's end, 1016 + int(152.4) = 1168m; costs
-        # 1168 + 15000 * (1 - p) are lowest for p = 0.95: 1168m.
+        # 1168 + 30000 * (1 - p) are lowest for p = 0.95: 1168m.
         ([(1000, 100)], 1168),
         # 82 samples at 0.1 core, 18 at 2 cores: P80 -> bucket 8, 110 + int(16.5) = 126m,
-        # cost 126 + 15000 * 0.2 = 3126; P85/P90/P95 -> bucket 49, 2093 + int(313.95) =
-        # 2406m, costs 4656 / 3906 / 3156: P80 wins, 126m (upstream's P90 would give 2406m).
-        ([(100, 82), (2000, 18)], 126),
-        # 88 at 0.1 core, 12 at 2 cores: P80/P85 -> 126m (costs 3126, 2376), P90/P95 ->
-        # 2406m (3906, 3156): P85 wins, 126m.
-        ([(100, 88), (2000, 12)], 126),
+        # cost 126 + 30000 * 0.2 = 6126; P85/P90/P95 -> bucket 49, 2093 + int(313.95) =
+        # 2406m, costs 6906 / 5406 / 3906: P95 wins, 2406m.
+        ([(100, 82), (2000, 18)], 2406),
+        # 92 at 0.1 core, 8 at 2 cores: P80/P85/P90 -> 126m (costs 6126, 4626, 3126), P95 ->
+        # 2406m (3906): P90 wins, 126m — the rare burst is not worth 2.3 cores.
+        ([(100, 92), (2000, 8)], 126),
         # 96 at 1 core, 4 at 2 cores: P80..P95 all bucket 36 -> 1168m, P95 cost lowest.
         ([(1000, 96), (2000, 4)], 1168),
     ],
@@ -202,12 +203,12 @@ def test_cpu_target_is_the_cheapest_candidate(cpu: list[tuple[int, int]], expect
     assert estimate_adaptive(state, CONFIG, now_us=at(60), containers=1).target_cpu == expected
 
 
-def test_a_higher_throttle_cost_buys_the_burst() -> None:
-    # Throttle cost 30 cores: P80 costs 126 + 30000 * 0.2 = 6126 > P95's 2406 + 1500 = 3906.
-    policy = replace(DEFAULT_ADAPTIVE_POLICY, throttle_cost_cores=30.0)
+def test_a_lower_throttle_cost_gives_up_the_burst() -> None:
+    # Throttle cost 15 cores: P80 costs 126 + 15000 * 0.2 = 3126 < P95's 2406 + 750 = 3156.
+    policy = replace(DEFAULT_ADAPTIVE_POLICY, throttle_cost_cores=15.0)
     state = _aggregate(cpu=[(100, 82), (2000, 18)])
     result = estimate_adaptive(state, CONFIG, now_us=at(60), containers=1, policy=policy)
-    assert result.target_cpu == 2406
+    assert result.target_cpu == 126
 
 
 # -- bounds ------------------------------------------------------------------------------------

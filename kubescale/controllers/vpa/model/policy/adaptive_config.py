@@ -47,16 +47,18 @@ class AdaptivePolicyConfig:
     """An OOM at least this long after the previous one starts a new episode."""
     episode_window_ns: int = 8 * 24 * _HOUR_NS
     """Episodes that started within this window count toward the rung."""
-    oom_hold_ns: int = 6 * _HOUR_NS
+    oom_hold_ns: int = 24 * _HOUR_NS
     """After an OOM, memory is held at the OOM floor for this long."""
     oom_bump_ratio: float = 2.0
     """OOM floor, part 1: the memory in use at the last OOM times this."""
+    oom_peak_percentile: float = 1.0
     oom_peak_margin: float = 0.15
-    """OOM floor, part 2: the highest peak in the histogram plus this fraction."""
+    """OOM floor, part 2: this percentile of the peaks histogram (1.0: the highest peak still
+    held) plus this fraction."""
     cpu_percentiles: tuple[float, ...] = (0.8, 0.85, 0.9, 0.95)
     """CPU target candidates (percentiles of the CPU histogram, each plus ``cpu_margin``)."""
     cpu_margin: float = 0.15
-    throttle_cost_cores: float = 15.0
+    throttle_cost_cores: float = 30.0
     """The CPU candidate chosen minimises ``level (cores) + throttle_cost_cores × (1 − p)``: a
     unit of expected throttled fraction is worth this many cores."""
     settle_ns: int = 6 * _HOUR_NS
@@ -77,6 +79,7 @@ class AdaptivePolicyConfig:
             raise ValueError("cpu_percentiles: at least one percentile is needed")
         for percentile in self.cpu_percentiles:
             _check_percentile("cpu_percentiles", percentile)
+        _check_percentile("oom_peak_percentile", self.oom_peak_percentile)
         for name in ("episode_gap_ns", "episode_window_ns", "oom_hold_ns", "settle_ns"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}: must be >= 0")

@@ -14,9 +14,9 @@ containers, as upstream):
   a 24 h half-life ``P(0.99)`` reaches back about a week, ``P(1.0)`` to the oldest peak still
   held) and back down as its episodes age out of the window;
 * **after an OOM** (within ``oom_hold`` of the last one) memory is at least
-  ``max(int(used * oom_bump_ratio), margin(P_mem(1.0), oom_peak_margin))``, ``used`` being the
-  memory in use at that OOM: a burst is met at once at its known height (doubling while it
-  keeps OOMing) instead of x1.2 per OOM;
+  ``max(int(used * oom_bump_ratio), margin(P_mem(oom_peak_percentile), oom_peak_margin))``,
+  ``used`` being the memory in use at that OOM: a burst is met at once at its known height
+  (doubling while it keeps OOMing) instead of x1.2 per OOM;
 * **CPU target** = the candidate ``L_p = margin(int(P_cpu(p) * 1000), cpu_margin)`` (millicores)
   for ``p`` in ``cpu_percentiles`` minimising ``L_p + 1000 * throttle_cost_cores * (1 - p)``
   (the first on a tie): steady containers get a high percentile for little, bursty ones a lower
@@ -131,7 +131,10 @@ def estimate_adaptive(
         assert pressure.last is not None
         floor = max(
             scale_resource(pressure.last.memory_bytes, policy.oom_bump_ratio),
-            _margin(resource_amount_from_float(memory.percentile(1.0)), policy.oom_peak_margin),
+            _margin(
+                resource_amount_from_float(memory.percentile(policy.oom_peak_percentile)),
+                policy.oom_peak_margin,
+            ),
         )
         target_memory = max(target_memory, floor)
 
@@ -209,7 +212,9 @@ def estimate_adaptive_states(
         config.recommendation_upper_bound_memory_percentile,
     )
     cpu_columns = sorted({*upstream_cpu, *policy.cpu_percentiles})
-    memory_columns = sorted({*upstream_memory, *(p for p, _ in policy.memory_rungs), 1.0})
+    memory_columns = sorted(
+        {*upstream_memory, *(p for p, _ in policy.memory_rungs), policy.oom_peak_percentile}
+    )
     cpu = stores.cpu.percentiles_rows(
         np.array([state.cpu_row for state in states], dtype=np.int64), cpu_columns
     )
@@ -251,7 +256,8 @@ def estimate_adaptive_states(
             dtype=np.int64,
         )
         peak = _margin_array(
-            _amounts(memory[rows, _column_index(memory_columns, 1.0)]), policy.oom_peak_margin
+            _amounts(memory[rows, _column_index(memory_columns, policy.oom_peak_percentile)]),
+            policy.oom_peak_margin,
         )
         floor = np.maximum(_amounts(used.astype(np.float64) * policy.oom_bump_ratio), peak)
         target_memory[rows] = np.maximum(target_memory[rows], floor)
