@@ -506,6 +506,15 @@ def compare_rows(
     return mismatches
 
 
+def write_workload_totals(path: Path, rows: Iterable[tuple[str, str, PolicyTotals]]) -> None:
+    """One CSV row per workload and policy: ``workload, policy`` and every total."""
+    with open(path, "w", encoding="utf-8", newline="") as stream:
+        writer = csv.writer(stream)
+        writer.writerow(["workload", "policy", *_FIELDS])
+        for workload, policy, totals in rows:
+            writer.writerow([workload, policy, *(getattr(totals, name) for name in _FIELDS)])
+
+
 # -- policy parameters ------------------------------------------------------------------------
 
 
@@ -564,6 +573,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--compare", type=Path, help="upstream's per-recommendation CSV")
     parser.add_argument("--out", type=Path, help="write the totals and timing as JSON")
+    parser.add_argument(
+        "--out-workloads",
+        type=Path,
+        help="write each workload's totals per policy as CSV (slices can be summed from it)",
+    )
     args = parser.parse_args(argv)
     try:
         adaptive = policy_from_params(args.policy_param)
@@ -576,6 +590,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.process_time()
     totals = {name: PolicyTotals() for name in [PROVISIONED, *policies]}
     rows: list[RecommendationRow] = []
+    per_workload: list[tuple[str, str, PolicyTotals]] = []
     count = 0
     first_timestamp, last_timestamp = 2**63, 0
     for workload, samples in read_workloads(args.trace, only=only):
@@ -584,9 +599,11 @@ def main(argv: list[str] | None = None) -> int:
                 workload, samples, policy=adaptive if policy == ADAPTIVE_POLICY else None
             )
             totals[policy].add(outcome.recommender)
+            per_workload.append((workload, policy, outcome.recommender))
             if policy == UPSTREAM_POLICY:
                 rows.extend(outcome.rows)
         totals[PROVISIONED].add(outcome.provisioned)
+        per_workload.append((workload, PROVISIONED, outcome.provisioned))
         first_timestamp = min(first_timestamp, outcome.first_timestamp)
         last_timestamp = max(last_timestamp, outcome.last_timestamp)
         count += 1
@@ -620,6 +637,8 @@ def main(argv: list[str] | None = None) -> int:
         for a, b in mismatches[:10]:
             print(f"  ours {a}\n  upstream {b}")
         status = status or (1 if mismatches else 0)
+    if args.out_workloads is not None:
+        write_workload_totals(args.out_workloads, per_workload)
     if args.out is not None:
         args.out.write_text(
             json.dumps(
