@@ -126,3 +126,26 @@ def test_dataset_and_month() -> None:
     assert replay.dataset_name(Path("tiny.csv")) == "tiny"
     # Bitbrains' month starts 2013-06-30T22:03Z (Amsterdam midnight): the middle decides.
     assert replay.data_month(1372629804, 1372629804 + 31 * 86400) == "2013-07"
+
+
+def test_per_workload_totals_sum_to_the_policy_totals(tmp_path: Path) -> None:
+    trace = _trace(tmp_path / "tiny-2024-01.csv")
+    out, rows_file = tmp_path / "out.json", tmp_path / "rows.csv"
+    argv = ["--trace", str(trace), "--policy", "both", "--out", str(out)]
+    assert replay.main([*argv, "--out-workloads", str(rows_file)]) == 0
+    totals = json.loads(out.read_text())["totals"]
+    lines = rows_file.read_text().splitlines()
+    header = lines[0].split(",")
+    assert header[:2] == ["workload", "policy"]
+    # one row per workload and policy (2 workloads x upstream, adaptive, provisioned)
+    rows = [dict(zip(header, line.split(","), strict=True)) for line in lines[1:]]
+    assert sorted((r["workload"], r["policy"]) for r in rows) == [
+        (w, p) for w in ("vm-001", "vm-002") for p in ("adaptive", "provisioned", "upstream")
+    ]
+    for policy, expected in totals.items():
+        mine = [r for r in rows if r["policy"] == policy]
+        for name in ("oom_samples", "updates", "throttled_samples"):
+            assert sum(int(r[name]) for r in mine) == expected[name]
+        assert sum(float(r["memory_slack_gib_h"]) for r in mine) == pytest.approx(
+            expected["memory_slack_gib_h"], rel=1e-12
+        )
