@@ -10,18 +10,16 @@ from typing import Any
 import pytest
 import yaml
 
+from kubescale.base.flag_types import FlagValueError
 from kubescale.cli.main import build_parser
 from kubescale.cli.serve_config import serve_config_from_args
 from kubescale.controllers.vpa.model.cluster_state import ClusterState
 from kubescale.controllers.vpa.model.estimators import RecommenderConfig
-from kubescale.controllers.vpa.recommender.recommender_config import RecommenderConfigError
-from kubescale.controllers.vpa.recommender.simulated_recommender import (
-    simulated_recommender_flags,
-    simulated_recommender_settings,
-)
+from kubescale.controllers.vpa.recommender.component import SPEC as RECOMMENDER
 from kubescale.kube.resources import VERTICAL_POD_AUTOSCALERS
 from kubescale.kube.selectors import label_selector_from_set
 from kubescale.sim.scenario.runner import SimulationRun
+from kubescale.sim.scenario.scenario_components import component_settings, scenario_flags
 from kubescale.sim.scenario.scenario_validation import parse_scenario
 
 T0 = datetime(2024, 6, 3, tzinfo=UTC)
@@ -38,8 +36,10 @@ EXAMPLE = (
 
 def _serve(*flags: str) -> RecommenderConfig:
     config = serve_config_from_args(build_parser().parse_args(["serve", *flags]))
-    assert config.recommender is not None
-    return config.recommender.model
+    settings = config.components["vpa-recommender"]
+    assert settings is not None
+    model: RecommenderConfig = settings.model
+    return model
 
 
 def test_serve_defaults_to_upstream_and_takes_adaptive() -> None:
@@ -54,12 +54,12 @@ def test_serve_refuses_an_unknown_policy(capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_a_scenario_takes_the_policy() -> None:
-    assert "recommendation-policy" in simulated_recommender_flags()
-    settings = simulated_recommender_settings({"recommendation-policy": "adaptive"})
+    assert "recommendation-policy" in scenario_flags(RECOMMENDER)
+    settings = component_settings(RECOMMENDER, {"recommendation-policy": "adaptive"})
     assert settings.model.recommendation_policy == "adaptive"
-    assert simulated_recommender_settings({}).model.recommendation_policy == "upstream"
-    with pytest.raises(RecommenderConfigError, match="--recommendation-policy"):
-        simulated_recommender_settings({"recommendation-policy": "clever"})
+    assert component_settings(RECOMMENDER, {}).model.recommendation_policy == "upstream"
+    with pytest.raises(FlagValueError, match="--recommendation-policy"):
+        component_settings(RECOMMENDER, {"recommendation-policy": "clever"})
 
 
 async def test_a_simulated_run_recommends_with_the_adaptive_policy() -> None:
@@ -71,8 +71,8 @@ async def test_a_simulated_run_recommends_with_the_adaptive_policy() -> None:
     async with SimulationRun(scenario) as run:
         await run.run()
         vpa = run.api.store.get(VERTICAL_POD_AUTOSCALERS, "web", "shop")
-        simulated = run.loops["vpa-recommender"].loop
-    model = simulated.loop.feeder.state  # type: ignore[attr-defined]
+        gated = run.loops["vpa-recommender"].loop
+    model = gated._component.loop.feeder.state  # type: ignore[attr-defined]
     assert model.config.recommendation_policy == "adaptive"
     (entry,) = vpa["status"]["recommendation"]["containerRecommendations"]
     assert entry["containerName"] == "app"
