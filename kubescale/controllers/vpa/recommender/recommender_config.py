@@ -13,8 +13,10 @@ used with ``--storage=prometheus``. Model flags become
 Shared with the webhook (declared once, by :mod:`kubescale.webhook.webhook_config`, when both run in
 ``serve``): ``--vpa-object-namespace`` and ``--ignored-vpa-object-namespaces``.
 
-kubescale's addition: ``--vpa-recommender auto|true|false``, whether ``serve`` runs the loop
-(``auto``: in a cluster or with ``--kubeconfig``, like ``--webhook``).
+kubescale's additions: ``--vpa-recommender auto|true|false``, whether ``serve`` runs the loop
+(``auto``: in a cluster or with ``--kubeconfig``, like ``--webhook``), and
+``--recommendation-policy upstream|adaptive`` (default ``upstream``: upstream's estimator, bit for
+bit; ``adaptive``: :mod:`kubescale.controllers.vpa.model.policy.adaptive_estimator`).
 
 Accepted for compatibility, without effect: ``--min-checkpoints`` (deprecated upstream too) and
 ``--update-worker-count`` (the loop computes every VPA in one vectorised pass and writes
@@ -38,6 +40,10 @@ from kubescale.base.flag_types import (
 )
 from kubescale.controllers.vpa.api.vpa_flags import add_vpa_namespace_arguments, vpa_namespaces
 from kubescale.controllers.vpa.model.estimators import RecommenderConfig
+from kubescale.controllers.vpa.model.policy.adaptive_config import (
+    RECOMMENDATION_POLICIES,
+    UPSTREAM_POLICY,
+)
 from kubescale.controllers.vpa.recommender.prometheus_history_config import (
     PrometheusHistoryConfig,
     bearer_token_from_flags,
@@ -162,6 +168,13 @@ def add_recommender_arguments(parser: argparse.ArgumentParser) -> None:
     add_vpa_namespace_arguments(loop)
 
     model = parser.add_argument_group("VPA recommender model")
+    model.add_argument(
+        "--recommendation-policy",
+        choices=RECOMMENDATION_POLICIES,
+        default=UPSTREAM_POLICY,
+        help="upstream = upstream VPA's estimator; adaptive = kubescale's OOM-aware policy "
+        "(docs/vpa-recommendation-policy.md) (default: %(default)s)",
+    )
     _number(model, "--recommendation-margin-fraction", 0.15, "safety margin on every estimate")
     _number(model, "--pod-recommendation-min-cpu-millicores", 25.0, "pod minimum CPU")
     _number(model, "--pod-recommendation-min-memory-mb", 250.0, "pod minimum memory, MiB")
@@ -306,6 +319,7 @@ def _model_config(args: argparse.Namespace) -> RecommenderConfig:
             args.container_recommendation_max_allowed_memory,
         ),
         memory_saver=args.memory_saver,
+        recommendation_policy=args.recommendation_policy,
     )
 
 
