@@ -414,7 +414,9 @@ async def measure(*, seconds: float, concurrency: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=(__doc__ or "").splitlines()[0], allow_abbrev=False
+    )
     parser.add_argument("--out", type=Path, default=RESULTS, help="result file (JSON)")
     parser.add_argument("--seconds", type=float, default=10.0, help="per measurement")
     parser.add_argument("--concurrency", type=int, default=16, help="closed-loop in flight")
