@@ -22,8 +22,9 @@ import pytest
 
 from kubescale.base.clock import VirtualClock
 from kubescale.kube.resources import DEPLOYMENTS, HORIZONTAL_POD_AUTOSCALERS, PODS
+from kubescale.rendering.kube_columns import human_duration
 from kubescale.sim.apiserver.server import ApiServer
-from kubescale.sim.apiserver.tables import human_duration, jsonpath_first
+from kubescale.sim.apiserver.tables import jsonpath_first
 
 TIMEOUT = 60.0
 _BINARIES = {
