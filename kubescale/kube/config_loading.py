@@ -158,12 +158,17 @@ async def load_kubeconfig(path: Path, *, context: str | None = None) -> Configur
     _require_file(path, "kubeconfig")
     configuration = Configuration()
     try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if not isinstance(document, dict):
+            raise ConfigError(f"kubeconfig {path}: empty or not a YAML mapping")
         await kube_config.load_kube_config(  # type: ignore[no-untyped-call]
             config_file=str(path),
             context=context,
             client_configuration=configuration,
             persist_config=False,
         )
+    except ConfigError:
+        raise
     except ConfigException as err:
         raise ConfigError(f"kubeconfig {path}: {_one_line(str(err))}") from None
     except yaml.YAMLError as err:
