@@ -149,6 +149,12 @@ def check_server_url(host: str, *, source: str) -> None:
     del port
 
 
+def _require_mapping(path: Path) -> None:
+    """The library meets an empty file with a TypeError: say what is wrong instead."""
+    if not isinstance(yaml.safe_load(path.read_text(encoding="utf-8")), dict):
+        raise ConfigError(f"kubeconfig {path}: empty or not a YAML mapping")
+
+
 async def load_kubeconfig(path: Path, *, context: str | None = None) -> Configuration:
     """A configuration from a kubeconfig file (``context`` None → its current-context).
 
@@ -158,9 +164,7 @@ async def load_kubeconfig(path: Path, *, context: str | None = None) -> Configur
     _require_file(path, "kubeconfig")
     configuration = Configuration()
     try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
-        if not isinstance(document, dict):
-            raise ConfigError(f"kubeconfig {path}: empty or not a YAML mapping")
+        _require_mapping(path)
         await kube_config.load_kube_config(  # type: ignore[no-untyped-call]
             config_file=str(path),
             context=context,
