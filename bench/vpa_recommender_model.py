@@ -149,7 +149,7 @@ def build(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0], allow_abbrev=False)
     parser.add_argument("--workloads", type=int, default=1000)
     parser.add_argument("--containers-per-pod", type=int, default=10)
     parser.add_argument("--loops", type=int, default=5)

@@ -553,7 +553,7 @@ def policy_from_params(params: Iterable[str]) -> AdaptivePolicyConfig:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0], allow_abbrev=False)
     parser.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
     parser.add_argument(
         "--workloads", default="all", help="all, vm-001-vm-020, or a comma-separated list"

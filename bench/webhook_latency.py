@@ -602,7 +602,9 @@ def _print(label: str, run: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=(__doc__ or "").splitlines()[0], allow_abbrev=False
+    )
     parser.add_argument("--out", type=Path, default=RESULTS, help="result file (JSON)")
     parser.add_argument("--label", default="after", help="name of this run in the file")
     parser.add_argument("--seconds", type=float, default=5.0, help="per measurement")

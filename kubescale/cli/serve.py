@@ -43,6 +43,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"kubescale serve: error: {exc}\n")
         return 2
     configure_logging(level=config.log_level, fmt=config.log_format)
+    for flag in config.ignored_upstream_flags:
+        log.warning("accepted for compatibility with upstream and ignored: %s", flag)
     return event_loop.run(serve(config, clock=RealClock(), components=default_components(config)))
 
 

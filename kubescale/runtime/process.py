@@ -36,7 +36,7 @@ from kubescale.base.logs import component_logger
 from kubescale.base.tasks import cancel_and_wait
 from kubescale.certs.authority import CertificateError
 from kubescale.certs.reloading import ServerTLS
-from kubescale.kube.client import KubeClient, connect
+from kubescale.kube.client import ClientSettings, KubeClient, connect
 from kubescale.kube.config_loading import ConfigError as KubeConfigError
 from kubescale.kube.errors import KubeError
 from kubescale.kube.leader_election import LeaderElector
@@ -186,7 +186,10 @@ async def serve(
     if components or (specs and config.leader_elect):
         try:
             server.kube = await connect(
-                kubeconfig=config.kubeconfig, clock=clock, registry=registry
+                kubeconfig=config.kubeconfig,
+                clock=clock,
+                registry=registry,
+                settings=ClientSettings(qps=config.kube_api_qps, burst=config.kube_api_burst),
             )
         except (KubeConfigError, KubeError, OSError) as exc:
             log.error("cannot connect to Kubernetes: %s", exc)

@@ -32,6 +32,7 @@ from kubescale.base.flag_types import (
 from kubescale.base.logs import LOG_LEVELS, LogFormat
 from kubescale.certs.tls_ciphers import go_cipher_suites_to_openssl
 from kubescale.kube.lease_record import validate_timing
+from kubescale.runtime.upstream_flags import add_upstream_arguments, upstream_flags_from_args
 
 MIN_TLS_VERSIONS = {"tls1_2": ssl.TLSVersion.TLSv1_2, "tls1_3": ssl.TLSVersion.TLSv1_3}
 
@@ -62,6 +63,11 @@ class ProcessConfig:
     leader_elect_retry_period: float
     leader_elect_resource_name: str
     leader_elect_resource_namespace: str
+    kube_api_qps: float = 0.0
+    """``--kube-api-qps``: the client's token bucket (0: no limit)."""
+    kube_api_burst: int = 0
+    ignored_upstream_flags: tuple[str, ...] = ()
+    """Upstream common flags given but without effect here, to log once at start."""
 
 
 def add_process_arguments(parser: argparse.ArgumentParser) -> None:
@@ -146,7 +152,10 @@ def add_process_arguments(parser: argparse.ArgumentParser) -> None:
         "--kubeconfig", default="", help="kubeconfig file; empty for in-cluster configuration"
     )
     ops.add_argument(
-        "--log-level", choices=LOG_LEVELS, default="info", help="(default: %(default)s)"
+        "--log-level",
+        choices=LOG_LEVELS,
+        default=None,
+        help="(default: info, or debug with --v 4 and more)",
     )
     ops.add_argument(
         "--log-format",
@@ -215,6 +224,7 @@ def add_process_arguments(parser: argparse.ArgumentParser) -> None:
         default="kube-system",
         help="Lease namespace (default: %(default)s)",
     )
+    add_upstream_arguments(parser)
 
 
 class ConfigError(ValueError):
@@ -254,6 +264,7 @@ def process_config_from_args(args: argparse.Namespace) -> ProcessConfig:
         for setting in ("lease_duration", "renew_deadline", "retry_period"):
             message = message.replace(setting, "--leader-elect-" + setting.replace("_", "-"))
         raise ConfigError(message) from None
+    upstream = upstream_flags_from_args(args)
     return ProcessConfig(
         bind_address=bind,
         port=args.port,
@@ -268,7 +279,7 @@ def process_config_from_args(args: argparse.Namespace) -> ProcessConfig:
         reload_cert=args.reload_cert,
         cert_reload_interval=args.cert_reload_interval,
         kubeconfig=Path(args.kubeconfig) if args.kubeconfig else None,
-        log_level=args.log_level,
+        log_level=upstream.log_level(args.log_level) or "info",
         log_format=args.log_format,
         graceful_shutdown_timeout=args.graceful_shutdown_timeout,
         leader_elect=args.leader_elect,
@@ -277,4 +288,7 @@ def process_config_from_args(args: argparse.Namespace) -> ProcessConfig:
         leader_elect_retry_period=args.leader_elect_retry_period,
         leader_elect_resource_name=args.leader_elect_resource_name,
         leader_elect_resource_namespace=args.leader_elect_resource_namespace,
+        kube_api_qps=upstream.kube_api_qps,
+        kube_api_burst=upstream.kube_api_burst,
+        ignored_upstream_flags=upstream.ignored,
     )

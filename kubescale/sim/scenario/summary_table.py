@@ -1,5 +1,6 @@
 """The plain-text summary of a simulated run that ``kubescale simulate`` prints on stdout.
 
+Tables drawn by :mod:`kubescale.rendering.text_table` (shared with ``kubescale report``).
 Read from the JSON report (:mod:`kubescale.sim.scenario.report_assembly`) only, so a saved report
 prints the same table. Three parts, every line at most :data:`WIDTH` columns: the run and cluster
 totals; per workload container the requests against usage (time-weighted average request,
@@ -11,67 +12,25 @@ line; names too long for the width are shortened with ``…``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Final
+
+from kubescale.rendering.text_table import (
+    WIDTH,
+    Column,
+    format_duration,
+    format_number,
+    render_table,
+)
 
 __all__ = ["WIDTH", "format_duration", "render_summary"]
 
-WIDTH: Final = 120
-_GAP: Final = "  "
 _MIB: Final = float(2**20)
+_Column = Column
+_number = format_number
 
 
-@dataclass(frozen=True)
-class _Column:
-    title: str
-    unit: str
-    numeric: bool = True
-
-
-def format_duration(seconds: float) -> str:
-    """``1d02h03m``, ``2h30m``, ``5m30s``, ``45s`` — the largest units that matter."""
-    whole = round(seconds)
-    days, rest = divmod(whole, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}d{hours:02d}h{minutes:02d}m"
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    if minutes:
-        return f"{minutes}m{secs:02d}s" if secs else f"{minutes}m"
-    return f"{secs}s"
-
-
-def _number(value: float | None, decimals: int, scale: float = 1.0) -> str:
-    if value is None:
-        return "-"
-    text = f"{value / scale:.{decimals}f}"
-    return "0" + text[2:] if text.startswith("-0") and float(text) == 0 else text
-
-
-def _table(columns: Sequence[_Column], rows: Sequence[Sequence[str]]) -> list[str]:
-    """Aligned lines; the first (name) column shrinks when the table would exceed WIDTH."""
-    widths = [
-        max([len(c.title), len(c.unit)] + [len(row[i]) for row in rows])
-        for i, c in enumerate(columns)
-    ]
-    overflow = sum(widths) + len(_GAP) * (len(columns) - 1) - WIDTH
-    if overflow > 0:
-        widths[0] = max(len(columns[0].title), widths[0] - overflow)
-
-    def line(cells: Sequence[str]) -> str:
-        parts = []
-        for cell, width, column in zip(cells, widths, columns, strict=True):
-            text = cell if len(cell) <= width else cell[: width - 1] + "…"
-            parts.append(text.rjust(width) if column.numeric else text.ljust(width))
-        return _GAP.join(parts).rstrip()
-
-    return [
-        line([c.title for c in columns]),
-        line([c.unit for c in columns]),
-        *[line(row) for row in rows],
-    ]
+def _table(columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> list[str]:
+    return render_table(columns, rows)
 
 
 _RESOURCE_COLUMNS: Final = (
