@@ -7,15 +7,15 @@ URL (``..`` segments, ``?``, ``#``, ``%``), and a storm of admissions naming unk
 objects must not become a storm of GETs.
 
 5,000 admissions over 150 s (simulated time, as the process's lookups loop would resolve them:
-woken by each miss, swept every 7 s) through the webhook's decision on its caches, against the
-in-process API server, which counts every request it receives.
+woken by each miss, swept every 7 s; :mod:`kubescale.sim.hostile_admissions`) through the
+webhook's decision on its caches, against the in-process API server, which counts every request
+it receives. On main before the fix: 9,029 GETs (764 after), among them
+``/api/v1/namespaces/kube-system/secrets/v1`` and ``/apis/apps?watch=true&x=/v1``.
 """
 
 from __future__ import annotations
 
-import json
 import random
-import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +27,8 @@ from kubescale.base.clock import VirtualClock
 from kubescale.kube.client import KubeClient, connect
 from kubescale.kube.shared_cache import SharedCache
 from kubescale.sim.apiserver.server import ApiServer
+from kubescale.sim.hostile_admissions import ALLOWED_PATH
+from kubescale.sim.hostile_admissions import run_storm as run_storm_on
 from kubescale.webhook.admission_routes import AdmissionWebhook
 from kubescale.webhook.webhook_caches import WebhookCaches
 from kubescale.webhook.webhook_config import WebhookSettings
@@ -35,70 +37,6 @@ from .api_fixtures import build_caches
 
 ADMISSIONS = 5000
 SECONDS = 150
-SWEEP = 7  # the lookups loop's period (upstream scaleCacheLoopPeriod)
-
-# apiVersions an attacker writes into an owner reference: path traversal, a query, a fragment,
-# percent-encoding, a bare slash, whitespace.
-INJECTED_API_VERSIONS = (
-    "../../api/v1/namespaces/kube-system/secrets/v1",
-    "apps?watch=true&x=/v1",
-    "apps/v1#",
-    "%2e%2e/%2e%2e/api/v1",
-    "cluster.x-k8s.io/../../api/v1/namespaces/kube-system/secrets/v1beta1",
-    "/v1",
-    "apps /v1",
-    "Apps/v1",
-)
-# names of a real scalable kind (MachineDeployment) that try the same through the object path
-INJECTED_NAMES = (
-    "../../../../../api/v1/namespaces/kube-system/secrets/token",
-    "pool?watch=true",
-    "pool#x",
-    "pool%2F..",
-    "..",
-)
-
-
-def hostile_owner(i: int) -> dict[str, str]:
-    """The i-th hostile owner reference: five kinds of abuse, round robin."""
-    match i % 5:
-        case 0:  # a made-up group, different every time
-            return {"apiVersion": f"evil-{i}.example.com/v1", "kind": "Widget", "name": "w"}
-        case 1:  # a served group, a kind it does not serve
-            return {"apiVersion": "apps/v1", "kind": f"Ghost{i}", "name": "g"}
-        case 2:  # path injection through apiVersion
-            api_version = INJECTED_API_VERSIONS[i // 5 % len(INJECTED_API_VERSIONS)]
-            return {"apiVersion": api_version, "kind": "Secret", "name": "token"}
-        case 3:  # path injection through the name of a real scalable kind
-            name = INJECTED_NAMES[i // 5 % len(INJECTED_NAMES)]
-            return {"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineDeployment",
-                    "name": name}  # fmt: skip
-        case _:  # a real scalable kind, a well-formed name that does not exist
-            return {"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineDeployment",
-                    "name": f"ghost-{i}"}  # fmt: skip
-
-
-def review(i: int) -> bytes:
-    owner = {**hostile_owner(i), "uid": f"uid-{i}", "controller": True}
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": f"p-{i}", "namespace": "default", "ownerReferences": [owner]},
-        "spec": {"containers": [{"name": "app", "image": "x"}]},
-    }
-    body = {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": f"u-{i}",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": "default",
-            "operation": "CREATE",
-            "object": pod,
-        },
-    }
-    return json.dumps(body).encode()
 
 
 @dataclass
@@ -133,33 +71,11 @@ async def storm(tmp_path: Path) -> AsyncIterator[Storm]:
 
 
 async def run_storm(storm: Storm) -> None:
-    """ADMISSIONS admissions spread over SECONDS; the lookups run as the process's loop would."""
-    per_second = ADMISSIONS // SECONDS + 1
-    sent = 0
-    for second in range(SECONDS):
-        for _ in range(per_second):
-            if sent == ADMISSIONS:
-                break
-            answer = await storm.webhook.admit(review(sent), content_type="application/json")
-            assert answer.status != "error", answer
-            sent += 1
-        # woken by a miss (the loop resolves the queue), and the sweep every SWEEP seconds
-        if storm.cache.lookups_wanted.is_set() or second % SWEEP == 0:
-            await storm.cache.resolve_lookups()
-        await storm.clock.advance(1.0)
-    assert sent == ADMISSIONS
-
-
-# What the lookups may ask for: discovery, and the /scale of a real scalable kind by a valid
-# name. Nothing else — and never anything under /api/v1 but the core discovery document.
-ALLOWED_PATH = re.compile(
-    r"/apis|/api|/api/v1"
-    r"|/apis/[a-z0-9.-]+/v[0-9a-z]+"
-    r"|/apis/cluster\.x-k8s\.io/v1beta1/namespaces/default/machinedeployments/ghost-[0-9]+/scale"
-    # the informers' own lists and re-watches of their collections, across namespaces
-    r"|(/api/v1|/apis/[a-z0-9.-]+/v[0-9a-z]+)/[a-z]+\?(limit=[0-9]+|allowWatchBookmarks=true&"
-    r"resourceVersion=[0-9]+&timeoutSeconds=[0-9]+&watch=true)"
-)
+    errors = await run_storm_on(
+        webhook=storm.webhook, cache=storm.cache, clock=storm.clock,
+        admissions=ADMISSIONS, seconds=SECONDS,
+    )  # fmt: skip
+    assert errors == 0
 
 
 async def test_hostile_owner_references_reach_no_url_and_raise_no_get_storm(
