@@ -28,6 +28,7 @@ segment and the rule; nothing is sent.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Final, NewType
 from urllib.parse import quote
 
@@ -39,6 +40,7 @@ __all__ = [
     "is_dns1035_label",
     "is_dns1123_label",
     "is_dns1123_subdomain",
+    "metrics_api_path",
     "split_api_version",
     "validate_group",
     "validate_kind",
@@ -166,3 +168,24 @@ def api_path(
             raise InvalidPathSegment(f"subresource {subresource!r} needs an object name")
         segments.append(_validated("subresource", subresource, valid=is_dns1035_label(subresource)))
     return ApiPath("/" + "/".join(segments))
+
+
+def metrics_api_path(
+    *, group: str, version: str, namespace: str, segments: Sequence[str]
+) -> ApiPath:
+    """A path under an aggregated metrics API (``metrics.k8s.io``, ``custom.metrics.k8s.io``,
+    ``external.metrics.k8s.io``): ``/apis/<group>/<version>/namespaces/<namespace>/`` and then
+    segments that are not REST names — a resource (``pods``, ``deployments.apps``), an object
+    name or ``*`` (every object), a metric name (Prometheus names hold ``_`` and ``:``).
+
+    Their pieces come from HPA specs, so each segment must be a valid path segment
+    (``ValidatePathSegmentName``, as an object name) and is percent-escaped; ``*`` alone stays
+    literal, as upstream's custom metrics client sends it.
+    """
+    path = api_path(group=group, version=version)
+    if not is_dns1123_label(namespace):
+        raise InvalidPathSegment(f"namespace {namespace!r} is not a DNS-1123 label")
+    parts = [path, "namespaces", namespace]
+    for segment in segments:
+        parts.append("*" if segment == "*" else quote(validate_object_name(segment), safe=""))
+    return ApiPath("/".join(parts))

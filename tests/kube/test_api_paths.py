@@ -19,7 +19,12 @@ from hypothesis import strategies as st
 from yarl import URL
 
 import kubescale
-from kubescale.kube.api_paths import InvalidPathSegment, api_path, split_api_version
+from kubescale.kube.api_paths import (
+    InvalidPathSegment,
+    api_path,
+    metrics_api_path,
+    split_api_version,
+)
 from kubescale.kube.resources import ALL, DEPLOYMENTS, NODES, PODS
 
 PATHS = [
@@ -102,6 +107,44 @@ REFUSED = [
 def test_refused_segments_name_themselves(arguments: dict[str, str], named: str) -> None:
     with pytest.raises(InvalidPathSegment, match=named):
         api_path(**arguments)
+
+
+# The metrics APIs' paths (HPA): segments from an HPA spec, each a path segment, escaped.
+METRICS_PATHS = [
+    # (group, segments, path)
+    ("metrics.k8s.io", ["pods"], "/apis/metrics.k8s.io/v1beta1/namespaces/ns/pods"),
+    # `*` alone stays literal: upstream's custom metrics client asks for every pod so
+    ("custom.metrics.k8s.io", ["pods", "*", "http_requests"],
+     "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ns/pods/*/http_requests"),
+    # a Prometheus-style name keeps its meaning: ':' is escaped, the server decodes it
+    ("custom.metrics.k8s.io", ["deployments.apps", "web", "job:rate5m"],
+     "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ns/deployments.apps/web/job%3Arate5m"),
+    # '?' and '#' in a metric name stay in its segment
+    ("external.metrics.k8s.io", ["queue?x=1#y"],
+     "/apis/external.metrics.k8s.io/v1beta1/namespaces/ns/queue%3Fx%3D1%23y"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("group", "segments", "path"), METRICS_PATHS)
+def test_metrics_paths(group: str, segments: list[str], path: str) -> None:
+    assert (
+        metrics_api_path(group=group, version="v1beta1", namespace="ns", segments=segments) == path
+    )
+
+
+@pytest.mark.parametrize(
+    ("namespace", "segments"),
+    [("ns", ["..", "secrets"]), ("ns", ["pods", "a/b"]), ("ns", ["%2e%2e"]), ("ns", [" "]),
+     ("kube system", ["pods"]), ("../x", ["pods"])],
+)  # fmt: skip
+def test_metrics_paths_refuse_what_would_leave_their_segment(
+    namespace: str, segments: list[str]
+) -> None:
+    with pytest.raises(InvalidPathSegment):
+        metrics_api_path(
+            group="custom.metrics.k8s.io", version="v1beta2", namespace=namespace,
+            segments=segments,
+        )  # fmt: skip
 
 
 @pytest.mark.parametrize(

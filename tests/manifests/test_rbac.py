@@ -269,6 +269,25 @@ def test_the_cluster_autoscaler_can_make_its_writes() -> None:
     assert _refused(others) == [str(r) for r in others]
 
 
+def test_the_hpa_controller_can_make_its_requests() -> None:
+    # controllers/hpa: hpa_loop.py (GET and merge PATCH of the target's /scale, PUT of the HPA's
+    # status), metrics_sources.py (the three metrics APIs), scale_targets.py (discovery: no
+    # RBAC for non-resource URLs of discovery, granted to every authenticated user)
+    requests = [
+        *[request for group, plural in (("apps", "deployments"), ("apps", "statefulsets"),
+                                        ("apps", "replicasets"), ("", "replicationcontrollers"),
+                                        ("example.com", "widgets"))
+          for verb in ("get", "patch")
+          for request in _everywhere(verb, group, plural, "scale", name="web")],
+        *_everywhere("update", "autoscaling", "horizontalpodautoscalers", "status", name="web"),
+        *_everywhere("list", "metrics.k8s.io", "pods"),
+        *_everywhere("get", "custom.metrics.k8s.io", "pods", "http_requests", name="*"),
+        *_everywhere("get", "custom.metrics.k8s.io", "deployments.apps", "qps", name="web"),
+        *_everywhere("list", "external.metrics.k8s.io", "queue_messages_ready"),
+    ]  # fmt: skip
+    assert _refused(requests) == []
+
+
 def test_every_request_kubescale_makes_is_allowed() -> None:
     requests = _static_requests()
     assert len(requests) > 30
@@ -346,12 +365,18 @@ NOT_NEEDED = [
     # one: nodes go through the provider (a Machine's delete-machine annotation + /scale)
     *_everywhere("delete", "", "nodes"),
     *_everywhere("delete", "cluster.x-k8s.io", "machines"),
-    # the scale subresource is read, never listed, and written for Cluster API node groups only
-    *[request for verb in ("update", "patch", "list", "watch")
+    # the scale subresource is read and merge-patched (HPA, node groups), never updated,
+    # listed or watched
+    *[request for verb in ("update", "list", "watch")
       for group, plural in (("apps", "deployments"), ("apps", "statefulsets"),
                             ("example.com", "widgets"))
       for request in _everywhere(verb, group, plural, "scale")],
     *_everywhere("update", "cluster.x-k8s.io", "machinedeployments", "scale"),
+    # HPAs: the status is written, never the spec; metrics are read, never written
+    *_everywhere("update", "autoscaling", "horizontalpodautoscalers"),
+    *_everywhere("patch", "autoscaling", "horizontalpodautoscalers"),
+    *_everywhere("create", "custom.metrics.k8s.io", "pods"),
+    *_everywhere("list", "custom.metrics.k8s.io", "pods"),
     # only kubescale's own MutatingWebhookConfiguration, by name
     *[Request(verb=verb, group="admissionregistration.k8s.io",
               resource="mutatingwebhookconfigurations", name=name)
