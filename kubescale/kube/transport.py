@@ -31,6 +31,10 @@ retries twice. Watches are opened here too (:meth:`Transport.open_watch`) but dr
 informer, with no total timeout and an aiohttp ``sock_read`` inactivity timeout instead, because
 the library's integer ``_request_timeout`` is a total that would cut every watch at a fixed
 duration. Retry sleeps use the injected clock; jitter an injectable ``random.Random``.
+
+Every path sent is an :data:`~kubescale.kube.api_paths.ApiPath`: built, validated and escaped
+by :func:`kubescale.kube.api_paths.api_path` (through a
+:class:`~kubescale.kube.resources.ResourceType`'s path methods) and by nothing else.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from prometheus_client import CollectorRegistry, Histogram
 
 from kubescale.base.clock import Clock, RealClock
 from kubescale.base.logs import component_logger
+from kubescale.kube.api_paths import ApiPath
 from kubescale.kube.backoff import Backoff, BackoffPolicy, parse_retry_after
 from kubescale.kube.connection_report import ConnectionReport, describe_cause
 from kubescale.kube.errors import KubeApiError, KubeTransportError
@@ -157,7 +162,7 @@ class Transport:
         self,
         *,
         method: str,
-        path: str,
+        path: ApiPath,
         query: Sequence[tuple[str, str]],
         body: Any,
         content_type: str,
@@ -194,7 +199,7 @@ class Transport:
         verb: str,
         method: str,
         resource: ResourceType,
-        path: str,
+        path: ApiPath,
         subresource: str = "",
         query: Sequence[tuple[str, str]] = (),
         body: Any = None,

@@ -177,9 +177,34 @@ def test_prometheus_storage(tmp_path: Path) -> None:
     )
 
 
+def test_the_password_can_come_from_a_file(tmp_path: Path) -> None:
+    # A password on the command line is visible to anyone who can list processes; a mounted
+    # Secret file is not. Trimmed like Prometheus' own basic_auth password_file and like
+    # --prometheus-bearer-token-file.
+    secret = tmp_path / "password"
+    secret.write_text("s3cr3t pass\n", encoding="utf-8")
+    settings = config(
+        "--storage=prometheus", "--username=vpa", f"--password-file={secret}"
+    ).components["vpa-recommender"]
+    assert (settings.prometheus.username, settings.prometheus.password) == ("vpa", "s3cr3t pass")
+    # upstream's --password keeps working
+    settings = config("--storage=prometheus", "--username=vpa", "--password=p").components[
+        "vpa-recommender"
+    ]
+    assert settings.prometheus.password == "p"
+
+
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
+        (
+            ["--storage=prometheus", "--password=p", "--password-file=/etc/prometheus/password"],
+            "--password and --password-file are mutually exclusive",
+        ),
+        (
+            ["--storage=prometheus", "--password-file=/nonexistent/password"],
+            "--password-file: cannot read /nonexistent/password",
+        ),
         (
             ["--vpa-object-namespace=a", "--ignored-vpa-object-namespaces=b"],
             "mutually exclusive",

@@ -48,6 +48,7 @@ from kubescale.controllers.vpa.recommender.prometheus_history_config import (
     PrometheusHistoryConfig,
     bearer_token_from_flags,
     parse_prometheus_duration,
+    password_from_flags,
 )
 from kubescale.kube.quantities import Quantity, QuantityError
 
@@ -225,7 +226,19 @@ def add_recommender_arguments(parser: argparse.ArgumentParser) -> None:
     history.add_argument("--container-pod-name-label", default=defaults.container_pod_name_label)
     history.add_argument("--container-name-label", default=defaults.container_name_label)
     history.add_argument("--username", default="", help="Prometheus basic-auth user")
-    history.add_argument("--password", default="", help="Prometheus basic-auth password")
+    history.add_argument(
+        "--password",
+        default="",
+        help="Prometheus basic-auth password (visible in the process list: prefer "
+        "--password-file or PROMETHEUS_PASSWORD)",
+    )
+    history.add_argument(
+        "--password-file",
+        default="",
+        metavar="FILE",
+        help="file holding the Prometheus basic-auth password, read at start "
+        "(kubescale's addition)",
+    )
     history.add_argument("--prometheus-bearer-token", default="")
     history.add_argument("--prometheus-bearer-token-file", default="")
 
@@ -344,6 +357,14 @@ def _prometheus_config(args: argparse.Namespace, *, namespace: str) -> Prometheu
         raise RecommenderConfigError(
             f"--prometheus-bearer-token-file: unable to read bearer token file: {exc}"
         ) from None
+    try:
+        password = password_from_flags(password=args.password, password_file=args.password_file)
+    except ValueError as exc:
+        raise RecommenderConfigError(str(exc)) from None
+    except OSError as exc:
+        raise RecommenderConfigError(
+            f"--password-file: cannot read {args.password_file}: {exc.strerror or exc}"
+        ) from None
     timeout_ns = _go_duration_ns("--prometheus-query-timeout", args.prometheus_query_timeout)
     return PrometheusHistoryConfig(
         address=args.prometheus_address,
@@ -363,7 +384,7 @@ def _prometheus_config(args: argparse.Namespace, *, namespace: str) -> Prometheu
         container_name_label=args.container_name_label,
         namespace=namespace,
         username=args.username,
-        password=args.password,
+        password=password,
         bearer_token=token,
     )
 
