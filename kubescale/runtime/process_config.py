@@ -33,13 +33,13 @@ from kubescale.base.logs import LOG_LEVELS, LogFormat
 from kubescale.certs.tls_ciphers import go_cipher_suites_to_openssl
 from kubescale.kube.api_paths import is_dns1123_label, is_dns1123_subdomain
 from kubescale.kube.lease_record import validate_timing
-from kubescale.runtime.upstream_flags import add_upstream_arguments, upstream_flags_from_args
 from kubescale.runtime.server_limits import (
     LimitsError,
     ServerLimits,
     add_server_limit_arguments,
     server_limits_from_args,
 )
+from kubescale.runtime.upstream_flags import add_upstream_arguments, upstream_flags_from_args
 
 MIN_TLS_VERSIONS = {"tls1_2": ssl.TLSVersion.TLSv1_2, "tls1_3": ssl.TLSVersion.TLSv1_3}
 
