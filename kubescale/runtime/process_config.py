@@ -23,6 +23,12 @@ import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kubescale.base.coordination import (
+    COORDINATION_VALUES,
+    DEFAULT_COORDINATION,
+    Coordination,
+    parse_coordination,
+)
 from kubescale.base.flag_types import (
     parse_address,
     parse_bool,
@@ -77,6 +83,8 @@ class ProcessConfig:
     """Upstream common flags given but without effect here, to log once at start."""
     limits: ServerLimits = field(default_factory=ServerLimits)
     """Deadlines, connection cap and body budget of the TLS server."""
+    coordination: Coordination = DEFAULT_COORDINATION
+    """How the systems coordinate (:mod:`kubescale.base.coordination`)."""
 
 
 def add_process_arguments(parser: argparse.ArgumentParser) -> None:
@@ -181,6 +189,16 @@ def add_process_arguments(parser: argparse.ArgumentParser) -> None:
         default=25.0,
         metavar="DURATION",
         help="after SIGTERM, how long loops may take to finish their iteration (default: 25s)",
+    )
+
+    suite = parser.add_argument_group("the suite")
+    suite.add_argument(
+        "--coordination",
+        choices=COORDINATION_VALUES,
+        default=DEFAULT_COORDINATION.value,
+        help="one-brain: the systems share one disruption budget and one view of the requests "
+        "(VPA aware of the HPA, the cluster autoscaler of the VPA, the descheduler checks the "
+        "fit); separate: upstream's behaviour, each system on its own (default: %(default)s)",
     )
 
     election = parser.add_argument_group(
@@ -316,4 +334,5 @@ def process_config_from_args(args: argparse.Namespace) -> ProcessConfig:
         kube_api_burst=upstream.kube_api_burst,
         ignored_upstream_flags=upstream.ignored,
         limits=limits,
+        coordination=parse_coordination(args.coordination),
     )
