@@ -19,6 +19,7 @@ metrics APIs' resources are metric names and the kinds of described objects.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import shutil
 from dataclasses import replace
@@ -42,7 +43,7 @@ from kubescale.sim.scenario.scenario_validation import load_scenario
 from kubescale.webhook.registration import webhook_configuration
 from kubescale.webhook.webhook_config import WebhookSettings
 
-from .manifest_files import find, install_namespace, render
+from .manifest_files import MANIFESTS, find, install_namespace, load_documents, render
 from .rbac_rules import Request, ServiceAccountRef, allowed, rule_allows
 from .upstream_examples import checkpoint_example
 
@@ -81,6 +82,26 @@ async def _until(condition: Any, *, within: float) -> None:
         await asyncio.sleep(0.05)
 
 
+def _policy_flags(parser: argparse.ArgumentParser, tmp_path: Path) -> list[str]:
+    """The descheduler and the scheduler extender run with a policy (the example one): the flags
+    that turn them on, where this kubescale has them."""
+    (serve_parser,) = [
+        choice
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for name, choice in action.choices.items()
+        if name == "serve"
+    ]
+    known = {option for action in serve_parser._actions for option in action.option_strings}
+    if "--policy-config-file" not in known:
+        return []
+    (config_map,) = load_documents(MANIFESTS / "examples" / "descheduler-policy.yaml")
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(config_map["data"]["policy.yaml"], encoding="utf-8")
+    return ["--policy-config-file", str(policy), "--descheduler", "true",
+            "--scheduler-extender", "true"]  # fmt: skip
+
+
 def _stale_objects(api: ApiServer) -> None:
     """A webhook configuration from an earlier install (replaced by self-registration) and a
     checkpoint whose VPA is gone (garbage-collected by the recommender)."""
@@ -110,7 +131,9 @@ async def _serve_records(cert_dir: Path, tmp_path: Path) -> set[RequestRecord]:
             "--leader-elect-resource-namespace", install_namespace(),
             "--webhook-service-namespace", install_namespace(), "--log-level", "error",
         ]  # fmt: skip
-        config = serve_config_from_args(build_parser().parse_args(argv))
+        parser = build_parser()
+        argv += _policy_flags(parser, tmp_path)
+        config = serve_config_from_args(parser.parse_args(argv))
         components = default_components(config, environ={})
         assert {c.name for c in components} == {spec.name for spec in REGISTRY}
         started: asyncio.Future[Server] = asyncio.get_running_loop().create_future()
@@ -174,6 +197,8 @@ def _in_place_updater(tmp_path: Path) -> Path:
 async def _scenario_records(tmp_path: Path) -> set[RequestRecord]:
     records: set[RequestRecord] = set()
     runs = [(EXAMPLES / name, hours) for name, hours in SCENARIOS]
+    # the descheduler's examples, where it exists (each evicts; the dry run only reads)
+    runs += [(path, 1.0) for path in sorted(EXAMPLES.glob("descheduler-*.yaml"))]
     runs.append((_in_place_updater(tmp_path), 1.0))
     for path, hours in runs:
         scenario = load_scenario(path)
