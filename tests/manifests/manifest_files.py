@@ -23,7 +23,6 @@ CRD_DIR: Final = MANIFESTS / "crds"
 BASE: Final = MANIFESTS / "base"
 KUSTOMIZATION: Final = BASE / "kustomization.yaml"
 OVERLAYS: Final = MANIFESTS / "overlays"
-EXAMPLES: Final = MANIFESTS / "examples"
 
 CLUSTER_SCOPED_KINDS: Final = frozenset(
     {

@@ -392,8 +392,7 @@ NOT_NEEDED = [
       for verb in ("list", "watch", "deletecollection")],
     # reads no code makes
     *[request for verb in ("get", "list", "watch")
-      for group, plural in (("", "persistentvolumeclaims"),
-                            ("apiextensions.k8s.io", "customresourcedefinitions"),
+      for group, plural in (("apiextensions.k8s.io", "customresourcedefinitions"),
                             ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
                             ("events.k8s.io", "events"))
       for request in _everywhere(verb, group, plural)],

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from kubescale.kube.resources import ALL, ResourceType, resource_type
+from kubescale.kube.resources import ALL, SECRETS, ResourceType, resource_type
 
 __all__ = [
     "CUSTOM_RESOURCE_DEFINITIONS",
@@ -44,7 +44,7 @@ _RBAC: Final = "rbac.authorization.k8s.io"
 INSTALL_KINDS: Final[tuple[ResourceType, ...]] = (
     resource_type("", "v1", "ServiceAccount", "serviceaccounts", short_names=("sa",)),
     resource_type("", "v1", "Service", "services", subresources=("status",), short_names=("svc",)),
-    resource_type("", "v1", "Secret", "secrets"),
+    SECRETS,
     resource_type(_RBAC, "v1", "ClusterRole", "clusterroles", namespaced=False),
     resource_type(_RBAC, "v1", "ClusterRoleBinding", "clusterrolebindings", namespaced=False),
     resource_type(_RBAC, "v1", "Role", "roles"),
