@@ -44,6 +44,7 @@ from .eviction import EvictionResult, InFlight
 __all__ = [
     "ACTOR",
     "AUTOSCALER_MARKS",
+    "DELETION_CANDIDATE_TAINT",
     "TO_BE_DELETED_TAINT",
     "LedgerBudget",
     "marked_by_autoscaler",
