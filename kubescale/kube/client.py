@@ -431,8 +431,11 @@ class KubeClient:
         namespace: str,
         uid: str | None = None,
         grace_period_seconds: int | None = None,
+        annotations: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         """POST ``pods/<name>/eviction`` (policy/v1); a PDB refusal is a 429 KubeApiError.
+        ``annotations`` go on the Eviction's metadata (the descheduler's ``reason`` and
+        ``requested-by``).
 
         A 429 from an eviction means "a disruption budget forbids it now" (``DisruptionBudget``
         cause), not throttling, so it is returned at once rather than retried; 5xx and transport
@@ -443,6 +446,8 @@ class KubeClient:
             "kind": "Eviction",
             "metadata": {"name": name, "namespace": namespace},
         }
+        if annotations:
+            eviction["metadata"]["annotations"] = dict(annotations)
         options = _delete_options(
             uid=uid,
             resource_version=None,

@@ -249,9 +249,11 @@ async def evict_pod(
     now: datetime,
     grace_period_seconds: int | None = None,
     actor: str = "",
+    annotations: Mapping[str, str] | None = None,
 ) -> WriteResult:
-    """POST the pod's eviction (with its uid as precondition, and ``grace_period_seconds`` in
-    its delete options if given) and record it unless refused.
+    """POST the pod's eviction (with its uid as precondition, ``grace_period_seconds`` in
+    its delete options and ``annotations`` on the Eviction if given) and record it unless
+    refused.
 
     A 409 answers the uid precondition: the pod under that name is another one, this one is
     gone (:attr:`WriteOutcome.GONE`)."""
@@ -262,6 +264,7 @@ async def evict_pod(
             namespace=view.namespace,
             uid=view.uid or None,
             grace_period_seconds=grace_period_seconds,
+            annotations=annotations,
         )
     except KubeError as err:
         outcome = write_outcome(err)

@@ -137,6 +137,8 @@ class DeschedulerComponent(BaseComponent):
             usage_listener=lambda nodes, values: self.board.publish_usage(
                 nodes, values, queries=queries
             ),
+            disruptions=runtime.cache.disruptions,
+            one_brain=runtime.coordination.shared,
         )
         self._cycle = _CycleLoop(self.loop, once=settings.run_once)
 

@@ -16,7 +16,11 @@ Each cycle:
      gracePeriodSeconds`` from the policy): the API server enforces PodDisruptionBudgets. A 429
      (budget), 404 (pod gone) or other refusal is a failure — logged, a Warning
      ``EvictionFailed`` event with ``evictionFailureEventNotification``; a transport error or a
-     5xx leaves the outcome unknown and counts as done (the pod may well be going).
+     5xx leaves the outcome unknown and counts as done (the pod may well be going). Every
+     eviction goes through the process's disruption ledger as ``descheduler``
+     (:func:`kubescale.kube.disruption_ledger.evict_pod`); with ``--coordination one-brain``
+     the cycle's limits count every system's evictions on it and a pod goes only when the fit
+     simulation finds it a better node (:mod:`.framework.shared_budget`);
    * a successful eviction is a Normal event on the pod, reason = the strategy, message
      ``pod eviction from <node> node by sigs.k8s.io/descheduler``, and is remembered in the
      :class:`~.eviction_memory.EvictionMemory` the extender reads;
@@ -35,7 +39,9 @@ from typing import Any, Final
 
 from kubescale.base.logs import component_logger
 from kubescale.kube.client import KubeClient
-from kubescale.kube.errors import KubeApiError, KubeError
+from kubescale.kube.disruption_arbiter import DisruptionArbiter
+from kubescale.kube.disruption_ledger import DisruptionLedger, WriteOutcome, evict_pod
+from kubescale.kube.errors import KubeApiError
 from kubescale.kube.events import EventRecorder
 from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.resources import (
@@ -54,6 +60,7 @@ from .descheduling_cycle import CycleReport, descheduling_cycle
 from .eviction_memory import EvictionRecorder
 from .framework.cycle_view import CycleView, cycle_nodes, node_name
 from .framework.eviction import EvictionRequest
+from .framework.shared_budget import ACTOR, LedgerBudget
 from .policy.policy_loading import DeschedulerPolicy
 from .policy.utilization_args import KUBERNETES_METRICS, PROMETHEUS_METRICS
 from .usage_sources import (
@@ -71,7 +78,6 @@ log = component_logger("descheduler")
 LOOP_NAME: Final = "descheduler"
 EVENT_COMPONENT: Final = "sigs.k8s.io/descheduler"
 REQUESTED_BY: Final = "kubescale-descheduler"
-_SERVER_ERROR: Final = 500
 
 UsageListener = Callable[
     [Mapping[str, Mapping[str, int]] | None, Mapping[str, Mapping[str, float]]], None
@@ -99,7 +105,13 @@ class DeschedulerLoop:
         events: EventRecorder,
         memory: EvictionRecorder | None = None,
         usage_listener: UsageListener | None = None,
+        disruptions: DisruptionLedger | None = None,
+        one_brain: bool = False,
     ) -> None:
+        """``disruptions``: the process's ledger (every eviction is recorded there as
+        ``descheduler``); ``one_brain`` (``--coordination one-brain``): the cycle's limits count
+        every system's evictions on it, and a pod is evicted only to a better node
+        (:mod:`.framework.shared_budget`)."""
         self.client = client
         self.informers = informers
         self.settings = settings
@@ -108,8 +120,11 @@ class DeschedulerLoop:
         self.events = events
         self.memory = memory
         self.usage_listener = usage_listener
+        self.disruptions = disruptions or DisruptionLedger(shared=False)
+        self.one_brain = one_brain
         self.nodes = informers.informer(NODES)
         self.pods = informers.informer(PODS)
+        self.disruptions.attach(self.pods)
         self.namespaces = informers.informer(NAMESPACES)
         self.pdbs = informers.informer(POD_DISRUPTION_BUDGETS)
         self.pvcs = informers.informer(PERSISTENT_VOLUME_CLAIMS)
@@ -221,7 +236,12 @@ class DeschedulerLoop:
         self.last_dry_run = []
         view = self._view(now)
         await self._usage(view, now)
-        cycle = descheduling_cycle(policy=self.policy, view=view, timer=time.perf_counter)
+        shared = None
+        if self.one_brain:
+            shared = LedgerBudget(view=view, arbiter=DisruptionArbiter(self.disruptions), now=now)
+        cycle = descheduling_cycle(
+            policy=self.policy, view=view, timer=time.perf_counter, shared=shared
+        )
         try:
             request = next(cycle)
             while True:
@@ -266,57 +286,31 @@ class DeschedulerLoop:
                 )
             )
             return True
-        eviction: dict[str, Any] = {
-            "apiVersion": "policy/v1",
-            "kind": "Eviction",
-            "metadata": {
-                "name": request.name,
-                "namespace": request.namespace,
-                "annotations": {
-                    "reason": request.annotation_reason(),
-                    "requested-by": REQUESTED_BY,
-                },
-            },
-        }
-        uid = (request.pod.get("metadata") or {}).get("uid")
-        options: dict[str, Any] = {}
-        if uid:
-            options["preconditions"] = {"uid": uid}
-        if self.policy.grace_period_seconds is not None:
-            options["gracePeriodSeconds"] = self.policy.grace_period_seconds
-        if options:
-            eviction["deleteOptions"] = {"apiVersion": "v1", "kind": "DeleteOptions", **options}
-        try:
-            await self.client.request(
-                verb="create",
-                method="POST",
-                resource=PODS,
-                subresource="eviction",
-                path=PODS.object_path(request.name, request.namespace, "eviction"),
-                body=eviction,
-                retry_throttled=False,
-            )
-        except KubeApiError as err:
-            if err.code >= _SERVER_ERROR:
-                log.warning(
-                    "eviction outcome unknown; counted as done",
-                    extra={"fields": {**fields, "code": err.code, "error": err.message}},
-                )
-                self._evicted(request, now)
-                return True
-            log.error(
-                "Error evicting pod",
-                extra={"fields": {**fields, "code": err.code, "error": err.message}},
-            )
-            self._failed(request, err.message or str(err))
-            return False
-        except KubeError as err:
+        result = await evict_pod(
+            self.client,
+            self.disruptions,
+            request.pod,
+            now=now,
+            grace_period_seconds=self.policy.grace_period_seconds,
+            actor=ACTOR,
+            annotations={"reason": request.annotation_reason(), "requested-by": REQUESTED_BY},
+        )
+        err = result.error
+        if result.outcome is WriteOutcome.UNKNOWN:
             log.warning(
                 "eviction outcome unknown; counted as done",
                 extra={"fields": {**fields, "error": str(err)}},
             )
             self._evicted(request, now)
             return True
+        if err is not None:  # refused, or gone (404, the uid precondition's 409): a failure
+            message = err.message if isinstance(err, KubeApiError) else str(err)
+            code = err.code if isinstance(err, KubeApiError) else None
+            log.error(
+                "Error evicting pod", extra={"fields": {**fields, "code": code, "error": message}}
+            )
+            self._failed(request, message or str(err))
+            return False
         log.info("Evicted pod", extra={"fields": fields})
         self._evicted(request, now)
         return True

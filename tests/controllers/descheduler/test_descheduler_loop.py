@@ -31,6 +31,7 @@ from kubescale.controllers.descheduler.policy.policy_loading import (
     parse_policy,
 )
 from kubescale.kube.client import KubeClient, connect
+from kubescale.kube.disruption_ledger import DisruptionLedger
 from kubescale.kube.events import EventRecorder
 from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.resources import CORE_EVENTS, PODS
@@ -138,7 +139,14 @@ class Loop:
         return 0.0 if value is None else value
 
 
-async def make_loop(setup: Setup, policy: DeschedulerPolicy, *, dry_run: bool = False) -> Loop:
+async def make_loop(
+    setup: Setup,
+    policy: DeschedulerPolicy,
+    *,
+    dry_run: bool = False,
+    disruptions: DisruptionLedger | None = None,
+    one_brain: bool = False,
+) -> Loop:
     informers = InformerSet(client=setup.client, rng=random.Random(1))
     registry = CollectorRegistry()
     events = EventRecorder(client=setup.client, component="descheduler")
@@ -151,6 +159,8 @@ async def make_loop(setup: Setup, policy: DeschedulerPolicy, *, dry_run: bool = 
         metrics=DeschedulerMetrics(registry),
         events=events,
         memory=memory,
+        disruptions=disruptions,
+        one_brain=one_brain,
     )
     informers.start()
     assert await asyncio.wait_for(informers.wait_synced(), timeout=10)
@@ -295,6 +305,46 @@ profiles:
         assert made.loop.collector is not None
         await made.loop.collector.collect(["n1"])
         assert made.loop.collector.snapshot()["n1"]["cpu"] == 3400
+    finally:
+        await made.events.close()
+        await made.informers.stop()
+
+
+@pytest.mark.parametrize("one_brain", [False, True])
+async def test_one_brain_evicts_only_pods_with_somewhere_to_go(
+    setup: Setup, one_brain: bool
+) -> None:
+    """n1 tainted, n2 with 500m: ``big`` (1 CPU) fits nowhere else, ``small`` (100m) fits n2.
+    Separate (upstream, nodeFit off): both evicted, big's replacement has nowhere to run.
+    One brain: small only; big's refusal is counted under its result label; small's eviction
+    is on the process's ledger as the descheduler's."""
+    setup.api.store.create(node("n1", taints=[TAINT]))
+    setup.api.store.create(node("n2", cpu="500m"))
+    create_pod(setup.api, pod("big", "n1", cpu="1", labels={"app": "web"}))
+    create_pod(setup.api, pod("small", "n1", cpu="100m", labels={"app": "web"}))
+    ledger = DisruptionLedger(shared=one_brain)
+    made = await make_loop(setup, taints_policy(), disruptions=ledger, one_brain=one_brain)
+    try:
+        await run(setup, made)
+        labels = {
+            "strategy": "RemovePodsViolatingNodeTaints",
+            "profile": "default",
+            "namespace": "default",
+            "node": "n1",
+        }
+        success = made.sample("descheduler_pods_evicted_total", {"result": "success", **labels})
+        no_fit = made.sample(
+            "descheduler_pods_evicted_total", {"result": "pod fits on no other node", **labels}
+        )
+        if one_brain:
+            assert terminating(setup.api) == ["small"]
+            assert (success, no_fit) == (1, 1)
+        else:
+            assert terminating(setup.api) == ["big", "small"]
+            assert (success, no_fit) == (2, 0)
+        # every eviction made is on the ledger as the descheduler's (until the informer
+        # shows it: the watch may already have delivered the deletion)
+        assert {e.actor for e in ledger.in_flight(now=setup.clock.now())} <= {"descheduler"}
     finally:
         await made.events.close()
         await made.informers.stop()

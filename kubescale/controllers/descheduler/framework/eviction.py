@@ -12,14 +12,23 @@ Results (:class:`EvictionResult`) are also upstream's ``result`` label of
 ``descheduler_pods_evicted_total``: ``success``, ``error``, or the limit's error text. After a
 node-limit error a plugin moves to its next node, after the total limit it returns, after any
 other failure (a PodDisruptionBudget's 429, a pod gone) it moves to the next pod.
+
+``--coordination one-brain`` (:mod:`.shared_budget`): the limits count, besides this cycle's
+evictions, every system's evictions in flight on the process's disruption ledger, and a
+:class:`SharedBudget` may refuse an eviction the limits allow (no better node, a node the
+cluster autoscaler is removing, a PodDisruptionBudget spent by evictions in flight) — each such
+refusal is "another failure". Without one (``separate``) the counters start at zero each cycle,
+as upstream's.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Generator, Mapping
+from collections.abc import Generator, Mapping, Set
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Protocol
+
+from kubescale.kube.disruption_arbiter import cluster_allowance
 
 from .pods import pod_id
 
@@ -28,7 +37,9 @@ __all__ = [
     "EvictionRecord",
     "EvictionRequest",
     "EvictionResult",
+    "InFlight",
     "PodEvictor",
+    "SharedBudget",
 ]
 
 Pod = Mapping[str, Any]
@@ -36,6 +47,9 @@ Pod = Mapping[str, Any]
 TOTAL_LIMIT_TEXT: Final = "maximum number of evicted pods per a descheduling cycle reached"
 NODE_LIMIT_TEXT: Final = "maximum number of evicted pods per node reached"
 NAMESPACE_LIMIT_TEXT: Final = "maximum number of evicted pods per namespace reached"
+NO_BETTER_NODE_TEXT: Final = "pod fits on no other node"
+NODE_REMOVED_TEXT: Final = "node is being removed by the cluster autoscaler"
+BUDGET_IN_FLIGHT_TEXT: Final = "disruption budget spent by evictions in flight"
 
 
 class EvictionResult(enum.Enum):
@@ -44,6 +58,12 @@ class EvictionResult(enum.Enum):
     TOTAL_LIMIT = TOTAL_LIMIT_TEXT
     NODE_LIMIT = NODE_LIMIT_TEXT
     NAMESPACE_LIMIT = NAMESPACE_LIMIT_TEXT
+    NO_BETTER_NODE = NO_BETTER_NODE_TEXT
+    """one-brain: the fit simulation finds the pod no other node."""
+    NODE_REMOVED = NODE_REMOVED_TEXT
+    """one-brain: the pod's node is being drained by the cluster autoscaler."""
+    BUDGET_IN_FLIGHT = BUDGET_IN_FLIGHT_TEXT
+    """one-brain: a PodDisruptionBudget of the pod is spent once evictions in flight count."""
 
     @property
     def label(self) -> str:
@@ -89,6 +109,29 @@ class EvictionRecord:
     reason: str = ""
 
 
+@dataclass(frozen=True, kw_only=True)
+class InFlight:
+    """Evictions on the process's ledger, outside this cycle's own, that the limits count."""
+
+    total: int = 0
+    node: int = 0
+    namespace: int = 0
+
+
+class SharedBudget(Protocol):
+    """What one brain adds to a cycle's limits (:mod:`.shared_budget`)."""
+
+    def in_flight(self, *, node: str, namespace: str, exclude: Set[str]) -> InFlight:
+        """Evictions in flight in the cluster, on ``node`` and in ``namespace`` (every
+        system's), leaving out the pods of uids ``exclude`` (this cycle's own, counted
+        already)."""
+        ...
+
+    def refuse(self, pod: Mapping[str, Any]) -> EvictionResult | None:
+        """Why ``pod`` must not be evicted although the limits allow it, if so."""
+        ...
+
+
 Evicting = Generator[EvictionRequest, bool, EvictionResult]
 """A plugin's ``yield from evictor.evict(...)``: yields at most one request, returns the
 result."""
@@ -105,21 +148,44 @@ class PodEvictor:
     per_node: dict[str, int] = field(default_factory=dict)
     per_namespace: dict[str, int] = field(default_factory=dict)
     records: list[EvictionRecord] = field(default_factory=list)
+    shared: SharedBudget | None = None
+    """``--coordination one-brain``: the process's ledger (module docstring)."""
+    evicted_uids: set[str] = field(default_factory=set)
+    """The pods this cycle evicted (so that the ledger's copy is not counted twice)."""
+
+    def _outside(self, node: str, namespace: str) -> InFlight:
+        if self.shared is None:
+            return InFlight()
+        return self.shared.in_flight(node=node, namespace=namespace, exclude=self.evicted_uids)
 
     def node_limit_exceeded(self, node: str) -> bool:
         """``NodeLimitExceeded``: the node's count has reached the limit."""
-        return self.max_per_node is not None and self.per_node.get(node, 0) >= self.max_per_node
+        if self.max_per_node is None:
+            return False
+        return self.per_node.get(node, 0) + self._outside(node, "").node >= self.max_per_node
 
     def _limit_hit(self, node: str, namespace: str) -> EvictionResult | None:
-        if self.max_total is not None and self.total + 1 > self.max_total:
-            return EvictionResult.TOTAL_LIMIT
-        if self.max_per_node is not None and self.per_node.get(node, 0) + 1 > self.max_per_node:
-            return EvictionResult.NODE_LIMIT
-        if (
-            self.max_per_namespace is not None
-            and self.per_namespace.get(namespace, 0) + 1 > self.max_per_namespace
-        ):
-            return EvictionResult.NAMESPACE_LIMIT
+        """Upstream's ``count + 1 > limit`` per limit, as the arbiter's
+        :func:`~kubescale.kube.disruption_arbiter.cluster_allowance` (``limit - count < 1``)
+        with ``count`` this cycle's evictions plus, with one brain, those in flight."""
+        outside = self._outside(node, namespace)
+        checks = (
+            (self.total + outside.total, self.max_total, EvictionResult.TOTAL_LIMIT),
+            (
+                self.per_node.get(node, 0) + outside.node,
+                self.max_per_node,
+                EvictionResult.NODE_LIMIT,
+            ),
+            (
+                self.per_namespace.get(namespace, 0) + outside.namespace,
+                self.max_per_namespace,
+                EvictionResult.NAMESPACE_LIMIT,
+            ),
+        )
+        for count, limit, result in checks:
+            allowance = cluster_allowance(in_flight=count, limit=limit)
+            if allowance is not None and allowance < 1:
+                return result
         return None
 
     def evict(self, pod: Pod, *, strategy: str, profile: str, reason: str = "") -> Evicting:
@@ -129,10 +195,15 @@ class PodEvictor:
             pod=pod, node=node, strategy=strategy, profile=profile, reason=reason
         )
         result = self._limit_hit(node, request.namespace)
+        if result is None and self.shared is not None:
+            result = self.shared.refuse(pod)
         if result is None:
             evicted = yield request
             result = EvictionResult.EVICTED if evicted else EvictionResult.FAILED
             if evicted:
+                uid = (pod.get("metadata") or {}).get("uid")
+                if uid:
+                    self.evicted_uids.add(str(uid))
                 self.total += 1
                 self.per_node[node] = self.per_node.get(node, 0) + 1
                 self.per_namespace[request.namespace] = (

@@ -1,0 +1,146 @@
+"""One brain (``--coordination one-brain``): the descheduler on the process's one disruption
+ledger, the fit simulation and the cluster autoscaler's marks.
+
+A cycle's :class:`~.eviction.PodEvictor` asks a :class:`LedgerBudget` (built by the loop at the
+start of each cycle over its :class:`~.cycle_view.CycleView`):
+
+* **limits** — ``maxNoOfPodsToEvictPerNode/PerNamespace/Total`` count this cycle's evictions
+  plus every system's evictions in flight on the ledger
+  (:class:`~kubescale.kube.disruption_arbiter.DisruptionArbiter`): the VPA updater's and the
+  cluster autoscaler's, and the descheduler's own from earlier cycles that the informer does not
+  show yet. Upstream's counters start at zero each cycle and see no other program.
+* **PodDisruptionBudgets** — the arbiter's workload rule with the PDB's ``disruptionsAllowed``
+  as the limit: the evictions in flight of pods it selects spend it (the status may count one
+  already: counting it twice errs on the safe side for one watch delay, as the autoscaler's
+  drain plan does). Upstream relies on the API server's 429 alone, which cannot see an
+  eviction whose outcome was unknown.
+* **nowhere better to go** — upstream's ``nodeFit`` turned on for every profile: the pod must
+  fit, by the same fit simulation the cluster autoscaler and the scheduler extender ask
+  (:class:`kubescale.scheduling.fit.ClusterSnapshot`), on another ready node; a pod that fits
+  nowhere else is left where it runs (else it goes Pending, and the autoscaler adds a node for
+  what the descheduler took off one).
+* **no ping-pong with consolidation** — a pod on a node the cluster autoscaler is removing
+  (``ToBeDeletedByClusterAutoscaler``) is left to the autoscaler's drain, and a node it is
+  removing or has marked unneeded (``DeletionCandidateOfClusterAutoscaler``) is no better place:
+  the descheduler never moves pods onto a node consolidation is about to empty, nor evicts what
+  a drain is evicting. (``docs/coordination.md``.)
+
+Pure over the view, the ledger's contents and ``now``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Set
+from datetime import datetime
+from typing import Any, Final
+
+from kubescale.kube.disruption_arbiter import DisruptionArbiter, WorkloadView, workload_allowance
+from kubescale.kube.disruption_ledger import DisruptionKind
+from kubescale.kube.selectors import LabelSelector, SelectorError, label_selector_from_dict
+
+from .cycle_view import CycleView, is_node_ready
+from .eviction import EvictionResult, InFlight
+
+__all__ = [
+    "ACTOR",
+    "AUTOSCALER_MARKS",
+    "DELETION_CANDIDATE_TAINT",
+    "TO_BE_DELETED_TAINT",
+    "LedgerBudget",
+    "marked_by_autoscaler",
+    "pdb_allowance",
+]
+
+ACTOR: Final = "descheduler"
+"""The descheduler's name on the disruption ledger."""
+TO_BE_DELETED_TAINT: Final = "ToBeDeletedByClusterAutoscaler"
+"""Upstream cluster autoscaler's taint on a node it is draining and removing (NoSchedule)."""
+DELETION_CANDIDATE_TAINT: Final = "DeletionCandidateOfClusterAutoscaler"
+"""Upstream cluster autoscaler's soft taint on a node it found unneeded (PreferNoSchedule)."""
+AUTOSCALER_MARKS: Final = frozenset({TO_BE_DELETED_TAINT, DELETION_CANDIDATE_TAINT})
+
+Pod = Mapping[str, Any]
+Node = Mapping[str, Any]
+
+
+def _taint_keys(node: Node) -> set[str]:
+    return {str(t.get("key", "")) for t in (node.get("spec") or {}).get("taints") or ()}
+
+
+def marked_by_autoscaler(node: Node, marks: Set[str] = AUTOSCALER_MARKS) -> bool:
+    """Whether ``node`` carries one of the cluster autoscaler's ``marks``."""
+    return bool(_taint_keys(node) & marks)
+
+
+def pdb_allowance(*, disruptions_allowed: int, in_flight: int) -> int:
+    """The arbiter's workload rule with a PDB's ``disruptionsAllowed`` as the limit: nothing
+    counted missing (the status did), ``in_flight`` evictions of its pods spend it."""
+    view = WorkloadView(desired=0, healthy=0, in_flight=in_flight)
+    return workload_allowance(view=view, max_disrupted=disruptions_allowed)
+
+
+class LedgerBudget:
+    """The :class:`~.eviction.SharedBudget` of one cycle (module docstring)."""
+
+    def __init__(self, *, view: CycleView, arbiter: DisruptionArbiter, now: datetime) -> None:
+        self.view = view
+        self.arbiter = arbiter
+        self.now = now
+        self._destinations: list[Node] = [
+            n for n in view.all_nodes if is_node_ready(n) and not marked_by_autoscaler(n)
+        ]
+        self._pdbs: list[tuple[str, LabelSelector, int]] = []
+        for pdb in view.pdbs:
+            try:
+                selector = label_selector_from_dict((pdb.get("spec") or {}).get("selector"))
+            except SelectorError:
+                continue
+            self._pdbs.append(
+                (
+                    str((pdb.get("metadata") or {}).get("namespace", "")),
+                    selector,
+                    int((pdb.get("status") or {}).get("disruptionsAllowed") or 0),
+                )
+            )
+
+    def _evicting(self, pods: Iterable[Pod], exclude: Set[str]) -> int:
+        return self.arbiter.in_flight_evictions(
+            (p for p in pods if str((p.get("metadata") or {}).get("uid", "")) not in exclude),
+            actor=ACTOR,
+            now=self.now,
+        )
+
+    def in_flight(self, *, node: str, namespace: str, exclude: Set[str]) -> InFlight:
+        entries = [
+            e
+            for e in self.arbiter.ledger.in_flight(now=self.now, actor=ACTOR)
+            if e.kind is DisruptionKind.EVICTION and e.uid not in exclude
+        ]
+        return InFlight(
+            total=len(entries),
+            node=self._evicting(self.view.pods_on(node), exclude) if node else 0,
+            namespace=sum(1 for e in entries if e.namespace == namespace),
+        )
+
+    def refuse(self, pod: Pod) -> EvictionResult | None:
+        current = str((pod.get("spec") or {}).get("nodeName") or "")
+        node = self.view.node_by_name.get(current)
+        if node is not None and marked_by_autoscaler(node, {TO_BE_DELETED_TAINT}):
+            return EvictionResult.NODE_REMOVED
+        if not self.view.fits_any(pod, self._destinations, other_nodes_only=True):
+            return EvictionResult.NO_BETTER_NODE
+        meta = pod.get("metadata") or {}
+        namespace, labels = str(meta.get("namespace", "")), meta.get("labels") or {}
+        for pdb_namespace, selector, allowed in self._pdbs:
+            if pdb_namespace != namespace or not selector.matches(labels):
+                continue
+            covered = [
+                p
+                for p in self.view.pods
+                if (p.get("metadata") or {}).get("namespace") == namespace
+                and selector.matches((p.get("metadata") or {}).get("labels") or {})
+            ]
+            in_flight = self._evicting(covered, frozenset())
+            if pdb_allowance(disruptions_allowed=allowed, in_flight=in_flight) < 1:
+                return EvictionResult.BUDGET_IN_FLIGHT
+        return None

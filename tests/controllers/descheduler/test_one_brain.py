@@ -1,0 +1,224 @@
+"""``--coordination one-brain`` in the descheduler's cycle (:mod:`kubescale.controllers.
+descheduler.framework.shared_budget`): tables of its rules, each row run with one brain and
+separately (upstream: no ledger, no fit check, no look at the autoscaler's marks).
+
+The cluster of every row: node n1 carries a ``NoSchedule`` taint the pods do not tolerate, so
+RemovePodsViolatingNodeTaints wants to evict each pod on n1 (upstream's rule), and other nodes
+that may or may not hold them. Pods ask 1 CPU unless a row says otherwise.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from kubescale.controllers.descheduler.descheduling_cycle import descheduling_cycle, run_cycle
+from kubescale.controllers.descheduler.framework.eviction import EvictionRequest, EvictionResult
+from kubescale.controllers.descheduler.framework.shared_budget import (
+    ACTOR,
+    DELETION_CANDIDATE_TAINT,
+    TO_BE_DELETED_TAINT,
+    LedgerBudget,
+    pdb_allowance,
+)
+from kubescale.kube.disruption_arbiter import DisruptionArbiter
+from kubescale.kube.disruption_ledger import Disruption, DisruptionKind, DisruptionLedger
+
+from .builders import NOW, Obj, node, pod, policy, view
+
+MAINTENANCE = {"key": "maintenance", "effect": "NoSchedule"}
+TO_BE_DELETED = {"key": TO_BE_DELETED_TAINT, "value": "1772366400", "effect": "NoSchedule"}
+CANDIDATE = {"key": DELETION_CANDIDATE_TAINT, "value": "1772366400", "effect": "PreferNoSchedule"}
+UPDATER = "vpa-updater"
+
+
+def taints_policy(**top: Any) -> Any:
+    return policy(("deschedule", "RemovePodsViolatingNodeTaints", None), **top)
+
+
+def pdb(name: str, app: str, allowed: int) -> Obj:
+    return {
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": app}}},
+        "status": {"disruptionsAllowed": allowed},
+    }
+
+
+def cycle(
+    *,
+    nodes: list[Obj],
+    pods: list[Obj],
+    one_brain: bool,
+    in_flight: tuple[str, ...] = (),
+    pdbs: tuple[Obj, ...] = (),
+    **top: Any,
+) -> tuple[list[str], dict[str, str]]:
+    """(evicted pod names, refused pod name → result) of one cycle; ``in_flight`` names pods
+    the VPA updater is evicting (on the ledger, not yet shown by the informer)."""
+    the_policy = taints_policy(**top)
+    ledger = DisruptionLedger(shared=one_brain)
+    by_name = {p["metadata"]["name"]: p for p in pods}
+    for name in in_flight:
+        meta = by_name[name]["metadata"]
+        ledger.record(
+            Disruption(
+                kind=DisruptionKind.EVICTION,
+                uid=meta["uid"],
+                namespace=meta["namespace"],
+                name=name,
+                recorded_at=NOW - timedelta(seconds=10),
+                confirmed=True,
+                actor=UPDATER,
+            )
+        )
+    cycle_view = view(nodes, pods, the_policy=the_policy, pdbs=list(pdbs))
+    shared = (
+        LedgerBudget(view=cycle_view, arbiter=DisruptionArbiter(ledger), now=NOW)
+        if one_brain
+        else None
+    )
+
+    def answer(request: EvictionRequest) -> bool:
+        ledger.record(
+            Disruption(
+                kind=DisruptionKind.EVICTION,
+                uid=request.pod["metadata"]["uid"],
+                namespace=request.namespace,
+                name=request.name,
+                recorded_at=NOW,
+                confirmed=True,
+                actor=ACTOR,
+            )
+        )
+        return True
+
+    report = run_cycle(
+        descheduling_cycle(policy=the_policy, view=cycle_view, shared=shared), answer
+    )
+    refused = {
+        r.pod.split("/", 1)[1]: r.result.value
+        for r in report.evictions
+        if r.result is not EvictionResult.EVICTED
+    }
+    return [r.pod.split("/", 1)[1] for r in report.evicted], refused
+
+
+NO_FIT = EvictionResult.NO_BETTER_NODE.value
+REMOVED = EvictionResult.NODE_REMOVED.value
+BUDGET = EvictionResult.BUDGET_IN_FLIGHT.value
+TOTAL = EvictionResult.TOTAL_LIMIT.value
+NAMESPACE = EvictionResult.NAMESPACE_LIMIT.value
+
+ROWS = [
+    pytest.param(
+        # n2 has 4 CPU free: 1 CPU fits → evicted either way.
+        {"nodes": [node("n1", taints=[MAINTENANCE]), node("n2")], "pods": [pod("a", cpu="1")]},
+        (["a"], {}),
+        (["a"], {}),
+        id="fits-elsewhere",
+    ),
+    pytest.param(
+        # n2 allocatable 500m < 1 CPU: nowhere to go → one brain leaves it; upstream evicts it
+        # (nodeFit off by default) and the replacement is Pending.
+        {
+            "nodes": [node("n1", taints=[MAINTENANCE]), node("n2", cpu="500m")],
+            "pods": [pod("a", cpu="1")],
+        },
+        ([], {"a": NO_FIT}),
+        (["a"], {}),
+        id="nowhere-to-go",
+    ),
+    pytest.param(
+        # the only node with room (n2) is one the autoscaler found unneeded (soft taint): no
+        # better place — the pod would land where consolidation is about to empty.
+        {
+            "nodes": [node("n1", taints=[MAINTENANCE]), node("n2", taints=[CANDIDATE])],
+            "pods": [pod("a", cpu="1")],
+        },
+        ([], {"a": NO_FIT}),
+        (["a"], {}),
+        id="only-room-on-a-deletion-candidate",
+    ),
+    pytest.param(
+        # n1 is being drained by the autoscaler (ToBeDeleted is a NoSchedule taint, which the
+        # taints plugin evicts for too): the drain evicts its pods, not the descheduler.
+        {"nodes": [node("n1", taints=[TO_BE_DELETED]), node("n2")], "pods": [pod("a", cpu="1")]},
+        ([], {"a": REMOVED}),
+        (["a"], {}),
+        id="node-being-removed",
+    ),
+    pytest.param(
+        # maxNoOfPodsToEvictTotal 2; the updater's eviction of u (on n2) is in flight: 1 + 1 = 2
+        # → a evicted, b refused (2 + 1 > 2). Upstream's counter starts at 0: a and b.
+        {
+            "nodes": [node("n1", taints=[MAINTENANCE]), node("n2", cpu="8")],
+            "pods": [pod("a", cpu="1"), pod("b", cpu="1"), pod("u", "n2", cpu="1", namespace="x")],
+            "in_flight": ("u",),
+            "maxNoOfPodsToEvictTotal": 2,
+        },
+        (["a"], {"b": TOTAL}),
+        (["a", "b"], {}),
+        id="total-counts-the-updater",
+    ),
+    pytest.param(
+        # maxNoOfPodsToEvictPerNamespace 1; the updater is evicting u in the same namespace:
+        # 1 in flight + 1 > 1 → a refused. Upstream: a evicted, b refused (own count 1).
+        {
+            "nodes": [node("n1", taints=[MAINTENANCE]), node("n2", cpu="8")],
+            "pods": [pod("a", cpu="1"), pod("b", cpu="1"), pod("u", "n2", cpu="1")],
+            "in_flight": ("u",),
+            "maxNoOfPodsToEvictPerNamespace": 1,
+        },
+        ([], {"a": NAMESPACE, "b": NAMESPACE}),
+        (["a"], {"b": NAMESPACE}),
+        id="namespace-counts-the-updater",
+    ),
+    pytest.param(
+        # PDB of app=web allows 1; the updater's eviction of web pod u is in flight: 1 - 1 = 0
+        # → a refused. Upstream asks the API server, whose status may not count u yet.
+        {
+            "nodes": [node("n1", taints=[MAINTENANCE]), node("n2", cpu="8")],
+            "pods": [
+                pod("a", cpu="1", labels={"app": "web"}),
+                pod("u", "n2", cpu="1", labels={"app": "web"}),
+            ],
+            "in_flight": ("u",),
+            "pdbs": (pdb("web", "web", 1),),
+        },
+        ([], {"a": BUDGET}),
+        (["a"], {}),
+        id="pdb-spent-in-flight",
+    ),
+    pytest.param(
+        # PDB allows 2, nothing in flight: a (2 - 0) then b (2 - 1, a's eviction now on the
+        # ledger) go; a third would not (2 - 2).
+        {
+            "nodes": [node("n1", taints=[MAINTENANCE]), node("n2", cpu="8")],
+            "pods": [pod(n, cpu="1", labels={"app": "web"}) for n in ("a", "b", "c")],
+            "pdbs": (pdb("web", "web", 2),),
+        },
+        (["a", "b"], {"c": BUDGET}),
+        (["a", "b", "c"], {}),
+        id="pdb-spent-by-own-evictions",
+    ),
+]
+
+
+@pytest.mark.parametrize(("world", "one_brain", "separate"), ROWS)
+def test_one_brain_rules(
+    world: dict[str, Any],
+    one_brain: tuple[list[str], dict[str, str]],
+    separate: tuple[list[str], dict[str, str]],
+) -> None:
+    assert cycle(**world, one_brain=True) == one_brain
+    assert cycle(**world, one_brain=False) == separate
+
+
+@pytest.mark.parametrize(
+    ("allowed", "in_flight", "expected"),
+    [(1, 0, 1), (1, 1, 0), (3, 1, 2), (0, 0, 0), (1, 2, 0)],  # allowed - in flight, floor 0
+)
+def test_pdb_allowance(allowed: int, in_flight: int, expected: int) -> None:
+    assert pdb_allowance(disruptions_allowed=allowed, in_flight=in_flight) == expected
