@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from kubescale.controllers.autoscaler.model.pod_facts import parse_time
+from kubescale.scheduling.autoscaler_taints import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
 
 __all__ = [
     "DELETION_CANDIDATE_TAINT",
@@ -42,8 +43,6 @@ __all__ = [
     "without_taint",
 ]
 
-TO_BE_DELETED_TAINT: Final = "ToBeDeletedByClusterAutoscaler"
-DELETION_CANDIDATE_TAINT: Final = "DeletionCandidateOfClusterAutoscaler"
 STARTUP_TAINT_PREFIX: Final = "startup-taint.cluster-autoscaler.kubernetes.io/"
 STATUS_TAINT_PREFIX: Final = "status-taint.cluster-autoscaler.kubernetes.io/"
 IGNORE_TAINT_PREFIX: Final = "ignore-taint.cluster-autoscaler.kubernetes.io/"

@@ -37,6 +37,11 @@ from typing import Any, Final
 from kubescale.kube.disruption_arbiter import DisruptionArbiter, WorkloadView, workload_allowance
 from kubescale.kube.disruption_ledger import DisruptionKind
 from kubescale.kube.selectors import LabelSelector, SelectorError, label_selector_from_dict
+from kubescale.scheduling.autoscaler_taints import (
+    AUTOSCALER_MARKS,
+    DELETION_CANDIDATE_TAINT,
+    TO_BE_DELETED_TAINT,
+)
 
 from .cycle_view import CycleView, is_node_ready
 from .eviction import EvictionResult, InFlight
@@ -53,11 +58,6 @@ __all__ = [
 
 ACTOR: Final = "descheduler"
 """The descheduler's name on the disruption ledger."""
-TO_BE_DELETED_TAINT: Final = "ToBeDeletedByClusterAutoscaler"
-"""Upstream cluster autoscaler's taint on a node it is draining and removing (NoSchedule)."""
-DELETION_CANDIDATE_TAINT: Final = "DeletionCandidateOfClusterAutoscaler"
-"""Upstream cluster autoscaler's soft taint on a node it found unneeded (PreferNoSchedule)."""
-AUTOSCALER_MARKS: Final = frozenset({TO_BE_DELETED_TAINT, DELETION_CANDIDATE_TAINT})
 
 Pod = Mapping[str, Any]
 Node = Mapping[str, Any]
