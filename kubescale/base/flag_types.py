@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import re
+from collections.abc import Callable
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
 _DURATION_UNITS = {
@@ -121,3 +122,36 @@ def add_shared_argument(
     default = kwargs.get("default")
     if existing.default != default or set(existing.option_strings) != set(names):
         raise ValueError(f"flag {names[0]} declared twice with different definitions")
+
+
+def add_bool_flag(group: argparse._ActionsContainer, flag: str, default: bool, text: str) -> None:
+    """A boolean flag as Go's ``flag`` package takes it: ``--x`` (true), ``--x=false``,
+    ``--x true``; the help ends with the default."""
+    group.add_argument(
+        flag,
+        type=parse_bool,
+        nargs="?",
+        const=True,
+        default=default,
+        metavar="BOOL",
+        help=f"{text} (default: {str(default).lower()})",
+    )
+
+
+def add_duration_flag(
+    group: argparse._ActionsContainer,
+    flag: str,
+    default: str,
+    text: str,
+    *,
+    parse: Callable[[str], float] = positive_duration,
+) -> None:
+    """A Go-duration flag read as seconds by ``parse`` (default: positive); the help ends with
+    the default as written."""
+    group.add_argument(
+        flag,
+        type=parse,
+        default=parse(default),
+        metavar="DURATION",
+        help=f"{text} (default: {default})",
+    )

@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from kubescale.base.flag_types import FlagValueError, parse_bool, positive_duration
+from kubescale.base.flag_types import FlagValueError, add_bool_flag, positive_duration
 from kubescale.controllers.vpa.api.vpa_flags import (
     VPA_FEATURE_GATES,
     add_feature_gates_argument,
@@ -106,7 +106,9 @@ def add_webhook_arguments(parser: argparse.ArgumentParser) -> None:
         help="serve the VPA admission webhook: auto = when in a cluster or given --kubeconfig "
         "(default: %(default)s)",
     )
-    _bool(group, "--register-webhook", True, "create the MutatingWebhookConfiguration at start")
+    add_bool_flag(
+        group, "--register-webhook", True, "create the MutatingWebhookConfiguration at start"
+    )
     group.add_argument(
         "--webhook-service",
         default=DEFAULT_WEBHOOK_SERVICE,
@@ -117,7 +119,9 @@ def add_webhook_arguments(parser: argparse.ArgumentParser) -> None:
         default="",
         help="namespace of that Service (default: $NAMESPACE, else kube-system)",
     )
-    _bool(group, "--register-by-url", False, "register <webhook-address>:<webhook-port> as URL")
+    add_bool_flag(
+        group, "--register-by-url", False, "register <webhook-address>:<webhook-port> as URL"
+    )
     group.add_argument(
         "--webhook-address", default="", help="URL the webhook is registered under (by URL)"
     )
@@ -129,7 +133,9 @@ def add_webhook_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="how long kube-apiserver waits for the webhook, 1-30 (default: %(default)s)",
     )
-    _bool(group, "--webhook-failure-policy-fail", False, "failurePolicy Fail instead of Ignore")
+    add_bool_flag(
+        group, "--webhook-failure-policy-fail", False, "failurePolicy Fail instead of Ignore"
+    )
     group.add_argument(
         "--webhook-labels",
         default="",
@@ -153,31 +159,19 @@ def add_webhook_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         help="how often the status Lease is renewed (default: 10s)",
     )
-    _bool(
+    add_bool_flag(
         group,
         "--cap-to-largest-node",
         False,
         "beyond upstream: scale requests down so the pod fits the largest Ready node",
     )
-    _bool(
+    add_bool_flag(
         group,
         "--avoid-hpa-conflict",
         False,
         "beyond upstream: leave resources an HPA on the same target scales on untouched",
     )
     add_feature_gates_argument(group)
-
-
-def _bool(group: argparse._ArgumentGroup, flag: str, default: bool, text: str) -> None:
-    group.add_argument(
-        flag,
-        type=parse_bool,
-        nargs="?",
-        const=True,
-        default=default,
-        metavar="BOOL",
-        help=f"{text} (default: {str(default).lower()})",
-    )
 
 
 def parse_webhook_labels(text: str) -> dict[str, str]:

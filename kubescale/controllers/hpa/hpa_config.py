@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Final, Literal, cast
 
-from kubescale.base.flag_types import FlagValueError, parse_bool, parse_duration
+from kubescale.base.flag_types import FlagValueError, add_duration_flag, parse_bool, parse_duration
 
 __all__ = [
     "CONTROLLER_ANNOTATION",
@@ -101,16 +101,6 @@ def parse_hpa_feature_gates(text: str) -> dict[str, bool]:
     return gates
 
 
-def _duration(group: argparse._ArgumentGroup, flag: str, default: str, text: str) -> None:
-    group.add_argument(
-        flag,
-        type=parse_duration,
-        default=parse_duration(default),
-        metavar="DURATION",
-        help=f"{text} (default: {default})",
-    )
-
-
 def add_hpa_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the HPA flags on ``parser``."""
     group = parser.add_argument_group("HPA controller (kube-controller-manager HPA flags)")
@@ -129,11 +119,12 @@ def add_hpa_arguments(parser: argparse.ArgumentParser) -> None:
         "kubescale; all = every HPA not annotated kube-controller-manager (turn kube-controller-"
         "manager's HPA loop off first) (default: %(default)s)",
     )
-    _duration(
+    add_duration_flag(
         group,
         "--horizontal-pod-autoscaler-sync-period",
         "15s",
         "the period for syncing the number of pods in horizontal pod autoscaler",
+        parse=parse_duration,
     )
     group.add_argument(
         "--horizontal-pod-autoscaler-tolerance",
@@ -142,25 +133,28 @@ def add_hpa_arguments(parser: argparse.ArgumentParser) -> None:
         help="the minimum change (from 1.0) in the desired-to-actual metrics ratio for the "
         "horizontal pod autoscaler to consider scaling (default: %(default)s)",
     )
-    _duration(
+    add_duration_flag(
         group,
         "--horizontal-pod-autoscaler-downscale-stabilization",
         "5m",
         "the period for which autoscaler will look backwards and not scale down below any "
         "recommendation it made during that period",
+        parse=parse_duration,
     )
-    _duration(
+    add_duration_flag(
         group,
         "--horizontal-pod-autoscaler-cpu-initialization-period",
         "5m",
         "the period after pod start when CPU samples might be skipped",
+        parse=parse_duration,
     )
-    _duration(
+    add_duration_flag(
         group,
         "--horizontal-pod-autoscaler-initial-readiness-delay",
         "30s",
         "the period after pod start during which readiness changes will be treated as "
         "initial readiness",
+        parse=parse_duration,
     )
     group.add_argument(
         "--concurrent-horizontal-pod-autoscaler-syncs",

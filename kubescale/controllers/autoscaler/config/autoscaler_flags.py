@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from kubescale.base.flag_types import parse_bool, parse_duration
+from kubescale.base.flag_types import add_bool_flag, add_duration_flag, parse_duration
 from kubescale.controllers.autoscaler.config.autoscaler_config import (
     EXPANDER_NAMES,
 )
@@ -26,28 +26,6 @@ def _duration_value(text: str) -> float:
     if seconds < 0:
         raise argparse.ArgumentTypeError(f"duration must be >= 0, got {text!r}")
     return seconds
-
-
-def _bool(group: argparse._ArgumentGroup, flag: str, default: bool, text: str) -> None:
-    group.add_argument(
-        flag,
-        type=parse_bool,
-        nargs="?",
-        const=True,
-        default=default,
-        metavar="BOOL",
-        help=f"{text} (default: {str(default).lower()})",
-    )
-
-
-def _duration(group: argparse._ArgumentGroup, flag: str, default: str, text: str) -> None:
-    group.add_argument(
-        flag,
-        type=_duration_value,
-        default=parse_duration(default),
-        metavar="DURATION",
-        help=f"{text} (default: {default})",
-    )
 
 
 def _int(group: argparse._ArgumentGroup, flag: str, default: int, text: str) -> None:
@@ -68,7 +46,13 @@ def add_autoscaler_arguments(parser: argparse.ArgumentParser) -> None:
         help="run the cluster autoscaler loop: auto = when in a cluster or given --kubeconfig "
         "(default: %(default)s)",
     )
-    _duration(group, "--scan-interval", "10s", "how often the cluster is re-evaluated")
+    add_duration_flag(
+        group,
+        "--scan-interval",
+        "10s",
+        "how often the cluster is re-evaluated",
+        parse=_duration_value,
+    )
     group.add_argument(
         "--cloud-provider",
         default="clusterapi",
@@ -86,7 +70,7 @@ def add_autoscaler_arguments(parser: argparse.ArgumentParser) -> None:
         default="kube-system",
         help="namespace of the status ConfigMap and the priority expander's (default: %(default)s)",
     )
-    _bool(group, "--write-status-configmap", True, "write the status ConfigMap every loop")
+    add_bool_flag(group, "--write-status-configmap", True, "write the status ConfigMap every loop")
     group.add_argument(
         "--status-config-map-name",
         default=DEFAULT_STATUS_CONFIG_MAP_NAME,
@@ -110,7 +94,7 @@ def add_autoscaler_arguments(parser: argparse.ArgumentParser) -> None:
         + ", ".join(EXPANDER_NAMES)
         + " (default: %(default)s)",
     )
-    _bool(
+    add_bool_flag(
         group,
         "--balance-similar-node-groups",
         False,
@@ -149,17 +133,19 @@ def add_autoscaler_arguments(parser: argparse.ArgumentParser) -> None:
         "max relative free-resource difference of similar node groups",
     )
     _int(group, "--max-nodes-per-scaleup", 1000, "max nodes one binpacking may add")
-    _duration(
+    add_duration_flag(
         group,
         "--max-nodegroup-binpacking-duration",
         "10s",
         "max time one node group's binpacking may take",
+        parse=_duration_value,
     )
-    _duration(
+    add_duration_flag(
         group,
         "--new-pod-scale-up-delay",
         "0s",
         "pods younger than this do not trigger a scale-up",
+        parse=_duration_value,
     )
     _int(
         group,
@@ -167,8 +153,8 @@ def add_autoscaler_arguments(parser: argparse.ArgumentParser) -> None:
         -10,
         "pods below this priority neither trigger scale-up nor block scale-down",
     )
-    _bool(group, "--scale-up-from-zero", True, "scale up when there are no ready nodes")
-    _bool(
+    add_bool_flag(group, "--scale-up-from-zero", True, "scale up when there are no ready nodes")
+    add_bool_flag(
         group,
         "--enforce-node-group-min-size",
         False,
@@ -181,32 +167,42 @@ def add_autoscaler_arguments(parser: argparse.ArgumentParser) -> None:
         45.0,
         "max share of unready nodes before autoscaling halts",
     )
-    _duration(
+    add_duration_flag(
         group,
         "--max-node-provision-time",
         "15m",
         "how long a new node may take to register",
+        parse=_duration_value,
     )
-    _duration(
+    add_duration_flag(
         group,
         "--max-node-startup-time",
         "15m",
         "how long a registered node may take to become ready",
+        parse=_duration_value,
     )
-    _duration(
+    add_duration_flag(
         group,
         "--initial-node-group-backoff-duration",
         "5m",
         "first backoff after a failed scale-up",
+        parse=_duration_value,
     )
-    _duration(group, "--max-node-group-backoff-duration", "30m", "longest backoff after failures")
-    _duration(
+    add_duration_flag(
+        group,
+        "--max-node-group-backoff-duration",
+        "30m",
+        "longest backoff after failures",
+        parse=_duration_value,
+    )
+    add_duration_flag(
         group,
         "--node-group-backoff-reset-timeout",
         "3h",
         "backoff is forgotten this long after the last failure",
+        parse=_duration_value,
     )
-    _bool(
+    add_bool_flag(
         group,
         "--force-delete-unregistered-nodes",
         False,
@@ -226,7 +222,7 @@ def add_autoscaler_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY",
         help="a taint key ignored in templates and similarity (repeatable)",
     )
-    _bool(group, "--scale-down-enabled", True, "remove unneeded nodes")
+    add_bool_flag(group, "--scale-down-enabled", True, "remove unneeded nodes")
     _float(
         group,
         "--scale-down-utilization-threshold",
@@ -239,90 +235,112 @@ def add_autoscaler_arguments(parser: argparse.ArgumentParser) -> None:
         0.5,
         "the same for GPU nodes",
     )
-    _duration(
+    add_duration_flag(
         group,
         "--scale-down-unneeded-time",
         "10m",
         "how long a node must be unneeded before it is removed",
+        parse=_duration_value,
     )
-    _duration(
+    add_duration_flag(
         group,
         "--scale-down-unready-time",
         "20m",
         "how long an unready node must be unneeded before it is removed",
+        parse=_duration_value,
     )
-    _bool(group, "--scale-down-unready-enabled", True, "remove unneeded unready nodes")
-    _duration(group, "--scale-down-delay-after-add", "10m", "scale-down pause after a scale-up")
-    _duration(
-        group, "--scale-down-delay-after-delete", "0s", "scale-down pause after a node deletion"
+    add_bool_flag(group, "--scale-down-unready-enabled", True, "remove unneeded unready nodes")
+    add_duration_flag(
+        group,
+        "--scale-down-delay-after-add",
+        "10m",
+        "scale-down pause after a scale-up",
+        parse=_duration_value,
     )
-    _duration(
+    add_duration_flag(
+        group,
+        "--scale-down-delay-after-delete",
+        "0s",
+        "scale-down pause after a node deletion",
+        parse=_duration_value,
+    )
+    add_duration_flag(
         group,
         "--scale-down-delay-after-failure",
         "3m",
         "scale-down pause after a failed scale-down",
+        parse=_duration_value,
     )
     _int(group, "--max-scale-down-parallelism", 10, "max nodes deleted at once")
     _int(group, "--max-drain-parallelism", 1, "max non-empty nodes drained at once")
-    _duration(
+    add_duration_flag(
         group,
         "--unremovable-node-recheck-timeout",
         "5m",
         "an unremovable node is not re-checked for this long",
+        parse=_duration_value,
     )
-    _bool(
+    add_bool_flag(
         group,
         "--skip-nodes-with-system-pods",
         True,
         "never remove nodes running kube-system pods without a PDB",
     )
-    _bool(
+    add_bool_flag(
         group,
         "--skip-nodes-with-local-storage",
         True,
         "never remove nodes running pods with local storage",
     )
-    _bool(
+    add_bool_flag(
         group,
         "--skip-nodes-with-custom-controller-pods",
         True,
         "only RC/RS/Job/StatefulSet pods count as replicated",
     )
     _int(group, "--min-replica-count", 0, "controllers with fewer replicas block removal")
-    _duration(
+    add_duration_flag(
         group,
         "--blocking-system-pod-distruption-timeout",
         "1h",
         "kube-system pods without PDB stop blocking after this age",
+        parse=_duration_value,
     )
     _int(group, "--max-graceful-termination-sec", 600, "max grace period when draining")
-    _duration(group, "--max-pod-eviction-time", "2m", "how long evictions are retried")
-    _duration(
+    add_duration_flag(
+        group,
+        "--max-pod-eviction-time",
+        "2m",
+        "how long evictions are retried",
+        parse=_duration_value,
+    )
+    add_duration_flag(
         group,
         "--node-delete-delay-after-taint",
         "5s",
         "wait between tainting a node and deleting it",
+        parse=_duration_value,
     )
-    _bool(group, "--cordon-node-before-terminating", True, "cordon nodes being removed")
-    _bool(
+    add_bool_flag(group, "--cordon-node-before-terminating", True, "cordon nodes being removed")
+    add_bool_flag(
         group,
         "--daemonset-eviction-for-empty-nodes",
         False,
         "evict DaemonSet pods from empty nodes being removed",
     )
-    _bool(
+    add_bool_flag(
         group,
         "--daemonset-eviction-for-occupied-nodes",
         True,
         "evict DaemonSet pods from drained nodes",
     )
-    _bool(
+    add_bool_flag(
         group,
         "--ignore-daemonsets-utilization",
         False,
         "leave DaemonSet pods out of node utilization",
     )
-    _bool(
+    add_bool_flag(
         group,
         "--ignore-mirror-pods-utilization",
         False,
@@ -341,11 +359,12 @@ def add_autoscaler_arguments(parser: argparse.ArgumentParser) -> None:
         default="Off",
         help="kubescale: Karpenter-style consolidation (default: %(default)s)",
     )
-    _duration(
+    add_duration_flag(
         group,
         "--consolidate-after",
         "0s",
         "kubescale: a node is consolidatable after this long without pod changes",
+        parse=_duration_value,
     )
     group.add_argument(
         "--consolidation-budgets",
@@ -353,9 +372,10 @@ def add_autoscaler_arguments(parser: argparse.ArgumentParser) -> None:
         help="kubescale: disruption budgets, ';'-separated, each nodes=<n|n%%>[,reasons=Empty|"
         "Underutilized][,schedule=<cron>,duration=<d>] (default: %(default)s)",
     )
-    _duration(
+    add_duration_flag(
         group,
         "--consolidation-validation-delay",
         "15s",
         "kubescale: a consolidation decision is re-validated after this delay",
+        parse=_duration_value,
     )

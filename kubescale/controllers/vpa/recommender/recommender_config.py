@@ -34,7 +34,7 @@ from typing import Final, Literal
 
 from kubescale.base.flag_types import (
     FlagValueError,
-    parse_bool,
+    add_bool_flag,
     parse_duration,
     positive_duration,
 )
@@ -96,18 +96,6 @@ class RecommenderSettings:
         return self.storage != PROMETHEUS_STORAGE
 
 
-def _bool(group: argparse._ArgumentGroup, flag: str, default: bool, text: str) -> None:
-    group.add_argument(
-        flag,
-        type=parse_bool,
-        nargs="?",
-        const=True,
-        default=default,
-        metavar="BOOL",
-        help=f"{text} (default: {str(default).lower()})",
-    )
-
-
 def _duration(group: argparse._ArgumentGroup, flag: str, default: str, text: str) -> None:
     group.add_argument(
         flag, default=default, metavar="DURATION", help=f"{text} (default: {default})"
@@ -163,7 +151,7 @@ def add_recommender_arguments(parser: argparse.ArgumentParser) -> None:
         default="",
         help="history at start: 'prometheus', else checkpoints (default: checkpoints)",
     )
-    _bool(loop, "--memory-saver", False, "track only pods some VPA matches")
+    add_bool_flag(loop, "--memory-saver", False, "track only pods some VPA matches")
     _number(loop, "--update-worker-count", 10, "accepted, no effect here", kind=int)
     _number(loop, "--min-checkpoints", 10, "deprecated, no effect", kind=int)
     add_vpa_namespace_arguments(loop)
@@ -187,7 +175,7 @@ def add_recommender_arguments(parser: argparse.ArgumentParser) -> None:
     _number(model, "--recommendation-upper-bound-memory-percentile", 0.95, "memory upper bound")
     _duration(model, "--confidence-interval-cpu", "24h", "history for full CPU confidence")
     _duration(model, "--confidence-interval-memory", "24h", "history for full memory confidence")
-    _bool(model, "--humanize-memory", False, "deprecated: memory in binary units")
+    add_bool_flag(model, "--humanize-memory", False, "deprecated: memory in binary units")
     _number(model, "--round-cpu-millicores", 1, "round CPU up to a multiple of this", kind=int)
     _number(model, "--round-memory-bytes", 1, "round memory up to a multiple of this", kind=int)
     _duration(model, "--memory-aggregation-interval", "24h", "one memory peak per interval")
@@ -196,7 +184,9 @@ def add_recommender_arguments(parser: argparse.ArgumentParser) -> None:
     _duration(model, "--cpu-histogram-decay-half-life", "24h", "CPU sample half-life")
     _number(model, "--oom-bump-up-ratio", 1.2, "memory after an OOM: at least × this")
     _number(model, "--oom-min-bump-up-bytes", 104857600.0, "and at least + this")
-    _bool(model, "--cpu-integer-post-processor-enabled", False, "honour the integer-CPU annotation")
+    add_bool_flag(
+        model, "--cpu-integer-post-processor-enabled", False, "honour the integer-CPU annotation"
+    )
     model.add_argument(
         "--container-recommendation-max-allowed-cpu",
         default="",
@@ -211,7 +201,7 @@ def add_recommender_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = PrometheusHistoryConfig()
     history = parser.add_argument_group("VPA recommender history (--storage=prometheus)")
     history.add_argument("--prometheus-address", default=defaults.address, help="Prometheus URL")
-    _bool(history, "--prometheus-insecure", False, "skip TLS verification")
+    add_bool_flag(history, "--prometheus-insecure", False, "skip TLS verification")
     history.add_argument("--prometheus-cadvisor-job-name", default=defaults.cadvisor_job_name)
     history.add_argument("--history-length", default=defaults.history_length)
     history.add_argument("--history-resolution", default=defaults.history_resolution)

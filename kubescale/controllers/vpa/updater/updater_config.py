@@ -25,7 +25,11 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Final, Literal, cast
 
-from kubescale.base.flag_types import FlagValueError, parse_bool, parse_duration, positive_duration
+from kubescale.base.flag_types import (
+    FlagValueError,
+    add_bool_flag,
+    add_duration_flag,
+)
 from kubescale.controllers.vpa.api.vpa_flags import add_feature_gates_argument, parse_feature_gates
 from kubescale.controllers.vpa.updater.eviction_rate_limit import (
     DEFAULT_EVICTION_RATE_BURST,
@@ -77,28 +81,6 @@ class UpdaterSettings:
     """``--pod-update-threshold``, the lifetime and OOM thresholds."""
 
 
-def _bool(group: argparse._ArgumentGroup, flag: str, default: bool, text: str) -> None:
-    group.add_argument(
-        flag,
-        type=parse_bool,
-        nargs="?",
-        const=True,
-        default=default,
-        metavar="BOOL",
-        help=f"{text} (default: {str(default).lower()})",
-    )
-
-
-def _duration(group: argparse._ArgumentGroup, flag: str, default: str, text: str) -> None:
-    group.add_argument(
-        flag,
-        type=positive_duration,
-        default=parse_duration(default),
-        metavar="DURATION",
-        help=f"{text} (default: {default})",
-    )
-
-
 def add_updater_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the updater flags on ``parser``."""
     group = parser.add_argument_group("VPA updater (upstream updater flags)")
@@ -109,7 +91,7 @@ def add_updater_arguments(parser: argparse.ArgumentParser) -> None:
         help="run the VPA updater loop: auto = when in a cluster or given --kubeconfig "
         "(default: %(default)s)",
     )
-    _duration(group, "--updater-interval", "1m", "how often the updater loop runs")
+    add_duration_flag(group, "--updater-interval", "1m", "how often the updater loop runs")
     group.add_argument(
         "--min-replicas",
         type=int,
@@ -136,7 +118,7 @@ def add_updater_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_EVICTION_RATE_BURST,
         help="burst of evictions (default: %(default)s)",
     )
-    _bool(
+    add_bool_flag(
         group,
         "--use-admission-controller-status",
         True,
@@ -152,7 +134,7 @@ def add_updater_arguments(parser: argparse.ArgumentParser) -> None:
         default="",
         help="its namespace (default: $NAMESPACE, else kube-system)",
     )
-    _duration(
+    add_duration_flag(
         group,
         "--admission-controller-status-lease-timeout",
         "1m",
@@ -164,19 +146,19 @@ def add_updater_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.1,
         help="minimum resource change for a pod in the recommended range (default: %(default)s)",
     )
-    _duration(
+    add_duration_flag(
         group,
         "--in-recommendation-bounds-eviction-lifetime-threshold",
         "12h",
         "pods in the recommended range are updated only after living this long",
     )
-    _duration(
+    add_duration_flag(
         group,
         "--evict-after-oom-threshold",
         "10m",
         "a container OOM-killed within this of its start makes its pod updatable at once",
     )
-    _bool(
+    add_bool_flag(
         group,
         "--in-place-skip-disruption-budget",
         False,
