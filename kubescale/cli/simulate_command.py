@@ -1,6 +1,9 @@
 """``kubescale simulate [SCENARIO]``: run a scenario on the embedded simulated cluster.
 
-Without a SCENARIO the built-in demo (``sim/scenario/examples/demo.yaml``) runs. ``--seed``,
+Without a SCENARIO the built-in demo (``sim/scenario/examples/demo.yaml``) runs. A scenario
+with ``compare: true`` (the demo) runs three times — no autoscaling, the upstream suite as
+separate programs, kubescale — and the summary leads with the comparison (``--no-compare``: once,
+with kubescale). ``--seed``,
 ``--duration`` and ``--step`` override the file's values. Progress goes to stderr — a bar
 redrawn in place on a terminal, else one line per 10 % ("simulated 6h00m of 1d00h00m (25%)") —
 unless ``--quiet``; the summary table goes to stdout; ``--report-json``/``--report-html`` write
@@ -20,6 +23,7 @@ from typing import TextIO
 
 from kubescale.base.flag_types import positive_duration
 from kubescale.base.logs import LOG_LEVELS, configure_logging
+from kubescale.sim.scenario.comparison import run_comparison
 from kubescale.sim.scenario.html_report import render_html
 from kubescale.sim.scenario.json_report import write_json_report
 from kubescale.sim.scenario.runner import SimulationError, run_scenario
@@ -58,6 +62,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--report-json", type=Path, metavar="FILE", help="write the JSON report")
     parser.add_argument("--report-html", type=Path, metavar="FILE", help="write the HTML report")
+    parser.add_argument(
+        "--no-compare",
+        action="store_true",
+        help="run a scenario with `compare: true` (the demo) once, with kubescale, "
+        "instead of three times",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress output")
     parser.add_argument(
         "--log-level", choices=LOG_LEVELS, default="warning", help="(default: %(default)s)"
@@ -119,7 +129,10 @@ def run(args: argparse.Namespace) -> int:
             stream=sys.stderr, duration=scenario.duration, interactive=sys.stderr.isatty()
         )
     try:
-        report = asyncio.run(run_scenario(scenario, progress=progress))
+        if scenario.compare and not args.no_compare:
+            report = asyncio.run(run_comparison(scenario, progress=progress))
+        else:
+            report = asyncio.run(run_scenario(scenario, progress=progress))
     except SimulationError as exc:
         sys.stderr.write(f"{PROG}: {path}: {exc}\n")
         return 1

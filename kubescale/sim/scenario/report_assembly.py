@@ -18,6 +18,12 @@ Shape (every list sorted by namespace/name, so the report does not depend on dic
 * ``cluster``: node count min/max/avg and per record, node-hours, cost (Σ price per hour × hours
   each node existed; nodes without a known price are listed in ``unpriced_nodes`` and cost 0),
   totals of OOM kills, evictions and pending pod-seconds;
+* ``components``: the kubescale components that ran; ``loops``: per loop its interval,
+  iterations, failures and skipped iterations with their reasons (a silent no-op made visible);
+* ``vpas``: per VPA its target, mode and per container the recommendation band (``lower``,
+  ``target``, ``upper``; cores and bytes) at every step it had one; ``hpas``: per HPA its
+  target, bounds, first metric and its target, and at every step current and desired replicas
+  and the metric's current value (:mod:`.autoscaler_records`);
 * ``events``: every event in time order.
 
 Conventions of the numbers: a missing request reserves nothing (counts as 0 in averages and
@@ -28,7 +34,7 @@ samples that had one; ``null`` when none did).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC
 from typing import Any, Final
 
@@ -48,7 +54,13 @@ REPORT_FORMAT: Final = "kubescale.dev/simulation-report/v1"
 PERCENTILES: Final = (50, 90, 95, 99)
 
 
-def assemble_report(timeline: Timeline) -> dict[str, Any]:
+def assemble_report(
+    timeline: Timeline,
+    *,
+    components: Sequence[str] = (),
+    loops: Sequence[Mapping[str, Any]] = (),
+    autoscalers: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+) -> dict[str, Any]:
     intervals = timeline.intervals()
     pod_workloads = timeline.pod_workloads
     evictions: dict[tuple[str, str], int] = {}
@@ -84,6 +96,10 @@ def assemble_report(timeline: Timeline) -> dict[str, Any]:
         "containers": [_container_series(columns, timeline.times) for columns in containers],
         "workloads": workloads,
         "cluster": _cluster_summary(timeline, intervals=intervals, workloads=workloads),
+        "components": list(components),
+        "loops": [dict(loop) for loop in loops],
+        "vpas": list((autoscalers or {}).get("vpas", [])),
+        "hpas": list((autoscalers or {}).get("hpas", [])),
         "events": [
             {
                 "time": rounded(e.time, "seconds"),

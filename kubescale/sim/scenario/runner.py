@@ -21,12 +21,14 @@ the components serve on kubescale's TLS server. Each step at ``t`` (``0, step, 2
 
 1. the events due (``at ≤ t``) are applied in time order (:mod:`.event_application`);
 2. the actors step, in the fixed order node groups → workload controllers → scheduler → kubelet;
-3. every kubescale loop that is due runs ``run_once(now)`` (first at ``t = 0``, then when
-   ``interval`` has passed since its last start; a loop error is logged and counted, the run
-   goes on). Before a loop runs, the shared cache is settled if the store changed since it was
-   last settled: the API server sends a BOOKMARK at its current resourceVersion on every open
-   watch, and the runner waits until every informer has processed it. What a loop reports
-   (:class:`~kubescale.runtime.component.ReportingLoop`) joins the step's events;
+3. every kubescale loop that is due runs ``run_once(now)``, shortest interval first (first at
+   ``t = 0``, then when ``interval`` has passed since its last start; a loop error is logged and
+   counted, the run goes on). Before a loop runs, the shared cache is settled if the store
+   changed since it was last settled: the API server sends a BOOKMARK at its current
+   resourceVersion on every open watch, and the runner waits until every informer has
+   processed it. What a loop reports (:class:`~kubescale.runtime.component.ReportingLoop`)
+   joins the step's events; an iteration that reports a ``*-skipped`` event is counted as
+   skipped, with its reason (a silent no-op made visible);
 4. the step is recorded in the timeline (the kubelet's container samples, every pod and node,
    the step's events);
 5. the clock advances one step.
@@ -54,7 +56,12 @@ from prometheus_client import CollectorRegistry
 from kubescale.base.clock import VirtualClock
 from kubescale.base.logs import component_logger
 from kubescale.kube.client import KubeClient, connect
-from kubescale.kube.resources import NODES, PODS
+from kubescale.kube.resources import (
+    HORIZONTAL_POD_AUTOSCALERS,
+    NODES,
+    PODS,
+    VERTICAL_POD_AUTOSCALERS,
+)
 from kubescale.kube.shared_cache import SharedCache
 from kubescale.runtime.cache_loops import scale_lookups_loop
 from kubescale.runtime.component import (
@@ -71,6 +78,7 @@ from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.cluster.trace_replay import Trace
 from kubescale.sim.cluster.usage_models import UsageBook
 
+from .autoscaler_records import AutoscalerRecord
 from .cluster_actors import ClusterActors, build_cluster_actors
 from .cluster_objects import namespace_manifest, workload_manifest
 from .event_application import apply_event
@@ -82,6 +90,7 @@ from .timeline import Timeline, TimelineEvent
 from .usage_specs import build_usage_model, load_traces
 
 __all__ = [
+    "SKIPPED_SUFFIX",
     "LoopState",
     "SimulationClientClock",
     "SimulationError",
@@ -92,6 +101,9 @@ __all__ = [
 log = component_logger("simulation")
 
 _EPSILON: Final = 1e-9
+SKIPPED_SUFFIX: Final = "-skipped"
+"""A loop report of a kind ending so (``vpa-updater-skipped``) is an iteration that skipped its
+work; the run counts them per loop and the report says so."""
 _SETTLE_ATTEMPTS: Final = 100
 _SETTLE_WAIT: Final = 0.1
 """Event-loop seconds to wait for the informers after each round of bookmarks: a watch being
@@ -134,6 +146,9 @@ class LoopState:
         self.next_due = 0.0
         self.iterations = 0
         self.failures = 0
+        self.skipped = 0
+        """Iterations that did not do their work: the loop reported a ``*-skipped`` event."""
+        self.skip_reasons: dict[str, int] = {}
         self.started_at: list[float] = []
         """Simulated seconds at which each iteration started."""
 
@@ -164,6 +179,7 @@ class SimulationRun:
             node_prices={},  # filled as the node groups register nodes
         )
         self.loops: dict[str, LoopState] = {}
+        self.autoscalers = AutoscalerRecord()
         self.traces: dict[str, Trace] = {}
         self.step_index = 0
         self._extra_components = tuple(extra_components)
@@ -301,7 +317,10 @@ class SimulationRun:
         stack.push_async_callback(self._actors.close)
         loops = [loop for component in self.components for loop in component.loops()]
         loops.append(scale_lookups_loop(cache))
-        for loop in loops:
+        # Shortest interval first (stable): a heartbeat renewed every 10 s (the webhook's status
+        # Lease) is renewed before a loop that reads it runs in the same step, as it would have
+        # been several times within a step longer than its interval.
+        for loop in sorted(loops, key=lambda spec: spec.interval):
             if loop.loop.name in self.loops:
                 raise ValueError(f"two loops are named {loop.loop.name!r}")
             self.loops[loop.loop.name] = LoopState(loop=loop.loop, interval=loop.interval)
@@ -345,6 +364,11 @@ class SimulationRun:
             await actor.step(now)
         events.extend(await self._run_due_loops(now, t))
         events.extend(actors.events())
+        self.autoscalers.record(
+            len(self.timeline.times),
+            vpas=self.api.store.snapshots(VERTICAL_POD_AUTOSCALERS),
+            hpas=self.api.store.snapshots(HORIZONTAL_POD_AUTOSCALERS),
+        )
         pods = self.api.store.snapshots(PODS)
         nodes = self.api.store.snapshots(NODES)
         for node, price in actors.node_prices(nodes, known=self.timeline.node_prices):
@@ -383,11 +407,31 @@ class SimulationRun:
             finally:
                 state.iterations += 1
             if isinstance(state.loop, ReportingLoop):
-                reported.extend(
-                    TimelineEvent(time=t, kind=kind, subject=subject, detail=detail)
-                    for kind, subject, detail in state.loop.drain_reports()
-                )
+                for kind, subject, detail in state.loop.drain_reports():
+                    if kind.endswith(SKIPPED_SUFFIX):
+                        state.skipped += 1
+                        state.skip_reasons[detail] = state.skip_reasons.get(detail, 0) + 1
+                    reported.append(
+                        TimelineEvent(time=t, kind=kind, subject=subject, detail=detail)
+                    )
         return reported
+
+    def loop_summaries(self) -> list[dict[str, Any]]:
+        """Per loop (by name): interval, iterations, failures and skipped iterations with why."""
+        return [
+            {
+                "name": name,
+                "interval": state.interval,
+                "iterations": state.iterations,
+                "failures": state.failures,
+                "skipped": state.skipped,
+                "skip_reasons": [
+                    {"reason": reason, "count": count}
+                    for reason, count in sorted(state.skip_reasons.items())
+                ],
+            }
+            for name, state in sorted(self.loops.items())
+        ]
 
     async def settle(self) -> bool:
         """Make the shared cache reflect the store as it is now."""
@@ -410,7 +454,12 @@ class SimulationRun:
 
     def report(self) -> dict[str, Any]:
         """The report of the steps run so far."""
-        return assemble_report(self.timeline)
+        return assemble_report(
+            self.timeline,
+            components=[component.name for component in self.components],
+            loops=self.loop_summaries(),
+            autoscalers=self.autoscalers.report(self.timeline.times),
+        )
 
     async def run(self, *, progress: Callable[[float], None] | None = None) -> dict[str, Any]:
         """Every remaining step; the report."""
