@@ -23,7 +23,7 @@ from typing import TextIO
 
 from kubescale.base.flag_types import positive_duration
 from kubescale.base.logs import LOG_LEVELS, configure_logging
-from kubescale.sim.scenario.comparison import run_comparison
+from kubescale.sim.scenario.comparison import VARIANTS, run_comparison
 from kubescale.sim.scenario.html_report import render_html
 from kubescale.sim.scenario.json_report import write_json_report
 from kubescale.sim.scenario.runner import SimulationError, run_scenario
@@ -123,13 +123,17 @@ def run(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             sys.stderr.write(f"{PROG}: {path}: {problem}\n")
         return 2
+    compare = scenario.compare and not args.no_compare
     progress = None
     if not args.quiet:
+        # a comparison's progress is over the simulated time of its three runs together
         progress = ProgressReporter(
-            stream=sys.stderr, duration=scenario.duration, interactive=sys.stderr.isatty()
+            stream=sys.stderr,
+            duration=scenario.duration * (len(VARIANTS) if compare else 1),
+            interactive=sys.stderr.isatty(),
         )
     try:
-        if scenario.compare and not args.no_compare:
+        if compare:
             report = asyncio.run(run_comparison(scenario, progress=progress))
         else:
             report = asyncio.run(run_scenario(scenario, progress=progress))

@@ -21,14 +21,16 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from .autoscaler_records import quantity_or_none
+from .time_statistics import format_duration
 
 __all__ = [
     "Decision",
+    "comparison_rows",
     "decisions",
     "human_bytes",
     "human_cores",
@@ -81,6 +83,29 @@ def human_detail(detail: str) -> str:
         return match.group(0) if value is None else f"memory={human_bytes(value)}"
 
     return _MEMORY_FIELD.sub(replace, detail)
+
+
+def _fixed(value: float, decimals: int) -> str:
+    return f"{value:,.{decimals}f}"
+
+
+_COMPARED: Final[tuple[tuple[str, Callable[[Mapping[str, Any]], str]], ...]] = (
+    ("node-hours", lambda v: _fixed(v["node_hours"], 2)),
+    ("cost", lambda v: _fixed(v["cost"], 2)),
+    ("nodes (max)", lambda v: str(v["nodes_max"])),
+    ("OOM kills", lambda v: str(v["oom_kills"])),
+    ("CPU throttled (core-s)", lambda v: _fixed(v["throttled_core_seconds"], 0)),
+    ("CPU throttled (pod-time)", lambda v: format_duration(v["throttled_seconds"])),
+    ("CPU slack (core-h)", lambda v: _fixed(v["slack_core_hours"], 1)),
+    ("memory slack (GiB-h)", lambda v: _fixed(v["slack_gib_hours"], 1)),
+    ("pending pod-time", lambda v: format_duration(v["pending_pod_seconds"])),
+    ("evictions", lambda v: str(v["evictions"])),
+)
+
+
+def comparison_rows(variants: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[str]]]:
+    """The comparison's rows (:mod:`.comparison`): a figure's name and its text per variant."""
+    return [(label, [cell(v) for v in variants]) for label, cell in _COMPARED]
 
 
 def loop_notes(report: Mapping[str, Any]) -> list[str]:

@@ -16,7 +16,8 @@ Shape (every list sorted by namespace/name, so the report does not depend on dic
   replicas min/avg/max from its first appearance on, pod-seconds Pending and Unschedulable,
   evictions, and its per-record pod counts (aligned with ``times``);
 * ``cluster``: node count min/max/avg and per record, node-hours, cost (Σ price per hour × hours
-  each node existed; nodes without a known price are listed in ``unpriced_nodes`` and cost 0),
+  each node existed; nodes without a known price are listed in ``unpriced_nodes`` and cost 0)
+  and the cost accrued by the end of each record (``cost_series``),
   totals of OOM kills, evictions and pending pod-seconds;
 * ``components``: the kubescale components that ran; ``loops``: per loop its interval,
   iterations, failures and skipped iterations with their reasons (a silent no-op made visible);
@@ -307,6 +308,16 @@ def _cluster_summary(
             }
         )
     node_seconds = math.fsum(n * w for n, w in zip(counts, intervals, strict=True))
+    # Cost accrued up to the end of each record (the record's nodes for its interval).
+    rate = [0.0] * len(counts)
+    for name, records in timeline.node_records.items():
+        for i in records:
+            rate[i] += timeline.node_prices.get(name) or 0.0
+    accrued: list[float] = []
+    total = 0.0
+    for per_hour, seconds in zip(rate, intervals, strict=True):
+        total += per_hour * seconds / SECONDS_PER_HOUR
+        accrued.append(rounded(total, "cost"))
     return {
         "node_count": {
             "min": min(counts, default=0),
@@ -318,6 +329,7 @@ def _cluster_summary(
         },
         "node_hours": rounded(node_seconds / SECONDS_PER_HOUR, "hours"),
         "cost": rounded(cost, "cost"),
+        "cost_series": accrued,
         "nodes": nodes,
         "unpriced_nodes": unpriced,
         "oom_kills": sum(w["oom_kills"] for w in workloads),

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .decision_log import decisions, loop_notes, recommendation_changes
+from .decision_log import comparison_rows, decisions, loop_notes, recommendation_changes
+from .time_statistics import format_duration
 
 __all__ = ["WIDTH", "format_duration", "render_summary"]
 
@@ -29,21 +30,6 @@ class _Column:
     title: str
     unit: str
     numeric: bool = True
-
-
-def format_duration(seconds: float) -> str:
-    """``1d02h03m``, ``2h30m``, ``5m30s``, ``45s`` — the largest units that matter."""
-    whole = round(seconds)
-    days, rest = divmod(whole, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}d{hours:02d}h{minutes:02d}m"
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    if minutes:
-        return f"{minutes}m{secs:02d}s" if secs else f"{minutes}m"
-    return f"{secs}s"
 
 
 def _number(value: float | None, decimals: int, scale: float = 1.0) -> str:
@@ -147,20 +133,6 @@ def _behaviour_rows(workloads: Sequence[dict[str, Any]]) -> list[list[str]]:
     return rows
 
 
-_COMPARISON_ROWS: Final = (
-    ("node-hours", lambda v: _number(v["node_hours"], 2)),
-    ("cost", lambda v: _number(v["cost"], 2)),
-    ("nodes (max)", lambda v: str(v["nodes_max"])),
-    ("OOM kills", lambda v: str(v["oom_kills"])),
-    ("CPU throttled (core-s)", lambda v: _number(v["throttled_core_seconds"], 0)),
-    ("CPU throttled (pod-time)", lambda v: format_duration(v["throttled_seconds"])),
-    ("CPU slack (core-h)", lambda v: _number(v["slack_core_hours"], 1)),
-    ("memory slack (GiB-h)", lambda v: _number(v["slack_gib_hours"], 1)),
-    ("pending pod-time", lambda v: format_duration(v["pending_pod_seconds"])),
-    ("evictions", lambda v: str(v["evictions"])),
-)
-
-
 def _comparison_lines(report: dict[str, Any]) -> list[str]:
     variants = report.get("comparison") or []
     if not variants:
@@ -168,7 +140,7 @@ def _comparison_lines(report: dict[str, Any]) -> list[str]:
     columns = [_Column("SAME SEED, THREE WAYS", "", numeric=False)] + [
         _Column(v["label"], f"({v['variant']})") for v in variants
     ]
-    rows = [[label, *(cell(v) for v in variants)] for label, cell in _COMPARISON_ROWS]
+    rows = [[label, *cells] for label, cells in comparison_rows(variants)]
     return ["", *_table(columns, rows)]
 
 
@@ -216,9 +188,8 @@ def render_summary(report: dict[str, Any]) -> str:
         f"Scenario {report['scenario']!r}, seed {report['seed']}: "
         f"{format_duration(report['duration'])} from {report['start']} "
         f"at a {_number(report['step'], 0)} s step",
-        *_comparison_lines(report),
-        *_kubescale_lines(report),
-        "",
+        *(lead := [*_comparison_lines(report), *_kubescale_lines(report)]),
+        *([""] if lead else []),
         f"Cluster: {nodes['min']}-{nodes['max']} nodes (avg {_number(nodes['avg'], 1)}), "
         f"{_number(cluster['node_hours'], 2)} node-hours, cost {_number(cluster['cost'], 2)}, "
         f"{cluster['oom_kills']} OOM kills, {cluster['evictions']} evictions, "
