@@ -239,8 +239,9 @@ def _seconds(clock: str) -> int:
 
 
 def test_hovering_a_chart_reads_out_the_values_at_that_time(page: Path, tmp_path: Path) -> None:
-    # chart 0: node count; chart 2: the batch job's CPU (the first workload's first container)
-    hovers = [(0, 3 / 6), (2, 5700 / 21600), (2, 4 / 6)]
+    # chart 0: node count (1: cost accrued); chart 3: the batch job's CPU (the first
+    # workload's first container, after its pods chart)
+    hovers = [(0, 3 / 6), (3, 5700 / 21600), (3, 4 / 6)]
     text = page.read_text(encoding="utf-8")
     hover_script = _HOVER.replace("[[HOVERS]]", str([list(h) for h in hovers]))
     hovered = tmp_path / "hovered.html"

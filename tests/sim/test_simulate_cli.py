@@ -38,12 +38,12 @@ def test_the_demo_runs_end_to_end(tmp_path: Path) -> None:
     assert out.startswith("Scenario 'demo', seed 42: 30m from 2026-01-05T06:00:00")
     assert "SAME SEED, THREE WAYS" in out
     assert "What kubescale did — components: cluster-autoscaler, hpa-controller" in out
-    for workload in ("data/batch", "data/reports", "shop/cache", "shop/web"):
+    for workload in ("data/reports", "shop/cache", "shop/web"):  # the batch starts at 1h
         assert workload in out
     assert "OOM KILLS" in out
     # not a terminal: one plain progress line per 10 % of the three runs' simulated time
     progress = done.stderr.splitlines()
-    assert progress[0] == "simulated 9m of 1h30m (10%)"
+    assert progress[0] == "simulated 10m of 1h30m (11%)"  # 45 steps of 2 minutes
     assert progress[-1] == "simulated 1h30m of 1h30m (100%)"
     assert len(progress) == 10
     report = json.loads(json_file.read_text())
