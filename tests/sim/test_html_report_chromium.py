@@ -328,7 +328,7 @@ def test_the_demo_report_fits_a_laptop_screen_and_shows_the_autoscalers(
     assert "HPA web · cpu utilization (%)" in labels
     for vpa, container in (("cache", "redis"), ("reports", "api")):
         for resource in ("cpu", "memory"):
-            assert f"VPA {vpa} · {container} · {resource}" in labels
+            assert f"{vpa}/{container} {resource}" in labels
     for cls, drawings in parsed.svgs:
         assert any(d for d in drawings), f"an <svg class={cls}> drew nothing"
     page = result.stdout

@@ -167,7 +167,7 @@ def vpa_charts(report: Mapping[str, Any], workload: Mapping[str, Any], axis: Tim
                 ]  # fmt: skip
                 pair.append(
                     render_chart(
-                        title=f"VPA {vpa['name']} · {band['name']} · {resource}",
+                        title=f"{vpa['name']}/{band['name']} {resource}",
                         axis=axis,
                         series=_clip_upper(series),
                         unit=unit,
