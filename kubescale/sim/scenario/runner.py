@@ -22,9 +22,14 @@ the components serve on kubescale's TLS server. Each step at ``t`` (``0, step, 2
 1. the events due (``at ≤ t``) are applied in time order (:mod:`.event_application`);
 2. the actors step, in the fixed order node groups → workload controllers → scheduler → kubelet;
 3. every kubescale loop that is due runs ``run_once(now)`` (first at ``t = 0``, then when
-   ``interval`` has passed since its last start; a loop error is logged and counted, the run
-   goes on). Before a loop runs, the shared cache is settled if the store changed since it was
-   last settled: the API server sends a BOOKMARK at its current resourceVersion on every open
+   ``interval`` has passed since its last start; a loop error is logged and counted, the run goes
+   on), in the order the loops fell due: one due since before ``t`` — in particular one whose
+   interval is shorter than the step, which a real process would have run, maybe several times,
+   between the two steps — runs before the loops due at ``t`` that read its effect (the webhook's
+   status Lease, renewed every 10 s, before the updater that checks it is less than a minute old),
+   and its iterations inside the step are this one. Loops due at the same moment run in the order
+   they were built. Before a loop runs, the shared cache is settled if the store changed since it
+   was last settled: the API server sends a BOOKMARK at its current resourceVersion on every open
    watch, and the runner waits until every informer has processed it. What a loop reports
    (:class:`~kubescale.runtime.component.ReportingLoop`) joins the step's events;
 4. the step is recorded in the timeline (the kubelet's container samples, every pod and node,
@@ -369,9 +374,13 @@ class SimulationRun:
 
     async def _run_due_loops(self, now: datetime, t: float) -> list[TimelineEvent]:
         reported: list[TimelineEvent] = []
-        for name, state in self.loops.items():
-            if t + _EPSILON < state.next_due:
-                continue
+        # In the order the loops fell due (module docstring, step 3); sorted() is stable, so
+        # loops due at the same moment keep the order they were built in.
+        due = sorted(
+            ((name, state) for name, state in self.loops.items() if t + _EPSILON >= state.next_due),
+            key=lambda item: item[1].next_due,
+        )
+        for name, state in due:
             state.started_at.append(t)
             state.next_due = t + state.interval
             try:
