@@ -10,7 +10,10 @@ it, and :meth:`SharedCache.collections` can say at start-up what the process wat
 * :attr:`SharedCache.scale_lookups` — controllers of kinds without an informer, by ``/scale``;
 * :attr:`SharedCache.controllers` — the controller lookups over both
   (:class:`~kubescale.kube.controller_lookups.ControllerLookups`), created on first use (it
-  requests the well-known controller informers).
+  requests the well-known controller informers);
+* :attr:`SharedCache.disruptions` — the evictions and resizes the process made that the pods'
+  informers have not shown yet (:class:`~kubescale.kube.disruption_ledger.DisruptionLedger`),
+  which every system that budgets disruptions counts.
 
 Readiness (``/readyz``) is "every informer requested by an enabled component has synced".
 The scale lookups resolve their misses off the request path: :meth:`SharedCache.resolve_lookups`
@@ -26,6 +29,7 @@ import random
 from kubescale.base.clock import Clock
 from kubescale.kube.client import KubeClient
 from kubescale.kube.controller_lookups import ControllerLookups
+from kubescale.kube.disruption_ledger import DisruptionLedger
 from kubescale.kube.informer import InformerSettings
 from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.scale_lookups import ScaleLookups
@@ -46,6 +50,7 @@ class SharedCache:
     ) -> None:
         self.informers = InformerSet(client=client, settings=settings, rng=rng)
         self.scale_lookups = ScaleLookups(client=client, clock=clock)
+        self.disruptions = DisruptionLedger()
         self._controllers: ControllerLookups | None = None
 
     @property
