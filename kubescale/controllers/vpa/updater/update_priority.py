@@ -54,6 +54,7 @@ __all__ = [
     "UpdatePriority",
     "UpdateSettings",
     "eviction_requirements_admit",
+    "is_terminating",
     "observed_containers",
     "parse_observed_containers",
     "pod_is_updatable",
@@ -132,6 +133,14 @@ def vpa_is_updated(vpa: Mapping[str, Any], *, in_place_gate: bool = False) -> bo
     """Whether the updater acts on this VPA's pods (Off and Initial: never)."""
     mode = update_mode(vpa)
     return mode in _EVICTING_MODES or (mode == _IN_PLACE_MODE and in_place_gate)
+
+
+def is_terminating(pod: Mapping[str, Any]) -> bool:
+    """Being deleted and not finished: a pod that is going, still counted in its group's size
+    (:func:`kubescale.controllers.vpa.updater.eviction_restriction.configured_replicas`)."""
+    if mapping(pod.get("status")).get("phase") in _FINISHED_PHASES:
+        return False
+    return mapping(pod.get("metadata")).get("deletionTimestamp") is not None
 
 
 def pod_is_updatable(pod: Mapping[str, Any]) -> bool:
