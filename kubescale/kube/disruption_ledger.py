@@ -216,15 +216,26 @@ class DisruptionLedger:
 
 
 async def evict_pod(
-    client: KubeClient, ledger: DisruptionLedger, pod: Mapping[str, Any], *, now: datetime
+    client: KubeClient,
+    ledger: DisruptionLedger,
+    pod: Mapping[str, Any],
+    *,
+    now: datetime,
+    grace_period_seconds: int | None = None,
 ) -> WriteResult:
-    """POST the pod's eviction (with its uid as precondition) and record it unless refused.
+    """POST the pod's eviction (with its uid as precondition, and ``grace_period_seconds`` in
+    its delete options if given) and record it unless refused.
 
     A 409 answers the uid precondition: the pod under that name is another one, this one is
     gone (:attr:`WriteOutcome.GONE`)."""
     view = meta(pod)
     try:
-        await client.evict(view.name, namespace=view.namespace, uid=view.uid or None)
+        await client.evict(
+            view.name,
+            namespace=view.namespace,
+            uid=view.uid or None,
+            grace_period_seconds=grace_period_seconds,
+        )
     except KubeError as err:
         outcome = write_outcome(err)
         if isinstance(err, KubeApiError) and err.code == 409 and view.uid:

@@ -286,3 +286,14 @@ async def test_an_attached_informer_drops_entries_as_it_sees_pods_go(
         await eventually(lambda: len(ledger) == 0)
     finally:
         await informer.stop()
+
+
+async def test_an_eviction_carries_its_grace_period(
+    apiserver: ApiServer, client: KubeClient
+) -> None:
+    # The cluster autoscaler evicts with its own grace period; 0 deletes at once.
+    target = _running(apiserver, "web-0")
+    ledger = DisruptionLedger()
+    result = await evict_pod(client, ledger, target, now=NOW, grace_period_seconds=0)
+    assert result.outcome is WriteOutcome.DONE
+    assert apiserver.store.list(PODS, namespace="default") == []
