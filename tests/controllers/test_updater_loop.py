@@ -344,7 +344,8 @@ def _evicted_or_going(cluster: Cluster) -> list[str]:
     )
 
 
-def _renew(cluster: Cluster) -> None:
+def renew_lease(cluster: Cluster) -> None:
+    """The webhook's status Lease, renewed now (its loop runs every 10 s)."""
     lease = cluster.api.store.get(LEASES, LEASE, NAMESPACE)
     spec = {**lease["spec"], "renewTime": format_micro_time(cluster.now)}
     cluster.api.store.update({**lease, "spec": spec})
@@ -373,12 +374,12 @@ async def test_an_eviction_refused_with_a_500_holds_its_budget_until_it_expires(
     assert updater.sample("vpa_updater_failed_eviction_attempts_total", unknown) == 1
     # A minute later web-0 still shows no eviction: still counted (alive 3 − 1 = 2), nothing.
     await cluster.advance(60)
-    _renew(cluster)
+    renew_lease(cluster)
     await run(cluster, updater)
     assert _evicted_or_going(cluster) == ["web-1"]
     # Five minutes after the attempt the ledger gives up on it: web-0 is live, and goes.
     await cluster.advance(240)
-    _renew(cluster)
+    renew_lease(cluster)
     await run(cluster, updater)
     assert _evicted_or_going(cluster) == ["web-0", "web-1"]
     # Once the informer shows web-0 going, the ledger forgets it.
@@ -410,7 +411,7 @@ async def test_a_resize_committed_then_failed_counts_and_is_not_followed_by_an_e
     # The next loop sees the resizes applied (the ledger lets go) and resizes the other two.
     cluster.api.faults.clear()
     await cluster.advance(60)
-    _renew(cluster)
+    renew_lease(cluster)
     await run(cluster, updater)
     assert sorted(updater.loop.resized) == [f"{NAMESPACE}/web-2", f"{NAMESPACE}/web-3"]
     assert _evicted_or_going(cluster) == []

@@ -48,18 +48,17 @@ from prometheus_client import CollectorRegistry
 from kubescale.base.clock import VirtualClock
 from kubescale.controllers.vpa.updater.updater_config import UpdaterSettings
 from kubescale.kube.client import connect
-from kubescale.kube.lease_record import format_micro_time
-from kubescale.kube.resources import LEASES, PODS
+from kubescale.kube.resources import PODS
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.scenario.runner import SimulationClientClock
 
 from .test_recommender_loop import NAMESPACE, START, Cluster
 from .test_updater_loop import (
-    LEASE,
     RECOMMENDATION,
     Updater,
     live_pods,
     pdb,
+    renew_lease,
     run,
     start_updater,
     status_lease,
@@ -315,13 +314,6 @@ def _install_faults(cluster: Cluster, schedule: Sequence[str]) -> None:
             )
 
 
-def _renew_lease(cluster: Cluster) -> None:
-    """The webhook's status Lease, renewed now (its loop runs every 10 s)."""
-    lease = cluster.api.store.get(LEASES, LEASE, NAMESPACE)
-    spec = {**lease["spec"], "renewTime": format_micro_time(cluster.now)}
-    cluster.api.store.update({**lease, "spec": spec})
-
-
 async def _loops(
     *,
     kind: str,
@@ -367,7 +359,7 @@ async def _loops(
             for index in range(loops):
                 if index:
                     await cluster.advance(LOOP_SECONDS)
-                    _renew_lease(cluster)
+                    renew_lease(cluster)
                 await run(cluster, updater)
                 assert updater.loop.skipped_stale_status == 0
                 gone.append((index * LOOP_SECONDS, replicas - len(live_pods(cluster))))
