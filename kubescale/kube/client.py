@@ -29,7 +29,13 @@ from kubescale.base.clock import Clock, RealClock
 from kubescale.kube.config_loading import InClusterPaths, load_configuration
 from kubescale.kube.errors import NotLeaderError
 from kubescale.kube.resources import PODS, ResourceType
-from kubescale.kube.transport import JSON, ClientMetrics, ClientSettings, Transport
+from kubescale.kube.transport import (
+    JSON,
+    ClientMetrics,
+    ClientSettings,
+    Transport,
+    send_gate_trace,
+)
 from kubescale.kube.watch_stream import WatchStream
 
 __all__ = ["ClientSettings", "KubeClient", "ListResult", "PatchType", "connect"]
@@ -144,6 +150,10 @@ class KubeClient:
     ) -> KubeClient:
         configuration.retries = None
         resolve_proxy_once(configuration)
+        configuration.trace_configs = [
+            *(getattr(configuration, "trace_configs", None) or ()),
+            send_gate_trace(),
+        ]
         return cls(
             api_client=ApiClient(configuration=configuration),
             clock=clock,
