@@ -27,6 +27,7 @@ import asyncio
 import random
 
 from kubescale.base.clock import Clock
+from kubescale.base.coordination import DEFAULT_COORDINATION, Coordination
 from kubescale.kube.client import KubeClient
 from kubescale.kube.controller_lookups import ControllerLookups
 from kubescale.kube.disruption_ledger import DisruptionLedger
@@ -47,7 +48,10 @@ class SharedCache:
         clock: Clock,
         settings: InformerSettings | None = None,
         rng: random.Random | None = None,
+        coordination: Coordination = DEFAULT_COORDINATION,
     ) -> None:
+        self.coordination = coordination
+        """How the systems coordinate: whether they count each other's disruptions."""
         self.informers = InformerSet(client=client, settings=settings, rng=rng)
         self.scale_lookups = ScaleLookups(client=client, clock=clock)
         self.disruptions = DisruptionLedger()

@@ -253,7 +253,9 @@ class SimulationRun:
         stack.push_async_callback(self._tls.stop)
         self._client = await self._connect()
         stack.push_async_callback(self._client.close)
-        cache = SharedCache(client=self._client, clock=self._client.clock)
+        cache = SharedCache(
+            client=self._client, clock=self._client.clock, coordination=scenario.coordination
+        )
         self._cache = cache
         runtime = Runtime(
             client=self._client,
@@ -267,6 +269,7 @@ class SimulationRun:
                 client_ca_file=self._tls.ca_file, reload=False, reload_interval=10.0
             ),
             service=ServiceRef(namespace=SERVICE_NAMESPACE, name=SERVICE_NAME),
+            coordination=scenario.coordination,
         )
         self._runtime = runtime
         for enabled in enabled_components(scenario.kubescale):
