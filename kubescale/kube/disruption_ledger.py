@@ -135,6 +135,8 @@ class Disruption:
     """The API server answered success (else the outcome is unknown)."""
     resources: ContainerResources = field(default_factory=dict)
     """For a resize: what it asked of each container (:func:`resize_targets`)."""
+    actor: str = ""
+    """The system that made it (``vpa-updater``, ``cluster-autoscaler``, ``descheduler``)."""
 
     def shown_by(self, pod: Mapping[str, Any]) -> bool:
         """Whether ``pod`` (the same uid, as an informer shows it) shows the effect."""
@@ -148,9 +150,19 @@ class Disruption:
 class DisruptionLedger:
     """Disruptions not yet shown by the cluster, per pod uid (see the module docstring)."""
 
-    def __init__(self, *, max_age: timedelta = MAX_AGE, max_entries: int = MAX_ENTRIES) -> None:
+    def __init__(
+        self,
+        *,
+        max_age: timedelta = MAX_AGE,
+        max_entries: int = MAX_ENTRIES,
+        shared: bool = True,
+    ) -> None:
         if max_entries < 1 or max_age <= timedelta(0):
             raise ValueError("max_entries and max_age must be positive")
+        self.shared = shared
+        """``--coordination one-brain``: every system counts every system's disruptions; else
+        (``separate``, upstream's separate programs) a system asking with its ``actor`` name
+        sees only its own."""
         self.max_age = max_age
         self.max_entries = max_entries
         self._entries: dict[str, Disruption] = {}
@@ -174,8 +186,11 @@ class DisruptionLedger:
                 extra={"fields": {"pod": f"{dropped.namespace}/{dropped.name}"}},
             )
 
-    def pending(self, pod: Mapping[str, Any], *, now: datetime) -> Disruption | None:
-        """The disruption of this pod (by uid) that ``pod`` does not show yet, if any."""
+    def pending(
+        self, pod: Mapping[str, Any], *, now: datetime, actor: str | None = None
+    ) -> Disruption | None:
+        """The disruption of this pod (by uid) that ``pod`` does not show yet, if any; asked
+        by ``actor`` in a ledger that is not :attr:`shared`, only that actor's own."""
         uid = meta(pod).uid
         entry = self._entries.get(uid) if uid else None
         if entry is None:
@@ -183,7 +198,18 @@ class DisruptionLedger:
         if now - entry.recorded_at >= self.max_age or entry.shown_by(pod):
             del self._entries[uid]
             return None
+        if not self.visible_to(entry, actor):
+            return None
         return entry
+
+    def visible_to(self, entry: Disruption, actor: str | None) -> bool:
+        """Whether ``actor`` counts ``entry``: always in a shared ledger, else its own only."""
+        return self.shared or actor is None or entry.actor == actor
+
+    def in_flight(self, *, now: datetime, actor: str | None = None) -> list[Disruption]:
+        """Every disruption not yet shown (and not expired) that ``actor`` counts."""
+        self._expire(now)
+        return [entry for entry in self._entries.values() if self.visible_to(entry, actor)]
 
     def forget(self, uid: str) -> None:
         self._entries.pop(uid, None)
@@ -222,6 +248,7 @@ async def evict_pod(
     *,
     now: datetime,
     grace_period_seconds: int | None = None,
+    actor: str = "",
 ) -> WriteResult:
     """POST the pod's eviction (with its uid as precondition, and ``grace_period_seconds`` in
     its delete options if given) and record it unless refused.
@@ -241,9 +268,11 @@ async def evict_pod(
         if isinstance(err, KubeApiError) and err.code == 409 and view.uid:
             outcome = WriteOutcome.GONE
         if outcome is WriteOutcome.UNKNOWN:
-            ledger.record(_disruption(DisruptionKind.EVICTION, pod, now=now, confirmed=False))
+            ledger.record(
+                _disruption(DisruptionKind.EVICTION, pod, now=now, confirmed=False, actor=actor)
+            )
         return WriteResult(outcome, err)
-    ledger.record(_disruption(DisruptionKind.EVICTION, pod, now=now, confirmed=True))
+    ledger.record(_disruption(DisruptionKind.EVICTION, pod, now=now, confirmed=True, actor=actor))
     return WriteResult(WriteOutcome.DONE)
 
 
@@ -254,6 +283,7 @@ async def resize_pod(
     patches: Sequence[Mapping[str, Any]],
     *,
     now: datetime,
+    actor: str = "",
 ) -> WriteResult:
     """JSON-patch ``pods/<name>/resize`` with ``patches`` and record it unless refused."""
     view = meta(pod)
@@ -271,11 +301,20 @@ async def resize_pod(
         outcome = write_outcome(err)
         if outcome is WriteOutcome.UNKNOWN:
             ledger.record(
-                _disruption(DisruptionKind.RESIZE, pod, now=now, confirmed=False, resources=targets)
+                _disruption(
+                    DisruptionKind.RESIZE,
+                    pod,
+                    now=now,
+                    confirmed=False,
+                    resources=targets,
+                    actor=actor,
+                )
             )
         return WriteResult(outcome, err)
     ledger.record(
-        _disruption(DisruptionKind.RESIZE, pod, now=now, confirmed=True, resources=targets)
+        _disruption(
+            DisruptionKind.RESIZE, pod, now=now, confirmed=True, resources=targets, actor=actor
+        )
     )
     return WriteResult(WriteOutcome.DONE)
 
@@ -287,6 +326,7 @@ def _disruption(
     now: datetime,
     confirmed: bool,
     resources: ContainerResources | None = None,
+    actor: str = "",
 ) -> Disruption:
     view = meta(pod)
     return Disruption(
@@ -297,6 +337,7 @@ def _disruption(
         recorded_at=now,
         confirmed=confirmed,
         resources=resources or {},
+        actor=actor,
     )
 
 

@@ -54,7 +54,7 @@ class SharedCache:
         """How the systems coordinate: whether they count each other's disruptions."""
         self.informers = InformerSet(client=client, settings=settings, rng=rng)
         self.scale_lookups = ScaleLookups(client=client, clock=clock)
-        self.disruptions = DisruptionLedger()
+        self.disruptions = DisruptionLedger(shared=coordination.shared)
         self._controllers: ControllerLookups | None = None
 
     @property
