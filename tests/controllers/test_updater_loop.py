@@ -21,10 +21,12 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from kubescale.base.coordination import Coordination
 from kubescale.controllers.vpa.updater.update_priority import UpdateSettings
 from kubescale.controllers.vpa.updater.updater_config import UpdaterSettings
 from kubescale.controllers.vpa.updater.updater_loop import UpdaterLoop, lease_is_fresh
 from kubescale.controllers.vpa.updater.updater_metrics import UpdaterMetrics
+from kubescale.kube.disruption_ledger import Disruption, DisruptionKind
 from kubescale.kube.events import EventRecorder
 from kubescale.kube.lease_record import format_micro_time
 from kubescale.kube.resources import CORE_EVENTS, LEASES, PODS
@@ -67,9 +69,18 @@ async def updaters(cluster: Cluster) -> AsyncIterator[list[Updater]]:
 
 
 async def start_updater(
-    cluster: Cluster, updaters: list[Updater], settings: UpdaterSettings | None = None
+    cluster: Cluster,
+    updaters: list[Updater],
+    settings: UpdaterSettings | None = None,
+    *,
+    coordination: Coordination = Coordination.ONE_BRAIN,
 ) -> Updater:
-    informers = SharedCache(client=cluster.client, clock=cluster.client.clock, rng=random.Random(2))
+    informers = SharedCache(
+        client=cluster.client,
+        clock=cluster.client.clock,
+        rng=random.Random(2),
+        coordination=coordination,
+    )
     cluster.loops.append(informers)
     registry = CollectorRegistry()
     events = EventRecorder(client=cluster.client, component="vpa-updater")
@@ -385,6 +396,44 @@ async def test_an_eviction_refused_with_a_500_holds_its_budget_until_it_expires(
     # Once the informer shows web-0 going, the ledger forgets it.
     await settle(cluster, updater)
     assert len(updater.loop.disruptions) == 0
+
+
+@pytest.mark.parametrize(
+    ("coordination", "expected"),
+    [
+        # One brain: the autoscaler's 2 evictions in flight spend the budget int(6 × 0.5) = 3
+        # as the updater's own would: 1 more goes (3 of 6 down or going).
+        (Coordination.ONE_BRAIN, ["web-0", "web-4", "web-5"]),
+        # Separate (upstream): the updater does not know them: 3 more, 5 of 6 down or going.
+        (Coordination.SEPARATE, ["web-0", "web-1", "web-2", "web-4", "web-5"]),
+    ],
+)
+async def test_another_systems_evictions_in_flight_spend_the_updaters_budget(
+    cluster: Cluster, updaters: list[Updater], coordination: Coordination, expected: list[str]
+) -> None:
+    web(cluster, replicas=6)
+    status_lease(cluster, renewed_ago=timedelta(0))
+    updater = await start_updater(cluster, updaters, coordination=coordination)
+    await settle(cluster, updater)
+    # The cluster autoscaler evicted web-4 and web-5 a moment ago (its node is drained); the
+    # informer shows neither yet: the ledger holds them.
+    autoscaled = ("web-4", "web-5")
+    for name in autoscaled:
+        shown = cluster.api.store.get(PODS, name, namespace=NAMESPACE)
+        assert shown is not None
+        updater.loop.disruptions.record(
+            Disruption(
+                kind=DisruptionKind.EVICTION,
+                uid=shown["metadata"]["uid"],
+                namespace=NAMESPACE,
+                name=name,
+                recorded_at=cluster.now,
+                confirmed=True,
+                actor="cluster-autoscaler",
+            )
+        )
+    await run(cluster, updater)
+    assert sorted({*_evicted_or_going(cluster), *autoscaled}) == expected
 
 
 @pytest.mark.parametrize("status", [500, 504])

@@ -44,6 +44,10 @@ __all__ = ["IN_PLACE_UPDATED_ANNOTATION", "PodActions", "resize_patches"]
 
 log = component_logger("vpa-updater")
 
+ACTOR: Final = "vpa-updater"
+"""The updater's name on the disruption ledger (what it counts alone with ``--coordination
+separate``)."""
+
 IN_PLACE_UPDATED_ANNOTATION: Final = "vpaInPlaceUpdated"
 _CONTAINER_RESOURCES_PREFIX = "/spec/containers/"
 
@@ -85,7 +89,7 @@ class PodActions:
     async def evict(
         self, pod: Mapping[str, Any], vpa: Mapping[str, Any], *, size: str, now: datetime
     ) -> WriteResult:
-        result = await evict_pod(self.client, self.ledger, pod, now=now)
+        result = await evict_pod(self.client, self.ledger, pod, now=now, actor=ACTOR)
         error = result.error
         if error is not None:
             self.metrics.failed_evictions.labels(size, _failure_reason(error)).inc()
@@ -122,9 +126,18 @@ class PodActions:
         *,
         size: str,
         now: datetime,
+        hpas: Sequence[dict[str, Any]] = (),
     ) -> WriteResult:
+        """Resize ``pod`` in place to what the webhook would give it (``hpas``: with
+        ``--coordination one-brain``, the HPAs whose resources it leaves alone)."""
         try:
-            admitted = admit_pod(pod=dict(pod), vpa=dict(vpa), limit_ranges=limit_ranges)
+            admitted = admit_pod(
+                pod=dict(pod),
+                vpa=dict(vpa),
+                limit_ranges=limit_ranges,
+                hpas=hpas,
+                avoid_hpa_conflict=bool(hpas),
+            )
         except PodAdmissionError as err:
             self.metrics.failed_in_place_updates.labels(size, "Error").inc()
             log.error(
@@ -134,7 +147,7 @@ class PodActions:
         patches = resize_patches(admitted.patches)
         if not patches:
             return WriteResult(WriteOutcome.REFUSED)
-        result = await resize_pod(self.client, self.ledger, pod, patches, now=now)
+        result = await resize_pod(self.client, self.ledger, pod, patches, now=now, actor=ACTOR)
         failure = result.error
         if failure is not None:
             reason = failure.reason if isinstance(failure, KubeApiError) else "Error"

@@ -46,8 +46,13 @@ from kubescale.base.logs import component_logger
 from kubescale.base.objects import meta
 from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef, topmost_controller
+from kubescale.controllers.vpa.api.hpa_conflict import (
+    hpa_conflict_message,
+    hpa_scaled_resources,
+    hpas_scaled_resources,
+)
 from kubescale.controllers.vpa.api.limit_ranges import merged_limit_range_item
-from kubescale.controllers.vpa.api.vpa_matching import choose_vpa
+from kubescale.controllers.vpa.api.vpa_matching import choose_vpa, target_ref_of
 from kubescale.controllers.vpa.api.vpa_policy import update_mode
 from kubescale.controllers.vpa.api.vpa_targets import VpaTargets, target_ref
 from kubescale.controllers.vpa.recommender.recommender_metrics import ExecutionTimer
@@ -65,14 +70,20 @@ from kubescale.controllers.vpa.updater.update_priority import (
     prioritized_pods,
     vpa_is_updated,
 )
-from kubescale.controllers.vpa.updater.updater_actions import PodActions
+from kubescale.controllers.vpa.updater.updater_actions import ACTOR, PodActions
 from kubescale.controllers.vpa.updater.updater_config import UpdaterSettings
 from kubescale.controllers.vpa.updater.updater_metrics import UpdaterMetrics, size_log2
 from kubescale.kube.client import KubeClient
 from kubescale.kube.disruption_ledger import WriteOutcome
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.events import EventRecorder
-from kubescale.kube.resources import LEASES, LIMIT_RANGES, PODS, VERTICAL_POD_AUTOSCALERS
+from kubescale.kube.resources import (
+    HORIZONTAL_POD_AUTOSCALERS,
+    LEASES,
+    LIMIT_RANGES,
+    PODS,
+    VERTICAL_POD_AUTOSCALERS,
+)
 from kubescale.kube.selectors import LabelSelector
 from kubescale.kube.shared_cache import SharedCache
 from kubescale.runtime.component import TimelineReport
@@ -86,6 +97,9 @@ EVICTION_EVENT: Final = "vpa-eviction"
 EVICTION_UNKNOWN_EVENT: Final = "vpa-eviction-unknown"
 IN_PLACE_EVENT: Final = "vpa-in-place-resize"
 SKIPPED_EVENT: Final = "vpa-updater-skipped"
+HPA_CONFLICT_REPORT: Final = "vpa-hpa-conflict"
+HPA_CONFLICT_REASON: Final = "HPAConflict"
+MAX_REMEMBERED_DECISIONS: Final = 10_000
 _IN_PLACE_MODES = frozenset({"InPlaceOrRecreate", "InPlace"})
 _NEVER_EVICTS = "InPlace"
 """Mode ``InPlace`` (feature gate ``InPlace``) resizes in place and never falls back to eviction."""
@@ -132,6 +146,12 @@ class UpdaterLoop:
         self.vpas = informers.informer(VERTICAL_POD_AUTOSCALERS)
         self.pods = informers.informer(PODS)
         self.limit_ranges = informers.informer(LIMIT_RANGES)
+        self.hpas = (
+            informers.informer(HORIZONTAL_POD_AUTOSCALERS) if cache.coordination.shared else None
+        )
+        """``--coordination one-brain``: the HPAs, whose resources the VPA leaves alone."""
+        self._hpa_decisions: dict[tuple[str, str], str] = {}
+        """The last ``HPAConflict`` message per VPA (an Event when it changes)."""
         self.disruptions = cache.disruptions
         self.disruptions.attach(self.pods)
         self.actions = PodActions(
@@ -259,7 +279,7 @@ class UpdaterLoop:
         if not vpas:
             return matched, terminating
         for pod in sorted(self.pods.lister.list(), key=pod_id):
-            if not pod_is_updatable(pod):
+            if not pod_is_updatable(pod, unschedulable_too=self.cache.coordination.shared):
                 owner = controller_of(pod)
                 if owner is not None and is_terminating(pod):
                     terminating[owner] += 1
@@ -287,6 +307,35 @@ class UpdaterLoop:
                 found[key] = obj
         return found
 
+    def _hpa_scaled(
+        self, vpa: Mapping[str, Any], namespace: str
+    ) -> tuple[list[dict[str, Any]], frozenset[str]]:
+        """``--coordination one-brain``: the HPAs of the namespace and the resources those
+        targeting the VPA's workload scale on (the VPA leaves them alone: docs/coordination.md);
+        an ``HPAConflict`` Event on the VPA when that decision is new or changes."""
+        if self.hpas is None:
+            return [], frozenset()
+        hpas = self.hpas.lister.list(namespace=namespace)
+        target = target_ref_of(vpa)
+        skipped = hpas_scaled_resources(hpas, target)
+        key = _key(vpa)
+        if not skipped or target is None:
+            self._hpa_decisions.pop(key, None)
+            return hpas, skipped
+        names = sorted(
+            str((hpa.get("metadata") or {}).get("name") or "")
+            for hpa in hpas
+            if hpa_scaled_resources(hpa, target)
+        )
+        message = hpa_conflict_message(target=target, hpa_names=names, resources=skipped)
+        if self._hpa_decisions.get(key) != message:
+            self._hpa_decisions[key] = message
+            if len(self._hpa_decisions) > MAX_REMEMBERED_DECISIONS:
+                self._hpa_decisions.pop(next(iter(self._hpa_decisions)))
+            self.events.event(vpa, type="Normal", reason=HPA_CONFLICT_REASON, message=message)
+            self._reports.append((HPA_CONFLICT_REPORT, f"{key[0]}/{key[1]}", message))
+        return hpas, skipped
+
     async def _update_vpa(
         self,
         vpa: dict[str, Any],
@@ -302,7 +351,7 @@ class UpdaterLoop:
         in_flight = {
             pod_id(pod): disruption.kind
             for pod in pods
-            if (disruption := self.disruptions.pending(pod, now=now)) is not None
+            if (disruption := self.disruptions.pending(pod, now=now, actor=ACTOR)) is not None
         }
         restriction = EvictionRestriction.build(
             pods=pods,
@@ -317,6 +366,7 @@ class UpdaterLoop:
         )
         namespace = str((vpa.get("metadata") or {}).get("namespace") or "")
         limit_ranges = self.limit_ranges.lister.list(namespace=namespace)
+        hpas, skipped = self._hpa_scaled(vpa, namespace)
         candidates = prioritized_pods(
             vpa=vpa,
             pods=pods,
@@ -324,6 +374,7 @@ class UpdaterLoop:
             settings=settings.priority,
             container_limit_range=merged_limit_range_item(limit_ranges, item_type="Container"),
             pod_limit_range=merged_limit_range_item(limit_ranges, item_type="Pod"),
+            skip_resources=skipped,
         )
         size = size_log2(len(pods))
         self.metrics.evictable_pods.labels(size).set(len(candidates))
@@ -340,7 +391,9 @@ class UpdaterLoop:
                     if not self.in_place_limiter.try_acquire(now):
                         return
                     self.last_in_place_attempt[pod_id(pod)] = now
-                    resized = await self.actions.resize(pod, vpa, limit_ranges, size=size, now=now)
+                    resized = await self.actions.resize(
+                        pod, vpa, limit_ranges, size=size, now=now, hpas=hpas
+                    )
                     if resized.outcome is WriteOutcome.DONE:
                         self.resized.append(pod_id(pod))
                     if resized.counts:  # done, or maybe done: no eviction on top of it
