@@ -21,6 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TextIO
 
+from kubescale.base.coordination import COORDINATION_VALUES, parse_coordination
 from kubescale.base.flag_types import positive_duration
 from kubescale.base.logs import LOG_LEVELS, configure_logging
 from kubescale.sim.scenario.comparison import VARIANTS, run_comparison
@@ -59,6 +60,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--step", type=positive_duration, help="override the simulation step (e.g. 30s)"
+    )
+    parser.add_argument(
+        "--coordination",
+        type=parse_coordination,
+        metavar="{" + ",".join(COORDINATION_VALUES) + "}",
+        help="override the scenario's coordination of the systems (one-brain: kubescale's; "
+        "separate: upstream's, each system on its own)",
     )
     parser.add_argument("--report-json", type=Path, metavar="FILE", help="write the JSON report")
     parser.add_argument("--report-html", type=Path, metavar="FILE", help="write the HTML report")
@@ -117,7 +125,10 @@ def run(args: argparse.Namespace) -> int:
     path: Path = args.scenario if args.scenario is not None else demo_scenario_path()
     try:
         scenario = load_scenario(path).with_overrides(
-            seed=args.seed, duration=args.duration, step=args.step
+            seed=args.seed,
+            duration=args.duration,
+            step=args.step,
+            coordination=args.coordination,
         )
     except ScenarioError as exc:
         for problem in exc.problems:

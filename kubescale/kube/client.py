@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import copy
 import random
+import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from kubernetes.aio.client import ApiClient, Configuration
 from prometheus_client import CollectorRegistry
@@ -27,7 +29,13 @@ from kubescale.base.clock import Clock, RealClock
 from kubescale.kube.config_loading import InClusterPaths, load_configuration
 from kubescale.kube.errors import NotLeaderError
 from kubescale.kube.resources import PODS, ResourceType
-from kubescale.kube.transport import JSON, ClientMetrics, ClientSettings, Transport
+from kubescale.kube.transport import (
+    JSON,
+    ClientMetrics,
+    ClientSettings,
+    Transport,
+    send_gate_trace,
+)
 from kubescale.kube.watch_stream import WatchStream
 
 __all__ = ["ClientSettings", "KubeClient", "ListResult", "PatchType", "connect"]
@@ -47,6 +55,49 @@ class ListResult:
 
     items: list[dict[str, Any]]
     resource_version: str
+
+
+def resolve_proxy_once(
+    configuration: Configuration, *, proxies: Mapping[str, str] | None = None
+) -> None:
+    """Read the proxy environment once, here, instead of on every request.
+
+    ``kubernetes.aio``'s session has aiohttp's ``trust_env=True``, so every request looks up
+    ``~/.netrc`` and ``HTTPS_PROXY``/``NO_PROXY`` in a worker thread: two thread hand-offs, about
+    1 ms of CPU per request (half of a checkpoint write's cost at 10,000 writes per pass). The
+    environment does not change under a running process, so the proxy client-go would use
+    (``http.ProxyFromEnvironment``: the scheme's ``*_PROXY`` unless ``NO_PROXY`` names the host)
+    is resolved once into ``configuration.proxy`` and the session stops trusting the
+    environment. A proxy set in the kubeconfig (``proxy-url``) wins; ``~/.netrc`` credentials are
+    not used for the API server (client-go does not read it either)."""
+    if getattr(configuration, "client_session_kwargs", None):
+        return  # someone configured the session already: leave it alone
+    if not configuration.proxy:
+        found = urllib.request.getproxies() if proxies is None else proxies
+        target = urlsplit(str(configuration.host or ""))
+        proxy = found.get(target.scheme or "https")
+        no_proxy = found.get("no")
+        if proxy and not _bypassed(target.hostname or "", no_proxy):
+            configuration.proxy = proxy
+    configuration.client_session_kwargs = {"trust_env": False}
+
+
+def _bypassed(host: str, no_proxy: str | None) -> bool:
+    """Go's ``NO_PROXY`` matching, as far as it matters for one API server host: ``*``, an
+    exact name or IP, or a domain suffix (``.example.com`` or ``example.com``)."""
+    if not no_proxy:
+        return False
+    host = host.lower().strip("[]")
+    for entry in (part.strip().lower() for part in no_proxy.split(",")):
+        if not entry:
+            continue
+        if entry == "*":
+            return True
+        name = entry.split(":")[0] if entry.count(":") == 1 else entry
+        bare = name.lstrip(".")
+        if host == bare or host.endswith("." + bare):
+            return True
+    return False
 
 
 def _name_namespace(obj: Mapping[str, Any]) -> tuple[str, str | None]:
@@ -98,6 +149,11 @@ class KubeClient:
         rng: random.Random | None = None,
     ) -> KubeClient:
         configuration.retries = None
+        resolve_proxy_once(configuration)
+        configuration.trace_configs = [
+            *(getattr(configuration, "trace_configs", None) or ()),
+            send_gate_trace(),
+        ]
         return cls(
             api_client=ApiClient(configuration=configuration),
             clock=clock,

@@ -10,7 +10,10 @@ it, and :meth:`SharedCache.collections` can say at start-up what the process wat
 * :attr:`SharedCache.scale_lookups` — controllers of kinds without an informer, by ``/scale``;
 * :attr:`SharedCache.controllers` — the controller lookups over both
   (:class:`~kubescale.kube.controller_lookups.ControllerLookups`), created on first use (it
-  requests the well-known controller informers).
+  requests the well-known controller informers);
+* :attr:`SharedCache.disruptions` — the evictions and resizes the process made that the pods'
+  informers have not shown yet (:class:`~kubescale.kube.disruption_ledger.DisruptionLedger`),
+  which every system that budgets disruptions counts.
 
 Readiness (``/readyz``) is "every informer requested by an enabled component has synced".
 The scale lookups resolve their misses off the request path: :meth:`SharedCache.resolve_lookups`
@@ -24,8 +27,10 @@ import asyncio
 import random
 
 from kubescale.base.clock import Clock
+from kubescale.base.coordination import DEFAULT_COORDINATION, Coordination
 from kubescale.kube.client import KubeClient
 from kubescale.kube.controller_lookups import ControllerLookups
+from kubescale.kube.disruption_ledger import DisruptionLedger
 from kubescale.kube.informer import InformerSettings
 from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.scale_lookups import ScaleLookups
@@ -43,9 +48,13 @@ class SharedCache:
         clock: Clock,
         settings: InformerSettings | None = None,
         rng: random.Random | None = None,
+        coordination: Coordination = DEFAULT_COORDINATION,
     ) -> None:
+        self.coordination = coordination
+        """How the systems coordinate: whether they count each other's disruptions."""
         self.informers = InformerSet(client=client, settings=settings, rng=rng)
         self.scale_lookups = ScaleLookups(client=client, clock=clock)
+        self.disruptions = DisruptionLedger(shared=coordination.shared)
         self._controllers: ControllerLookups | None = None
 
     @property

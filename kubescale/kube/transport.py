@@ -28,6 +28,7 @@ duration. Retry sleeps use the injected clock; jitter an injectable ``random.Ran
 
 from __future__ import annotations
 
+import contextvars
 import json
 import random
 from collections.abc import Callable, Sequence
@@ -51,6 +52,33 @@ log = component_logger("kube.client")
 JSON = "application/json"
 # client-go's rest_client_request_duration_seconds buckets.
 LATENCY_BUCKETS = (0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
+
+
+_SEND_GATE: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
+    "kubescale_send_gate", default=None
+)
+"""The current request's ``before_send`` check, for :func:`send_gate_trace`."""
+
+
+def send_gate_trace() -> aiohttp.TraceConfig:
+    """A trace that runs the request's ``before_send`` check again once aiohttp holds a
+    connection for it, just before the request goes on the wire.
+
+    The check before the attempt is not the last moment: a request can wait for a pooled
+    connection, a TLS handshake or the event loop (several concurrent writes, or a process
+    frozen by SIGSTOP/GC in between), and a write that passed its leader gate before such a wait
+    must not go out after it (the split-brain test counted two stale checkpoint writes with
+    8 written at once). Raising here aborts the request before any byte is sent."""
+
+    async def check(*_args: object) -> None:
+        gate = _SEND_GATE.get()
+        if gate is not None:
+            gate()
+
+    trace = aiohttp.TraceConfig()
+    trace.on_connection_reuseconn.append(check)
+    trace.on_connection_create_end.append(check)
+    return trace
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -188,15 +216,19 @@ class Transport:
             if before_send is not None:
                 before_send()
             started = self.clock.monotonic()
+            token = _SEND_GATE.set(before_send)
             try:
-                response = await self._send(
-                    method=method,
-                    path=path,
-                    query=query,
-                    body=body,
-                    content_type=content_type,
-                    client_timeout=timeout,
-                )
+                try:
+                    response = await self._send(
+                        method=method,
+                        path=path,
+                        query=query,
+                        body=body,
+                        content_type=content_type,
+                        client_timeout=timeout,
+                    )
+                finally:
+                    _SEND_GATE.reset(token)
                 try:
                     payload = await response.read()
                 except (aiohttp.ClientError, TimeoutError, OSError) as err:

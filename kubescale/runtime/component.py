@@ -54,6 +54,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from kubescale.base.clock import Clock
+from kubescale.base.coordination import DEFAULT_COORDINATION, Coordination
 from kubescale.base.flag_types import FlagValueError
 from kubescale.kube.client import KubeClient
 from kubescale.kube.shared_cache import SharedCache
@@ -142,6 +143,9 @@ class Runtime:
     ``kube-system/kubescale``); ``None`` in ``serve``, where components use their own flags
     (``--webhook-service`` ...)."""
     environ: Mapping[str, str] = field(default_factory=dict)
+    coordination: Coordination = DEFAULT_COORDINATION
+    """How the systems coordinate (``--coordination``, a scenario's ``coordination:``): every
+    component reads it here (:mod:`kubescale.base.coordination`)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -218,7 +218,7 @@ def _build_components(
     client = server.kube
     assert client is not None
     config = server.config
-    cache = SharedCache(client=client, clock=server.clock)
+    cache = SharedCache(client=client, clock=server.clock, coordination=config.coordination)
     server.cache = cache
     leadership = _LeadershipOf(server)
     runtime = Runtime(
@@ -237,6 +237,7 @@ def _build_components(
             reload_interval=config.cert_reload_interval,
         ),
         environ=dict(os.environ if environ is None else environ),
+        coordination=config.coordination,
     )
     server.runtime = runtime
     specs: list[LoopSpec] = []

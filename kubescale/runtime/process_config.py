@@ -23,6 +23,12 @@ import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
+from kubescale.base.coordination import (
+    COORDINATION_VALUES,
+    DEFAULT_COORDINATION,
+    Coordination,
+    parse_coordination,
+)
 from kubescale.base.flag_types import (
     parse_address,
     parse_bool,
@@ -62,6 +68,8 @@ class ProcessConfig:
     leader_elect_retry_period: float
     leader_elect_resource_name: str
     leader_elect_resource_namespace: str
+    coordination: Coordination = DEFAULT_COORDINATION
+    """How the systems coordinate (:mod:`kubescale.base.coordination`)."""
 
 
 def add_process_arguments(parser: argparse.ArgumentParser) -> None:
@@ -162,6 +170,16 @@ def add_process_arguments(parser: argparse.ArgumentParser) -> None:
         default=25.0,
         metavar="DURATION",
         help="after SIGTERM, how long loops may take to finish their iteration (default: 25s)",
+    )
+
+    suite = parser.add_argument_group("the suite")
+    suite.add_argument(
+        "--coordination",
+        choices=COORDINATION_VALUES,
+        default=DEFAULT_COORDINATION.value,
+        help="one-brain: the systems share one disruption budget and one view of the requests "
+        "(VPA aware of the HPA, the cluster autoscaler of the VPA, the descheduler checks the "
+        "fit); separate: upstream's behaviour, each system on its own (default: %(default)s)",
     )
 
     election = parser.add_argument_group(
@@ -277,4 +295,5 @@ def process_config_from_args(args: argparse.Namespace) -> ProcessConfig:
         leader_elect_retry_period=args.leader_elect_retry_period,
         leader_elect_resource_name=args.leader_elect_resource_name,
         leader_elect_resource_namespace=args.leader_elect_resource_namespace,
+        coordination=parse_coordination(args.coordination),
     )

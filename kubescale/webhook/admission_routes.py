@@ -62,7 +62,10 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from kubescale.base.logs import component_logger
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef
-from kubescale.controllers.vpa.api.hpa_conflict import hpa_scaled_resources
+from kubescale.controllers.vpa.api.hpa_conflict import (
+    hpa_conflict_message,
+    hpa_scaled_resources,
+)
 from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict
 from kubescale.controllers.vpa.api.pod_admission import PodAdmissionError
 from kubescale.kube.events import EventRecorder
@@ -403,18 +406,6 @@ class AdmissionWebhook:
             resource="VPA",
             patches=patches,
         )
-
-
-def hpa_conflict_message(
-    *, target: ControllerRef, hpa_names: Sequence[str], resources: frozenset[str]
-) -> str:
-    """The HPAConflict event's message: stable across pods, so repeats are aggregated."""
-    names = ", ".join(hpa_names) if hpa_names else "an HPA"
-    scaled = ", ".join(sorted(resources))
-    return (
-        f"HorizontalPodAutoscaler {names} scales {target.kind}/{target.name} on {scaled}: "
-        f"the {scaled} requests and limits of its pods are left as they are"
-    )
 
 
 def limit_range_override_message(

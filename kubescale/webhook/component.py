@@ -65,6 +65,10 @@ class WebhookComponent(BaseComponent):
                 service_namespace=runtime.service.namespace,
                 register_by_url=False,
             )
+        if runtime.coordination.shared and not settings.avoid_hpa_conflict:
+            # One brain: a VPA leaves alone the resources an HPA on its workload scales on
+            # (docs/coordination.md); --avoid-hpa-conflict is what does it.
+            settings = replace(settings, avoid_hpa_conflict=True)
         self.settings = settings
         self.runtime = runtime
         self.caches = WebhookCaches(

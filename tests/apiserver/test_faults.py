@@ -146,6 +146,38 @@ async def test_injected_watch_failure_status(api: Any, server: ApiServer) -> Non
         response.release()
 
 
+@pytest.mark.parametrize(
+    ("status", "reason", "message"),
+    [
+        (500, "InternalError", "Internal error occurred: injected fault"),
+        (
+            504,
+            "Timeout",
+            "Timeout: request did not complete within requested timeout - context deadline "
+            "exceeded",
+        ),
+    ],
+)
+async def test_commit_then_fail_stores_the_write_and_answers_the_error(
+    api: Any, server: ApiServer, status: int, reason: str, message: str
+) -> None:
+    core = loose(client.CoreV1Api(api))
+    server.faults.add(verb="create", resource="configmaps", status=status, after_commit=True)
+    with pytest.raises(ApiException) as caught:
+        await core.create_namespaced_config_map("default", {"metadata": {"name": "kept"}})
+    failure = status_of(caught.value)
+    assert caught.value.status == status
+    assert (failure["reason"], failure["message"]) == (reason, message)
+    # The write happened although the client was told it failed.
+    stored = await core.read_namespaced_config_map("kept", "default")
+    assert stored.metadata.name == "kept"
+    # A request the server refuses by itself keeps its own answer: nothing was committed.
+    server.faults.add(verb="create", resource="configmaps", status=500, after_commit=True)
+    with pytest.raises(ApiException) as refused:
+        await core.create_namespaced_config_map("default", {"metadata": {"name": "kept"}})
+    assert refused.value.status == 409
+
+
 def test_fault_arguments_are_checked(server: ApiServer) -> None:
     with pytest.raises(ValueError, match="unknown verb"):
         server.faults.add(verb="read")
@@ -153,3 +185,7 @@ def test_fault_arguments_are_checked(server: ApiServer) -> None:
         server.faults.add(status=200)
     with pytest.raises(ValueError, match="count"):
         server.faults.add(count=0)
+    with pytest.raises(ValueError, match="after_commit needs a write verb"):
+        server.faults.add(verb="get", after_commit=True)
+    with pytest.raises(ValueError, match="after_commit needs a write verb"):
+        server.faults.add(verb="create", status=0, after_commit=True)

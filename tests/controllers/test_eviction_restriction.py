@@ -1,5 +1,7 @@
 """Eviction budget tables: upstream's ``isPodDisruptable`` over replicas × tolerance, min replicas,
-pending pods, Jobs, DaemonSets and the in-place decision (``CanInPlaceUpdate``)."""
+pending pods, Jobs, DaemonSets and the in-place decision (``CanInPlaceUpdate``); kubescale's
+group size (``max(declared, live)``, a custom kind's ``/scale``) and the disruptions of earlier
+loops still in flight."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from kubescale.controllers.vpa.updater.eviction_restriction import (
     InPlaceDecision,
     configured_replicas,
 )
+from kubescale.kube.disruption_ledger import DisruptionKind
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 NS = "default"
@@ -90,8 +93,10 @@ def evict_all(restriction: EvictionRestriction, pods: list[dict[str, Any]]) -> l
         (1, 1, 0, 0.5, None, 0),
         # tolerance 1.0 evicts every pod.
         (3, 3, 0, 1.0, None, 3),
-        # more live pods than configured (rollout surge): 5 > 4 - 2 … while alive > 2.
-        (4, 5, 0, 0.5, None, 3),
+        # more live pods than configured (a scale-down under way): upstream sizes the group 4
+        # (tolerance 2, 3 evictions: 5 > 2, 4 > 2, 3 > 2); kubescale by max(4, 5 live) = 5:
+        # tolerance int(2.5) = 2, shouldBeAlive 3: 5 > 3, 4 > 3 → 2.
+        (4, 5, 0, 0.5, None, 2),
     ],
 )
 def test_budget_table(case: tuple[int, int, int, float, int | None, int]) -> None:
@@ -158,11 +163,21 @@ def test_same_pod_is_not_evicted_twice() -> None:
             "StatefulSet default/x has no replicas config",
         ),
         ("ReplicaSet", None, 2, "ReplicaSet default/x does not exist"),
-        ("DaemonSet", {"status": {"numberReady": 4}}, 6, 4),
+        # A declared count below the live pods (scale-down under way): the live pods, 6.
+        ("ReplicaSet", {"spec": {"replicas": 3}}, 6, 6),
+        # numberReady lags its 6 live pods: max(4, 6) = 6 (upstream: 4).
+        ("DaemonSet", {"status": {"numberReady": 4}}, 6, 6),
+        # ... and desiredNumberScheduled says 9 nodes should run one: max(4, 9, 6) = 9.
+        ("DaemonSet", {"status": {"numberReady": 4, "desiredNumberScheduled": 9}}, 6, 9),
+        ("DaemonSet", {"status": {"numberReady": 5}}, 2, 5),
         ("DaemonSet", {"status": {}}, 6, "DaemonSet default/x has no number ready pods"),
         ("Job", None, 7, 7),
-        # Upstream's replica-count switch has no case for other kinds: 0, no error.
-        ("Workflow", None, 3, 0),
+        # Any other kind: its /scale spec.replicas, max with the live pods (upstream: 0, which
+        # let every pod go); unknown while the /scale lookup has not answered.
+        ("CloneSet", {"spec": {"replicas": 5}}, 3, 5),
+        ("CloneSet", {"spec": {"replicas": 2}}, 3, 3),
+        ("CloneSet", {"spec": {"replicas": 0}}, 3, "CloneSet default/x has no replicas config"),
+        ("Workflow", None, 3, "Workflow default/x has no scale subresource known"),
     ],
 )
 def test_configured_replicas(
@@ -180,19 +195,111 @@ def test_job_uses_live_pods_as_configured() -> None:
     assert len(evict_all(restriction, pods)) == 2
 
 
-def test_daemonset_uses_number_ready() -> None:
+def test_daemonset_lagging_number_ready_is_sized_by_its_pods() -> None:
     pods = [make_pod(f"d{i}", kind="DaemonSet", owner="agent") for i in range(4)]
     key = ControllerKey(namespace=NS, kind="DaemonSet", name="agent")
-    # numberReady 2 → tolerance 1, shouldBeAlive 1; four running pods may lose three.
+    # numberReady 2 lags 4 running pods. Upstream: tolerance 1, shouldBeAlive 1 → 3 of 4 go.
+    # kubescale: max(2, 4) = 4, tolerance 2, shouldBeAlive 2 → 4 > 2, 3 > 2: 2 go.
     restriction = EvictionRestriction.build(
         pods=pods, controllers={key: {"status": {"numberReady": 2}}}, vpa=vpa()
     )
-    assert len(evict_all(restriction, pods)) == 3
+    assert len(evict_all(restriction, pods)) == 2
     not_ready = EvictionRestriction.build(
         pods=pods, controllers={key: {"status": {"numberReady": 0}}}, vpa=vpa()
     )
     assert evict_all(not_ready, pods) == []
     assert not_ready.skipped[0].reason == "DaemonSet default/agent has no number ready pods"
+
+
+def test_a_custom_kind_is_budgeted_by_its_scale() -> None:
+    pods = [make_pod(f"c{i}", kind="CloneSet", owner="web") for i in range(6)]
+    key = ControllerKey(namespace=NS, kind="CloneSet", name="web")
+    # /scale spec.replicas 6: tolerance 3, shouldBeAlive 3 → 6, 5, 4 > 3: 3 go (upstream's 0
+    # configured made shouldBeAlive 0: all 6).
+    scaled = EvictionRestriction.build(
+        pods=pods, controllers={key: {"spec": {"replicas": 6}}}, vpa=vpa()
+    )
+    assert len(evict_all(scaled, pods)) == 3
+    unknown = EvictionRestriction.build(pods=pods, controllers={}, vpa=vpa())
+    assert evict_all(unknown, pods) == []
+    assert [s.reason for s in unknown.skipped] == [
+        "CloneSet default/web has no scale subresource known"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("in_flight", "expected"),
+    [
+        # 6 configured, 6 running, tolerance 3, shouldBeAlive 3.
+        # Nothing in flight: 6, 5, 4 > 3 → 3 go.
+        ({}, ["p0", "p1", "p2"]),
+        # Two evictions of earlier loops not shown yet: alive 6 − 2 = 4 > 3 → 1 more (p2).
+        ({"p0": DisruptionKind.EVICTION, "p1": DisruptionKind.EVICTION}, ["p2"]),
+        # A resize in flight counts as inPlaceUpdateInitiated: alive 5 → p1, p2 (5, 4 > 3).
+        ({"p0": DisruptionKind.RESIZE}, ["p1", "p2"]),
+        # Three in flight: alive 3, not > 3 → none.
+        ({f"p{i}": DisruptionKind.EVICTION for i in range(3)}, []),
+    ],
+)
+def test_disruptions_in_flight_count_and_are_not_repeated(
+    in_flight: dict[str, DisruptionKind], expected: list[str]
+) -> None:
+    pods = [make_pod(f"p{i}") for i in range(6)]
+    restriction = EvictionRestriction.build(
+        pods=pods,
+        controllers={RS: replica_set(6)},
+        vpa=vpa(),
+        in_flight={f"{NS}/{name}": kind for name, kind in in_flight.items()},
+    )
+    assert evict_all(restriction, pods) == expected
+    for name in in_flight:
+        pod = next(p for p in pods if p["metadata"]["name"] == name)
+        assert restriction.in_place_decision(pod, now=NOW) is InPlaceDecision.DEFERRED
+
+
+def test_a_disruption_in_flight_spends_the_at_least_one_pod() -> None:
+    # 3 × 0.1: tolerance 0, the "at least one" rule — already used by the pod in flight.
+    pods = [make_pod(f"p{i}") for i in range(3)]
+    restriction = EvictionRestriction.build(
+        pods=pods,
+        controllers={RS: replica_set(3)},
+        vpa=vpa(),
+        eviction_tolerance=0.1,
+        in_flight={f"{NS}/p0": DisruptionKind.EVICTION},
+    )
+    assert evict_all(restriction, pods) == []
+
+
+@pytest.mark.parametrize(
+    ("kind", "controller", "expected"),
+    [
+        # A Job of 6 pods, 3 evicted by an earlier loop and still terminating: upstream sizes
+        # it by its 3 live pods (tolerance 1, shouldBeAlive 2: one more goes, then another
+        # loop...); kubescale by 3 + 3 = 6: tolerance 3, shouldBeAlive 3, alive 3 → none.
+        ("Job", None, []),
+        # A DaemonSet whose numberReady (1) lags: the same, sized 6 → none.
+        ("DaemonSet", {"status": {"numberReady": 1}}, []),
+        # A ReplicaSet's spec.replicas 6 already says so: none either way.
+        ("ReplicaSet", {"spec": {"replicas": 6}}, []),
+    ],
+)
+def test_pods_being_deleted_still_size_their_group(
+    kind: str, controller: dict[str, Any] | None, expected: list[str]
+) -> None:
+    pods = [make_pod(f"p{i}", kind=kind, owner="web") for i in range(3)]
+    key = ControllerKey(namespace=NS, kind=kind, name="web")
+    restriction = EvictionRestriction.build(
+        pods=pods,
+        controllers={} if controller is None else {key: controller},
+        vpa=vpa(),
+        terminating={key: 3},
+    )
+    assert evict_all(restriction, pods) == expected
+    shrunk = EvictionRestriction.build(
+        pods=pods, controllers={} if controller is None else {key: controller}, vpa=vpa()
+    )
+    # Without the pods being deleted: Job and DaemonSet sized 3 (tolerance 1, one goes).
+    assert len(evict_all(shrunk, pods)) == (0 if kind == "ReplicaSet" else 1)
 
 
 def test_nil_replicas_skips_group_with_reason() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import pytest
 
 from kubescale.controllers.vpa.model.go_math import go_micros, round_time
@@ -16,6 +17,7 @@ from kubescale.controllers.vpa.model.histogram import (
     DecayingHistogram,
     HistogramCheckpointError,
     HistogramOptions,
+    HistogramStore,
 )
 
 HOUR = 3600 * 10**9
@@ -261,3 +263,56 @@ def test_epsilon_is_exactly_upstreams_constant() -> None:
     # 0.001 * minSampleWeight is a Go constant expression: exactly 1e-4, not 0.001 * 0.1.
     assert EPSILON == 1e-4
     assert math.isclose(EPSILON, 0.001 * 0.1)
+
+
+# -- the epsilon of the options (histogram.go reads h.options.Epsilon(), not a constant) --------
+
+# SMALL's buckets with epsilon 0.5: starts 0, 40, 100, 190, 325, 527.5; 45 → bucket 1, 200 → 3.
+COARSE = HistogramOptions(max_value=500.0, first_bucket_size=40.0, ratio=1.5, epsilon=0.5)
+
+
+def _coarse() -> DecayingHistogram:
+    return DecayingHistogram(COARSE, HOUR)
+
+
+def test_a_sample_lighter_than_the_options_epsilon_leaves_the_histogram_empty() -> None:
+    histogram = _coarse()
+    # 0.3 < 0.5: AddSample does not move min/max, and IsEmpty reads bucket min (5, weight 0).
+    histogram.add_sample(45.0, 0.3, ALIGNED)
+    assert histogram.is_empty()
+    assert histogram.percentile(0.5) == 0.0
+    # 0.3 + 0.3 = 0.6 >= 0.5: bucket 1 becomes min and max; P50 is the end of bucket 1 (100).
+    histogram.add_sample(45.0, 0.3, ALIGNED)
+    assert not histogram.is_empty()
+    assert (histogram.min_bucket, histogram.max_bucket) == (1, 1)
+    assert histogram.percentile(0.5) == 100.0
+
+
+def test_subtract_clamps_within_the_options_epsilon() -> None:
+    histogram = _coarse()
+    histogram.add_sample(45.0, 1.0, ALIGNED)
+    # 0.6 > 1.0 - 0.5: SubtractSample takes the whole bucket (with epsilon 1e-4 0.4 would stay).
+    histogram.subtract_sample(45.0, 0.6, ALIGNED)
+    assert histogram.bucket_weights()[1] == 0.0
+    assert histogram.total_weight == 0.0
+    assert histogram.is_empty()
+
+
+def test_loading_drops_buckets_under_the_options_epsilon() -> None:
+    histogram = _coarse()
+    # ratio = totalWeight / Σstored = 1.0 / 10: bucket 1 weighs 0.3 (< 0.5), bucket 3 0.7.
+    histogram.load_from_checkpoint({"totalWeight": 1.0, "bucketWeights": {"1": 3, "3": 7}})
+    assert (histogram.min_bucket, histogram.max_bucket) == (3, 3)
+    # P10: threshold 0.1 reached in bucket 3 → its end, the start of bucket 4 (325).
+    assert histogram.percentile(0.1) == 325.0
+
+
+def test_vectorised_rows_use_the_options_epsilon() -> None:
+    store = HistogramStore(COARSE, HOUR, capacity=2)
+    rows = np.array([store.allocate(), store.allocate()], dtype=np.int64)
+    at = np.full(2, go_micros(ALIGNED), dtype=np.int64)
+    # Row 0 gets 0.3 (under epsilon: stays empty), row 1 gets 0.7 at 200 (bucket 3).
+    store.add_samples_rows(rows, np.array([45.0, 200.0]), np.array([0.3, 0.7]), at)
+    assert [store.is_empty(int(row)) for row in rows] == [True, False]
+    # P50: row 0 is empty → 0; row 1's only bucket is 3 → its end, 325.
+    assert store.percentiles_rows(rows, [0.5]).tolist() == [[0.0], [325.0]]

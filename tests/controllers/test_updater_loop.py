@@ -21,13 +21,15 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from kubescale.base.coordination import Coordination
 from kubescale.controllers.vpa.updater.update_priority import UpdateSettings
 from kubescale.controllers.vpa.updater.updater_config import UpdaterSettings
 from kubescale.controllers.vpa.updater.updater_loop import UpdaterLoop, lease_is_fresh
 from kubescale.controllers.vpa.updater.updater_metrics import UpdaterMetrics
+from kubescale.kube.disruption_ledger import Disruption, DisruptionKind
 from kubescale.kube.events import EventRecorder
 from kubescale.kube.lease_record import format_micro_time
-from kubescale.kube.resources import CORE_EVENTS, PODS
+from kubescale.kube.resources import CORE_EVENTS, LEASES, PODS
 from kubescale.kube.shared_cache import SharedCache
 
 from .test_recommender_loop import NAMESPACE, Cluster, cluster
@@ -67,9 +69,18 @@ async def updaters(cluster: Cluster) -> AsyncIterator[list[Updater]]:
 
 
 async def start_updater(
-    cluster: Cluster, updaters: list[Updater], settings: UpdaterSettings | None = None
+    cluster: Cluster,
+    updaters: list[Updater],
+    settings: UpdaterSettings | None = None,
+    *,
+    coordination: Coordination = Coordination.ONE_BRAIN,
 ) -> Updater:
-    informers = SharedCache(client=cluster.client, clock=cluster.client.clock, rng=random.Random(2))
+    informers = SharedCache(
+        client=cluster.client,
+        clock=cluster.client.clock,
+        rng=random.Random(2),
+        coordination=coordination,
+    )
     cluster.loops.append(informers)
     registry = CollectorRegistry()
     events = EventRecorder(client=cluster.client, component="vpa-updater")
@@ -87,14 +98,18 @@ async def start_updater(
     return updater
 
 
-async def run(cluster: Cluster, updater: Updater) -> None:
+async def settle(cluster: Cluster, updater: Updater) -> None:
+    """Wait until the updater's informers hold the store as it is now."""
     target = str(cluster.api.store.resource_version)
     for _ in range(100):
         cluster.api.bookmark_watches()
         if await updater.loop.cache.wait_for_resource_version(target, within=0.1):
-            break
-    else:
-        raise AssertionError("the updater's informers did not catch up")
+            return
+    raise AssertionError("the updater's informers did not catch up")
+
+
+async def run(cluster: Cluster, updater: Updater) -> None:
+    await settle(cluster, updater)
     await updater.loop.run_once(cluster.now)
     await updater.events.flush()
 
@@ -327,3 +342,125 @@ async def test_in_place_mode_is_left_alone_without_its_gate(
     updater = await start_updater(cluster, updaters)  # the InPlace gate is off by default
     await run(cluster, updater)
     assert (updater.loop.evicted, updater.loop.resized) == ([], [])
+
+
+# -- writes whose outcome is unknown (kubescale.kube.disruption_ledger) ------------------------
+
+
+def _evicted_or_going(cluster: Cluster) -> list[str]:
+    return sorted(
+        pod["metadata"]["name"]
+        for pod in cluster.api.store.list(PODS, namespace=NAMESPACE)
+        if pod["metadata"].get("deletionTimestamp")
+    )
+
+
+def renew_lease(cluster: Cluster) -> None:
+    """The webhook's status Lease, renewed now (its loop runs every 10 s)."""
+    lease = cluster.api.store.get(LEASES, LEASE, NAMESPACE)
+    spec = {**lease["spec"], "renewTime": format_micro_time(cluster.now)}
+    cluster.api.store.update({**lease, "spec": spec})
+
+
+async def test_an_eviction_refused_with_a_500_holds_its_budget_until_it_expires(
+    cluster: Cluster, updaters: list[Updater]
+) -> None:
+    web(cluster)  # 4 pods: budget int(4 × 0.5) = 2
+    status_lease(cluster, renewed_ago=timedelta(0))
+    # The first eviction fails before anything happened; the client cannot know that.
+    cluster.api.faults.add(verb="create", resource="pods/eviction", status=500)
+    updater = await start_updater(cluster, updaters)
+    await run(cluster, updater)
+    # web-0's outcome is unknown: it counts, so one more (web-1) goes: alive 4 − 2 = 2.
+    assert _evicted_or_going(cluster) == ["web-1"]
+    assert updater.loop.drain_reports() == [
+        (
+            "vpa-eviction-unknown",
+            f"{NAMESPACE}/web-0",
+            "eviction answered 500: counted as evicted",
+        ),
+        ("vpa-eviction", f"{NAMESPACE}/web-1", "evicted by VPA"),
+    ]
+    unknown = {"vpa_size_log2": "2", "reason": "InternalError"}
+    assert updater.sample("vpa_updater_failed_eviction_attempts_total", unknown) == 1
+    # A minute later web-0 still shows no eviction: still counted (alive 3 − 1 = 2), nothing.
+    await cluster.advance(60)
+    renew_lease(cluster)
+    await run(cluster, updater)
+    assert _evicted_or_going(cluster) == ["web-1"]
+    # Five minutes after the attempt the ledger gives up on it: web-0 is live, and goes.
+    await cluster.advance(240)
+    renew_lease(cluster)
+    await run(cluster, updater)
+    assert _evicted_or_going(cluster) == ["web-0", "web-1"]
+    # Once the informer shows web-0 going, the ledger forgets it.
+    await settle(cluster, updater)
+    assert len(updater.loop.disruptions) == 0
+
+
+@pytest.mark.parametrize(
+    ("coordination", "expected"),
+    [
+        # One brain: the autoscaler's 2 evictions in flight spend the budget int(6 × 0.5) = 3
+        # as the updater's own would: 1 more goes (3 of 6 down or going).
+        (Coordination.ONE_BRAIN, ["web-0", "web-4", "web-5"]),
+        # Separate (upstream): the updater does not know them: 3 more, 5 of 6 down or going.
+        (Coordination.SEPARATE, ["web-0", "web-1", "web-2", "web-4", "web-5"]),
+    ],
+)
+async def test_another_systems_evictions_in_flight_spend_the_updaters_budget(
+    cluster: Cluster, updaters: list[Updater], coordination: Coordination, expected: list[str]
+) -> None:
+    web(cluster, replicas=6)
+    status_lease(cluster, renewed_ago=timedelta(0))
+    updater = await start_updater(cluster, updaters, coordination=coordination)
+    await settle(cluster, updater)
+    # The cluster autoscaler evicted web-4 and web-5 a moment ago (its node is drained); the
+    # informer shows neither yet: the ledger holds them.
+    autoscaled = ("web-4", "web-5")
+    for name in autoscaled:
+        shown = cluster.api.store.get(PODS, name, namespace=NAMESPACE)
+        assert shown is not None
+        updater.loop.disruptions.record(
+            Disruption(
+                kind=DisruptionKind.EVICTION,
+                uid=shown["metadata"]["uid"],
+                namespace=NAMESPACE,
+                name=name,
+                recorded_at=cluster.now,
+                confirmed=True,
+                actor="cluster-autoscaler",
+            )
+        )
+    await run(cluster, updater)
+    assert sorted({*_evicted_or_going(cluster), *autoscaled}) == expected
+
+
+@pytest.mark.parametrize("status", [500, 504])
+async def test_a_resize_committed_then_failed_counts_and_is_not_followed_by_an_eviction(
+    cluster: Cluster, updaters: list[Updater], status: int
+) -> None:
+    web(cluster, mode="InPlaceOrRecreate")
+    status_lease(cluster, renewed_ago=timedelta(0))
+    cluster.api.faults.add(
+        verb="patch", resource="pods/resize", status=status, count=None, after_commit=True
+    )
+    updater = await start_updater(cluster, updaters)
+    await run(cluster, updater)
+    # The budget (2 of 4) is spent on two resizes whose answers were errors; upstream fell back
+    # to evicting them as well.
+    assert (updater.loop.evicted, updater.loop.resized) == ([], [])
+    assert _evicted_or_going(cluster) == []
+    resized = [
+        pod["metadata"]["name"]
+        for pod in cluster.api.store.list(PODS, namespace=NAMESPACE)
+        if pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "500m"
+    ]
+    assert resized == ["web-0", "web-1"]
+    # The next loop sees the resizes applied (the ledger lets go) and resizes the other two.
+    cluster.api.faults.clear()
+    await cluster.advance(60)
+    renew_lease(cluster)
+    await run(cluster, updater)
+    assert sorted(updater.loop.resized) == [f"{NAMESPACE}/web-2", f"{NAMESPACE}/web-3"]
+    assert _evicted_or_going(cluster) == []

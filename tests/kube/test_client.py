@@ -325,3 +325,33 @@ async def test_a_gated_write_is_checked_again_before_each_retry(
             await gated.create(CONFIG_MAPS, config_map("x"), namespace="default")
     finally:
         await kube.close()
+
+
+@pytest.mark.parametrize("warm", [False, True])
+async def test_a_gated_write_is_checked_again_once_it_holds_a_connection(
+    apiserver: ApiServer, kubeconfig: Path, warm: bool
+) -> None:
+    """The gate passed before the attempt, then closed while the request waited for its
+    connection (a new one: ``warm=False``; a pooled one: ``warm=True``) — a replica frozen
+    there, or queued behind 7 other writes: the write never reaches the API server."""
+    kube = await new_client(kubeconfig, registry=CollectorRegistry())
+    checks: list[bool] = []
+
+    def gate() -> bool:
+        # open at the check before the attempt, closed at the check on the connection
+        checks.append(not checks)
+        return checks[-1]
+
+    try:
+        if warm:
+            await kube.list(CONFIG_MAPS, namespace="default")  # a pooled connection to reuse
+        with pytest.raises(NotLeaderError, match="create configmaps refused"):
+            await kube.gated(gate).create(CONFIG_MAPS, config_map("late"), namespace="default")
+        assert checks == [True, False]
+        assert apiserver.store.peek(CONFIG_MAPS, "late", "default") is None
+        assert apiserver.requests.count(verb="create", resource="configmaps") == 0
+        # the client still works (the refused request's connection did not jam the pool)
+        for index in range(12):
+            await kube.create(CONFIG_MAPS, config_map(f"ok-{index}"), namespace="default")
+    finally:
+        await kube.close()

@@ -13,7 +13,7 @@ import pytest
 
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError
-from kubescale.kube.resources import DEPLOYMENTS, MACHINE_DEPLOYMENTS, NODES, PODS
+from kubescale.kube.resources import CONFIG_MAPS, DEPLOYMENTS, MACHINE_DEPLOYMENTS, NODES, PODS
 from kubescale.runtime.component import BaseComponent, Component, LoopSpec, Runtime
 from kubescale.sim.scenario.json_report import dumps_report
 from kubescale.sim.scenario.runner import SimulationError, SimulationRun, run_scenario
@@ -214,6 +214,70 @@ async def test_a_loop_runs_at_its_interval_through_a_real_client() -> None:
     # loops run after the actors of their step: the pods exist from the first step on
     assert [count for _, count in counter.seen] == [2, 2, 2, 2]
     assert tokens  # the requests really went over HTTP with the kubeconfig's token
+
+
+@dataclass
+class _Stamp:
+    """A test loop writing or reading one ConfigMap's ``data.at`` (seconds since the start)."""
+
+    client: KubeClient
+    name: str
+    start: datetime
+    writes: bool
+    ages: list[tuple[float, float | None]] = field(default_factory=list)
+    """Reader: ``(t, seconds since the stamp was written)`` at each iteration."""
+
+    async def run_once(self, now: datetime) -> None:
+        t = (now - self.start).total_seconds()
+        if self.writes:
+            body = {"metadata": {"name": "stamp", "namespace": "default"}, "data": {"at": str(t)}}
+            try:
+                current = await self.client.get(CONFIG_MAPS, "stamp", namespace="default")
+                await self.client.update(CONFIG_MAPS, {**current, "data": body["data"]})
+            except KubeApiError:
+                await self.client.create(CONFIG_MAPS, body)
+            return
+        try:
+            stamp = await self.client.get(CONFIG_MAPS, "stamp", namespace="default")
+        except KubeApiError:
+            self.ages.append((t, None))
+            return
+        self.ages.append((t, t - float(stamp["data"]["at"])))
+
+
+class _StampComponent(BaseComponent):
+    def __init__(self, runtime: Runtime, stamp: _Stamp, interval: float) -> None:
+        self.stamp = stamp
+        self.interval = interval
+
+    def loops(self) -> Sequence[LoopSpec]:
+        return [LoopSpec(loop=self.stamp, interval=self.interval)]
+
+
+async def test_a_loop_shorter_than_the_step_runs_before_the_loops_due_at_the_step() -> None:
+    """A 10 s loop's effect is read by a 60 s loop built before it, at 60 s steps: a real
+    process would have run the 10 s loop five times between two steps and once more at the
+    step, so the reader must see a stamp of this step (age 0), never one a step old. At t = 0
+    both fall due together and run in build order: the stamp does not exist yet."""
+    test = scenario(duration="5m")
+    made: dict[str, _Stamp] = {}
+
+    def build(name: str, *, writes: bool, interval: float) -> Callable[[Runtime], Component]:
+        def component(runtime: Runtime) -> Component:
+            made[name] = _Stamp(runtime.client, name, test.start, writes)
+            return _StampComponent(runtime, made[name], interval)
+
+        return component
+
+    readers_first = [
+        build("reader", writes=False, interval=60.0),
+        build("writer", writes=True, interval=10.0),
+    ]
+    async with SimulationRun(test, extra_components=readers_first) as run:
+        await run.run()
+        writer_starts = run.loops["writer"].started_at
+    assert made["reader"].ages == [(0.0, None), *((t, 0.0) for t in (60.0, 120.0, 180.0, 240.0))]
+    assert writer_starts == [0.0, 60.0, 120.0, 180.0, 240.0]
 
 
 async def test_an_injected_fault_is_observed_by_the_loop_and_the_run_goes_on() -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Final
+from typing import Any, Final
 
 from kubescale.base.logs import component_logger
 from kubescale.controllers.autoscaler.config.autoscaler_config import (
@@ -31,6 +31,9 @@ from kubescale.controllers.autoscaler.config.autoscaler_flags import add_autosca
 from kubescale.controllers.autoscaler.config.autoscaler_settings import AutoscalerSettings
 from kubescale.controllers.autoscaler.core.autoscaler_loop import LOOP_NAME, AutoscalerLoop
 from kubescale.controllers.autoscaler.metrics.autoscaler_metrics import AutoscalerMetrics
+from kubescale.controllers.vpa.api.pod_admission import PodAdmissionError
+from kubescale.controllers.vpa.api.pod_patches import OBSERVED_CONTAINERS_ANNOTATION
+from kubescale.controllers.vpa.api.requests_ahead import pod_with_admitted_resources
 from kubescale.kube.events import EventRecorder
 from kubescale.runtime.component import (
     BaseComponent,
@@ -39,6 +42,9 @@ from kubescale.runtime.component import (
     Runtime,
     TimelineReport,
 )
+from kubescale.webhook.cached_pod_admission import CachedPodAdmission
+from kubescale.webhook.webhook_caches import WebhookCaches
+from kubescale.webhook.webhook_config import WebhookSettings
 
 __all__ = ["EVENT_COMPONENT", "SPEC", "AutoscalerComponent"]
 
@@ -83,8 +89,35 @@ class AutoscalerComponent(BaseComponent):
         self.events = EventRecorder(
             client=runtime.leader_client, component=EVENT_COMPONENT, host=runtime.identity
         )
+        self.admission: CachedPodAdmission | None = None
+        if runtime.coordination.shared:
+            # One brain: pods are binpacked with the requests the webhook gives them
+            # (kubescale/controllers/vpa/api/requests_ahead.py), through the webhook's own
+            # cached decision on the shared cache.
+            self.admission = CachedPodAdmission(
+                caches=WebhookCaches(cache=runtime.cache, watch_hpas=True),
+                settings=WebhookSettings(avoid_hpa_conflict=True),
+            )
         self.loop = self.new_loop()
         self._gated = _TermAwareLoop(self)
+
+    def pod_ahead(self, pod: dict[str, Any]) -> dict[str, Any]:
+        """``pod`` with the requests the VPA will give it (a pending pod: the webhook's; a
+        scheduled one: the larger of its own and the webhook's), or ``pod`` itself."""
+        admission = self.admission
+        if admission is None:
+            return pod
+        scheduled = bool((pod.get("spec") or {}).get("nodeName"))
+        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+        if scheduled and OBSERVED_CONTAINERS_ANNOTATION not in annotations:
+            return pod  # never admitted with a VPA: no VPA update coming (and no cost)
+        try:
+            decision = admission.decide(pod, may_wait=False)
+        except PodAdmissionError:
+            return pod
+        if not decision.patches:
+            return pod
+        return dict(pod_with_admitted_resources(pod, decision.patches, only_raise=scheduled))
 
     def new_loop(self) -> AutoscalerLoop:
         """A loop with no memory (the informers are the shared cache's); its random choices (the
@@ -97,6 +130,8 @@ class AutoscalerComponent(BaseComponent):
             metrics=self.metrics,
             events=self.events,
             rng=random.Random(self.runtime.client.rng.random()),
+            disruptions=self.runtime.cache.disruptions,
+            pods_ahead=self.pod_ahead if self.admission is not None else None,
         )
 
     def loops(self) -> Sequence[LoopSpec]:

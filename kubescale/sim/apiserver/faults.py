@@ -4,6 +4,11 @@
   until cleared) with a real Status of that code — 500 InternalError, 429 TooManyRequests with
   ``Retry-After`` (and ``details.retryAfterSeconds``) when ``retry_after`` is given, 410, 503...
   ``delay`` seconds of real time are waited first; ``status=0`` only delays (a slow server).
+  With ``after_commit=True`` (writes only) the request is served first — the write is stored and
+  watchers see it — and the error is the answer instead of the result: what kube-apiserver does
+  when its request deadline passes after etcd committed the write (``504`` ``Timeout``, "request
+  did not complete within requested timeout") or a step after the commit fails (``500``). The
+  client cannot tell whether the write happened.
 * ``drop_watches()`` breaks open watch streams mid-stream (the connection is closed without the
   final chunk).
 * ``expire_history()`` forgets the change log, so watches and continue tokens from any older
@@ -22,19 +27,27 @@ from typing import Final
 from . import errors
 from .store import ObjectStore
 
-__all__ = ["VERBS", "FaultInjector", "InjectedFault"]
+__all__ = ["VERBS", "WRITE_VERBS", "FaultInjector", "InjectedFault"]
 
 VERBS: Final = frozenset(
     {"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
 )
+WRITE_VERBS: Final = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+TIMEOUT_MESSAGE: Final = (
+    "Timeout: request did not complete within requested timeout - context deadline exceeded"
+)
+"""kube-apiserver's 504 message when a request outlives its deadline (``apierrors.NewTimeoutError``
+via the timeout filter)."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class InjectedFault:
-    """What to do to one request: wait ``delay`` seconds, then fail with ``error`` if any."""
+    """What to do to one request: wait ``delay`` seconds, then fail with ``error`` if any —
+    before serving it, or after serving it when ``after_commit``."""
 
     delay: float
     error: errors.ApiError | None
+    after_commit: bool = False
 
 
 @dataclass(kw_only=True)
@@ -45,6 +58,7 @@ class _Rule:
     remaining: int | None
     retry_after: float | None
     delay: float
+    after_commit: bool
 
     def applies(self, verb: str, resource: str) -> bool:
         return (self.verb is None or self.verb == verb) and (
@@ -70,6 +84,7 @@ class FaultInjector:
         count: int | None = 1,
         retry_after: float | None = None,
         delay: float = 0.0,
+        after_commit: bool = False,
     ) -> None:
         if verb is not None and verb not in VERBS:
             raise ValueError(f"unknown verb {verb!r}; one of {', '.join(sorted(VERBS))}")
@@ -79,6 +94,11 @@ class FaultInjector:
             raise ValueError("count must be at least 1 (or None for until cleared)")
         if delay < 0:
             raise ValueError("delay cannot be negative")
+        if after_commit and (verb not in WRITE_VERBS or status == 0):
+            raise ValueError(
+                "after_commit needs a write verb "
+                f"({', '.join(sorted(WRITE_VERBS))}) and an error status"
+            )
         self._rules.append(
             _Rule(
                 verb=verb,
@@ -87,6 +107,7 @@ class FaultInjector:
                 remaining=count,
                 retry_after=retry_after,
                 delay=delay,
+                after_commit=after_commit,
             )
         )
 
@@ -111,7 +132,9 @@ class FaultInjector:
                 rule.remaining -= 1
                 if rule.remaining <= 0:
                     self._rules.remove(rule)
-            return InjectedFault(delay=rule.delay, error=_error_for(rule))
+            return InjectedFault(
+                delay=rule.delay, error=_error_for(rule), after_commit=rule.after_commit
+            )
         return None
 
 
@@ -125,6 +148,5 @@ def _error_for(rule: _Rule) -> errors.ApiError | None:
     if rule.status == 500:
         return errors.internal_error("injected fault")
     headers = {"Retry-After": str(max(1, round(rule.retry_after)))} if rule.retry_after else None
-    return errors.status_error(
-        code=rule.status, message=f"injected fault ({rule.status})", headers=headers
-    )
+    message = TIMEOUT_MESSAGE if rule.status == 504 else f"injected fault ({rule.status})"
+    return errors.status_error(code=rule.status, message=message, headers=headers)

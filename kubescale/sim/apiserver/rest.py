@@ -187,9 +187,11 @@ class RestHandlers:
             if fault is not None:
                 if fault.delay:
                     await asyncio.sleep(fault.delay)
-                if fault.error is not None:
+                if fault.error is not None and not fault.after_commit:
                     raise fault.error
             response = await self._dispatch(request, target, verb)
+            if fault is not None and fault.error is not None and fault.after_commit:
+                raise fault.error  # served and stored, but the client is told it failed
         except errors.ApiError as exc:
             return error_response(exc)
         except Exception as exc:

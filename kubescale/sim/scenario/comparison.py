@@ -8,6 +8,9 @@ A scenario with ``compare: true`` (the built-in demo) is run as:
   ``coordination: separate`` (each loop with upstream's behaviour and its own budget);
 * ``one-brain`` — *kubescale*: the section as written, ``coordination: one-brain``.
 
+The ``coordination:`` key of the scenario itself (and ``simulate --coordination``) is overridden
+by the two runs that have kubescale (a comparison always shows both).
+
 Same seed, same start, same events: the runs differ only in who autoscales. The report of the
 comparison is the ``one-brain`` run's (what kubescale did) with a ``comparison`` section: per
 variant the cluster's node-hours and cost, OOM kills, CPU throttling, slack, pending pod-time
@@ -21,6 +24,8 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Final
+
+from kubescale.base.coordination import parse_coordination
 
 from .runner import run_scenario
 from .scenario_format import Scenario
@@ -40,9 +45,7 @@ def variant_scenario(scenario: Scenario, variant: str) -> Scenario:
     """The scenario as run for ``variant`` (module docstring); never itself a comparison."""
     if variant == "none":
         return replace(scenario, kubescale={}, compare=False)
-    if variant in {"separate", "one-brain"}:
-        return replace(scenario, compare=False)
-    raise ValueError(f"unknown variant {variant!r}")
+    return replace(scenario, compare=False, coordination=parse_coordination(variant))
 
 
 def variant_totals(report: Mapping[str, Any]) -> dict[str, Any]:

@@ -21,14 +21,17 @@ the components serve on kubescale's TLS server. Each step at ``t`` (``0, step, 2
 
 1. the events due (``at ≤ t``) are applied in time order (:mod:`.event_application`);
 2. the actors step, in the fixed order node groups → workload controllers → scheduler → kubelet;
-3. every kubescale loop that is due runs ``run_once(now)``, shortest interval first (first at
-   ``t = 0``, then when ``interval`` has passed since its last start; a loop error is logged and
-   counted, the run goes on). Before a loop runs, the shared cache is settled if the store
-   changed since it was last settled: the API server sends a BOOKMARK at its current
-   resourceVersion on every open watch, and the runner waits until every informer has
-   processed it. What a loop reports (:class:`~kubescale.runtime.component.ReportingLoop`)
-   joins the step's events; an iteration that reports a ``*-skipped`` event is counted as
-   skipped, with its reason (a silent no-op made visible);
+3. every kubescale loop that is due runs ``run_once(now)`` (first at ``t = 0``, then when
+   ``interval`` has passed since its last start; a loop error is logged and counted, the run goes
+   on), in the order the loops fell due: one due since before ``t`` — in particular one whose
+   interval is shorter than the step, which a real process would have run, maybe several times,
+   between the two steps — runs before the loops due at ``t`` that read its effect (the webhook's
+   status Lease, renewed every 10 s, before the updater that checks it is less than a minute old),
+   and its iterations inside the step are this one. Loops due at the same moment run in the order
+   they were built. Before a loop runs, the shared cache is settled if the store changed since it
+   was last settled: the API server sends a BOOKMARK at its current resourceVersion on every open
+   watch, and the runner waits until every informer has processed it. What a loop reports
+   (:class:`~kubescale.runtime.component.ReportingLoop`) joins the step's events;
 4. the step is recorded in the timeline (the kubelet's container samples, every pod and node,
    the step's events);
 5. the clock advances one step.
@@ -264,7 +267,9 @@ class SimulationRun:
         stack.push_async_callback(self._tls.stop)
         self._client = await self._connect()
         stack.push_async_callback(self._client.close)
-        cache = SharedCache(client=self._client, clock=self._client.clock)
+        cache = SharedCache(
+            client=self._client, clock=self._client.clock, coordination=scenario.coordination
+        )
         self._cache = cache
         runtime = Runtime(
             client=self._client,
@@ -278,6 +283,7 @@ class SimulationRun:
                 client_ca_file=self._tls.ca_file, reload=False, reload_interval=10.0
             ),
             service=ServiceRef(namespace=SERVICE_NAMESPACE, name=SERVICE_NAME),
+            coordination=scenario.coordination,
         )
         self._runtime = runtime
         for enabled in enabled_components(scenario.kubescale):
@@ -317,10 +323,7 @@ class SimulationRun:
         stack.push_async_callback(self._actors.close)
         loops = [loop for component in self.components for loop in component.loops()]
         loops.append(scale_lookups_loop(cache))
-        # Shortest interval first (stable): a heartbeat renewed every 10 s (the webhook's status
-        # Lease) is renewed before a loop that reads it runs in the same step, as it would have
-        # been several times within a step longer than its interval.
-        for loop in sorted(loops, key=lambda spec: spec.interval):
+        for loop in loops:
             if loop.loop.name in self.loops:
                 raise ValueError(f"two loops are named {loop.loop.name!r}")
             self.loops[loop.loop.name] = LoopState(loop=loop.loop, interval=loop.interval)
@@ -393,9 +396,13 @@ class SimulationRun:
 
     async def _run_due_loops(self, now: datetime, t: float) -> list[TimelineEvent]:
         reported: list[TimelineEvent] = []
-        for name, state in self.loops.items():
-            if t + _EPSILON < state.next_due:
-                continue
+        # In the order the loops fell due (module docstring, step 3); sorted() is stable, so
+        # loops due at the same moment keep the order they were built in.
+        due = sorted(
+            ((name, state) for name, state in self.loops.items() if t + _EPSILON >= state.next_due),
+            key=lambda item: item[1].next_due,
+        )
+        for name, state in due:
             state.started_at.append(t)
             state.next_due = t + state.interval
             try:

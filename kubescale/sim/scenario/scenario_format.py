@@ -21,6 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+from kubescale.base.coordination import DEFAULT_COORDINATION, Coordination
+
 __all__ = [
     "DEFAULT_START",
     "WORKLOAD_KINDS",
@@ -237,6 +239,9 @@ class Scenario:
     (:mod:`.comparison`)."""
     base_dir: Path = Path()
     """Where relative paths in the scenario (replay files) are resolved."""
+    coordination: Coordination = DEFAULT_COORDINATION
+    """How kubescale's systems coordinate in this run (``coordination: one-brain|separate``,
+    as ``serve --coordination``)."""
 
     @property
     def steps(self) -> int:
@@ -250,10 +255,12 @@ class Scenario:
         seed: int | None = None,
         duration: float | None = None,
         step: float | None = None,
+        coordination: Coordination | None = None,
     ) -> Scenario:
         """The scenario with command-line overrides applied (``None`` keeps the file's)."""
         changed = replace(
             self,
+            coordination=self.coordination if coordination is None else coordination,
             seed=self.seed if seed is None else seed,
             duration=self.duration if duration is None else duration,
             step=self.step if step is None else step,

@@ -12,11 +12,19 @@ and naming known workloads/containers, kubescale components known.
 
 from __future__ import annotations
 
+import argparse
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
 import yaml
+
+from kubescale.base.coordination import (
+    COORDINATION_VALUES,
+    DEFAULT_COORDINATION,
+    Coordination,
+    parse_coordination,
+)
 
 from .event_validation import extender, kubescale_components, manifest, scenario_event
 from .scenario_fields import Problems, field_path
@@ -51,6 +59,7 @@ _TOP: Final = (
     "events",
     "extenders",
     "compare",
+    "coordination",
 )
 _BUILTIN_NAMESPACES: Final = ("default", "kube-system", "kube-public", "kube-node-lease")
 
@@ -103,6 +112,7 @@ def build_scenario(document: object, *, base_dir: Path) -> Scenario:
         lambda v, path: manifest(p, v, path, known_ns=known_ns, crd_kinds=crd_kinds),
     )
     kubescale = kubescale_components(p, raw.get("kubescale"))
+    coordination = _coordination(p, raw.get("coordination"))
     containers = _named_containers(raw.get("workloads"))
 
     def one_event(value: object, path: str) -> ScenarioEvent | None:
@@ -140,6 +150,7 @@ def build_scenario(document: object, *, base_dir: Path) -> Scenario:
         extenders=extenders,
         compare=compare,
         base_dir=base_dir,
+        coordination=coordination,
     )
 
 
@@ -335,3 +346,17 @@ def _node_group(p: Problems, value: object, path: str) -> NodeGroupSpec | None:
         instance_type=instance_type,
         zones=zones,
     )
+
+
+def _coordination(p: Problems, value: object) -> Coordination:
+    """``coordination: one-brain | separate`` (default one-brain)."""
+    if value is None:
+        return DEFAULT_COORDINATION
+    if not isinstance(value, str):
+        p.add("coordination", f"must be one of: {', '.join(COORDINATION_VALUES)}")
+        return DEFAULT_COORDINATION
+    try:
+        return parse_coordination(value)
+    except argparse.ArgumentTypeError as exc:
+        p.add("coordination", str(exc))
+        return DEFAULT_COORDINATION

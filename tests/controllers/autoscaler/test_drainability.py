@@ -226,6 +226,16 @@ def test_pdb_tracker_counts_planned_disruptions() -> None:
     assert tracker.can_disrupt([pod("other", labels={"app": "db"})]) is None
 
 
+def test_pdb_tracker_counts_evictions_in_flight() -> None:
+    # --coordination one-brain: the VPA updater has evicted w9 (on the ledger, the PDB's
+    # status still says 1 allowed): 1 - 1 = 0 left, the drain of w1 waits.
+    tracker = PdbTracker([PDB_WEB], in_flight=[pod("w9")])
+    assert tracker.can_disrupt([pod("w1")]) is not None
+    # a pod under no PDB in flight spends nothing
+    tracker = PdbTracker([PDB_WEB], in_flight=[pod("x", labels={"app": "db"})])
+    assert tracker.can_disrupt([pod("w1")]) is None
+
+
 @pytest.mark.parametrize(
     ("pods", "kw", "expected"),
     [

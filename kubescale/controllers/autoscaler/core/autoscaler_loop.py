@@ -82,6 +82,7 @@ from kubescale.controllers.autoscaler.scaleup.scale_up import ScaleUpDecision
 from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
 from kubescale.controllers.autoscaler.simulator.template_nodes import TemplateRegistry
 from kubescale.kube.client import KubeClient
+from kubescale.kube.disruption_ledger import DisruptionKind, DisruptionLedger
 from kubescale.kube.events import EventRecorder
 from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.resources import (
@@ -146,8 +147,15 @@ class AutoscalerLoop:
         provider: CloudProvider | None = None,
         rng: random.Random | None = None,
         cpu_clock: Callable[[], float] = time.process_time,
+        disruptions: DisruptionLedger | None = None,
+        pods_ahead: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         self.client = client
+        self.pods_ahead = pods_ahead
+        """``--coordination one-brain``: each pod as the VPA will make it (the requests the
+        webhook gives it), for binpacking and scale-down."""
+        self.disruptions = disruptions or DisruptionLedger(shared=False)
+        """The process's disruption ledger (one arbiter for every system's evictions)."""
         self.informers = informers
         self.settings = settings
         self.metrics = metrics
@@ -161,6 +169,7 @@ class AutoscalerLoop:
         )
         self.nodes = informers.informer(NODES)
         self.pods = informers.informer(PODS)
+        self.disruptions.attach(self.pods)
         self.daemon_sets = informers.informer(DAEMON_SETS)
         self.pdbs = informers.informer(POD_DISRUPTION_BUDGETS)
         self.priority_classes = informers.informer(PRIORITY_CLASSES)
@@ -194,6 +203,7 @@ class AutoscalerLoop:
             metrics=metrics,
             settings=settings,
             status_event=self.status.event,
+            disruptions=self.disruptions,
         )
         self.housekeeping = Housekeeping(
             provider=self.provider,
@@ -227,6 +237,7 @@ class AutoscalerLoop:
             pdbs=self.pdbs.lister.list,
             controller=self._controller,
             status_event=self.status.event,
+            in_flight=self._evictions_in_flight,
         )
         self.requests = RequestCache()
         self.hints: dict[tuple[str, str], str] = {}
@@ -235,6 +246,24 @@ class AutoscalerLoop:
         self.report = LoopReport()
         self.iterations = 0
         self._reports: list[TimelineReport] = []
+
+    def _evictions_in_flight(self, now: datetime) -> list[dict[str, Any]]:
+        """With ``--coordination one-brain``: the pods (as the informer shows them, not being
+        deleted yet) that any system of the process has an eviction in flight for. Upstream's
+        autoscaler (``separate``) counts none: it sees only the PDBs' status."""
+        if not self.disruptions.shared:
+            return []
+        pods: list[dict[str, Any]] = []
+        for entry in self.disruptions.in_flight(now=now):
+            if entry.kind is not DisruptionKind.EVICTION:
+                continue
+            pod = self.pods.lister.get(entry.name, entry.namespace)
+            if pod is None or (pod.get("metadata") or {}).get("uid") != entry.uid:
+                continue
+            if (pod.get("metadata") or {}).get("deletionTimestamp"):
+                continue  # the PDB's status counts it once the disruption controller sees it
+            pods.append(pod)
+        return pods
 
     def drain_reports(self) -> list[TimelineReport]:
         """What the loop did since the last call, for a simulation's timeline: each scale-up
@@ -327,6 +356,8 @@ class AutoscalerLoop:
         self.housekeeping.report_problems(snapshot)
         nodes = sorted(self.nodes.lister.list(), key=node_name)
         all_pods = self.pods.lister.list()
+        if self.pods_ahead is not None:
+            all_pods = [self.pods_ahead(pod) for pod in all_pods]
         priority = PriorityResolver(self.priority_classes.lister.list())
         lists = pods_by_schedulability(all_pods)
         cutoff = settings.expendable_pods_priority_cutoff

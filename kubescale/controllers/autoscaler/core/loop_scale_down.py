@@ -93,7 +93,10 @@ class ScaleDownPhase:
         pdbs: Callable[[], list[dict[str, Any]]],
         controller: Callable[[str, OwnerRef], Mapping[str, Any] | None],
         status_event: EventSink,
+        in_flight: Callable[[datetime], Sequence[Mapping[str, Any]]] = lambda _now: (),
     ) -> None:
+        self.in_flight = in_flight
+        """Pods being evicted (the disruption ledger) that the drain budget counts."""
         self.settings = settings
         self.metrics = metrics
         self.provider = provider
@@ -123,7 +126,7 @@ class ScaleDownPhase:
     def drain_context(self, now: datetime) -> DrainContext:
         settings = self.settings
         return DrainContext(
-            pdbs=PdbTracker(self.pdbs()),
+            pdbs=PdbTracker(self.pdbs(), in_flight=self.in_flight(now)),
             now=now,
             controller=self.controller,
             skip_nodes_with_system_pods=settings.skip_nodes_with_system_pods,

@@ -51,12 +51,16 @@ from kubescale.controllers.autoscaler.model.pod_facts import (
 )
 from kubescale.controllers.autoscaler.taints.node_writes import NodeWriter
 from kubescale.kube.client import KubeClient
+from kubescale.kube.disruption_ledger import DisruptionLedger, WriteOutcome, evict_pod
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.events import EventRecorder
 
 __all__ = ["Deletion", "ScaleDownActuator"]
 
 log = component_logger("cluster-autoscaler")
+
+ACTOR: Final = "cluster-autoscaler"
+"""The autoscaler's name on the disruption ledger."""
 
 POD_EVICTION_HEADROOM: Final = timedelta(seconds=30)
 MAX_CLOUD_PROVIDER_NODE_DELETION_TIME: Final = timedelta(minutes=5)
@@ -98,8 +102,13 @@ class ScaleDownActuator:
         metrics: AutoscalerMetrics,
         settings: AutoscalerSettings,
         status_event: EventSink,
+        disruptions: DisruptionLedger | None = None,
     ) -> None:
         self.client = client
+        self.disruptions = disruptions or DisruptionLedger(shared=False)
+        """The process's disruption ledger: evictions go on it (as ``cluster-autoscaler``),
+        and with ``--coordination one-brain`` a pod another system is evicting is not evicted
+        again."""
         self.provider = provider
         self.events = events
         self.metrics = metrics
@@ -204,7 +213,7 @@ class ScaleDownActuator:
             )
             if evict_ds:
                 for pod in daemon_sets:
-                    await self._evict(pod, best_effort=True)
+                    await self._evict(pod, best_effort=True, now=now)
             await self._delete(deletion, now, snapshot, registry)
 
     async def _drain(self, deletion: Deletion, movable: Sequence[Pod], now: datetime) -> bool:
@@ -215,7 +224,7 @@ class ScaleDownActuator:
                 await self._abort(deletion, "failed to drain the node, aborting ScaleDown", now)
                 return False
             for pod in waiting:
-                if await self._evict(pod, best_effort=False):
+                if await self._evict(pod, best_effort=False, now=now):
                     deletion.evicted.add(pod_id(pod))
             return False
         if movable:  # evicted, still terminating
@@ -227,21 +236,24 @@ class ScaleDownActuator:
             return False
         return True
 
-    async def _evict(self, pod: Pod, *, best_effort: bool) -> bool:
-        meta = pod.get("metadata") or {}
+    async def _evict(self, pod: Pod, *, best_effort: bool, now: datetime) -> bool:
+        if self.disruptions.shared and self.disruptions.pending(pod, now=now) is not None:
+            return True  # another system's eviction of it is in flight: it is going already
         grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
         limit = self.settings.max_graceful_termination_sec
         seconds = min(grace, limit) if isinstance(grace, int) else min(DEFAULT_GRACE, limit)
-        try:
-            await self.client.evict(
-                str(meta.get("name", "")),
-                namespace=str(meta.get("namespace", "")),
-                uid=meta.get("uid"),
-                grace_period_seconds=seconds,
-            )
-        except KubeApiError as err:
-            if err.not_found:
-                return True
+        result = await evict_pod(
+            self.client,
+            self.disruptions,
+            pod,
+            now=now,
+            grace_period_seconds=seconds,
+            actor=ACTOR,
+        )
+        err = result.error
+        if result.outcome is WriteOutcome.GONE:
+            return True
+        if isinstance(err, KubeApiError):
             self.metrics.evicted_pods_total.labels("failed").inc()
             level = log.debug if best_effort or err.code == 429 else log.warning
             level(
@@ -249,7 +261,7 @@ class ScaleDownActuator:
                 extra={"fields": {"pod": pod_id(pod), "code": err.code, "error": err.message}},
             )
             return False
-        except KubeError as err:
+        if err is not None:
             self.metrics.evicted_pods_total.labels("failed").inc()
             log.warning(
                 "eviction failed", extra={"fields": {"pod": pod_id(pod), "error": str(err)}}

@@ -107,7 +107,16 @@ class PdbTracker:
     """PodDisruptionBudgets and the disruptions this loop's plan has used already
     (``RemainingPdbTracker``)."""
 
-    def __init__(self, pdbs: Iterable[Mapping[str, Any]]) -> None:
+    def __init__(
+        self,
+        pdbs: Iterable[Mapping[str, Any]],
+        *,
+        in_flight: Sequence[Mapping[str, Any]] = (),
+    ) -> None:
+        """``in_flight``: pods whose eviction (by any system of the process, on the disruption
+        ledger) the informers do not show yet — with ``--coordination one-brain`` they spend
+        their PDBs' budget before this loop plans anything (the status may not count them yet:
+        counting twice errs on the safe side for at most one watch delay)."""
         self._pdbs: list[_Pdb] = []
         for pdb in pdbs:
             meta = pdb.get("metadata") or {}
@@ -125,6 +134,7 @@ class PdbTracker:
                 )
             )
         self._used: dict[tuple[str, str], int] = {}
+        self.disrupt(in_flight)
 
     def matching(self, pod: Mapping[str, Any]) -> list[_Pdb]:
         meta = pod.get("metadata") or {}

@@ -20,13 +20,18 @@ Pure.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kubescale.base.objects import mapping
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef
 
-__all__ = ["CONFLICT_RESOURCES", "hpa_scaled_resources", "hpas_scaled_resources"]
+__all__ = [
+    "CONFLICT_RESOURCES",
+    "hpa_conflict_message",
+    "hpa_scaled_resources",
+    "hpas_scaled_resources",
+]
 
 CONFLICT_RESOURCES = frozenset({"cpu", "memory"})
 _CPU = frozenset({"cpu"})
@@ -77,3 +82,16 @@ def hpas_scaled_resources(
     for hpa in hpas:
         scaled |= hpa_scaled_resources(hpa, controller)
     return scaled
+
+
+def hpa_conflict_message(
+    *, target: ControllerRef, hpa_names: Sequence[str], resources: frozenset[str]
+) -> str:
+    """The ``HPAConflict`` event's message (the webhook's and the updater's): stable across
+    pods and loops, so repeats are aggregated."""
+    names = ", ".join(hpa_names) if hpa_names else "an HPA"
+    scaled = ", ".join(sorted(resources))
+    return (
+        f"HorizontalPodAutoscaler {names} scales {target.kind}/{target.name} on {scaled}: "
+        f"the {scaled} requests and limits of its pods are left as they are"
+    )

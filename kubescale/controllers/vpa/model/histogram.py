@@ -8,15 +8,16 @@ Bucketing (``histogram_options.go``): exponential buckets, bucket ``n >= 1`` sta
 lighter than that is "empty"). Logarithms and powers are Go's
 (:mod:`kubescale.controllers.vpa.model.go_math`).
 
-Histogram rules (``histogram.go``): ``AddSample`` moves min/max bucket only when the bucket then
-weighs at least epsilon; ``SubtractSample`` clamps to the bucket's weight when within epsilon
-and re-scans min/max; ``Percentile(p)`` walks from the min bucket accumulating until the partial
-sum reaches ``p * totalWeight`` (total tracked separately) and returns the **end** of that bucket
-(the start of the next), or the start of the last bucket; no interpolation. ``Merge`` adds the
-other's buckets in its ``[min, max]``. Checkpoints (``SaveToChekpoint``/``LoadFromCheckpoint``):
-weights scaled so the heaviest bucket is 10000, ``uint32(floor(w * ratio + 0.5))``, zeros
-dropped, ``totalWeight`` raw; loading spreads ``totalWeight`` over the stored integers and then
-drops buckets under epsilon from min/max (kubernetes/autoscaler#7886, fix for #7726).
+Histogram rules (``histogram.go``; epsilon is the options' own, ``h.options.Epsilon()``):
+``AddSample`` moves min/max bucket only when the bucket then weighs at least epsilon;
+``SubtractSample`` clamps to the bucket's weight when within epsilon and re-scans min/max;
+``Percentile(p)`` walks from the min bucket accumulating until the partial sum reaches
+``p * totalWeight`` (total tracked separately) and returns the **end** of that bucket (the start of
+the next), or the start of the last bucket; no interpolation. ``Merge`` adds the other's buckets in
+its ``[min, max]``. Checkpoints (``SaveToChekpoint``/``LoadFromCheckpoint``): weights scaled so the
+heaviest bucket is 10000, ``uint32(floor(w * ratio + 0.5))``, zeros dropped, ``totalWeight`` raw;
+loading spreads ``totalWeight`` over the stored integers and then drops buckets under epsilon from
+min/max (kubernetes/autoscaler#7886, fix for #7726).
 
 Decay (``decaying_histogram.go``): a sample weighs ``weight * 2**((t - ref) / halfLife)``; when
 ``t > ref + 100 * halfLife`` the reference moves to ``t.Round(halfLife)`` and every weight is
@@ -192,6 +193,8 @@ class HistogramStore:
         self._free: list[int] = []  # released rows, reused first
         self._next = 0  # rows at and above are unused
         self.bucket_starts = np.asarray(options.bucket_starts, dtype=np.float64)
+        self.epsilon = options.epsilon
+        """``options.Epsilon()``: the weight under which a bucket counts as empty."""
 
     # -- rows -----------------------------------------------------------------------------
 
@@ -261,10 +264,10 @@ class HistogramStore:
         weights = self._weights.read(row, 0, self._buckets).tolist()
         last = self._buckets - 1
         low = int(self.min_bucket[row])
-        while weights[low] < EPSILON and low < last:
+        while weights[low] < self.epsilon and low < last:
             low += 1
         high = int(self.max_bucket[row])
-        while weights[high] < EPSILON and high > 0:
+        while weights[high] < self.epsilon and high > 0:
             high -= 1
         self.min_bucket[row] = low
         self.max_bucket[row] = high
@@ -305,9 +308,9 @@ class HistogramStore:
         weights[bucket - base] += weight
         self.total[row] += weight
         bucket_weight = weights[bucket - base]
-        if bucket < self.min_bucket[row] and bucket_weight >= EPSILON:
+        if bucket < self.min_bucket[row] and bucket_weight >= self.epsilon:
             self.min_bucket[row] = bucket
-        if bucket > self.max_bucket[row] and bucket_weight >= EPSILON:
+        if bucket > self.max_bucket[row] and bucket_weight >= self.epsilon:
             self.max_bucket[row] = bucket
 
     def add_sample(self, row: int, value: float, weight: float, time_us: int) -> None:
@@ -322,7 +325,7 @@ class HistogramStore:
         bucket = self.options.find_bucket(value)
         weights, base = self._weights.writable(row, bucket, bucket + 1)
         current = float(weights[bucket - base])
-        if decayed > current - EPSILON:
+        if decayed > current - self.epsilon:
             decayed = current
         self.total[row] -= decayed
         weights[bucket - base] -= decayed
@@ -346,7 +349,7 @@ class HistogramStore:
         self.max_bucket[row] = max(self.max_bucket[row], high)
 
     def is_empty(self, row: int) -> bool:
-        return self._weights.weight(row, int(self.min_bucket[row])) < EPSILON
+        return self._weights.weight(row, int(self.min_bucket[row])) < self.epsilon
 
     def percentile(self, row: int, percentile: float) -> float:
         if self.is_empty(row):
@@ -380,7 +383,7 @@ class HistogramStore:
         factors = go_exp2_array(delta_ns.astype(np.float64) / float(self.half_life_ns))
         decayed = weights * factors
         buckets = self.options.find_buckets(values)
-        heavy = self._weights.add_at(rows, buckets, decayed) >= EPSILON
+        heavy = self._weights.add_at(rows, buckets, decayed) >= self.epsilon
         self.total[rows] += decayed
         lower = heavy & (buckets < self.min_bucket[rows])
         self.min_bucket[rows[lower]] = buckets[lower]
@@ -407,7 +410,7 @@ class HistogramStore:
         # Go sums buckets low..high-1 in order; zeros outside that range add exactly nothing.
         in_range = (columns[None, :] >= low[:, None]) & (columns[None, :] < high[:, None])
         partial = np.cumsum(np.where(in_range, weights, 0.0), axis=1)
-        empty = weights[np.arange(count), low] < EPSILON
+        empty = weights[np.arange(count), low] < self.epsilon
         totals = self.total[rows]
         for column, percentile in enumerate(percentiles):
             threshold = percentile * totals

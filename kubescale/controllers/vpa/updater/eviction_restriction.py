@@ -9,7 +9,11 @@ decisions over raw API dicts:
   with fewer live pods than ``minReplicas`` (``--min-replicas``, default 2; the VPA's
   ``spec.updatePolicy.minReplicas`` overrides) and groups whose configured replica count is unknown
   (RC/RS/StatefulSet ``spec.replicas`` nil or 0, DaemonSet ``status.numberReady`` 0, controller
-  missing), each with a :class:`SkippedGroup` reason;
+  missing), each with a :class:`SkippedGroup` reason; pods whose eviction or resize an earlier
+  loop made (or may have made: outcome unknown) and the informer does not show yet are counted
+  as evicted or resized (:class:`~kubescale.kube.disruption_ledger.DisruptionLedger`);
+- :func:`configured_replicas` sizes a group by the larger of the controller's declared count
+  and its pods, those being deleted included (deliberate difference, see there);
 - :meth:`EvictionRestriction.can_evict` / :meth:`EvictionRestriction.record_eviction` answer and
   spend the budget, so one loop never evicts more than ``isPodDisruptable`` allows;
 - :meth:`EvictionRestriction.in_place_decision` / :meth:`EvictionRestriction.record_in_place_update`
@@ -30,6 +34,7 @@ from typing import Any
 
 from kubescale.base.logs import component_logger
 from kubescale.base.objects import meta
+from kubescale.kube.disruption_ledger import DisruptionKind
 
 _log = component_logger("vpa-updater")
 
@@ -140,23 +145,43 @@ def is_non_disruptive_resize(pod: Mapping[str, Any]) -> bool:
 def configured_replicas(
     *, key: ControllerKey, controller: Mapping[str, Any] | None, live: int
 ) -> int | str:
-    """``getReplicaCount``: the configured size of a group, or the reason it is unknown."""
+    """``getReplicaCount``: the configured size of a group, or the reason it is unknown.
+
+    Upstream reads RC/RS/StatefulSet ``spec.replicas``, DaemonSet ``status.numberReady``, a Job's
+    live pods, and 0 for any other kind. Deliberate differences, each letting fewer pods go:
+
+    * any other kind (a custom resource with ``/scale``) is sized by its ``/scale``
+      ``spec.replicas`` (``controller`` is the Scale object), and skipped while that is not
+      known — upstream's 0 made the budget ``alive > 0``: every pod could go;
+    * a DaemonSet counts ``max(numberReady, desiredNumberScheduled)``: ``numberReady`` lags
+      (pods just started, or just replaced, are not ready yet);
+    * the group is never smaller than its pods (``live``: the live ones and those being
+      deleted, which are not alive but still the group's): a declared count lags its pods too
+      (a scale-down in progress, a status not yet written), and a group sized by its live pods
+      alone (a Job; a DaemonSet whose status lags) would shrink with every eviction and give a
+      fresh budget each loop. ``configured − int(configured × tolerance)`` never decreases as
+      ``configured`` grows, so the larger count is the safer.
+    """
     if key.kind == "Job":
         # A Job has no replica count: upstream uses the number of live pods.
         return live
-    if key.kind not in _REPLICA_SPEC_KINDS and key.kind != "DaemonSet":
-        # Upstream's switch has no case for other kinds and returns 0 without an error.
-        return 0
     where = f"{key.kind} {key.namespace}/{key.name}"
     if controller is None:
-        return f"{where} does not exist"
+        if key.kind in _REPLICA_SPEC_KINDS or key.kind == "DaemonSet":
+            return f"{where} does not exist"
+        return f"{where} has no scale subresource known"
     if key.kind == "DaemonSet":
-        ready = int((controller.get("status") or {}).get("numberReady") or 0)
-        return ready if ready > 0 else f"{where} has no number ready pods"
-    replicas = (controller.get("spec") or {}).get("replicas")
-    if replicas is None or int(replicas) == 0:
-        return f"{where} has no replicas config"
-    return int(replicas)
+        status = controller.get("status") or {}
+        ready = int(status.get("numberReady") or 0)
+        if ready <= 0:
+            return f"{where} has no number ready pods"
+        declared = max(ready, int(status.get("desiredNumberScheduled") or 0))
+    else:
+        replicas = (controller.get("spec") or {}).get("replicas")
+        if replicas is None or int(replicas) == 0:
+            return f"{where} has no replicas config"
+        declared = int(replicas)
+    return max(declared, live)
 
 
 def required_replicas(*, vpa: Mapping[str, Any], min_replicas: int) -> int:
@@ -187,8 +212,17 @@ class EvictionRestriction:
         eviction_tolerance: float = DEFAULT_EVICTION_TOLERANCE,
         in_place_skip_disruption_budget: bool = False,
         in_place_mode: bool = False,
+        in_flight: Mapping[str, DisruptionKind] | None = None,
+        terminating: Mapping[ControllerKey, int] | None = None,
     ) -> EvictionRestriction:
-        """``GetCreatorMaps``: group ``pods`` (already filtered to this VPA's live pods)."""
+        """``GetCreatorMaps``: group ``pods`` (already filtered to this VPA's live pods).
+
+        ``terminating`` counts each controller's pods being deleted (not in ``pods``): they
+        are not alive, but they size the group (:func:`configured_replicas`).
+
+        ``in_flight`` (pod ``namespace/name`` → kind) are the pods an earlier eviction or resize
+        has not visibly reached yet: each counts in its group as evicted (a pending pod's
+        eviction is not counted, as upstream) or resized, and is not touched again."""
         live: dict[ControllerKey, list[Mapping[str, Any]]] = {}
         for pod in pods:
             key = controller_of(pod)
@@ -200,6 +234,8 @@ class EvictionRestriction:
         groups: dict[ControllerKey, GroupStats] = {}
         pod_groups: dict[str, ControllerKey] = {}
         skipped: list[SkippedGroup] = []
+        touched: set[str] = set()
+        in_flight = in_flight or {}
         for key in sorted(live):
             members = live[key]
             below_min = len(members) < required
@@ -215,13 +251,15 @@ class EvictionRestriction:
                 )
                 continue
             configured = configured_replicas(
-                key=key, controller=controllers.get(key), live=len(members)
+                key=key,
+                controller=controllers.get(key),
+                live=len(members) + (terminating or {}).get(key, 0),
             )
             if isinstance(configured, str):
                 skipped.append(SkippedGroup(controller=key, live=len(members), reason=configured))
                 continue
             pending = sum(1 for pod in members if _is_pending(pod))
-            groups[key] = GroupStats(
+            stats = groups[key] = GroupStats(
                 configured=configured,
                 pending=pending,
                 running=len(members) - pending,
@@ -231,11 +269,20 @@ class EvictionRestriction:
             )
             for pod in members:
                 pod_groups[pod_id(pod)] = key
+                kind = in_flight.get(pod_id(pod))
+                if kind is None:
+                    continue
+                touched.add(pod_id(pod))
+                if kind is DisruptionKind.RESIZE:
+                    stats.in_place_initiated += 1
+                elif not _is_pending(pod):
+                    stats.evicted += 1
         return cls(
             groups=groups,
             pod_groups=pod_groups,
             skipped=tuple(skipped),
             in_place_skip_disruption_budget=in_place_skip_disruption_budget,
+            _touched=touched,
         )
 
     def _stats(self, pod: Mapping[str, Any]) -> GroupStats | None:

@@ -54,6 +54,7 @@ __all__ = [
     "UpdatePriority",
     "UpdateSettings",
     "eviction_requirements_admit",
+    "is_terminating",
     "observed_containers",
     "parse_observed_containers",
     "pod_is_updatable",
@@ -134,13 +135,42 @@ def vpa_is_updated(vpa: Mapping[str, Any], *, in_place_gate: bool = False) -> bo
     return mode in _EVICTING_MODES or (mode == _IN_PLACE_MODE and in_place_gate)
 
 
-def pod_is_updatable(pod: Mapping[str, Any]) -> bool:
-    """Scheduled, not terminated, not being deleted (updater.go's pod filter)."""
-    if not mapping(pod.get("spec")).get("nodeName"):
+def is_terminating(pod: Mapping[str, Any]) -> bool:
+    """Being deleted and not finished: a pod that is going, still counted in its group's size
+    (:func:`kubescale.controllers.vpa.updater.eviction_restriction.configured_replicas`)."""
+    if mapping(pod.get("status")).get("phase") in _FINISHED_PHASES:
         return False
+    return mapping(pod.get("metadata")).get("deletionTimestamp") is not None
+
+
+def pod_is_updatable(pod: Mapping[str, Any], *, unschedulable_too: bool = False) -> bool:
+    """Scheduled, not terminated, not being deleted (updater.go's pod filter).
+
+    ``unschedulable_too`` (``--coordination one-brain``): also a pod the scheduler could not
+    place (``PodScheduled=False``, reason ``Unschedulable``): upstream never replaces it, so it
+    waits with the requests it was created with while the cluster autoscaler adds nodes for
+    them; replacing it disrupts nothing (it runs nowhere) and its replacement gets the
+    requests the cluster autoscaler sized its scale-up for."""
+    if not mapping(pod.get("spec")).get("nodeName"):
+        return unschedulable_too and _unschedulable(pod)
     if mapping(pod.get("status")).get("phase") in _FINISHED_PHASES:
         return False
     return mapping(pod.get("metadata")).get("deletionTimestamp") is None
+
+
+def _unschedulable(pod: Mapping[str, Any]) -> bool:
+    status = mapping(pod.get("status"))
+    if status.get("phase") not in (None, "Pending"):
+        return False
+    if mapping(pod.get("metadata")).get("deletionTimestamp") is not None:
+        return False
+    return any(
+        isinstance(c, Mapping)
+        and c.get("type") == "PodScheduled"
+        and c.get("status") == "False"
+        and c.get("reason") == "Unschedulable"
+        for c in status.get("conditions") or ()
+    )
 
 
 def parse_observed_containers(value: str) -> frozenset[str] | None:
@@ -379,8 +409,13 @@ def prioritized_pods(
     settings: UpdateSettings,
     container_limit_range: LimitRangeItem | None = None,
     pod_limit_range: LimitRangeItem | None = None,
+    skip_resources: frozenset[str] = frozenset(),
 ) -> list[PodPriority]:
     """The pods of ``vpa`` to update, highest priority first (GetSortedPods).
+
+    ``skip_resources`` (``--coordination one-brain``: the resources an HPA on the VPA's
+    target scales on) are taken out of every recommendation first: the webhook will not set
+    them, so a pod is not updated for them.
 
     Each pod's recommendation is the VPA's, capped for that pod (LimitRanges, resource
     policy); pods not accepted by :func:`pod_priority` or refused by
@@ -395,6 +430,8 @@ def prioritized_pods(
             container_limit_range=container_limit_range,
             pod_limit_range=pod_limit_range,
         )
+        if skip_resources:
+            recommendation = without_resources(recommendation, skip_resources)
         entry = pod_priority(
             vpa=vpa, pod=pod, recommendation=recommendation, now=now, settings=settings
         )
@@ -406,3 +443,21 @@ def prioritized_pods(
         for entry in accepted
         if eviction_requirements_admit(vpa=vpa, pod=entry.pod, recommendation=entry.recommendation)
     ]
+
+
+def without_resources(
+    recommendation: Mapping[str, Any], resources: frozenset[str]
+) -> dict[str, Any]:
+    """``recommendation`` (``status.recommendation``-shaped) without ``resources`` in any of
+    its containers' ``target``/``lowerBound``/``upperBound``/``uncappedTarget``."""
+    containers = []
+    for container in recommendation.get("containerRecommendations") or ():
+        if not isinstance(container, Mapping):
+            continue
+        trimmed = dict(container)
+        for key in ("target", "lowerBound", "upperBound", "uncappedTarget"):
+            values = container.get(key)
+            if isinstance(values, Mapping):
+                trimmed[key] = {k: v for k, v in values.items() if k not in resources}
+        containers.append(trimmed)
+    return {**recommendation, "containerRecommendations": containers}

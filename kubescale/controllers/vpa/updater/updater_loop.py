@@ -16,12 +16,20 @@ Each iteration (reference §3.2), the steps timed into
    :func:`kubescale.controllers.vpa.api.vpa_matching.choose_vpa`).
 4. Per VPA: :meth:`EvictionRestriction.build` from its pods and their controllers (informers),
    :func:`prioritized_pods`, then in order: mode InPlaceOrRecreate → in-place resize when
-   :meth:`EvictionRestriction.in_place_decision` approves (``PATCH pods/<name>/resize`` with the
-   container-resource operations admission would apply, then annotation
-   ``vpaInPlaceUpdated``; a failed resize, or decision Evict, falls back to eviction);
+   :meth:`EvictionRestriction.in_place_decision` approves (:class:`PodActions`: ``PATCH
+   pods/<name>/resize`` with the container-resource operations admission would apply, then
+   annotation ``vpaInPlaceUpdated``; a refused resize, or decision Evict, falls back to eviction);
    Recreate/Auto → eviction when :meth:`EvictionRestriction.can_evict` allows and the rate
    limiter grants a token. The Eviction API enforces PodDisruptionBudgets: a 429 is counted as
    a failed attempt and the loop goes on with the next pod.
+
+Evictions and resizes go through :mod:`kubescale.kube.disruption_ledger`: one whose outcome is
+unknown (no answer, 5xx — kube-apiserver answers 504 after etcd committed when its deadline
+passes) counts as done, in this loop's budget and, until the pods' informer shows the pod
+going (or the resize applied; 5 minutes at most), in the next loops' too, as do successful ones
+the informer has not shown yet; a pod not found counts as gone. Upstream counts only answered
+successes of the current loop, so a committed eviction answered 500 was evicted again (6 of 6
+pods against a budget of 3). A resize whose outcome is unknown does not fall back to eviction.
 
 Deliberate difference: upstream blocks on the rate limiter (``Wait``); here no clock is slept
 on, so a denied token ends this iteration's evictions and the next iteration continues.
@@ -29,6 +37,7 @@ on, so a denied token ends this iteration's evictions and the next iteration con
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
@@ -37,9 +46,13 @@ from kubescale.base.logs import component_logger
 from kubescale.base.objects import meta
 from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef, topmost_controller
+from kubescale.controllers.vpa.api.hpa_conflict import (
+    hpa_conflict_message,
+    hpa_scaled_resources,
+    hpas_scaled_resources,
+)
 from kubescale.controllers.vpa.api.limit_ranges import merged_limit_range_item
-from kubescale.controllers.vpa.api.pod_admission import PodAdmissionError, admit_pod
-from kubescale.controllers.vpa.api.vpa_matching import choose_vpa
+from kubescale.controllers.vpa.api.vpa_matching import choose_vpa, target_ref_of
 from kubescale.controllers.vpa.api.vpa_policy import update_mode
 from kubescale.controllers.vpa.api.vpa_targets import VpaTargets, target_ref
 from kubescale.controllers.vpa.recommender.recommender_metrics import ExecutionTimer
@@ -52,33 +65,44 @@ from kubescale.controllers.vpa.updater.eviction_restriction import (
     pod_id,
 )
 from kubescale.controllers.vpa.updater.update_priority import (
+    is_terminating,
     pod_is_updatable,
     prioritized_pods,
     vpa_is_updated,
 )
+from kubescale.controllers.vpa.updater.updater_actions import ACTOR, PodActions
 from kubescale.controllers.vpa.updater.updater_config import UpdaterSettings
 from kubescale.controllers.vpa.updater.updater_metrics import UpdaterMetrics, size_log2
 from kubescale.kube.client import KubeClient
+from kubescale.kube.disruption_ledger import WriteOutcome
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.events import EventRecorder
-from kubescale.kube.resources import LEASES, LIMIT_RANGES, PODS, VERTICAL_POD_AUTOSCALERS
+from kubescale.kube.resources import (
+    HORIZONTAL_POD_AUTOSCALERS,
+    LEASES,
+    LIMIT_RANGES,
+    PODS,
+    VERTICAL_POD_AUTOSCALERS,
+)
 from kubescale.kube.selectors import LabelSelector
 from kubescale.kube.shared_cache import SharedCache
 from kubescale.runtime.component import TimelineReport
 
-__all__ = ["IN_PLACE_UPDATED_ANNOTATION", "LOOP_NAME", "UpdaterLoop", "lease_is_fresh"]
+__all__ = ["LOOP_NAME", "UpdaterLoop", "lease_is_fresh"]
 
 log = component_logger("vpa-updater")
 
 LOOP_NAME: Final = "vpa-updater"
 EVICTION_EVENT: Final = "vpa-eviction"
+EVICTION_UNKNOWN_EVENT: Final = "vpa-eviction-unknown"
 IN_PLACE_EVENT: Final = "vpa-in-place-resize"
 SKIPPED_EVENT: Final = "vpa-updater-skipped"
-IN_PLACE_UPDATED_ANNOTATION: Final = "vpaInPlaceUpdated"
+HPA_CONFLICT_REPORT: Final = "vpa-hpa-conflict"
+HPA_CONFLICT_REASON: Final = "HPAConflict"
+MAX_REMEMBERED_DECISIONS: Final = 10_000
 _IN_PLACE_MODES = frozenset({"InPlaceOrRecreate", "InPlace"})
 _NEVER_EVICTS = "InPlace"
 """Mode ``InPlace`` (feature gate ``InPlace``) resizes in place and never falls back to eviction."""
-_CONTAINER_RESOURCES_PREFIX = "/spec/containers/"
 
 
 def lease_is_fresh(
@@ -97,16 +121,6 @@ def lease_is_fresh(
 def has_recommendation(vpa: Mapping[str, Any]) -> bool:
     recommendation = (vpa.get("status") or {}).get("recommendation") or {}
     return bool(recommendation.get("containerRecommendations"))
-
-
-def resize_patches(patches: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The admission patch operations a ``resize`` applies: container resources only."""
-    return [
-        dict(op)
-        for op in patches
-        if str(op.get("path", "")).startswith(_CONTAINER_RESOURCES_PREFIX)
-        and "/resources" in str(op.get("path", ""))
-    ]
 
 
 class UpdaterLoop:
@@ -132,6 +146,17 @@ class UpdaterLoop:
         self.vpas = informers.informer(VERTICAL_POD_AUTOSCALERS)
         self.pods = informers.informer(PODS)
         self.limit_ranges = informers.informer(LIMIT_RANGES)
+        self.hpas = (
+            informers.informer(HORIZONTAL_POD_AUTOSCALERS) if cache.coordination.shared else None
+        )
+        """``--coordination one-brain``: the HPAs, whose resources the VPA leaves alone."""
+        self._hpa_decisions: dict[tuple[str, str], str] = {}
+        """The last ``HPAConflict`` message per VPA (an Event when it changes)."""
+        self.disruptions = cache.disruptions
+        self.disruptions.attach(self.pods)
+        self.actions = PodActions(
+            client=client, ledger=self.disruptions, metrics=metrics, events=events
+        )
         self.targets = VpaTargets(controllers=cache.controllers)
         self.eviction_limiter = EvictionRateLimiter(
             rate=settings.eviction_rate_limit, burst=settings.eviction_rate_burst
@@ -150,9 +175,10 @@ class UpdaterLoop:
 
     def drain_reports(self) -> list[TimelineReport]:
         """What the loop did since the last call, for a simulation's timeline: each eviction
-        (``("vpa-eviction", "<namespace>/<pod>", "evicted by VPA")``), in-place resize
-        (``"vpa-in-place-resize"``) and iteration skipped for a stale admission status
-        (``"vpa-updater-skipped"``, subject the status Lease)."""
+        (``("vpa-eviction", "<namespace>/<pod>", "evicted by VPA")``), eviction whose outcome
+        is unknown (``"vpa-eviction-unknown"``), in-place resize (``"vpa-in-place-resize"``) and
+        iteration skipped for a stale admission status (``"vpa-updater-skipped"``, subject the
+        status Lease)."""
         reports, self._reports = self._reports, []
         return reports
 
@@ -209,7 +235,7 @@ class UpdaterLoop:
         ]
         selectors = await self._selectors(vpas)
         timer.observe_step("ListVPAs")
-        by_vpa = self._match_pods(vpas, selectors)
+        by_vpa, terminating = self._match_pods(vpas, selectors)
         timer.observe_step("ListPods")
         for vpa in vpas:
             key = _key(vpa)
@@ -217,7 +243,7 @@ class UpdaterLoop:
             size = size_log2(len(pods))
             self.metrics.controlled_pods.labels(size).set(len(pods))
             if pods:
-                await self._update_vpa(vpa, pods, now=now)
+                await self._update_vpa(vpa, pods, terminating=terminating, now=now)
         timer.observe_step("EvictPods")
         timer.observe_total()
 
@@ -242,15 +268,21 @@ class UpdaterLoop:
         self,
         vpas: Sequence[dict[str, Any]],
         selectors: Mapping[tuple[str, str, str], LabelSelector],
-    ) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    ) -> tuple[dict[tuple[str, str], list[dict[str, Any]]], Counter[ControllerKey]]:
+        """Each VPA's updatable pods; and per controller, its pods being deleted."""
+
         def selector_of(ref: ControllerRef) -> LabelSelector | None:
             return selectors.get((ref.namespace, ref.kind, ref.name))
 
         matched: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        terminating: Counter[ControllerKey] = Counter()
         if not vpas:
-            return matched
+            return matched, terminating
         for pod in sorted(self.pods.lister.list(), key=pod_id):
-            if not pod_is_updatable(pod):
+            if not pod_is_updatable(pod, unschedulable_too=self.cache.coordination.shared):
+                owner = controller_of(pod)
+                if owner is not None and is_terminating(pod):
+                    terminating[owner] += 1
                 continue
             controller = topmost_controller(
                 pod, lookup=self.targets.owner, scalable_kinds=self.targets.is_scalable
@@ -260,7 +292,7 @@ class UpdaterLoop:
             )
             if vpa is not None:
                 matched.setdefault(_key(vpa), []).append(pod)
-        return matched
+        return matched, terminating
 
     def _controllers(self, pods: Sequence[dict[str, Any]]) -> dict[ControllerKey, dict[str, Any]]:
         found: dict[ControllerKey, dict[str, Any]] = {}
@@ -275,13 +307,52 @@ class UpdaterLoop:
                 found[key] = obj
         return found
 
+    def _hpa_scaled(
+        self, vpa: Mapping[str, Any], namespace: str
+    ) -> tuple[list[dict[str, Any]], frozenset[str]]:
+        """``--coordination one-brain``: the HPAs of the namespace and the resources those
+        targeting the VPA's workload scale on (the VPA leaves them alone: docs/coordination.md);
+        an ``HPAConflict`` Event on the VPA when that decision is new or changes."""
+        if self.hpas is None:
+            return [], frozenset()
+        hpas = self.hpas.lister.list(namespace=namespace)
+        target = target_ref_of(vpa)
+        skipped = hpas_scaled_resources(hpas, target)
+        key = _key(vpa)
+        if not skipped or target is None:
+            self._hpa_decisions.pop(key, None)
+            return hpas, skipped
+        names = sorted(
+            str((hpa.get("metadata") or {}).get("name") or "")
+            for hpa in hpas
+            if hpa_scaled_resources(hpa, target)
+        )
+        message = hpa_conflict_message(target=target, hpa_names=names, resources=skipped)
+        if self._hpa_decisions.get(key) != message:
+            self._hpa_decisions[key] = message
+            if len(self._hpa_decisions) > MAX_REMEMBERED_DECISIONS:
+                self._hpa_decisions.pop(next(iter(self._hpa_decisions)))
+            self.events.event(vpa, type="Normal", reason=HPA_CONFLICT_REASON, message=message)
+            self._reports.append((HPA_CONFLICT_REPORT, f"{key[0]}/{key[1]}", message))
+        return hpas, skipped
+
     async def _update_vpa(
-        self, vpa: dict[str, Any], pods: list[dict[str, Any]], *, now: datetime
+        self,
+        vpa: dict[str, Any],
+        pods: list[dict[str, Any]],
+        *,
+        terminating: Mapping[ControllerKey, int],
+        now: datetime,
     ) -> None:
         settings = self.settings
         mode = update_mode(vpa)
         in_place = mode in _IN_PLACE_MODES
         never_evict = mode == _NEVER_EVICTS
+        in_flight = {
+            pod_id(pod): disruption.kind
+            for pod in pods
+            if (disruption := self.disruptions.pending(pod, now=now, actor=ACTOR)) is not None
+        }
         restriction = EvictionRestriction.build(
             pods=pods,
             controllers=self._controllers(pods),
@@ -290,9 +361,12 @@ class UpdaterLoop:
             eviction_tolerance=settings.eviction_tolerance,
             in_place_skip_disruption_budget=settings.in_place_skip_disruption_budget,
             in_place_mode=in_place,
+            in_flight=in_flight,
+            terminating=terminating,
         )
         namespace = str((vpa.get("metadata") or {}).get("namespace") or "")
         limit_ranges = self.limit_ranges.lister.list(namespace=namespace)
+        hpas, skipped = self._hpa_scaled(vpa, namespace)
         candidates = prioritized_pods(
             vpa=vpa,
             pods=pods,
@@ -300,6 +374,7 @@ class UpdaterLoop:
             settings=settings.priority,
             container_limit_range=merged_limit_range_item(limit_ranges, item_type="Container"),
             pod_limit_range=merged_limit_range_item(limit_ranges, item_type="Pod"),
+            skip_resources=skipped,
         )
         size = size_log2(len(pods))
         self.metrics.evictable_pods.labels(size).set(len(candidates))
@@ -315,7 +390,13 @@ class UpdaterLoop:
                 if decision is InPlaceDecision.APPROVED:
                     if not self.in_place_limiter.try_acquire(now):
                         return
-                    if await self._resize(pod, vpa, limit_ranges, size=size, now=now):
+                    self.last_in_place_attempt[pod_id(pod)] = now
+                    resized = await self.actions.resize(
+                        pod, vpa, limit_ranges, size=size, now=now, hpas=hpas
+                    )
+                    if resized.outcome is WriteOutcome.DONE:
+                        self.resized.append(pod_id(pod))
+                    if resized.counts:  # done, or maybe done: no eviction on top of it
                         restriction.record_in_place_update(pod)
                         continue
                 if never_evict:
@@ -326,94 +407,20 @@ class UpdaterLoop:
                 continue
             if not self.eviction_limiter.try_acquire(now):
                 return  # no token: the next iteration goes on (module docstring)
-            if await self._evict(pod, vpa, size=size):
+            evicted = await self.actions.evict(pod, vpa, size=size, now=now)
+            if evicted.outcome is WriteOutcome.DONE:
+                self.evicted.append(pod_id(pod))
+            elif evicted.outcome is WriteOutcome.UNKNOWN:
+                code = evicted.error.code if isinstance(evicted.error, KubeApiError) else None
+                self._reports.append(
+                    (
+                        EVICTION_UNKNOWN_EVENT,
+                        pod_id(pod),
+                        f"eviction answered {code or 'nothing'}: counted as evicted",
+                    )
+                )
+            if evicted.counts:  # done, maybe done, or the pod is gone anyway
                 restriction.record_eviction(pod)
-
-    async def _evict(self, pod: dict[str, Any], vpa: dict[str, Any], *, size: str) -> bool:
-        metadata = pod.get("metadata") or {}
-        name, namespace = str(metadata.get("name", "")), str(metadata.get("namespace", ""))
-        try:
-            await self.client.evict(name, namespace=namespace, uid=metadata.get("uid"))
-        except KubeApiError as err:
-            reason = "DisruptionBudget" if err.code == 429 else err.reason or str(err.code)
-            self.metrics.failed_evictions.labels(size, reason).inc()
-            log.info(
-                "evicting pod failed",
-                extra={"fields": {"pod": pod_id(pod), "code": err.code, "error": err.message}},
-            )
-            return False
-        except KubeError as err:
-            self.metrics.failed_evictions.labels(size, "Error").inc()
-            log.error(
-                "evicting pod failed", extra={"fields": {"pod": pod_id(pod), "error": str(err)}}
-            )
-            return False
-        self.metrics.evicted_pods.labels(size).inc()
-        self.evicted.append(pod_id(pod))
-        log.info("evicted pod", extra={"fields": {"pod": pod_id(pod)}})
-        self.events.event(
-            pod,
-            type="Normal",
-            reason="EvictedByVPA",
-            message="Pod was evicted by VPA Updater to apply resource recommendation.",
-        )
-        self.events.event(
-            vpa,
-            type="Normal",
-            reason="EvictedPod",
-            message=f"VPA Updater evicted Pod {name} to apply resource recommendation.",
-        )
-        return True
-
-    async def _resize(
-        self,
-        pod: dict[str, Any],
-        vpa: dict[str, Any],
-        limit_ranges: Sequence[dict[str, Any]],
-        *,
-        size: str,
-        now: datetime,
-    ) -> bool:
-        metadata = pod.get("metadata") or {}
-        name, namespace = str(metadata.get("name", "")), str(metadata.get("namespace", ""))
-        self.last_in_place_attempt[pod_id(pod)] = now
-        try:
-            patches = resize_patches(admit_pod(pod=pod, vpa=vpa, limit_ranges=limit_ranges).patches)
-        except PodAdmissionError as err:
-            self.metrics.failed_in_place_updates.labels(size, "Error").inc()
-            log.error(
-                "cannot compute resize", extra={"fields": {"pod": pod_id(pod), "error": str(err)}}
-            )
-            return False
-        if not patches:
-            return False
-        try:
-            await self.client.patch(
-                PODS, name, patches, namespace=namespace, patch_type="json", subresource="resize"
-            )
-            await self.client.patch(
-                PODS,
-                name,
-                {"metadata": {"annotations": {IN_PLACE_UPDATED_ANNOTATION: "true"}}},
-                namespace=namespace,
-                patch_type="merge",
-            )
-        except KubeError as err:
-            reason = err.reason if isinstance(err, KubeApiError) else "Error"
-            self.metrics.failed_in_place_updates.labels(size, reason).inc()
-            log.info(
-                "in-place resize failed", extra={"fields": {"pod": pod_id(pod), "error": str(err)}}
-            )
-            return False
-        self.metrics.in_place_updated_pods.labels(size).inc()
-        self.resized.append(pod_id(pod))
-        self.events.event(
-            pod,
-            type="Normal",
-            reason="InPlaceResizedByVPA",
-            message="Pod was resized in place by VPA Updater.",
-        )
-        return True
 
 
 def _key(vpa: Mapping[str, Any]) -> tuple[str, str]:

@@ -1,0 +1,80 @@
+"""The requests a pod will have once the VPA is done with it — for the cluster autoscaler.
+
+With ``--coordination one-brain`` the cluster autoscaler binpacks a pod with the requests the
+VPA admission webhook would give it (its pure decision, :func:`~.pod_admission.admit_pod`,
+through the webhook's cached path), not the stale ones in the pod spec:
+
+* a **pending** pod of a VPA in an updating mode is replaced by the updater (pending pods are
+  always evictable) and recreated by the webhook with the recommended requests, so it is
+  counted with exactly those — a scale-up is sized for the pods that will actually run;
+* a **scheduled** pod is counted with the larger of its requests and the webhook's, per
+  resource (``only_raise``): the next VPA update may raise them, and a scale-down must not remove
+  the room that update needs; a lowering is not counted before it happens.
+
+Pure: a pod and the webhook's JSON patches in, a pod out (the same object when nothing changes,
+so per-pod caches keyed by the object stay valid).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kubescale.kube.disruption_ledger import resize_targets
+from kubescale.kube.quantities import Quantity, QuantityError
+
+__all__ = ["pod_with_admitted_resources"]
+
+_KINDS = ("requests", "limits")
+
+
+def pod_with_admitted_resources(
+    pod: Mapping[str, Any],
+    patches: Sequence[Mapping[str, Any]],
+    *,
+    only_raise: bool,
+) -> Mapping[str, Any]:
+    """``pod`` with the container resources ``patches`` set (``only_raise``: only where they
+    are larger than the pod's); ``pod`` itself when nothing changes."""
+    targets = resize_targets(pod, patches)
+    if not targets:
+        return pod
+    containers = (pod.get("spec") or {}).get("containers") or []
+    changed: dict[int, dict[str, Any]] = {}
+    for index, container in enumerate(containers):
+        if not isinstance(container, Mapping):
+            continue
+        wanted = targets.get(str(container.get("name") or ""))
+        if wanted is None:
+            continue
+        resources = copy.deepcopy(dict(container.get("resources") or {}))
+        touched = False
+        for kind in _KINDS:
+            have = dict(resources.get(kind) or {})
+            for resource, quantity in (wanted.get(kind) or {}).items():
+                current = have.get(resource)
+                if _same_or_skip(current, quantity, only_raise=only_raise):
+                    continue
+                have[resource] = quantity
+                touched = True
+            if have:
+                resources[kind] = have
+        if touched:
+            changed[index] = {**container, "resources": resources}
+    if not changed:
+        return pod
+    spec = dict(pod.get("spec") or {})
+    spec["containers"] = [changed.get(i, c) for i, c in enumerate(containers)]
+    return {**pod, "spec": spec}
+
+
+def _same_or_skip(current: object, wanted: str, *, only_raise: bool) -> bool:
+    """Whether ``wanted`` leaves ``current`` as it is."""
+    if current is None:
+        return False
+    try:
+        have, want = Quantity.from_json(current), Quantity.parse(wanted)
+    except QuantityError:
+        return str(current) == wanted
+    return have >= want if only_raise else have == want
