@@ -103,5 +103,7 @@ async def test_every_collection_is_listed_and_watched_once(
         "webhook",
         "vpa-recommender",
         "vpa-updater",
+        # --coordination one-brain (the default): it binpacks with the webhook's requests
+        "cluster-autoscaler",
     }
     assert json.dumps(collections)  # plain data, as the JSON log line carries it
