@@ -303,7 +303,7 @@ def test_separate_budgets_add_up() -> None:
     limits = [Limits(size=6, pdb=None, updater=3, descheduler_namespace=2)]
     steps: list[Any] = [(UPDATER, [6], 0), (DESCHEDULER, [6], 0)]
     assert _run(limits=limits, total=None, steps=steps, shared=False) == [(1, 0, 2)]
-    assert _run(limits=limits, total=None, steps=steps, shared=False) == []
+    assert _run(limits=limits, total=None, steps=steps, shared=True) == []
 
 
 def test_the_descheduler_total_counts_every_system() -> None:
