@@ -186,7 +186,7 @@ async def run(loops: int, seed: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0], allow_abbrev=False)
     parser.add_argument("--loops", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(

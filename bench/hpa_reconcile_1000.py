@@ -182,7 +182,7 @@ async def _measure(kubeconfig: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0], allow_abbrev=False)
     parser.add_argument("--hpas", type=int, default=1000)
     parser.add_argument("--pods-per-hpa", type=int, default=10)
     parser.add_argument("--out", type=Path, default=RESULTS)

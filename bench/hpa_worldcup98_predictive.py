@@ -176,7 +176,7 @@ def simulate(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0], allow_abbrev=False)
     parser.add_argument("--trace", type=Path, default=TRACE)
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--cpu-ms-per-request", type=float, default=6.0)

@@ -115,7 +115,7 @@ async def measure(seed: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--out", type=Path, default=RESULTS, help="result file (JSON)")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)

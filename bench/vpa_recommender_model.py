@@ -13,9 +13,16 @@ later.
 Memory per container: what the model holds after the loops (``tracemalloc`` current, numpy
 arrays included) and the process's peak RSS growth (``getrusage``), both divided by 10,000.
 
+``--recommendation-policy adaptive`` runs the same loop with kubescale's adaptive policy
+(``docs/vpa-recommendation-policy.md``); so that its OOM path is exercised, ``--oom-fraction``
+(default 5 %) of the containers are OOM-killed during the day of history (once each, at a
+random minute; a quarter of them in its last 6 hours, so the policy's OOM hold is live).
+
 Goals: <= 1 s per loop, <= 3 KB per container.
 
     .venv/bin/python bench/vpa_recommender_model.py   # -> bench/results/vpa_recommender_model.json
+    .venv/bin/python bench/vpa_recommender_model.py --recommendation-policy adaptive
+    # -> bench/results/vpa_recommender_model_adaptive.json
 """
 
 from __future__ import annotations
@@ -40,6 +47,10 @@ from kubescale.controllers.vpa.model.cluster_state import ClusterState
 from kubescale.controllers.vpa.model.estimators import RecommenderConfig
 from kubescale.controllers.vpa.model.go_math import go_micros
 from kubescale.controllers.vpa.model.histogram import MIN_SAMPLE_WEIGHT
+from kubescale.controllers.vpa.model.policy.adaptive_config import (
+    RECOMMENDATION_POLICIES,
+    UPSTREAM_POLICY,
+)
 from kubescale.kube.selectors import label_selector_from_set
 
 REPO = Path(__file__).resolve().parent.parent
@@ -52,12 +63,17 @@ def _rss_kib() -> int:
 
 
 def build(
-    *, workloads: int, containers: int, seed: int
+    *,
+    workloads: int,
+    containers: int,
+    seed: int,
+    policy: str = UPSTREAM_POLICY,
+    oom_fraction: float = 0.0,
 ) -> tuple[ClusterState, list[tuple[str, str]], np.ndarray, np.ndarray]:
     """The cluster with a day of history; returns it, the (pod, container) list and each
     container's CPU level (millicores) and memory level (bytes)."""
     rng = np.random.default_rng(seed)
-    cluster = ClusterState(config=RecommenderConfig())
+    cluster = ClusterState(config=RecommenderConfig(recommendation_policy=policy))
     names = [f"c{index}" for index in range(containers)]
     pairs: list[tuple[str, str]] = []
     for workload in range(workloads):
@@ -116,26 +132,49 @@ def build(
             request=0,
             measure_start=START,
         )
+    # OOMs: a fraction of the containers, once each during the day (a quarter of them in its
+    # last 6 h, so the adaptive policy's OOM hold is live at the first loop).
+    killed = rng.choice(count, size=int(count * oom_fraction), replace=False)
+    for position, index in enumerate(killed.tolist()):
+        pod, name = pairs[index]
+        minute = int(rng.integers(18 * 60, 1440) if position % 4 == 0 else rng.integers(0, 1440))
+        assert cluster.record_oom(
+            namespace=NAMESPACE,
+            pod=pod,
+            container=name,
+            timestamp=START + timedelta(minutes=minute),
+            memory_request=int(memory_level[index]),
+        )
     return cluster, pairs, cpu_level, memory_level
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0], allow_abbrev=False)
     parser.add_argument("--workloads", type=int, default=1000)
     parser.add_argument("--containers-per-pod", type=int, default=10)
     parser.add_argument("--loops", type=int, default=5)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
-        "--out", type=Path, default=REPO / "bench" / "results" / "vpa_recommender_model.json"
+        "--recommendation-policy", choices=RECOMMENDATION_POLICIES, default=UPSTREAM_POLICY
     )
+    parser.add_argument("--oom-fraction", type=float, default=0.05)
+    parser.add_argument("--out", type=Path, help="default: bench/results/vpa_recommender_model")
     args = parser.parse_args(argv)
+    policy = args.recommendation_policy
+    if args.out is None:
+        suffix = "" if policy == UPSTREAM_POLICY else f"_{policy}"
+        args.out = REPO / "bench" / "results" / f"vpa_recommender_model{suffix}.json"
 
     rss_before = _rss_kib()
     tracemalloc.start()
     baseline = tracemalloc.get_traced_memory()[0]
     started = time.process_time()
     cluster, pairs, cpu_level, memory_level = build(
-        workloads=args.workloads, containers=args.containers_per_pod, seed=args.seed
+        workloads=args.workloads,
+        containers=args.containers_per_pod,
+        seed=args.seed,
+        policy=policy,
+        oom_fraction=args.oom_fraction,
     )
     setup_seconds = time.process_time() - started
     count = len(pairs)
@@ -185,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
         del samples, result
     rss_growth = (_rss_kib() - rss_before) * 1024
     report = {
+        "recommendation_policy": policy,
+        "oom_fraction": args.oom_fraction,
         "containers": count,
         "vpas": len(cluster.vpa_keys()),
         "loops": args.loops,

@@ -12,57 +12,96 @@ container whose requests equal limits; per 5-minute sample (weighing 5/60 h), in
 4. apply the target (both resources, only if it differs and both are > 0) when the applied CPU
    or memory is outside [lowerBound, upperBound], the sample was an OOM, or >= 12 h have passed
    since the last update (the workload's first sample counts as one) and
-   ``sum(|target - applied| / applied)`` over CPU and memory is >= 0.1.
+   ``sum(|target - applied| / applied)`` over CPU and memory is >= 0.1. Each update is a pod
+   restart: the ``updates`` column.
 
 Upstream VPA 1.8 defaults throughout. CPU usage in cores becomes a ResourceAmount as the model
 converts cores, ``int64(cores * 1000)``; the applied CPU is kept in millicores and compared in
 cores (``millicores / 1000``).
 
 The recommender is driven through the model API directly: one ``ContainerState`` feeding one
-``AggregateContainerState`` per workload, the estimator chain of ``recommend_for_vpa`` for a
-single container. The "provisioned" policy scores the provisioned amounts of each row and never
-updates.
+``AggregateContainerState`` per workload, and for a single container either upstream's
+estimator chain (``--policy upstream``, the default) or kubescale's ``adaptive`` recommendation
+policy (``--policy adaptive``; ``--policy both`` replays both; ``--policy-param NAME=VALUE``
+overrides a field of ``AdaptivePolicyConfig``, e.g. ``oom_hold_ns=12h``,
+``memory_rungs=0.9:0.15,1.0:0.15``, ``cpu_percentiles=0.9,0.95``). The "provisioned" policy
+scores the provisioned amounts of each row and never updates. Each policy's totals also split
+off the slack of each workload's first 24 hours (JSON only).
+
+The reference table of the trace README (upstream VPA 1.8 on bitbrains-rnd, month 2013-07, all
+500 workloads) is printed beside the results only when the replay is that one: the dataset named
+by the file, the month the samples fall in, every workload. Then the upstream policy must
+reproduce it (counts exactly, hour totals within 1e-6 relative) or the exit status is 1; so is
+it when ``--compare`` finds a differing row.
 
 Usage (from the repository root)::
 
     .venv/bin/python bench/vpa_trace_replay.py                       # all 500 workloads
+    .venv/bin/python bench/vpa_trace_replay.py --policy both --out /tmp/month.json
     .venv/bin/python bench/vpa_trace_replay.py --workloads vm-001-vm-020 \\
         --compare ../shared/traces/upstream-vpa-replay-2013-07-vm001-020.csv.xz
 
-The trace is read straight from the ``.csv.xz`` and streamed workload by workload.
+The trace is read straight from the ``.csv.xz`` and streamed workload by workload. The traces
+are looked up in ``$KUBESCALE_TRACES``, else ``shared/traces`` beside the checkout or one level
+further up (a git worktree).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import io
 import json
 import lzma
+import os
+import re
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from kubescale.base.flag_types import parse_duration
 from kubescale.controllers.vpa.model.aggregate_state import AggregateContainerState, ContainerState
 from kubescale.controllers.vpa.model.estimators import RecommenderConfig, estimate
 from kubescale.controllers.vpa.model.go_math import go_float_to_int64
+from kubescale.controllers.vpa.model.policy.adaptive_config import (
+    ADAPTIVE_POLICY,
+    RECOMMENDATION_POLICIES,
+    UPSTREAM_POLICY,
+    AdaptivePolicyConfig,
+)
+from kubescale.controllers.vpa.model.policy.adaptive_estimator import estimate_adaptive
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_TRACE = REPO.parent / "shared" / "traces" / "bitbrains-rnd-2013-07.csv.xz"
-DEFAULT_REFERENCE = (
-    REPO.parent / "shared" / "traces" / "upstream-vpa-replay-2013-07-vm001-020.csv.xz"
-)
+
+
+def _traces_dir() -> Path:
+    configured = os.environ.get("KUBESCALE_TRACES")
+    if configured:
+        return Path(configured)
+    for base in (REPO.parent, REPO.parent.parent):
+        if (base / "shared" / "traces").is_dir():
+            return base / "shared" / "traces"
+    return REPO.parent / "shared" / "traces"
+
+
+TRACES = _traces_dir()
+DEFAULT_TRACE = TRACES / "bitbrains-rnd-2013-07.csv.xz"
+DEFAULT_REFERENCE = TRACES / "upstream-vpa-replay-2013-07-vm001-020.csv.xz"
 SAMPLE_HOURS = 5 / 60
 GIB = float(1 << 30)
 _HOUR_US = 3600 * 10**6
+_DAY_US = 24 * _HOUR_US
 _UPDATE_AGE_US = 12 * _HOUR_US
 _UNIX_EPOCH_GO_US = 62135596800 * 10**6
 """Microseconds from Go's zero time (0001-01-01) to the Unix epoch."""
+PROVISIONED = "provisioned"
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +129,7 @@ class RecommendationRow:
 
 @dataclass
 class PolicyTotals:
-    """One policy's column of the reference table."""
+    """One policy's column of the reference table (+ the first day's slack, JSON only)."""
 
     cpu_requested_core_h: float = 0.0
     cpu_slack_core_h: float = 0.0
@@ -100,16 +139,33 @@ class PolicyTotals:
     workloads_with_oom: int = 0
     throttled_samples: int = 0
     updates: int = 0
+    cpu_slack_first_day_core_h: float = 0.0
+    memory_slack_first_day_gib_h: float = 0.0
 
     def add(self, other: PolicyTotals) -> None:
-        self.cpu_requested_core_h += other.cpu_requested_core_h
-        self.cpu_slack_core_h += other.cpu_slack_core_h
-        self.memory_requested_gib_h += other.memory_requested_gib_h
-        self.memory_slack_gib_h += other.memory_slack_gib_h
-        self.oom_samples += other.oom_samples
-        self.workloads_with_oom += other.workloads_with_oom
-        self.throttled_samples += other.throttled_samples
-        self.updates += other.updates
+        for name in _FIELDS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def score(
+        self, *, cpu_cores: float, memory_bytes: int, sample: Sample, first_day: bool
+    ) -> None:
+        """Step 1: one sample against the request applied before it."""
+        cpu_slack = (cpu_cores - sample.cpu_cores) * SAMPLE_HOURS
+        memory_slack = (memory_bytes - sample.memory_bytes) / GIB * SAMPLE_HOURS
+        self.cpu_requested_core_h += cpu_cores * SAMPLE_HOURS
+        self.cpu_slack_core_h += cpu_slack
+        self.memory_requested_gib_h += memory_bytes / GIB * SAMPLE_HOURS
+        self.memory_slack_gib_h += memory_slack
+        if first_day:
+            self.cpu_slack_first_day_core_h += cpu_slack
+            self.memory_slack_first_day_gib_h += memory_slack
+        if sample.memory_bytes > memory_bytes:
+            self.oom_samples += 1
+        if sample.cpu_cores > cpu_cores:
+            self.throttled_samples += 1
+
+
+_FIELDS = tuple(f.name for f in dataclasses.fields(PolicyTotals))
 
 
 @dataclass
@@ -118,6 +174,8 @@ class WorkloadOutcome:
     recommender: PolicyTotals
     provisioned: PolicyTotals
     rows: list[RecommendationRow] = field(default_factory=list)
+    first_timestamp: int = 0
+    last_timestamp: int = 0
 
 
 # -- reading ----------------------------------------------------------------------------------
@@ -188,7 +246,7 @@ def read_reference(path: Path, *, only: set[str] | None = None) -> list[Recommen
 
 
 def workload_range(text: str) -> set[str] | None:
-    """``all``, ``vm-001-vm-020`` (inclusive range) or a comma-separated list."""
+    """``all``, ``vm-001-vm-020`` (inclusive range) or a comma-separated list (of either)."""
     if text in ("", "all"):
         return None
     names: set[str] = set()
@@ -212,9 +270,14 @@ def _cpu_amount(cores: float) -> int:
 
 
 def replay_workload(
-    workload: str, samples: Iterable[Sample], *, config: RecommenderConfig | None = None
+    workload: str,
+    samples: Sequence[Sample],
+    *,
+    config: RecommenderConfig | None = None,
+    policy: AdaptivePolicyConfig | None = None,
 ) -> WorkloadOutcome:
-    """Replay one workload under protocol v1 (see module docstring)."""
+    """Replay one workload under protocol v1 (see module docstring): upstream's estimator
+    chain, or the adaptive policy with ``policy``."""
     config = config or RecommenderConfig()
     aggregate = AggregateContainerState.standalone(config.aggregations)
     container = ContainerState(request_cpu=0, request_memory=0, aggregator=aggregate)
@@ -223,6 +286,7 @@ def replay_workload(
     outcome = WorkloadOutcome(workload, recommender, provisioned)
     applied_cpu_m = -1
     applied_memory = -1
+    first_us = 0
     last_computed_us = 0
     last_update_us = 0
     oomed = provisioned_oomed = False
@@ -231,24 +295,26 @@ def replay_workload(
         if applied_cpu_m < 0:
             applied_cpu_m = _cpu_amount(sample.cpu_provisioned_cores)
             applied_memory = sample.memory_provisioned_bytes
-            last_update_us = time_us
+            first_us = last_update_us = time_us
+            outcome.first_timestamp = sample.timestamp
+        outcome.last_timestamp = sample.timestamp
+        first_day = time_us - first_us < _DAY_US
         # 1. scoring, recommender policy and the provisioned baseline.
         applied_cores = applied_cpu_m / 1000
-        recommender.cpu_requested_core_h += applied_cores * SAMPLE_HOURS
-        recommender.cpu_slack_core_h += (applied_cores - sample.cpu_cores) * SAMPLE_HOURS
-        recommender.memory_requested_gib_h += applied_memory / GIB * SAMPLE_HOURS
-        recommender.memory_slack_gib_h += (
-            (applied_memory - sample.memory_bytes) / GIB * SAMPLE_HOURS
+        recommender.score(
+            cpu_cores=applied_cores, memory_bytes=applied_memory, sample=sample, first_day=first_day
         )
         oom = sample.memory_bytes > applied_memory
-        if oom:
-            recommender.oom_samples += 1
-            oomed = True
-        if sample.cpu_cores > applied_cores:
-            recommender.throttled_samples += 1
-        _score_provisioned(provisioned, sample)
-        if sample.memory_bytes > sample.memory_provisioned_bytes:
-            provisioned_oomed = True
+        oomed = oomed or oom
+        provisioned.score(
+            cpu_cores=sample.cpu_provisioned_cores,
+            memory_bytes=sample.memory_provisioned_bytes,
+            sample=sample,
+            first_day=first_day,
+        )
+        provisioned_oomed = (
+            provisioned_oomed or sample.memory_bytes > sample.memory_provisioned_bytes
+        )
         # 2. feeding the model.
         container.add_cpu_sample(_cpu_amount(min(sample.cpu_cores, applied_cores)), time_us)
         if oom:
@@ -259,7 +325,12 @@ def replay_workload(
         if not (last_computed_us == 0 or time_us - last_computed_us >= _HOUR_US or oom):
             continue
         last_computed_us = time_us
-        result = estimate(aggregate, config, containers=1)
+        if policy is None:
+            result = estimate(aggregate, config, containers=1)
+        else:
+            result = estimate_adaptive(
+                aggregate, config, now_us=time_us, containers=1, policy=policy
+            )
         outcome.rows.append(
             RecommendationRow(
                 sample.timestamp,
@@ -296,30 +367,85 @@ def replay_workload(
     return outcome
 
 
-def _score_provisioned(totals: PolicyTotals, sample: Sample) -> None:
-    cores = sample.cpu_provisioned_cores
-    memory = sample.memory_provisioned_bytes
-    totals.cpu_requested_core_h += cores * SAMPLE_HOURS
-    totals.cpu_slack_core_h += (cores - sample.cpu_cores) * SAMPLE_HOURS
-    totals.memory_requested_gib_h += memory / GIB * SAMPLE_HOURS
-    totals.memory_slack_gib_h += (memory - sample.memory_bytes) / GIB * SAMPLE_HOURS
-    if sample.memory_bytes > memory:
-        totals.oom_samples += 1
-    if sample.cpu_cores > cores:
-        totals.throttled_samples += 1
+# -- the reference ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reference:
+    """Published totals of one replay: which trace, month and workload count they belong to."""
+
+    dataset: str
+    month: str
+    workloads: int
+    totals: dict[str, PolicyTotals]
+
+
+def _totals(*values: float) -> PolicyTotals:
+    names = _FIELDS[:8]
+    return PolicyTotals(**dict(zip(names, values, strict=True)))  # type: ignore[arg-type]
+
+
+REFERENCES = (
+    Reference(
+        dataset="bitbrains-rnd",
+        month="2013-07",
+        workloads=500,
+        totals={
+            PROVISIONED: _totals(
+                891170.583, 811720.016, 2789721.971, 2647735.489, 257, 87, 49475, 0
+            ),
+            UPSTREAM_POLICY: _totals(
+                94248.615, 14798.048, 902808.013, 760821.531, 12203, 375, 186799, 11158
+            ),
+        },
+    ),
+)
+"""The trace README's figures (upstream VPA 1.8, replay protocol v1)."""
+
+REFERENCE_TOLERANCE = 1e-6
+"""Hour totals must agree within this relative difference; counts exactly."""
+
+
+def dataset_name(trace: Path) -> str:
+    """The dataset a trace file holds: its name without suffixes and a trailing ``-YYYY-MM``."""
+    name = trace.name.split(".", 1)[0]
+    return re.sub(r"-\d{4}-\d{2}$", "", name)
+
+
+def data_month(first_timestamp: int, last_timestamp: int) -> str:
+    """The month the samples fall in: that of the middle of their span (UTC)."""
+    middle = (first_timestamp + last_timestamp) // 2
+    return datetime.fromtimestamp(middle, tz=UTC).strftime("%Y-%m")
+
+
+def reference_for(*, dataset: str, month: str, workloads: int, subset: bool) -> Reference | None:
+    """The reference of exactly this replay, if any (never for a subset of the workloads)."""
+    if subset:
+        return None
+    for reference in REFERENCES:
+        if (reference.dataset, reference.month, reference.workloads) == (
+            dataset,
+            month,
+            workloads,
+        ):
+            return reference
+    return None
+
+
+def reference_misses(ours: PolicyTotals, theirs: PolicyTotals) -> list[str]:
+    """The columns where ``ours`` does not reproduce ``theirs`` (empty when it does)."""
+    misses = []
+    for attribute, title in _COLUMNS:
+        a, b = getattr(ours, attribute), getattr(theirs, attribute)
+        if isinstance(b, float):
+            if abs(a - b) > REFERENCE_TOLERANCE * abs(b):
+                misses.append(f"{title}: {a:.3f}, reference {b:.3f}")
+        elif a != b:
+            misses.append(f"{title}: {a}, reference {b}")
+    return misses
 
 
 # -- the table --------------------------------------------------------------------------------
-
-REFERENCE_TABLE = {
-    "provisioned": PolicyTotals(
-        891170.583, 811720.016, 2789721.971, 2647735.489, 257, 87, 49475, 0
-    ),
-    "recommender": PolicyTotals(
-        94248.615, 14798.048, 902808.013, 760821.531, 12203, 375, 186799, 11158
-    ),
-}
-"""The trace README's figures for bitbrains-rnd-2013-07 (all 500 workloads)."""
 
 _COLUMNS = (
     ("cpu_requested_core_h", "CPU requested (core-h)"),
@@ -331,32 +457,39 @@ _COLUMNS = (
     ("throttled_samples", "throttled samples"),
     ("updates", "updates"),
 )
+_NAMES = {
+    PROVISIONED: "provisioned (manual)",
+    UPSTREAM_POLICY: "upstream VPA 1.8 defaults",
+    ADAPTIVE_POLICY: "adaptive policy",
+}
 
 
-def markdown_table(totals: dict[str, PolicyTotals], *, reference: bool) -> str:
-    """The results table: ours, and (``reference``) upstream's with the difference."""
+def _cells(totals: PolicyTotals) -> list[str]:
+    cells = []
+    for attribute, _ in _COLUMNS:
+        value = getattr(totals, attribute)
+        cells.append(f"{value:.3f}" if isinstance(value, float) else str(value))
+    return cells
+
+
+def markdown_table(totals: dict[str, PolicyTotals], *, reference: Reference | None) -> str:
+    """The results table: ours, and with a ``reference`` its rows and the difference."""
     lines = ["| policy | " + " | ".join(title for _, title in _COLUMNS) + " |"]
     lines.append("|---" * (len(_COLUMNS) + 1) + "|")
-    names = {"provisioned": "provisioned (manual)", "recommender": "upstream VPA 1.8 defaults"}
     for policy, ours in totals.items():
-        cells = []
+        lines.append(f"| kubescale, {_NAMES[policy]} | " + " | ".join(_cells(ours)) + " |")
+        theirs = reference.totals.get(policy) if reference is not None else None
+        if theirs is None:
+            continue
+        deltas = []
         for attribute, _ in _COLUMNS:
-            value = getattr(ours, attribute)
-            cells.append(f"{value:.3f}" if isinstance(value, float) else str(value))
-        lines.append(f"| kubescale, {names[policy]} | " + " | ".join(cells) + " |")
-        if reference:
-            theirs = REFERENCE_TABLE[policy]
-            ref_cells, delta_cells = [], []
-            for attribute, _ in _COLUMNS:
-                a, b = getattr(ours, attribute), getattr(theirs, attribute)
-                if isinstance(b, float):
-                    ref_cells.append(f"{b:.3f}")
-                    delta_cells.append(f"{a - b:+.3f} ({(a - b) / b:+.1e})")
-                else:
-                    ref_cells.append(str(b))
-                    delta_cells.append(f"{a - b:+d}")
-            lines.append(f"| upstream, {names[policy]} | " + " | ".join(ref_cells) + " |")
-            lines.append(f"| delta, {names[policy]} | " + " | ".join(delta_cells) + " |")
+            a, b = getattr(ours, attribute), getattr(theirs, attribute)
+            if isinstance(b, float):
+                deltas.append(f"{a - b:+.3f} ({(a - b) / b:+.1e})")
+            else:
+                deltas.append(f"{a - b:+d}")
+        lines.append(f"| reference, {_NAMES[policy]} | " + " | ".join(_cells(theirs)) + " |")
+        lines.append(f"| delta, {_NAMES[policy]} | " + " | ".join(deltas) + " |")
     return "\n".join(lines)
 
 
@@ -373,44 +506,152 @@ def compare_rows(
     return mismatches
 
 
+def write_workload_totals(path: Path, rows: Iterable[tuple[str, str, PolicyTotals]]) -> None:
+    """One CSV row per workload and policy: ``workload, policy`` and every total."""
+    with open(path, "w", encoding="utf-8", newline="") as stream:
+        writer = csv.writer(stream)
+        writer.writerow(["workload", "policy", *_FIELDS])
+        for workload, policy, totals in rows:
+            writer.writerow([workload, policy, *(getattr(totals, name) for name in _FIELDS)])
+
+
+# -- policy parameters ------------------------------------------------------------------------
+
+
+def _duration_ns(text: str) -> int:
+    return round(parse_duration(text) * 1e9)
+
+
+def policy_from_params(params: Iterable[str]) -> AdaptivePolicyConfig:
+    """``NAME=VALUE`` overrides of :class:`AdaptivePolicyConfig` fields (durations as Go
+    durations, ``memory_rungs`` as ``p:m,p:m``, ``cpu_percentiles`` as ``p,p``)."""
+    types = {f.name: f for f in dataclasses.fields(AdaptivePolicyConfig)}
+    changes: dict[str, object] = {}
+    for param in params:
+        name, sep, text = param.partition("=")
+        if not sep or name not in types:
+            raise ValueError(
+                f"--policy-param {param!r}: want NAME=VALUE, NAME one of {sorted(types)}"
+            )
+        try:
+            if name == "memory_rungs":
+                changes[name] = tuple(
+                    (float(p), float(m)) for p, m in (rung.split(":") for rung in text.split(","))
+                )
+            elif name == "cpu_percentiles":
+                changes[name] = tuple(float(p) for p in text.split(","))
+            elif name.endswith("_ns"):
+                changes[name] = _duration_ns(text)
+            else:
+                changes[name] = float(text)
+        except (ValueError, argparse.ArgumentTypeError) as exc:
+            raise ValueError(f"--policy-param {param!r}: {exc}") from None
+    return dataclasses.replace(AdaptivePolicyConfig(), **changes)  # type: ignore[arg-type]
+
+
+# -- main -------------------------------------------------------------------------------------
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0], allow_abbrev=False)
     parser.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
     parser.add_argument(
         "--workloads", default="all", help="all, vm-001-vm-020, or a comma-separated list"
     )
+    parser.add_argument(
+        "--policy",
+        choices=(*RECOMMENDATION_POLICIES, "both"),
+        default=UPSTREAM_POLICY,
+        help="recommendation policy to replay (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--policy-param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override an adaptive policy parameter (repeatable)",
+    )
     parser.add_argument("--compare", type=Path, help="upstream's per-recommendation CSV")
     parser.add_argument("--out", type=Path, help="write the totals and timing as JSON")
+    parser.add_argument(
+        "--out-workloads",
+        type=Path,
+        help="write each workload's totals per policy as CSV (slices can be summed from it)",
+    )
     args = parser.parse_args(argv)
+    try:
+        adaptive = policy_from_params(args.policy_param)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if not args.trace.exists():
+        parser.error(f"--trace: {args.trace} not found")
     only = workload_range(args.workloads)
+    policies = [UPSTREAM_POLICY, ADAPTIVE_POLICY] if args.policy == "both" else [str(args.policy)]
     started = time.process_time()
-    totals = {"provisioned": PolicyTotals(), "recommender": PolicyTotals()}
+    totals = {name: PolicyTotals() for name in [PROVISIONED, *policies]}
     rows: list[RecommendationRow] = []
+    per_workload: list[tuple[str, str, PolicyTotals]] = []
     count = 0
+    first_timestamp, last_timestamp = 2**63, 0
     for workload, samples in read_workloads(args.trace, only=only):
-        outcome = replay_workload(workload, samples)
-        totals["provisioned"].add(outcome.provisioned)
-        totals["recommender"].add(outcome.recommender)
-        rows.extend(outcome.rows)
+        for policy in policies:
+            outcome = replay_workload(
+                workload, samples, policy=adaptive if policy == ADAPTIVE_POLICY else None
+            )
+            totals[policy].add(outcome.recommender)
+            per_workload.append((workload, policy, outcome.recommender))
+            if policy == UPSTREAM_POLICY:
+                rows.extend(outcome.rows)
+        totals[PROVISIONED].add(outcome.provisioned)
+        per_workload.append((workload, PROVISIONED, outcome.provisioned))
+        first_timestamp = min(first_timestamp, outcome.first_timestamp)
+        last_timestamp = max(last_timestamp, outcome.last_timestamp)
         count += 1
     seconds = time.process_time() - started
-    print(markdown_table(totals, reference=only is None))
-    print(f"\n{count} workloads, {len(rows)} recommendations, {seconds:.1f} CPU s")
+    if count == 0:
+        print(f"no workload of {args.workloads!r} in {args.trace}", file=sys.stderr)
+        return 1
+    month = data_month(first_timestamp, last_timestamp)
+    reference = reference_for(
+        dataset=dataset_name(args.trace), month=month, workloads=count, subset=only is not None
+    )
+    print(markdown_table(totals, reference=reference))
+    print(
+        f"\n{dataset_name(args.trace)} {month}, {count} workloads, "
+        f"{seconds:.1f} CPU s ({', '.join(policies)})"
+    )
     status = 0
-    if args.compare is not None:
+    if reference is not None and UPSTREAM_POLICY in totals:
+        misses = reference_misses(totals[UPSTREAM_POLICY], reference.totals[UPSTREAM_POLICY])
+        if misses:
+            status = 1
+            print("upstream policy does NOT reproduce the reference:", "; ".join(misses))
+        else:
+            print("upstream policy reproduces the reference")
+    elif reference is None:
+        print("no published reference for this replay (dataset, month and all workloads)")
+    if args.compare is not None and UPSTREAM_POLICY in totals:
         names = {row.workload for row in rows}
         mismatches = compare_rows(rows, read_reference(args.compare, only=names))
         print(f"row-by-row against {args.compare.name}: {len(mismatches)} differing rows")
         for a, b in mismatches[:10]:
             print(f"  ours {a}\n  upstream {b}")
-        status = 1 if mismatches else 0
+        status = status or (1 if mismatches else 0)
+    if args.out_workloads is not None:
+        write_workload_totals(args.out_workloads, per_workload)
     if args.out is not None:
         args.out.write_text(
             json.dumps(
                 {
+                    "trace": args.trace.name,
+                    "month": month,
                     "workloads": count,
-                    "recommendations": len(rows),
+                    "selection": args.workloads,
+                    "policies": policies,
+                    "policy_params": args.policy_param,
+                    "adaptive_policy": asdict(adaptive) if ADAPTIVE_POLICY in policies else None,
                     "cpu_seconds": seconds,
+                    "reference_reproduced": (status == 0) if reference is not None else None,
                     "totals": {name: asdict(value) for name, value in totals.items()},
                 },
                 indent=2,

@@ -11,9 +11,11 @@ from __future__ import annotations
 from typing import Any, Final
 
 from kubescale.controllers.autoscaler.component import SPEC as CLUSTER_AUTOSCALER
+from kubescale.controllers.descheduler.component import SPEC as DESCHEDULER
 from kubescale.controllers.hpa.component import SPEC as HPA_CONTROLLER
 from kubescale.controllers.vpa.recommender.component import SPEC as VPA_RECOMMENDER
 from kubescale.controllers.vpa.updater.component import SPEC as VPA_UPDATER
+from kubescale.extender.component import SPEC as SCHEDULER_EXTENDER
 from kubescale.runtime.component import ComponentSpec
 from kubescale.webhook.component import SPEC as WEBHOOK
 
@@ -25,6 +27,8 @@ REGISTRY: Final[tuple[ComponentSpec[Any], ...]] = (
     VPA_UPDATER,
     HPA_CONTROLLER,
     CLUSTER_AUTOSCALER,
+    DESCHEDULER,
+    SCHEDULER_EXTENDER,
 )
 
 

@@ -9,14 +9,27 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from kubescale import __version__
-from kubescale.cli import apiserver_command, certs_command, serve, simulate_command
+from kubescale.cli import (
+    apiserver_command,
+    certs_command,
+    report_command,
+    serve,
+    simulate_command,
+)
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but errors are one line (no usage dump) so they are easy to read in pod logs."""
+    """argparse, but errors are one line (no usage dump) so they are easy to read in pod logs,
+    and no prefix abbreviation: ``--min-rep`` is an unknown flag, never ``--min-replicas``
+    (an abbreviation that silently meant a flag could come to mean another one, or none,
+    when flags are added). Every subcommand's parser is one of these."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")
@@ -68,6 +81,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     simulate_command.add_arguments(simulate_parser)
     simulate_parser.set_defaults(handler=simulate_command.run)
+
+    report_parser = commands.add_parser(
+        "report",
+        help="a live cluster's resource recommendations (read-only): table, JSON or HTML",
+        description="Read a cluster through a kubeconfig and report, per workload with a VPA "
+        "(or every workload with --all-workloads), current requests and limits against the "
+        "recommendation's lower bound, target and upper bound, savings or risk, the HPA, and "
+        "node usage. Writes nothing to the cluster.",
+    )
+    report_command.add_arguments(report_parser)
+    report_parser.set_defaults(handler=report_command.run)
     return parser
 
 

@@ -9,7 +9,6 @@ A component is enabled by its on/off flag, named like the component (``--webhook
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 from collections.abc import Mapping
@@ -24,6 +23,7 @@ from kubescale.cli.serve_config import (
 )
 from kubescale.components import REGISTRY
 from kubescale.kube.config_loading import SERVICE_HOST_ENV
+from kubescale.runtime import event_loop
 from kubescale.runtime.component import EnabledComponent, LoopSpec
 from kubescale.runtime.process import Server, serve
 
@@ -43,7 +43,9 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"kubescale serve: error: {exc}\n")
         return 2
     configure_logging(level=config.log_level, fmt=config.log_format)
-    return asyncio.run(serve(config, clock=RealClock(), components=default_components(config)))
+    for flag in config.ignored_upstream_flags:
+        log.warning("accepted for compatibility with upstream and ignored: %s", flag)
+    return event_loop.run(serve(config, clock=RealClock(), components=default_components(config)))
 
 
 def default_components(

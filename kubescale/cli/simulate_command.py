@@ -2,12 +2,16 @@
 
 Without a SCENARIO the built-in demo (``sim/scenario/examples/demo.yaml``) runs. A scenario
 with ``compare: true`` (the demo) runs three times — no autoscaling, the upstream suite as
-separate programs, kubescale — and the summary leads with the comparison (``--no-compare``: once,
-with kubescale). ``--seed``,
-``--duration`` and ``--step`` override the file's values. Progress goes to stderr — a bar
-redrawn in place on a terminal, else one line per 10 % ("simulated 6h00m of 1d00h00m (25%)") —
-unless ``--quiet``; the summary table goes to stdout; ``--report-json``/``--report-html`` write
-the full report. An invalid scenario ends with exit code 2 and every problem on its own line,
+separate programs, kubescale — and the summary leads with the comparison (``--no-compare``:
+once, with kubescale). ``--seed``, ``--duration`` and ``--step`` override the file's values.
+Progress goes to stderr — a bar redrawn in place on a terminal, else one line per 10 %
+("simulated 6h00m of 1d00h00m (25%)") — unless ``--quiet``; the summary table goes to stdout;
+``--report-json``/``--report-html`` write
+the full report. ``--compare-recommendation-policies`` runs the scenario once per VPA
+recommendation policy (its ``vpa-recommender``'s ``recommendation-policy`` set to ``upstream``,
+then ``adaptive``), prints both summaries and a table of the two policies' figures, and writes
+the reports as ``FILE`` with the policy before the suffix (``report.upstream.json``).
+An invalid scenario ends with exit code 2 and every problem on its own line,
 ``kubescale simulate: <file>: <field path>: <message>``; an object of the scenario that the API
 server refuses at start (``objects[1]: cannot create ...``) with exit code 1.
 """
@@ -27,6 +31,11 @@ from kubescale.base.logs import LOG_LEVELS, configure_logging
 from kubescale.sim.scenario.comparison import VARIANTS, run_comparison
 from kubescale.sim.scenario.html_report import render_html
 from kubescale.sim.scenario.json_report import write_json_report
+from kubescale.sim.scenario.policy_comparison import (
+    COMPARED_POLICIES,
+    render_policy_comparison,
+    with_recommendation_policy,
+)
 from kubescale.sim.scenario.runner import SimulationError, run_scenario
 from kubescale.sim.scenario.scenario_format import ScenarioError
 from kubescale.sim.scenario.scenario_validation import load_scenario
@@ -76,6 +85,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run a scenario with `compare: true` (the demo) once, with kubescale, "
         "instead of three times",
     )
+    parser.add_argument(
+        "--compare-recommendation-policies",
+        action="store_true",
+        help="run the scenario with the VPA recommender's upstream and adaptive policies and "
+        "compare their figures",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress output")
     parser.add_argument(
         "--log-level", choices=LOG_LEVELS, default="warning", help="(default: %(default)s)"
@@ -120,9 +135,15 @@ class ProgressReporter:
             self._stream.flush()
 
 
+def _policy_path(path: Path, policy: str) -> Path:
+    """``report.json`` -> ``report.upstream.json``."""
+    return path.with_name(f"{path.stem}.{policy}{path.suffix}")
+
+
 def run(args: argparse.Namespace) -> int:
     configure_logging(level=args.log_level, fmt="text")
     path: Path = args.scenario if args.scenario is not None else demo_scenario_path()
+    compare = bool(getattr(args, "compare_recommendation_policies", False))
     try:
         scenario = load_scenario(path).with_overrides(
             seed=args.seed,
@@ -130,33 +151,51 @@ def run(args: argparse.Namespace) -> int:
             step=args.step,
             coordination=args.coordination,
         )
+        runs = (
+            {policy: with_recommendation_policy(scenario, policy) for policy in COMPARED_POLICIES}
+            if compare
+            else {"": scenario}
+        )
     except ScenarioError as exc:
         for problem in exc.problems:
             sys.stderr.write(f"{PROG}: {path}: {problem}\n")
         return 2
-    compare = scenario.compare and not args.no_compare
-    progress = None
-    if not args.quiet:
-        # a comparison's progress is over the simulated time of its three runs together
-        progress = ProgressReporter(
-            stream=sys.stderr,
-            duration=scenario.duration * (len(VARIANTS) if compare else 1),
-            interactive=sys.stderr.isatty(),
-        )
-    try:
-        if compare:
-            report = asyncio.run(run_comparison(scenario, progress=progress))
-        else:
-            report = asyncio.run(run_scenario(scenario, progress=progress))
-    except SimulationError as exc:
-        sys.stderr.write(f"{PROG}: {path}: {exc}\n")
-        return 1
-    except OSError as exc:
-        sys.stderr.write(f"{PROG}: error: {exc}\n")
-        return 1
-    if args.report_json is not None:
-        write_json_report(report, args.report_json)
-    if args.report_html is not None:
-        args.report_html.write_text(render_html(report), encoding="utf-8")
-    sys.stdout.write(render_summary(report))
+    three_way = scenario.compare and not args.no_compare and not compare
+    reports = {}
+    for policy, variant in runs.items():
+        progress = None
+        if not args.quiet:
+            if policy:
+                sys.stderr.write(f"recommendation policy {policy}\n")
+            # a three-way comparison's progress is over its three runs' simulated time together
+            progress = ProgressReporter(
+                stream=sys.stderr,
+                duration=variant.duration * (len(VARIANTS) if three_way else 1),
+                interactive=sys.stderr.isatty(),
+            )
+        try:
+            if three_way:
+                reports[policy] = asyncio.run(run_comparison(variant, progress=progress))
+            else:
+                reports[policy] = asyncio.run(run_scenario(variant, progress=progress))
+        except SimulationError as exc:
+            sys.stderr.write(f"{PROG}: {path}: {exc}\n")
+            return 1
+        except OSError as exc:
+            sys.stderr.write(f"{PROG}: error: {exc}\n")
+            return 1
+    for policy, report in reports.items():
+        if args.report_json is not None:
+            target = _policy_path(args.report_json, policy) if policy else args.report_json
+            write_json_report(report, target)
+        if args.report_html is not None:
+            target = _policy_path(args.report_html, policy) if policy else args.report_html
+            target.write_text(render_html(report), encoding="utf-8")
+        if policy:
+            sys.stdout.write(f"== recommendation policy {policy} ==\n")
+        sys.stdout.write(render_summary(report))
+        if policy:
+            sys.stdout.write("\n")
+    if compare:
+        sys.stdout.write(render_policy_comparison(reports))
     return 0

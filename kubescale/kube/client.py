@@ -26,6 +26,7 @@ from kubernetes.aio.client import ApiClient, Configuration
 from prometheus_client import CollectorRegistry
 
 from kubescale.base.clock import Clock, RealClock
+from kubescale.kube.api_paths import ApiPath
 from kubescale.kube.config_loading import InClusterPaths, load_configuration
 from kubescale.kube.errors import NotLeaderError
 from kubescale.kube.resources import PODS, ResourceType
@@ -197,7 +198,7 @@ class KubeClient:
         verb: str,
         method: str,
         resource: ResourceType,
-        path: str,
+        path: ApiPath,
         subresource: str = "",
         query: Sequence[tuple[str, str]] = (),
         body: Any = None,

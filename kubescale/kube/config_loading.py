@@ -19,9 +19,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+import yaml
 from kubernetes.aio import config as kube_config
 from kubernetes.aio.client import Configuration
+from kubernetes.aio.config.config_exception import ConfigException
 
 from kubescale.base.clock import Clock
 from kubescale.base.logs import component_logger
@@ -124,19 +127,64 @@ def _is_file(path: Path) -> bool:
 
 def _require_file(path: Path, what: str) -> None:
     if not path.is_file():
-        raise ConfigError(f"{what} {path} does not exist")
+        problem = "is not a file" if path.exists() else "does not exist"
+        raise ConfigError(f"{what} {path} {problem}")
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= 300 else line[:299] + "…"
+
+
+def check_server_url(host: str, *, source: str) -> None:
+    """The server URL must be ``http(s)://host[:port][/path]``: anything else is a
+    configuration error now rather than a connection error retried forever."""
+    try:
+        parsed = urlsplit(host)
+        port = parsed.port
+    except ValueError as err:
+        raise ConfigError(f"{source}: invalid server URL {host!r}: {err}") from None
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ConfigError(f"{source}: invalid server URL {host!r} (want https://host[:port])")
+    del port
+
+
+def _require_mapping(path: Path) -> None:
+    """The library meets an empty file with a TypeError: say what is wrong instead."""
+    if not isinstance(yaml.safe_load(path.read_text(encoding="utf-8")), dict):
+        raise ConfigError(f"kubeconfig {path}: empty or not a YAML mapping")
 
 
 async def load_kubeconfig(path: Path, *, context: str | None = None) -> Configuration:
-    """A configuration from a kubeconfig file (``context`` None → its current-context)."""
+    """A configuration from a kubeconfig file (``context`` None → its current-context).
+
+    Every problem with the file — unreadable, not YAML, no such context, no cluster, a bad
+    server URL or credentials file — is one :class:`ConfigError` naming the file.
+    """
     _require_file(path, "kubeconfig")
     configuration = Configuration()
-    await kube_config.load_kube_config(  # type: ignore[no-untyped-call]
-        config_file=str(path),
-        context=context,
-        client_configuration=configuration,
-        persist_config=False,
-    )
+    try:
+        _require_mapping(path)
+        await kube_config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=str(path),
+            context=context,
+            client_configuration=configuration,
+            persist_config=False,
+        )
+    except ConfigError:
+        raise
+    except ConfigException as err:
+        raise ConfigError(f"kubeconfig {path}: {_one_line(str(err))}") from None
+    except yaml.YAMLError as err:
+        problem = getattr(err, "problem", None) or "not valid YAML"
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"kubeconfig {path}: {problem}{where}") from None
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as err:
+        # the library trips over shapes it did not expect (a list where a map belongs ...)
+        detail = _one_line(str(err)) or type(err).__name__
+        raise ConfigError(f"kubeconfig {path}: unusable: {detail}") from None
+    check_server_url(str(configuration.host or ""), source=f"kubeconfig {path}")
     return configuration
 
 

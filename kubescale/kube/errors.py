@@ -11,6 +11,7 @@ got a response (connection refused or reset, TLS failure, timeout) is a
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -148,3 +149,13 @@ class KubeApiError(KubeError):
     @property
     def too_many_requests(self) -> bool:
         return self.code == 429
+
+
+def failure_log_level(err: BaseException, level: int = logging.ERROR) -> int:
+    """The level to log a failed request at: debug when the API server did not answer (or
+    refused kubescale's credentials) — the transport reports that once per backoff step for the
+    whole client (:mod:`kubescale.kube.connection_report`) — else ``level``."""
+    unreachable = isinstance(err, KubeTransportError) or (
+        isinstance(err, KubeApiError) and err.code == 401
+    )
+    return logging.DEBUG if unreachable else level

@@ -33,6 +33,7 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from kubescale.base.clock import Clock
+from kubescale.kube.token_bucket import TokenBucket
 
 MAX_LRU_CACHE_ENTRIES = 4096
 AGGREGATE_MAX_EVENTS = 10
@@ -138,24 +139,6 @@ class _Lru(Generic[V]):
         self._items.move_to_end(key)
         while len(self._items) > self._size:
             self._items.popitem(last=False)
-
-
-class TokenBucket:
-    """golang.org/x/time/rate as client-go's token-bucket limiter uses it: starts full."""
-
-    def __init__(self, *, qps: float, burst: int, now: float) -> None:
-        self._qps = qps
-        self._burst = float(burst)
-        self._tokens = float(burst)
-        self._last = now
-
-    def try_accept(self, now: float) -> bool:
-        self._tokens = min(self._burst, self._tokens + max(0.0, now - self._last) * self._qps)
-        self._last = now
-        if self._tokens >= 1.0:
-            self._tokens -= 1.0
-            return True
-        return False
 
 
 @dataclass

@@ -58,6 +58,7 @@ known to number them, like the simulator's.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -67,7 +68,7 @@ from kubescale.base.logs import component_logger
 from kubescale.base.tasks import cancel_and_wait
 from kubescale.kube.backoff import Backoff, BackoffPolicy
 from kubescale.kube.client import KubeClient
-from kubescale.kube.errors import KubeApiError, KubeTransportError
+from kubescale.kube.errors import KubeApiError, KubeTransportError, failure_log_level
 from kubescale.kube.indexes import IndexedCache, IndexFunc, object_key
 from kubescale.kube.listers import Lister
 from kubescale.kube.resources import ResourceType
@@ -279,7 +280,9 @@ class Informer:
                     )
                     continue
                 self.stats.errors += 1
-                log.warning(
+                # 401: the transport reports it once per backoff step for the whole client
+                log.log(
+                    failure_log_level(err, logging.WARNING),
                     "list/watch failed",
                     extra={
                         "fields": {
@@ -299,7 +302,8 @@ class Informer:
                     await backoff.sleep()
             except KubeTransportError as err:
                 self.stats.errors += 1
-                log.info(
+                # reported by the transport once per backoff step for the whole client
+                log.debug(
                     "list/watch connection failed",
                     extra={"fields": {"informer": self.name, "error": str(err)}},
                 )

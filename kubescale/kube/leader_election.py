@@ -62,7 +62,7 @@ from kubescale.base.clock import Clock
 from kubescale.base.logs import component_logger
 from kubescale.base.tasks import cancel_and_wait
 from kubescale.kube.client import KubeClient
-from kubescale.kube.errors import KubeApiError, KubeError
+from kubescale.kube.errors import KubeApiError, KubeError, failure_log_level
 from kubescale.kube.lease_record import (
     JITTER_FACTOR,
     RELEASED_LEASE_SECONDS,
@@ -322,7 +322,9 @@ class LeaderElector:
         try:
             return await self._try_acquire_or_renew()
         except KubeError as err:
-            self._log.warning(
+            # A connection failure is reported by the transport once per backoff step.
+            self._log.log(
+                failure_log_level(err, logging.WARNING),
                 "lease request failed",
                 extra={"fields": {"lease": f"{self.namespace}/{self.name}", "error": str(err)}},
             )

@@ -1,6 +1,7 @@
 """The catalogue of Kubernetes resource types kubescale reads and writes.
 
-One declaration per kind; the access layer builds its URLs from them. This is what the
+One declaration per kind; the access layer builds its URLs from them, through the one path
+builder (:func:`kubescale.kube.api_paths.api_path`). This is what the
 *product* knows — every controller kind upstream VPA supports, the objects of the suite's
 systems. What the in-process API server serves is its own list
 (:mod:`kubescale.sim.apiserver.served_kinds`), which starts from these and adds the kinds only
@@ -10,6 +11,8 @@ tests and simulations use, so a test-server limit never shapes product behaviour
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from kubescale.kube.api_paths import ApiPath, api_path, validate_object_name
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,21 +58,34 @@ class ResourceType:
     def list_kind(self) -> str:
         return f"{self.kind}List"
 
-    def base_path(self) -> str:
-        """``/api/v1`` or ``/apis/<group>/<version>``."""
-        return f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+    def base_path(self) -> ApiPath:
+        """``/api/v1`` or ``/apis/<group>/<version>`` (the group version's discovery)."""
+        return api_path(group=self.group, version=self.version)
 
-    def collection_path(self, namespace: str | None = None) -> str:
+    def collection_path(self, namespace: str | None = None) -> ApiPath:
         """The collection URL; ``namespace=None`` on a namespaced kind lists across namespaces."""
-        if self.namespaced and namespace is not None:
-            return f"{self.base_path()}/namespaces/{namespace}/{self.plural}"
-        return f"{self.base_path()}/{self.plural}"
+        return api_path(
+            group=self.group,
+            version=self.version,
+            plural=self.plural,
+            namespace=namespace if self.namespaced else None,
+        )
 
-    def object_path(self, name: str, namespace: str | None = None, subresource: str = "") -> str:
+    def object_path(
+        self, name: str, namespace: str | None = None, subresource: str = ""
+    ) -> ApiPath:
+        """An object's URL (or its subresource's); every segment validated, the name escaped
+        (:func:`~kubescale.kube.api_paths.api_path`)."""
         if self.namespaced and not namespace:
             raise ValueError(f"{self.kind} {name!r} is namespaced: a namespace is required")
-        path = f"{self.collection_path(namespace if self.namespaced else None)}/{name}"
-        return f"{path}/{subresource}" if subresource else path
+        return api_path(  # an empty name is refused: this is an object's path
+            group=self.group,
+            version=self.version,
+            plural=self.plural,
+            namespace=namespace if self.namespaced else None,
+            name=validate_object_name(name),
+            subresource=subresource,
+        )
 
 
 def resource_type(
@@ -231,6 +247,27 @@ MACHINES = resource_type(
     short_names=("ma",),
 )
 
+
+NODE_METRICS = ResourceType(
+    group="metrics.k8s.io",
+    version="v1beta1",
+    kind="NodeMetrics",
+    plural="nodes",
+    namespaced=False,
+    verbs=("get", "list"),
+)
+"""metrics-server's node usage (not cached through informers: read on demand)."""
+POD_METRICS = ResourceType(
+    group="metrics.k8s.io",
+    version="v1beta1",
+    kind="PodMetrics",
+    plural="pods",
+    namespaced=True,
+    verbs=("get", "list"),
+)
+"""metrics-server's pod usage (not cached through informers: read on demand)."""
+SECRETS = resource_type("", "v1", "Secret", "secrets")
+"""Read on demand only (the descheduler's Prometheus token), never cached or served."""
 
 ALL: tuple[ResourceType, ...] = (
     PODS,

@@ -17,19 +17,31 @@ generated model is built per object, and the same code serves every
 - the latency histogram ``kubescale_apiserver_client_request_duration_seconds{verb,resource,code}``
   on an injected registry (``code`` is the HTTP status, or ``error`` when no response came;
   ``resource`` is the plural, ``plural/subresource`` for subresources);
-- the conversion of error responses into :class:`~kubescale.kube.errors.KubeApiError`.
+- the conversion of error responses into :class:`~kubescale.kube.errors.KubeApiError`;
+- the client-side rate limit (``ClientSettings.qps``/``burst``, ``--kube-api-qps``/
+  ``--kube-api-burst``: client-go's token bucket, :mod:`kubescale.kube.rate_limit`), taken
+  before every attempt and every watch;
+- the report of an unreachable API server (:mod:`kubescale.kube.connection_report`): one
+  warning when requests start failing for lack of an answer (or with ``401 Unauthorized``), one
+  per backoff step while they go on, one line when the server answers again; each retry itself
+  is logged at debug level only.
 
 ``kubernetes.aio``'s own retry machinery stays off (``Configuration.retries = None``), so nothing
 retries twice. Watches are opened here too (:meth:`Transport.open_watch`) but driven by the
 informer, with no total timeout and an aiohttp ``sock_read`` inactivity timeout instead, because
 the library's integer ``_request_timeout`` is a total that would cut every watch at a fixed
 duration. Retry sleeps use the injected clock; jitter an injectable ``random.Random``.
+
+Every path sent is an :data:`~kubescale.kube.api_paths.ApiPath`: built, validated and escaped
+by :func:`kubescale.kube.api_paths.api_path` (through a
+:class:`~kubescale.kube.resources.ResourceType`'s path methods) and by nothing else.
 """
 
 from __future__ import annotations
 
 import contextvars
 import json
+import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -42,8 +54,11 @@ from prometheus_client import CollectorRegistry, Histogram
 
 from kubescale.base.clock import Clock, RealClock
 from kubescale.base.logs import component_logger
+from kubescale.kube.api_paths import ApiPath
 from kubescale.kube.backoff import Backoff, BackoffPolicy, parse_retry_after
+from kubescale.kube.connection_report import ConnectionReport, describe_cause
 from kubescale.kube.errors import KubeApiError, KubeTransportError
+from kubescale.kube.rate_limit import TokenBucket
 from kubescale.kube.resources import ResourceType
 from kubescale.kube.watch_stream import WatchInactive, WatchStream
 
@@ -94,10 +109,17 @@ class ClientSettings:
         default_factory=lambda: BackoffPolicy(initial=0.2, cap=10.0, jitter=0.5)
     )
     user_agent: str = "kubescale"
+    qps: float = 0.0
+    """Client-side rate limit, requests a second (client-go ``QPS``); 0: none."""
+    burst: int = 0
+    """Requests allowed at once above ``qps`` (client-go ``Burst``); at least 1 when ``qps`` is
+    set (0 then means ``max(1, ceil(qps))``)."""
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
+        if self.qps < 0 or self.burst < 0:
+            raise ValueError("qps and burst must not be negative")
 
 
 class ClientMetrics:
@@ -141,6 +163,25 @@ class Transport:
         self.metrics = ClientMetrics(registry if registry is not None else CollectorRegistry())
         api_client.configuration.retries = None
         api_client.user_agent = self.settings.user_agent
+        self.connection = ConnectionReport(server=str(api_client.configuration.host or ""))
+        self.limiter: TokenBucket | None = None
+        if self.settings.qps > 0:
+            burst = self.settings.burst or max(1, math.ceil(self.settings.qps))
+            self.limiter = TokenBucket(qps=self.settings.qps, burst=burst, clock=self.clock)
+
+    def _failed(self, cause: str) -> None:
+        line = self.connection.failure(cause, now=self.clock.monotonic())
+        if line is not None:
+            log.warning(line)
+
+    def _answered(self, status: int, payload: bytes) -> None:
+        if status == 401:
+            err = KubeApiError.from_response(code=status, body=payload, retry_after=None)
+            self._failed(f"{err.code} {err.reason}: {err.message}")
+            return
+        line = self.connection.success(now=self.clock.monotonic())
+        if line is not None:
+            log.info(line)
 
     async def close(self) -> None:
         await self.api_client.close()  # type: ignore[no-untyped-call]
@@ -149,7 +190,7 @@ class Transport:
         self,
         *,
         method: str,
-        path: str,
+        path: ApiPath,
         query: Sequence[tuple[str, str]],
         body: Any,
         content_type: str,
@@ -178,7 +219,7 @@ class Transport:
                 code=err.status or 0, reason=str(err.reason), message=str(err.body or "")
             ) from err
         except (aiohttp.ClientError, TimeoutError, OSError) as err:
-            raise KubeTransportError(f"{method} {path}: {err!r}") from err
+            raise KubeTransportError(f"{method} {path}: {describe_cause(err)}") from err
 
     async def request(
         self,
@@ -186,7 +227,7 @@ class Transport:
         verb: str,
         method: str,
         resource: ResourceType,
-        path: str,
+        path: ApiPath,
         subresource: str = "",
         query: Sequence[tuple[str, str]] = (),
         body: Any = None,
@@ -215,6 +256,8 @@ class Transport:
             attempt += 1
             if before_send is not None:
                 before_send()
+            if self.limiter is not None:
+                await self.limiter.wait()
             started = self.clock.monotonic()
             token = _SEND_GATE.set(before_send)
             try:
@@ -232,7 +275,7 @@ class Transport:
                 try:
                     payload = await response.read()
                 except (aiohttp.ClientError, TimeoutError, OSError) as err:
-                    raise KubeTransportError(f"{method} {path}: {err!r}") from err
+                    raise KubeTransportError(f"{method} {path}: {describe_cause(err)}") from err
                 finally:
                     response.response.release()
             except KubeTransportError as err:
@@ -242,10 +285,11 @@ class Transport:
                     code="error",
                     seconds=self.clock.monotonic() - started,
                 )
+                self._failed(describe_cause(err))
                 if not idempotent or attempt >= self.settings.max_attempts:
                     raise
                 delay = await backoff.sleep()
-                log.info(
+                log.debug(
                     "retrying after a transport error",
                     extra={
                         "fields": {
@@ -264,6 +308,7 @@ class Transport:
                 code=str(status),
                 seconds=self.clock.monotonic() - started,
             )
+            self._answered(status, payload)
             if 200 <= status < 300:
                 return json.loads(payload) if payload else {}
             err_ = KubeApiError.from_response(
@@ -311,6 +356,8 @@ class Transport:
             sock_connect=connect_timeout or self.settings.connect_timeout,
             sock_read=inactivity_timeout,
         )
+        if self.limiter is not None:
+            await self.limiter.wait()
         started = self.clock.monotonic()
         try:
             response = await self._send(
@@ -328,6 +375,7 @@ class Transport:
                 code="error",
                 seconds=self.clock.monotonic() - started,
             )
+            self._failed(describe_cause(err))
             if isinstance(err.__cause__, TimeoutError):
                 raise WatchInactive(f"watch {path}: no response headers in time") from err
             raise
@@ -345,9 +393,11 @@ class Transport:
                 payload = b""
             finally:
                 response.response.release()
+            self._answered(status, payload)
             raise KubeApiError.from_response(
                 code=status,
                 body=payload,
                 retry_after=parse_retry_after(response.headers.get("Retry-After")),
             )
+        self._answered(status, b"")
         return WatchStream(response.response)

@@ -35,6 +35,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from kubescale.base.clock import Clock, sleep_or_stop
 from kubescale.base.logs import component_logger
 from kubescale.base.tasks import cancel_and_wait
+from kubescale.kube.errors import KubeError, failure_log_level
 
 DEFAULT_JITTER = 0.1
 STALL_FACTOR = 5.0
@@ -216,6 +217,16 @@ class LoopRunner:
                 continue
             try:
                 await state.loop.run_once(self._clock.now())
+            except KubeError as err:
+                # The API server failed or is unreachable: one line, no traceback (the
+                # transport reports an unreachable server once per backoff step).
+                state.failures += 1
+                failures.inc()
+                self._log.log(
+                    failure_log_level(err, logging.WARNING),
+                    "loop iteration failed; retrying next interval",
+                    extra={"fields": {"loop": name, "error": str(err)}},
+                )
             except Exception:
                 state.failures += 1
                 failures.inc()

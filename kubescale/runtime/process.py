@@ -36,7 +36,7 @@ from kubescale.base.logs import component_logger
 from kubescale.base.tasks import cancel_and_wait
 from kubescale.certs.authority import CertificateError
 from kubescale.certs.reloading import ServerTLS
-from kubescale.kube.client import KubeClient, connect
+from kubescale.kube.client import ClientSettings, KubeClient, connect
 from kubescale.kube.config_loading import ConfigError as KubeConfigError
 from kubescale.kube.errors import KubeError
 from kubescale.kube.leader_election import LeaderElector
@@ -49,8 +49,9 @@ from kubescale.runtime.component import (
     Runtime,
     ServerCertificates,
 )
+from kubescale.runtime.guarded_connections import GuardedListener
 from kubescale.runtime.health import HealthChecks, make_health_app, new_process_registry
-from kubescale.runtime.https_server import make_https_app
+from kubescale.runtime.https_server import BodyBudget, make_https_app
 from kubescale.runtime.loop_runner import LoopMetrics, LoopRunner
 from kubescale.runtime.process_config import ProcessConfig
 
@@ -177,7 +178,9 @@ async def serve(
             gate=lambda: leadership.is_leader,
         ),
         replica_runner=LoopRunner(clock=clock, registry=registry, metrics=loop_metrics),
-        https_app=make_https_app(),
+        https_app=make_https_app(
+            budget=BodyBudget(config.limits.max_in_flight_body_bytes, registry=registry)
+        ),
         health_app=make_health_app(checks=checks, registry=registry),
         stop_event=asyncio.Event(),
     )
@@ -186,7 +189,10 @@ async def serve(
     if components or (specs and config.leader_elect):
         try:
             server.kube = await connect(
-                kubeconfig=config.kubeconfig, clock=clock, registry=registry
+                kubeconfig=config.kubeconfig,
+                clock=clock,
+                registry=registry,
+                settings=ClientSettings(qps=config.kube_api_qps, burst=config.kube_api_burst),
             )
         except (KubeConfigError, KubeError, OSError) as exc:
             log.error("cannot connect to Kubernetes: %s", exc)
@@ -299,22 +305,26 @@ async def _listen_and_run(
     health_runner = web.AppRunner(server.health_app, access_log=None)
     await https_runner.setup()
     await health_runner.setup()
+    assert https_runner.server is not None
+    https_listener = GuardedListener(
+        server=https_runner.server,
+        ssl_context=server.tls.listener_context(),
+        limits=config.limits,
+        host=config.bind_address,
+        port=config.port,
+        registry=server.registry,
+        logger=component_logger("https"),
+    )
     started_components: list[Component] = []
     try:
-        https_site = web.TCPSite(
-            https_runner,
-            config.bind_address,
-            config.port,
-            ssl_context=server.tls.listener_context(),
-        )
         health_site = web.TCPSite(health_runner, config.metrics_host, config.metrics_port)
         try:
-            await https_site.start()
+            await https_listener.start()
             await health_site.start()
         except OSError as exc:
             log.error("cannot listen: %s", exc)
             return fail(exc)
-        server.https_port = _bound_port(https_runner)
+        server.https_port = https_listener.port
         server.health_port = _bound_port(health_runner)
         log.info(
             "serving",
@@ -331,6 +341,7 @@ async def _listen_and_run(
             await component.stop()
         if server.cache is not None:
             await server.cache.stop()
+        await https_listener.stop()
         await https_runner.cleanup()
         await health_runner.cleanup()
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import ssl
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kubescale.base.coordination import (
@@ -37,7 +37,15 @@ from kubescale.base.flag_types import (
 )
 from kubescale.base.logs import LOG_LEVELS, LogFormat
 from kubescale.certs.tls_ciphers import go_cipher_suites_to_openssl
+from kubescale.kube.api_paths import is_dns1123_label, is_dns1123_subdomain
 from kubescale.kube.lease_record import validate_timing
+from kubescale.runtime.server_limits import (
+    LimitsError,
+    ServerLimits,
+    add_server_limit_arguments,
+    server_limits_from_args,
+)
+from kubescale.runtime.upstream_flags import add_upstream_arguments, upstream_flags_from_args
 
 MIN_TLS_VERSIONS = {"tls1_2": ssl.TLSVersion.TLSv1_2, "tls1_3": ssl.TLSVersion.TLSv1_3}
 
@@ -70,6 +78,13 @@ class ProcessConfig:
     leader_elect_resource_namespace: str
     coordination: Coordination = DEFAULT_COORDINATION
     """How the systems coordinate (:mod:`kubescale.base.coordination`)."""
+    kube_api_qps: float = 0.0
+    """``--kube-api-qps``: the client's token bucket (0: no limit)."""
+    kube_api_burst: int = 0
+    ignored_upstream_flags: tuple[str, ...] = ()
+    """Upstream common flags given but without effect here, to log once at start."""
+    limits: ServerLimits = field(default_factory=ServerLimits)
+    """Deadlines, connection cap and body budget of the TLS server."""
 
 
 def add_process_arguments(parser: argparse.ArgumentParser) -> None:
@@ -143,6 +158,7 @@ def add_process_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         help="how often certificate files are checked for changes (default: 10s)",
     )
+    add_server_limit_arguments(tls)
 
     ops = parser.add_argument_group("operations")
     ops.add_argument(
@@ -154,7 +170,10 @@ def add_process_arguments(parser: argparse.ArgumentParser) -> None:
         "--kubeconfig", default="", help="kubeconfig file; empty for in-cluster configuration"
     )
     ops.add_argument(
-        "--log-level", choices=LOG_LEVELS, default="info", help="(default: %(default)s)"
+        "--log-level",
+        choices=LOG_LEVELS,
+        default=None,
+        help="(default: info, or debug with --v 4 and more)",
     )
     ops.add_argument(
         "--log-format",
@@ -233,6 +252,7 @@ def add_process_arguments(parser: argparse.ArgumentParser) -> None:
         default="kube-system",
         help="Lease namespace (default: %(default)s)",
     )
+    add_upstream_arguments(parser)
 
 
 class ConfigError(ValueError):
@@ -272,6 +292,21 @@ def process_config_from_args(args: argparse.Namespace) -> ProcessConfig:
         for setting in ("lease_duration", "renew_deadline", "retry_period"):
             message = message.replace(setting, "--leader-elect-" + setting.replace("_", "-"))
         raise ConfigError(message) from None
+    upstream = upstream_flags_from_args(args)
+    if not is_dns1123_subdomain(args.leader_elect_resource_name):
+        raise ConfigError(
+            f"--leader-elect-resource-name: {args.leader_elect_resource_name!r} is not a valid "
+            "Lease name (a DNS-1123 subdomain)"
+        )
+    if not is_dns1123_label(args.leader_elect_resource_namespace):
+        raise ConfigError(
+            f"--leader-elect-resource-namespace: {args.leader_elect_resource_namespace!r} is not "
+            "a valid namespace (a DNS-1123 label)"
+        )
+    try:
+        limits = server_limits_from_args(args)
+    except LimitsError as exc:
+        raise ConfigError(str(exc)) from None
     return ProcessConfig(
         bind_address=bind,
         port=args.port,
@@ -286,7 +321,7 @@ def process_config_from_args(args: argparse.Namespace) -> ProcessConfig:
         reload_cert=args.reload_cert,
         cert_reload_interval=args.cert_reload_interval,
         kubeconfig=Path(args.kubeconfig) if args.kubeconfig else None,
-        log_level=args.log_level,
+        log_level=upstream.log_level(args.log_level) or "info",
         log_format=args.log_format,
         graceful_shutdown_timeout=args.graceful_shutdown_timeout,
         leader_elect=args.leader_elect,
@@ -296,4 +331,8 @@ def process_config_from_args(args: argparse.Namespace) -> ProcessConfig:
         leader_elect_resource_name=args.leader_elect_resource_name,
         leader_elect_resource_namespace=args.leader_elect_resource_namespace,
         coordination=parse_coordination(args.coordination),
+        kube_api_qps=upstream.kube_api_qps,
+        kube_api_burst=upstream.kube_api_burst,
+        ignored_upstream_flags=upstream.ignored,
+        limits=limits,
     )

@@ -50,10 +50,13 @@ __all__ = [
     "REASON_UNSCHEDULABLE",
     "FilterStatus",
     "NodeAffinity",
+    "NodeSelectorTerm",
     "NodeState",
+    "PreferredNodeAffinity",
     "first_untolerated_taint",
     "fit_error_message",
     "insufficient_resources",
+    "parse_node_selector_term",
     "tolerates",
 ]
 
@@ -136,6 +139,78 @@ class _Term:
         return all(r.matches(labels) for r in self.labels) and all(
             r.matches({"metadata.name": name}) for r in self.fields
         )
+
+
+NodeSelectorTerm = _Term
+"""One ``NodeSelectorTerm``: its label expressions and ``metadata.name`` fields, ANDed."""
+
+
+def parse_node_selector_term(term: Mapping[str, Any]) -> NodeSelectorTerm | None:
+    """A ``NodeSelectorTerm``; ``None`` when it matches no node (empty, invalid, or a field
+    other than ``metadata.name``)."""
+    expressions = term.get("matchExpressions") or []
+    match_fields = term.get("matchFields") or []
+    if not expressions and not match_fields:
+        return None
+    try:
+        labels = tuple(_requirement(e) for e in expressions)
+        fields = tuple(_requirement(e) for e in match_fields)
+    except SelectorError:
+        return None
+    if any(f.key != "metadata.name" for f in fields):
+        return None
+    return _Term(labels=labels, fields=fields)
+
+
+@dataclass(frozen=True)
+class PreferredNodeAffinity:
+    """``preferredDuringSchedulingIgnoredDuringExecution``: (weight, term) pairs; a term that
+    matches nothing (empty or invalid) never adds its weight."""
+
+    terms: tuple[tuple[int, NodeSelectorTerm | None], ...] = ()
+
+    @classmethod
+    def of_pod(cls, pod: Mapping[str, Any]) -> PreferredNodeAffinity:
+        affinity = ((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}
+        preferred = affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []
+        return cls(
+            terms=tuple(
+                (
+                    int(entry.get("weight") or 0),
+                    parse_node_selector_term(entry.get("preference") or {}),
+                )
+                for entry in preferred
+            )
+        )
+
+    def weight(self, name: str, labels: Mapping[str, str]) -> int:
+        """Σ weight of the terms matching the node (``GetNodeWeightGivenPodPreferredAffinity``)."""
+        return sum(w for w, term in self.terms if term is not None and term.matches(name, labels))
+
+    def label_keys(self) -> tuple[str, ...] | None:
+        """The node labels the terms read (sorted); ``None`` when a term reads the node's name
+        (``matchFields``), so that nodes cannot be told apart by labels alone."""
+        terms = [term for _, term in self.terms if term is not None]
+        if any(term.fields for term in terms):
+            return None
+        return tuple(sorted({r.key for term in terms for r in term.labels}))
+
+    def weights(self, nodes: Mapping[str, Mapping[str, str]]) -> dict[str, int]:
+        """:meth:`weight` of every node (name → labels); nodes that agree on the labels the
+        terms read are scored once."""
+        terms = [term for _, term in self.terms if term is not None]
+        if any(term.fields for term in terms):
+            return {name: self.weight(name, labels) for name, labels in nodes.items()}
+        keys = sorted({r.key for term in terms for r in term.labels})
+        memo: dict[tuple[str | None, ...], int] = {}
+        found: dict[str, int] = {}
+        for name, labels in nodes.items():
+            projected = tuple(labels.get(key) for key in keys)
+            weight = memo.get(projected)
+            if weight is None:
+                weight = memo[projected] = self.weight(name, labels)
+            found[name] = weight
+        return found
 
 
 @dataclass(frozen=True)

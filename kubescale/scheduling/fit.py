@@ -90,6 +90,12 @@ class ClusterSnapshot:
         self._anti_affinity_pods = 0
         """Placed pods with required anti-affinity terms: when 0, a pod without affinity terms
         needs no topology counting at all."""
+        self._anti_affinity_placed: dict[str, dict[tuple[str, str], Mapping[str, Any]]] = {}
+        """Node → the placed pods with required anti-affinity terms (a pod without affinity
+        terms of its own is checked against these only)."""
+        self._anti_terms: dict[tuple[str, str], tuple[Mapping[str, Any], tuple[AffinityTerm, ...]]]
+        self._anti_terms = {}
+        """The parsed anti-affinity terms per pod snapshot."""
 
     @classmethod
     def build(
@@ -143,6 +149,10 @@ class ClusterSnapshot:
                 pods=list(state.pods),
             )
         clone._anti_affinity_pods = self._anti_affinity_pods
+        clone._anti_affinity_placed = {
+            name: dict(pods) for name, pods in self._anti_affinity_placed.items()
+        }
+        clone._anti_terms = self._anti_terms
         return clone
 
     @property
@@ -170,6 +180,7 @@ class ClusterSnapshot:
         state = self.nodes.pop(name, None)
         if state is not None:
             self._anti_affinity_pods -= sum(1 for p in state.pods if _has_anti_affinity(p))
+            self._anti_affinity_placed.pop(name, None)
         return state
 
     def add_node_like(
@@ -208,6 +219,7 @@ class ClusterSnapshot:
         state.pods.append(pod)
         if _has_anti_affinity(pod):
             self._anti_affinity_pods += 1
+            self._anti_affinity_placed.setdefault(node_name, {})[pod_key(pod)] = pod
 
     def remove_pod(self, node_name: str, pod: Mapping[str, Any]) -> bool:
         """Stop counting the pod (matched by namespace/name) on ``node_name``; whether it was
@@ -223,6 +235,7 @@ class ClusterSnapshot:
                 _subtract(state.non_zero_requested, self._non_zero.requests(placed))
                 if _has_anti_affinity(placed):
                     self._anti_affinity_pods -= 1
+                    self._anti_affinity_placed.get(node_name, {}).pop(key, None)
                 return True
         return False
 
@@ -251,6 +264,17 @@ class ClusterSnapshot:
         reject anything (no affinity terms on the pod, no anti-affinity on placed pods)."""
         if not info.affinity and not info.anti_affinity and self._anti_affinity_pods == 0:
             return None
+        if not info.affinity and not info.anti_affinity:
+            return TopologyCounts.of_existing(
+                pod=info.pod,
+                existing=(
+                    (self.nodes[name].labels, self._terms_of(pod))
+                    for name in sorted(self._anti_affinity_placed)
+                    if name in self.nodes
+                    for pod in self._anti_affinity_placed[name].values()
+                ),
+                namespace_labels=self.namespace_labels,
+            )
         return TopologyCounts.build(
             pod=info.pod,
             affinity=info.affinity,
@@ -258,6 +282,15 @@ class ClusterSnapshot:
             nodes=(self.nodes[name] for name in sorted(self.nodes)),
             namespace_labels=self.namespace_labels,
         )
+
+    def _terms_of(self, pod: Mapping[str, Any]) -> tuple[AffinityTerm, ...]:
+        """A placed pod's required anti-affinity terms, parsed once per snapshot of it."""
+        key = pod_key(pod)
+        cached = self._anti_terms.get(key)
+        if cached is None or cached[0] is not pod:
+            cached = (pod, required_terms(pod, "podAntiAffinity"))
+            self._anti_terms[key] = cached
+        return cached[1]
 
     def filter(
         self, info: PodInfo, node_name: str, topology: TopologyCounts | None = None

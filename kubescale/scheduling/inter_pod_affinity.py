@@ -154,6 +154,26 @@ class TopologyCounts:
         counts.self_match = all(t.matches(pod, namespace_labels) for t in affinity)
         return counts
 
+    @classmethod
+    def of_existing(
+        cls,
+        *,
+        pod: Mapping[str, Any],
+        existing: Iterable[tuple[Mapping[str, str], tuple[AffinityTerm, ...]]],
+        namespace_labels: Mapping[str, Mapping[str, str]],
+    ) -> TopologyCounts:
+        """:meth:`build` for a pod without affinity terms of its own: only the placed pods'
+        anti-affinity terms count — ``existing`` gives, for each placed pod with some, its
+        node's labels and its terms."""
+        counts = cls(pod=pod, affinity=(), anti_affinity=())
+        for labels, terms in existing:
+            for term in terms:
+                value = labels.get(term.topology_key)
+                if value is not None and term.matches(pod, namespace_labels):
+                    _count(counts.existing_anti_affinity, (term.topology_key, value))
+        counts.self_match = True
+        return counts
+
     def filter(self, node: NodeState) -> FilterStatus | None:
         """The node's verdict (``None``: it passes)."""
         pods_exist = True

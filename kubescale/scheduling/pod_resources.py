@@ -23,6 +23,7 @@ stored pod snapshot (stored dicts are never mutated: a changed pod is a new dict
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
@@ -56,11 +57,23 @@ NON_MISSING_DEFAULTS: Final[Mapping[str, int]] = {
 
 def quantity_amount(resource: str, value: object) -> int:
     """A JSON quantity in this module's unit for ``resource``; unparsable counts as 0."""
+    if isinstance(value, str):
+        return _text_amount(resource == "cpu", value)
     try:
         quantity = Quantity.from_json(value)
     except QuantityError:
         return 0
     return quantity.milli_value() if resource == "cpu" else quantity.value()
+
+
+@functools.lru_cache(maxsize=4096)
+def _text_amount(milli: bool, text: str) -> int:
+    """Quantities repeat across pods ("500m", "1Gi"): each text is parsed once."""
+    try:
+        quantity = Quantity.from_json(text)
+    except QuantityError:
+        return 0
+    return quantity.milli_value() if milli else quantity.value()
 
 
 def amounts_of(resource_list: Mapping[str, Any] | None) -> Amounts:

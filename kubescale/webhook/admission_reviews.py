@@ -11,6 +11,11 @@ kube-apiserver checks. A response is always an ``AdmissionReview`` of ``admissio
 with ``response.uid`` and ``response.allowed``; a patch goes as ``patchType: JSONPatch`` with the
 base64 JSON patch, a denial as ``response.status`` (a ``metav1.Status``), warnings as
 ``response.warnings``.
+
+JSON is read and written with orjson (the standard library's decoder was a tenth of a request's
+time); whatever orjson refuses but the standard library reads — an integer beyond 64 bits, a
+lone surrogate escape, a byte-order mark, UTF-16 — is read by the standard library, so every
+body is read exactly as before.
 """
 
 from __future__ import annotations
@@ -21,11 +26,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+import orjson
+
 __all__ = [
     "ADMISSION_REVIEW_VERSION",
     "BAD_REVIEW_REASONS",
     "BadReview",
     "ReviewRequest",
+    "decode_json",
+    "encode_json",
     "parse_review",
     "peek_uid",
     "review_response",
@@ -78,10 +87,28 @@ def _text(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
+def decode_json(body: bytes) -> Any:
+    """``json.loads(body)``, by orjson when it can (module docstring); raises ``ValueError`` or
+    ``RecursionError`` as ``json.loads`` does."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return json.loads(body)
+
+
+def encode_json(document: Any) -> bytes:
+    """Compact UTF-8 JSON of a review (orjson; the standard library for what orjson cannot
+    write: an integer beyond 64 bits, a lone surrogate read from a ``\\ud800`` escape)."""
+    try:
+        return orjson.dumps(document)
+    except TypeError:  # orjson.JSONEncodeError
+        return json.dumps(document, separators=(",", ":")).encode()
+
+
 def parse_review(body: bytes) -> ReviewRequest | BadReview:
     """Read an AdmissionReview body."""
     try:
-        document = json.loads(body)
+        document = decode_json(body)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
         return BadReview(reason="malformed-json", detail=f"cannot decode the body: {exc}")
     if not isinstance(document, dict):
@@ -119,17 +146,24 @@ def review_response(
     uid: str,
     allowed: bool = True,
     patches: Sequence[Mapping[str, Any]] = (),
+    encoded_patch: str = "",
     status: Mapping[str, Any] | None = None,
     warnings: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The AdmissionReview answering request ``uid``."""
+    """The AdmissionReview answering request ``uid``.
+
+    The patch is ``patches``, or ``encoded_patch`` when it is already encoded (base64 of the
+    compact JSON, as a cached pod decision keeps it).
+    """
     response: dict[str, Any] = {"uid": uid, "allowed": allowed}
     if status is not None:
         response["status"] = dict(status)
-    if patches:
+    if patches and not encoded_patch:
         encoded = json.dumps(list(patches), separators=(",", ":")).encode()
+        encoded_patch = base64.b64encode(encoded).decode("ascii")
+    if encoded_patch:
         response["patchType"] = "JSONPatch"
-        response["patch"] = base64.b64encode(encoded).decode("ascii")
+        response["patch"] = encoded_patch
     if warnings:
         response["warnings"] = list(warnings)
     return {"apiVersion": ADMISSION_REVIEW_VERSION, "kind": "AdmissionReview", "response": response}

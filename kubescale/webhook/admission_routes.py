@@ -72,6 +72,7 @@ from kubescale.kube.events import EventRecorder
 from kubescale.webhook.admission_reviews import (
     BadReview,
     ReviewRequest,
+    encode_json,
     parse_review,
     peek_uid,
     review_response,
@@ -82,6 +83,7 @@ from kubescale.webhook.cached_pod_admission import (
     LimitRangeOverride,
     PodDecision,
 )
+from kubescale.webhook.decision_cache import DecisionCache
 from kubescale.webhook.event_throttle import EventThrottle
 from kubescale.webhook.vpa_validation import admit_vpa
 from kubescale.webhook.webhook_caches import WebhookCaches
@@ -117,6 +119,8 @@ class AdmissionMetrics:
     """Upstream's admission metrics plus kubescale's counters of unprocessed requests."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
+        self._observers: dict[tuple[str, str], Any] = {}
+        self._pod_counters: dict[bool, Any] = {}
         self.pods = Counter(
             "vpa_admission_controller_admission_pods",
             "Number of Pods processed by VPA Admission Controller.",
@@ -142,6 +146,21 @@ class AdmissionMetrics:
             ["reason"],
             registry=registry,
         )
+
+    def observe(self, *, status: str, resource: str, seconds: float) -> None:
+        """One request's latency (the labelled child is looked up once per label pair)."""
+        key = (status, resource)
+        child = self._observers.get(key)
+        if child is None:
+            child = self._observers[key] = self.latency.labels(status=status, resource=resource)
+        child.observe(seconds)
+
+    def count_pod(self, *, applied: bool) -> None:
+        child = self._pod_counters.get(applied)
+        if child is None:
+            child = self.pods.labels(applied="true" if applied else "false")
+            self._pod_counters[applied] = child
+        child.inc()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -181,6 +200,20 @@ class AdmissionWebhook:
         self.metrics = AdmissionMetrics(registry)
         self.caches = caches
         self.recorder = recorder
+        self.decisions = DecisionCache()
+        """``admit_pod``'s answers by what they depend on
+        (:mod:`kubescale.webhook.decision_cache`)."""
+        self._decider: CachedPodAdmission | None = None
+
+    def _pod_decider(self, caches: WebhookCaches) -> CachedPodAdmission:
+        decider = self._decider
+        if decider is None or decider.caches is not caches:
+            self.decisions.clear()
+            decider = CachedPodAdmission(
+                caches=caches, settings=self.settings, decisions=self.decisions
+            )
+            self._decider = decider
+        return decider
 
     def mount(self, app: web.Application) -> None:
         """Add ``POST /`` and the 413 counter to the TLS application."""
@@ -191,10 +224,13 @@ class AdmissionWebhook:
         started = time.perf_counter()
         body = await request.read()  # a chunked body over 5 MiB raises 413 here
         answer = await self.admit(body, content_type=request.content_type)
-        self.metrics.latency.labels(status=answer.status, resource=answer.resource).observe(
-            time.perf_counter() - started
+        response = web.Response(
+            body=encode_json(answer.review), content_type=JSON_CONTENT_TYPE, charset="utf-8"
         )
-        return web.json_response(answer.review)
+        self.metrics.observe(
+            status=answer.status, resource=answer.resource, seconds=time.perf_counter() - started
+        )
+        return response
 
     async def _count_refused_body(self, request: web.Request, response: web.StreamResponse) -> None:
         if response.status == 413 and request.path == ADMISSION_PATH:
@@ -312,8 +348,7 @@ class AdmissionWebhook:
         if caches is None:
             decision = PodDecision(not_matched="caches-not-synced")
         else:
-            decider = CachedPodAdmission(caches=caches, settings=self.settings)
-            decision = decider.decide(pod, may_wait=may_wait)
+            decision = self._pod_decider(caches).decide(pod, may_wait=may_wait)
         if decision.wait_for is not None:
             return decision.wait_for
         if decision.not_matched is not None:
@@ -328,12 +363,12 @@ class AdmissionWebhook:
             self._record_limit_range_override(decision.limit_range_override)
         patches = decision.patches
         applied = bool(patches)
-        self.metrics.pods.labels(applied="true" if applied else "false").inc()
+        self.metrics.count_pod(applied=applied)
         return AdmissionAnswer(
-            review=review_response(uid=request.uid, patches=patches),
+            review=review_response(uid=request.uid, encoded_patch=decision.encoded_patch),
             status="applied" if applied else "skipped",
             resource="Pod",
-            patches=patches,
+            patches=list(patches),
         )
 
     def _record_hpa_conflict(self, conflict: HpaConflict) -> None:

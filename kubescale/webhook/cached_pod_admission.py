@@ -20,12 +20,18 @@ What can be missing, and what the decision says about it:
 - a controller of a kind without informer was seen for the first time → its kind and object
   lookups are queued (:mod:`kubescale.kube.scale_lookups`), no patch,
   ``not_matched="controller-lookup-pending"``.
+
+Matching is done for every request; ``admit_pod``'s answer comes from a
+:class:`~kubescale.webhook.decision_cache.DecisionCache` keyed by everything it depends on (the
+pod's containers, the VPA's and LimitRanges' resourceVersions, the HPAs and largest node behind
+their flags), computed on a miss from the pod's projection
+(:func:`~kubescale.webhook.decision_cache.decision_pod`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from kubescale.controllers.vpa.api.controller_refs import (
@@ -34,9 +40,9 @@ from kubescale.controllers.vpa.api.controller_refs import (
     topmost_controller,
 )
 from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict
-from kubescale.controllers.vpa.api.pod_admission import admit_pod
 from kubescale.controllers.vpa.api.vpa_matching import choose_vpa, target_ref_of
 from kubescale.kube.selectors import LabelSelector
+from kubescale.webhook.decision_cache import DecisionCache, admit_cached
 from kubescale.webhook.webhook_caches import WebhookCaches
 from kubescale.webhook.webhook_config import WebhookSettings
 
@@ -66,7 +72,10 @@ class LimitRangeOverride:
 class PodDecision:
     """The outcome for one pod (see the module docstring)."""
 
-    patches: list[dict[str, Any]] = field(default_factory=list)
+    patches: tuple[dict[str, Any], ...] = ()
+    """The JSON patch (shared with the decision cache: never modify it)."""
+    encoded_patch: str = ""
+    """``patches`` as the review carries them (base64 of the compact JSON); ``""`` for none."""
     wait_for: tuple[str, str, str] | None = None
     """``(kind, namespace, name)`` of a well-known controller missing from its informer."""
     not_matched: str | None = None
@@ -81,11 +90,20 @@ def _namespace(pod: Mapping[str, Any]) -> str:
 
 
 class CachedPodAdmission:
-    """Decides pods from ``caches`` with ``settings``' beyond-upstream options."""
+    """Decides pods from ``caches`` with ``settings``' beyond-upstream options, remembering
+    ``admit_pod``'s answers in ``decisions`` (pass ``DecisionCache(max_entries=0)`` for none)."""
 
-    def __init__(self, *, caches: WebhookCaches, settings: WebhookSettings) -> None:
+    def __init__(
+        self,
+        *,
+        caches: WebhookCaches,
+        settings: WebhookSettings,
+        decisions: DecisionCache | None = None,
+    ) -> None:
         self.caches = caches
         self.settings = settings
+        self.decisions = decisions if decisions is not None else DecisionCache()
+        caches.on_input_change(self.decisions)
 
     def decide(self, pod: dict[str, Any], *, may_wait: bool) -> PodDecision:
         """The decision for ``pod`` (its namespace set); may raise ``PodAdmissionError``."""
@@ -140,15 +158,19 @@ class CachedPodAdmission:
         hpas: list[dict[str, Any]] = []
         if settings.avoid_hpa_conflict and target is not None:
             hpas = caches.hpas_for(target.namespace, target.kind, target.name)
-        admission = admit_pod(
+        namespace = target.namespace if target else _namespace(pod)
+        admission = admit_cached(
+            self.decisions,
             pod=pod,
+            namespace=namespace,
             vpa=vpa,
-            limit_ranges=caches.limit_ranges(target.namespace if target else _namespace(pod)),
+            limit_ranges=caches.limit_ranges(namespace),
             hpas=hpas,
             avoid_hpa_conflict=settings.avoid_hpa_conflict,
             largest_node_allocatable=(
                 caches.largest_node_allocatable() if settings.cap_to_largest_node else None
             ),
+            cap_to_largest_node=settings.cap_to_largest_node,
         )
         conflict = None
         if admission.skipped_resources and target is not None:
@@ -161,7 +183,8 @@ class CachedPodAdmission:
                 vpa=vpa, target=target, conflicts=admission.limit_range_conflicts
             )
         return PodDecision(
-            patches=list(admission.patches),
+            patches=admission.patches,
+            encoded_patch=admission.encoded_patch,
             not_matched=not_matched,
             hpa_conflict=conflict,
             limit_range_override=override,

@@ -43,7 +43,7 @@ from cryptography import x509
 
 from kubescale.base.logs import component_logger
 from kubescale.kube.client import KubeClient
-from kubescale.kube.errors import KubeApiError, KubeError
+from kubescale.kube.errors import KubeApiError, KubeError, failure_log_level
 from kubescale.kube.resources import MUTATING_WEBHOOK_CONFIGURATIONS
 from kubescale.kube.writes import update_with_retry
 from kubescale.webhook.webhook_config import WebhookSettings
@@ -239,7 +239,8 @@ class WebhookRegistration:
             await register_webhook(self._client, self._settings, ca_bundle=candidate)
         except (CaBundleError, KubeError) as exc:
             self.failures += 1
-            log.error(
+            log.log(
+                failure_log_level(exc),
                 "self-registration failed; retrying",
                 extra={"fields": {"error": str(exc)}},
             )

@@ -27,7 +27,7 @@ from typing import Any
 from kubescale.base.clock import Clock
 from kubescale.base.logs import component_logger
 from kubescale.kube.client import KubeClient
-from kubescale.kube.errors import KubeApiError, KubeError
+from kubescale.kube.errors import KubeApiError, KubeError, failure_log_level
 from kubescale.kube.lease_record import format_micro_time
 from kubescale.kube.resources import LEASES
 
@@ -104,7 +104,8 @@ class StatusLease:
             await self.update_status()
         except KubeError as exc:
             self.failures += 1
-            log.error(
+            log.log(
+                failure_log_level(exc),
                 "status update failed",
                 extra={"fields": {"holderIdentity": self.identity, "error": str(exc)}},
             )

@@ -24,22 +24,27 @@ The lookups:
   :func:`kubescale.controllers.vpa.api.vpa_matching.choose_vpa`;
 - :meth:`WebhookCaches.limit_ranges`: a namespace's LimitRanges sorted by name (the merge's
   "last default wins" then does not depend on cache order; upstream's lister order is
-  unspecified);
+  unspecified), kept per namespace until a LimitRange of that namespace changes;
 - :meth:`WebhookCaches.wait_for_controller`: the one wait the admission path may do (a pod's
   ReplicaSet reaching the informer just after the pod's admission request);
 - :meth:`WebhookCaches.largest_node_allocatable`: per resource, the largest
   ``status.allocatable`` over Ready nodes — a bound no single node may exceed, so a request
   above it can never be scheduled (on mixed node shapes the cpu and memory maxima may come from
   different nodes). Recomputed only when nodes change.
+
+:meth:`WebhookCaches.on_input_change` tells a listener (the decision cache,
+:mod:`kubescale.webhook.decision_cache`) when a VPA, the LimitRanges or HPAs of a namespace, or
+the nodes changed, from the informers' event handlers — after the informer holds the change, so
+the next lookup reads it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from kubescale.base.objects import ObjectRef
-from kubescale.kube.controller_lookups import ControllerLookups
+from kubescale.kube.controller_lookups import ControllerLookups, well_known_selector
 from kubescale.kube.indexes import IndexFunc
 from kubescale.kube.informer import EventHandlers, Informer
 from kubescale.kube.quantities import Quantity, QuantityError
@@ -55,12 +60,17 @@ from kubescale.kube.shared_cache import SharedCache
 __all__ = [
     "HPA_TARGET_INDEX",
     "VPA_TARGET_INDEX",
+    "InputListener",
     "WebhookCaches",
     "largest_allocatable",
     "target_key",
 ]
 
 VPA_TARGET_INDEX: Final = "vpa-target"
+_MAX_SELECTORS_KEPT: Final = 100_000
+"""VPA targets whose parsed selector is kept (then all are parsed again)."""
+_MAX_NAMESPACES_KEPT: Final = 10_000
+"""Namespaces whose sorted LimitRanges are kept between changes (then all are read again)."""
 HPA_TARGET_INDEX: Final = "hpa-target"
 
 
@@ -111,6 +121,24 @@ def largest_allocatable(nodes: Iterable[Mapping[str, Any]]) -> dict[str, Quantit
     return largest if ready else None
 
 
+class InputListener(Protocol):
+    """Told by :class:`WebhookCaches` when an input of pod admission changed."""
+
+    def forget_vpa(self, uid: str) -> None: ...
+
+    def forget_namespace(self, namespace: str) -> None: ...
+
+    def clear(self) -> None: ...
+
+
+def _uid(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")
+
+
+def _namespace_of(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("namespace") or "")
+
+
 class WebhookCaches:
     """The informers and lookups of the admission path (see the module docstring)."""
 
@@ -124,7 +152,10 @@ class WebhookCaches:
         watch_nodes: bool = False,
     ) -> None:
         self.cache = cache
+        self._synced = False
         self.controllers: ControllerLookups = cache.controllers
+        self._selectors: dict[tuple[str, str, str], tuple[dict[str, Any], LabelSelector | None]]
+        self._selectors = {}
         self.ignored_namespaces = frozenset(ignored_namespaces)
         informers = cache.informers
         self._vpas = informers.informer(
@@ -132,11 +163,33 @@ class WebhookCaches:
             namespace=vpa_object_namespace or None,
             indexes={VPA_TARGET_INDEX: VPA_TARGET_INDEX_FUNC},
         )
+        self._listeners: list[InputListener] = []
+        self._vpas.add_handlers(
+            EventHandlers(
+                on_update=self._vpa_updated,
+                on_delete=self._vpa_changed,
+            )
+        )
         self._limit_ranges = informers.informer(LIMIT_RANGES)
+        self._limit_ranges_by_namespace: dict[str, list[dict[str, Any]]] = {}
+        self._limit_ranges.add_handlers(
+            EventHandlers(
+                on_add=self._limit_range_changed,
+                on_update=self._limit_range_updated,
+                on_delete=self._limit_range_changed,
+            )
+        )
         self._hpas: Informer | None = None
         if watch_hpas:
             self._hpas = informers.informer(
                 HORIZONTAL_POD_AUTOSCALERS, indexes={HPA_TARGET_INDEX: HPA_TARGET_INDEX_FUNC}
+            )
+            self._hpas.add_handlers(
+                EventHandlers(
+                    on_add=self._hpa_changed,
+                    on_update=self._hpa_updated,
+                    on_delete=self._hpa_changed,
+                )
             )
         self._nodes: Informer | None = None
         self._largest: dict[str, Quantity] | None = None
@@ -153,7 +206,11 @@ class WebhookCaches:
 
     @property
     def synced(self) -> bool:
-        return self.cache.readiness_check() is None
+        """Every informer of the process has listed once (informers never unsync: once true,
+        it stays true, and is not asked again)."""
+        if not self._synced:
+            self._synced = self.cache.readiness_check() is None
+        return self._synced
 
     # -- controllers ---------------------------------------------------------------------------
 
@@ -177,8 +234,25 @@ class WebhookCaches:
         return self.controllers.is_scalable(api_version, kind)
 
     def selector_of(self, target: ObjectRef) -> LabelSelector | None:
-        """The label selector of a VPA's target, or ``None`` when it is not known."""
-        return self.controllers.selector_of(target)
+        """The label selector of a VPA's target, or ``None`` when it is not known.
+
+        An informed kind's selector is parsed once per version of the object: the informer
+        replaces an object on every change, so the same object is the same selector.
+        """
+        if not self.controllers.informs(target.kind):
+            return self.controllers.selector_of(target)
+        obj = self.controllers.owner(target.api_version, target.kind, target.namespace, target.name)
+        if obj is None:
+            return None
+        key = (target.kind, target.namespace, target.name)
+        known = self._selectors.get(key)
+        if known is not None and known[0] is obj:
+            return known[1]
+        selector = well_known_selector(target.kind, obj)
+        if len(self._selectors) >= _MAX_SELECTORS_KEPT:
+            self._selectors.clear()
+        self._selectors[key] = (obj, selector)
+        return selector
 
     # -- VPAs, LimitRanges, HPAs ---------------------------------------------------------------
 
@@ -190,8 +264,16 @@ class WebhookCaches:
         return self._vpas.lister.by_index(VPA_TARGET_INDEX, key)
 
     def limit_ranges(self, namespace: str) -> list[dict[str, Any]]:
+        """The namespace's LimitRanges by name (callers must not modify the list)."""
+        known = self._limit_ranges_by_namespace.get(namespace)
+        if known is not None:
+            return known
         items = self._limit_ranges.lister.list(namespace=namespace)
-        return sorted(items, key=lambda obj: str((obj.get("metadata") or {}).get("name") or ""))
+        ordered = sorted(items, key=lambda obj: str((obj.get("metadata") or {}).get("name") or ""))
+        if len(self._limit_ranges_by_namespace) >= _MAX_NAMESPACES_KEPT:
+            self._limit_ranges_by_namespace.clear()
+        self._limit_ranges_by_namespace[namespace] = ordered
+        return ordered
 
     def hpas_for(self, namespace: str, kind: str, name: str) -> list[dict[str, Any]]:
         """HPAs whose scaleTargetRef names ``kind``/``name`` in ``namespace``."""
@@ -214,3 +296,38 @@ class WebhookCaches:
 
     def _invalidate(self) -> None:
         self._largest_valid = False
+        for listener in self._listeners:
+            listener.clear()
+
+    # -- change notifications ------------------------------------------------------------------
+
+    def on_input_change(self, listener: InputListener) -> None:
+        """Tell ``listener`` about every later change of an admission input (module doc)."""
+        self._listeners.append(listener)
+
+    def _vpa_updated(self, old: dict[str, Any], _new: dict[str, Any]) -> None:
+        self._vpa_changed(old)
+
+    def _vpa_changed(self, vpa: dict[str, Any]) -> None:
+        uid = _uid(vpa)
+        for listener in self._listeners:
+            listener.forget_vpa(uid)
+
+    def _limit_range_changed(self, limit_range: dict[str, Any]) -> None:
+        namespace = _namespace_of(limit_range)
+        self._limit_ranges_by_namespace.pop(namespace, None)
+        for listener in self._listeners:
+            listener.forget_namespace(namespace)
+
+    def _limit_range_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        self._limit_range_changed(old)
+        self._limit_range_changed(new)
+
+    def _hpa_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        self._hpa_changed(old)
+        self._hpa_changed(new)
+
+    def _hpa_changed(self, hpa: dict[str, Any]) -> None:
+        namespace = _namespace_of(hpa)
+        for listener in self._listeners:
+            listener.forget_namespace(namespace)

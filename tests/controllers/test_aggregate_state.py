@@ -45,6 +45,10 @@ class RecordingAggregate:
         self.calls.append(("subtract", float(usage), _dt(time_us)))
         self.real.subtract_memory_peak(usage, time_us)
 
+    def note_oom(self, time_us: int, memory_bytes: int) -> None:
+        """The OOM log (kubescale's, for the adaptive policy): forwarded, not a peak call."""
+        self.real.note_oom(time_us, memory_bytes)
+
 
 def _dt(time_us: int) -> datetime:
     from kubescale.controllers.vpa.model.go_math import from_go_micros  # noqa: PLC0415

@@ -21,6 +21,17 @@ from kubescale.sim.scenario.scenario_components import scenario_flags
 from ..conftest import component_names
 
 HOUR_NS = 3600 * 10**9
+NEED_A_POLICY = ("descheduler", "scheduler-extender")
+"""Off under ``auto`` until a descheduler policy is given (``--policy-config-file``)."""
+POLICY = (
+    "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles:\n- name: default\n"
+    "  plugins: {deschedule: {enabled: [RemovePodsViolatingNodeTaints]}}\n"
+)
+
+
+def auto_on(*off: str) -> list[str]:
+    """The components ``auto`` runs in a cluster without a descheduler policy, minus ``off``."""
+    return [n for n in component_names() if n not in NEED_A_POLICY + off]
 
 
 def config(*flags: str) -> ServeConfig:
@@ -166,9 +177,34 @@ def test_prometheus_storage(tmp_path: Path) -> None:
     )
 
 
+def test_the_password_can_come_from_a_file(tmp_path: Path) -> None:
+    # A password on the command line is visible to anyone who can list processes; a mounted
+    # Secret file is not. Trimmed like Prometheus' own basic_auth password_file and like
+    # --prometheus-bearer-token-file.
+    secret = tmp_path / "password"
+    secret.write_text("s3cr3t pass\n", encoding="utf-8")
+    settings = config(
+        "--storage=prometheus", "--username=vpa", f"--password-file={secret}"
+    ).components["vpa-recommender"]
+    assert (settings.prometheus.username, settings.prometheus.password) == ("vpa", "s3cr3t pass")
+    # upstream's --password keeps working
+    settings = config("--storage=prometheus", "--username=vpa", "--password=p").components[
+        "vpa-recommender"
+    ]
+    assert settings.prometheus.password == "p"
+
+
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
+        (
+            ["--storage=prometheus", "--password=p", "--password-file=/etc/prometheus/password"],
+            "--password and --password-file are mutually exclusive",
+        ),
+        (
+            ["--storage=prometheus", "--password-file=/nonexistent/password"],
+            "--password-file: cannot read /nonexistent/password",
+        ),
         (
             ["--vpa-object-namespace=a", "--ignored-vpa-object-namespaces=b"],
             "mutually exclusive",
@@ -211,19 +247,21 @@ def test_a_zero_global_cap_is_no_cap() -> None:
     ("flags", "environ", "kinds"),
     [
         ([], {}, []),  # auto on a workstation: none
-        ([], {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, component_names()),  # auto, in a pod
-        (["--kubeconfig", "/tmp/k"], {}, component_names()),  # auto, pointed at a cluster
+        ([], {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, auto_on()),  # auto, in a pod
+        (["--kubeconfig", "/tmp/k"], {}, auto_on()),  # auto, pointed at a cluster
+        # with a descheduler policy, auto runs every component
+        (["--kubeconfig", "/tmp/k", "--descheduler-policy", POLICY], {}, component_names()),
         (["--vpa-recommender", "true"], {}, ["vpa-recommender"]),
         (["--vpa-updater", "true"], {}, ["vpa-updater"]),
         (
             ["--vpa-recommender", "false", "--vpa-updater", "false", "--kubeconfig", "/tmp/k"],
             {},
-            [n for n in component_names() if n not in ("vpa-recommender", "vpa-updater")],
+            auto_on("vpa-recommender", "vpa-updater"),
         ),
         (
             ["--webhook", "false", "--kubeconfig", "/tmp/k"],
             {},
-            [n for n in component_names() if n != "webhook"],
+            auto_on("webhook"),
         ),
     ],
 )

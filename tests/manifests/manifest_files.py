@@ -68,9 +68,18 @@ def load_documents(path: Path) -> list[dict[str, Any]]:
     return copy.deepcopy(_parsed[key])
 
 
+EXAMPLES: Final = MANIFESTS / "examples"
+"""Examples an admin applies by hand (kube-scheduler's configuration, a descheduler policy):
+not installed by the kustomization."""
+
+
 def yaml_files() -> list[Path]:
-    """Every ``*.yaml``/``*.yml`` file under ``manifests/``, sorted."""
-    return sorted(p for p in MANIFESTS.rglob("*") if p.suffix in {".yaml", ".yml"})
+    """Every ``*.yaml``/``*.yml`` file under ``manifests/`` (``examples/`` aside), sorted."""
+    return sorted(
+        p
+        for p in MANIFESTS.rglob("*")
+        if p.suffix in {".yaml", ".yml"} and EXAMPLES not in p.parents
+    )
 
 
 def kustomization() -> dict[str, Any]:

@@ -34,8 +34,9 @@ class Request:
 
     def __str__(self) -> str:
         resource = f"{self.resource}/{self.subresource}" if self.subresource else self.resource
+        named = f" {self.name}" if self.name else ""
         where = f" in {self.namespace}" if self.namespace else " (cluster-wide)"
-        return f"{self.verb} {self.group or 'core'}/{resource}{where}"
+        return f"{self.verb} {self.group or 'core'}/{resource}{named}{where}"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -6,10 +6,11 @@ Floors, top to bottom (an import may point down or stay on its floor, never up):
  7    ``kubescale.cli``, ``kubescale.__main__``, ``kubescale`` itself (CLI, wiring)
  6    ``kubescale.sim`` (simulation and test infrastructure; inside it
       ``scenario`` → ``cluster`` → ``apiserver``)
- 5    ``kubescale.components`` (the registry)
+ 5    ``kubescale.components`` (the registry), ``kubescale.report`` (live cluster report)
  4    ``kubescale.webhook``, ``kubescale.extender``, ``kubescale.controllers`` (the systems)
  3    ``kubescale.runtime``, ``kubescale.scheduling`` (component contract; fit simulation)
- 2    ``kubescale.kube``, ``kubescale.certs``, ``kubescale.prometheus`` (access layer)
+ 2    ``kubescale.kube``, ``kubescale.certs``, ``kubescale.prometheus`` (access layer),
+      ``kubescale.rendering`` (report rendering shared by the simulator and ``report``)
  1    ``kubescale.base`` (ground floor: imports nothing of kubescale above it)
 ====  ==========================================================================
 
@@ -34,6 +35,7 @@ FLOORS: list[tuple[str, int]] = [
     ("kubescale.__main__", 7),
     ("kubescale.sim", 6),
     ("kubescale.components", 5),
+    ("kubescale.report", 5),
     ("kubescale.webhook", 4),
     ("kubescale.extender", 4),
     ("kubescale.controllers", 4),
@@ -42,6 +44,7 @@ FLOORS: list[tuple[str, int]] = [
     ("kubescale.kube", 2),
     ("kubescale.certs", 2),
     ("kubescale.prometheus", 2),
+    ("kubescale.rendering", 2),
     ("kubescale.base", 1),
 ]
 SIM_FLOORS = {"kubescale.sim.scenario": 3, "kubescale.sim.cluster": 2, "kubescale.sim.apiserver": 1}

@@ -26,6 +26,7 @@ from kubescale.base.clock import RealClock
 from kubescale.cli.main import build_parser, main
 from kubescale.cli.serve import LoopSpec, Server, serve
 from kubescale.cli.serve_config import serve_config_from_args
+from kubescale.runtime.server_limits import ServerLimits
 
 SERVICE, NAMESPACE = "kubescale", "kube-system"
 SAN_NAMES = [
@@ -218,6 +219,32 @@ def test_cli_help_for_every_command(capsys: pytest.CaptureFixture[str]) -> None:
         assert flag in text
 
 
+def test_server_limit_flags_and_their_defaults() -> None:
+    # Go http.Server names; defaults: see kubescale/runtime/server_limits.py for why each.
+    defaults = serve_config_from_args(build_parser().parse_args(["serve"])).limits
+    assert defaults == ServerLimits(
+        read_header_timeout=10.0,
+        read_timeout=30.0,
+        idle_timeout=120.0,
+        max_header_bytes=64 * 1024,
+        max_connections=512,
+        max_in_flight_body_bytes=64 * 1024 * 1024,
+    )
+    assert defaults.tls_handshake_timeout == 10.0  # Go: the shortest read timeout
+    argv = ["serve", "--read-header-timeout", "2s", "--read-timeout", "1m", "--idle-timeout",
+            "90s", "--max-header-bytes", "32Ki", "--max-connections", "100",
+            "--max-in-flight-body-bytes", "128Mi"]  # fmt: skip
+    limits = serve_config_from_args(build_parser().parse_args(argv)).limits
+    assert limits == ServerLimits(
+        read_header_timeout=2.0,
+        read_timeout=60.0,
+        idle_timeout=90.0,
+        max_header_bytes=32 * 1024,
+        max_connections=100,
+        max_in_flight_body_bytes=128 * 1024 * 1024,
+    )
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -229,6 +256,27 @@ def test_cli_help_for_every_command(capsys: pytest.CaptureFixture[str]) -> None:
         (["serve", "--bind-address", "nohost"], "--bind-address: invalid IP address 'nohost'"),
         (["serve", "--port", "9000", "--address", ":9000"], "--port and --address both use"),
         (["serve", "--cert-reload-interval", "0s"], "argument --cert-reload-interval"),
+        (
+            ["serve", "--read-header-timeout", "40s"],
+            "--read-header-timeout: must not be longer than --read-timeout (40s > 30s)",
+        ),
+        (["serve", "--read-timeout", "0s"], "argument --read-timeout: duration must be > 0"),
+        (["serve", "--max-connections", "0"], "--max-connections: must be at least 1"),
+        (["serve", "--max-connections", "many"], "argument --max-connections: invalid count"),
+        (["serve", "--max-header-bytes", "lots"], "argument --max-header-bytes: invalid byte"),
+        (["serve", "--max-header-bytes", "1Ki"], "--max-header-bytes: must be at least 4Ki"),
+        (
+            ["serve", "--max-in-flight-body-bytes", "1Mi"],
+            "--max-in-flight-body-bytes: must be at least 5Mi",
+        ),
+        (
+            ["serve", "--leader-elect-resource-name", "../secrets"],
+            "--leader-elect-resource-name: '../secrets' is not a valid Lease name",
+        ),
+        (
+            ["serve", "--leader-elect-resource-namespace", "kube system"],
+            "--leader-elect-resource-namespace: 'kube system' is not a valid namespace",
+        ),
         (["certs", "--service", "Bad_Name", "--namespace", "ns", "--out", "/tmp/x"], "Bad_Name"),
         (
             ["certs", "--service", "s", "--namespace", "ns", "--out", "/tmp/x", "--days", "0"],

@@ -1,9 +1,10 @@
 """``kubescale serve`` with every component enabled: one list and one watch per collection.
 
 The webhook, the recommender and the updater all read VPAs and the workload controllers; the
-recommender and the updater both read pods. Built on one shared cache, the process lists and
-watches each collection once — the in-process API server counts the requests it answers — and
-the start-up log line and metric say what is watched and for whom.
+recommender, the updater, the HPA controller, the descheduler and the scheduler extender (among
+others) read pods (the last two are on when a descheduler policy is given). Built on one shared
+cache, the process lists and watches each collection once — the in-process API server counts
+the requests it answers — and the start-up log line and metric say what is watched and for whom.
 """
 
 from __future__ import annotations
@@ -22,6 +23,18 @@ from kubescale.cli.serve import Server, default_components, serve
 from kubescale.cli.serve_config import serve_config_from_args
 from kubescale.components import REGISTRY
 from kubescale.sim.apiserver.server import ApiServer
+
+POLICY = """
+apiVersion: descheduler/v1alpha2
+kind: DeschedulerPolicy
+profiles:
+  - name: default
+    pluginConfig:
+      - name: DefaultEvictor
+      - name: RemovePodsViolatingNodeTaints
+    plugins:
+      deschedule: {enabled: [RemovePodsViolatingNodeTaints]}
+"""
 
 
 async def _until_ready(server: Server) -> None:
@@ -50,6 +63,7 @@ async def test_every_collection_is_listed_and_watched_once(
             "--client-ca-file", str(cert_dir / "caCert.pem"),
             "--kubeconfig", str(kubeconfig), "--leader-elect", "false",
             "--webhook-service-namespace", "kube-system", "--log-format", "json",
+            "--descheduler-policy", POLICY,
         ]  # fmt: skip
         config = serve_config_from_args(build_parser().parse_args(argv))
         enabled = default_components(config, environ={})
@@ -97,7 +111,13 @@ async def test_every_collection_is_listed_and_watched_once(
     # the start-up line names each collection and who asked for it
     (line,) = [r for r in caplog.records if r.getMessage() == "watching collections"]
     collections = line.__dict__["fields"]["collections"]
-    assert set(collections["pods"]) >= {"vpa-recommender", "vpa-updater", "hpa-controller"}
+    assert set(collections["pods"]) >= {
+        "vpa-recommender",
+        "vpa-updater",
+        "hpa-controller",
+        "descheduler",
+        "scheduler-extender",
+    }
     assert set(collections["machinedeployments"]) == {"cluster-autoscaler"}
     assert set(collections["verticalpodautoscalers"]) == {
         "webhook",

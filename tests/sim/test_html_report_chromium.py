@@ -20,13 +20,20 @@ import shutil
 import struct
 import subprocess
 import zlib
+from datetime import UTC, datetime
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
+from kubescale.kube.client import connect
+from kubescale.report.cluster_reading import read_cluster
+from kubescale.report.html_page import render_html as render_live_html
+from kubescale.report.report_assembly import assemble_report as assemble_report_of_cluster
+from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.scenario.html_report import render_html
 from kubescale.sim.scenario.report_assembly import assemble_report
+from tests.report.cluster_fixture import populate
 from tests.sim.demo_comparison import demo_comparison_report
 from tests.sim.test_reports_synthetic_run import synthetic_timeline
 
@@ -335,3 +342,38 @@ def test_the_demo_report_fits_a_laptop_screen_and_shows_the_autoscalers(
     assert "<h2>Comparison</h2>" in page
     assert "<h2>What kubescale did</h2>" in page
     assert "<h2>Decisions (" in page
+
+
+async def test_live_report_page_screenshot(tmp_path: Path) -> None:
+    """``kubescale report -o html`` of the simulated shop cluster (tests/report), read through
+    the real client from the in-process API server, rendered by Chromium: a real picture with
+    the verdict colours and the node bars in it, and no console message."""
+    async with ApiServer() as server:
+        populate(server)
+        kubeconfig = tmp_path / "kubeconfig"
+        server.write_kubeconfig(kubeconfig)
+        async with await connect(kubeconfig=kubeconfig) as client:
+            reading = await read_cluster(client, namespace=None)
+    report = assemble_report_of_cluster(
+        reading, now=datetime(2026, 1, 1, tzinfo=UTC), namespace=None, all_workloads=False
+    )
+    page = tmp_path / "live.html"
+    page.write_text(render_live_html(report), encoding="utf-8")
+    shot = tmp_path / "live.png"  # kept by pytest under its basetemp for a look
+    result = chromium(tmp_path, page, f"--screenshot={shot}", f"--window-size={WIDTH},900")
+    assert console_lines(result.stderr) == []
+    width, _, channels, rows = decode_png(shot.read_bytes())
+
+    def pixels_near(rgb: tuple[int, int, int], tolerance: int = 24) -> int:
+        return sum(
+            1
+            for row in rows
+            for x in range(0, width * channels, channels)
+            if abs(row[x] - rgb[0]) + abs(row[x + 1] - rgb[1]) + abs(row[x + 2] - rgb[2])
+            <= tolerance
+        )
+
+    assert pixels_near((0xB4, 0x53, 0x09)) > 5  # the "over" verdict text (web's CPU)
+    assert pixels_near((0x15, 0x80, 0x3D)) > 5  # the "ok" verdict text (web's memory)
+    assert pixels_near((0x25, 0x63, 0xEB)) > 100  # the node's requested-CPU/memory bars
+    assert pixels_near((0x16, 0xA3, 0x4A)) > 100  # the node's usage bars

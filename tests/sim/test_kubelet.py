@@ -213,13 +213,13 @@ async def test_usage_is_published_per_pod_and_per_node(tmp_path: Path) -> None:
                 verb="get",
                 method="GET",
                 resource=POD_METRICS,
-                path="/apis/metrics.k8s.io/v1beta1/namespaces/default/pods/web-0",
+                path=POD_METRICS.object_path("web-0", "default"),
             )
             node = await kube.request(
                 verb="get",
                 method="GET",
                 resource=NODE_METRICS,
-                path="/apis/metrics.k8s.io/v1beta1/nodes/n1",
+                path=NODE_METRICS.object_path("n1"),
             )
     usage = {c["name"]: c["usage"] for c in pod["containers"]}
     assert Quantity.parse(usage["app"]["cpu"]) == Quantity.parse("250m")
@@ -414,7 +414,7 @@ async def test_an_evicted_pod_stops_then_is_deleted_after_its_grace_period(tmp_p
                     verb="get",
                     method="GET",
                     resource=POD_METRICS,
-                    path="/apis/metrics.k8s.io/v1beta1/namespaces/default/pods/web-0",
+                    path=POD_METRICS.object_path("web-0", "default"),
                 )
             assert stopped.value.code == 404
             await cluster.step(20)

@@ -141,3 +141,37 @@ def test_reports_are_byte_identical_across_processes(tmp_path: Path) -> None:
         assert done.returncode == 0, done.stderr
         outputs.append(out.read_bytes())
     assert outputs[0] == outputs[1]
+
+
+def test_comparing_recommendation_policies_runs_both(tmp_path: Path) -> None:
+    example = ROOT / "examples" / "vpa-adaptive-policy.yaml"
+    json_file = tmp_path / "cmp.json"
+    done = _simulate(
+        str(example), "--duration", "20m", "--quiet", "--compare-recommendation-policies",
+        "--report-json", str(json_file), cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert out.index("== recommendation policy upstream ==") < out.index(
+        "== recommendation policy adaptive =="
+    )
+    table = out[out.index("RECOMMENDATION POLICY") :].splitlines()
+    assert [row.split()[0] for row in table[2:]] == ["upstream", "adaptive"]
+    for policy in ("upstream", "adaptive"):
+        report = json.loads((tmp_path / f"cmp.{policy}.json").read_text())
+        # each row of the table is read from that policy's own report
+        row = next(r for r in table[2:] if r.split()[0] == policy).split()
+        assert int(row[1]) == report["cluster"]["oom_kills"]
+        assert int(row[2]) == report["cluster"]["evictions"]
+    assert not json_file.exists()
+
+
+def test_comparing_policies_needs_the_recommender(tmp_path: Path) -> None:
+    done = _simulate(
+        str(demo_scenario_path()), "--compare-recommendation-policies", "--quiet", cwd=tmp_path
+    )
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"kubescale simulate: {demo_scenario_path()}: kubescale.vpa-recommender: comparing "
+        "recommendation policies needs the VPA recommender in the scenario\n"
+    )

@@ -23,7 +23,7 @@ from kubescale.kube.resources import (
     REPLICATION_CONTROLLERS,
     VERTICAL_POD_AUTOSCALERS,
 )
-from kubescale.kube.scale_lookups import ScaleLookups
+from kubescale.kube.scale_lookups import LookupLimits, ScaleLookups
 from kubescale.kube.selectors import parse_label_selector
 from kubescale.kube.shared_cache import SharedCache
 from kubescale.runtime.cache_loops import scale_lookups_loop
@@ -370,42 +370,97 @@ def _machine_deployment(name: str) -> dict[str, Any]:
 MD = "cluster.x-k8s.io/v1beta1"
 
 
+WIDGETS = "example.com/v1"
+
+
+def _widget_crd() -> dict[str, Any]:
+    """A custom kind with /scale, unknown to kubescale's catalogue: found through discovery."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "subresources": {
+                        "status": {},
+                        "scale": {
+                            "specReplicasPath": ".spec.replicas",
+                            "statusReplicasPath": ".status.replicas",
+                            "labelSelectorPath": ".status.selector",
+                        },
+                    },
+                    "schema": {"openAPIV3Schema": {"type": "object"}},
+                }
+            ],
+        },
+    }
+
+
+def _widget(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": WIDGETS,
+        "kind": "Widget",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"replicas": 2},
+    }
+
+
 async def test_scale_lookups_answer_from_memory_and_resolve_off_the_request_path(
     kube: KubeClient, api: ApiServer, clock: VirtualClock
 ) -> None:
     lookups = ScaleLookups(
         client=kube, clock=clock, freshness=600.0, negative_freshness=30.0, lifetime=3600.0
     )
-    api.store.create(_machine_deployment("pool"))
+    api.store.create(_widget_crd())
+    pool = api.store.create(_widget("pool"))
+    api.store.update_status({**pool, "status": {"replicas": 2, "selector": "pool=pool"}})
+    # a catalogued kind needs no discovery
+    assert lookups.is_scalable(MD, "MachineDeployment")
     # first sight: unknown, queued, no request made
-    assert not lookups.is_scalable(MD, "MachineDeployment")
-    assert lookups.selector(MD, "MachineDeployment", "default", "pool") is None
-    assert lookups.lookup(MD, "MachineDeployment", "default", "absent") is None
-    assert not lookups.is_scalable("v1", "ConfigMap")
-    assert not lookups.is_scalable("example.com/v1", "Widget")
+    assert not lookups.is_scalable(WIDGETS, "Widget")
+    assert lookups.selector(WIDGETS, "Widget", "default", "pool") is None
+    assert lookups.lookup(WIDGETS, "Widget", "default", "absent") is None
+    assert not lookups.is_scalable("v1", "ConfigMap")  # catalogued: known without a request
+    assert not lookups.is_scalable("other.example.com/v1", "Gadget")
     assert lookups.fetches == 0
-    assert lookups.pending == 5
+    # the group list (which says whether example.com/v1 is served at all) and two objects
+    assert lookups.pending == 3
     await lookups.resolve_pending()
     assert lookups.pending == 0
-    assert lookups.is_scalable(MD, "MachineDeployment")
+    # /apis, then /apis/example.com/v1, then two /scale GETs; Gadget's group is not served
+    assert lookups.fetches == 4
+    assert lookups.is_scalable(WIDGETS, "Widget")
     assert not lookups.is_scalable("v1", "ConfigMap")  # served, but has no /scale
-    assert not lookups.is_scalable("example.com/v1", "Widget")  # not served at all
-    selector = lookups.selector(MD, "MachineDeployment", "default", "pool")
+    assert not lookups.is_scalable("other.example.com/v1", "Gadget")  # not served at all
+    selector = lookups.selector(WIDGETS, "Widget", "default", "pool")
     assert selector is not None
     assert selector.matches({"pool": "pool"})
     assert not selector.matches({"pool": "other"})
-    obj = lookups.lookup(MD, "MachineDeployment", "default", "pool")
+    obj = lookups.lookup(WIDGETS, "Widget", "default", "pool")
     assert obj is not None
     assert obj["metadata"]["name"] == "pool"
-    assert lookups.lookup(MD, "MachineDeployment", "default", "absent") is None
+    assert lookups.lookup(WIDGETS, "Widget", "default", "absent") is None
     assert lookups.pending == 0  # a known absence is not queued again
-    # a negative answer is kept `negative_freshness` only: an object created later shows
-    api.store.create(_machine_deployment("absent"))
+    # a negative answer holds `negative_freshness` only: read after that, it is asked again,
+    # so an object created later shows
+    api.store.create(_widget("absent"))
     await clock.advance(29.0)
-    assert await lookups.refresh_stale() == 0
+    assert lookups.lookup(WIDGETS, "Widget", "default", "absent") is None
+    assert lookups.pending == 0
     await clock.advance(1.0)
-    assert await lookups.refresh_stale() == 2  # "absent" and the Widget kind (not served)
-    assert lookups.lookup(MD, "MachineDeployment", "default", "absent") is not None
+    assert lookups.lookup(WIDGETS, "Widget", "default", "absent") is None  # the old answer
+    assert lookups.pending == 1
+    assert await lookups.resolve_pending() == 1
+    assert lookups.lookup(WIDGETS, "Widget", "default", "absent") is not None
+    # nobody asks about the unserved group again: it costs nothing more
+    assert await lookups.refresh_stale() == 0
     # a positive one for `freshness`: then it is fetched again
     fetches = lookups.fetches
     await clock.advance(570.0)
@@ -414,8 +469,55 @@ async def test_scale_lookups_answer_from_memory_and_resolve_off_the_request_path
     # unread for `lifetime`: dropped
     await clock.advance(3600.0)
     await lookups.refresh_stale()
-    assert lookups.lookup(MD, "MachineDeployment", "default", "pool") is None
-    assert lookups.pending == 1
+    assert lookups.cached_objects == 0
+    assert lookups.lookup(WIDGETS, "Widget", "default", "pool") is None
+    assert lookups.pending == 2  # its group version (unread too, dropped) and the object
+
+
+async def test_scale_lookups_never_queue_an_invalid_reference(
+    kube: KubeClient, clock: VirtualClock
+) -> None:
+    lookups = ScaleLookups(client=kube, clock=clock)
+    for api_version, kind, name in (
+        ("../../api/v1/namespaces/kube-system/secrets/v1", "Secret", "x"),
+        ("apps?watch=true&x=/v1", "Deployment", "x"),
+        ("apps/v1/extra", "Deployment", "x"),
+        ("Apps/v1", "Deployment", "x"),
+        ("apps/v1", "Deploy-ment", "x"),
+        (MD, "MachineDeployment", "../secrets/x"),
+        (MD, "MachineDeployment", "x?watch=1"),
+        (MD, "MachineDeployment", "UPPER"),
+    ):
+        assert lookups.lookup(api_version, kind, "default", name) is None
+        assert lookups.selector(api_version, kind, "default", name) is None
+    assert lookups.lookup(MD, "MachineDeployment", "kube system", "x") is None
+    assert lookups.pending == 0
+    assert lookups.refused == 2 * 8 + 1
+    assert await lookups.resolve_pending() == 0
+    assert lookups.fetches == 0
+
+
+async def test_scale_lookups_send_no_more_than_the_rate_limit(
+    kube: KubeClient, clock: VirtualClock
+) -> None:
+    limits = LookupLimits(qps=2.0, burst=5, max_objects=50, max_pending=20)
+    lookups = ScaleLookups(client=kube, clock=clock, limits=limits)
+    for i in range(100):  # 100 distinct objects of a catalogued scalable kind, none exists
+        assert lookups.lookup(MD, "MachineDeployment", "default", f"ghost-{i}") is None
+    assert lookups.pending == 20  # the queue is bounded; the rest is asked again when read
+    assert await lookups.resolve_pending() == 5  # the burst
+    assert lookups.pending == 15
+    assert await lookups.resolve_pending() == 0  # no token left at the same instant
+    await clock.advance(2.0)
+    assert await lookups.resolve_pending() == 4  # 2 tokens per second
+    await clock.advance(60.0)
+    assert await lookups.resolve_pending() == 5  # the bucket holds `burst` at most
+    assert lookups.fetches == 14
+    for i in range(100):
+        lookups.lookup(MD, "MachineDeployment", "default", f"ghost-{i}")
+        await clock.advance(1.0)
+        await lookups.resolve_pending()
+    assert lookups.cached_objects <= 50
 
 
 async def test_the_lookups_loop_resolves_a_miss_without_waiting_for_the_sweep(

@@ -46,6 +46,7 @@ from kubescale.controllers.hpa.metric_proposals import (
 )
 from kubescale.controllers.hpa.pod_selection import LabelIndex
 from kubescale.controllers.hpa.replica_calculator import PodMetric
+from kubescale.kube.api_paths import ApiPath, InvalidPathSegment, metrics_api_path
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.quantities import Quantity, QuantityError
@@ -78,6 +79,13 @@ def _api(group: str, version: str, kind: str) -> ResourceType:
 _RESOURCE_API: Final = _api("metrics.k8s.io", "v1beta1", "PodMetrics")
 _CUSTOM_API: Final = _api("custom.metrics.k8s.io", "v1beta2", "MetricValueList")
 _EXTERNAL_API: Final = _api("external.metrics.k8s.io", "v1beta1", "ExternalMetricValueList")
+
+
+def _custom_path(namespace: str, segments: list[str]) -> ApiPath:
+    """A path of the custom metrics API (v1beta2, upstream's preferred version)."""
+    return metrics_api_path(
+        group="custom.metrics.k8s.io", version="v1beta2", namespace=namespace, segments=segments
+    )
 
 
 def _time(value: Any) -> datetime | None:
@@ -127,15 +135,19 @@ class MetricsApiClient:
             return await asyncio.shield(pending)
         pending = asyncio.get_running_loop().create_future()
         self._pod_metrics[namespace] = pending
-        path = f"/apis/metrics.k8s.io/v1beta1/namespaces/{namespace}/pods"
         listed: LabelIndex | FetchError
         try:
+            path = metrics_api_path(
+                group="metrics.k8s.io", version="v1beta1", namespace=namespace, segments=["pods"]
+            )
             answer = await self._get(_RESOURCE_API, path, [])
             listed = LabelIndex(list(answer.get("items") or []))
         except KubeError as err:
             listed = FetchError(
                 f"unable to fetch metrics from resource metrics API: {_error_text(err)}"
             )
+        except InvalidPathSegment as err:
+            listed = FetchError(f"unable to fetch metrics from resource metrics API: {err}")
         except BaseException:
             del self._pod_metrics[namespace]
             pending.cancel()
@@ -144,7 +156,7 @@ class MetricsApiClient:
         return listed
 
     async def _get(
-        self, resource: ResourceType, path: str, query: list[tuple[str, str]]
+        self, resource: ResourceType, path: ApiPath, query: list[tuple[str, str]]
     ) -> dict[str, Any]:
         return await self.client.request(
             verb="get", method="GET", resource=resource, path=path, query=query
@@ -206,17 +218,19 @@ class MetricsApiClient:
         metric_selector: Mapping[str, Any] | None,
     ) -> dict[str, PodMetric] | FetchError:
         """``GetRawMetric``: a per-pod custom metric."""
-        path = f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/{namespace}/pods/*/{metric}"
         query = [("labelSelector", selector)]
         metric_labels = _selector_text(metric_selector)
         if metric_labels:
             query.append(("metricLabelSelector", metric_labels))
         try:
+            path = _custom_path(namespace, ["pods", "*", metric])
             answer = await self._get(_CUSTOM_API, path, query)
         except KubeError as err:
             return FetchError(
                 f"unable to fetch metrics from custom metrics API: {_error_text(err)}"
             )
+        except InvalidPathSegment as err:
+            return FetchError(f"unable to fetch metrics from custom metrics API: {err}")
         items = answer.get("items") or []
         if not items:
             return FetchError("no metrics returned from custom metrics API")
@@ -245,9 +259,8 @@ class MetricsApiClient:
         """``GetObjectMetric``: one object's value."""
         kind = str(described.get("kind") or "")
         name = str(described.get("name") or "")
-        base = "/apis/custom.metrics.k8s.io/v1beta2"
         if kind == "Namespace":
-            path = f"{base}/namespaces/{namespace}/metrics/{metric}"
+            segments = ["metrics", metric]
         else:
             rt = by_kind(str(described.get("apiVersion") or ""), kind)
             if rt is not None:
@@ -256,17 +269,20 @@ class MetricsApiClient:
                 group = str(described.get("apiVersion") or "").rpartition("/")[0]
                 plural = kind.lower() + "s"
                 resource = f"{plural}.{group}" if group else plural
-            path = f"{base}/namespaces/{namespace}/{resource}/{name}/{metric}"
+            segments = [resource, name, metric]
         query: list[tuple[str, str]] = []
         metric_labels = _selector_text(metric_selector)
         if metric_labels:
             query.append(("metricLabelSelector", metric_labels))
         try:
+            path = _custom_path(namespace, segments)
             answer = await self._get(_CUSTOM_API, path, query)
         except KubeError as err:
             return FetchError(
                 f"unable to fetch metrics from custom metrics API: {_error_text(err)}"
             )
+        except InvalidPathSegment as err:
+            return FetchError(f"unable to fetch metrics from custom metrics API: {err}")
         items = answer.get("items") or []
         if len(items) != 1:
             return FetchError(
@@ -282,18 +298,23 @@ class MetricsApiClient:
         self, *, namespace: str, metric: str, metric_selector: Mapping[str, Any] | None
     ) -> ExternalValues | FetchError:
         """``GetExternalMetric``: the value of every series."""
-        path = f"/apis/external.metrics.k8s.io/v1beta1/namespaces/{namespace}/{metric}"
         try:
             labels = _selector_text(metric_selector)
         except SelectorError as err:
             return FetchError(str(err))
         query = [("labelSelector", labels)] if labels else []
         try:
+            path = metrics_api_path(
+                group="external.metrics.k8s.io", version="v1beta1", namespace=namespace,
+                segments=[metric],
+            )  # fmt: skip
             answer = await self._get(_EXTERNAL_API, path, query)
         except KubeError as err:
             return FetchError(
                 f"unable to fetch metrics from external metrics API: {_error_text(err)}"
             )
+        except InvalidPathSegment as err:
+            return FetchError(f"unable to fetch metrics from external metrics API: {err}")
         items = answer.get("items") or []
         if not items:
             return FetchError("no metrics returned from external metrics API")

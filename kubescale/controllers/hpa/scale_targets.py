@@ -16,6 +16,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, Final
 
+from kubescale.kube.api_paths import InvalidPathSegment, api_path
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.informer_set import InformerSet
@@ -117,7 +118,10 @@ class ScaleTargets:
     async def _discover(self, group: str, version: str, kind: str) -> tuple[ResourceType, ...]:
         if not version:
             return ()
-        path = f"/apis/{group}/{version}" if group else f"/api/{version}"
+        try:
+            path = api_path(group=group, version=version)
+        except InvalidPathSegment as err:
+            raise ScaleTargetError(str(err)) from err
         placeholder = ResourceType(
             group=group, version=version, kind="APIResourceList", plural="", namespaced=False
         )

@@ -4,6 +4,10 @@ What kube-apiserver's audit log and RBAC authorizer see of a request (``RequestI
 per distinct request so the log stays as small as the set of distinct requests however long a
 simulation runs. Tests read it to prove what a client did — one watch per collection, every
 request allowed by the shipped RBAC rules, no rule unused.
+
+Every request that reaches the server at all — discovery, unknown paths, refused ones — is
+also counted by method and raw path (with its query string, as received):
+:meth:`RequestLog.paths`. That is what proves a client never sent a path it should not have.
 """
 
 from __future__ import annotations
@@ -33,9 +37,18 @@ class RequestLog:
 
     def __init__(self) -> None:
         self._counts: Counter[RequestRecord] = Counter()
+        self._paths: Counter[tuple[str, str]] = Counter()
 
     def record(self, record: RequestRecord) -> None:
         self._counts[record] += 1
+
+    def record_path(self, method: str, raw_path: str) -> None:
+        """Any request received: its method and raw path (query string included)."""
+        self._paths[(method, raw_path)] += 1
+
+    def paths(self) -> dict[tuple[str, str], int]:
+        """``(method, raw path)`` of every request received, and how often each came."""
+        return dict(self._paths)
 
     def counts(self) -> dict[RequestRecord, int]:
         return dict(self._counts)
@@ -54,3 +67,4 @@ class RequestLog:
 
     def clear(self) -> None:
         self._counts.clear()
+        self._paths.clear()

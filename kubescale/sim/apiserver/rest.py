@@ -20,7 +20,7 @@ from aiohttp import web
 from kubescale.base.logs import component_logger
 from kubescale.kube.resources import ResourceType
 
-from . import errors, subresources
+from . import errors, subresources, tables
 from .deletion import RETURNS_DELETED_OBJECT, DeleteOutcome
 from .faults import FaultInjector
 from .field_validation import check_fields
@@ -38,6 +38,7 @@ from .listing import Selection, list_body, list_page
 from .patching import PatchError
 from .request_log import RequestRecord
 from .routing import Target, parse_target
+from .served_kinds import CUSTOM_RESOURCE_DEFINITIONS
 from .watch import WatchRequest, serve_watch
 from .writes import ApiContext, create_object, request_warnings, update_object
 
@@ -131,6 +132,8 @@ class RestHandlers:
         if not isinstance(response, web.Response) or not isinstance(response.body, bytes):
             return response
         body = json.loads(response.body)
+        if isinstance(body, dict) and body.get("kind") == "Table":
+            return response
         if isinstance(body, dict) and str(body.get("kind", "")).endswith("List"):
             body["apiVersion"] = V1
             body["items"] = [_v1_item(item) for item in body.get("items") or []]
@@ -210,7 +213,7 @@ class RestHandlers:
         if target.subresource and target.subresource != "status":
             return await subresources.serve(self.ctx, request, target=target, verb=verb)
         if verb == "list":
-            return self._list(request, target)
+            return self._maybe_table(request, target, self._list(request, target))
         if verb == "watch":
             return await self._watch(request, target)
         if verb == "deletecollection":
@@ -221,7 +224,7 @@ class RestHandlers:
             return await self._create(request, target)
         if verb == "get":
             obj = self.ctx.store.get(target.rt, target.name, target.namespace)
-            return json_response(obj)
+            return self._maybe_table(request, target, json_response(obj))
         if verb == "update":
             return await self._update(request, target)
         if verb == "patch":
@@ -231,6 +234,36 @@ class RestHandlers:
         raise errors.method_not_allowed()
 
     # ------------------------------------------------------------------------------ reads
+
+    def _maybe_table(
+        self, request: web.Request, target: Target, response: web.Response
+    ) -> web.Response:
+        """The answer as a ``meta.k8s.io`` Table when the Accept header asks for one and the
+        kind has columns (:mod:`.tables`); else unchanged."""
+        version = tables.table_version(request.headers.get("Accept", ""))
+        rt = target.rt
+        builtin = self.ctx.store.registry.is_builtin(rt)
+        if version is None or not tables.has_printer(rt, builtin=builtin):
+            return response
+        assert isinstance(response.body, bytes)
+        crd = None
+        if not builtin:
+            try:
+                crd = self.ctx.store.get(
+                    CUSTOM_RESOURCE_DEFINITIONS, f"{rt.plural}.{rt.group}", None
+                )
+            except errors.ApiError:
+                crd = None
+        table = tables.to_table(
+            rt,
+            json.loads(response.body),
+            version=version,
+            crd=crd,
+            builtin=builtin,
+            now=self.ctx.store.clock.now(),
+            include_object=request.query.get("includeObject", "Metadata"),
+        )
+        return json_response(table)
 
     def _selection(self, request: web.Request, target: Target) -> Selection:
         field_selector = request.query.get("fieldSelector", "")

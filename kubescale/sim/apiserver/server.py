@@ -284,6 +284,7 @@ class ApiServer:
     async def _authenticate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         """Any bearer token is accepted (and recorded once); anonymous requests too. No
         authorization."""
+        self.context.requests.record_path(request.method, request.raw_path)
         header = request.headers.get("Authorization", "")
         if header[:7].lower() == "bearer ":
             token = header[7:].strip()

@@ -22,12 +22,17 @@ message (``0/3 nodes are available: 1 node(s) had untolerated taint {k: v}, 2 In
 preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, 2 No preemption
 victims found for incoming pod.``), written only when it differs from what the pod carries.
 Preemption is not simulated. Node accounting counts every bound pod that has not finished.
+
+``before_extenders`` (optional) is awaited before each call to the extenders: a simulated run
+whose extender answers from an informer cache (kubescale's) settles that cache there, so the
+extender sees the store as it is — the nodes added and the pods bound earlier in the step —
+and a run does not depend on how fast watch events travel.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
@@ -59,8 +64,10 @@ class Scheduler:
         *,
         extenders: Sequence[ExtenderConfig] = (),
         scheduler_name: str = DEFAULT_SCHEDULER_NAME,
+        before_extenders: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
         self._store = api.store
+        self.before_extenders = before_extenders
         self._name = scheduler_name
         self._extenders = [ExtenderClient(config) for config in extenders]
         self._ignored_resources = frozenset(
@@ -230,6 +237,8 @@ class Scheduler:
                 break
             if not client.config.filter_verb or not client.config.is_interested(pod):
                 continue
+            if self.before_extenders is not None:
+                await self.before_extenders()
             try:
                 result = await client.filter(pod, [node_objects[n] for n in feasible])
             except ExtenderError as exc:
@@ -267,6 +276,8 @@ class Scheduler:
         ]
         if not clients:
             return scores
+        if self.before_extenders is not None:
+            await self.before_extenders()
         objects = [node_objects[n] for n in feasible]
         results = await asyncio.gather(
             *(c.prioritize(info.pod, objects) for c in clients), return_exceptions=True

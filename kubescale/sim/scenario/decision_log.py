@@ -25,8 +25,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from kubescale.rendering.text_table import format_duration
+
 from .autoscaler_records import quantity_or_none
-from .time_statistics import format_duration
 
 __all__ = [
     "Decision",

@@ -12,10 +12,11 @@ OOM kills and evictions marked); and the table of every event. Built from the JS
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Final
+
+from kubescale.rendering.html_page import HOVER_SCRIPT, PAGE_CSS, card, escape, number
 
 from .html_autoscaling import (
     comparison_table,
@@ -26,9 +27,8 @@ from .html_autoscaling import (
     kubescale_panel,
     vpa_charts,
 )
-from .html_page_assets import HOVER_SCRIPT, PAGE_CSS
+from .summary_table import format_duration
 from .svg_charts import LineSeries, Marker, TimeAxis, render_chart, render_event_strip
-from .time_statistics import format_duration
 from .timeline import EVICTED, NODE_ADDED, NODE_REMOVED, OOM_KILL, POD_DELETED, POD_STARTED
 
 __all__ = ["render_html"]
@@ -46,17 +46,9 @@ _REQUEST, _LIMIT, _USAGE, _DEMAND = "#2563eb", "#dc2626", "#16a34a", "#d97706"
 _CONTAINERS_SHOWN: Final = 8  # per workload; the rest fold into a <details>
 
 
-def _e(text: object) -> str:
-    return html.escape(str(text))
-
-
-def _num(value: float | None, decimals: int, scale: float = 1.0) -> str:
-    return "–" if value is None else f"{value / scale:,.{decimals}f}"
-
-
-def _card(label: str, value: str, *, alert: bool = False) -> str:
-    css = "card alert" if alert else "card"
-    return f'<div class="{css}"><b>{_e(value)}</b><span>{_e(label)}</span></div>'
+_e = escape
+_num = number
+_card = card
 
 
 def _event_title(event: dict[str, Any], start: datetime) -> str:

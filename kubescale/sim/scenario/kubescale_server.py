@@ -48,7 +48,7 @@ _START_TIMEOUT: Final = 30.0
 
 
 def _serve_config(directory: Path) -> ProcessConfig:
-    parser = argparse.ArgumentParser(add_help=False)
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     add_process_arguments(parser)
     argv = [
         "--port", "0", "--bind-address", "127.0.0.1", "--address", "127.0.0.1:0",

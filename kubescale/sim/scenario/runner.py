@@ -16,7 +16,8 @@ section (:mod:`.scenario_components`). At start the run serves their routes on k
 server, starts the shared cache and waits for it to sync, creates the namespaces and the raw
 ``objects`` (in order, through admission), starts the components (the webhook registers
 itself), then creates the workloads; the scheduler gets the scenario's extenders plus those
-the components serve on kubescale's TLS server. Each step at ``t`` (``0, step, 2·step, ...`` while
+the components serve on kubescale's TLS server (the shared cache is settled before each call
+to them, as before a loop runs). Each step at ``t`` (``0, step, 2·step, ...`` while
 ``t < duration``):
 
 1. the events due (``at ≤ t``) are applied in time order (:mod:`.event_application`);
@@ -309,17 +310,18 @@ class SimulationRun:
                 for i, workload in enumerate(scenario.workloads)
             ]
         )
-        extenders = [
-            *scenario.extenders,
-            *(
-                self._tls.extender(entry)
-                for component in self.components
-                for entry in component.scheduler_extenders()
-            ),
+        served = [
+            self._tls.extender(entry)
+            for component in self.components
+            for entry in component.scheduler_extenders()
         ]
         self._actors = build_cluster_actors(
-            scenario, api=self.api, book=self.book, extenders=extenders
+            scenario, api=self.api, book=self.book, extenders=[*scenario.extenders, *served]
         )
+        if served:
+            # kubescale's extenders answer from the shared cache: settled before each call,
+            # they see the nodes added and the pods bound earlier in the step
+            self._actors.scheduler.before_extenders = self.settle
         stack.push_async_callback(self._actors.close)
         loops = [loop for component in self.components for loop in component.loops()]
         loops.append(scale_lookups_loop(cache))

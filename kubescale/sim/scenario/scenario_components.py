@@ -4,9 +4,9 @@
 (:mod:`kubescale.components`) and gives each ``kubescale serve``'s flags of that component
 without the dashes. They go through the component's own flag declarations and settings builder
 (:mod:`.component_flags`), so a scenario and ``serve`` accept and default exactly the same
-values. Refused: the component's on/off flag (the section decides) and its ``serve_only_flags``
-(what means nothing without a real cluster). The environment is empty in a run (no
-``$NAMESPACE``).
+values. Refused: the component's on/off flag (the section decides: it is ``true``) and its
+``serve_only_flags`` (what means nothing without a real cluster). The environment is empty in
+a run (no ``$NAMESPACE``).
 """
 
 from __future__ import annotations
@@ -50,6 +50,9 @@ def component_settings(spec: ComponentSpec[Any], flags: Mapping[str, Any]) -> An
         allowed=scenario_flags(spec),
         error=FlagValueError,
     )
+    # the section enables the component: its on/off flag is "true", so settings that need
+    # another flag when on (the descheduler's policy) say so when the scenario is validated
+    setattr(args, spec.mode_flag.replace("-", "_"), "true")
     return spec.settings(args, {})
 
 

@@ -1,5 +1,6 @@
 """The plain-text summary of a simulated run that ``kubescale simulate`` prints on stdout.
 
+Tables drawn by :mod:`kubescale.rendering.text_table` (shared with ``kubescale report``).
 Read from the JSON report (:mod:`kubescale.sim.scenario.report_assembly`) only, so a saved report
 prints the same table. Three parts, every line at most :data:`WIDTH` columns: the run and cluster
 totals; per workload container the requests against usage (time-weighted average request,
@@ -12,55 +13,27 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Final
 
+from kubescale.rendering.text_table import (
+    WIDTH,
+    Column,
+    format_duration,
+    format_number,
+    render_table,
+)
+
 from .decision_log import comparison_rows, decisions, loop_notes, recommendation_changes
-from .time_statistics import format_duration
 
 __all__ = ["WIDTH", "format_duration", "render_summary"]
 
-WIDTH: Final = 120
-_GAP: Final = "  "
 _MIB: Final = float(2**20)
+_Column = Column
+_number = format_number
 
 
-@dataclass(frozen=True)
-class _Column:
-    title: str
-    unit: str
-    numeric: bool = True
-
-
-def _number(value: float | None, decimals: int, scale: float = 1.0) -> str:
-    if value is None:
-        return "-"
-    text = f"{value / scale:.{decimals}f}"
-    return "0" + text[2:] if text.startswith("-0") and float(text) == 0 else text
-
-
-def _table(columns: Sequence[_Column], rows: Sequence[Sequence[str]]) -> list[str]:
-    """Aligned lines; the first (name) column shrinks when the table would exceed WIDTH."""
-    widths = [
-        max([len(c.title), len(c.unit)] + [len(row[i]) for row in rows])
-        for i, c in enumerate(columns)
-    ]
-    overflow = sum(widths) + len(_GAP) * (len(columns) - 1) - WIDTH
-    if overflow > 0:
-        widths[0] = max(len(columns[0].title), widths[0] - overflow)
-
-    def line(cells: Sequence[str]) -> str:
-        parts = []
-        for cell, width, column in zip(cells, widths, columns, strict=True):
-            text = cell if len(cell) <= width else cell[: width - 1] + "…"
-            parts.append(text.rjust(width) if column.numeric else text.ljust(width))
-        return _GAP.join(parts).rstrip()
-
-    return [
-        line([c.title for c in columns]),
-        line([c.unit for c in columns]),
-        *[line(row) for row in rows],
-    ]
+def _table(columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> list[str]:
+    return render_table(columns, rows)
 
 
 _RESOURCE_COLUMNS: Final = (

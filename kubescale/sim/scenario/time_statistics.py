@@ -22,7 +22,6 @@ __all__ = [
     "BYTES_PER_GIB",
     "DECIMALS",
     "SECONDS_PER_HOUR",
-    "format_duration",
     "rounded",
     "rounded_or_none",
     "time_weighted_average",
@@ -91,18 +90,3 @@ def time_weighted_average(pairs: Iterable[tuple[float, float]]) -> float | None:
         total += value * weight
         total_weight += weight
     return total / total_weight if total_weight > 0 else None
-
-
-def format_duration(seconds: float) -> str:
-    """``1d02h03m``, ``2h30m``, ``5m30s``, ``45s`` — the largest units that matter."""
-    whole = round(seconds)
-    days, rest = divmod(whole, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}d{hours:02d}h{minutes:02d}m"
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    if minutes:
-        return f"{minutes}m{secs:02d}s" if secs else f"{minutes}m"
-    return f"{secs}s"

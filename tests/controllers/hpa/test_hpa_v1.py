@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from kubescale.kube.api_paths import ApiPath
 from kubescale.kube.resources import HORIZONTAL_POD_AUTOSCALERS
 from kubescale.sim.apiserver.hpa_versions import v1_to_v2, v2_to_v1
 from tests.controllers.test_recommender_loop import Cluster, cluster
@@ -145,6 +146,6 @@ async def test_a_v1_hpa_is_scaled_and_reads_back_as_v1(hpas: Hpas) -> None:
         hpas.get_hpa("web")["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"] == 70
     )
     group = await client.request(
-        verb="get", method="GET", resource=HPA_V1, path="/apis/autoscaling"
+        verb="get", method="GET", resource=HPA_V1, path=ApiPath("/apis/autoscaling")
     )
     assert [v["version"] for v in group["versions"]] == ["v2", "v1"]

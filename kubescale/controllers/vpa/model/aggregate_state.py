@@ -16,6 +16,10 @@ model/aggregate_container_state.go``, ``container.go``, ``aggregations_config.go
   interval (the reference's fix for kubernetes/autoscaler#8548), else
   ``max(max(request, peak) + minBumpUp, max(request, peak) * ratio)`` goes in as a memory sample
   that is always processed and recorded as the OOM peak.
+* kubescale's addition, read only by the ``adaptive`` recommendation policy: an accepted OOM is
+  also noted in the aggregate's :class:`~kubescale.controllers.vpa.model.policy.oom_log.OomLog`
+  (``oom_log``, None until the first OOM; merged with the histograms). No upstream arithmetic
+  reads it.
 
 Times are integer microseconds since Go's zero time (0 = ``time.Time{}``), resource amounts
 upstream's int64 ResourceAmount (CPU millicores, memory bytes).
@@ -44,6 +48,7 @@ from kubescale.controllers.vpa.model.histogram import (
     DecayingHistogram,
     HistogramStore,
 )
+from kubescale.controllers.vpa.model.policy.oom_log import OomLog
 
 __all__ = [
     "CPU",
@@ -144,6 +149,7 @@ class AggregateContainerState:
         "first_sample_start_us",
         "is_under_vpa",
         "last_sample_start_us",
+        "oom_log",
         "released",
         "scaling_mode",
         "stores",
@@ -165,6 +171,7 @@ class AggregateContainerState:
         self.update_mode: str | None = None
         self.scaling_mode: str | None = None
         self.controlled_resources: tuple[str, ...] | None = None
+        self.oom_log: OomLog | None = None
         self.released = False
 
     @classmethod
@@ -222,6 +229,12 @@ class AggregateContainerState:
     def subtract_memory_peak(self, usage_bytes: int, time_us: int) -> None:
         self.stores.memory.subtract_sample(self._memory_row, float(usage_bytes), 1.0, time_us)
 
+    def note_oom(self, time_us: int, memory_bytes: int) -> None:
+        """Keep an accepted OOM in the OOM log (not upstream; see module docstring)."""
+        if self.oom_log is None:
+            self.oom_log = OomLog()
+        self.oom_log.add(time_us, memory_bytes)
+
     def add_sample(self, sample: ContainerUsageSample) -> None:
         """AddSample (CPU or memory)."""
         time_us = go_micros(sample.measure_start)
@@ -255,6 +268,10 @@ class AggregateContainerState:
             self.first_sample_start_us = other.first_sample_start_us
         self.last_sample_start_us = max(self.last_sample_start_us, other.last_sample_start_us)
         self.total_samples_count += other.total_samples_count
+        if other.oom_log is not None:
+            if self.oom_log is None:
+                self.oom_log = OomLog()
+            self.oom_log.merge(other.oom_log)
 
     def get_controlled_resources(self) -> tuple[str, ...]:
         if self.controlled_resources is not None:
@@ -441,4 +458,7 @@ class ContainerState:
             memory_used + resource_amount_from_float(config.oom_min_bump_up_bytes),
             scale_resource(memory_used, config.oom_bump_up_ratio),
         )
-        return self.add_memory_sample(memory_needed, time_us, is_oom=True)
+        accepted = self.add_memory_sample(memory_needed, time_us, is_oom=True)
+        if accepted:
+            self.aggregator.aggregate().note_oom(time_us, memory_used)
+        return accepted

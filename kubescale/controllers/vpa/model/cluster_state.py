@@ -17,6 +17,10 @@ Samples go through the container's rules (ordering, peaks, OOM bump-up) into its
 aggregate garbage-collected while its container lives is recreated by the next sample, as
 upstream's ``ContainerStateAggregatorProxy`` does.
 
+Recommendations follow ``config.recommendation_policy``: upstream's estimator chain, or the
+``adaptive`` policy (:mod:`kubescale.controllers.vpa.model.policy`), which also reads each
+aggregate's OOM log and ``now``.
+
 Times are aware datetimes at the API; resource amounts are ResourceAmounts (CPU millicores,
 memory bytes; a float is truncated like Go's ``int64(f)``). Pure: no I/O, no clock reads.
 """
@@ -53,6 +57,11 @@ from kubescale.controllers.vpa.model.estimators import (
 )
 from kubescale.controllers.vpa.model.go_math import GO_ZERO_TIME, go_float_to_int64, go_micros
 from kubescale.controllers.vpa.model.histogram import HistogramCheckpointError
+from kubescale.controllers.vpa.model.policy.adaptive_config import ADAPTIVE_POLICY
+from kubescale.controllers.vpa.model.policy.adaptive_estimator import (
+    estimate_adaptive,
+    estimate_adaptive_states,
+)
 from kubescale.controllers.vpa.model.recommendation import build_recommendation
 from kubescale.kube.selectors import NOTHING, LabelSelector
 
@@ -496,10 +505,19 @@ class ClusterState:
         states, temporaries = self._states_for(vpa)
         try:
             count = len(states)
-            estimates = {
-                container: estimate(state, self.config, containers=count)
-                for container, state in states.items()
-            }
+            if self.config.recommendation_policy == ADAPTIVE_POLICY:
+                now_us = go_micros(now)
+                estimates = {
+                    container: estimate_adaptive(
+                        state, self.config, now_us=now_us, containers=count
+                    )
+                    for container, state in states.items()
+                }
+            else:
+                estimates = {
+                    container: estimate(state, self.config, containers=count)
+                    for container, state in states.items()
+                }
         finally:
             for state in temporaries:
                 state.release()
@@ -520,7 +538,12 @@ class ClusterState:
                 plan.append((vpa, list(by_name)))
                 states.extend(by_name.values())
                 counts.extend([len(by_name)] * len(by_name))
-            estimates = estimate_states(states, counts, self.config)
+            if self.config.recommendation_policy == ADAPTIVE_POLICY:
+                estimates = estimate_adaptive_states(
+                    states, counts, self.config, now_us=go_micros(now)
+                )
+            else:
+                estimates = estimate_states(states, counts, self.config)
         finally:
             for state in temporaries:
                 state.release()

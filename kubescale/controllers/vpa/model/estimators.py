@@ -91,6 +91,9 @@ class RecommenderConfig:
     container_recommendation_max_allowed_cpu: Quantity | None = None
     container_recommendation_max_allowed_memory: Quantity | None = None
     memory_saver: bool = False
+    recommendation_policy: str = "upstream"
+    """kubescale's ``--recommendation-policy``: ``upstream`` (this module's chain) or
+    ``adaptive`` (:mod:`kubescale.controllers.vpa.model.policy.adaptive_estimator`)."""
 
     @property
     def aggregations(self) -> AggregationsConfig:

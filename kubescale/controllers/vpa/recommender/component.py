@@ -139,6 +139,7 @@ SPEC: Final = ComponentSpec[RecommenderSettings](
             "container-name-label",
             "username",
             "password",
+            "password-file",
             "prometheus-bearer-token",
             "prometheus-bearer-token-file",
         }

@@ -30,8 +30,10 @@ Upstream: ``pkg/recommender/input/history/history_provider.go`` (``GetClusterHis
   wins (a strictly later one replaces an earlier one).
 * Authentication: ``--prometheus-bearer-token`` (or the trimmed content of
   ``--prometheus-bearer-token-file``, read at start-up) wins; else ``--username`` and
-  ``--password`` when both are set; else ``PROMETHEUS_USERNAME``/``PROMETHEUS_PASSWORD`` from
-  the environment when both are set; else none.
+  ``--password`` (or the trimmed content of ``--password-file``, kubescale's addition, so the
+  password need not be on the command line) when both are set; else
+  ``PROMETHEUS_USERNAME``/``PROMETHEUS_PASSWORD`` from the environment when both are set;
+  else none.
 * Loading (:func:`load_history`): a failed history is logged (``Cannot get cluster history``)
   and nothing is loaded; otherwise every pod is added in phase ``Unknown`` with its last
   labels and its containers without requests, then every sample is added with request 0.

@@ -25,6 +25,7 @@ __all__ = [
     "bearer_token_from_flags",
     "history_queries",
     "parse_prometheus_duration",
+    "password_from_flags",
     "read_bearer_token_file",
     "resolve_auth",
 ]
@@ -84,7 +85,7 @@ class PrometheusHistoryConfig:
     username: str = ""
     """``--username`` (basic auth, with ``--password``)."""
     password: str = ""
-    """``--password``."""
+    """``--password``, or the content of ``--password-file`` (kubescale's addition)."""
     bearer_token: str = ""
     """``--prometheus-bearer-token``, or the content of ``--prometheus-bearer-token-file``."""
 
@@ -127,6 +128,23 @@ def bearer_token_from_flags(*, token: str, token_file: str, username: str) -> st
             "can't be set together."
         )
     return read_bearer_token_file(token_file) if token_file else token
+
+
+def password_from_flags(*, password: str, password_file: str) -> str:
+    """``--password`` or the whitespace-trimmed content of ``--password-file``.
+
+    Why a file: a command-line flag is readable by anyone who can list the node's processes
+    (``/proc/<pid>/cmdline``); a file mounted from a Secret is not. Upstream has only
+    ``--password`` and the ``PROMETHEUS_PASSWORD`` environment variable, both kept. The content
+    is trimmed as Prometheus trims its own ``basic_auth.password_file`` and as upstream trims
+    ``--prometheus-bearer-token-file``. Raises ValueError when both flags are set (naming them)
+    and OSError when the file cannot be read; read once, at start-up.
+    """
+    if password and password_file:
+        raise ValueError("--password and --password-file are mutually exclusive")
+    if not password_file:
+        return password
+    return Path(password_file).read_text(encoding="utf-8").strip()
 
 
 def resolve_auth(config: PrometheusHistoryConfig, *, environ: Mapping[str, str]) -> PrometheusAuth:

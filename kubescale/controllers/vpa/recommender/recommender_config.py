@@ -13,8 +13,10 @@ used with ``--storage=prometheus``. Model flags become
 Shared with the webhook (declared once, by :mod:`kubescale.webhook.webhook_config`, when both run in
 ``serve``): ``--vpa-object-namespace`` and ``--ignored-vpa-object-namespaces``.
 
-kubescale's addition: ``--vpa-recommender auto|true|false``, whether ``serve`` runs the loop
-(``auto``: in a cluster or with ``--kubeconfig``, like ``--webhook``).
+kubescale's additions: ``--vpa-recommender auto|true|false``, whether ``serve`` runs the loop
+(``auto``: in a cluster or with ``--kubeconfig``, like ``--webhook``), and
+``--recommendation-policy upstream|adaptive`` (default ``upstream``: upstream's estimator, bit for
+bit; ``adaptive``: :mod:`kubescale.controllers.vpa.model.policy.adaptive_estimator`).
 
 Accepted for compatibility, without effect: ``--min-checkpoints`` (deprecated upstream too) and
 ``--update-worker-count`` (the loop computes every VPA in one vectorised pass and writes
@@ -38,10 +40,15 @@ from kubescale.base.flag_types import (
 )
 from kubescale.controllers.vpa.api.vpa_flags import add_vpa_namespace_arguments, vpa_namespaces
 from kubescale.controllers.vpa.model.estimators import RecommenderConfig
+from kubescale.controllers.vpa.model.policy.adaptive_config import (
+    RECOMMENDATION_POLICIES,
+    UPSTREAM_POLICY,
+)
 from kubescale.controllers.vpa.recommender.prometheus_history_config import (
     PrometheusHistoryConfig,
     bearer_token_from_flags,
     parse_prometheus_duration,
+    password_from_flags,
 )
 from kubescale.kube.quantities import Quantity, QuantityError
 
@@ -162,6 +169,13 @@ def add_recommender_arguments(parser: argparse.ArgumentParser) -> None:
     add_vpa_namespace_arguments(loop)
 
     model = parser.add_argument_group("VPA recommender model")
+    model.add_argument(
+        "--recommendation-policy",
+        choices=RECOMMENDATION_POLICIES,
+        default=UPSTREAM_POLICY,
+        help="upstream = upstream VPA's estimator; adaptive = kubescale's OOM-aware policy "
+        "(docs/vpa-recommendation-policy.md) (default: %(default)s)",
+    )
     _number(model, "--recommendation-margin-fraction", 0.15, "safety margin on every estimate")
     _number(model, "--pod-recommendation-min-cpu-millicores", 25.0, "pod minimum CPU")
     _number(model, "--pod-recommendation-min-memory-mb", 250.0, "pod minimum memory, MiB")
@@ -212,7 +226,19 @@ def add_recommender_arguments(parser: argparse.ArgumentParser) -> None:
     history.add_argument("--container-pod-name-label", default=defaults.container_pod_name_label)
     history.add_argument("--container-name-label", default=defaults.container_name_label)
     history.add_argument("--username", default="", help="Prometheus basic-auth user")
-    history.add_argument("--password", default="", help="Prometheus basic-auth password")
+    history.add_argument(
+        "--password",
+        default="",
+        help="Prometheus basic-auth password (visible in the process list: prefer "
+        "--password-file or PROMETHEUS_PASSWORD)",
+    )
+    history.add_argument(
+        "--password-file",
+        default="",
+        metavar="FILE",
+        help="file holding the Prometheus basic-auth password, read at start "
+        "(kubescale's addition)",
+    )
     history.add_argument("--prometheus-bearer-token", default="")
     history.add_argument("--prometheus-bearer-token-file", default="")
 
@@ -306,6 +332,7 @@ def _model_config(args: argparse.Namespace) -> RecommenderConfig:
             args.container_recommendation_max_allowed_memory,
         ),
         memory_saver=args.memory_saver,
+        recommendation_policy=args.recommendation_policy,
     )
 
 
@@ -330,6 +357,14 @@ def _prometheus_config(args: argparse.Namespace, *, namespace: str) -> Prometheu
         raise RecommenderConfigError(
             f"--prometheus-bearer-token-file: unable to read bearer token file: {exc}"
         ) from None
+    try:
+        password = password_from_flags(password=args.password, password_file=args.password_file)
+    except ValueError as exc:
+        raise RecommenderConfigError(str(exc)) from None
+    except OSError as exc:
+        raise RecommenderConfigError(
+            f"--password-file: cannot read {args.password_file}: {exc.strerror or exc}"
+        ) from None
     timeout_ns = _go_duration_ns("--prometheus-query-timeout", args.prometheus_query_timeout)
     return PrometheusHistoryConfig(
         address=args.prometheus_address,
@@ -349,7 +384,7 @@ def _prometheus_config(args: argparse.Namespace, *, namespace: str) -> Prometheu
         container_name_label=args.container_name_label,
         namespace=namespace,
         username=args.username,
-        password=args.password,
+        password=password,
         bearer_token=token,
     )
 

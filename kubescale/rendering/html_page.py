@@ -1,15 +1,34 @@
-"""The inline style sheet and script of the HTML report (:mod:`kubescale.sim.scenario.html_report`).
+"""The furniture of kubescale's HTML reports: inline style sheet and script, escaping, cards.
 
-Kept apart from the page builder because they are page furniture, not report logic. Both are
-inlined into the page: the report must open from disk with nothing fetched. The script is plain
-DOM code (no library) and only adds hover read-outs; the page is complete without it.
+Shared by the simulator's report (:mod:`kubescale.sim.scenario.html_report`) and the live
+cluster's (:mod:`kubescale.report.html_page`), so both look alike. Everything is inlined into the
+page: a report must open from disk with nothing fetched. The script is plain DOM code (no
+library) and only adds hover read-outs to charts; a page is complete without it.
 """
 
 from __future__ import annotations
 
+import html
 from typing import Final
 
-__all__ = ["HOVER_SCRIPT", "PAGE_CSS"]
+__all__ = ["HOVER_SCRIPT", "PAGE_CSS", "card", "escape", "number"]
+
+
+def escape(text: object) -> str:
+    """HTML text of any value."""
+    return html.escape(str(text))
+
+
+def number(value: float | None, decimals: int, scale: float = 1.0) -> str:
+    """``value / scale`` with thousands separators, or an en dash for none."""
+    return "–" if value is None else f"{value / scale:,.{decimals}f}"
+
+
+def card(label: str, value: str, *, alert: bool = False) -> str:
+    """One headline figure (the row of cards at the top of a report)."""
+    css = "card alert" if alert else "card"
+    return f'<div class="{css}"><b>{escape(value)}</b><span>{escape(label)}</span></div>'
+
 
 PAGE_CSS: Final = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#0f172a;
@@ -44,6 +63,7 @@ td.wrap{white-space:normal;min-width:16em}th{white-space:normal}
 p.alert{color:#b91c1c;font-weight:600;margin:4px 0}
 table.comparison td,table.comparison th{font-size:13.5px}
 .none{color:#64748b}
+.over{color:#b45309}.under{color:#dc2626}.ok{color:#15803d}
 """
 
 # Hover read-out: the value of every series at the pointer's time (the last sample at or before

@@ -1,0 +1,1 @@
+"""The descheduling framework: pod facts, DefaultEvictor, limits, one cycle."""

@@ -1,0 +1,152 @@
+"""Evicting a pod inside a cycle: the limits, and the hand-over to whoever calls the API.
+
+A cycle is a generator (:mod:`.cycle`): when a plugin decides to evict a pod it asks the shared
+:class:`PodEvictor`, which checks the policy's limits first — as upstream's ``PodEvictor.EvictPod``,
+each check ``count + 1 > limit``, before any API call, in the order total, node, namespace — and
+then *yields* an :class:`EvictionRequest`. The driver (the loop, a test, a benchmark) performs
+the eviction and sends back whether it succeeded; the plugin carries on exactly as upstream's
+does after ``Evict`` returns. Counters are summed over every plugin and profile of the cycle and
+start at zero each cycle.
+
+Results (:class:`EvictionResult`) are also upstream's ``result`` label of
+``descheduler_pods_evicted_total``: ``success``, ``error``, or the limit's error text. After a
+node-limit error a plugin moves to its next node, after the total limit it returns, after any
+other failure (a PodDisruptionBudget's 429, a pod gone) it moves to the next pod.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from .pods import pod_id
+
+__all__ = [
+    "Evicting",
+    "EvictionRecord",
+    "EvictionRequest",
+    "EvictionResult",
+    "PodEvictor",
+]
+
+Pod = Mapping[str, Any]
+
+TOTAL_LIMIT_TEXT: Final = "maximum number of evicted pods per a descheduling cycle reached"
+NODE_LIMIT_TEXT: Final = "maximum number of evicted pods per node reached"
+NAMESPACE_LIMIT_TEXT: Final = "maximum number of evicted pods per namespace reached"
+
+
+class EvictionResult(enum.Enum):
+    EVICTED = "success"
+    FAILED = "error"
+    TOTAL_LIMIT = TOTAL_LIMIT_TEXT
+    NODE_LIMIT = NODE_LIMIT_TEXT
+    NAMESPACE_LIMIT = NAMESPACE_LIMIT_TEXT
+
+    @property
+    def label(self) -> str:
+        """The ``result`` label of ``descheduler_pods_evicted_total``."""
+        return self.value
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvictionRequest:
+    """One eviction a plugin asks for; the driver answers ``True`` when the API evicted it."""
+
+    pod: Pod
+    node: str
+    strategy: str
+    profile: str
+    reason: str = ""
+
+    @property
+    def namespace(self) -> str:
+        return str((self.pod.get("metadata") or {}).get("namespace", ""))
+
+    @property
+    def name(self) -> str:
+        return str((self.pod.get("metadata") or {}).get("name", ""))
+
+    def annotation_reason(self) -> str:
+        """The Eviction's ``reason`` annotation: ``triggered by <profile>/<strategy>[: why]``."""
+        text = f"triggered by {self.profile}/{self.strategy}"
+        return f"{text}: {self.reason}" if self.reason else text
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvictionRecord:
+    """What happened to one eviction a plugin asked for."""
+
+    pod: str
+    """``namespace/name``."""
+    node: str
+    namespace: str
+    strategy: str
+    profile: str
+    result: EvictionResult
+    reason: str = ""
+
+
+Evicting = Generator[EvictionRequest, bool, EvictionResult]
+"""A plugin's ``yield from evictor.evict(...)``: yields at most one request, returns the
+result."""
+
+
+@dataclass
+class PodEvictor:
+    """The cycle's limits and counters (module docstring); ``None`` limits are unlimited."""
+
+    max_per_node: int | None = None
+    max_per_namespace: int | None = None
+    max_total: int | None = None
+    total: int = 0
+    per_node: dict[str, int] = field(default_factory=dict)
+    per_namespace: dict[str, int] = field(default_factory=dict)
+    records: list[EvictionRecord] = field(default_factory=list)
+
+    def node_limit_exceeded(self, node: str) -> bool:
+        """``NodeLimitExceeded``: the node's count has reached the limit."""
+        return self.max_per_node is not None and self.per_node.get(node, 0) >= self.max_per_node
+
+    def _limit_hit(self, node: str, namespace: str) -> EvictionResult | None:
+        if self.max_total is not None and self.total + 1 > self.max_total:
+            return EvictionResult.TOTAL_LIMIT
+        if self.max_per_node is not None and self.per_node.get(node, 0) + 1 > self.max_per_node:
+            return EvictionResult.NODE_LIMIT
+        if (
+            self.max_per_namespace is not None
+            and self.per_namespace.get(namespace, 0) + 1 > self.max_per_namespace
+        ):
+            return EvictionResult.NAMESPACE_LIMIT
+        return None
+
+    def evict(self, pod: Pod, *, strategy: str, profile: str, reason: str = "") -> Evicting:
+        """Check the limits, then hand the eviction to the driver (module docstring)."""
+        node = str((pod.get("spec") or {}).get("nodeName") or "")
+        request = EvictionRequest(
+            pod=pod, node=node, strategy=strategy, profile=profile, reason=reason
+        )
+        result = self._limit_hit(node, request.namespace)
+        if result is None:
+            evicted = yield request
+            result = EvictionResult.EVICTED if evicted else EvictionResult.FAILED
+            if evicted:
+                self.total += 1
+                self.per_node[node] = self.per_node.get(node, 0) + 1
+                self.per_namespace[request.namespace] = (
+                    self.per_namespace.get(request.namespace, 0) + 1
+                )
+        self.records.append(
+            EvictionRecord(
+                pod=pod_id(pod),
+                node=node,
+                namespace=request.namespace,
+                strategy=strategy,
+                profile=profile,
+                result=result,
+                reason=reason,
+            )
+        )
+        return result

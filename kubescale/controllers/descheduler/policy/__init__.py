@@ -1,0 +1,1 @@
+"""The ``descheduler/v1alpha2`` DeschedulerPolicy: types, plugin arguments, loading."""

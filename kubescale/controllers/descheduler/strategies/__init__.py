@@ -1,0 +1,1 @@
+"""The ten strategy plugins of upstream's descheduler (``pkg/framework/plugins``)."""

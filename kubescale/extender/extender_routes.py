@@ -1,0 +1,150 @@
+"""``POST <prefix>/filter`` and ``POST <prefix>/prioritize`` on kubescale's TLS server.
+
+:meth:`SchedulerExtender.mount` adds the two routes to an ``aiohttp`` application (the TLS
+server ``kubescale serve`` runs). Each request is answered from the
+:class:`~.cluster_cache.ClusterCache` alone — no API call — well inside kube-scheduler's default
+5 s ``httpTimeout``:
+
+* the body is decoded as ``ExtenderArgs`` (:mod:`.extender_protocol`);
+* until the caches have listed, or when the request names a node the cache does not know (it
+  is still syncing), the answer is an explicit ``Error`` — never a silently empty list, which
+  would filter every node out;
+* filter answers with :func:`~.extender_decisions.decide_filter`, prioritize with
+  :func:`~.extender_decisions.decide_prioritize`.
+
+Filter errors are a 200 with ``Error`` set (the scheduler logs that text; an ``ignorable``
+extender is then skipped). Prioritize answers a plain list, so its errors are a 400 with a JSON
+``{"Error": ...}`` body (kube-scheduler ignores prioritize errors either way).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any, Final
+
+from aiohttp import web
+
+from kubescale.base.clock import Clock
+from kubescale.base.logs import component_logger
+from kubescale.controllers.descheduler.eviction_memory import EvictionMemory
+from kubescale.controllers.descheduler.placement.placement_rules import PlacementRules
+
+from .cluster_cache import ClusterCache
+from .extender_config import ExtenderSettings
+from .extender_decisions import decide_filter, decide_prioritize
+from .extender_metrics import ExtenderMetrics
+from .extender_protocol import (
+    ExtenderArgs,
+    ExtenderInputError,
+    decode_args,
+    filter_error,
+    filter_result,
+    host_priority_list,
+)
+
+__all__ = ["SchedulerExtender"]
+
+log = component_logger("extender")
+
+_UNKNOWN_SHOWN: Final = 5
+
+
+class SchedulerExtender:
+    """The extender's two verbs (module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        cache: ClusterCache,
+        rules: PlacementRules,
+        memory: EvictionMemory | None,
+        settings: ExtenderSettings,
+        clock: Clock,
+        metrics: ExtenderMetrics | None = None,
+        readiness: Callable[[], str | None] = lambda: None,
+    ) -> None:
+        self.cache = cache
+        self.rules = rules
+        self.memory = memory
+        self.settings = settings
+        self.clock = clock
+        self.metrics = metrics
+        self.readiness = readiness
+
+    def mount(self, app: web.Application) -> None:
+        app.router.add_post(self.settings.route("filter"), self.filter)
+        app.router.add_post(self.settings.route("prioritize"), self.prioritize)
+
+    def _args(self, body: bytes) -> ExtenderArgs:
+        waiting = self.readiness()
+        if waiting:
+            raise ExtenderInputError(waiting)
+        args = decode_args(body)
+        unknown = [name for name in args.names if name not in self.cache.nodes]
+        if unknown:
+            shown = ", ".join(unknown[:_UNKNOWN_SHOWN])
+            more = f" and {len(unknown) - _UNKNOWN_SHOWN} more" if len(unknown) > 5 else ""
+            raise ExtenderInputError(
+                f"nodes not in the extender's cache (still syncing?): {shown}{more}"
+            )
+        return args
+
+    def _observe(self, verb: str, started: float, *, ok: bool) -> None:
+        if self.metrics is not None:
+            self.metrics.requests.labels(verb, "ok" if ok else "error").inc()
+            self.metrics.duration.labels(verb).observe(time.perf_counter() - started)
+
+    def answer_filter(self, body: bytes) -> tuple[dict[str, Any], bool]:
+        """The ``ExtenderFilterResult`` for a request body, and whether it is not an error."""
+        try:
+            args = self._args(body)
+        except ExtenderInputError as err:
+            log.warning("extender filter refused its input", extra={"fields": {"error": str(err)}})
+            return filter_error(str(err)), False
+        decision = decide_filter(
+            args.pod,
+            args.names,
+            rules=self.rules,
+            state=self.cache,
+            memory=self.memory,
+            now=self.clock.now(),
+        )
+        if self.metrics is not None:
+            for reason, count in Counter((decision.refused_by or {}).values()).items():
+                self.metrics.refused.labels(reason).inc(count)
+            if decision.policy_fallback:
+                self.metrics.fallbacks.inc()
+        if decision.policy_fallback:
+            meta = args.pod.get("metadata") or {}
+            log.info(
+                "descheduler policy would refuse every candidate node; refusing none",
+                extra={"fields": {"pod": f"{meta.get('namespace')}/{meta.get('name')}"}},
+            )
+        answer = filter_result(
+            args,
+            passed=decision.passed,
+            failed=decision.failed,
+            unresolvable=decision.unresolvable,
+        )
+        return answer, True
+
+    async def filter(self, request: web.Request) -> web.Response:
+        started = time.perf_counter()
+        answer, ok = self.answer_filter(await request.read())
+        response = web.json_response(answer)
+        self._observe("filter", started, ok=ok)
+        return response
+
+    async def prioritize(self, request: web.Request) -> web.Response:
+        started = time.perf_counter()
+        body = await request.read()
+        try:
+            args = self._args(body)
+        except ExtenderInputError as err:
+            self._observe("prioritize", started, ok=False)
+            return web.json_response({"Error": str(err)}, status=400)
+        scores = decide_prioritize(args.pod, args.names, rules=self.rules, state=self.cache)
+        self._observe("prioritize", started, ok=True)
+        return web.json_response(host_priority_list(scores))

@@ -1,0 +1,375 @@
+"""Pods of one ReplicaSet are identical at admission: decide each shape once, then look it up.
+
+:func:`~kubescale.controllers.vpa.api.pod_admission.admit_pod` is pure — same inputs, same
+answer — and it is most of a request's time (capping, limits, the LimitRange fit and the patch
+are per container). A scale-out of a thousand pods of one ReplicaSet asks it the same question a
+thousand times. :class:`DecisionCache` remembers the answer under a key made of everything the
+answer depends on (:func:`decision_key`):
+
+- the pod, as :func:`decision_pod` projects it: the parts ``admit_pod`` reads — containers and
+  init containers (names, resources, order, an init container's ``restartPolicy``), the
+  ``containerStatuses``' resources, ``spec.overhead``, whether the pod has an annotations map,
+  its namespace. Not its name, labels or the rest of the spec: a StatefulSet's or indexed Job's
+  per-pod labels would otherwise make every pod a miss. The decision is computed *from the
+  projection* on a miss, so a hit and a miss can never differ; that the projection loses
+  nothing ``admit_pod`` reads is a property test (``tests/webhook/test_decision_cache.py``
+  compares against ``admit_pod`` on the full pod);
+- the matched VPA's uid and resourceVersion (its spec, status and name are all it contributes;
+  any change is a new resourceVersion). Matching itself — the top-most controller and which
+  VPA wins — is *not* cached: it is redone per request from the informers, so a VPA created
+  for the same target, a VPA deleted, or a new ReplicaSet is seen at once;
+- the namespace's LimitRanges (name, uid, resourceVersion each, in the order ``admit_pod``
+  gets them), so adding, changing or deleting one changes the key;
+- with ``--avoid-hpa-conflict``, the HPAs scaling the VPA's target (uid, resourceVersion);
+- with ``--cap-to-largest-node``, the largest Ready node's allocatable (exact values and
+  formats);
+- the two flags.
+
+Because the key carries the versions the informers hold at the moment of the request, the very
+next request after an informer applies a change computes a new answer; no window exists in
+which a stale answer can be served, whatever the order of events. On top of that the informers'
+event handlers drop what a change made unreachable (:meth:`DecisionCache.forget_vpa`,
+:meth:`DecisionCache.forget_namespace`, :meth:`DecisionCache.clear`), so dead entries do not
+wait for the LRU. Bounded by size (least recently used first) and by age (an entry older than
+``max_age`` is computed again), as every cache here.
+
+What is cached is the decision only (the patch, already encoded as it goes into the review,
+and what the events are made of); the route still counts, logs and records events per request
+exactly as for an answer it computed, so a cached answer's metrics and events are an uncached
+one's.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import orjson
+
+from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict
+from kubescale.controllers.vpa.api.pod_admission import admit_pod
+from kubescale.kube.quantities import Quantity
+
+__all__ = [
+    "DEFAULT_MAX_AGE",
+    "DEFAULT_MAX_ENTRIES",
+    "CachedAdmission",
+    "DecisionCache",
+    "admit_cached",
+    "decision_key",
+    "decision_pod",
+    "encode_patch",
+    "object_version",
+]
+
+DEFAULT_MAX_ENTRIES: Final = 4096
+"""Pod shapes remembered: one per ReplicaSet (or StatefulSet, Job ...) and VPA version."""
+DEFAULT_MAX_AGE: Final = 3600.0
+"""Seconds after which an entry is computed again even though nothing it depends on changed."""
+
+_CONTAINER_FIELDS: Final = ("name", "resources")
+_INIT_CONTAINER_FIELDS: Final = ("name", "resources", "restartPolicy")
+_STATUS_FIELDS: Final = ("name", "resources")
+
+
+def _project_list(value: object, fields: Sequence[str]) -> object:
+    """A list of objects reduced to ``fields``; anything else (a wrong type) kept as it is."""
+    if not isinstance(value, list):
+        return value
+    return [
+        {name: item[name] for name in fields if name in item} if isinstance(item, dict) else item
+        for item in value
+    ]
+
+
+def decision_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of ``pod`` :func:`admit_pod` reads, as a pod (see the module docstring).
+
+    Present keys stay present and absent ones absent (``null`` and absent read alike today, but
+    the projection does not rely on it); a field of the wrong type is kept as it is, so the
+    decision sees the same malformation. Annotations are reduced to "there is a map" because
+    only that is read (whether the patch must create ``/metadata/annotations``).
+    """
+    projected: dict[str, Any] = {}
+    metadata = pod.get("metadata")
+    if isinstance(metadata, dict):
+        meta: dict[str, Any] = {}
+        if "namespace" in metadata:
+            meta["namespace"] = metadata["namespace"]
+        if "annotations" in metadata:
+            annotations = metadata["annotations"]
+            meta["annotations"] = {} if isinstance(annotations, dict) else annotations
+        projected["metadata"] = meta
+    elif "metadata" in pod:
+        projected["metadata"] = metadata
+    spec = pod.get("spec")
+    if isinstance(spec, dict):
+        spec_out: dict[str, Any] = {}
+        if "containers" in spec:
+            spec_out["containers"] = _project_list(spec["containers"], _CONTAINER_FIELDS)
+        if "initContainers" in spec:
+            spec_out["initContainers"] = _project_list(
+                spec["initContainers"], _INIT_CONTAINER_FIELDS
+            )
+        if "overhead" in spec:
+            spec_out["overhead"] = spec["overhead"]
+        projected["spec"] = spec_out
+    elif "spec" in pod:
+        projected["spec"] = spec
+    status = pod.get("status")
+    if isinstance(status, dict):
+        status_out: dict[str, Any] = {}
+        for name in ("containerStatuses", "initContainerStatuses"):
+            if name in status:
+                status_out[name] = _project_list(status[name], _STATUS_FIELDS)
+        projected["status"] = status_out
+    elif "status" in pod:
+        projected["status"] = status
+    return projected
+
+
+def _pod_text(projected: Mapping[str, Any]) -> bytes | str:
+    """The projection as JSON text: an exact, hashable key (key order included, so two pods
+    that differ only in key order are two entries, never one wrong one)."""
+    try:
+        return orjson.dumps(projected)
+    except TypeError:  # an integer beyond 64 bits: the standard library writes any int
+        return repr(projected)
+
+
+def object_version(obj: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """``(name, uid, resourceVersion)`` of an informer object; ``None`` without a
+    resourceVersion (such an object cannot be keyed: its decision is not cached)."""
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, Mapping):
+        return None
+    version = metadata.get("resourceVersion")
+    if not isinstance(version, str) or not version:
+        return None
+    return (str(metadata.get("name") or ""), str(metadata.get("uid") or ""), version)
+
+
+def _versions(objects: Sequence[Mapping[str, Any]]) -> tuple[tuple[str, str, str], ...] | None:
+    versions = []
+    for obj in objects:
+        version = object_version(obj)
+        if version is None:
+            return None
+        versions.append(version)
+    return tuple(versions)
+
+
+def _allocatable_key(
+    allocatable: Mapping[str, Quantity] | None,
+) -> tuple[tuple[str, int, str], ...] | None:
+    if allocatable is None:
+        return None
+    return tuple(sorted((name, q.nanos, q.format) for name, q in allocatable.items()))
+
+
+def decision_key(
+    *,
+    pod: Mapping[str, Any],
+    namespace: str,
+    vpa: Mapping[str, Any],
+    limit_ranges: Sequence[Mapping[str, Any]],
+    hpas: Sequence[Mapping[str, Any]],
+    avoid_hpa_conflict: bool,
+    largest_node_allocatable: Mapping[str, Quantity] | None,
+    cap_to_largest_node: bool,
+) -> Hashable | None:
+    """Everything ``admit_pod``'s answer depends on (module docstring); ``None`` when an input
+    carries no resourceVersion (then the decision is computed every time).
+
+    ``pod`` is the projection (:func:`decision_pod`); ``namespace`` the one whose LimitRanges
+    were read.
+    """
+    vpa_version = object_version(vpa)
+    limit_range_versions = _versions(limit_ranges)
+    hpa_versions = _versions(hpas)
+    if vpa_version is None or limit_range_versions is None or hpa_versions is None:
+        return None
+    return (
+        _pod_text(pod),
+        namespace,
+        vpa_version,
+        limit_range_versions,
+        hpa_versions,
+        _allocatable_key(largest_node_allocatable),
+        avoid_hpa_conflict,
+        cap_to_largest_node,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class CachedAdmission:
+    """What a decision is made of, for one pod shape (shared by every request that hits it)."""
+
+    patches: tuple[dict[str, Any], ...]
+    """The JSON patch operations (callers must not modify them)."""
+    encoded_patch: str
+    """The patch as the review carries it (base64 of the compact JSON); ``""`` without one."""
+    skipped_resources: frozenset[str]
+    limit_range_conflicts: tuple[LimitRangeConflict, ...]
+
+
+@dataclass
+class _Entry:
+    value: CachedAdmission
+    stored_at: float
+    vpa_uid: str
+    namespace: str
+
+
+class DecisionCache:
+    """Least-recently-used decisions by :func:`decision_key`, dropped by the informers' event
+    handlers when what they were made of changes (module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        max_entries: int = DEFAULT_MAX_ENTRIES,
+        max_age: float = DEFAULT_MAX_AGE,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.max_entries = max_entries
+        self.max_age = max_age
+        self._now = now
+        self._entries: OrderedDict[Hashable, _Entry] = OrderedDict()
+        self._by_vpa: dict[str, set[Hashable]] = {}
+        self._by_namespace: dict[str, set[Hashable]] = {}
+        self.hits = 0
+        self.misses = 0
+        self.dropped = 0
+        """Entries dropped because an input changed (not counting the LRU or age)."""
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: Hashable) -> CachedAdmission | None:
+        entry = self._entries.get(key)
+        if entry is None:
+            self.misses += 1
+            return None
+        if self._now() - entry.stored_at >= self.max_age:
+            self._remove(key)
+            self.misses += 1
+            return None
+        self._entries.move_to_end(key)
+        self.hits += 1
+        return entry.value
+
+    def put(self, key: Hashable, value: CachedAdmission, *, vpa_uid: str, namespace: str) -> None:
+        if self.max_entries <= 0:
+            return
+        if key in self._entries:
+            self._remove(key)
+        self._entries[key] = _Entry(
+            value=value, stored_at=self._now(), vpa_uid=vpa_uid, namespace=namespace
+        )
+        self._by_vpa.setdefault(vpa_uid, set()).add(key)
+        self._by_namespace.setdefault(namespace, set()).add(key)
+        while len(self._entries) > self.max_entries:
+            self._remove(next(iter(self._entries)))
+
+    # -- invalidation, from the informers' event handlers ----------------------------------------
+
+    def forget_vpa(self, uid: str) -> None:
+        """A VPA changed or went away: drop every decision made with it."""
+        for key in list(self._by_vpa.get(uid, ())):
+            self._remove(key)
+            self.dropped += 1
+
+    def forget_namespace(self, namespace: str) -> None:
+        """A LimitRange (or HPA) of ``namespace`` was added, changed or deleted."""
+        for key in list(self._by_namespace.get(namespace, ())):
+            self._remove(key)
+            self.dropped += 1
+
+    def clear(self) -> None:
+        """Something every decision may depend on changed (the largest node)."""
+        self.dropped += len(self._entries)
+        self._entries.clear()
+        self._by_vpa.clear()
+        self._by_namespace.clear()
+
+    def _remove(self, key: Hashable) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is None:
+            return
+        for index, name in ((self._by_vpa, entry.vpa_uid), (self._by_namespace, entry.namespace)):
+            keys = index.get(name)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del index[name]
+
+
+def encode_patch(patches: Sequence[Mapping[str, Any]]) -> str:
+    """The review's ``patch``: base64 of the compact JSON (``""`` for no patch)."""
+    if not patches:
+        return ""
+    encoded = json.dumps(list(patches), separators=(",", ":")).encode()
+    return base64.b64encode(encoded).decode("ascii")
+
+
+def admit_cached(
+    decisions: DecisionCache,
+    *,
+    pod: Mapping[str, Any],
+    namespace: str,
+    vpa: dict[str, Any],
+    limit_ranges: Sequence[dict[str, Any]],
+    hpas: Sequence[dict[str, Any]],
+    avoid_hpa_conflict: bool,
+    largest_node_allocatable: Mapping[str, Quantity] | None,
+    cap_to_largest_node: bool,
+) -> CachedAdmission:
+    """``admit_pod``'s answer for ``pod`` (its namespace set) from ``decisions``, computed and
+    remembered on a miss; raises ``PodAdmissionError`` as ``admit_pod`` does (an invalid pod
+    is never remembered: computing it again is what the uncached path does).
+
+    ``largest_node_allocatable`` is read only with ``cap_to_largest_node`` and ``hpas`` only
+    with ``avoid_hpa_conflict``, as ``admit_pod`` does.
+    """
+    projected = decision_pod(pod)
+    largest = largest_node_allocatable if cap_to_largest_node else None
+    key = decision_key(
+        pod=projected,
+        namespace=namespace,
+        vpa=vpa,
+        limit_ranges=limit_ranges,
+        hpas=hpas if avoid_hpa_conflict else (),
+        avoid_hpa_conflict=avoid_hpa_conflict,
+        largest_node_allocatable=largest,
+        cap_to_largest_node=cap_to_largest_node,
+    )
+    if key is not None:
+        known = decisions.get(key)
+        if known is not None:
+            return known
+    result = admit_pod(
+        pod=projected,
+        vpa=vpa,
+        limit_ranges=limit_ranges,
+        hpas=hpas,
+        avoid_hpa_conflict=avoid_hpa_conflict,
+        largest_node_allocatable=largest,
+    )
+    patches = tuple(result.patches)
+    admission = CachedAdmission(
+        patches=patches,
+        encoded_patch=encode_patch(patches),
+        skipped_resources=result.skipped_resources,
+        limit_range_conflicts=result.limit_range_conflicts,
+    )
+    if key is not None:
+        metadata = vpa.get("metadata")
+        uid = metadata.get("uid") if isinstance(metadata, Mapping) else None
+        decisions.put(key, admission, vpa_uid=str(uid or ""), namespace=namespace)
+    return admission
