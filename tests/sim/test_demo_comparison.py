@@ -5,7 +5,7 @@ The README's table comes from the full demo (6 h); here the same scenario and se
 every figure the README orders but three — not the exact numbers, which depend on the duration.
 Node-hours, cost and CPU slack are left out: autoscaling pays for the load the static cluster
 throttles or leaves pending, and earns it back only once the over-provisioned service has shrunk
-(node-hours cross after about 5.5 h).
+(node-hours cross at about 5.5 h).
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ def test_the_demo_orders_the_three_ways_as_the_full_run_does() -> None:
     v = _variants(report)
     assert list(v) == ["none", "separate", "one-brain"]
     none, separate, one_brain = v["none"], v["separate"], v["one-brain"]
-    # Full run (README): OOM kills 2 > 1 = 1; throttled core-s 3904 > 0 = 0; pending 8h10m >
-    # 2h16m = 2h16m; memory slack 95.9 > 60.6 = 60.6; evictions 0 < 19 = 19.
+    # Full run (README): OOM kills 2 > 1 = 1; throttled core-s 3904 > 0 = 0; pending 4h00m >
+    # 2h18m = 2h18m; memory slack 95.9 > 60.6 = 60.6; evictions 0 < 20 = 20.
     assert none["oom_kills"] > one_brain["oom_kills"]
     assert none["throttled_core_seconds"] > one_brain["throttled_core_seconds"]
     assert none["pending_pod_seconds"] > one_brain["pending_pod_seconds"]
@@ -44,10 +44,13 @@ def test_the_demo_orders_the_three_ways_as_the_full_run_does() -> None:
         assert one_brain[figure] <= separate[figure], figure
     # the report is the one-brain run's: every system of the suite ran and decided something
     assert report["components"] == [
-        "cluster-autoscaler", "hpa-controller", "vpa-recommender", "vpa-updater", "webhook",
+        "cluster-autoscaler", "descheduler", "hpa-controller", "scheduler-extender",
+        "vpa-recommender", "vpa-updater", "webhook",
     ]  # fmt: skip
     kinds = {e["kind"] for e in report["events"]}
-    assert {"hpa-rescale", "vpa-eviction", "ca-scale-up", "ca-scale-down"} <= kinds
+    assert {
+        "hpa-rescale", "vpa-eviction", "ca-scale-up", "ca-scale-down", "descheduler-eviction",
+    } <= kinds  # fmt: skip
     # the one skipped iteration, said in the summary: the updater's first, at t = 0, before the
     # webhook wrote its first status Lease
     skipped = {loop["name"]: loop["skipped"] for loop in report["loops"] if loop["skipped"]}
@@ -62,16 +65,19 @@ def test_the_summary_leads_with_the_comparison_then_what_kubescale_did() -> None
     assert "no autoscaling" in lines[2]
     assert "kubescale, one brain" in lines[2]
     assert [line.split()[0] for line in lines[4:6]] == ["node-hours", "cost"]
+    # the components line wraps at the summary's 120 columns
     did = lines.index(
-        "What kubescale did — components: cluster-autoscaler, hpa-controller, vpa-recommender, "
-        "vpa-updater, webhook"
+        "What kubescale did — components: cluster-autoscaler, descheduler, hpa-controller, "
+        "scheduler-extender, vpa-recommender,"
     )
+    assert lines[did + 1] == "      vpa-updater, webhook"
     assert did < next(i for i, line in enumerate(lines) if line.startswith("Cluster:"))
     text = "\n".join(lines)
     # a recommendation before -> after and an eviction's reason, memory in binary units
     assert "shop/cache/redis: cpu" in text
     assert " -> cpu" in text
-    assert "VPA eviction  shop/cache-0: redis memory request 256.0Mi below the lower bound" in text
+    assert "VPA eviction  shop/cache-0: redis memory request 334.9Mi below the lower bound" in text
+    assert "descheduler eviction  shop/cache-0: from legacy-0" in text
     assert not re.search(r"memory=\d{5,}", text)  # never raw bytes
 
 

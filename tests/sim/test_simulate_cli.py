@@ -37,7 +37,7 @@ def test_the_demo_runs_end_to_end(tmp_path: Path) -> None:
     out = done.stdout
     assert out.startswith("Scenario 'demo', seed 42: 30m from 2026-01-05T06:00:00")
     assert "SAME SEED, THREE WAYS" in out
-    assert "What kubescale did — components: cluster-autoscaler, hpa-controller" in out
+    assert "What kubescale did — components: cluster-autoscaler, descheduler, hpa-controller" in out
     for workload in ("data/reports", "shop/cache", "shop/web"):  # the batch starts at 1h
         assert workload in out
     assert "OOM KILLS" in out
@@ -167,11 +167,14 @@ def test_comparing_recommendation_policies_runs_both(tmp_path: Path) -> None:
 
 
 def test_comparing_policies_needs_the_recommender(tmp_path: Path) -> None:
-    done = _simulate(
-        str(demo_scenario_path()), "--compare-recommendation-policies", "--quiet", cwd=tmp_path
+    # (the built-in demo runs the recommender now: a scenario without one)
+    scenario = tmp_path / "no-recommender.yaml"
+    scenario.write_text(
+        "name: plain\nduration: 10m\nnodes: [{name: n, allocatable: {cpu: '1', memory: 1Gi}}]\n"
     )
+    done = _simulate(str(scenario), "--compare-recommendation-policies", "--quiet", cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr == (
-        f"kubescale simulate: {demo_scenario_path()}: kubescale.vpa-recommender: comparing "
+        f"kubescale simulate: {scenario}: kubescale.vpa-recommender: comparing "
         "recommendation policies needs the VPA recommender in the scenario\n"
     )

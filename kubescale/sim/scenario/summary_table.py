@@ -126,7 +126,7 @@ def _kubescale_lines(report: dict[str, Any]) -> list[str]:
     components = report.get("components") or []
     if not components:
         return []
-    lines = ["", f"What kubescale did — components: {', '.join(components)}"]
+    lines = ["", *_wrapped(f"What kubescale did — components: {', '.join(components)}", "")]
     notes = loop_notes(report)
     if notes:
         lines += [line for note in notes for line in _wrapped(f"NOTE: {note}")]
