@@ -22,6 +22,13 @@ if [ ! -x "$KUBECTL" ] && command -v apt-get >/dev/null 2>&1; then
 fi
 [ -x "$KUBECTL" ] && export KUBECTL
 
+# Helm's template engine renders the Helm chart in a test (tests/manifests/test_helm_chart.py,
+# compared with the kustomize output): helm-python-sdk is Helm's Go library with Python bindings
+# (no helm binary, offline). Not a dependency of kubescale; without it (or helm) the test skips.
+.venv/bin/python -c 'import helm_python' 2>/dev/null \
+  || .venv/bin/python -m pip install --quiet --disable-pip-version-check helm-python-sdk \
+  || echo "warning: could not install helm-python-sdk; the Helm chart comparison will skip" >&2
+
 # Debian's Chromium renders the simulator's HTML report in a test (headless screenshot).
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   { apt-get install -y -qq chromium >/dev/null 2>&1 \

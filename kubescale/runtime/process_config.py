@@ -76,8 +76,6 @@ class ProcessConfig:
     leader_elect_retry_period: float
     leader_elect_resource_name: str
     leader_elect_resource_namespace: str
-    coordination: Coordination = DEFAULT_COORDINATION
-    """How the systems coordinate (:mod:`kubescale.base.coordination`)."""
     kube_api_qps: float = 0.0
     """``--kube-api-qps``: the client's token bucket (0: no limit)."""
     kube_api_burst: int = 0
@@ -85,6 +83,8 @@ class ProcessConfig:
     """Upstream common flags given but without effect here, to log once at start."""
     limits: ServerLimits = field(default_factory=ServerLimits)
     """Deadlines, connection cap and body budget of the TLS server."""
+    coordination: Coordination = DEFAULT_COORDINATION
+    """How the systems coordinate (:mod:`kubescale.base.coordination`)."""
 
 
 def add_process_arguments(parser: argparse.ArgumentParser) -> None:
@@ -330,9 +330,9 @@ def process_config_from_args(args: argparse.Namespace) -> ProcessConfig:
         leader_elect_retry_period=args.leader_elect_retry_period,
         leader_elect_resource_name=args.leader_elect_resource_name,
         leader_elect_resource_namespace=args.leader_elect_resource_namespace,
-        coordination=parse_coordination(args.coordination),
         kube_api_qps=upstream.kube_api_qps,
         kube_api_burst=upstream.kube_api_burst,
         ignored_upstream_flags=upstream.ignored,
         limits=limits,
+        coordination=parse_coordination(args.coordination),
     )

@@ -23,6 +23,7 @@ from kubescale.sim.apiserver.metrics_apis import (
     add_metrics_routes,
     metrics_discovery_groups,
 )
+from kubescale.sim.apiserver.request_log import RequestLog, RequestRecord
 
 START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 SAMPLED = START - timedelta(seconds=20)
@@ -42,6 +43,7 @@ class MetricsServer:
     url: str
     http: aiohttp.ClientSession
     api: client.CustomObjectsApi
+    log: RequestLog
 
     async def get(self, path: str, **params: str) -> tuple[int, Any]:
         async with self.http.get(f"{self.url}{path}", params=params) as response:
@@ -52,7 +54,8 @@ class MetricsServer:
 async def served() -> AsyncIterator[MetricsServer]:
     values = MetricsValues(clock=VirtualClock(START))
     app = web.Application()
-    add_metrics_routes(app, values)
+    log = RequestLog()
+    add_metrics_routes(app, values, log)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -64,7 +67,7 @@ async def served() -> AsyncIterator[MetricsServer]:
         aiohttp.ClientSession() as http,
         client.ApiClient(configuration) as api_client,
     ):
-        yield MetricsServer(values, url, http, client.CustomObjectsApi(api_client))
+        yield MetricsServer(values, url, http, client.CustomObjectsApi(api_client), log)
     await runner.cleanup()
 
 
@@ -475,3 +478,36 @@ async def test_clear_and_remove_forget_values(served: MetricsServer) -> None:
     assert listed["items"] == []
     status, _ = await served.get("/apis/external.metrics.k8s.io/v1beta1/namespaces/default/q")
     assert status == 404
+
+
+# What kube-apiserver's RequestInfo (so the RBAC authorizer) makes of each request:
+# (path, (verb, group, resource, subresource, namespace, name)).
+RBAC_VIEWS = [
+    ("/apis/metrics.k8s.io/v1beta1/namespaces/default/pods",
+     ("list", "metrics.k8s.io", "pods", "", "default", "")),
+    ("/apis/metrics.k8s.io/v1beta1/nodes/n1", ("get", "metrics.k8s.io", "nodes", "", "", "n1")),
+    ("/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/pods/*/qps",
+     ("get", "custom.metrics.k8s.io", "pods", "qps", "default", "*")),
+    ("/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/metrics/qps",
+     ("get", "custom.metrics.k8s.io", "metrics", "", "default", "qps")),
+    ("/apis/external.metrics.k8s.io/v1beta1/namespaces/default/queue_depth",
+     ("list", "external.metrics.k8s.io", "queue_depth", "", "default", "")),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("path", "view"), RBAC_VIEWS)
+async def test_each_request_is_logged_as_the_rbac_authorizer_sees_it(
+    served: MetricsServer, path: str, view: tuple[str, str, str, str, str, str]
+) -> None:
+    await served.get(path)
+    verb, group, resource, subresource, namespace, name = view
+    assert served.log.counts() == {
+        RequestRecord(verb=verb, group=group, resource=resource, subresource=subresource,
+                      namespace=namespace, name=name): 1
+    }  # fmt: skip
+
+
+async def test_discovery_documents_are_not_resource_requests(served: MetricsServer) -> None:
+    await served.get("/apis/custom.metrics.k8s.io/v1beta2")
+    await served.get("/apis/metrics.k8s.io")
+    assert served.log.counts() == {}

@@ -1,11 +1,12 @@
 """The files of ``manifests/``, loaded and rendered as ``kubectl apply -k manifests/`` sees them.
 
-:func:`render` does what kustomize does with ``manifests/kustomization.yaml``: it loads the listed
-resource files in order and applies the inline ``NamespaceTransformer`` (every namespaced object
-gets the namespace; with ``setRoleBindingSubjects: allServiceAccounts`` so does every
-ServiceAccount subject of a RoleBinding or ClusterRoleBinding). Anything else in the
+:func:`render` does what kustomize does with the base, ``manifests/kustomization.yaml``: it loads
+the listed resource files in order and applies its ``namespace`` (every namespaced object gets
+the namespace, and so does every ServiceAccount subject of a RoleBinding or ClusterRoleBinding,
+as kustomize v2.0.3 — Debian's kubectl 1.20 — and later do). Anything else in the base's
 kustomization raises, so a new kustomize feature cannot be silently ignored here. The tests
-compare this rendering with ``kubectl kustomize`` when kubectl is installed.
+compare this rendering with ``kubectl kustomize`` when kubectl is installed; the overlays
+(``manifests/overlays/*``) are rendered by kubectl only.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import yaml
 
 MANIFESTS: Final = Path(__file__).resolve().parents[2] / "manifests"
 CRD_DIR: Final = MANIFESTS / "crds"
-KUSTOMIZATION: Final = MANIFESTS / "kustomization.yaml"
+BASE: Final = MANIFESTS / "base"
+KUSTOMIZATION: Final = BASE / "kustomization.yaml"
+OVERLAYS: Final = MANIFESTS / "overlays"
 
 CLUSTER_SCOPED_KINDS: Final = frozenset(
     {
@@ -32,7 +35,9 @@ CLUSTER_SCOPED_KINDS: Final = frozenset(
         "ValidatingWebhookConfiguration",
     }
 )
-_KNOWN_KUSTOMIZATION_KEYS: Final = frozenset({"apiVersion", "kind", "resources", "transformers"})
+_KNOWN_KUSTOMIZATION_KEYS: Final = frozenset(
+    {"apiVersion", "kind", "namespace", "bases", "resources"}
+)
 _BINDING_KINDS: Final = frozenset({"RoleBinding", "ClusterRoleBinding"})
 
 
@@ -82,42 +87,63 @@ def yaml_files() -> list[Path]:
     )
 
 
+def base_files() -> list[Path]:
+    """The YAML files of the base and the CRDs it builds on."""
+    return [p for p in yaml_files() if p.parent in (BASE, CRD_DIR)]
+
+
+def json6902_patches() -> set[Path]:
+    """The JSON patch files the overlays' ``patchesJson6902`` name (lists, not objects)."""
+    return {
+        overlay / str(entry["path"])
+        for overlay in overlays()
+        for entry in _kustomization_of(overlay).get("patchesJson6902") or []
+    }
+
+
+def overlays() -> list[Path]:
+    """Every overlay directory (one with a kustomization.yaml under ``manifests/overlays``)."""
+    return sorted(p.parent for p in OVERLAYS.glob("*/kustomization.yaml"))
+
+
 def kustomization() -> dict[str, Any]:
     (document,) = load_documents(KUSTOMIZATION)
     return document
 
 
-def resource_files() -> list[Path]:
-    """The files ``resources`` lists, in order."""
-    return [MANIFESTS / str(entry) for entry in kustomization().get("resources") or []]
+def _kustomization_of(directory: Path) -> dict[str, Any]:
+    for name in ("kustomization.yaml", "kustomization.yml", "Kustomization"):
+        if (directory / name).is_file():
+            (document,) = load_documents(directory / name)
+            return document
+    raise LookupError(f"{directory} has no kustomization")
 
 
-def namespace_transformer() -> dict[str, Any]:
-    """The one inline ``NamespaceTransformer`` of the kustomization."""
-    transformers = [yaml.safe_load(text) for text in kustomization().get("transformers") or []]
-    (transformer,) = transformers
-    if not isinstance(transformer, dict) or transformer.get("kind") != "NamespaceTransformer":
-        raise ValueError(f"unexpected transformer {transformer!r}")
-    return transformer
+def resource_files(directory: Path = BASE) -> list[Path]:
+    """The files a kustomization's ``bases`` (recursively, first) and ``resources`` list."""
+    document = _kustomization_of(directory)
+    files: list[Path] = []
+    for base in document.get("bases") or []:
+        files.extend(resource_files((directory / str(base)).resolve()))
+    files.extend(directory / str(entry) for entry in document.get("resources") or [])
+    return files
 
 
 def install_namespace() -> str:
     """The namespace ``kubectl apply -k manifests/`` installs kubescale into."""
-    return str(namespace_transformer()["metadata"]["namespace"])
+    return str(kustomization()["namespace"])
 
 
 def render(*, namespace: str | None = None) -> list[dict[str, Any]]:
-    """The objects of ``kubectl kustomize manifests/``, in resource order (see module docstring).
+    """The objects of ``kubectl kustomize manifests/base``, in resource order (module docstring).
 
-    ``namespace`` renders as an overlay that sets another namespace with the same transformer
-    would (README.md: installing elsewhere).
+    ``namespace`` renders as an overlay that sets another ``namespace`` would (README.md:
+    installing elsewhere).
     """
     unknown = set(kustomization()) - _KNOWN_KUSTOMIZATION_KEYS
     if unknown:
         raise ValueError(f"kustomization.yaml uses {sorted(unknown)}: teach render() about them")
-    transformer = namespace_transformer()
     namespace = namespace or install_namespace()
-    subjects_mode = transformer.get("setRoleBindingSubjects", "defaultOnly")
     objects: list[dict[str, Any]] = []
     for path in resource_files():
         for doc in load_documents(path):
@@ -126,20 +152,10 @@ def render(*, namespace: str | None = None) -> list[dict[str, Any]]:
                 obj.setdefault("metadata", {})["namespace"] = namespace
             if obj.get("kind") in _BINDING_KINDS:
                 for subject in obj.get("subjects") or []:
-                    if _subject_gets_namespace(subject, subjects_mode):
+                    if subject.get("kind") == "ServiceAccount":
                         subject["namespace"] = namespace
             objects.append(obj)
     return objects
-
-
-def _subject_gets_namespace(subject: dict[str, Any], mode: str) -> bool:
-    if mode == "allServiceAccounts":
-        return subject.get("kind") == "ServiceAccount"
-    if mode == "defaultOnly":
-        return subject.get("name") == "default"
-    if mode == "none":
-        return False
-    raise ValueError(f"unknown setRoleBindingSubjects {mode!r}")
 
 
 def find(objects: Iterable[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:

@@ -11,9 +11,12 @@ import yaml
 from .conftest import kubectl_kustomize, needs_kubectl
 from .manifest_files import (
     CLUSTER_SCOPED_KINDS,
+    EXAMPLES,
     KUSTOMIZATION,
     MANIFESTS,
+    base_files,
     install_namespace,
+    json6902_patches,
     load_documents,
     render,
     resource_files,
@@ -23,24 +26,33 @@ from .manifest_files import (
 
 @pytest.mark.parametrize("path", yaml_files(), ids=lambda p: str(p.relative_to(MANIFESTS)))
 def test_every_yaml_file_parses_into_kubernetes_objects(path: Path) -> None:
+    if path in json6902_patches():
+        (operations,) = yaml.safe_load_all(path.read_text(encoding="utf-8"))
+        assert all({"op", "path"} <= set(operation) for operation in operations)
+        return
     documents = load_documents(path)
     assert documents, f"{path} has no documents"
     for doc in documents:
-        if path == KUSTOMIZATION:
+        if path.name == KUSTOMIZATION.name:
             assert doc["kind"] == "Kustomization"
+            continue
+        if path.name == "kustomizeconfig.yaml":  # an overlay's `configurations` (no kind)
             continue
         assert isinstance(doc.get("apiVersion"), str)
         assert isinstance(doc.get("kind"), str)
+        if EXAMPLES in path.parents and "metadata" not in doc:
+            continue  # a component's own configuration file (KubeSchedulerConfiguration)
         assert doc["metadata"]["name"]
         # Namespace-agnostic: the kustomization decides the namespace.
-        assert "namespace" not in doc["metadata"], f"{path}: {doc['kind']} names a namespace"
+        namespace = doc["metadata"].get("namespace", "$(KUBESCALE_NAMESPACE)")
+        assert namespace == "$(KUBESCALE_NAMESPACE)", f"{path}: {doc['kind']} names a namespace"
 
 
 def test_the_kustomization_lists_every_manifest_exactly_once() -> None:
     listed = resource_files()
     assert len(listed) == len(set(listed))
     assert all(path.is_file() for path in listed)
-    assert set(listed) == set(yaml_files()) - {KUSTOMIZATION}
+    assert set(listed) == set(base_files()) - {KUSTOMIZATION}
 
 
 def test_render_puts_namespaced_objects_and_service_account_subjects_in_one_namespace() -> None:

@@ -13,7 +13,7 @@ import yaml
 from kubescale.cli.main import build_parser
 
 from .conftest import kubectl_kustomize, needs_kubectl
-from .manifest_files import MANIFESTS, find, install_namespace, namespace_transformer, render
+from .manifest_files import MANIFESTS, find, install_namespace, render
 
 README = MANIFESTS / "README.md"
 _FENCE = re.compile(r"```(\w+)\n(.*?)```", re.DOTALL)
@@ -51,19 +51,36 @@ def test_the_secret_command_makes_the_secret_the_deployment_mounts() -> None:
     assert files == ["caCert.pem", "serverCert.pem", "serverKey.pem"]
 
 
-def test_the_install_command_applies_this_directory() -> None:
-    assert _command("kubectl apply") == ["kubectl", "apply", "-k", "manifests/"]
+def _commands(prefix: str) -> list[list[str]]:
+    return [
+        shlex.split(line.strip())
+        for block in _blocks("sh")
+        for line in block.splitlines()
+        if line.strip().startswith(prefix)
+    ]
 
 
-def test_the_overlay_example_uses_the_same_transformer() -> None:
+def test_the_install_commands_apply_kustomizations_that_exist() -> None:
+    applied = _commands("kubectl apply")
+    assert ["kubectl", "apply", "-k", "manifests/"] in applied
+    assert ["kubectl", "apply", "-k", "manifests/overlays/self-signed/"] in applied
+    for argv in applied:
+        assert argv[:3] == ["kubectl", "apply", "-k"]
+        directory = MANIFESTS.parent / argv[3]
+        assert (directory / "kustomization.yaml").is_file(), argv
+
+
+def test_the_certificates_go_where_the_self_signed_overlay_reads_them() -> None:
+    argv = _command("kubescale certs")
+    out = argv[argv.index("--out") + 1]
+    assert MANIFESTS.parent / out == MANIFESTS / "overlays" / "self-signed" / "certs"
+
+
+def test_the_overlay_example_builds_on_the_base() -> None:
     (block,) = _blocks("yaml")
     overlay: dict[str, Any] = yaml.safe_load(block)
-    (text,) = overlay["transformers"]
-    transformer = yaml.safe_load(text)
-    ours = namespace_transformer()
-    assert transformer["kind"] == ours["kind"] == "NamespaceTransformer"
-    assert transformer["setRoleBindingSubjects"] == ours["setRoleBindingSubjects"]
-    assert transformer["metadata"]["namespace"] != install_namespace()
+    assert overlay["bases"] == ["../../manifests/base"]
+    assert overlay["namespace"] != install_namespace()
     (image,) = overlay["images"]
     deployment = find(render(), "Deployment", "kubescale")
     (container,) = deployment["spec"]["template"]["spec"]["containers"]

@@ -37,6 +37,7 @@ from kubescale.kube.selectors import (
 
 from . import errors
 from .metrics_values import MetricsValues, Quantity, qualify_resource
+from .request_log import RequestLog, RequestRecord
 
 __all__ = [
     "CUSTOM_METRICS_GROUP",
@@ -149,8 +150,38 @@ def _filtered(request: web.Request, items: list[dict[str, Any]]) -> list[dict[st
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def _handling_bad_selectors(handler: Handler) -> Handler:
+def request_record(request: web.Request) -> RequestRecord | None:
+    """What kube-apiserver's RequestInfo makes of a request to an aggregated metrics API (as
+    the RBAC authorizer sees it): ``/apis/<group>/<version>/[namespaces/<ns>/]<resource>
+    [/<name>[/<subresource>]]``, verb ``get`` with a name, ``list`` without; discovery
+    documents are not resource requests (``None``)."""
+    parts = [p for p in request.path.split("/") if p][1:]  # past "apis"
+    if len(parts) < 3:
+        return None
+    group, rest = parts[0], parts[2:]
+    namespace = ""
+    if rest[0] == "namespaces" and len(rest) > 1:
+        namespace, rest = rest[1], rest[2:]
+        if not rest:  # the namespace object itself
+            rest = ["namespaces", namespace]
+            namespace = ""
+    header = request.headers.get("Authorization", "")
+    return RequestRecord(
+        verb="get" if len(rest) > 1 else "list",
+        group=group,
+        resource=rest[0],
+        subresource=rest[2] if len(rest) > 2 else "",
+        namespace=namespace,
+        name=rest[1] if len(rest) > 1 else "",
+        user=header[7:].strip() if header[:7].lower() == "bearer " else "",
+    )
+
+
+def _handling_bad_selectors(handler: Handler, log: RequestLog) -> Handler:
     async def wrapped(request: web.Request) -> web.StreamResponse:
+        record = request_record(request)
+        if record is not None:
+            log.record(record)
         try:
             return await handler(request)
         except _BadSelector as exc:
@@ -159,8 +190,9 @@ def _handling_bad_selectors(handler: Handler) -> Handler:
     return wrapped
 
 
-def add_metrics_routes(app: web.Application, values: MetricsValues) -> None:
-    """Mount the three metrics APIs and their discovery documents on ``app``."""
+def add_metrics_routes(app: web.Application, values: MetricsValues, log: RequestLog) -> None:
+    """Mount the three metrics APIs and their discovery documents on ``app``; every resource
+    request goes into ``log`` (:func:`request_record`)."""
     resource_gv = "/".join(RESOURCE_METRICS_GROUP)
     custom_gv = "/".join(CUSTOM_METRICS_GROUP)
     external_gv = "/".join(EXTERNAL_METRICS_GROUP)
@@ -300,4 +332,4 @@ def add_metrics_routes(app: web.Application, values: MetricsValues) -> None:
         (f"{external_base}/namespaces/{{namespace}}/{{metric}}", external_metric),
     ]
     for path, handler in routes:
-        app.router.add_get(path, _handling_bad_selectors(handler))
+        app.router.add_get(path, _handling_bad_selectors(handler, log))

@@ -188,7 +188,7 @@ class ApiServer:
         """The aiohttp application (routes only; :meth:`start` serves it)."""
         app = web.Application(client_max_size=MAX_REQUEST_BYTES, middlewares=[self._authenticate])
         handlers = RestHandlers(ctx=self.context, faults=self.faults, rng=self._rng)
-        add_metrics_routes(app, self.metrics)
+        add_metrics_routes(app, self.metrics, self.context.requests)
         router = app.router
         for probe in ("/healthz", "/livez", "/readyz"):
             router.add_get(probe, self._ok)
