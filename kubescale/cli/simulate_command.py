@@ -1,9 +1,12 @@
 """``kubescale simulate [SCENARIO]``: run a scenario on the embedded simulated cluster.
 
-Without a SCENARIO the built-in demo (``sim/scenario/examples/demo.yaml``) runs. ``--seed``,
-``--duration`` and ``--step`` override the file's values. Progress goes to stderr — a bar
-redrawn in place on a terminal, else one line per 10 % ("simulated 6h00m of 1d00h00m (25%)") —
-unless ``--quiet``; the summary table goes to stdout; ``--report-json``/``--report-html`` write
+Without a SCENARIO the built-in demo (``sim/scenario/examples/demo.yaml``) runs. A scenario
+with ``compare: true`` (the demo) runs three times — no autoscaling, the upstream suite as
+separate programs, kubescale — and the summary leads with the comparison (``--no-compare``:
+once, with kubescale). ``--seed``, ``--duration`` and ``--step`` override the file's values.
+Progress goes to stderr — a bar redrawn in place on a terminal, else one line per 10 %
+("simulated 6h00m of 1d00h00m (25%)") — unless ``--quiet``; the summary table goes to stdout;
+``--report-json``/``--report-html`` write
 the full report. ``--compare-recommendation-policies`` runs the scenario once per VPA
 recommendation policy (its ``vpa-recommender``'s ``recommendation-policy`` set to ``upstream``,
 then ``adaptive``), prints both summaries and a table of the two policies' figures, and writes
@@ -25,6 +28,7 @@ from typing import TextIO
 from kubescale.base.coordination import COORDINATION_VALUES, parse_coordination
 from kubescale.base.flag_types import positive_duration
 from kubescale.base.logs import LOG_LEVELS, configure_logging
+from kubescale.sim.scenario.comparison import VARIANTS, run_comparison
 from kubescale.sim.scenario.html_report import render_html
 from kubescale.sim.scenario.json_report import write_json_report
 from kubescale.sim.scenario.policy_comparison import (
@@ -75,6 +79,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--report-json", type=Path, metavar="FILE", help="write the JSON report")
     parser.add_argument("--report-html", type=Path, metavar="FILE", help="write the HTML report")
+    parser.add_argument(
+        "--no-compare",
+        action="store_true",
+        help="run a scenario with `compare: true` (the demo) once, with kubescale, "
+        "instead of three times",
+    )
     parser.add_argument(
         "--compare-recommendation-policies",
         action="store_true",
@@ -150,17 +160,24 @@ def run(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             sys.stderr.write(f"{PROG}: {path}: {problem}\n")
         return 2
+    three_way = scenario.compare and not args.no_compare and not compare
     reports = {}
     for policy, variant in runs.items():
         progress = None
         if not args.quiet:
             if policy:
                 sys.stderr.write(f"recommendation policy {policy}\n")
+            # a three-way comparison's progress is over its three runs' simulated time together
             progress = ProgressReporter(
-                stream=sys.stderr, duration=variant.duration, interactive=sys.stderr.isatty()
+                stream=sys.stderr,
+                duration=variant.duration * (len(VARIANTS) if three_way else 1),
+                interactive=sys.stderr.isatty(),
             )
         try:
-            reports[policy] = asyncio.run(run_scenario(variant, progress=progress))
+            if three_way:
+                reports[policy] = asyncio.run(run_comparison(variant, progress=progress))
+            else:
+                reports[policy] = asyncio.run(run_scenario(variant, progress=progress))
         except SimulationError as exc:
             sys.stderr.write(f"{PROG}: {path}: {exc}\n")
             return 1

@@ -59,6 +59,9 @@ svg.chart,svg.strip{max-width:100%;height:auto}
 #tooltip{position:absolute;display:none;background:#0f172aee;color:#f8fafc;font-size:12px;
 padding:5px 8px;border-radius:5px;pointer-events:none;white-space:nowrap}
 details>summary{cursor:pointer;color:#1d4ed8;margin:8px 0}
+td.wrap{white-space:normal;min-width:16em}th{white-space:normal}
+p.alert{color:#b91c1c;font-weight:600;margin:4px 0}
+table.comparison td,table.comparison th{font-size:13.5px}
 .none{color:#64748b}
 .over{color:#b45309}.under{color:#dc2626}.ok{color:#15803d}
 """

@@ -6,6 +6,11 @@ picture (decoded here with zlib/struct — no imaging library — and its pixels
 chart colours present); the DOM after scripts ran holds every ``<svg>`` with drawn paths and
 the page script's ready mark; and the browser logged no console message (a deliberately broken
 page shows the check would catch an uncaught error).
+
+The built-in demo's report (its three-way comparison at a reduced duration,
+:mod:`tests.sim.demo_comparison`) is opened in a laptop-sized window (1280 px wide): the page
+must not scroll sideways, and must draw the node count and cost, the HPA's replicas and metric
+and each VPA's band. Its screenshot is kept in ``build/test-artifacts/demo-report.png``.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.scenario.html_report import render_html
 from kubescale.sim.scenario.report_assembly import assemble_report
 from tests.report.cluster_fixture import populate
+from tests.sim.demo_comparison import demo_comparison_report
 from tests.sim.test_reports_synthetic_run import synthetic_timeline
 
 CHROMIUM = shutil.which("chromium") or (
@@ -192,7 +198,7 @@ def test_rendered_dom_has_every_chart_drawn_and_the_script_ran(page: Path, tmp_p
     parsed = _Svgs()
     parsed.feed(result.stdout)
     report = assemble_report(synthetic_timeline())
-    charts = 1 + len(report["workloads"]) + 2 * len(report["containers"])
+    charts = 2 + len(report["workloads"]) + 2 * len(report["containers"])
     assert [cls for cls, _ in parsed.svgs].count("chart") == charts
     assert [cls for cls, _ in parsed.svgs].count("strip") == 1
     for cls, drawings in parsed.svgs:
@@ -240,8 +246,9 @@ def _seconds(clock: str) -> int:
 
 
 def test_hovering_a_chart_reads_out_the_values_at_that_time(page: Path, tmp_path: Path) -> None:
-    # chart 0: node count; chart 2: the batch job's CPU (the first workload's first container)
-    hovers = [(0, 3 / 6), (2, 5700 / 21600), (2, 4 / 6)]
+    # chart 0: node count (1: cost accrued); chart 3: the batch job's CPU (the first
+    # workload's first container, after its pods chart)
+    hovers = [(0, 3 / 6), (3, 5700 / 21600), (3, 4 / 6)]
     text = page.read_text(encoding="utf-8")
     hover_script = _HOVER.replace("[[HOVERS]]", str([list(h) for h in hovers]))
     hovered = tmp_path / "hovered.html"
@@ -265,6 +272,76 @@ def test_hovering_a_chart_reads_out_the_values_at_that_time(page: Path, tmp_path
     ]
     # 10:00: the job finished at 09:00; its container has no values any more
     assert tips[2][1:] == ["usage: none", "demand: none", "request: none", "limit: none"]
+
+
+# --- the demo's report on a laptop screen --------------------------------------------------
+
+LAPTOP_WIDTH, LAPTOP_HEIGHT = 1280, 3200
+SCREENSHOT = Path(__file__).resolve().parents[2] / "build" / "test-artifacts" / "demo-report.png"
+"""Where the demo report's screenshot is kept for a person to look at (``build/`` is ignored)."""
+
+# Records on the body what a person would notice: sideways overflow (page wider than the
+# window) and which autoscaling charts were drawn.
+_LAYOUT = """
+<script>
+(function () {
+  var page = document.documentElement;
+  document.body.setAttribute("data-overflow", String(page.scrollWidth - window.innerWidth));
+  var labels = Array.prototype.map.call(document.querySelectorAll("svg.chart"),
+    function (svg) { return svg.getAttribute("aria-label"); });
+  document.body.setAttribute("data-chart-labels", labels.join("|"));
+})();
+</script>
+"""
+
+
+@pytest.fixture(scope="module")
+def demo_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("demo") / "demo.html"
+    path.write_text(render_html(demo_comparison_report()), encoding="utf-8")
+    return path
+
+
+def test_the_demo_report_fits_a_laptop_screen_and_shows_the_autoscalers(
+    demo_page: Path, tmp_path: Path
+) -> None:
+    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    size = f"--window-size={LAPTOP_WIDTH},{LAPTOP_HEIGHT}"
+    result = chromium(tmp_path, demo_page, f"--screenshot={SCREENSHOT}", size)
+    assert console_lines(result.stderr) == []
+    width, height, channels, rows = decode_png(SCREENSHOT.read_bytes())
+    assert (width, height) == (LAPTOP_WIDTH, LAPTOP_HEIGHT)
+    lum = [
+        0.299 * row[x * channels] + 0.587 * row[x * channels + 1] + 0.114 * row[x * channels + 2]
+        for row in rows[::9]
+        for x in range(0, width, 7)
+    ]
+    mean = sum(lum) / len(lum)
+    assert sum((v - mean) ** 2 for v in lum) / len(lum) > 100, "the screenshot looks blank"
+
+    probed = tmp_path / "probed.html"
+    text = demo_page.read_text(encoding="utf-8")
+    probed.write_text(text.replace("</body>", _LAYOUT + "</body>"), encoding="utf-8")
+    result = chromium(tmp_path, probed, "--dump-dom", size)
+    assert console_lines(result.stderr) == []
+    parsed = _Svgs()
+    parsed.feed(result.stdout)
+    # no sideways scrolling at 1280 px
+    assert int(str(parsed.body.get("data-overflow"))) <= 0
+    labels = str(parsed.body.get("data-chart-labels")).split("|")
+    # the cluster's node count and cost, the HPA's replicas and metric, each VPA's band
+    assert {"nodes", "cost accrued"} <= set(labels)
+    assert "HPA web · replicas (2–12)" in labels
+    assert "HPA web · cpu utilization (%)" in labels
+    for vpa, container in (("cache", "redis"), ("reports", "api")):
+        for resource in ("cpu", "memory"):
+            assert f"{vpa}/{container} {resource}" in labels
+    for cls, drawings in parsed.svgs:
+        assert any(d for d in drawings), f"an <svg class={cls}> drew nothing"
+    page = result.stdout
+    assert "<h2>Comparison</h2>" in page
+    assert "<h2>What kubescale did</h2>" in page
+    assert "<h2>Decisions (" in page
 
 
 async def test_live_report_page_screenshot(tmp_path: Path) -> None:

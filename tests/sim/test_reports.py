@@ -269,8 +269,8 @@ def test_page_has_every_chart_and_event() -> None:
     report = assemble_report(synthetic_timeline())
     page = render_html(report)
     charts = page.count('<svg class="chart"')
-    # the node chart, a pods chart per workload, CPU and memory per container
-    assert charts == 1 + len(report["workloads"]) + 2 * len(report["containers"])
+    # the node and cost charts, a pods chart per workload, CPU and memory per container
+    assert charts == 2 + len(report["workloads"]) + 2 * len(report["containers"])
     assert page.count('<svg class="strip"') == 1
     for event in report["events"]:
         assert f'<td class="name">{event["subject"]}</td>' in page

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -168,7 +169,8 @@ def _drop(path: str) -> Callable[[dict[str, Any]], None]:
 CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("unknown top-level field", _set("replicas", 3),
      'replicas: unknown field "replicas" (want one of: name, seed, start, duration, step, nodes, '
-     "nodeGroups, namespaces, workloads, objects, kubescale, events, extenders, coordination)"),
+     "nodeGroups, namespaces, workloads, objects, kubescale, events, extenders, compare, "
+     "coordination)"),
     ("missing name", _drop("name"), "name: required"),
     ("duration not a Go duration", _set("duration", "2 hours"),
      "duration: invalid duration '2 hours' (want e.g. 10s, 1m30s, 500ms)"),
@@ -381,3 +383,11 @@ def test_any_value_anywhere_is_either_valid_or_a_scenario_error(data: st.DataObj
         problems = exc.problems
         assert problems, "a ScenarioError always says what is wrong"
     assert all(problem.strip() for problem in problems)
+
+
+def test_compare_is_a_boolean() -> None:
+    document = yaml.safe_load("name: c\nduration: 1h\ncompare: yes please\n")
+    with pytest.raises(ScenarioError) as caught:
+        parse_scenario(document, base_dir=Path())
+    assert list(caught.value.problems) == ["compare: want true or false, got string"]
+    assert parse_scenario({"name": "c", "duration": "1h"}, base_dir=Path()).compare is False

@@ -27,27 +27,34 @@ def _simulate(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_demo_runs_end_to_end(tmp_path: Path) -> None:
+    # the demo compares three runs; 30 minutes of each keeps the test short
     json_file, html_file = tmp_path / "demo.json", tmp_path / "demo.html"
-    done = _simulate("--report-json", str(json_file), "--report-html", str(html_file), cwd=tmp_path)
+    done = _simulate(
+        "--duration", "30m", "--report-json", str(json_file), "--report-html", str(html_file),
+        cwd=tmp_path,
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    assert out.startswith("Scenario 'demo', seed 42: 12h00m from 2026-01-05T00:00:00")
-    for workload in ("data/analytics", "data/batch", "shop/cache", "shop/web"):
+    assert out.startswith("Scenario 'demo', seed 42: 30m from 2026-01-05T06:00:00")
+    assert "SAME SEED, THREE WAYS" in out
+    assert "What kubescale did — components: cluster-autoscaler, descheduler, hpa-controller" in out
+    for workload in ("data/reports", "shop/cache", "shop/web"):  # the batch starts at 1h
         assert workload in out
     assert "OOM KILLS" in out
-    # not a terminal: one plain progress line per 10 %
+    # not a terminal: one plain progress line per 10 % of the three runs' simulated time
     progress = done.stderr.splitlines()
-    assert progress[0] == "simulated 1h12m of 12h00m (10%)"
-    assert progress[-1] == "simulated 12h00m of 12h00m (100%)"
+    assert progress[0] == "simulated 10m of 1h30m (11%)"  # 45 steps of 2 minutes
+    assert progress[-1] == "simulated 1h30m of 1h30m (100%)"
     assert len(progress) == 10
     report = json.loads(json_file.read_text())
     assert (report["scenario"], report["seed"]) == ("demo", 42)
-    analytics = next(w for w in report["workloads"] if w["name"] == "analytics")
-    assert analytics["unschedulable_pod_seconds"] > 0  # Unschedulable until the pool grows
-    cache = next(w for w in report["workloads"] if w["name"] == "cache")
-    assert cache["oom_kills"] >= 2
+    assert [v["variant"] for v in report["comparison"]] == ["none", "separate", "one-brain"]
+    assert report["comparison"][0]["evictions"] == 0
+    assert report["hpas"][0]["name"] == "web"
+    assert {v["name"] for v in report["vpas"]} == {"cache", "reports"}
     html = html_file.read_text()
     assert "<svg" in html
+    assert "<h2>Comparison</h2>" in html
     assert "http://" not in html.replace("http://www.w3.org/2000/svg", "")
 
 
@@ -55,11 +62,12 @@ def test_overrides_and_quiet(tmp_path: Path) -> None:
     json_file = tmp_path / "short.json"
     done = _simulate(
         str(demo_scenario_path()), "--seed", "9", "--duration", "30m", "--step", "5m",
-        "--quiet", "--report-json", str(json_file), cwd=tmp_path,
+        "--no-compare", "--quiet", "--report-json", str(json_file), cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     assert done.stdout.startswith("Scenario 'demo', seed 9: 30m from")
+    assert "SAME SEED" not in done.stdout  # --no-compare: one run, with kubescale
     report = json.loads(json_file.read_text())
     assert (report["seed"], report["duration"], report["step"]) == (9, 1800.0, 300.0)
 
@@ -159,11 +167,14 @@ def test_comparing_recommendation_policies_runs_both(tmp_path: Path) -> None:
 
 
 def test_comparing_policies_needs_the_recommender(tmp_path: Path) -> None:
-    done = _simulate(
-        str(demo_scenario_path()), "--compare-recommendation-policies", "--quiet", cwd=tmp_path
+    # (the built-in demo runs the recommender now: a scenario without one)
+    scenario = tmp_path / "no-recommender.yaml"
+    scenario.write_text(
+        "name: plain\nduration: 10m\nnodes: [{name: n, allocatable: {cpu: '1', memory: 1Gi}}]\n"
     )
+    done = _simulate(str(scenario), "--compare-recommendation-policies", "--quiet", cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr == (
-        f"kubescale simulate: {demo_scenario_path()}: kubescale.vpa-recommender: comparing "
+        f"kubescale simulate: {scenario}: kubescale.vpa-recommender: comparing "
         "recommendation policies needs the VPA recommender in the scenario\n"
     )

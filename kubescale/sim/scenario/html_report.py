@@ -18,6 +18,15 @@ from typing import Any, Final
 
 from kubescale.rendering.html_page import HOVER_SCRIPT, PAGE_CSS, card, escape, number
 
+from .html_autoscaling import (
+    comparison_table,
+    cost_chart,
+    decisions_table,
+    event_detail,
+    hpa_charts,
+    kubescale_panel,
+    vpa_charts,
+)
 from .summary_table import format_duration
 from .svg_charts import LineSeries, Marker, TimeAxis, render_chart, render_event_strip
 from .timeline import EVICTED, NODE_ADDED, NODE_REMOVED, OOM_KILL, POD_DELETED, POD_STARTED
@@ -196,6 +205,7 @@ def _container_charts(
 def _workload_section(
     workload: dict[str, Any],
     *,
+    report: dict[str, Any],
     axis: TimeAxis,
     times: Sequence[float],
     containers: Sequence[dict[str, Any]],
@@ -242,6 +252,10 @@ def _workload_section(
             f"<details><summary>{rest} more container{'s' if rest != 1 else ''}</summary>"
             f"{''.join(charts[_CONTAINERS_SHOWN:])}</details>"
         )
+    autoscaling = "".join(
+        f'<div class="panel">{chart}</div>'
+        for chart in [*hpa_charts(report, workload, axis), *vpa_charts(report, workload, axis)]
+    )
     r = workload["replicas"]
     return (
         f"<h2>{_e(workload['namespace'])}/{_e(workload['name'])}</h2>"
@@ -251,6 +265,7 @@ def _workload_section(
         f"CPU slack {_num(workload['slack_core_hours'], 3)} core-h · "
         f"memory slack {_num(workload['slack_gib_hours'], 3)} GiB-h</p>"
         f'<div class="panel">{replicas_chart}</div>'
+        f"{autoscaling}"
         f'<div class="panel">{shown or "<p class=none>No container ran.</p>"}</div>'
     )
 
@@ -283,13 +298,15 @@ def _events_table(report: dict[str, Any], axis: TimeAxis) -> str:
         f"<td>{_e(format_duration(e['time']))}</td>"
         f'<td class="name" style="color:{EVENT_COLORS.get(e["kind"], _OTHER_EVENT_COLOR)}">'
         f'{_e(e["kind"])}</td><td class="name">{_e(e["subject"])}</td>'
-        f'<td class="name">{_e(e["detail"])}</td></tr>'
+        f'<td class="name wrap">{_e(event_detail(e["detail"]))}</td></tr>'
         for e in events
+        if not e["kind"].endswith("-skipped")  # counted per loop at the top instead
     )
     return (
-        f"<h2>Events ({len(events)})</h2>"
+        f"<h2>Events ({len(events)})</h2><details><summary>every event (a loop's skipped "
+        "iterations are counted at the top, not listed)</summary>"
         '<table><tr><th class="name">time (UTC)</th><th>since start</th><th class="name">kind</th>'
-        f'<th class="name">subject</th><th class="name">detail</th></tr>{rows}</table>'
+        f'<th class="name">subject</th><th class="name">detail</th></tr>{rows}</table></details>'
     )
 
 
@@ -326,6 +343,7 @@ def render_html(report: dict[str, Any]) -> str:
     sections = [
         _workload_section(
             w,
+            report=report,
             axis=axis,
             times=times,
             containers=containers_by_workload.get((w["namespace"], w["name"]), []),
@@ -338,8 +356,9 @@ def render_html(report: dict[str, Any]) -> str:
         f'<html lang="en"><head><meta charset="utf-8"><title>{_e(report["scenario"])} — '
         f"kubescale simulation</title><style>{PAGE_CSS}</style></head>"
         f'<body data-start="{_e(report["start"])}"><main>{_header(report, start)}'
-        f'<div class="panel">{node_chart}</div>'
-        f"{_events_strip(report, axis)}"
+        f"{comparison_table(report)}{kubescale_panel(report)}"
+        f'<h2>Cluster</h2><div class="panel">{node_chart}{cost_chart(report, axis)}</div>'
+        f"{_events_strip(report, axis)}{decisions_table(report, axis)}"
         f"<h2>Workloads</h2>{_workload_table(report['workloads'])}"
         f"{''.join(sections)}{_events_table(report, axis)}"
         f'</main><div id="tooltip"></div><script>{HOVER_SCRIPT}</script></body></html>\n'

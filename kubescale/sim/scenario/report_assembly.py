@@ -16,8 +16,15 @@ Shape (every list sorted by namespace/name, so the report does not depend on dic
   replicas min/avg/max from its first appearance on, pod-seconds Pending and Unschedulable,
   evictions, and its per-record pod counts (aligned with ``times``);
 * ``cluster``: node count min/max/avg and per record, node-hours, cost (Σ price per hour × hours
-  each node existed; nodes without a known price are listed in ``unpriced_nodes`` and cost 0),
+  each node existed; nodes without a known price are listed in ``unpriced_nodes`` and cost 0)
+  and the cost accrued by the end of each record (``cost_series``),
   totals of OOM kills, evictions and pending pod-seconds;
+* ``components``: the kubescale components that ran; ``loops``: per loop its interval,
+  iterations, failures and skipped iterations with their reasons (a silent no-op made visible);
+* ``vpas``: per VPA its target, mode and per container the recommendation band (``lower``,
+  ``target``, ``upper``; cores and bytes) at every step it had one; ``hpas``: per HPA its
+  target, bounds, first metric and its target, and at every step current and desired replicas
+  and the metric's current value (:mod:`.autoscaler_records`);
 * ``events``: every event in time order.
 
 Conventions of the numbers: a missing request reserves nothing (counts as 0 in averages and
@@ -28,7 +35,7 @@ samples that had one; ``null`` when none did).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC
 from typing import Any, Final
 
@@ -48,7 +55,13 @@ REPORT_FORMAT: Final = "kubescale.dev/simulation-report/v1"
 PERCENTILES: Final = (50, 90, 95, 99)
 
 
-def assemble_report(timeline: Timeline) -> dict[str, Any]:
+def assemble_report(
+    timeline: Timeline,
+    *,
+    components: Sequence[str] = (),
+    loops: Sequence[Mapping[str, Any]] = (),
+    autoscalers: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+) -> dict[str, Any]:
     intervals = timeline.intervals()
     pod_workloads = timeline.pod_workloads
     evictions: dict[tuple[str, str], int] = {}
@@ -84,6 +97,10 @@ def assemble_report(timeline: Timeline) -> dict[str, Any]:
         "containers": [_container_series(columns, timeline.times) for columns in containers],
         "workloads": workloads,
         "cluster": _cluster_summary(timeline, intervals=intervals, workloads=workloads),
+        "components": list(components),
+        "loops": [dict(loop) for loop in loops],
+        "vpas": list((autoscalers or {}).get("vpas", [])),
+        "hpas": list((autoscalers or {}).get("hpas", [])),
         "events": [
             {
                 "time": rounded(e.time, "seconds"),
@@ -291,6 +308,16 @@ def _cluster_summary(
             }
         )
     node_seconds = math.fsum(n * w for n, w in zip(counts, intervals, strict=True))
+    # Cost accrued up to the end of each record (the record's nodes for its interval).
+    rate = [0.0] * len(counts)
+    for name, records in timeline.node_records.items():
+        for i in records:
+            rate[i] += timeline.node_prices.get(name) or 0.0
+    accrued: list[float] = []
+    total = 0.0
+    for per_hour, seconds in zip(rate, intervals, strict=True):
+        total += per_hour * seconds / SECONDS_PER_HOUR
+        accrued.append(rounded(total, "cost"))
     return {
         "node_count": {
             "min": min(counts, default=0),
@@ -302,6 +329,7 @@ def _cluster_summary(
         },
         "node_hours": rounded(node_seconds / SECONDS_PER_HOUR, "hours"),
         "cost": rounded(cost, "cost"),
+        "cost_series": accrued,
         "nodes": nodes,
         "unpriced_nodes": unpriced,
         "oom_kills": sum(w["oom_kills"] for w in workloads),

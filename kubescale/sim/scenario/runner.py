@@ -60,7 +60,12 @@ from prometheus_client import CollectorRegistry
 from kubescale.base.clock import VirtualClock
 from kubescale.base.logs import component_logger
 from kubescale.kube.client import KubeClient, connect
-from kubescale.kube.resources import NODES, PODS
+from kubescale.kube.resources import (
+    HORIZONTAL_POD_AUTOSCALERS,
+    NODES,
+    PODS,
+    VERTICAL_POD_AUTOSCALERS,
+)
 from kubescale.kube.shared_cache import SharedCache
 from kubescale.runtime.cache_loops import scale_lookups_loop
 from kubescale.runtime.component import (
@@ -77,6 +82,7 @@ from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.cluster.trace_replay import Trace
 from kubescale.sim.cluster.usage_models import UsageBook
 
+from .autoscaler_records import AutoscalerRecord
 from .cluster_actors import ClusterActors, build_cluster_actors
 from .cluster_objects import namespace_manifest, workload_manifest
 from .event_application import apply_event
@@ -88,6 +94,7 @@ from .timeline import Timeline, TimelineEvent
 from .usage_specs import build_usage_model, load_traces
 
 __all__ = [
+    "SKIPPED_SUFFIX",
     "LoopState",
     "SimulationClientClock",
     "SimulationError",
@@ -98,6 +105,9 @@ __all__ = [
 log = component_logger("simulation")
 
 _EPSILON: Final = 1e-9
+SKIPPED_SUFFIX: Final = "-skipped"
+"""A loop report of a kind ending so (``vpa-updater-skipped``) is an iteration that skipped its
+work; the run counts them per loop and the report says so."""
 _SETTLE_ATTEMPTS: Final = 100
 _SETTLE_WAIT: Final = 0.1
 """Event-loop seconds to wait for the informers after each round of bookmarks: a watch being
@@ -140,6 +150,9 @@ class LoopState:
         self.next_due = 0.0
         self.iterations = 0
         self.failures = 0
+        self.skipped = 0
+        """Iterations that did not do their work: the loop reported a ``*-skipped`` event."""
+        self.skip_reasons: dict[str, int] = {}
         self.started_at: list[float] = []
         """Simulated seconds at which each iteration started."""
 
@@ -170,6 +183,7 @@ class SimulationRun:
             node_prices={},  # filled as the node groups register nodes
         )
         self.loops: dict[str, LoopState] = {}
+        self.autoscalers = AutoscalerRecord()
         self.traces: dict[str, Trace] = {}
         self.step_index = 0
         self._extra_components = tuple(extra_components)
@@ -355,6 +369,11 @@ class SimulationRun:
             await actor.step(now)
         events.extend(await self._run_due_loops(now, t))
         events.extend(actors.events())
+        self.autoscalers.record(
+            len(self.timeline.times),
+            vpas=self.api.store.snapshots(VERTICAL_POD_AUTOSCALERS),
+            hpas=self.api.store.snapshots(HORIZONTAL_POD_AUTOSCALERS),
+        )
         pods = self.api.store.snapshots(PODS)
         nodes = self.api.store.snapshots(NODES)
         for node, price in actors.node_prices(nodes, known=self.timeline.node_prices):
@@ -397,11 +416,31 @@ class SimulationRun:
             finally:
                 state.iterations += 1
             if isinstance(state.loop, ReportingLoop):
-                reported.extend(
-                    TimelineEvent(time=t, kind=kind, subject=subject, detail=detail)
-                    for kind, subject, detail in state.loop.drain_reports()
-                )
+                for kind, subject, detail in state.loop.drain_reports():
+                    if kind.endswith(SKIPPED_SUFFIX):
+                        state.skipped += 1
+                        state.skip_reasons[detail] = state.skip_reasons.get(detail, 0) + 1
+                    reported.append(
+                        TimelineEvent(time=t, kind=kind, subject=subject, detail=detail)
+                    )
         return reported
+
+    def loop_summaries(self) -> list[dict[str, Any]]:
+        """Per loop (by name): interval, iterations, failures and skipped iterations with why."""
+        return [
+            {
+                "name": name,
+                "interval": state.interval,
+                "iterations": state.iterations,
+                "failures": state.failures,
+                "skipped": state.skipped,
+                "skip_reasons": [
+                    {"reason": reason, "count": count}
+                    for reason, count in sorted(state.skip_reasons.items())
+                ],
+            }
+            for name, state in sorted(self.loops.items())
+        ]
 
     async def settle(self) -> bool:
         """Make the shared cache reflect the store as it is now."""
@@ -424,7 +463,12 @@ class SimulationRun:
 
     def report(self) -> dict[str, Any]:
         """The report of the steps run so far."""
-        return assemble_report(self.timeline)
+        return assemble_report(
+            self.timeline,
+            components=[component.name for component in self.components],
+            loops=self.loop_summaries(),
+            autoscalers=self.autoscalers.report(self.timeline.times),
+        )
 
     async def run(self, *, progress: Callable[[float], None] | None = None) -> dict[str, Any]:
         """Every remaining step; the report."""

@@ -233,6 +233,10 @@ class Scenario:
     kubescale: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     events: tuple[ScenarioEvent, ...] = ()
     extenders: tuple[Mapping[str, Any], ...] = ()
+    compare: bool = False
+    """Run it three times on the same seed — no autoscaling, the upstream suite as separate
+    programs, kubescale's one brain — and lead the report with the comparison
+    (:mod:`.comparison`)."""
     base_dir: Path = Path()
     """Where relative paths in the scenario (replay files) are resolved."""
     coordination: Coordination = DEFAULT_COORDINATION

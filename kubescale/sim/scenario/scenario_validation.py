@@ -58,6 +58,7 @@ _TOP: Final = (
     "kubescale",
     "events",
     "extenders",
+    "compare",
     "coordination",
 )
 _BUILTIN_NAMESPACES: Final = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -128,6 +129,7 @@ def build_scenario(document: object, *, base_dir: Path) -> Scenario:
 
     events: tuple[ScenarioEvent, ...] = p.each(raw.get("events"), "events", one_event)
     extenders = p.each(raw.get("extenders"), "extenders", lambda v, path: extender(p, v, path))
+    compare = p.boolean(raw.get("compare"), "compare", default=False)
     if not p:
         _check_usage_models(p, workloads, events)
     if p or name is None or seed is None or duration is None or step is None:
@@ -146,6 +148,7 @@ def build_scenario(document: object, *, base_dir: Path) -> Scenario:
         kubescale=kubescale,
         events=tuple(sorted(events, key=lambda e: e.at)),
         extenders=extenders,
+        compare=compare,
         base_dir=base_dir,
         coordination=coordination,
     )

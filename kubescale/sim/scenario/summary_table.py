@@ -11,6 +11,7 @@ line; names too long for the width are shortened with ``…``.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -21,6 +22,8 @@ from kubescale.rendering.text_table import (
     format_number,
     render_table,
 )
+
+from .decision_log import comparison_rows, decisions, loop_notes, recommendation_changes
 
 __all__ = ["WIDTH", "format_duration", "render_summary"]
 
@@ -103,14 +106,63 @@ def _behaviour_rows(workloads: Sequence[dict[str, Any]]) -> list[list[str]]:
     return rows
 
 
+def _comparison_lines(report: dict[str, Any]) -> list[str]:
+    variants = report.get("comparison") or []
+    if not variants:
+        return []
+    columns = [_Column("SAME SEED, THREE WAYS", "", numeric=False)] + [
+        _Column(v["label"], f"({v['variant']})") for v in variants
+    ]
+    rows = [[label, *cells] for label, cells in comparison_rows(variants)]
+    return ["", *_table(columns, rows)]
+
+
+def _wrapped(text: str, indent: str = "  ", more: str = "      ") -> list[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=more)
+
+
+def _kubescale_lines(report: dict[str, Any]) -> list[str]:
+    """What kubescale did (:mod:`.decision_log`); nothing when no component ran."""
+    components = report.get("components") or []
+    if not components:
+        return []
+    lines = ["", *_wrapped(f"What kubescale did — components: {', '.join(components)}", "")]
+    notes = loop_notes(report)
+    if notes:
+        lines += [line for note in notes for line in _wrapped(f"NOTE: {note}")]
+    else:
+        lines.append(f"  Loops: {len(report.get('loops') or [])}, none skipped or failed")
+    changes = recommendation_changes(report)
+    if changes:
+        lines.append("  VPA recommendations (target [lower–upper]), first -> last:")
+        for name, first, last in changes:
+            lines += _wrapped(f"{name}: {first} -> {last}", "    ", "        ")
+    found = decisions(report)
+    if found:
+        lines.append(f"  Decisions ({len(found)}):")
+        for decision in found:
+            lines += _wrapped(
+                f"{format_duration(decision.time):>7}  {decision.what}  {decision.subject}: "
+                f"{decision.why}",
+                "    ",
+                "             ",
+            )
+    else:
+        lines.append("  Decisions: none")
+    return lines
+
+
 def render_summary(report: dict[str, Any]) -> str:
-    """The summary table of ``report`` (the dict of :meth:`Timeline.report`), newline-terminated."""
+    """The summary of ``report`` (the dict of :meth:`Timeline.report`), newline-terminated: the
+    comparison when the run was one (:mod:`.comparison`), what kubescale did, then the tables."""
     cluster = report["cluster"]
     nodes = cluster["node_count"]
     lines = [
         f"Scenario {report['scenario']!r}, seed {report['seed']}: "
         f"{format_duration(report['duration'])} from {report['start']} "
         f"at a {_number(report['step'], 0)} s step",
+        *(lead := [*_comparison_lines(report), *_kubescale_lines(report)]),
+        *([""] if lead else []),
         f"Cluster: {nodes['min']}-{nodes['max']} nodes (avg {_number(nodes['avg'], 1)}), "
         f"{_number(cluster['node_hours'], 2)} node-hours, cost {_number(cluster['cost'], 2)}, "
         f"{cluster['oom_kills']} OOM kills, {cluster['evictions']} evictions, "

@@ -340,7 +340,8 @@ def render_event_strip(
     """Events on the shared time axis, one row per kind: ``rows`` = (label, colour, markers)."""
     row_height = 22
     height = _MARGIN_TOP + row_height * len(rows) + _MARGIN_BOTTOM
-    left = 110
+    # room for the longest kind name at the 11 px label font (about 6.5 px a character)
+    left = max(110, 16 + round(6.5 * max((len(label) for label, _, _ in rows), default=0)))
     frame = _Frame(axis=axis, width=width - left + _MARGIN_LEFT, height=height, top=1.0)
     shift = left - _MARGIN_LEFT
     bottom = _MARGIN_TOP + row_height * len(rows)
