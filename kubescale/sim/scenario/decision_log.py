@@ -68,12 +68,16 @@ def human_bytes(value: float | None) -> str:
 
 
 def human_cores(value: float | None) -> str:
-    """``126m`` below a core, ``1.50`` cores above (Kubernetes' own notation)."""
+    """``126m`` below a core, ``1.50`` cores above, decimal SI past a thousand (``100G``: the
+    all but unbounded upper bound of a VPA with few samples) — Kubernetes' own notation."""
     if value is None:
         return "–"
     if abs(value) < 1:
         return f"{round(value * 1000)}m"
-    return f"{value:.2f}" if value < 1000 else f"{value:.3g}"
+    for suffix, size in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= size:
+            return f"{value / size:.3g}{suffix}"
+    return f"{value:.2f}"
 
 
 def human_detail(detail: str) -> str:
