@@ -40,11 +40,11 @@ from prometheus_client import CollectorRegistry
 
 import kubescale
 from kubescale.base.clock import VirtualClock
+from kubescale.controllers.vpa.admission.admission_caches import AdmissionCaches
 from kubescale.kube.client import connect
 from kubescale.kube.shared_cache import SharedCache
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.webhook.admission_routes import AdmissionWebhook
-from kubescale.webhook.webhook_caches import WebhookCaches
 from kubescale.webhook.webhook_config import WebhookSettings
 
 HERE: Final = Path(__file__).resolve().parent
@@ -86,7 +86,7 @@ async def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         api.write_kubeconfig(work / "kubeconfig")
         kube = await connect(kubeconfig=work / "kubeconfig", clock=clock, rng=random.Random(0))
         cache = SharedCache(client=kube, clock=clock)
-        caches = WebhookCaches(
+        caches = AdmissionCaches(
             cache=cache,
             vpa_object_namespace=settings.vpa_object_namespace,
             ignored_namespaces=settings.ignored_vpa_object_namespaces,

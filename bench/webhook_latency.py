@@ -69,11 +69,11 @@ from prometheus_client import CollectorRegistry
 from kubescale.base.clock import RealClock
 from kubescale.certs.authority import generate_ca, issue_serving_certificate, service_dns_names
 from kubescale.certs.authority import write_key_pairs as write_certificates
+from kubescale.controllers.vpa.admission.admission_caches import AdmissionCaches
 from kubescale.kube.client import connect
 from kubescale.kube.shared_cache import SharedCache
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.webhook.admission_routes import AdmissionWebhook
-from kubescale.webhook.webhook_caches import WebhookCaches
 from kubescale.webhook.webhook_config import WebhookSettings
 
 RESULTS: Final = Path(__file__).resolve().parent / "results" / "webhook_latency.json"
@@ -397,7 +397,7 @@ async def closed_loop(
 async def in_process(kubeconfig: Path, bodies: Callable[[int], bytes]) -> dict[str, Any]:
     kube = await connect(kubeconfig=kubeconfig, rng=random.Random(0))
     cache = SharedCache(client=kube, clock=RealClock())
-    caches = WebhookCaches(cache=cache)
+    caches = AdmissionCaches(cache=cache)
     cache.start()
     try:
         await cache.wait_synced()

@@ -19,9 +19,10 @@ Per request (upstream ``logic/server.go``, ``resource/pod/handler.go`` and
    processed — malformed JSON, no ``request``, no uid, no resource, an object that is not a JSON
    object, a resource other than pods and VPAs — is answered ``allowed: true`` without a patch.
 4. Pods (``""/v1/pods``) are decided from the caches by
-   :class:`kubescale.webhook.cached_pod_admission.CachedPodAdmission` (top-most controller, VPA,
-   then :func:`kubescale.controllers.vpa.api.pod_admission.admit_pod`). A pod is never denied: every
-   error allows it unmutated (upstream ``DisallowIncorrectObjects() == false``). VPAs
+   :class:`kubescale.controllers.vpa.admission.cached_pod_admission.CachedPodAdmission` (top-most
+   controller, VPA, then :func:`kubescale.controllers.vpa.api.pod_admission.admit_pod`). A pod is
+   never denied: every error allows it unmutated (upstream ``DisallowIncorrectObjects() ==
+   false``). VPAs
    (``autoscaling.k8s.io/*/verticalpodautoscalers``) go to
    :func:`kubescale.webhook.vpa_validation.admit_vpa`, which may deny with a ``metav1.Status``.
 5. The answer carries the patches as ``patchType: JSONPatch``.
@@ -36,7 +37,8 @@ first time is still being looked up are counted in
 ``kubescale_webhook_pods_not_matched_total{reason}`` (``caches-not-synced``,
 ``controller-lookup-pending``, and ``controller-not-cached`` when a pod's ReplicaSet or other
 well-known controller did not reach the informer within ``CONTROLLER_WAIT`` — the only wait on
-the admission path, see :meth:`kubescale.webhook.webhook_caches.WebhookCaches.wait_for_controller`).
+the admission path, see
+:meth:`kubescale.controllers.vpa.admission.admission_caches.AdmissionCaches.wait_for_controller`).
 
 Beyond upstream, both off unless their flags are set: ``--cap-to-largest-node`` passes the
 largest Ready node's allocatable to ``admit_pod``; ``--avoid-hpa-conflict`` passes the HPAs
@@ -61,6 +63,15 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from kubescale.base.logs import component_logger
+from kubescale.controllers.vpa.admission.admission_caches import AdmissionCaches
+from kubescale.controllers.vpa.admission.cached_pod_admission import (
+    AdmissionOptions,
+    CachedPodAdmission,
+    HpaConflict,
+    LimitRangeOverride,
+    PodDecision,
+)
+from kubescale.controllers.vpa.admission.decision_cache import DecisionCache
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef
 from kubescale.controllers.vpa.api.hpa_conflict import (
     hpa_conflict_message,
@@ -77,16 +88,8 @@ from kubescale.webhook.admission_reviews import (
     peek_uid,
     review_response,
 )
-from kubescale.webhook.cached_pod_admission import (
-    CachedPodAdmission,
-    HpaConflict,
-    LimitRangeOverride,
-    PodDecision,
-)
-from kubescale.webhook.decision_cache import DecisionCache
 from kubescale.webhook.event_throttle import EventThrottle
 from kubescale.webhook.vpa_validation import admit_vpa
-from kubescale.webhook.webhook_caches import WebhookCaches
 from kubescale.webhook.webhook_config import WebhookSettings
 
 __all__ = [
@@ -189,7 +192,7 @@ class AdmissionWebhook:
         *,
         settings: WebhookSettings,
         registry: CollectorRegistry,
-        caches: WebhookCaches | None = None,
+        caches: AdmissionCaches | None = None,
         recorder: EventRecorder | None = None,
         controller_wait: float = CONTROLLER_WAIT,
         event_throttle: EventThrottle | None = None,
@@ -202,16 +205,18 @@ class AdmissionWebhook:
         self.recorder = recorder
         self.decisions = DecisionCache()
         """``admit_pod``'s answers by what they depend on
-        (:mod:`kubescale.webhook.decision_cache`)."""
+        (:mod:`kubescale.controllers.vpa.admission.decision_cache`)."""
         self._decider: CachedPodAdmission | None = None
 
-    def _pod_decider(self, caches: WebhookCaches) -> CachedPodAdmission:
+    def _pod_decider(self, caches: AdmissionCaches) -> CachedPodAdmission:
         decider = self._decider
         if decider is None or decider.caches is not caches:
             self.decisions.clear()
-            decider = CachedPodAdmission(
-                caches=caches, settings=self.settings, decisions=self.decisions
+            options = AdmissionOptions(
+                avoid_hpa_conflict=self.settings.avoid_hpa_conflict,
+                cap_to_largest_node=self.settings.cap_to_largest_node,
             )
+            decider = CachedPodAdmission(caches=caches, settings=options, decisions=self.decisions)
             self._decider = decider
         return decider
 

@@ -2,7 +2,7 @@
 
 * **Caches** (declared when built): VPAs, LimitRanges, the workload controllers (the shared
   controller lookups), HPAs with ``--avoid-hpa-conflict``, nodes with ``--cap-to-largest-node``
-  (:class:`~kubescale.webhook.webhook_caches.WebhookCaches`).
+  (:class:`~kubescale.controllers.vpa.admission.admission_caches.AdmissionCaches`).
 * **Route**: ``POST /`` on the TLS server (:mod:`kubescale.webhook.admission_routes`).
 * **Loops**, on every replica (upstream runs no leader election for the admission controller
   either): ``vpa-webhook-status-lease`` renews the status Lease every
@@ -28,13 +28,13 @@ from typing import Final
 from aiohttp import web
 
 from kubescale.base.logs import component_logger
+from kubescale.controllers.vpa.admission.admission_caches import AdmissionCaches
 from kubescale.kube.events import EventRecorder
 from kubescale.runtime.component import BaseComponent, ComponentSpec, LoopSpec, Runtime
 from kubescale.runtime.health import Check
 from kubescale.webhook.admission_routes import AdmissionWebhook
 from kubescale.webhook.registration import WebhookRegistration
 from kubescale.webhook.status_lease import StatusLease
-from kubescale.webhook.webhook_caches import WebhookCaches
 from kubescale.webhook.webhook_config import (
     WebhookSettings,
     add_webhook_arguments,
@@ -71,7 +71,7 @@ class WebhookComponent(BaseComponent):
             settings = replace(settings, avoid_hpa_conflict=True)
         self.settings = settings
         self.runtime = runtime
-        self.caches = WebhookCaches(
+        self.caches = AdmissionCaches(
             cache=runtime.cache,
             vpa_object_namespace=settings.vpa_object_namespace,
             ignored_namespaces=settings.ignored_vpa_object_namespaces,

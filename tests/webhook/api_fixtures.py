@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from kubescale.base.clock import Clock, VirtualClock
+from kubescale.controllers.vpa.admission.admission_caches import AdmissionCaches
 from kubescale.kube.client import KubeClient, connect
 from kubescale.kube.shared_cache import SharedCache
 from kubescale.sim.apiserver.server import ApiServer
-from kubescale.webhook.webhook_caches import WebhookCaches
 from kubescale.webhook.webhook_config import WebhookSettings
 
 
@@ -49,10 +49,10 @@ async def kube(api: ApiServer, clock: VirtualClock, tmp_path: Path) -> AsyncIter
 
 def build_caches(
     client: KubeClient, settings: WebhookSettings, *, clock: Clock
-) -> tuple[SharedCache, WebhookCaches]:
+) -> tuple[SharedCache, AdmissionCaches]:
     """A shared cache (not started) and the webhook's caches over it, as the settings ask."""
     cache = SharedCache(client=client, clock=clock)
-    caches = WebhookCaches(
+    caches = AdmissionCaches(
         cache=cache,
         vpa_object_namespace=settings.vpa_object_namespace,
         ignored_namespaces=settings.ignored_vpa_object_namespaces,

@@ -27,6 +27,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry
 
+from kubescale.controllers.vpa.admission.admission_caches import AdmissionCaches
 from kubescale.kube.client import KubeClient, connect
 from kubescale.kube.events import EventRecorder
 from kubescale.kube.resources import CORE_EVENTS, VERTICAL_POD_AUTOSCALERS
@@ -35,7 +36,6 @@ from kubescale.runtime.https_server import MAX_BODY_BYTES, make_https_app
 from kubescale.sim.apiserver.patching import apply_json_patch
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.webhook.admission_routes import AdmissionWebhook
-from kubescale.webhook.webhook_caches import WebhookCaches
 from kubescale.webhook.webhook_config import WebhookSettings
 
 from .api_fixtures import build_caches
@@ -170,7 +170,7 @@ def _review(
 class Setup:
     api: ApiServer
     kube: KubeClient
-    caches: WebhookCaches
+    caches: AdmissionCaches
     informers: SharedCache
     webhook: AdmissionWebhook
     registry: CollectorRegistry

@@ -20,14 +20,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kubescale.controllers.vpa.api.pod_admission import PodAdmissionError, admit_pod
-from kubescale.kube.quantities import Quantity
-from kubescale.webhook.decision_cache import (
+from kubescale.controllers.vpa.admission.decision_cache import (
     DecisionCache,
     admit_cached,
     decision_pod,
     encode_patch,
 )
+from kubescale.controllers.vpa.api.pod_admission import PodAdmissionError, admit_pod
+from kubescale.kube.quantities import Quantity
 
 from .test_limit_range_property import limit_ranges, pods, resource_lists, vpas
 

@@ -18,9 +18,12 @@ from typing import Any
 
 import pytest
 
+from kubescale.controllers.vpa.admission.cached_pod_admission import (
+    AdmissionOptions,
+    CachedPodAdmission,
+)
+from kubescale.controllers.vpa.admission.decision_cache import DecisionCache
 from kubescale.kube.resources import LIMIT_RANGES, VERTICAL_POD_AUTOSCALERS
-from kubescale.webhook.cached_pod_admission import CachedPodAdmission
-from kubescale.webhook.decision_cache import DecisionCache
 from kubescale.webhook.webhook_config import WebhookSettings
 
 from .test_admission_routes import Setup, _pod, _recommendation, _review, _setup
@@ -53,7 +56,7 @@ def _uncached(setup: Setup) -> CachedPodAdmission:
     """The same decision without the cache, over the same informers."""
     assert setup.caches is not None
     return CachedPodAdmission(
-        caches=setup.caches, settings=WebhookSettings(), decisions=DecisionCache(max_entries=0)
+        caches=setup.caches, settings=AdmissionOptions(), decisions=DecisionCache(max_entries=0)
     )
 
 

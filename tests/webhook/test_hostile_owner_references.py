@@ -24,13 +24,13 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from kubescale.base.clock import VirtualClock
+from kubescale.controllers.vpa.admission.admission_caches import AdmissionCaches
 from kubescale.kube.client import KubeClient, connect
 from kubescale.kube.shared_cache import SharedCache
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.hostile_admissions import ALLOWED_PATH
 from kubescale.sim.hostile_admissions import run_storm as run_storm_on
 from kubescale.webhook.admission_routes import AdmissionWebhook
-from kubescale.webhook.webhook_caches import WebhookCaches
 from kubescale.webhook.webhook_config import WebhookSettings
 
 from .api_fixtures import build_caches
@@ -43,7 +43,7 @@ SECONDS = 150
 class Storm:
     api: ApiServer
     cache: SharedCache
-    caches: WebhookCaches
+    caches: AdmissionCaches
     webhook: AdmissionWebhook
     clock: VirtualClock
 

@@ -14,6 +14,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from kubescale.base.clock import VirtualClock
+from kubescale.controllers.vpa.admission.admission_caches import (
+    AdmissionCaches,
+    largest_allocatable,
+)
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef, topmost_controller
 from kubescale.kube.client import KubeClient, connect
 from kubescale.kube.controller_lookups import well_known_selector
@@ -29,7 +33,6 @@ from kubescale.kube.shared_cache import SharedCache
 from kubescale.runtime.cache_loops import scale_lookups_loop
 from kubescale.runtime.loop_runner import LoopRunner
 from kubescale.sim.apiserver.server import ApiServer
-from kubescale.webhook.webhook_caches import WebhookCaches, largest_allocatable
 from kubescale.webhook.webhook_config import WebhookSettings
 
 from .api_fixtures import build_caches
@@ -49,7 +52,7 @@ class Caches:
     kube: KubeClient
     clock: VirtualClock
     informers: SharedCache
-    caches: WebhookCaches
+    caches: AdmissionCaches
 
 
 @pytest.fixture

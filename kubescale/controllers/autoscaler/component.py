@@ -31,6 +31,11 @@ from kubescale.controllers.autoscaler.config.autoscaler_flags import add_autosca
 from kubescale.controllers.autoscaler.config.autoscaler_settings import AutoscalerSettings
 from kubescale.controllers.autoscaler.core.autoscaler_loop import LOOP_NAME, AutoscalerLoop
 from kubescale.controllers.autoscaler.metrics.autoscaler_metrics import AutoscalerMetrics
+from kubescale.controllers.vpa.admission.admission_caches import AdmissionCaches
+from kubescale.controllers.vpa.admission.cached_pod_admission import (
+    AdmissionOptions,
+    CachedPodAdmission,
+)
 from kubescale.controllers.vpa.api.pod_admission import PodAdmissionError
 from kubescale.controllers.vpa.api.pod_patches import OBSERVED_CONTAINERS_ANNOTATION
 from kubescale.controllers.vpa.api.requests_ahead import pod_with_admitted_resources
@@ -42,9 +47,6 @@ from kubescale.runtime.component import (
     Runtime,
     TimelineReport,
 )
-from kubescale.webhook.cached_pod_admission import CachedPodAdmission
-from kubescale.webhook.webhook_caches import WebhookCaches
-from kubescale.webhook.webhook_config import WebhookSettings
 
 __all__ = ["EVENT_COMPONENT", "SPEC", "AutoscalerComponent"]
 
@@ -95,8 +97,8 @@ class AutoscalerComponent(BaseComponent):
             # (kubescale/controllers/vpa/api/requests_ahead.py), through the webhook's own
             # cached decision on the shared cache.
             self.admission = CachedPodAdmission(
-                caches=WebhookCaches(cache=runtime.cache, watch_hpas=True),
-                settings=WebhookSettings(avoid_hpa_conflict=True),
+                caches=AdmissionCaches(cache=runtime.cache, watch_hpas=True),
+                settings=AdmissionOptions(avoid_hpa_conflict=True),
             )
         self.loop = self.new_loop()
         self._gated = _TermAwareLoop(self)

@@ -1,7 +1,8 @@
 """One pod's admission decided from the caches: which VPA, which patches, what was missing.
 
-This is the glue between the informer caches (:mod:`kubescale.webhook.webhook_caches`) and the pure
-decisions: :func:`~kubescale.controllers.vpa.api.controller_refs.topmost_controller` over the cached
+This is the glue between the informer caches
+(:mod:`kubescale.controllers.vpa.admission.admission_caches`) and the pure decisions:
+:func:`~kubescale.controllers.vpa.api.controller_refs.topmost_controller` over the cached
 owners, :func:`~kubescale.controllers.vpa.api.vpa_matching.choose_vpa` over the VPAs indexed by
 target, then :func:`~kubescale.controllers.vpa.api.pod_admission.admit_pod` with the namespace's
 LimitRanges and, behind their flags, the HPAs scaling the target and the largest Ready node. It
@@ -22,10 +23,10 @@ What can be missing, and what the decision says about it:
   ``not_matched="controller-lookup-pending"``.
 
 Matching is done for every request; ``admit_pod``'s answer comes from a
-:class:`~kubescale.webhook.decision_cache.DecisionCache` keyed by everything it depends on (the
-pod's containers, the VPA's and LimitRanges' resourceVersions, the HPAs and largest node behind
-their flags), computed on a miss from the pod's projection
-(:func:`~kubescale.webhook.decision_cache.decision_pod`).
+:class:`~kubescale.controllers.vpa.admission.decision_cache.DecisionCache` keyed by everything it
+depends on (the pod's containers, the VPA's and LimitRanges' resourceVersions, the HPAs and largest
+node behind their flags), computed on a miss from the pod's projection
+(:func:`~kubescale.controllers.vpa.admission.decision_cache.decision_pod`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kubescale.controllers.vpa.admission.admission_caches import AdmissionCaches
+from kubescale.controllers.vpa.admission.decision_cache import DecisionCache, admit_cached
 from kubescale.controllers.vpa.api.controller_refs import (
     ControllerRef,
     controller_owner_ref,
@@ -42,9 +45,6 @@ from kubescale.controllers.vpa.api.controller_refs import (
 from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict
 from kubescale.controllers.vpa.api.vpa_matching import choose_vpa, target_ref_of
 from kubescale.kube.selectors import LabelSelector
-from kubescale.webhook.decision_cache import DecisionCache, admit_cached
-from kubescale.webhook.webhook_caches import WebhookCaches
-from kubescale.webhook.webhook_config import WebhookSettings
 
 __all__ = ["CachedPodAdmission", "HpaConflict", "LimitRangeOverride", "PodDecision"]
 
@@ -89,15 +89,25 @@ def _namespace(pod: Mapping[str, Any]) -> str:
     return namespace if isinstance(namespace, str) else ""
 
 
+@dataclass(frozen=True, kw_only=True)
+class AdmissionOptions:
+    """kubescale's beyond-upstream admission options (the webhook's ``--avoid-hpa-conflict`` and
+    ``--cap-to-largest-node``)."""
+
+    avoid_hpa_conflict: bool = False
+    cap_to_largest_node: bool = False
+
+
 class CachedPodAdmission:
-    """Decides pods from ``caches`` with ``settings``' beyond-upstream options, remembering
+    """Decides pods from ``caches`` with ``settings``' beyond-upstream options
+    (:class:`AdmissionOptions`), remembering
     ``admit_pod``'s answers in ``decisions`` (pass ``DecisionCache(max_entries=0)`` for none)."""
 
     def __init__(
         self,
         *,
-        caches: WebhookCaches,
-        settings: WebhookSettings,
+        caches: AdmissionCaches,
+        settings: AdmissionOptions,
         decisions: DecisionCache | None = None,
     ) -> None:
         self.caches = caches

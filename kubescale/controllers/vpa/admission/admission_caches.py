@@ -18,23 +18,24 @@ Informers (from the process's :class:`~kubescale.kube.shared_cache.SharedCache`)
 
 The lookups:
 
-- :meth:`WebhookCaches.owner` / :meth:`WebhookCaches.is_scalable` for
+- :meth:`AdmissionCaches.owner` / :meth:`AdmissionCaches.is_scalable` for
   :func:`kubescale.controllers.vpa.api.controller_refs.topmost_controller`;
-- :meth:`WebhookCaches.selector_of` for
+- :meth:`AdmissionCaches.selector_of` for
   :func:`kubescale.controllers.vpa.api.vpa_matching.choose_vpa`;
-- :meth:`WebhookCaches.limit_ranges`: a namespace's LimitRanges sorted by name (the merge's
+- :meth:`AdmissionCaches.limit_ranges`: a namespace's LimitRanges sorted by name (the merge's
   "last default wins" then does not depend on cache order; upstream's lister order is
   unspecified), kept per namespace until a LimitRange of that namespace changes;
-- :meth:`WebhookCaches.wait_for_controller`: the one wait the admission path may do (a pod's
+- :meth:`AdmissionCaches.wait_for_controller`: the one wait the admission path may do (a pod's
   ReplicaSet reaching the informer just after the pod's admission request);
-- :meth:`WebhookCaches.largest_node_allocatable`: per resource, the largest
+- :meth:`AdmissionCaches.largest_node_allocatable`: per resource, the largest
   ``status.allocatable`` over Ready nodes — a bound no single node may exceed, so a request
   above it can never be scheduled (on mixed node shapes the cpu and memory maxima may come from
   different nodes). Recomputed only when nodes change.
 
-:meth:`WebhookCaches.on_input_change` tells a listener (the decision cache,
-:mod:`kubescale.webhook.decision_cache`) when a VPA, the LimitRanges or HPAs of a namespace, or
-the nodes changed, from the informers' event handlers — after the informer holds the change, so
+:meth:`AdmissionCaches.on_input_change` tells a listener (the decision cache,
+:mod:`kubescale.controllers.vpa.admission.decision_cache`) when a VPA, the LimitRanges or HPAs of a
+namespace, or the nodes changed, from the informers' event handlers — after the informer holds the
+change, so
 the next lookup reads it.
 """
 
@@ -60,8 +61,8 @@ from kubescale.kube.shared_cache import SharedCache
 __all__ = [
     "HPA_TARGET_INDEX",
     "VPA_TARGET_INDEX",
+    "AdmissionCaches",
     "InputListener",
-    "WebhookCaches",
     "largest_allocatable",
     "target_key",
 ]
@@ -122,7 +123,7 @@ def largest_allocatable(nodes: Iterable[Mapping[str, Any]]) -> dict[str, Quantit
 
 
 class InputListener(Protocol):
-    """Told by :class:`WebhookCaches` when an input of pod admission changed."""
+    """Told by :class:`AdmissionCaches` when an input of pod admission changed."""
 
     def forget_vpa(self, uid: str) -> None: ...
 
@@ -139,7 +140,7 @@ def _namespace_of(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("namespace") or "")
 
 
-class WebhookCaches:
+class AdmissionCaches:
     """The informers and lookups of the admission path (see the module docstring)."""
 
     def __init__(
