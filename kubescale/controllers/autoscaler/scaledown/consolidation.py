@@ -71,6 +71,7 @@ from kubescale.controllers.autoscaler.simulator.drainability import DrainContext
 from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
 from kubescale.controllers.autoscaler.simulator.template_nodes import TemplateNode
 from kubescale.scheduling.fit import ClusterSnapshot
+from kubescale.scheduling.pod_resources import pod_requests
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 
 __all__ = [
@@ -82,6 +83,7 @@ __all__ = [
     "consolidation_candidates",
     "decide_consolidation",
     "last_change",
+    "move_order",
 ]
 
 DO_NOT_DISRUPT_ANNOTATION: Final = "karpenter.sh/do-not-disrupt"
@@ -152,7 +154,9 @@ def _try(
     simulator = SchedulingSimulator(journal)
     names = {c.name for c in chosen}
     removed_price = sum(c.price_per_hour for c in chosen)
-    pods = sorted((p for c in chosen for p in c.pods_to_move), key=lambda p: -inputs.priority(p))
+    pods = sorted(
+        (p for c in chosen for p in c.pods_to_move), key=lambda p: move_order(p, inputs.priority(p))
+    )
     journal.fork()
     try:
         for candidate in chosen:
@@ -190,6 +194,22 @@ def _try(
         )
     finally:
         journal.revert()
+
+
+def move_order(pod: Pod, priority: int) -> tuple[int, int, int, str, str]:
+    """The order a drained node's pods are simulated in: higher priority first (the scheduling
+    queue), then largest first (CPU, then memory — Karpenter's first-fit-decreasing), then by
+    name. One fixed order: a first-fit packing that holds for one order of the same pods can
+    strand a pod in another (found by Hypothesis), so the decision and its check use this one."""
+    amounts = pod_requests(pod)
+    meta = pod.get("metadata") or {}
+    return (
+        -priority,
+        -amounts.get("cpu", 0),
+        -amounts.get("memory", 0),
+        str(meta.get("namespace") or ""),
+        str(meta.get("name") or ""),
+    )
 
 
 def _fit_all_on_one_node(
