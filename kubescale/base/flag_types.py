@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
 _DURATION_UNITS = {
@@ -155,3 +155,32 @@ def add_duration_flag(
         metavar="DURATION",
         help=f"{text} (default: {default})",
     )
+
+
+def parse_feature_gates(
+    flag: str,
+    text: str,
+    defaults: Mapping[str, bool],
+    *,
+    error: type[FlagValueError] = FlagValueError,
+) -> dict[str, bool]:
+    """A ``Gate=bool,...`` flag over ``defaults``, with component-base's error texts (missing
+    value, unknown gate with the known ones, invalid bool); raises ``error`` naming ``flag``."""
+    gates = dict(defaults)
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep:
+            raise error(f"{flag}: missing bool value for {name}")
+        if name not in defaults:
+            known = ", ".join(sorted(defaults))
+            raise error(f"{flag}: unrecognized feature gate: {name} (known: {known})")
+        try:
+            gates[name] = parse_bool(value)
+        except argparse.ArgumentTypeError:
+            raise error(
+                f"{flag}: invalid value of {name}={value.strip()}, err: invalid syntax"
+            ) from None
+    return gates

@@ -28,7 +28,12 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Final, Literal, cast
 
-from kubescale.base.flag_types import FlagValueError, add_duration_flag, parse_bool, parse_duration
+from kubescale.base.flag_types import (
+    FlagValueError,
+    add_duration_flag,
+    parse_duration,
+    parse_feature_gates,
+)
 
 __all__ = [
     "CONTROLLER_ANNOTATION",
@@ -79,26 +84,7 @@ class HpaSettings:
 
 def parse_hpa_feature_gates(text: str) -> dict[str, bool]:
     """``Gate=bool,...`` over :data:`HPA_FEATURE_GATES`' defaults."""
-    gates = dict(HPA_FEATURE_GATES)
-    for item in (part.strip() for part in text.split(",")):
-        if not item:
-            continue
-        name, sep, value = item.partition("=")
-        name = name.strip()
-        if not sep:
-            raise HpaConfigError(f"--hpa-feature-gates: missing bool value for {name}")
-        if name not in HPA_FEATURE_GATES:
-            known = ", ".join(sorted(HPA_FEATURE_GATES))
-            raise HpaConfigError(
-                f"--hpa-feature-gates: unrecognized feature gate: {name} (known: {known})"
-            )
-        try:
-            gates[name] = parse_bool(value)
-        except argparse.ArgumentTypeError:
-            raise HpaConfigError(
-                f"--hpa-feature-gates: invalid value of {name}={value.strip()}, err: invalid syntax"
-            ) from None
-    return gates
+    return parse_feature_gates("--hpa-feature-gates", text, HPA_FEATURE_GATES, error=HpaConfigError)
 
 
 def add_hpa_arguments(parser: argparse.ArgumentParser) -> None:

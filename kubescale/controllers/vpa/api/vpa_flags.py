@@ -13,7 +13,8 @@ import argparse
 from collections.abc import Mapping
 from typing import Final
 
-from kubescale.base.flag_types import FlagValueError, add_shared_argument, parse_bool
+from kubescale.base.flag_types import FlagValueError, add_shared_argument
+from kubescale.base.flag_types import parse_feature_gates as parse_gates
 
 __all__ = [
     "VPA_FEATURE_GATES",
@@ -76,23 +77,4 @@ def vpa_namespaces(args: argparse.Namespace) -> tuple[str, tuple[str, ...]]:
 
 def parse_feature_gates(text: str) -> dict[str, bool]:
     """``--feature-gates`` (``Gate=bool,...``) over the VPA gates' defaults."""
-    gates = dict(VPA_FEATURE_GATES)
-    for item in (part.strip() for part in text.split(",")):
-        if not item:
-            continue
-        name, sep, value = item.partition("=")
-        name = name.strip()
-        if not sep:
-            raise FlagValueError(f"--feature-gates: missing bool value for {name}")
-        if name not in VPA_FEATURE_GATES:
-            known = ", ".join(sorted(VPA_FEATURE_GATES))
-            raise FlagValueError(
-                f"--feature-gates: unrecognized feature gate: {name} (known: {known})"
-            )
-        try:
-            gates[name] = parse_bool(value)
-        except argparse.ArgumentTypeError:
-            raise FlagValueError(
-                f"--feature-gates: invalid value of {name}={value.strip()}, err: invalid syntax"
-            ) from None
-    return gates
+    return parse_gates("--feature-gates", text, VPA_FEATURE_GATES)
