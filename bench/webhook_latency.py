@@ -243,7 +243,12 @@ class _Connection(asyncio.Protocol):
             self._header_end = end + 4
             head = bytes(buffer[:end]).lower()
             start = head.find(b"content-length:")
-            self._length = int(head[start + 15 : head.find(b"\r\n", start)]) if start >= 0 else 0
+            if start < 0:
+                self._length = 0
+            else:
+                # The value ends at the line's end, or at the head's end when it is the last header.
+                stop = head.find(b"\r\n", start)
+                self._length = int(head[start + 15 : stop if stop >= 0 else len(head)])
         if len(buffer) - self._header_end < self._length:
             return
         body = bytes(buffer[self._header_end : self._header_end + self._length])
@@ -438,10 +443,13 @@ def _pin(pid: int, cores: set[int]) -> None:
 
 
 async def _wait_ready(health_port: int, process: asyncio.subprocess.Process) -> None:
-    async with aiohttp.ClientSession() as session:
+    # A bounded wait per probe: a probe that connects while the server is still starting must
+    # not hang the benchmark (seen on an idle machine: the first probe never returned).
+    probe = aiohttp.ClientTimeout(total=2.0)
+    async with aiohttp.ClientSession(timeout=probe) as session:
         for _ in range(1200):
             assert process.returncode is None, "kubescale serve exited"
-            with contextlib.suppress(aiohttp.ClientError):
+            with contextlib.suppress(aiohttp.ClientError, TimeoutError):
                 async with session.get(f"http://127.0.0.1:{health_port}/readyz") as response:
                     if response.status == 200:
                         return
