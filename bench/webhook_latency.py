@@ -221,6 +221,7 @@ class _Connection(asyncio.Protocol):
         self._waiter: asyncio.Future[bool] | None = None
         self._length = -1
         self._header_end = -1
+        self.closed = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # uvloop's transports are not asyncio.Transport subclasses
@@ -258,6 +259,7 @@ class _Connection(asyncio.Protocol):
             waiter.set_result(ok)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
         waiter, self._waiter = self._waiter, None
         if waiter is not None and not waiter.done():
             waiter.set_exception(ConnectionError("connection lost"))
@@ -275,17 +277,30 @@ class Target:
         self._waiting: deque[asyncio.Future[_Connection]] = deque()
 
     async def open(self, count: int) -> None:
-        loop = asyncio.get_running_loop()
         for _ in range(count - len(self._all)):
-            _, connection = await loop.create_connection(
-                _Connection,
-                "127.0.0.1",
-                self.port,
-                ssl=self.context,
-                server_hostname=self.server_name,
-            )
+            connection = await self._connect()
             self._all.append(connection)
             self._idle.append(connection)
+
+    async def _connect(self) -> _Connection:
+        _, connection = await asyncio.get_running_loop().create_connection(
+            _Connection,
+            "127.0.0.1",
+            self.port,
+            ssl=self.context,
+            server_hostname=self.server_name,
+        )
+        return connection
+
+    async def _live(self, connection: _Connection) -> _Connection:
+        """``connection``, or a new one in its place when the server has closed it: the server
+        closes a connection that sent no request within its read-header timeout (Go's
+        ReadHeaderTimeout), and a write to a closed transport is dropped without an error."""
+        if not connection.closed:
+            return connection
+        fresh = await self._connect()
+        self._all[self._all.index(connection)] = fresh
+        return fresh
 
     def request(self, body: bytes) -> bytes:
         head = (
@@ -302,6 +317,7 @@ class Target:
             self._waiting.append(waiter)
             connection = await waiter
         try:
+            connection = await self._live(connection)
             return await connection.post(request)
         finally:
             if self._waiting:
