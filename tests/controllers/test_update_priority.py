@@ -345,6 +345,50 @@ def test_outside_range_accepted_young_and_without_start_time() -> None:
     assert _accepted(make_pod(requests={"cpu": "10"}, start=None), rec, START)
 
 
+def _unplaced(pod: dict[str, Any]) -> dict[str, Any]:
+    """``pod`` as the scheduler left it: no node, no start time, PodScheduled False."""
+    pod["spec"].pop("nodeName")
+    pod["status"] = {
+        "phase": "Pending",
+        "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+    }
+    return pod
+
+
+# A young recommendation: target 350m, bounds still wide (few samples), as the recommender
+# writes it minutes after a workload's first pods ran.
+YOUNG = entry(target={"cpu": "350m"}, lower={"cpu": "25m"}, upper={"cpu": "100"})
+
+
+@pytest.mark.parametrize(
+    ("request_cpu", "expected"),
+    [
+        # diff |1000 - 350| / 1000 = 0.65 >= 0.1, within [25m, 100]: replaced at any age
+        ("1", True),
+        # diff |380 - 350| / 380 = 0.079 < 0.1: not worth a new pod
+        ("380m", False),
+        # diff |389 - 350| / 389 = 0.1003 >= 0.1
+        ("389m", True),
+        # diff 0
+        ("350m", False),
+    ],
+)
+def test_a_pod_on_no_node_needs_only_the_min_change(request_cpu: str, expected: bool) -> None:
+    # one-brain offers unschedulable pods (pod_is_updatable(unschedulable_too=True)): no start
+    # time and no age — it runs nowhere, the lifetime threshold protects nothing.
+    pod = _unplaced(make_pod(requests={"cpu": request_cpu}, start=None))
+    assert _accepted(pod, YOUNG, START) is expected
+    # the same pod running (young, within range) is left alone, as upstream does
+    assert not _accepted(make_pod(requests={"cpu": request_cpu}), YOUNG, START)
+
+
+def test_a_pod_on_no_node_outside_the_range_is_accepted_whatever_the_change() -> None:
+    # request 100.5 above the upper bound 100: outside the range, accepted as upstream accepts
+    # it, though diff |100.5 - 99| / 100.5 = 0.0149 < 0.1
+    rec = entry(target={"cpu": "99"}, lower={"cpu": "25m"}, upper={"cpu": "100"})
+    assert _accepted(_unplaced(make_pod(requests={"cpu": "100500m"}, start=None)), rec, START)
+
+
 def test_min_change_priority_from_settings() -> None:
     # upstream TestUpdateLonglivedPods: MinChangePriority 0.5, 13 h: diff 0.25 no, 4.0 yes
     rec = entry(target={"cpu": "5"}, lower={"cpu": "1"}, upper={"cpu": "6"})

@@ -325,15 +325,24 @@ def pod_priority(
     ``status.startTime``, an age of at least the lifetime threshold and a ResourceDiff of at
     least ``pod_update_threshold``. A quick-OOM pod whose resources would not change
     (ResourceDiff 0) is rejected.
+
+    A pod on no node — only ever offered with ``--coordination one-brain``, which also
+    replaces unschedulable pods (:func:`pod_is_updatable`) — needs only the ResourceDiff: the
+    lifetime threshold keeps a running pod from being disrupted for a change within the
+    recommended range, and this pod runs nowhere. Without it a pod created before its VPA had
+    a recommendation stays Pending with its stale requests while the bounds of a young
+    recommendation are wide, though the cluster autoscaler sized its scale-up for the
+    recommended requests (``requests_ahead``).
     """
     priority = update_priority(pod=pod, recommendation=recommendation)
     oomed = quick_oom(pod=pod, vpa=vpa, settings=settings)
     if not priority.outside_recommended_range and not oomed:
-        started = parse_time(mapping(pod.get("status")).get("startTime"))
-        if started is None:
-            return None
-        if now < started + settings.lifetime_threshold:
-            return None  # short-lived pod, request within recommended range
+        if mapping(pod.get("spec")).get("nodeName"):
+            started = parse_time(mapping(pod.get("status")).get("startTime"))
+            if started is None:
+                return None
+            if now < started + settings.lifetime_threshold:
+                return None  # short-lived pod, request within recommended range
         if priority.resource_diff < settings.pod_update_threshold:
             return None
     if oomed and priority.resource_diff == 0:
