@@ -51,7 +51,7 @@ def test_the_demo_runs_end_to_end(tmp_path: Path) -> None:
     assert [v["variant"] for v in report["comparison"]] == ["none", "separate", "one-brain"]
     assert report["comparison"][0]["evictions"] == 0
     assert report["hpas"][0]["name"] == "web"
-    assert {v["name"] for v in report["vpas"]} == {"cache", "reports"}
+    assert {v["name"] for v in report["vpas"]} == {"batch", "cache", "reports", "web"}
     html = html_file.read_text()
     assert "<svg" in html
     assert "<h2>Comparison</h2>" in html

@@ -14,13 +14,16 @@ by the two runs that have kubescale (a comparison always shows both).
 Same seed, same start, same events: the runs differ only in who autoscales. The report of the
 comparison is the ``one-brain`` run's (what kubescale did) with a ``comparison`` section: per
 variant the cluster's node-hours and cost, OOM kills, CPU throttling, slack, pending pod-time
-and evictions (:func:`variant_totals`). The runs are sequential in one process, so the result
+and evictions, then the figures where the systems' coordination shows: nodes added by
+scale-ups, the HPA's rescales and its replicas at most, and the VPA updater's evictions
+(:func:`variant_totals`). The runs are sequential in one process, so the result
 does not depend on how many cores the machine has; the demo's three take about 25 s of CPU.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Final
@@ -30,8 +33,15 @@ from kubescale.base.coordination import parse_coordination
 from .runner import run_scenario
 from .scenario_format import Scenario
 from .time_statistics import rounded
+from .timeline import POD_STARTED
 
-__all__ = ["VARIANTS", "run_comparison", "variant_scenario", "variant_totals"]
+__all__ = [
+    "VARIANTS",
+    "coordination_figures",
+    "run_comparison",
+    "variant_scenario",
+    "variant_totals",
+]
 
 VARIANTS: Final = (
     ("none", "no autoscaling"),
@@ -66,6 +76,45 @@ def variant_totals(report: Mapping[str, Any]) -> dict[str, Any]:
         "slack_gib_hours": rounded(math.fsum(w["slack_gib_hours"] for w in workloads), "hours"),
         "pending_pod_seconds": cluster["pending_pod_seconds"],
         "evictions": cluster["evictions"],
+        **coordination_figures(report),
+    }
+
+
+def coordination_figures(report: Mapping[str, Any]) -> dict[str, Any]:
+    """Where the systems' coordination shows, from the report's events, nodes and HPA records:
+
+    * ``nodes_added`` — nodes that appeared after the start (scale-ups);
+    * ``vpa_restarts`` — running pods the VPA updater evicted to apply a recommendation;
+    * ``vpa_pending_replaced`` — pods the updater evicted before they ever started: with one
+      brain mostly unschedulable pods created with stale requests, re-created with the
+      recommended ones (no disruption); otherwise pods bound to a node but not yet running;
+    * ``hpa_rescales`` — the HPA controller's rescales (``SuccessfulRescale``);
+    * ``hpa_replicas_max`` — the most replicas each HPA's target workload had, summed over the
+      HPAs (the target's replicas, so also without an HPA controller); ``None`` without an HPA.
+
+    A VPA that moves the requests an HPA divides usage by makes the HPA rescale on a changed
+    utilization (more rescales, more replicas); an autoscaler that sizes a scale-up for stale
+    requests adds nodes the pods do not need."""
+    kinds = Counter(event["kind"] for event in report["events"])
+    started: set[str] = set()
+    vpa_evicted = {True: 0, False: 0}  # by whether the pod had started
+    for event in report["events"]:  # in time order
+        if event["kind"] == POD_STARTED:
+            started.add(event["subject"])
+        elif event["kind"] == "vpa-eviction":
+            vpa_evicted[event["subject"] in started] += 1
+    replicas = {(w["namespace"], w["name"]): w["replicas"]["max"] for w in report["workloads"]}
+    hpas = report.get("hpas", [])
+    return {
+        "nodes_added": sum(1 for node in report["cluster"]["nodes"] if node["first_seen"] > 0),
+        "vpa_restarts": vpa_evicted[True],
+        "vpa_pending_replaced": vpa_evicted[False],
+        "hpa_rescales": kinds["hpa-rescale"],
+        "hpa_replicas_max": (
+            sum(replicas.get((h["namespace"], h["target"].partition("/")[2]), 0) for h in hpas)
+            if hpas
+            else None
+        ),
     }
 
 

@@ -28,6 +28,7 @@ from typing import Any, Final
 from kubescale.rendering.text_table import format_duration
 
 from .autoscaler_records import quantity_or_none
+from .timeline import POD_STARTED
 
 __all__ = [
     "Decision",
@@ -94,6 +95,10 @@ def _fixed(value: float, decimals: int) -> str:
     return f"{value:,.{decimals}f}"
 
 
+def _count_or_dash(value: int | None) -> str:
+    return "–" if value is None else str(value)
+
+
 _COMPARED: Final[tuple[tuple[str, Callable[[Mapping[str, Any]], str]], ...]] = (
     ("node-hours", lambda v: _fixed(v["node_hours"], 2)),
     ("cost", lambda v: _fixed(v["cost"], 2)),
@@ -105,6 +110,12 @@ _COMPARED: Final[tuple[tuple[str, Callable[[Mapping[str, Any]], str]], ...]] = (
     ("memory slack (GiB-h)", lambda v: _fixed(v["slack_gib_hours"], 1)),
     ("pending pod-time", lambda v: format_duration(v["pending_pod_seconds"])),
     ("evictions", lambda v: str(v["evictions"])),
+    # where the coordination shows (:func:`.comparison.coordination_figures`)
+    ("nodes added by scale-ups", lambda v: str(v["nodes_added"])),
+    ("VPA: running pods restarted", lambda v: str(v["vpa_restarts"])),
+    ("VPA: pods replaced before running", lambda v: str(v["vpa_pending_replaced"])),
+    ("HPA rescales", lambda v: str(v["hpa_rescales"])),
+    ("HPA replicas (max)", lambda v: _count_or_dash(v["hpa_replicas_max"])),
 )
 
 
@@ -211,15 +222,26 @@ def _vpa_eviction_reason(report: Mapping[str, Any], event: Mapping[str, Any]) ->
     return "; ".join(reasons) or "in the recommended range: OOM-killed soon after start, or drift"
 
 
+_NOT_STARTED: Final = (
+    "had not started (Pending with the requests it was created with): re-created with the "
+    "VPA's requests, no disruption"
+)
+
+
 def decisions(report: Mapping[str, Any]) -> list[Decision]:
     """Every decision event of the run (:data:`DECISION_KINDS`), in time order, with its why."""
     found: list[Decision] = []
+    started: set[str] = set()
     for event in report["events"]:
         kind = event["kind"]
+        if kind == POD_STARTED:
+            started.add(event["subject"])
         if kind not in DECISION_KINDS:
             continue
         why = human_detail(str(event["detail"]))
         if kind == "vpa-eviction":
-            why = _vpa_eviction_reason(report, event)
+            why = (
+                _vpa_eviction_reason(report, event) if event["subject"] in started else _NOT_STARTED
+            )
         found.append(Decision(float(event["time"]), DECISION_KINDS[kind], event["subject"], why))
     return found
