@@ -28,6 +28,11 @@ gone until its informer observes it, for at most ``ExpectationsTimeout`` = 5 min
   dropped — the write did not happen after all, and the pod counts as live again; at most
   ``max_entries`` are kept, the oldest dropped first. :meth:`DisruptionLedger.attach` drops an
   entry as soon as a pod informer delivers the pod's deletion or an update showing the effect.
+* :meth:`DisruptionLedger.recent` remembers longer what was done, shown or not: every
+  disruption recorded within ``history_age`` (1 hour), with the node the pod ran on and its
+  controller — so that one system can tell a move another just made (``--coordination
+  one-brain``: the cluster autoscaler does not remove, in the next loops, a node that just
+  received pods the descheduler moved). Bounded by ``history_age`` and ``max_entries`` too.
 
 One ledger per process (:attr:`kubescale.kube.shared_cache.SharedCache.disruptions`), so a
 disruption one system made is counted by every other that budgets the same pods.
@@ -37,6 +42,7 @@ from __future__ import annotations
 
 import copy
 import enum
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -51,6 +57,7 @@ from kubescale.kube.quantities import Quantity, QuantityError
 from kubescale.kube.resources import PODS
 
 __all__ = [
+    "HISTORY_MAX_AGE",
     "MAX_AGE",
     "MAX_ENTRIES",
     "ContainerResources",
@@ -71,6 +78,8 @@ log = component_logger("kube.disruptions")
 MAX_AGE: Final = timedelta(minutes=5)
 """How long an unobserved disruption is believed (``controller.ExpectationsTimeout``)."""
 MAX_ENTRIES: Final = 10_000
+HISTORY_MAX_AGE: Final = timedelta(hours=1)
+"""How long :meth:`DisruptionLedger.recent` remembers a disruption, shown or not."""
 
 ContainerResources = Mapping[str, Mapping[str, Mapping[str, str]]]
 """Container name → ``{"requests": {resource: quantity}, "limits": {...}}``."""
@@ -137,6 +146,12 @@ class Disruption:
     """For a resize: what it asked of each container (:func:`resize_targets`)."""
     actor: str = ""
     """The system that made it (``vpa-updater``, ``cluster-autoscaler``, ``descheduler``)."""
+    node: str = ""
+    """The node the pod was bound to (``spec.nodeName``) when it was disrupted."""
+    owner_kind: str = ""
+    owner_name: str = ""
+    """The pod's controller (ownerReference with ``controller: true``), if any: its
+    replacement is the controller's next pod."""
 
     def shown_by(self, pod: Mapping[str, Any]) -> bool:
         """Whether ``pod`` (the same uid, as an informer shows it) shows the effect."""
@@ -156,9 +171,10 @@ class DisruptionLedger:
         max_age: timedelta = MAX_AGE,
         max_entries: int = MAX_ENTRIES,
         shared: bool = True,
+        history_age: timedelta = HISTORY_MAX_AGE,
     ) -> None:
-        if max_entries < 1 or max_age <= timedelta(0):
-            raise ValueError("max_entries and max_age must be positive")
+        if max_entries < 1 or max_age <= timedelta(0) or history_age <= timedelta(0):
+            raise ValueError("max_entries, max_age and history_age must be positive")
         self.shared = shared
         """``--coordination one-brain``: every system counts every system's disruptions; else
         (``separate``, upstream's separate programs) a system asking with its ``actor`` name
@@ -168,6 +184,9 @@ class DisruptionLedger:
         self._entries: dict[str, Disruption] = {}
         """By uid, oldest first."""
         self._attached: set[int] = set()
+        self.history_age = history_age
+        self._history: deque[Disruption] = deque(maxlen=max_entries)
+        """Every disruption recorded, oldest first, within ``history_age``."""
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -178,6 +197,7 @@ class DisruptionLedger:
             return  # a pod without a uid cannot be matched again; nothing to remember
         self._entries.pop(disruption.uid, None)
         self._entries[disruption.uid] = disruption
+        self._history.append(disruption)
         self._expire(disruption.recorded_at)
         while len(self._entries) > self.max_entries:
             dropped = self._entries.pop(next(iter(self._entries)))
@@ -211,6 +231,20 @@ class DisruptionLedger:
         self._expire(now)
         return [entry for entry in self._entries.values() if self.visible_to(entry, actor)]
 
+    def recent(
+        self, *, now: datetime, within: timedelta, actor: str | None = None
+    ) -> list[Disruption]:
+        """The disruptions recorded in the last ``within`` (at most ``history_age``), shown by
+        the cluster or not, oldest first; only ``actor``'s if given. Unlike :meth:`in_flight`
+        this does not depend on :attr:`shared`: it tells what a named system did."""
+        self._expire(now)
+        horizon = now - min(within, self.history_age)
+        return [
+            entry
+            for entry in self._history
+            if entry.recorded_at > horizon and (actor is None or entry.actor == actor)
+        ]
+
     def forget(self, uid: str) -> None:
         self._entries.pop(uid, None)
 
@@ -231,6 +265,8 @@ class DisruptionLedger:
         self.forget(meta(pod).uid)
 
     def _expire(self, now: datetime) -> None:
+        while self._history and now - self._history[0].recorded_at >= self.history_age:
+            self._history.popleft()
         while self._entries:
             uid, oldest = next(iter(self._entries.items()))
             if now - oldest.recorded_at < self.max_age:
@@ -332,6 +368,7 @@ def _disruption(
     actor: str = "",
 ) -> Disruption:
     view = meta(pod)
+    controller = view.controller
     return Disruption(
         kind=kind,
         uid=view.uid,
@@ -341,6 +378,9 @@ def _disruption(
         confirmed=confirmed,
         resources=resources or {},
         actor=actor,
+        node=str((pod.get("spec") or {}).get("nodeName") or ""),
+        owner_kind=controller.kind if controller is not None else "",
+        owner_name=controller.name if controller is not None else "",
     )
 
 

@@ -120,7 +120,9 @@ class DeschedulerLoop:
         self.events = events
         self.memory = memory
         self.usage_listener = usage_listener
-        self.disruptions = disruptions or DisruptionLedger(shared=False)
+        self.disruptions = (
+            disruptions if disruptions is not None else DisruptionLedger(shared=False)
+        )
         self.one_brain = one_brain
         self.nodes = informers.informer(NODES)
         self.pods = informers.informer(PODS)

@@ -76,6 +76,11 @@ from kubescale.controllers.autoscaler.model.node_facts import (
 )
 from kubescale.controllers.autoscaler.model.pod_facts import OwnerRef, PriorityResolver
 from kubescale.controllers.autoscaler.scaledown.consolidation import ConsolidationCommand
+from kubescale.controllers.autoscaler.scaledown.descheduled_moves import (
+    DESCHEDULER_ACTOR,
+    DescheduledMove,
+    moves_from_ledger,
+)
 from kubescale.controllers.autoscaler.scaledown.scale_down_actuator import ScaleDownActuator
 from kubescale.controllers.autoscaler.scaledown.scale_down_planner import ScaleDownPlanner
 from kubescale.controllers.autoscaler.scaleup.scale_up import ScaleUpDecision
@@ -154,7 +159,9 @@ class AutoscalerLoop:
         self.pods_ahead = pods_ahead
         """``--coordination one-brain``: each pod as the VPA will make it (the requests the
         webhook gives it), for binpacking and scale-down."""
-        self.disruptions = disruptions or DisruptionLedger(shared=False)
+        self.disruptions = (
+            disruptions if disruptions is not None else DisruptionLedger(shared=False)
+        )
         """The process's disruption ledger (one arbiter for every system's evictions)."""
         self.informers = informers
         self.settings = settings
@@ -238,6 +245,7 @@ class AutoscalerLoop:
             controller=self._controller,
             status_event=self.status.event,
             in_flight=self._evictions_in_flight,
+            moves=self._descheduled_moves,
         )
         self.requests = RequestCache()
         self.hints: dict[tuple[str, str], str] = {}
@@ -264,6 +272,18 @@ class AutoscalerLoop:
                 continue  # the PDB's status counts it once the disruption controller sees it
             pods.append(pod)
         return pods
+
+    def _descheduled_moves(self, now: datetime) -> list[DescheduledMove]:
+        """With ``--coordination one-brain``: the descheduler's evictions within
+        ``--scale-down-unneeded-time`` (the disruption ledger's history), so that scale-down
+        does not undo them (:mod:`..scaledown.descheduled_moves`). Upstream's autoscaler
+        (``separate``) knows nothing of them."""
+        if not self.disruptions.shared:
+            return []
+        window = self.settings.node_defaults.scale_down_unneeded_time
+        return moves_from_ledger(
+            self.disruptions.recent(now=now, within=window, actor=DESCHEDULER_ACTOR)
+        )
 
     def drain_reports(self) -> list[TimelineReport]:
         """What the loop did since the last call, for a simulation's timeline: each scale-up

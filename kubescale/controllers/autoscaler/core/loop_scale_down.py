@@ -13,6 +13,11 @@ now are handed to the actuator — empty nodes with reason ``empty``, the others
 or ``unready``. When nothing is deleted, no pod is pending and ``--consolidation`` is on,
 consolidation decides (:mod:`.consolidation`); a ``Replace`` first adds the cheaper node and
 drains the replaced ones once it is up (given up when the new node's group backs off).
+
+With ``--coordination one-brain`` a node holding pods the descheduler just moved there is
+neither a scale-down nor a consolidation candidate for ``--scale-down-unneeded-time`` after the
+eviction (:mod:`..scaledown.descheduled_moves`, unremovable reason
+``RecentlyReceivedDescheduledPods``).
 """
 
 from __future__ import annotations
@@ -47,8 +52,17 @@ from kubescale.controllers.autoscaler.scaledown.consolidation import (
     consolidation_candidates,
     decide_consolidation,
 )
+from kubescale.controllers.autoscaler.scaledown.descheduled_moves import (
+    RECEIVED_DESCHEDULED_PODS,
+    DescheduledMove,
+    placed_pods,
+    protected_nodes,
+)
 from kubescale.controllers.autoscaler.scaledown.scale_down_actuator import ScaleDownActuator
-from kubescale.controllers.autoscaler.scaledown.scale_down_planner import ScaleDownPlanner
+from kubescale.controllers.autoscaler.scaledown.scale_down_planner import (
+    ScaleDownPlanner,
+    Unremovable,
+)
 from kubescale.controllers.autoscaler.scaleup.resource_limits import node_capacity
 from kubescale.controllers.autoscaler.simulator.drainability import DrainContext, PdbTracker
 from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
@@ -94,9 +108,12 @@ class ScaleDownPhase:
         controller: Callable[[str, OwnerRef], Mapping[str, Any] | None],
         status_event: EventSink,
         in_flight: Callable[[datetime], Sequence[Mapping[str, Any]]] = lambda _now: (),
+        moves: Callable[[datetime], Sequence[DescheduledMove]] = lambda _now: (),
     ) -> None:
         self.in_flight = in_flight
         """Pods being evicted (the disruption ledger) that the drain budget counts."""
+        self.moves = moves
+        """One brain: the descheduler's recent evictions (none with ``separate``)."""
         self.settings = settings
         self.metrics = metrics
         self.provider = provider
@@ -165,6 +182,7 @@ class ScaleDownPhase:
             for n in nodes
             if node_name(n) not in in_progress and not currently_being_deleted(n, now)
         }
+        kept = self._kept(now, journal)
         journal.fork()  # the planner's simulated moves are for its own pass only
         try:
             unneeded = self.planner.update(
@@ -176,6 +194,7 @@ class ScaleDownPhase:
                 readiness=self.readiness,
                 context=self.drain_context(now),
                 priority=priority,
+                kept=kept,
             )
         finally:
             journal.revert()
@@ -216,7 +235,7 @@ class ScaleDownPhase:
             outcome.consolidation = await self._consolidate(
                 now,
                 snapshot=snapshot,
-                nodes=nodes,
+                nodes=[n for n in nodes if node_name(n) not in kept],
                 journal=journal,
                 priority=priority,
                 templates=templates,
@@ -224,6 +243,22 @@ class ScaleDownPhase:
                 outcome=outcome,
             )
         return outcome
+
+    def _kept(self, now: datetime, journal: SnapshotJournal) -> dict[str, Unremovable]:
+        """The nodes holding fresh replacements of the descheduler's moves (one brain)."""
+        moves = self.moves(now)
+        if not moves:
+            return {}
+        protected = protected_nodes(
+            moves=moves,
+            pods=placed_pods({name: state.pods for name, state in journal.snapshot.nodes.items()}),
+            now=now,
+            window=self.settings.node_defaults.scale_down_unneeded_time,
+        )
+        return {
+            name: Unremovable(name=name, reason=RECEIVED_DESCHEDULED_PODS, detail=p.describe())
+            for name, p in protected.items()
+        }
 
     async def _update_soft_taints(
         self, nodes: Sequence[Node], unneeded: set[str], now: datetime

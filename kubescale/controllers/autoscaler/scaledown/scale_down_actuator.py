@@ -105,7 +105,9 @@ class ScaleDownActuator:
         disruptions: DisruptionLedger | None = None,
     ) -> None:
         self.client = client
-        self.disruptions = disruptions or DisruptionLedger(shared=False)
+        self.disruptions = (
+            disruptions if disruptions is not None else DisruptionLedger(shared=False)
+        )
         """The process's disruption ledger: evictions go on it (as ``cluster-autoscaler``),
         and with ``--coordination one-brain`` a pod another system is evicting is not evicted
         again."""

@@ -117,7 +117,11 @@ class ScaleDownPlanner:
         readiness: Callable[[Node], NodeReadiness],
         context: DrainContext,
         priority: PriorityResolver,
+        kept: Mapping[str, Unremovable] | None = None,
     ) -> list[NodeToRemove]:
+        """``kept``: nodes that are not candidates this loop, and why — with
+        ``--coordination one-brain`` the nodes holding pods the descheduler just moved
+        (:mod:`.descheduled_moves`); they are not unneeded, so their unneeded time restarts."""
         settings = self.settings
         snapshot = simulator.journal.snapshot
         self.unremovable = {}
@@ -129,6 +133,9 @@ class ScaleDownPlanner:
             name = node_name(node)
             if name in self.unremovable_until:
                 self._mark(name, "RecentlyUnremovable")
+                continue
+            if kept and name in kept:
+                self.unremovable[name] = kept[name]
                 continue
             reason, group_id, used = self._eligibility(node, now, snapshot, provider, readiness)
             if reason:
