@@ -9,7 +9,10 @@ total limits, the cluster autoscaler's drain (bounded by the PDB only, as upstre
 that shows evictions and the controllers' replacements only when it syncs (at most every 4 steps
 of 10 s, well within the ledger's 5 minutes). Steps are interleaved at random: a loop of one of
 the three systems, an informer sync, the controllers recreating evicted pods, replacements
-becoming ready.
+becoming ready. The updater and the autoscaler ask the arbiter per pod; the descheduler runs its
+own code — its cycle's :class:`PodEvictor` with, in one brain, the :class:`LedgerBudget` over
+the informer's view and the ReplicaSets' desired replicas — so the property covers the real
+descheduler with or without a PDB.
 
 Invariant (``one-brain``): after every step, for every workload, the pods truly down or going
 are at most the largest limit any one system alone has for it (each limit capped by the PDB).
@@ -17,7 +20,11 @@ are at most the largest limit any one system alone has for it (each limit capped
 Run against a broken arbiter that counts only the asking system's own in-flight disruptions
 (``separate``'s ledger, or ``disrupted()`` without ``in_flight``) the property fails at once
 (hypothesis shrinks to 1 workload of 2 pods, updater limit 1, descheduler namespace limit 1:
-both evict before the informer syncs, 2 down against 1).
+both evict before the informer syncs, 2 down against 1). Against a descheduler whose
+per-namespace limit does not count the workload's missing pods (``PodEvictor.
+_workload_limit_hit`` always false — the code before this rule) it fails too, shrunk to the
+same workload: the updater evicts 1 of 2, the informer syncs (1 missing, nothing in flight),
+the descheduler's counters start at zero and it evicts the other — 2 down against 1.
 """
 
 from __future__ import annotations
@@ -30,6 +37,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kubescale.controllers.descheduler.framework.cycle_view import CycleView
+from kubescale.controllers.descheduler.framework.eviction import EvictionResult, PodEvictor
+from kubescale.controllers.descheduler.framework.shared_budget import LedgerBudget
 from kubescale.kube.disruption_arbiter import (
     DisruptionArbiter,
     WorkloadView,
@@ -88,14 +98,27 @@ class Pod:
     deleting: bool = False
 
     def as_seen(self) -> dict[str, Any]:
+        """The pod as an informer shows it: a pod of ReplicaSet ``w<workload>`` in namespace
+        ``ns<workload>``, Running, Ready as it is."""
         metadata: dict[str, Any] = {
             "uid": self.uid,
             "name": self.uid,
             "namespace": f"ns{self.workload}",
-        }
+            "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"w{self.workload}",
+                 "uid": f"rs-{self.workload}", "controller": True}
+            ],
+        }  # fmt: skip
         if self.deleting:
             metadata["deletionTimestamp"] = "2026-01-05T00:00:00Z"
-        return {"metadata": metadata}
+        return {
+            "metadata": metadata,
+            "spec": {"nodeName": f"n{self.node}", "containers": [{"name": "app"}]},
+            "status": {
+                "phase": "Running",
+                "conditions": [{"type": "Ready", "status": "True" if self.ready else "False"}],
+            },
+        }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,6 +142,7 @@ class World:
     """What the informer shows: copies as of the last sync."""
     serial: int = 0
     acted: list[set[str]] = field(default_factory=list)
+    descheduled_this_cycle: int = 0
 
     def __post_init__(self) -> None:
         self.acted = [set() for _ in self.limits]
@@ -177,9 +201,72 @@ class World:
         self.acted[pod.workload].add(actor)
         return True
 
+    def deschedule(self, wanted: list[int]) -> None:
+        """One descheduling cycle through the descheduler's own code: its
+        :class:`PodEvictor` (``maxNoOfPodsToEvictPerNamespace`` per workload's namespace,
+        ``maxNoOfPodsToEvictTotal``) with, in one brain, the :class:`LedgerBudget` over the
+        informer's view and each ReplicaSet's desired replicas — no model of its rule."""
+        seen = [p.as_seen() for p in self.seen.values()]
+        view = CycleView(
+            now=self.now,
+            nodes=[
+                {
+                    "metadata": {"name": f"n{i}"},
+                    "status": {"allocatable": {"cpu": "64", "pods": "110"}},
+                }
+                for i in range(self.nodes)
+            ],
+            pods=seen,
+        )
+        evicted_uids: set[str] = set()
+        shared = None
+        if self.ledger.shared:
+            shared = LedgerBudget(
+                view=view,
+                arbiter=DisruptionArbiter(self.ledger),
+                now=self.now,
+                desired={
+                    (f"ns{w}", "ReplicaSet", f"w{w}"): limits.size
+                    for w, limits in enumerate(self.limits)
+                },
+            )
+        for workload, limits in enumerate(self.limits):
+            evictor = PodEvictor(
+                max_per_namespace=limits.descheduler_namespace,
+                max_total=self.descheduler_total,
+                shared=shared,
+            )
+            evictor.total = self.descheduled_this_cycle  # one cycle's total over namespaces
+            evictor.evicted_uids = evicted_uids
+            # the descheduler's choice from the other end than the updater's (its reasons
+            # differ: a node, not a recommendation)
+            ready = [
+                p
+                for p in reversed(list(self.seen.values()))
+                if p.workload == workload and p.ready and not p.deleting
+            ]
+            candidates = ready[: wanted[workload % len(wanted)]]
+            for pod in candidates:
+                if self.ledger.pending(pod.as_seen(), now=self.now, actor=DESCHEDULER):
+                    continue  # already going
+                cycle = evictor.evict(pod.as_seen(), strategy="model", profile="default")
+                try:
+                    next(cycle)
+                    cycle.send(self.evict(DESCHEDULER, pod))
+                except StopIteration as stop:
+                    result = stop.value
+                    if result is EvictionResult.TOTAL_LIMIT:
+                        return
+            self.descheduled_this_cycle = evictor.total
+
     def loop(self, actor: str, wanted: list[int], node: int) -> None:
-        """One loop of ``actor``: the updater and the descheduler want ``wanted`` pods of each
-        workload; the autoscaler drains ``node``. Each asks the arbiter per pod."""
+        """One loop of ``actor``: the updater wants ``wanted`` pods of each workload, the
+        autoscaler drains ``node`` — each asking the arbiter per pod; the descheduler runs
+        its own code (:meth:`deschedule`)."""
+        if actor == DESCHEDULER:
+            self.descheduled_this_cycle = 0
+            self.deschedule(wanted)
+            return
         arbiter = DisruptionArbiter(self.ledger)
         cluster_granted = 0
         for workload in range(len(self.limits)):
@@ -198,13 +285,6 @@ class World:
                 )
                 if workload_allowance(view=view, max_disrupted=self.limit(actor, workload)) < 1:
                     break
-                if actor == DESCHEDULER:
-                    total = cluster_allowance(
-                        in_flight=arbiter.cluster_in_flight(actor=actor, now=self.now),
-                        limit=self.descheduler_total,
-                    )
-                    if total is not None and total < 1:
-                        return
                 if self.evict(actor, pod):
                     cluster_granted += 1
 

@@ -139,6 +139,11 @@ class DeschedulerComponent(BaseComponent):
             ),
             disruptions=runtime.cache.disruptions,
             one_brain=runtime.coordination.shared,
+            # one brain: the per-namespace limit counts a workload's missing pods against
+            # its controller's desired replicas (the shared cache's controller informers)
+            controllers=runtime.cache.controllers
+            if runtime.coordination.shared and policy.max_pods_per_namespace is not None
+            else None,
         )
         self._cycle = _CycleLoop(self.loop, once=settings.run_once)
 

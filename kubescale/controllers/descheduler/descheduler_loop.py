@@ -38,7 +38,9 @@ from datetime import datetime
 from typing import Any, Final
 
 from kubescale.base.logs import component_logger
+from kubescale.base.objects import meta
 from kubescale.kube.client import KubeClient
+from kubescale.kube.controller_lookups import ControllerLookups
 from kubescale.kube.disruption_arbiter import DisruptionArbiter
 from kubescale.kube.disruption_ledger import DisruptionLedger, WriteOutcome, evict_pod
 from kubescale.kube.errors import KubeApiError
@@ -60,7 +62,7 @@ from .descheduling_cycle import CycleReport, descheduling_cycle
 from .eviction_memory import EvictionRecorder
 from .framework.cycle_view import CycleView, cycle_nodes, node_name
 from .framework.eviction import EvictionRequest
-from .framework.shared_budget import ACTOR, LedgerBudget
+from .framework.shared_budget import ACTOR, LedgerBudget, WorkloadKey, desired_replicas
 from .policy.policy_loading import DeschedulerPolicy
 from .policy.utilization_args import KUBERNETES_METRICS, PROMETHEUS_METRICS
 from .usage_sources import (
@@ -107,12 +109,15 @@ class DeschedulerLoop:
         usage_listener: UsageListener | None = None,
         disruptions: DisruptionLedger | None = None,
         one_brain: bool = False,
+        controllers: ControllerLookups | None = None,
     ) -> None:
         """``disruptions``: the process's ledger (every eviction is recorded there as
         ``descheduler``); ``one_brain`` (``--coordination one-brain``): the cycle's limits count
         every system's evictions on it, and a pod is evicted only to a better node
-        (:mod:`.framework.shared_budget`)."""
+        (:mod:`.framework.shared_budget`); ``controllers`` (one brain): the pods' controllers,
+        whose desired replicas the per-namespace limit counts missing pods against."""
         self.client = client
+        self.controllers = controllers
         self.informers = informers
         self.settings = settings
         self.policy = policy
@@ -240,7 +245,12 @@ class DeschedulerLoop:
         await self._usage(view, now)
         shared = None
         if self.one_brain:
-            shared = LedgerBudget(view=view, arbiter=DisruptionArbiter(self.disruptions), now=now)
+            shared = LedgerBudget(
+                view=view,
+                arbiter=DisruptionArbiter(self.disruptions),
+                now=now,
+                desired=self._desired(view),
+            )
         cycle = descheduling_cycle(
             policy=self.policy, view=view, timer=time.perf_counter, shared=shared
         )
@@ -269,6 +279,27 @@ class DeschedulerLoop:
             },
         )
         await self.events.flush()
+
+    def _desired(self, view: CycleView) -> dict[WorkloadKey, int]:
+        """Desired replicas of the controllers of the cycle's pods, from the shared cache."""
+        if self.controllers is None or self.policy.max_pods_per_namespace is None:
+            return {}
+        desired: dict[WorkloadKey, int] = {}
+        seen: set[WorkloadKey] = set()
+        for pod in view.pods:
+            pod_meta = meta(pod)
+            ref = pod_meta.controller
+            if ref is None:
+                continue
+            key = (pod_meta.namespace, ref.kind, ref.name)
+            if key in seen:
+                continue
+            seen.add(key)
+            owner = self.controllers.owner(ref.api_version, ref.kind, key[0], ref.name)
+            replicas = desired_replicas(ref.kind, owner)
+            if replicas is not None:
+                desired[key] = replicas
+        return desired
 
     async def _evict(self, request: EvictionRequest, now: datetime) -> bool:
         fields: dict[str, Any] = {

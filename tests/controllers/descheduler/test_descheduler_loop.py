@@ -22,6 +22,7 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from kubescale.base.clock import VirtualClock
+from kubescale.base.coordination import Coordination
 from kubescale.controllers.descheduler.descheduler_config import DeschedulerSettings
 from kubescale.controllers.descheduler.descheduler_loop import DeschedulerLoop
 from kubescale.controllers.descheduler.descheduler_metrics import DeschedulerMetrics
@@ -35,6 +36,7 @@ from kubescale.kube.disruption_ledger import DisruptionLedger
 from kubescale.kube.events import EventRecorder
 from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.resources import CORE_EVENTS, PODS
+from kubescale.kube.shared_cache import SharedCache
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.scenario.runner import SimulationClientClock
 
@@ -348,3 +350,57 @@ async def test_one_brain_evicts_only_pods_with_somewhere_to_go(
     finally:
         await made.events.close()
         await made.informers.stop()
+
+
+@pytest.mark.parametrize("one_brain", [False, True])
+async def test_one_brain_namespace_limit_counts_missing_pods(setup: Setup, one_brain: bool) -> None:
+    """ReplicaSet web wants 3; one of its pods is gone (its replacement not created yet), two
+    run on the tainted n1; maxNoOfPodsToEvictPerNamespace 1. Upstream (separate): its counter
+    starts at 0, web-0 is evicted (then the limit), 2 of 3 down. One brain: the limit counts
+    the missing pod, read against the ReplicaSet's spec through the process's shared cache —
+    1 missing + 0 in flight is not below 1: nothing is evicted."""
+    setup.api.store.create(node("n1", taints=[TAINT]))
+    setup.api.store.create(node("n2", cpu="8"))
+    replica_set = setup.api.store.create(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {
+                "replicas": 3,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {"metadata": {"labels": {"app": "web"}}},
+            },
+        }
+    )
+    rs_ref = owner("ReplicaSet", "web", uid=replica_set["metadata"]["uid"])
+    for name in ("web-0", "web-1"):
+        create_pod(setup.api, pod(name, "n1", cpu="100m", labels={"app": "web"}, owners=[rs_ref]))
+    coordination = Coordination.ONE_BRAIN if one_brain else Coordination.SEPARATE
+    cache = SharedCache(client=setup.client, clock=setup.clock, coordination=coordination)
+    policy = taints_policy(maxNoOfPodsToEvictPerNamespace=1)
+    loop = DeschedulerLoop(
+        client=setup.client,
+        informers=cache.informers,
+        settings=DeschedulerSettings(policy=policy),
+        policy=policy,
+        metrics=DeschedulerMetrics(CollectorRegistry()),
+        events=EventRecorder(client=setup.client, component="descheduler"),
+        disruptions=cache.disruptions,
+        one_brain=one_brain,
+        controllers=cache.controllers if one_brain else None,
+    )
+    cache.start()
+    try:
+        assert await asyncio.wait_for(cache.wait_synced(), timeout=10)
+        target = str(setup.api.store.resource_version)
+        for _ in range(100):
+            setup.api.bookmark_watches()
+            if await loop.wait_for_resource_version(target, within=0.1):
+                break
+        await loop.run_once(setup.clock.now())
+        await loop.events.flush()
+        assert terminating(setup.api) == ([] if one_brain else ["web-0"])
+    finally:
+        await loop.events.close()
+        await cache.stop()

@@ -21,6 +21,7 @@ from kubescale.controllers.descheduler.framework.shared_budget import (
     DELETION_CANDIDATE_TAINT,
     TO_BE_DELETED_TAINT,
     LedgerBudget,
+    desired_replicas,
     pdb_allowance,
 )
 from kubescale.kube.disruption_arbiter import DisruptionArbiter
@@ -53,6 +54,7 @@ def cycle(
     one_brain: bool,
     in_flight: tuple[str, ...] = (),
     pdbs: tuple[Obj, ...] = (),
+    desired: dict[tuple[str, str, str], int] | None = None,
     **top: Any,
 ) -> tuple[list[str], dict[str, str]]:
     """(evicted pod names, refused pod name → result) of one cycle; ``in_flight`` names pods
@@ -75,7 +77,7 @@ def cycle(
         )
     cycle_view = view(nodes, pods, the_policy=the_policy, pdbs=list(pdbs))
     shared = (
-        LedgerBudget(view=cycle_view, arbiter=DisruptionArbiter(ledger), now=NOW)
+        LedgerBudget(view=cycle_view, arbiter=DisruptionArbiter(ledger), now=NOW, desired=desired)
         if one_brain
         else None
     )
@@ -206,6 +208,72 @@ ROWS = [
 ]
 
 
+WEB = ("default", "ReplicaSet", "web")
+ROWS += [
+    pytest.param(
+        # maxNoOfPodsToEvictPerNamespace 2; ReplicaSet web wants 4 and has 3 pods (one
+        # missing, its replacement not created yet): a → 1 missing + 0 in flight < 2 → goes;
+        # b → 1 + 1 (a, on the ledger) = 2, not < 2 → refused. Upstream counts only this
+        # cycle's evictions: a (0 < 2) and b (1 < 2).
+        {
+            "nodes": [node("n1", taints=[MAINTENANCE]), node("n2", cpu="8")],
+            "pods": [pod("a", cpu="1"), pod("b", cpu="1"), pod("c", "n2", cpu="1")],
+            "desired": {WEB: 4},
+            "maxNoOfPodsToEvictPerNamespace": 2,
+        },
+        (["a"], {"b": NAMESPACE}),
+        (["a", "b"], {}),
+        id="namespace-counts-missing-pods",
+    ),
+    pytest.param(
+        # the same with c's replacement created but not Ready: healthy a, b (c is not)
+        # → missing 4 - 2 = 2, not < 2 → a refused, and b.
+        {
+            "nodes": [node("n1", taints=[MAINTENANCE]), node("n2", cpu="8")],
+            "pods": [
+                pod("a", cpu="1"),
+                pod("b", cpu="1"),
+                pod(
+                    "c",
+                    "n2",
+                    cpu="1",
+                    status={"conditions": [{"type": "Ready", "status": "False"}]},
+                ),
+            ],
+            "desired": {WEB: 4},
+            "maxNoOfPodsToEvictPerNamespace": 2,
+        },
+        ([], {"a": NAMESPACE, "b": NAMESPACE}),
+        (["a", "b"], {}),
+        id="not-ready-counts-missing",
+    ),
+    pytest.param(
+        # web's size unknown (no desired replicas: a Job, or its controller not in the cache):
+        # only the namespace's in-flight count, as before — a and b (0, 1 < 2).
+        {
+            "nodes": [node("n1", taints=[MAINTENANCE]), node("n2", cpu="8")],
+            "pods": [pod("a", cpu="1"), pod("b", cpu="1"), pod("c", "n2", cpu="1")],
+            "desired": {},
+            "maxNoOfPodsToEvictPerNamespace": 2,
+        },
+        (["a", "b"], {}),
+        (["a", "b"], {}),
+        id="size-unknown",
+    ),
+    pytest.param(
+        # no namespace limit: missing pods limit nothing (upstream's "no limit").
+        {
+            "nodes": [node("n1", taints=[MAINTENANCE]), node("n2", cpu="8")],
+            "pods": [pod("a", cpu="1"), pod("b", cpu="1")],
+            "desired": {WEB: 6},
+        },
+        (["a", "b"], {}),
+        (["a", "b"], {}),
+        id="no-namespace-limit",
+    ),
+]
+
+
 @pytest.mark.parametrize(("world", "one_brain", "separate"), ROWS)
 def test_one_brain_rules(
     world: dict[str, Any],
@@ -222,3 +290,23 @@ def test_one_brain_rules(
 )
 def test_pdb_allowance(allowed: int, in_flight: int, expected: int) -> None:
     assert pdb_allowance(disruptions_allowed=allowed, in_flight=in_flight) == expected
+
+
+@pytest.mark.parametrize(
+    ("kind", "controller", "expected"),
+    [
+        ("ReplicaSet", {"spec": {"replicas": 4}}, 4),
+        ("StatefulSet", {"spec": {"replicas": 3}}, 3),
+        ("ReplicationController", {"spec": {"replicas": 0}}, 0),
+        # a DaemonSet wants one pod per eligible node: status.desiredNumberScheduled
+        ("DaemonSet", {"status": {"desiredNumberScheduled": 5}}, 5),
+        # a Job runs to completion: a gone pod may be done, not missing → unknown
+        ("Job", {"spec": {"parallelism": 2}}, None),
+        # another kind: its /scale's spec.replicas
+        ("Rollout", {"spec": {"replicas": 7}}, 7),
+        ("ReplicaSet", None, None),  # not in the cache
+        ("ReplicaSet", {"spec": {}}, None),
+    ],
+)
+def test_desired_replicas(kind: str, controller: Obj | None, expected: int | None) -> None:
+    assert desired_replicas(kind, controller) == expected

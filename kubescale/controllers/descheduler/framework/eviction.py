@@ -14,7 +14,9 @@ node-limit error a plugin moves to its next node, after the total limit it retur
 other failure (a PodDisruptionBudget's 429, a pod gone) it moves to the next pod.
 
 ``--coordination one-brain`` (:mod:`.shared_budget`): the limits count, besides this cycle's
-evictions, every system's evictions in flight on the process's disruption ledger, and a
+evictions, every system's evictions in flight on the process's disruption ledger; the
+per-namespace limit also bounds each workload's pods down or going (missing ones included,
+result ``maximum number of evicted pods per namespace reached``), and a
 :class:`SharedBudget` may refuse an eviction the limits allow (no better node, a node the
 cluster autoscaler is removing, a PodDisruptionBudget spent by evictions in flight) — each such
 refusal is "another failure". Without one (``separate``) the counters start at zero each cycle,
@@ -28,7 +30,7 @@ from collections.abc import Generator, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
-from kubescale.kube.disruption_arbiter import cluster_allowance
+from kubescale.kube.disruption_arbiter import WorkloadView, cluster_allowance, workload_allowance
 
 from .pods import pod_id
 
@@ -131,6 +133,11 @@ class SharedBudget(Protocol):
         """Why ``pod`` must not be evicted although the limits allow it, if so."""
         ...
 
+    def workload_disrupted(self, pod: Mapping[str, Any]) -> int | None:
+        """Pods of ``pod``'s workload down or going (missing, and evictions in flight of
+        every system, this cycle's included); ``None`` when its size is unknown."""
+        ...
+
 
 Evicting = Generator[EvictionRequest, bool, EvictionResult]
 """A plugin's ``yield from evictor.evict(...)``: yields at most one request, returns the
@@ -188,6 +195,17 @@ class PodEvictor:
                 return result
         return None
 
+    def _workload_limit_hit(self, pod: Pod) -> bool:
+        """One brain: the namespace limit as the limit on the pod's workload, counting its
+        missing pods too (:meth:`SharedBudget.workload_disrupted`)."""
+        if self.shared is None or self.max_per_namespace is None:
+            return False
+        count = self.shared.workload_disrupted(pod)
+        if count is None:
+            return False
+        view = WorkloadView(desired=0, healthy=0, in_flight=count)
+        return workload_allowance(view=view, max_disrupted=self.max_per_namespace) < 1
+
     def evict(self, pod: Pod, *, strategy: str, profile: str, reason: str = "") -> Evicting:
         """Check the limits, then hand the eviction to the driver (module docstring)."""
         node = str((pod.get("spec") or {}).get("nodeName") or "")
@@ -195,6 +213,8 @@ class PodEvictor:
             pod=pod, node=node, strategy=strategy, profile=profile, reason=reason
         )
         result = self._limit_hit(node, request.namespace)
+        if result is None and self._workload_limit_hit(pod):
+            result = EvictionResult.NAMESPACE_LIMIT
         if result is None and self.shared is not None:
             result = self.shared.refuse(pod)
         if result is None:

@@ -9,6 +9,14 @@ start of each cycle over its :class:`~.cycle_view.CycleView`):
   (:class:`~kubescale.kube.disruption_arbiter.DisruptionArbiter`): the VPA updater's and the
   cluster autoscaler's, and the descheduler's own from earlier cycles that the informer does not
   show yet. Upstream's counters start at zero each cycle and see no other program.
+* **a workload's missing pods** — ``maxNoOfPodsToEvictPerNamespace`` is also the
+  descheduler's limit on one workload (a controller's pods are all in its namespace), and as
+  the other systems' limits it counts the workload's pods down or going: the arbiter's
+  ``disrupted`` = ``max(desired - healthy, 0) + in_flight``, ``desired`` from the controller's
+  spec (:func:`desired_replicas`, read through the shared cache), ``healthy`` its pods running
+  and ready and not being deleted, ``in_flight`` every system's evictions of them (this
+  cycle's too). Upstream's namespace counter starts at zero each cycle: while the replacements
+  of the last cycle's evictions are not ready yet, it evicts the same number again.
 * **PodDisruptionBudgets** — the arbiter's workload rule with the PDB's ``disruptionsAllowed``
   as the limit: the evictions in flight of pods it selects spend it (the status may count one
   already: counting it twice errs on the safe side for one watch delay, as the autoscaler's
@@ -34,7 +42,13 @@ from collections.abc import Iterable, Mapping, Set
 from datetime import datetime
 from typing import Any, Final
 
-from kubescale.kube.disruption_arbiter import DisruptionArbiter, WorkloadView, workload_allowance
+from kubescale.base.objects import meta
+from kubescale.kube.disruption_arbiter import (
+    DisruptionArbiter,
+    WorkloadView,
+    disrupted,
+    workload_allowance,
+)
 from kubescale.kube.disruption_ledger import DisruptionKind
 from kubescale.kube.selectors import LabelSelector, SelectorError, label_selector_from_dict
 from kubescale.scheduling.autoscaler_taints import (
@@ -52,6 +66,8 @@ __all__ = [
     "DELETION_CANDIDATE_TAINT",
     "TO_BE_DELETED_TAINT",
     "LedgerBudget",
+    "WorkloadKey",
+    "desired_replicas",
     "marked_by_autoscaler",
     "pdb_allowance",
 ]
@@ -61,6 +77,46 @@ ACTOR: Final = "descheduler"
 
 Pod = Mapping[str, Any]
 Node = Mapping[str, Any]
+WorkloadKey = tuple[str, str, str]
+"""``(namespace, kind, name)`` of a pod's controller."""
+
+_SPEC_REPLICAS_KINDS: Final = frozenset({"ReplicaSet", "StatefulSet", "ReplicationController"})
+_NO_SIZE_KINDS: Final = frozenset({"Job", "CronJob"})
+
+
+def desired_replicas(kind: str, controller: Mapping[str, Any] | None) -> int | None:
+    """How many pods ``controller`` (a cached object of ``kind``, or a ``/scale`` for another
+    kind) wants, as the VPA updater reads it: ``spec.replicas``, a DaemonSet's
+    ``status.desiredNumberScheduled``; ``None`` when unknown or meaningless (a Job runs to
+    completion: a pod that is gone may be done, not missing)."""
+    if controller is None or kind in _NO_SIZE_KINDS:
+        return None
+    if kind == "DaemonSet":
+        value = (controller.get("status") or {}).get("desiredNumberScheduled")
+    else:
+        value = (controller.get("spec") or {}).get("replicas")
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def workload_key(pod: Pod) -> WorkloadKey | None:
+    view = meta(pod)
+    controller = view.controller
+    if controller is None:
+        return None
+    return (view.namespace, controller.kind, controller.name)
+
+
+def is_available(pod: Pod) -> bool:
+    """Running, ready (when it says) and not being deleted: counted healthy."""
+    if meta(pod).deleting or (pod.get("status") or {}).get("phase") != "Running":
+        return False
+    for condition in (pod.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "Ready":
+            return bool(condition.get("status") == "True")
+    return True
 
 
 def _taint_keys(node: Node) -> set[str]:
@@ -82,10 +138,21 @@ def pdb_allowance(*, disruptions_allowed: int, in_flight: int) -> int:
 class LedgerBudget:
     """The :class:`~.eviction.SharedBudget` of one cycle (module docstring)."""
 
-    def __init__(self, *, view: CycleView, arbiter: DisruptionArbiter, now: datetime) -> None:
+    def __init__(
+        self,
+        *,
+        view: CycleView,
+        arbiter: DisruptionArbiter,
+        now: datetime,
+        desired: Mapping[WorkloadKey, int] | None = None,
+    ) -> None:
+        """``desired``: each workload's desired replicas (:func:`desired_replicas`); a
+        workload not in it is not counted by the workload rule."""
         self.view = view
         self.arbiter = arbiter
         self.now = now
+        self.desired = desired or {}
+        self._workload_pods: dict[WorkloadKey, list[Pod]] | None = None
         self._destinations: list[Node] = [
             n for n in view.all_nodes if is_node_ready(n) and not marked_by_autoscaler(n)
         ]
@@ -120,6 +187,26 @@ class LedgerBudget:
             total=len(entries),
             node=self._evicting(self.view.pods_on(node), exclude) if node else 0,
             namespace=sum(1 for e in entries if e.namespace == namespace),
+        )
+
+    def workload_disrupted(self, pod: Pod) -> int | None:
+        """The arbiter's ``disrupted`` for ``pod``'s workload: its pods missing (desired −
+        healthy) plus every system's evictions in flight of its healthy pods (this cycle's on
+        the ledger too); ``None`` when the workload's size is not known."""
+        key = workload_key(pod)
+        desired = self.desired.get(key) if key is not None else None
+        if key is None or desired is None:
+            return None
+        if self._workload_pods is None:
+            grouped: dict[WorkloadKey, list[Pod]] = {}
+            for other in self.view.pods:
+                other_key = workload_key(other)
+                if other_key is not None:
+                    grouped.setdefault(other_key, []).append(other)
+            self._workload_pods = grouped
+        healthy = [p for p in self._workload_pods.get(key, ()) if is_available(p)]
+        return disrupted(
+            self.arbiter.view(desired=desired, healthy=healthy, actor=ACTOR, now=self.now)
         )
 
     def refuse(self, pod: Pod) -> EvictionResult | None:
