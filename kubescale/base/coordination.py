@@ -5,7 +5,8 @@ updater eviction or resize, descheduler eviction, cluster-autoscaler drain and c
 is granted by one arbiter against one ledger per workload and per cluster; the VPA leaves alone
 the resource an HPA on the same workload scales on; the cluster autoscaler binpacks pending pods
 with the requests the webhook will give them; the descheduler evicts a pod only when the fit
-simulation finds it a better place.
+simulation finds it a better place, and the cluster autoscaler's scale-down does not remove, in
+its next loops, a node the descheduler just moved pods onto.
 
 ``separate`` — upstream's behaviour, the five systems as separate programs: each loop has its
 own budget and counts only its own disruptions, the VPA does not know about the HPA, the
