@@ -111,6 +111,28 @@ def test_memory_target_by_oom_pressure(
     assert result.target_memory == expected
 
 
+@pytest.mark.parametrize(
+    ("first_hour", "young_ns", "margin", "expected"),
+    [
+        # 5 h of history (43 h .. 48 h) < 24 h: young, memory at least P100 + 50 % =
+        # 4340933439 + int(2170466719.5) = 6511400158 (above rung 0's 1238659775).
+        (43, 24 * 3600 * 10**9, 0.5, 6511400158),
+        # margin 1.0: 4340933439 + int(4340933439.84 * 1.0 = 4340933439) = 8681866878.
+        (43, 24 * 3600 * 10**9, 1.0, 8681866878),
+        (24, 24 * 3600 * 10**9, 0.5, RUNG_0),  # exactly 24 h of history: no longer young
+        (25, 24 * 3600 * 10**9, 0.5, 6511400158),  # 23 h: still young
+        (43, 0, 0.5, RUNG_0),  # young_ns 0: the rule is off
+    ],
+)
+def test_a_young_aggregate_holds_its_highest_peak(
+    first_hour: float, young_ns: int, margin: float, expected: int
+) -> None:
+    policy = replace(DEFAULT_ADAPTIVE_POLICY, young_ns=young_ns, young_memory_margin=margin)
+    state = _aggregate(memory=SPIKY, first_hour=first_hour, hour=48)
+    result = estimate_adaptive(state, CONFIG, now_us=at(48), containers=1, policy=policy)
+    assert result.target_memory == expected
+
+
 def test_without_ooms_the_memory_target_is_upstreams() -> None:
     state = _aggregate(memory=SPIKY)
     assert estimate_adaptive(state, CONFIG, now_us=at(60), containers=1).target_memory == (
@@ -274,6 +296,8 @@ policies = st.builds(
     oom_bump_ratio=st.floats(0, 4),
     cpu_percentiles=st.lists(st.floats(0, 1), min_size=1, max_size=5).map(tuple),
     throttle_cost_cores=st.floats(0, 100),
+    young_ns=st.sampled_from([0, 6 * 3600 * 10**9, 24 * 3600 * 10**9, 400 * 3600 * 10**9]),
+    young_memory_margin=st.floats(0, 2),
 )
 
 

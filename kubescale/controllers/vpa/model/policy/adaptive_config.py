@@ -55,6 +55,11 @@ class AdaptivePolicyConfig:
     oom_peak_margin: float = 0.15
     """OOM floor, part 2: this percentile of the peaks histogram (1.0: the highest peak still
     held) plus this fraction."""
+    young_ns: int = 0
+    """History (first to last sample) below which the aggregate is *young*: its memory target
+    is at least ``young_memory_margin`` above the highest peak seen (0: no young rule)."""
+    young_memory_margin: float = 0.5
+    """Young aggregates: memory at least ``P(1.0)`` of the peaks histogram plus this fraction."""
     cpu_percentiles: tuple[float, ...] = (0.8, 0.85, 0.9, 0.95)
     """CPU target candidates (percentiles of the CPU histogram, each plus ``cpu_margin``)."""
     cpu_margin: float = 0.15
@@ -80,7 +85,7 @@ class AdaptivePolicyConfig:
         for percentile in self.cpu_percentiles:
             _check_percentile("cpu_percentiles", percentile)
         _check_percentile("oom_peak_percentile", self.oom_peak_percentile)
-        for name in ("episode_gap_ns", "episode_window_ns", "oom_hold_ns", "settle_ns"):
+        for name in ("episode_gap_ns", "episode_window_ns", "oom_hold_ns", "settle_ns", "young_ns"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}: must be >= 0")
         if (self.episode_window_ns + self.episode_gap_ns) // 1000 > OOM_LOG_HORIZON_US:
@@ -88,6 +93,7 @@ class AdaptivePolicyConfig:
         for name in (
             "oom_bump_ratio",
             "oom_peak_margin",
+            "young_memory_margin",
             "cpu_margin",
             "throttle_cost_cores",
             "memory_upper_ratio",

@@ -111,6 +111,10 @@ def _settled(state: AggregateContainerState, policy: AdaptivePolicyConfig) -> bo
     return state.last_sample_start_us - state.first_sample_start_us >= policy.settle_ns // 1000
 
 
+def _young(state: AggregateContainerState, policy: AdaptivePolicyConfig) -> bool:
+    return state.last_sample_start_us - state.first_sample_start_us < policy.young_ns // 1000
+
+
 def estimate_adaptive(
     state: AggregateContainerState,
     config: RecommenderConfig,
@@ -137,6 +141,11 @@ def estimate_adaptive(
             ),
         )
         target_memory = max(target_memory, floor)
+    if _young(state, policy):
+        young_floor = _margin(
+            resource_amount_from_float(memory.percentile(1.0)), policy.young_memory_margin
+        )
+        target_memory = max(target_memory, young_floor)
 
     cpu = state.cpu
     throttle_cost = policy.throttle_cost_cores * 1000.0
@@ -213,7 +222,12 @@ def estimate_adaptive_states(
     )
     cpu_columns = sorted({*upstream_cpu, *policy.cpu_percentiles})
     memory_columns = sorted(
-        {*upstream_memory, *(p for p, _ in policy.memory_rungs), policy.oom_peak_percentile}
+        {
+            *upstream_memory,
+            *(p for p, _ in policy.memory_rungs),
+            policy.oom_peak_percentile,
+            1.0,
+        }
     )
     cpu = stores.cpu.percentiles_rows(
         np.array([state.cpu_row for state in states], dtype=np.int64), cpu_columns
@@ -261,6 +275,12 @@ def estimate_adaptive_states(
         )
         floor = np.maximum(_amounts(used.astype(np.float64) * policy.oom_bump_ratio), peak)
         target_memory[rows] = np.maximum(target_memory[rows], floor)
+    young = last_us - first_us < policy.young_ns // 1000
+    if young.any():
+        young_floor = _margin_array(
+            _amounts(memory[:, _column_index(memory_columns, 1.0)]), policy.young_memory_margin
+        )
+        target_memory = np.where(young, np.maximum(target_memory, young_floor), target_memory)
 
     # CPU: the cheapest candidate.
     levels = np.stack(
