@@ -96,8 +96,8 @@ SPIKY = [(GIB, 95), (4 * GIB, 5)]
         ([(50, GIB), (57, GIB)], 82, RUNG_1),  # 7 h apart: two episodes, rung 2 = P100 + 15%
         ([(40, GIB), (47, GIB), (54, GIB)], 79, RUNG_3),  # three episodes: the last rung
         ([(30, GIB), (37, GIB), (44, GIB), (51, GIB)], 76, RUNG_3),  # beyond: still the last
-        ([(50, GIB)], 50 + 8 * 24, RUNG_0),  # 8 days later the episode has left the window
-        ([(50, GIB)], 50 + 8 * 24 - 1, RUNG_1),  # an hour before, it still counts
+        ([(50, GIB)], 50 + 4 * 24, RUNG_0),  # 4 days later the episode has left the window
+        ([(50, GIB)], 50 + 4 * 24 - 1, RUNG_1),  # an hour before, it still counts
         ([(70, 3 * GIB)], 60, RUNG_0),  # an OOM after now is not seen (no look-ahead)
     ],
 )
@@ -186,7 +186,9 @@ def test_the_oom_log_is_bounded_by_age_and_size() -> None:
         ([1, 2, 6.9], 10, 1, 6.9),  # gaps under 6 h: one episode
         ([1, 7, 13], 14, 3, 13),  # gaps of exactly 6 h start new episodes
         ([1, 7, 13], 7, 2, 7),  # at 7 h the 13 h OOM has not happened yet
-        ([1, 200], 200, 1, 200),  # the 1 h episode started 199 h ago (window 192 h)
+        ([1, 200], 200, 1, 200),  # the 1 h episode started 199 h ago (window 96 h)
+        ([1, 90], 96, 2, 90),  # the 1 h episode started 95 h ago: inside the 96 h window
+        ([1, 90], 97, 1, 90),  # 96 h ago: out (the window is open at its far end)
     ],
 )
 def test_oom_pressure(hours: list[float], now: float, episodes: int, last: float | None) -> None:

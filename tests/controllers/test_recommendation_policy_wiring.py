@@ -81,8 +81,10 @@ async def test_a_simulated_run_recommends_with_the_adaptive_policy() -> None:
 # -- the cluster model ------------------------------------------------------------------------
 
 
-def _cluster(policy: str) -> tuple[ClusterState, datetime]:
-    """One VPA, one pod, 8 h of 1 core / 1 GB a minute; returns the state and the last minute."""
+def _cluster(policy: str, *, history_hours: float = 0.0) -> tuple[ClusterState, datetime]:
+    """One VPA, one pod, 8 h of 1 core / 1 GB a minute; returns the state and the last minute.
+    With ``history_hours``, one more 1-core sample that long before the first minute (the
+    aggregate's history then starts there; memory and the CPU target are unchanged)."""
     state = ClusterState(config=RecommenderConfig(recommendation_policy=policy))
     state.add_or_update_vpa(
         {
@@ -100,6 +102,16 @@ def _cluster(policy: str) -> tuple[ClusterState, datetime]:
         now=T0,
     )
     moment = T0
+    if history_hours:
+        assert state.add_sample(
+            namespace="ns",
+            pod="p1",
+            container="app",
+            resource="cpu",
+            usage=1000,
+            request=0,
+            measure_start=T0 - timedelta(hours=history_hours),
+        )
     for minute in range(8 * 60):
         moment = T0 + timedelta(minutes=minute)
         for resource, usage in (("cpu", 1000), ("memory", 10**9)):
@@ -127,9 +139,11 @@ def test_an_oom_lifts_memory_for_the_hold_then_both_policies_agree() -> None:
     # request (RecordOOM, both policies): max(1e9 + 100 MiB, 1.2e9) = 1.2e9 replaces the day's
     # peak (bucket 39, ends 1207997742 -> +15% = 1389197403). The adaptive policy also holds
     # max(int(1e9 * 2.0), margin(P100) = 1389197403) = 2e9 B for 24 h; then its rung 1
-    # (P99) and upstream's P90 both read the one peak: 1389197403.
-    upstream, end = _cluster("upstream")
-    adaptive, _ = _cluster("adaptive")
+    # (P99) and upstream's P90 both read the one peak: 1389197403. The history starts 48 h
+    # before the first minute, so the adaptive policy's young rule (under 48 h of history) is
+    # not in play: test_a_young_aggregate_holds_twice_its_peak covers it.
+    upstream, end = _cluster("upstream", history_hours=48)
+    adaptive, _ = _cluster("adaptive", history_hours=48)
     before = {"cpu": "1168m", "memory": "1168723596"}
     assert _target(upstream, end) == _target(adaptive, end) == before
     oom_at = end + timedelta(minutes=1)
@@ -142,6 +156,16 @@ def test_an_oom_lifts_memory_for_the_hold_then_both_policies_agree() -> None:
     assert _target(adaptive, soon)["memory"] == "1953125Ki"  # 2e9 B in BinarySI
     later = oom_at + timedelta(hours=25)
     assert _target(upstream, later)["memory"] == _target(adaptive, later)["memory"] == "1389197403"
+
+
+def test_a_young_aggregate_holds_twice_its_peak() -> None:
+    # 8 h of history (< 48 h): the adaptive memory target is at least P100 + 100 % of the
+    # peaks: the 1 GB peak's bucket 36 ends at 1016281388 -> 2 * 1016281388 = 2032562776;
+    # upstream's target stays P90 + 15 % = 1168723596. CPU is not touched by the rule.
+    upstream, end = _cluster("upstream")
+    adaptive, _ = _cluster("adaptive")
+    assert _target(upstream, end) == {"cpu": "1168m", "memory": "1168723596"}
+    assert _target(adaptive, end) == {"cpu": "1168m", "memory": "2032562776"}
 
 
 def test_vectorised_recommendations_equal_the_scalar_ones() -> None:

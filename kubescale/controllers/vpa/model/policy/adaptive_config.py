@@ -45,7 +45,7 @@ class AdaptivePolicyConfig:
     ``n`` is used after ``n`` OOM episodes within ``episode_window_ns`` (the last rung beyond)."""
     episode_gap_ns: int = 6 * _HOUR_NS
     """An OOM at least this long after the previous one starts a new episode."""
-    episode_window_ns: int = 8 * 24 * _HOUR_NS
+    episode_window_ns: int = 4 * 24 * _HOUR_NS
     """Episodes that started within this window count toward the rung."""
     oom_hold_ns: int = 24 * _HOUR_NS
     """After an OOM, memory is held at the OOM floor for this long."""
@@ -55,10 +55,10 @@ class AdaptivePolicyConfig:
     oom_peak_margin: float = 0.15
     """OOM floor, part 2: this percentile of the peaks histogram (1.0: the highest peak still
     held) plus this fraction."""
-    young_ns: int = 0
+    young_ns: int = 48 * _HOUR_NS
     """History (first to last sample) below which the aggregate is *young*: its memory target
     is at least ``young_memory_margin`` above the highest peak seen (0: no young rule)."""
-    young_memory_margin: float = 0.5
+    young_memory_margin: float = 1.0
     """Young aggregates: memory at least ``P(1.0)`` of the peaks histogram plus this fraction."""
     cpu_percentiles: tuple[float, ...] = (0.8, 0.85, 0.9, 0.95)
     """CPU target candidates (percentiles of the CPU histogram, each plus ``cpu_margin``)."""
