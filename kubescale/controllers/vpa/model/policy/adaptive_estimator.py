@@ -17,6 +17,9 @@ containers, as upstream):
   ``max(int(used * oom_bump_ratio), margin(P_mem(oom_peak_percentile), oom_peak_margin))``,
   ``used`` being the memory in use at that OOM: a burst is met at once at its known height
   (doubling while it keeps OOMing) instead of x1.2 per OOM;
+* **young aggregates** (less than ``young`` of history, first to last sample): memory at least
+  ``margin(P_mem(1.0), young_memory_margin)``: upstream applies its P90 target after hours of
+  history, and a young container's first burst above it is where most first OOMs come from;
 * **CPU target** = the candidate ``L_p = margin(int(P_cpu(p) * 1000), cpu_margin)`` (millicores)
   for ``p`` in ``cpu_percentiles`` minimising ``L_p + 1000 * throttle_cost_cores * (1 - p)``
   (the first on a tie): steady containers get a high percentile for little, bursty ones a lower
