@@ -428,6 +428,7 @@ async def in_process(kubeconfig: Path, bodies: Callable[[int], bytes]) -> dict[s
                 settings=WebhookSettings(), registry=CollectorRegistry(), caches=caches
             )
             webhook.decisions.max_entries = entries
+            webhook.matches.max_entries = entries
             for i in range(2000):  # every pod shape seen once
                 await webhook.admit(bodies(i), content_type="application/json")
             samples: list[float] = []

@@ -72,6 +72,7 @@ from kubescale.controllers.vpa.admission.cached_pod_admission import (
     PodDecision,
 )
 from kubescale.controllers.vpa.admission.decision_cache import DecisionCache
+from kubescale.controllers.vpa.admission.match_cache import MatchCache
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef
 from kubescale.controllers.vpa.api.hpa_conflict import (
     hpa_conflict_message,
@@ -232,6 +233,9 @@ class AdmissionWebhook:
         self.decisions = DecisionCache()
         """``admit_pod``'s answers by what they depend on
         (:mod:`kubescale.controllers.vpa.admission.decision_cache`)."""
+        self.matches = MatchCache()
+        """Top-most controller and VPA by owner reference and labels
+        (:mod:`kubescale.controllers.vpa.admission.match_cache`)."""
         self._decider: CachedPodAdmission | None = None
         self._pod_bodies: dict[str, tuple[bytes, bytes]] = {}
         """A pod answer's bytes around its uid, by encoded patch (:meth:`_pod_body`)."""
@@ -240,11 +244,14 @@ class AdmissionWebhook:
         decider = self._decider
         if decider is None or decider.caches is not caches:
             self.decisions.clear()
+            self.matches.clear()
             options = AdmissionOptions(
                 avoid_hpa_conflict=self.settings.avoid_hpa_conflict,
                 cap_to_largest_node=self.settings.cap_to_largest_node,
             )
-            decider = CachedPodAdmission(caches=caches, settings=options, decisions=self.decisions)
+            decider = CachedPodAdmission(
+                caches=caches, settings=options, decisions=self.decisions, matches=self.matches
+            )
             self._decider = decider
         return decider
 

@@ -56,9 +56,7 @@ async def _ask(setup: Setup, index: int, pod: dict[str, Any] | None = None) -> l
 
 
 def _matches(setup: Setup) -> MatchCache:
-    decider = setup.webhook._decider
-    assert decider is not None
-    return decider.matches
+    return setup.webhook.matches
 
 
 async def test_a_vpa_created_deleted_or_retargeted_is_seen_by_the_very_next_request(
