@@ -17,9 +17,13 @@ offers. This module puts Go ``http.Server``'s deadlines on the connection instea
   handler's middleware (:mod:`kubescale.runtime.https_server`) confirms it.
 * :class:`GuardedListener` owns the listening socket and accepts connections itself (so it can
   count them, TLS handshakes included), hands each accepted socket to asyncio's TLS protocol
-  (with the handshake timeout) and aiohttp's handler. asyncio gives every TLS connection a
-  256 KiB read buffer, allocated and zeroed up front — 200 MB for 800 idle connections — so
-  the listener's TLS protocol reads in 32 KiB (two TLS records). At
+  (with the handshake timeout) and aiohttp's handler. Under uvloop (what ``kubescale serve``
+  runs on when installed) that is uvloop's TLS, records in C (``connect_accepted_socket(ssl=)``);
+  under asyncio's loop it is asyncio's pure-Python TLS protocol, whose 256 KiB per-connection
+  read buffer is allocated and zeroed up front — 200 MB for 800 idle connections — so the
+  listener's TLS protocol there reads in 32 KiB (two TLS records). uvloop's buffer is also
+  256 KiB but ``malloc``-ed and never zeroed: an idle connection keeps resident only the pages
+  its reads touched (the memory trade-off is in :mod:`kubescale.runtime.server_limits`). At
   ``max_connections`` it closes one connection to make room (:meth:`_Slot.eviction_rank`):
   first one that has had its TLS handshake and more than a second (``grace``) but never
   completed a request (waiting, trickling headers or a body) — a legitimate client needs
@@ -117,6 +121,7 @@ class _Slot:
         "conn",
         "handler",
         "handshake",
+        "loop_owns_socket",
         "peer",
         "phase",
         "released",
@@ -136,6 +141,8 @@ class _Slot:
         """When the current request (or the wait for one, or the handshake) began."""
         self.handler: GuardedRequestHandler | None = None
         self.handshake: asyncio.Task[None] | None = None
+        self.loop_owns_socket = False
+        """uvloop's TLS transport holds the socket (it closes it; we must not)."""
         self.released = False
 
     def eviction_rank(self, *, now: float, grace: float) -> tuple[int, float] | None:
@@ -170,8 +177,9 @@ class _Slot:
             self.handshake.cancel()
         if self.transport is not None:
             self.transport.abort()
-        else:
+        elif not self.loop_owns_socket:
             self.conn.close()
+        # else: the cancelled handshake closes uvloop's transport, and with it the socket
 
 
 class GuardedRequestHandler(web.RequestHandler):
@@ -437,13 +445,18 @@ class GuardedListener:
         return True
 
     async def _handshake(self, conn: socket.socket, slot: _Slot) -> None:
-        """What ``loop.connect_accepted_socket(ssl=...)`` does, with the compact TLS protocol:
-        the TCP transport carries the TLS protocol, which calls the handler's
-        ``connection_made`` once the handshake is done."""
+        """The TLS handshake, then aiohttp's handler: the TLS protocol calls the handler's
+        ``connection_made`` once the handshake is done (the slot leaves ``HANDSHAKE`` there).
+
+        Under uvloop, uvloop's own TLS (records in C) via ``loop.connect_accepted_socket(ssl=)``;
+        under asyncio's loop, asyncio's TLS protocol with the compact read buffer."""
         loop = asyncio.get_running_loop()
         handler = GuardedRequestHandler(
             self._server, loop=loop, limits=self._limits, slot=slot, on_close=self._release
         )
+        if _is_uvloop(loop):
+            await self._uvloop_handshake(loop, conn, slot, handler)
+            return
         handshake: asyncio.Future[None] = loop.create_future()
         tls = _CompactSSLProtocol(
             loop,
@@ -472,6 +485,35 @@ class GuardedListener:
         finally:
             slot.handshake = None
 
+    async def _uvloop_handshake(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        conn: socket.socket,
+        slot: _Slot,
+        handler: GuardedRequestHandler,
+    ) -> None:
+        """uvloop's TLS: its transport takes the socket (closing it on failure, on cancellation
+        and at the end), and the call returns once the handshake is done. Its TLS protocol
+        gives every connection a 256 KiB read buffer (``malloc``, not zeroed: only the pages a
+        read touches become resident) — see :mod:`kubescale.runtime.server_limits`."""
+        slot.loop_owns_socket = True
+        try:
+            await loop.connect_accepted_socket(
+                lambda: handler,
+                conn,
+                ssl=self._ssl_context,
+                ssl_handshake_timeout=self._limits.tls_handshake_timeout,
+                # a peer that never answers our close_notify holds its slot this long at most
+                ssl_shutdown_timeout=self._limits.tls_handshake_timeout,
+            )
+        except (OSError, ssl.SSLError, TimeoutError, ValueError):
+            self._release(slot, "handshake")
+        except asyncio.CancelledError:
+            self._release(slot, "evicted")
+            raise
+        finally:
+            slot.handshake = None
+
     def _release(self, slot: _Slot, reason: str | None) -> None:
         if slot.released:
             return
@@ -483,6 +525,10 @@ class GuardedListener:
         self._metrics.open.set(len(self._slots))
         if reason is not None:
             self._metrics.closed[reason].inc()
+
+
+def _is_uvloop(loop: asyncio.AbstractEventLoop) -> bool:
+    return type(loop).__module__.startswith("uvloop")
 
 
 def _close(transport: asyncio.BaseTransport | None, conn: socket.socket) -> None:

@@ -13,6 +13,17 @@ Defaults are chosen so that kube-apiserver (which sends an AdmissionReview of a 
 and waits at most 30 s, ``timeoutSeconds`` ≤ 30) never notices them, while the worst an
 attacker can make the process hold stays far below a 1 GiB limit:
 ``max-connections × (max-header-bytes + 64 KiB of body + TLS buffers) + max-in-flight-body-bytes``.
+
+TLS buffers depend on the event loop (a trade-off of speed for worst-case memory). Under uvloop
+(the default when installed) the listener uses uvloop's TLS, records in C, because asyncio's
+pure-Python TLS protocol was about a fifth of a webhook request's CPU time; uvloop gives every
+connection a 256 KiB read buffer, ``malloc``-ed and never zeroed, so an idle kept-alive
+connection keeps resident only what its reads touched — about 31 KiB per idle connection in all
+(``bench/tls_idle_memory.py``: 400 connections, one small request each), less than asyncio's
+61 KiB — but a client that fills a whole record window can make its 256 KiB resident, so the
+worst case is ``max-connections`` × 256 KiB (128 MiB at the default 512) instead of × 32 KiB
+(16 MiB) with asyncio's loop (``KUBESCALE_EVENT_LOOP=asyncio``), whose TLS protocol the
+listener runs with a 32 KiB buffer.
 """
 
 from __future__ import annotations

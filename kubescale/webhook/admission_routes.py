@@ -72,6 +72,7 @@ from kubescale.controllers.vpa.admission.cached_pod_admission import (
     PodDecision,
 )
 from kubescale.controllers.vpa.admission.decision_cache import DecisionCache
+from kubescale.controllers.vpa.admission.match_cache import MatchCache
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef
 from kubescale.controllers.vpa.api.hpa_conflict import (
     hpa_conflict_message,
@@ -83,6 +84,7 @@ from kubescale.kube.events import EventRecorder
 from kubescale.webhook.admission_reviews import (
     BadReview,
     ReviewRequest,
+    decode_json,
     encode_json,
     parse_review,
     peek_uid,
@@ -115,6 +117,10 @@ CONTROLLER_WAIT: Final = 1.0
 """Real seconds a pod's admission may wait for its controller to reach the informer cache."""
 
 _PODS: Final = ("", "pods")
+_UID_FIELD: Final = b'"uid":'
+_EMPTY_UID: Final = b'"uid":""'
+_MAX_POD_BODIES: Final = 4096
+"""Pod answer templates kept (one per distinct patch; then all are made again)."""
 _VPAS: Final = ("autoscaling.k8s.io", "verticalpodautoscalers")
 
 
@@ -124,6 +130,8 @@ class AdmissionMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self._observers: dict[tuple[str, str], Any] = {}
         self._pod_counters: dict[bool, Any] = {}
+        self._bad_counters: dict[str, Any] = {}
+        self._not_matched_counters: dict[str, Any] = {}
         self.pods = Counter(
             "vpa_admission_controller_admission_pods",
             "Number of Pods processed by VPA Admission Controller.",
@@ -165,18 +173,37 @@ class AdmissionMetrics:
             self._pod_counters[applied] = child
         child.inc()
 
+    def count_bad(self, reason: str) -> None:
+        child = self._bad_counters.get(reason)
+        if child is None:
+            child = self._bad_counters[reason] = self.bad_requests.labels(reason=reason)
+        child.inc()
+
+    def count_not_matched(self, reason: str) -> None:
+        child = self._not_matched_counters.get(reason)
+        if child is None:
+            child = self._not_matched_counters[reason] = self.not_matched.labels(reason=reason)
+        child.inc()
+
 
 @dataclass(frozen=True, kw_only=True)
 class AdmissionAnswer:
-    """What one request got: the review to send and the metric labels."""
+    """What one request got: the review to send (as the bytes sent) and the metric labels."""
 
-    review: dict[str, Any]
+    body: bytes
+    """The AdmissionReview as sent (compact UTF-8 JSON)."""
     status: str
     """``error``, ``skipped`` or ``applied``."""
     resource: str
     """``Pod``, ``VPA`` or ``unknown``."""
     bad_reason: str | None = None
     patches: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def review(self) -> dict[str, Any]:
+        """The AdmissionReview sent, read back (for tests and logs; not on the hot path)."""
+        review: dict[str, Any] = decode_json(self.body)
+        return review
 
 
 class AdmissionWebhook:
@@ -206,17 +233,25 @@ class AdmissionWebhook:
         self.decisions = DecisionCache()
         """``admit_pod``'s answers by what they depend on
         (:mod:`kubescale.controllers.vpa.admission.decision_cache`)."""
+        self.matches = MatchCache()
+        """Top-most controller and VPA by owner reference and labels
+        (:mod:`kubescale.controllers.vpa.admission.match_cache`)."""
         self._decider: CachedPodAdmission | None = None
+        self._pod_bodies: dict[str, tuple[bytes, bytes]] = {}
+        """A pod answer's bytes around its uid, by encoded patch (:meth:`_pod_body`)."""
 
     def _pod_decider(self, caches: AdmissionCaches) -> CachedPodAdmission:
         decider = self._decider
         if decider is None or decider.caches is not caches:
             self.decisions.clear()
+            self.matches.clear()
             options = AdmissionOptions(
                 avoid_hpa_conflict=self.settings.avoid_hpa_conflict,
                 cap_to_largest_node=self.settings.cap_to_largest_node,
             )
-            decider = CachedPodAdmission(caches=caches, settings=options, decisions=self.decisions)
+            decider = CachedPodAdmission(
+                caches=caches, settings=options, decisions=self.decisions, matches=self.matches
+            )
             self._decider = decider
         return decider
 
@@ -229,9 +264,7 @@ class AdmissionWebhook:
         started = time.perf_counter()
         body = await request.read()  # a chunked body over 5 MiB raises 413 here
         answer = await self.admit(body, content_type=request.content_type)
-        response = web.Response(
-            body=encode_json(answer.review), content_type=JSON_CONTENT_TYPE, charset="utf-8"
-        )
+        response = web.Response(body=answer.body, content_type=JSON_CONTENT_TYPE, charset="utf-8")
         self.metrics.observe(
             status=answer.status, resource=answer.resource, seconds=time.perf_counter() - started
         )
@@ -239,7 +272,7 @@ class AdmissionWebhook:
 
     async def _count_refused_body(self, request: web.Request, response: web.StreamResponse) -> None:
         if response.status == 413 and request.path == ADMISSION_PATH:
-            self.metrics.bad_requests.labels(reason="body-too-large").inc()
+            self.metrics.count_bad("body-too-large")
             log.warning(
                 "admission request refused: body over the 5 MiB limit",
                 extra={"fields": {"reason": "body-too-large", "length": request.content_length}},
@@ -267,7 +300,7 @@ class AdmissionWebhook:
             extra={"fields": {"controller": f"{kind} {namespace}/{name}", "arrived": arrived}},
         )
         if not arrived:
-            self.metrics.not_matched.labels(reason="controller-not-cached").inc()
+            self.metrics.count_not_matched("controller-not-cached")
         final = self._decide(body, content_type=content_type, may_wait=False)
         if not isinstance(final, AdmissionAnswer):  # pragma: no cover - may_wait=False
             raise TypeError("a decision that may not wait asked to wait")
@@ -317,13 +350,13 @@ class AdmissionWebhook:
         )
 
     def _bad(self, bad: BadReview, *, resource: str = "unknown") -> AdmissionAnswer:
-        self.metrics.bad_requests.labels(reason=bad.reason).inc()
+        self.metrics.count_bad(bad.reason)
         log.warning(
             "admission request not processed; allowing it unchanged",
             extra={"fields": {"reason": bad.reason, "detail": bad.detail, "uid": bad.uid}},
         )
         return AdmissionAnswer(
-            review=review_response(uid=bad.uid),
+            body=encode_json(review_response(uid=bad.uid)),
             status="error",
             resource=resource,
             bad_reason=bad.reason,
@@ -357,7 +390,7 @@ class AdmissionWebhook:
         if decision.wait_for is not None:
             return decision.wait_for
         if decision.not_matched is not None:
-            self.metrics.not_matched.labels(reason=decision.not_matched).inc()
+            self.metrics.count_not_matched(decision.not_matched)
             log.info(
                 "pod admitted without its VPA lookups complete",
                 extra={"fields": {"uid": request.uid, "reason": decision.not_matched}},
@@ -370,11 +403,25 @@ class AdmissionWebhook:
         applied = bool(patches)
         self.metrics.count_pod(applied=applied)
         return AdmissionAnswer(
-            review=review_response(uid=request.uid, encoded_patch=decision.encoded_patch),
+            body=self._pod_body(request.uid, decision.encoded_patch),
             status="applied" if applied else "skipped",
             resource="Pod",
             patches=list(patches),
         )
+
+    def _pod_body(self, uid: str, encoded_patch: str) -> bytes:
+        """``encode_json(review_response(uid=uid, encoded_patch=encoded_patch))``, spliced from
+        the bytes before and after the uid, which depend only on the patch (one ReplicaSet's
+        pods share one patch). The uid is written by the same encoder, so the bytes are equal."""
+        template = self._pod_bodies.get(encoded_patch)
+        if template is None:
+            whole = encode_json(review_response(uid="", encoded_patch=encoded_patch))
+            head, tail = whole.split(_EMPTY_UID, 1)  # base64 never holds a quote
+            template = (head + _UID_FIELD, tail)
+            if len(self._pod_bodies) >= _MAX_POD_BODIES:
+                self._pod_bodies.clear()
+            self._pod_bodies[encoded_patch] = template
+        return template[0] + encode_json(uid) + template[1]
 
     def _record_hpa_conflict(self, conflict: HpaConflict) -> None:
         names = sorted(
@@ -438,10 +485,10 @@ class AdmissionWebhook:
             review = review_response(
                 uid=request.uid, allowed=False, status=status, warnings=result.warnings
             )
-            return AdmissionAnswer(review=review, status="error", resource="VPA")
+            return AdmissionAnswer(body=encode_json(review), status="error", resource="VPA")
         review = review_response(uid=request.uid, patches=patches, warnings=result.warnings)
         return AdmissionAnswer(
-            review=review,
+            body=encode_json(review),
             status="applied" if patches else "skipped",
             resource="VPA",
             patches=patches,

@@ -33,6 +33,8 @@ from kubescale.webhook.admission_routes import AdmissionWebhook
 from kubescale.webhook.webhook_config import WebhookSettings
 
 SERVER_NAME = "kubescale.kube-system.svc"
+BOTH_EVENT_LOOPS = True
+"""Every test runs under asyncio's loop and under uvloop (tests/platform/conftest.py)."""
 WEBHOOK_TIMEOUT = 2.0  # a short webhook timeoutSeconds (kube-apiserver's default is 10 s)
 MiB = 1024 * 1024
 

@@ -23,6 +23,7 @@ from kubescale.controllers.vpa.admission.cached_pod_admission import (
     CachedPodAdmission,
 )
 from kubescale.controllers.vpa.admission.decision_cache import DecisionCache
+from kubescale.controllers.vpa.admission.match_cache import MatchCache
 from kubescale.kube.resources import LIMIT_RANGES, VERTICAL_POD_AUTOSCALERS
 from kubescale.webhook.webhook_config import WebhookSettings
 
@@ -56,7 +57,10 @@ def _uncached(setup: Setup) -> CachedPodAdmission:
     """The same decision without the cache, over the same informers."""
     assert setup.caches is not None
     return CachedPodAdmission(
-        caches=setup.caches, settings=AdmissionOptions(), decisions=DecisionCache(max_entries=0)
+        caches=setup.caches,
+        settings=AdmissionOptions(),
+        decisions=DecisionCache(max_entries=0),
+        matches=MatchCache(max_entries=0),
     )
 
 

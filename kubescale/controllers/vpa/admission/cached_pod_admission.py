@@ -22,7 +22,9 @@ What can be missing, and what the decision says about it:
   lookups are queued (:mod:`kubescale.kube.scale_lookups`), no patch,
   ``not_matched="controller-lookup-pending"``.
 
-Matching is done for every request; ``admit_pod``'s answer comes from a
+Matching (top-most controller and VPA) is remembered per owner reference and labels in a
+:class:`~kubescale.controllers.vpa.admission.match_cache.MatchCache` and used only while every
+informer object it read is unchanged; ``admit_pod``'s answer comes from a
 :class:`~kubescale.controllers.vpa.admission.decision_cache.DecisionCache` keyed by everything it
 depends on (the pod's containers, the VPA's and LimitRanges' resourceVersions, the HPAs and largest
 node behind their flags), computed on a miss from the pod's projection
@@ -37,6 +39,7 @@ from typing import Any
 
 from kubescale.controllers.vpa.admission.admission_caches import AdmissionCaches
 from kubescale.controllers.vpa.admission.decision_cache import DecisionCache, admit_cached
+from kubescale.controllers.vpa.admission.match_cache import MatchCache, OwnerRead, match_key
 from kubescale.controllers.vpa.api.controller_refs import (
     ControllerRef,
     controller_owner_ref,
@@ -109,10 +112,14 @@ class CachedPodAdmission:
         caches: AdmissionCaches,
         settings: AdmissionOptions,
         decisions: DecisionCache | None = None,
+        matches: MatchCache | None = None,
     ) -> None:
         self.caches = caches
         self.settings = settings
         self.decisions = decisions if decisions is not None else DecisionCache()
+        self.matches = matches if matches is not None else MatchCache()
+        """Top-most controller and VPA per owner reference and labels, checked against the
+        informers on every use (:mod:`kubescale.controllers.vpa.admission.match_cache`)."""
         caches.on_input_change(self.decisions)
 
     def decide(self, pod: dict[str, Any], *, may_wait: bool) -> PodDecision:
@@ -120,19 +127,51 @@ class CachedPodAdmission:
         caches = self.caches
         if not caches.synced:
             return PodDecision(not_matched="caches-not-synced")
+        key = match_key(pod)
+        if key is not None:
+            known = self.matches.get(key, lookup=caches.owner, vpas_for=caches.vpas_for)
+            if known is not None:
+                # Made from informers only: nothing was queued, nothing is missing.
+                if known.vpa is None:
+                    return PodDecision()
+                return self._patch(pod, known.vpa, not_matched=None)
         pending_before = caches.controllers.scale_lookups.pending
         misses: list[tuple[str, str, str]] = []
+        reads: list[OwnerRead] = []
+        cacheable = key is not None
 
         def owner(api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+            nonlocal cacheable
             found = caches.owner(api_version, kind, namespace, name)
-            if found is None and caches.informs(kind):
+            if not caches.informs(kind):
+                cacheable = False
+            elif found is None:
                 misses.append((kind, namespace, name))
+                cacheable = False
+            else:
+                reads.append((api_version, kind, namespace, name, found))
             return found
 
+        def is_scalable(api_version: str, kind: str) -> bool:
+            nonlocal cacheable
+            if not caches.informs(kind):
+                cacheable = False  # discovery: answered asynchronously, may change
+            return caches.is_scalable(api_version, kind)
+
         def selector_of(target: ControllerRef) -> LabelSelector | None:
+            nonlocal cacheable
             selector = caches.selector_of(target)
-            if selector is None and caches.informs(target.kind):
+            if not caches.informs(target.kind):
+                cacheable = False
+                return selector
+            found = caches.owner(target.api_version, target.kind, target.namespace, target.name)
+            if selector is None or found is None:
                 misses.append((target.kind, target.namespace, target.name))
+                cacheable = False
+            else:
+                reads.append(
+                    (target.api_version, target.kind, target.namespace, target.name, found)
+                )
             return selector
 
         direct = controller_owner_ref(pod)
@@ -140,13 +179,16 @@ class CachedPodAdmission:
             # First sight of a controller without an informer: queue its lookup together with
             # its kind's discovery (topmost_controller asks for the kind first, then the object).
             caches.owner(direct.api_version, direct.kind, direct.namespace, direct.name)
-        controller = topmost_controller(pod, lookup=owner, scalable_kinds=caches.is_scalable)
+            cacheable = False
+        controller = topmost_controller(pod, lookup=owner, scalable_kinds=is_scalable)
         vpa: dict[str, Any] | None = None
+        candidates: list[dict[str, Any]] = []
         if controller is not None:
+            candidates = caches.vpas_for(controller)
             vpa = choose_vpa(
                 pod,
                 controller=controller,
-                candidate_vpas=caches.vpas_for(controller),
+                candidate_vpas=candidates,
                 selector_of=selector_of,
             )
         if vpa is None and misses and may_wait:
@@ -156,6 +198,8 @@ class CachedPodAdmission:
             if caches.controllers.scale_lookups.pending > pending_before
             else None
         )
+        if cacheable and not misses and not_matched is None and key is not None:
+            self.matches.put(key, controller=controller, vpa=vpa, reads=reads, vpas=candidates)
         if vpa is None:
             return PodDecision(not_matched=not_matched)
         return self._patch(pod, vpa, not_matched=not_matched)

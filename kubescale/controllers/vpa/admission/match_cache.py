@@ -1,0 +1,170 @@
+"""Which VPA controls a pod, remembered per owner reference and checked against the informers.
+
+Matching a pod — :func:`~kubescale.controllers.vpa.api.controller_refs.topmost_controller` walks
+the owner chain through the informers, then
+:func:`~kubescale.controllers.vpa.api.vpa_matching.choose_vpa` parses and matches the target's
+selector for every VPA indexed under that controller — reads only:
+
+- from the pod: its direct controller reference (apiVersion, kind, name) and namespace, and its
+  labels (the selector is matched against them);
+- from the informers: every controller object the walk and the selector lookup read, and the
+  VPAs indexed under the top-most controller.
+
+:class:`MatchCache` keys a match by the pod's part (:func:`match_key`) and keeps, with the answer,
+the objects it read. An entry is used only if every one of those objects is still *the* object
+its informer holds (identity: an informer replaces an object on every change, so this is "the
+same resourceVersion" without parsing it) and the VPAs indexed under the controller are the same
+objects in the same order. A changed, added or deleted ReplicaSet, Deployment or VPA therefore
+makes the very next request match again; no event handler has to be right about it.
+
+Only matches made entirely from informers are remembered: one that read a controller of a kind
+without informer (``/scale`` lookups, whose answers arrive asynchronously), or that found an
+informed controller missing, is made again every time, exactly as without this cache.
+Bounded by size (least recently used first) and age, as every cache here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from kubescale.controllers.vpa.api.controller_refs import ControllerRef, controller_owner_ref
+
+__all__ = [
+    "DEFAULT_MAX_AGE",
+    "DEFAULT_MAX_MATCHES",
+    "Match",
+    "MatchCache",
+    "OwnerRead",
+    "match_key",
+]
+
+DEFAULT_MAX_MATCHES: Final = 4096
+"""Matches remembered: one per controller and label set."""
+DEFAULT_MAX_AGE: Final = 3600.0
+"""Seconds after which a match is made again even though nothing it read changed."""
+
+OwnerRead = tuple[str, str, str, str, dict[str, Any]]
+"""``(apiVersion, kind, namespace, name, object)``: one informer read of the match."""
+
+
+def match_key(pod: Mapping[str, Any]) -> Hashable | None:
+    """What the match reads from ``pod`` (its namespace set): the direct controller reference
+    and the labels as sent; ``None`` for a pod without controller or with labels that cannot be
+    a key (then the match is made every time)."""
+    ref = controller_owner_ref(pod)
+    if ref is None:
+        return None
+    metadata = pod.get("metadata")
+    labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
+    key = (ref, tuple(labels.items()) if isinstance(labels, dict) else labels)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+@dataclass(frozen=True, kw_only=True)
+class Match:
+    """One remembered match and what it was made of."""
+
+    controller: ControllerRef | None
+    vpa: dict[str, Any] | None
+    reads: tuple[OwnerRead, ...]
+    """Every controller object read, in order."""
+    vpas: tuple[dict[str, Any], ...]
+    """The VPAs indexed under ``controller`` when the match was made."""
+    stored_at: float
+
+
+Lookup = Callable[[str, str, str, str], dict[str, Any] | None]
+
+
+class MatchCache:
+    """Matches by :func:`match_key`, each checked against the informers on use (module doc)."""
+
+    def __init__(
+        self,
+        *,
+        max_entries: int = DEFAULT_MAX_MATCHES,
+        max_age: float = DEFAULT_MAX_AGE,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.max_entries = max_entries
+        self.max_age = max_age
+        self._now = now
+        self._entries: OrderedDict[Hashable, Match] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(
+        self,
+        key: Hashable,
+        *,
+        lookup: Lookup,
+        vpas_for: Callable[[ControllerRef], Sequence[dict[str, Any]]],
+    ) -> Match | None:
+        """The match under ``key`` if everything it read is unchanged (``lookup`` reads the
+        controllers' informers, ``vpas_for`` the VPA index)."""
+        entry = self._entries.get(key)
+        if entry is None:
+            self.misses += 1
+            return None
+        if self._now() - entry.stored_at >= self.max_age or not _unchanged(
+            entry, lookup=lookup, vpas_for=vpas_for
+        ):
+            del self._entries[key]
+            self.misses += 1
+            return None
+        self._entries.move_to_end(key)
+        self.hits += 1
+        return entry
+
+    def put(
+        self,
+        key: Hashable,
+        *,
+        controller: ControllerRef | None,
+        vpa: dict[str, Any] | None,
+        reads: Sequence[OwnerRead],
+        vpas: Sequence[dict[str, Any]],
+    ) -> None:
+        if self.max_entries <= 0:
+            return
+        self._entries.pop(key, None)
+        self._entries[key] = Match(
+            controller=controller,
+            vpa=vpa,
+            reads=tuple(reads),
+            vpas=tuple(vpas),
+            stored_at=self._now(),
+        )
+        while len(self._entries) > self.max_entries:
+            self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+
+def _unchanged(
+    entry: Match,
+    *,
+    lookup: Lookup,
+    vpas_for: Callable[[ControllerRef], Sequence[dict[str, Any]]],
+) -> bool:
+    for api_version, kind, namespace, name, obj in entry.reads:
+        if lookup(api_version, kind, namespace, name) is not obj:
+            return False
+    if entry.controller is None:
+        return True
+    current = vpas_for(entry.controller)
+    if len(current) != len(entry.vpas):
+        return False
+    return all(a is b for a, b in zip(current, entry.vpas, strict=True))
