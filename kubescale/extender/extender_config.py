@@ -17,12 +17,17 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Final, Literal, cast
+from typing import Final, cast
 
 from kubescale.base.flag_types import FlagValueError, parse_duration
 from kubescale.controllers.descheduler.eviction_memory import DEFAULT_MAX_ENTRIES
 from kubescale.controllers.descheduler.policy.policy_loading import DeschedulerPolicy
-from kubescale.controllers.descheduler.policy_flags import add_policy_arguments, policy_from_args
+from kubescale.controllers.descheduler.policy_flags import (
+    PolicyGatedMode,
+    add_policy_arguments,
+    policy_from_args,
+    policy_gated_mode,
+)
 
 __all__ = [
     "DEFAULT_URL_PREFIX",
@@ -33,7 +38,7 @@ __all__ = [
     "extender_settings_from_args",
 ]
 
-ExtenderMode = Literal["auto", "true", "false"]
+ExtenderMode = PolicyGatedMode
 DEFAULT_URL_PREFIX: Final = "/scheduler"
 DEFAULT_MEMORY: Final = "10m"
 
@@ -55,9 +60,7 @@ class ExtenderSettings:
     @property
     def mode(self) -> ExtenderMode:
         """The on/off mode ``serve`` acts on: ``auto`` without a policy is ``false``."""
-        if self.requested == "auto" and self.policy is None:
-            return "false"
-        return self.requested
+        return policy_gated_mode(self.requested, self.policy)
 
     @property
     def enabled(self) -> bool:

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import cast
 
 from kubescale.base.flag_types import FlagValueError, parse_bool, parse_duration
 
 from .policy.policy_loading import DeschedulerPolicy
-from .policy_flags import add_policy_arguments, policy_from_args
+from .policy_flags import PolicyGatedMode, add_policy_arguments, policy_from_args, policy_gated_mode
 
 __all__ = [
     "DeschedulerConfigError",
@@ -37,7 +37,7 @@ __all__ = [
     "descheduler_settings_from_args",
 ]
 
-DeschedulerMode = Literal["auto", "true", "false"]
+DeschedulerMode = PolicyGatedMode
 
 
 class DeschedulerConfigError(FlagValueError):
@@ -59,9 +59,7 @@ class DeschedulerSettings:
     @property
     def mode(self) -> DeschedulerMode:
         """The on/off mode ``serve`` acts on: ``auto`` without a policy is ``false``."""
-        if self.requested == "auto" and self.policy is None:
-            return "false"
-        return self.requested
+        return policy_gated_mode(self.requested, self.policy)
 
     @property
     def enabled(self) -> bool:

@@ -18,13 +18,23 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from kubescale.base.flag_types import FlagValueError, add_shared_argument
 
 from .policy.fields import PolicyError
 from .policy.policy_loading import DeschedulerPolicy, load_policy, load_policy_file
 
-__all__ = ["PolicySource", "add_policy_arguments", "policy_from_args"]
+__all__ = [
+    "PolicyGatedMode",
+    "PolicySource",
+    "add_policy_arguments",
+    "policy_from_args",
+    "policy_gated_mode",
+]
+
+PolicyGatedMode = Literal["auto", "true", "false"]
+"""A component that acts only with a policy: ``--descheduler``, ``--scheduler-extender``."""
 
 
 @dataclass(frozen=True)
@@ -77,3 +87,12 @@ def policy_from_args(
         except PolicyError as err:
             raise error(f"--descheduler-policy: {err}") from None
     return PolicySource(None, "")
+
+
+def policy_gated_mode(
+    requested: PolicyGatedMode, policy: DeschedulerPolicy | None
+) -> PolicyGatedMode:
+    """The on/off mode ``serve`` acts on: ``auto`` without a policy is ``false``."""
+    if requested == "auto" and policy is None:
+        return "false"
+    return requested
