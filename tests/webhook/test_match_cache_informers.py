@@ -16,33 +16,18 @@ from typing import Any
 
 import pytest
 
-from kubescale.controllers.vpa.admission.cached_pod_admission import (
-    AdmissionOptions,
-    CachedPodAdmission,
-)
-from kubescale.controllers.vpa.admission.decision_cache import DecisionCache
 from kubescale.controllers.vpa.admission.match_cache import MatchCache, match_key
 from kubescale.kube.resources import DEPLOYMENTS, REPLICA_SETS, VERTICAL_POD_AUTOSCALERS
 from kubescale.webhook.webhook_config import WebhookSettings
 
 from .test_admission_routes import Setup, _pod, _recommendation, _review, _setup, _vpa
-from .test_decision_cache_informers import _caught_up, _patch, _requests
+from .test_decision_cache_informers import _caught_up, _patch, _requests, _uncached
 
 
 @pytest.fixture
 async def setup(tmp_path: Path) -> AsyncIterator[Setup]:
     async for value in _setup(tmp_path, WebhookSettings()):
         yield value
-
-
-def _uncached(setup: Setup) -> CachedPodAdmission:
-    assert setup.caches is not None
-    return CachedPodAdmission(
-        caches=setup.caches,
-        settings=AdmissionOptions(),
-        decisions=DecisionCache(max_entries=0),
-        matches=MatchCache(max_entries=0),
-    )
 
 
 async def _ask(setup: Setup, index: int, pod: dict[str, Any] | None = None) -> list[Any]:
