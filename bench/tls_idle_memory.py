@@ -27,7 +27,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from kubescale.cli.main import main as cli
-from kubescale.runtime.guarded_connections import GuardedListener
+from kubescale.runtime.guarded_listener import GuardedListener
 from kubescale.runtime.server_limits import ServerLimits
 
 SERVER_NAME = "kubescale.kube-system.svc"

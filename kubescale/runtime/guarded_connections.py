@@ -1,65 +1,51 @@
-"""The TLS listener: deadlines on every connection, a connection cap, a header-size cap.
+"""Per-connection guards of the TLS port: deadlines, a header-size cap, and the lean lane.
 
 aiohttp reads requests with no deadline of its own (its keep-alive timer only closes a
-connection that has sent nothing of a next request) and accepts every connection its socket
-offers. This module puts Go ``http.Server``'s deadlines on the connection instead
-(:class:`~kubescale.runtime.server_limits.ServerLimits`):
+connection that has sent nothing of a next request). :class:`GuardedRequestHandler` — aiohttp's
+per-connection protocol, which the listener (:mod:`kubescale.runtime.guarded_listener`) gives
+every accepted connection — puts Go ``http.Server``'s deadlines on the connection instead
+(:class:`~kubescale.runtime.server_limits.ServerLimits`): a deadline for what the connection is
+doing: reading a request's headers (``read_header_timeout`` from the request's first byte — for
+the first request, from the end of the TLS handshake), reading its body (``read_timeout`` from
+that same first byte), or waiting for the next request (``idle_timeout``). A deadline that
+passes closes the connection at once (``abort``: no TLS close_notify to wait for) — unless the
+request's body has been read whole and its handler is running, which is not the client's doing.
+Header bytes are counted as they arrive; past ``max_header_bytes`` the connection is answered
+``431`` and closed before a parser buffers more.
 
-* :class:`GuardedRequestHandler` is aiohttp's per-connection protocol with a deadline for what
-  the connection is doing: reading a request's headers (``read_header_timeout`` from the
-  request's first byte — for the first request, from the end of the TLS handshake), reading
-  its body (``read_timeout`` from that same first byte), or waiting for the next request
-  (``idle_timeout``). A deadline that passes closes the connection at once (``abort``: no TLS
-  close_notify to wait for) — unless the request's body has been read whole and its handler is
-  running, which is not the client's doing. Header bytes are counted as they arrive; past
-  ``max_header_bytes`` the connection is answered ``431`` and closed before aiohttp's parser
-  buffers more. The end of the headers is found by scanning for the blank line, and the
-  handler's middleware (:mod:`kubescale.runtime.https_server`) confirms it.
-* :class:`GuardedListener` owns the listening socket and accepts connections itself (so it can
-  count them, TLS handshakes included), hands each accepted socket to asyncio's TLS protocol
-  (with the handshake timeout) and aiohttp's handler. Under uvloop (what ``kubescale serve``
-  runs on when installed) that is uvloop's TLS, records in C (``connect_accepted_socket(ssl=)``);
-  under asyncio's loop it is asyncio's pure-Python TLS protocol, whose 256 KiB per-connection
-  read buffer is allocated and zeroed up front — 200 MB for 800 idle connections — so the
-  listener's TLS protocol there reads in 32 KiB (two TLS records). uvloop's buffer is also
-  256 KiB but ``malloc``-ed and never zeroed: an idle connection keeps resident only the pages
-  its reads touched (the memory trade-off is in :mod:`kubescale.runtime.server_limits`). At
-  ``max_connections`` it closes one connection to make room (:meth:`_Slot.eviction_rank`):
-  first one that has had its TLS handshake and more than a second (``grace``) but never
-  completed a request (waiting, trickling headers or a body) — a legitimate client needs
-  milliseconds for that, so a flood of stalled connections evicts its own members rather than
-  locking the port —; then a TLS handshake older than ``grace`` (stalled); then a connection
-  younger than that; then one in the middle of a later request; last a kept-alive idle one
-  (kube-apiserver's, reused for the next AdmissionReview). Among connections of the same rank,
-  the client address holding the most connections gives one up first, then the longest
-  waiting: a flood from a few addresses evicts itself, not kube-apiserver's new connections. A
-  connection whose handler is running with its whole request is never closed; when every
-  connection is such, the new one is closed at once.
-
-Metrics (on the process registry): ``kubescale_https_connections`` (open now) and
-``kubescale_https_connections_closed_total{reason}``: ``read-header-timeout``,
-``read-timeout``, ``idle-timeout``, ``header-too-large``, ``evicted`` (to make room at the
-cap), ``refused`` (at the cap with nothing to evict), ``handshake`` (failed or timed out).
+**The lean lane.** While the application has lean routes
+(:mod:`kubescale.runtime.lean_requests`), a connection starts in it: its bytes are buffered
+here, and each request of the lean shape is answered by its route's handler and written to the
+transport directly — no aiohttp request, response, router or middleware. The first request of
+any other shape is handed to aiohttp's parser with every byte received since that request's
+first byte, and the connection stays with aiohttp from then on (its header counting starts
+again from that first byte; the deadlines are the same). Requests are answered in order: while
+a handler's answer is awaited (the webhook waiting for a controller to reach the cache) or the
+transport's write buffer is full, nothing more is read.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import enum
 import logging
 import socket
-import ssl
-from asyncio import sslproto
 from collections.abc import Callable
 from typing import Any, Final
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from kubescale.runtime.lean_requests import (
+    LeanAnswer,
+    LeanRequest,
+    LeanRoutes,
+    encode_answer,
+)
 from kubescale.runtime.server_limits import ServerLimits
 
-__all__ = ["GuardedListener", "GuardedRequestHandler", "ListenerMetrics", "Phase"]
+__all__ = ["CLOSE_REASONS", "ConnectionSlot", "GuardedRequestHandler", "Phase"]
+
+log = logging.getLogger("kubescale.https")
 
 _HEADER_END: Final = b"\r\n\r\n"
 _TOO_LARGE: Final = (
@@ -77,6 +63,10 @@ CLOSE_REASONS: Final = (
     "handshake",
 )
 
+_INTERNAL_ERROR: Final = LeanAnswer(
+    body=b"500 Internal Server Error\n", content_type="text/plain", status=500
+)
+
 
 class Phase(enum.Enum):
     """What a connection is doing."""
@@ -89,31 +79,7 @@ class Phase(enum.Enum):
     """Headers read: the body is being read, or the handler is running."""
 
 
-class ListenerMetrics:
-    """Open connections and why connections were closed."""
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.open = Gauge(
-            "kubescale_https_connections",
-            "Connections open on the TLS port, TLS handshakes included.",
-            registry=registry,
-        )
-        closed = Counter(
-            "kubescale_https_connections_closed",
-            "Connections the TLS server closed before the client did, by reason.",
-            ["reason"],
-            registry=registry,
-        )
-        self.closed = {reason: closed.labels(reason=reason) for reason in CLOSE_REASONS}
-
-
-class _CompactSSLProtocol(sslproto.SSLProtocol):
-    """asyncio's TLS protocol with a 32 KiB read buffer instead of 256 KiB (module docstring)."""
-
-    max_size = 32 * 1024
-
-
-class _Slot:
+class ConnectionSlot:
     """One accepted connection, from ``accept`` until it is closed."""
 
     __slots__ = (
@@ -183,7 +149,8 @@ class _Slot:
 
 
 class GuardedRequestHandler(web.RequestHandler):
-    """aiohttp's request handler with deadlines and a header-size cap (module docstring)."""
+    """aiohttp's request handler with deadlines, a header-size cap and the lean lane (module
+    docstring)."""
 
     def __init__(
         self,
@@ -191,8 +158,9 @@ class GuardedRequestHandler(web.RequestHandler):
         *,
         loop: asyncio.AbstractEventLoop,
         limits: ServerLimits,
-        slot: _Slot,
-        on_close: Callable[[_Slot, str | None], None],
+        slot: ConnectionSlot,
+        on_close: Callable[[ConnectionSlot, str | None], None],
+        lean: LeanRoutes | None = None,
     ) -> None:
         super().__init__(
             manager,
@@ -215,6 +183,19 @@ class GuardedRequestHandler(web.RequestHandler):
         self._requests = 0
         self.completed = 0
         """Requests whose handler has returned."""
+        # the lean lane (None once the connection is aiohttp's)
+        self._lean = lean if lean else None
+        self._buffer = bytearray()
+        """Bytes received in the lean lane and not yet answered."""
+        self._scanned = 0
+        """How much of the buffer is known to hold no blank line (the header search resumes)."""
+        self._head: LeanRequest | None = None
+        self._body_start = 0
+        self._answering = False
+        """A lean request's handler is running (its whole request is in)."""
+        self._waiting: asyncio.Task[LeanAnswer] | None = None
+        self._read_paused = False
+        self._closing = False
 
     # -- what the middleware reports --------------------------------------------------------
 
@@ -242,6 +223,8 @@ class GuardedRequestHandler(web.RequestHandler):
         return self._close_reason is not None
 
     def body_complete(self) -> bool:
+        if self._answering:
+            return True
         payload = self._payload
         return payload is not None and bool(payload.is_eof())
 
@@ -262,22 +245,45 @@ class GuardedRequestHandler(web.RequestHandler):
         self._enter(Phase.IDLE, now)
         self._request_started = now  # the first request's clock starts after the handshake
         super().connection_made(transport)
+        if self._lean is not None:
+            # aiohttp's keep-alive backstop would close a connection whose requests it never
+            # sees; the deadlines here cover every phase (aiohttp arms it again if it takes over)
+            self.keep_alive(True)
         self._arm(self._limits.read_header_timeout, "read-header-timeout")
 
     def data_received(self, data: bytes) -> None:
-        if self._close_reason is not None:
+        if self._close_reason is not None or self._closing:
             return  # being closed: nothing more is parsed
+        if self._lean is not None:
+            self._buffer += data
+            self._pump()
+            return
+        self._feed_aiohttp(data)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self._read_paused and self._waiting is None:
+            self._resume_reading()
+            self._pump()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._cancel_deadline()
+        self._payload = None
+        self._buffer = bytearray()
+        if self._waiting is not None:
+            self._waiting.cancel()
+            self._waiting = None
+        self._on_close(self._slot, self._close_reason)
+        super().connection_lost(exc)
+
+    # -- aiohttp's lane ---------------------------------------------------------------------
+
+    def _feed_aiohttp(self, data: bytes) -> None:
         slot = self._slot
         if data and slot.phase is Phase.IDLE:
-            now = self._loop.time()
-            if self._requests > 0:  # a kept-alive connection's next request starts now
-                self._request_started = now
-            self._enter(Phase.HEADERS, self._request_started)
+            self._start_request()
             self._header_bytes = 0
             self._tail = b""
-            self._arm_at(
-                self._request_started + self._limits.read_header_timeout, "read-header-timeout"
-            )
         if slot.phase is Phase.HEADERS and data:
             window = self._tail + data
             end = window.find(_HEADER_END)
@@ -294,13 +300,124 @@ class GuardedRequestHandler(web.RequestHandler):
                 self._tail = window[-(len(_HEADER_END) - 1) :]
         super().data_received(data)
 
-    def connection_lost(self, exc: BaseException | None) -> None:
-        self._cancel_deadline()
-        self._payload = None
-        self._on_close(self._slot, self._close_reason)
-        super().connection_lost(exc)
+    def _to_aiohttp(self) -> None:
+        """Hand the request being read, from its first byte, to aiohttp, for good."""
+        self._lean = None
+        data = bytes(self._buffer)
+        self._buffer = bytearray()
+        self._header_bytes = 0
+        self._tail = b""
+        self._feed_aiohttp(data)
+
+    # -- the lean lane ----------------------------------------------------------------------
+
+    def _pump(self) -> None:
+        """Answer every whole lean request buffered, in order, until one must be waited for,
+        the write buffer is full, or a request is not of the lean shape."""
+        buffer = self._buffer
+        while buffer and self._lean is not None and self._waiting is None and not self._closing:
+            if self._close_reason is not None or self.transport is None:
+                return
+            if self.writing_paused:
+                self._pause_reading()
+                return
+            slot = self._slot
+            if slot.phase is Phase.IDLE:
+                self._start_request()
+                self._scanned = 0
+            if slot.phase is Phase.HEADERS:
+                end = buffer.find(_HEADER_END, self._scanned)
+                head_bytes = end + len(_HEADER_END)
+                if (end < 0 and len(buffer) > self._limits.max_header_bytes) or (
+                    head_bytes > self._limits.max_header_bytes
+                ):
+                    self._refuse_headers()
+                    return
+                if end < 0:
+                    self._scanned = max(0, len(buffer) - len(_HEADER_END) + 1)
+                    return
+                head = self._lean.match(bytes(buffer[:end]))
+                if head is None:
+                    self._to_aiohttp()
+                    return
+                self._head = head
+                self._body_start = head_bytes
+                self._enter_body()
+            head = self._head
+            assert head is not None
+            end_of_body = self._body_start + head.content_length
+            if len(buffer) < end_of_body:
+                return
+            body = bytes(buffer[self._body_start : end_of_body])
+            del buffer[:end_of_body]
+            self._head = None
+            self._requests += 1
+            self._answer(head, body)
+
+    def _answer(self, head: LeanRequest, body: bytes) -> None:
+        self._answering = True
+        try:
+            answer = head.handler(body)
+        except Exception:
+            log.exception("lean route handler failed")
+            self._send(_INTERNAL_ERROR, close=True)
+            return
+        if isinstance(answer, LeanAnswer):
+            self._send(answer, close=head.close)
+            return
+        self._pause_reading()
+        self._waiting = asyncio.ensure_future(answer)
+        self._waiting.add_done_callback(lambda task: self._answered_later(task, close=head.close))
+
+    def _answered_later(self, task: asyncio.Task[LeanAnswer], *, close: bool) -> None:
+        if self._waiting is not task:
+            return  # the connection was lost meanwhile
+        self._waiting = None
+        if task.cancelled():
+            return
+        error = task.exception()
+        if error is not None:
+            log.error("lean route handler failed", exc_info=error)
+            self._send(_INTERNAL_ERROR, close=True)
+            return
+        self._send(task.result(), close=close)
+        if not self._closing and not self.writing_paused:
+            self._resume_reading()
+            self._pump()
+
+    def _send(self, answer: LeanAnswer, *, close: bool) -> None:
+        self._answering = False
+        transport = self.transport
+        if transport is None or self._close_reason is not None:
+            return
+        transport.write(encode_answer(answer, close=close))
+        self.request_finished()
+        if close:
+            self._closing = True
+            self._cancel_deadline()
+            transport.close()  # flushes the answer, then closes
+
+    def _pause_reading(self) -> None:
+        if not self._read_paused and self.transport is not None:
+            self._read_paused = True
+            self.transport.pause_reading()
+
+    def _resume_reading(self) -> None:
+        if self._read_paused and self.transport is not None:
+            self._read_paused = False
+            self.transport.resume_reading()
 
     # -- deadlines --------------------------------------------------------------------------
+
+    def _start_request(self) -> None:
+        """The first bytes of a request: its header deadline runs from them (the first
+        request's from the end of the TLS handshake)."""
+        if self._requests > 0:  # a kept-alive connection's next request starts now
+            self._request_started = self._loop.time()
+        self._enter(Phase.HEADERS, self._request_started)
+        self._arm_at(
+            self._request_started + self._limits.read_header_timeout, "read-header-timeout"
+        )
 
     def _enter(self, phase: Phase, since: float) -> None:
         self._slot.phase = phase
@@ -344,213 +461,3 @@ class GuardedRequestHandler(web.RequestHandler):
         if transport is not None:
             transport.write(_TOO_LARGE)
             transport.close()  # flushes the answer, then closes
-
-
-class GuardedListener:
-    """The listening socket, the accept loop, the connection cap (module docstring)."""
-
-    def __init__(
-        self,
-        *,
-        server: web.Server,
-        ssl_context: ssl.SSLContext,
-        limits: ServerLimits,
-        host: str | None,
-        port: int,
-        registry: CollectorRegistry,
-        logger: logging.Logger,
-        backlog: int = 128,
-    ) -> None:
-        self._server = server
-        self._ssl_context = ssl_context
-        self._limits = limits
-        self._host = host
-        self._port = port
-        self._backlog = backlog
-        self._metrics = ListenerMetrics(registry)
-        self._log = logger
-        self._slots: dict[_Slot, None] = {}
-        self._per_peer: collections.Counter[str] = collections.Counter()
-        """Open connections by client address."""
-        self._handshake_grace = min(1.0, limits.tls_handshake_timeout / 2)
-        """How long a new connection's TLS handshake is presumed honest at the cap."""
-        self._sock: socket.socket | None = None
-        self._accepting: asyncio.Task[None] | None = None
-
-    @property
-    def port(self) -> int:
-        """The bound port (``port=0`` picks a free one)."""
-        if self._sock is None:
-            raise RuntimeError("the listener is not started")
-        bound: int = self._sock.getsockname()[1]
-        return bound
-
-    @property
-    def open_connections(self) -> int:
-        return len(self._slots)
-
-    async def start(self) -> None:
-        """Bind and listen (``OSError`` when the address is taken), then accept."""
-        self._sock = _listening_socket(self._host, self._port, backlog=self._backlog)
-        self._accepting = asyncio.create_task(self._accept_loop(self._sock))
-
-    async def stop(self) -> None:
-        """Stop accepting and close the socket; connections still in their TLS handshake are
-        closed (those aiohttp serves are closed by its runner's shutdown)."""
-        if self._accepting is not None:
-            self._accepting.cancel()
-            await asyncio.gather(self._accepting, return_exceptions=True)
-            self._accepting = None
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
-        handshakes = [s.handshake for s in self._slots if s.handler is None and s.handshake]
-        for task in handshakes:
-            task.cancel()
-        await asyncio.gather(*handshakes, return_exceptions=True)
-
-    async def _accept_loop(self, sock: socket.socket) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            try:
-                conn, address = await loop.sock_accept(sock)
-            except OSError as exc:  # EMFILE and the like: wait instead of spinning
-                self._log.warning("cannot accept a connection: %s", exc)
-                await asyncio.sleep(0.1)
-                continue
-            if len(self._slots) >= self._limits.max_connections and not self._evict_one():
-                self._metrics.closed["refused"].inc()
-                conn.close()
-                continue
-            slot = _Slot(loop.time(), conn, str(address[0]))
-            self._slots[slot] = None
-            self._per_peer[slot.peer] += 1
-            self._metrics.open.set(len(self._slots))
-            slot.handshake = asyncio.create_task(self._handshake(conn, slot))
-
-    def _evict_one(self) -> bool:
-        now = asyncio.get_running_loop().time()
-        grace = self._handshake_grace
-        candidates: list[tuple[tuple[int, int, float], _Slot]] = []
-        for slot in self._slots:
-            ranked = slot.eviction_rank(now=now, grace=grace)
-            if ranked is not None:
-                rank, since = ranked
-                candidates.append(((rank, -self._per_peer[slot.peer], since), slot))
-        if not candidates:
-            return False
-        _, victim = min(candidates, key=lambda candidate: candidate[0])
-        self._release(victim, "evicted")
-        victim.close_now()
-        return True
-
-    async def _handshake(self, conn: socket.socket, slot: _Slot) -> None:
-        """The TLS handshake, then aiohttp's handler: the TLS protocol calls the handler's
-        ``connection_made`` once the handshake is done (the slot leaves ``HANDSHAKE`` there).
-
-        Under uvloop, uvloop's own TLS (records in C) via ``loop.connect_accepted_socket(ssl=)``;
-        under asyncio's loop, asyncio's TLS protocol with the compact read buffer."""
-        loop = asyncio.get_running_loop()
-        handler = GuardedRequestHandler(
-            self._server, loop=loop, limits=self._limits, slot=slot, on_close=self._release
-        )
-        if _is_uvloop(loop):
-            await self._uvloop_handshake(loop, conn, slot, handler)
-            return
-        handshake: asyncio.Future[None] = loop.create_future()
-        tls = _CompactSSLProtocol(
-            loop,
-            handler,
-            self._ssl_context,
-            handshake,
-            server_side=True,
-            # typeshed says int; asyncio takes any positive number of seconds
-            ssl_handshake_timeout=self._limits.tls_handshake_timeout,  # type: ignore[arg-type]
-            # a peer that never answers our close_notify holds its slot this long at most
-            ssl_shutdown_timeout=self._limits.tls_handshake_timeout,
-        )
-        transport: asyncio.BaseTransport | None = None
-        try:
-            transport, _ = await loop.connect_accepted_socket(lambda: tls, conn)
-            if isinstance(transport, asyncio.Transport):
-                slot.transport = transport
-            await handshake
-        except (OSError, ssl.SSLError, TimeoutError, ValueError):
-            _close(transport, conn)
-            self._release(slot, "handshake")
-        except asyncio.CancelledError:
-            _close(transport, conn)
-            self._release(slot, "evicted")
-            raise
-        finally:
-            slot.handshake = None
-
-    async def _uvloop_handshake(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        conn: socket.socket,
-        slot: _Slot,
-        handler: GuardedRequestHandler,
-    ) -> None:
-        """uvloop's TLS: its transport takes the socket (closing it on failure, on cancellation
-        and at the end), and the call returns once the handshake is done. Its TLS protocol
-        gives every connection a 256 KiB read buffer (``malloc``, not zeroed: only the pages a
-        read touches become resident) — see :mod:`kubescale.runtime.server_limits`."""
-        slot.loop_owns_socket = True
-        try:
-            await loop.connect_accepted_socket(
-                lambda: handler,
-                conn,
-                ssl=self._ssl_context,
-                ssl_handshake_timeout=self._limits.tls_handshake_timeout,
-                # a peer that never answers our close_notify holds its slot this long at most
-                ssl_shutdown_timeout=self._limits.tls_handshake_timeout,
-            )
-        except (OSError, ssl.SSLError, TimeoutError, ValueError):
-            self._release(slot, "handshake")
-        except asyncio.CancelledError:
-            self._release(slot, "evicted")
-            raise
-        finally:
-            slot.handshake = None
-
-    def _release(self, slot: _Slot, reason: str | None) -> None:
-        if slot.released:
-            return
-        slot.released = True
-        self._slots.pop(slot, None)
-        self._per_peer[slot.peer] -= 1
-        if self._per_peer[slot.peer] <= 0:
-            del self._per_peer[slot.peer]
-        self._metrics.open.set(len(self._slots))
-        if reason is not None:
-            self._metrics.closed[reason].inc()
-
-
-def _is_uvloop(loop: asyncio.AbstractEventLoop) -> bool:
-    return type(loop).__module__.startswith("uvloop")
-
-
-def _close(transport: asyncio.BaseTransport | None, conn: socket.socket) -> None:
-    if isinstance(transport, asyncio.Transport):
-        transport.abort()
-    conn.close()
-
-
-def _listening_socket(host: str | None, port: int, *, backlog: int) -> socket.socket:
-    """A non-blocking listening socket: ``host``, or every interface (dual-stack when the
-    machine has IPv6, else IPv4)."""
-    if host:
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.create_server((host, port), family=family, backlog=backlog)
-    elif socket.has_dualstack_ipv6():
-        try:
-            sock = socket.create_server(
-                ("::", port), family=socket.AF_INET6, backlog=backlog, dualstack_ipv6=True
-            )
-        except OSError:
-            sock = socket.create_server(("0.0.0.0", port), backlog=backlog)
-    else:
-        sock = socket.create_server(("0.0.0.0", port), backlog=backlog)
-    sock.setblocking(False)
-    return sock

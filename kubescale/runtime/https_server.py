@@ -12,6 +12,10 @@ cover it, the request is answered ``503`` with ``Retry-After: 1`` and the connec
 before a byte of the body is read — so stalled or slow uploads cannot make the process buffer
 more than the budget, and small requests (every ordinary AdmissionReview) never wait for it.
 
+Lean routes (:data:`LEAN_ROUTES`) are answered by the connection itself, below this application
+(:mod:`kubescale.runtime.lean_requests`): only requests with a small declared body, so the body
+limits above hold for them by construction.
+
 The same middleware tells the connection's
 :class:`~kubescale.runtime.guarded_connections.GuardedRequestHandler` when a request's headers
 are in and when its handler is done, which moves the connection's deadline from "headers" to
@@ -27,9 +31,14 @@ from aiohttp.typedefs import Middleware
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from kubescale.runtime.guarded_connections import GuardedRequestHandler
+from kubescale.runtime.lean_requests import LeanRoutes
 from kubescale.runtime.server_limits import MAX_BODY_BYTES, SMALL_BODY_BYTES
 
-__all__ = ["MAX_BODY_BYTES", "BodyBudget", "make_https_app"]
+__all__ = ["LEAN_ROUTES", "MAX_BODY_BYTES", "BodyBudget", "lean_routes", "make_https_app"]
+
+LEAN_ROUTES = web.AppKey("lean_routes", LeanRoutes)
+"""The application's lean routes (:mod:`kubescale.runtime.lean_requests`), which the TLS listener
+answers below aiohttp; a route there must also be mounted on the application itself."""
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -117,5 +126,14 @@ def _guard(budget: BodyBudget | None) -> Middleware:
 
 
 def make_https_app(*, budget: BodyBudget | None = None) -> web.Application:
-    """An empty application with the body limits; components add their routes to it."""
-    return web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[_guard(budget)])
+    """An empty application with the body limits and an empty set of lean routes; components
+    add their routes to it."""
+    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[_guard(budget)])
+    app[LEAN_ROUTES] = LeanRoutes()
+    return app
+
+
+def lean_routes(app: web.Application) -> LeanRoutes | None:
+    """``app``'s lean routes, or ``None`` for an application not made by :func:`make_https_app`
+    (then a route is served by aiohttp alone)."""
+    return app.get(LEAN_ROUTES)

@@ -49,9 +49,9 @@ from kubescale.runtime.component import (
     Runtime,
     ServerCertificates,
 )
-from kubescale.runtime.guarded_connections import GuardedListener
+from kubescale.runtime.guarded_listener import GuardedListener
 from kubescale.runtime.health import HealthChecks, make_health_app, new_process_registry
-from kubescale.runtime.https_server import BodyBudget, make_https_app
+from kubescale.runtime.https_server import BodyBudget, lean_routes, make_https_app
 from kubescale.runtime.loop_runner import LoopMetrics, LoopRunner
 from kubescale.runtime.process_config import ProcessConfig
 
@@ -314,6 +314,7 @@ async def _listen_and_run(
         port=config.port,
         registry=server.registry,
         logger=component_logger("https"),
+        lean=lean_routes(server.https_app),
     )
     started_components: list[Component] = []
     try:

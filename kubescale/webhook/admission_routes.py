@@ -55,7 +55,7 @@ minutes, however many pods of a ReplicaSet trigger it.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -81,6 +81,8 @@ from kubescale.controllers.vpa.api.hpa_conflict import (
 from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict
 from kubescale.controllers.vpa.api.pod_admission import PodAdmissionError
 from kubescale.kube.events import EventRecorder
+from kubescale.runtime.https_server import lean_routes
+from kubescale.runtime.lean_requests import LeanAnswer
 from kubescale.webhook.admission_reviews import (
     BadReview,
     ReviewRequest,
@@ -256,19 +258,44 @@ class AdmissionWebhook:
         return decider
 
     def mount(self, app: web.Application) -> None:
-        """Add ``POST /`` and the 413 counter to the TLS application."""
+        """Add ``POST /`` and the 413 counter to the TLS application, and ``POST /`` of JSON to
+        its lean routes (:mod:`kubescale.runtime.lean_requests`: the same answers, without
+        aiohttp's request machinery, for requests of the shape kube-apiserver sends)."""
         app.router.add_post(ADMISSION_PATH, self.handle)
         app.on_response_prepare.append(self._count_refused_body)
+        routes = lean_routes(app)
+        if routes is not None:
+            routes.add_post(ADMISSION_PATH, self.handle_lean, content_type=JSON_CONTENT_TYPE)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         started = time.perf_counter()
         body = await request.read()  # a chunked body over 5 MiB raises 413 here
         answer = await self.admit(body, content_type=request.content_type)
         response = web.Response(body=answer.body, content_type=JSON_CONTENT_TYPE, charset="utf-8")
+        self._observe(answer, started)
+        return response
+
+    def handle_lean(self, body: bytes) -> LeanAnswer | Awaitable[LeanAnswer]:
+        """The lean lane's ``POST /`` of ``application/json``: what :meth:`handle` answers, at
+        once unless the pod's controller has to be waited for."""
+        started = time.perf_counter()
+        decided = self._decide(body, content_type=JSON_CONTENT_TYPE, may_wait=True)
+        if isinstance(decided, AdmissionAnswer):
+            self._observe(decided, started)
+            return LeanAnswer(body=decided.body)
+        return self._lean_after_wait(decided, body, started)
+
+    async def _lean_after_wait(
+        self, wait_for: tuple[str, str, str], body: bytes, started: float
+    ) -> LeanAnswer:
+        answer = await self._after_wait(wait_for, body, content_type=JSON_CONTENT_TYPE)
+        self._observe(answer, started)
+        return LeanAnswer(body=answer.body)
+
+    def _observe(self, answer: AdmissionAnswer, started: float) -> None:
         self.metrics.observe(
             status=answer.status, resource=answer.resource, seconds=time.perf_counter() - started
         )
-        return response
 
     async def _count_refused_body(self, request: web.Request, response: web.StreamResponse) -> None:
         if response.status == 413 and request.path == ADMISSION_PATH:
@@ -290,7 +317,14 @@ class AdmissionWebhook:
         answer = self._decide(body, content_type=content_type, may_wait=True)
         if isinstance(answer, AdmissionAnswer):
             return answer
-        kind, namespace, name = answer
+        return await self._after_wait(answer, body, content_type=content_type)
+
+    async def _after_wait(
+        self, wait_for: tuple[str, str, str], body: bytes, *, content_type: str
+    ) -> AdmissionAnswer:
+        """Wait (at most ``controller_wait``) for the controller ``wait_for`` to reach the
+        caches, then decide without waiting."""
+        kind, namespace, name = wait_for
         caches = self.caches
         arrived = caches is not None and await caches.wait_for_controller(
             kind, namespace, name, within=self.controller_wait
