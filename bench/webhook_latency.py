@@ -51,6 +51,7 @@ import os
 import platform
 import random
 import re
+import shutil
 import signal
 import socket
 import ssl
@@ -413,6 +414,70 @@ async def closed_loop(
     }
 
 
+# -- the closed loop again, driven by wrk (C): a ceiling above the Python load generator's ----
+
+_WRK_SCRIPT: Final = """
+local requests, i = {}, 0
+init = function(args)
+  for line in io.lines(args[1]) do
+    requests[#requests + 1] = wrk.format("POST", "/?timeout=10s", {
+      ["Host"] = args[2], ["Content-Type"] = "application/json"}, line)
+  end
+end
+request = function()
+  i = i % #requests + 1
+  return requests[i]
+end
+"""
+_WRK_FIGURES: Final = {
+    "throughput_rps": re.compile(r"Requests/sec:\s+([\d.]+)"),
+    "requests": re.compile(r"(\d+) requests in"),
+    "non_2xx": re.compile(r"Non-2xx or 3xx responses:\s+(\d+)"),
+}
+_WRK_PERCENTILE: Final = re.compile(r"^\s+(50|99)%\s+([\d.]+)(us|ms|s)\s*$", re.MULTILINE)
+
+
+def wrk_binary() -> str | None:
+    """Debian's wrk, installed when missing and this is a root shell with apt-get."""
+    found = shutil.which("wrk")
+    if found is None and os.geteuid() == 0 and shutil.which("apt-get"):
+        subprocess.run(["apt-get", "install", "-y", "-qq", "wrk"], capture_output=True, check=False)
+        found = shutil.which("wrk")
+    return found
+
+
+async def closed_loop_wrk(
+    wrk: str, *, port: int, bodies: list[bytes], seconds: float, concurrency: int, pid: int,
+    work: Path,
+) -> dict[str, Any]:  # fmt: skip
+    """wrk, one thread, ``concurrency`` keep-alive connections, the same bodies in turn (wrk
+    does not verify the certificate; it checks nothing but the status)."""
+    script, lines = work / "bodies.lua", work / "bodies.ndjson"
+    script.write_text(_WRK_SCRIPT, encoding="utf-8")
+    lines.write_bytes(b"\n".join(bodies) + b"\n")
+    cpu_before = _cpu_seconds(pid)
+    process = await asyncio.create_subprocess_exec(
+        wrk, "-t1", f"-c{concurrency}", f"-d{max(1, round(seconds))}s", "--latency", "-s", str(script),
+        f"https://127.0.0.1:{port}/", "--", str(lines), f"{SERVICE}.{NAMESPACE}.svc",
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    output = (await process.communicate())[0].decode()
+    cpu = _cpu_seconds(pid) - cpu_before
+    figures: dict[str, Any] = {"concurrency": concurrency, "load_generator": "wrk"}
+    for name, pattern in _WRK_FIGURES.items():
+        match = pattern.search(output)
+        figures[name] = float(match.group(1)) if match else 0.0
+    units = {"us": 1e-3, "ms": 1.0, "s": 1e3}
+    for quantile, value, unit in _WRK_PERCENTILE.findall(output):
+        figures[f"p{quantile}_ms"] = round(float(value) * units[unit], 2)
+    count = max(1.0, figures["requests"])
+    figures["server_cpu_us_per_request"] = round(cpu / count * 1e6, 1)
+    figures["server_cpu_utilization"] = round(cpu / seconds, 3)
+    if process.returncode != 0 or not figures["throughput_rps"]:
+        raise RuntimeError(f"wrk failed: {output}")
+    return figures
+
+
 # -- the decision alone ---------------------------------------------------------------------
 
 
@@ -547,11 +612,26 @@ async def measure_case(
 
             await target.open(OPEN_LOOP_CONNECTIONS)
             await open_loop(target, request, 500.0, min(2.0, args.seconds), process.pid)  # warm-up
-            closed_runs, open_runs = [], {str(int(rate)): [] for rate in args.rates}
+            closed_runs: list[dict[str, Any]] = []
+            open_runs: dict[str, list[dict[str, Any]]] = {str(int(r)): [] for r in args.rates}
+            wrk_runs: list[dict[str, Any]] = []
+            wrk = wrk_binary()
             for _ in range(args.repeat):
                 closed_runs.append(
                     await closed_loop(target, request, args.seconds, args.concurrency, process.pid)
                 )
+                if wrk is not None:
+                    wrk_runs.append(
+                        await closed_loop_wrk(
+                            wrk,
+                            port=port,
+                            bodies=bodies,
+                            seconds=args.seconds,
+                            concurrency=args.concurrency,
+                            pid=process.pid,
+                            work=work,
+                        )
+                    )
                 for rate in args.rates:
                     open_runs[str(int(rate))].append(
                         await open_loop(target, request, rate, args.seconds, process.pid)
@@ -568,6 +648,9 @@ async def measure_case(
         "containers_per_pod": containers_per_pod,
         "server_cores": sorted(server_core),
         "closed_loop": {"summary": _summary(closed_runs), "runs": closed_runs},
+        "closed_loop_wrk": (
+            {"summary": _summary(wrk_runs), "runs": wrk_runs} if wrk_runs else None
+        ),
         "open_loop": {
             rate: {"summary": _summary(runs), "runs": runs} for rate, runs in open_runs.items()
         },
@@ -618,6 +701,13 @@ def _print(label: str, run: dict[str, Any]) -> None:
             f"(max {max(r['throughput_rps'] for r in case['closed_loop']['runs']):.0f}), "
             f"server CPU {closed['server_cpu_us_per_request']['median']:.0f} µs/request"
         )
+        wrk = case.get("closed_loop_wrk")
+        if wrk:
+            line += (
+                f"; wrk closed loop {wrk['summary']['throughput_rps']['median']:.0f} req/s median "
+                f"(max {max(r['throughput_rps'] for r in wrk['runs']):.0f}), server CPU "
+                f"{wrk['summary']['server_cpu_us_per_request']['median']:.0f} µs/request"
+            )
         for rate, data in case["open_loop"].items():
             s = data["summary"]
             line += (

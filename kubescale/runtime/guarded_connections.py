@@ -174,6 +174,7 @@ class GuardedRequestHandler(web.RequestHandler):
         self._slot = slot
         self._on_close = on_close
         self._deadline: asyncio.TimerHandle | None = None
+        self._deadline_at = 0.0
         self._deadline_reason = ""
         self._header_bytes = 0
         self._tail = b""
@@ -431,8 +432,17 @@ class GuardedRequestHandler(web.RequestHandler):
         self._arm_at(self._loop.time() + seconds, reason)
 
     def _arm_at(self, when: float, reason: str) -> None:
-        self._cancel_deadline()
+        """The connection's deadline is now ``when``. The timer is moved only when it would
+        fire later than that: one that fires earlier finds the deadline moved and waits again
+        (:meth:`_expired`), so a busy kept-alive connection moves its timer about once per
+        ``read_header_timeout`` instead of three times a request."""
+        self._deadline_at = when
         self._deadline_reason = reason
+        timer = self._deadline
+        if timer is not None:
+            if timer.when() <= when:
+                return
+            timer.cancel()
         self._deadline = self._loop.call_at(when, self._expired)
 
     def _cancel_deadline(self) -> None:
@@ -442,6 +452,9 @@ class GuardedRequestHandler(web.RequestHandler):
 
     def _expired(self) -> None:
         self._deadline = None
+        if self._loop.time() < self._deadline_at:  # the deadline moved after the timer was set
+            self._deadline = self._loop.call_at(self._deadline_at, self._expired)
+            return
         if self._slot.phase is Phase.BODY and self.body_complete():
             return  # the whole request arrived in time; its handler is running
         if self._deadline_reason == "idle-timeout" and self.transport is not None:

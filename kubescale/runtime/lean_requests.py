@@ -57,6 +57,9 @@ _TARGET: Final = re.compile(rb"(/[!-~]*)")
 _DIGITS: Final = re.compile(rb"[0-9]{1,7}")
 _NOT_LEAN_HEADERS: Final = frozenset({b"transfer-encoding", b"expect", b"upgrade"})
 _REASONS: Final = {200: "OK", 500: "Internal Server Error"}
+_SEEN_HEADS: Final = 1024
+_SEEN_HEAD_BYTES: Final = 4096
+"""Longer heads are not remembered, nor taken: the cache holds at most 4 MiB of heads."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +91,9 @@ class LeanRoutes:
 
     def __init__(self) -> None:
         self._routes: dict[bytes, tuple[LeanHandler, bytes]] = {}
+        self._seen: dict[bytes, LeanRequest | None] = {}
+        """What :meth:`match` answered, by head: a client sends the same head again and again
+        (kube-apiserver's differ only in ``Content-Length``); at most ``_SEEN_HEADS``."""
 
     def __bool__(self) -> bool:
         return bool(self._routes)
@@ -101,10 +107,21 @@ class LeanRoutes:
         if raw in self._routes:
             raise ValueError(f"lean route path: {path!r} is registered already")
         self._routes[raw] = (handler, content_type.lower().encode("ascii"))
+        self._seen.clear()
 
     def match(self, head: bytes) -> LeanRequest | None:
         """The lean request ``head`` (the bytes before the blank line) is, or ``None`` when it
         is not exactly the lean shape (then aiohttp gets it)."""
+        seen = self._seen
+        if head in seen:
+            return seen[head]
+        request = self._match(head) if len(head) <= _SEEN_HEAD_BYTES else None
+        if len(seen) >= _SEEN_HEADS:
+            seen.clear()
+        seen[head] = request
+        return request
+
+    def _match(self, head: bytes) -> LeanRequest | None:
         lines = head.split(b"\r\n")
         method, space, rest = lines[0].partition(b" ")
         target, space2, version = rest.partition(b" ")

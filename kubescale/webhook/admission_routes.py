@@ -92,6 +92,7 @@ from kubescale.webhook.admission_reviews import (
     peek_uid,
     review_response,
 )
+from kubescale.webhook.answer_cache import AnswerCache, split_uid
 from kubescale.webhook.event_throttle import EventThrottle
 from kubescale.webhook.vpa_validation import admit_vpa
 from kubescale.webhook.webhook_config import WebhookSettings
@@ -238,9 +239,11 @@ class AdmissionWebhook:
         self.matches = MatchCache()
         """Top-most controller and VPA by owner reference and labels
         (:mod:`kubescale.controllers.vpa.admission.match_cache`)."""
+        self.answers = AnswerCache()
+        """Whole pod answers by body but the uid (:mod:`kubescale.webhook.answer_cache`)."""
         self._decider: CachedPodAdmission | None = None
         self._pod_bodies: dict[str, tuple[bytes, bytes]] = {}
-        """A pod answer's bytes around its uid, by encoded patch (:meth:`_pod_body`)."""
+        """A pod answer's bytes around its uid, by encoded patch (:meth:`_pod_template`)."""
 
     def _pod_decider(self, caches: AdmissionCaches) -> CachedPodAdmission:
         decider = self._decider
@@ -254,6 +257,8 @@ class AdmissionWebhook:
             decider = CachedPodAdmission(
                 caches=caches, settings=options, decisions=self.decisions, matches=self.matches
             )
+            self.answers.clear()
+            caches.on_input_change(self.answers)
             self._decider = decider
         return decider
 
@@ -352,13 +357,16 @@ class AdmissionWebhook:
                     uid=peek_uid(body),
                 )
             )
+        known = self._known_answer(body)
+        if known is not None:
+            return known
         parsed = parse_review(body)
         if isinstance(parsed, BadReview):
             return self._bad(parsed)
         key = (parsed.group, parsed.resource)
         try:
             if key == _PODS:
-                return self._admit_pod(parsed, may_wait=may_wait)
+                return self._admit_pod(parsed, body=body, may_wait=may_wait)
             if key == _VPAS:
                 return self._admit_vpa(parsed)
         except PodAdmissionError as exc:
@@ -396,8 +404,35 @@ class AdmissionWebhook:
             bad_reason=bad.reason,
         )
 
+    def _known_answer(self, body: bytes) -> AdmissionAnswer | None:
+        """The answer cache's answer to ``body``, if it holds one still valid (the pod is
+        counted as the decision counts it)."""
+        if not self.answers:
+            return None
+        split = split_uid(body)
+        if split is None:
+            return None
+        key, uid = split
+        known = self.answers.get(key)
+        if known is None:
+            return None
+        caches, decider = self.caches, self._decider
+        if (
+            caches is None
+            or decider is None
+            or decider.caches is not caches
+            or self.matches.get(known.match_key, lookup=caches.owner, vpas_for=caches.vpas_for)
+            is not known.match
+        ):
+            self.answers.discard(key)
+            return None
+        self.metrics.count_pod(applied=known.applied)
+        return AdmissionAnswer(
+            body=known.body(uid), status=known.status, resource="Pod", patches=list(known.patches)
+        )
+
     def _admit_pod(
-        self, request: ReviewRequest, *, may_wait: bool
+        self, request: ReviewRequest, *, body: bytes, may_wait: bool
     ) -> AdmissionAnswer | tuple[str, str, str]:
         if request.version != "v1":
             return self._bad(
@@ -436,6 +471,20 @@ class AdmissionWebhook:
         patches = decision.patches
         applied = bool(patches)
         self.metrics.count_pod(applied=applied)
+        if (
+            decision.match is not None
+            and decision.not_matched is None
+            and decision.hpa_conflict is None
+            and decision.limit_range_override is None
+        ):
+            self.answers.remember(
+                body,
+                uid=request.uid,
+                answer=self._pod_template(decision.encoded_patch),
+                patches=patches,
+                match=decision.match,
+                namespace=_namespace_of(pod),
+            )
         return AdmissionAnswer(
             body=self._pod_body(request.uid, decision.encoded_patch),
             status="applied" if applied else "skipped",
@@ -444,9 +493,15 @@ class AdmissionWebhook:
         )
 
     def _pod_body(self, uid: str, encoded_patch: str) -> bytes:
-        """``encode_json(review_response(uid=uid, encoded_patch=encoded_patch))``, spliced from
-        the bytes before and after the uid, which depend only on the patch (one ReplicaSet's
-        pods share one patch). The uid is written by the same encoder, so the bytes are equal."""
+        """``encode_json(review_response(uid=uid, encoded_patch=encoded_patch))``."""
+        head, tail = self._pod_template(encoded_patch)
+        return head + encode_json(uid) + tail
+
+    def _pod_template(self, encoded_patch: str) -> tuple[bytes, bytes]:
+        """The bytes of ``encode_json(review_response(uid=uid, encoded_patch=encoded_patch))``
+        before and after the uid's JSON string, which depend only on the patch (one
+        ReplicaSet's pods share one patch): the answer is spliced around the uid written by
+        the same encoder, so the bytes are equal."""
         template = self._pod_bodies.get(encoded_patch)
         if template is None:
             whole = encode_json(review_response(uid="", encoded_patch=encoded_patch))
@@ -455,7 +510,7 @@ class AdmissionWebhook:
             if len(self._pod_bodies) >= _MAX_POD_BODIES:
                 self._pod_bodies.clear()
             self._pod_bodies[encoded_patch] = template
-        return template[0] + encode_json(uid) + template[1]
+        return template
 
     def _record_hpa_conflict(self, conflict: HpaConflict) -> None:
         names = sorted(
@@ -536,6 +591,12 @@ def limit_range_override_message(
     pods = f" for pods of {target.kind}/{target.name}" if target is not None else ""
     reasons = "; ".join(conflict.describe() for conflict in conflicts)
     return f"a LimitRange of the namespace wins over this VPA{pods}: {reasons}"
+
+
+def _namespace_of(pod: dict[str, Any]) -> str:
+    metadata = pod.get("metadata")
+    namespace = metadata.get("namespace") if isinstance(metadata, dict) else None
+    return namespace if isinstance(namespace, str) else ""
 
 
 def _with_namespace(pod: dict[str, Any], namespace: str) -> dict[str, Any]:

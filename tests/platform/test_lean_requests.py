@@ -118,3 +118,13 @@ def test_the_answer_has_aiohttps_header_lines_in_its_order() -> None:
     )
     assert closing.startswith(b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/plain;")
     assert closing.endswith(b"\r\nConnection: close\r\n\r\nno")
+
+
+def test_a_head_is_matched_once_then_remembered(routes: LeanRoutes) -> None:
+    first = routes.match(OK)
+    assert first is not None
+    assert routes.match(OK) is first  # remembered, not parsed again
+    assert routes.match(OK + b"\r\nX-Pad: " + b"a" * 4096) is None  # over 4 KiB: aiohttp's
+    routes.add_post("/other", _handler, content_type="application/json")
+    assert routes.match(OK) is not first  # a new route forgets what was seen
+    assert routes.match(OK) == first

@@ -33,13 +33,13 @@ node behind their flags), computed on a miss from the pod's projection
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kubescale.controllers.vpa.admission.admission_caches import AdmissionCaches
 from kubescale.controllers.vpa.admission.decision_cache import DecisionCache, admit_cached
-from kubescale.controllers.vpa.admission.match_cache import MatchCache, OwnerRead, match_key
+from kubescale.controllers.vpa.admission.match_cache import Match, MatchCache, OwnerRead, match_key
 from kubescale.controllers.vpa.api.controller_refs import (
     ControllerRef,
     controller_owner_ref,
@@ -85,6 +85,10 @@ class PodDecision:
     """Why no VPA could be looked up, when something was not available."""
     hpa_conflict: HpaConflict | None = None
     limit_range_override: LimitRangeOverride | None = None
+    match: tuple[Hashable, Match] | None = None
+    """The match cache's key and entry this decision was made with, when it is remembered
+    there: while :meth:`MatchCache.get` gives that same entry for the key, and no input
+    listener dropped what it was made with, the same pod gets the same decision."""
 
 
 def _namespace(pod: Mapping[str, Any]) -> str:
@@ -133,8 +137,8 @@ class CachedPodAdmission:
             if known is not None:
                 # Made from informers only: nothing was queued, nothing is missing.
                 if known.vpa is None:
-                    return PodDecision()
-                return self._patch(pod, known.vpa, not_matched=None)
+                    return PodDecision(match=(key, known))
+                return self._patch(pod, known.vpa, not_matched=None, match=(key, known))
         pending_before = caches.controllers.scale_lookups.pending
         misses: list[tuple[str, str, str]] = []
         reads: list[OwnerRead] = []
@@ -198,14 +202,23 @@ class CachedPodAdmission:
             if caches.controllers.scale_lookups.pending > pending_before
             else None
         )
+        remembered: tuple[Hashable, Match] | None = None
         if cacheable and not misses and not_matched is None and key is not None:
-            self.matches.put(key, controller=controller, vpa=vpa, reads=reads, vpas=candidates)
+            stored = self.matches.put(
+                key, controller=controller, vpa=vpa, reads=reads, vpas=candidates
+            )
+            remembered = (key, stored) if stored is not None else None
         if vpa is None:
-            return PodDecision(not_matched=not_matched)
-        return self._patch(pod, vpa, not_matched=not_matched)
+            return PodDecision(not_matched=not_matched, match=remembered)
+        return self._patch(pod, vpa, not_matched=not_matched, match=remembered)
 
     def _patch(
-        self, pod: dict[str, Any], vpa: dict[str, Any], *, not_matched: str | None
+        self,
+        pod: dict[str, Any],
+        vpa: dict[str, Any],
+        *,
+        not_matched: str | None,
+        match: tuple[Hashable, Match] | None = None,
     ) -> PodDecision:
         caches, settings = self.caches, self.settings
         target = target_ref_of(vpa)
@@ -242,4 +255,5 @@ class CachedPodAdmission:
             not_matched=not_matched,
             hpa_conflict=conflict,
             limit_range_override=override,
+            match=match,
         )

@@ -47,7 +47,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Generic, TypeVar
 
 import orjson
 
@@ -60,6 +60,7 @@ __all__ = [
     "DEFAULT_MAX_ENTRIES",
     "CachedAdmission",
     "DecisionCache",
+    "InvalidatedLru",
     "admit_cached",
     "decision_key",
     "decision_pod",
@@ -206,6 +207,9 @@ def decision_key(
     )
 
 
+V = TypeVar("V")
+
+
 @dataclass(frozen=True, kw_only=True)
 class CachedAdmission:
     """What a decision is made of, for one pod shape (shared by every request that hits it)."""
@@ -219,16 +223,17 @@ class CachedAdmission:
 
 
 @dataclass
-class _Entry:
-    value: CachedAdmission
+class _Entry(Generic[V]):
+    value: V
     stored_at: float
     vpa_uid: str
     namespace: str
 
 
-class DecisionCache:
-    """Least-recently-used decisions by :func:`decision_key`, dropped by the informers' event
-    handlers when what they were made of changes (module docstring)."""
+class InvalidatedLru(Generic[V]):
+    """Least-recently-used values, bounded by size and age, each indexed by the VPA (uid) and
+    the namespace it was made with, so that the informers' event handlers can drop what a
+    change made stale (an :class:`~.admission_caches.InputListener`)."""
 
     def __init__(
         self,
@@ -240,7 +245,7 @@ class DecisionCache:
         self.max_entries = max_entries
         self.max_age = max_age
         self._now = now
-        self._entries: OrderedDict[Hashable, _Entry] = OrderedDict()
+        self._entries: OrderedDict[Hashable, _Entry[V]] = OrderedDict()
         self._by_vpa: dict[str, set[Hashable]] = {}
         self._by_namespace: dict[str, set[Hashable]] = {}
         self.hits = 0
@@ -251,7 +256,7 @@ class DecisionCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def get(self, key: Hashable) -> CachedAdmission | None:
+    def get(self, key: Hashable) -> V | None:
         entry = self._entries.get(key)
         if entry is None:
             self.misses += 1
@@ -264,7 +269,7 @@ class DecisionCache:
         self.hits += 1
         return entry.value
 
-    def put(self, key: Hashable, value: CachedAdmission, *, vpa_uid: str, namespace: str) -> None:
+    def put(self, key: Hashable, value: V, *, vpa_uid: str, namespace: str) -> None:
         if self.max_entries <= 0:
             return
         if key in self._entries:
@@ -277,10 +282,13 @@ class DecisionCache:
         while len(self._entries) > self.max_entries:
             self._remove(next(iter(self._entries)))
 
+    def discard(self, key: Hashable) -> None:
+        self._remove(key)
+
     # -- invalidation, from the informers' event handlers ----------------------------------------
 
     def forget_vpa(self, uid: str) -> None:
-        """A VPA changed or went away: drop every decision made with it."""
+        """A VPA changed or went away: drop every value made with it."""
         for key in list(self._by_vpa.get(uid, ())):
             self._remove(key)
             self.dropped += 1
@@ -292,7 +300,7 @@ class DecisionCache:
             self.dropped += 1
 
     def clear(self) -> None:
-        """Something every decision may depend on changed (the largest node)."""
+        """Something every value may depend on changed (the largest node)."""
         self.dropped += len(self._entries)
         self._entries.clear()
         self._by_vpa.clear()
@@ -308,6 +316,11 @@ class DecisionCache:
                 keys.discard(key)
                 if not keys:
                     del index[name]
+
+
+class DecisionCache(InvalidatedLru[CachedAdmission]):
+    """Least-recently-used decisions by :func:`decision_key`, dropped by the informers' event
+    handlers when what they were made of changes (module docstring)."""
 
 
 def encode_patch(patches: Sequence[Mapping[str, Any]]) -> str:

@@ -135,11 +135,12 @@ class MatchCache:
         vpa: dict[str, Any] | None,
         reads: Sequence[OwnerRead],
         vpas: Sequence[dict[str, Any]],
-    ) -> None:
+    ) -> Match | None:
+        """Remember a match; the entry (``None`` when nothing is remembered)."""
         if self.max_entries <= 0:
-            return
+            return None
         self._entries.pop(key, None)
-        self._entries[key] = Match(
+        match = self._entries[key] = Match(
             controller=controller,
             vpa=vpa,
             reads=tuple(reads),
@@ -148,6 +149,7 @@ class MatchCache:
         )
         while len(self._entries) > self.max_entries:
             self._entries.popitem(last=False)
+        return match
 
     def clear(self) -> None:
         self._entries.clear()
