@@ -457,7 +457,8 @@ async def closed_loop_wrk(
     lines.write_bytes(b"\n".join(bodies) + b"\n")
     cpu_before = _cpu_seconds(pid)
     process = await asyncio.create_subprocess_exec(
-        wrk, "-t1", f"-c{concurrency}", f"-d{max(1, round(seconds))}s", "--latency", "-s", str(script),
+        wrk, "-t1", f"-c{concurrency}", f"-d{max(1, round(seconds))}s", "--latency",
+        "-s", str(script),
         f"https://127.0.0.1:{port}/", "--", str(lines), f"{SERVICE}.{NAMESPACE}.svc",
         stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
@@ -495,6 +496,7 @@ async def in_process(kubeconfig: Path, bodies: Callable[[int], bytes]) -> dict[s
             )
             webhook.decisions.max_entries = entries
             webhook.matches.max_entries = entries
+            webhook.answers.max_entries = entries
             for i in range(2000):  # every pod shape seen once
                 await webhook.admit(bodies(i), content_type="application/json")
             samples: list[float] = []

@@ -26,6 +26,7 @@ from tests.platform.test_lean_lane_property import (
     parse_answers,
     request_bytes,
 )
+from tests.platform.test_serve_under_attack import _review
 
 BOTH_EVENT_LOOPS = True
 SERVER_NAME = "kubescale.kube-system.svc"
@@ -90,23 +91,13 @@ async def lanes(cert_dir: Path) -> AsyncIterator[Lanes]:
         await runner.cleanup()
 
 
-def _review_body(uid: str) -> bytes:
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
-           "spec": {"containers": [{"name": "app", "image": "x"}]}}  # fmt: skip
-    request = {"uid": uid, "kind": {"group": "", "version": "v1", "kind": "Pod"},
-               "resource": {"group": "", "version": "v1", "resource": "pods"},
-               "namespace": "default", "operation": "CREATE", "object": pod}  # fmt: skip
-    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                       "request": request}).encode()  # fmt: skip
-
-
 def _split(answer: bytes) -> tuple[list[bytes], bytes]:
     head, _, body = answer.partition(b"\r\n\r\n")
     return [line for line in head.split(b"\r\n") if not line.startswith(b"Date: ")], body
 
 
 async def test_the_webhook_answers_the_same_in_either_lane(lanes: Lanes) -> None:
-    body = _review_body("same-uid")
+    body = _review("same-uid")
     lean = (
         b"POST /?timeout=10s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
         b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body)
