@@ -142,3 +142,24 @@ def test_a_pod_without_controller_or_with_odd_labels_is_not_keyed() -> None:
     odd = _pod()
     odd["metadata"]["labels"] = {"app": ["unhashable"]}
     assert match_key(odd) is None
+
+
+async def test_a_replicasets_status_update_keeps_the_match(setup: Setup) -> None:
+    """The ReplicaSet controller rewrites the ReplicaSet's status while it creates a scale-out's
+    pods: a new informer object each time, but nothing a match reads changed."""
+    assert _requests(await _ask(setup, 1)) == {"cpu": "250m", "memory": "200Mi"}
+    before = await setup.kube.get(REPLICA_SETS, "web-rs", namespace="default")
+    await setup.kube.patch(
+        REPLICA_SETS,
+        "web-rs",
+        {"metadata": {"labels": {"app": "web", "seen": "yes"}}, "status": {"replicas": 7}},
+        namespace="default",
+    )
+    await _caught_up(setup)
+    after = await setup.kube.get(REPLICA_SETS, "web-rs", namespace="default")
+    assert after["metadata"]["resourceVersion"] != before["metadata"]["resourceVersion"]
+    misses = _matches(setup).misses
+    # still a lookup (and so the whole answer stays in the answer cache, which rides on it);
+    # an identity-only check fails here
+    assert _requests(await _ask(setup, 2)) == {"cpu": "250m", "memory": "200Mi"}
+    assert _matches(setup).misses == misses

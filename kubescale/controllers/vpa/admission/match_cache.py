@@ -13,9 +13,13 @@ selector for every VPA indexed under that controller — reads only:
 :class:`MatchCache` keys a match by the pod's part (:func:`match_key`) and keeps, with the answer,
 the objects it read. An entry is used only if every one of those objects is still *the* object
 its informer holds (identity: an informer replaces an object on every change, so this is "the
-same resourceVersion" without parsing it) and the VPAs indexed under the controller are the same
-objects in the same order. A changed, added or deleted ReplicaSet, Deployment or VPA therefore
-makes the very next request match again; no event handler has to be right about it.
+same resourceVersion" without parsing it) — or one that differs from it only in what no match
+reads (:func:`match_fields`: the uid, owner references and selector are all a match reads of a
+controller, so the status updates the ReplicaSet controller writes while it creates the pods of
+a scale-out keep the match) — and the VPAs indexed under the controller are the same objects in
+the same order. A ReplicaSet or Deployment re-owned, re-selected, deleted or re-created, and a
+VPA added, changed or deleted, therefore make the very next request match again; no event
+handler has to be right about it.
 
 Only matches made entirely from informers are remembered: one that read a controller of a kind
 without informer (``/scale`` lookups, whose answers arrive asynchronously), or that found an
@@ -39,6 +43,7 @@ __all__ = [
     "Match",
     "MatchCache",
     "OwnerRead",
+    "match_fields",
     "match_key",
 ]
 
@@ -155,6 +160,23 @@ class MatchCache:
         self._entries.clear()
 
 
+def match_fields(obj: Mapping[str, Any]) -> tuple[object, ...]:
+    """What a match reads of a controller object: its uid, its owner references (the walk up)
+    and where its selector comes from (``spec.selector``; a CronJob's job template labels)."""
+    metadata = obj.get("metadata")
+    spec = obj.get("spec")
+    meta = metadata if isinstance(metadata, Mapping) else {}
+    body = spec if isinstance(spec, Mapping) else {}
+    return (
+        metadata if not isinstance(metadata, Mapping) else None,
+        spec if not isinstance(spec, Mapping) else None,
+        meta.get("uid"),
+        meta.get("ownerReferences"),
+        body.get("selector"),
+        body.get("jobTemplate"),
+    )
+
+
 def _unchanged(
     entry: Match,
     *,
@@ -162,7 +184,8 @@ def _unchanged(
     vpas_for: Callable[[ControllerRef], Sequence[dict[str, Any]]],
 ) -> bool:
     for api_version, kind, namespace, name, obj in entry.reads:
-        if lookup(api_version, kind, namespace, name) is not obj:
+        found = lookup(api_version, kind, namespace, name)
+        if found is not obj and (found is None or match_fields(found) != match_fields(obj)):
             return False
     if entry.controller is None:
         return True
