@@ -58,6 +58,7 @@ _DIGITS: Final = re.compile(rb"[0-9]{1,7}")
 _NOT_LEAN_HEADERS: Final = frozenset({b"transfer-encoding", b"expect", b"upgrade"})
 _REASONS: Final = {200: "OK", 500: "Internal Server Error"}
 _SEEN_HEADS: Final = 1024
+_SEEN_MAX_AGE: Final = 3600.0
 _SEEN_HEAD_BYTES: Final = 4096
 """Longer heads are not remembered, nor taken: the cache holds at most 4 MiB of heads."""
 
@@ -89,11 +90,14 @@ class LeanRequest:
 class LeanRoutes:
     """The lean lane's routes: ``POST`` paths with one media type each (module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, now: Callable[[], float] = time.monotonic) -> None:
+        self._now = now
         self._routes: dict[bytes, tuple[LeanHandler, bytes]] = {}
         self._seen: dict[bytes, LeanRequest | None] = {}
         """What :meth:`match` answered, by head: a client sends the same head again and again
-        (kube-apiserver's differ only in ``Content-Length``); at most ``_SEEN_HEADS``."""
+        (kube-apiserver's differ only in ``Content-Length``); at most ``_SEEN_HEADS``, all
+        forgotten when full and every hour."""
+        self._seen_since = now()
 
     def __bool__(self) -> bool:
         return bool(self._routes)
@@ -113,6 +117,10 @@ class LeanRoutes:
         """The lean request ``head`` (the bytes before the blank line) is, or ``None`` when it
         is not exactly the lean shape (then aiohttp gets it)."""
         seen = self._seen
+        now = self._now()
+        if now - self._seen_since >= _SEEN_MAX_AGE:
+            seen.clear()
+            self._seen_since = now
         if head in seen:
             return seen[head]
         request = self._match(head) if len(head) <= _SEEN_HEAD_BYTES else None

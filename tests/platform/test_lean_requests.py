@@ -128,3 +128,16 @@ def test_a_head_is_matched_once_then_remembered(routes: LeanRoutes) -> None:
     routes.add_post("/other", _handler, content_type="application/json")
     assert routes.match(OK) is not first  # a new route forgets what was seen
     assert routes.match(OK) == first
+
+
+def test_remembered_heads_are_forgotten_after_an_hour() -> None:
+    clock = [0.0]
+    routes = LeanRoutes(now=lambda: clock[0])
+    routes.add_post("/", _handler, content_type="application/json")
+    first = routes.match(OK)
+    clock[0] = 3599.0
+    assert routes.match(OK) is first
+    clock[0] = 3600.0
+    again = routes.match(OK)
+    assert again is not first  # parsed anew
+    assert again == first
