@@ -76,8 +76,8 @@ def _aggregate(
 #   rung 0 (0.9, 0.15):  1077095457 + int(1077095457 * 0.15 = 161564318.55) = 1238659775
 #   rung 1 (0.99, 0.15) and rung 2 (1.0, 0.15):
 #                        4340933439 + int(4340933439 * 0.15 = 651140015.85) = 4992073454
-#   rung 3 (1.0, 0.5):   4340933439 + int(4340933439 * 0.5 = 2170466719.5) = 6511400158
-RUNG_0, RUNG_1, RUNG_3 = 1238659775, 4992073454, 6511400158
+#   rung 3 (1.0, 0.3):   4340933439 + int(4340933439 * 0.3 = 1302280031.7) = 5643213470
+RUNG_0, RUNG_1, RUNG_3 = 1238659775, 4992073454, 5643213470
 SPIKY = [(GIB, 95), (4 * GIB, 5)]
 
 
@@ -96,8 +96,8 @@ SPIKY = [(GIB, 95), (4 * GIB, 5)]
         ([(50, GIB), (57, GIB)], 82, RUNG_1),  # 7 h apart: two episodes, rung 2 = P100 + 15%
         ([(40, GIB), (47, GIB), (54, GIB)], 79, RUNG_3),  # three episodes: the last rung
         ([(30, GIB), (37, GIB), (44, GIB), (51, GIB)], 76, RUNG_3),  # beyond: still the last
-        ([(50, GIB)], 50 + 4 * 24, RUNG_0),  # 4 days later the episode has left the window
-        ([(50, GIB)], 50 + 4 * 24 - 1, RUNG_1),  # an hour before, it still counts
+        ([(50, GIB)], 50 + 8 * 24, RUNG_0),  # 8 days later the episode has left the window
+        ([(50, GIB)], 50 + 8 * 24 - 1, RUNG_1),  # an hour before, it still counts
         ([(70, 3 * GIB)], 60, RUNG_0),  # an OOM after now is not seen (no look-ahead)
     ],
 )
@@ -186,9 +186,9 @@ def test_the_oom_log_is_bounded_by_age_and_size() -> None:
         ([1, 2, 6.9], 10, 1, 6.9),  # gaps under 6 h: one episode
         ([1, 7, 13], 14, 3, 13),  # gaps of exactly 6 h start new episodes
         ([1, 7, 13], 7, 2, 7),  # at 7 h the 13 h OOM has not happened yet
-        ([1, 200], 200, 1, 200),  # the 1 h episode started 199 h ago (window 96 h)
-        ([1, 90], 96, 2, 90),  # the 1 h episode started 95 h ago: inside the 96 h window
-        ([1, 90], 97, 1, 90),  # 96 h ago: out (the window is open at its far end)
+        ([1, 200], 200, 1, 200),  # the 1 h episode started 199 h ago (window 192 h)
+        ([1, 90], 192, 2, 90),  # the 1 h episode started 191 h ago: inside the 192 h window
+        ([1, 90], 193, 1, 90),  # 192 h ago: out (the window is open at its far end)
     ],
 )
 def test_oom_pressure(hours: list[float], now: float, episodes: int, last: float | None) -> None:
@@ -209,14 +209,14 @@ def test_oom_pressure(hours: list[float], now: float, episodes: int, last: float
     ("cpu", "expected"),
     [
         # Steady 1 core: every candidate is bucket 36's end, 1016 + int(152.4) = 1168m; costs
-        # 1168 + 30000 * (1 - p) are lowest for p = 0.95: 1168m.
+        # 1168 + 20000 * (1 - p) are lowest for p = 0.95: 1168m.
         ([(1000, 100)], 1168),
         # 82 samples at 0.1 core, 18 at 2 cores: P80 -> bucket 8, 110 + int(16.5) = 126m,
-        # cost 126 + 30000 * 0.2 = 6126; P85/P90/P95 -> bucket 49, 2093 + int(313.95) =
-        # 2406m, costs 6906 / 5406 / 3906: P95 wins, 2406m.
+        # cost 126 + 20000 * 0.2 = 4126; P85/P90/P95 -> bucket 49, 2093 + int(313.95) =
+        # 2406m, costs 5406 / 4406 / 3406: P95 wins, 2406m.
         ([(100, 82), (2000, 18)], 2406),
-        # 92 at 0.1 core, 8 at 2 cores: P80/P85/P90 -> 126m (costs 6126, 4626, 3126), P95 ->
-        # 2406m (3906): P90 wins, 126m — the rare burst is not worth 2.3 cores.
+        # 92 at 0.1 core, 8 at 2 cores: P80/P85/P90 -> 126m (costs 4126, 3126, 2126), P95 ->
+        # 2406m (3406): P90 wins, 126m — the rare burst is not worth 2.3 cores.
         ([(100, 92), (2000, 8)], 126),
         # 96 at 1 core, 4 at 2 cores: P80..P95 all bucket 36 -> 1168m, P95 cost lowest.
         ([(1000, 96), (2000, 4)], 1168),
@@ -287,6 +287,9 @@ def aggregates(draw: st.DrawFn) -> tuple[AggregateContainerState, int]:
         state.add_memory_peak(draw(st.integers(0, 1 << 40)), at(hour))
     for hour in draw(st.lists(_hours, max_size=8)):
         state.note_oom(at(hour), draw(st.integers(0, 1 << 40)))
+    # Usage samples after the OOMs reach the recent peaks (the burst release's input).
+    for hour in sorted(draw(st.lists(_hours, max_size=30))):
+        state.note_memory_usage(draw(st.integers(0, 1 << 40)), at(hour))
     return state, at(draw(_hours))
 
 
@@ -300,6 +303,11 @@ policies = st.builds(
     throttle_cost_cores=st.floats(0, 100),
     young_ns=st.sampled_from([0, 6 * 3600 * 10**9, 24 * 3600 * 10**9, 400 * 3600 * 10**9]),
     young_memory_margin=st.floats(0, 2),
+    release_quiet_ns=st.sampled_from([0, 3600 * 10**9, 12 * 3600 * 10**9, 46 * 3600 * 10**9]),
+    release_history_ns=st.sampled_from([0, 12 * 3600 * 10**9, 46 * 3600 * 10**9]),
+    release_margin=st.floats(0, 2),
+    release_ratio=st.floats(0, 1),
+    release_min_bytes=st.sampled_from([0, 1 << 30, 8 << 30]),
 )
 
 

@@ -18,8 +18,10 @@ model/aggregate_container_state.go``, ``container.go``, ``aggregations_config.go
   that is always processed and recorded as the OOM peak.
 * kubescale's addition, read only by the ``adaptive`` recommendation policy: an accepted OOM is
   also noted in the aggregate's :class:`~kubescale.controllers.vpa.model.policy.oom_log.OomLog`
-  (``oom_log``, None until the first OOM; merged with the histograms). No upstream arithmetic
-  reads it.
+  (``oom_log``, None until the first OOM; merged with the histograms), and from then on every
+  accepted memory usage sample in its
+  :class:`~kubescale.controllers.vpa.model.policy.recent_peaks.RecentPeaks` (``recent_peaks``,
+  hourly maxima for the policy's burst release). No upstream arithmetic reads either.
 
 Times are integer microseconds since Go's zero time (0 = ``time.Time{}``), resource amounts
 upstream's int64 ResourceAmount (CPU millicores, memory bytes).
@@ -49,6 +51,7 @@ from kubescale.controllers.vpa.model.histogram import (
     HistogramStore,
 )
 from kubescale.controllers.vpa.model.policy.oom_log import OomLog
+from kubescale.controllers.vpa.model.policy.recent_peaks import RecentPeaks
 
 __all__ = [
     "CPU",
@@ -150,6 +153,7 @@ class AggregateContainerState:
         "is_under_vpa",
         "last_sample_start_us",
         "oom_log",
+        "recent_peaks",
         "released",
         "scaling_mode",
         "stores",
@@ -172,6 +176,7 @@ class AggregateContainerState:
         self.scaling_mode: str | None = None
         self.controlled_resources: tuple[str, ...] | None = None
         self.oom_log: OomLog | None = None
+        self.recent_peaks: RecentPeaks | None = None
         self.released = False
 
     @classmethod
@@ -234,6 +239,14 @@ class AggregateContainerState:
         if self.oom_log is None:
             self.oom_log = OomLog()
         self.oom_log.add(time_us, memory_bytes)
+        if self.recent_peaks is None:
+            self.recent_peaks = RecentPeaks(time_us)
+
+    def note_memory_usage(self, usage_bytes: int, time_us: int) -> None:
+        """An accepted memory usage sample, kept once the aggregate has been OOM-killed (not
+        upstream; see module docstring)."""
+        if self.recent_peaks is not None:
+            self.recent_peaks.add(usage_bytes, time_us)
 
     def add_sample(self, sample: ContainerUsageSample) -> None:
         """AddSample (CPU or memory)."""
@@ -272,6 +285,11 @@ class AggregateContainerState:
             if self.oom_log is None:
                 self.oom_log = OomLog()
             self.oom_log.merge(other.oom_log)
+        if other.recent_peaks is not None:
+            if self.recent_peaks is None:
+                self.recent_peaks = other.recent_peaks.copy()
+            else:
+                self.recent_peaks.merge(other.recent_peaks)
 
     def get_controlled_resources(self) -> tuple[str, ...]:
         if self.controlled_resources is not None:
@@ -414,6 +432,8 @@ class ContainerState:
         if usage < 0 or (not is_oom and time_us < self.last_memory_sample_start_us):
             return False
         self.last_memory_sample_start_us = time_us
+        if not is_oom:
+            self.aggregator.aggregate().note_memory_usage(usage, time_us)
         if self.window_end_us == 0:
             self.window_end_us = time_us
         add_new_peak = False

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from kubescale.controllers.vpa.model.policy.oom_log import OOM_LOG_HORIZON_US
+from kubescale.controllers.vpa.model.policy.recent_peaks import RECENT_PEAKS_HOURS
 
 __all__ = [
     "ADAPTIVE_POLICY",
@@ -39,13 +40,13 @@ class AdaptivePolicyConfig:
         (0.9, 0.15),
         (0.99, 0.15),
         (1.0, 0.15),
-        (1.0, 0.5),
+        (1.0, 0.3),
     )
     """Memory target per OOM pressure: ``(percentile of the peaks histogram, margin)``; rung
     ``n`` is used after ``n`` OOM episodes within ``episode_window_ns`` (the last rung beyond)."""
     episode_gap_ns: int = 6 * _HOUR_NS
     """An OOM at least this long after the previous one starts a new episode."""
-    episode_window_ns: int = 4 * 24 * _HOUR_NS
+    episode_window_ns: int = 8 * 24 * _HOUR_NS
     """Episodes that started within this window count toward the rung."""
     oom_hold_ns: int = 24 * _HOUR_NS
     """After an OOM, memory is held at the OOM floor for this long."""
@@ -60,10 +61,21 @@ class AdaptivePolicyConfig:
     is at least ``young_memory_margin`` above the highest peak seen (0: no young rule)."""
     young_memory_margin: float = 1.0
     """Young aggregates: memory at least ``P(1.0)`` of the peaks histogram plus this fraction."""
+    release_quiet_ns: int = 12 * _HOUR_NS
+    """Burst release (0: off): once an OOM-killed aggregate's last OOM is this long ago and
+    every clock hour since is quiet — its highest usage at most ``release_ratio`` × the memory
+    target — the target falls to the highest quiet hour of the last ``release_history_ns``
+    plus ``release_margin``; the next OOM jumps back to the remembered peak (the OOM floor)."""
+    release_history_ns: int = 46 * _HOUR_NS
+    release_margin: float = 1.0
+    release_ratio: float = 0.5
+    release_min_bytes: int = 8 << 30
+    """The release applies only when it lowers the target by at least this much: a restart
+    is worth it for gibibytes held for days, not for a small container's daily spike."""
     cpu_percentiles: tuple[float, ...] = (0.8, 0.85, 0.9, 0.95)
     """CPU target candidates (percentiles of the CPU histogram, each plus ``cpu_margin``)."""
     cpu_margin: float = 0.15
-    throttle_cost_cores: float = 30.0
+    throttle_cost_cores: float = 20.0
     """The CPU candidate chosen minimises ``level (cores) + throttle_cost_cores × (1 − p)``: a
     unit of expected throttled fraction is worth this many cores."""
     settle_ns: int = 6 * _HOUR_NS
@@ -85,15 +97,22 @@ class AdaptivePolicyConfig:
         for percentile in self.cpu_percentiles:
             _check_percentile("cpu_percentiles", percentile)
         _check_percentile("oom_peak_percentile", self.oom_peak_percentile)
-        for name in ("episode_gap_ns", "episode_window_ns", "oom_hold_ns", "settle_ns", "young_ns"):
+        names = ("episode_gap_ns", "episode_window_ns", "oom_hold_ns", "settle_ns", "young_ns")
+        for name in (*names, "release_quiet_ns", "release_history_ns"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}: must be >= 0")
         if (self.episode_window_ns + self.episode_gap_ns) // 1000 > OOM_LOG_HORIZON_US:
             raise ValueError("episode_window_ns + episode_gap_ns: longer than the OOM log keeps")
+        for name in ("release_quiet_ns", "release_history_ns"):
+            if getattr(self, name) >= (RECENT_PEAKS_HOURS - 1) * _HOUR_NS:
+                raise ValueError(f"{name}: must be under {RECENT_PEAKS_HOURS - 1} h (hours kept)")
         for name in (
             "oom_bump_ratio",
             "oom_peak_margin",
             "young_memory_margin",
+            "release_margin",
+            "release_ratio",
+            "release_min_bytes",
             "cpu_margin",
             "throttle_cost_cores",
             "memory_upper_ratio",

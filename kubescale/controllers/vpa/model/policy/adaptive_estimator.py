@@ -20,6 +20,17 @@ containers, as upstream):
 * **young aggregates** (less than ``young`` of history, first to last sample): memory at least
   ``margin(P_mem(1.0), young_memory_margin)``: upstream applies its P90 target after hours of
   history, and a young container's first burst above it is where most first OOMs come from;
+* **burst release** (``release_quiet`` > 0) — for an aggregate OOM-killed before, with
+  ``cap = int(target * release_ratio)`` (``target`` the rung's amount or the OOM floor): when
+  its last OOM is at least ``release_quiet`` ago, its
+  :class:`~kubescale.controllers.vpa.model.policy.recent_peaks.RecentPeaks` start before
+  ``now - release_quiet`` and every clock hour from then to now peaked at most ``cap``, the
+  target becomes ``level = margin(highest hour <= cap of the last release_history,
+  release_margin)`` if that is at least ``release_min_bytes`` lower. A burst that is over stops
+  holding its height for days (the OOM floor and the high rungs keep it otherwise); idle
+  spikes seen in the last ``release_history`` stay covered; the next OOM's floor — with the
+  release on also at least ``margin(remembered peak, oom_peak_margin)`` — jumps straight back
+  to the burst's height: one OOM sample and two updates per burst;
 * **CPU target** = the candidate ``L_p = margin(int(P_cpu(p) * 1000), cpu_margin)`` (millicores)
   for ``p`` in ``cpu_percentiles`` minimising ``L_p + 1000 * throttle_cost_cores * (1 - p)``
   (the first on a tie): steady containers get a high percentile for little, bursty ones a lower
@@ -30,9 +41,10 @@ containers, as upstream):
   ``target * memory_upper_ratio`` (never below the target): a hand-set request far above the
   need is corrected after hours, not after upstream's confidence reaches it.
 
-No look-ahead: OOMs after ``now`` are ignored. Pure: state, config and ``now`` in, amounts out.
-:func:`estimate_adaptive` is the scalar chain, :func:`estimate_adaptive_states` the vectorised
-one for a whole cluster (bit for bit the same, like the upstream pair).
+No look-ahead: OOMs, usage hours and a remembered peak after ``now`` are ignored. Pure: state,
+config and ``now`` in, amounts out. :func:`estimate_adaptive` is the scalar chain,
+:func:`estimate_adaptive_states` the vectorised one for a whole cluster (bit for bit the same,
+like the upstream pair).
 """
 
 from __future__ import annotations
@@ -118,6 +130,41 @@ def _young(state: AggregateContainerState, policy: AdaptivePolicyConfig) -> bool
     return state.last_sample_start_us - state.first_sample_start_us < policy.young_ns // 1000
 
 
+def _release_level(
+    state: AggregateContainerState,
+    pressure: OomPressure,
+    now_us: int,
+    policy: AdaptivePolicyConfig,
+    target: int,
+) -> int | None:
+    """The burst release's memory target, or None when it does not apply (module docstring)."""
+    recent = state.recent_peaks
+    last = pressure.last
+    if policy.release_quiet_ns == 0 or recent is None or last is None:
+        return None
+    since_us = now_us - policy.release_quiet_ns // 1000
+    if last.time_us > since_us or recent.started_us > since_us:
+        return None
+    cap = scale_resource(target, policy.release_ratio)
+    if recent.max_between(since_us, now_us) > cap:
+        return None
+    quiet = recent.max_between(now_us - policy.release_history_ns // 1000, now_us, at_most=cap)
+    if quiet <= 0:
+        return None
+    level = _margin(quiet, policy.release_margin)
+    return level if target - level >= max(policy.release_min_bytes, 1) else None
+
+
+def _remembered_peak(
+    state: AggregateContainerState, now_us: int, policy: AdaptivePolicyConfig
+) -> int:
+    """The OOM floor's extra part with the burst release on: the remembered peak + margin."""
+    recent = state.recent_peaks
+    if policy.release_quiet_ns == 0 or recent is None or recent.peak_us > now_us:
+        return 0
+    return _margin(recent.peak_bytes, policy.oom_peak_margin)
+
+
 def estimate_adaptive(
     state: AggregateContainerState,
     config: RecommenderConfig,
@@ -142,8 +189,12 @@ def estimate_adaptive(
                 resource_amount_from_float(memory.percentile(policy.oom_peak_percentile)),
                 policy.oom_peak_margin,
             ),
+            _remembered_peak(state, now_us, policy),
         )
         target_memory = max(target_memory, floor)
+    release = _release_level(state, pressure, now_us, policy, target_memory)
+    if release is not None:
+        target_memory = release
     if _young(state, policy):
         young_floor = _margin(
             resource_amount_from_float(memory.percentile(1.0)), policy.young_memory_margin
@@ -277,7 +328,18 @@ def estimate_adaptive_states(
             policy.oom_peak_margin,
         )
         floor = np.maximum(_amounts(used.astype(np.float64) * policy.oom_bump_ratio), peak)
-        target_memory[rows] = np.maximum(target_memory[rows], floor)
+        remembered = np.array(
+            [_remembered_peak(states[i], now_us, policy) for i in holding], dtype=np.int64
+        )
+        target_memory[rows] = np.maximum(target_memory[rows], np.maximum(floor, remembered))
+    if policy.release_quiet_ns:
+        for index, state in enumerate(states):
+            if state.recent_peaks is not None:
+                release = _release_level(
+                    state, pressures[index], now_us, policy, int(target_memory[index])
+                )
+                if release is not None:
+                    target_memory[index] = release
     young = last_us - first_us < policy.young_ns // 1000
     if young.any():
         young_floor = _margin_array(
