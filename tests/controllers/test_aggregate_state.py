@@ -49,6 +49,10 @@ class RecordingAggregate:
         """The OOM log (kubescale's, for the adaptive policy): forwarded, not a peak call."""
         self.real.note_oom(time_us, memory_bytes)
 
+    def note_memory_usage(self, usage_bytes: int, time_us: int) -> None:
+        """The recent peaks (kubescale's, for the adaptive policy): forwarded, not a peak call."""
+        self.real.note_memory_usage(usage_bytes, time_us)
+
 
 def _dt(time_us: int) -> datetime:
     from kubescale.controllers.vpa.model.go_math import from_go_micros  # noqa: PLC0415
