@@ -31,7 +31,15 @@ from kubescale.controllers.vpa.model.policy.recent_peaks import (
     RECENT_PEAKS_HOURS,
     RecentPeaks,
 )
-from tests.controllers.test_adaptive_policy import CONFIG, GIB, SPIKY, _aggregate, aggregates, at
+from tests.controllers.test_adaptive_policy import (
+    CONFIG,
+    GIB,
+    SPIKY,
+    _aggregate,
+    aggregates,
+    at,
+    in_one_store,
+)
 
 MIB_256 = 256 << 20
 HOLD_FLOOR = 6442450944  # int(3 GiB * 2.0)
@@ -220,12 +228,7 @@ def test_the_release_never_goes_below_the_quiet_windows_usage(
 def test_released_vectorised_equals_scalar(
     drawn: list[tuple[AggregateContainerState, int]], policy: AdaptivePolicyConfig
 ) -> None:
-    stores = AggregateContainerState.standalone().stores
-    states = []
-    for source, _ in drawn:
-        state = AggregateContainerState(stores)
-        state.merge(source)
-        states.append(state)
+    states = in_one_store(drawn)
     now_us = drawn[0][1]
     scalar = [
         estimate_adaptive(s, CONFIG, now_us=now_us, containers=1, policy=policy) for s in states

@@ -356,6 +356,19 @@ def test_never_above_max_allowed(
         assert Quantity.parse(entry[bound]["memory"]) <= Quantity.parse(str(max_memory))
 
 
+def in_one_store(
+    drawn: list[tuple[AggregateContainerState, int]],
+) -> list[AggregateContainerState]:
+    """The drawn aggregates copied into one store (the vectorised path reads rows of one)."""
+    stores = AggregateContainerState.standalone().stores
+    states = []
+    for source, _ in drawn:
+        state = AggregateContainerState(stores)
+        state.merge(source)
+        states.append(state)
+    return states
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(aggregates(), min_size=1, max_size=5), st.integers(1, 3), policies)
 def test_deterministic_and_vectorised_equals_scalar(
@@ -363,13 +376,7 @@ def test_deterministic_and_vectorised_equals_scalar(
     containers: int,
     policy: AdaptivePolicyConfig,
 ) -> None:
-    # One store for all (the vectorised path reads rows of one store): copy the rows over.
-    stores = AggregateContainerState.standalone().stores
-    states = []
-    for source, _ in drawn:
-        state = AggregateContainerState(stores)
-        state.merge(source)
-        states.append(state)
+    states = in_one_store(drawn)
     now_us = drawn[0][1]
     scalar = [
         estimate_adaptive(s, CONFIG, now_us=now_us, containers=containers, policy=policy)
