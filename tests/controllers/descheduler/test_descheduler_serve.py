@@ -158,6 +158,9 @@ async def test_the_leader_evicts_and_every_replica_answers_the_scheduler(
         # through the Eviction API, by the leader only
         assert api.requests.count(verb="create", resource="pods", subresource="eviction") == 2
         assert api.requests.count(verb="delete", resource="pods") == 0
+        # the pass records its report after its evictions land: under load the test can see
+        # the pods terminating before the leader's pass has returned
+        await _until(lambda: _descheduler(servers[leader]).loop.last_report is not None, 10)
         report = _descheduler(servers[leader]).loop.last_report
         assert report is not None
         assert _descheduler(servers[standby]).loop.last_report is None
