@@ -44,13 +44,13 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final, TypeVar
 
 import orjson
 
+from kubescale.controllers.vpa.admission.bounded_lru import BoundedLru
 from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict
 from kubescale.controllers.vpa.api.pod_admission import admit_pod
 from kubescale.kube.quantities import Quantity
@@ -222,15 +222,7 @@ class CachedAdmission:
     limit_range_conflicts: tuple[LimitRangeConflict, ...]
 
 
-@dataclass
-class _Entry(Generic[V]):
-    value: V
-    stored_at: float
-    vpa_uid: str
-    namespace: str
-
-
-class InvalidatedLru(Generic[V]):
+class InvalidatedLru(BoundedLru[V]):
     """Least-recently-used values, bounded by size and age, each indexed by the VPA (uid) and
     the namespace it was made with, so that the informers' event handlers can drop what a
     change made stale (an :class:`~.admission_caches.InputListener`)."""
@@ -242,48 +234,23 @@ class InvalidatedLru(Generic[V]):
         max_age: float = DEFAULT_MAX_AGE,
         now: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.max_entries = max_entries
-        self.max_age = max_age
-        self._now = now
-        self._entries: OrderedDict[Hashable, _Entry[V]] = OrderedDict()
+        super().__init__(max_entries=max_entries, max_age=max_age, now=now)
+        self._made_with: dict[Hashable, tuple[str, str]] = {}
+        """``(vpa_uid, namespace)`` of each entry."""
         self._by_vpa: dict[str, set[Hashable]] = {}
         self._by_namespace: dict[str, set[Hashable]] = {}
-        self.hits = 0
-        self.misses = 0
         self.dropped = 0
         """Entries dropped because an input changed (not counting the LRU or age)."""
 
-    def __len__(self) -> int:
-        return len(self._entries)
-
     def get(self, key: Hashable) -> V | None:
-        entry = self._entries.get(key)
-        if entry is None:
-            self.misses += 1
-            return None
-        if self._now() - entry.stored_at >= self.max_age:
-            self._remove(key)
-            self.misses += 1
-            return None
-        self._entries.move_to_end(key)
-        self.hits += 1
-        return entry.value
+        return self._get(key)
 
     def put(self, key: Hashable, value: V, *, vpa_uid: str, namespace: str) -> None:
-        if self.max_entries <= 0:
+        if not self._store(key, value):
             return
-        if key in self._entries:
-            self._remove(key)
-        self._entries[key] = _Entry(
-            value=value, stored_at=self._now(), vpa_uid=vpa_uid, namespace=namespace
-        )
+        self._made_with[key] = (vpa_uid, namespace)
         self._by_vpa.setdefault(vpa_uid, set()).add(key)
         self._by_namespace.setdefault(namespace, set()).add(key)
-        while len(self._entries) > self.max_entries:
-            self._remove(next(iter(self._entries)))
-
-    def discard(self, key: Hashable) -> None:
-        self._remove(key)
 
     # -- invalidation, from the informers' event handlers ----------------------------------------
 
@@ -301,16 +268,18 @@ class InvalidatedLru(Generic[V]):
 
     def clear(self) -> None:
         """Something every value may depend on changed (the largest node)."""
-        self.dropped += len(self._entries)
-        self._entries.clear()
+        self.dropped += len(self)
+        super().clear()
+        self._made_with.clear()
         self._by_vpa.clear()
         self._by_namespace.clear()
 
     def _remove(self, key: Hashable) -> None:
-        entry = self._entries.pop(key, None)
-        if entry is None:
+        super()._remove(key)
+        made_with = self._made_with.pop(key, None)
+        if made_with is None:
             return
-        for index, name in ((self._by_vpa, entry.vpa_uid), (self._by_namespace, entry.namespace)):
+        for index, name in zip((self._by_vpa, self._by_namespace), made_with, strict=True):
             keys = index.get(name)
             if keys is not None:
                 keys.discard(key)

@@ -30,11 +30,11 @@ Bounded by size (least recently used first) and age, as every cache here.
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from kubescale.controllers.vpa.admission.bounded_lru import BoundedLru
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef, controller_owner_ref
 
 __all__ = [
@@ -83,13 +83,12 @@ class Match:
     """Every controller object read, in order."""
     vpas: tuple[dict[str, Any], ...]
     """The VPAs indexed under ``controller`` when the match was made."""
-    stored_at: float
 
 
 Lookup = Callable[[str, str, str, str], dict[str, Any] | None]
 
 
-class MatchCache:
+class MatchCache(BoundedLru[Match]):
     """Matches by :func:`match_key`, each checked against the informers on use (module doc)."""
 
     def __init__(
@@ -99,15 +98,7 @@ class MatchCache:
         max_age: float = DEFAULT_MAX_AGE,
         now: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.max_entries = max_entries
-        self.max_age = max_age
-        self._now = now
-        self._entries: OrderedDict[Hashable, Match] = OrderedDict()
-        self.hits = 0
-        self.misses = 0
-
-    def __len__(self) -> int:
-        return len(self._entries)
+        super().__init__(max_entries=max_entries, max_age=max_age, now=now)
 
     def get(
         self,
@@ -118,19 +109,7 @@ class MatchCache:
     ) -> Match | None:
         """The match under ``key`` if everything it read is unchanged (``lookup`` reads the
         controllers' informers, ``vpas_for`` the VPA index)."""
-        entry = self._entries.get(key)
-        if entry is None:
-            self.misses += 1
-            return None
-        if self._now() - entry.stored_at >= self.max_age or not _unchanged(
-            entry, lookup=lookup, vpas_for=vpas_for
-        ):
-            del self._entries[key]
-            self.misses += 1
-            return None
-        self._entries.move_to_end(key)
-        self.hits += 1
-        return entry
+        return self._get(key, lambda entry: _unchanged(entry, lookup=lookup, vpas_for=vpas_for))
 
     def put(
         self,
@@ -142,22 +121,8 @@ class MatchCache:
         vpas: Sequence[dict[str, Any]],
     ) -> Match | None:
         """Remember a match; the entry (``None`` when nothing is remembered)."""
-        if self.max_entries <= 0:
-            return None
-        self._entries.pop(key, None)
-        match = self._entries[key] = Match(
-            controller=controller,
-            vpa=vpa,
-            reads=tuple(reads),
-            vpas=tuple(vpas),
-            stored_at=self._now(),
-        )
-        while len(self._entries) > self.max_entries:
-            self._entries.popitem(last=False)
-        return match
-
-    def clear(self) -> None:
-        self._entries.clear()
+        match = Match(controller=controller, vpa=vpa, reads=tuple(reads), vpas=tuple(vpas))
+        return match if self._store(key, match) else None
 
 
 def match_fields(obj: Mapping[str, Any]) -> tuple[object, ...]:
