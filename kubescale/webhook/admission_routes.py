@@ -70,6 +70,7 @@ from kubescale.controllers.vpa.admission.cached_pod_admission import (
     HpaConflict,
     LimitRangeOverride,
     PodDecision,
+    pod_namespace,
 )
 from kubescale.controllers.vpa.admission.decision_cache import DecisionCache
 from kubescale.controllers.vpa.admission.match_cache import MatchCache
@@ -483,7 +484,7 @@ class AdmissionWebhook:
                 answer=self._pod_template(decision.encoded_patch),
                 patches=patches,
                 match=decision.match,
-                namespace=_namespace_of(pod),
+                namespace=pod_namespace(pod),
             )
         return AdmissionAnswer(
             body=self._pod_body(request.uid, decision.encoded_patch),
@@ -591,12 +592,6 @@ def limit_range_override_message(
     pods = f" for pods of {target.kind}/{target.name}" if target is not None else ""
     reasons = "; ".join(conflict.describe() for conflict in conflicts)
     return f"a LimitRange of the namespace wins over this VPA{pods}: {reasons}"
-
-
-def _namespace_of(pod: dict[str, Any]) -> str:
-    metadata = pod.get("metadata")
-    namespace = metadata.get("namespace") if isinstance(metadata, dict) else None
-    return namespace if isinstance(namespace, str) else ""
 
 
 def _with_namespace(pod: dict[str, Any], namespace: str) -> dict[str, Any]:

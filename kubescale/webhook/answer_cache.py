@@ -90,7 +90,6 @@ class CachedAnswer:
     """The answer up to and including the uid's opening quote."""
     tail: bytes
     """The answer from the uid's closing quote."""
-    status: str
     patches: tuple[dict[str, Any], ...]
     match_key: Hashable
     match: Match
@@ -98,6 +97,11 @@ class CachedAnswer:
     @property
     def applied(self) -> bool:
         return bool(self.patches)
+
+    @property
+    def status(self) -> str:
+        """The latency metric's status, as for a decided pod."""
+        return "applied" if self.patches else "skipped"
 
     def body(self, uid: bytes) -> bytes:
         return self.head + uid + self.tail
@@ -142,7 +146,6 @@ class AnswerCache(InvalidatedLru[CachedAnswer]):
             CachedAnswer(
                 head=answer[0] + b'"',
                 tail=b'"' + answer[1],
-                status="applied" if patches else "skipped",
                 patches=patches,
                 match_key=match_key,
                 match=entry,

@@ -49,7 +49,13 @@ from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict
 from kubescale.controllers.vpa.api.vpa_matching import choose_vpa, target_ref_of
 from kubescale.kube.selectors import LabelSelector
 
-__all__ = ["CachedPodAdmission", "HpaConflict", "LimitRangeOverride", "PodDecision"]
+__all__ = [
+    "CachedPodAdmission",
+    "HpaConflict",
+    "LimitRangeOverride",
+    "PodDecision",
+    "pod_namespace",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,7 +97,8 @@ class PodDecision:
     listener dropped what it was made with, the same pod gets the same decision."""
 
 
-def _namespace(pod: Mapping[str, Any]) -> str:
+def pod_namespace(pod: Mapping[str, Any]) -> str:
+    """``metadata.namespace`` of a pod (its namespace set), ``""`` when missing."""
     namespace = (pod.get("metadata") or {}).get("namespace")
     return namespace if isinstance(namespace, str) else ""
 
@@ -225,7 +232,7 @@ class CachedPodAdmission:
         hpas: list[dict[str, Any]] = []
         if settings.avoid_hpa_conflict and target is not None:
             hpas = caches.hpas_for(target.namespace, target.kind, target.name)
-        namespace = target.namespace if target else _namespace(pod)
+        namespace = target.namespace if target else pod_namespace(pod)
         admission = admit_cached(
             self.decisions,
             pod=pod,
