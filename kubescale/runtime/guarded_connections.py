@@ -192,9 +192,8 @@ class GuardedRequestHandler(web.RequestHandler):
         """How much of the buffer is known to hold no blank line (the header search resumes)."""
         self._head: LeanRequest | None = None
         self._body_start = 0
-        self._answering = False
-        """A lean request's handler is running (its whole request is in)."""
         self._waiting: asyncio.Task[LeanAnswer] | None = None
+        """A lean request's answer being awaited (its whole request is in)."""
         self._read_paused = False
         self._closing = False
 
@@ -224,7 +223,7 @@ class GuardedRequestHandler(web.RequestHandler):
         return self._close_reason is not None
 
     def body_complete(self) -> bool:
-        if self._answering:
+        if self._waiting is not None:  # a lean handler runs: a synchronous one ends unobserved
             return True
         payload = self._payload
         return payload is not None and bool(payload.is_eof())
@@ -356,7 +355,6 @@ class GuardedRequestHandler(web.RequestHandler):
             self._answer(head, body)
 
     def _answer(self, head: LeanRequest, body: bytes) -> None:
-        self._answering = True
         try:
             answer = head.handler(body)
         except Exception:
@@ -387,7 +385,6 @@ class GuardedRequestHandler(web.RequestHandler):
             self._pump()
 
     def _send(self, answer: LeanAnswer, *, close: bool) -> None:
-        self._answering = False
         transport = self.transport
         if transport is None or self._close_reason is not None:
             return
