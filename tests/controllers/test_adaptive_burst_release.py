@@ -4,8 +4,12 @@ properties.
 Bucket arithmetic as in ``test_adaptive_policy.py`` (``margin(x, m) = x + int(x * m)``). The
 memory histogram used below: 95 peaks of 1 GiB and 5 of 4 GiB (``SPIKY``), so rung 1 (P99 +
 15 %) and the OOM floor's ``P100 + 15 %`` are both 4340933439 + int(651140015.85) = 4992073454.
-One OOM at 50 h with 3 GiB in use: 24 h hold, OOM floor ``max(int(3 GiB * 2.0) = 6442450944,
+One OOM at 50 h with 3 GiB in use: OOM floor ``max(int(3 GiB * 2.0) = 6442450944,
 4992073454, margin(remembered peak, 0.15))``.
+
+The first table is worked out for the release's first parameters (``R3``: quiet 12 h, level
++ 100 %, minimum 8 GiB, hold 24 h, one OOM multiple 2.0), pinned in ``R3`` below so that its
+arithmetic stays readable; ``test_burst_release_with_the_defaults`` works the defaults out.
 """
 
 from __future__ import annotations
@@ -45,7 +49,16 @@ MIB_256 = 256 << 20
 HOLD_FLOOR = 6442450944  # int(3 GiB * 2.0)
 RUNG_1 = 4992073454
 RELEASED = 2 * MIB_256  # margin(256 MiB, 1.0) = 268435456 + 268435456
-LOW_MIN = replace(DEFAULT_ADAPTIVE_POLICY, release_min_bytes=GIB)
+HOUR_NS = 3600 * 10**9
+R3 = replace(
+    DEFAULT_ADAPTIVE_POLICY,
+    release_quiet_ns=12 * HOUR_NS,
+    release_margin=1.0,
+    release_min_bytes=8 << 30,
+    oom_hold_ns=24 * HOUR_NS,
+    known_peak_bump_ratio=2.0,
+)
+LOW_MIN = replace(R3, release_min_bytes=GIB)
 
 
 def _burst_state(usage: list[tuple[float, int]]) -> AggregateContainerState:
@@ -75,8 +88,8 @@ IDLE = [(h, MIB_256) for h in range(51, 81)]
         ([*IDLE, (51, 2 * GIB)], 64, LOW_MIN, 4 * GIB),
         # A 6 GiB hour at 51 h (> cap): not a quiet hour, left out of the level: 536870912.
         ([*IDLE, (51, 6 * GIB)], 64, LOW_MIN, RELEASED),
-        # Default release_min_bytes 8 GiB: 5905580032 lower is not enough: the hold stays.
-        (IDLE, 63, DEFAULT_ADAPTIVE_POLICY, HOLD_FLOOR),
+        # release_min_bytes 8 GiB: 5905580032 lower is not enough: the hold stays.
+        (IDLE, 63, R3, HOLD_FLOOR),
         # After the hold (80 h): rung 1's 4992073454, cap 2496036727, released by 4455202542.
         (IDLE, 80, LOW_MIN, RELEASED),
         (IDLE, 63, replace(LOW_MIN, release_quiet_ns=0), HOLD_FLOOR),  # release off
@@ -111,6 +124,84 @@ def test_the_next_oom_jumps_to_the_remembered_peak() -> None:
         estimate_adaptive(state, CONFIG, now_us=at(70), containers=1, policy=off).target_memory
         == RUNG_1
     )
+
+
+# The defaults: quiet 4 h, level + 85 %, minimum 4 GiB, hold 36 h. In the hold the target is
+# HOLD_FLOOR (the remembered peak, margin(256 MiB, 0.15), is below the 3 GiB in use, so the
+# multiple is oom_bump_ratio 2.0); cap int(6442450944 * 0.5) = 3221225472; the level is
+# margin(256 MiB, 0.85) = 268435456 + int(228170137.6) = 496605593, 5945845351 lower (>= 4 GiB).
+RELEASED_DEFAULT = 496605593
+
+
+@pytest.mark.parametrize(
+    ("usage", "now", "expected"),
+    [
+        (IDLE, 54, RELEASED_DEFAULT),  # 4 h after the OOM, every hour since 51 h quiet
+        (IDLE, 53.5, HOLD_FLOOR),  # 3.5 h: not yet
+        # A 4 GiB hour at 53 h: remembered, margin(4 GiB, 0.15) = 4294967296 + int(644245094.4)
+        # = 4939212390 > 3 GiB in use, so the multiple is known_peak_bump_ratio 1.5: floor
+        # max(int(3 GiB * 1.5) = 4831838208, 4992073454, 4939212390) = 4992073454; not quiet
+        # (4 GiB > cap 2496036727): no release.
+        ([*IDLE, (53, 4 * GIB)], 55, RUNG_1),
+        # A 2 GiB hour at 51 h, before the quiet window (from 52 h): a quiet hour of the 46 h
+        # history, level margin(2 GiB, 0.85) = 2147483648 + int(1825361100.8) = 3972844748,
+        # 2469606196 lower: under the 4 GiB minimum, the hold stays.
+        ([*IDLE, (51, 2 * GIB)], 56, HOLD_FLOOR),
+        # After the hold (86 h), rung 1's 4992073454 (cap 2496036727) released by 4495467861.
+        (IDLE, 86, RELEASED_DEFAULT),
+    ],
+)
+def test_burst_release_with_the_defaults(
+    usage: list[tuple[float, int]], now: float, expected: int
+) -> None:
+    state = _burst_state([(h, b) for h, b in usage if h <= now])
+    result = estimate_adaptive(state, CONFIG, now_us=at(now), containers=1)
+    assert result.target_memory == expected
+
+
+# -- the OOM floor's multiple --------------------------------------------------------------------
+
+
+def _bump_state(*, first_hour: float, peak: int | None) -> AggregateContainerState:
+    """SPIKY peaks at 48 h, history from ``first_hour``; an OOM at 50 h with 3 GiB in use, then
+    (when ``peak``) that usage at 51 h, so the release remembers it."""
+    state = _aggregate(memory=SPIKY, first_hour=first_hour, hour=48)
+    state.note_oom(at(50), 3 * GIB)
+    if peak is not None:
+        state.note_memory_usage(peak, at(51))
+    return state
+
+
+@pytest.mark.parametrize(
+    ("first_hour", "peak", "used", "expected"),
+    [
+        # 48 h of history, nothing remembered: a second OOM at 52 h with 5.5 GiB in use (one
+        # episode, rung 1 = 4992073454): floor max(int(5905580032 * 2.0) = 11811160064,
+        # 4992073454) = 11811160064.
+        (0, None, 5.5, 11811160064),
+        # A 6 GiB hour remembered: margin(6 GiB, 0.15) = 6442450944 + int(966367641.6) =
+        # 7408818585 > 5.5 GiB in use: the known height is in the floor, the multiple is
+        # known_peak_bump_ratio 1.5: max(int(5905580032 * 1.5) = 8858370048, 7408818585).
+        (0, 6 * GIB, 5.5, 8858370048),
+        # 7 GiB in use is above the remembered 7408818585: a new height, multiple 2.0:
+        # int(7516192768 * 2.0) = 15032385536.
+        (0, 6 * GIB, 7, 15032385536),
+        # 8 h of history (40 h .. 48 h): young, multiple young_oom_bump_ratio 8.0 whatever is
+        # remembered: int(5905580032 * 8.0) = 47244640256 (above the young rule's
+        # margin(P100, 1.0) = 8681866878).
+        (40, None, 5.5, 47244640256),
+        (40, 6 * GIB, 5.5, 47244640256),
+    ],
+)
+def test_the_oom_floor_multiple(
+    first_hour: float, peak: int | None, used: float, expected: int
+) -> None:
+    state = _bump_state(first_hour=first_hour, peak=peak)
+    state.note_oom(at(52), int(used * GIB))
+    result = estimate_adaptive(state, CONFIG, now_us=at(52), containers=1)
+    assert result.target_memory == expected
+    [vectorised] = estimate_adaptive_states([state], [1], CONFIG, now_us=at(52))
+    assert vectorised == result
 
 
 # -- the recent peaks --------------------------------------------------------------------------
@@ -181,18 +272,24 @@ def test_usage_reaches_the_recent_peaks_only_after_an_oom() -> None:
 @st.composite
 def bursts(draw: st.DrawFn) -> tuple[AggregateContainerState, int]:
     """An aggregate OOM-killed once in a burst, then mostly idle (where the release applies),
-    and a ``now`` after the OOM (microseconds)."""
+    and a ``now`` after the OOM (microseconds); young (history from 0 h) or not (from -48 h)."""
     state = AggregateContainerState.standalone()
+    if draw(st.booleans()):
+        state.count_cpu_sample(at(-48))
     for hour in range(0, 48, 4):
         state.add_cpu_sample(draw(st.integers(0, 4000)), at(hour))
     for hour, peak in enumerate(draw(st.lists(st.integers(1, 64 * GIB), min_size=1, max_size=8))):
         state.add_memory_peak(peak, at(hour * 6))
     oom_hour = draw(st.integers(40, 60))
-    state.note_oom(at(oom_hour), draw(st.integers(GIB, 64 * GIB)))
+    # 24 GiB in use: doubled it is above the 40 GiB burst's margin, x1.5 below (known bump).
+    used = st.one_of(st.integers(GIB, 64 * GIB), st.just(24 * GIB))
+    state.note_oom(at(oom_hour), draw(used))
     usage = st.sampled_from([MIB_256] * 12 + [GIB, 4 * GIB, 32 * GIB])  # mostly idle
+    if draw(st.booleans()):  # the burst goes on after the OOM: a height to remember
+        state.note_memory_usage(40 * GIB, at(oom_hour + 0.5))
     for hour in range(oom_hour + 1, oom_hour + 47):
         state.note_memory_usage(draw(usage), at(hour))
-    return state, at(oom_hour + draw(st.floats(0, 46)))
+    return state, at(oom_hour + draw(st.one_of(st.floats(0, 46), st.sampled_from([1.0, 3.0]))))
 
 
 release_policies = st.builds(

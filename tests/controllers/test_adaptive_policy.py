@@ -85,19 +85,20 @@ SPIKY = [(GIB, 95), (4 * GIB, 5)]
     ("ooms", "now", "expected"),
     [
         ([], 60, RUNG_0),  # no OOM: upstream's target percentile and margin
-        ([(50, GIB)], 75, RUNG_1),  # one episode, 25 h later (hold over): rung 1
-        # Within the 24 h hold: floor max(int(3 GiB * 2.0) = 6442450944, margin(P100) =
-        # 4992073454) = 6442450944 above rung 1 ...
-        ([(50, 3 * GIB)], 73, 6442450944),
-        ([(50, 3 * GIB)], 74, RUNG_1),  # ... until 24 h after the OOM
+        ([(50, GIB)], 75, RUNG_1),  # one episode: rung 1 (the hold's max(2 GiB, P100 + 15 %) too)
+        # Within the 36 h hold: floor max(int(3 GiB * 2.0) = 6442450944, margin(P100) =
+        # 4992073454) = 6442450944 above rung 1 (the aggregate has 48 h of history: not young;
+        # no usage since the OOM: no remembered peak, so the multiple is oom_bump_ratio) ...
+        ([(50, 3 * GIB)], 85, 6442450944),
+        ([(50, 3 * GIB)], 86, RUNG_1),  # ... until 36 h after the OOM
         # In the hold but a small OOM: floor max(2 GiB, 4992073454) = rung 1's amount.
         ([(50, GIB)], 51, RUNG_1),
         ([(50, GIB), (51, GIB)], 76, RUNG_1),  # 1 h apart: one episode
         ([(50, GIB), (57, GIB)], 82, RUNG_1),  # 7 h apart: two episodes, rung 2 = P100 + 15%
         ([(40, GIB), (47, GIB), (54, GIB)], 79, RUNG_3),  # three episodes: the last rung
         ([(30, GIB), (37, GIB), (44, GIB), (51, GIB)], 76, RUNG_3),  # beyond: still the last
-        ([(50, GIB)], 50 + 8 * 24, RUNG_0),  # 8 days later the episode has left the window
-        ([(50, GIB)], 50 + 8 * 24 - 1, RUNG_1),  # an hour before, it still counts
+        ([(50, GIB)], 50 + 12 * 24, RUNG_0),  # 12 days later the episode has left the window
+        ([(50, GIB)], 50 + 12 * 24 - 1, RUNG_1),  # an hour before, it still counts
         ([(70, 3 * GIB)], 60, RUNG_0),  # an OOM after now is not seen (no look-ahead)
     ],
 )
@@ -186,9 +187,9 @@ def test_the_oom_log_is_bounded_by_age_and_size() -> None:
         ([1, 2, 6.9], 10, 1, 6.9),  # gaps under 6 h: one episode
         ([1, 7, 13], 14, 3, 13),  # gaps of exactly 6 h start new episodes
         ([1, 7, 13], 7, 2, 7),  # at 7 h the 13 h OOM has not happened yet
-        ([1, 200], 200, 1, 200),  # the 1 h episode started 199 h ago (window 192 h)
-        ([1, 90], 192, 2, 90),  # the 1 h episode started 191 h ago: inside the 192 h window
-        ([1, 90], 193, 1, 90),  # 192 h ago: out (the window is open at its far end)
+        ([1, 300], 300, 1, 300),  # the 1 h episode started 299 h ago (window 288 h)
+        ([1, 90], 288, 2, 90),  # the 1 h episode started 287 h ago: inside the 288 h window
+        ([1, 90], 289, 1, 90),  # 288 h ago: out (the window is open at its far end)
     ],
 )
 def test_oom_pressure(hours: list[float], now: float, episodes: int, last: float | None) -> None:

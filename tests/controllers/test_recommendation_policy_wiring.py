@@ -138,7 +138,7 @@ def test_an_oom_lifts_memory_for_the_hold_then_both_policies_agree() -> None:
     # 1168723596, upstream's target and the adaptive policy's rung 0. An OOM at a 1 GB
     # request (RecordOOM, both policies): max(1e9 + 100 MiB, 1.2e9) = 1.2e9 replaces the day's
     # peak (bucket 39, ends 1207997742 -> +15% = 1389197403). The adaptive policy also holds
-    # max(int(1e9 * 2.0), margin(P100) = 1389197403) = 2e9 B for 24 h; then its rung 1
+    # max(int(1e9 * 2.0), margin(P100) = 1389197403) = 2e9 B for 36 h; then its rung 1
     # (P99) and upstream's P90 both read the one peak: 1389197403. The history starts 48 h
     # before the first minute, so the adaptive policy's young rule (under 48 h of history) is
     # not in play: test_a_young_aggregate_holds_twice_its_peak covers it.
@@ -154,7 +154,7 @@ def test_an_oom_lifts_memory_for_the_hold_then_both_policies_agree() -> None:
     soon = oom_at + timedelta(minutes=1)
     assert _target(upstream, soon)["memory"] == "1389197403"
     assert _target(adaptive, soon)["memory"] == "1953125Ki"  # 2e9 B in BinarySI
-    later = oom_at + timedelta(hours=25)
+    later = oom_at + timedelta(hours=37)
     assert _target(upstream, later)["memory"] == _target(adaptive, later)["memory"] == "1389197403"
 
 

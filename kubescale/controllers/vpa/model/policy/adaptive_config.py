@@ -46,12 +46,21 @@ class AdaptivePolicyConfig:
     ``n`` is used after ``n`` OOM episodes within ``episode_window_ns`` (the last rung beyond)."""
     episode_gap_ns: int = 6 * _HOUR_NS
     """An OOM at least this long after the previous one starts a new episode."""
-    episode_window_ns: int = 8 * 24 * _HOUR_NS
+    episode_window_ns: int = 12 * 24 * _HOUR_NS
     """Episodes that started within this window count toward the rung."""
-    oom_hold_ns: int = 24 * _HOUR_NS
+    oom_hold_ns: int = 36 * _HOUR_NS
     """After an OOM, memory is held at the OOM floor for this long."""
     oom_bump_ratio: float = 2.0
-    """OOM floor, part 1: the memory in use at the last OOM times this."""
+    """OOM floor, part 1: the memory in use at the last OOM times this (unless one of the two
+    ratios below applies)."""
+    young_oom_bump_ratio: float = 8.0
+    """OOM floor, part 1, for a young aggregate (see ``young_ns``): it has hours of history, its
+    highest peak says little about its range, and doubling from the pod minimum takes five OOMs
+    to reach gibibytes."""
+    known_peak_bump_ratio: float = 1.5
+    """OOM floor, part 1, once the burst release remembers a peak above the memory in use at the
+    OOM (plus ``oom_peak_margin``): the floor's remembered peak already covers the known height,
+    so the multiple only has to cover a burst higher than any seen."""
     oom_peak_percentile: float = 1.0
     oom_peak_margin: float = 0.15
     """OOM floor, part 2: this percentile of the peaks histogram (1.0: the highest peak still
@@ -61,15 +70,15 @@ class AdaptivePolicyConfig:
     is at least ``young_memory_margin`` above the highest peak seen (0: no young rule)."""
     young_memory_margin: float = 1.0
     """Young aggregates: memory at least ``P(1.0)`` of the peaks histogram plus this fraction."""
-    release_quiet_ns: int = 12 * _HOUR_NS
+    release_quiet_ns: int = 4 * _HOUR_NS
     """Burst release (0: off): once an OOM-killed aggregate's last OOM is this long ago and
     every clock hour since is quiet — its highest usage at most ``release_ratio`` × the memory
     target — the target falls to the highest quiet hour of the last ``release_history_ns``
     plus ``release_margin``; the next OOM jumps back to the remembered peak (the OOM floor)."""
     release_history_ns: int = 46 * _HOUR_NS
-    release_margin: float = 1.0
+    release_margin: float = 0.85
     release_ratio: float = 0.5
-    release_min_bytes: int = 8 << 30
+    release_min_bytes: int = 4 << 30
     """The release applies only when it lowers the target by at least this much: a restart
     is worth it for gibibytes held for days, not for a small container's daily spike."""
     cpu_percentiles: tuple[float, ...] = (0.8, 0.85, 0.9, 0.95)
@@ -108,6 +117,8 @@ class AdaptivePolicyConfig:
                 raise ValueError(f"{name}: must be under {RECENT_PEAKS_HOURS - 1} h (hours kept)")
         for name in (
             "oom_bump_ratio",
+            "young_oom_bump_ratio",
+            "known_peak_bump_ratio",
             "oom_peak_margin",
             "young_memory_margin",
             "release_margin",

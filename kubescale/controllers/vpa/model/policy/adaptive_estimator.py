@@ -14,9 +14,13 @@ containers, as upstream):
   a 24 h half-life ``P(0.99)`` reaches back about a week, ``P(1.0)`` to the oldest peak still
   held) and back down as its episodes age out of the window;
 * **after an OOM** (within ``oom_hold`` of the last one) memory is at least
-  ``max(int(used * oom_bump_ratio), margin(P_mem(oom_peak_percentile), oom_peak_margin))``,
+  ``max(int(used * bump), margin(P_mem(oom_peak_percentile), oom_peak_margin))``,
   ``used`` being the memory in use at that OOM: a burst is met at once at its known height
-  (doubling while it keeps OOMing) instead of x1.2 per OOM;
+  (multiplying while it keeps OOMing) instead of x1.2 per OOM. ``bump`` is
+  ``young_oom_bump_ratio`` for a young aggregate (hours of history say little of its range:
+  from the pod minimum, x8 reaches gibibytes in two OOMs where x2 takes five),
+  ``known_peak_bump_ratio`` when the remembered peak + margin (burst release, below) is above
+  ``used`` (that peak is in the floor already), ``oom_bump_ratio`` otherwise;
 * **young aggregates** (less than ``young`` of history, first to last sample): memory at least
   ``margin(P_mem(1.0), young_memory_margin)``: upstream applies its P90 target after hours of
   history, and a young container's first burst above it is where most first OOMs come from;
@@ -165,6 +169,17 @@ def _remembered_peak(
     return _margin(recent.peak_bytes, policy.oom_peak_margin)
 
 
+def _bump_ratio(
+    state: AggregateContainerState, used_bytes: int, now_us: int, policy: AdaptivePolicyConfig
+) -> float:
+    """The OOM floor's multiple of the memory in use at the last OOM (module docstring)."""
+    if _young(state, policy):
+        return policy.young_oom_bump_ratio
+    if _remembered_peak(state, now_us, policy) > used_bytes:
+        return policy.known_peak_bump_ratio
+    return policy.oom_bump_ratio
+
+
 def estimate_adaptive(
     state: AggregateContainerState,
     config: RecommenderConfig,
@@ -183,8 +198,9 @@ def estimate_adaptive(
     target_memory = _margin(resource_amount_from_float(memory.percentile(percentile)), margin)
     if _holding(pressure, now_us, policy):
         assert pressure.last is not None
+        used = pressure.last.memory_bytes
         floor = max(
-            scale_resource(pressure.last.memory_bytes, policy.oom_bump_ratio),
+            scale_resource(used, _bump_ratio(state, used, now_us, policy)),
             _margin(
                 resource_amount_from_float(memory.percentile(policy.oom_peak_percentile)),
                 policy.oom_peak_margin,
@@ -327,7 +343,11 @@ def estimate_adaptive_states(
             _amounts(memory[rows, _column_index(memory_columns, policy.oom_peak_percentile)]),
             policy.oom_peak_margin,
         )
-        floor = np.maximum(_amounts(used.astype(np.float64) * policy.oom_bump_ratio), peak)
+        ratios = np.array(
+            [_bump_ratio(states[i], int(u), now_us, policy) for i, u in zip(holding, used)],
+            dtype=np.float64,
+        )
+        floor = np.maximum(_amounts(used.astype(np.float64) * ratios), peak)
         remembered = np.array(
             [_remembered_peak(states[i], now_us, policy) for i in holding], dtype=np.int64
         )
