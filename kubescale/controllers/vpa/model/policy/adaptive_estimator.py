@@ -344,7 +344,10 @@ def estimate_adaptive_states(
             policy.oom_peak_margin,
         )
         ratios = np.array(
-            [_bump_ratio(states[i], int(u), now_us, policy) for i, u in zip(holding, used)],
+            [
+                _bump_ratio(states[i], int(u), now_us, policy)
+                for i, u in zip(holding, used, strict=True)
+            ],
             dtype=np.float64,
         )
         floor = np.maximum(_amounts(used.astype(np.float64) * ratios), peak)
