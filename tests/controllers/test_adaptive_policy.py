@@ -300,6 +300,8 @@ policies = st.builds(
         tuple
     ),
     oom_bump_ratio=st.floats(0, 4),
+    young_oom_bump_ratio=st.floats(0, 16),
+    known_peak_bump_ratio=st.floats(0, 4),
     cpu_percentiles=st.lists(st.floats(0, 1), min_size=1, max_size=5).map(tuple),
     throttle_cost_cores=st.floats(0, 100),
     young_ns=st.sampled_from([0, 6 * 3600 * 10**9, 24 * 3600 * 10**9, 400 * 3600 * 10**9]),
