@@ -228,7 +228,11 @@ def policy_refusals(
     if rules.empty:
         return refused
     nodes = state.descheduler_nodes()
-    names = [name for name in candidates if name in nodes]
+    names = (
+        list(candidates)
+        if nodes.keys() >= set(candidates)
+        else [name for name in candidates if name in nodes]
+    )
     if not names:
         return refused
     evictable = _Evictable(rules, state, pod)
@@ -395,11 +399,16 @@ def _refuse_spread(
             for p in state.pods_selected(namespace, constraint.selector)
             if pod_key(p) != own and _in_scope(p, args) and evictable.other(rule.profile, p)
         ]
-        placed = _SpreadAfterPlacement(topology_spread.domain_counts(constraint, nodes, matching))
         key = constraint.topology_key
+        groups = state.node_groups((key,))
+        # The nodes' values of the key, already grouped: domain_counts need not read the nodes.
+        values = [value for (value,) in groups if value is not None]
+        placed = _SpreadAfterPlacement(
+            topology_spread.domain_counts(constraint, nodes, matching, values=values)
+        )
         open_names = {n for n in names if n not in refused}
         chosen: set[str] = set()
-        for (value,), members in state.node_groups((key,)).items():
+        for (value,), members in groups.items():
             if value is not None and placed.evicted_from(value, constraint.max_skew)[0]:
                 chosen.update(m for m in members if m in open_names)
         _refuse_all(
