@@ -170,12 +170,13 @@ def _remembered_peak(
 
 
 def _bump_ratio(
-    state: AggregateContainerState, used_bytes: int, now_us: int, policy: AdaptivePolicyConfig
+    *, young: bool, remembered: int, used_bytes: int, policy: AdaptivePolicyConfig
 ) -> float:
-    """The OOM floor's multiple of the memory in use at the last OOM (module docstring)."""
-    if _young(state, policy):
+    """The OOM floor's multiple of the memory in use at the last OOM (module docstring);
+    ``remembered`` is :func:`_remembered_peak`'s amount."""
+    if young:
         return policy.young_oom_bump_ratio
-    if _remembered_peak(state, now_us, policy) > used_bytes:
+    if remembered > used_bytes:
         return policy.known_peak_bump_ratio
     return policy.oom_bump_ratio
 
@@ -199,13 +200,17 @@ def estimate_adaptive(
     if _holding(pressure, now_us, policy):
         assert pressure.last is not None
         used = pressure.last.memory_bytes
+        remembered = _remembered_peak(state, now_us, policy)
+        bump = _bump_ratio(
+            young=_young(state, policy), remembered=remembered, used_bytes=used, policy=policy
+        )
         floor = max(
-            scale_resource(used, _bump_ratio(state, used, now_us, policy)),
+            scale_resource(used, bump),
             _margin(
                 resource_amount_from_float(memory.percentile(policy.oom_peak_percentile)),
                 policy.oom_peak_margin,
             ),
-            _remembered_peak(state, now_us, policy),
+            remembered,
         )
         target_memory = max(target_memory, floor)
     release = _release_level(state, pressure, now_us, policy, target_memory)
@@ -332,6 +337,7 @@ def estimate_adaptive_states(
         axis=1,
     )
     target_memory: IntArray = by_rung[np.arange(len(states)), rungs]
+    young = last_us - first_us < policy.young_ns // 1000
     holding = [index for index, p in enumerate(pressures) if _holding(p, now_us, policy)]
     if holding:
         rows = np.array(holding, dtype=np.int64)
@@ -343,17 +349,17 @@ def estimate_adaptive_states(
             _amounts(memory[rows, _column_index(memory_columns, policy.oom_peak_percentile)]),
             policy.oom_peak_margin,
         )
+        remembered = np.array(
+            [_remembered_peak(states[i], now_us, policy) for i in holding], dtype=np.int64
+        )
         ratios = np.array(
             [
-                _bump_ratio(states[i], int(u), now_us, policy)
-                for i, u in zip(holding, used, strict=True)
+                _bump_ratio(young=bool(y), remembered=int(r), used_bytes=int(u), policy=policy)
+                for y, r, u in zip(young[rows], remembered, used, strict=True)
             ],
             dtype=np.float64,
         )
         floor = np.maximum(_amounts(used.astype(np.float64) * ratios), peak)
-        remembered = np.array(
-            [_remembered_peak(states[i], now_us, policy) for i in holding], dtype=np.int64
-        )
         target_memory[rows] = np.maximum(target_memory[rows], np.maximum(floor, remembered))
     if policy.release_quiet_ns:
         for index, state in enumerate(states):
@@ -363,7 +369,6 @@ def estimate_adaptive_states(
                 )
                 if release is not None:
                     target_memory[index] = release
-    young = last_us - first_us < policy.young_ns // 1000
     if young.any():
         young_floor = _margin_array(
             _amounts(memory[:, _column_index(memory_columns, 1.0)]), policy.young_memory_margin
