@@ -193,8 +193,10 @@ def _static_requests() -> list[Request]:
             ),
             Request(verb="patch", group="", resource="pods", namespace=namespace),
             # kube/scale_lookups.py: get of the scale subresource of a workload a pod names
-            # (a VPA target's selector): the kinds kubescale knows (a custom kind needs a rule
-            # naming it: README.md, no wildcard).
+            # (a VPA target's selector) that no informer caches (kube/controller_lookups.py's
+            # WELL_KNOWN_INFORMED are read from the cache): the Cluster API kinds kubescale
+            # knows (a custom kind needs a rule naming it: README.md, no wildcard); the HPA's
+            # GET of a ReplicationController's /scale (controllers/hpa/scale_targets.py).
             *[
                 Request(
                     verb="get",
@@ -204,11 +206,9 @@ def _static_requests() -> list[Request]:
                     namespace=namespace,
                 )
                 for group, plural in (
-                    ("apps", "deployments"),
-                    ("apps", "statefulsets"),
-                    ("apps", "replicasets"),
                     ("", "replicationcontrollers"),
                     ("cluster.x-k8s.io", "machinedeployments"),
+                    ("cluster.x-k8s.io", "machinesets"),
                 )
             ],
             # Recommender: PodMetrics from the metrics API.
@@ -270,14 +270,15 @@ def test_the_cluster_autoscaler_can_make_its_writes() -> None:
 
 
 def test_the_hpa_controller_can_make_its_requests() -> None:
-    # controllers/hpa: hpa_loop.py (GET and merge PATCH of the target's /scale, PUT of the HPA's
-    # status), metrics_sources.py (the three metrics APIs), scale_targets.py (discovery: no
+    # controllers/hpa: hpa_loop.py (merge PATCH of the target's /scale; GET of it where no
+    # informer caches the target — the apps workloads' Scale is read from the cache), PUT of the
+    # HPA's status, metrics_sources.py (the three metrics APIs), scale_targets.py (discovery: no
     # RBAC for non-resource URLs of discovery, granted to every authenticated user)
     requests = [
         *[request for group, plural in (("apps", "deployments"), ("apps", "statefulsets"),
                                         ("apps", "replicasets"), ("", "replicationcontrollers"))
-          for verb in ("get", "patch")
-          for request in _everywhere(verb, group, plural, "scale", name="web")],
+          for request in _everywhere("patch", group, plural, "scale", name="web")],
+        *_everywhere("get", "", "replicationcontrollers", "scale", name="web"),
         *_everywhere("update", "autoscaling", "horizontalpodautoscalers", "status", name="web"),
         *_everywhere("list", "metrics.k8s.io", "pods"),
         *_everywhere("get", "custom.metrics.k8s.io", "pods", "http_requests", name="*"),
@@ -314,8 +315,10 @@ UPSTREAM_GRANTS: list[tuple[str, tuple[str, ...], tuple[str, ...], str]] = [
     ("", ("namespaces",), ("list",), "get: informer (the cluster autoscaler's)"),
     ("apps", ("replicasets",), ("list", "watch"), "get: informer"),
     ("", ("pods/eviction",), ("create",), ""),
-    ("*", ("*/scale",), ("get",),
-     "watch: the /scale lookups get, never watch; custom kinds: a rule naming them (README)"),
+    ("*", ("*/scale",), (),
+     "get: the /scale of the apps workloads is read from their informers (a GET only for kinds"
+     " without one: ReplicationControllers for the HPA, Cluster API, custom kinds with a rule"
+     " naming them (README)); watch: never"),
     ("", ("replicationcontrollers",), ("list", "watch"), "get: informer"),
     ("apps", ("daemonsets", "deployments", "replicasets", "statefulsets"), ("list", "watch"),
      "get: informer"),
@@ -364,7 +367,9 @@ NOT_NEEDED = [
     *_everywhere("delete", "", "nodes"),
     *_everywhere("delete", "cluster.x-k8s.io", "machines"),
     # the scale subresource is read and merge-patched (HPA, node groups), never updated,
-    # listed or watched
+    # listed or watched; the apps workloads' Scale is read from their informers, never GET
+    *[request for plural in ("deployments", "statefulsets", "replicasets")
+      for request in _everywhere("get", "apps", plural, "scale", name="web")],
     *[request for verb in ("update", "list", "watch")
       for group, plural in (("apps", "deployments"), ("apps", "statefulsets"),
                             ("example.com", "widgets"))

@@ -37,6 +37,7 @@ from kubescale.cli.serve import Server, default_components, serve
 from kubescale.cli.serve_config import serve_config_from_args
 from kubescale.components import REGISTRY
 from kubescale.sim.apiserver.request_log import RequestRecord
+from kubescale.sim.apiserver.served_kinds import SERVED
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.scenario.runner import SimulationRun
 from kubescale.sim.scenario.scenario_validation import load_scenario
@@ -103,14 +104,38 @@ def _policy_flags(parser: argparse.ArgumentParser, tmp_path: Path) -> list[str]:
 
 
 def _stale_objects(api: ApiServer) -> None:
-    """A webhook configuration from an earlier install (replaced by self-registration) and a
-    checkpoint whose VPA is gone (garbage-collected by the recommender)."""
+    """A webhook configuration from an earlier install (replaced by self-registration), a
+    checkpoint whose VPA is gone (garbage-collected by the recommender) and an HPA on a
+    ReplicationController."""
     stale = webhook_configuration(WebhookSettings(), ca_bundle=b"stale")
     api.store.create({**stale, "webhooks": [{**stale["webhooks"][0], "timeoutSeconds": 5}]})
     checkpoint = checkpoint_example()
     checkpoint["metadata"] = {"name": "gone-app", "namespace": "default"}
     checkpoint["spec"] = {"vpaObjectName": "gone", "containerName": "app"}
     api.store.create(checkpoint)
+    # An HPA on a ReplicationController (no informer: its Scale is read with GET /scale) whose
+    # replicas are below minReplicas: the HPA patches /scale up to minReplicas, no metric needed.
+    labels = {"app": "legacy"}
+    api.store.create({
+        "apiVersion": "v1", "kind": "ReplicationController",
+        "metadata": {"name": "legacy", "namespace": "default"},
+        "spec": {"replicas": 1, "selector": labels, "template": {
+            "metadata": {"labels": labels},
+            "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}]},
+        }},
+    })  # fmt: skip
+    api.store.create({
+        "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "legacy", "namespace": "default",
+                     "annotations": {"hpa.kubescale.io/controller": "kubescale"}},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "v1", "kind": "ReplicationController",
+                               "name": "legacy"},
+            "minReplicas": 2, "maxReplicas": 4,
+            "metrics": [{"type": "Resource", "resource": {
+                "name": "cpu", "target": {"type": "Utilization", "averageUtilization": 60}}}],
+        },
+    })  # fmt: skip
 
 
 async def _serve_records(cert_dir: Path, tmp_path: Path) -> set[RequestRecord]:
@@ -127,6 +152,7 @@ async def _serve_records(cert_dir: Path, tmp_path: Path) -> set[RequestRecord]:
             "--tls-private-key", str(certs / "serverKey.pem"),
             "--client-ca-file", str(certs / "caCert.pem"), "--cert-reload-interval", "0.2s",
             "--recommender-interval", "1s", "--checkpoints-gc-interval", "1s",
+            "--horizontal-pod-autoscaler-sync-period", "1s",
             "--kubeconfig", str(kubeconfig),
             "--leader-elect-resource-namespace", install_namespace(),
             "--webhook-service-namespace", install_namespace(), "--log-level", "error",
@@ -166,12 +192,20 @@ async def _serve_records(cert_dir: Path, tmp_path: Path) -> set[RequestRecord]:
 
             async def done() -> bool:
                 records = api.requests.counts()
-                return any(
-                    r.resource == "mutatingwebhookconfigurations" and r.verb == "patch"
-                    for r in records
-                ) and any(
-                    r.resource == "verticalpodautoscalercheckpoints" and r.verb == "delete"
-                    for r in records
+                return (
+                    any(
+                        r.resource == "mutatingwebhookconfigurations" and r.verb == "patch"
+                        for r in records
+                    )
+                    and any(
+                        r.resource == "verticalpodautoscalercheckpoints" and r.verb == "delete"
+                        for r in records
+                    )
+                    and any(
+                        (r.resource, r.subresource, r.verb)
+                        == ("replicationcontrollers", "scale", "patch")
+                        for r in records
+                    )
                 )
 
             await _until(done, within=30)
@@ -265,3 +299,30 @@ def test_no_wildcards() -> None:
         if set(rule["apiGroups"]) <= WILDCARD_GROUPS:
             continue
         assert not any("*" in resource for resource in rule["resources"]), (role, rule)
+
+
+# Aggregated APIs the shipped roles name, served beside the catalogue (sim/apiserver/metrics_apis)
+AGGREGATED: Final = frozenset({("metrics.k8s.io", "pods"), ("metrics.k8s.io", "nodes")})
+
+
+def _granted_pairs_that_do_not_exist() -> list[str]:
+    """A rule grants every apiGroup x resource pair it lists; each pair must name a resource (and
+    subresource) the API server serves, or the role grants combinations that do not exist."""
+    served = {(kind.group, kind.plural): kind for kind in SERVED}
+    missing = []
+    for role, rule in _rules():
+        for group in rule["apiGroups"]:
+            if group in WILDCARD_GROUPS:
+                continue
+            for resource in rule["resources"]:
+                plural, _, subresource = resource.partition("/")
+                if (group, plural) in AGGREGATED and not subresource:
+                    continue
+                kind = served.get((group, plural))
+                if kind is None or (subresource and subresource not in kind.subresources):
+                    missing.append(f"{role}: {group or 'core'}/{resource}")
+    return missing
+
+
+def test_no_rule_grants_a_group_resource_pair_that_does_not_exist() -> None:
+    assert _granted_pairs_that_do_not_exist() == []

@@ -89,21 +89,28 @@ class ScaleTargets:
         self, api_version: str, kind: str, *, name: str, namespace: str, informers: InformerSet
     ) -> tuple[dict[str, Any], ResourceType]:
         """The target's Scale and the resource it was read from: from the informer cache for
-        :data:`CACHED_WORKLOADS` once synced, else ``GET /scale`` on each mapping in turn (the
-        first error is raised when every mapping fails)."""
+        :data:`CACHED_WORKLOADS`, else ``GET /scale`` on each mapping in turn (the first error is
+        raised when every mapping fails). A cached workload is never read with ``GET /scale``
+        (the ClusterRole grants ``apps`` scale ``patch`` only): while its cache is not synced the
+        answer is an error, as a loop does not decide on an unsynced cache."""
         resources = await self.resolve(api_version, kind)
         for resource in resources:
             if resource in CACHED_WORKLOADS:
                 informer = informers.informer(resource)
-                if informer.synced:
-                    obj = informer.lister.get(name, namespace)
-                    if obj is None:
-                        raise KubeApiError(
-                            code=404,
-                            reason="NotFound",
-                            message=f'{resource.plural}.{resource.group} "{name}" not found',
-                        )
-                    return scale_view(obj), resource
+                if not informer.synced:
+                    raise KubeApiError(
+                        code=503,
+                        reason="ServiceUnavailable",
+                        message=f"the {resource.plural}.{resource.group} cache has not synced",
+                    )
+                obj = informer.lister.get(name, namespace)
+                if obj is None:
+                    raise KubeApiError(
+                        code=404,
+                        reason="NotFound",
+                        message=f'{resource.plural}.{resource.group} "{name}" not found',
+                    )
+                return scale_view(obj), resource
         error: KubeError | None = None
         for resource in resources:
             try:
