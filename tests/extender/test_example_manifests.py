@@ -45,3 +45,18 @@ def test_the_policy_config_map_holds_a_valid_policy() -> None:
     )
     assert profile.evictor.node_fit
     assert policy.max_pods_per_node == 5
+
+
+def test_older_kube_schedulers_have_a_configuration_of_their_version() -> None:
+    # kube-scheduler before 1.25 rejects kubescheduler.config.k8s.io/v1 (GA in 1.25, KEP-785):
+    # v1beta3 serves 1.23-1.28, v1beta2 1.22-1.27. The three files differ in apiVersion only.
+    current = yaml.safe_load((EXAMPLES / "kube-scheduler-config.yaml").read_text())
+    for version in ("v1beta3", "v1beta2"):
+        path = EXAMPLES / f"kube-scheduler-config-{version}.yaml"
+        config = yaml.safe_load(path.read_text())
+        assert config["apiVersion"] == f"kubescheduler.config.k8s.io/{version}"
+        assert {**config, "apiVersion": current["apiVersion"]} == current
+        assert (
+            f"kube-scheduler-config-{version}.yaml"
+            in (EXAMPLES / "kube-scheduler-config.yaml").read_text()
+        )
