@@ -12,6 +12,7 @@ The builders here are shared by the other ``test_recommender_*``/``test_checkpoi
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -500,3 +501,26 @@ def _recommender_settings(flags: Mapping[str, Any]) -> RecommenderSettings:
     assert spec is not None
     settings: RecommenderSettings = component_settings(spec, flags)
     return settings
+
+
+async def test_a_vpa_deleted_while_the_loop_works_is_not_an_error(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The loop's informers still hold the VPA when its status PATCH meets 404: the object is
+    # gone, which is not an error (nothing is written, nothing logged at error level).
+    await web_with_one_pod(cluster)
+    cluster.vpa("web")
+    loop = await cluster.recommender()
+    target = str(cluster.api.store.resource_version)
+    for _ in range(100):
+        cluster.api.bookmark_watches()
+        if await loop.cache.wait_for_resource_version(target, within=0.1):
+            break
+    cluster.api.store.delete(VERTICAL_POD_AUTOSCALERS, "web", NAMESPACE)
+    caplog.set_level(logging.INFO)
+    await loop.run_once(cluster.now)
+    assert loop.status_writes == 0
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+    gone = [r for r in caplog.records if r.getMessage().startswith("VPA object is gone")]
+    assert len(gone) == 1
+    assert gone[0].levelno == logging.INFO

@@ -58,7 +58,7 @@ from kubescale.controllers.vpa.recommender.vpa_status import (
     write_status,
 )
 from kubescale.kube.client import KubeClient
-from kubescale.kube.errors import KubeError
+from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.shared_cache import SharedCache
 from kubescale.runtime.component import TimelineReport
 
@@ -181,6 +181,19 @@ class RecommenderLoop:
                 continue
             try:
                 await write_status(self.client, vpa, status)
+            except KubeApiError as err:
+                namespace, name = observed.key
+                if err.not_found:  # deleted while this iteration worked on it: nothing to do
+                    log.info(
+                        "VPA object is gone, its status is not updated",
+                        extra={"fields": {"vpa": f"{namespace}/{name}"}},
+                    )
+                    continue
+                log.error(
+                    "cannot update VPA object",
+                    extra={"fields": {"vpa": f"{namespace}/{name}", "error": str(err)}},
+                )
+                continue
             except KubeError as err:
                 namespace, name = observed.key
                 log.error(
