@@ -15,9 +15,11 @@ from kubescale.controllers.vpa.model.histogram import (
     MAX_CHECKPOINT_WEIGHT,
     MEMORY_HISTOGRAM_OPTIONS,
     DecayingHistogram,
+    ExponentialHistogramOptions,
     HistogramCheckpointError,
     HistogramOptions,
     HistogramStore,
+    LinearHistogramOptions,
 )
 
 HOUR = 3600 * 10**9
@@ -25,7 +27,14 @@ DAY = 24 * HOUR
 START = datetime.fromtimestamp(1234567890, UTC)  # upstream's decaying_histogram_test startTime
 ALIGNED = datetime(2018, 1, 2, 3, tzinfo=UTC)  # a whole hour: samples there weigh exactly 1x
 # histogram_options_test.go: NewExponentialHistogramOptions(500, 40, 1.5, epsilon).
-SMALL = HistogramOptions(max_value=500.0, first_bucket_size=40.0, ratio=1.5, epsilon=EPSILON)
+SMALL = ExponentialHistogramOptions(
+    max_value=500.0, first_bucket_size=40.0, ratio=1.5, epsilon=EPSILON
+)
+
+
+def test_both_kinds_are_histogram_options() -> None:
+    assert isinstance(SMALL, HistogramOptions)
+    assert isinstance(LINEAR, HistogramOptions)
 
 
 def test_exponential_options_table() -> None:
@@ -35,6 +44,43 @@ def test_exponential_options_table() -> None:
     assert {value: SMALL.find_bucket(value) for value in cases} == cases
     with pytest.raises(IndexError):
         SMALL.bucket_start(6)
+
+
+# histogram_options_test.go: NewLinearHistogramOptions(5.0, 0.3, epsilon).
+LINEAR = LinearHistogramOptions(max_value=5.0, bucket_size=0.3, epsilon=0.001)
+
+
+def test_linear_options_table() -> None:
+    # NumBuckets = int(ceil(5.0 / 0.3)) + 1 = ceil(16.67) + 1 = 18; bucket n starts at n * 0.3
+    # (17 * 0.3 = 5.1, the first start >= maxValue); FindBucket = int(v / 0.3) clamped to
+    # [0, 17]: -1.0 -> int(-3.33) = -3 -> 0, 1.3 -> int(4.33) = 4, 100.0 -> 333 -> 17.
+    assert LINEAR.epsilon == 0.001
+    assert LINEAR.num_buckets == 18
+    assert (LINEAR.bucket_start(0), LINEAR.bucket_start(17)) == (0.0, 5.1)
+    cases = {-1.0: 0, 0.0: 0, 1.3: 4, 100.0: 17}
+    assert {value: LINEAR.find_bucket(value) for value in cases} == cases
+    values = np.array(list(cases))
+    assert LINEAR.find_buckets(values).tolist() == list(cases.values())
+    with pytest.raises(IndexError):
+        LINEAR.bucket_start(18)
+    for bad in ((0.0, 0.3, 0.001), (5.0, 0.0, 0.001), (5.0, 0.3, 0.0)):
+        with pytest.raises(ValueError, match="must both be positive"):
+            LinearHistogramOptions(max_value=bad[0], bucket_size=bad[1], epsilon=bad[2])
+
+
+def test_a_histogram_on_linear_buckets() -> None:
+    # histogram_test.go's percentile rule on linear buckets of 1.0 up to 10 (11 buckets): samples
+    # 1.5 (weight 1), 4.2 (weight 2), 7.9 (weight 1) land in buckets 1, 4, 7; total weight 4.
+    # P25 reaches 1 of 4 in bucket 1 -> its end, 2.0; P50 and P75 reach 2 and 3 in bucket 4 ->
+    # 5.0; P100 bucket 7 -> 8.0. A checkpoint round trip keeps the same percentiles.
+    options = LinearHistogramOptions(max_value=10.0, bucket_size=1.0, epsilon=EPSILON)
+    histogram = DecayingHistogram(options, DAY)
+    for value, weight in ((1.5, 1.0), (4.2, 2.0), (7.9, 1.0)):
+        histogram.add_sample(value, weight, ALIGNED)
+    assert [histogram.percentile(p) for p in (0.25, 0.5, 0.75, 1.0)] == [2.0, 5.0, 5.0, 8.0]
+    restored = DecayingHistogram(options, DAY)
+    restored.load_from_checkpoint(histogram.save_to_checkpoint())
+    assert [restored.percentile(p) for p in (0.25, 0.5, 0.75, 1.0)] == [2.0, 5.0, 5.0, 8.0]
 
 
 def test_cpu_and_memory_bucketing_has_176_buckets() -> None:
@@ -268,7 +314,9 @@ def test_epsilon_is_exactly_upstreams_constant() -> None:
 # -- the epsilon of the options (histogram.go reads h.options.Epsilon(), not a constant) --------
 
 # SMALL's buckets with epsilon 0.5: starts 0, 40, 100, 190, 325, 527.5; 45 → bucket 1, 200 → 3.
-COARSE = HistogramOptions(max_value=500.0, first_bucket_size=40.0, ratio=1.5, epsilon=0.5)
+COARSE = ExponentialHistogramOptions(
+    max_value=500.0, first_bucket_size=40.0, ratio=1.5, epsilon=0.5
+)
 
 
 def _coarse() -> DecayingHistogram:

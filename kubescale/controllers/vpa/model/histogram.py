@@ -1,6 +1,7 @@
 """Upstream VPA's histograms (``pkg/recommender/util``), stored column-wise.
 
-Bucketing (``histogram_options.go``): exponential buckets, bucket ``n >= 1`` starting at
+Bucketing (``histogram_options.go``): linear buckets (:class:`LinearHistogramOptions`) or, as the
+recommender uses, exponential buckets, bucket ``n >= 1`` starting at
 ``first * (ratio**n - 1) / (ratio - 1)``, ``FindBucket(v) = 0`` below ``first``, else
 ``int(log(v * (ratio - 1) / first + 1) / log(ratio))`` capped at the last bucket, and
 ``NumBuckets = int(ceil(log_ratio(max * (ratio - 1) / first + 1))) + 1``. CPU: 0.01 core to
@@ -69,9 +70,11 @@ __all__ = [
     "MAX_CHECKPOINT_WEIGHT",
     "MEMORY_HISTOGRAM_OPTIONS",
     "DecayingHistogram",
+    "ExponentialHistogramOptions",
     "HistogramCheckpointError",
     "HistogramOptions",
     "HistogramStore",
+    "LinearHistogramOptions",
 ]
 
 MAX_CHECKPOINT_WEIGHT = 10000
@@ -91,8 +94,31 @@ class HistogramCheckpointError(ValueError):
     """A histogram checkpoint upstream's LoadFromCheckpoint would reject."""
 
 
-@dataclass(frozen=True)
 class HistogramOptions:
+    """The number and size of a histogram's buckets (upstream's ``HistogramOptions``
+    interface): :class:`ExponentialHistogramOptions` or :class:`LinearHistogramOptions`."""
+
+    epsilon: float
+    num_buckets: int
+    bucket_starts: tuple[float, ...]
+
+    def find_bucket(self, value: float) -> int:
+        """FindBucket: the bucket ``value`` falls in, the first or last one outside the range."""
+        raise NotImplementedError
+
+    def find_buckets(self, values: FloatArray) -> IntArray:
+        """FindBucket element-wise (finite non-negative values)."""
+        raise NotImplementedError
+
+    def bucket_start(self, bucket: int) -> float:
+        """GetBucketStart."""
+        if not 0 <= bucket < self.num_buckets:
+            raise IndexError(f"index {bucket} out of range [0..{self.num_buckets - 1}]")
+        return self.bucket_starts[bucket]
+
+
+@dataclass(frozen=True)
+class ExponentialHistogramOptions(HistogramOptions):
     """Exponential bucketing (``NewExponentialHistogramOptions``)."""
 
     max_value: float
@@ -143,19 +169,46 @@ class HistogramOptions:
         result: IntArray = np.where(values < self.first_bucket_size, 0, buckets)
         return result
 
-    def bucket_start(self, bucket: int) -> float:
-        """GetBucketStart."""
-        if not 0 <= bucket < self.num_buckets:
-            raise IndexError(f"index {bucket} out of range [0..{self.num_buckets - 1}]")
-        return self.bucket_starts[bucket]
+
+@dataclass(frozen=True)
+class LinearHistogramOptions(HistogramOptions):
+    """Fixed-size buckets (``NewLinearHistogramOptions``): bucket ``n`` starts at
+    ``n * bucketSize``, ``NumBuckets = int(ceil(maxValue / bucketSize)) + 1`` (the last start is
+    at least ``maxValue``), ``FindBucket(v) = int(v / bucketSize)`` (Go's conversion truncates
+    toward zero) clamped to ``[0, NumBuckets - 1]``."""
+
+    max_value: float
+    bucket_size: float
+    epsilon: float
+    num_buckets: int = field(init=False)
+    bucket_starts: tuple[float, ...] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.max_value <= 0 or self.bucket_size <= 0 or self.epsilon <= 0:
+            raise ValueError("maxValue and bucketSize must both be positive")
+        count = go_float_to_int64(math.ceil(self.max_value / self.bucket_size)) + 1
+        object.__setattr__(self, "num_buckets", count)
+        starts = tuple(float(n) * self.bucket_size for n in range(count))
+        object.__setattr__(self, "bucket_starts", starts)
+
+    def find_bucket(self, value: float) -> int:
+        """FindBucket."""
+        bucket = go_float_to_int64(value / self.bucket_size)
+        return max(0, min(bucket, self.num_buckets - 1))
+
+    def find_buckets(self, values: FloatArray) -> IntArray:
+        """FindBucket element-wise (finite values)."""
+        quotients = np.clip(values / self.bucket_size, -1.0, float(self.num_buckets))
+        result: IntArray = np.clip(np.trunc(quotients).astype(np.int64), 0, self.num_buckets - 1)
+        return result
 
 
 _RATIO = 1.0 + BUCKET_SIZE_GROWTH
-CPU_HISTOGRAM_OPTIONS = HistogramOptions(
+CPU_HISTOGRAM_OPTIONS = ExponentialHistogramOptions(
     max_value=1000.0, first_bucket_size=0.01, ratio=_RATIO, epsilon=EPSILON
 )
 """CPU in cores: first bucket 0.01 core, max 1000 cores (176 buckets)."""
-MEMORY_HISTOGRAM_OPTIONS = HistogramOptions(
+MEMORY_HISTOGRAM_OPTIONS = ExponentialHistogramOptions(
     max_value=1e12, first_bucket_size=1e7, ratio=_RATIO, epsilon=EPSILON
 )
 """Memory in bytes: first bucket 10 MB, max 1 TB (176 buckets)."""
