@@ -49,6 +49,7 @@ from kubescale.controllers.vpa.api.limit_range_rules import NamespaceLimits
 from kubescale.controllers.vpa.api.limit_ranges import merged_limit_range_item
 from kubescale.controllers.vpa.api.pod_patches import pod_patches
 from kubescale.controllers.vpa.api.pod_resources import pod_resources
+from kubescale.controllers.vpa.api.startup_boost import StartupBoostSettings
 from kubescale.controllers.vpa.api.vpa_matching import target_ref_of
 from kubescale.kube.quantities import Quantity
 
@@ -90,12 +91,13 @@ def admit_pod(
     hpas: Sequence[dict[str, Any]] = (),
     avoid_hpa_conflict: bool = False,
     largest_node_allocatable: Mapping[str, Quantity] | None = None,
+    startup_boost: StartupBoostSettings | None = None,
 ) -> PodAdmission:
     """The patches for ``pod`` given its controlling ``vpa`` (from :func:`choose_vpa`).
 
     ``limit_ranges`` are the LimitRange objects of the pod's namespace, in the order the
     caller's cache lists them; ``hpas`` the HPAs of that namespace (read only with
-    ``avoid_hpa_conflict``).
+    ``avoid_hpa_conflict``); ``startup_boost``: the ``CPUStartupBoost`` gate is on.
     """
     if vpa is None:
         return PodAdmission(patches=[], vpa=None, applied=False, skipped_resources=frozenset())
@@ -111,6 +113,7 @@ def admit_pod(
             skip_resources=skipped,
             largest_node_allocatable=largest_node_allocatable,
             namespace_limits=NamespaceLimits.of(limit_ranges),
+            startup_boost=startup_boost,
         )
         name = _vpa_name(vpa)
         patches = pod_patches(pod=pod, vpa_name=name, resources=resources)

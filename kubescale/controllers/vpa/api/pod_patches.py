@@ -7,6 +7,8 @@ Upstream's pod handler (``resource/pod/handler.go``) and its two patch calculato
    absent; an empty ``{}`` is a map);
 2. per container ``i`` whose resources changed (containers in ``pod.spec.containers`` order):
 
+   * with a CPU startup boost, ``add /metadata/annotations/vpaCpuStartupBoost~1<container>``
+     (the container's original resources, :mod:`kubescale.controllers.vpa.api.startup_boost`);
    * ``add /spec/containers/i/resources {}`` when the container's *current* requests and limits
      are both unset;
    * ``add /spec/containers/i/resources/requests {}`` when the current requests are unset and
@@ -54,6 +56,7 @@ from typing import Any
 from kubescale.base.objects import mapping
 from kubescale.controllers.vpa.api.current_resources import ordered_names
 from kubescale.controllers.vpa.api.pod_resources import ContainerResources, PodResources
+from kubescale.controllers.vpa.api.startup_boost import boost_annotation
 from kubescale.kube.quantities import Quantity
 
 __all__ = [
@@ -204,6 +207,9 @@ def pod_patches(
     for index, container in enumerate(_containers(pod)):
         name = _container_name(container)
         container_resources = computed[index] if index < len(computed) else _NOTHING
+        boost = resources.boosts.get(index)
+        if boost is not None:  # applyCPUStartupBoost's patch comes before the container's
+            patches.append(_annotation_patch(boost_annotation(name), boost))
         container_patches, update = _container_patches(
             index=index,
             current=current[name],

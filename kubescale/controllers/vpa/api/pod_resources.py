@@ -5,8 +5,8 @@ admission patch sets (``resource/pod/recommendation/recommendation_provider.go``
 ``resource_updates.go``), upstream-exact except where upstream's answer would make the pod
 uncreatable (step 2's LimitRange-after-policy and step 5):
 
-1. VPA update mode ``Off`` -> nothing at all (upstream drops requests, limits and annotations;
-   only a startup boost would still apply). No ``status.recommendation`` -> nothing.
+1. VPA update mode ``Off`` -> nothing but a startup boost (upstream drops requests, limits and
+   annotations). No ``status.recommendation`` -> nothing but a startup boost.
 2. The recommendation goes through the capping processor
    (:mod:`kubescale.controllers.vpa.api.capping`: pod LimitRange, container LimitRange,
    minAllowed/maxAllowed, RequestsOnly cap); its Target annotations start each container's
@@ -17,6 +17,10 @@ uncreatable (step 2's LimitRange-after-policy and step 5):
    RequestsAndLimits (default) keeps each limit in proportion to the new request, falling back to
    the container LimitRange's ``default``; its annotations are added only when some limit results.
    RequestsOnly leaves limits alone. Empty resource names are purged.
+4b. With the ``CPUStartupBoost`` gate (``startup_boost``), the CPU request (and limit, by
+   ``controlledValues``) of each container a ``startupBoost`` applies to is boosted
+   (:mod:`kubescale.controllers.vpa.api.startup_boost`); beyond upstream, the LimitRange step
+   below applies to the boosted values too, and a resource an HPA scales on is not boosted.
 5. Beyond upstream, always: the requests and limits to set are checked against what the API
    server checks after the webhooks -- requests at most limits, the namespace's LimitRanges
    (``namespace_limits``) -- and moved inside, the LimitRange winning
@@ -61,7 +65,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from kubescale.base.objects import optional_mapping
+from kubescale.base.objects import mapping, optional_mapping
 from kubescale.controllers.vpa.api.capping import (
     REQUESTS_AND_LIMITS,
     cap_recommendation,
@@ -77,6 +81,11 @@ from kubescale.controllers.vpa.api.limit_range_rules import NamespaceLimits
 from kubescale.controllers.vpa.api.limit_ranges import LimitRangeItem
 from kubescale.controllers.vpa.api.limit_scaling import proportional_limits
 from kubescale.controllers.vpa.api.node_fit import fit_requests_to_node
+from kubescale.controllers.vpa.api.startup_boost import (
+    CPU,
+    StartupBoostSettings,
+    boosted_container,
+)
 from kubescale.controllers.vpa.api.vpa_policy import UPDATE_MODE_OFF, update_mode
 from kubescale.kube.quantities import Quantity
 
@@ -110,6 +119,9 @@ class PodResources:
     """Container name -> annotation texts (capping, node fit, limits), in upstream order."""
     conflicts: tuple[LimitRangeConflict, ...] = ()
     """Where a LimitRange overrode what the VPA wanted (beyond upstream: the LimitRange wins)."""
+    boosts: Mapping[int, str] = field(default_factory=lambda: MappingProxyType({}))
+    """Container index -> the ``vpaCpuStartupBoost/<container>`` annotation value (CPU startup
+    boost, :mod:`kubescale.controllers.vpa.api.startup_boost`)."""
 
 
 _NOTHING = ContainerResources()
@@ -138,33 +150,24 @@ def _requests_to_set(
     return requests
 
 
-def pod_resources(
+def _recommended_requests(
     *,
     pod: dict[str, Any],
     vpa: dict[str, Any],
+    containers_of_pod: PodContainers,
+    resource_policy: Mapping[str, Any] | None,
     container_limit_range: LimitRangeItem | None,
     pod_limit_range: LimitRangeItem | None,
-    skip_resources: frozenset[str] = frozenset(),
-    largest_node_allocatable: Mapping[str, Quantity] | None = None,
-    namespace_limits: NamespaceLimits | None = None,
-) -> PodResources:
-    """The resources and annotations admission sets on ``pod`` for ``vpa``.
-
-    ``namespace_limits`` are the bounds of the namespace's LimitRanges the result must meet
-    (none when ``None``; requests are still kept at or below limits).
-    """
-    containers_of_pod = PodContainers.of(pod)
+    skip_resources: frozenset[str],
+) -> tuple[list[ResourceList | None], dict[str, list[str]], tuple[LimitRangeConflict, ...]]:
+    """Steps 1-3: per container the requests to set (``None``: nothing), the annotation texts
+    and the capping conflicts."""
     names = containers_of_pod.names
-    nothing = PodResources(
-        containers=tuple(_NOTHING for _ in names), annotations=MappingProxyType({})
-    )
+    nothing: list[ResourceList | None] = [None for _ in names]
     status = optional_mapping(vpa.get("status")) or {}
     recommendation = optional_mapping(status.get("recommendation"))
     if update_mode(vpa) == UPDATE_MODE_OFF or recommendation is None:
-        return nothing
-    resource_policy = optional_mapping(
-        (optional_mapping(vpa.get("spec")) or {}).get("resourcePolicy")
-    )
+        return nothing, {}, ()
     capped = cap_recommendation(
         recommendation=recommendation,
         resource_policy=resource_policy,
@@ -174,9 +177,8 @@ def pod_resources(
         containers=containers_of_pod,
     )
     if capped is None:
-        return nothing
+        return nothing, {}, ()
     annotations = {name: list(texts) for name, texts in capped.annotations.items()}
-
     requests_per_container: list[ResourceList | None] = []
     for name in names:
         entry = capped.for_container(name)
@@ -185,6 +187,81 @@ def pod_resources(
             annotations.pop(name, None)
             continue
         requests_per_container.append(_requests_to_set(entry.target, skip_resources))
+    return requests_per_container, annotations, capped.conflicts
+
+
+def _boost(
+    *,
+    pod: dict[str, Any],
+    vpa: dict[str, Any],
+    resource_policy: Mapping[str, Any] | None,
+    requests_per_container: list[ResourceList | None],
+    limits_per_container: list[ResourceList],
+    skip_resources: frozenset[str],
+    settings: StartupBoostSettings,
+) -> dict[int, str]:
+    """Step 4b, CPU startup boost (:mod:`kubescale.controllers.vpa.api.startup_boost`): boosts
+    in place and returns the boost annotation value per container index. A resource an HPA
+    scales on (``skip_resources``) is not boosted either."""
+    if CPU in skip_resources:
+        return {}
+    boosts: dict[int, str] = {}
+    containers = mapping(pod.get("spec")).get("containers")
+    for index, container in enumerate(containers if isinstance(containers, list) else ()):
+        if not isinstance(container, Mapping):
+            continue
+        name = container.get("name")
+        boosted = boosted_container(
+            container=container,
+            vpa=vpa,
+            requests=requests_per_container[index],
+            limits=limits_per_container[index],
+            controlled_values=controlled_values(
+                name if isinstance(name, str) else "", resource_policy
+            ),
+            settings=settings,
+        )
+        if boosted is None:
+            continue
+        requests_per_container[index], limits_per_container[index], boosts[index] = boosted
+    return boosts
+
+
+def pod_resources(
+    *,
+    pod: dict[str, Any],
+    vpa: dict[str, Any],
+    container_limit_range: LimitRangeItem | None,
+    pod_limit_range: LimitRangeItem | None,
+    skip_resources: frozenset[str] = frozenset(),
+    largest_node_allocatable: Mapping[str, Quantity] | None = None,
+    namespace_limits: NamespaceLimits | None = None,
+    startup_boost: StartupBoostSettings | None = None,
+) -> PodResources:
+    """The resources and annotations admission sets on ``pod`` for ``vpa``.
+
+    ``namespace_limits`` are the bounds of the namespace's LimitRanges the result must meet
+    (none when ``None``; requests are still kept at or below limits). ``startup_boost``: the
+    ``CPUStartupBoost`` gate is on (``None``: off).
+    """
+    containers_of_pod = PodContainers.of(pod)
+    names = containers_of_pod.names
+    resource_policy = optional_mapping(
+        (optional_mapping(vpa.get("spec")) or {}).get("resourcePolicy")
+    )
+    requests_per_container, annotations, capped_conflicts = _recommended_requests(
+        pod=pod,
+        vpa=vpa,
+        containers_of_pod=containers_of_pod,
+        resource_policy=resource_policy,
+        container_limit_range=container_limit_range,
+        pod_limit_range=pod_limit_range,
+        skip_resources=skip_resources,
+    )
+    if startup_boost is None and all(requests is None for requests in requests_per_container):
+        return PodResources(
+            containers=tuple(_NOTHING for _ in names), annotations=MappingProxyType({})
+        )
 
     if largest_node_allocatable:
         fitted = fit_requests_to_node(
@@ -214,6 +291,18 @@ def pod_resources(
                     annotations.setdefault(name, []).extend(kept)
         limits_per_container.append(limits)
 
+    boosts: dict[int, str] = {}
+    if startup_boost is not None:
+        boosts = _boost(
+            pod=pod,
+            vpa=vpa,
+            resource_policy=resource_policy,
+            requests_per_container=requests_per_container,
+            limits_per_container=limits_per_container,
+            skip_resources=skip_resources,
+            settings=startup_boost,
+        )
+
     # Beyond upstream: what is set must pass the API server (the LimitRange wins).
     fits, fit_conflicts = fit_to_limit_ranges(
         pod=pod,
@@ -242,7 +331,7 @@ def pod_resources(
         }
     conflicts = [
         conflict
-        for conflict in capped.conflicts
+        for conflict in capped_conflicts
         if conflict.resource not in skip_resources
         and conflict.resource not in unchanged.get(conflict.container, frozenset())
     ]
@@ -252,6 +341,7 @@ def pod_resources(
             {name: tuple(texts) for name, texts in annotations.items() if texts}
         ),
         conflicts=(*conflicts, *fit_conflicts),
+        boosts=MappingProxyType(boosts),
     )
 
 
