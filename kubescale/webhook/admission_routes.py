@@ -254,6 +254,7 @@ class AdmissionWebhook:
             options = AdmissionOptions(
                 avoid_hpa_conflict=self.settings.avoid_hpa_conflict,
                 cap_to_largest_node=self.settings.cap_to_largest_node,
+                startup_boost=self.settings.startup_boost,
             )
             decider = CachedPodAdmission(
                 caches=caches, settings=options, decisions=self.decisions, matches=self.matches

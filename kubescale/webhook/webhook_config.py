@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from kubescale.base.flag_types import FlagValueError, add_bool_flag, positive_duration
+from kubescale.controllers.vpa.api.startup_boost import StartupBoostSettings
 from kubescale.controllers.vpa.api.vpa_flags import (
     VPA_FEATURE_GATES,
     add_feature_gates_argument,
@@ -41,6 +42,8 @@ from kubescale.controllers.vpa.api.vpa_flags import (
     parse_feature_gates,
     vpa_namespaces,
 )
+from kubescale.kube.quantities import Quantity, QuantityError
+from kubescale.webhook.vpa_spec_rules import CPU_STARTUP_BOOST_GATE
 
 __all__ = [
     "DEFAULT_STATUS_LEASE_NAME",
@@ -89,6 +92,15 @@ class WebhookSettings:
     cap_to_largest_node: bool = False
     avoid_hpa_conflict: bool = False
     feature_gates: Mapping[str, bool] = field(default_factory=lambda: dict(VPA_FEATURE_GATES))
+    max_allowed_cpu_boost: Quantity | None = None
+    """``--max-allowed-cpu-boost``: the most CPU a startup boost gives (``None``: no cap)."""
+
+    @property
+    def startup_boost(self) -> StartupBoostSettings | None:
+        """The CPU startup boost's settings, ``None`` unless the ``CPUStartupBoost`` gate is on."""
+        if not self.feature_gates.get(CPU_STARTUP_BOOST_GATE, False):
+            return None
+        return StartupBoostSettings(max_allowed_cpu_boost=self.max_allowed_cpu_boost)
 
     @property
     def url(self) -> str:
@@ -171,7 +183,26 @@ def add_webhook_arguments(parser: argparse.ArgumentParser) -> None:
         False,
         "beyond upstream: leave resources an HPA on the same target scales on untouched",
     )
+    group.add_argument(
+        "--max-allowed-cpu-boost",
+        default="",
+        metavar="QUANTITY",
+        help="the largest CPU request a startup boost may give (gate CPUStartupBoost; "
+        "default: no cap)",
+    )
     add_feature_gates_argument(group)
+
+
+def _max_allowed_cpu_boost(text: str) -> Quantity | None:
+    if text.strip() == "":
+        return None
+    try:
+        quantity = Quantity.parse(text.strip())
+    except QuantityError as error:
+        raise WebhookConfigError(f"--max-allowed-cpu-boost: {error}") from error
+    if quantity.sign() < 0:
+        raise WebhookConfigError(f"--max-allowed-cpu-boost: {text!r} must not be negative")
+    return quantity
 
 
 def parse_webhook_labels(text: str) -> dict[str, str]:
@@ -229,4 +260,5 @@ def webhook_settings_from_args(
         cap_to_largest_node=args.cap_to_largest_node,
         avoid_hpa_conflict=args.avoid_hpa_conflict,
         feature_gates=parse_feature_gates(args.feature_gates),
+        max_allowed_cpu_boost=_max_allowed_cpu_boost(args.max_allowed_cpu_boost),
     )

@@ -404,3 +404,55 @@ async def test_issue_19_a_limit_range_max_below_min_allowed_no_longer_blocks_the
         "container app: cpu minAllowed 4 is above what the container LimitRange allows "
         "(max 50m): the request is set to 50m"
     )
+
+
+async def test_startup_boost_through_the_admission_chain(cert_dir: Path, tmp_path: Path) -> None:
+    # --feature-gates CPUStartupBoost=true, --max-allowed-cpu-boost 600m: the VPA's startupBoost
+    # (Factor 4) on the target 250m is 1000m, capped to 600m; the limit keeps the pod's 2:1
+    # ratio, 200m x 600m / 100m = 1200m = "1200m". The pod API server stores the boost
+    # annotation (the original resources) beside upstream's two.
+    async with ApiServer() as api:
+        kubeconfig = tmp_path / "kubeconfig"
+        api.write_kubeconfig(kubeconfig)
+        flags = ("--feature-gates", "CPUStartupBoost=true", "--max-allowed-cpu-boost", "600m")
+        server, component, task = await _start_kubescale(api, cert_dir, kubeconfig, *flags)
+        client = await connect(kubeconfig=kubeconfig)
+        cluster = Cluster(api=api, client=client, server=server, component=component, stop=list)
+        try:
+            boost = {"cpu": {"type": "Factor", "factor": 4, "durationSeconds": 30}}
+            created = await client.create(
+                VERTICAL_POD_AUTOSCALERS, _vpa("web-vpa", "web", startupBoost=boost)
+            )
+            created["status"] = {"recommendation": RECOMMENDATION}
+            await client.update_status(VERTICAL_POD_AUTOSCALERS, created)
+            caches = component.caches
+            assert caches is not None
+
+            def seen() -> bool:
+                lister = caches.cache.informers.lister(VERTICAL_POD_AUTOSCALERS)
+                cached = lister.get("web-vpa", "default")
+                return cached is not None and "recommendation" in (cached.get("status") or {})
+
+            await _wait_for(seen)
+            pods = await _create_deployment_pods(cluster, "web")
+        finally:
+            await client.close()
+            server.stop_event.set()
+            assert await asyncio.wait_for(task, timeout=10) == 0
+    assert len(pods) == 2
+    for pod in pods:
+        (container,) = pod["spec"]["containers"]
+        assert container["resources"] == {
+            "requests": {"cpu": "600m", "memory": "200Mi"},
+            "limits": {"cpu": "1200m", "memory": "400Mi"},
+        }
+        annotations = pod["metadata"]["annotations"]
+        assert annotations["vpaCpuStartupBoost/app"] == (
+            '{"requests":{"cpu":"100m","memory":"100Mi"},"limits":{"cpu":"200m","memory":"200Mi"}}'
+        )
+
+
+def test_max_allowed_cpu_boost_is_checked_at_start() -> None:
+    argv = ["serve", "--max-allowed-cpu-boost", "lots"]
+    with pytest.raises(ValueError, match="--max-allowed-cpu-boost"):
+        serve_config_from_args(build_parser().parse_args(argv))

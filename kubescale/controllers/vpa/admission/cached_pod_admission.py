@@ -46,6 +46,7 @@ from kubescale.controllers.vpa.api.controller_refs import (
     topmost_controller,
 )
 from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict
+from kubescale.controllers.vpa.api.startup_boost import StartupBoostSettings
 from kubescale.controllers.vpa.api.vpa_matching import choose_vpa, target_ref_of
 from kubescale.kube.selectors import LabelSelector
 
@@ -110,6 +111,8 @@ class AdmissionOptions:
 
     avoid_hpa_conflict: bool = False
     cap_to_largest_node: bool = False
+    startup_boost: StartupBoostSettings | None = None
+    """The ``CPUStartupBoost`` gate is on (upstream's, not beyond it)."""
 
 
 class CachedPodAdmission:
@@ -245,6 +248,7 @@ class CachedPodAdmission:
                 caches.largest_node_allocatable() if settings.cap_to_largest_node else None
             ),
             cap_to_largest_node=settings.cap_to_largest_node,
+            startup_boost=settings.startup_boost,
         )
         conflict = None
         if admission.skipped_resources and target is not None:

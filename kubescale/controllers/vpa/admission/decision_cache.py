@@ -53,6 +53,7 @@ import orjson
 from kubescale.controllers.vpa.admission.bounded_lru import BoundedLru
 from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict
 from kubescale.controllers.vpa.api.pod_admission import admit_pod
+from kubescale.controllers.vpa.api.startup_boost import StartupBoostSettings
 from kubescale.kube.quantities import Quantity
 
 __all__ = [
@@ -183,6 +184,7 @@ def decision_key(
     avoid_hpa_conflict: bool,
     largest_node_allocatable: Mapping[str, Quantity] | None,
     cap_to_largest_node: bool,
+    startup_boost: StartupBoostSettings | None = None,
 ) -> Hashable | None:
     """Everything ``admit_pod``'s answer depends on (module docstring); ``None`` when an input
     carries no resourceVersion (then the decision is computed every time).
@@ -204,6 +206,7 @@ def decision_key(
         _allocatable_key(largest_node_allocatable),
         avoid_hpa_conflict,
         cap_to_largest_node,
+        startup_boost,
     )
 
 
@@ -311,6 +314,7 @@ def admit_cached(
     avoid_hpa_conflict: bool,
     largest_node_allocatable: Mapping[str, Quantity] | None,
     cap_to_largest_node: bool,
+    startup_boost: StartupBoostSettings | None = None,
 ) -> CachedAdmission:
     """``admit_pod``'s answer for ``pod`` (its namespace set) from ``decisions``, computed and
     remembered on a miss; raises ``PodAdmissionError`` as ``admit_pod`` does (an invalid pod
@@ -330,6 +334,7 @@ def admit_cached(
         avoid_hpa_conflict=avoid_hpa_conflict,
         largest_node_allocatable=largest,
         cap_to_largest_node=cap_to_largest_node,
+        startup_boost=startup_boost,
     )
     if key is not None:
         known = decisions.get(key)
@@ -342,6 +347,7 @@ def admit_cached(
         hpas=hpas,
         avoid_hpa_conflict=avoid_hpa_conflict,
         largest_node_allocatable=largest,
+        startup_boost=startup_boost,
     )
     patches = tuple(result.patches)
     admission = CachedAdmission(
