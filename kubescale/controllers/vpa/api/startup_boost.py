@@ -62,6 +62,7 @@ __all__ = [
     "original_resources",
     "original_resources_value",
     "startup_boost_policy",
+    "unboosted_resources",
 ]
 
 STARTUP_BOOST_ANNOTATION_PREFIX: Final = "vpaCpuStartupBoost/"

@@ -27,7 +27,7 @@ across loops (upstream's ``lastInPlaceAttemptTimeMap``).
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -214,6 +214,7 @@ class EvictionRestriction:
         in_place_mode: bool = False,
         in_flight: Mapping[str, DisruptionKind] | None = None,
         terminating: Mapping[ControllerKey, int] | None = None,
+        boosted: Collection[str] = (),
     ) -> EvictionRestriction:
         """``GetCreatorMaps``: group ``pods`` (already filtered to this VPA's live pods).
 
@@ -222,7 +223,11 @@ class EvictionRestriction:
 
         ``in_flight`` (pod ``namespace/name`` → kind) are the pods an earlier eviction or resize
         has not visibly reached yet: each counts in its group as evicted (a pending pod's
-        eviction is not counted, as upstream) or resized, and is not touched again."""
+        eviction is not counted, as upstream) or resized, and is not touched again.
+
+        ``boosted`` (pod ``namespace/name``): pods with a CPU startup boost in progress; a group
+        holding one is kept below minReplicas too (marked ``below_min_replicas``, never
+        evicted), so that its pods can be unboosted (upstream's creator maps)."""
         live: dict[ControllerKey, list[Mapping[str, Any]]] = {}
         for pod in pods:
             key = controller_of(pod)
@@ -241,7 +246,12 @@ class EvictionRestriction:
             below_min = len(members) < required
             # Upstream keeps a too-small group only for in-place updates that skip the budget,
             # marking it ``belowMinReplicas`` so it is never evicted.
-            if below_min and not (in_place_mode and in_place_skip_disruption_budget):
+            has_boosted = any(pod_id(pod) in boosted for pod in members)
+            if (
+                below_min
+                and not has_boosted
+                and not (in_place_mode and in_place_skip_disruption_budget)
+            ):
                 skipped.append(
                     SkippedGroup(
                         controller=key,
@@ -344,6 +354,16 @@ class EvictionRestriction:
         if stats.is_pod_disruptable():
             return InPlaceDecision.APPROVED
         return InPlaceDecision.DEFERRED
+
+    def can_unboost(self, pod: Mapping[str, Any]) -> bool:
+        """``CanUnboost`` past its gate and expiry checks: not Pending, not touched this loop,
+        no resize outstanding, and the group may lose one more pod for a moment."""
+        stats = self._stats(pod)
+        if stats is None or _is_pending(pod) or pod_id(pod) in self._touched:
+            return False
+        if is_in_place_updating(pod):
+            return False
+        return stats.is_pod_disruptable()
 
     def record_in_place_update(self, pod: Mapping[str, Any]) -> None:
         """Count a resize the caller issued (``inPlaceUpdateInitiated``)."""

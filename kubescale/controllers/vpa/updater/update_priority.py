@@ -99,6 +99,8 @@ class UpdateSettings:
     """Feature gate ``InPlace``: whether VPAs in mode InPlace are acted on."""
     per_vpa_config: bool = False
     """Feature gate ``PerVPAConfig``: honour ``updatePolicy.evictAfterOOMSeconds``."""
+    cpu_startup_boost: bool = False
+    """Feature gate ``CPUStartupBoost``: boosted pods are unboosted, not updated, meanwhile."""
 
 
 @dataclass(frozen=True)

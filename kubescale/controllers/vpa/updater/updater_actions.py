@@ -26,6 +26,12 @@ from typing import Any, Final
 from kubescale.base.logs import component_logger
 from kubescale.base.objects import meta
 from kubescale.controllers.vpa.api.pod_admission import PodAdmissionError, admit_pod
+from kubescale.controllers.vpa.api.startup_boost import (
+    CPU,
+    STARTUP_BOOST_ANNOTATION_PREFIX,
+    unboosted_resources,
+)
+from kubescale.controllers.vpa.api.vpa_policy import UPDATE_MODE_OFF, update_mode
 from kubescale.controllers.vpa.updater.eviction_restriction import pod_id
 from kubescale.controllers.vpa.updater.updater_metrics import UpdaterMetrics
 from kubescale.kube.client import KubeClient
@@ -59,6 +65,15 @@ def resize_patches(patches: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
         for op in patches
         if str(op.get("path", "")).startswith(_CONTAINER_RESOURCES_PREFIX)
         and "/resources" in str(op.get("path", ""))
+    ]
+
+
+def _container_names(pod: Mapping[str, Any]) -> list[str]:
+    """Each ``spec.containers`` entry's name, in order (``""`` for a malformed entry)."""
+    containers = (pod.get("spec") or {}).get("containers")
+    return [
+        str(c.get("name") or "") if isinstance(c, Mapping) else ""
+        for c in (containers if isinstance(containers, list) else [])
     ]
 
 
@@ -116,6 +131,78 @@ class PodActions:
             reason="EvictedPod",
             message=(f"VPA Updater evicted Pod {meta(pod).name} to apply resource recommendation."),
         )
+        return result
+
+    async def unboost(
+        self,
+        pod: Mapping[str, Any],
+        vpa: Mapping[str, Any],
+        limit_ranges: Sequence[dict[str, Any]],
+        expired: Sequence[str],
+        *,
+        size: str,
+        now: datetime,
+    ) -> WriteResult:
+        """Lower an expired CPU startup boost in place (upstream's ``InPlaceUpdate`` from the
+        boost worker): the resources admission would give the pod without a boost -- the
+        recommendation, when the VPA's mode applies one -- and for a boosted container that gets
+        no recommended CPU, its original CPU request and limit from the boost annotation; then
+        the expired boost annotations are removed."""
+        patches: list[dict[str, Any]] = []
+        if update_mode(vpa) != UPDATE_MODE_OFF:
+            try:
+                admitted = admit_pod(pod=dict(pod), vpa=dict(vpa), limit_ranges=limit_ranges)
+            except PodAdmissionError as err:
+                log.info(
+                    "cannot compute the recommendation for an unboost",
+                    extra={"fields": {"pod": pod_id(pod), "error": str(err)}},
+                )
+            else:
+                patches = resize_patches(admitted.patches)
+        containers = _container_names(pod)
+        expired_names = {key.removeprefix(STARTUP_BOOST_ANNOTATION_PREFIX) for key in expired}
+        restored = unboosted_resources(pod, sorted(expired_names))
+        for index, name in enumerate(containers):
+            if name not in restored:
+                continue
+            for list_name, values in zip(("requests", "limits"), restored[name], strict=True):
+                path = f"/spec/containers/{index}/resources/{list_name}/cpu"
+                if CPU in values and not any(op["path"] == path for op in patches):
+                    patches.append({"op": "add", "path": path, "value": str(values[CPU])})
+        result = WriteResult(WriteOutcome.DONE)
+        if patches:
+            result = await resize_pod(self.client, self.ledger, pod, patches, now=now, actor=ACTOR)
+            if result.error is not None:
+                failure = result.error
+                reason = failure.reason if isinstance(failure, KubeApiError) else "Error"
+                self.metrics.failed_in_place_updates.labels(size, reason).inc()
+                log.info(
+                    "unboost resize failed",
+                    extra={"fields": {"pod": pod_id(pod), "error": str(failure)}},
+                )
+                return result
+        view = meta(pod)
+        try:
+            await self.client.patch(
+                PODS,
+                view.name,
+                {"metadata": {"annotations": dict.fromkeys(expired)}},
+                namespace=view.namespace,
+                patch_type="merge",
+            )
+        except KubeError as err:
+            log.warning(
+                "pod unboosted, but its boost annotations could not be removed",
+                extra={"fields": {"pod": pod_id(pod), "error": str(err)}},
+            )
+        if patches:
+            self.metrics.in_place_updated_pods.labels(size).inc()
+            self.events.event(
+                pod,
+                type="Normal",
+                reason="InPlaceResizedByVPA",
+                message="Pod was resized in place by VPA Updater.",
+            )
         return result
 
     async def resize(

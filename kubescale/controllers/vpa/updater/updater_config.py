@@ -187,6 +187,7 @@ def updater_settings_from_args(
         or env.get(_NAMESPACE_ENV, "")
         or _FALLBACK_NAMESPACE
     )
+    gates = parse_feature_gates(args.feature_gates)
     return UpdaterSettings(
         mode=cast(UpdaterMode, args.vpa_updater),
         interval=float(args.updater_interval),
@@ -205,6 +206,7 @@ def updater_settings_from_args(
                 seconds=args.in_recommendation_bounds_eviction_lifetime_threshold
             ),
             evict_after_oom_threshold=timedelta(seconds=args.evict_after_oom_threshold),
-            in_place_gate=parse_feature_gates(args.feature_gates)["InPlace"],
+            in_place_gate=gates["InPlace"],
+            cpu_startup_boost=gates["CPUStartupBoost"],
         ),
     )

@@ -23,6 +23,12 @@ Each iteration (reference §3.2), the steps timed into
    limiter grants a token. The Eviction API enforces PodDisruptionBudgets: a 429 is counted as
    a failed attempt and the loop goes on with the next pod.
 
+With the ``CPUStartupBoost`` gate, VPAs with a ``startupBoost`` are handled in any mode: their
+pods with a boost in progress are left out of step 4 and, once the boost expired (Ready for
+``durationSeconds``), lowered in place when :meth:`EvictionRestriction.can_unboost` allows
+(:meth:`PodActions.unboost`, :mod:`kubescale.controllers.vpa.api.startup_boost`); a group
+holding a boosted pod is kept below minReplicas for that.
+
 Evictions and resizes go through :mod:`kubescale.kube.disruption_ledger`: one whose outcome is
 unknown (no answer, 5xx — kube-apiserver answers 504 after etcd committed when its deadline
 passes) counts as done, in this loop's budget and, until the pods' informer shows the pod
@@ -52,7 +58,11 @@ from kubescale.controllers.vpa.api.hpa_conflict import (
     hpas_scaled_resources,
 )
 from kubescale.controllers.vpa.api.limit_ranges import merged_limit_range_item
-from kubescale.controllers.vpa.api.vpa_matching import choose_vpa, target_ref_of
+from kubescale.controllers.vpa.api.startup_boost import (
+    expired_boost_annotations,
+    has_boost_in_progress,
+)
+from kubescale.controllers.vpa.api.vpa_matching import choose_vpa, has_startup_boost, target_ref_of
 from kubescale.controllers.vpa.api.vpa_policy import update_mode
 from kubescale.controllers.vpa.api.vpa_targets import VpaTargets, target_ref
 from kubescale.controllers.vpa.recommender.recommender_metrics import ExecutionTimer
@@ -227,11 +237,15 @@ class UpdaterLoop:
                 )
             )
             return
+        boost_gate = self.settings.priority.cpu_startup_boost
         vpas = [
             vpa
             for vpa in self.vpas.lister.list()
-            if vpa_is_updated(vpa, in_place_gate=self.settings.priority.in_place_gate)
-            and has_recommendation(vpa)
+            if (
+                vpa_is_updated(vpa, in_place_gate=self.settings.priority.in_place_gate)
+                and has_recommendation(vpa)
+            )
+            or (boost_gate and has_startup_boost(vpa))
         ]
         selectors = await self._selectors(vpas)
         timer.observe_step("ListVPAs")
@@ -294,6 +308,35 @@ class UpdaterLoop:
                 matched.setdefault(_key(vpa), []).append(pod)
         return matched, terminating
 
+    async def _unboost(
+        self,
+        vpa: dict[str, Any],
+        pods: Sequence[dict[str, Any]],
+        boosted: set[str],
+        restriction: EvictionRestriction,
+        limit_ranges: Sequence[dict[str, Any]],
+        *,
+        size: str,
+        now: datetime,
+    ) -> None:
+        """CPU startup boost (gate ``CPUStartupBoost``): each boosted pod whose boost expired
+        (:func:`expired_boost_annotations`) and that :meth:`EvictionRestriction.can_unboost`
+        allows is resized back in place (:meth:`PodActions.unboost`), within the in-place rate
+        limit; the resize counts in its group's budget."""
+        for pod in pods:
+            if pod_id(pod) not in boosted:
+                continue
+            expired = expired_boost_annotations(pod, vpa, now=now)
+            if not expired or not restriction.can_unboost(pod):
+                continue
+            if not self.in_place_limiter.try_acquire(now):
+                return
+            result = await self.actions.unboost(pod, vpa, limit_ranges, expired, size=size, now=now)
+            if result.outcome is WriteOutcome.DONE:
+                self.resized.append(pod_id(pod))
+            if result.counts:
+                restriction.record_in_place_update(pod)
+
     def _controllers(self, pods: Sequence[dict[str, Any]]) -> dict[ControllerKey, dict[str, Any]]:
         found: dict[ControllerKey, dict[str, Any]] = {}
         for pod in pods:
@@ -348,6 +391,8 @@ class UpdaterLoop:
         mode = update_mode(vpa)
         in_place = mode in _IN_PLACE_MODES
         never_evict = mode == _NEVER_EVICTS
+        boosting = settings.priority.cpu_startup_boost and has_startup_boost(vpa)
+        boosted = {pod_id(pod) for pod in pods if boosting and has_boost_in_progress(pod)}
         in_flight = {
             pod_id(pod): disruption.kind
             for pod in pods
@@ -363,10 +408,21 @@ class UpdaterLoop:
             in_place_mode=in_place,
             in_flight=in_flight,
             terminating=terminating,
+            boosted=boosted,
         )
         namespace = str((vpa.get("metadata") or {}).get("namespace") or "")
         limit_ranges = self.limit_ranges.lister.list(namespace=namespace)
         hpas, skipped = self._hpa_scaled(vpa, namespace)
+        size = size_log2(len(pods))
+        if boosted:
+            await self._unboost(vpa, pods, boosted, restriction, limit_ranges, size=size, now=now)
+            # A boosted pod is left to the unboost (upstream excludes it from updates).
+            pods = [pod for pod in pods if pod_id(pod) not in boosted]
+        if not (
+            vpa_is_updated(vpa, in_place_gate=settings.priority.in_place_gate)
+            and has_recommendation(vpa)
+        ):
+            return
         candidates = prioritized_pods(
             vpa=vpa,
             pods=pods,
@@ -376,7 +432,6 @@ class UpdaterLoop:
             pod_limit_range=merged_limit_range_item(limit_ranges, item_type="Pod"),
             skip_resources=skipped,
         )
-        size = size_log2(len(pods))
         self.metrics.evictable_pods.labels(size).set(len(candidates))
         for entry in candidates:
             pod = dict(entry.pod)
