@@ -61,6 +61,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     configure_logging(level=args.log_level, fmt=args.log_format)
+    for directory in args.crd_dir or ():
+        if not Path(directory).is_dir():
+            sys.stderr.write(
+                f"kubescale apiserver: error: --crd-dir {directory}: not a directory\n"
+            )
+            return 2
     try:
         return asyncio.run(serve(args))
     except OSError as exc:

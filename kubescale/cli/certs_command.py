@@ -9,6 +9,7 @@ of the leaf without changing the caBundle).
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import sys
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from kubescale.certs.authority import (
     service_dns_names,
     write_key_pairs,
 )
+from kubescale.kube.api_paths import is_dns1123_subdomain
 
 
 def _positive_days(text: str) -> int:
@@ -33,6 +35,19 @@ def _positive_days(text: str) -> int:
     if days < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1 day, got {days}")
     return days
+
+
+def _valid_san(name: str) -> bool:
+    """An IP address, or a DNS name: RFC 1123 labels of at most 63 characters (any case),
+    optionally ``*.`` first."""
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        pass
+    else:
+        return True
+    host = name.lower().removeprefix("*.")
+    return is_dns1123_subdomain(host) and all(len(label) <= 63 for label in host.split("."))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -75,6 +90,13 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         sys.stderr.write(f"{prog}: error: {exc}\n")
         return 2
+    for san in args.san:
+        if not _valid_san(san):
+            sys.stderr.write(
+                f"{prog}: error: --san {san!r}: not a DNS name (RFC 1123, '*.' allowed first) "
+                "or an IP address\n"
+            )
+            return 2
     names += [san for san in args.san if san not in names]
     if (args.ca_cert is None) != (args.ca_key is None):
         sys.stderr.write(f"{prog}: error: --ca-cert and --ca-key go together\n")

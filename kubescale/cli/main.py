@@ -7,6 +7,7 @@ Every bad flag or value ends the program with exit code 2 and one line naming it
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -20,6 +21,8 @@ from kubescale.cli import (
     simulate_command,
 )
 
+_DASH_DIGIT = re.compile(r"^-\d")
+
 
 class _Parser(argparse.ArgumentParser):
     """argparse, but errors are one line (no usage dump) so they are easy to read in pod logs,
@@ -30,6 +33,10 @@ class _Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs["allow_abbrev"] = False
         super().__init__(*args, **kwargs)
+        # A value that starts with "-" and a digit (``--duration -5m``) is a value, so its own
+        # check answers ("must be positive"), not "expected one argument": argparse treats a
+        # token as a value when it matches this and no flag of the parser looks like one.
+        self._negative_number_matcher = _DASH_DIGIT
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")

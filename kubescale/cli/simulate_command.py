@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from importlib import resources
 from pathlib import Path
@@ -61,7 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="?",
         type=Path,
         metavar="SCENARIO",
-        help="scenario YAML file (default: the built-in demo)",
+        help="scenario YAML file, or the name of a shipped example (e.g. vpa-updater; "
+        "default: the built-in demo)",
     )
     parser.add_argument("--seed", type=_seed, help="override the scenario's seed")
     parser.add_argument(
@@ -135,6 +137,33 @@ class ProgressReporter:
             self._stream.flush()
 
 
+def examples_dir() -> Path:
+    """The shipped example scenarios (package data)."""
+    return demo_scenario_path().parent
+
+
+def scenario_path(given: Path | None) -> Path:
+    """The scenario file: the demo without one; a bare name without a file of that name (no
+    directory, no suffix: ``vpa-updater``) is the shipped example of that name."""
+    if given is None:
+        return demo_scenario_path()
+    if given.exists() or given.suffix or len(given.parts) != 1:
+        return given
+    return examples_dir() / f"{given}.yaml"
+
+
+def _output_problem(flag: str, path: Path) -> str | None:
+    """Why ``path`` cannot be written after the run (checked before it), or ``None``."""
+    parent = path.parent
+    if path.is_dir():
+        return f"{flag} {path}: is a directory"
+    if not parent.is_dir():
+        return f"{flag} {path}: directory {parent} does not exist"
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return f"{flag} {path}: not writable"
+    return None
+
+
 def _policy_path(path: Path, policy: str) -> Path:
     """``report.json`` -> ``report.upstream.json``."""
     return path.with_name(f"{path.stem}.{policy}{path.suffix}")
@@ -142,7 +171,19 @@ def _policy_path(path: Path, policy: str) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     configure_logging(level=args.log_level, fmt="text")
-    path: Path = args.scenario if args.scenario is not None else demo_scenario_path()
+    path = scenario_path(args.scenario)
+    if not path.is_file():
+        names = ", ".join(sorted(p.stem for p in examples_dir().glob("*.yaml")))
+        sys.stderr.write(
+            f"{PROG}: error: {args.scenario}: no such scenario file or example (examples: "
+            f"{names})\n"
+        )
+        return 2
+    for flag, target in (("--report-json", args.report_json), ("--report-html", args.report_html)):
+        problem = _output_problem(flag, target) if target is not None else None
+        if problem is not None:  # before the run, not after it
+            sys.stderr.write(f"{PROG}: error: {problem}\n")
+            return 2
     compare = bool(getattr(args, "compare_recommendation_policies", False))
     try:
         scenario = load_scenario(path).with_overrides(

@@ -8,8 +8,11 @@ import signal
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from kubernetes.aio import client
+
+from kubescale.cli.main import main
 
 from .conftest import client_configuration, loose
 
@@ -57,3 +60,15 @@ async def test_standalone_server_serves_the_client_until_sigterm(tmp_path: Path)
     assert process.stderr is not None
     log = (await process.stderr.read()).decode()
     assert "kubeconfig written" in log
+
+
+def test_a_missing_crd_dir_is_an_error_not_silence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "nonexistent"
+    argv = ["apiserver", "--kubeconfig-out", str(tmp_path / "kc"), "--crd-dir", str(missing)]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == (
+        f"kubescale apiserver: error: --crd-dir {missing}: not a directory\n"
+    )
+    assert not (tmp_path / "kc").exists()

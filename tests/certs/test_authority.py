@@ -37,6 +37,7 @@ from kubescale.certs.authority import (
     service_dns_names,
     write_key_pairs,
 )
+from kubescale.cli.main import main
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 SERVICE = "vpa-webhook"
@@ -488,3 +489,25 @@ def test_load_key_pair_names_the_broken_file(
     with pytest.raises(CertificateError, match=message):
         load_key_pair(written["serverCert.pem"], written["serverKey.pem"])
     assert issubclass(CertificateError, ValueError)
+
+
+@pytest.mark.parametrize("san", ["bad name!", "-leading.example", "a..b", "x" * 64 + ".io"])
+def test_certs_refuses_a_san_that_is_no_dns_name_or_ip(
+    san: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "certs"
+    argv = ["certs", "--service", "kubescale", "--namespace", "kube-system", "--out", str(out)]
+    assert main([*argv, f"--san={san}"]) == 2
+    assert capsys.readouterr().err == (
+        f"kubescale certs: error: --san {san!r}: not a DNS name (RFC 1123, '*.' allowed first) "
+        "or an IP address\n"
+    )
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("san", ["*.example.com", "Kubescale.Example.com", "10.0.0.1", "::1"])
+def test_certs_takes_dns_names_wildcards_and_ips(san: str, tmp_path: Path) -> None:
+    out = tmp_path / "certs"
+    argv = ["certs", "--service", "kubescale", "--namespace", "kube-system", "--out", str(out)]
+    assert main([*argv, "--san", san, "--key-type", "ecdsa"]) == 0
+    assert (out / "serverCert.pem").exists()

@@ -178,3 +178,40 @@ def test_comparing_policies_needs_the_recommender(tmp_path: Path) -> None:
         f"kubescale simulate: {scenario}: kubescale.vpa-recommender: comparing "
         "recommendation policies needs the VPA recommender in the scenario\n"
     )
+
+
+def test_an_unwritable_report_path_is_refused_before_the_run(tmp_path: Path) -> None:
+    # The run would take the whole simulation; the path is checked first (exit 2, one line).
+    target = tmp_path / "missing" / "x.html"
+    done = _simulate("--report-html", str(target), "--quiet", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr == (
+        f"kubescale simulate: error: --report-html {target}: directory {target.parent} "
+        "does not exist\n"
+    )
+    done = _simulate("--report-json", str(tmp_path), "--quiet", cwd=tmp_path)
+    assert done.stderr == f"kubescale simulate: error: --report-json {tmp_path}: is a directory\n"
+
+
+def test_an_example_runs_by_name(tmp_path: Path) -> None:
+    done = _simulate("vpa-webhook", "--duration", "10m", "--quiet", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("Scenario 'vpa-webhook'")
+    done = _simulate("no-such-example", "--quiet", cwd=tmp_path)
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("kubescale simulate: error: no-such-example: no such scenario file")
+    assert "vpa-updater" in line
+
+
+def test_a_negative_duration_is_named_not_taken_for_a_flag(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["simulate", "--duration", "-5m"])
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert error.startswith("kubescale simulate: error: argument --duration:")
+    assert "expected one argument" not in error
+    assert "-5m" in error
