@@ -107,10 +107,16 @@ class WriteOutcome(enum.Enum):
 
 def write_outcome(error: KubeError) -> WriteOutcome:
     """How a failed write counts: 5xx and no answer at all are :attr:`WriteOutcome.UNKNOWN`,
-    404 is :attr:`WriteOutcome.GONE`, any other answer a refusal."""
+    404 is :attr:`WriteOutcome.GONE`, any other answer a refusal.
+
+    Any answer to a write the transport sent again after an attempt that got no answer or a
+    5xx (:attr:`KubeError.unanswered_attempts`) is :attr:`WriteOutcome.UNKNOWN` too: the
+    answer is the retry's, and the first attempt may have committed — an eviction's retry
+    then meets ``404`` (the first removed the pod) or ``429`` (the first spent the
+    PodDisruptionBudget's allowance), which a caller must not take for "nothing happened"."""
     if not isinstance(error, KubeApiError):
         return WriteOutcome.UNKNOWN  # KubeTransportError: the request may have been served
-    if error.code >= 500:
+    if error.code >= 500 or error.unanswered_attempts:
         return WriteOutcome.UNKNOWN
     if error.not_found:
         return WriteOutcome.GONE
@@ -304,7 +310,12 @@ async def evict_pod(
         )
     except KubeError as err:
         outcome = write_outcome(err)
-        if isinstance(err, KubeApiError) and err.code == 409 and view.uid:
+        if (
+            outcome is WriteOutcome.REFUSED
+            and isinstance(err, KubeApiError)
+            and err.code == 409
+            and view.uid
+        ):
             outcome = WriteOutcome.GONE
         if outcome is WriteOutcome.UNKNOWN:
             ledger.record(
