@@ -165,7 +165,10 @@ class ClusterCache:
                 )
                 entry[1][key[1]] = pod
             vector = self._vector(pod)
-            self._used[self._row(node)] += vector
+            # The row first: _row may grow (replace) the table, and ``self._used[...]`` read
+            # before it would add into the old, smaller array (IndexError at the 65th node).
+            row = self._row(node)
+            self._used[row] += vector
             self._counted[key] = (node, vector)
             self.usage_version += 1
 
