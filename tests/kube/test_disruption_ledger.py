@@ -62,9 +62,9 @@ def _api_error(code: int, *, unanswered: int = 0) -> KubeApiError:
         (_api_error(409), WriteOutcome.REFUSED),
         (_api_error(422), WriteOutcome.REFUSED),
         # The answer to a retry sent after an attempt that got no answer or a 5xx: that
-        # attempt may have committed (the retry's 404: it removed the pod; 429: it spent the
-        # budget). Unknown, counted.
-        (_api_error(404, unanswered=1), WriteOutcome.UNKNOWN),
+        # attempt may have committed (a 429: it spent the budget). Unknown, counted. A 404
+        # is still gone (WriteResult.maybe_ours tells it may have been this write).
+        (_api_error(404, unanswered=1), WriteOutcome.GONE),
         (_api_error(429, unanswered=1), WriteOutcome.UNKNOWN),
         (_api_error(409, unanswered=2), WriteOutcome.UNKNOWN),
         (_api_error(403, unanswered=1), WriteOutcome.UNKNOWN),
@@ -225,7 +225,8 @@ async def test_an_eviction_retried_after_a_lost_answer_is_unknown_and_remembered
 ) -> None:
     """The first POST is stored, its answer a 503 with Retry-After (a write the transport sends
     again); the retry meets 404 (the first removed the pod: grace 0) or, injected, the 429 of
-    the budget the first spent. Not GONE/REFUSED: the first may have committed (it did)."""
+    the budget the first spent. Either may be this write's doing (it is): ``maybe_ours``, on
+    the ledger; the 429 is not a refusal but unknown."""
     target = _running(apiserver, "web-0")
     apiserver.faults.add(
         verb="create", resource="pods/eviction", status=503, retry_after=1, after_commit=True
@@ -240,7 +241,8 @@ async def test_an_eviction_retried_after_a_lost_answer_is_unknown_and_remembered
         await client.close()
     assert isinstance(result.error, KubeApiError)
     assert (result.error.code, result.error.unanswered_attempts) == (retry_answer, 1)
-    assert (result.outcome, result.counts) == (WriteOutcome.UNKNOWN, True)
+    expected = WriteOutcome.GONE if retry_answer == 404 else WriteOutcome.UNKNOWN
+    assert (result.outcome, result.counts, result.maybe_ours) == (expected, True, True)
     assert apiserver.store.peek(PODS, "web-0", "default") is None  # the first did evict it
     entry = ledger.pending(target, now=NOW)
     assert entry is not None
@@ -283,6 +285,7 @@ async def test_eviction_outcomes_through_the_api_server(
     missing = _pod("missing", "uid-x")
     result = await evict_pod(client, ledger, missing, now=NOW)
     assert (result.outcome, result.counts) == (WriteOutcome.GONE, True)
+    assert not result.maybe_ours  # gone before this write: not this write's eviction
     assert len(ledger) == 1  # only "done"
 
 

@@ -332,7 +332,7 @@ class DeschedulerLoop:
             annotations={"reason": request.annotation_reason(), "requested-by": REQUESTED_BY},
         )
         err = result.error
-        if result.outcome is WriteOutcome.UNKNOWN:
+        if result.maybe_ours and result.outcome is not WriteOutcome.DONE:
             log.warning(
                 "eviction outcome unknown; counted as done",
                 extra={"fields": {**fields, "error": str(err)}},
