@@ -214,3 +214,23 @@ def test_usage_is_the_sum_of_the_pods_present(drawn: tuple[int, list[tuple[str, 
         n: [int(arrays.used[i, cpu]), int(arrays.used[i, pods])] for n, i in arrays.index.items()
     }
     assert got == expected
+
+
+def test_a_quantity_beyond_int64_is_held_at_the_cap_not_an_error() -> None:
+    """An informer's pod with ``cpu: 99999999999999999999`` (the API server stores it): before,
+    ``np.array(..., int64)`` raised OverflowError in the handler, after the pod was indexed
+    by label but before its usage was counted. Now it counts, at the cap (2^52 millicores), and
+    the node is simply full."""
+    cache = ClusterCache(policy=POLICY, now=lambda: NOW)
+    cache.upsert_node(node(name(0)))
+    huge = pod("huge", name(0), cpu="99999999999999999999", owners=[])
+    cache.upsert_pod(huge)
+    cache.upsert_pod(pod("small", name(0), cpu="100m", owners=[]))
+    arrays = cache.utilization(lnu_args())
+    assert arrays is not None
+    row, cpu = arrays.index[name(0)], arrays.column["cpu"]
+    assert int(arrays.used[row, cpu]) == 2**52 + 100
+    cache.delete_pod(huge)
+    arrays = cache.utilization(lnu_args())
+    assert arrays is not None
+    assert int(arrays.used[row, cpu]) == 100
