@@ -54,6 +54,9 @@ __all__ = ["ClusterCache", "tracked_resources"]
 Pod = Mapping[str, Any]
 Node = Mapping[str, Any]
 _INITIAL_ROWS = 64
+_AMOUNT_CAP = 2**52
+"""Per pod and resource (4.5e12 cores in millicores, 4 PiB): 2048 capped pods on one node
+still sum within int64."""
 _ALL_SPREAD_KINDS = ("DoNotSchedule", "ScheduleAnyway")
 
 
@@ -133,6 +136,10 @@ class ClusterCache:
         return row
 
     def _vector(self, pod: Pod) -> np.ndarray[Any, Any]:
+        """The pod's requests as a table row; an amount beyond the table's int64 (a quantity
+        such as ``99999999999999999999``, which the API server stores) is held at
+        :data:`_AMOUNT_CAP` instead of raising in the informer's handler and leaving the pod
+        half-indexed. The cap leaves room to add such pods up without wrapping around."""
         requests = requests_of(pod)
         values = []
         for name in self.resources:
@@ -141,7 +148,7 @@ class ClusterCache:
             elif name == METRIC_RESOURCE:
                 values.append(0)
             else:
-                values.append(requests.get(name, 0))
+                values.append(max(-_AMOUNT_CAP, min(requests.get(name, 0), _AMOUNT_CAP)))
         return np.array(values, dtype=np.int64)
 
     def upsert_pod(self, pod: Pod) -> None:
@@ -165,7 +172,10 @@ class ClusterCache:
                 )
                 entry[1][key[1]] = pod
             vector = self._vector(pod)
-            self._used[self._row(node)] += vector
+            # The row first: _row may grow (replace) the table, and ``self._used[...]`` read
+            # before it would add into the old, smaller array (IndexError at the 65th node).
+            row = self._row(node)
+            self._used[row] += vector
             self._counted[key] = (node, vector)
             self.usage_version += 1
 

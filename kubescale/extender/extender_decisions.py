@@ -60,7 +60,9 @@ def decide_filter(
     memory: EvictionMemory | None,
     now: datetime,
 ) -> FilterDecision:
-    """The filter's answer (module docstring)."""
+    """The filter's answer (module docstring). A node offered twice is judged once: with the
+    duplicates counted, "the policy refuses every candidate" (step 3) could never hold."""
+    candidates = list(dict.fromkeys(candidates))
     remembered = memory.refused_nodes(pod, now) if memory is not None else {}
     unresolvable = {n: remembered[n].describe() for n in candidates if n in remembered}
     refused_by = dict.fromkeys(unresolvable, "EvictionMemory")

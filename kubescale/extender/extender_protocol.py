@@ -16,39 +16,43 @@ spellings work) and answers are written in PascalCase:
 * prioritize → ``HostPriorityList`` ``[{"Host": name, "Score": 0..10}]`` for every input node.
 
 Input checks (:func:`decode_args`, :class:`ExtenderInputError` with a one-line message naming
-the field): malformed JSON, a body that is not an object, a missing or malformed ``Pod``
-(``metadata.name``; the fields the decisions read must have their API types), neither
-``NodeNames`` nor ``Nodes``, node entries that are not names / Node objects. Pod fields this
-code does not know are ignored, as Go's decoder ignores them: a newer kube-scheduler sends
+the field): malformed JSON, JSON nested deeper than the decoder's recursion (or a ``Pod`` deeper
+than :data:`MAX_POD_DEPTH`), a body that is not an object, a missing or malformed ``Pod``,
+neither ``NodeNames`` nor ``Nodes``, node entries that are not names / Node objects. Every pod
+field the decisions read must have its API type, as Go's ``encoding/json`` into ``v1.Pod``
+demands before kube-scheduler could ever send it (:data:`_POD`): strings, int32/int64 integers
+(a float or a number out of range does not decode), objects and lists of objects (affinity
+terms, tolerations, spread constraints, label selectors, owner references), RFC 3339
+timestamps, and quantities — parsed, not negative, and within int64 in the unit the decisions
+use (millicores for cpu): the usage table and the utilization arithmetic are int64. Pod fields
+this code does not know are ignored, as Go's decoder ignores them: a newer kube-scheduler sends
 fields an older extender has never heard of.
+
+An answer that cannot be encoded (Node objects nested too deeply to echo) becomes an error
+answer too (:func:`encode_answer`): kube-scheduler reads any status but 200 as a failure of the
+extender, and a 200 with ``Error`` as its refusal, which an ``ignorable`` extender may give.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Final
 
+from kubescale.kube.quantities import Quantity, QuantityError
+
 __all__ = [
+    "MAX_POD_DEPTH",
     "ExtenderArgs",
     "ExtenderInputError",
     "decode_args",
+    "encode_answer",
     "filter_error",
     "filter_result",
     "host_priority_list",
 ]
-
-_POD_OBJECT_FIELDS: Final = ("metadata", "spec", "status")
-_METADATA_MAPS: Final = ("labels", "annotations")
-_SPEC_LISTS: Final = (
-    "containers",
-    "initContainers",
-    "tolerations",
-    "topologySpreadConstraints",
-    "volumes",
-)
-_SPEC_OBJECTS: Final = ("affinity", "nodeSelector", "overhead")
 
 
 class ExtenderInputError(ValueError):
@@ -92,43 +96,271 @@ def _type_name(value: object) -> str:
     return "null" if value is None else type(value).__name__
 
 
+# -- the pod's schema: the fields the decisions read, with their API types --------------------
+
+Check = Callable[[object, str], None]
+"""Raises :class:`ExtenderInputError` naming ``path`` when the value is not of its type; a
+``null`` field is never checked (Go decodes it as the zero value)."""
+
+MAX_POD_DEPTH: Final = 64
+"""Deeper than any ``v1.Pod`` (managedFields included); a deeper Pod is not one."""
+_INT64_MAX: Final = 2**63 - 1
+
+
+def _fail(path: str, problem: str) -> ExtenderInputError:
+    return ExtenderInputError(f"{path}: {problem}")
+
+
+def _string(value: object, path: str) -> None:
+    if not isinstance(value, str):
+        raise _fail(path, f"must be a string, got {_type_name(value)}")
+
+
+def _boolean(value: object, path: str) -> None:
+    if not isinstance(value, bool):
+        raise _fail(path, f"must be a boolean, got {_type_name(value)}")
+
+
+def _integer(bits: int) -> Check:
+    low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+
+    def check(value: object, path: str) -> None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _fail(path, f"must be an integer, got {_type_name(value)}")
+        if not low <= value <= high:
+            raise _fail(path, f"{value} is out of the int{bits} range")
+
+    return check
+
+
+def _timestamp(value: object, path: str) -> None:
+    """``metav1.Time``: RFC 3339 with a zone."""
+    _string(value, path)
+    assert isinstance(value, str)
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.tzinfo is None:
+        raise _fail(path, f"{value[:40]!r} is not an RFC 3339 time")
+
+
+def _list_of(item: Check, what: str = "objects") -> Check:
+    def check(value: object, path: str) -> None:
+        if not isinstance(value, list):
+            raise _fail(path, f"must be a list of {what}, got {_type_name(value)}")
+        for index, entry in enumerate(value):
+            if entry is None:
+                raise _fail(f"{path}[{index}]", "must not be null")
+            item(entry, f"{path}[{index}]")
+
+    return check
+
+
+def _strings_map(value: object, path: str) -> None:
+    if not isinstance(value, Mapping):
+        raise _fail(path, f"must be an object of strings, got {_type_name(value)}")
+    for key, entry in value.items():
+        if not isinstance(entry, str):
+            raise _fail(f"{path}.{key}", f"must be a string, got {_type_name(entry)}")
+
+
+def _object(fields: Mapping[str, Check]) -> Check:
+    def check(value: object, path: str) -> None:
+        if not isinstance(value, Mapping):
+            raise _fail(path, f"must be an object, got {_type_name(value)}")
+        for name, field_check in fields.items():
+            entry = value.get(name)
+            if entry is not None:
+                field_check(entry, f"{path}.{name}")
+
+    return check
+
+
+def _resource_list(value: object, path: str) -> None:
+    """``v1.ResourceList``: quantities (a JSON string or number, as ``Quantity.UnmarshalJSON``
+    takes), not negative, within int64 in the decisions' unit (millicores for cpu)."""
+    if not isinstance(value, Mapping):
+        raise _fail(path, f"must be an object of quantities, got {_type_name(value)}")
+    for name, raw in value.items():
+        where = f"{path}.{name}"
+        if isinstance(raw, bool) or not isinstance(raw, str | int | float):
+            raise _fail(where, f"must be a quantity, got {_type_name(raw)}")
+        try:
+            quantity = Quantity.from_json(raw)
+        except QuantityError as err:
+            raise _fail(where, str(err)) from None
+        amount = quantity.milli_value() if name == "cpu" else quantity.value()
+        if amount < 0:
+            raise _fail(where, f"{str(raw)[:40]} must not be negative")
+        if amount > _INT64_MAX:
+            unit = "millicores" if name == "cpu" else "units"
+            raise _fail(where, f"{str(raw)[:40]} is out of range (more than 2^63-1 {unit})")
+
+
+_STRINGS: Final = _list_of(_string, "strings")
+_REQUIREMENT: Final = _object({"key": _string, "operator": _string, "values": _STRINGS})
+_LABEL_SELECTOR: Final = _object(
+    {"matchLabels": _strings_map, "matchExpressions": _list_of(_REQUIREMENT)}
+)
+_NODE_SELECTOR_TERM: Final = _object(
+    {"matchExpressions": _list_of(_REQUIREMENT), "matchFields": _list_of(_REQUIREMENT)}
+)
+_POD_AFFINITY_TERM: Final = _object(
+    {
+        "labelSelector": _LABEL_SELECTOR,
+        "namespaces": _STRINGS,
+        "topologyKey": _string,
+        "namespaceSelector": _LABEL_SELECTOR,
+        "matchLabelKeys": _STRINGS,
+        "mismatchLabelKeys": _STRINGS,
+    }
+)
+_POD_AFFINITY: Final = _object(
+    {
+        "requiredDuringSchedulingIgnoredDuringExecution": _list_of(_POD_AFFINITY_TERM),
+        "preferredDuringSchedulingIgnoredDuringExecution": _list_of(
+            _object({"weight": _integer(32), "podAffinityTerm": _POD_AFFINITY_TERM})
+        ),
+    }
+)
+_AFFINITY: Final = _object(
+    {
+        "nodeAffinity": _object(
+            {
+                "requiredDuringSchedulingIgnoredDuringExecution": _object(
+                    {"nodeSelectorTerms": _list_of(_NODE_SELECTOR_TERM)}
+                ),
+                "preferredDuringSchedulingIgnoredDuringExecution": _list_of(
+                    _object({"weight": _integer(32), "preference": _NODE_SELECTOR_TERM})
+                ),
+            }
+        ),
+        "podAffinity": _POD_AFFINITY,
+        "podAntiAffinity": _POD_AFFINITY,
+    }
+)
+_CONTAINER: Final = _object(
+    {
+        "name": _string,
+        "image": _string,
+        "resources": _object({"requests": _resource_list, "limits": _resource_list}),
+    }
+)
+_POD: Final = _object(
+    {
+        "metadata": _object(
+            {
+                "name": _string,
+                "namespace": _string,
+                "uid": _string,
+                "labels": _strings_map,
+                "annotations": _strings_map,
+                "creationTimestamp": _timestamp,
+                "deletionTimestamp": _timestamp,
+                "ownerReferences": _list_of(
+                    _object(
+                        {
+                            "apiVersion": _string,
+                            "kind": _string,
+                            "name": _string,
+                            "uid": _string,
+                            "controller": _boolean,
+                        }
+                    )
+                ),
+            }
+        ),
+        "spec": _object(
+            {
+                "containers": _list_of(_CONTAINER),
+                "initContainers": _list_of(_CONTAINER),
+                "overhead": _resource_list,
+                "affinity": _AFFINITY,
+                "nodeSelector": _strings_map,
+                "nodeName": _string,
+                "priority": _integer(32),
+                "priorityClassName": _string,
+                "tolerations": _list_of(
+                    _object(
+                        {
+                            "key": _string,
+                            "operator": _string,
+                            "value": _string,
+                            "effect": _string,
+                            "tolerationSeconds": _integer(64),
+                        }
+                    )
+                ),
+                "topologySpreadConstraints": _list_of(
+                    _object(
+                        {
+                            "maxSkew": _integer(32),
+                            "topologyKey": _string,
+                            "whenUnsatisfiable": _string,
+                            "labelSelector": _LABEL_SELECTOR,
+                            "matchLabelKeys": _STRINGS,
+                            "nodeAffinityPolicy": _string,
+                            "nodeTaintsPolicy": _string,
+                            "minDomains": _integer(32),
+                        }
+                    )
+                ),
+                "volumes": _list_of(
+                    _object(
+                        {
+                            "name": _string,
+                            "persistentVolumeClaim": _object({"claimName": _string}),
+                            "hostPath": _object({"path": _string}),
+                            "emptyDir": _object({}),
+                        }
+                    )
+                ),
+                "resourceClaims": _list_of(_object({"name": _string})),
+            }
+        ),
+        "status": _object(
+            {
+                "phase": _string,
+                "reason": _string,
+                "qosClass": _string,
+                "startTime": _timestamp,
+                "conditions": _list_of(_object({"type": _string, "status": _string})),
+                "containerStatuses": _list_of(_object({"name": _string})),
+                "initContainerStatuses": _list_of(_object({"name": _string})),
+            }
+        ),
+    }
+)
+
+
+def _depth_exceeds(value: object, limit: int) -> bool:
+    """Whether ``value`` nests objects/lists deeper than ``limit`` (iterative: no recursion
+    to exhaust)."""
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        current, depth = stack.pop()
+        if isinstance(current, Mapping):
+            children: Any = current.values()
+        elif isinstance(current, list):
+            children = current
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
 def _check_pod(pod: object) -> Mapping[str, Any]:
     if not isinstance(pod, Mapping):
         raise ExtenderInputError(f"Pod: must be a v1.Pod object, got {_type_name(pod)}")
-    for field in _POD_OBJECT_FIELDS:
-        value = pod.get(field)
-        if value is not None and not isinstance(value, Mapping):
-            raise ExtenderInputError(f"Pod.{field}: must be an object, got {_type_name(value)}")
+    if _depth_exceeds(pod, MAX_POD_DEPTH):
+        raise ExtenderInputError(f"Pod: nested deeper than {MAX_POD_DEPTH} levels")
+    _POD(pod, "Pod")
     meta = pod.get("metadata") or {}
-    if not isinstance(meta.get("name"), str) or not meta.get("name"):
+    if not meta.get("name"):
         raise ExtenderInputError("Pod.metadata.name: is required")
-    namespace = meta.get("namespace")
-    if namespace is not None and not isinstance(namespace, str):
-        raise ExtenderInputError("Pod.metadata.namespace: must be a string")
-    for field in _METADATA_MAPS:
-        value = meta.get(field)
-        if value is not None and not (
-            isinstance(value, Mapping) and all(isinstance(v, str) for v in value.values())
-        ):
-            raise ExtenderInputError(f"Pod.metadata.{field}: must be an object of strings")
-    refs = meta.get("ownerReferences")
-    if refs is not None and not (
-        isinstance(refs, list) and all(isinstance(r, Mapping) for r in refs)
-    ):
-        raise ExtenderInputError("Pod.metadata.ownerReferences: must be a list of objects")
-    spec = pod.get("spec") or {}
-    for field in _SPEC_LISTS:
-        value = spec.get(field)
-        if value is not None and not (
-            isinstance(value, list) and all(isinstance(v, Mapping) for v in value)
-        ):
-            raise ExtenderInputError(f"Pod.spec.{field}: must be a list of objects")
-    for field in _SPEC_OBJECTS:
-        value = spec.get(field)
-        if value is not None and not isinstance(value, Mapping):
-            raise ExtenderInputError(
-                f"Pod.spec.{field}: must be an object, got {_type_name(value)}"
-            )
     return pod
 
 
@@ -138,6 +370,8 @@ def decode_args(body: bytes) -> ExtenderArgs:
         raw = json.loads(body)
     except ValueError as err:
         raise ExtenderInputError(f"malformed JSON in ExtenderArgs: {err}") from None
+    except RecursionError:
+        raise ExtenderInputError("ExtenderArgs: nested too deeply") from None
     if not isinstance(raw, Mapping):
         raise ExtenderInputError(f"ExtenderArgs: must be a JSON object, got {_type_name(raw)}")
     pod = _check_pod(_get(raw, "Pod"))
@@ -184,12 +418,31 @@ def filter_result(
         "Error": "",
     }
     if args.node_names is not None:
-        result["NodeNames"] = list(passed)
+        result["NodeNames"] = list(dict.fromkeys(passed))
     else:
         keep = set(passed)
-        items = [n for n in args.nodes or () if n["metadata"]["name"] in keep]
-        result["Nodes"] = {"kind": "NodeList", "apiVersion": "v1", "metadata": {}, "items": items}
+        items: dict[str, Mapping[str, Any]] = {}
+        for item in args.nodes or ():
+            name = item["metadata"]["name"]
+            if name in keep:
+                items.setdefault(name, item)  # a node offered twice is answered once
+        result["Nodes"] = {
+            "kind": "NodeList",
+            "apiVersion": "v1",
+            "metadata": {},
+            "items": list(items.values()),
+        }
     return result
+
+
+def encode_answer(answer: Mapping[str, Any]) -> bytes:
+    """A filter answer as JSON; one that cannot be encoded (Node objects of the request nested
+    too deeply to echo, values JSON has no form for) is an error answer instead."""
+    try:
+        return json.dumps(answer, allow_nan=False).encode()
+    except (RecursionError, ValueError, TypeError) as err:
+        problem = "nested too deeply" if isinstance(err, RecursionError) else str(err)
+        return json.dumps(filter_error(f"ExtenderArgs: cannot answer: {problem}")).encode()
 
 
 def filter_error(message: str) -> dict[str, Any]:

@@ -107,13 +107,23 @@ class WriteOutcome(enum.Enum):
 
 def write_outcome(error: KubeError) -> WriteOutcome:
     """How a failed write counts: 5xx and no answer at all are :attr:`WriteOutcome.UNKNOWN`,
-    404 is :attr:`WriteOutcome.GONE`, any other answer a refusal."""
+    404 is :attr:`WriteOutcome.GONE`, any other answer a refusal.
+
+    A refusal that answers a write the transport sent again after an attempt that got no
+    answer or a 5xx (:attr:`KubeError.unanswered_attempts`) is :attr:`WriteOutcome.UNKNOWN`:
+    the answer is the retry's, and the first attempt may have committed — an eviction's retry
+    meets ``429`` when the first spent the PodDisruptionBudget's allowance, which a caller must
+    not take for "nothing happened". A ``404`` stays :attr:`WriteOutcome.GONE` (the pod is
+    not there, whoever removed it); :attr:`WriteResult.maybe_ours` tells whether it may have
+    been this write."""
     if not isinstance(error, KubeApiError):
         return WriteOutcome.UNKNOWN  # KubeTransportError: the request may have been served
     if error.code >= 500:
         return WriteOutcome.UNKNOWN
     if error.not_found:
         return WriteOutcome.GONE
+    if error.unanswered_attempts:
+        return WriteOutcome.UNKNOWN
     return WriteOutcome.REFUSED
 
 
@@ -123,6 +133,20 @@ class WriteResult:
 
     outcome: WriteOutcome
     error: KubeError | None = None
+
+    @property
+    def maybe_ours(self) -> bool:
+        """Whether the write may have been done by this call: it was (``DONE``), or its outcome
+        is unknown, or the pod is ``GONE`` after an attempt of this call that got no answer or
+        a 5xx (the retry's 404 then likely answers the first attempt's own eviction). A limit
+        on writes made counts these; a ``GONE`` the first attempt met is someone else's."""
+        if self.outcome in (WriteOutcome.DONE, WriteOutcome.UNKNOWN):
+            return True
+        return (
+            self.outcome is WriteOutcome.GONE
+            and self.error is not None
+            and self.error.unanswered_attempts > 0
+        )
 
     @property
     def counts(self) -> bool:
@@ -306,11 +330,12 @@ async def evict_pod(
         outcome = write_outcome(err)
         if isinstance(err, KubeApiError) and err.code == 409 and view.uid:
             outcome = WriteOutcome.GONE
-        if outcome is WriteOutcome.UNKNOWN:
+        result = WriteResult(outcome, err)
+        if result.maybe_ours:  # unknown, or gone after an attempt that may have evicted it
             ledger.record(
                 _disruption(DisruptionKind.EVICTION, pod, now=now, confirmed=False, actor=actor)
             )
-        return WriteResult(outcome, err)
+        return result
     ledger.record(_disruption(DisruptionKind.EVICTION, pod, now=now, confirmed=True, actor=actor))
     return WriteResult(WriteOutcome.DONE)
 

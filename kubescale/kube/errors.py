@@ -45,6 +45,12 @@ def reason_for_code(code: int) -> str:
 class KubeError(Exception):
     """Any failure of a request to the API server."""
 
+    unanswered_attempts: int = 0
+    """Attempts of the request before the one this error answers whose outcome is unknown (no
+    answer, or a 5xx), set by the transport when it gives up. A write's last answer speaks for
+    the last attempt only: a 404 or a 429 after an attempt that timed out does not prove that
+    attempt did not commit (:func:`kubescale.kube.disruption_ledger.write_outcome`)."""
+
 
 class NotLeaderError(KubeError):
     """A write refused before it was sent: the client's write gate (this replica's hold on the

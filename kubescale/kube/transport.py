@@ -252,6 +252,7 @@ class Transport:
         )
         backoff = Backoff(self.settings.retry_backoff, clock=self.clock, rng=self.rng)
         attempt = 0
+        unanswered = 0  # attempts retried after no answer or a 5xx: they may have been served
         while True:
             attempt += 1
             if before_send is not None:
@@ -287,7 +288,9 @@ class Transport:
                 )
                 self._failed(describe_cause(err))
                 if not idempotent or attempt >= self.settings.max_attempts:
+                    err.unanswered_attempts = unanswered
                     raise
+                unanswered += 1
                 delay = await backoff.sleep()
                 log.debug(
                     "retrying after a transport error",
@@ -320,7 +323,10 @@ class Transport:
                 status >= 500 and idempotent and (method == "GET" or err_.retry_after is not None)
             )
             if not retryable or attempt >= self.settings.max_attempts:
+                err_.unanswered_attempts = unanswered
                 raise err_
+            if status >= 500:
+                unanswered += 1
             if err_.retry_after is not None:
                 # The server said when: client-go waits exactly Retry-After seconds.
                 backoff.next_delay()

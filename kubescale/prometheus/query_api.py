@@ -53,7 +53,12 @@ from kubescale.prometheus.query_values import (
     format_time,
 )
 
-__all__ = ["PrometheusAuth", "PrometheusClientMetrics", "PrometheusQueryClient"]
+__all__ = [
+    "PrometheusAuth",
+    "PrometheusClientMetrics",
+    "PrometheusQueryClient",
+    "check_prometheus_address",
+]
 
 _FALLBACK_CODES: Final = frozenset({405, 501})  # DoGetFallback: MethodNotAllowed, NotImplemented
 _UNKNOWN_AUTHORITY_CODES: Final = frozenset({2, 18, 19, 20, 21})  # OpenSSL X509_V_ERR_*
@@ -158,6 +163,26 @@ class _Attempt:
     reading_body: bool = False
 
 
+def check_prometheus_address(address: str) -> None:
+    """A ``ValueError`` (one line) unless ``address`` can be a Prometheus server's URL: an
+    absolute ``http`` or ``https`` URL with a host. ``promapi.NewClient`` only ``url.Parse``-s
+    it (descheduler PR #1705 dropped the https-only rule of #1533, issue #1703), and then every
+    query fails — for ``file:///...``, "unsupported protocol scheme"; refusing it here lets a
+    caller name the field at start instead."""
+    parts = urlsplit(address)
+    if parts.scheme and parts.scheme.lower() not in ("http", "https"):
+        raise ValueError(
+            f"prometheus address {address!r}: unsupported protocol scheme {parts.scheme!r} "
+            "(http or https)"
+        )
+    if not parts.scheme or not parts.netloc:
+        raise ValueError(f"prometheus address {address!r} is not an absolute URL")
+    try:
+        parts.port  # noqa: B018 - raises on a port that is not a number in range
+    except ValueError as err:
+        raise ValueError(f"prometheus address {address!r}: {err}") from None
+
+
 class PrometheusQueryClient:
     """``prometheusv1.NewAPI(promapi.NewClient(...))`` reduced to ``QueryRange`` and ``Query``."""
 
@@ -172,9 +197,8 @@ class PrometheusQueryClient:
         session: aiohttp.ClientSession | None = None,
         clock: Clock | None = None,
     ) -> None:
+        check_prometheus_address(address)
         parts = urlsplit(address)
-        if not parts.scheme or not parts.netloc:
-            raise ValueError(f"prometheus address {address!r} is not an absolute URL")
         self._scheme, self._netloc = parts.scheme, parts.netloc
         self._prefix = parts.path.rstrip("/")  # promapi.NewClient: TrimRight(u.Path, "/")
         self._address_query = parse_qsl(parts.query, keep_blank_values=True)

@@ -12,6 +12,7 @@ import pytest
 from kubernetes.aio import client
 from kubernetes.aio.client.exceptions import ApiException
 
+from kubescale.kube.resources import CONFIG_MAPS
 from kubescale.sim.apiserver.server import ApiServer
 
 from .conftest import loose, status_of
@@ -189,3 +190,23 @@ def test_fault_arguments_are_checked(server: ApiServer) -> None:
         server.faults.add(verb="get", after_commit=True)
     with pytest.raises(ValueError, match="after_commit needs a write verb"):
         server.faults.add(verb="create", status=0, after_commit=True)
+
+
+async def test_commit_then_answer_late_stores_the_write_before_the_answer(
+    api: Any, server: ApiServer
+) -> None:
+    """``after_commit`` with ``status=0`` and a delay: stored at once, answered late (the
+    write an answer lost to a client timeout still committed)."""
+    core = loose(client.CoreV1Api(api))
+    server.faults.add(verb="create", resource="configmaps", status=0, delay=0.5, after_commit=True)
+    request = asyncio.ensure_future(
+        core.create_namespaced_config_map("default", {"metadata": {"name": "late"}})
+    )
+    stored = False
+    while not stored and not request.done():  # the store shows it while the answer is held
+        await asyncio.sleep(0.001)
+        stored = any(c["metadata"]["name"] == "late" for c in server.store.snapshots(CONFIG_MAPS))
+    assert stored
+    assert not request.done()
+    answered = await request
+    assert answered.metadata.name == "late"

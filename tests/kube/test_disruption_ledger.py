@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import random
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kubescale.base.clock import VirtualClock
 from kubescale.kube.client import KubeClient
 from kubescale.kube.disruption_ledger import (
     Disruption,
@@ -28,16 +30,19 @@ from kubescale.kube.errors import KubeApiError, KubeTransportError
 from kubescale.kube.informer import Informer
 from kubescale.kube.resources import POD_DISRUPTION_BUDGETS, PODS
 from kubescale.sim.apiserver.server import ApiServer
+from kubescale.sim.scenario.runner import SimulationClientClock
 
-from .conftest import FAST_INFORMER
+from .conftest import FAST_INFORMER, new_client
 from .informer_checks import eventually
 from .objects import pod
 
 NOW = datetime(2026, 1, 5, tzinfo=UTC)
 
 
-def _api_error(code: int) -> KubeApiError:
-    return KubeApiError(code=code, reason="", message="")
+def _api_error(code: int, *, unanswered: int = 0) -> KubeApiError:
+    err = KubeApiError(code=code, reason="", message="")
+    err.unanswered_attempts = unanswered
+    return err
 
 
 @pytest.mark.parametrize(
@@ -56,6 +61,13 @@ def _api_error(code: int) -> KubeApiError:
         (_api_error(403), WriteOutcome.REFUSED),
         (_api_error(409), WriteOutcome.REFUSED),
         (_api_error(422), WriteOutcome.REFUSED),
+        # The answer to a retry sent after an attempt that got no answer or a 5xx: that
+        # attempt may have committed (a 429: it spent the budget). Unknown, counted. A 404
+        # is still gone (WriteResult.maybe_ours tells it may have been this write).
+        (_api_error(404, unanswered=1), WriteOutcome.GONE),
+        (_api_error(429, unanswered=1), WriteOutcome.UNKNOWN),
+        (_api_error(409, unanswered=2), WriteOutcome.UNKNOWN),
+        (_api_error(403, unanswered=1), WriteOutcome.UNKNOWN),
     ],
 )
 def test_write_outcome_table(error: Exception, outcome: WriteOutcome) -> None:
@@ -207,6 +219,36 @@ async def test_an_eviction_committed_then_failed_is_unknown_and_remembered(
     assert not entry.confirmed
 
 
+@pytest.mark.parametrize("retry_answer", [404, 429])
+async def test_an_eviction_retried_after_a_lost_answer_is_unknown_and_remembered(
+    apiserver: ApiServer, kubeconfig: Path, retry_answer: int
+) -> None:
+    """The first POST is stored, its answer a 503 with Retry-After (a write the transport sends
+    again); the retry meets 404 (the first removed the pod: grace 0) or, injected, the 429 of
+    the budget the first spent. Either may be this write's doing (it is): ``maybe_ours``, on
+    the ledger; the 429 is not a refusal but unknown."""
+    target = _running(apiserver, "web-0")
+    apiserver.faults.add(
+        verb="create", resource="pods/eviction", status=503, retry_after=1, after_commit=True
+    )
+    if retry_answer == 429:
+        apiserver.faults.add(verb="create", resource="pods/eviction", status=429)
+    client = await new_client(kubeconfig, clock=SimulationClientClock(VirtualClock(NOW)))
+    try:
+        ledger = DisruptionLedger()
+        result = await evict_pod(client, ledger, target, now=NOW, grace_period_seconds=0)
+    finally:
+        await client.close()
+    assert isinstance(result.error, KubeApiError)
+    assert (result.error.code, result.error.unanswered_attempts) == (retry_answer, 1)
+    expected = WriteOutcome.GONE if retry_answer == 404 else WriteOutcome.UNKNOWN
+    assert (result.outcome, result.counts, result.maybe_ours) == (expected, True, True)
+    assert apiserver.store.peek(PODS, "web-0", "default") is None  # the first did evict it
+    entry = ledger.pending(target, now=NOW)
+    assert entry is not None
+    assert not entry.confirmed
+
+
 async def test_eviction_outcomes_through_the_api_server(
     apiserver: ApiServer, client: KubeClient
 ) -> None:
@@ -243,6 +285,7 @@ async def test_eviction_outcomes_through_the_api_server(
     missing = _pod("missing", "uid-x")
     result = await evict_pod(client, ledger, missing, now=NOW)
     assert (result.outcome, result.counts) == (WriteOutcome.GONE, True)
+    assert not result.maybe_ours  # gone before this write: not this write's eviction
     assert len(ledger) == 1  # only "done"
 
 

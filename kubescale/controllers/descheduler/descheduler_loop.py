@@ -16,7 +16,10 @@ Each cycle:
      gracePeriodSeconds`` from the policy): the API server enforces PodDisruptionBudgets. A 429
      (budget), 404 (pod gone) or other refusal is a failure — logged, a Warning
      ``EvictionFailed`` event with ``evictionFailureEventNotification``; a transport error or a
-     5xx leaves the outcome unknown and counts as done (the pod may well be going). Every
+     5xx leaves the outcome unknown and counts as done (the pod may well be going), and so does
+     a 404 or 429 that answers the client's retry of a POST that got no answer or a 5xx — the
+     first attempt may have committed, removing the pod or spending the budget (upstream
+     counts it an error and evicts one more than its limits allow). Every
      eviction goes through the process's disruption ledger as ``descheduler``
      (:func:`kubescale.kube.disruption_ledger.evict_pod`); with ``--coordination one-brain``
      the cycle's limits count every system's evictions on it and a pod goes only when the fit
@@ -329,7 +332,7 @@ class DeschedulerLoop:
             annotations={"reason": request.annotation_reason(), "requested-by": REQUESTED_BY},
         )
         err = result.error
-        if result.outcome is WriteOutcome.UNKNOWN:
+        if result.maybe_ours and result.outcome is not WriteOutcome.DONE:
             log.warning(
                 "eviction outcome unknown; counted as done",
                 extra={"fields": {**fields, "error": str(err)}},

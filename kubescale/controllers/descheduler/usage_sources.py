@@ -160,11 +160,15 @@ class PrometheusNodeValues:
 
     @classmethod
     def connect(cls, *, url: str, token: str) -> PrometheusNodeValues:
-        return cls(
-            PrometheusQueryClient(
+        """A client for ``url``; a :class:`UsageError` if it cannot be one (the policy loader
+        refuses such a URL at start; this keeps a bad one to the plugins that query it)."""
+        try:
+            client = PrometheusQueryClient(
                 address=url, auth=PrometheusAuth(bearer_token=token), timeout=PROMETHEUS_TIMEOUT
             )
-        )
+        except ValueError as err:
+            raise UsageError(str(err)) from None
+        return cls(client)
 
     async def values(self, query: str, now: datetime) -> dict[str, float]:
         """``instance`` → value of the query's vector at ``now``."""

@@ -8,7 +8,10 @@
   watchers see it — and the error is the answer instead of the result: what kube-apiserver does
   when its request deadline passes after etcd committed the write (``504`` ``Timeout``, "request
   did not complete within requested timeout") or a step after the commit fails (``500``). The
-  client cannot tell whether the write happened.
+  client cannot tell whether the write happened. ``after_commit=True`` with a ``delay`` waits
+  after serving instead of before: the write is stored at once and the answer (the error, or
+  with ``status=0`` the result) comes ``delay`` seconds late — past a client's timeout, an
+  answer that never arrives although the write committed.
 * ``drop_watches()`` breaks open watch streams mid-stream (the connection is closed without the
   final chunk).
 * ``expire_history()`` forgets the change log, so watches and continue tokens from any older
@@ -94,10 +97,10 @@ class FaultInjector:
             raise ValueError("count must be at least 1 (or None for until cleared)")
         if delay < 0:
             raise ValueError("delay cannot be negative")
-        if after_commit and (verb not in WRITE_VERBS or status == 0):
+        if after_commit and (verb not in WRITE_VERBS or (status == 0 and delay == 0)):
             raise ValueError(
                 "after_commit needs a write verb "
-                f"({', '.join(sorted(WRITE_VERBS))}) and an error status"
+                f"({', '.join(sorted(WRITE_VERBS))}) and an error status or a delay"
             )
         self._rules.append(
             _Rule(

@@ -187,14 +187,17 @@ class RestHandlers:
                 observer(record)
             resource = target.rt.plural + (f"/{target.subresource}" if target.subresource else "")
             fault = self.faults.take(verb=verb, resource=resource)
-            if fault is not None:
+            if fault is not None and not fault.after_commit:
                 if fault.delay:
                     await asyncio.sleep(fault.delay)
-                if fault.error is not None and not fault.after_commit:
+                if fault.error is not None:
                     raise fault.error
             response = await self._dispatch(request, target, verb)
-            if fault is not None and fault.error is not None and fault.after_commit:
-                raise fault.error  # served and stored, but the client is told it failed
+            if fault is not None and fault.after_commit:
+                if fault.delay:  # stored already; the answer is late
+                    await asyncio.sleep(fault.delay)
+                if fault.error is not None:
+                    raise fault.error  # served and stored, but the client is told it failed
         except errors.ApiError as exc:
             return error_response(exc)
         except Exception as exc:

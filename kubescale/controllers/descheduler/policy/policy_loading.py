@@ -50,6 +50,7 @@ from typing import Any, Final
 import yaml
 
 from kubescale.kube.selectors import LabelSelector, SelectorError, parse_label_selector
+from kubescale.prometheus.query_api import check_prometheus_address
 
 from .evictor_args import DefaultEvictorArgs, read_default_evictor_args
 from .fields import Fields, PolicyError, fail
@@ -244,6 +245,10 @@ def _read_providers(fields: Fields) -> tuple[MetricsProvider, ...]:
             if prometheus is None or not prometheus.text("url"):
                 fail(item.at("prometheus.url"), "is required for the Prometheus source")
             url = prometheus.text("url")
+            try:
+                check_prometheus_address(url)
+            except ValueError as err:
+                fail(item.at("prometheus.url"), str(err))
             token = prometheus.object("authToken", ("secretReference",))
             reference = token.object("secretReference", ("namespace", "name")) if token else None
             if reference is not None:
@@ -328,23 +333,48 @@ def parse_policy(document: object) -> DeschedulerPolicy:
     return policy
 
 
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    """PyYAML's error on one line: its problem and where (its text spans several lines)."""
+    problem = getattr(err, "problem", None)
+    mark = getattr(err, "problem_mark", None)
+    if problem and mark is not None:
+        return f"{problem} at line {mark.line + 1}, column {mark.column + 1}"
+    return " ".join(str(err).split()) or type(err).__name__
+
+
 def load_policy(text: str, *, source: str | None = "policy") -> DeschedulerPolicy:
     """Parse YAML (or JSON) text; errors read ``<source>: <field>: <problem>`` (without the
-    source when it is ``None``)."""
+    source when it is ``None``), on one line.
+
+    A document nested deeper than the parser's recursion allows (a policy is a handful of
+    levels; a hostile file 100,000) is refused as such, not a traceback."""
     prefix = f"{source}: " if source is not None else ""
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as err:
-        raise PolicyError(f"{prefix}not valid YAML: {err}") from None
+        raise PolicyError(f"{prefix}not valid YAML: {_yaml_problem(err)}") from None
+    except RecursionError:
+        raise PolicyError(f"{prefix}not a DeschedulerPolicy: nested too deeply") from None
     try:
         return parse_policy(document)
     except PolicyError as err:
         raise PolicyError(f"{prefix}{err}") from None
+    except RecursionError:
+        raise PolicyError(f"{prefix}not a DeschedulerPolicy: nested too deeply") from None
 
 
 def load_policy_file(path: Path) -> DeschedulerPolicy:
+    """The policy in ``path``; a file that is not UTF-8 text (upstream reads YAML or JSON,
+    which are) is refused naming the file and the first bad byte."""
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except OSError as err:
         raise PolicyError(f"failed to read policy config file {str(path)!r}: {err}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise PolicyError(
+            f"{path}: not a YAML or JSON text file: byte {err.start} (0x{data[err.start]:02x}) "
+            "is not UTF-8"
+        ) from None
     return load_policy(text, source=str(path))
