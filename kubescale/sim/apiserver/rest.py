@@ -8,7 +8,6 @@ a delete that only marked the object when ``orphanDependents: false`` was asked)
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 import random
@@ -188,10 +187,11 @@ class RestHandlers:
             resource = target.rt.plural + (f"/{target.subresource}" if target.subresource else "")
             fault = self.faults.take(verb=verb, resource=resource)
             if fault is not None:
-                if fault.delay:
-                    await asyncio.sleep(fault.delay)
+                await fault.wait()
                 if fault.error is not None and not fault.after_commit:
                     raise fault.error
+                if fault.body is not None:
+                    return web.Response(text=fault.body, content_type="application/json")
             response = await self._dispatch(request, target, verb)
             if fault is not None and fault.error is not None and fault.after_commit:
                 raise fault.error  # served and stored, but the client is told it failed

@@ -188,7 +188,7 @@ class ApiServer:
         """The aiohttp application (routes only; :meth:`start` serves it)."""
         app = web.Application(client_max_size=MAX_REQUEST_BYTES, middlewares=[self._authenticate])
         handlers = RestHandlers(ctx=self.context, faults=self.faults, rng=self._rng)
-        add_metrics_routes(app, self.metrics, self.context.requests)
+        add_metrics_routes(app, self.metrics, self.context.requests, self.faults)
         router = app.router
         for probe in ("/healthz", "/livez", "/readyz"):
             router.add_get(probe, self._ok)
@@ -239,6 +239,7 @@ class ApiServer:
         runner, self._runner = self._runner, None
         if runner is not None:
             self.store.events.close_all()
+            self.faults.release()  # held requests end now, not at the shutdown timeout
             await runner.cleanup()
         await self.admission.close()
         if self._tmp is not None:
