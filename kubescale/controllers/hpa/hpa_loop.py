@@ -250,8 +250,30 @@ class HpaLoop:
             log.warning(
                 "reconcile failed", extra={"fields": {"hpa": "/".join(key), "error": str(err)}}
             )
+        except Exception as err:  # a bug, or an answer nothing above expected
+            # this HPA's failure only: its condition and event, the other HPAs go on
+            run.error_label = "internal"
+            log.exception("reconcile failed", extra={"fields": {"hpa": "/".join(key)}})
+            await self._internal_failure(run, f"internal error: {type(err).__name__}: {err}")
         self.reconciled += 1
         self._observe(started, action, run.error_label)
+
+    async def _internal_failure(self, run: _Reconcile, text: str) -> None:
+        """``ScalingActive=False`` and a ``FailedComputeMetricsReplicas`` event for a reconcile
+        that raised; the status written as far as the API server takes it."""
+        self._event(run.hpa, "Warning", "FailedComputeMetricsReplicas", text)
+        run.condition(
+            SCALING_ACTIVE,
+            False,
+            "FailedComputeMetricsReplicas",
+            f"the HPA was unable to compute the replica count: {text}",
+        )
+        try:
+            await self._write_status(run, run.hpa.get("status") or {}, self._status(run.hpa, run))
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the write path itself is what failed: the log has it already
+            log.warning("status not written after a failed reconcile", exc_info=True)
 
     def _observe(self, started: float, action: str, error: str) -> None:
         elapsed = self.client.clock.monotonic() - started

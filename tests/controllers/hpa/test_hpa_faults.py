@@ -1,0 +1,255 @@
+"""The HPA loop under faults (issue 27, HPA items 7-9): the real client against the in-process
+API server, whose fault injector also covers the metrics APIs (``<resource>.<group>``).
+
+Healthy HPA ``web``: two pods requesting 1000m, using 900m, target 50% → 90/50 = 1.8 →
+ceil(1.8 × 2) = 4, limit max(2 × 2, 4) = 4 → scaled to 4 in one pass (reference §1.6, §2.3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from kubescale.controllers.hpa.hpa_loop import HpaLoop
+from tests.controllers.test_recommender_loop import Cluster, cluster
+
+from .hpa_cluster import NAMESPACE, Hpas
+
+__all__ = ["cluster"]
+
+WEB = {"app": "web"}
+WORKER = {"app": "worker"}
+QUICK_DOWN = {"scaleDown": {"stabilizationWindowSeconds": 0}}
+"""No downscale window: the default policy (Percent 100 / 15 s) lets 4 → 1 in one pass."""
+
+
+@pytest.fixture
+async def hpas(cluster: Cluster) -> AsyncIterator[Hpas]:
+    built = Hpas(cluster)
+    yield built
+    await built.close()
+
+
+def web(hpas: Hpas) -> None:
+    hpas.deployment("web", replicas=2)
+    for i in range(2):
+        hpas.pod(f"web-{i}", labels=WEB, usage="900m")
+    hpas.hpa("web", target="web")
+
+
+def worker(hpas: Hpas, metrics: list[dict[str, Any]], *, replicas: int = 4) -> None:
+    hpas.deployment("worker", replicas=replicas, labels=WORKER)
+    for i in range(replicas):
+        hpas.pod(f"worker-{i}", labels=WORKER, usage="100m")
+    hpas.hpa("worker", target="worker", min_replicas=1, metrics=metrics, behavior=QUICK_DOWN)
+
+
+def external(name: str, target: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"type": "External", "external": {"metric": {"name": name}, "target": target}}]
+
+
+def pods_metric(name: str, average: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "Pods",
+            "pods": {
+                "metric": {"name": name},
+                "target": {"type": "AverageValue", "averageValue": average},
+            },
+        }
+    ]
+
+
+# --- item 8: unparseable external values fail the metric, never sum to 0 -------------------------
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        ("NaN",),
+        ("garbage",),
+        # one good series and one bad: upstream's decode fails the whole list, not just the item
+        ("5", "NaN"),
+    ],
+)
+async def test_unparseable_external_value_fails_the_metric_and_holds(
+    hpas: Hpas, values: tuple[str, ...]
+) -> None:
+    for i, value in enumerate(values):
+        hpas.cluster.api.metrics.set_external_metric(
+            namespace=NAMESPACE, metric="queue", value=value, metric_labels={"series": str(i)}
+        )
+    # target Value 100: had the bad values been dropped the sum would be 0 (or 5) → ratio ≤ 0.05
+    # → ceil(0.05 × 4 ready) = 1 → min 1, and no window holds it: 4 → 1
+    worker(hpas, external("queue", {"type": "Value", "value": "100"}))
+    loop = await hpas.loop()
+    await hpas.run(loop)
+    assert hpas.replicas("worker") == 4
+    status, reason, message = hpas.conditions("worker")["ScalingActive"]
+    assert (status, reason) == ("False", "FailedGetExternalMetric")
+    assert message.startswith(
+        "the HPA was unable to compute the replica count: unable to get external metric "
+        f"{NAMESPACE}/queue/<nil>: unable to fetch metrics from external metrics API: "
+    )
+    assert "quantities must match the regular expression" in message
+    reasons = [reason for _, reason, _ in await hpas.events("worker")]
+    assert reasons == ["FailedGetExternalMetric", "FailedComputeMetricsReplicas"]
+
+
+# --- item 9: one HPA's bad answer is its own failure --------------------------------------------
+
+
+@dataclass(frozen=True)
+class Broken:
+    resource: str | None
+    """The fault rule's resource (None: no fault)."""
+    body: str | None
+    metrics: list[dict[str, Any]]
+    reason: str
+    """The expected condition and event reason."""
+    text: str
+    """Expected in the condition's and the event's message."""
+
+
+BROKEN_ANSWERS = [
+    pytest.param(
+        Broken(
+            "queue.external.metrics.k8s.io",
+            "<html>502 Bad Gateway</html>",
+            external("queue", {"type": "Value", "value": "100"}),
+            "FailedGetExternalMetric",
+            "unable to fetch metrics from external metrics API: the server answered a body that "
+            "is not JSON",
+        ),
+        id="external-non-json",
+    ),
+    pytest.param(
+        Broken(
+            "queue.external.metrics.k8s.io",
+            '{"kind": "ExternalMetricValueList", "items": "oops"}',
+            external("queue", {"type": "Value", "value": "100"}),
+            "FailedGetExternalMetric",
+            "unable to fetch metrics from external metrics API: json: cannot unmarshal string "
+            "into Go struct field ExternalMetricValueList.items",
+        ),
+        id="external-items-not-a-list",
+    ),
+    pytest.param(
+        Broken(
+            "queue.external.metrics.k8s.io",
+            '{"items": [1, 2]}',
+            external("queue", {"type": "Value", "value": "100"}),
+            "FailedGetExternalMetric",
+            "unable to fetch metrics from external metrics API: json: cannot unmarshal number "
+            "into Go struct field ExternalMetricValueList.items of type object",
+        ),
+        id="external-items-not-objects",
+    ),
+    pytest.param(
+        Broken(
+            "queue.external.metrics.k8s.io",
+            '{"items": null}',  # Go decodes null as an empty list
+            external("queue", {"type": "Value", "value": "100"}),
+            "FailedGetExternalMetric",
+            "no metrics returned from external metrics API",
+        ),
+        id="external-items-null",
+    ),
+    pytest.param(
+        Broken(
+            "queue.external.metrics.k8s.io",
+            '{"items": [{"metricName": "queue", "value": "1e400"}]}',
+            external("queue", {"type": "Value", "value": "100"}),
+            "FailedGetExternalMetric",
+            "unable to fetch metrics from external metrics API: quantity '1e400' does not fit in "
+            "int64 milli-units",
+        ),
+        id="external-value-1e400",
+    ),
+    pytest.param(
+        Broken(
+            "pods.custom.metrics.k8s.io/qps",
+            '["not", "an", "object"]',
+            pods_metric("qps", "10"),
+            "FailedGetPodsMetric",
+            "unable to fetch metrics from custom metrics API: json: cannot unmarshal array into "
+            "MetricValueList",
+        ),
+        id="pods-array-body",
+    ),
+    pytest.param(
+        Broken(
+            None,
+            None,
+            # a target of 0 (kube-apiserver refuses it, older objects or another writer may not):
+            # 4 / 0 has no replica count
+            external("queue", {"type": "Value", "value": "0"}),
+            "FailedGetExternalMetric",
+            "invalid metric value or target: ",
+        ),
+        id="external-target-0",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", BROKEN_ANSWERS)
+async def test_a_bad_answer_fails_only_its_hpa(hpas: Hpas, case: Broken) -> None:
+    reason, text = case.reason, case.text
+    web(hpas)
+    hpas.cluster.api.metrics.set_external_metric(namespace=NAMESPACE, metric="queue", value="4")
+    for i in range(4):
+        hpas.cluster.api.metrics.set_pod_metric(
+            namespace=NAMESPACE, pod=f"worker-{i}", metric="qps", value="1", pod_labels=WORKER
+        )
+    worker(hpas, case.metrics)
+    if case.resource is not None:
+        hpas.cluster.api.faults.add(resource=case.resource, status=0, body=case.body, count=None)
+    loop = await hpas.loop()
+    await hpas.run(loop)  # the pass completes: the bad answer did not fail it
+
+    assert hpas.replicas("web") == 4  # the healthy HPA reacted in the same pass
+    assert hpas.replicas("worker") == 4  # the broken one did not scale on it
+    status, got_reason, message = hpas.conditions("worker")["ScalingActive"]
+    assert (status, got_reason) == ("False", reason)
+    assert text in message
+    events = await hpas.events("worker")
+    assert [(kind, why) for kind, why, _ in events] == [
+        ("Warning", reason),
+        ("Warning", "FailedComputeMetricsReplicas"),
+    ]
+    assert text in events[0][2]
+
+
+async def test_an_unexpected_error_is_its_hpas_own(
+    hpas: Hpas, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug in one reconcile (here a decision that raises for ``worker`` only) gives that HPA a
+    condition and an event; the pass goes on for the others."""
+    web(hpas)
+    worker(hpas, external("queue", {"type": "Value", "value": "100"}))
+    hpas.cluster.api.metrics.set_external_metric(namespace=NAMESPACE, metric="queue", value="4")
+    loop = await hpas.loop()
+    compute = HpaLoop._compute
+
+    async def broken(self: HpaLoop, run: Any, *args: Any, **kwargs: Any) -> Any:
+        if run.spec.name == "worker":
+            raise RuntimeError("boom")
+        return await compute(self, run, *args, **kwargs)
+
+    monkeypatch.setattr(HpaLoop, "_compute", broken)
+    await hpas.run(loop)
+    assert hpas.replicas("web") == 4
+    assert hpas.replicas("worker") == 4
+    assert hpas.conditions("worker")["ScalingActive"] == (
+        "False",
+        "FailedComputeMetricsReplicas",
+        "the HPA was unable to compute the replica count: internal error: RuntimeError: boom",
+    )
+    assert (await hpas.events("worker"))[-1] == (
+        "Warning",
+        "FailedComputeMetricsReplicas",
+        "internal error: RuntimeError: boom",
+    )
