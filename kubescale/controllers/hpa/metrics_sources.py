@@ -64,6 +64,7 @@ __all__ = [
     "MetricFetcher",
     "MetricsApiClient",
     "PromQLSource",
+    "fetch_timed_out",
     "promql_queries",
 ]
 
@@ -166,16 +167,26 @@ class MetricsApiClient:
 
     def __init__(self, client: KubeClient) -> None:
         self.client = client
-        self._pod_metrics: dict[str, asyncio.Future[LabelIndex | FetchError]] = {}
+        self._pod_metrics: dict[str, asyncio.Future[LabelIndex | FetchError | None]] = {}
 
     def begin_pass(self) -> None:
         """Forget the resource metrics listed by the previous pass."""
         self._pod_metrics = {}
 
     async def _namespace_pod_metrics(self, namespace: str) -> LabelIndex | FetchError:
-        pending = self._pod_metrics.get(namespace)
-        if pending is not None:  # listed, or being listed by a concurrent reconcile
-            return await asyncio.shield(pending)
+        """The namespace's list, made once per pass: the first reconcile that needs it lists,
+        the others wait for that answer. When the lister is cancelled (its own deadline, the
+        loop stopping) the answer is ``None`` and the next waiter lists in its place, so one
+        HPA's deadline never becomes another's error or cancellation."""
+        while True:
+            pending = self._pod_metrics.get(namespace)
+            if pending is None:
+                break
+            listed_before = await asyncio.shield(pending)
+            if listed_before is not None:
+                return listed_before
+            if self._pod_metrics.get(namespace) is pending:
+                del self._pod_metrics[namespace]
         pending = asyncio.get_running_loop().create_future()
         self._pod_metrics[namespace] = pending
         listed: LabelIndex | FetchError
@@ -194,8 +205,9 @@ class MetricsApiClient:
         except InvalidPathSegment as err:
             listed = FetchError(f"unable to fetch metrics from resource metrics API: {err}")
         except BaseException:
-            del self._pod_metrics[namespace]
-            pending.cancel()
+            if self._pod_metrics.get(namespace) is pending:
+                del self._pod_metrics[namespace]
+            pending.set_result(None)  # abandoned: a waiter lists in its place
             raise
         pending.set_result(listed)
         return listed
@@ -441,6 +453,18 @@ class PromQLSource:
         if not values:
             return FetchError("no metrics returned from Prometheus")
         return ExternalValues(tuple(values))
+
+
+def fetch_timed_out(metric: MetricSpec, queries: Mapping[str, str], error: str) -> FetchError:
+    """The fetch error of a metric whose read outlived the reconcile's deadline, in the words
+    the API it was reading uses for its other errors."""
+    if metric.type in ("Resource", "ContainerResource"):
+        return FetchError(f"unable to fetch metrics from resource metrics API: {error}")
+    if metric.type in ("Pods", "Object"):
+        return FetchError(f"unable to fetch metrics from custom metrics API: {error}")
+    if metric.metric_name in queries:
+        return FetchError(f"unable to fetch metrics from Prometheus: {error}")
+    return FetchError(f"unable to fetch metrics from external metrics API: {error}")
 
 
 class MetricFetcher:

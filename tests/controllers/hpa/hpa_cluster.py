@@ -12,6 +12,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from kubescale.base.clock import Clock
 from kubescale.controllers.hpa.hpa_config import CONTROLLER_ANNOTATION, HpaSettings
 from kubescale.controllers.hpa.hpa_loop import HpaLoop
 from kubescale.controllers.hpa.hpa_metrics import HpaMetrics
@@ -174,6 +175,7 @@ class Hpas:
         *,
         registry: CollectorRegistry | None = None,
         prometheus: PrometheusQueryClient | None = None,
+        clock: Clock | None = None,
     ) -> HpaLoop:
         client = self.cluster.client
         cache = SharedCache(client=client, clock=client.clock, rng=random.Random(4))
@@ -186,6 +188,7 @@ class Hpas:
             metrics=HpaMetrics(registry if registry is not None else CollectorRegistry()),
             events=events,
             prometheus=prometheus,
+            clock=clock,
         )
         self.loops.append((loop, events))
         cache.start()
@@ -194,6 +197,11 @@ class Hpas:
 
     async def run(self, loop: HpaLoop) -> None:
         """Settle the loop's informers on the store, then one pass at the cluster's now."""
+        await self.settle(loop)
+        await loop.run_once(self.now)
+
+    async def settle(self, loop: HpaLoop) -> None:
+        """Until the loop's informers have seen every change to the store."""
         target = str(self.cluster.api.store.resource_version)
         for _ in range(100):
             self.cluster.api.bookmark_watches()
@@ -201,8 +209,8 @@ class Hpas:
                 break
         else:
             raise AssertionError("the HPA loop's informers did not catch up")
-        await loop.run_once(self.now)
 
     async def close(self) -> None:
-        for _, recorder in self.loops:
+        for loop, recorder in self.loops:
+            await loop.close()
             await recorder.close()

@@ -7,6 +7,7 @@ ceil(1.8 × 2) = 4, limit max(2 × 2, 4) = 4 → scaled to 4 in one pass (refere
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -253,3 +254,80 @@ async def test_an_unexpected_error_is_its_hpas_own(
         "FailedComputeMetricsReplicas",
         "internal error: RuntimeError: boom",
     )
+
+
+# --- item 7: one hung dependency stalls only the HPA that uses it -------------------------------
+
+SYNC = 15.0
+"""``--horizontal-pod-autoscaler-sync-period`` default."""
+DEADLINE = 30.0
+"""``--hpa-reconcile-timeout`` default."""
+WEB_KEY = (NAMESPACE, "web")
+WORKER_KEY = (NAMESPACE, "worker")
+
+
+def hung_worker(hpas: Hpas) -> None:
+    """``web`` healthy; ``worker``'s external metric API holds every request (never answers)."""
+    web(hpas)
+    worker(hpas, external("queue", {"type": "Value", "value": "100"}))
+    hpas.cluster.api.metrics.set_external_metric(namespace=NAMESPACE, metric="queue", value="4")
+    hpas.cluster.api.faults.add(
+        resource="queue.external.metrics.k8s.io", status=0, hang=True, count=None
+    )
+
+
+async def test_a_hung_metrics_api_stalls_only_its_hpa(hpas: Hpas) -> None:
+    hung_worker(hpas)
+    loop = await hpas.loop(clock=hpas.cluster.clock)
+    await hpas.settle(loop)
+    first = loop.start_pass(hpas.now)
+    assert set(first) == {WEB_KEY, WORKER_KEY}
+    await first[WEB_KEY]  # web's reconcile ends while worker's read is held; no clock moved
+    assert hpas.replicas("web") == 4
+    assert not first[WORKER_KEY].done()
+    assert loop.in_flight() == {WORKER_KEY}
+
+    # one sync period later web is reconciled again; worker, still in flight, is not restarted
+    for i in (2, 3):
+        hpas.pod(f"web-{i}", labels=WEB, usage="900m")
+    await hpas.cluster.advance(SYNC)
+    await hpas.settle(loop)
+    second = loop.start_pass(hpas.now)
+    assert set(second) == {WEB_KEY}
+    await second[WEB_KEY]
+    # 4 pods × 900m of 4000m = 90%; 90/50 = 1.8; ceil(1.8 × 4) = 8; limit max(2 × 4, 4) = 8
+    assert hpas.replicas("web") == 8
+    assert not first[WORKER_KEY].done()
+
+    # worker's own deadline, 30 s after its reconcile started: its read fails, nothing scales
+    await hpas.cluster.advance(DEADLINE - SYNC)
+    await first[WORKER_KEY]
+    assert loop.in_flight() == frozenset()
+    assert hpas.replicas("worker") == 4
+    assert hpas.conditions("worker")["ScalingActive"] == (
+        "False",
+        "FailedGetExternalMetric",
+        "the HPA was unable to compute the replica count: unable to get external metric "
+        f"{NAMESPACE}/queue/<nil>: unable to fetch metrics from external metrics API: "
+        "context deadline exceeded",
+    )
+    reasons = [reason for _, reason, _ in await hpas.events("worker")]
+    assert reasons == ["FailedGetExternalMetric", "FailedComputeMetricsReplicas"]
+
+
+async def test_a_pass_waits_at_most_one_sync_period(hpas: Hpas) -> None:
+    """``run_once`` ends one sync period after it started (on the loop's clock) even while a
+    reconcile is held; that reconcile goes on."""
+    hung_worker(hpas)
+    loop = await hpas.loop(clock=hpas.cluster.clock)
+    await hpas.settle(loop)
+    passing = asyncio.create_task(loop.run_once(hpas.now))
+    try:
+        await hpas.cluster.advance(SYNC - 1)
+        assert not passing.done()  # within its sync period it waits for its reconciles
+        await hpas.cluster.advance(1)
+        assert passing.done()
+        await passing
+        assert WORKER_KEY in loop.in_flight()
+    finally:
+        passing.cancel()
