@@ -8,6 +8,7 @@ ceil(1.8 × 2) = 4, limit max(2 × 2, 4) = 4 → scaled to 4 in one pass (refere
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -113,6 +114,9 @@ class Broken:
     """The expected condition and event reason."""
     text: str
     """Expected in the condition's and the event's message."""
+    unvalidated: bool = False
+    """The HPA is one kube-apiserver refuses today: stored past its validation (an object
+    written before the rule existed, or straight to etcd)."""
 
 
 BROKEN_ANSWERS = [
@@ -190,6 +194,7 @@ BROKEN_ANSWERS = [
             external("queue", {"type": "Value", "value": "0"}),
             "FailedGetExternalMetric",
             "invalid metric value or target: ",
+            unvalidated=True,
         ),
         id="external-target-0",
     ),
@@ -205,7 +210,8 @@ async def test_a_bad_answer_fails_only_its_hpa(hpas: Hpas, case: Broken) -> None
         hpas.cluster.api.metrics.set_pod_metric(
             namespace=NAMESPACE, pod=f"worker-{i}", metric="qps", value="1", pod_labels=WORKER
         )
-    worker(hpas, case.metrics)
+    with hpas.past_validation() if case.unvalidated else contextlib.nullcontext():
+        worker(hpas, case.metrics)
     if case.resource is not None:
         hpas.cluster.api.faults.add(resource=case.resource, status=0, body=case.body, count=None)
     loop = await hpas.loop()
