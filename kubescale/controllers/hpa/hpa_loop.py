@@ -43,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import inspect
 from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -132,6 +133,70 @@ class DeadlineExceeded(KubeTransportError):
     """A call of one reconcile outlived the reconcile's deadline (no answer: outcome unknown)."""
 
 
+async def _until(clock: Clock, deadline: float) -> None:
+    """Return once ``deadline`` (``clock.monotonic()``) has passed. A clock whose sleeps take
+    no time (a simulated step: time stands still while the step runs) never gets there: then
+    this never returns."""
+    while (remaining := deadline - clock.monotonic()) > 0:
+        before = clock.monotonic()
+        await clock.sleep(remaining)
+        if clock.monotonic() == before:
+            await asyncio.Event().wait()
+
+
+class _Deadline:
+    """One reconcile's deadline on the loop's clock, ``asyncio.timeout``'s mechanism: one timer
+    per reconcile, no task per call. Past it, the call in progress (:meth:`call`) is cancelled
+    and raises :class:`DeadlineExceeded`, and so does every later call; a cancellation aimed at
+    the reconcile from elsewhere (the loop stopping) stays a cancellation."""
+
+    def __init__(self, clock: Clock, seconds: float) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._task = task
+        self._clock = clock
+        self._seconds = seconds
+        self._inside = False
+        self._cancelled = False
+        self.expired = False
+        self._timer: asyncio.Task[None] | None = None
+        self.restart()
+
+    def restart(self) -> None:
+        """A fresh deadline, ``seconds`` from now."""
+        self.close()
+        self.expired = False
+        self._timer = asyncio.ensure_future(self._expire(self._clock.monotonic() + self._seconds))
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+    async def _expire(self, at: float) -> None:
+        await _until(self._clock, at)
+        self.expired = True
+        if self._inside:  # the reconcile waits inside a call: cancel that wait
+            self._cancelled = True
+            self._task.cancel()
+
+    async def call(self, awaitable: Awaitable[_T]) -> _T:
+        if self.expired:
+            if inspect.iscoroutine(awaitable):
+                awaitable.close()
+            raise DeadlineExceeded(DEADLINE_EXCEEDED)
+        self._inside = True
+        try:
+            return await awaitable
+        except asyncio.CancelledError:
+            if self._cancelled:
+                self._cancelled = False
+                if self._task.uncancel() == 0:  # ours alone
+                    raise DeadlineExceeded(DEADLINE_EXCEEDED) from None
+            raise
+        finally:
+            self._inside = False
+
+
 def handles(hpa: Mapping[str, Any], settings: HpaSettings) -> bool:
     """Whether this process reconciles ``hpa`` (coexistence with kube-controller-manager)."""
     owner = ((hpa.get("metadata") or {}).get("annotations") or {}).get(CONTROLLER_ANNOTATION)
@@ -160,8 +225,13 @@ class _Reconcile:
     now: datetime
     conditions: list[dict[str, Any]] = field(default_factory=list)
     error_label: str = "none"
-    deadline: float = float("inf")
-    """On the loop's clock's ``monotonic()``: past it, the call in progress fails."""
+    deadline: _Deadline | None = None
+
+    async def call(self, awaitable: Awaitable[_T]) -> _T:
+        """``awaitable`` under the reconcile's deadline (:class:`_Deadline`)."""
+        if self.deadline is None:
+            return await awaitable
+        return await self.deadline.call(awaitable)
 
     def condition(self, type: str, status: bool, reason: str, message: str) -> None:
         self.conditions = set_condition(
@@ -290,7 +360,7 @@ class HpaLoop:
         """Until every task has ended or ``until`` (monotonic) has passed; the tasks are not
         cancelled by the budget, only when this wait is (the loop is stopping)."""
         waiting: set[asyncio.Future[Any]] = set(tasks)
-        timer = asyncio.ensure_future(self._until(until))
+        timer = asyncio.ensure_future(_until(self.clock, until))
         try:
             while waiting and not timer.done():
                 done, _ = await asyncio.wait({*waiting, timer}, return_when=asyncio.FIRST_COMPLETED)
@@ -300,32 +370,6 @@ class HpaLoop:
             raise
         finally:
             await cancel_and_wait(timer)
-
-    async def _until(self, deadline: float) -> None:
-        """Return once ``deadline`` (monotonic) has passed on the clock. A clock whose sleeps
-        take no time (a simulated step: time stands still while the step runs) never gets
-        there: then this never returns."""
-        while (remaining := deadline - self.clock.monotonic()) > 0:
-            before = self.clock.monotonic()
-            await self.clock.sleep(remaining)
-            if self.clock.monotonic() == before:
-                await asyncio.Event().wait()
-
-    async def _within(self, deadline: float, call: Awaitable[_T]) -> _T:
-        """``call``'s result, or :class:`DeadlineExceeded` (``call`` cancelled) once the
-        reconcile's deadline has passed."""
-        work = asyncio.ensure_future(call)
-        timer = asyncio.ensure_future(self._until(deadline))
-        try:
-            await asyncio.wait({work, timer}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            if work.done():
-                await cancel_and_wait(timer)
-            else:
-                await cancel_and_wait(work, timer)
-        if work.cancelled() and timer.done() and not timer.cancelled():
-            raise DeadlineExceeded(DEADLINE_EXCEEDED)
-        return work.result()
 
     # --- one reconcile ------------------------------------------------------------------------
 
@@ -347,12 +391,13 @@ class HpaLoop:
             self._event(hpa, "Warning", "InvalidSpec", str(err))
             self._observe(started, "none", "spec")
             return
+        deadline = _Deadline(self.clock, self.settings.reconcile_timeout.total_seconds())
         run = _Reconcile(
             hpa=hpa,
             spec=spec,
             now=now,
             conditions=list(original_status.get("conditions") or []),
-            deadline=self.clock.monotonic() + self.settings.reconcile_timeout.total_seconds(),
+            deadline=deadline,
         )
         try:
             action = await self._reconcile(run, state, original_status)
@@ -368,6 +413,8 @@ class HpaLoop:
             run.error_label = "internal"
             log.exception("reconcile failed", extra={"fields": {"hpa": "/".join(key)}})
             await self._internal_failure(run, f"internal error: {type(err).__name__}: {err}")
+        finally:
+            deadline.close()
         self.reconciled += 1
         self._observe(started, action, run.error_label)
 
@@ -399,8 +446,7 @@ class HpaLoop:
         spec, hpa, now = run.spec, run.hpa, run.now
         reference = f"{spec.target_kind}/{spec.namespace}/{spec.target_name}"
         try:
-            scale, resource = await self._within(
-                run.deadline,
+            scale, resource = await run.call(
                 self.targets.current_scale(
                     spec.target_api_version,
                     spec.target_kind,
@@ -464,8 +510,7 @@ class HpaLoop:
             rescale = desired != current
         if rescale:
             try:
-                await self._within(
-                    run.deadline,
+                await run.call(
                     self.client.scale(
                         resource, spec.target_name, namespace=spec.namespace, replicas=desired
                     ),
@@ -653,8 +698,7 @@ class HpaLoop:
     ) -> Fetched | None:
         """One metric's values, or its fetch error once the reconcile's deadline has passed."""
         try:
-            return await self._within(
-                run.deadline,
+            return await run.call(
                 self.fetcher.fetch(
                     metric,
                     namespace=run.spec.namespace,
@@ -756,12 +800,11 @@ class HpaLoop:
         if _json_equal(original, status):
             return
         body = {**run.hpa, "status": status}
-        # a deadline of its own: the status tells what happened to the steps that timed out
-        deadline = self.clock.monotonic() + self.settings.reconcile_timeout.total_seconds()
+        if run.deadline is not None:
+            # a deadline of its own: the status tells what happened to the steps that timed out
+            run.deadline.restart()
         try:
-            updated = await self._within(
-                deadline, self.client.update_status(HORIZONTAL_POD_AUTOSCALERS, body)
-            )
+            updated = await run.call(self.client.update_status(HORIZONTAL_POD_AUTOSCALERS, body))
         except KubeError as err:
             text = err.message if isinstance(err, KubeApiError) else str(err)
             self._event(run.hpa, "Warning", "FailedUpdateStatus", text)
