@@ -337,3 +337,66 @@ async def test_a_pass_waits_at_most_one_sync_period(hpas: Hpas) -> None:
         assert WORKER_KEY in loop.in_flight()
     finally:
         passing.cancel()
+
+
+def widget_crd() -> dict[str, Any]:
+    """A custom kind with ``/scale``: its Scale is read from the API server, not a cache."""
+    scale = {
+        "specReplicasPath": ".spec.replicas",
+        "statusReplicasPath": ".status.replicas",
+        "labelSelectorPath": ".status.selector",
+    }
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}, "scale": scale},
+                    "schema": {"openAPIV3Schema": {"type": "object"}},
+                }
+            ],
+        },
+    }
+
+
+async def test_a_hung_scale_stalls_only_its_hpa(hpas: Hpas) -> None:
+    web(hpas)
+    store = hpas.cluster.api.store
+    store.create(widget_crd())
+    pool = store.create(
+        {
+            "apiVersion": "example.com/v1",
+            "kind": "Widget",
+            "metadata": {"name": "pool", "namespace": NAMESPACE},
+            "spec": {"replicas": 2},
+        }
+    )
+    store.update_status({**pool, "status": {"replicas": 2, "selector": "app=pool"}})
+    hpas.hpa("pool", target="pool", kind="Widget", api_version="example.com/v1")
+    hpas.cluster.api.faults.add(
+        verb="get", resource="widgets/scale", status=0, hang=True, count=None
+    )
+    loop = await hpas.loop(clock=hpas.cluster.clock)
+    await hpas.settle(loop)
+    started = loop.start_pass(hpas.now)
+    pool_key = (NAMESPACE, "pool")
+    await started[WEB_KEY]
+    assert hpas.replicas("web") == 4
+    assert not started[pool_key].done()
+    await hpas.cluster.advance(DEADLINE)  # pool's own deadline
+    await started[pool_key]
+    assert hpas.conditions("pool")["AbleToScale"] == (
+        "False",
+        "FailedGetScale",
+        "the HPA controller was unable to get the target's current scale: "
+        "context deadline exceeded",
+    )
+    assert await hpas.events("pool") == [("Warning", "FailedGetScale", "context deadline exceeded")]
