@@ -195,6 +195,9 @@ class _Deadline:
             raise
         finally:
             self._inside = False
+            if self._cancelled:  # the call ended otherwise than by our cancellation
+                self._cancelled = False
+                self._task.uncancel()
 
 
 def handles(hpa: Mapping[str, Any], settings: HpaSettings) -> bool:

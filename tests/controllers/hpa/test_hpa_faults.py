@@ -15,7 +15,13 @@ from typing import Any
 
 import pytest
 
-from kubescale.controllers.hpa.hpa_loop import HpaLoop
+from kubescale.base.clock import VirtualClock
+from kubescale.controllers.hpa.hpa_loop import (
+    DEADLINE_EXCEEDED,
+    DeadlineExceeded,
+    HpaLoop,
+    _Deadline,
+)
 from tests.controllers.test_recommender_loop import Cluster, cluster
 
 from .hpa_cluster import NAMESPACE, Hpas
@@ -400,3 +406,61 @@ async def test_a_hung_scale_stalls_only_its_hpa(hpas: Hpas) -> None:
         "context deadline exceeded",
     )
     assert await hpas.events("pool") == [("Warning", "FailedGetScale", "context deadline exceeded")]
+
+
+# --- the deadline's own rules (no API server needed) --------------------------------------------
+
+
+async def guarded(clock: VirtualClock, held: asyncio.Event, calls: int = 1) -> None:
+    """A reconcile with a 30 s deadline making ``calls`` calls that wait on ``held``."""
+    deadline = _Deadline(clock, DEADLINE)
+    try:
+        for _ in range(calls):
+            await deadline.call(held.wait())
+    finally:
+        deadline.close()
+
+
+async def test_a_deadline_fails_the_call_in_progress_and_every_later_one() -> None:
+    clock = VirtualClock()
+    held = asyncio.Event()
+    failures: list[str] = []
+
+    async def reconcile() -> None:
+        deadline = _Deadline(clock, DEADLINE)
+        try:
+            for _ in range(2):
+                try:
+                    await deadline.call(held.wait())
+                except DeadlineExceeded as err:
+                    failures.append(str(err))
+        finally:
+            deadline.close()
+
+    task = asyncio.create_task(reconcile())
+    await clock.advance(DEADLINE - 1)
+    assert not task.done()
+    assert failures == []
+    await clock.advance(1)
+    await task
+    assert failures == [DEADLINE_EXCEEDED, DEADLINE_EXCEEDED]
+    assert task.cancelling() == 0  # the deadline's cancellation was taken back
+
+
+async def test_a_deadline_never_swallows_a_cancellation_aimed_at_the_reconcile() -> None:
+    # cancelled while its deadline is far: a cancellation
+    clock = VirtualClock()
+    task = asyncio.create_task(guarded(clock, asyncio.Event()))
+    await clock.advance(1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # cancelled in the very tick its deadline passes: still a cancellation, not a timeout
+    clock = VirtualClock(settle_rounds=0)  # advance() wakes the timer without running it
+    task = asyncio.create_task(guarded(clock, asyncio.Event()))
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    await clock.advance(DEADLINE)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
