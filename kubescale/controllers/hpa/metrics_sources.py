@@ -109,7 +109,10 @@ class _BadAnswer(Exception):
 def _decoded_milli(value: Any) -> int:
     """A value of an answer's item in milli; an unparseable one fails the answer, as
     ``resource.Quantity``'s ``UnmarshalJSON`` fails upstream's decode (``"NaN"``, garbage), and
-    so does one beyond ``MilliValue``'s int64 (``1e400``)."""
+    so does one beyond ``MilliValue``'s int64 (``1e400``). An absent or ``null`` value decodes
+    to Go's zero Quantity: 0."""
+    if value is None:
+        return 0
     try:
         milli = Quantity.from_json(value).milli_value()
     except QuantityError as err:
