@@ -464,3 +464,22 @@ async def test_a_deadline_never_swallows_a_cancellation_aimed_at_the_reconcile()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+async def test_a_null_external_value_is_zero_as_upstream_decodes_it(hpas: Hpas) -> None:
+    """``"value": null`` is not garbage to Go's decoder: it is the zero Quantity, and upstream
+    scales on it. Sum 0 / target 100 = ratio 0 → ceil(0 × 4 ready) = 0 → min 1; no window: 4 → 1.
+    """
+    worker(hpas, external("queue", {"type": "Value", "value": "100"}))
+    hpas.cluster.api.faults.add(
+        resource="queue.external.metrics.k8s.io",
+        status=0,
+        body='{"items": [{"metricName": "queue", "value": null}]}',
+        count=None,
+    )
+    loop = await hpas.loop()
+    await hpas.run(loop)
+    assert hpas.replicas("worker") == 1
+    assert hpas.get_hpa("worker")["status"]["currentMetrics"] == [
+        {"type": "External", "external": {"metric": {"name": "queue"}, "current": {"value": "0"}}}
+    ]
