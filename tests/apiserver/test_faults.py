@@ -210,3 +210,41 @@ async def test_commit_then_answer_late_stores_the_write_before_the_answer(
     assert not request.done()
     answered = await request
     assert answered.metadata.name == "late"
+
+
+async def test_metrics_apis_take_faults_by_qualified_resource(server: ApiServer) -> None:
+    """A metrics API's rule names ``<resource>.<group>``: core ``pods`` rules leave it alone."""
+    server.metrics.set_external_metric(namespace="default", metric="queue", value="4")
+    server.faults.add(resource="queue.external.metrics.k8s.io", status=0, body="not json")
+    server.faults.add(resource="pods.metrics.k8s.io", status=503)
+    queue = f"{server.http_url}/apis/external.metrics.k8s.io/v1beta1/namespaces/default/queue"
+    async with aiohttp.ClientSession() as http:
+        async with http.get(queue) as response:
+            assert (response.status, await response.text()) == (200, "not json")
+        async with http.get(queue) as response:  # the count is used up
+            assert (await response.json())["items"][0]["value"] == "4"
+        async with http.get(f"{server.http_url}/api/v1/namespaces/default/pods") as response:
+            assert response.status == 200
+        metrics = f"{server.http_url}/apis/metrics.k8s.io/v1beta1/namespaces/default/pods"
+        async with http.get(metrics) as response:
+            assert response.status == 503
+
+
+async def test_a_hung_request_waits_for_release(api: Any, server: ApiServer) -> None:
+    server.faults.add(verb="get", resource="namespaces", status=0, hang=True)
+    core = loose(client.CoreV1Api(api))
+    held = asyncio.ensure_future(core.read_namespace("default"))
+    for _ in range(1000):  # until the server has taken the request (and the fault)
+        if server.requests.count(verb="get", resource="namespaces"):
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.05)
+    assert not held.done()  # held: no answer until released
+    server.faults.release()
+    assert (await held).metadata.name == "default"
+    await core.read_namespace("default")  # count 1: the next one is not held
+
+
+async def test_a_body_fault_needs_status_zero(server: ApiServer) -> None:
+    with pytest.raises(ValueError, match="status=0"):
+        server.faults.add(resource="pods", body="{}")

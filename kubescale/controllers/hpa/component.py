@@ -112,6 +112,7 @@ class HpaComponent(BaseComponent):
         )
 
     async def stop(self) -> None:
+        await self.loop.close()
         await self.events.close()
         if self.prometheus is not None:
             await self.prometheus.close()

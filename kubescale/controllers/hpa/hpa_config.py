@@ -18,7 +18,11 @@ kubescale's additions:
 * ``--hpa-feature-gates`` — upstream's HPA gates: ``HPAScaleToZero`` (alpha, default false)
   and ``HPAConfigurableTolerance`` (beta, default true);
 * ``--hpa-prometheus-address`` — Prometheus for PromQL metrics; empty: ``--prometheus-address``
-  (the VPA recommender's flag) when ``serve`` declares it.
+  (the VPA recommender's flag) when ``serve`` declares it;
+* ``--hpa-reconcile-timeout`` (default 30s, one request's client timeout) — each HPA's own
+  deadline for what one reconcile reads and writes: one hung dependency fails the HPAs that
+  use it with "context deadline exceeded" instead of holding a worker for the client's five
+  tries. Upstream has no such deadline (its workers wait on the client).
 """
 
 from __future__ import annotations
@@ -72,6 +76,7 @@ class HpaSettings:
     prometheus_address: str = ""
     prometheus_insecure: bool = False
     prometheus_timeout: timedelta = timedelta(seconds=30)
+    reconcile_timeout: timedelta = timedelta(seconds=30)
 
     @property
     def scale_to_zero_gate(self) -> bool:
@@ -149,6 +154,14 @@ def add_hpa_arguments(parser: argparse.ArgumentParser) -> None:
         help="the number of horizontal pod autoscaler objects that are allowed to sync "
         "concurrently (default: %(default)s)",
     )
+    add_duration_flag(
+        group,
+        "--hpa-reconcile-timeout",
+        "30s",
+        "each HPA's deadline for what one reconcile reads and writes (the metrics APIs, "
+        "/scale, its status); past it the step fails with 'context deadline exceeded'",
+        parse=parse_duration,
+    )
     group.add_argument(
         "--hpa-feature-gates",
         default="",
@@ -180,6 +193,10 @@ def hpa_settings_from_args(args: argparse.Namespace) -> HpaSettings:
     for flag, seconds in durations.items():
         if seconds < 0:
             raise HpaConfigError(f"{flag} must be >= 0, got {seconds}s")
+    if args.hpa_reconcile_timeout <= 0:
+        raise HpaConfigError(
+            f"--hpa-reconcile-timeout must be > 0, got {args.hpa_reconcile_timeout}s"
+        )
     if args.horizontal_pod_autoscaler_sync_period <= 0:
         raise HpaConfigError(
             "--horizontal-pod-autoscaler-sync-period must be > 0, got "
@@ -210,6 +227,7 @@ def hpa_settings_from_args(args: argparse.Namespace) -> HpaSettings:
             seconds=args.horizontal_pod_autoscaler_initial_readiness_delay
         ),
         concurrent_syncs=int(args.concurrent_horizontal_pod_autoscaler_syncs),
+        reconcile_timeout=timedelta(seconds=args.hpa_reconcile_timeout),
         feature_gates=parse_hpa_feature_gates(args.hpa_feature_gates or ""),
         prometheus_address=address,
         prometheus_insecure=bool(getattr(args, "prometheus_insecure", False)),

@@ -1,8 +1,22 @@
 """The HPA loop: upstream ``reconcileAutoscaler`` for every handled HPA, once per sync period.
 
-Each :meth:`HpaLoop.run_once` reconciles every HPA this process handles (``--hpa-selection``,
-:func:`handles`) — upstream's per-key requeue at ``--horizontal-pod-autoscaler-sync-period``
-amounts to the same — at most ``--concurrent-horizontal-pod-autoscaler-syncs`` at a time.
+Each :meth:`HpaLoop.run_once` starts a reconcile of every HPA this process handles
+(``--hpa-selection``, :func:`handles`) and waits for them at most one
+``--horizontal-pod-autoscaler-sync-period``. Upstream's controller is a work queue that requeues
+each key at the sync period, served by ``--concurrent-horizontal-pod-autoscaler-syncs`` workers
+(reference §0 "Queue"); so here, likewise:
+
+* each HPA's reconcile is its own task, at most ``--concurrent-horizontal-pod-autoscaler-syncs``
+  running at a time; a pass never waits for the slowest: one hung dependency (one namespace's
+  metrics API, one target's ``/scale``) delays only the HPAs that use it;
+* a key is reconciled by one task at a time (the queue's rule): a pass skips an HPA whose
+  previous reconcile is still running;
+* each reconcile has its own deadline (``--hpa-reconcile-timeout``, on the injected clock) for
+  what it reads and writes: past it, the step in progress fails with "context deadline
+  exceeded" and the HPA gets that step's condition and event (``FailedGetScale``,
+  ``FailedGet*Metric``, ``FailedRescale`` — a rescale whose outcome is unknown counts as done);
+  its status is then written under a deadline of its own.
+
 One reconcile (reference §2.1):
 
 1. resolve ``scaleTargetRef`` (:mod:`.scale_targets`) and GET ``/scale``; failure →
@@ -28,12 +42,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+import functools
+import inspect
+from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
+from kubescale.base.clock import Clock
 from kubescale.base.logs import component_logger
+from kubescale.base.tasks import cancel_and_wait
 from kubescale.controllers.hpa.hpa_config import CONTROLLER_ANNOTATION, HpaSettings
 from kubescale.controllers.hpa.hpa_metrics import HpaMetrics, action_label
 from kubescale.controllers.hpa.hpa_spec import HpaSpec, HpaSpecError, MetricSpec, parse_hpa
@@ -43,6 +61,7 @@ from kubescale.controllers.hpa.hpa_status import (
     set_condition,
 )
 from kubescale.controllers.hpa.metric_proposals import (
+    Fetched,
     MetricOutcome,
     ReplicaInputs,
     compute_metric,
@@ -52,6 +71,7 @@ from kubescale.controllers.hpa.metrics_sources import (
     MetricFetcher,
     MetricsApiClient,
     PromQLSource,
+    fetch_timed_out,
     promql_queries,
 )
 from kubescale.controllers.hpa.normalization import (
@@ -80,7 +100,7 @@ from kubescale.controllers.hpa.scale_to_zero import (
     zero_settings,
 )
 from kubescale.kube.client import KubeClient
-from kubescale.kube.errors import KubeApiError, KubeError
+from kubescale.kube.errors import KubeApiError, KubeError, KubeTransportError
 from kubescale.kube.event_correlation import format_time
 from kubescale.kube.events import EventRecorder
 from kubescale.kube.resources import (
@@ -95,13 +115,89 @@ from kubescale.kube.shared_cache import SharedCache
 from kubescale.prometheus.query_api import PrometheusQueryClient
 from kubescale.runtime.component import TimelineReport
 
-__all__ = ["LOOP_NAME", "HpaLoop", "handles"]
+__all__ = ["DEADLINE_EXCEEDED", "LOOP_NAME", "DeadlineExceeded", "HpaLoop", "handles"]
 
 log = component_logger("hpa-controller")
 
 LOOP_NAME: Final = "hpa-controller"
 _MAX_REPORTS: Final = 1000
 _HPA_API_VERSION: Final = "autoscaling/v2"
+DEADLINE_EXCEEDED: Final = "context deadline exceeded"
+"""Go's ``context.DeadlineExceeded`` text, what a client call past its context's deadline says."""
+
+_T = TypeVar("_T")
+_Key = tuple[str, str]
+
+
+class DeadlineExceeded(KubeTransportError):
+    """A call of one reconcile outlived the reconcile's deadline (no answer: outcome unknown)."""
+
+
+async def _until(clock: Clock, deadline: float) -> None:
+    """Return once ``deadline`` (``clock.monotonic()``) has passed. A clock whose sleeps take
+    no time (a simulated step: time stands still while the step runs) never gets there: then
+    this never returns."""
+    while (remaining := deadline - clock.monotonic()) > 0:
+        before = clock.monotonic()
+        await clock.sleep(remaining)
+        if clock.monotonic() == before:
+            await asyncio.Event().wait()
+
+
+class _Deadline:
+    """One reconcile's deadline on the loop's clock, ``asyncio.timeout``'s mechanism: one timer
+    per reconcile, no task per call. Past it, the call in progress (:meth:`call`) is cancelled
+    and raises :class:`DeadlineExceeded`, and so does every later call; a cancellation aimed at
+    the reconcile from elsewhere (the loop stopping) stays a cancellation."""
+
+    def __init__(self, clock: Clock, seconds: float) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._task = task
+        self._clock = clock
+        self._seconds = seconds
+        self._inside = False
+        self._cancelled = False
+        self.expired = False
+        self._timer: asyncio.Task[None] | None = None
+        self.restart()
+
+    def restart(self) -> None:
+        """A fresh deadline, ``seconds`` from now."""
+        self.close()
+        self.expired = False
+        self._timer = asyncio.ensure_future(self._expire(self._clock.monotonic() + self._seconds))
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+    async def _expire(self, at: float) -> None:
+        await _until(self._clock, at)
+        self.expired = True
+        if self._inside:  # the reconcile waits inside a call: cancel that wait
+            self._cancelled = True
+            self._task.cancel()
+
+    async def call(self, awaitable: Awaitable[_T]) -> _T:
+        if self.expired:
+            if inspect.iscoroutine(awaitable):
+                awaitable.close()
+            raise DeadlineExceeded(DEADLINE_EXCEEDED)
+        self._inside = True
+        try:
+            return await awaitable
+        except asyncio.CancelledError:
+            if self._cancelled:
+                self._cancelled = False
+                if self._task.uncancel() == 0:  # ours alone
+                    raise DeadlineExceeded(DEADLINE_EXCEEDED) from None
+            raise
+        finally:
+            self._inside = False
+            if self._cancelled:  # the call ended otherwise than by our cancellation
+                self._cancelled = False
+                self._task.uncancel()
 
 
 def handles(hpa: Mapping[str, Any], settings: HpaSettings) -> bool:
@@ -132,6 +228,13 @@ class _Reconcile:
     now: datetime
     conditions: list[dict[str, Any]] = field(default_factory=list)
     error_label: str = "none"
+    deadline: _Deadline | None = None
+
+    async def call(self, awaitable: Awaitable[_T]) -> _T:
+        """``awaitable`` under the reconcile's deadline (:class:`_Deadline`)."""
+        if self.deadline is None:
+            return await awaitable
+        return await self.deadline.call(awaitable)
 
     def condition(self, type: str, status: bool, reason: str, message: str) -> None:
         self.conditions = set_condition(
@@ -153,8 +256,11 @@ class HpaLoop:
         metrics: HpaMetrics,
         events: EventRecorder,
         prometheus: PrometheusQueryClient | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.client = client
+        self.clock = clock if clock is not None else client.clock
+        """Deadlines and the pass's wait (the client's clock unless given)."""
         self.cache = cache
         self.informers = informers = cache.informers
         self.settings = settings
@@ -171,6 +277,8 @@ class HpaLoop:
         self.reconciled = 0
         self._reports: list[TimelineReport] = []
         self.selection = SelectionPass(self.pods.lister.list)
+        self._workers = asyncio.Semaphore(settings.concurrent_syncs)
+        self._in_flight: dict[_Key, asyncio.Task[None]] = {}
 
     def drain_reports(self) -> list[TimelineReport]:
         """What the loop did since the last call, for a simulation's timeline: each rescale
@@ -180,8 +288,19 @@ class HpaLoop:
 
     def reset(self) -> None:
         """Forget every HPA's history: a new term of leadership starts as upstream's
-        controller starts (another replica may have scaled meanwhile)."""
+        controller starts (another replica may have scaled meanwhile). Reconciles still
+        running from the previous term are cancelled."""
         self.states = {}
+        for task in self._in_flight.values():
+            task.cancel()
+
+    async def close(self) -> None:
+        """Cancel the reconciles in flight and wait for them to end."""
+        await cancel_and_wait(*self._in_flight.values())
+
+    def in_flight(self) -> frozenset[_Key]:
+        """The HPAs (namespace, name) whose reconcile is running."""
+        return frozenset(self._in_flight)
 
     def demand_history(self, namespace: str, name: str) -> DemandHistory:
         """The predictive demand history of one HPA (created empty on first use)."""
@@ -194,26 +313,80 @@ class HpaLoop:
         return await self.cache.wait_for_resource_version(resource_version, within=within)
 
     async def run_once(self, now: datetime) -> None:
-        """Reconcile every handled HPA once."""
+        """Start a reconcile of every handled HPA not in flight (:meth:`start_pass`), then wait
+        for them until they end or one sync period has passed on the clock, whichever is first:
+        the reconciles still running go on, and the next pass skips their HPAs."""
+        started = self.start_pass(now)
+        if started:
+            budget = self.clock.monotonic() + self.settings.sync_period.total_seconds()
+            await self._wait(started.values(), until=budget)
+
+    def start_pass(self, now: datetime) -> dict[_Key, asyncio.Task[None]]:
+        """The queue's pass: forget the HPAs gone, then one reconcile task per handled HPA whose
+        previous reconcile has ended (upstream processes a key in one worker at a time); the
+        tasks started, by key."""
         handled = [h for h in self.hpas.lister.list() if handles(h, self.settings)]
         keys = {_key(h) for h in handled}
         for gone in set(self.states) - keys:  # deleted or handed back: forget (upstream)
             del self.states[gone]
             with contextlib.suppress(KeyError):
                 self.metrics.desired_replicas.remove(*gone)
+        for gone in set(self._in_flight) - keys:  # its reconcile has nothing left to do
+            self._in_flight[gone].cancel()
         self.metrics.num_hpas.set(len(handled))
         self.metrics_api.begin_pass()
         self.selection = SelectionPass(self.pods.lister.list)
         for (ns, name), state in self.states.items():  # hpaSelectors: the selectors known
             if state.selector is not None:
                 self.selection.own(ns, name, self.selection.select(ns, state.selector))
-        limit = asyncio.Semaphore(self.settings.concurrent_syncs)
+        started: dict[_Key, asyncio.Task[None]] = {}
+        for hpa in sorted(handled, key=_key):
+            key = _key(hpa)
+            if key in self._in_flight:
+                continue
+            task = asyncio.create_task(self._work(hpa, now), name=f"hpa:{key[0]}/{key[1]}")
+            self._in_flight[key] = started[key] = task
+            task.add_done_callback(functools.partial(self._ended, key))
+        return started
 
-        async def one(hpa: dict[str, Any]) -> None:
-            async with limit:
-                await self.reconcile(hpa, now)
+    async def _work(self, hpa: Mapping[str, Any], now: datetime) -> None:
+        async with self._workers:  # --concurrent-horizontal-pod-autoscaler-syncs
+            await self.reconcile(hpa, now)
 
-        await asyncio.gather(*(one(h) for h in sorted(handled, key=_key)))
+    def _ended(self, key: _Key, task: asyncio.Task[None]) -> None:
+        if self._in_flight.get(key) is task:
+            del self._in_flight[key]
+        if not task.cancelled() and task.exception() is not None:  # reconcile catches Exception
+            log.error("reconcile task failed", exc_info=task.exception())
+
+    async def _wait(self, tasks: Iterable[asyncio.Task[None]], *, until: float) -> None:
+        """Until every task has ended or ``until`` (monotonic) has passed; the tasks are not
+        cancelled by the budget, only when this wait is (the loop is stopping). One callback
+        per task (a pass of 1,000 HPAs is not 1,000 ``asyncio.wait`` calls over the rest)."""
+        pending = {task for task in tasks if not task.done()}
+        if not pending:
+            return
+        all_ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def ended(task: asyncio.Task[None]) -> None:
+            pending.discard(task)
+            if not pending and not all_ended.done():
+                all_ended.set_result(None)
+
+        watched = list(pending)
+        for task in watched:
+            task.add_done_callback(ended)
+        timer = asyncio.ensure_future(_until(self.clock, until))
+        try:
+            await asyncio.wait({all_ended, timer}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            await cancel_and_wait(*pending)
+            raise
+        finally:
+            for task in watched:
+                task.remove_done_callback(ended)
+            all_ended.cancel()
+            await cancel_and_wait(timer)
 
     # --- one reconcile ------------------------------------------------------------------------
 
@@ -235,11 +408,13 @@ class HpaLoop:
             self._event(hpa, "Warning", "InvalidSpec", str(err))
             self._observe(started, "none", "spec")
             return
+        deadline = _Deadline(self.clock, self.settings.reconcile_timeout.total_seconds())
         run = _Reconcile(
             hpa=hpa,
             spec=spec,
             now=now,
             conditions=list(original_status.get("conditions") or []),
+            deadline=deadline,
         )
         try:
             action = await self._reconcile(run, state, original_status)
@@ -250,8 +425,32 @@ class HpaLoop:
             log.warning(
                 "reconcile failed", extra={"fields": {"hpa": "/".join(key), "error": str(err)}}
             )
+        except Exception as err:  # a bug, or an answer nothing above expected
+            # this HPA's failure only: its condition and event, the other HPAs go on
+            run.error_label = "internal"
+            log.exception("reconcile failed", extra={"fields": {"hpa": "/".join(key)}})
+            await self._internal_failure(run, f"internal error: {type(err).__name__}: {err}")
+        finally:
+            deadline.close()
         self.reconciled += 1
         self._observe(started, action, run.error_label)
+
+    async def _internal_failure(self, run: _Reconcile, text: str) -> None:
+        """``ScalingActive=False`` and a ``FailedComputeMetricsReplicas`` event for a reconcile
+        that raised; the status written as far as the API server takes it."""
+        self._event(run.hpa, "Warning", "FailedComputeMetricsReplicas", text)
+        run.condition(
+            SCALING_ACTIVE,
+            False,
+            "FailedComputeMetricsReplicas",
+            f"the HPA was unable to compute the replica count: {text}",
+        )
+        try:
+            await self._write_status(run, run.hpa.get("status") or {}, self._status(run.hpa, run))
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the write path itself is what failed: the log has it already
+            log.warning("status not written after a failed reconcile", exc_info=True)
 
     def _observe(self, started: float, action: str, error: str) -> None:
         elapsed = self.client.clock.monotonic() - started
@@ -264,12 +463,14 @@ class HpaLoop:
         spec, hpa, now = run.spec, run.hpa, run.now
         reference = f"{spec.target_kind}/{spec.namespace}/{spec.target_name}"
         try:
-            scale, resource = await self.targets.current_scale(
-                spec.target_api_version,
-                spec.target_kind,
-                name=spec.target_name,
-                namespace=spec.namespace,
-                informers=self.informers,
+            scale, resource = await run.call(
+                self.targets.current_scale(
+                    spec.target_api_version,
+                    spec.target_kind,
+                    name=spec.target_name,
+                    namespace=spec.namespace,
+                    informers=self.informers,
+                ),
             )
         except (ScaleTargetError, KubeError) as err:
             text = err.message if isinstance(err, KubeApiError) else str(err)
@@ -326,8 +527,10 @@ class HpaLoop:
             rescale = desired != current
         if rescale:
             try:
-                await self.client.scale(
-                    resource, spec.target_name, namespace=spec.namespace, replicas=desired
+                await run.call(
+                    self.client.scale(
+                        resource, spec.target_name, namespace=spec.namespace, replicas=desired
+                    ),
                 )
             except KubeError as err:
                 text = err.message if isinstance(err, KubeApiError) else str(err)
@@ -427,10 +630,7 @@ class HpaLoop:
         if zero is not None and current == 0:  # only activation metrics can be read at zero
             metric_specs = tuple(m for m in spec.metrics if m.type in ("Object", "External"))
         fetched = [
-            await self.fetcher.fetch(
-                m, namespace=spec.namespace, selector=selector_text, queries=queries, now=now
-            )
-            for m in metric_specs
+            await self._fetch(run, m, selector=selector_text, queries=queries) for m in metric_specs
         ]
         outcomes: list[MetricOutcome] = []
         for metric, values in zip(metric_specs, fetched, strict=True):
@@ -509,6 +709,23 @@ class HpaLoop:
             self._event(hpa, "Warning", "FailedComputeMetricsReplicas", decision.failure)
             return None
         return decision.replicas, decision.reason, decision.statuses
+
+    async def _fetch(
+        self, run: _Reconcile, metric: MetricSpec, *, selector: str, queries: Mapping[str, str]
+    ) -> Fetched | None:
+        """One metric's values, or its fetch error once the reconcile's deadline has passed."""
+        try:
+            return await run.call(
+                self.fetcher.fetch(
+                    metric,
+                    namespace=run.spec.namespace,
+                    selector=selector,
+                    queries=queries,
+                    now=run.now,
+                ),
+            )
+        except DeadlineExceeded as err:
+            return fetch_timed_out(metric, queries, str(err))
 
     def _prediction(
         self,
@@ -600,8 +817,11 @@ class HpaLoop:
         if _json_equal(original, status):
             return
         body = {**run.hpa, "status": status}
+        if run.deadline is not None:
+            # a deadline of its own: the status tells what happened to the steps that timed out
+            run.deadline.restart()
         try:
-            updated = await self.client.update_status(HORIZONTAL_POD_AUTOSCALERS, body)
+            updated = await run.call(self.client.update_status(HORIZONTAL_POD_AUTOSCALERS, body))
         except KubeError as err:
             text = err.message if isinstance(err, KubeApiError) else str(err)
             self._event(run.hpa, "Warning", "FailedUpdateStatus", text)

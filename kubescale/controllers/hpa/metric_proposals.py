@@ -344,20 +344,37 @@ def _external(
     return MetricOutcome(replicas=replicas, name=metric_display_name(metric), status=status)
 
 
+_FAILED_REASONS: Final = {
+    "Resource": "FailedGetResourceMetric",
+    "ContainerResource": "FailedGetContainerResourceMetric",
+    "Pods": "FailedGetPodsMetric",
+    "Object": "FailedGetObjectMetric",
+    "External": "FailedGetExternalMetric",
+}
+
+
 def compute_metric(
     metric: MetricSpec, fetched: Fetched | None, inputs: ReplicaInputs, *, namespace: str
 ) -> MetricOutcome:
-    """``computeReplicasForMetric`` for one metric spec."""
-    if metric.type in ("Resource", "ContainerResource"):
-        return _resource(metric, fetched, inputs)
-    if metric.type == "Pods":
-        return _pods(metric, fetched, inputs)
-    if metric.type == "Object":
-        return _object(metric, fetched, inputs, namespace)
-    if metric.type == "External":
+    """``computeReplicasForMetric`` for one metric spec.
+
+    A value or target the arithmetic cannot use (a target of 0, which kube-apiserver refuses
+    but an object written before that rule or through another path may carry) is this metric's
+    failure, under its ``FailedGet*Metric`` reason, never an exception out of the reconcile."""
+    if metric.type not in _FAILED_REASONS:
+        message = f'unknown metric source type "{metric.type}"'
+        return _failure("InvalidMetricSourceType", message, message)
+    try:
+        if metric.type in ("Resource", "ContainerResource"):
+            return _resource(metric, fetched, inputs)
+        if metric.type == "Pods":
+            return _pods(metric, fetched, inputs)
+        if metric.type == "Object":
+            return _object(metric, fetched, inputs, namespace)
         return _external(metric, fetched, inputs, namespace)
-    message = f'unknown metric source type "{metric.type}"'
-    return _failure("InvalidMetricSourceType", message, message)
+    except (ArithmeticError, ValueError) as err:
+        inner = f"invalid metric value or target: {err}"
+        return _failure(_FAILED_REASONS[metric.type], inner, inner)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -64,6 +64,7 @@ __all__ = [
     "MetricFetcher",
     "MetricsApiClient",
     "PromQLSource",
+    "fetch_timed_out",
     "promql_queries",
 ]
 
@@ -97,11 +98,57 @@ def _time(value: Any) -> datetime | None:
         return None
 
 
-def _milli(value: Any) -> int | None:
+_MAX_INT64: Final = 2**63 - 1
+
+
+class _BadAnswer(Exception):
+    """A metrics API answered 200 with something its types cannot decode: upstream's client
+    fails the whole decode (one bad value fails the list), so the fetch fails."""
+
+
+def _decoded_milli(value: Any) -> int:
+    """A value of an answer's item in milli; an unparseable one fails the answer, as
+    ``resource.Quantity``'s ``UnmarshalJSON`` fails upstream's decode (``"NaN"``, garbage), and
+    so does one beyond ``MilliValue``'s int64 (``1e400``). An absent or ``null`` value decodes
+    to Go's zero Quantity: 0."""
+    if value is None:
+        return 0
     try:
-        return Quantity.from_json(value).milli_value()
-    except QuantityError:
-        return None
+        milli = Quantity.from_json(value).milli_value()
+    except QuantityError as err:
+        raise _BadAnswer(str(err)) from err
+    if not -_MAX_INT64 - 1 <= milli <= _MAX_INT64:
+        raise _BadAnswer(f"quantity {value!r} does not fit in int64 milli-units")
+    return milli
+
+
+def _items(answer: Mapping[str, Any], kind: str) -> list[dict[str, Any]]:
+    """A list answer's ``items``: ``null`` is an empty list (Go decodes it so); anything else
+    that is not a list of objects fails the decode."""
+    items = answer.get("items")
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise _BadAnswer(
+            f"json: cannot unmarshal {_json_kind(items)} into Go struct field {kind}.items"
+        )
+    for item in items:
+        if not isinstance(item, dict):
+            raise _BadAnswer(
+                f"json: cannot unmarshal {_json_kind(item)} into Go struct field {kind}.items "
+                "of type object"
+            )
+    return items
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
 
 
 def _error_text(err: KubeError) -> str:
@@ -123,16 +170,26 @@ class MetricsApiClient:
 
     def __init__(self, client: KubeClient) -> None:
         self.client = client
-        self._pod_metrics: dict[str, asyncio.Future[LabelIndex | FetchError]] = {}
+        self._pod_metrics: dict[str, asyncio.Future[LabelIndex | FetchError | None]] = {}
 
     def begin_pass(self) -> None:
         """Forget the resource metrics listed by the previous pass."""
         self._pod_metrics = {}
 
     async def _namespace_pod_metrics(self, namespace: str) -> LabelIndex | FetchError:
-        pending = self._pod_metrics.get(namespace)
-        if pending is not None:  # listed, or being listed by a concurrent reconcile
-            return await asyncio.shield(pending)
+        """The namespace's list, made once per pass: the first reconcile that needs it lists,
+        the others wait for that answer. When the lister is cancelled (its own deadline, the
+        loop stopping) the answer is ``None`` and the next waiter lists in its place, so one
+        HPA's deadline never becomes another's error or cancellation."""
+        while True:
+            pending = self._pod_metrics.get(namespace)
+            if pending is None:
+                break
+            listed_before = await asyncio.shield(pending)
+            if listed_before is not None:
+                return listed_before
+            if self._pod_metrics.get(namespace) is pending:
+                del self._pod_metrics[namespace]
         pending = asyncio.get_running_loop().create_future()
         self._pod_metrics[namespace] = pending
         listed: LabelIndex | FetchError
@@ -141,7 +198,9 @@ class MetricsApiClient:
                 group="metrics.k8s.io", version="v1beta1", namespace=namespace, segments=["pods"]
             )
             answer = await self._get(_RESOURCE_API, path, [])
-            listed = LabelIndex(list(answer.get("items") or []))
+            listed = LabelIndex(_items(answer, "PodMetricsList"))
+        except _BadAnswer as err:
+            listed = FetchError(f"unable to fetch metrics from resource metrics API: {err}")
         except KubeError as err:
             listed = FetchError(
                 f"unable to fetch metrics from resource metrics API: {_error_text(err)}"
@@ -149,8 +208,9 @@ class MetricsApiClient:
         except InvalidPathSegment as err:
             listed = FetchError(f"unable to fetch metrics from resource metrics API: {err}")
         except BaseException:
-            del self._pod_metrics[namespace]
-            pending.cancel()
+            if self._pod_metrics.get(namespace) is pending:
+                del self._pod_metrics[namespace]
+            pending.set_result(None)  # abandoned: a waiter lists in its place
             raise
         pending.set_result(listed)
         return listed
@@ -158,9 +218,16 @@ class MetricsApiClient:
     async def _get(
         self, resource: ResourceType, path: ApiPath, query: list[tuple[str, str]]
     ) -> dict[str, Any]:
-        return await self.client.request(
-            verb="get", method="GET", resource=resource, path=path, query=query
-        )
+        """The answer as an object; :class:`_BadAnswer` when the 200's body is not one."""
+        try:
+            answer: Any = await self.client.request(
+                verb="get", method="GET", resource=resource, path=path, query=query
+            )
+        except ValueError as err:  # the body of a 200 is not JSON
+            raise _BadAnswer(f"the server answered a body that is not JSON: {err}") from err
+        if not isinstance(answer, dict):
+            raise _BadAnswer(f"json: cannot unmarshal {_json_kind(answer)} into {resource.kind}")
+        return answer
 
     async def resource_metrics(
         self, *, namespace: str, resource: str, selector: str, container: str
@@ -176,6 +243,17 @@ class MetricsApiClient:
         items = listed.select(wanted)
         if not items:
             return FetchError("no metrics returned from resource metrics API")
+        try:
+            return self._pod_usages(
+                items, namespace=namespace, resource=resource, container=container
+            )
+        except _BadAnswer as err:
+            return FetchError(f"unable to fetch metrics from resource metrics API: {err}")
+
+    @staticmethod
+    def _pod_usages(
+        items: list[dict[str, Any]], *, namespace: str, resource: str, container: str
+    ) -> dict[str, PodMetric] | FetchError:
         result: dict[str, PodMetric] = {}
         for item in items:
             meta = item.get("metadata") or {}
@@ -193,11 +271,11 @@ class MetricsApiClient:
                 if container and c.get("name") != container:
                     continue
                 found = True
-                value = _milli((c.get("usage") or {}).get(resource))
-                if value is None:
+                raw = (c.get("usage") or {}).get(resource)
+                if raw is None:  # the container lacks the resource: the pod counts as missing
                     complete = False
                     break
-                total += value
+                total += _decoded_milli(raw)
             if container:
                 if not found:
                     return FetchError(
@@ -225,21 +303,23 @@ class MetricsApiClient:
         try:
             path = _custom_path(namespace, ["pods", "*", metric])
             answer = await self._get(_CUSTOM_API, path, query)
+            items = _items(answer, "MetricValueList")
+            values = [_decoded_milli(item.get("value")) for item in items]
+        except _BadAnswer as err:
+            return FetchError(f"unable to fetch metrics from custom metrics API: {err}")
         except KubeError as err:
             return FetchError(
                 f"unable to fetch metrics from custom metrics API: {_error_text(err)}"
             )
         except InvalidPathSegment as err:
             return FetchError(f"unable to fetch metrics from custom metrics API: {err}")
-        items = answer.get("items") or []
         if not items:
             return FetchError("no metrics returned from custom metrics API")
         result: dict[str, PodMetric] = {}
-        for item in items:
+        for item, value in zip(items, values, strict=True):
             name = str((item.get("describedObject") or {}).get("name") or "")
-            value = _milli(item.get("value"))
             timestamp = _time(item.get("timestamp"))
-            if value is None or timestamp is None:
+            if timestamp is None:
                 continue
             seconds = item.get("windowSeconds")
             window = (
@@ -277,22 +357,22 @@ class MetricsApiClient:
         try:
             path = _custom_path(namespace, segments)
             answer = await self._get(_CUSTOM_API, path, query)
+            items = _items(answer, "MetricValueList")
+            values = [_decoded_milli(item.get("value")) for item in items]
+        except _BadAnswer as err:
+            return FetchError(f"unable to fetch metrics from custom metrics API: {err}")
         except KubeError as err:
             return FetchError(
                 f"unable to fetch metrics from custom metrics API: {_error_text(err)}"
             )
         except InvalidPathSegment as err:
             return FetchError(f"unable to fetch metrics from custom metrics API: {err}")
-        items = answer.get("items") or []
-        if len(items) != 1:
+        if len(values) != 1:
             return FetchError(
                 "unable to fetch metrics from custom metrics API: the custom metrics API server "
-                f"returned {len(items)} results when we asked for exactly one"
+                f"returned {len(values)} results when we asked for exactly one"
             )
-        value = _milli(items[0].get("value"))
-        if value is None:
-            return FetchError("unable to fetch metrics from custom metrics API: invalid value")
-        return ObjectValue(value)
+        return ObjectValue(values[0])
 
     async def external_metric(
         self, *, namespace: str, metric: str, metric_selector: Mapping[str, Any] | None
@@ -309,17 +389,23 @@ class MetricsApiClient:
                 segments=[metric],
             )  # fmt: skip
             answer = await self._get(_EXTERNAL_API, path, query)
+            # one unparseable value ("NaN") fails the whole answer, as upstream's decode does
+            # (FailedGetExternalMetric, no scaling); dropping it could sum the rest to 0
+            values = [
+                _decoded_milli(item.get("value"))
+                for item in _items(answer, "ExternalMetricValueList")
+            ]
+        except _BadAnswer as err:
+            return FetchError(f"unable to fetch metrics from external metrics API: {err}")
         except KubeError as err:
             return FetchError(
                 f"unable to fetch metrics from external metrics API: {_error_text(err)}"
             )
         except InvalidPathSegment as err:
             return FetchError(f"unable to fetch metrics from external metrics API: {err}")
-        items = answer.get("items") or []
-        if not items:
+        if not values:
             return FetchError("no metrics returned from external metrics API")
-        values = [_milli(item.get("value")) for item in items]
-        return ExternalValues(tuple(v for v in values if v is not None))
+        return ExternalValues(tuple(values))
 
 
 def promql_queries(hpa: Mapping[str, Any]) -> dict[str, str]:
@@ -370,6 +456,18 @@ class PromQLSource:
         if not values:
             return FetchError("no metrics returned from Prometheus")
         return ExternalValues(tuple(values))
+
+
+def fetch_timed_out(metric: MetricSpec, queries: Mapping[str, str], error: str) -> FetchError:
+    """The fetch error of a metric whose read outlived the reconcile's deadline, in the words
+    the API it was reading uses for its other errors."""
+    if metric.type in ("Resource", "ContainerResource"):
+        return FetchError(f"unable to fetch metrics from resource metrics API: {error}")
+    if metric.type in ("Pods", "Object"):
+        return FetchError(f"unable to fetch metrics from custom metrics API: {error}")
+    if metric.metric_name in queries:
+        return FetchError(f"unable to fetch metrics from Prometheus: {error}")
+    return FetchError(f"unable to fetch metrics from external metrics API: {error}")
 
 
 class MetricFetcher:

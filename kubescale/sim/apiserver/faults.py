@@ -12,6 +12,14 @@
   after serving instead of before: the write is stored at once and the answer (the error, or
   with ``status=0`` the result) comes ``delay`` seconds late — past a client's timeout, an
   answer that never arrives although the write committed.
+* ``hang=True`` holds each matching request until :meth:`FaultInjector.release` (or ``clear()``,
+  or the server stopping): a dependency that never answers, on no clock at all, so a test moves
+  its controller's clock past its deadlines instead of waiting.
+* ``body="..."`` (with ``status=0``) answers ``200`` with that raw text instead of serving: a
+  broken aggregated API (non-JSON, ``"items": null``).
+* The metrics APIs consult the same rules, their ``resource`` qualified by the group:
+  ``pods.metrics.k8s.io``, ``<metric>.external.metrics.k8s.io``, ``pods.custom.metrics.k8s.io/
+  <metric>`` (``<resource>.<group>/<metric>`` as kube-apiserver's RequestInfo splits the path).
 * ``drop_watches()`` breaks open watch streams mid-stream (the connection is closed without the
   final chunk).
 * ``expire_history()`` forgets the change log, so watches and continue tokens from any older
@@ -24,6 +32,7 @@ watch, create, update, patch, delete, deletecollection.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Final
 
@@ -51,6 +60,17 @@ class InjectedFault:
     delay: float
     error: errors.ApiError | None
     after_commit: bool = False
+    hold: asyncio.Event | None = None
+    """Set when the request may go on (``hang=True``)."""
+    body: str | None = None
+    """Answer ``200`` with this raw text instead of serving."""
+
+    async def wait(self) -> None:
+        """The delay, then the hold."""
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        if self.hold is not None:
+            await self.hold.wait()
 
 
 @dataclass(kw_only=True)
@@ -62,6 +82,8 @@ class _Rule:
     retry_after: float | None
     delay: float
     after_commit: bool
+    hang: bool = False
+    body: str | None = None
 
     def applies(self, verb: str, resource: str) -> bool:
         return (self.verb is None or self.verb == verb) and (
@@ -77,6 +99,7 @@ class FaultInjector:
         self._rules: list[_Rule] = []
         self.dropped_watches = 0
         """How many watch streams :meth:`drop_watches` has broken so far."""
+        self._hold = asyncio.Event()
 
     def add(
         self,
@@ -88,7 +111,11 @@ class FaultInjector:
         retry_after: float | None = None,
         delay: float = 0.0,
         after_commit: bool = False,
+        hang: bool = False,
+        body: str | None = None,
     ) -> None:
+        if body is not None and status != 0:
+            raise ValueError("body answers 200: use status=0 with it")
         if verb is not None and verb not in VERBS:
             raise ValueError(f"unknown verb {verb!r}; one of {', '.join(sorted(VERBS))}")
         if status != 0 and not 400 <= status <= 599:
@@ -111,6 +138,8 @@ class FaultInjector:
                 retry_after=retry_after,
                 delay=delay,
                 after_commit=after_commit,
+                hang=hang,
+                body=body,
             )
         )
 
@@ -123,8 +152,14 @@ class FaultInjector:
     def expire_history(self) -> None:
         self._store.expire_history()
 
+    def release(self) -> None:
+        """Let every request held by a ``hang=True`` rule go on (later ones are held again)."""
+        self._hold.set()
+        self._hold = asyncio.Event()
+
     def clear(self) -> None:
         self._rules.clear()
+        self.release()
 
     def take(self, *, verb: str, resource: str) -> InjectedFault | None:
         """The fault for this request, consuming one use of the first matching rule."""
@@ -136,7 +171,11 @@ class FaultInjector:
                 if rule.remaining <= 0:
                     self._rules.remove(rule)
             return InjectedFault(
-                delay=rule.delay, error=_error_for(rule), after_commit=rule.after_commit
+                delay=rule.delay,
+                error=_error_for(rule),
+                after_commit=rule.after_commit,
+                hold=self._hold if rule.hang else None,
+                body=rule.body,
             )
         return None
 

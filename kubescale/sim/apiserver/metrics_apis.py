@@ -36,6 +36,7 @@ from kubescale.kube.selectors import (
 )
 
 from . import errors
+from .faults import FaultInjector
 from .metrics_values import MetricsValues, Quantity, qualify_resource
 from .request_log import RequestLog, RequestRecord
 
@@ -46,6 +47,7 @@ __all__ = [
     "MetricsValues",
     "Quantity",
     "add_metrics_routes",
+    "fault_resource",
     "metrics_discovery_groups",
 ]
 
@@ -177,11 +179,30 @@ def request_record(request: web.Request) -> RequestRecord | None:
     )
 
 
-def _handling_bad_selectors(handler: Handler, log: RequestLog) -> Handler:
+def fault_resource(record: RequestRecord) -> str:
+    """The name a :class:`~.faults.FaultInjector` rule gives this metrics request:
+    ``<resource>.<group>[/<subresource>]`` (``pods.metrics.k8s.io``,
+    ``queue.external.metrics.k8s.io``, ``pods.custom.metrics.k8s.io/qps``)."""
+    name = f"{record.resource}.{record.group}"
+    return f"{name}/{record.subresource}" if record.subresource else name
+
+
+def _handling_bad_selectors(
+    handler: Handler, log: RequestLog, faults: FaultInjector | None
+) -> Handler:
     async def wrapped(request: web.Request) -> web.StreamResponse:
         record = request_record(request)
         if record is not None:
             log.record(record)
+            fault = (
+                faults.take(verb=record.verb, resource=fault_resource(record)) if faults else None
+            )
+            if fault is not None:
+                await fault.wait()
+                if fault.error is not None:
+                    return _failure(fault.error)
+                if fault.body is not None:
+                    return web.Response(text=fault.body, content_type="application/json")
         try:
             return await handler(request)
         except _BadSelector as exc:
@@ -190,9 +211,15 @@ def _handling_bad_selectors(handler: Handler, log: RequestLog) -> Handler:
     return wrapped
 
 
-def add_metrics_routes(app: web.Application, values: MetricsValues, log: RequestLog) -> None:
+def add_metrics_routes(
+    app: web.Application,
+    values: MetricsValues,
+    log: RequestLog,
+    faults: FaultInjector | None = None,
+) -> None:
     """Mount the three metrics APIs and their discovery documents on ``app``; every resource
-    request goes into ``log`` (:func:`request_record`)."""
+    request goes into ``log`` (:func:`request_record`) and through ``faults``
+    (:func:`fault_resource` names it)."""
     resource_gv = "/".join(RESOURCE_METRICS_GROUP)
     custom_gv = "/".join(CUSTOM_METRICS_GROUP)
     external_gv = "/".join(EXTERNAL_METRICS_GROUP)
@@ -332,4 +359,4 @@ def add_metrics_routes(app: web.Application, values: MetricsValues, log: Request
         (f"{external_base}/namespaces/{{namespace}}/{{metric}}", external_metric),
     ]
     for path, handler in routes:
-        app.router.add_get(path, _handling_bad_selectors(handler, log))
+        app.router.add_get(path, _handling_bad_selectors(handler, log, faults))

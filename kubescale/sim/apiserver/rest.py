@@ -188,10 +188,11 @@ class RestHandlers:
             resource = target.rt.plural + (f"/{target.subresource}" if target.subresource else "")
             fault = self.faults.take(verb=verb, resource=resource)
             if fault is not None and not fault.after_commit:
-                if fault.delay:
-                    await asyncio.sleep(fault.delay)
+                await fault.wait()  # the delay, then a hold until released
                 if fault.error is not None:
                     raise fault.error
+                if fault.body is not None:
+                    return web.Response(text=fault.body, content_type="application/json")
             response = await self._dispatch(request, target, verb)
             if fault is not None and fault.after_commit:
                 if fault.delay:  # stored already; the answer is late

@@ -38,12 +38,13 @@ from aiohttp import web
 from kubescale.base.clock import Clock, RealClock
 from kubescale.base.logs import component_logger
 from kubescale.certs.authority import KeyPair, generate_ca, issue_serving_certificate
-from kubescale.kube.resources import PODS
+from kubescale.kube.resources import HORIZONTAL_POD_AUTOSCALERS, PODS
 
 from . import discovery, errors, openapi
 from .admission import AdmissionChain
 from .crds import CrdController, load_crd_files
 from .faults import FaultInjector
+from .hpa_validation import hpa_causes
 from .http_bodies import error_response, json_response
 from .kubeconfig import DEFAULT_TOKEN, build_kubeconfig, write_kubeconfig_file
 from .metrics_apis import MetricsValues, add_metrics_routes, metrics_discovery_groups
@@ -104,6 +105,9 @@ class ApiServer:
             store=self.store, admission=self.admission, bookmark_interval=bookmark_interval
         )
         self._crds = CrdController(self.store)
+        self.hpa_scale_to_zero = False
+        """kube-apiserver's ``HPAScaleToZero`` gate (alpha, off): ``minReplicas: 0`` allowed."""
+        self.store.validators[HORIZONTAL_POD_AUTOSCALERS.key] = self._validate_hpa
         for name in INITIAL_NAMESPACES:
             self.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
         dirs = list(crd_dirs) if crd_dirs is not None else [DEFAULT_CRD_DIR]
@@ -161,6 +165,13 @@ class ApiServer:
         """
         return self.store.events.bookmark(self.store.resource_version)
 
+    def _validate_hpa(self, hpa: dict[str, Any]) -> None:
+        """``ValidateHorizontalPodAutoscaler`` (:mod:`.hpa_validation`): 422 Invalid."""
+        causes = hpa_causes(hpa, scale_to_zero=self.hpa_scale_to_zero)
+        if causes:
+            name = str((hpa.get("metadata") or {}).get("name") or "")
+            raise errors.invalid(HORIZONTAL_POD_AUTOSCALERS, name, causes)
+
     def _resolve_service(self, namespace: str, name: str, port: int) -> tuple[str, int] | None:
         return self._services.get((namespace, name, port))
 
@@ -188,7 +199,7 @@ class ApiServer:
         """The aiohttp application (routes only; :meth:`start` serves it)."""
         app = web.Application(client_max_size=MAX_REQUEST_BYTES, middlewares=[self._authenticate])
         handlers = RestHandlers(ctx=self.context, faults=self.faults, rng=self._rng)
-        add_metrics_routes(app, self.metrics, self.context.requests)
+        add_metrics_routes(app, self.metrics, self.context.requests, self.faults)
         router = app.router
         for probe in ("/healthz", "/livez", "/readyz"):
             router.add_get(probe, self._ok)
@@ -239,6 +250,7 @@ class ApiServer:
         runner, self._runner = self._runner, None
         if runner is not None:
             self.store.events.close_all()
+            self.faults.release()  # held requests end now, not at the shutdown timeout
             await runner.cleanup()
         await self.admission.close()
         if self._tmp is not None:

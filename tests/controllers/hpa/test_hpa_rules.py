@@ -107,6 +107,12 @@ def test_flags_defaults_and_errors() -> None:
     assert settings_.cpu_initialization_period == timedelta(minutes=5)
     assert settings_.initial_readiness_delay == timedelta(seconds=30)
     assert settings_.concurrent_syncs == 5
+    assert settings_.reconcile_timeout == timedelta(seconds=30)
+    assert hpa_settings_from_args(
+        parse("--hpa-reconcile-timeout", "1m")
+    ).reconcile_timeout == timedelta(minutes=1)
+    with pytest.raises(HpaConfigError, match="--hpa-reconcile-timeout must be > 0, got 0"):
+        hpa_settings_from_args(parse("--hpa-reconcile-timeout", "0s"))
     assert (settings_.mode, settings_.selection) == ("auto", "annotated")
     assert settings_.feature_gates == {"HPAScaleToZero": False, "HPAConfigurableTolerance": True}
     with pytest.raises(HpaConfigError, match="--horizontal-pod-autoscaler-tolerance must be >= 0"):
