@@ -7,6 +7,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,6 +27,7 @@ from kubescale.controllers.autoscaler.scaledown.scale_down_planner import (
     ScaleDownPlanner,
 )
 from kubescale.controllers.autoscaler.simulator.drainability import DrainContext, PdbTracker
+from kubescale.controllers.autoscaler.simulator.removal_simulation import simulate_node_removal
 from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.pod_resources import node_allocatable
@@ -110,6 +112,35 @@ def test_unneeded_nodes_and_why_the_others_are_not() -> None:
     # light (1 cpu) moves to n0, which has exactly 1 cpu free
     assert [p["metadata"]["name"] for p in light.pods_to_move] == ["light"]
     assert [p["metadata"]["name"] for p in world.cluster.nodes["n0"].pods] == ["busy", "light"]
+
+
+@pytest.mark.parametrize(
+    ("name", "removable", "reason"),
+    [
+        # upstream pkg/simulator/cluster.go SimulateNodeRemoval: a node the snapshot does not
+        # hold (GetNodeInfo → ErrNodeNotFound) is NoNodeInfo, not UnexpectedError
+        ("gone", False, "NoNodeInfo"),
+        # n1's pod (1 cpu) fits on n0 (4 − 3 = 1 cpu free): removable
+        ("n1", True, ""),
+        # n2 is empty: removable, nothing to move
+        ("n2", True, ""),
+    ],
+)
+def test_removal_simulation_outcomes(name: str, removable: bool, reason: str) -> None:
+    world = World(*three_nodes())
+    destinations = {n["metadata"]["name"] for n in world.nodes}
+    result = simulate_node_removal(
+        name,
+        simulator=world.simulator,
+        destinations=destinations,
+        context=DrainContext(
+            pdbs=PdbTracker([]),
+            now=NOW,
+            controller=lambda namespace, owner: {"spec": {"replicas": 3}},
+        ),
+    )
+    assert (result.removable, result.reason) == (removable, reason)
+    assert (name in destinations) is (not removable and name != "gone")
 
 
 def test_removal_waits_for_the_unneeded_time_strictly() -> None:
