@@ -143,6 +143,29 @@ def test_removal_simulation_outcomes(name: str, removable: bool, reason: str) ->
     assert (name in destinations) is (not removable and name != "gone")
 
 
+def test_empty_nodes_are_simulated_first() -> None:
+    """Upstream sorts scale-down candidates with its EmptySorting processor first
+    (``pkg/processors/scaledowncandidates/emptycandidates``), then PreviousCandidates.
+
+    n0 holds two 1-cpu pods (2/4 = 0.5 ≤ 0.5: underutilized), n1..n3 are empty. Empty first:
+    n1, n2, n3 are removable with nothing to move and leave the destinations, so n0's pods have
+    nowhere to go (NoPlaceToMovePods) — three empty deletions, no eviction. By name only, n0
+    came first (its pods onto n1), then n1 (the moved pods onto n2), n2 (onto n3), and n3 had
+    nowhere left: one node to drain (n0, 2 evictions) and no empty node at all."""
+    nodes = [node(f"n{i}", cpu="4", memory="16Gi") for i in range(4)]
+    pods = [
+        pod("w1", cpu="1", memory="1Gi", node_name="n0"),
+        pod("w2", cpu="1", memory="1Gi", node_name="n0"),
+    ]
+    world = World(nodes, pods)
+    found = world.update()
+    assert sorted(n.name for n in found) == ["n1", "n2", "n3"]
+    assert all(n.empty for n in found)
+    assert world.reason("n0") == "NoPlaceToMovePods"
+    empty, drain = world.delete(UNNEEDED + timedelta(seconds=1))
+    assert (sorted(empty), drain) == (["n1", "n2", "n3"], [])
+
+
 def test_removal_waits_for_the_unneeded_time_strictly() -> None:
     world = World(*three_nodes())
     world.update()
