@@ -111,8 +111,7 @@ def parse_priorities(
             except re.error as err:
                 raise PriorityConfigError(
                     _wrong_configuration(
-                        f"Can't compile regexp rule for priority {key} and rule {expression}: "
-                        f"{err}"
+                        f"Can't compile regexp rule for priority {key} and rule {expression}: {err}"
                     )
                 ) from None
         result.append((key, compiled))
