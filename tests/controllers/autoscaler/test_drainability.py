@@ -126,7 +126,11 @@ def deleting(seconds_ago: int, grace: int = 30) -> dict[str, Any]:
         ),
         (
             lambda: pod(
-                "f", owner=None, node_name="n", phase="Failed", extra_spec={"restartPolicy": "Always"}
+                "f",
+                owner=None,
+                node_name="n",
+                phase="Failed",
+                extra_spec={"restartPolicy": "Always"},
             ),
             {},
             (Outcome.DRAIN_OK, None),
