@@ -9,9 +9,10 @@ chain a cluster-autoscaler with ``--cloud-provider=clusterapi`` drives:
   autoscaler — is copied to its one MachineSet; ``status`` carries replicas, readyReplicas,
   availableReplicas, ``selector`` (what the Scale subresource reports) and the phase
   (ScalingUp, ScalingDown, Running).
-* **MachineSet** ``<group>-<suffix>``: creates Machines up to ``spec.replicas``; above it, deletes
-  first the Machines annotated ``cluster.x-k8s.io/delete-machine`` (how the autoscaler picks
-  the node to remove), then the newest.
+* **MachineSet** ``<group>-<suffix>`` (revision ``1``: annotation
+  ``machinedeployment.clusters.x-k8s.io/revision``): creates Machines up to ``spec.replicas``;
+  above it, deletes first the Machines annotated ``cluster.x-k8s.io/delete-machine`` (how the
+  autoscaler picks the node to remove), then the newest.
 * **Machine** ``<set>-<suffix>`` (ownerReference to its MachineSet, finalizer
   ``machine.cluster.x-k8s.io``): phase Provisioning; after ``provisioning_delay`` the
   infrastructure is up — ``spec.providerID: sim://<machine>``, phase Provisioned — and its
@@ -32,7 +33,10 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
-from kubescale.controllers.autoscaler.cloudprovider.clusterapi_annotations import PRICE_ANNOTATION
+from kubescale.controllers.autoscaler.cloudprovider.clusterapi_annotations import (
+    PRICE_ANNOTATION,
+    REVISION_ANNOTATION,
+)
 from kubescale.kube.resources import MACHINE_DEPLOYMENTS, MACHINE_SETS, MACHINES
 from kubescale.kube.selectors import label_selector_from_dict
 from kubescale.sim.apiserver.server import ApiServer
@@ -203,6 +207,9 @@ class MachineDeploymentController:
                     "name": name,
                     "namespace": group.namespace,
                     "labels": dict(set_labels),
+                    # Cluster API's MachineDeployment controller stamps the revision a
+                    # MachineSet implements; a cluster autoscaler compares it to tell a rollout
+                    "annotations": {REVISION_ANNOTATION: "1"},
                     "ownerReferences": [_owner(md)],
                 },
                 "spec": {

@@ -86,6 +86,9 @@ class NodeGroup:
     price_per_hour: float | None = None
     source: Mapping[str, Any] | None = None
     """The object events about this group are recorded on (a MachineDeployment, ...)."""
+    rolling_out: bool = False
+    """A rollout is under way (Cluster API: an older MachineSet of the MachineDeployment still
+    has replicas): none of the group's nodes is a scale-down candidate."""
 
     @property
     def debug(self) -> str:

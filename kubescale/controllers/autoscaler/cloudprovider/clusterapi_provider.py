@@ -18,6 +18,10 @@ Reads and writes Cluster API objects exactly as upstream's clusterapi provider d
   group stays at or above min; per node, annotates its Machine with
   ``cluster.x-k8s.io/delete-machine: <time>`` (GET then PUT) and decrements the size by one,
   removing the annotation again when the resize fails;
+* **rollouts** — a MachineDeployment with an older-revision MachineSet that still has replicas
+  is rolling out (``IsMachineDeploymentAndRollingOut``): :attr:`~.cloud_provider.NodeGroup.
+  rolling_out`, and none of its nodes is a scale-down candidate (upstream's
+  ``ScaleDownNodeUpgradeProcessor``);
 * **templates** — a Node built from the scale-from-zero annotations (name
   ``<resource>-asg-template``, labels ``kubernetes.io/{arch,os,hostname}`` + the resource's +
   arch/os/instance-type/region/zone of an existing node of the group), Ready, with the
@@ -43,6 +47,7 @@ from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
 )
 from kubescale.controllers.autoscaler.cloudprovider.clusterapi_annotations import (
     DELETE_MACHINE_ANNOTATION,
+    DEPLOYMENT_NAME_LABEL,
     PAUSED_ANNOTATION,
     AnnotationError,
     group_id,
@@ -50,6 +55,7 @@ from kubescale.controllers.autoscaler.cloudprovider.clusterapi_annotations impor
     machine_instance,
     node_group_options,
     price_per_hour,
+    rolling_out,
     scale_from_zero,
     scaling_bounds,
 )
@@ -322,7 +328,25 @@ class ClusterApiProvider:
             options=options,
             price_per_hour=price_per_hour(resource),
             source=resource,
+            rolling_out=self._rolling_out(resource),
         )
+
+    def _rolling_out(self, resource: Mapping[str, Any]) -> bool:
+        """``IsMachineDeploymentAndRollingOut``: a MachineDeployment whose MachineSets (those
+        labelled ``cluster.x-k8s.io/deployment-name: <name>`` in its namespace) include an
+        older revision with replicas (:func:`.clusterapi_annotations.rolling_out`). Upstream's
+        ``ScaleDownNodeUpgradeProcessor`` then leaves every node of the group out of the
+        scale-down candidates."""
+        if resource.get("kind") != "MachineDeployment":
+            return False
+        meta = _meta(resource)
+        selector = label_selector_from_dict(
+            {"matchLabels": {DEPLOYMENT_NAME_LABEL: str(meta.get("name", ""))}}
+        )
+        machine_sets = self.machine_sets.lister.list(
+            namespace=str(meta.get("namespace", "")), selector=selector
+        )
+        return rolling_out(machine_sets)
 
     # ------------------------------------------------------------------------- writing
 
