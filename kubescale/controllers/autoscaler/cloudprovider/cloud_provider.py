@@ -141,6 +141,13 @@ class ProviderError(Exception):
 class CloudProvider(Protocol):
     name: str
 
+    async def prepare(self) -> bool:
+        """Before a loop's first refresh (and every loop until it holds): what the provider
+        must learn from the cluster first (Cluster API: the served version, its caches
+        synced). ``False``: not ready yet, the iteration does nothing; a configuration the
+        cluster cannot serve raises :class:`ProviderError`."""
+        ...
+
     def refresh(self) -> ProviderSnapshot:
         """Everything the loop reads (module docstring), from the provider's caches."""
         ...

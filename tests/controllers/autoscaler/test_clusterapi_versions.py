@@ -1,0 +1,268 @@
+"""The Cluster API version the clusterapi provider uses: upstream's ``newMachineController`` —
+``CAPI_VERSION``, else the ``CAPI_GROUP`` group's preferred version in discovery — on the
+in-process API server serving Cluster API at v1beta1 (its built-in kinds) or at v1beta2 (the
+CRDs of ``kubescale/sim/cluster/capi_v1beta2_crds``, as current Cluster API prefers)."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+import kubescale.sim.cluster
+from kubescale.base.clock import VirtualClock
+from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import ProviderError
+from kubescale.controllers.autoscaler.cloudprovider.clusterapi_annotations import (
+    DELETE_MACHINE_ANNOTATION,
+    DEPLOYMENT_NAME_LABEL,
+    MAX_SIZE_ANNOTATION,
+    MIN_SIZE_ANNOTATION,
+    REVISION_ANNOTATION,
+)
+from kubescale.controllers.autoscaler.cloudprovider.clusterapi_provider import ClusterApiProvider
+from kubescale.controllers.autoscaler.cloudprovider.clusterapi_versions import (
+    preferred_version,
+)
+from kubescale.controllers.autoscaler.component import with_capi_environment
+from kubescale.controllers.autoscaler.config.autoscaler_settings import (
+    AutoscalerConfigError,
+    AutoscalerSettings,
+    NodeGroupDefaults,
+)
+from kubescale.kube.client import connect
+from kubescale.kube.informer_set import InformerSet
+from kubescale.kube.resources import resource_type
+from kubescale.sim.apiserver.server import ApiServer
+from kubescale.sim.scenario.runner import SimulationClientClock
+
+START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+V1BETA2_CRDS = Path(kubescale.sim.cluster.__file__).parent / "capi_v1beta2_crds"
+GROUP_ID = "MachineDeployment/default/pool"
+
+
+def capi_objects(version: str) -> list[dict[str, Any]]:
+    """A MachineDeployment (min 1, max 5, 2 replicas), its MachineSet and two Machines with
+    their Nodes. v1beta2's ``status.nodeRef`` holds the name only (v1beta1: an
+    ObjectReference)."""
+    api_version = f"cluster.x-k8s.io/{version}"
+    labels = {DEPLOYMENT_NAME_LABEL: "pool", "cluster.x-k8s.io/cluster-name": "sim"}
+    objects: list[dict[str, Any]] = [
+        {
+            "apiVersion": api_version,
+            "kind": "MachineDeployment",
+            "metadata": {
+                "name": "pool",
+                "namespace": "default",
+                "annotations": {MIN_SIZE_ANNOTATION: "1", MAX_SIZE_ANNOTATION: "5"},
+            },
+            "spec": {
+                "clusterName": "sim",
+                "replicas": 2,
+                "selector": {"matchLabels": labels},
+                "template": {"metadata": {"labels": labels}, "spec": {"clusterName": "sim"}},
+            },
+        },
+        {
+            "apiVersion": api_version,
+            "kind": "MachineSet",
+            "metadata": {
+                "name": "pool-1",
+                "namespace": "default",
+                "labels": labels,
+                "annotations": {REVISION_ANNOTATION: "1"},
+            },
+            "spec": {"clusterName": "sim", "replicas": 2, "selector": {"matchLabels": labels}},
+        },
+    ]
+    for i in range(2):
+        node_ref: dict[str, Any] = {"name": f"node-{i}"}
+        if version == "v1beta1":
+            node_ref = {"apiVersion": "v1", "kind": "Node", **node_ref}
+        objects.append(
+            {
+                "apiVersion": api_version,
+                "kind": "Machine",
+                "metadata": {"name": f"pool-1-m{i}", "namespace": "default", "labels": labels},
+                "spec": {"clusterName": "sim", "providerID": f"sim://m{i}"},
+                "status": {"nodeRef": node_ref, "phase": "Running"},
+            }
+        )
+        objects.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": f"node-{i}"},
+                "spec": {"providerID": f"sim://m{i}"},
+                "status": {
+                    "capacity": {"cpu": "2", "memory": "8Gi", "pods": "110"},
+                    "allocatable": {"cpu": "2", "memory": "8Gi", "pods": "110"},
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                },
+            }
+        )
+    return objects
+
+
+@contextlib.asynccontextmanager
+async def provider_on(
+    tmp_path: Path, *, served: str, capi_version: str = "", capi_group: str = "cluster.x-k8s.io"
+) -> AsyncIterator[tuple[ApiServer, ClusterApiProvider]]:
+    clock = VirtualClock(START)
+    crd_dirs = [V1BETA2_CRDS] if served == "v1beta2" else []
+    async with ApiServer(clock=clock, crd_dirs=crd_dirs, seed=1) as api:
+        for obj in capi_objects(served):
+            created = api.store.create(obj)
+            if obj.get("status") and obj["kind"] != "Node":
+                api.store.update_status({**created, "status": obj["status"]})
+        api.write_kubeconfig(tmp_path / "kubeconfig")
+        async with await connect(
+            kubeconfig=tmp_path / "kubeconfig",
+            clock=SimulationClientClock(clock),
+            registry=CollectorRegistry(),
+            rng=random.Random(1),
+        ) as client:
+            informers = InformerSet(client=client, rng=random.Random(1))
+            provider = ClusterApiProvider(
+                client=client,
+                informers=informers,
+                defaults=NodeGroupDefaults(),
+                capi_group=capi_group,
+                capi_version=capi_version,
+            )
+            informers.start()
+            try:
+                yield api, provider
+            finally:
+                await informers.stop()
+
+
+async def ready(provider: ClusterApiProvider) -> None:
+    """``prepare`` until the caches it declared have listed (each call waits on the client's
+    clock, which takes no time in a simulated run)."""
+    for _ in range(1000):
+        if await provider.prepare():
+            return
+    raise AssertionError("the Cluster API caches never synced")
+
+
+@pytest.mark.parametrize("served", ["v1beta1", "v1beta2"])
+async def test_the_preferred_version_is_discovered_and_used(tmp_path: Path, served: str) -> None:
+    async with provider_on(tmp_path, served=served) as (api, provider):
+        await ready(provider)
+        assert provider.types is not None
+        assert provider.types.group_version == f"cluster.x-k8s.io/{served}"
+        snapshot = provider.refresh()
+        group = snapshot.groups[GROUP_ID]
+        assert (group.min_size, group.max_size, group.target_size) == (1, 5, 2)
+        assert sorted(i.id for i in group.instances) == ["sim://m0", "sim://m1"]
+        node = api.store.peek(resource_type("", "v1", "Node", "nodes", namespaced=False), "node-1")
+        assert node is not None
+        assert snapshot.group_for_node(node) is group
+        await provider.delete_nodes(group, [node])
+        # the Machine annotated, the size written through /scale, at the discovered version
+        base = f"/apis/cluster.x-k8s.io/{served}/namespaces/default"
+        paths = {path.split("?")[0] for _, path in api.requests.paths()}
+        assert f"{base}/machinedeployments/pool/scale" in paths
+        assert f"{base}/machines/pool-1-m1" in paths
+        other = "v1beta1" if served == "v1beta2" else "v1beta2"
+        assert not any(f"/cluster.x-k8s.io/{other}/" in p for p in paths)
+        md = api.store.peek(provider.types.machine_deployments, "pool", "default")
+        machine = api.store.peek(provider.types.machines, "pool-1-m1", "default")
+        assert md is not None
+        assert machine is not None
+        assert md["spec"]["replicas"] == 1
+        assert DELETE_MACHINE_ANNOTATION in machine["metadata"]["annotations"]
+
+
+@pytest.mark.parametrize("served", ["v1beta1", "v1beta2"])
+async def test_capi_version_overrides_discovery(tmp_path: Path, served: str) -> None:
+    """``CAPI_VERSION`` set: no discovery of the preferred version, the caches are declared at
+    once at that version."""
+    async with provider_on(tmp_path, served=served, capi_version=served) as (api, provider):
+        assert provider.types is not None
+        assert provider.types.group_version == f"cluster.x-k8s.io/{served}"
+        await ready(provider)
+        assert ("GET", "/apis") not in api.requests.paths()
+        assert GROUP_ID in provider.refresh().groups
+
+
+@pytest.mark.parametrize(
+    ("served", "group", "message"),
+    [
+        # upstream getAPIGroupPreferredVersion: the group is not served at all
+        (
+            "v1beta1",
+            "cluster.example.com",
+            'could not find preferred version for CAPI group "cluster.example.com": failed to '
+            'find API group "cluster.example.com"',
+        ),
+    ],
+)
+async def test_an_unserved_group_is_one_clear_error(
+    tmp_path: Path, served: str, group: str, message: str
+) -> None:
+    async with provider_on(tmp_path, served=served, capi_group=group) as (_, provider):
+        with pytest.raises(ProviderError) as caught:
+            await provider.prepare()
+        assert str(caught.value) == message
+        assert provider.refresh().groups == {}
+
+
+@pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        ({}, ("cluster.x-k8s.io", "")),
+        ({"CAPI_VERSION": "v1beta2"}, ("cluster.x-k8s.io", "v1beta2")),
+        ({"CAPI_GROUP": "cluster.example.com", "CAPI_VERSION": ""}, ("cluster.example.com", "")),
+        ({"CAPI_VERSION": "V1"}, "CAPI_VERSION: API version 'V1' is not a DNS-1035 label"),
+        (
+            {"CAPI_GROUP": "Cluster_API"},
+            "CAPI_GROUP: API group 'Cluster_API' is not a DNS-1123 subdomain",
+        ),
+    ],
+)
+def test_capi_environment(environ: dict[str, str], expected: tuple[str, str] | str) -> None:
+    if isinstance(expected, str):
+        with pytest.raises(AutoscalerConfigError) as caught:
+            with_capi_environment(AutoscalerSettings(), environ)
+        assert str(caught.value) == expected
+        return
+    settings = with_capi_environment(AutoscalerSettings(), environ)
+    assert (settings.capi_group, settings.capi_version) == expected
+
+
+@pytest.mark.parametrize(
+    ("document", "expected"),
+    [
+        # current Cluster API: both versions served, v1beta2 preferred
+        (
+            {
+                "groups": [
+                    {
+                        "name": "cluster.x-k8s.io",
+                        "versions": [{"version": "v1beta2"}, {"version": "v1beta1"}],
+                        "preferredVersion": {"version": "v1beta2"},
+                    }
+                ]
+            },
+            "v1beta2",
+        ),
+        (
+            {
+                "groups": [
+                    {"name": "apps", "preferredVersion": {"version": "v1"}},
+                    {"name": "cluster.x-k8s.io", "preferredVersion": {"version": "v1beta1"}},
+                ]
+            },
+            "v1beta1",
+        ),
+    ],
+)
+def test_preferred_version(document: dict[str, Any], expected: str) -> None:
+    assert preferred_version(document, "cluster.x-k8s.io") == expected
