@@ -313,6 +313,33 @@ def test_moved_pods_fit_on_nodes_that_stay(loads: list[list[int]]) -> None:
             assert holders[0] not in removed
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    loads=st.lists(
+        st.lists(st.integers(min_value=100, max_value=1300), max_size=3), min_size=2, max_size=6
+    )
+)
+def test_every_empty_node_is_unneeded_and_stays_empty(loads: list[list[int]]) -> None:
+    """Property (upstream's EmptySorting first): an empty node is simulated before any pod can
+    be moved onto it, so every node without pods is found unneeded, with nothing to move, and
+    no planned move lands on it."""
+    nodes = [node(f"n{i}", cpu="4", memory="64Gi") for i in range(len(loads))]
+    pods = [
+        pod(f"p{i}-{j}", cpu=f"{m}m", memory="10Mi", node_name=f"n{i}")
+        for i, load in enumerate(loads)
+        for j, m in enumerate(load)
+    ]
+    world = World(nodes, pods)
+    found = {n.name: n for n in world.update()}
+    for i, load in enumerate(loads):
+        if load:
+            continue
+        name = f"n{i}"
+        assert name in found
+        assert found[name].empty
+        assert world.cluster.nodes[name].pods == []
+
+
 def test_node_group_of_a_node_to_remove() -> None:
     nodes, pods = three_nodes()
     world = World(nodes, pods)
