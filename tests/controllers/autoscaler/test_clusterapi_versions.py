@@ -37,9 +37,12 @@ from kubescale.controllers.autoscaler.config.autoscaler_settings import (
 )
 from kubescale.kube.client import connect
 from kubescale.kube.informer_set import InformerSet
-from kubescale.kube.resources import resource_type
+from kubescale.kube.resources import MACHINE_DEPLOYMENTS, resource_type
 from kubescale.sim.apiserver.server import ApiServer
+from kubescale.sim.cluster.node_groups import MachineDeploymentGroup
 from kubescale.sim.scenario.runner import SimulationClientClock
+
+from .sim_harness import deployment, sim_cluster, template
 
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 V1BETA2_CRDS = Path(kubescale.sim.cluster.__file__).parent / "capi_v1beta2_crds"
@@ -266,3 +269,30 @@ def test_capi_environment(environ: dict[str, str], expected: tuple[str, str] | s
 )
 def test_preferred_version(document: dict[str, Any], expected: str) -> None:
     assert preferred_version(document, "cluster.x-k8s.io") == expected
+
+
+async def test_the_loop_decides_nothing_without_the_cluster_api_version(tmp_path: Path) -> None:
+    """A group the server does not serve: every iteration stops before deciding
+    (``CloudProviderNotReady``, the error logged on one line); pending pods trigger nothing."""
+    settings = AutoscalerSettings(capi_group="cluster.example.com")
+    group = MachineDeploymentGroup(
+        name="pool",
+        template=template("s2", "2", "8Gi", 0.10),
+        min_size=1,
+        max_size=5,
+        replicas=1,
+        provisioning_delay=60,
+    )
+    async with sim_cluster(
+        tmp_path,
+        machine_deployments=[group],
+        settings=settings,
+        objects=[deployment("burst", replicas=6, cpu="500m")],
+    ) as cluster:
+        for _ in range(6):
+            await cluster.step()
+            assert cluster.loop.report.stopped == "CloudProviderNotReady"
+        md = cluster.api.store.peek(MACHINE_DEPLOYMENTS, "pool", "default")
+        assert md is not None
+        assert md["spec"]["replicas"] == 1
+        assert cluster.events_with("TriggeredScaleUp") == []
