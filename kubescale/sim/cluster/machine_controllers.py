@@ -79,7 +79,7 @@ def _suffix(rng: random.Random) -> str:
 def _owner(obj: Mapping[str, Any]) -> dict[str, Any]:
     meta = obj["metadata"]
     return {
-        "apiVersion": CAPI_VERSION,
+        "apiVersion": obj["apiVersion"],
         "kind": obj["kind"],
         "name": meta["name"],
         "uid": meta["uid"],
@@ -109,6 +109,15 @@ class MachineDeploymentController:
             CLUSTER_NAME_LABEL: group.cluster_name,
             DEPLOYMENT_NAME_LABEL: group.name,
         }
+
+    @property
+    def _api_version(self) -> str:
+        """The version the API server serves Cluster API at: v1beta1 (built in), or the
+        storage version of CRDs loaded over it (``capi_v1beta2_crds``: v1beta2)."""
+        served = self._store.registry.by_plural(
+            MACHINE_DEPLOYMENTS.group, MACHINE_DEPLOYMENTS.plural
+        )
+        return served.group_version if served is not None else CAPI_VERSION
 
     # ---------------------------------------------------------------------------- step
 
@@ -153,7 +162,7 @@ class MachineDeploymentController:
             **capacity_annotations(group.template),
         }
         body = {
-            "apiVersion": CAPI_VERSION,
+            "apiVersion": self._api_version,
             "kind": "MachineDeployment",
             "metadata": {
                 "name": group.name,
@@ -201,7 +210,7 @@ class MachineDeploymentController:
         set_labels = {**self._labels, SET_NAME_LABEL: name}
         return self._store.create(
             {
-                "apiVersion": CAPI_VERSION,
+                "apiVersion": self._api_version,
                 "kind": "MachineSet",
                 "metadata": {
                     "name": name,
@@ -241,7 +250,7 @@ class MachineDeploymentController:
         self._machines_made += 1
         created = self._store.create(
             {
-                "apiVersion": CAPI_VERSION,
+                "apiVersion": self._api_version,
                 "kind": "Machine",
                 "metadata": {
                     "name": name,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import random
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ from kubescale.controllers.autoscaler.config.autoscaler_settings import (
 )
 from kubescale.kube.client import connect
 from kubescale.kube.informer_set import InformerSet
-from kubescale.kube.resources import MACHINE_DEPLOYMENTS, resource_type
+from kubescale.kube.resources import DEPLOYMENTS, MACHINE_DEPLOYMENTS, resource_type
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.cluster.node_groups import MachineDeploymentGroup
 from kubescale.sim.scenario.runner import SimulationClientClock
@@ -296,3 +296,59 @@ async def test_the_loop_decides_nothing_without_the_cluster_api_version(tmp_path
         assert md is not None
         assert md["spec"]["replicas"] == 1
         assert cluster.events_with("TriggeredScaleUp") == []
+
+
+async def test_scale_up_and_down_on_cluster_api_v1beta2(tmp_path: Path) -> None:
+    """The whole loop on a cluster serving Cluster API at v1beta2 only: discovered, then a
+    scale-up through ``/scale`` and a scale-down (``delete-machine`` on the Machine, ``/scale``),
+    every Cluster API request at v1beta2.
+
+    One 2-cpu node holds 4 × 500m; 2 of 6 pods pend → pool 1 → 2. Load gone → the emptied
+    node goes after the unneeded time → pool 2 → 1."""
+    settings = AutoscalerSettings(
+        scale_down_delay_after_add=timedelta(minutes=2),
+        node_defaults=NodeGroupDefaults(scale_down_unneeded_time=timedelta(minutes=2)),
+    )
+    group = MachineDeploymentGroup(
+        name="pool",
+        template=template("s2", "2", "8Gi", 0.10),
+        min_size=1,
+        max_size=5,
+        replicas=1,
+        provisioning_delay=60,
+        deprovisioning_delay=30,
+    )
+    async with sim_cluster(
+        tmp_path,
+        machine_deployments=[group],
+        settings=settings,
+        objects=[deployment("burst", replicas=6, cpu="500m")],
+        crd_dirs=[V1BETA2_CRDS],
+    ) as cluster:
+
+        def replicas() -> int:
+            md = cluster.api.store.peek(MACHINE_DEPLOYMENTS, "pool", "default")
+            return -1 if md is None else int(md["spec"]["replicas"])
+
+        await cluster.run_until(lambda: replicas() == 2, limit=60, what="scale-up")
+        md = cluster.api.store.peek(MACHINE_DEPLOYMENTS, "pool", "default")
+        assert md is not None
+        assert md["apiVersion"] == "cluster.x-k8s.io/v1beta2"
+        await cluster.run_until(
+            lambda: len(cluster.running("burst")) == 6, limit=180, what="pods scheduled"
+        )
+        current = cluster.api.store.peek(DEPLOYMENTS, "burst", "default")
+        assert current is not None
+        cluster.api.store.update({**current, "spec": {**current["spec"], "replicas": 0}})
+        await cluster.run_until(lambda: replicas() == 1, limit=900, what="scale-down")
+        paths = {path.split("?")[0] for _, path in cluster.api.requests.paths()}
+        capi = {p for p in paths if "/cluster.x-k8s.io/" in p}
+        assert (
+            "/apis/cluster.x-k8s.io/v1beta2/namespaces/default/machinedeployments/pool/scale"
+            in (capi)
+        )
+        assert any(
+            p.startswith("/apis/cluster.x-k8s.io/v1beta2/namespaces/default/machines/")
+            for p in capi
+        )
+        assert all(p.startswith("/apis/cluster.x-k8s.io/v1beta2") for p in capi), sorted(capi)
