@@ -24,12 +24,10 @@ Pure values and functions.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
-from kubescale.base.go_strings import go_quote
+from kubescale.base.go_strings import go_float, go_quote
 
 __all__ = [
     "FieldError",
@@ -88,34 +86,6 @@ class FieldError:
 
 # ---------------------------------------------------------------------------------------------
 # Go's printing of bad values.
-
-
-def go_float(value: float) -> str:
-    """``%v`` of a float64: ``%g`` with the shortest precision, so the exponent form is used
-    when the decimal exponent is < -4 or >= 6 (``1e+06``, ``1e-05``), else plain digits
-    without trailing zeros (``-1``, ``0.5``)."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    if value == 0:
-        return "-0" if math.copysign(1.0, value) < 0 else "0"
-    sign = "-" if value < 0 else ""
-    decimal = Decimal(repr(abs(value))).normalize()
-    _, digit_tuple, exponent = decimal.as_tuple()
-    if not isinstance(exponent, int):  # pragma: no cover - finite values only reach here
-        return repr(value)
-    digits = "".join(str(d) for d in digit_tuple)
-    point = len(digits) + exponent  # value = 0.<digits> x 10^point
-    exp10 = point - 1
-    if exp10 < -4 or exp10 >= 6:
-        mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
-        return f"{sign}{mantissa}e{'-' if exp10 < 0 else '+'}{abs(exp10):02d}"
-    if point <= 0:
-        return f"{sign}0.{'0' * -point}{digits}"
-    if point >= len(digits):
-        return f"{sign}{digits}{'0' * (point - len(digits))}"
-    return f"{sign}{digits[:point]}.{digits[point:]}"
 
 
 _JSON_ESCAPES = {

@@ -4,7 +4,8 @@
   :class:`~.clusterapi_provider.ClusterApiProvider`): Nodes, Pods, PodDisruptionBudgets,
   PriorityClasses, Namespaces, DaemonSets, ReplicaSets, StatefulSets, Jobs,
   ReplicationControllers, the ConfigMaps of ``--namespace`` (the priority expander's), and
-  Cluster API MachineDeployments, MachineSets and Machines.
+  Cluster API MachineDeployments, MachineSets and Machines (at ``CAPI_VERSION``, else the
+  ``CAPI_GROUP`` group's preferred version, discovered by the loop's first iteration).
 * **Loop** ``cluster-autoscaler`` every ``--scan-interval``, leader-only: upstream runs one
   cluster-autoscaler replica, or leader-elects them. When this replica starts a new term of
   leadership, the loop starts over as upstream's process does after a restart: its registry,
@@ -19,16 +20,24 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Final
 
 from kubescale.base.logs import component_logger
+from kubescale.controllers.autoscaler.cloudprovider.clusterapi_versions import (
+    CapiVersionError,
+    validated_group_version,
+)
 from kubescale.controllers.autoscaler.config.autoscaler_config import (
     autoscaler_settings_from_args,
 )
 from kubescale.controllers.autoscaler.config.autoscaler_flags import add_autoscaler_arguments
-from kubescale.controllers.autoscaler.config.autoscaler_settings import AutoscalerSettings
+from kubescale.controllers.autoscaler.config.autoscaler_settings import (
+    AutoscalerConfigError,
+    AutoscalerSettings,
+)
 from kubescale.controllers.autoscaler.core.autoscaler_loop import LOOP_NAME, AutoscalerLoop
 from kubescale.controllers.autoscaler.metrics.autoscaler_metrics import AutoscalerMetrics
 from kubescale.controllers.vpa.admission.admission_caches import AdmissionCaches
@@ -48,12 +57,25 @@ from kubescale.runtime.component import (
     TimelineReport,
 )
 
-__all__ = ["EVENT_COMPONENT", "SPEC", "AutoscalerComponent"]
+__all__ = ["EVENT_COMPONENT", "SPEC", "AutoscalerComponent", "with_capi_environment"]
 
 log = component_logger("cluster-autoscaler")
 
 EVENT_COMPONENT: Final = "cluster-autoscaler"
 """The events' ``source.component`` (upstream's)."""
+
+
+def with_capi_environment(
+    settings: AutoscalerSettings, environ: Mapping[str, str]
+) -> AutoscalerSettings:
+    """Upstream's clusterapi provider reads ``CAPI_GROUP`` and ``CAPI_VERSION`` from its
+    environment (:mod:`.clusterapi_versions`); a value that cannot be one is a one-line
+    :class:`~.autoscaler_settings.AutoscalerConfigError` naming the variable."""
+    try:
+        group, version = validated_group_version(environ)
+    except CapiVersionError as err:
+        raise AutoscalerConfigError(str(err)) from None
+    return replace(settings, capi_group=group, capi_version=version)
 
 
 class _TermAwareLoop:
@@ -161,7 +183,9 @@ SPEC: Final = ComponentSpec[AutoscalerSettings](
     name="cluster-autoscaler",
     title="the cluster autoscaler",
     add_arguments=add_autoscaler_arguments,
-    settings=lambda args, _environ: autoscaler_settings_from_args(args),
+    settings=lambda args, environ: with_capi_environment(
+        autoscaler_settings_from_args(args), environ
+    ),
     build=AutoscalerComponent,
 )
 """The registry entry (:mod:`kubescale.components`)."""

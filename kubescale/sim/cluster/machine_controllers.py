@@ -9,9 +9,10 @@ chain a cluster-autoscaler with ``--cloud-provider=clusterapi`` drives:
   autoscaler — is copied to its one MachineSet; ``status`` carries replicas, readyReplicas,
   availableReplicas, ``selector`` (what the Scale subresource reports) and the phase
   (ScalingUp, ScalingDown, Running).
-* **MachineSet** ``<group>-<suffix>``: creates Machines up to ``spec.replicas``; above it, deletes
-  first the Machines annotated ``cluster.x-k8s.io/delete-machine`` (how the autoscaler picks
-  the node to remove), then the newest.
+* **MachineSet** ``<group>-<suffix>`` (revision ``1``: annotation
+  ``machinedeployment.clusters.x-k8s.io/revision``): creates Machines up to ``spec.replicas``;
+  above it, deletes first the Machines annotated ``cluster.x-k8s.io/delete-machine`` (how the
+  autoscaler picks the node to remove), then the newest.
 * **Machine** ``<set>-<suffix>`` (ownerReference to its MachineSet, finalizer
   ``machine.cluster.x-k8s.io``): phase Provisioning; after ``provisioning_delay`` the
   infrastructure is up — ``spec.providerID: sim://<machine>``, phase Provisioned — and its
@@ -32,7 +33,10 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
-from kubescale.controllers.autoscaler.cloudprovider.clusterapi_annotations import PRICE_ANNOTATION
+from kubescale.controllers.autoscaler.cloudprovider.clusterapi_annotations import (
+    PRICE_ANNOTATION,
+    REVISION_ANNOTATION,
+)
 from kubescale.kube.resources import MACHINE_DEPLOYMENTS, MACHINE_SETS, MACHINES
 from kubescale.kube.selectors import label_selector_from_dict
 from kubescale.sim.apiserver.server import ApiServer
@@ -75,7 +79,7 @@ def _suffix(rng: random.Random) -> str:
 def _owner(obj: Mapping[str, Any]) -> dict[str, Any]:
     meta = obj["metadata"]
     return {
-        "apiVersion": CAPI_VERSION,
+        "apiVersion": obj["apiVersion"],
         "kind": obj["kind"],
         "name": meta["name"],
         "uid": meta["uid"],
@@ -105,6 +109,15 @@ class MachineDeploymentController:
             CLUSTER_NAME_LABEL: group.cluster_name,
             DEPLOYMENT_NAME_LABEL: group.name,
         }
+
+    @property
+    def _api_version(self) -> str:
+        """The version the API server serves Cluster API at: v1beta1 (built in), or the
+        storage version of CRDs loaded over it (``capi_v1beta2_crds``: v1beta2)."""
+        served = self._store.registry.by_plural(
+            MACHINE_DEPLOYMENTS.group, MACHINE_DEPLOYMENTS.plural
+        )
+        return served.group_version if served is not None else CAPI_VERSION
 
     # ---------------------------------------------------------------------------- step
 
@@ -149,7 +162,7 @@ class MachineDeploymentController:
             **capacity_annotations(group.template),
         }
         body = {
-            "apiVersion": CAPI_VERSION,
+            "apiVersion": self._api_version,
             "kind": "MachineDeployment",
             "metadata": {
                 "name": group.name,
@@ -197,12 +210,15 @@ class MachineDeploymentController:
         set_labels = {**self._labels, SET_NAME_LABEL: name}
         return self._store.create(
             {
-                "apiVersion": CAPI_VERSION,
+                "apiVersion": self._api_version,
                 "kind": "MachineSet",
                 "metadata": {
                     "name": name,
                     "namespace": group.namespace,
                     "labels": dict(set_labels),
+                    # Cluster API's MachineDeployment controller stamps the revision a
+                    # MachineSet implements; a cluster autoscaler compares it to tell a rollout
+                    "annotations": {REVISION_ANNOTATION: "1"},
                     "ownerReferences": [_owner(md)],
                 },
                 "spec": {
@@ -234,7 +250,7 @@ class MachineDeploymentController:
         self._machines_made += 1
         created = self._store.create(
             {
-                "apiVersion": CAPI_VERSION,
+                "apiVersion": self._api_version,
                 "kind": "Machine",
                 "metadata": {
                     "name": name,

@@ -156,9 +156,11 @@ async def sim_cluster(
     settings: AutoscalerSettings,
     objects: Sequence[dict[str, Any]] = (),
     seed: int = 1,
+    crd_dirs: Sequence[Path] = (),
 ) -> AsyncIterator[SimCluster]:
+    """``crd_dirs``: CRDs the API server loads (Cluster API at v1beta2: ``capi_v1beta2_crds``)."""
     clock = VirtualClock(START)
-    async with ApiServer(clock=clock, crd_dirs=[], seed=seed) as api:
+    async with ApiServer(clock=clock, crd_dirs=list(crd_dirs), seed=seed) as api:
         for obj in objects:
             api.store.create(obj)
         groups = NodeGroups(

@@ -77,6 +77,12 @@ def test_similarity(other: dict[str, Any], rules: dict[str, Any], similar: bool)
         ([("a", 4, 5), ("b", 9, 10)], 5, {"a": (4, 5), "b": (9, 10)}),
         # equal sizes: round robin in the given order, the chosen group first
         ([("a", 2, 10), ("b", 2, 10)], 3, {"a": (2, 4), "b": (2, 3)}),
+        # a is above its max (9 > 5): upstream's BalanceScaleUpBetweenGroups adds only positive
+        # headroom, capacity = 0 + (5 - 2) = 3, so b 2→5; counting a's -4 gave -1: no scale-up
+        ([("a", 9, 5), ("b", 2, 5)], 3, {"b": (2, 5)}),
+        # two above max (6 > 4, 12 > 10) and one at max (3 = 3, "already maxed, ignore it"):
+        # capacity = 0 + 0 + 0 + (8 - 1) = 7, +2 → d 1→3 (sum of raw headroom: -2-2+0+7 = 3)
+        ([("a", 6, 4), ("b", 12, 10), ("c", 3, 3), ("d", 1, 8)], 2, {"d": (1, 3)}),
     ],
 )
 def test_split(
@@ -101,17 +107,19 @@ def test_scale_up_info_text() -> None:
     new_nodes=st.integers(min_value=0, max_value=60),
 )
 def test_split_properties(sizes: list[tuple[int, int]], new_nodes: int) -> None:
-    """Property: the split adds min(new, capacity) nodes, respects every max, and leaves the
-    groups as even as possible (no group ends more than one above another that could grow)."""
-    groups = [
-        group(f"g{i}", target=min(t, m), max_size=max(t, m)) for i, (t, m) in enumerate(sizes)
-    ]
+    """Property: the split adds min(new, capacity) nodes (capacity counting only positive
+    headroom), respects every max, never grows a group at or above max, and leaves the groups
+    as even as possible (no group ends more than one above another that could grow)."""
+    groups = [group(f"g{i}", target=t, max_size=m) for i, (t, m) in enumerate(sizes)]
     infos = {i.group.id: i for i in balance_scale_up(groups, new_nodes)}
-    capacity = sum(g.max_size - g.target_size for g in groups)
+    # a group already above its max brings no capacity (and takes none from the others)
+    capacity = sum(max(0, g.max_size - g.target_size) for g in groups)
     final = {g.id: infos[g.id].new_size if g.id in infos else g.target_size for g in groups}
     assert sum(final[g.id] - g.target_size for g in groups) == min(new_nodes, capacity)
     for g in groups:
-        assert g.target_size <= final[g.id] <= g.max_size
+        assert g.target_size <= final[g.id] <= max(g.max_size, g.target_size)
+        if g.target_size >= g.max_size:
+            assert final[g.id] == g.target_size
     grown = [g for g in groups if final[g.id] > g.target_size]
     for g in grown:
         for other in groups:

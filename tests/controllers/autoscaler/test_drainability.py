@@ -100,11 +100,52 @@ def deleting(seconds_ago: int, grace: int = 30) -> dict[str, Any]:
             {},
             (Outcome.DRAIN_OK, None),
         ),
-        # 6. finished pod without owner: nothing to keep
+        # 6. terminal pod without owner (upstream drain.IsPodTerminal): Succeeded under
+        # restartPolicy Never or OnFailure, Failed under any policy
         (
-            lambda: pod("f", owner=None, node_name="n", phase="Succeeded"),
+            lambda: pod(
+                "f",
+                owner=None,
+                node_name="n",
+                phase="Succeeded",
+                extra_spec={"restartPolicy": "Never"},
+            ),
             {},
             (Outcome.DRAIN_OK, None),
+        ),
+        (
+            lambda: pod(
+                "f",
+                owner=None,
+                node_name="n",
+                phase="Succeeded",
+                extra_spec={"restartPolicy": "OnFailure"},
+            ),
+            {},
+            (Outcome.DRAIN_OK, None),
+        ),
+        (
+            lambda: pod(
+                "f",
+                owner=None,
+                node_name="n",
+                phase="Failed",
+                extra_spec={"restartPolicy": "Always"},
+            ),
+            {},
+            (Outcome.DRAIN_OK, None),
+        ),
+        # 6. ... Succeeded under Always (will be restarted) is not terminal: rule 8 blocks it
+        (
+            lambda: pod(
+                "f",
+                owner=None,
+                node_name="n",
+                phase="Succeeded",
+                extra_spec={"restartPolicy": "Always"},
+            ),
+            {},
+            (Outcome.BLOCK, BlockingReason.NOT_REPLICATED),
         ),
         # 7. on-completion
         (
@@ -206,14 +247,34 @@ def test_node_pods_are_sorted_and_the_first_blocker_stops() -> None:
         pod("a", node_name="n"),
         pod("ds", node_name="n", owner=("DaemonSet", "agent")),
         pod("mirror", node_name="n", owner=None, annotations={MIRROR_POD_ANNOTATION: "x"}),
-        pod("done", node_name="n", phase="Succeeded"),
+        pod("done", node_name="n", phase="Succeeded", extra_spec={"restartPolicy": "Never"}),
     ]
     classified = classify_node_pods(pods, context())
-    assert [p["metadata"]["name"] for p in classified.to_move] == ["a"]
+    # upstream's GetPodsToMove lists DrainOk pods (the terminal "done") with the Undefined ones
+    assert [p["metadata"]["name"] for p in classified.to_move] == ["a", "done"]
     assert [p["metadata"]["name"] for p in classified.daemon_sets] == ["ds"]
     blocked = classify_node_pods([*pods, pod("bare", owner=None)], context())
     assert blocked.blocked
     assert blocked.reason is BlockingReason.NOT_REPLICATED
+
+
+@pytest.mark.parametrize(
+    ("phase", "policy"),
+    [
+        # upstream drain.IsPodTerminal → DrainOk, and GetPodsToMove lists DrainOk pods to move
+        ("Succeeded", "Never"),
+        ("Failed", "Never"),
+        ("Succeeded", "OnFailure"),
+        ("Failed", "OnFailure"),
+        ("Failed", "Always"),
+    ],
+)
+def test_terminal_pods_are_listed_to_move(phase: str, policy: str) -> None:
+    finished = pod("job-1", node_name="n", phase=phase, extra_spec={"restartPolicy": policy})
+    classified = classify_node_pods([finished], context())
+    assert drainability(finished, context()).outcome is Outcome.DRAIN_OK
+    assert [p["metadata"]["name"] for p in classified.to_move] == ["job-1"]
+    assert not classified.blocked
 
 
 def test_pdb_tracker_counts_planned_disruptions() -> None:

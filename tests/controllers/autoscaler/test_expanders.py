@@ -182,6 +182,41 @@ def test_priority_falls_back_to_all_options(text: str | None, reason: str) -> No
     assert expander.warnings[-1][0] == reason
 
 
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        # upstream pkg/expander/priority/priority.go, reloadConfigMap: an empty value fails
+        # parsePrioritiesYAMLString, wrapped as "Wrong configuration for priority expander: %v.
+        # Ignoring update."
+        (
+            {"priorities": ""},
+            "Wrong configuration for priority expander: priority configuration in "
+            "cluster-autoscaler-priority-expander configmap is empty; please provide valid "
+            "configuration. Ignoring update.",
+        ),
+        # the key missing altogether: "Wrong configmap for priority expander, doesn't contain
+        # %s key. Ignoring update."
+        (
+            {"other": "10:\n  - .*"},
+            "Wrong configmap for priority expander, doesn't contain priorities key. "
+            "Ignoring update.",
+        ),
+        # a regexp that does not compile: "Can't compile regexp rule for priority %d and rule
+        # %s: %v", wrapped the same way (the regexp engine's own error text differs from Go's)
+        (
+            {"priorities": "10:\n  - '('"},
+            "Wrong configuration for priority expander: Can't compile regexp rule for priority "
+            "10 and rule (: missing ), unterminated subpattern at position 0. Ignoring update.",
+        ),
+    ],
+)
+def test_priority_config_warning_texts(data: dict[str, str], message: str) -> None:
+    expander = PriorityExpander(config_map=lambda: {"data": data})
+    options = [option("a", 1, 1), option("b", 1, 1)]
+    assert ids(expander.best_options(options, TEMPLATES)) == ["a", "b"]
+    assert expander.warnings == [("PriorityConfigMapInvalid", message)]
+
+
 def test_chain_stops_at_one_then_random_breaks_ties() -> None:
     options = [option("small", 3, 10), option("twin", 3, 10), option("large", 2, 10)]
     # least-waste leaves small and twin (tie); least-nodes keeps both (3, 3); random picks one

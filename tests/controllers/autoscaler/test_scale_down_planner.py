@@ -7,6 +7,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,6 +27,7 @@ from kubescale.controllers.autoscaler.scaledown.scale_down_planner import (
     ScaleDownPlanner,
 )
 from kubescale.controllers.autoscaler.simulator.drainability import DrainContext, PdbTracker
+from kubescale.controllers.autoscaler.simulator.removal_simulation import simulate_node_removal
 from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.pod_resources import node_allocatable
@@ -110,6 +112,58 @@ def test_unneeded_nodes_and_why_the_others_are_not() -> None:
     # light (1 cpu) moves to n0, which has exactly 1 cpu free
     assert [p["metadata"]["name"] for p in light.pods_to_move] == ["light"]
     assert [p["metadata"]["name"] for p in world.cluster.nodes["n0"].pods] == ["busy", "light"]
+
+
+@pytest.mark.parametrize(
+    ("name", "removable", "reason"),
+    [
+        # upstream pkg/simulator/cluster.go SimulateNodeRemoval: a node the snapshot does not
+        # hold (GetNodeInfo → ErrNodeNotFound) is NoNodeInfo, not UnexpectedError
+        ("gone", False, "NoNodeInfo"),
+        # n1's pod (1 cpu) fits on n0 (4 − 3 = 1 cpu free): removable
+        ("n1", True, ""),
+        # n2 is empty: removable, nothing to move
+        ("n2", True, ""),
+    ],
+)
+def test_removal_simulation_outcomes(name: str, removable: bool, reason: str) -> None:
+    world = World(*three_nodes())
+    destinations = {n["metadata"]["name"] for n in world.nodes}
+    result = simulate_node_removal(
+        name,
+        simulator=world.simulator,
+        destinations=destinations,
+        context=DrainContext(
+            pdbs=PdbTracker([]),
+            now=NOW,
+            controller=lambda namespace, owner: {"spec": {"replicas": 3}},
+        ),
+    )
+    assert (result.removable, result.reason) == (removable, reason)
+    assert (name in destinations) is (not removable and name != "gone")
+
+
+def test_empty_nodes_are_simulated_first() -> None:
+    """Upstream sorts scale-down candidates with its EmptySorting processor first
+    (``pkg/processors/scaledowncandidates/emptycandidates``), then PreviousCandidates.
+
+    n0 holds two 1-cpu pods (2/4 = 0.5 ≤ 0.5: underutilized), n1..n3 are empty. Empty first:
+    n1, n2, n3 are removable with nothing to move and leave the destinations, so n0's pods have
+    nowhere to go (NoPlaceToMovePods) — three empty deletions, no eviction. By name only, n0
+    came first (its pods onto n1), then n1 (the moved pods onto n2), n2 (onto n3), and n3 had
+    nowhere left: one node to drain (n0, 2 evictions) and no empty node at all."""
+    nodes = [node(f"n{i}", cpu="4", memory="16Gi") for i in range(4)]
+    pods = [
+        pod("w1", cpu="1", memory="1Gi", node_name="n0"),
+        pod("w2", cpu="1", memory="1Gi", node_name="n0"),
+    ]
+    world = World(nodes, pods)
+    found = world.update()
+    assert sorted(n.name for n in found) == ["n1", "n2", "n3"]
+    assert all(n.empty for n in found)
+    assert world.reason("n0") == "NoPlaceToMovePods"
+    empty, drain = world.delete(UNNEEDED + timedelta(seconds=1))
+    assert (sorted(empty), drain) == (["n1", "n2", "n3"], [])
 
 
 def test_removal_waits_for_the_unneeded_time_strictly() -> None:
@@ -257,6 +311,33 @@ def test_moved_pods_fit_on_nodes_that_stay(loads: list[list[int]]) -> None:
             holders = [n for n, s in world.cluster.nodes.items() if moved in s.pods]
             assert len(holders) == 1
             assert holders[0] not in removed
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    loads=st.lists(
+        st.lists(st.integers(min_value=100, max_value=1300), max_size=3), min_size=2, max_size=6
+    )
+)
+def test_every_empty_node_is_unneeded_and_stays_empty(loads: list[list[int]]) -> None:
+    """Property (upstream's EmptySorting first): an empty node is simulated before any pod can
+    be moved onto it, so every node without pods is found unneeded, with nothing to move, and
+    no planned move lands on it."""
+    nodes = [node(f"n{i}", cpu="4", memory="64Gi") for i in range(len(loads))]
+    pods = [
+        pod(f"p{i}-{j}", cpu=f"{m}m", memory="10Mi", node_name=f"n{i}")
+        for i, load in enumerate(loads)
+        for j, m in enumerate(load)
+    ]
+    world = World(nodes, pods)
+    found = {n.name: n for n in world.update()}
+    for i, load in enumerate(loads):
+        if load:
+            continue
+        name = f"n{i}"
+        assert name in found
+        assert found[name].empty
+        assert world.cluster.nodes[name].pods == []
 
 
 def test_node_group_of_a_node_to_remove() -> None:

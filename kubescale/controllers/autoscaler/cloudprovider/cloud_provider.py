@@ -86,6 +86,9 @@ class NodeGroup:
     price_per_hour: float | None = None
     source: Mapping[str, Any] | None = None
     """The object events about this group are recorded on (a MachineDeployment, ...)."""
+    rolling_out: bool = False
+    """A rollout is under way (Cluster API: an older MachineSet of the MachineDeployment still
+    has replicas): none of the group's nodes is a scale-down candidate."""
 
     @property
     def debug(self) -> str:
@@ -137,6 +140,13 @@ class ProviderError(Exception):
 
 class CloudProvider(Protocol):
     name: str
+
+    async def prepare(self) -> bool:
+        """Before a loop's first refresh (and every loop until it holds): what the provider
+        must learn from the cluster first (Cluster API: the served version, its caches
+        synced). ``False``: not ready yet, the iteration does nothing; a configuration the
+        cluster cannot serve raises :class:`ProviderError`."""
+        ...
 
     def refresh(self) -> ProviderSnapshot:
         """Everything the loop reads (module docstring), from the provider's caches."""

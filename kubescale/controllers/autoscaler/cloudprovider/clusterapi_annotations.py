@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import argparse
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Final
@@ -47,16 +47,19 @@ from kubescale.kube.quantities import Quantity, QuantityError
 __all__ = [
     "CAPACITY_PREFIX",
     "DELETE_MACHINE_ANNOTATION",
+    "DEPLOYMENT_NAME_LABEL",
     "MAX_SIZE_ANNOTATION",
     "MIN_SIZE_ANNOTATION",
     "OPTIONS_PREFIX",
     "PRICE_ANNOTATION",
+    "REVISION_ANNOTATION",
     "AnnotationError",
     "ScaleFromZero",
     "group_id",
     "machine_instance",
     "node_group_options",
     "parse_taints",
+    "rolling_out",
     "scale_from_zero",
     "scaling_bounds",
 ]
@@ -66,6 +69,11 @@ MIN_SIZE_ANNOTATION: Final = f"{CAPI_GROUP}/cluster-api-autoscaler-node-group-mi
 MAX_SIZE_ANNOTATION: Final = f"{CAPI_GROUP}/cluster-api-autoscaler-node-group-max-size"
 DELETE_MACHINE_ANNOTATION: Final = f"{CAPI_GROUP}/delete-machine"
 PAUSED_ANNOTATION: Final = f"{CAPI_GROUP}/paused"
+REVISION_ANNOTATION: Final = "machinedeployment.clusters.x-k8s.io/revision"
+"""The MachineDeployment revision a MachineSet implements (set by Cluster API's
+MachineDeployment controller)."""
+DEPLOYMENT_NAME_LABEL: Final = f"{CAPI_GROUP}/deployment-name"
+"""The label Cluster API puts on the MachineSets (and Machines) of a MachineDeployment."""
 OPTIONS_PREFIX: Final = f"{CAPI_GROUP}/autoscaling-options-"
 CAPACITY_PREFIX: Final = "capacity.cluster-autoscaler.kubernetes.io/"
 PRICE_ANNOTATION: Final = "autoscaling.kubescale.dev/price-per-hour"
@@ -305,3 +313,31 @@ def machine_instance(machine: Mapping[str, Any], node_provider_id: str | None) -
 def is_real_provider_id(instance_id: str) -> bool:
     """A providerID of a real machine (not one of the stand-in ids)."""
     return not instance_id.startswith(("pending-machine-", "failed-machine-", "deleting-machine-"))
+
+
+def rolling_out(machine_sets: Sequence[Mapping[str, Any]]) -> bool:
+    """``IsMachineDeploymentAndRollingOut`` (``clusterapi_nodegroup.go``) over the MachineSets
+    of one MachineDeployment: the latest revision is the largest integer
+    ``machinedeployment.clusters.x-k8s.io/revision`` (0 when none carries it); a MachineSet at
+    another revision — one without the annotation included — with ``spec.replicas`` or
+    ``status.replicas`` above 0 means a rollout is under way. A revision that is not an integer
+    is an error upstream, and the group's nodes are skipped as candidates: here too it counts
+    as rolling out."""
+    latest = 0
+    for machine_set in machine_sets:
+        annotations = (machine_set.get("metadata") or {}).get("annotations") or {}
+        if REVISION_ANNOTATION not in annotations:
+            continue
+        revision = str(annotations[REVISION_ANNOTATION])
+        if not _GO_INT.match(revision):
+            return True
+        latest = max(latest, int(revision))
+    for machine_set in machine_sets:
+        annotations = (machine_set.get("metadata") or {}).get("annotations") or {}
+        if annotations.get(REVISION_ANNOTATION) == str(latest):
+            continue  # the MachineSet of the latest revision
+        for section in ("spec", "status"):
+            replicas = (machine_set.get(section) or {}).get("replicas")
+            if isinstance(replicas, int) and not isinstance(replicas, bool) and replicas > 0:
+                return True
+    return False

@@ -18,13 +18,20 @@ Reads and writes Cluster API objects exactly as upstream's clusterapi provider d
   group stays at or above min; per node, annotates its Machine with
   ``cluster.x-k8s.io/delete-machine: <time>`` (GET then PUT) and decrements the size by one,
   removing the annotation again when the resize fails;
+* **rollouts** — a MachineDeployment with an older-revision MachineSet that still has replicas
+  is rolling out (``IsMachineDeploymentAndRollingOut``): :attr:`~.cloud_provider.NodeGroup.
+  rolling_out`, and none of its nodes is a scale-down candidate (upstream's
+  ``ScaleDownNodeUpgradeProcessor``);
 * **templates** — a Node built from the scale-from-zero annotations (name
   ``<resource>-asg-template``, labels ``kubernetes.io/{arch,os,hostname}`` + the resource's +
   arch/os/instance-type/region/zone of an existing node of the group), Ready, with the
   kube-proxy pod upstream's ``BuildKubeProxy`` adds (100m cpu).
 
-Reads come from the shared informers (MachineDeployments, MachineSets, Machines, Nodes); writes
-go through the client. Kubernetes errors become :class:`~.cloud_provider.ProviderError`.
+The Cluster API version is ``CAPI_VERSION``, else the ``CAPI_GROUP`` group's preferred version
+in discovery (:mod:`.clusterapi_versions`), found by :meth:`ClusterApiProvider.prepare` before the
+first refresh. Reads come from the shared informers (MachineDeployments, MachineSets, Machines at
+that version, Nodes); writes go through the client. Kubernetes errors become
+:class:`~.cloud_provider.ProviderError`.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
 )
 from kubescale.controllers.autoscaler.cloudprovider.clusterapi_annotations import (
     DELETE_MACHINE_ANNOTATION,
+    DEPLOYMENT_NAME_LABEL,
     PAUSED_ANNOTATION,
     AnnotationError,
     group_id,
@@ -50,23 +58,27 @@ from kubescale.controllers.autoscaler.cloudprovider.clusterapi_annotations impor
     machine_instance,
     node_group_options,
     price_per_hour,
+    rolling_out,
     scale_from_zero,
     scaling_bounds,
+)
+from kubescale.controllers.autoscaler.cloudprovider.clusterapi_versions import (
+    DEFAULT_CAPI_GROUP,
+    CapiTypes,
+    CapiVersionError,
+    capi_types,
+    preferred_version,
 )
 from kubescale.controllers.autoscaler.config.autoscaler_settings import (
     AutoDiscoverySpec,
     NodeGroupDefaults,
 )
+from kubescale.kube.api_paths import API_GROUP_LIST
 from kubescale.kube.client import KubeClient
-from kubescale.kube.errors import KubeError
+from kubescale.kube.errors import KubeApiError, KubeError
+from kubescale.kube.informer import Informer
 from kubescale.kube.informer_set import InformerSet
-from kubescale.kube.resources import (
-    MACHINE_DEPLOYMENTS,
-    MACHINE_SETS,
-    MACHINES,
-    NODES,
-    ResourceType,
-)
+from kubescale.kube.resources import NODES, ResourceType
 from kubescale.kube.selectors import SelectorError, label_selector_from_dict
 
 __all__ = ["CLUSTER_NAME_LABEL", "ClusterApiProvider", "template_node"]
@@ -74,7 +86,10 @@ __all__ = ["CLUSTER_NAME_LABEL", "ClusterApiProvider", "template_node"]
 log = component_logger("cluster-autoscaler.clusterapi")
 
 CLUSTER_NAME_LABEL: Final = "cluster.x-k8s.io/cluster-name"
-_KINDS: Final = {"MachineDeployment": MACHINE_DEPLOYMENTS, "MachineSet": MACHINE_SETS}
+CAPI_SYNC_WAIT: Final = 10.0
+"""Seconds (on the client's clock) the first iteration waits for the Cluster API caches it just
+declared to list; an iteration that finds them unsynced does nothing."""
+_CAPI_PLURALS: Final = ("machinedeployments", "machinesets", "machines")
 _NODE_LABELS_FROM_EXISTING: Final = (
     "kubernetes.io/arch",
     "kubernetes.io/os",
@@ -191,22 +206,115 @@ class ClusterApiProvider:
         informers: InformerSet,
         defaults: NodeGroupDefaults,
         discovery: Sequence[AutoDiscoverySpec] = (),
+        capi_group: str = DEFAULT_CAPI_GROUP,
+        capi_version: str = "",
     ) -> None:
+        """``capi_version`` empty: the group's preferred version, from discovery on the first
+        :meth:`prepare` (the Cluster API caches are declared then)."""
         self.client = client
         self.defaults = defaults
         self.discovery = tuple(discovery)
-        self.deployments = informers.informer(MACHINE_DEPLOYMENTS)
-        self.machine_sets = informers.informer(MACHINE_SETS)
-        self.machines = informers.informer(MACHINES)
+        self.capi_group = capi_group
+        self._informers = informers
+        self.types: CapiTypes | None = None
+        self._caches: tuple[Informer, Informer, Informer] | None = None
+        if capi_version:
+            self._declare(capi_types(capi_group, capi_version))
         self.nodes = informers.informer(NODES)
         self._machine_by_instance: dict[str, Mapping[str, Any]] = {}
         self._resources: dict[str, Mapping[str, Any]] = {}
 
+    # ------------------------------------------------------------------------- version
+
+    def _declare(self, types: CapiTypes) -> None:
+        self.types = types
+        self._caches = (
+            self._informers.informer(types.machine_deployments),
+            self._informers.informer(types.machine_sets),
+            self._informers.informer(types.machines),
+        )
+        log.info(
+            "using Cluster API version",
+            extra={"fields": {"group": types.machines.group, "version": types.machines.version}},
+        )
+
+    async def prepare(self) -> bool:
+        """Discover the version once (``CAPI_VERSION`` given: none) and have the Cluster API
+        caches synced; ``False`` while they are not. A group or version the server does not
+        serve raises :class:`~.cloud_provider.ProviderError` (upstream's texts)."""
+        if self._caches is None:
+            version = await self._preferred_version()
+            await self._check_served(version)
+            self._declare(capi_types(self.capi_group, version))
+        assert self._caches is not None
+        for informer in self._caches:
+            if not await informer.wait_synced(within=CAPI_SYNC_WAIT):
+                return False
+        return True
+
+    async def _preferred_version(self) -> str:
+        """``getAPIGroupPreferredVersion`` on ``GET /apis``."""
+        placeholder = ResourceType(
+            group="", version="v1", kind="APIGroupList", plural="", namespaced=False
+        )
+        try:
+            document = await self.client.request(
+                verb="get", method="GET", resource=placeholder, path=API_GROUP_LIST
+            )
+        except KubeError as err:
+            raise ProviderError(
+                f'could not find preferred version for CAPI group "{self.capi_group}": failed '
+                f"to get ServerGroups: {err}"
+            ) from err
+        try:
+            return preferred_version(document, self.capi_group)
+        except CapiVersionError as err:
+            raise ProviderError(str(err)) from None
+
+    async def _check_served(self, version: str) -> None:
+        """``groupVersionHasResource``: the group version's discovery lists the three kinds."""
+        group_version = f"{self.capi_group}/{version}"
+        placeholder = ResourceType(
+            group=self.capi_group,
+            version=version,
+            kind="APIResourceList",
+            plural="",
+            namespaced=False,
+        )
+        try:
+            document = await self.client.request(
+                verb="get", method="GET", resource=placeholder, path=placeholder.base_path()
+            )
+        except KubeApiError as err:
+            raise ProviderError(
+                f'failed to validate if resource "machinedeployments" is available for group '
+                f'"{group_version}": failed to get ServerGroups: {err.message}'
+            ) from err
+        except KubeError as err:
+            raise ProviderError(
+                f'failed to validate if resource "machinedeployments" is available for group '
+                f'"{group_version}": {err}'
+            ) from err
+        served = {
+            str(entry.get("name"))
+            for entry in (document.get("resources") or [])
+            if isinstance(entry, dict)
+        }
+        for plural in _CAPI_PLURALS:
+            if plural not in served:
+                raise ProviderError(f'resource "{plural}" is not served in group "{group_version}"')
+
+    def _ready(self) -> tuple[CapiTypes, Informer, Informer, Informer]:
+        if self.types is None or self._caches is None:
+            raise ProviderError("the Cluster API version is not known yet")
+        return (self.types, *self._caches)
+
     # ------------------------------------------------------------------------- reading
 
     def _scalable_resources(self) -> list[Mapping[str, Any]]:
-        resources: list[Mapping[str, Any]] = list(self.deployments.lister.list())
-        for machine_set in self.machine_sets.lister.list():
+        _, deployments, machine_sets, _ = self._ready()
+        resources: list[Mapping[str, Any]] = list(deployments.lister.list())
+        for machine_set in machine_sets.lister.list():
             owners = _meta(machine_set).get("ownerReferences") or ()
             if any(o.get("kind") == "MachineDeployment" and o.get("name") for o in owners):
                 continue  # managed by its MachineDeployment, which is the node group
@@ -222,13 +330,16 @@ class ClusterApiProvider:
         cluster = _cluster_name(resource)
         namespace = str(_meta(resource).get("namespace", ""))
         machines = []
-        for machine in self.machines.lister.list(namespace=namespace, selector=selector):
+        machine_cache = self._ready()[3]
+        for machine in machine_cache.lister.list(namespace=namespace, selector=selector):
             if cluster and _cluster_name(machine) not in ("", cluster):
                 continue
             machines.append(machine)
         return sorted(machines, key=lambda m: str(_meta(m).get("name", "")))
 
     def refresh(self) -> ProviderSnapshot:
+        if self._caches is None:
+            return ProviderSnapshot(groups={}, group_by_instance={})
         groups: dict[str, NodeGroup] = {}
         by_instance: dict[str, str] = {}
         problems: list[ProviderProblem] = []
@@ -322,14 +433,32 @@ class ClusterApiProvider:
             options=options,
             price_per_hour=price_per_hour(resource),
             source=resource,
+            rolling_out=self._rolling_out(resource),
         )
+
+    def _rolling_out(self, resource: Mapping[str, Any]) -> bool:
+        """``IsMachineDeploymentAndRollingOut``: a MachineDeployment whose MachineSets (those
+        labelled ``cluster.x-k8s.io/deployment-name: <name>`` in its namespace) include an
+        older revision with replicas (:func:`.clusterapi_annotations.rolling_out`). Upstream's
+        ``ScaleDownNodeUpgradeProcessor`` then leaves every node of the group out of the
+        scale-down candidates."""
+        if resource.get("kind") != "MachineDeployment":
+            return False
+        meta = _meta(resource)
+        selector = label_selector_from_dict(
+            {"matchLabels": {DEPLOYMENT_NAME_LABEL: str(meta.get("name", ""))}}
+        )
+        machine_sets = self._ready()[2].lister.list(
+            namespace=str(meta.get("namespace", "")), selector=selector
+        )
+        return rolling_out(machine_sets)
 
     # ------------------------------------------------------------------------- writing
 
     def _target(self, group: NodeGroup) -> tuple[ResourceType, str, str]:
         kind, _, rest = group.id.partition("/")
         namespace, _, name = rest.partition("/")
-        resource = _KINDS.get(kind)
+        resource = self._ready()[0].scalable(kind)
         if resource is None:
             raise ProviderError(f"unknown scalable resource kind {kind}")
         return resource, namespace, name
@@ -414,13 +543,14 @@ class ClusterApiProvider:
         meta = _meta(machine)
         name, namespace = str(meta.get("name", "")), str(meta.get("namespace", ""))
         try:
-            current = await self.client.get(MACHINES, name, namespace=namespace)
+            machines = self._ready()[0].machines
+            current = await self.client.get(machines, name, namespace=namespace)
             annotations = dict(current["metadata"].get("annotations") or {})
             if marked:
                 annotations[DELETE_MACHINE_ANNOTATION] = go_time_string(self.client.clock.now())
             else:
                 annotations.pop(DELETE_MACHINE_ANNOTATION, None)
             current["metadata"]["annotations"] = annotations
-            await self.client.update(MACHINES, current)
+            await self.client.update(machines, current)
         except KubeError as err:
             raise ProviderError(f"cannot annotate machine {namespace}/{name}: {err}") from err

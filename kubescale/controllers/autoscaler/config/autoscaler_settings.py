@@ -92,6 +92,10 @@ class AutoscalerSettings:
     mode: AutoscalerMode = "auto"
     scan_interval: float = 10.0
     cloud_provider: str = "clusterapi"
+    capi_group: str = "cluster.x-k8s.io"
+    """Cluster API's API group (upstream's ``CAPI_GROUP`` environment variable)."""
+    capi_version: str = ""
+    """Its version (``CAPI_VERSION``); empty: the group's preferred version in discovery."""
     auto_discovery: tuple[AutoDiscoverySpec, ...] = ()
     namespace: str = "kube-system"
     write_status_configmap: bool = True

@@ -42,6 +42,7 @@ from typing import Any, Final
 from kubescale.base.logs import component_logger
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
     CloudProvider,
+    ProviderError,
     ProviderSnapshot,
 )
 from kubescale.controllers.autoscaler.cloudprovider.clusterapi_provider import ClusterApiProvider
@@ -173,6 +174,8 @@ class AutoscalerLoop:
             informers=informers,
             defaults=settings.node_defaults,
             discovery=settings.auto_discovery,
+            capi_group=settings.capi_group,
+            capi_version=settings.capi_version,
         )
         self.nodes = informers.informer(NODES)
         self.pods = informers.informer(PODS)
@@ -348,6 +351,8 @@ class AutoscalerLoop:
         self.iterations += 1
         self.report = LoopReport()
         started = self.cpu_clock()
+        if not await self._provider_ready():
+            return
         if self.started is None:
             self.started = now
             self.last_scale_up = now  # upstream: scale-down starts in cooldown
@@ -370,6 +375,21 @@ class AutoscalerLoop:
             self.metrics.last_activity.labels("main").set(now.timestamp())
             self._timed("main", started)
             await self.events.flush()  # the iteration's events are written before it ends
+
+    async def _provider_ready(self) -> bool:
+        """The provider knows what it reads (Cluster API: the version, upstream's
+        ``newMachineController`` at start) and its caches are synced; else nothing is decided
+        this iteration."""
+        try:
+            ready = await self.provider.prepare()
+        except ProviderError as err:
+            self.report.stopped = "CloudProviderNotReady"
+            log.error("cloud provider not ready", extra={"fields": {"error": str(err)}})
+            return False
+        if not ready:
+            self.report.stopped = "CloudProviderNotReady"
+            log.warning("cloud provider caches not synced yet")
+        return ready
 
     async def _run(self, now: datetime, snapshot: ProviderSnapshot) -> None:
         settings = self.settings

@@ -1,10 +1,12 @@
 """The scale-down part of ``RunOnce`` (reference §1 step 21, §3.2) and consolidation.
 
 Every loop, even in cooldown: candidates are the nodes of autoscaled groups above their min size
-that are not being deleted; the planner finds the unneeded ones (in a fork of the snapshot, so
-its simulated moves do not leak into what follows), the cluster state learns them (status
-ConfigMap candidates) and the ``DeletionCandidateOfClusterAutoscaler`` soft taints follow them
-(at most 10 writes per loop, ``--max-bulk-soft-taint-count``).
+that are not being deleted, leaving out the groups rolling out (Cluster API: an older
+MachineSet of the MachineDeployment still has replicas, upstream's
+``ScaleDownNodeUpgradeProcessor``); the planner finds the unneeded ones (in a fork of the
+snapshot, so its simulated moves do not leak into what follows), the cluster state learns them
+(status ConfigMap candidates) and the ``DeletionCandidateOfClusterAutoscaler`` soft taints follow
+them (at most 10 writes per loop, ``--max-bulk-soft-taint-count``).
 
 Out of cooldown (``isScaleDownInCooldown``: a scale-up within ``--scale-down-delay-after-add``,
 a failure within ``--scale-down-delay-after-failure``, a deletion within
@@ -66,6 +68,7 @@ from kubescale.controllers.autoscaler.scaledown.scale_down_planner import (
 from kubescale.controllers.autoscaler.scaleup.resource_limits import node_capacity
 from kubescale.controllers.autoscaler.simulator.drainability import DrainContext, PdbTracker
 from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
+from kubescale.controllers.autoscaler.simulator.utilization import Utilization
 from kubescale.kube.errors import KubeError
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 
@@ -176,6 +179,10 @@ class ScaleDownPhase:
                 continue
             if sizes[group.id] <= group.min_size:
                 continue
+            if group.rolling_out:
+                # upstream's clusterapi ScaleDownNodeUpgradeProcessor: no node of a
+                # MachineDeployment mid-rollout is a candidate (it stays a destination)
+                continue
             candidates.append(node)
         destinations = {
             node_name(n)
@@ -227,7 +234,11 @@ class ScaleDownPhase:
                 by_reason.setdefault(reason, []).append((candidate.node, candidate.group_id))
             for reason, pairs in by_reason.items():
                 outcome.tainted += await self.actuator.start(
-                    pairs, drain=drains, reason=reason, now=now
+                    pairs,
+                    drain=drains,
+                    reason=reason,
+                    now=now,
+                    report=self._reporter(journal),
                 )
         if empty or drain:
             self.metrics.last_activity.labels("scaleDown").set(now.timestamp())
@@ -243,6 +254,18 @@ class ScaleDownPhase:
                 outcome=outcome,
             )
         return outcome
+
+    def _reporter(
+        self, journal: SnapshotJournal
+    ) -> Callable[[str], tuple[Utilization | None, Sequence[Mapping[str, Any]]]]:
+        """A node's utilization (this loop's eligibility check) and its pods in the loop's
+        snapshot: what upstream's ``scaleDownNodeToReport`` puts in the drain-start event."""
+
+        def report(name: str) -> tuple[Utilization | None, Sequence[Mapping[str, Any]]]:
+            state = journal.snapshot.nodes.get(name)
+            return self.planner.utilization.get(name), tuple(state.pods) if state else ()
+
+        return report
 
     def _kept(self, now: datetime, journal: SnapshotJournal) -> dict[str, Unremovable]:
         """The nodes holding fresh replacements of the descheduler's moves (one brain)."""
@@ -353,7 +376,11 @@ class ScaleDownPhase:
         )
         self.metrics.consolidation_savings.inc(act.savings_per_hour)
         outcome.tainted += await self.actuator.start(
-            chosen, drain=act.method != "Empty", reason="consolidation", now=now
+            chosen,
+            drain=act.method != "Empty",
+            reason="consolidation",
+            now=now,
+            report=self._reporter(journal),
         )
         return act
 

@@ -14,7 +14,10 @@ an expression matching its group id anywhere (``regexp.FindStringIndex``); the o
 highest priority win (ties kept). A group no expression matches is dropped, with the Warning
 event ``PriorityConfigMapNotMatchedGroup``; when no option matches at all, or the ConfigMap is
 missing or does not parse, every option is returned unchanged (events
-``PriorityConfigMapNoGroupMatched`` / ``PriorityConfigMapInvalid``).
+``PriorityConfigMapNoGroupMatched`` / ``PriorityConfigMapInvalid`` with upstream's texts:
+"Wrong configmap for priority expander, doesn't contain priorities key. Ignoring update." for a
+missing key, "Wrong configuration for priority expander: <reason>. Ignoring update." for an
+empty or malformed value).
 """
 
 from __future__ import annotations
@@ -41,7 +44,12 @@ PRIORITIES_KEY: Final = "priorities"
 
 
 class PriorityConfigError(ValueError):
-    """The ConfigMap's ``priorities`` does not parse; the message says where."""
+    """The ConfigMap's ``priorities`` does not parse; the message is upstream's event text."""
+
+
+def _wrong_configuration(reason: str) -> str:
+    """``reloadConfigMap``'s event text for a value that does not parse."""
+    return f"Wrong configuration for priority expander: {reason}. Ignoring update."
 
 
 def parse_priorities(
@@ -49,26 +57,63 @@ def parse_priorities(
 ) -> list[tuple[int, list[re.Pattern[str]]]]:
     """``priority → compiled expressions``, highest priority first."""
     if config_map is None:
-        raise PriorityConfigError(f"ConfigMap {PRIORITY_CONFIG_MAP} not found")
-    text = (config_map.get("data") or {}).get(PRIORITIES_KEY)
+        raise PriorityConfigError(f"Priority expander config map {PRIORITY_CONFIG_MAP} not found")
+    data = config_map.get("data") or {}
+    if PRIORITIES_KEY not in data:
+        # upstream ``reloadConfigMap`` (pkg/expander/priority/priority.go): the key is missing
+        raise PriorityConfigError(
+            f"Wrong configmap for priority expander, doesn't contain {PRIORITIES_KEY} key. "
+            "Ignoring update."
+        )
+    text = data[PRIORITIES_KEY]
     if not text:
-        raise PriorityConfigError(f"ConfigMap {PRIORITY_CONFIG_MAP} has no key {PRIORITIES_KEY!r}")
+        # upstream ``parsePrioritiesYAMLString``'s error, wrapped by ``reloadConfigMap`` as
+        # "Wrong configuration for priority expander: %v. Ignoring update."
+        raise PriorityConfigError(
+            _wrong_configuration(
+                f"priority configuration in {PRIORITY_CONFIG_MAP} configmap is empty; please "
+                "provide valid configuration"
+            )
+        )
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as err:
-        raise PriorityConfigError(f"{PRIORITIES_KEY}: not YAML: {err}") from None
+        raise PriorityConfigError(
+            _wrong_configuration(f"Can't parse YAML with priorities in the configmap: {err}")
+        ) from None
     if not isinstance(raw, dict):
-        raise PriorityConfigError(f"{PRIORITIES_KEY}: want a mapping of priority to regexps")
+        raise PriorityConfigError(
+            _wrong_configuration(
+                "Can't parse YAML with priorities in the configmap: want a mapping of priority "
+                "to regexps"
+            )
+        )
     result: list[tuple[int, list[re.Pattern[str]]]] = []
     for key, expressions in raw.items():
         if isinstance(key, bool) or not isinstance(key, int):
-            raise PriorityConfigError(f"{PRIORITIES_KEY}: priority {key!r} is not an integer")
+            raise PriorityConfigError(
+                _wrong_configuration(
+                    "Can't parse YAML with priorities in the configmap: "
+                    f"priority {key!r} is not an integer"
+                )
+            )
         if not isinstance(expressions, list) or not all(isinstance(e, str) for e in expressions):
-            raise PriorityConfigError(f"{PRIORITIES_KEY}: priority {key}: want a list of strings")
-        try:
-            compiled = [re.compile(e) for e in expressions]
-        except re.error as err:
-            raise PriorityConfigError(f"{PRIORITIES_KEY}: priority {key}: {err}") from None
+            raise PriorityConfigError(
+                _wrong_configuration(
+                    "Can't parse YAML with priorities in the configmap: "
+                    f"priority {key}: want a list of strings"
+                )
+            )
+        compiled = []
+        for expression in expressions:
+            try:
+                compiled.append(re.compile(expression))
+            except re.error as err:
+                raise PriorityConfigError(
+                    _wrong_configuration(
+                        f"Can't compile regexp rule for priority {key} and rule {expression}: {err}"
+                    )
+                ) from None
         result.append((key, compiled))
     return sorted(result, key=lambda item: -item[0])
 
@@ -91,7 +136,7 @@ class PriorityExpander:
         try:
             priorities = parse_priorities(self.config_map())
         except PriorityConfigError as err:
-            self.warnings.append(("PriorityConfigMapInvalid", f"Priority expander: {err}"))
+            self.warnings.append(("PriorityConfigMapInvalid", str(err)))
             return list(options)
         best: list[ExpansionOption] = []
         best_priority: int | None = None

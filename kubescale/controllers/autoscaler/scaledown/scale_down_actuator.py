@@ -5,7 +5,10 @@
 
 * :meth:`ScaleDownActuator.start` taints every chosen node ``ToBeDeletedByClusterAutoscaler``
   (and cordons it) first, so evicted pods do not land on another victim; event ``ScaleDown``
-  "marked the node as toBeDeleted/unschedulable" (a failed taint: ``ScaleDownFailed``);
+  "marked the node as toBeDeleted/unschedulable" (a failed taint: ``ScaleDownFailed``), and on
+  the status ConfigMap ``ScaleDownEmpty`` "Scale-down: removing empty node "<n>"" or
+  ``ScaleDown`` "Scale-down: removing node <n>, utilization: {<cpu> <mem> 0 0 <resource>
+  <max>}, pods to reschedule: <p1>,<p2>";
 * an **empty** node is deleted ``--node-delete-delay-after-taint`` after its taint, if it is
   still empty then (else the deletion is given up and the taint removed);
 * a node to **drain** has its pods evicted through the Eviction API — every pod but mirror and
@@ -17,7 +20,7 @@
   ``--daemonset-eviction-for-empty-nodes``);
 * then the node is deleted through the provider (Cluster API: the Machine gets the
   ``delete-machine`` annotation and the group shrinks by one): events ``ScaleDown`` "Scale-down:
-  node <n> removed with drain" / ``ScaleDownEmpty`` "Scale-down: removing empty node "<n>"" on
+  node <n> removed with drain" / ``ScaleDownEmpty`` "Scale-down: empty node <n> removed" on
   the status ConfigMap, ``cluster_autoscaler_scaled_down_nodes_total``;
 * a drain that runs out of time, or a deletion the provider refuses, removes the taint and
   uncordons again (``ScaleDownFailed`` "failed to drain the node, aborting ScaleDown" / "failed
@@ -34,6 +37,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Final
 
+from kubescale.base.go_strings import go_quote
 from kubescale.base.logs import component_logger
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
     CloudProvider,
@@ -49,6 +53,7 @@ from kubescale.controllers.autoscaler.model.pod_facts import (
     is_terminal,
     pod_id,
 )
+from kubescale.controllers.autoscaler.simulator.utilization import Utilization, go_utilization
 from kubescale.controllers.autoscaler.taints.node_writes import NodeWriter
 from kubescale.kube.client import KubeClient
 from kubescale.kube.disruption_ledger import DisruptionLedger, WriteOutcome, evict_pod
@@ -142,8 +147,12 @@ class ScaleDownActuator:
         drain: bool,
         reason: str,
         now: datetime,
+        report: Callable[[str], tuple[Utilization | None, Sequence[Pod]]] | None = None,
     ) -> list[str]:
-        """Taint ``(node, group id)`` pairs and track them; the nodes tainted."""
+        """Taint ``(node, group id)`` pairs and track them; the nodes tainted.
+
+        ``report`` gives a node's utilization and its pods as the loop's snapshot holds them,
+        for upstream's drain-start event (``scaleDownNodeToReport``)."""
         started: list[str] = []
         for node, group_id in nodes:
             name = str((node.get("metadata") or {}).get("name", ""))
@@ -168,6 +177,7 @@ class ScaleDownActuator:
                 reason="ScaleDown",
                 message="marked the node as toBeDeleted/unschedulable",
             )
+            self._report_start(name, drain=drain, report=report)
             self.in_progress[name] = Deletion(
                 node=node,
                 group_id=group_id,
@@ -178,6 +188,36 @@ class ScaleDownActuator:
             )
             started.append(name)
         return started
+
+    def _report_start(
+        self,
+        name: str,
+        *,
+        drain: bool,
+        report: Callable[[str], tuple[Utilization | None, Sequence[Pod]]] | None,
+    ) -> None:
+        """Upstream's status events when a deletion starts (``actuation/actuator.go``):
+        ``deleteAsyncEmpty`` — ``ScaleDownEmpty`` "Scale-down: removing empty node %q";
+        ``deleteAsyncDrain`` — ``ScaleDown`` "Scale-down: removing node %s, utilization: %v,
+        pods to reschedule: %s", the utilization being ``utilization.Info`` and the pods the
+        node's non-mirror, non-DaemonSet pods (``podsToEvict``), names joined by ","."""
+        if not drain:
+            self.status_event(
+                "Normal", "ScaleDownEmpty", f"Scale-down: removing empty node {go_quote(name)}"
+            )
+            return
+        used, pods = report(name) if report is not None else (None, ())
+        names = ",".join(
+            str((p.get("metadata") or {}).get("name", ""))
+            for p in pods
+            if not is_mirror_pod(p) and not is_daemonset_pod(p)
+        )
+        self.status_event(
+            "Normal",
+            "ScaleDown",
+            f"Scale-down: removing node {name}, utilization: {go_utilization(used)}, "
+            f"pods to reschedule: {names}",
+        )
 
     async def progress(
         self,
@@ -301,12 +341,11 @@ class ScaleDownActuator:
             deletion.group_id, name, now, now + MAX_CLOUD_PROVIDER_NODE_DELETION_TIME
         )
         self.metrics.scaled_down_nodes_total.labels(deletion.reason, "", "").inc()
+        # upstream RegisterAndRecordSuccessfulScaleDownEvent (actuation/delete_in_batch.go)
         if deletion.drain:
             self.status_event("Normal", "ScaleDown", f"Scale-down: node {name} removed with drain")
         else:
-            self.status_event(
-                "Normal", "ScaleDownEmpty", f'Scale-down: removing empty node "{name}"'
-            )
+            self.status_event("Normal", "ScaleDownEmpty", f"Scale-down: empty node {name} removed")
         log.info("node deleted", extra={"fields": {"node": name, "group": deletion.group_id}})
 
     async def _abort(self, deletion: Deletion, message: str, now: datetime) -> None:

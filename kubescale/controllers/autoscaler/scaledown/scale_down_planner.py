@@ -9,8 +9,10 @@ recently found unremovable in simulation (re-checked after
 (``UnexpectedError``), unready with ``--scale-down-unready-enabled=false``
 (``ScaleDownUnreadyDisabled``), utilization above the group's threshold (``NotUnderutilized``;
 at the threshold is underutilized). The eligible nodes are then simulated
-(:mod:`.removal_simulation`) — previously unneeded nodes first, then by name (or by
-disruption cost, :mod:`.disruption_cost`)
+(:mod:`.removal_simulation`) in upstream's candidate order — empty nodes first (its
+``EmptySorting`` processor: no pod to move and none blocking), then previously unneeded nodes
+(``PreviousCandidates``, oldest first), then by name — or by disruption cost
+(:mod:`.disruption_cost`)
 — until ``min(unneeded + 2N, N × unneeded-time / scan-interval + N)`` unneeded nodes are found
 (N = ``--max-scale-down-parallelism``). A node keeps the time it was first found unneeded while
 it stays unneeded.
@@ -226,14 +228,29 @@ class ScaleDownPlanner:
 
             return sorted(eligible, key=cost)
 
-        def known_first(item: tuple[Node, str, float]) -> tuple[int, float, str]:
+        def emptiness(name: str) -> tuple[int, int]:
+            """``EmptySorting.ScaleDownEarlierThan``: empty nodes (no pod to move, none
+            blocking: ``GetPodsToMove`` on the snapshot) first, among them those without
+            ``safe-to-evict: on-completion`` pods."""
+            state = snapshot.nodes.get(name)
+            if state is None:
+                return 1, 0  # upstream: a node it cannot look up is not empty
+            pods = classify_node_pods(state.pods, context)
+            if pods.blocked or pods.to_move:
+                return 1, 0
+            return 0, 1 if pods.waiting else 0
+
+        def empty_then_known_first(
+            item: tuple[Node, str, float],
+        ) -> tuple[int, int, int, float, str]:
             name = node_name(item[0])
+            empty, on_completion = emptiness(name)
             previous = self.unneeded.get(name)
             if previous is not None:
-                return 0, previous.since.timestamp(), name
-            return 1, 0.0, name
+                return empty, on_completion, 0, previous.since.timestamp(), name
+            return empty, on_completion, 1, 0.0, name
 
-        return sorted(eligible, key=known_first)
+        return sorted(eligible, key=empty_then_known_first)
 
     def nodes_to_delete(
         self,

@@ -12,9 +12,10 @@ nodes:
   ``--balancing-ignore-label``);
 * with ``--balancing-label``, only those labels are compared (exactly), nothing else.
 
-Split (``BalanceScaleUpBetweenGroups``): the total is capped at ``Σ(max − target)``; groups are
-sorted by target size (stable), and nodes are added one at a time to the smallest group(s),
-groups leaving the round once at max.
+Split (``BalanceScaleUpBetweenGroups``): groups at max are left out; the total is capped at
+``Σ max(0, max − target)`` (a group already above max brings no capacity, and does not take
+any from the others); groups are sorted by target size (stable), and nodes are added one at a
+time to the smallest group(s), groups leaving the round once at (or above) max.
 """
 
 from __future__ import annotations
@@ -131,13 +132,17 @@ class ScaleUpInfo:
 def balance_scale_up(groups: Sequence[NodeGroup], new_nodes: int) -> list[ScaleUpInfo]:
     """``BalanceScaleUpBetweenGroups`` (module docstring); groups that do not grow are left
     out."""
+    # upstream skips a group already at max ("group already maxed, ignore it") and counts only
+    # positive headroom: a group above max (target 7, max 5) stays in the list with no capacity
+    # and leaves the round at once, instead of its negative headroom (-2) eating the others'.
     infos = [
         ScaleUpInfo(
             group=g, current_size=g.target_size, new_size=g.target_size, max_size=g.max_size
         )
         for g in groups
+        if g.target_size != g.max_size
     ]
-    capacity = sum(i.max_size - i.current_size for i in infos)
+    capacity = sum(max(0, i.max_size - i.current_size) for i in infos)
     new_nodes = min(new_nodes, capacity)
     infos.sort(key=lambda i: i.current_size)  # stable: the chosen group first among equals
     start = current = 0

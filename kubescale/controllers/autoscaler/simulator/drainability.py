@@ -13,7 +13,8 @@ decides:
 4   DaemonSet pod                                             drain-ok (listed apart: not moved)
 5   ``cluster-autoscaler.kubernetes.io/safe-to-evict: "true"`` drain-ok (rules 6-12 skipped — the
                                                               Eviction API still enforces PDBs)
-6   finished pod (Succeeded, or Failed)                       drain-ok
+6   terminal pod (``IsPodTerminal``: Failed; Succeeded with    drain-ok (still listed to move)
+    restartPolicy Never or OnFailure)
 7   ``safe-to-evict: "on-completion"``                        wait for completion
 8   no controller (with the flag: none of ReplicationController, Job, ReplicaSet, StatefulSet)
                                                               block ``NotReplicated``
@@ -27,7 +28,8 @@ decides:
     more disruption (counting the pods already planned away)
 ==  ========================================================  ===================================
 
-Pods no rule blocks, other than DaemonSet pods and skipped ones, must be moved elsewhere.
+Pods no rule blocks, other than DaemonSet pods and skipped ones, must be moved elsewhere
+(``GetPodsToMove``: Undefined and DrainOk alike, terminal pods included).
 """
 
 from __future__ import annotations
@@ -199,13 +201,17 @@ def _local_storage(pod: Mapping[str, Any]) -> bool:
     return False
 
 
-def _finished(pod: Mapping[str, Any]) -> bool:
+def _terminal(pod: Mapping[str, Any]) -> bool:
+    """Upstream's ``drain.IsPodTerminal``: restartPolicy ``Never`` and Succeeded or Failed;
+    ``OnFailure`` and Succeeded; or Failed whatever the policy (the kubelet rejected it). A
+    Succeeded pod under ``Always`` (the API server's default) will be restarted: not terminal."""
     phase = (pod.get("status") or {}).get("phase")
-    if phase == "Succeeded":
+    policy = (pod.get("spec") or {}).get("restartPolicy")
+    if policy == "Never" and phase in ("Succeeded", "Failed"):
         return True
-    if phase == "Failed":
-        return (pod.get("spec") or {}).get("restartPolicy") in ("Never", "OnFailure", None)
-    return False
+    if policy == "OnFailure" and phase == "Succeeded":
+        return True
+    return phase == "Failed"
 
 
 def drainability(pod: Mapping[str, Any], context: DrainContext) -> Drainability:
@@ -228,7 +234,7 @@ def drainability(pod: Mapping[str, Any], context: DrainContext) -> Drainability:
     safe_to_evict = pod_annotations(pod).get(SAFE_TO_EVICT_ANNOTATION)
     if safe_to_evict == "true":
         return Drainability(Outcome.DRAIN_OK)
-    if _finished(pod):
+    if _terminal(pod):
         return Drainability(Outcome.DRAIN_OK)
     if safe_to_evict == "on-completion":
         return Drainability(Outcome.WAIT)
@@ -285,7 +291,8 @@ def classify_node_pods(pods: Iterable[Mapping[str, Any]], context: DrainContext)
             continue
         if verdict.outcome is Outcome.WAIT:
             result.waiting = True
-        if verdict.outcome is Outcome.DRAIN_OK and _finished(pod):
-            continue  # nothing to move
+        # upstream's GetPodsToMove lists every Undefined or DrainOk pod that is not a DaemonSet
+        # pod — finished (terminal) pods included: they count against "empty" and are
+        # re-placed by the removal simulation like any other
         result.to_move.append(pod)
     return result

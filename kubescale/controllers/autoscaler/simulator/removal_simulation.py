@@ -7,7 +7,8 @@ drainability rules (:mod:`.drainability`) — a blocking pod ends it (``BlockedB
 PodDisruptionBudgets must allow moving all of them (the disruptions earlier candidates of this
 loop use count); then, in a fork of the snapshot, the pods to move are taken off the node and
 placed on the destination nodes (every other node still a destination), stopping at the first
-pod that fits nowhere (``NoPlaceToMovePods``). On success the fork is committed: the moved pods
+pod that fits nowhere (``NoPlaceToMovePods``); a node the snapshot does not hold is
+``NoNodeInfo``. On success the fork is committed: the moved pods
 stay where they landed, so the next candidate sees them, and the node stops being a
 destination. The node itself stays in the snapshot with what remains (its DaemonSet pods), so
 topology domains do not change — upstream's "ghost" node.
@@ -35,7 +36,7 @@ class RemovalResult:
     removable: bool
     pods: NodePods
     reason: str = ""
-    """``BlockedByPod``, ``NoPlaceToMovePods`` or empty."""
+    """``BlockedByPod``, ``NoPlaceToMovePods``, ``NoNodeInfo`` (not in the snapshot) or empty."""
     blocking_reason: BlockingReason | None = None
     placements: tuple[tuple[Mapping[str, Any], str], ...] = ()
     """Where each moved pod would land."""
@@ -52,7 +53,9 @@ def simulate_node_removal(
     journal = simulator.journal
     state = journal.snapshot.nodes.get(node)
     if state is None:
-        return RemovalResult(removable=False, pods=NodePods(), reason="UnexpectedError")
+        # upstream SimulateNodeRemoval: GetNodeInfo failing with ErrNodeNotFound is NoNodeInfo
+        # ("node_not_found_in_cluster_snapshot"), any other error UnexpectedError
+        return RemovalResult(removable=False, pods=NodePods(), reason="NoNodeInfo")
     pods = classify_node_pods(list(state.pods), context)
     if pods.blocked:
         return RemovalResult(

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
+from kubescale.base.go_strings import go_float
 from kubescale.controllers.autoscaler.model.pod_facts import (
     is_daemonset_pod,
     is_mirror_pod,
@@ -23,7 +24,13 @@ from kubescale.controllers.autoscaler.model.pod_facts import (
 )
 from kubescale.scheduling.pod_resources import Amounts, pod_requests
 
-__all__ = ["LONG_TERMINATING_EXTRA", "Utilization", "is_long_terminating", "node_utilization"]
+__all__ = [
+    "LONG_TERMINATING_EXTRA",
+    "Utilization",
+    "go_utilization",
+    "is_long_terminating",
+    "node_utilization",
+]
 
 LONG_TERMINATING_EXTRA: Final = timedelta(seconds=30)
 
@@ -40,6 +47,19 @@ class Utilization:
     @property
     def resource(self) -> str:
         return "cpu" if self.cpu > self.memory else "memory"
+
+
+def go_utilization(used: Utilization | None) -> str:
+    """``%v`` of upstream's ``utilization.Info{CpuUtil, MemUtil, GpuUtil, DynamicResourceUtil,
+    ResourceName, Utilization}`` as the scale-down events print it: ``{0.25 0.1 0 0 cpu 0.25}``
+    (``ResourceName`` is cpu when cpu > memory, else memory); the zero value
+    ``{0 0 0 0  0}`` when there is none."""
+    if used is None:
+        return "{0 0 0 0  0}"
+    return (
+        f"{{{go_float(used.cpu)} {go_float(used.memory)} 0 0 {used.resource} "
+        f"{go_float(used.value)}}}"
+    )
 
 
 def is_long_terminating(pod: Mapping[str, Any], now: datetime) -> bool:
