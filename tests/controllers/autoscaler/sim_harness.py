@@ -115,6 +115,21 @@ class SimCluster:
             await self.step()
             waited += self.step_seconds
 
+    def take_over(self) -> AutoscalerLoop:
+        """A new leader (or a restarted process): a loop with no memory replaces the current
+        one, on the same client, caches, metrics and event recorder — what the component does
+        at the start of a new term of leadership."""
+        old = self.loop
+        self.loop = AutoscalerLoop(
+            client=old.client,
+            informers=old.informers,
+            settings=old.settings,
+            metrics=old.metrics,
+            events=old.events,
+            rng=random.Random(self.loop.iterations),
+        )
+        return self.loop
+
     # ------------------------------------------------------------------------ queries
 
     def pods(self, prefix: str = "") -> list[dict[str, Any]]:

@@ -11,7 +11,13 @@ this module reads the caches and carries the decisions out:
 3. the cluster state registry is updated; timed-out scale-ups are taken back
    (``DecreaseTargetSize``, event ``ScaleUpTimedOut``), instance creation errors reported;
 4. instances unregistered for longer than ``--max-node-provision-time`` are deleted (within
-   target − min unless ``--force-delete-unregistered-nodes``; event ``DeleteUnregistered``);
+   target − min unless ``--force-delete-unregistered-nodes``; event ``DeleteUnregistered``).
+   A group resized here is not scaled up again in the same iteration: its target size in this
+   iteration's snapshot is the one from before the deletions, and raising the size back at
+   once would undo them before Cluster API removes the marked machines — the same machines,
+   unregistered for as long as before, would be removed and re-added every loop. The next
+   iteration sees the new size (deviation: upstream scales up on the stale snapshot and
+   relies on its MachineSet controller being faster than its own loop);
 5. an unhealthy cluster stops the loop here (event ``ClusterUnhealthy``, unneeded nodes
    forgotten);
 6. instances whose creation failed are deleted; a group whose size is wrong for longer than
@@ -404,7 +410,7 @@ class AutoscalerLoop:
             nodes=nodes, snapshot=snapshot, readiness=self.readiness, now=now
         )
         await self.housekeeping.apply_state_effects(effects)
-        await self.housekeeping.remove_old_unregistered(snapshot)
+        resized = await self.housekeeping.remove_old_unregistered(snapshot)
         if not self.registry.is_cluster_healthy():
             self.scale_down.planner.clear()
             self.status.event("Warning", "ClusterUnhealthy", "Cluster is unhealthy")
@@ -416,7 +422,7 @@ class AutoscalerLoop:
             self.report.stopped = "FixedNodeGroupSizes"
             return
         # ----------------------------------------------------------------- scale-up
-        upcoming, registered = self.registry.upcoming_nodes(now)
+        upcoming, registered = self.registry.upcoming_nodes()
         not_started = inject_upcoming(journal, templates, upcoming, registered)
         ready_nodes = [n for n in nodes if self.readiness(n).ready]
         pending = drop_expendable(lists.unschedulable, cutoff=cutoff, priority=priority)
@@ -445,6 +451,8 @@ class AutoscalerLoop:
                     templates=templates,
                     journal=journal,
                     ready_nodes=ready_nodes,
+                    upcoming=sum(upcoming.values()),
+                    resized=resized,
                     nodes=nodes,
                     now=now,
                 )
