@@ -20,7 +20,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kubescale.base.clock import VirtualClock
+from kubescale.base.clock import Clock, VirtualClock
 from kubescale.controllers.autoscaler.config.autoscaler_config import AutoscalerSettings
 from kubescale.controllers.autoscaler.core.autoscaler_loop import AutoscalerLoop
 from kubescale.controllers.autoscaler.metrics.autoscaler_metrics import AutoscalerMetrics
@@ -127,6 +127,7 @@ class SimCluster:
             metrics=old.metrics,
             events=old.events,
             rng=random.Random(self.loop.iterations),
+            write_clock=old.write_deadline.clock,
         )
         return self.loop
 
@@ -171,7 +172,10 @@ async def sim_cluster(
     settings: AutoscalerSettings,
     objects: Sequence[dict[str, Any]] = (),
     seed: int = 1,
+    write_clock: Clock | None = None,
 ) -> AsyncIterator[SimCluster]:
+    """``write_clock``: the clock of the loop's per-iteration deadline for provider calls (the
+    real clock by default; a test that hangs a write injects a virtual one)."""
     clock = VirtualClock(START)
     async with ApiServer(clock=clock, crd_dirs=[], seed=seed) as api:
         for obj in objects:
@@ -204,6 +208,7 @@ async def sim_cluster(
                 metrics=AutoscalerMetrics(registry),
                 events=events,
                 rng=random.Random(seed),
+                write_clock=write_clock,
             )
             informers.start()
             try:

@@ -12,20 +12,24 @@ the in-process API server, the Cluster API controllers and the real client.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from kubescale.base.clock import VirtualClock
+from kubescale.base.tasks import cancel_and_wait
 from kubescale.controllers.autoscaler.config.autoscaler_config import (
     AutoscalerSettings,
     NodeGroupDefaults,
 )
 from kubescale.controllers.autoscaler.scaleup.scale_up import ScaleUpResult
 from kubescale.kube.resources import MACHINE_DEPLOYMENTS, MACHINES
+from kubescale.sim.apiserver.request_log import RequestRecord
 from kubescale.sim.cluster.node_groups import MachineDeploymentGroup
 
-from .sim_harness import SimCluster, deployment, sim_cluster, template
+from .sim_harness import START, SimCluster, deployment, sim_cluster, template
 
 FAST = AutoscalerSettings(
     initial_node_group_backoff_duration=timedelta(minutes=2),
@@ -173,3 +177,73 @@ async def test_a_new_leader_removes_machines_that_never_register_once(tmp_path: 
         now = {m["metadata"]["name"] for m in machines(cluster)}
         assert len(now) == 3
         assert len(now & first) == 1  # only the machine that came; two new ones wait for stock
+
+
+# ---- item 3: a hung /scale write does not hold the loop ----------------------------------------
+
+
+def scale_patches(cluster: SimCluster) -> int:
+    return cluster.api.requests.count(
+        verb="patch", resource="machinedeployments", subresource="scale"
+    )
+
+
+async def test_a_hung_scale_write_is_given_up_at_the_iterations_deadline(
+    tmp_path: Path,
+) -> None:
+    # The API server takes every /scale patch and never answers (an hour's delay). Without a
+    # deadline the client waits 30 s per try, 5 tries: the loop stands still for 150 s, then the
+    # group is backed off as if the write had failed. With one, the write is given up when the
+    # iteration's deadline (--scan-interval, 10 s, on an injected clock here) passes, and it
+    # counts as done: the loop finishes the iteration at once, and the next one reads the size
+    # back from the object.
+    write_clock = VirtualClock(START)
+    async with sim_cluster(
+        tmp_path,
+        machine_deployments=[SMALL],
+        settings=FAST,
+        objects=[deployment("burst", replicas=6, cpu="900m")],
+        write_clock=write_clock,
+    ) as cluster:
+        group = "MachineDeployment/default/small"
+        cluster.api.faults.add(
+            verb="patch", resource="machinedeployments/scale", status=0, delay=3600, count=None
+        )
+        arrived = asyncio.Event()
+
+        def observe(record: RequestRecord) -> None:
+            if (record.verb, record.subresource) == ("patch", "scale"):
+                arrived.set()
+
+        cluster.api.context.observers.append(observe)
+        step: asyncio.Future[None] | None = None
+        for _ in range(6):  # the pods are pending and old enough within a few scans
+            step = asyncio.ensure_future(cluster.step())
+            waiter = asyncio.ensure_future(arrived.wait())
+            await asyncio.wait({step, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            await cancel_and_wait(waiter)
+            if arrived.is_set():
+                break
+            await step
+        assert step is not None
+        assert scale_patches(cluster) == 1
+        assert not step.done()  # the loop waits for the server's answer
+        await write_clock.advance(FAST.scan_interval)  # the iteration's deadline passes
+        await step  # and the loop goes on
+        assert scale_patches(cluster) == 1  # sent once: not retried, not repeated
+        # counted as done: the scale-up 1 → 3 is reported and registered, nothing backs off
+        assert cluster.loop.report.scaled_up == [(group, 1, 3)]
+        assert cluster.loop.registry.scale_up_requests[group].increase == 2
+        assert cluster.loop.registry.backoff.status(group, cluster.now) is None
+        assert messages(cluster, "FailedToScaleUpGroup") == []
+        assert replicas(cluster, "small") == 1  # the write never landed
+        # The server answers again. The next iteration reads the size back from the object
+        # (still 1: proven not done) and makes the scale-up once more — one more patch.
+        cluster.api.faults.clear()
+        await cluster.step()
+        assert replicas(cluster, "small") == 3
+        assert scale_patches(cluster) == 2
+        await cluster.run_until(
+            lambda: len(cluster.running("burst")) == 6, limit=180, what="pods running"
+        )
+        assert scale_patches(cluster) == 2

@@ -32,6 +32,12 @@ this module reads the caches and carries the decisions out:
    (:mod:`.consolidation`);
 9. the status ConfigMap and the metrics are written whatever happened.
 
+The provider's calls of one iteration (``/scale`` reads and writes, Machine marks) share one
+deadline, ``--scan-interval`` from the iteration's start (:mod:`.write_deadline`): a hung
+``/scale`` write no longer holds the loop for the client's 5 × 30 s; left unanswered, it counts
+as done (the scale-up is registered, scale-down goes into cooldown) and the next iteration reads
+the size back from the object.
+
 Upstream starts with scale-down in cooldown (its last scale-up time is its start time), so no
 node is removed in the first ``--scale-down-delay-after-add`` after a start; so does kubescale.
 """
@@ -45,12 +51,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
+from kubescale.base.clock import Clock, RealClock
 from kubescale.base.logs import component_logger
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
     CloudProvider,
     ProviderSnapshot,
 )
 from kubescale.controllers.autoscaler.cloudprovider.clusterapi_provider import ClusterApiProvider
+from kubescale.controllers.autoscaler.cloudprovider.write_deadline import WriteDeadline
 from kubescale.controllers.autoscaler.clusterstate.backoff import ExponentialBackoff
 from kubescale.controllers.autoscaler.clusterstate.cluster_state import (
     ClusterStateRegistry,
@@ -160,8 +168,14 @@ class AutoscalerLoop:
         cpu_clock: Callable[[], float] = time.process_time,
         disruptions: DisruptionLedger | None = None,
         pods_ahead: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        write_clock: Clock | None = None,
     ) -> None:
         self.client = client
+        self.write_deadline = WriteDeadline(
+            clock=write_clock or RealClock(), seconds=settings.scan_interval
+        )
+        """The deadline of each iteration's provider calls (``--scan-interval``), on the real
+        clock unless one is injected: it bounds real I/O (:mod:`.write_deadline`)."""
         self.pods_ahead = pods_ahead
         """``--coordination one-brain``: each pod as the VPA will make it (the requests the
         webhook gives it), for binpacking and scale-down."""
@@ -179,6 +193,7 @@ class AutoscalerLoop:
             informers=informers,
             defaults=settings.node_defaults,
             discovery=settings.auto_discovery,
+            deadline=self.write_deadline,
         )
         self.nodes = informers.informer(NODES)
         self.pods = informers.informer(PODS)
@@ -353,6 +368,7 @@ class AutoscalerLoop:
     async def run_once(self, now: datetime) -> None:
         self.iterations += 1
         self.report = LoopReport()
+        self.write_deadline.start()
         started = self.cpu_clock()
         if self.started is None:
             self.started = now

@@ -29,6 +29,7 @@ from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
     CloudProvider,
     ProviderError,
     ProviderSnapshot,
+    WriteOutcomeUnknown,
 )
 from kubescale.controllers.autoscaler.clusterstate.cluster_state import (
     ClusterStateRegistry,
@@ -155,6 +156,14 @@ class Housekeeping:
             }
             try:
                 await self.provider.delete_nodes(group, [fake])
+            except WriteOutcomeUnknown as err:
+                # counts as done until the group's objects show otherwise
+                log.warning(
+                    "removal of an unregistered node unanswered; counted as done",
+                    extra={"fields": {"group": group.id, "error": str(err)}},
+                )
+                removed[group.id] = done + 1
+                continue
             except ProviderError as err:
                 self.status_event(
                     "Warning",
