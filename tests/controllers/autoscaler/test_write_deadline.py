@@ -64,6 +64,7 @@ async def test_an_unanswered_write_is_abandoned_at_the_deadline_as_unknown() -> 
     await clock.advance(9.999)
     assert not call.done()
     await clock.advance(0.001)  # 10 s: the deadline
+    assert call.done()
     with pytest.raises(WriteOutcomeUnknown, match=r"^resize g to 3: no answer within the 10s "):
         await call
     assert (request.sent, request.cancelled) == (1, 1)  # sent once, then given up
@@ -85,9 +86,24 @@ async def test_an_unanswered_read_wrote_nothing() -> None:
     request = Request()
     call = asyncio.ensure_future(deadline.call("read the size of g", request, writes=False))
     await clock.advance(5.0)
+    assert call.done()
     with pytest.raises(NothingWritten, match="nothing written"):
         await call
     assert not isinstance(call.exception(), WriteOutcomeUnknown)
+
+
+async def test_time_outside_the_calls_does_not_count() -> None:
+    # the iteration's CPU work before and between calls (snapshot, binpacking) is not API time
+    clock = VirtualClock()
+    deadline = await started(clock)
+    await clock.advance(60.0)  # a slow decision on a busy machine
+    request = Request()
+    call = asyncio.ensure_future(deadline.call("write", request, writes=True))
+    await clock.advance(9.0)
+    assert not call.done()  # 9 of its 10 s used
+    request.answer.set_result("ok")
+    assert await call == "ok"
+    assert deadline.remaining() == pytest.approx(1.0)
 
 
 async def test_calls_of_one_iteration_share_the_deadline() -> None:
@@ -101,6 +117,7 @@ async def test_calls_of_one_iteration_share_the_deadline() -> None:
     second = Request()
     call = asyncio.ensure_future(deadline.call("write", second, writes=True))
     await clock.advance(3.0)  # 7 + 3 = 10: the second call had 3 s, not 10
+    assert call.done()
     with pytest.raises(WriteOutcomeUnknown):
         await call
 

@@ -26,10 +26,10 @@ Reads and writes Cluster API objects exactly as upstream's clusterapi provider d
 Reads come from the shared informers (MachineDeployments, MachineSets, Machines, Nodes); writes
 go through the client. Kubernetes errors become :class:`~.cloud_provider.ProviderError`.
 
-Every request to the API server is bounded by the loop's per-iteration deadline
-(:mod:`.write_deadline`): a ``/scale`` patch or a Machine update left unanswered raises
-:class:`~.cloud_provider.WriteOutcomeUnknown` and is not sent again in that iteration — the
-next iteration reads the size back from the object; a ``GET`` left unanswered raises
+Every request to the API server is bounded by the loop's per-iteration budget of time spent
+waiting on it (:mod:`.write_deadline`): a ``/scale`` patch or a Machine update left unanswered
+raises :class:`~.cloud_provider.WriteOutcomeUnknown` and is not sent again in that iteration —
+the next iteration reads the size back from the object; a ``GET`` left unanswered raises
 :class:`~.cloud_provider.NothingWritten`. A resize whose outcome is unknown keeps the Machine's
 ``delete-machine`` mark (the size may have gone down).
 """

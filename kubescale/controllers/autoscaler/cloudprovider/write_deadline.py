@@ -2,8 +2,10 @@
 
 A ``/scale`` write the API server never answers would otherwise hold the loop for the client's
 whole retry budget (5 tries × a 30 s request timeout = 150 s) every time it is tried. Instead,
-every provider call of one iteration shares one deadline (:meth:`WriteDeadline.start` at the
-start of each iteration, ``--scan-interval`` seconds by default):
+the provider calls of one iteration may wait on the API server for ``--scan-interval`` seconds
+in all (:meth:`WriteDeadline.start` at the start of each iteration). Only the time spent inside
+the calls counts, so the CPU work of the iteration before them (snapshot, binpacking) does not
+use it up on a busy machine:
 
 * a call still unanswered when the deadline passes is abandoned (its request cancelled); if it
   was a write, :class:`~.cloud_provider.WriteOutcomeUnknown` — the write may have been committed
@@ -46,16 +48,15 @@ class WriteDeadline:
             raise ValueError("the provider call deadline must be positive")
         self.clock = clock
         self.seconds = seconds
-        self._ends: float | None = None
+        self._spent = 0.0
 
     def start(self) -> None:
-        """A new iteration: its calls have ``seconds`` from now."""
-        self._ends = self.clock.monotonic() + self.seconds
+        """A new iteration: its calls have ``seconds`` between them again."""
+        self._spent = 0.0
 
     def remaining(self) -> float:
-        if self._ends is None:
-            return self.seconds
-        return self._ends - self.clock.monotonic()
+        """Seconds the iteration's calls may still wait."""
+        return self.seconds - self._spent
 
     async def call(self, what: str, request: Callable[[], Awaitable[T]], *, writes: bool) -> T:
         """``request()`` if it answers before the deadline. ``what`` names it in errors
@@ -66,6 +67,7 @@ class WriteDeadline:
             raise NothingWritten(
                 f"{what}: not sent, the {self.seconds:g}s deadline of this iteration has passed"
             )
+        began = self.clock.monotonic()
         task = asyncio.ensure_future(request())
         timer = asyncio.ensure_future(self.clock.sleep(remaining))
         try:
@@ -73,11 +75,13 @@ class WriteDeadline:
         except BaseException:
             await cancel_and_wait(task, timer)  # the caller is cancelled: so is the request
             raise
+        finally:
+            self._spent += self.clock.monotonic() - began
         if task in done:
             await cancel_and_wait(timer)
             return task.result()
         await cancel_and_wait(task)
-        self._ends = self.clock.monotonic()  # spent: the iteration sends nothing more
+        self._spent = self.seconds  # used up: the iteration sends nothing more
         if writes:
             raise WriteOutcomeUnknown(
                 f"{what}: no answer within the {self.seconds:g}s deadline of this iteration; "

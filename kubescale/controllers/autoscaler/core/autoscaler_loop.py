@@ -32,8 +32,8 @@ this module reads the caches and carries the decisions out:
    (:mod:`.consolidation`);
 9. the status ConfigMap and the metrics are written whatever happened.
 
-The provider's calls of one iteration (``/scale`` reads and writes, Machine marks) share one
-deadline, ``--scan-interval`` from the iteration's start (:mod:`.write_deadline`): a hung
+The provider's calls of one iteration (``/scale`` reads and writes, Machine marks) may wait on
+the API server for ``--scan-interval`` in all (:mod:`.write_deadline`): a hung
 ``/scale`` write no longer holds the loop for the client's 5 × 30 s; left unanswered, it counts
 as done (the scale-up is registered, scale-down goes into cooldown) and the next iteration reads
 the size back from the object.
@@ -174,8 +174,9 @@ class AutoscalerLoop:
         self.write_deadline = WriteDeadline(
             clock=write_clock or RealClock(), seconds=settings.scan_interval
         )
-        """The deadline of each iteration's provider calls (``--scan-interval``), on the real
-        clock unless one is injected: it bounds real I/O (:mod:`.write_deadline`)."""
+        """How long each iteration's provider calls may wait on the API server in all
+        (``--scan-interval``), on the real clock unless one is injected: it bounds real I/O
+        (:mod:`.write_deadline`)."""
         self.pods_ahead = pods_ahead
         """``--coordination one-brain``: each pod as the VPA will make it (the requests the
         webhook gives it), for binpacking and scale-down."""
