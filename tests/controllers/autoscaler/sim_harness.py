@@ -20,7 +20,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kubescale.base.clock import VirtualClock
+from kubescale.base.clock import Clock, VirtualClock
 from kubescale.controllers.autoscaler.config.autoscaler_config import AutoscalerSettings
 from kubescale.controllers.autoscaler.core.autoscaler_loop import AutoscalerLoop
 from kubescale.controllers.autoscaler.metrics.autoscaler_metrics import AutoscalerMetrics
@@ -115,6 +115,22 @@ class SimCluster:
             await self.step()
             waited += self.step_seconds
 
+    def take_over(self) -> AutoscalerLoop:
+        """A new leader (or a restarted process): a loop with no memory replaces the current
+        one, on the same client, caches, metrics and event recorder — what the component does
+        at the start of a new term of leadership."""
+        old = self.loop
+        self.loop = AutoscalerLoop(
+            client=old.client,
+            informers=old.informers,
+            settings=old.settings,
+            metrics=old.metrics,
+            events=old.events,
+            rng=random.Random(self.loop.iterations),
+            write_clock=old.write_deadline.clock,
+        )
+        return self.loop
+
     # ------------------------------------------------------------------------ queries
 
     def pods(self, prefix: str = "") -> list[dict[str, Any]]:
@@ -157,8 +173,11 @@ async def sim_cluster(
     objects: Sequence[dict[str, Any]] = (),
     seed: int = 1,
     crd_dirs: Sequence[Path] = (),
+    write_clock: Clock | None = None,
 ) -> AsyncIterator[SimCluster]:
-    """``crd_dirs``: CRDs the API server loads (Cluster API at v1beta2: ``capi_v1beta2_crds``)."""
+    """``crd_dirs``: CRDs the API server loads (Cluster API at v1beta2: ``capi_v1beta2_crds``).
+    ``write_clock``: the clock of the loop's per-iteration deadline for provider calls (the
+    real clock by default; a test that hangs a write injects a virtual one)."""
     clock = VirtualClock(START)
     async with ApiServer(clock=clock, crd_dirs=list(crd_dirs), seed=seed) as api:
         for obj in objects:
@@ -191,6 +210,7 @@ async def sim_cluster(
                 metrics=AutoscalerMetrics(registry),
                 events=events,
                 rng=random.Random(seed),
+                write_clock=write_clock,
             )
             informers.start()
             try:

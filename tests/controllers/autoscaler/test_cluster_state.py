@@ -4,6 +4,7 @@ scale-up timeouts with backoff, unregistered nodes, incorrect sizes."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -95,17 +96,73 @@ def test_startup_taint_makes_a_node_not_ready() -> None:
     assert node_readiness(custom, ("example.com/warming",)).ready is False
 
 
-def test_upcoming_nodes_need_a_scale_up_request() -> None:
+# Upstream's GetUpcomingNodes (clusterstate.go): for every node group,
+#   upcoming = target − (ready + unready + suspended + longUnregistered), kept when > 0;
+# registered NotStarted nodes and fresh unregistered instances are part of it. Neither a
+# scale-up request nor a backoff enters the rule: a process that did not raise the target (a new
+# leader, a restart) sees the same count.
+PENDING = Instance(id="pending-machine-default_a-p", state=InstanceState.CREATING)
+BOOTING = NOW - timedelta(minutes=2)  # < max-node-startup-time 15m: NotStarted
+
+
+@pytest.mark.parametrize(
+    ("target", "ready", "unready", "not_started", "pending", "requested", "backoff", "expected"),
+    [
+        (5, 2, 0, 0, 0, False, False, 3),  # 5 − 2 = 3, with no request known (new leader)
+        (5, 2, 0, 0, 0, True, False, 3),  # the same with the request remembered
+        (5, 2, 0, 0, 0, False, True, 3),  # backed off: still coming (upstream does not look)
+        (5, 2, 1, 0, 0, False, False, 2),  # 5 − (2 ready + 1 unready) = 2
+        (5, 2, 0, 2, 0, False, False, 3),  # NotStarted nodes are upcoming: 5 − 2 = 3
+        (5, 2, 0, 0, 3, False, False, 3),  # fresh unregistered instances too: 5 − 2 = 3
+        (2, 2, 0, 0, 0, False, False, None),  # 2 − 2 = 0: not listed
+        (1, 2, 0, 0, 0, False, False, None),  # 1 − 2 < 0: not listed
+    ],
+)
+def test_upcoming_nodes_come_from_target_size_against_registered_nodes(
+    *,
+    target: int,
+    ready: int,
+    unready: int,
+    not_started: int,
+    pending: int,
+    requested: bool,
+    backoff: bool,
+    expected: int | None,
+) -> None:
     csr = registry()
-    existing = [node("a-0"), node("a-1")]
-    g = group("a", nodes=existing, target=5)
-    update(csr, existing, g)
-    # target 5 − ready 2 = 3, but no request: not counted (upstream skips them)
-    assert csr.upcoming_nodes(NOW) == ({}, {})
-    csr.register_scale_up(g, 3, NOW)
-    update(csr, existing, g)
-    assert csr.upcoming_nodes(NOW) == ({"a": 3}, {"a": []})
-    assert csr.is_scaling_up("a")
+    nodes = (
+        [node(f"a-r{i}") for i in range(ready)]
+        + [node(f"a-u{i}", ready=False, created=OLD) for i in range(unready)]
+        + [node(f"a-n{i}", ready=False, created=BOOTING) for i in range(not_started)]
+    )
+    extra = tuple(replace(PENDING, id=f"{PENDING.id}{i}") for i in range(pending))
+    g = group("a", nodes=nodes, target=target, extra_instances=extra)
+    if requested:
+        csr.register_scale_up(g, target - ready, NOW)
+    if backoff:
+        csr.register_failed_scale_up(
+            g, InstanceErrorInfo(error_class=ErrorClass.OTHER, code="x", message="x"), NOW
+        )
+    update(csr, nodes, g)
+    counts, registered = csr.upcoming_nodes()
+    if expected is None:
+        assert (counts, registered) == ({}, {})
+    else:
+        assert counts == {"a": expected}
+        assert registered == {"a": [f"a-n{i}" for i in range(not_started)]}
+    # "is scaling up" (timeouts, instance errors) still needs this process's own request
+    assert csr.is_scaling_up("a") is (requested and expected is not None)
+
+
+def test_long_unregistered_instances_are_not_upcoming() -> None:
+    csr = registry()
+    existing = [node("a-0")]
+    g = group("a", nodes=existing, target=3, extra_instances=(PENDING,))
+    update(csr, existing, g)  # the pending machine is first seen now
+    assert csr.upcoming_nodes()[0] == {"a": 2}  # 3 − 1 ready
+    # 15m (max-node-provision-time) later it is long unregistered: 3 − (1 + 1) = 1
+    update(csr, existing, g, at=timedelta(minutes=15, seconds=1))
+    assert csr.upcoming_nodes()[0] == {"a": 1}
 
 
 def test_scale_up_times_out_after_max_node_provision_time() -> None:

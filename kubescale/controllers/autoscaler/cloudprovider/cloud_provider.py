@@ -12,7 +12,10 @@ so that another cloud is one module:
   :meth:`~CloudProvider.decrease_target_size` (``DecreaseTargetSize``: only unfulfilled
   requests, never existing nodes) and
   :meth:`~CloudProvider.delete_nodes` (``DeleteNodes``: the named nodes, target decremented).
-  A failure raises :class:`ProviderError` with a one-line message.
+  A failure raises :class:`ProviderError` with a one-line message; a write that was sent but
+  not answered raises :class:`WriteOutcomeUnknown` (it may have happened: callers count it as
+  done until the provider's objects show otherwise), and one that could not be sent in time
+  :class:`NothingWritten`.
 
 Instance ids are the nodes' ``spec.providerID``; an instance with no node yet is
 "unregistered" (upstream's ``Instance{Id, Status{State, ErrorInfo}}``).
@@ -34,9 +37,11 @@ __all__ = [
     "InstanceErrorInfo",
     "InstanceState",
     "NodeGroup",
+    "NothingWritten",
     "ProviderError",
     "ProviderProblem",
     "ProviderSnapshot",
+    "WriteOutcomeUnknown",
 ]
 
 
@@ -136,6 +141,16 @@ class ProviderSnapshot:
 
 class ProviderError(Exception):
     """A provider call that failed; the message is one line for events and logs."""
+
+
+class WriteOutcomeUnknown(ProviderError):
+    """A write was sent and no answer came in time: it may or may not have happened. It counts
+    as done until the provider's objects prove otherwise; it is not sent again blindly."""
+
+
+class NothingWritten(ProviderError):
+    """No write was sent: the iteration's deadline for provider calls passed first (a read
+    before it did not answer, or the time was used up). Not the node group's fault."""
 
 
 class CloudProvider(Protocol):

@@ -4,7 +4,8 @@
 ``clusterapi_nodegroup.go`` (reference §4.1):
 
 * **size bounds**: ``cluster.x-k8s.io/cluster-api-autoscaler-node-group-{min,max}-size``
-  (``strconv.Atoi``); missing counts as 0; a non-integer, a negative value or max < min is an
+  (``strconv.Atoi``: sign and ASCII digits only, within int64 — :mod:`kubescale.base.go_strconv`);
+  missing counts as 0; a non-integer, an out-of-range or negative value or max < min is an
   error naming the annotation. A resource with max 0 is not a node group;
 * **node group id**: ``<Kind>/<namespace>/<name>``;
 * **scale from zero**: ``capacity.cluster-autoscaler.kubernetes.io/{cpu,memory,ephemeral-disk}``
@@ -28,13 +29,13 @@ the ``price`` expander and consolidation use.
 from __future__ import annotations
 
 import argparse
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Final
 
 from kubescale.base.flag_types import parse_duration
+from kubescale.base.go_strconv import GoAtoiError, go_atoi
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
     ErrorClass,
     Instance,
@@ -78,8 +79,6 @@ OPTIONS_PREFIX: Final = f"{CAPI_GROUP}/autoscaling-options-"
 CAPACITY_PREFIX: Final = "capacity.cluster-autoscaler.kubernetes.io/"
 PRICE_ANNOTATION: Final = "autoscaling.kubescale.dev/price-per-hour"
 DEFAULT_MAX_PODS: Final = 110
-_GO_INT: Final = re.compile(r"^[+-]?[0-9]+$")
-"""What ``strconv.Atoi`` accepts (no spaces, no underscores)."""
 _EFFECTS: Final = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 _FLOAT_OPTIONS: Final = {
     "scaledownutilizationthreshold": "scale_down_utilization_threshold",
@@ -107,13 +106,24 @@ def _annotations(resource: Mapping[str, Any]) -> Mapping[str, str]:
     return (resource.get("metadata") or {}).get("annotations") or {}
 
 
+def _go_int(key: str, raw: str) -> int:
+    """``strconv.Atoi`` as upstream parses these annotations: an optional sign and ASCII
+    digits only, within int64 (:mod:`kubescale.base.go_strconv`)."""
+    try:
+        return go_atoi(raw)
+    except GoAtoiError as err:
+        if err.reason == "invalid syntax":
+            raise AnnotationError(f"annotation {key}={raw!r} is not an integer") from None
+        raise AnnotationError(
+            f"annotation {key}={raw!r} is not an integer: value out of range"
+        ) from None
+
+
 def _atoi(annotations: Mapping[str, str], key: str) -> int:
     raw = annotations.get(key)
     if raw is None:
         return 0
-    if not _GO_INT.match(raw):
-        raise AnnotationError(f"annotation {key}={raw!r} is not an integer")
-    value = int(raw)
+    value = _go_int(key, raw)
     if value < 0:
         raise AnnotationError(f"annotation {key}={raw!r} is negative")
     return value
@@ -181,9 +191,7 @@ def _integer(annotations: Mapping[str, str], key: str) -> int | None:
     raw = annotations.get(CAPACITY_PREFIX + key)
     if not raw:
         return None
-    if not _GO_INT.match(raw):
-        raise AnnotationError(f"annotation {CAPACITY_PREFIX}{key}={raw!r} is not an integer")
-    return int(raw)
+    return _go_int(CAPACITY_PREFIX + key, raw)
 
 
 def _managed_labels(resource: Mapping[str, Any]) -> dict[str, str]:
@@ -328,10 +336,11 @@ def rolling_out(machine_sets: Sequence[Mapping[str, Any]]) -> bool:
         annotations = (machine_set.get("metadata") or {}).get("annotations") or {}
         if REVISION_ANNOTATION not in annotations:
             continue
-        revision = str(annotations[REVISION_ANNOTATION])
-        if not _GO_INT.match(revision):
+        try:
+            revision = go_atoi(str(annotations[REVISION_ANNOTATION]))
+        except GoAtoiError:
             return True
-        latest = max(latest, int(revision))
+        latest = max(latest, revision)
     for machine_set in machine_sets:
         annotations = (machine_set.get("metadata") or {}).get("annotations") or {}
         if annotations.get(REVISION_ANNOTATION) == str(latest):

@@ -32,12 +32,19 @@ in discovery (:mod:`.clusterapi_versions`), found by :meth:`ClusterApiProvider.p
 first refresh. Reads come from the shared informers (MachineDeployments, MachineSets, Machines at
 that version, Nodes); writes go through the client. Kubernetes errors become
 :class:`~.cloud_provider.ProviderError`.
+
+Every request to the API server is bounded by the loop's per-iteration budget of time spent
+waiting on it (:mod:`.write_deadline`): a ``/scale`` patch or a Machine update left unanswered
+raises :class:`~.cloud_provider.WriteOutcomeUnknown` and is not sent again in that iteration —
+the next iteration reads the size back from the object; a ``GET`` left unanswered raises
+:class:`~.cloud_provider.NothingWritten`. A resize whose outcome is unknown keeps the Machine's
+``delete-machine`` mark (the size may have gone down).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Final, TypeVar
 
 from kubescale.base.go_time import go_time_string
 from kubescale.base.logs import component_logger
@@ -47,6 +54,7 @@ from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
     ProviderError,
     ProviderProblem,
     ProviderSnapshot,
+    WriteOutcomeUnknown,
 )
 from kubescale.controllers.autoscaler.cloudprovider.clusterapi_annotations import (
     DELETE_MACHINE_ANNOTATION,
@@ -69,6 +77,7 @@ from kubescale.controllers.autoscaler.cloudprovider.clusterapi_versions import (
     capi_types,
     preferred_version,
 )
+from kubescale.controllers.autoscaler.cloudprovider.write_deadline import WriteDeadline
 from kubescale.controllers.autoscaler.config.autoscaler_settings import (
     AutoDiscoverySpec,
     NodeGroupDefaults,
@@ -101,6 +110,7 @@ _NODE_LABELS_FROM_EXISTING: Final = (
     "topology.kubernetes.io/zone",
 )
 KUBE_PROXY_CPU: Final = "100m"
+T = TypeVar("T")
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -208,10 +218,13 @@ class ClusterApiProvider:
         discovery: Sequence[AutoDiscoverySpec] = (),
         capi_group: str = DEFAULT_CAPI_GROUP,
         capi_version: str = "",
+        deadline: WriteDeadline | None = None,
     ) -> None:
         """``capi_version`` empty: the group's preferred version, from discovery on the first
         :meth:`prepare` (the Cluster API caches are declared then)."""
         self.client = client
+        self.deadline = deadline
+        """The loop's per-iteration deadline for API calls; ``None``: the client's own."""
         self.defaults = defaults
         self.discovery = tuple(discovery)
         self.capi_group = capi_group
@@ -463,10 +476,19 @@ class ClusterApiProvider:
             raise ProviderError(f"unknown scalable resource kind {kind}")
         return resource, namespace, name
 
+    async def _bounded(self, what: str, request: Callable[[], Awaitable[T]], *, writes: bool) -> T:
+        if self.deadline is None:
+            return await request()
+        return await self.deadline.call(what, request, writes=writes)
+
     async def _replicas(self, group: NodeGroup) -> int:
         resource, namespace, name = self._target(group)
         try:
-            scale = await self.client.get_scale(resource, name, namespace=namespace)
+            scale = await self._bounded(
+                f"read the size of {group.id}",
+                lambda: self.client.get_scale(resource, name, namespace=namespace),
+                writes=False,
+            )
         except KubeError as err:
             raise ProviderError(f"cannot read the size of {group.id}: {err}") from err
         return int((scale.get("spec") or {}).get("replicas") or 0)
@@ -483,7 +505,11 @@ class ClusterApiProvider:
             )
         resource, namespace, name = self._target(group)
         try:
-            await self.client.scale(resource, name, namespace=namespace, replicas=replicas)
+            await self._bounded(
+                f"resize {group.id} to {replicas}",
+                lambda: self.client.scale(resource, name, namespace=namespace, replicas=replicas),
+                writes=True,
+            )
         except KubeError as err:
             raise ProviderError(f"cannot resize {group.id}: {err}") from err
 
@@ -530,6 +556,8 @@ class ClusterApiProvider:
             await self._mark(machine, True)
             try:
                 await self._set_size(group, replicas - 1)
+            except WriteOutcomeUnknown:
+                raise  # the size may have gone down: the mark stays with it
             except ProviderError:
                 try:
                     await self._mark(machine, False)
@@ -542,15 +570,24 @@ class ClusterApiProvider:
         """``MarkMachineForDeletion`` / ``UnmarkMachineForDeletion``: GET, annotate, PUT."""
         meta = _meta(machine)
         name, namespace = str(meta.get("name", "")), str(meta.get("namespace", ""))
+        action = "mark" if marked else "unmark"
         try:
             machines = self._ready()[0].machines
-            current = await self.client.get(machines, name, namespace=namespace)
+            current = await self._bounded(
+                f"read machine {namespace}/{name}",
+                lambda: self.client.get(machines, name, namespace=namespace),
+                writes=False,
+            )
             annotations = dict(current["metadata"].get("annotations") or {})
             if marked:
                 annotations[DELETE_MACHINE_ANNOTATION] = go_time_string(self.client.clock.now())
             else:
                 annotations.pop(DELETE_MACHINE_ANNOTATION, None)
             current["metadata"]["annotations"] = annotations
-            await self.client.update(machines, current)
+            await self._bounded(
+                f"{action} machine {namespace}/{name} for deletion",
+                lambda: self.client.update(machines, current),
+                writes=True,
+            )
         except KubeError as err:
             raise ProviderError(f"cannot annotate machine {namespace}/{name}: {err}") from err

@@ -19,8 +19,12 @@ Definitions (upstream's):
   ``LongUnregistered`` once ``max-node-provision-time`` has passed since it was first seen;
 * acceptable range: ``[target − longUnregistered − Σ pending increases, target + pending
   deletions]``, current target = the provider's target size;
-* upcoming nodes: ``target − (ready + unready + suspended + longUnregistered)``, counted only
-  for groups with a scale-up request that are not backed off;
+* upcoming nodes: ``target − (ready + unready + suspended + longUnregistered)``, for every
+  group (``GetUpcomingNodes`` loops over ``NodeGroups()``): they come from the provider's
+  target size against the registered nodes, so any process sees them — a new leader, or a
+  restarted process, that never made the scale-up in flight does not make it again. (The
+  scale-up requests only this process remembers decide whether a group "is scaling up", for
+  timeouts and instance-creation errors, not how many nodes are coming.)
 * cluster healthy unless unready > ``--ok-total-unready-count`` **and** unready >
   ``--max-total-unready-percentage`` % of all nodes; a group is unhealthy when its
   "unjustified unready" (``minNodes − ready − suspended``) is above both limits too;
@@ -433,19 +437,22 @@ class ClusterStateRegistry:
     def is_scaling_up(self, group_id: str) -> bool:
         return self._has_upcoming(group_id) and group_id in self.scale_up_requests
 
-    def upcoming_nodes(self, now: datetime) -> tuple[dict[str, int], dict[str, list[str]]]:
+    def upcoming_nodes(self) -> tuple[dict[str, int], dict[str, list[str]]]:
         """``GetUpcomingNodes``: per group, how many nodes are coming, and the registered
-        not-started nodes among them."""
+        not-started nodes among them.
+
+        Upstream (``clusterstate.go``, ``GetUpcomingNodes``) counts every node group whose
+        target is above its ready + unready (+ suspended) + long-unregistered nodes, whoever
+        raised the target and whether or not the group is backed off; it does not look at the
+        scale-up requests."""
         counts: dict[str, int] = {}
         registered: dict[str, list[str]] = {}
         for group_id in self.snapshot.groups:
             readiness = self.per_group.get(group_id, Readiness())
             acceptable = self.ranges.get(group_id, AcceptableRange(0, 0, 0))
             coming = _upcoming(readiness, acceptable)
-            if coming <= 0 or group_id not in self.scale_up_requests:
-                continue
-            if self.backoff.status(group_id, now) is not None:
-                continue
+            if coming <= 0:
+                continue  # "negative value is unlikely but theoretically possible"
             counts[group_id] = coming
             registered[group_id] = list(readiness.not_started)
         return counts, registered

@@ -11,7 +11,13 @@ this module reads the caches and carries the decisions out:
 3. the cluster state registry is updated; timed-out scale-ups are taken back
    (``DecreaseTargetSize``, event ``ScaleUpTimedOut``), instance creation errors reported;
 4. instances unregistered for longer than ``--max-node-provision-time`` are deleted (within
-   target − min unless ``--force-delete-unregistered-nodes``; event ``DeleteUnregistered``);
+   target − min unless ``--force-delete-unregistered-nodes``; event ``DeleteUnregistered``).
+   A group resized here is not scaled up again in the same iteration: its target size in this
+   iteration's snapshot is the one from before the deletions, and raising the size back at
+   once would undo them before Cluster API removes the marked machines — the same machines,
+   unregistered for as long as before, would be removed and re-added every loop. The next
+   iteration sees the new size (deviation: upstream scales up on the stale snapshot and
+   relies on its MachineSet controller being faster than its own loop);
 5. an unhealthy cluster stops the loop here (event ``ClusterUnhealthy``, unneeded nodes
    forgotten);
 6. instances whose creation failed are deleted; a group whose size is wrong for longer than
@@ -26,6 +32,12 @@ this module reads the caches and carries the decisions out:
    (:mod:`.consolidation`);
 9. the status ConfigMap and the metrics are written whatever happened.
 
+The provider's calls of one iteration (``/scale`` reads and writes, Machine marks) may wait on
+the API server for ``--scan-interval`` in all (:mod:`.write_deadline`): a hung
+``/scale`` write no longer holds the loop for the client's 5 × 30 s; left unanswered, it counts
+as done (the scale-up is registered, scale-down goes into cooldown) and the next iteration reads
+the size back from the object.
+
 Upstream starts with scale-down in cooldown (its last scale-up time is its start time), so no
 node is removed in the first ``--scale-down-delay-after-add`` after a start; so does kubescale.
 """
@@ -39,6 +51,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
+from kubescale.base.clock import Clock, RealClock
 from kubescale.base.logs import component_logger
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
     CloudProvider,
@@ -46,6 +59,7 @@ from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
     ProviderSnapshot,
 )
 from kubescale.controllers.autoscaler.cloudprovider.clusterapi_provider import ClusterApiProvider
+from kubescale.controllers.autoscaler.cloudprovider.write_deadline import WriteDeadline
 from kubescale.controllers.autoscaler.clusterstate.backoff import ExponentialBackoff
 from kubescale.controllers.autoscaler.clusterstate.cluster_state import (
     ClusterStateRegistry,
@@ -155,8 +169,15 @@ class AutoscalerLoop:
         cpu_clock: Callable[[], float] = time.process_time,
         disruptions: DisruptionLedger | None = None,
         pods_ahead: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        write_clock: Clock | None = None,
     ) -> None:
         self.client = client
+        self.write_deadline = WriteDeadline(
+            clock=write_clock or RealClock(), seconds=settings.scan_interval
+        )
+        """How long each iteration's provider calls may wait on the API server in all
+        (``--scan-interval``), on the real clock unless one is injected: it bounds real I/O
+        (:mod:`.write_deadline`)."""
         self.pods_ahead = pods_ahead
         """``--coordination one-brain``: each pod as the VPA will make it (the requests the
         webhook gives it), for binpacking and scale-down."""
@@ -176,6 +197,7 @@ class AutoscalerLoop:
             discovery=settings.auto_discovery,
             capi_group=settings.capi_group,
             capi_version=settings.capi_version,
+            deadline=self.write_deadline,
         )
         self.nodes = informers.informer(NODES)
         self.pods = informers.informer(PODS)
@@ -350,6 +372,7 @@ class AutoscalerLoop:
     async def run_once(self, now: datetime) -> None:
         self.iterations += 1
         self.report = LoopReport()
+        self.write_deadline.start()
         started = self.cpu_clock()
         if not await self._provider_ready():
             return
@@ -424,7 +447,7 @@ class AutoscalerLoop:
             nodes=nodes, snapshot=snapshot, readiness=self.readiness, now=now
         )
         await self.housekeeping.apply_state_effects(effects)
-        await self.housekeeping.remove_old_unregistered(snapshot)
+        resized = await self.housekeeping.remove_old_unregistered(snapshot)
         if not self.registry.is_cluster_healthy():
             self.scale_down.planner.clear()
             self.status.event("Warning", "ClusterUnhealthy", "Cluster is unhealthy")
@@ -436,7 +459,7 @@ class AutoscalerLoop:
             self.report.stopped = "FixedNodeGroupSizes"
             return
         # ----------------------------------------------------------------- scale-up
-        upcoming, registered = self.registry.upcoming_nodes(now)
+        upcoming, registered = self.registry.upcoming_nodes()
         not_started = inject_upcoming(journal, templates, upcoming, registered)
         ready_nodes = [n for n in nodes if self.readiness(n).ready]
         pending = drop_expendable(lists.unschedulable, cutoff=cutoff, priority=priority)
@@ -465,6 +488,8 @@ class AutoscalerLoop:
                     templates=templates,
                     journal=journal,
                     ready_nodes=ready_nodes,
+                    upcoming=sum(upcoming.values()),
+                    resized=resized,
                     nodes=nodes,
                     now=now,
                 )

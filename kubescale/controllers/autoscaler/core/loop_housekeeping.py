@@ -10,7 +10,8 @@
   (``ScaleUpFailed``);
 * :meth:`~Housekeeping.remove_old_unregistered` — ``removeOldUnregisteredNodes``: instances
   unregistered for longer than the provision time are deleted, within ``target − min`` unless
-  ``--force-delete-unregistered-nodes`` (``DeleteUnregistered``);
+  ``--force-delete-unregistered-nodes`` (``DeleteUnregistered``); it returns the groups it
+  resized;
 * :meth:`~Housekeeping.delete_created_with_errors` — ``deleteCreatedNodesWithErrors``;
 * :meth:`~Housekeeping.fix_node_group_sizes` — ``fixNodeGroupSize``: a group whose size has been
   wrong (fewer registered nodes than its target) for longer than the provision time gets its
@@ -28,6 +29,7 @@ from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
     CloudProvider,
     ProviderError,
     ProviderSnapshot,
+    WriteOutcomeUnknown,
 )
 from kubescale.controllers.autoscaler.clusterstate.cluster_state import (
     ClusterStateRegistry,
@@ -133,8 +135,11 @@ class Housekeeping:
                 )
                 self.metrics.failed_scale_ups_total.labels("cloudProviderError").inc()
 
-    async def remove_old_unregistered(self, snapshot: ProviderSnapshot) -> None:
-        """``removeOldUnregisteredNodes``."""
+    async def remove_old_unregistered(self, snapshot: ProviderSnapshot) -> set[str]:
+        """``removeOldUnregisteredNodes``; the ids of the groups it resized.
+
+        Those groups' target sizes and instances in ``snapshot`` are stale for the rest of the
+        iteration: the loop does not scale them up on it (see the loop's step 4)."""
         removed: dict[str, int] = {}
         for unregistered in self.registry.long_unregistered():
             group = snapshot.groups.get(unregistered.group_id)
@@ -151,6 +156,14 @@ class Housekeeping:
             }
             try:
                 await self.provider.delete_nodes(group, [fake])
+            except WriteOutcomeUnknown as err:
+                # counts as done until the group's objects show otherwise
+                log.warning(
+                    "removal of an unregistered node unanswered; counted as done",
+                    extra={"fields": {"group": group.id, "error": str(err)}},
+                )
+                removed[group.id] = done + 1
+                continue
             except ProviderError as err:
                 self.status_event(
                     "Warning",
@@ -165,6 +178,7 @@ class Housekeeping:
                 f"Removed unregistered node {unregistered.instance_id}",
             )
             self.metrics.old_unregistered_nodes_removed_count.inc()
+        return set(removed)
 
     async def delete_created_with_errors(self, snapshot: ProviderSnapshot) -> None:
         """``deleteCreatedNodesWithErrors``: instances whose creation failed."""

@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -144,9 +144,16 @@ class ScaleUpPhase:
         templates: Mapping[str, TemplateNode],
         journal: SnapshotJournal,
         ready_nodes: Sequence[Node],
+        upcoming: int,
         nodes: Sequence[Node],
         now: datetime,
+        resized: Collection[str] = (),
     ) -> ScaleUpOutcome:
+        """``ScaleUpOrchestrator.ScaleUp``: ``--max-nodes-total`` is checked against the ready
+        nodes plus the ``upcoming`` ones (upstream: ``len(nodes)+len(upcomingNodes)`` in
+        ``filterValidScaleUpNodeGroups``, ``ComputeExpansionOption`` and
+        ``GetCappedNewNodeCount``), so nodes still booting count against the cap. Groups in
+        ``resized`` (their unregistered nodes were removed this iteration) are not offered."""
         other_capacity = [
             node_capacity(n)
             for n in nodes
@@ -162,11 +169,11 @@ class ScaleUpPhase:
         decision = decide_scale_up(
             ScaleUpInputs(
                 pending=pending,
-                groups=list(snapshot.groups.values()),
+                groups=[g for g in snapshot.groups.values() if g.id not in resized],
                 templates=templates,
                 safety=lambda g: self.registry.scale_up_safety(g, now),
                 journal=journal,
-                current_nodes=len(ready_nodes),
+                current_nodes=len(ready_nodes) + upcoming,
                 other_capacity=other_capacity,
                 settings=self.settings,
                 expander=expander,

@@ -105,7 +105,9 @@ class ScaleUpInputs:
     journal: SnapshotJournal
     """The snapshot with existing and upcoming nodes (unchanged on return)."""
     current_nodes: int
-    """Nodes counted against ``--max-nodes-total`` (upstream: the ready nodes)."""
+    """Nodes counted against ``--max-nodes-total``: upstream's ``len(nodes) +
+    len(upcomingNodes)``, the ready nodes and those still coming (booting, unregistered, or
+    only in a target size)."""
     other_capacity: Sequence[Mapping[str, int]] = ()
     """Capacity of nodes outside every group (resource limits)."""
     settings: AutoscalerSettings

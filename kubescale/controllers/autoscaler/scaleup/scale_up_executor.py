@@ -5,10 +5,16 @@ For each group of the decision, in order (upstream's synchronous mode): event ``
 success: the request is registered in the cluster state (expected within
 ``max-node-provision-time``) and ``ScaledUpGroup`` "Scale-up: group <g> size set to ..."; a
 failure: ``FailedToScaleUpGroup`` "Scale-up failed for group <g>: <error>", the group backs off,
-and the groups after it are not tried. Then, like ``EventingScaleUpStatusProcessor``: when the
-scale-up succeeded each pod that triggered it gets ``TriggeredScaleUp`` "pod triggered
-scale-up: [{g cur->new (max: m)} ...]"; when no scale-up was possible (not on an error), each pod
-left gets ``NotTriggerScaleUp`` "pod didn't trigger scale-up: <reasons>".
+and the groups after it are not tried. A write left unanswered at the iteration's deadline
+(``WriteOutcomeUnknown``) counts as done until proven otherwise: the request is registered and
+the scale-up reported as made, with no backoff; the groups after it are not tried, and the
+next iteration reads the size back from the object (the write is not repeated blindly: if it
+did not land, the next decision starts from the size the object shows). A call not sent in
+time (``NothingWritten``) stops the execution with no backoff either. Then, like
+``EventingScaleUpStatusProcessor``: when the scale-up succeeded each pod that triggered it
+gets ``TriggeredScaleUp`` "pod triggered scale-up: [{g cur->new (max: m)} ...]"; when no
+scale-up was possible (not on an error), each pod left gets ``NotTriggerScaleUp`` "pod didn't
+trigger scale-up: <reasons>".
 """
 
 from __future__ import annotations
@@ -23,7 +29,9 @@ from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
     CloudProvider,
     ErrorClass,
     InstanceErrorInfo,
+    NothingWritten,
     ProviderError,
+    WriteOutcomeUnknown,
 )
 from kubescale.controllers.autoscaler.clusterstate.cluster_state import ClusterStateRegistry
 from kubescale.controllers.autoscaler.metrics.autoscaler_metrics import AutoscalerMetrics
@@ -46,6 +54,8 @@ EventSink = Callable[[str, str, str], None]
 @dataclass
 class ScaleUpExecution:
     done: list[ScaleUpInfo] = field(default_factory=list)
+    unconfirmed: list[ScaleUpInfo] = field(default_factory=list)
+    """Among ``done``: writes with no answer, counted as done until proven otherwise."""
     failed: ScaleUpInfo | None = None
     error: str = ""
 
@@ -73,6 +83,20 @@ async def execute_scale_up(
         increase = info.new_size - info.current_size
         try:
             await provider.increase_size(info.group, increase)
+        except WriteOutcomeUnknown as err:
+            # A write whose outcome is unknown counts as done until proven otherwise.
+            registry.register_scale_up(info.group, increase, now)
+            log.warning(
+                "scale-up outcome unknown; counted as done",
+                extra={"fields": {"group": group_id, "error": str(err)}},
+            )
+            result.done.append(info)
+            result.unconfirmed.append(info)
+            break
+        except NothingWritten as err:
+            fields = {"group": group_id, "error": str(err)}
+            log.warning("scale-up not sent in time", extra={"fields": fields})
+            break
         except ProviderError as err:
             status_event(
                 "Warning", "FailedToScaleUpGroup", f"Scale-up failed for group {group_id}: {err}"
