@@ -11,6 +11,9 @@
   client cannot tell whether the write happened.
 * ``drop_watches()`` breaks open watch streams mid-stream (the connection is closed without the
   final chunk).
+* ``hold(verb=, resource=)`` makes the next ``count`` matching requests wait until the returned
+  :class:`asyncio.Event` is set (then they are served): a list that takes as long as the test
+  wants — a large cluster's first list of pods — with no timing in the test.
 * ``expire_history()`` forgets the change log, so watches and continue tokens from any older
   resourceVersion get 410 — what an etcd compaction does.
 
@@ -21,6 +24,7 @@ watch, create, update, patch, delete, deletecollection.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Final
 
@@ -48,6 +52,8 @@ class InjectedFault:
     delay: float
     error: errors.ApiError | None
     after_commit: bool = False
+    hold: asyncio.Event | None = None
+    """Wait until it is set before serving the request (:meth:`FaultInjector.hold`)."""
 
 
 @dataclass(kw_only=True)
@@ -59,6 +65,7 @@ class _Rule:
     retry_after: float | None
     delay: float
     after_commit: bool
+    hold: asyncio.Event | None = None
 
     def applies(self, verb: str, resource: str) -> bool:
         return (self.verb is None or self.verb == verb) and (
@@ -111,6 +118,16 @@ class FaultInjector:
             )
         )
 
+    def hold(
+        self, *, verb: str | None = None, resource: str | None = None, count: int | None = 1
+    ) -> asyncio.Event:
+        """Hold the next ``count`` matching requests (``None``: until cleared) until the
+        returned event is set; then they are served as usual."""
+        self.add(verb=verb, resource=resource, status=0, count=count)
+        released = asyncio.Event()
+        self._rules[-1].hold = released
+        return released
+
     def drop_watches(self, resource: str | None = None) -> None:
         """Break every open watch (of ``resource``, a plural, if given)."""
         self.dropped_watches += self._store.events.drop(
@@ -133,7 +150,10 @@ class FaultInjector:
                 if rule.remaining <= 0:
                     self._rules.remove(rule)
             return InjectedFault(
-                delay=rule.delay, error=_error_for(rule), after_commit=rule.after_commit
+                delay=rule.delay,
+                error=_error_for(rule),
+                after_commit=rule.after_commit,
+                hold=rule.hold,
             )
         return None
 

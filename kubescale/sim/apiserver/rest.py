@@ -190,6 +190,8 @@ class RestHandlers:
             if fault is not None:
                 if fault.delay:
                     await asyncio.sleep(fault.delay)
+                if fault.hold is not None:
+                    await fault.hold.wait()
                 if fault.error is not None and not fault.after_commit:
                     raise fault.error
             response = await self._dispatch(request, target, verb)
