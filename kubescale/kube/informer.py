@@ -79,6 +79,7 @@ from kubescale.kube.errors import KubeApiError, KubeTransportError, failure_log_
 from kubescale.kube.indexes import IndexedCache, IndexFunc, object_key
 from kubescale.kube.listers import Lister
 from kubescale.kube.resources import ResourceType
+from kubescale.kube.served_resources import api_name
 from kubescale.kube.watch_stream import WatchInactive
 
 log = component_logger("kube.informer")
@@ -163,6 +164,7 @@ class Informer:
         self._synced = asyncio.Event()
         self._ever_synced = False
         self._absent = False
+        self._changed = asyncio.Event()
         self._resource_version = ""
         self._version_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._task: asyncio.Task[None] | None = None
@@ -191,8 +193,7 @@ class Informer:
     def api_name(self) -> str:
         """``plural.group/version`` (``plural/v1`` for the core group), as an operator looks
         it up (``kubectl api-resources``)."""
-        group = f".{self.resource.group}" if self.resource.group else ""
-        return f"{self.resource.plural}{group}/{self.resource.version}"
+        return api_name(self.resource)
 
     @property
     def resource_version(self) -> str:
@@ -222,6 +223,14 @@ class Informer:
         finally:
             await cancel_and_wait(waiter, sleeper)
         return self._synced.is_set()
+
+    async def state_changed(self) -> None:
+        """Return at the next change of :attr:`synced` or :attr:`absent`."""
+        await self._changed.wait()
+
+    def _notify_state(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
 
     def reflects(self, resource_version: str) -> bool:
         """Whether the cache has processed everything up to ``resource_version``."""
@@ -379,12 +388,14 @@ class Informer:
             )
             self._ever_synced = True
             self._synced.set()
+            self._notify_state()
 
     def _unsync(self, why: str) -> None:
         """A re-list is needed: the cache is not synced until it is stored."""
         if not self._synced.is_set():
             return
         self._synced.clear()
+        self._notify_state()
         log.info(
             "cache not synced until the re-list completes",
             extra={"fields": {"informer": self.name, "reason": why}},
@@ -394,6 +405,7 @@ class Informer:
         if self._absent:
             return
         self._absent = True
+        self._notify_state()
         log.warning(
             "the API server does not serve this resource; retrying",
             extra={

@@ -96,10 +96,13 @@ class AutoscalerComponent(BaseComponent):
             # One brain: pods are binpacked with the requests the webhook gives them
             # (kubescale/controllers/vpa/api/requests_ahead.py), through the webhook's own
             # cached decision on the shared cache.
-            self.admission = CachedPodAdmission(
-                caches=AdmissionCaches(cache=runtime.cache, watch_hpas=True),
-                settings=AdmissionOptions(avoid_hpa_conflict=True),
-            )
+            # Optional: on a cluster without the VPA's CRDs the autoscaler still starts, and
+            # binpacks pods with their own requests (the admission caches never sync).
+            with runtime.cache.informers.optional():
+                self.admission = CachedPodAdmission(
+                    caches=AdmissionCaches(cache=runtime.cache, watch_hpas=True),
+                    settings=AdmissionOptions(avoid_hpa_conflict=True),
+                )
         self.loop = self.new_loop()
         self._gated = _TermAwareLoop(self)
 
