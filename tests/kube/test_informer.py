@@ -342,22 +342,20 @@ async def test_a_relist_unsyncs_the_cache_until_it_is_stored(
     apiserver.store.create(config_map("a"))
     informer.start()
     assert await informer.wait_synced(within=5)
-    # Keep the informer off the server while "b" is written, then compact: its next watch
-    # gets 410 and it must list again — a list the server holds until released.
-    apiserver.faults.add(verb="watch", resource="configmaps", status=500, count=None)
-    apiserver.faults.drop_watches("configmaps")
-    await eventually(lambda: informer.stats.errors >= 1)
-    apiserver.store.create(config_map("b"))
-    apiserver.faults.expire_history()
+    await eventually(lambda: informer.stats.watches == 1)  # a watch is open to be cut
+    # The next watch is answered 410 Gone: the informer must list again, and the server holds
+    # that list until released; "b" is written meanwhile.
     listing = asyncio.Event()
     apiserver.context.observers.append(
         lambda r: listing.set() if (r.verb, r.resource) == ("list", "configmaps") else None
     )
-    apiserver.faults.clear()
     released = apiserver.faults.hold(verb="list", resource="configmaps")
+    apiserver.faults.add(verb="watch", resource="configmaps", status=410, count=1)
+    apiserver.faults.drop_watches("configmaps")
     await asyncio.wait_for(listing.wait(), timeout=5)
+    apiserver.store.create(config_map("b"))
     assert informer.stats.gone == 1
-    assert not informer.synced  # "b" is missing: nothing may decide on this cache
+    assert not informer.synced  # it may miss changes: nothing may decide on this cache
     assert not await informer.wait_synced(within=0)
     assert informer.lister.get("a", "default") is not None  # the last state is still served
     released.set()
