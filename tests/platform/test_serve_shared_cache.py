@@ -119,6 +119,9 @@ async def test_every_collection_is_listed_and_watched_once(
         "scheduler-extender",
     }
     assert set(collections["machinedeployments"]) == {"cluster-autoscaler"}
+    # the controller lookups are shared: each component that reads them is attributed them
+    # (and waits for them), not only the first one built
+    assert set(collections["deployments"]) >= {"webhook", "vpa-recommender", "vpa-updater"}
     assert set(collections["verticalpodautoscalers"]) == {
         "webhook",
         "vpa-recommender",

@@ -51,6 +51,7 @@ profiles:
 """
 SKIPPED_FEW_NODES = "The cluster size is 0 or 1"
 CLUSTER_API = ("machinedeployments", "machinesets", "machines")
+STATUS_LEASE = "vpa-webhook-status-lease"
 
 
 def _node(name: str) -> dict[str, Any]:
@@ -117,6 +118,10 @@ def _list_arrives(api: ApiServer, plural: str) -> asyncio.Event:
     return arrived
 
 
+POD_READERS = ("descheduler", "vpa-recommender", "vpa-updater", "hpa-controller")
+"""Components whose loops read pods (each loop is named like its component)."""
+
+
 async def test_no_loop_decides_before_its_collections_have_synced(
     cert_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -129,29 +134,36 @@ async def test_no_loop_decides_before_its_collections_have_synced(
         released = api.faults.hold(verb="list", resource="pods")  # a slow list of pods
         # the descheduler with its default --descheduling-interval 0: one cycle, the only one
         argv = _argv(
-            cert_dir, kubeconfig, *only_components("descheduler", "webhook"),
+            cert_dir, kubeconfig, *only_components(*POD_READERS, "webhook"),
             "--descheduler-policy", POLICY,
         )  # fmt: skip
         with caplog.at_level(logging.INFO, logger="kubescale"):
             async with _serve(argv) as server:
                 await asyncio.wait_for(pods_listed.wait(), timeout=30)
-                await _until(lambda: server.runner.waiting("descheduler") == ("pods",))
-                assert server.runner.iterations("descheduler") == 0
+                for loop in POD_READERS:
+                    await _until(lambda loop=loop: server.runner.waiting(loop) == ("pods",))
+                # the webhook reads no pods: its loop runs and it is ready meanwhile
+                await _until(lambda: server.replica_runner.iterations(STATUS_LEASE) >= 1)
                 status, text = await _readyz(server)
                 assert status == 500
-                assert "[-]descheduler-caches failed: caches not synced: pods" in text
-                assert "[+]webhook-caches ok" in text  # the webhook reads no pods
-                waiting_for = server.registry.get_sample_value(
-                    "kubescale_loop_waiting_for_caches", {"loop": "descheduler"}
-                )
-                assert waiting_for == 1.0
-                (line,) = [
+                for component in POD_READERS:
+                    assert f"[-]{component}-caches failed: caches not synced: pods" in text
+                    assert server.runner.iterations(component) == 0
+                    waiting_for = server.registry.get_sample_value(
+                        "kubescale_loop_waiting_for_caches", {"loop": component}
+                    )
+                    assert waiting_for == 1.0
+                assert "[+]webhook-caches ok" in text
+                lines = [
                     r for r in caplog.records if r.getMessage() == "waiting for caches to sync"
                 ]
-                assert line.__dict__["fields"] == {"loop": "descheduler", "collections": ["pods"]}
+                assert sorted(r.__dict__["fields"]["loop"] for r in lines) == sorted(POD_READERS)
+                assert all(r.__dict__["fields"]["collections"] == ["pods"] for r in lines)
 
                 released.set()
-                await _until(lambda: server.runner.iterations("descheduler") == 1)
+                for loop in POD_READERS:
+                    await _until(lambda loop=loop: server.runner.iterations(loop) >= 1)
+                assert server.runner.iterations("descheduler") == 1
                 assert server.runner.failures("descheduler") == 0
                 assert (await _readyz(server))[0] == 200
         # the one cycle ran on both nodes and every pod, not on an empty view
