@@ -140,8 +140,9 @@ async def test_no_loop_decides_before_its_collections_have_synced(
         with caplog.at_level(logging.INFO, logger="kubescale"):
             async with _serve(argv) as server:
                 await asyncio.wait_for(pods_listed.wait(), timeout=30)
-                for loop in POD_READERS:
-                    await _until(lambda loop=loop: server.runner.waiting(loop) == ("pods",))
+                await _until(
+                    lambda: all(server.runner.waiting(loop) == ("pods",) for loop in POD_READERS)
+                )
                 # the webhook reads no pods: its loop runs and it is ready meanwhile
                 await _until(lambda: server.replica_runner.iterations(STATUS_LEASE) >= 1)
                 status, text = await _readyz(server)
@@ -161,8 +162,9 @@ async def test_no_loop_decides_before_its_collections_have_synced(
                 assert all(r.__dict__["fields"]["collections"] == ["pods"] for r in lines)
 
                 released.set()
-                for loop in POD_READERS:
-                    await _until(lambda loop=loop: server.runner.iterations(loop) >= 1)
+                await _until(
+                    lambda: all(server.runner.iterations(loop) >= 1 for loop in POD_READERS)
+                )
                 assert server.runner.iterations("descheduler") == 1
                 assert server.runner.failures("descheduler") == 0
                 assert (await _readyz(server))[0] == 200
