@@ -320,3 +320,22 @@ async def test_without_cluster_api_the_default_flags_run_the_vpa(
     assert lines[0].__dict__["fields"] == {"component": "cluster-autoscaler", "not_served": missing}
     # nothing asked for Cluster API objects: no endless retry of a list answered 404
     assert all(r.resource not in CLUSTER_API for r in api.requests.counts())
+
+
+async def test_without_the_vpa_crds_the_autoscaler_runs_and_the_vpa_does_not_start(
+    cert_dir: Path, tmp_path: Path
+) -> None:
+    async with ApiServer() as api:
+        for plural in ("verticalpodautoscalers", "verticalpodautoscalercheckpoints"):
+            assert api.registry.remove(("autoscaling.k8s.io", plural)) is not None
+        kubeconfig = tmp_path / "kubeconfig"
+        api.write_kubeconfig(kubeconfig)
+        async with _serve(_argv(cert_dir, kubeconfig)) as server:
+            # the VPA's systems need their CRDs; the autoscaler only reads VPAs to binpack
+            # with the webhook's requests (one brain), which it can do without
+            assert set(server.not_started) == {"webhook", "vpa-recommender", "vpa-updater"}
+            assert {c.name for c in server.components} == {"hpa-controller", "cluster-autoscaler"}
+            await _until(lambda: server.runner.iterations("cluster-autoscaler") >= 1)
+            await _until(lambda: server.checks.readiness()["cluster-autoscaler-caches"] is None)
+            status, text = await _readyz(server)
+            assert status == 200, text
