@@ -54,10 +54,13 @@ async def test_an_optional_collection_not_served_is_not_waited_for(
     config_maps, machines = _informer(client, CONFIG_MAPS), _informer(client, MACHINES)
     gate = CacheGate("cluster-autoscaler", [config_maps], optional=[machines])
     try:
-        waiter = asyncio.ensure_future(gate.wait())
         config_maps.start()
+        assert await config_maps.wait_synced(within=5)
+        waiter = asyncio.ensure_future(gate.wait())
+        await asyncio.sleep(0)
+        assert not waiter.done()  # the optional one has not listed yet: it may be served
         machines.start()
-        # returns once the needed one synced and the optional one proved absent
+        # returns once the optional one proved absent
         await asyncio.wait_for(waiter, timeout=5)
         assert machines.absent
         assert gate.waiting() == []
