@@ -89,6 +89,11 @@ class ControllerLookups:
         for kind, informer in self._controllers.items():
             informer.add_handlers(EventHandlers(on_add=self._arrived_handler(kind)))
 
+    @property
+    def informers(self) -> list[Informer]:
+        """The informers of the well-known controller kinds."""
+        return list(self._controllers.values())
+
     def informs(self, kind: str) -> bool:
         """Whether controllers of ``kind`` come from an informer (else from /scale lookups)."""
         return kind in self._controllers

@@ -4,8 +4,15 @@ The loop is client-go's Reflector (``tools/cache/reflector.go``) for one
 :class:`~kubescale.kube.resources.ResourceType`, on raw dicts:
 
 1. **List** every object (paged, a consistent read) and reconcile the cache with it; the list's
-   ``metadata.resourceVersion`` is where the watch starts. The informer is *synced* after the
-   first successful list.
+   ``metadata.resourceVersion`` is where the watch starts. The informer is *synced* after a
+   successful list, and *unsynced* again from the moment a re-list is needed (``410 Gone``, a
+   ``4xx`` that starts over) until that re-list is stored: the cache then misses whatever
+   changed while it was not watching, so a loop must not decide on it (client-go's
+   ``HasSynced`` only covers the first list; kubescale's loops wait again, see
+   :mod:`kubescale.runtime.loop_runner`). Handlers and listers keep serving the last state.
+   A list answered ``404`` means the server does not serve the resource (a CRD not installed):
+   the informer is *absent* — logged once as a warning naming the resource, reported by
+   :attr:`Informer.absent` — until a list succeeds; it keeps retrying at the backoff's cap.
 2. **Watch** from that resourceVersion with ``allowWatchBookmarks=true`` and a jittered server
    timeout ``timeoutSeconds`` uniform in ``[min_watch_timeout, max_watch_timeout)`` (client-go:
    ``minWatchTimeout * (1 + rand)``, 5-10 min) so a fleet of clients does not reconnect in step.
@@ -72,6 +79,7 @@ from kubescale.kube.errors import KubeApiError, KubeTransportError, failure_log_
 from kubescale.kube.indexes import IndexedCache, IndexFunc, object_key
 from kubescale.kube.listers import Lister
 from kubescale.kube.resources import ResourceType
+from kubescale.kube.served_resources import api_name
 from kubescale.kube.watch_stream import WatchInactive
 
 log = component_logger("kube.informer")
@@ -154,6 +162,9 @@ class Informer:
         self.stats = InformerStats()
         self._handlers: list[EventHandlers] = []
         self._synced = asyncio.Event()
+        self._ever_synced = False
+        self._absent = False
+        self._changed = asyncio.Event()
         self._resource_version = ""
         self._version_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._task: asyncio.Task[None] | None = None
@@ -168,8 +179,21 @@ class Informer:
 
     @property
     def synced(self) -> bool:
-        """True once the first list has been stored."""
+        """True while the cache reflects a stored list and no re-list is pending (module
+        docstring)."""
         return self._synced.is_set()
+
+    @property
+    def absent(self) -> bool:
+        """True while the last list was answered ``404``: the server does not serve the resource
+        (a CRD not installed)."""
+        return self._absent
+
+    @property
+    def api_name(self) -> str:
+        """``plural.group/version`` (``plural/v1`` for the core group), as an operator looks
+        it up (``kubectl api-resources``)."""
+        return api_name(self.resource)
 
     @property
     def resource_version(self) -> str:
@@ -186,7 +210,7 @@ class Informer:
         self.cache.add_indexer(name, func)
 
     async def wait_synced(self, within: float | None = None) -> bool:
-        """Wait for the first list; ``False`` if ``within`` seconds (on the clock) pass first."""
+        """Wait until :attr:`synced`; ``False`` if ``within`` seconds (on the clock) pass first."""
         if self._synced.is_set():
             return True
         if within is None:
@@ -199,6 +223,14 @@ class Informer:
         finally:
             await cancel_and_wait(waiter, sleeper)
         return self._synced.is_set()
+
+    async def state_changed(self) -> None:
+        """Return at the next change of :attr:`synced` or :attr:`absent`."""
+        await self._changed.wait()
+
+    def _notify_state(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
 
     def reflects(self, resource_version: str) -> bool:
         """Whether the cache has processed everything up to ``resource_version``."""
@@ -274,15 +306,19 @@ class Informer:
                 if err.gone:
                     self.stats.gone += 1
                     need_list = True
+                    self._unsync("resourceVersion expired")
                     log.info(
                         "resourceVersion expired; re-listing",
                         extra={"fields": {"informer": self.name, "message": err.message}},
                     )
                     continue
                 self.stats.errors += 1
-                # 401: the transport reports it once per backoff step for the whole client
+                absent = need_list and err.not_found
+                # 401: the transport reports it once per backoff step for the whole client;
+                # a resource not served is reported once (_mark_absent)
+                level = logging.DEBUG if absent else failure_log_level(err, logging.WARNING)
                 log.log(
-                    failure_log_level(err, logging.WARNING),
+                    level,
                     "list/watch failed",
                     extra={
                         "fields": {
@@ -294,7 +330,10 @@ class Informer:
                     },
                 )
                 if err.code != 429 and err.code < 500:
+                    if absent:
+                        self._mark_absent(err)
                     need_list = True  # 403, 404 (CRD not installed) ...: start over
+                    self._unsync(f"list/watch failed with {err.code}")
                 if err.too_many_requests and err.retry_after is not None:
                     backoff.next_delay()
                     await self.clock.sleep(err.retry_after)
@@ -316,6 +355,7 @@ class Informer:
                     "list/watch failed unexpectedly", extra={"fields": {"informer": self.name}}
                 )
                 need_list = True
+                self._unsync("list/watch failed unexpectedly")
                 await backoff.sleep()
 
     async def _list_and_sync(self) -> None:
@@ -329,12 +369,53 @@ class Informer:
         self.stats.lists += 1
         self._reconcile(result.items)
         self._set_resource_version(result.resource_version)
+        if self._absent:
+            self._absent = False
+            log.warning(
+                "the API server serves the resource now",
+                extra={"fields": {"informer": self.name, "resource": self.api_name}},
+            )
         if not self._synced.is_set():
             log.info(
                 "cache synced",
-                extra={"fields": {"informer": self.name, "objects": len(self.cache)}},
+                extra={
+                    "fields": {
+                        "informer": self.name,
+                        "objects": len(self.cache),
+                        "relisted": self._ever_synced,
+                    }
+                },
             )
+            self._ever_synced = True
             self._synced.set()
+            self._notify_state()
+
+    def _unsync(self, why: str) -> None:
+        """A re-list is needed: the cache is not synced until it is stored."""
+        if not self._synced.is_set():
+            return
+        self._synced.clear()
+        self._notify_state()
+        log.info(
+            "cache not synced until the re-list completes",
+            extra={"fields": {"informer": self.name, "reason": why}},
+        )
+
+    def _mark_absent(self, err: KubeApiError) -> None:
+        if self._absent:
+            return
+        self._absent = True
+        self._notify_state()
+        log.warning(
+            "the API server does not serve this resource; retrying",
+            extra={
+                "fields": {
+                    "informer": self.name,
+                    "resource": self.api_name,
+                    "message": err.message,
+                }
+            },
+        )
 
     def next_watch_timeout(self) -> int:
         """``timeoutSeconds`` for the next watch: uniform in ``[min, max)``, whole seconds."""

@@ -5,7 +5,12 @@ set for the pods informer and gets the same one, so the API server sees one watc
 collection however many loops read it. An informer is identified by resource type, namespace
 and server-side selectors. Informers requested after :meth:`InformerSet.start` start at once.
 Who asked for each collection is recorded (:meth:`InformerSet.requested_by` while a component
-declares its caches), for the start-up line that lists what the process watches.
+declares its caches), for the start-up line that lists what the process watches, and so that
+each component waits for — and is ready with — exactly the collections it reads
+(:meth:`InformerSet.requested`); collections requested inside :meth:`InformerSet.optional`
+are ones the requester can do without (its component still starts when the server does not
+serve them). A component that reaches an informer through a shared helper built by another
+(the controller lookups) claims it with :meth:`InformerSet.claim`.
 :meth:`InformerSet.readiness_check` is a ``/readyz`` check (``kubescale.runtime.health.Check``):
 healthy once every informer has synced. :meth:`InformerSet.wait_for_resource_version` waits until
 every informer reflects a resourceVersion (see
@@ -17,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from kubescale.kube.client import KubeClient
 from kubescale.kube.indexes import IndexFunc
@@ -45,6 +50,8 @@ class InformerSet:
         self._requesters: dict[_Key, list[str]] = {}
         self._indexers: dict[tuple[_Key, str], IndexFunc] = {}
         self._requester: str | None = None
+        self._optional_depth = 0
+        self._optional: set[tuple[_Key, str]] = set()
         self._started = False
 
     @contextlib.contextmanager
@@ -55,6 +62,16 @@ class InformerSet:
             yield
         finally:
             self._requester = previous
+
+    @contextlib.contextmanager
+    def optional(self) -> Iterator[None]:
+        """Collections requested inside the block are optional for the requester: it works
+        (degraded) without them, so their absence from the server does not stop it."""
+        self._optional_depth += 1
+        try:
+            yield
+        finally:
+            self._optional_depth -= 1
 
     def informer(
         self,
@@ -71,9 +88,7 @@ class InformerSet:
         ns = namespace if resource.namespaced else None
         key: _Key = (resource.key, ns, label_selector or None, field_selector or None)
         informer = self._lookup_or_create(key, resource, ns, label_selector, field_selector)
-        requesters = self._requesters.setdefault(key, [])
-        if self._requester is not None and self._requester not in requesters:
-            requesters.append(self._requester)
+        self._attribute(key)
         for name, func in (indexes or {}).items():
             known = self._indexers.get((key, name))
             if known is None:
@@ -82,6 +97,58 @@ class InformerSet:
             elif known is not func:
                 raise ValueError(f"index {name!r} of {informer.name} declared twice, differently")
         return informer
+
+    def claim(self, informers: Iterable[Informer]) -> None:
+        """Attribute ``informers`` (already in this set) to the current requester, as if it had
+        requested each of them."""
+        if self._requester is None:
+            return
+        keys = {id(informer): key for key, informer in self._informers.items()}
+        for informer in informers:
+            key = keys.get(id(informer))
+            if key is not None:
+                self._attribute(key)
+
+    def _attribute(self, key: _Key) -> None:
+        requester = self._requester
+        if requester is None:
+            return
+        requesters = self._requesters.setdefault(key, [])
+        if requester not in requesters:
+            requesters.append(requester)
+            if self._optional_depth:
+                self._optional.add((key, requester))
+        elif not self._optional_depth:
+            self._optional.discard((key, requester))  # also asked for as required
+
+    def requested(self, requester: str, *, optional: bool | None = None) -> list[Informer]:
+        """The informers ``requester`` asked for, in request order; ``optional=True``: only
+        those it can do without, ``False``: only those it needs."""
+        return [
+            informer
+            for key, informer in self._informers.items()
+            if requester in self._requesters.get(key, ())
+            and (optional is None or ((key, requester) in self._optional) == optional)
+        ]
+
+    def discard(self, requester: str) -> list[str]:
+        """Forget ``requester`` (a component that will not run): the informers only it asked
+        for are removed (before :meth:`start`); their names."""
+        if self._started:
+            raise RuntimeError("requesters are discarded before the informers start")
+        removed: list[str] = []
+        for key in list(self._informers):
+            requesters = self._requesters.get(key)
+            if not requesters or requester not in requesters:
+                continue
+            requesters.remove(requester)
+            self._optional.discard((key, requester))
+            if not requesters:
+                removed.append(self._informers.pop(key).name)
+                del self._requesters[key]
+                for index_key in [k for k in self._indexers if k[0] == key]:
+                    del self._indexers[index_key]
+        return removed
 
     def _lookup_or_create(
         self,

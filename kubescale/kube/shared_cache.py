@@ -15,7 +15,8 @@ it, and :meth:`SharedCache.collections` can say at start-up what the process wat
   informers have not shown yet (:class:`~kubescale.kube.disruption_ledger.DisruptionLedger`),
   which every system that budgets disruptions counts.
 
-Readiness (``/readyz``) is "every informer requested by an enabled component has synced".
+Readiness (``/readyz``) is per component: "every informer that component requested has
+synced" (:mod:`kubescale.runtime.cache_gate`), and its loops wait for the same.
 The scale lookups resolve their misses off the request path: :meth:`SharedCache.resolve_lookups`
 is run by a loop of the process (every replica), woken at once by a new miss
 (:attr:`SharedCache.lookups_wanted`).
@@ -59,11 +60,14 @@ class SharedCache:
 
     @property
     def controllers(self) -> ControllerLookups:
-        """Controllers by reference (requests the well-known controller informers)."""
+        """Controllers by reference (requests the well-known controller informers: each
+        component that uses them is attributed them, not only the first)."""
         if self._controllers is None:
             self._controllers = ControllerLookups(
                 informers=self.informers, scale_lookups=self.scale_lookups
             )
+        else:
+            self.informers.claim(self._controllers.informers)
         return self._controllers
 
     @property

@@ -201,6 +201,15 @@ class Component(Protocol):
     async def stop(self) -> None: ...
 
 
+@runtime_checkable
+class NeedsApis(Protocol):
+    """A component whose API is not (only) its declared collections: ``serve`` asks it once at
+    start-up, before starting it, which APIs it needs that the server does not serve (one line
+    each; none: start it). The cluster autoscaler's Cluster API, whose version is discovered."""
+
+    async def unserved_apis(self) -> Sequence[str]: ...
+
+
 class ComponentSettings(Protocol):
     """What every component's settings carry: the value of its on/off flag."""
 

@@ -9,6 +9,10 @@
 Responses follow kube-apiserver's health endpoints: ``200 ok`` when all checks pass; otherwise
 ``500`` with one ``[+]name ok`` / ``[-]name failed: reason`` line per check. ``?verbose`` shows
 the per-check lines on success too. Machines read only the status code.
+
+Readiness *notes* are conditions an operator should see that do not make the process unready
+(a component not started because the server does not serve its API): a ``[+]name <note>`` line
+among the checks.
 """
 
 from __future__ import annotations
@@ -43,12 +47,21 @@ class HealthChecks:
     def __init__(self) -> None:
         self._liveness: dict[str, Check] = {}
         self._readiness: dict[str, Check] = {}
+        self._notes: dict[str, str] = {}
 
     def add_liveness(self, name: str, check: Check) -> None:
         self._liveness[name] = check
 
     def add_readiness(self, name: str, check: Check) -> None:
         self._readiness[name] = check
+
+    def add_readiness_note(self, name: str, note: str) -> None:
+        """A ``/readyz`` line that does not fail readiness (module docstring)."""
+        self._notes[name] = note
+
+    @property
+    def readiness_notes(self) -> dict[str, str]:
+        return dict(self._notes)
 
     def liveness(self) -> dict[str, str | None]:
         return _run(self._liveness)
@@ -67,7 +80,12 @@ def _run(checks: dict[str, Check]) -> dict[str, str | None]:
     return results
 
 
-def _respond(request: web.Request, results: dict[str, str | None], what: str) -> web.Response:
+def _respond(
+    request: web.Request,
+    results: dict[str, str | None],
+    what: str,
+    notes: dict[str, str] | None = None,
+) -> web.Response:
     healthy = all(reason is None for reason in results.values())
     if healthy and "verbose" not in request.query:
         return web.Response(text="ok")
@@ -75,6 +93,7 @@ def _respond(request: web.Request, results: dict[str, str | None], what: str) ->
         f"[+]{name} ok" if reason is None else f"[-]{name} failed: {reason}"
         for name, reason in results.items()
     ]
+    lines += [f"[+]{name} {note}" for name, note in (notes or {}).items()]
     lines.append(f"{what} check {'passed' if healthy else 'failed'}")
     return web.Response(text="\n".join(lines) + "\n", status=200 if healthy else 500)
 
@@ -86,7 +105,7 @@ def make_health_app(*, checks: HealthChecks, registry: CollectorRegistry) -> web
         return _respond(request, checks.liveness(), "healthz")
 
     async def readiness(request: web.Request) -> web.Response:
-        return _respond(request, checks.readiness(), "readyz")
+        return _respond(request, checks.readiness(), "readyz", checks.readiness_notes)
 
     app = web.Application()
     for path in ("/healthz", "/livez", "/health-check"):

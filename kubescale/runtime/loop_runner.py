@@ -10,6 +10,12 @@ Contract:
 - A runner may have a *gate* (``serve``: this replica holds the leader Lease), checked before
   every iteration; while it is closed iterations are skipped and counted
   (``kubescale_loop_skipped_total``).
+- A loop may have *caches* (``serve``: its component's collections,
+  :class:`~kubescale.runtime.cache_gate.CacheGate`): no iteration starts while one of them is not
+  synced — the first list, or a re-list after ``410 Gone`` — as upstream's controllers start
+  their workers after ``WaitForCacheSync``. The loop logs ``waiting for caches to sync`` naming
+  them, waits (``kubescale_loop_waiting_for_caches`` is 1 meanwhile, and the loop is not
+  *stalled*), logs ``caches synced`` and runs at once; the gate is checked again first.
 - Liveness: a loop is *stalled* when no iteration (successful or not) has completed for
   ``stall_factor`` (5) × its interval; :meth:`LoopRunner.stalled` feeds ``/healthz``.
 - :meth:`LoopRunner.stop` (wired to SIGTERM) lets each loop finish the iteration in progress, then
@@ -42,6 +48,18 @@ STALL_FACTOR = 5.0
 LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 
+class LoopCaches(Protocol):
+    """The collections a loop decides on (:class:`~kubescale.runtime.cache_gate.CacheGate`)."""
+
+    def waiting(self) -> list[str]:
+        """Names of the collections not synced; empty when the loop may run."""
+        ...
+
+    async def wait(self) -> None:
+        """Return once :meth:`waiting` is empty."""
+        ...
+
+
 class Loop(Protocol):
     """A controller loop: one decision-and-act pass over cached state."""
 
@@ -58,6 +76,9 @@ class _LoopState:
     jitter: float
     last_completed: float
     wake: asyncio.Event | None = None
+    caches: LoopCaches | None = None
+    waiting: tuple[str, ...] = ()
+    """The collections the loop is waiting for before its next iteration."""
     iterations: int = 0
     failures: int = 0
 
@@ -83,6 +104,13 @@ class LoopMetrics:
             "kubescale_loop_skipped",
             "Iterations of a loop not run because the runner's gate was closed (a leader-only "
             "loop on a replica that no longer holds the Lease).",
+            ["loop"],
+            registry=registry,
+        )
+        self.waiting_for_caches = Gauge(
+            "kubescale_loop_waiting_for_caches",
+            "1 while a loop waits for its collections to sync (first list, or a re-list after "
+            "410 Gone) before its next iteration, else 0.",
             ["loop"],
             registry=registry,
         )
@@ -127,9 +155,11 @@ class LoopRunner:
         interval: float,
         jitter: float = DEFAULT_JITTER,
         wake: asyncio.Event | None = None,
+        caches: LoopCaches | None = None,
     ) -> None:
         """Register a loop; must be called before :meth:`run`. Setting ``wake`` makes the loop
-        run at once instead of at its next interval (the event is cleared as it starts)."""
+        run at once instead of at its next interval (the event is cleared as it starts);
+        ``caches`` are waited for before every iteration (module docstring)."""
         if self._running:
             raise RuntimeError("loops must be added before the runner starts")
         if interval <= 0:
@@ -144,6 +174,7 @@ class LoopRunner:
             jitter=jitter,
             last_completed=self._clock.monotonic(),
             wake=wake,
+            caches=caches,
         )
 
     @property
@@ -155,6 +186,10 @@ class LoopRunner:
 
     def failures(self, name: str) -> int:
         return self._states[name].failures
+
+    def waiting(self, name: str) -> tuple[str, ...]:
+        """The collections loop ``name`` is waiting for (empty when it is not waiting)."""
+        return self._states[name].waiting
 
     def stop(self) -> None:
         """Ask every loop to finish its current iteration and return."""
@@ -170,7 +205,8 @@ class LoopRunner:
         return [
             name
             for name, state in self._states.items()
-            if now - state.last_completed > self._stall_factor * state.interval
+            if not state.waiting  # waiting for its caches: /readyz says so, it is not stuck
+            and now - state.last_completed > self._stall_factor * state.interval
         ]
 
     def liveness_check(self) -> str | None:
@@ -215,6 +251,9 @@ class LoopRunner:
                 state.last_completed = self._clock.monotonic()
                 await self._sleep_unless_stopped(state.interval, state.wake)
                 continue
+            if state.caches is not None and state.caches.waiting():
+                await self._wait_for_caches(state, state.caches)
+                continue  # the gate (the Lease) is checked again before the iteration
             try:
                 await state.loop.run_once(self._clock.now())
             except KubeError as err:
@@ -242,6 +281,27 @@ class LoopRunner:
             gap = state.interval * (1.0 + self._rng.uniform(0.0, state.jitter))
             await self._sleep_unless_stopped(started + gap - self._clock.monotonic(), state.wake)
         self._log.info("loop stopped", extra={"fields": {"loop": name}})
+
+    async def _wait_for_caches(self, state: _LoopState, caches: LoopCaches) -> None:
+        name = state.loop.name
+        state.waiting = tuple(caches.waiting())
+        gauge = self._metrics.waiting_for_caches.labels(name)
+        gauge.set(1)
+        self._log.info(
+            "waiting for caches to sync",
+            extra={"fields": {"loop": name, "collections": list(state.waiting)}},
+        )
+        synced = asyncio.ensure_future(caches.wait())
+        stopped = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait({synced, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            await cancel_and_wait(synced, stopped)
+            state.waiting = ()
+            gauge.set(0)
+            state.last_completed = self._clock.monotonic()
+        if not self._stop.is_set():
+            self._log.info("caches synced", extra={"fields": {"loop": name}})
 
     async def _sleep_unless_stopped(self, seconds: float, wake: asyncio.Event | None) -> None:
         if seconds <= 0:

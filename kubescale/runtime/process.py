@@ -7,9 +7,17 @@ Start-up order: serving certificate (a bad one ends the process with one line na
 → Kubernetes client (when a component or a gated loop needs it) → the one
 :class:`~kubescale.kube.shared_cache.SharedCache` → each enabled component is built (declaring
 the collections it reads, its routes, loops and metrics; :mod:`kubescale.runtime.component`)
+→ discovery: a component needing a resource the server does not serve (Cluster API on a
+cluster without it) is not started — one warning line naming the component and the
+resources, a ``[+]<component>-api`` note in ``/readyz?verbose``, the
+``kubescale_component_api_not_served`` gauge — and its own collections are dropped
 → one log line (and the ``kubescale_cache_watched_collections`` gauge) lists the collections
 watched and who asked for them → leader elector (when there are leader-only loops) → routes →
 both listeners → caches start → components start → certificate watcher and loops.
+
+Each component's loops wait until its own collections have synced
+(:mod:`kubescale.runtime.cache_gate`; again after a re-list), and its ``/readyz`` check
+``<component>-caches`` names those still loading: one component's caches never hold another.
 
 Loops run on two runners: leader-only loops (the control loops) only while this replica holds
 the Lease (``--leader-elect``, on by default); every-replica loops (status Leases,
@@ -39,13 +47,17 @@ from kubescale.certs.reloading import ServerTLS
 from kubescale.kube.client import ClientSettings, KubeClient, connect
 from kubescale.kube.config_loading import ConfigError as KubeConfigError
 from kubescale.kube.errors import KubeError
+from kubescale.kube.informer import Informer
 from kubescale.kube.leader_election import LeaderElector
+from kubescale.kube.served_resources import api_name, unserved
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.runtime.cache_gate import CacheGate
 from kubescale.runtime.cache_loops import scale_lookups_loop
 from kubescale.runtime.component import (
     Component,
     EnabledComponent,
     LoopSpec,
+    NeedsApis,
     Runtime,
     ServerCertificates,
 )
@@ -102,6 +114,10 @@ class Server:
     cache: SharedCache | None = None
     runtime: Runtime | None = None
     components: list[Component] = field(default_factory=list)
+    gates: dict[str, CacheGate] = field(default_factory=dict)
+    """Each started component's collections (what its loops wait for), by component name."""
+    not_started: dict[str, list[str]] = field(default_factory=dict)
+    """Components not started because the server does not serve these resources of theirs."""
     elector: LeaderElector | None = None
     https_port: int = 0
     health_port: int = 0
@@ -185,7 +201,7 @@ async def serve(
         stop_event=asyncio.Event(),
     )
     leadership.server = server
-    specs = list(loops)
+    specs: list[tuple[LoopSpec, CacheGate | None]] = [(spec, None) for spec in loops]
     if components or (specs and config.leader_elect):
         try:
             server.kube = await connect(
@@ -199,11 +215,11 @@ async def serve(
             return fail(exc)
     try:
         if components and server.kube is not None:
-            specs += _build_components(server, components, environ=environ)
-        for spec in specs:
+            specs += await _build_components(server, components, environ=environ)
+        for spec, caches in specs:
             runner = server.runner if spec.leader_only else server.replica_runner
-            runner.add(spec.loop, interval=spec.interval, wake=spec.wake)
-        _add_liveness(server, gated=any(s.leader_only for s in specs) and config.leader_elect)
+            runner.add(spec.loop, interval=spec.interval, wake=spec.wake, caches=caches)
+        _add_liveness(server, gated=any(s.leader_only for s, _ in specs) and config.leader_elect)
         for mount in mounts:
             mount(server.https_app)
         for component in server.components:
@@ -217,10 +233,11 @@ async def serve(
         log.info("stopped")
 
 
-def _build_components(
+async def _build_components(
     server: Server, components: Sequence[EnabledComponent], *, environ: Mapping[str, str] | None
-) -> list[LoopSpec]:
-    """Build the components on one runtime; their loops (plus the /scale lookups loop)."""
+) -> list[tuple[LoopSpec, CacheGate | None]]:
+    """Build the components on one runtime; start none whose API the server does not serve;
+    their loops, each with its component's caches (plus the /scale lookups loop)."""
     client = server.kube
     assert client is not None
     config = server.config
@@ -246,30 +263,118 @@ def _build_components(
         coordination=config.coordination,
     )
     server.runtime = runtime
-    specs: list[LoopSpec] = []
+    built: list[tuple[EnabledComponent, Component]] = []
     for enabled in components:
         with cache.informers.requested_by(enabled.name):
-            component = enabled.build(runtime)
+            built.append((enabled, enabled.build(runtime)))
+    built = await _with_their_apis(server, cache, built)
+    specs: list[tuple[LoopSpec, CacheGate | None]] = []
+    for enabled, component in built:
+        gate = CacheGate(
+            enabled.name,
+            cache.informers.requested(enabled.name, optional=False),
+            cache.informers.requested(enabled.name, optional=True),
+        )
+        server.gates[enabled.name] = gate
         server.components.append(component)
-        specs.extend(component.loops())
+        specs.extend((spec, gate) for spec in component.loops())
+        server.checks.add_readiness(f"{enabled.name}-caches", gate.readiness_check)
         for name, check in component.checks().items():
             server.checks.add_readiness(f"{enabled.name}-{name}", check)
-    specs.append(scale_lookups_loop(cache))
-    server.checks.add_readiness("caches", cache.readiness_check)
+    specs.append((scale_lookups_loop(cache), None))
     collections = cache.collections()
     gauge = _watched_collections_gauge(server.registry)
     for collection, requesters in collections.items():
         gauge.labels(collection, ",".join(requesters)).set(1)
+    _collection_state_gauges(server.registry, cache)
     log.info(
         "watching collections",
         extra={
             "fields": {
-                "components": [c.name for c in components],
+                "components": [c.name for c, _ in built],
                 "collections": {name: list(who) for name, who in collections.items()},
             }
         },
     )
     return specs
+
+
+async def _with_their_apis(
+    server: Server, cache: SharedCache, built: list[tuple[EnabledComponent, Component]]
+) -> list[tuple[EnabledComponent, Component]]:
+    """The components whose needed collections the server serves; the others are not started
+    (module docstring)."""
+    client = server.kube
+    assert client is not None
+    needed = {
+        enabled.name: cache.informers.requested(enabled.name, optional=False)
+        for enabled, _ in built
+    }
+    missing = await unserved(
+        client, {informer.resource for informers in needed.values() for informer in informers}
+    )
+    beyond: dict[str, list[str]] = {}
+    for enabled, component in built:
+        if isinstance(component, NeedsApis):
+            reasons = list(await component.unserved_apis())
+            if reasons:
+                beyond[enabled.name] = reasons
+    if not missing and not beyond:
+        return built
+    gauge = Gauge(
+        "kubescale_component_api_not_served",
+        "1 for each resource a component needs that the API server does not serve (its "
+        "CRD is not installed): the component was not started.",
+        ["component", "resource"],
+        registry=server.registry,
+    )
+    kept: list[tuple[EnabledComponent, Component]] = []
+    for enabled, component in built:
+        absent = sorted(
+            {api_name(i.resource) for i in needed[enabled.name] if i.resource in missing}
+        ) + beyond.get(enabled.name, [])
+        if not absent:
+            kept.append((enabled, component))
+            continue
+        server.not_started[enabled.name] = absent
+        cache.informers.discard(enabled.name)
+        for resource in absent:
+            gauge.labels(enabled.name, resource).set(1)
+        reason = f"not started: the API server does not serve {', '.join(absent)}"
+        server.checks.add_readiness_note(f"{enabled.name}-api", reason)
+        log.warning(
+            "%s not started: the API server does not serve its API",
+            enabled.spec.title,
+            extra={"fields": {"component": enabled.name, "not_served": absent}},
+        )
+        await component.stop()  # built, never started: release what it opened
+    return kept
+
+
+def _collection_state_gauges(registry: CollectorRegistry, cache: SharedCache) -> None:
+    synced = Gauge(
+        "kubescale_cache_collection_synced",
+        "1 while the collection's cache reflects a complete list (0 before the first list and "
+        "during a re-list after 410 Gone).",
+        ["collection"],
+        registry=registry,
+    )
+    absent = Gauge(
+        "kubescale_cache_collection_absent",
+        "1 while the API server answers the collection's list with 404 (not served).",
+        ["collection"],
+        registry=registry,
+    )
+    for informer in cache.informers.informers:
+        synced.labels(informer.name).set_function(_reading(informer, "synced"))
+        absent.labels(informer.name).set_function(_reading(informer, "absent"))
+
+
+def _reading(informer: Informer, state: str) -> Callable[[], float]:
+    def read() -> float:
+        return float(informer.synced if state == "synced" else informer.absent)
+
+    return read
 
 
 def _add_liveness(server: Server, *, gated: bool) -> None:

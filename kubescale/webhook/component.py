@@ -10,10 +10,10 @@
   ``vpa-webhook-registration`` (with ``--register-webhook``) registers the
   MutatingWebhookConfiguration until that succeeds, then re-publishes the caBundle when
   ``--client-ca-file`` changes (every ``--cert-reload-interval`` with ``--reload-cert``).
-* **Start**: with ``--register-webhook``, waits up to ``REGISTRATION_SYNC_WAIT`` for the caches
-  to sync, then makes the first registration attempt — so kube-apiserver calls a webhook that
-  can answer from warm caches (upstream sleeps 10 s for the same reason); the registration loop
-  retries if it failed.
+* **Start**: with ``--register-webhook``, waits up to ``REGISTRATION_SYNC_WAIT`` for its own
+  caches to sync (no other system's), then makes the first registration attempt — so
+  kube-apiserver calls a webhook that can answer from warm caches (upstream sleeps 10 s for
+  the same reason); the registration loop retries if it failed.
 * **Stop**: events still queued are written. The configuration is left in place, as upstream
   does: the next replica or restart replaces it, and ``failurePolicy: Ignore`` keeps pods
   flowing while no replica answers.
@@ -122,7 +122,7 @@ class WebhookComponent(BaseComponent):
 
     async def start(self) -> None:
         if self.settings.register_webhook:
-            if await self.runtime.cache.wait_synced(within=REGISTRATION_SYNC_WAIT):
+            if await self.caches.wait_synced(within=REGISTRATION_SYNC_WAIT):
                 await self.registration.register()
             else:
                 log.warning("caches not synced yet: registering the webhook later")

@@ -85,6 +85,23 @@ async def test_slow_responses(api: Any, server: ApiServer) -> None:
     assert time.monotonic() - started < 0.3
 
 
+async def test_held_requests_wait_for_their_release(api: Any, server: ApiServer) -> None:
+    released = server.faults.hold(verb="list", resource="configmaps")
+    core = loose(client.CoreV1Api(api))
+    arrived = asyncio.Event()
+    server.context.observers.append(
+        lambda record: arrived.set() if record.resource == "configmaps" else None
+    )
+    listing = asyncio.ensure_future(core.list_namespaced_config_map("default"))
+    # the request reached the server and waits there: another one is answered meanwhile
+    await asyncio.wait_for(arrived.wait(), timeout=5)
+    await core.read_namespace("default")
+    assert not listing.done()
+    released.set()
+    assert (await asyncio.wait_for(listing, timeout=5)).items == []
+    await core.list_namespaced_config_map("default")  # count 1: the next one is not held
+
+
 async def test_dropped_watch_breaks_the_stream(api: Any, server: ApiServer) -> None:
     core = loose(client.CoreV1Api(api))
     response = await core.list_namespaced_config_map_without_preload_content(

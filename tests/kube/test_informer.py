@@ -334,3 +334,59 @@ async def test_an_unserved_kind_keeps_retrying_without_syncing(client: KubeClien
         assert inf.running
     finally:
         await inf.stop()
+
+
+async def test_a_relist_unsyncs_the_cache_until_it_is_stored(
+    apiserver: ApiServer, client: KubeClient, informer: Informer
+) -> None:
+    apiserver.store.create(config_map("a"))
+    informer.start()
+    assert await informer.wait_synced(within=5)
+    await eventually(lambda: informer.stats.watches == 1)  # a watch is open to be cut
+    # The next watch is answered 410 Gone: the informer must list again, and the server holds
+    # that list until released; "b" is written meanwhile.
+    listing = asyncio.Event()
+    apiserver.context.observers.append(
+        lambda r: listing.set() if (r.verb, r.resource) == ("list", "configmaps") else None
+    )
+    released = apiserver.faults.hold(verb="list", resource="configmaps")
+    apiserver.faults.add(verb="watch", resource="configmaps", status=410, count=1)
+    apiserver.faults.drop_watches("configmaps")
+    await asyncio.wait_for(listing.wait(), timeout=5)
+    apiserver.store.create(config_map("b"))
+    assert informer.stats.gone == 1
+    assert not informer.synced  # it may miss changes: nothing may decide on this cache
+    assert not await informer.wait_synced(within=0)
+    assert informer.lister.get("a", "default") is not None  # the last state is still served
+    released.set()
+    assert await informer.wait_synced(within=5)
+    assert informer.lister.get("b", "default") is not None
+    assert informer.stats.lists == 2
+
+
+async def test_a_resource_the_server_does_not_serve_is_absent(
+    apiserver: ApiServer, client: KubeClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    machines = next(rt for rt in ALL if rt.plural == "machines")
+    served = apiserver.registry.remove(machines.key)
+    assert served is not None
+    inf = Informer(client=client, resource=machines, settings=FAST_INFORMER, rng=random.Random(3))
+    try:
+        with caplog.at_level("DEBUG", logger="kubescale"):
+            inf.start()
+            await eventually(lambda: inf.stats.errors >= 3)  # retried at the backoff's pace
+            assert inf.absent
+            assert not inf.synced
+            warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+            # once, naming the resource as `kubectl api-resources` does
+            assert [r.getMessage() for r in warnings] == [
+                "the API server does not serve this resource; retrying"
+            ]
+            assert warnings[0].__dict__["fields"]["resource"] == (
+                "machines.cluster.x-k8s.io/v1beta1"
+            )
+            apiserver.registry.add(served)  # the CRD is installed
+            assert await inf.wait_synced(within=5)
+            assert not inf.absent
+    finally:
+        await inf.stop()

@@ -210,3 +210,106 @@ async def test_add_validates_its_arguments() -> None:
     runner.add(loop, interval=1)
     with pytest.raises(ValueError, match="added twice"):
         runner.add(loop, interval=1)
+
+
+class HeldCaches:
+    """A loop's collections, synced or not as the test says (the real ones are
+    :class:`~kubescale.runtime.cache_gate.CacheGate`, exercised in ``test_serve_sync_gate``)."""
+
+    def __init__(self, *names: str) -> None:
+        self.names = list(names)
+        self._synced = asyncio.Event()
+
+    def waiting(self) -> list[str]:
+        return [] if self._synced.is_set() else list(self.names)
+
+    async def wait(self) -> None:
+        await self._synced.wait()
+
+    def release(self) -> None:
+        self._synced.set()
+
+    def hold(self) -> None:
+        self._synced.clear()
+
+
+class CacheCheckingLoop(RecordingLoop):
+    """Records, at each iteration, what its caches were still waiting for."""
+
+    def __init__(self, clock: VirtualClock, caches: HeldCaches) -> None:
+        super().__init__(clock)
+        self.caches = caches
+        self.seen_waiting: list[list[str]] = []
+
+    async def run_once(self, now: datetime) -> None:
+        self.seen_waiting.append(self.caches.waiting())
+        await super().run_once(now)
+
+
+async def _settle() -> None:
+    for _ in range(10):
+        await asyncio.sleep(0)
+
+
+async def test_a_loop_waits_for_its_caches_and_is_not_stalled_meanwhile() -> None:
+    clock = VirtualClock()
+    registry = CollectorRegistry()
+    caches = HeldCaches("nodes", "pods")
+    loop = RecordingLoop(clock)
+    runner = LoopRunner(clock=clock, registry=registry, rng=random.Random(1))
+    runner.add(loop, interval=10, jitter=0, caches=caches)
+    task = await _start(runner)
+    assert loop.starts == []
+    assert runner.waiting("recorder") == ("nodes", "pods")
+    assert _sample(registry, "kubescale_loop_waiting_for_caches", "recorder") == 1.0
+    await clock.advance(10 * 5 + 1)  # past the stall threshold (5 × 10 s)
+    assert loop.starts == []
+    assert runner.stalled() == []  # waiting for caches is reported by /readyz, not /healthz
+    caches.release()
+    await _settle()
+    assert loop.starts == [51]  # at once when synced, not at the next interval
+    assert runner.waiting("recorder") == ()
+    assert _sample(registry, "kubescale_loop_waiting_for_caches", "recorder") == 0.0
+    caches.hold()  # a re-list after 410 Gone
+    await clock.advance(10)
+    assert loop.starts == [51]
+    assert runner.waiting("recorder") == ("nodes", "pods")
+    await _stop(runner, task)  # stopping while waiting returns
+    assert loop.starts == [51]
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    ops=st.lists(
+        st.one_of(
+            st.tuples(st.just("advance"), st.integers(1, 40)),
+            st.tuples(st.just("hold"), st.just(0)),
+            st.tuples(st.just("release"), st.just(0)),
+        ),
+        max_size=25,
+    )
+)
+def test_no_iteration_starts_while_caches_are_unsynced(ops: list[tuple[str, int]]) -> None:
+    async def scenario() -> CacheCheckingLoop:
+        clock = VirtualClock()
+        caches = HeldCaches("pods")
+        loop = CacheCheckingLoop(clock, caches)
+        runner = LoopRunner(clock=clock, registry=CollectorRegistry(), rng=random.Random(0))
+        runner.add(loop, interval=10, jitter=0.1, caches=caches)
+        task = await _start(runner)
+        for op, seconds in ops:
+            if op == "advance":
+                await clock.advance(seconds)
+            elif op == "hold":
+                caches.hold()
+            else:
+                caches.release()
+            await _settle()
+        caches.release()
+        await clock.advance(20)
+        await _stop(runner, task)
+        return loop
+
+    loop = asyncio.run(scenario())
+    assert loop.starts, "the loop never ran once its caches were synced"
+    assert all(waiting == [] for waiting in loop.seen_waiting), loop.seen_waiting

@@ -77,6 +77,8 @@ async def test_every_collection_is_listed_and_watched_once(
             server = await asyncio.wait_for(started, timeout=10)
             try:
                 await _until_ready(server)
+                assert server.cache is not None
+                late = server.cache.collections()  # informers asked for after start-up too
                 watches = {
                     record: n
                     for record, n in api.requests.counts().items()
@@ -119,6 +121,9 @@ async def test_every_collection_is_listed_and_watched_once(
         "scheduler-extender",
     }
     assert set(collections["machinedeployments"]) == {"cluster-autoscaler"}
+    # the controller lookups are shared: each component that reads them is attributed them
+    # (and waits for them), not only the first one built
+    assert set(collections["deployments"]) >= {"webhook", "vpa-recommender", "vpa-updater"}
     assert set(collections["verticalpodautoscalers"]) == {
         "webhook",
         "vpa-recommender",
@@ -126,4 +131,6 @@ async def test_every_collection_is_listed_and_watched_once(
         # --coordination one-brain (the default): it binpacks with the webhook's requests
         "cluster-autoscaler",
     }
+    # every collection is some component's: each is waited for by the loops that read it
+    assert [name for name, who in late.items() if not who] == []
     assert json.dumps(collections)  # plain data, as the JSON log line carries it

@@ -271,12 +271,12 @@ async def test_with_kubescale_stopped_and_failure_policy_ignore_pods_are_still_c
         assert "vpaUpdates" not in (pod["metadata"].get("annotations") or {})
 
 
-async def test_readiness_reports_the_shared_caches(cluster: Cluster) -> None:
+async def test_readiness_reports_the_webhooks_caches(cluster: Cluster) -> None:
     url = f"http://127.0.0.1:{cluster.server.health_port}/readyz?verbose"
     async with aiohttp.ClientSession() as session, session.get(url) as response:
         text = await response.text()
     assert response.status == 200
-    assert "[+]caches ok" in text
+    assert "[+]webhook-caches ok" in text  # the webhook's own collections
 
 
 async def test_a_rotated_ca_is_republished_and_the_webhook_keeps_working(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from kubescale.base.logs import component_logger
+from kubescale.controllers.autoscaler.cloudprovider.clusterapi_provider import ClusterApiProvider
 from kubescale.controllers.autoscaler.cloudprovider.clusterapi_versions import (
     CapiVersionError,
     validated_group_version,
@@ -118,10 +119,13 @@ class AutoscalerComponent(BaseComponent):
             # One brain: pods are binpacked with the requests the webhook gives them
             # (kubescale/controllers/vpa/api/requests_ahead.py), through the webhook's own
             # cached decision on the shared cache.
-            self.admission = CachedPodAdmission(
-                caches=AdmissionCaches(cache=runtime.cache, watch_hpas=True),
-                settings=AdmissionOptions(avoid_hpa_conflict=True),
-            )
+            # Optional: on a cluster without the VPA's CRDs the autoscaler still starts, and
+            # binpacks pods with their own requests (the admission caches never sync).
+            with runtime.cache.informers.optional():
+                self.admission = CachedPodAdmission(
+                    caches=AdmissionCaches(cache=runtime.cache, watch_hpas=True),
+                    settings=AdmissionOptions(avoid_hpa_conflict=True),
+                )
         self.loop = self.new_loop()
         self._gated = _TermAwareLoop(self)
 
@@ -160,6 +164,15 @@ class AutoscalerComponent(BaseComponent):
 
     def loops(self) -> Sequence[LoopSpec]:
         return [LoopSpec(loop=self._gated, interval=self.settings.scan_interval)]
+
+    async def unserved_apis(self) -> Sequence[str]:
+        """The Cluster API, when the server does not serve it (its version is discovered, so
+        its collections are declared later than every other component's): the autoscaler is
+        then not started, and the rest of kubescale runs."""
+        provider = self.loop.provider
+        if not isinstance(provider, ClusterApiProvider):
+            return ()
+        return await provider.unserved_apis()
 
     async def start(self) -> None:
         settings = self.settings

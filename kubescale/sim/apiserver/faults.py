@@ -22,6 +22,9 @@
   <metric>`` (``<resource>.<group>/<metric>`` as kube-apiserver's RequestInfo splits the path).
 * ``drop_watches()`` breaks open watch streams mid-stream (the connection is closed without the
   final chunk).
+* ``hold(verb=, resource=)`` makes the next ``count`` matching requests wait until the returned
+  :class:`asyncio.Event` is set (then they are served): a list that takes as long as the test
+  wants — a large cluster's first list of pods — with no timing in the test.
 * ``expire_history()`` forgets the change log, so watches and continue tokens from any older
   resourceVersion get 410 — what an etcd compaction does.
 
@@ -61,7 +64,7 @@ class InjectedFault:
     error: errors.ApiError | None
     after_commit: bool = False
     hold: asyncio.Event | None = None
-    """Set when the request may go on (``hang=True``)."""
+    """Set when the request may go on (``hang=True``, or :meth:`FaultInjector.hold`)."""
     body: str | None = None
     """Answer ``200`` with this raw text instead of serving."""
 
@@ -84,6 +87,7 @@ class _Rule:
     after_commit: bool
     hang: bool = False
     body: str | None = None
+    hold: asyncio.Event | None = None
 
     def applies(self, verb: str, resource: str) -> bool:
         return (self.verb is None or self.verb == verb) and (
@@ -143,6 +147,16 @@ class FaultInjector:
             )
         )
 
+    def hold(
+        self, *, verb: str | None = None, resource: str | None = None, count: int | None = 1
+    ) -> asyncio.Event:
+        """Hold the next ``count`` matching requests (``None``: until cleared) until the
+        returned event is set; then they are served as usual."""
+        self.add(verb=verb, resource=resource, status=0, count=count)
+        released = asyncio.Event()
+        self._rules[-1].hold = released
+        return released
+
     def drop_watches(self, resource: str | None = None) -> None:
         """Break every open watch (of ``resource``, a plural, if given)."""
         self.dropped_watches += self._store.events.drop(
@@ -174,7 +188,7 @@ class FaultInjector:
                 delay=rule.delay,
                 error=_error_for(rule),
                 after_commit=rule.after_commit,
-                hold=self._hold if rule.hang else None,
+                hold=rule.hold if rule.hold is not None else (self._hold if rule.hang else None),
                 body=rule.body,
             )
         return None

@@ -265,6 +265,41 @@ class ClusterApiProvider:
                 return False
         return True
 
+    async def unserved_apis(self) -> list[str]:
+        """The Cluster API resources the server does not serve (``plural.group``, with
+        ``/version`` when the group is served at a version lacking them), upstream's one-line
+        reason logged; none when it serves them or cannot tell (a failed request proves
+        nothing). With ``CAPI_VERSION`` the caches are declared already and their collections
+        are checked as every component's are."""
+        if self._caches is not None:
+            return []
+        try:
+            document = await self.client.request(
+                verb="get",
+                method="GET",
+                resource=ResourceType(
+                    group="", version="v1", kind="APIGroupList", plural="", namespaced=False
+                ),
+                path=API_GROUP_LIST,
+            )
+            version = preferred_version(document, self.capi_group)
+        except KubeError:
+            return []
+        except CapiVersionError as err:
+            log.warning("%s", err)
+            return [f"{plural}.{self.capi_group}" for plural in sorted(_CAPI_PLURALS)]
+        try:
+            await self._check_served(version)
+        except ProviderError as err:
+            cause = err.__cause__
+            if isinstance(cause, KubeError) and not (
+                isinstance(cause, KubeApiError) and cause.not_found
+            ):
+                return []
+            log.warning("%s", err)
+            return [f"{plural}.{self.capi_group}/{version}" for plural in sorted(_CAPI_PLURALS)]
+        return []
+
     async def _preferred_version(self) -> str:
         """``getAPIGroupPreferredVersion`` on ``GET /apis``."""
         placeholder = ResourceType(

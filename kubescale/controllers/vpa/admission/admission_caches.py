@@ -41,6 +41,7 @@ the next lookup reads it.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Mapping
 from typing import Any, Final, Protocol
 
@@ -206,12 +207,25 @@ class AdmissionCaches:
             )
 
     @property
+    def informers(self) -> list[Informer]:
+        """The informers the admission path reads (and only these: another system's caches
+        never hold the webhook)."""
+        used = [self._vpas, self._limit_ranges, *self.controllers.informers]
+        return used + [i for i in (self._hpas, self._nodes) if i is not None]
+
+    @property
     def synced(self) -> bool:
-        """Every informer of the process has listed once (informers never unsync: once true,
-        it stays true, and is not asked again)."""
+        """Each informer of the admission path has listed once. Once true it stays true: during a
+        re-list after ``410 Gone`` pods are still answered from the last state, as upstream's
+        admission controller answers from its listers."""
         if not self._synced:
-            self._synced = self.cache.readiness_check() is None
+            self._synced = all(informer.synced for informer in self.informers)
         return self._synced
+
+    async def wait_synced(self, within: float | None = None) -> bool:
+        """Wait until :attr:`synced`; ``False`` if ``within`` seconds (on the clock) pass."""
+        results = await asyncio.gather(*(i.wait_synced(within) for i in self.informers))
+        return all(results)
 
     # -- controllers ---------------------------------------------------------------------------
 
