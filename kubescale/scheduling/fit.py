@@ -12,9 +12,18 @@ purpose: a binpacking or a drain simulation adds and removes pods and nodes as i
 the original takes a :meth:`~ClusterSnapshot.copy` first.
 
 :meth:`ClusterSnapshot.filter` runs the default profile's in-tree filters in upstream's order
-(:mod:`.filters`, then :mod:`.inter_pod_affinity`); the first rejection is the node's verdict.
+(:mod:`.filters`, NodePorts from :mod:`.node_ports` before NodeResourcesFit, PodTopologySpread
+from :mod:`.topology_spread`, then :mod:`.inter_pod_affinity`); the first rejection is the node's
+verdict. :meth:`ClusterSnapshot.prefilter` is the PreFilter step: what the cross-pod filters
+count over the whole snapshot for one pod, computed once and handed to every node's
+:meth:`~ClusterSnapshot.filter`. A pod without host ports, ``DoNotSchedule`` spread constraints
+or affinity terms (and no placed pod with anti-affinity) needs none of it.
+
 Requests are parsed once per pod snapshot (:class:`~.pod_resources.RequestCache`; stored
-dicts are never mutated, a changed pod is a new dict).
+dicts are never mutated, a changed pod is a new dict). For PodTopologySpread the snapshot keeps,
+per (namespace, selector) asked about, the matching pods per node, updated as pods are added and
+removed — a binpacking that places pods one by one sees the domains grow without recounting
+every pod (at most :data:`MAX_SPREAD_SELECTORS` selectors; past that the table starts over).
 """
 
 from __future__ import annotations
@@ -22,6 +31,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
+
+from kubescale.kube.selectors import LabelSelector
 
 from .filters import (
     REASON_NODE_AFFINITY,
@@ -35,17 +46,29 @@ from .filters import (
     tolerates,
 )
 from .inter_pod_affinity import AffinityTerm, TopologyCounts, required_terms
+from .node_ports import REASON_NODE_PORTS, HostPort, host_ports
 from .pod_resources import NON_MISSING_DEFAULTS, Amounts, RequestCache, add_into, node_allocatable
+from .topology_spread import (
+    REASON_SPREAD_INVALID,
+    SpreadConstraint,
+    SpreadCounts,
+    is_terminating,
+    required_spread_constraints,
+)
 
 __all__ = [
+    "MAX_SPREAD_SELECTORS",
     "ClusterSnapshot",
     "PodInfo",
+    "PreFilterState",
     "least_allocated_score",
     "pod_key",
 ]
 
 _TERMINAL: Final = ("Succeeded", "Failed")
 _UNSCHEDULABLE_TOLERATION_TAINT: Final = {"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}
+MAX_SPREAD_SELECTORS: Final = 256
+"""Selectors whose per-node match counts a snapshot keeps (module docstring)."""
 
 
 def pod_key(pod: Mapping[str, Any]) -> tuple[str, str]:
@@ -66,6 +89,22 @@ class PodInfo:
     node_affinity: NodeAffinity
     affinity: tuple[AffinityTerm, ...]
     anti_affinity: tuple[AffinityTerm, ...]
+    host_ports: tuple[HostPort, ...] = ()
+    """The host ports the pod binds (NodePorts; empty: the filter is skipped)."""
+    spread: tuple[SpreadConstraint, ...] | None = ()
+    """Its ``DoNotSchedule`` spread constraints; ``None`` when one does not parse."""
+
+
+@dataclass(frozen=True)
+class PreFilterState:
+    """The PreFilter state of one pod over the snapshot as it was when computed: the
+    cross-pod filters' counts (``None``: that filter cannot reject anything)."""
+
+    affinity: TopologyCounts | None = None
+    spread: SpreadCounts | None = None
+    spread_invalid: bool = False
+    """A spread constraint's selector does not parse: upstream's PreFilter fails, the pod fits
+    nowhere."""
 
 
 class ClusterSnapshot:
@@ -96,6 +135,9 @@ class ClusterSnapshot:
         self._anti_terms: dict[tuple[str, str], tuple[Mapping[str, Any], tuple[AffinityTerm, ...]]]
         self._anti_terms = {}
         """The parsed anti-affinity terms per pod snapshot."""
+        self._spread_matches: dict[str, dict[LabelSelector, dict[str, int]]] = {}
+        """Namespace → spread selector → node → its matching, non-terminating pods."""
+        self._spread_selectors = 0
 
     @classmethod
     def build(
@@ -147,6 +189,7 @@ class ClusterSnapshot:
                 requested=dict(state.requested),
                 non_zero_requested=dict(state.non_zero_requested),
                 pods=list(state.pods),
+                used_ports=state.used_ports.copy(),
             )
         clone._anti_affinity_pods = self._anti_affinity_pods
         clone._anti_affinity_placed = {
@@ -181,6 +224,9 @@ class ClusterSnapshot:
         if state is not None:
             self._anti_affinity_pods -= sum(1 for p in state.pods if _has_anti_affinity(p))
             self._anti_affinity_placed.pop(name, None)
+            for by_selector in self._spread_matches.values():
+                for counts in by_selector.values():
+                    counts.pop(name, None)
         return state
 
     def add_node_like(
@@ -189,7 +235,14 @@ class ClusterSnapshot:
         """Add an empty node shaped like node ``source`` (allocatable, labels, taints, cordon),
         named ``name``, its hostname label set to ``name``: a template copy for a binpacking
         (``FreshNodeInfoFromTemplateNodeInfo``). The source's pods are not copied."""
-        template = self.nodes[source]
+        return self.add_node_from(self.nodes[source], name, hostname_label=hostname_label)
+
+    def add_node_from(
+        self, template: NodeState, name: str, *, hostname_label: str = "kubernetes.io/hostname"
+    ) -> NodeState:
+        """:meth:`add_node_like` from a node state that need not be in the snapshot (a
+        binpacking's template is not a node of the cluster: it must not count as a topology
+        domain)."""
         labels = dict(template.labels)
         if hostname_label in labels:
             labels[hostname_label] = name
@@ -210,6 +263,11 @@ class ClusterSnapshot:
         self.remove_node(state.name)
         self.nodes[state.name] = state
         self._anti_affinity_pods += sum(1 for p in state.pods if _has_anti_affinity(p))
+        for namespace, by_selector in self._spread_matches.items():
+            for selector, counts in by_selector.items():
+                found = _count_matching(state.pods, namespace, selector)
+                if found:
+                    counts[state.name] = found
 
     def add_pod(self, node_name: str, pod: Mapping[str, Any]) -> None:
         """Count ``pod`` on ``node_name`` (which must be in the snapshot)."""
@@ -217,9 +275,14 @@ class ClusterSnapshot:
         add_into(state.requested, self._requests.requests(pod))
         add_into(state.non_zero_requested, self._non_zero.requests(pod))
         state.pods.append(pod)
+        ports = host_ports(pod)
+        if ports:
+            state.used_ports.add(ports)
         if _has_anti_affinity(pod):
             self._anti_affinity_pods += 1
             self._anti_affinity_placed.setdefault(node_name, {})[pod_key(pod)] = pod
+        if self._spread_matches:
+            self._count_spread(node_name, pod, 1)
 
     def remove_pod(self, node_name: str, pod: Mapping[str, Any]) -> bool:
         """Stop counting the pod (matched by namespace/name) on ``node_name``; whether it was
@@ -233,11 +296,52 @@ class ClusterSnapshot:
                 del state.pods[index]
                 _subtract(state.requested, self._requests.requests(placed))
                 _subtract(state.non_zero_requested, self._non_zero.requests(placed))
+                ports = host_ports(placed)
+                if ports:
+                    state.used_ports.remove(ports)
+                if self._spread_matches:
+                    self._count_spread(node_name, placed, -1)
                 if _has_anti_affinity(placed):
                     self._anti_affinity_pods -= 1
                     self._anti_affinity_placed.get(node_name, {}).pop(key, None)
                 return True
         return False
+
+    def _count_spread(self, node_name: str, pod: Mapping[str, Any], delta: int) -> None:
+        """Keep the spread match counts of ``pod``'s namespace as it comes or goes."""
+        meta = pod.get("metadata") or {}
+        by_selector = self._spread_matches.get(str(meta.get("namespace", "")))
+        if not by_selector or is_terminating(pod):
+            return
+        labels = meta.get("labels") or {}
+        for selector, counts in by_selector.items():
+            if selector.matches(labels):
+                left = counts.get(node_name, 0) + delta
+                if left > 0:
+                    counts[node_name] = left
+                else:
+                    counts.pop(node_name, None)
+
+    def spread_matches(self, namespace: str, selector: LabelSelector) -> Mapping[str, int]:
+        """Node → the pods on it in ``namespace``, not terminating, that ``selector`` matches
+        (``countPodsMatchSelector``; nodes with none are left out). Counted once per selector,
+        then kept current by every change to the snapshot."""
+        by_selector = self._spread_matches.setdefault(namespace, {})
+        counts = by_selector.get(selector)
+        if counts is not None:
+            return counts
+        if self._spread_selectors >= MAX_SPREAD_SELECTORS:
+            self._spread_matches = {}
+            self._spread_selectors = 0
+            by_selector = self._spread_matches.setdefault(namespace, {})
+        counts = {}
+        for name, state in self.nodes.items():
+            found = _count_matching(state.pods, namespace, selector)
+            if found:
+                counts[name] = found
+        by_selector[selector] = counts
+        self._spread_selectors += 1
+        return counts
 
     def forget_missing(self, keys: Iterable[tuple[str, str]]) -> None:
         """Drop cached requests of pods not in ``keys`` ((namespace, name) of live pods)."""
@@ -257,6 +361,32 @@ class ClusterSnapshot:
             node_affinity=NodeAffinity.of_pod(pod),
             affinity=required_terms(pod, "podAffinity"),
             anti_affinity=required_terms(pod, "podAntiAffinity"),
+            host_ports=host_ports(pod),
+            spread=required_spread_constraints(pod),
+        )
+
+    def prefilter(self, info: PodInfo) -> PreFilterState:
+        """The PreFilter step for ``info`` over the snapshot as it is now (module docstring)."""
+        return PreFilterState(
+            affinity=self.topology(info),
+            spread=self.spread(info),
+            spread_invalid=info.spread is None,
+        )
+
+    def spread(self, info: PodInfo) -> SpreadCounts | None:
+        """PodTopologySpread's PreFilter for ``info`` (``None``: no ``DoNotSchedule``
+        constraint, or one that does not parse)."""
+        if not info.spread:
+            return None
+        meta = info.pod.get("metadata") or {}
+        namespace = str(meta.get("namespace", ""))
+        return SpreadCounts.build(
+            constraints=info.spread,
+            pod_labels=meta.get("labels") or {},
+            node_affinity=info.node_affinity,
+            tolerations=info.tolerations,
+            nodes=self.nodes.values(),
+            match_counts=lambda selector: self.spread_matches(namespace, selector),
         )
 
     def topology(self, info: PodInfo) -> TopologyCounts | None:
@@ -293,11 +423,13 @@ class ClusterSnapshot:
         return cached[1]
 
     def filter(
-        self, info: PodInfo, node_name: str, topology: TopologyCounts | None = None
+        self, info: PodInfo, node_name: str, state: PreFilterState | None = None
     ) -> FilterStatus | None:
         """The node's verdict for the pod (``None``: it fits): the in-tree filters in the
-        default profile's order, the first rejection wins. ``topology`` is
-        :meth:`topology` of the same pod on the current snapshot."""
+        default profile's order, the first rejection wins. ``state`` is :meth:`prefilter` of
+        the same pod on the current snapshot (computed here when not given)."""
+        if state is None:
+            state = self.prefilter(info)
         node = self.nodes[node_name]
         if node.unschedulable and not any(
             tolerates(t, _UNSCHEDULABLE_TOLERATION_TAINT) for t in info.tolerations
@@ -310,10 +442,18 @@ class ClusterSnapshot:
             return FilterStatus((reason,), unresolvable=True)
         if not info.node_affinity.matches(node.name, node.labels):
             return FilterStatus((REASON_NODE_AFFINITY,), unresolvable=True)
+        if info.host_ports and node.used_ports.conflicts(info.host_ports):
+            return FilterStatus((REASON_NODE_PORTS,), unresolvable=False)
         reasons = insufficient_resources(info.requests, node, self.ignored_resources)
         if reasons:
             return FilterStatus(reasons, unresolvable=False)
-        return topology.filter(node) if topology is not None else None
+        if state.spread_invalid:
+            return FilterStatus((REASON_SPREAD_INVALID,), unresolvable=True)
+        if state.spread is not None:
+            status = state.spread.filter(node)
+            if status is not None:
+                return status
+        return state.affinity.filter(node) if state.affinity is not None else None
 
     def feasible(
         self, pod: Mapping[str, Any], *, nodes: Iterable[str] | None = None
@@ -321,13 +461,13 @@ class ClusterSnapshot:
         """The nodes (sorted by name; ``nodes`` limits the candidates) where ``pod`` fits, and
         why each other candidate was rejected."""
         info = self.pod_info(pod)
-        topology = self.topology(info)
+        state = self.prefilter(info)
         feasible: list[str] = []
         statuses: dict[str, FilterStatus] = {}
         for name in sorted(self.nodes if nodes is None else nodes):
             if name not in self.nodes:
                 continue
-            status = self.filter(info, name, topology)
+            status = self.filter(info, name, state)
             if status is None:
                 feasible.append(name)
             else:
@@ -337,7 +477,7 @@ class ClusterSnapshot:
     def fits(self, pod: Mapping[str, Any], node_name: str) -> bool:
         """Whether ``pod`` passes every filter on ``node_name``."""
         info = self.pod_info(pod)
-        return self.filter(info, node_name, self.topology(info)) is None
+        return self.filter(info, node_name, self.prefilter(info)) is None
 
 
 def least_allocated_score(non_zero: Mapping[str, int], node: NodeState) -> int:
@@ -358,6 +498,19 @@ def _has_anti_affinity(pod: Mapping[str, Any]) -> bool:
     affinity = (pod.get("spec") or {}).get("affinity") or {}
     section = affinity.get("podAntiAffinity") or {}
     return bool(section.get("requiredDuringSchedulingIgnoredDuringExecution"))
+
+
+def _count_matching(
+    pods: Iterable[Mapping[str, Any]], namespace: str, selector: LabelSelector
+) -> int:
+    count = 0
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        if str(meta.get("namespace", "")) != namespace or is_terminating(pod):
+            continue
+        if selector.matches(meta.get("labels") or {}):
+            count += 1
+    return count
 
 
 def _subtract(total: Amounts, amounts: Mapping[str, int]) -> None:
