@@ -447,13 +447,17 @@ class ClusterSnapshot:
         reasons = insufficient_resources(info.requests, node, self.ignored_resources)
         if reasons:
             return FilterStatus(reasons, unresolvable=False)
-        if state.spread_invalid:
-            return FilterStatus((REASON_SPREAD_INVALID,), unresolvable=True)
-        if state.spread is not None:
-            status = state.spread.filter(node)
+        spread = state.spread
+        if spread is not None or state.spread_invalid:
+            status = (
+                spread.filter(node)
+                if spread is not None
+                else FilterStatus((REASON_SPREAD_INVALID,), unresolvable=True)
+            )
             if status is not None:
                 return status
-        return state.affinity.filter(node) if state.affinity is not None else None
+        affinity = state.affinity
+        return affinity.filter(node) if affinity is not None else None
 
     def feasible(
         self, pod: Mapping[str, Any], *, nodes: Iterable[str] | None = None
