@@ -24,9 +24,9 @@ matching pod is still a domain (count 0). Filter, for each constraint in order:
 3. ``count(node's domain) + (1 if the selector matches the pod itself) − min > maxSkew`` →
    ``node(s) didn't match pod topology spread constraints`` (``Unschedulable``).
 
-With no domain at all the minimum is "infinite" (``math.MaxInt32``) and nothing is rejected
-for skew. A constraint whose selector does not parse makes upstream's PreFilter fail, so the pod
-fits no node (:data:`REASON_SPREAD_INVALID`).
+With no domain at all, fewer domains than ``minDomains`` (at least 1) makes the minimum 0, so
+``0 + 1 − 0 <= maxSkew`` holds wherever the key exists. A constraint whose selector does not
+parse makes upstream's PreFilter fail, so the pod fits no node (:data:`REASON_SPREAD_INVALID`).
 """
 
 from __future__ import annotations
@@ -208,7 +208,9 @@ class SpreadCounts:
 
 
 def _minimum(constraint: SpreadConstraint, counts: Mapping[str, int]) -> int | None:
-    """``minMatchNum``: fewer domains than ``minDomains`` → 0; no domain → ``None``."""
+    """``minMatchNum``: fewer domains than ``minDomains`` → 0; else the smallest count
+    (``None`` — upstream's ``MaxInt32`` — only with no domain and ``minDomains`` 0, which the
+    API server does not admit)."""
     if len(counts) < constraint.min_domains:
         return 0
     return min(counts.values()) if counts else None
