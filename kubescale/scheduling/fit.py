@@ -21,9 +21,9 @@ or affinity terms (and no placed pod with anti-affinity) needs none of it.
 
 Requests are parsed once per pod snapshot (:class:`~.pod_resources.RequestCache`; stored
 dicts are never mutated, a changed pod is a new dict). For PodTopologySpread the snapshot keeps,
-per (namespace, selector) asked about, the matching pods per node, updated as pods are added and
-removed — a binpacking that places pods one by one sees the domains grow without recounting
-every pod (at most :data:`MAX_SPREAD_SELECTORS` selectors; past that the table starts over).
+once asked, the matching pods per node of each (namespace, selector) and the nodes' domains
+(:mod:`.spread_index`), updated as pods and nodes come and go — a binpacking that places pods one
+by one sees the domains grow without recounting every pod.
 """
 
 from __future__ import annotations
@@ -48,11 +48,11 @@ from .filters import (
 from .inter_pod_affinity import AffinityTerm, TopologyCounts, required_terms
 from .node_ports import REASON_NODE_PORTS, HostPort, host_ports
 from .pod_resources import NON_MISSING_DEFAULTS, Amounts, RequestCache, add_into, node_allocatable
+from .spread_index import MAX_SPREAD_SELECTORS, SpreadIndex
 from .topology_spread import (
     REASON_SPREAD_INVALID,
     SpreadConstraint,
     SpreadCounts,
-    is_terminating,
     required_spread_constraints,
 )
 
@@ -67,8 +67,6 @@ __all__ = [
 
 _TERMINAL: Final = ("Succeeded", "Failed")
 _UNSCHEDULABLE_TOLERATION_TAINT: Final = {"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}
-MAX_SPREAD_SELECTORS: Final = 256
-"""Selectors whose per-node match counts a snapshot keeps (module docstring)."""
 
 
 def pod_key(pod: Mapping[str, Any]) -> tuple[str, str]:
@@ -135,9 +133,8 @@ class ClusterSnapshot:
         self._anti_terms: dict[tuple[str, str], tuple[Mapping[str, Any], tuple[AffinityTerm, ...]]]
         self._anti_terms = {}
         """The parsed anti-affinity terms per pod snapshot."""
-        self._spread_matches: dict[str, dict[LabelSelector, dict[str, int]]] = {}
-        """Namespace → spread selector → node → its matching, non-terminating pods."""
-        self._spread_selectors = 0
+        self._spread = SpreadIndex()
+        """PodTopologySpread's counts, kept once asked for (:mod:`.spread_index`)."""
 
     @classmethod
     def build(
@@ -216,6 +213,7 @@ class ClusterSnapshot:
         offered = allocatable if allocatable is not None else node_allocatable(node)
         state = NodeState.of_node(node, offered)
         self.nodes[name] = state
+        self._spread.node_changed()
         return state
 
     def remove_node(self, name: str) -> NodeState | None:
@@ -224,9 +222,7 @@ class ClusterSnapshot:
         if state is not None:
             self._anti_affinity_pods -= sum(1 for p in state.pods if _has_anti_affinity(p))
             self._anti_affinity_placed.pop(name, None)
-            for by_selector in self._spread_matches.values():
-                for counts in by_selector.values():
-                    counts.pop(name, None)
+            self._spread.node_changed(state)
         return state
 
     def add_node_like(
@@ -255,6 +251,7 @@ class ClusterSnapshot:
             allocatable=template.allocatable,
         )
         self.nodes[name] = state
+        self._spread.node_changed()
         return state
 
     def restore_node(self, state: NodeState) -> None:
@@ -263,11 +260,7 @@ class ClusterSnapshot:
         self.remove_node(state.name)
         self.nodes[state.name] = state
         self._anti_affinity_pods += sum(1 for p in state.pods if _has_anti_affinity(p))
-        for namespace, by_selector in self._spread_matches.items():
-            for selector, counts in by_selector.items():
-                found = _count_matching(state.pods, namespace, selector)
-                if found:
-                    counts[state.name] = found
+        self._spread.node_changed(state, added=True)
 
     def add_pod(self, node_name: str, pod: Mapping[str, Any]) -> None:
         """Count ``pod`` on ``node_name`` (which must be in the snapshot)."""
@@ -281,8 +274,7 @@ class ClusterSnapshot:
         if _has_anti_affinity(pod):
             self._anti_affinity_pods += 1
             self._anti_affinity_placed.setdefault(node_name, {})[pod_key(pod)] = pod
-        if self._spread_matches:
-            self._count_spread(node_name, pod, 1)
+        self._spread.pod_added(node_name, pod)
 
     def remove_pod(self, node_name: str, pod: Mapping[str, Any]) -> bool:
         """Stop counting the pod (matched by namespace/name) on ``node_name``; whether it was
@@ -299,49 +291,24 @@ class ClusterSnapshot:
                 ports = host_ports(placed)
                 if ports:
                     state.used_ports.remove(ports)
-                if self._spread_matches:
-                    self._count_spread(node_name, placed, -1)
+                self._spread.pod_removed(node_name, placed)
                 if _has_anti_affinity(placed):
                     self._anti_affinity_pods -= 1
                     self._anti_affinity_placed.get(node_name, {}).pop(key, None)
                 return True
         return False
 
-    def _count_spread(self, node_name: str, pod: Mapping[str, Any], delta: int) -> None:
-        """Keep the spread match counts of ``pod``'s namespace as it comes or goes."""
-        meta = pod.get("metadata") or {}
-        by_selector = self._spread_matches.get(str(meta.get("namespace", "")))
-        if not by_selector or is_terminating(pod):
-            return
-        labels = meta.get("labels") or {}
-        for selector, counts in by_selector.items():
-            if selector.matches(labels):
-                left = counts.get(node_name, 0) + delta
-                if left > 0:
-                    counts[node_name] = left
-                else:
-                    counts.pop(node_name, None)
-
     def spread_matches(self, namespace: str, selector: LabelSelector) -> Mapping[str, int]:
         """Node → the pods on it in ``namespace``, not terminating, that ``selector`` matches
         (``countPodsMatchSelector``; nodes with none are left out). Counted once per selector,
         then kept current by every change to the snapshot."""
-        by_selector = self._spread_matches.setdefault(namespace, {})
-        counts = by_selector.get(selector)
-        if counts is not None:
-            return counts
-        if self._spread_selectors >= MAX_SPREAD_SELECTORS:
-            self._spread_matches = {}
-            self._spread_selectors = 0
-            by_selector = self._spread_matches.setdefault(namespace, {})
-        counts = {}
-        for name, state in self.nodes.items():
-            found = _count_matching(state.pods, namespace, selector)
-            if found:
-                counts[name] = found
-        by_selector[selector] = counts
-        self._spread_selectors += 1
-        return counts
+        return self._spread.matches(namespace, selector, self.nodes)
+
+    @property
+    def spread_selector_count(self) -> int:
+        """How many selectors' match counts the snapshot keeps (at most
+        :data:`~.spread_index.MAX_SPREAD_SELECTORS`)."""
+        return self._spread.selector_count
 
     def forget_missing(self, keys: Iterable[tuple[str, str]]) -> None:
         """Drop cached requests of pods not in ``keys`` ((namespace, name) of live pods)."""
@@ -380,12 +347,15 @@ class ClusterSnapshot:
             return None
         meta = info.pod.get("metadata") or {}
         namespace = str(meta.get("namespace", ""))
+        keys = tuple(c.topology_key for c in info.spread)
         return SpreadCounts.build(
             constraints=info.spread,
             pod_labels=meta.get("labels") or {},
             node_affinity=info.node_affinity,
             tolerations=info.tolerations,
-            nodes=self.nodes.values(),
+            nodes=self.nodes,
+            keyed=self._spread.keyed(keys, self.nodes),
+            affine=lambda: self._spread.affine(keys, info.node_affinity, self.nodes),
             match_counts=lambda selector: self.spread_matches(namespace, selector),
         )
 
@@ -502,19 +472,6 @@ def _has_anti_affinity(pod: Mapping[str, Any]) -> bool:
     affinity = (pod.get("spec") or {}).get("affinity") or {}
     section = affinity.get("podAntiAffinity") or {}
     return bool(section.get("requiredDuringSchedulingIgnoredDuringExecution"))
-
-
-def _count_matching(
-    pods: Iterable[Mapping[str, Any]], namespace: str, selector: LabelSelector
-) -> int:
-    count = 0
-    for pod in pods:
-        meta = pod.get("metadata") or {}
-        if str(meta.get("namespace", "")) != namespace or is_terminating(pod):
-            continue
-        if selector.matches(meta.get("labels") or {}):
-            count += 1
-    return count
 
 
 def _subtract(total: Amounts, amounts: Mapping[str, int]) -> None:

@@ -55,9 +55,11 @@ __all__ = [
     "REASON_SPREAD",
     "REASON_SPREAD_INVALID",
     "REASON_SPREAD_LABEL",
+    "KeyedNodes",
     "SpreadConstraint",
     "SpreadCounts",
     "is_terminating",
+    "keyed_nodes",
     "required_spread_constraints",
 ]
 
@@ -132,6 +134,27 @@ MatchCounts = Callable[[LabelSelector], Mapping[str, int]]
 on that node (a node missing from the mapping has none)."""
 
 
+@dataclass(frozen=True)
+class KeyedNodes:
+    """The nodes that carry every one of some topology keys (``nodeLabelsMatchSpreadConstraints``
+    — the others are in no domain at all), with their values, and the values per key."""
+
+    values: Mapping[str, tuple[str, ...]]
+    """Node name → its value of each key, in the keys' order."""
+    domains: tuple[frozenset[str], ...]
+    """Per key: the values the nodes carry."""
+
+
+def keyed_nodes(keys: tuple[str, ...], nodes: Iterable[NodeState]) -> KeyedNodes:
+    values: dict[str, tuple[str, ...]] = {}
+    for node in nodes:
+        labels = node.labels
+        if all(key in labels for key in keys):
+            values[node.name] = tuple(labels[key] for key in keys)
+    domains = tuple(frozenset(v[i] for v in values.values()) for i in range(len(keys)))
+    return KeyedNodes(values=values, domains=domains)
+
+
 class SpreadCounts:
     """PodTopologySpread's PreFilter state for one incoming pod (module docstring)."""
 
@@ -159,36 +182,46 @@ class SpreadCounts:
         pod_labels: Mapping[str, str],
         node_affinity: NodeAffinity,
         tolerations: Sequence[Mapping[str, Any]],
-        nodes: Iterable[NodeState],
+        nodes: Mapping[str, NodeState],
+        keyed: KeyedNodes,
+        affine: Callable[[], KeyedNodes],
         match_counts: MatchCounts,
     ) -> SpreadCounts:
-        per_node = [match_counts(c.selector) for c in constraints]
-        keys = [c.topology_key for c in constraints]
-        domains: list[dict[str, int]] = [{} for _ in constraints]
+        """``calPreFilterState``. ``keyed`` are the nodes carrying every constraint's key
+        (:func:`keyed_nodes` of ``nodes``), ``affine()`` those of them the pod's node affinity
+        admits. Without a taints policy to honour, a constraint reads only the nodes with
+        matching pods; with one, each candidate node's taints are checked."""
         affinity_is_trivial = not node_affinity.selector and node_affinity.terms is None
-        for node in nodes:
-            labels = node.labels
-            if any(key not in labels for key in keys):
-                continue  # nodeLabelsMatchSpreadConstraints: every key, or not counted at all
-            affinity_ok: bool | None = True if affinity_is_trivial else None
-            taints_ok: bool | None = True if not node.taints else None
-            for index, constraint in enumerate(constraints):
-                if constraint.honor_affinity:
-                    if affinity_ok is None:
-                        affinity_ok = node_affinity.matches(node.name, labels)
-                    if not affinity_ok:
-                        continue
-                if constraint.honor_taints:
-                    if taints_ok is None:
-                        taints_ok = (
-                            first_untolerated_taint(node.taints, tolerations, FILTERED_EFFECTS)
-                            is None
-                        )
-                    if not taints_ok:
-                        continue
-                value = labels[constraint.topology_key]
-                table = domains[index]
-                table[value] = table.get(value, 0) + per_node[index].get(node.name, 0)
+        domains: list[dict[str, int]] = []
+        admitted: KeyedNodes | None = None
+        taints_ok: dict[str, bool] = {}
+        for index, constraint in enumerate(constraints):
+            per_node = match_counts(constraint.selector)
+            candidates = keyed
+            if constraint.honor_affinity and not affinity_is_trivial:
+                if admitted is None:
+                    admitted = affine()
+                candidates = admitted
+            if not constraint.honor_taints:
+                table = dict.fromkeys(candidates.domains[index], 0)
+                for name, count in per_node.items():
+                    values = candidates.values.get(name)
+                    if values is not None:
+                        table[values[index]] += count
+                domains.append(table)
+                continue
+            table = {}
+            for name, values in candidates.values.items():
+                ok = taints_ok.get(name)
+                if ok is None:
+                    untolerated = first_untolerated_taint(
+                        nodes[name].taints, tolerations, FILTERED_EFFECTS
+                    )
+                    ok = taints_ok[name] = untolerated is None
+                if ok:
+                    value = values[index]
+                    table[value] = table.get(value, 0) + per_node.get(name, 0)
+            domains.append(table)
         return cls(constraints, domains, pod_labels)
 
     def filter(self, node: NodeState) -> FilterStatus | None:

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubescale.kube.selectors import LabelSelector
+from kubescale.kube.selectors import LabelSelector, label_selector_from_dict
 from kubescale.scheduling.filters import REASON_NODE_AFFINITY, FilterStatus
 from kubescale.scheduling.fit import MAX_SPREAD_SELECTORS, ClusterSnapshot
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
@@ -463,6 +463,20 @@ def _foo_selector(snapshot: ClusterSnapshot) -> LabelSelector:
     return constraints[0].selector
 
 
+_ASKING = make_pod(
+    "w",
+    labels=FOO_LABEL,
+    affinity_in=("node", ["a"]),
+    constraints=[spread(1, "node"), spread(1, "node", affinity_policy="Ignore")],
+)
+
+
+def _domains(snapshot: ClusterSnapshot) -> tuple[Mapping[str, int], ...]:
+    counts = snapshot.spread(snapshot.pod_info(_ASKING))
+    assert counts is not None
+    return counts.domains
+
+
 def recount(snapshot: ClusterSnapshot, namespace: str, labels_key: str) -> dict[str, int]:
     counts = {}
     for name, state in snapshot.nodes.items():
@@ -510,8 +524,26 @@ def test_kept_counts_equal_a_recount(changes: list[tuple[str, str, int]], copy_a
             removed[node] = state
         elif kind == "restore" and node in removed:
             snapshot.restore_node(removed.pop(node))
-        assert dict(snapshot.spread_matches("default", selector)) == recount(
-            snapshot, "default", "foo"
+        expected = recount(snapshot, "default", "foo")
+        assert dict(snapshot.spread_matches("default", selector)) == expected
+        # a selector first asked now is counted from the kept pods-by-label index
+        fresh = label_selector_from_dict(
+            {
+                "matchLabels": {"foo": ""},
+                "matchExpressions": [{"key": f"z{step}", "operator": "DoesNotExist"}],
+            }
+        )
+        assert dict(snapshot.spread_matches("default", fresh)) == expected
+        # the whole PreFilter (kept domains, affinity-admitted nodes) against a fresh snapshot
+        assert _domains(snapshot) == _domains(
+            ClusterSnapshot.build(
+                nodes=[make_node(n, {"node": n}) for n in snapshot.nodes],
+                pods=[
+                    {**p, "spec": {**p["spec"], "nodeName": n}}
+                    for n, state in snapshot.nodes.items()
+                    for p in state.pods
+                ],
+            )
         )
 
 
@@ -524,4 +556,4 @@ def test_selector_table_is_bounded() -> None:
             constraints=[spread(1, "node", {"matchLabels": {"app": f"v{i}"}})],
         )
         snapshot.spread(snapshot.pod_info(pod))
-    assert sum(len(v) for v in snapshot._spread_matches.values()) <= MAX_SPREAD_SELECTORS
+    assert snapshot.spread_selector_count == 5  # started over at 256, then 5 more
