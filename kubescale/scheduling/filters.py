@@ -9,7 +9,13 @@ plugin              reason                                                  code
 NodeUnschedulable   ``node(s) were unschedulable``                          unresolvable
 TaintToleration     ``node(s) had untolerated taint {key: value}``          unresolvable
 NodeAffinity        ``node(s) didn't match Pod's node affinity/selector``   unresolvable
+NodePorts           ``node(s) didn't have free ports for the requested      unschedulable
+                    pod ports``
 NodeResourcesFit    ``Too many pods``, ``Insufficient cpu`` ... (all)        unschedulable
+PodTopologySpread   ``node(s) didn't match pod topology spread              unresolvable
+                    constraints (missing required label)``
+                    ``node(s) didn't match pod topology spread              unschedulable
+                    constraints``
 InterPodAffinity    ``node(s) didn't match pod affinity rules``             unresolvable
                     ``node(s) didn't match pod anti-affinity rules``        unschedulable
                     ``node(s) didn't satisfy existing pods anti-affinity    unschedulable
@@ -20,8 +26,9 @@ InterPodAffinity    ``node(s) didn't match pod affinity rules``             unre
 with effects NoSchedule and NoExecute; a cordoned node (``spec.unschedulable``) admits pods that
 tolerate ``node.kubernetes.io/unschedulable:NoSchedule``. Node selector terms are ORed, their
 expressions (In, NotIn, Exists, DoesNotExist, Gt, Lt) and ``matchFields`` (``metadata.name``)
-ANDed; a term with neither matches nothing. InterPodAffinity lives in
-:mod:`.inter_pod_affinity`; the scheduler runs it last.
+ANDed; a term with neither matches nothing. NodePorts lives in :mod:`.node_ports`,
+PodTopologySpread in :mod:`.topology_spread`, InterPodAffinity in :mod:`.inter_pod_affinity`;
+the scheduler runs it last.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from kubescale.kube.selectors import (
     new_requirement,
 )
 
+from .node_ports import UsedPorts
 from .pod_resources import Amounts
 
 __all__ = [
@@ -269,6 +277,8 @@ class NodeState:
     requested: Amounts = field(default_factory=dict)
     non_zero_requested: Amounts = field(default_factory=dict)
     pods: list[Mapping[str, Any]] = field(default_factory=list)
+    used_ports: UsedPorts = field(default_factory=UsedPorts)
+    """The host ports the pods on it hold (NodePorts; kept by the snapshot)."""
 
     @classmethod
     def of_node(cls, node: Mapping[str, Any], allocatable: Amounts) -> NodeState:

@@ -12,9 +12,18 @@ purpose: a binpacking or a drain simulation adds and removes pods and nodes as i
 the original takes a :meth:`~ClusterSnapshot.copy` first.
 
 :meth:`ClusterSnapshot.filter` runs the default profile's in-tree filters in upstream's order
-(:mod:`.filters`, then :mod:`.inter_pod_affinity`); the first rejection is the node's verdict.
+(:mod:`.filters`, NodePorts from :mod:`.node_ports` before NodeResourcesFit, PodTopologySpread
+from :mod:`.topology_spread`, then :mod:`.inter_pod_affinity`); the first rejection is the node's
+verdict. :meth:`ClusterSnapshot.prefilter` is the PreFilter step: what the cross-pod filters
+count over the whole snapshot for one pod, computed once and handed to every node's
+:meth:`~ClusterSnapshot.filter`. A pod without host ports, ``DoNotSchedule`` spread constraints
+or affinity terms (and no placed pod with anti-affinity) needs none of it.
+
 Requests are parsed once per pod snapshot (:class:`~.pod_resources.RequestCache`; stored
-dicts are never mutated, a changed pod is a new dict).
+dicts are never mutated, a changed pod is a new dict). For PodTopologySpread the snapshot keeps,
+once asked, the matching pods per node of each (namespace, selector) and the nodes' domains
+(:mod:`.spread_index`), updated as pods and nodes come and go — a binpacking that places pods one
+by one sees the domains grow without recounting every pod.
 """
 
 from __future__ import annotations
@@ -22,6 +31,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
+
+from kubescale.kube.selectors import LabelSelector
 
 from .filters import (
     REASON_NODE_AFFINITY,
@@ -35,11 +46,21 @@ from .filters import (
     tolerates,
 )
 from .inter_pod_affinity import AffinityTerm, TopologyCounts, required_terms
+from .node_ports import REASON_NODE_PORTS, HostPort, host_ports
 from .pod_resources import NON_MISSING_DEFAULTS, Amounts, RequestCache, add_into, node_allocatable
+from .spread_index import MAX_SPREAD_SELECTORS, SpreadIndex
+from .topology_spread import (
+    REASON_SPREAD_INVALID,
+    SpreadConstraint,
+    SpreadCounts,
+    required_spread_constraints,
+)
 
 __all__ = [
+    "MAX_SPREAD_SELECTORS",
     "ClusterSnapshot",
     "PodInfo",
+    "PreFilterState",
     "least_allocated_score",
     "pod_key",
 ]
@@ -66,6 +87,22 @@ class PodInfo:
     node_affinity: NodeAffinity
     affinity: tuple[AffinityTerm, ...]
     anti_affinity: tuple[AffinityTerm, ...]
+    host_ports: tuple[HostPort, ...] = ()
+    """The host ports the pod binds (NodePorts; empty: the filter is skipped)."""
+    spread: tuple[SpreadConstraint, ...] | None = ()
+    """Its ``DoNotSchedule`` spread constraints; ``None`` when one does not parse."""
+
+
+@dataclass(frozen=True)
+class PreFilterState:
+    """The PreFilter state of one pod over the snapshot as it was when computed: the
+    cross-pod filters' counts (``None``: that filter cannot reject anything)."""
+
+    affinity: TopologyCounts | None = None
+    spread: SpreadCounts | None = None
+    spread_invalid: bool = False
+    """A spread constraint's selector does not parse: upstream's PreFilter fails, the pod fits
+    nowhere."""
 
 
 class ClusterSnapshot:
@@ -96,6 +133,8 @@ class ClusterSnapshot:
         self._anti_terms: dict[tuple[str, str], tuple[Mapping[str, Any], tuple[AffinityTerm, ...]]]
         self._anti_terms = {}
         """The parsed anti-affinity terms per pod snapshot."""
+        self._spread = SpreadIndex()
+        """PodTopologySpread's counts, kept once asked for (:mod:`.spread_index`)."""
 
     @classmethod
     def build(
@@ -147,6 +186,7 @@ class ClusterSnapshot:
                 requested=dict(state.requested),
                 non_zero_requested=dict(state.non_zero_requested),
                 pods=list(state.pods),
+                used_ports=state.used_ports.copy(),
             )
         clone._anti_affinity_pods = self._anti_affinity_pods
         clone._anti_affinity_placed = {
@@ -173,6 +213,7 @@ class ClusterSnapshot:
         offered = allocatable if allocatable is not None else node_allocatable(node)
         state = NodeState.of_node(node, offered)
         self.nodes[name] = state
+        self._spread.node_changed()
         return state
 
     def remove_node(self, name: str) -> NodeState | None:
@@ -181,6 +222,7 @@ class ClusterSnapshot:
         if state is not None:
             self._anti_affinity_pods -= sum(1 for p in state.pods if _has_anti_affinity(p))
             self._anti_affinity_placed.pop(name, None)
+            self._spread.node_changed(state)
         return state
 
     def add_node_like(
@@ -189,7 +231,14 @@ class ClusterSnapshot:
         """Add an empty node shaped like node ``source`` (allocatable, labels, taints, cordon),
         named ``name``, its hostname label set to ``name``: a template copy for a binpacking
         (``FreshNodeInfoFromTemplateNodeInfo``). The source's pods are not copied."""
-        template = self.nodes[source]
+        return self.add_node_from(self.nodes[source], name, hostname_label=hostname_label)
+
+    def add_node_from(
+        self, template: NodeState, name: str, *, hostname_label: str = "kubernetes.io/hostname"
+    ) -> NodeState:
+        """:meth:`add_node_like` from a node state that need not be in the snapshot (a
+        binpacking's template is not a node of the cluster: it must not count as a topology
+        domain)."""
         labels = dict(template.labels)
         if hostname_label in labels:
             labels[hostname_label] = name
@@ -202,6 +251,7 @@ class ClusterSnapshot:
             allocatable=template.allocatable,
         )
         self.nodes[name] = state
+        self._spread.node_changed()
         return state
 
     def restore_node(self, state: NodeState) -> None:
@@ -210,6 +260,7 @@ class ClusterSnapshot:
         self.remove_node(state.name)
         self.nodes[state.name] = state
         self._anti_affinity_pods += sum(1 for p in state.pods if _has_anti_affinity(p))
+        self._spread.node_changed(state, added=True)
 
     def add_pod(self, node_name: str, pod: Mapping[str, Any]) -> None:
         """Count ``pod`` on ``node_name`` (which must be in the snapshot)."""
@@ -217,9 +268,13 @@ class ClusterSnapshot:
         add_into(state.requested, self._requests.requests(pod))
         add_into(state.non_zero_requested, self._non_zero.requests(pod))
         state.pods.append(pod)
+        ports = host_ports(pod)
+        if ports:
+            state.used_ports.add(ports)
         if _has_anti_affinity(pod):
             self._anti_affinity_pods += 1
             self._anti_affinity_placed.setdefault(node_name, {})[pod_key(pod)] = pod
+        self._spread.pod_added(node_name, pod)
 
     def remove_pod(self, node_name: str, pod: Mapping[str, Any]) -> bool:
         """Stop counting the pod (matched by namespace/name) on ``node_name``; whether it was
@@ -233,11 +288,27 @@ class ClusterSnapshot:
                 del state.pods[index]
                 _subtract(state.requested, self._requests.requests(placed))
                 _subtract(state.non_zero_requested, self._non_zero.requests(placed))
+                ports = host_ports(placed)
+                if ports:
+                    state.used_ports.remove(ports)
+                self._spread.pod_removed(node_name, placed)
                 if _has_anti_affinity(placed):
                     self._anti_affinity_pods -= 1
                     self._anti_affinity_placed.get(node_name, {}).pop(key, None)
                 return True
         return False
+
+    def spread_matches(self, namespace: str, selector: LabelSelector) -> Mapping[str, int]:
+        """Node → the pods on it in ``namespace``, not terminating, that ``selector`` matches
+        (``countPodsMatchSelector``; nodes with none are left out). Counted once per selector,
+        then kept current by every change to the snapshot."""
+        return self._spread.matches(namespace, selector, self.nodes)
+
+    @property
+    def spread_selector_count(self) -> int:
+        """How many selectors' match counts the snapshot keeps (at most
+        :data:`~.spread_index.MAX_SPREAD_SELECTORS`)."""
+        return self._spread.selector_count
 
     def forget_missing(self, keys: Iterable[tuple[str, str]]) -> None:
         """Drop cached requests of pods not in ``keys`` ((namespace, name) of live pods)."""
@@ -257,6 +328,35 @@ class ClusterSnapshot:
             node_affinity=NodeAffinity.of_pod(pod),
             affinity=required_terms(pod, "podAffinity"),
             anti_affinity=required_terms(pod, "podAntiAffinity"),
+            host_ports=host_ports(pod),
+            spread=required_spread_constraints(pod),
+        )
+
+    def prefilter(self, info: PodInfo) -> PreFilterState:
+        """The PreFilter step for ``info`` over the snapshot as it is now (module docstring)."""
+        return PreFilterState(
+            affinity=self.topology(info),
+            spread=self.spread(info),
+            spread_invalid=info.spread is None,
+        )
+
+    def spread(self, info: PodInfo) -> SpreadCounts | None:
+        """PodTopologySpread's PreFilter for ``info`` (``None``: no ``DoNotSchedule``
+        constraint, or one that does not parse)."""
+        if not info.spread:
+            return None
+        meta = info.pod.get("metadata") or {}
+        namespace = str(meta.get("namespace", ""))
+        keys = tuple(c.topology_key for c in info.spread)
+        return SpreadCounts.build(
+            constraints=info.spread,
+            pod_labels=meta.get("labels") or {},
+            node_affinity=info.node_affinity,
+            tolerations=info.tolerations,
+            nodes=self.nodes,
+            keyed=self._spread.keyed(keys, self.nodes),
+            affine=lambda: self._spread.affine(keys, info.node_affinity, self.nodes),
+            match_counts=lambda selector: self.spread_matches(namespace, selector),
         )
 
     def topology(self, info: PodInfo) -> TopologyCounts | None:
@@ -293,11 +393,13 @@ class ClusterSnapshot:
         return cached[1]
 
     def filter(
-        self, info: PodInfo, node_name: str, topology: TopologyCounts | None = None
+        self, info: PodInfo, node_name: str, state: PreFilterState | None = None
     ) -> FilterStatus | None:
         """The node's verdict for the pod (``None``: it fits): the in-tree filters in the
-        default profile's order, the first rejection wins. ``topology`` is
-        :meth:`topology` of the same pod on the current snapshot."""
+        default profile's order, the first rejection wins. ``state`` is :meth:`prefilter` of
+        the same pod on the current snapshot (computed here when not given)."""
+        if state is None:
+            state = self.prefilter(info)
         node = self.nodes[node_name]
         if node.unschedulable and not any(
             tolerates(t, _UNSCHEDULABLE_TOLERATION_TAINT) for t in info.tolerations
@@ -310,10 +412,22 @@ class ClusterSnapshot:
             return FilterStatus((reason,), unresolvable=True)
         if not info.node_affinity.matches(node.name, node.labels):
             return FilterStatus((REASON_NODE_AFFINITY,), unresolvable=True)
+        if info.host_ports and node.used_ports.conflicts(info.host_ports):
+            return FilterStatus((REASON_NODE_PORTS,), unresolvable=False)
         reasons = insufficient_resources(info.requests, node, self.ignored_resources)
         if reasons:
             return FilterStatus(reasons, unresolvable=False)
-        return topology.filter(node) if topology is not None else None
+        spread = state.spread
+        if spread is not None or state.spread_invalid:
+            status = (
+                spread.filter(node)
+                if spread is not None
+                else FilterStatus((REASON_SPREAD_INVALID,), unresolvable=True)
+            )
+            if status is not None:
+                return status
+        affinity = state.affinity
+        return affinity.filter(node) if affinity is not None else None
 
     def feasible(
         self, pod: Mapping[str, Any], *, nodes: Iterable[str] | None = None
@@ -321,13 +435,13 @@ class ClusterSnapshot:
         """The nodes (sorted by name; ``nodes`` limits the candidates) where ``pod`` fits, and
         why each other candidate was rejected."""
         info = self.pod_info(pod)
-        topology = self.topology(info)
+        state = self.prefilter(info)
         feasible: list[str] = []
         statuses: dict[str, FilterStatus] = {}
         for name in sorted(self.nodes if nodes is None else nodes):
             if name not in self.nodes:
                 continue
-            status = self.filter(info, name, topology)
+            status = self.filter(info, name, state)
             if status is None:
                 feasible.append(name)
             else:
@@ -337,7 +451,7 @@ class ClusterSnapshot:
     def fits(self, pod: Mapping[str, Any], node_name: str) -> bool:
         """Whether ``pod`` passes every filter on ``node_name``."""
         info = self.pod_info(pod)
-        return self.filter(info, node_name, self.topology(info)) is None
+        return self.filter(info, node_name, self.prefilter(info)) is None
 
 
 def least_allocated_score(non_zero: Mapping[str, int], node: NodeState) -> int:

@@ -86,6 +86,13 @@ class SnapshotJournal:
         self._record(lambda: self._put_back(name, previous))
         return state
 
+    def add_node_from(self, template: NodeState, name: str) -> NodeState:
+        snapshot = self.snapshot
+        previous = snapshot.nodes.get(name)
+        state = snapshot.add_node_from(template, name)
+        self._record(lambda: self._put_back(name, previous))
+        return state
+
     def remove_node(self, name: str) -> NodeState | None:
         snapshot = self.snapshot
         state = snapshot.remove_node(name)

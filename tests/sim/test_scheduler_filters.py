@@ -568,3 +568,69 @@ async def test_no_nodes() -> None:
     assert condition["reason"] == "Unschedulable"
     assert condition["message"] == "no nodes available to schedule pods"
     assert not api.store.list(NODES)
+
+
+def with_host_port(p: dict[str, Any], port: int) -> dict[str, Any]:
+    p["spec"]["containers"][0]["ports"] = [{"containerPort": port, "hostPort": port}]
+    return p
+
+
+def spread_by(key: str, max_skew: int = 1, **extra: Any) -> list[dict[str, Any]]:
+    return [
+        {
+            "maxSkew": max_skew,
+            "topologyKey": key,
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": WEB},
+            **extra,
+        }
+    ]
+
+
+PORTS_AND_SPREAD = [
+    Case(
+        "host port: the node where it is free",
+        [node("n1"), node("n2")],
+        with_host_port(pod("p"), 80),
+        "n2",
+        existing=[with_host_port(pod("holder", node_name="n1"), 80)],
+    ),
+    Case(
+        "host port: taken on the only node (NodePorts, Unschedulable)",
+        [node("n1")],
+        with_host_port(pod("p"), 80),
+        unfit(1, "1 node(s) didn't have free ports for the requested pod ports", f"1 {NO_VICTIMS}"),
+        existing=[with_host_port(pod("holder", node_name="n1"), 80)],
+    ),
+    Case(
+        # hostname domains n1 1, n2 0: n1 1+1-0 = 2 > 1, n2 0+1-0 = 1
+        "hostname spread: the emptier domain",
+        [node("n1"), node("n2")],
+        pod("p", labels=WEB, topologySpreadConstraints=spread_by(HOST)),
+        "n2",
+        existing=[pod("web-0", labels=WEB, node_name="n1")],
+    ),
+    Case(
+        # one domain (n1: 1) < minDomains 2 → min 0: 1+1-0 = 2 > 1
+        "minDomains above the domains there are",
+        [node("n1")],
+        pod("p", labels=WEB, topologySpreadConstraints=spread_by(HOST, minDomains=2)),
+        unfit(1, "1 node(s) didn't match pod topology spread constraints", f"1 {NO_VICTIMS}"),
+        existing=[pod("web-0", labels=WEB, node_name="n1")],
+    ),
+    Case(
+        "a node without the topology key (UnschedulableAndUnresolvable)",
+        [node("n1")],
+        pod("p", labels=WEB, topologySpreadConstraints=spread_by("rack")),
+        unfit(
+            1,
+            "1 node(s) didn't match pod topology spread constraints (missing required label)",
+            f"1 {NOT_HELPFUL}",
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize("case", PORTS_AND_SPREAD, ids=lambda c: c.id)
+async def test_node_ports_and_pod_topology_spread(case: Case) -> None:
+    assert await place(case) == case.expect

@@ -191,11 +191,11 @@ class Scheduler:
             )
             return
         info = snapshot.pod_info(pod)
-        topology = snapshot.topology(info)
+        prefilter = snapshot.prefilter(info)
         statuses: dict[str, FilterStatus] = {}
         feasible: list[str] = []
         for name in sorted(snapshot.nodes):
-            status = snapshot.filter(info, name, topology)
+            status = snapshot.filter(info, name, prefilter)
             if status is None:
                 feasible.append(name)
             else:

@@ -218,3 +218,216 @@ def test_identical_pods_need_exactly_the_arithmetic_node_count(
     per_node = min(4000 // cpu, (16 * 1024) // memory_mi, max_pods)
     nodes, placed = run(t, pods)
     assert (nodes, placed) == (math.ceil(count / per_node), count)
+
+
+# ------------------------------------------------- host ports and topology spread (upstream)
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+def estimatee(
+    index: int,
+    *,
+    millicores: int,
+    memory_bytes: int,
+    owner: str = "estimatee",
+    host_port: int = 0,
+    max_skew: int = 0,
+    key: str = "",
+    min_domains: int | None = None,
+) -> dict[str, Any]:
+    """``BuildTestPod("estimatee", cpu, mem, WithNamespace("universe"), WithLabels(app:
+    estimatee), WithHostPort, WithMaxSkew(maxSkew, key, minDomains))``."""
+    extra: dict[str, Any] = {}
+    if max_skew:
+        constraint: dict[str, Any] = {
+            "maxSkew": max_skew,
+            "topologyKey": key,
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "estimatee"}},
+        }
+        if min_domains is not None:
+            constraint["minDomains"] = min_domains
+        extra["topologySpreadConstraints"] = [constraint]
+    made = pod(
+        f"{owner}-{index}",
+        cpu=f"{millicores}m",
+        memory=str(memory_bytes),
+        namespace="universe",
+        owner=("ReplicaSet", owner),
+        labels={"app": "estimatee"},
+        extra_spec=extra,
+    )
+    if host_port:
+        made["spec"]["containers"][0]["ports"] = [{"hostPort": host_port}]
+    return made
+
+
+def upstream_estimate(
+    *, millicores: int, memory_mib: int, groups: list[list[dict[str, Any]]], max_nodes: int = 0
+) -> tuple[int, list[str]]:
+    """``TestBinpackingEstimate``'s setting: the snapshot holds ``oldnode`` (100m, 100Mi, 10
+    pods, zone-jupiter: a topology domain too small for most pods), the template is in
+    zone-mars with 10 pods per node."""
+    oldnode = node("oldnode", cpu="100m", memory="100Mi", pods=10, labels={ZONE: "zone-jupiter"})
+    t = sanitize_template(
+        node=node(
+            "template",
+            cpu=f"{millicores}m",
+            memory=f"{memory_mib}Mi",
+            pods=10,
+            labels={ZONE: "zone-mars"},
+        ),
+        pods=[],
+        group_id="ng",
+        source="provider",
+    )
+    snapshot = ClusterSnapshot.build(nodes=[oldnode], pods=[])
+    journal = SnapshotJournal(snapshot)
+    result = estimate_nodes(
+        journal=journal, template=t, groups=groups, limiter=BinpackingLimiter(max_nodes=max_nodes)
+    )
+    assert sorted(snapshot.nodes) == ["oldnode"]  # reverted
+    assert not snapshot.nodes["oldnode"].pods
+    return result.node_count, [p["metadata"]["name"] for p in result.pods]
+
+
+def same(count: int, **kw: Any) -> list[dict[str, Any]]:
+    return [estimatee(i, **kw) for i in range(count)]
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        # "simple resource-based binpacking": 1000m nodes, 350m pods → 2 per node (3 × 350 =
+        # 1050 > 1000): 10 pods → 5 nodes
+        (
+            {"m": 1000, "mib": 2000, "groups": [same(10, millicores=350, memory_bytes=1000)]},
+            (5, 10),
+        ),
+        # "pods-per-node bound binpacking": 10 pods per node → 20 pods on 2 nodes
+        (
+            {"m": 10000, "mib": 20000, "groups": [same(20, millicores=10, memory_bytes=100)]},
+            (2, 20),
+        ),
+        # "hostport conflict forces pod-per-node": 5 × 200m would fit, host port 5555 lets
+        # one pod per node → 8 nodes
+        (
+            {
+                "m": 1000,
+                "mib": 5000,
+                "groups": [same(8, millicores=200, memory_bytes=1000, host_port=5555)],
+            },
+            (8, 8),
+        ),
+        # "limiter cuts binpacking": 2 × 500m per node, 5 nodes allowed → 10 of 20 pods
+        (
+            {
+                "m": 1000,
+                "mib": 5000,
+                "max": 5,
+                "groups": [same(20, millicores=500, memory_bytes=1000)],
+            },
+            (5, 10),
+        ),
+        # "hostname topology spreading with maxSkew=2 forces 2 pods/node": oldnode is an empty
+        # hostname domain (200m does not fit its 100m), so min = 0 and a node takes a third pod
+        # only if 2 + 1 − 0 <= 2: no → 2 per node, 8 pods → 4 nodes
+        (
+            {
+                "m": 1000,
+                "mib": 5000,
+                "groups": [
+                    same(
+                        8,
+                        millicores=200,
+                        memory_bytes=200,
+                        max_skew=2,
+                        key="kubernetes.io/hostname",
+                        min_domains=1,
+                    )
+                ],
+            },
+            (4, 8),
+        ),
+        # "zonal topology spreading with maxSkew=2 only allows 2 pods to schedule": zone-jupiter
+        # holds 0, so zone-mars takes 2 (2 + 1 − 0 > 2 for a third); a second node is in the same
+        # zone and refuses it too → 1 node, 2 pods
+        (
+            {
+                "m": 1000,
+                "mib": 5000,
+                "groups": [
+                    same(8, millicores=20, memory_bytes=100, max_skew=2, key=ZONE, min_domains=1)
+                ],
+            },
+            (1, 2),
+        ),
+        # "hostname topology spreading with maxSkew=1 with a large scaleup handles scheduling
+        # pods retroactively", minDomains 3: e-0 takes 1 (2 domains < 3 → min 0); the 2nd pod is
+        # refused there and goes to oldnode (20m fits its 100m: the retry over every other
+        # node); the 3rd fits neither (1 + 1 − 0) → e-1; then domains e-0/oldnode/e-1 grow in
+        # turn, 4 each: 12 pods on 3 nodes, oldnode counted as upstream counts it
+        (
+            {
+                "m": 1000,
+                "mib": 5000,
+                "groups": [
+                    same(
+                        12,
+                        millicores=20,
+                        memory_bytes=100,
+                        max_skew=1,
+                        key="kubernetes.io/hostname",
+                        min_domains=3,
+                    )
+                ],
+            },
+            (3, 12),
+        ),
+    ],
+    ids=[
+        "simple resource-based binpacking",
+        "pods-per-node bound binpacking",
+        "hostport conflict forces pod-per-node",
+        "limiter cuts binpacking",
+        "hostname spreading maxSkew=2 forces 2 pods per node",
+        "zonal spreading maxSkew=2 only allows 2 pods",
+        "hostname spreading maxSkew=1 minDomains=3 schedules retroactively",
+    ],
+)
+def test_upstream_binpacking_estimate(case: dict[str, Any], expected: tuple[int, int]) -> None:
+    count, placed = upstream_estimate(
+        millicores=case["m"],
+        memory_mib=case["mib"],
+        groups=case["groups"],
+        max_nodes=case.get("max", 0),
+    )
+    assert (count, len(placed)) == expected
+
+
+def test_upstream_decreasing_ordered_pods_are_processed_first() -> None:
+    # 10 × 50m and 10 × 500m, 5 nodes allowed: the 500m group goes first (score 0.5 > 0.05),
+    # 2 per node fill all 5 nodes, the small pods find no room → the processed pods are the
+    # high-resource ones
+    small = [estimatee(i, millicores=50, memory_bytes=1000, owner="small") for i in range(10)]
+    high = [estimatee(i, millicores=500, memory_bytes=1000, owner="high") for i in range(10)]
+    count, placed = upstream_estimate(
+        millicores=1000, memory_mib=5000, groups=[small, high], max_nodes=5
+    )
+    assert count == 5
+    assert placed == [p["metadata"]["name"] for p in high]
+
+
+def test_upstream_later_group_avoids_a_host_port_conflict() -> None:
+    # TestBinpackingEstimatePlacementOnAddedNodes "pods go to an earlier node when the last
+    # node has a host port conflict": big 600m × 2 take e-0 and e-1 (1200 > 1000); the two
+    # 200m host-port pods then need one node each, both of which have 400m left → 2 nodes,
+    # 4 pods
+    big = [estimatee(i, millicores=600, memory_bytes=100, owner="big") for i in range(2)]
+    ports = [
+        estimatee(i, millicores=200, memory_bytes=100, owner="hostport", host_port=5555)
+        for i in range(2)
+    ]
+    count, placed = upstream_estimate(millicores=1000, memory_mib=1000, groups=[big, ports])
+    assert (count, len(placed)) == (2, 4)

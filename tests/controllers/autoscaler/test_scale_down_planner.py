@@ -346,3 +346,62 @@ def test_node_group_of_a_node_to_remove() -> None:
     found = world.update()
     assert {n.group_id for n in found} == {"g"}
     assert isinstance(world.provider.groups["g"], NodeGroup)
+
+
+def _with_host_port(made: dict[str, Any], port: int) -> dict[str, Any]:
+    made["spec"]["containers"][0]["ports"] = [{"containerPort": port, "hostPort": port}]
+    return made
+
+
+def test_drain_simulation_respects_host_ports() -> None:
+    # n0: busy 2 cpu + exporter 500m holding host port 9100 → 2.5/4 = 0.625, not a candidate.
+    # n1: only an exporter (500m, port 9100) → 0.125, a candidate; its exporter would fit n0 by
+    # cpu (1.5 free) but NodePorts refuses it there → n1 cannot go
+    nodes = [node("n0", cpu="4", memory="16Gi"), node("n1", cpu="4", memory="16Gi")]
+    pods = [
+        pod("busy", cpu="2", memory="1Gi", node_name="n0"),
+        _with_host_port(
+            pod(
+                "exporter-a", cpu="500m", memory="100Mi", node_name="n0", owner=("ReplicaSet", "x")
+            ),
+            9100,
+        ),
+        _with_host_port(
+            pod(
+                "exporter-b", cpu="500m", memory="100Mi", node_name="n1", owner=("ReplicaSet", "x")
+            ),
+            9100,
+        ),
+    ]
+    world = World(nodes, pods)
+    assert world.update() == []
+    assert world.reason("n0") == "NotUnderutilized"
+    assert world.reason("n1") == "NoPlaceToMovePods"
+
+
+def test_drain_simulation_respects_topology_spread() -> None:
+    # web pods spread by hostname, maxSkew 1: one on each of n0, n1, n2 (n0 also runs busy 3 cpu,
+    # not a candidate). Draining n1 takes web-1 off: domains n0 1, n1 0 (the node stays in the
+    # snapshot until it is gone), n2 1 → on n0 or n2: 1 + 1 − 0 = 2 > 1, refused; n2 likewise
+    spread = {
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": "kubernetes.io/hostname",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "web"}},
+            }
+        ]
+    }
+    nodes = [node(f"n{i}", cpu="4", memory="16Gi") for i in range(3)]
+    pods = [
+        pod("busy", cpu="3", memory="1Gi", node_name="n0", owner=("ReplicaSet", "b"), labels={}),
+        *(
+            pod(f"web-{i}", cpu="100m", memory="100Mi", node_name=f"n{i}", extra_spec=spread)
+            for i in range(3)
+        ),
+    ]
+    world = World(nodes, pods)
+    assert world.update() == []
+    assert world.reason("n1") == "NoPlaceToMovePods"
+    assert world.reason("n2") == "NoPlaceToMovePods"

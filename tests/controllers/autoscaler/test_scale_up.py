@@ -235,3 +235,17 @@ def test_reasons_message_for_the_node_total() -> None:
 
 def test_no_pending_pods_means_not_needed() -> None:
     assert decide([], [group("small")], TWO_GROUPS).result is ScaleUpResult.NOT_NEEDED
+
+
+def test_host_ports_take_a_node_each_in_the_estimate() -> None:
+    # 4 × (1 cpu, 2Gi) all binding host port 8080: one pod per node in any group.
+    # small (2 cpu, 8Gi): 4 nodes → waste (8−4)/8 + (32−8)/32 = 0.5 + 0.75 = 1.25
+    # large (8 cpu, 32Gi): 4 nodes → (32−4)/32 + (128−8)/128 = 0.875 + 0.9375 = 1.8125
+    # → small 0->4 (without NodePorts it would pack 2 per node: small 0->2)
+    pods = pending(4)
+    for made in pods:
+        made["spec"]["containers"][0]["ports"] = [{"containerPort": 8080, "hostPort": 8080}]
+    decision = decide(pods, [group("small"), group("large")], TWO_GROUPS)
+    assert decision.result is ScaleUpResult.SUCCESSFUL
+    assert sizes(decision) == {"small": (0, 4)}
+    assert len(decision.triggered) == 4

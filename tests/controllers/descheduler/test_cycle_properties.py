@@ -211,6 +211,16 @@ def affinity_clusters(draw: st.DrawFn) -> tuple[list[Any], list[Any]]:
                     }
                 ]
             }
+        extra: dict[str, Any] = {"affinity": affinity} if affinity else {}
+        if draw(st.booleans()):  # PodTopologySpread, counted with the pod off its node
+            extra["topologySpreadConstraints"] = [
+                {
+                    "maxSkew": draw(st.integers(1, 2)),
+                    "topologyKey": draw(st.sampled_from(["zone", "kubernetes.io/hostname"])),
+                    "whenUnsatisfiable": "DoNotSchedule",
+                    "labelSelector": {"matchLabels": {"app": app}},
+                }
+            ]
         pods.append(
             pod(
                 f"p{j}",
@@ -218,7 +228,7 @@ def affinity_clusters(draw: st.DrawFn) -> tuple[list[Any], list[Any]]:
                 cpu=f"{draw(st.integers(1, 15)) * 100}m",
                 labels={"app": app},
                 owners=[owner(name=app)],
-                spec={"affinity": affinity} if affinity else None,
+                spec=extra or None,
             )
         )
     return nodes, pods

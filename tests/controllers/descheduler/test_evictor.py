@@ -226,3 +226,44 @@ def test_validation_names_the_field(args: dict[str, Any], message: str) -> None:
     with pytest.raises(PolicyError) as caught:
         read_default_evictor_args(args, "args")
     assert message in str(caught.value)
+
+
+def _exporter(name: str, node_name: str) -> dict[str, Any]:
+    made = pod(name, node_name, cpu="100m")
+    made["spec"]["containers"][0]["ports"] = [{"containerPort": 9100, "hostPort": 9100}]
+    return made
+
+
+def test_node_fit_refuses_a_node_whose_host_port_is_taken() -> None:
+    # the exporter on n1 binds host port 9100: n2 has room, but another exporter holds the
+    # port there (NodePorts) → no other node fits; with n2's port free it does
+    mine = _exporter("exporter-1", "n1")
+    taken = evictor({"nodeFit": True}, pods=[mine, _exporter("exporter-2", "n2")])
+    assert taken.pre_eviction_filter(mine) is False
+    free = evictor({"nodeFit": True}, pods=[mine, pod("other", "n2", cpu="100m")])
+    assert free.pre_eviction_filter(mine) is True
+
+
+def test_node_fit_counts_topology_spread_without_the_pod() -> None:
+    # web pods spread by hostname, maxSkew 1, one on n1 and one on n2. Counted with web-1 off
+    # its node: n1 0, n2 1 → on n2: 1 + 1 − 0 = 2 > 1, refused → web-1 fits no other node.
+    # With maxSkew 2: 2 <= 2 → it fits n2.
+    def web(name: str, node_name: str, max_skew: int) -> dict[str, Any]:
+        constraint = {
+            "maxSkew": max_skew,
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "web"}},
+        }
+        return pod(
+            name,
+            node_name,
+            cpu="100m",
+            labels={"app": "web"},
+            spec={"topologySpreadConstraints": [constraint]},
+        )
+
+    tight = [web("web-1", "n1", 1), web("web-2", "n2", 1)]
+    assert evictor({"nodeFit": True}, pods=tight).pre_eviction_filter(tight[0]) is False
+    loose = [web("web-1", "n1", 2), web("web-2", "n2", 2)]
+    assert evictor({"nodeFit": True}, pods=loose).pre_eviction_filter(loose[0]) is True

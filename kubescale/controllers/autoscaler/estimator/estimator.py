@@ -8,11 +8,20 @@ cluster snapshot:
   highest first (a stable sort: equal scores keep their order);
 * inside a fork of the snapshot, for each group: its pods are tried on the nodes **added during
   this estimation** (``e-0``, ``e-1``, ... in order), stopping at the first pod that fits none;
-  each remaining pod is tried on the last added node, and when it does not fit there a new
-  template node is added — unless the last added node is still empty (the pod cannot fit a
-  fresh node: give up on the group) or the limiter refuses; a pod that does not fit a fresh node
-  ends the group;
-* the result is the number of added nodes that received at least one pod, and the pods placed.
+  each remaining pod is tried on the last added node; when a pod with a ``kubernetes.io/hostname``
+  spread constraint is refused there by PodTopologySpread, it is tried on every other node of the
+  snapshot (``SchedulePodOnAnyNodeMatching``, cluster nodes included — a node that takes it
+  counts among the nodes with pods, as upstream's ``trackScheduledPod`` counts it); when it fits
+  nowhere a new template node is added — unless the last added node is still empty (the pod
+  cannot fit a fresh node: give up on the group) or the limiter refuses; a pod that does not fit
+  a fresh node ends the group;
+* the result is the number of nodes that received at least one pod, and the pods placed.
+
+The template is not a node of the snapshot: only its copies are (a template in the snapshot
+would be one more topology domain, empty for ever, and hold every spread constraint's minimum
+at 0). Host ports and spread constraints are checked by the shared filters as pods are placed
+one by one, so a pod with a host port takes a node of its own and a ``maxSkew`` bounds the pods
+per domain, as upstream's binpacking finds.
 
 The limiter (``threshold_based_limiter.go``) takes the minimum of its thresholds — 0 means no
 limit, a negative value forbids adding nodes: ``--max-nodes-per-scaleup`` (1000) and
@@ -25,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import NodeGroup
 from kubescale.controllers.autoscaler.simulator.scheduling_simulation import (
@@ -33,9 +42,11 @@ from kubescale.controllers.autoscaler.simulator.scheduling_simulation import (
     obviously_full,
 )
 from kubescale.controllers.autoscaler.simulator.template_nodes import TemplateNode
+from kubescale.scheduling.filters import FilterStatus, NodeState, insufficient_resources
 from kubescale.scheduling.fit import PodInfo
 from kubescale.scheduling.pod_resources import container_amounts
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
+from kubescale.scheduling.topology_spread import REASON_SPREAD
 
 __all__ = [
     "BinpackingLimiter",
@@ -46,6 +57,7 @@ __all__ = [
 ]
 
 Pod = Mapping[str, Any]
+HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
 
 
 def limit_min(base: float, target: float) -> float:
@@ -141,7 +153,7 @@ def estimate_nodes(
     journal.fork()
     try:
         snapshot = journal.snapshot
-        source = journal.add_node(template.node, allocatable=template.allocatable).name
+        source = NodeState.of_node(template.node, template.allocatable)
         new_nodes: list[str] = []
         with_pods: set[str] = set()
         scheduled: list[Pod] = []
@@ -154,7 +166,7 @@ def estimate_nodes(
 
         def add_node() -> str:
             name = f"e-{len(new_nodes)}"
-            journal.add_node_like(source, name)
+            journal.add_node_from(source, name)
             for startup in template.pods:
                 journal.add_pod(name, startup)
             new_nodes.append(name)
@@ -171,9 +183,17 @@ def estimate_nodes(
                 place(pod, found[1])
             for pod in group[remaining_from:]:
                 info = snapshot.pod_info(pod)
-                if last is not None and _fits(simulator, info, last):
-                    place(pod, last)
-                    continue
+                if last is not None:
+                    status = _check(simulator, info, last)
+                    if status is None:
+                        place(pod, last)
+                        continue
+                    if REASON_SPREAD in status.reasons and _spreads_by_hostname(pod):
+                        others = [n for n in sorted(snapshot.nodes) if n != last]
+                        found = simulator.find_node(info, others)
+                        if found is not None:
+                            place(pod, found[1])
+                            continue
                 if last is not None and last not in with_pods:
                     break  # it did not fit an empty node: it will not fit a new one either
                 if not limiter.permission_to_add_node():
@@ -192,3 +212,19 @@ def _fits(simulator: SchedulingSimulator, info: PodInfo, node: str) -> bool:
     if obviously_full(info.requests, state):
         return False
     return simulator.fits(info, node)
+
+
+def _check(simulator: SchedulingSimulator, info: PodInfo, node: str) -> FilterStatus | None:
+    """The node's verdict for the pod (``None``: it fits); a full node is refused by
+    NodeResourcesFit before any cross-pod state is computed."""
+    state = simulator.snapshot.nodes[node]
+    if obviously_full(info.requests, state):
+        return FilterStatus(insufficient_resources(info.requests, state), unresolvable=False)
+    return simulator.check(info, node)
+
+
+def _spreads_by_hostname(pod: Pod) -> bool:
+    """``isPodUsingHostNameTopologyKey``: some spread constraint (of either kind) is keyed on
+    ``kubernetes.io/hostname``."""
+    constraints = (pod.get("spec") or {}).get("topologySpreadConstraints") or ()
+    return any(c.get("topologyKey") == HOSTNAME_LABEL for c in constraints)

@@ -278,7 +278,7 @@ def _schedulable_pod_groups(
         fitting: list[list[Pod]] = []
         for pod_group in pod_groups:
             info = snapshot.pod_info(pod_group.pods[0])
-            status = snapshot.filter(info, template.name, snapshot.topology(info))
+            status = snapshot.filter(info, template.name, snapshot.prefilter(info))
             if status is None:
                 fitting.append(pod_group.pods)
                 pod_group.schedulable = True

@@ -26,8 +26,7 @@ from typing import Any
 
 from kubescale.controllers.autoscaler.simulator.equivalence import equivalence_key
 from kubescale.scheduling.filters import FilterStatus, NodeState
-from kubescale.scheduling.fit import ClusterSnapshot, PodInfo
-from kubescale.scheduling.inter_pod_affinity import TopologyCounts
+from kubescale.scheduling.fit import ClusterSnapshot, PodInfo, PreFilterState
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 
 __all__ = ["Placement", "SchedulingSimulator", "TryScheduleResult", "obviously_full"]
@@ -73,16 +72,16 @@ class SchedulingSimulator:
         return self.journal.snapshot
 
     def check(
-        self, info: PodInfo, node_name: str, topology: TopologyCounts | None = None
+        self, info: PodInfo, node_name: str, state: PreFilterState | None = None
     ) -> FilterStatus | None:
         """The node's verdict for the pod (``None``: it fits)."""
-        return self.journal.snapshot.filter(info, node_name, topology)
+        return self.journal.snapshot.filter(info, node_name, state)
 
     def fits(self, info: PodInfo, node_name: str) -> bool:
         snapshot = self.journal.snapshot
         if obviously_full(info.requests, snapshot.nodes[node_name]):
             return False
-        return snapshot.filter(info, node_name, snapshot.topology(info)) is None
+        return snapshot.filter(info, node_name, snapshot.prefilter(info)) is None
 
     def find_node(
         self, info: PodInfo, candidates: Sequence[str], start: int = 0
@@ -92,7 +91,7 @@ class SchedulingSimulator:
         count = len(candidates)
         if not count:
             return None
-        topology = snapshot.topology(info)
+        prefilter = snapshot.prefilter(info)
         nodes = snapshot.nodes
         for offset in range(count):
             index = (start + offset) % count
@@ -100,7 +99,7 @@ class SchedulingSimulator:
             state = nodes.get(name)
             if state is None or obviously_full(info.requests, state):
                 continue
-            if snapshot.filter(info, name, topology) is None:
+            if snapshot.filter(info, name, prefilter) is None:
                 return index, name
         return None
 

@@ -18,7 +18,9 @@ the ready nodes — with the pod itself taken off its node first, as the schedul
 replacement. Upstream's ``NodeFit`` checks a subset of those filters (node selector and required
 affinity, NoSchedule/NoExecute taints, resources on other nodes, cordon, the pod's own
 anti-affinity on the node); asking the scheduler's filters is stricter where they differ (a
-zone-wide anti-affinity term, an existing pod's anti-affinity, a cordon the pod tolerates).
+zone-wide anti-affinity term, an existing pod's anti-affinity, a cordon the pod tolerates, a
+host port already taken on the node, a ``DoNotSchedule`` topology spread constraint the move
+would break — counted with the pod off its node).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from datetime import datetime
 from typing import Any
 
 from kubescale.kube.selectors import LabelSelector
-from kubescale.scheduling.fit import ClusterSnapshot, PodInfo, pod_key
+from kubescale.scheduling.fit import ClusterSnapshot, PodInfo, PreFilterState, pod_key
 from kubescale.scheduling.inter_pod_affinity import TopologyCounts
 from kubescale.scheduling.pod_resources import Amounts, RequestCache
 
@@ -197,9 +199,10 @@ class CycleView:
         topology = self._topology_without(pod, info, current)
         removed = bool(current) and snapshot.remove_pod(current, pod)
         try:
-            return any(
-                snapshot.filter(info, name, topology) is None for name in names if name != skip
+            state = PreFilterState(
+                affinity=topology, spread=snapshot.spread(info), spread_invalid=info.spread is None
             )
+            return any(snapshot.filter(info, name, state) is None for name in names if name != skip)
         finally:
             if removed:
                 snapshot.add_pod(current, pod)
