@@ -181,28 +181,13 @@ class PodActions:
                     extra={"fields": {"pod": pod_id(pod), "error": str(failure)}},
                 )
                 return result
-        view = meta(pod)
-        try:
-            await self.client.patch(
-                PODS,
-                view.name,
-                {"metadata": {"annotations": dict.fromkeys(expired)}},
-                namespace=view.namespace,
-                patch_type="merge",
-            )
-        except KubeError as err:
-            log.warning(
-                "pod unboosted, but its boost annotations could not be removed",
-                extra={"fields": {"pod": pod_id(pod), "error": str(err)}},
-            )
-        if patches:
-            self.metrics.in_place_updated_pods.labels(size).inc()
-            self.events.event(
-                pod,
-                type="Normal",
-                reason="InPlaceResizedByVPA",
-                message="Pod was resized in place by VPA Updater.",
-            )
+        await self._after_resize(
+            pod,
+            dict.fromkeys(expired),
+            size=size,
+            resized=bool(patches),
+            warning="pod unboosted, but its boost annotations could not be removed",
+        )
         return result
 
     async def resize(
@@ -246,26 +231,43 @@ class PodActions:
             )
             log.info(message, extra={"fields": {"pod": pod_id(pod), "error": str(failure)}})
             return result
+        # The resize is done: a missing annotation is no reason to evict the pod as well.
+        await self._after_resize(
+            pod,
+            {IN_PLACE_UPDATED_ANNOTATION: "true"},
+            size=size,
+            resized=True,
+            warning="pod resized, but its annotation could not be written",
+        )
+        return result
+
+    async def _after_resize(
+        self,
+        pod: Mapping[str, Any],
+        annotations: Mapping[str, str | None],
+        *,
+        size: str,
+        resized: bool,
+        warning: str,
+    ) -> None:
+        """Merge-patch ``annotations`` onto the pod (``None`` removes one; a failure is only
+        logged), then, if ``resized``, the metric and the event ``InPlaceResizedByVPA``."""
         view = meta(pod)
         try:
             await self.client.patch(
                 PODS,
                 view.name,
-                {"metadata": {"annotations": {IN_PLACE_UPDATED_ANNOTATION: "true"}}},
+                {"metadata": {"annotations": dict(annotations)}},
                 namespace=view.namespace,
                 patch_type="merge",
             )
         except KubeError as err:
-            # The resize is done: a missing annotation is no reason to evict the pod as well.
-            log.warning(
-                "pod resized, but its annotation could not be written",
-                extra={"fields": {"pod": pod_id(pod), "error": str(err)}},
+            log.warning(warning, extra={"fields": {"pod": pod_id(pod), "error": str(err)}})
+        if resized:
+            self.metrics.in_place_updated_pods.labels(size).inc()
+            self.events.event(
+                pod,
+                type="Normal",
+                reason="InPlaceResizedByVPA",
+                message="Pod was resized in place by VPA Updater.",
             )
-        self.metrics.in_place_updated_pods.labels(size).inc()
-        self.events.event(
-            pod,
-            type="Normal",
-            reason="InPlaceResizedByVPA",
-            message="Pod was resized in place by VPA Updater.",
-        )
-        return result
