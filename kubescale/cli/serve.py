@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 from collections.abc import Mapping
+from typing import Any
 
 from kubescale.base.clock import RealClock
 from kubescale.base.logs import component_logger, configure_logging
@@ -24,7 +25,7 @@ from kubescale.cli.serve_config import (
 from kubescale.components import REGISTRY
 from kubescale.kube.config_loading import SERVICE_HOST_ENV
 from kubescale.runtime import event_loop
-from kubescale.runtime.component import EnabledComponent, LoopSpec
+from kubescale.runtime.component import ConfiguredToRun, EnabledComponent, LoopSpec
 from kubescale.runtime.process import Server, serve
 
 __all__ = ["LoopSpec", "Server", "add_arguments", "default_components", "run", "serve"]
@@ -55,13 +56,33 @@ def default_components(
     (``auto``: only in a cluster — ``$KUBERNETES_SERVICE_HOST`` set — or with
     ``--kubeconfig``)."""
     env = os.environ if environ is None else environ
-    in_cluster = config.kubeconfig is not None or bool(env.get(SERVICE_HOST_ENV))
+    if config.kubeconfig is not None:
+        where = "--kubeconfig given"
+    elif env.get(SERVICE_HOST_ENV):
+        where = "in a cluster"
+    else:
+        where = ""
     enabled: list[EnabledComponent] = []
     for spec in REGISTRY:
         settings = config.components[spec.name]
         mode = settings.mode
-        if mode == "auto" and not in_cluster:
-            log.info("not in a cluster and no --kubeconfig: %s is off", spec.title)
-        if mode == "true" or (mode == "auto" and in_cluster):
+        runs = mode == "true" or (mode == "auto" and bool(where))
+        why = _why(spec.mode_flag, settings, where)
+        log.info("%s %s: %s", spec.title, "runs" if runs else "is off", why)
+        if runs:
             enabled.append(EnabledComponent(spec, settings))
     return enabled
+
+
+def _why(flag: str, settings: Any, where: str) -> str:
+    """Why a component runs or not, in the words of its flags (the first lines of the log)."""
+    off_reason = settings.auto_off_reason if isinstance(settings, ConfiguredToRun) else None
+    if settings.mode == "false" and off_reason is not None:
+        return f"--{flag} auto, but {off_reason}"
+    if settings.mode in ("true", "false"):
+        return f"--{flag} {settings.mode}"
+    return (
+        f"--{flag} auto, {where}"
+        if where
+        else f"--{flag} auto, not in a cluster and no --kubeconfig"
+    )

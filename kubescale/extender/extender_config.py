@@ -63,6 +63,14 @@ class ExtenderSettings:
         return policy_gated_mode(self.requested, self.policy)
 
     @property
+    def auto_off_reason(self) -> str | None:
+        """Why ``--scheduler-extender auto`` does not serve it: no descheduler policy to keep
+        pods off nodes for (``None``: not ``auto``, or a policy given)."""
+        if self.requested != "auto" or self.policy is not None:
+            return None
+        return "no descheduler policy (--policy-config-file or --descheduler-policy)"
+
+    @property
     def enabled(self) -> bool:
         return self.mode != "false"
 

@@ -210,6 +210,15 @@ class NeedsApis(Protocol):
     async def unserved_apis(self) -> Sequence[str]: ...
 
 
+@runtime_checkable
+class ConfiguredToRun(Protocol):
+    """Settings of a system that ``auto`` runs only when it is configured (it evicts pods or
+    deletes nodes): ``auto_off_reason`` says what is missing, ``None`` when configured."""
+
+    @property
+    def auto_off_reason(self) -> str | None: ...
+
+
 class ComponentSettings(Protocol):
     """What every component's settings carry: the value of its on/off flag."""
 

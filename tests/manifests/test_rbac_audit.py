@@ -152,7 +152,7 @@ async def _serve_records(cert_dir: Path, tmp_path: Path) -> set[RequestRecord]:
             "--tls-private-key", str(certs / "serverKey.pem"),
             "--client-ca-file", str(certs / "caCert.pem"), "--cert-reload-interval", "0.2s",
             "--recommender-interval", "1s", "--checkpoints-gc-interval", "1s",
-            "--horizontal-pod-autoscaler-sync-period", "1s",
+            "--horizontal-pod-autoscaler-sync-period", "1s", "--cloud-provider", "clusterapi",
             "--kubeconfig", str(kubeconfig),
             "--leader-elect-resource-namespace", install_namespace(),
             "--webhook-service-namespace", install_namespace(), "--log-level", "error",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 import os
 import shutil
 import signal
@@ -24,8 +25,9 @@ from cryptography import x509
 
 from kubescale.base.clock import RealClock
 from kubescale.cli.main import build_parser, main
-from kubescale.cli.serve import LoopSpec, Server, serve
+from kubescale.cli.serve import LoopSpec, Server, default_components, serve
 from kubescale.cli.serve_config import serve_config_from_args
+from kubescale.components import REGISTRY
 from kubescale.runtime.server_limits import ServerLimits
 
 SERVICE, NAMESPACE = "kubescale", "kube-system"
@@ -518,3 +520,39 @@ async def test_sigterm_lets_the_running_iteration_finish(cert_dir: Path) -> None
     slow.release.set()
     assert await asyncio.wait_for(task, timeout=10) == 0
     assert slow.completed == 1
+
+
+def test_serve_runs_only_the_systems_it_is_configured_for(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # `serve --kubeconfig F` and nothing else: the VPA and the HPA run (auto, with
+    # --kubeconfig); the cluster autoscaler (deletes nodes: needs --cloud-provider or
+    # --node-group-auto-discovery, as upstream needs --cloud-provider) and the descheduler and
+    # its extender (evict pods: need a policy) do not. The log names each and why.
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("")
+    config = serve_config_from_args(
+        build_parser().parse_args(["serve", "--kubeconfig", str(kubeconfig)])
+    )
+    with caplog.at_level(logging.INFO, logger="kubescale"):
+        names = {c.name for c in default_components(config, environ={})}
+    assert names == {"webhook", "vpa-recommender", "vpa-updater", "hpa-controller"}
+    lines = [r.getMessage() for r in caplog.records if r.name == "kubescale.serve"]
+    assert (
+        "the cluster autoscaler is off: --cluster-autoscaler auto, but no --cloud-provider and "
+        "no --node-group-auto-discovery"
+    ) in lines
+    assert any(
+        line.endswith("is off: --descheduler auto, but no policy (--policy-config-file or "
+                      "--descheduler-policy)")
+        for line in lines
+    ), lines  # fmt: skip
+    assert any(line.endswith("runs: --webhook auto, --kubeconfig given") for line in lines), lines
+    assert len(lines) == len(REGISTRY)  # one line per system, runs or not
+    # configured: the autoscaler runs with --cloud-provider, or with an explicit discovery
+    for flags in (["--cloud-provider", "clusterapi"],
+                  ["--node-group-auto-discovery", "clusterapi:namespace=default"],
+                  ["--cluster-autoscaler", "true"]):  # fmt: skip
+        argv = ["serve", "--kubeconfig", str(kubeconfig), *flags]
+        config = serve_config_from_args(build_parser().parse_args(argv))
+        assert "cluster-autoscaler" in {c.name for c in default_components(config, environ={})}

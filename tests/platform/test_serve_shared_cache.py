@@ -63,7 +63,7 @@ async def test_every_collection_is_listed_and_watched_once(
             "--client-ca-file", str(cert_dir / "caCert.pem"),
             "--kubeconfig", str(kubeconfig), "--leader-elect", "false",
             "--webhook-service-namespace", "kube-system", "--log-format", "json",
-            "--descheduler-policy", POLICY,
+            "--descheduler-policy", POLICY, "--cloud-provider", "clusterapi",
         ]  # fmt: skip
         config = serve_config_from_args(build_parser().parse_args(argv))
         enabled = default_components(config, environ={})

@@ -6,10 +6,11 @@ cluster's first list of pods; the re-list after a ``410 Gone``): no loop of a co
 reads pods starts an iteration meanwhile, the log and ``/readyz`` name what is loading, and a
 component that does not read pods (the webhook) is ready all along.
 
-Without the Cluster API CRDs (every cluster that only wants a VPA) the default flags
-(``--cluster-autoscaler auto``, on with ``--kubeconfig``) do not start the autoscaler — one
-warning line, a ``/readyz`` note and a metric name what is missing — and the webhook mutates pods
-as upstream's admission controller does.
+Without the Cluster API CRDs (every cluster that only wants a VPA) an autoscaler configured to
+run (``--cluster-autoscaler auto`` with ``--cloud-provider clusterapi``, on with ``--kubeconfig``)
+is not started — one warning line, a ``/readyz`` note and a metric name what is missing — and the
+webhook mutates pods as upstream's admission controller does. (With the default flags alone the
+autoscaler is not configured to run at all: ``tests/platform/test_serve.py``.)
 
 Expected patch (upstream rules, no capping): requests become the VPA's target cpu 250m /
 memory 200Mi; the pod sets no limits, so none are written.
@@ -254,7 +255,7 @@ RECOMMENDATION = {
 }
 
 
-async def test_without_cluster_api_the_default_flags_run_the_vpa(
+async def test_without_cluster_api_a_configured_autoscaler_does_not_start_and_the_vpa_runs(
     cert_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     async with ApiServer() as api:
@@ -264,7 +265,8 @@ async def test_without_cluster_api_the_default_flags_run_the_vpa(
         api.write_kubeconfig(kubeconfig)
         client = await connect(kubeconfig=kubeconfig)
         with caplog.at_level(logging.INFO, logger="kubescale"):
-            async with _serve(_argv(cert_dir, kubeconfig)) as server:
+            argv = _argv(cert_dir, kubeconfig, "--cloud-provider", "clusterapi")
+            async with _serve(argv) as server:
                 api.register_service(
                     namespace="kube-system",
                     name="kubescale",
@@ -331,7 +333,8 @@ async def test_without_the_vpa_crds_the_autoscaler_runs_and_the_vpa_does_not_sta
             assert api.registry.remove(("autoscaling.k8s.io", plural)) is not None
         kubeconfig = tmp_path / "kubeconfig"
         api.write_kubeconfig(kubeconfig)
-        async with _serve(_argv(cert_dir, kubeconfig)) as server:
+        argv = _argv(cert_dir, kubeconfig, "--cloud-provider", "clusterapi")
+        async with _serve(argv) as server:
             # the VPA's systems need their CRDs; the autoscaler only reads VPAs to binpack
             # with the webhook's requests (one brain), which it can do without
             assert set(server.not_started) == {"webhook", "vpa-recommender", "vpa-updater"}

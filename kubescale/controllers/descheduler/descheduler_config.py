@@ -62,6 +62,14 @@ class DeschedulerSettings:
         return policy_gated_mode(self.requested, self.policy)
 
     @property
+    def auto_off_reason(self) -> str | None:
+        """Why ``--descheduler auto`` does not run it: no policy (``None``: not ``auto``, or a
+        policy given)."""
+        if self.requested != "auto" or self.policy is not None:
+            return None
+        return "no policy (--policy-config-file or --descheduler-policy)"
+
+    @property
     def enabled(self) -> bool:
         """Whether the loop would run in a cluster."""
         return self.mode != "false"

@@ -156,10 +156,11 @@ def _taint_keys(flag: str, keys: list[str]) -> tuple[str, ...]:
 
 def autoscaler_settings_from_args(args: argparse.Namespace) -> AutoscalerSettings:
     """Validate the flags declared by :func:`add_autoscaler_arguments`."""
-    if args.cloud_provider != "clusterapi":
+    if args.cloud_provider not in ("", "clusterapi"):
         raise AutoscalerConfigError(
             f"--cloud-provider: {args.cloud_provider!r} is not provided (only clusterapi)"
         )
+    configured = bool(args.cloud_provider or args.node_group_auto_discovery)
     if args.scan_interval <= 0:
         raise AutoscalerConfigError("--scan-interval must be > 0")
     try:
@@ -186,9 +187,19 @@ def autoscaler_settings_from_args(args: argparse.Namespace) -> AutoscalerSetting
             "--max-node-group-backoff-duration must be >= --initial-node-group-backoff-duration"
         )
     return AutoscalerSettings(
-        mode=cast(AutoscalerMode, args.cluster_autoscaler),
+        mode=cast(
+            AutoscalerMode,
+            "false"
+            if args.cluster_autoscaler == "auto" and not configured
+            else args.cluster_autoscaler,
+        ),
+        auto_off_reason=(
+            "no --cloud-provider and no --node-group-auto-discovery"
+            if args.cluster_autoscaler == "auto" and not configured
+            else None
+        ),
         scan_interval=float(args.scan_interval),
-        cloud_provider=str(args.cloud_provider),
+        cloud_provider="clusterapi",
         auto_discovery=tuple(parse_auto_discovery(s) for s in args.node_group_auto_discovery),
         namespace=str(args.namespace),
         write_status_configmap=bool(args.write_status_configmap),

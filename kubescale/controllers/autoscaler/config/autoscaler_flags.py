@@ -43,8 +43,8 @@ def add_autoscaler_arguments(parser: argparse.ArgumentParser) -> None:
         "--cluster-autoscaler",
         choices=("auto", "true", "false"),
         default="auto",
-        help="run the cluster autoscaler loop: auto = when in a cluster or given --kubeconfig "
-        "(default: %(default)s)",
+        help="run the cluster autoscaler loop: auto = in a cluster or given --kubeconfig, when "
+        "--cloud-provider or --node-group-auto-discovery is given (default: %(default)s)",
     )
     add_duration_flag(
         group,
@@ -55,8 +55,9 @@ def add_autoscaler_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--cloud-provider",
-        default="clusterapi",
-        help="cloud provider (default: %(default)s; the only one provided)",
+        default="",
+        help="cloud provider: clusterapi, the only one provided; giving it (or "
+        "--node-group-auto-discovery) is what runs the autoscaler with --cluster-autoscaler auto",
     )
     group.add_argument(
         "--node-group-auto-discovery",

@@ -90,6 +90,9 @@ class AutoscalerSettings:
     """The cluster autoscaler's settings, validated once at start."""
 
     mode: AutoscalerMode = "auto"
+    auto_off_reason: str | None = None
+    """Why ``--cluster-autoscaler auto`` does not run it (upstream needs ``--cloud-provider``):
+    neither ``--cloud-provider`` nor ``--node-group-auto-discovery`` given; ``None``: given."""
     scan_interval: float = 10.0
     cloud_provider: str = "clusterapi"
     capi_group: str = "cluster.x-k8s.io"
