@@ -260,6 +260,7 @@ class AdmissionWebhook:
             )
             self.answers.clear()
             caches.on_input_change(self.answers)
+            caches.on_namespace_deleted(self.event_throttle.forget_namespace)
             self._decider = decider
         return decider
 

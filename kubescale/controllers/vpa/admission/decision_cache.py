@@ -252,6 +252,10 @@ class InvalidatedLru(BoundedLru[V]):
         self._by_vpa.setdefault(vpa_uid, set()).add(key)
         self._by_namespace.setdefault(namespace, set()).add(key)
 
+    def namespaces(self) -> set[str]:
+        """The namespaces values here were made with."""
+        return set(self._by_namespace)
+
     # -- invalidation, from the informers' event handlers ----------------------------------------
 
     def forget_vpa(self, uid: str) -> None:

@@ -24,7 +24,9 @@ handler has to be right about it.
 Only matches made entirely from informers are remembered: one that read a controller of a kind
 without informer (``/scale`` lookups, whose answers arrive asynchronously), or that found an
 informed controller missing, is made again every time, exactly as without this cache.
-Bounded by size (least recently used first) and age, as every cache here.
+Bounded by size (least recently used first) and age, as every cache here; a namespace's entries
+(which hold its controller and VPA objects) are dropped when the namespace is deleted
+(:meth:`MatchCache.forget_namespace`).
 """
 
 from __future__ import annotations
@@ -99,6 +101,8 @@ class MatchCache(BoundedLru[Match]):
         now: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(max_entries=max_entries, max_age=max_age, now=now)
+        self._namespace_of: dict[Hashable, str] = {}
+        self._by_namespace: dict[str, set[Hashable]] = {}
 
     def get(
         self,
@@ -119,10 +123,41 @@ class MatchCache(BoundedLru[Match]):
         vpa: dict[str, Any] | None,
         reads: Sequence[OwnerRead],
         vpas: Sequence[dict[str, Any]],
+        namespace: str = "",
     ) -> Match | None:
-        """Remember a match; the entry (``None`` when nothing is remembered)."""
+        """Remember a match of a pod of ``namespace``; the entry (``None`` when nothing is
+        remembered)."""
         match = Match(controller=controller, vpa=vpa, reads=tuple(reads), vpas=tuple(vpas))
-        return match if self._store(key, match) else None
+        if not self._store(key, match):
+            return None
+        self._namespace_of[key] = namespace
+        self._by_namespace.setdefault(namespace, set()).add(key)
+        return match
+
+    def forget_namespace(self, namespace: str) -> None:
+        """``namespace`` was deleted: drop the matches of its pods."""
+        for key in list(self._by_namespace.get(namespace, ())):
+            self._remove(key)
+
+    def namespaces(self) -> set[str]:
+        """The namespaces whose pods have matches here."""
+        return set(self._by_namespace)
+
+    def clear(self) -> None:
+        super().clear()
+        self._namespace_of.clear()
+        self._by_namespace.clear()
+
+    def _remove(self, key: Hashable) -> None:
+        super()._remove(key)
+        namespace = self._namespace_of.pop(key, None)
+        if namespace is None:
+            return
+        keys = self._by_namespace.get(namespace)
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self._by_namespace[namespace]
 
 
 def match_fields(obj: Mapping[str, Any]) -> tuple[object, ...]:
