@@ -41,10 +41,12 @@ from kubescale.controllers.vpa.api.controller_refs import ControllerRef, control
 
 __all__ = [
     "DEFAULT_MAX_AGE",
+    "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_MATCHES",
     "Match",
     "MatchCache",
     "OwnerRead",
+    "match_cost",
     "match_fields",
     "match_key",
 ]
@@ -53,6 +55,11 @@ DEFAULT_MAX_MATCHES: Final = 4096
 """Matches remembered: one per controller and label set."""
 DEFAULT_MAX_AGE: Final = 3600.0
 """Seconds after which a match is made again even though nothing it read changed."""
+DEFAULT_MAX_BYTES: Final = 4 * 1024 * 1024
+"""The matches' summed cost (:func:`match_cost`): a pod's labels are part of the key, and a pod
+may carry up to 256 KiB of them."""
+ENTRY_OVERHEAD: Final = 1024
+"""Bytes counted per match for its fixed objects (the entry, its reads, the index)."""
 
 OwnerRead = tuple[str, str, str, str, dict[str, Any]]
 """``(apiVersion, kind, namespace, name, object)``: one informer read of the match."""
@@ -98,9 +105,10 @@ class MatchCache(BoundedLru[Match]):
         *,
         max_entries: int = DEFAULT_MAX_MATCHES,
         max_age: float = DEFAULT_MAX_AGE,
+        max_bytes: int = DEFAULT_MAX_BYTES,
         now: Callable[[], float] = time.monotonic,
     ) -> None:
-        super().__init__(max_entries=max_entries, max_age=max_age, now=now)
+        super().__init__(max_entries=max_entries, max_age=max_age, max_bytes=max_bytes, now=now)
         self._namespace_of: dict[Hashable, str] = {}
         self._by_namespace: dict[str, set[Hashable]] = {}
 
@@ -128,7 +136,7 @@ class MatchCache(BoundedLru[Match]):
         """Remember a match of a pod of ``namespace``; the entry (``None`` when nothing is
         remembered)."""
         match = Match(controller=controller, vpa=vpa, reads=tuple(reads), vpas=tuple(vpas))
-        if not self._store(key, match):
+        if not self._store(key, match, match_cost(key)):
             return None
         self._namespace_of[key] = namespace
         self._by_namespace.setdefault(namespace, set()).add(key)
@@ -158,6 +166,13 @@ class MatchCache(BoundedLru[Match]):
             keys.discard(key)
             if not keys:
                 del self._by_namespace[namespace]
+
+
+def match_cost(key: Hashable) -> int:
+    """About the bytes a match holds: its key as text (the owner reference and the labels)
+    and :data:`ENTRY_OVERHEAD` (the controller and VPA objects it refers to are the
+    informers')."""
+    return ENTRY_OVERHEAD + len(repr(key))
 
 
 def match_fields(obj: Mapping[str, Any]) -> tuple[object, ...]:
