@@ -12,6 +12,7 @@ from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry
 
 from kubescale.controllers.vpa.admission.bounded_lru import BoundedLru
 from kubescale.controllers.vpa.admission.decision_cache import (
@@ -24,8 +25,10 @@ from kubescale.controllers.vpa.admission.match_cache import (
     DEFAULT_MAX_BYTES as MATCH_MAX_BYTES,
 )
 from kubescale.controllers.vpa.admission.match_cache import Match, MatchCache
+from kubescale.webhook.admission_routes import AdmissionWebhook
 from kubescale.webhook.answer_cache import MAX_BYTES as ANSWER_MAX_BYTES
 from kubescale.webhook.answer_cache import AnswerCache
+from kubescale.webhook.webhook_config import WebhookSettings
 
 CONTAINERS = 60
 
@@ -150,3 +153,17 @@ def test_the_store_never_holds_more_than_its_bounds(
         assert len(store) <= max_entries
         assert store.bytes == sum(cost for _, _, cost in store._entries.values())
         assert store.bytes <= max_bytes
+
+
+def test_the_pod_answer_templates_keep_their_byte_budget() -> None:
+    # A template is kept per distinct patch; 200 patches of 64 KiB are 12.8 MB (the count
+    # bound is 4,096). The templates are kept under 4 MiB: each counts its patch twice (the
+    # key, and inside the template) plus the review around it.
+    webhook = AdmissionWebhook(settings=WebhookSettings(), registry=CollectorRegistry())
+    for index in range(200):
+        patch = f"{index:05d}" + "A" * (64 * 1024)
+        _, tail = webhook._pod_template(patch)
+        assert patch.encode() in tail  # the template made for it is the one returned
+    held = sum(len(patch) + len(h) + len(t) for patch, (h, t) in webhook._pod_bodies.items())
+    assert held <= 4 * 1024 * 1024
+    assert 0 < len(webhook._pod_bodies) < 200
