@@ -125,6 +125,8 @@ _UID_FIELD: Final = b'"uid":'
 _EMPTY_UID: Final = b'"uid":""'
 _MAX_POD_BODIES: Final = 4096
 """Pod answer templates kept (one per distinct patch; then all are made again)."""
+_MAX_POD_BODY_BYTES: Final = 4 * 1024 * 1024
+"""Their summed size (patch and template): a patch grows with the pod (issue 27, item 14)."""
 _VPAS: Final = ("autoscaling.k8s.io", "verticalpodautoscalers")
 
 
@@ -245,6 +247,7 @@ class AdmissionWebhook:
         self._decider: CachedPodAdmission | None = None
         self._pod_bodies: dict[str, tuple[bytes, bytes]] = {}
         """A pod answer's bytes around its uid, by encoded patch (:meth:`_pod_template`)."""
+        self._pod_body_bytes = 0
 
     def _pod_decider(self, caches: AdmissionCaches) -> CachedPodAdmission:
         decider = self._decider
@@ -261,6 +264,7 @@ class AdmissionWebhook:
             )
             self.answers.clear()
             caches.on_input_change(self.answers)
+            caches.on_namespace_deleted(self.event_throttle.forget_namespace)
             self._decider = decider
         return decider
 
@@ -509,9 +513,16 @@ class AdmissionWebhook:
             whole = encode_json(review_response(uid="", encoded_patch=encoded_patch))
             head, tail = whole.split(_EMPTY_UID, 1)  # base64 never holds a quote
             template = (head + _UID_FIELD, tail)
-            if len(self._pod_bodies) >= _MAX_POD_BODIES:
+            size = len(encoded_patch) + len(template[0]) + len(template[1])
+            if (
+                len(self._pod_bodies) >= _MAX_POD_BODIES
+                or self._pod_body_bytes + size > _MAX_POD_BODY_BYTES
+            ):
                 self._pod_bodies.clear()
-            self._pod_bodies[encoded_patch] = template
+                self._pod_body_bytes = 0
+            if size <= _MAX_POD_BODY_BYTES:
+                self._pod_bodies[encoded_patch] = template
+                self._pod_body_bytes += size
         return template
 
     def _record_hpa_conflict(self, conflict: HpaConflict) -> None:

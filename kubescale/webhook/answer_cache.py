@@ -29,8 +29,9 @@ When an answer is served from here:
   hit counts the pod as the decision would (``vpa_admission_controller_admission_pods``) and
   its latency is observed by the route.
 
-Bounded: at most 1,024 answers, bodies up to 32 KiB (about 33 MiB with the answers), an
-hour each (:class:`~kubescale.controllers.vpa.admission.decision_cache.InvalidatedLru`).
+Bounded: at most 1,024 answers, bodies up to 32 KiB, 8 MiB of keys and answers in all (the
+count alone allowed about 33 MiB: issue 27, item 14), an hour each
+(:class:`~kubescale.controllers.vpa.admission.decision_cache.InvalidatedLru`).
 """
 
 from __future__ import annotations
@@ -44,10 +45,13 @@ from kubescale.controllers.vpa.admission.decision_cache import InvalidatedLru
 from kubescale.controllers.vpa.admission.match_cache import Match
 from kubescale.webhook.admission_reviews import parse_review
 
-__all__ = ["MAX_ANSWERS", "MAX_BODY_BYTES", "AnswerCache", "CachedAnswer", "split_uid"]
+__all__ = ["MAX_ANSWERS", "MAX_BODY_BYTES", "MAX_BYTES", "AnswerCache", "CachedAnswer", "split_uid"]
 
 MAX_ANSWERS: Final = 1024
 MAX_BODY_BYTES: Final = 32 * 1024
+MAX_BYTES: Final = 8 * 1024 * 1024
+"""The answers' summed cost: key, answer bytes and :data:`ENTRY_OVERHEAD` each."""
+ENTRY_OVERHEAD: Final = 512
 _UID_FIELD: Final = b'"uid":'
 _JSON_SPACE: Final = b" \t\r\n"
 _PLAIN_UID: Final = re.compile(rb"[ !#-\[\]-~]{1,256}")
@@ -112,7 +116,7 @@ class AnswerCache(InvalidatedLru[CachedAnswer]):
     admission caches."""
 
     def __init__(self) -> None:
-        super().__init__(max_entries=MAX_ANSWERS)
+        super().__init__(max_entries=MAX_ANSWERS, max_bytes=MAX_BYTES)
 
     def remember(
         self,
@@ -138,18 +142,20 @@ class AnswerCache(InvalidatedLru[CachedAnswer]):
         if probe.uid != _PROBE:
             return
         key = body[:value] + body[end:]
+        head, tail = answer[0] + b'"', b'"' + answer[1]
         match_key, entry = match
         vpa_metadata = (entry.vpa or {}).get("metadata")
         vpa_uid = vpa_metadata.get("uid") if isinstance(vpa_metadata, dict) else None
         self.put(
             key,
             CachedAnswer(
-                head=answer[0] + b'"',
-                tail=b'"' + answer[1],
+                head=head,
+                tail=tail,
                 patches=patches,
                 match_key=match_key,
                 match=entry,
             ),
             vpa_uid=str(vpa_uid or ""),
             namespace=namespace,
+            cost=ENTRY_OVERHEAD + len(key) + len(head) + len(tail),
         )

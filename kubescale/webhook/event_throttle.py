@@ -9,7 +9,9 @@ for a key through and drops repeats for ``window`` seconds (5 minutes: the spam 
 refill interval), so the Event says what happened and the API server sees one write.
 
 Bounded by size (the oldest key goes first) and by age (a key older than the window is
-forgotten when next seen). The time source is injectable (monotonic seconds).
+forgotten when next seen, and keys past the window are swept from the oldest end on every
+call); a deleted namespace's keys go with it (:meth:`EventThrottle.forget_namespace`; keys are
+tuples whose first item is the namespace). The time source is injectable (monotonic seconds).
 """
 
 from __future__ import annotations
@@ -42,9 +44,26 @@ class EventThrottle:
         self.suppressed = 0
         """Events dropped as repeats so far."""
 
+    def __len__(self) -> int:
+        return len(self._last)
+
+    def namespaces(self) -> set[str]:
+        """The namespaces of the keys held (tuple keys whose first item is a string)."""
+        return {k[0] for k in self._last if isinstance(k, tuple) and k and isinstance(k[0], str)}
+
+    def forget_namespace(self, namespace: str) -> None:
+        """Drop the keys of ``namespace`` (tuple keys whose first item is it)."""
+        for key in [k for k in self._last if isinstance(k, tuple) and k[:1] == (namespace,)]:
+            del self._last[key]
+
     def allow(self, key: Hashable) -> bool:
         """True for the first event with ``key`` in the window (and remember it)."""
         now = self._now()
+        while self._last:  # the oldest first: keys past the window are dead weight
+            oldest, at = next(iter(self._last.items()))
+            if now - at < self.window:
+                break
+            del self._last[oldest]
         last = self._last.get(key)
         if last is not None and now - last < self.window:
             self.suppressed += 1

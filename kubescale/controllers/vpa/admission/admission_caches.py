@@ -14,7 +14,15 @@ Informers (from the process's :class:`~kubescale.kube.shared_cache.SharedCache`)
 - LimitRanges (all namespaces);
 - HorizontalPodAutoscalers, only with ``--avoid-hpa-conflict``, indexed by
   ``namespace/scaleTargetRef.kind/scaleTargetRef.name``;
-- Nodes, only with ``--cap-to-largest-node``.
+- Nodes, only with ``--cap-to-largest-node``;
+- Namespaces: a namespace's DELETE releases every piece of state kept for it (issue 26, item 7:
+  the webhook kept the state of 2,250 deleted namespaces, +146 MiB). The namespace controller
+  deletes a namespace's objects before it removes the namespace, so this runs after their own
+  DELETEs (which release what was made with them) and catches what outlived them: the
+  namespace's sorted LimitRanges (kept even when empty), the parsed selectors and the match,
+  decision and answer cache entries of its pods, the event throttle's keys
+  (:meth:`AdmissionCaches.on_namespace_deleted`). A deleted controller's parsed selector is
+  released by the controller's own DELETE.
 
 The lookups:
 
@@ -42,17 +50,22 @@ the next lookup reads it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Protocol
 
 from kubescale.base.objects import ObjectRef
-from kubescale.kube.controller_lookups import ControllerLookups, well_known_selector
+from kubescale.kube.controller_lookups import (
+    WELL_KNOWN_INFORMED,
+    ControllerLookups,
+    well_known_selector,
+)
 from kubescale.kube.indexes import IndexFunc
 from kubescale.kube.informer import EventHandlers, Informer
 from kubescale.kube.quantities import Quantity, QuantityError
 from kubescale.kube.resources import (
     HORIZONTAL_POD_AUTOSCALERS,
     LIMIT_RANGES,
+    NAMESPACES,
     NODES,
     VERTICAL_POD_AUTOSCALERS,
 )
@@ -74,6 +87,8 @@ _MAX_SELECTORS_KEPT: Final = 100_000
 _MAX_NAMESPACES_KEPT: Final = 10_000
 """Namespaces whose sorted LimitRanges are kept between changes (then all are read again)."""
 HPA_TARGET_INDEX: Final = "hpa-target"
+_KnownSelector = tuple[dict[str, Any], LabelSelector | None]
+"""A controller object and its parsed selector."""
 
 
 def target_key(namespace: str, kind: str, name: str) -> str:
@@ -156,8 +171,13 @@ class AdmissionCaches:
         self.cache = cache
         self._synced = False
         self.controllers: ControllerLookups = cache.controllers
-        self._selectors: dict[tuple[str, str, str], tuple[dict[str, Any], LabelSelector | None]]
+        self._selectors: dict[
+            str, dict[tuple[str, str], tuple[dict[str, Any], LabelSelector | None]]
+        ]
         self._selectors = {}
+        """Parsed selectors of informed VPA targets: namespace → (kind, name) → (object,
+        selector)."""
+        self._selector_count = 0
         self.ignored_namespaces = frozenset(ignored_namespaces)
         informers = cache.informers
         self._vpas = informers.informer(
@@ -193,6 +213,13 @@ class AdmissionCaches:
                     on_delete=self._hpa_changed,
                 )
             )
+        for kind, resource in WELL_KNOWN_INFORMED.items():
+            informers.informer(resource).add_handlers(
+                EventHandlers(on_delete=self._controller_deleted_handler(kind))
+            )
+        self._namespace_listeners: list[Callable[[str], None]] = []
+        self._namespaces = informers.informer(NAMESPACES)
+        self._namespaces.add_handlers(EventHandlers(on_delete=self._namespace_deleted))
         self._nodes: Informer | None = None
         self._largest: dict[str, Quantity] | None = None
         self._largest_valid = False
@@ -259,15 +286,38 @@ class AdmissionCaches:
         obj = self.controllers.owner(target.api_version, target.kind, target.namespace, target.name)
         if obj is None:
             return None
-        key = (target.kind, target.namespace, target.name)
-        known = self._selectors.get(key)
+        key = (target.kind, target.name)
+        in_namespace = self._selectors.get(target.namespace)
+        known = in_namespace.get(key) if in_namespace is not None else None
         if known is not None and known[0] is obj:
             return known[1]
         selector = well_known_selector(target.kind, obj)
-        if len(self._selectors) >= _MAX_SELECTORS_KEPT:
+        if self._selector_count >= _MAX_SELECTORS_KEPT:
             self._selectors.clear()
-        self._selectors[key] = (obj, selector)
+            self._selector_count = 0
+        in_namespace = self._selectors.setdefault(target.namespace, {})
+        if key not in in_namespace:
+            self._selector_count += 1
+        in_namespace[key] = (obj, selector)
         return selector
+
+    def held_namespaces(self) -> set[str]:
+        """Namespaces this object keeps state for (sorted LimitRanges, parsed selectors)."""
+        return set(self._limit_ranges_by_namespace) | set(self._selectors)
+
+    def _controller_deleted_handler(self, kind: str) -> Callable[[dict[str, Any]], None]:
+        def deleted(obj: dict[str, Any]) -> None:
+            metadata = obj.get("metadata") or {}
+            namespace = str(metadata.get("namespace") or "")
+            in_namespace = self._selectors.get(namespace)
+            if in_namespace is None:
+                return
+            if in_namespace.pop((kind, str(metadata.get("name") or "")), None) is not None:
+                self._selector_count -= 1
+            if not in_namespace:
+                del self._selectors[namespace]
+
+        return deleted
 
     # -- VPAs, LimitRanges, HPAs ---------------------------------------------------------------
 
@@ -319,6 +369,22 @@ class AdmissionCaches:
     def on_input_change(self, listener: InputListener) -> None:
         """Tell ``listener`` about every later change of an admission input (module doc)."""
         self._listeners.append(listener)
+
+    def on_namespace_deleted(self, forget: Callable[[str], None]) -> None:
+        """Call ``forget(namespace)`` when a namespace's DELETE arrives, after this object and
+        the input listeners released what they kept for it."""
+        self._namespace_listeners.append(forget)
+
+    def _namespace_deleted(self, namespace_obj: dict[str, Any]) -> None:
+        namespace = str((namespace_obj.get("metadata") or {}).get("name") or "")
+        if not namespace:
+            return
+        self._limit_ranges_by_namespace.pop(namespace, None)
+        self._selector_count -= len(self._selectors.pop(namespace, {}))
+        for listener in self._listeners:
+            listener.forget_namespace(namespace)
+        for forget in self._namespace_listeners:
+            forget(namespace)
 
     def _vpa_updated(self, old: dict[str, Any], _new: dict[str, Any]) -> None:
         self._vpa_changed(old)

@@ -135,6 +135,7 @@ class CachedPodAdmission:
         """Top-most controller and VPA per owner reference and labels, checked against the
         informers on every use (:mod:`kubescale.controllers.vpa.admission.match_cache`)."""
         caches.on_input_change(self.decisions)
+        caches.on_namespace_deleted(self.matches.forget_namespace)
 
     def decide(self, pod: dict[str, Any], *, may_wait: bool) -> PodDecision:
         """The decision for ``pod`` (its namespace set); may raise ``PodAdmissionError``."""
@@ -215,7 +216,12 @@ class CachedPodAdmission:
         remembered: tuple[Hashable, Match] | None = None
         if cacheable and not misses and not_matched is None and key is not None:
             stored = self.matches.put(
-                key, controller=controller, vpa=vpa, reads=reads, vpas=candidates
+                key,
+                controller=controller,
+                vpa=vpa,
+                reads=reads,
+                vpas=candidates,
+                namespace=pod_namespace(pod),
             )
             remembered = (key, stored) if stored is not None else None
         if vpa is None:

@@ -24,7 +24,9 @@ handler has to be right about it.
 Only matches made entirely from informers are remembered: one that read a controller of a kind
 without informer (``/scale`` lookups, whose answers arrive asynchronously), or that found an
 informed controller missing, is made again every time, exactly as without this cache.
-Bounded by size (least recently used first) and age, as every cache here.
+Bounded by size (least recently used first) and age, as every cache here; a namespace's entries
+(which hold its controller and VPA objects) are dropped when the namespace is deleted
+(:meth:`MatchCache.forget_namespace`).
 """
 
 from __future__ import annotations
@@ -39,10 +41,12 @@ from kubescale.controllers.vpa.api.controller_refs import ControllerRef, control
 
 __all__ = [
     "DEFAULT_MAX_AGE",
+    "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_MATCHES",
     "Match",
     "MatchCache",
     "OwnerRead",
+    "match_cost",
     "match_fields",
     "match_key",
 ]
@@ -51,6 +55,11 @@ DEFAULT_MAX_MATCHES: Final = 4096
 """Matches remembered: one per controller and label set."""
 DEFAULT_MAX_AGE: Final = 3600.0
 """Seconds after which a match is made again even though nothing it read changed."""
+DEFAULT_MAX_BYTES: Final = 4 * 1024 * 1024
+"""The matches' summed cost (:func:`match_cost`): a pod's labels are part of the key, and a pod
+may carry up to 256 KiB of them."""
+ENTRY_OVERHEAD: Final = 1024
+"""Bytes counted per match for its fixed objects (the entry, its reads, the index)."""
 
 OwnerRead = tuple[str, str, str, str, dict[str, Any]]
 """``(apiVersion, kind, namespace, name, object)``: one informer read of the match."""
@@ -96,9 +105,12 @@ class MatchCache(BoundedLru[Match]):
         *,
         max_entries: int = DEFAULT_MAX_MATCHES,
         max_age: float = DEFAULT_MAX_AGE,
+        max_bytes: int = DEFAULT_MAX_BYTES,
         now: Callable[[], float] = time.monotonic,
     ) -> None:
-        super().__init__(max_entries=max_entries, max_age=max_age, now=now)
+        super().__init__(max_entries=max_entries, max_age=max_age, max_bytes=max_bytes, now=now)
+        self._namespace_of: dict[Hashable, str] = {}
+        self._by_namespace: dict[str, set[Hashable]] = {}
 
     def get(
         self,
@@ -119,10 +131,48 @@ class MatchCache(BoundedLru[Match]):
         vpa: dict[str, Any] | None,
         reads: Sequence[OwnerRead],
         vpas: Sequence[dict[str, Any]],
+        namespace: str = "",
     ) -> Match | None:
-        """Remember a match; the entry (``None`` when nothing is remembered)."""
+        """Remember a match of a pod of ``namespace``; the entry (``None`` when nothing is
+        remembered)."""
         match = Match(controller=controller, vpa=vpa, reads=tuple(reads), vpas=tuple(vpas))
-        return match if self._store(key, match) else None
+        if not self._store(key, match, match_cost(key)):
+            return None
+        self._namespace_of[key] = namespace
+        self._by_namespace.setdefault(namespace, set()).add(key)
+        return match
+
+    def forget_namespace(self, namespace: str) -> None:
+        """``namespace`` was deleted: drop the matches of its pods."""
+        for key in list(self._by_namespace.get(namespace, ())):
+            self._remove(key)
+
+    def namespaces(self) -> set[str]:
+        """The namespaces whose pods have matches here."""
+        return set(self._by_namespace)
+
+    def clear(self) -> None:
+        super().clear()
+        self._namespace_of.clear()
+        self._by_namespace.clear()
+
+    def _remove(self, key: Hashable) -> None:
+        super()._remove(key)
+        namespace = self._namespace_of.pop(key, None)
+        if namespace is None:
+            return
+        keys = self._by_namespace.get(namespace)
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self._by_namespace[namespace]
+
+
+def match_cost(key: Hashable) -> int:
+    """About the bytes a match holds: its key as text (the owner reference and the labels)
+    and :data:`ENTRY_OVERHEAD` (the controller and VPA objects it refers to are the
+    informers')."""
+    return ENTRY_OVERHEAD + len(repr(key))
 
 
 def match_fields(obj: Mapping[str, Any]) -> tuple[object, ...]:
