@@ -12,6 +12,13 @@ server ``kubescale serve`` runs). Each request is answered from the
 * filter answers with :func:`~.extender_decisions.decide_filter`, prioritize with
   :func:`~.extender_decisions.decide_prioritize`.
 
+The decision is CPU work on the serving loop, so both verbs take turns
+(:class:`~kubescale.runtime.compute_turns.ComputeTurns`): one computes at a time, at most
+``--extender-max-waiting-requests`` wait, and a request beyond that is answered at once with an
+explicit "busy" error — kube-scheduler skips an ``ignorable`` extender's error for that pod,
+which beats answering after its 5 s ``httpTimeout`` while the webhook, ``/healthz`` and the
+loops wait behind a queue of filters (issue 27 item 11).
+
 Filter errors are a 200 with ``Error`` set (the scheduler logs that text; an ``ignorable``
 extender is then skipped). Prioritize answers a plain list, so its errors are a 400 with a JSON
 ``{"Error": ...}`` body (kube-scheduler ignores prioritize errors either way).
@@ -30,6 +37,7 @@ from kubescale.base.clock import Clock
 from kubescale.base.logs import component_logger
 from kubescale.controllers.descheduler.eviction_memory import EvictionMemory
 from kubescale.controllers.descheduler.placement.placement_rules import PlacementRules
+from kubescale.runtime.compute_turns import ComputeTurns
 
 from .cluster_cache import ClusterCache
 from .extender_config import ExtenderSettings
@@ -72,6 +80,20 @@ class SchedulerExtender:
         self.clock = clock
         self.metrics = metrics
         self.readiness = readiness
+        self.turns = ComputeTurns(
+            max_waiting=settings.max_waiting_requests,
+            on_change=self._count_turns,
+        )
+
+    def _count_turns(self, running: int, waiting: int) -> None:
+        if self.metrics is not None:
+            self.metrics.waiting.set(waiting)
+
+    def _busy_text(self) -> str:
+        return (
+            f"scheduler extender busy: {self.turns.waiting} requests already waiting for their "
+            "turn (--extender-max-waiting-requests); retry"
+        )
 
     def mount(self, app: web.Application) -> None:
         app.router.add_post(self.settings.route("filter"), self.filter)
@@ -93,9 +115,10 @@ class SchedulerExtender:
             )
         return args
 
-    def _observe(self, verb: str, started: float, *, ok: bool) -> None:
+    def _observe(self, verb: str, started: float, *, ok: bool, busy: bool = False) -> None:
         if self.metrics is not None:
-            self.metrics.requests.labels(verb, "ok" if ok else "error").inc()
+            result = "busy" if busy else "ok" if ok else "error"
+            self.metrics.requests.labels(verb, result).inc()
             self.metrics.duration.labels(verb).observe(time.perf_counter() - started)
 
     def answer_filter(self, body: bytes) -> tuple[dict[str, Any], bool]:
@@ -134,19 +157,32 @@ class SchedulerExtender:
 
     async def filter(self, request: web.Request) -> web.Response:
         started = time.perf_counter()
-        answer, ok = self.answer_filter(await request.read())
-        response = web.json_response(answer)
+        body = await request.read()
+        async with self.turns.turn() as admitted:
+            if not admitted:
+                self._observe("filter", started, ok=False, busy=True)
+                return web.json_response(filter_error(self._busy_text()))
+            answer, ok = self.answer_filter(body)
+            response = web.json_response(answer)  # encoding is CPU work too: in the turn
         self._observe("filter", started, ok=ok)
         return response
 
     async def prioritize(self, request: web.Request) -> web.Response:
         started = time.perf_counter()
         body = await request.read()
-        try:
-            args = self._args(body)
-        except ExtenderInputError as err:
-            self._observe("prioritize", started, ok=False)
-            return web.json_response({"Error": str(err)}, status=400)
-        scores = decide_prioritize(args.pod, args.names, rules=self.rules, state=self.cache)
+        async with self.turns.turn() as admitted:
+            if not admitted:
+                self._observe("prioritize", started, ok=False, busy=True)
+                # Not a client error: 503, with the same JSON error body as the others.
+                return web.json_response(
+                    {"Error": self._busy_text()}, status=503, headers={"Retry-After": "1"}
+                )
+            try:
+                args = self._args(body)
+            except ExtenderInputError as err:
+                self._observe("prioritize", started, ok=False)
+                return web.json_response({"Error": str(err)}, status=400)
+            scores = decide_prioritize(args.pod, args.names, rules=self.rules, state=self.cache)
+            response = web.json_response(host_priority_list(scores))
         self._observe("prioritize", started, ok=True)
-        return web.json_response(host_priority_list(scores))
+        return response
