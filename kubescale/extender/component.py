@@ -25,6 +25,7 @@ from typing import Any, Final
 from aiohttp import web
 
 from kubescale.base.logs import component_logger
+from kubescale.certs.client_identity import ClientCertificateCheck
 from kubescale.controllers.descheduler.descheduling_board import board_of
 from kubescale.controllers.descheduler.eviction_memory import EvictionMemory
 from kubescale.controllers.descheduler.placement.placement_rules import PlacementRules
@@ -74,6 +75,9 @@ class ExtenderComponent(BaseComponent):
         board.subscribe(self.cache)
         readiness = feed(self.cache, runtime.cache.informers)
         self.metrics = ExtenderMetrics(runtime.registry)
+        client_ca = runtime.certificates.extender_client_ca_file
+        # A bad file is a CertificateError naming it, at start (serve's TLS load reads it first).
+        client_cert = None if client_ca is None else ClientCertificateCheck(client_ca, logger=log)
         self.extender = SchedulerExtender(
             cache=self.cache,
             rules=PlacementRules.from_policy(policy),
@@ -82,6 +86,7 @@ class ExtenderComponent(BaseComponent):
             clock=runtime.clock,
             metrics=self.metrics,
             readiness=readiness,
+            client_cert=client_cert,
         )
 
     def mount(self, app: web.Application) -> None:
@@ -110,6 +115,9 @@ class ExtenderComponent(BaseComponent):
                     "prioritize": settings.route("prioritize"),
                     "policy": settings.policy_origin,
                     "eviction_memory": settings.eviction_memory.total_seconds(),
+                    "client_ca": str(self.extender.client_cert.ca_file)
+                    if self.extender.client_cert is not None
+                    else None,
                 }
             },
         )

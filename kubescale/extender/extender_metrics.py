@@ -1,7 +1,8 @@
 """The extender's Prometheus metrics (kubescale's own: upstream has no extender).
 
-* ``kubescale_extender_requests_total{verb, result}`` — ``result`` ``ok``, ``error`` or
-  ``busy`` (refused at once: ``--extender-max-waiting-requests`` were already waiting);
+* ``kubescale_extender_requests_total{verb, result}`` — ``result`` ``ok``, ``error``,
+  ``busy`` (refused at once: ``--extender-max-waiting-requests`` were already waiting) or
+  ``unauthenticated`` (no client certificate issued by ``--extender-client-ca-file``'s CA);
 * ``kubescale_extender_requests_waiting`` — requests waiting for their turn to compute;
 * ``kubescale_extender_request_duration_seconds{verb}`` — time to answer, body read to JSON out;
 * ``kubescale_extender_refused_nodes_total{reason}`` — nodes refused by the filter, by the

@@ -19,6 +19,10 @@ explicit "busy" error — kube-scheduler skips an ``ignorable`` extender's error
 which beats answering after its 5 s ``httpTimeout`` while the webhook, ``/healthz`` and the
 loops wait behind a queue of filters (issue 27 item 11).
 
+With ``--extender-client-ca-file`` both verbs first check the client's certificate
+(:class:`~kubescale.certs.client_identity.ClientCertificateCheck`): none, or one not issued by
+that CA, is answered ``403`` with a JSON ``{"Error": ...}`` before the body is decoded.
+
 Filter errors are a 200 with ``Error`` set (the scheduler logs that text; an ``ignorable``
 extender is then skipped). Prioritize answers a plain list, so its errors are a 400 with a JSON
 ``{"Error": ...}`` body (kube-scheduler ignores prioritize errors either way).
@@ -35,6 +39,7 @@ from aiohttp import web
 
 from kubescale.base.clock import Clock
 from kubescale.base.logs import component_logger
+from kubescale.certs.client_identity import ClientCertificateCheck
 from kubescale.controllers.descheduler.eviction_memory import EvictionMemory
 from kubescale.controllers.descheduler.placement.placement_rules import PlacementRules
 from kubescale.runtime.compute_turns import ComputeTurns
@@ -72,6 +77,7 @@ class SchedulerExtender:
         clock: Clock,
         metrics: ExtenderMetrics | None = None,
         readiness: Callable[[], str | None] = lambda: None,
+        client_cert: ClientCertificateCheck | None = None,
     ) -> None:
         self.cache = cache
         self.rules = rules
@@ -80,6 +86,7 @@ class SchedulerExtender:
         self.clock = clock
         self.metrics = metrics
         self.readiness = readiness
+        self.client_cert = client_cert
         self.turns = ComputeTurns(
             max_waiting=settings.max_waiting_requests,
             on_change=self._count_turns,
@@ -88,6 +95,24 @@ class SchedulerExtender:
     def _count_turns(self, running: int, waiting: int) -> None:
         if self.metrics is not None:
             self.metrics.waiting.set(waiting)
+
+    def _unauthenticated(self, request: web.Request, verb: str) -> web.Response | None:
+        """The ``403`` for a client without an accepted certificate, or ``None``."""
+        if self.client_cert is None:
+            return None
+        transport = request.transport
+        ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None
+        peer = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+        refusal = self.client_cert.refusal(peer)
+        if refusal is None:
+            return None
+        if self.metrics is not None:
+            self.metrics.requests.labels(verb, "unauthenticated").inc()
+        log.warning(
+            "extender request refused: client certificate",
+            extra={"fields": {"verb": verb, "peer": request.remote, "error": refusal}},
+        )
+        return web.json_response({"Error": refusal}, status=403)
 
     def _busy_text(self) -> str:
         return (
@@ -156,6 +181,9 @@ class SchedulerExtender:
         return answer, True
 
     async def filter(self, request: web.Request) -> web.Response:
+        refused = self._unauthenticated(request, "filter")
+        if refused is not None:
+            return refused
         started = time.perf_counter()
         body = await request.read()
         async with self.turns.turn() as admitted:
@@ -168,6 +196,9 @@ class SchedulerExtender:
         return response
 
     async def prioritize(self, request: web.Request) -> web.Response:
+        refused = self._unauthenticated(request, "prioritize")
+        if refused is not None:
+            return refused
         started = time.perf_counter()
         body = await request.read()
         async with self.turns.turn() as admitted:
