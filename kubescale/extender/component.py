@@ -41,6 +41,7 @@ from .extender_config import (
 from .extender_metrics import ExtenderMetrics
 from .extender_routes import SchedulerExtender
 from .informer_feed import feed
+from .offload import DecisionThread, DeferredMemory, DeferredUsage, DeferredWrites
 
 __all__ = ["HTTP_TIMEOUT", "SPEC", "ExtenderComponent"]
 
@@ -65,15 +66,21 @@ class ExtenderComponent(BaseComponent):
         self.settings = settings
         self.policy = policy
         board = board_of(runtime.cache)
+        # Decisions run on a worker thread; every write of the cache and the memory from the
+        # serving loop waits (queued, not blocking) while one reads (module .offload).
+        writes = DeferredWrites()
+        self.decisions = DecisionThread(writes)
         self.memory: EvictionMemory | None = None
         if settings.eviction_memory.total_seconds() > 0:
-            self.memory = EvictionMemory(
-                duration=settings.eviction_memory, max_entries=settings.eviction_memory_entries
+            self.memory = DeferredMemory(
+                duration=settings.eviction_memory,
+                max_entries=settings.eviction_memory_entries,
+                writes=writes,
             )
         board.memory = self.memory
         self.cache = ClusterCache(policy=policy, now=runtime.clock.now)
-        board.subscribe(self.cache)
-        readiness = feed(self.cache, runtime.cache.informers)
+        board.subscribe(DeferredUsage(self.cache, writes))
+        readiness = feed(self.cache, runtime.cache.informers, defer=writes.wrap)
         self.metrics = ExtenderMetrics(runtime.registry)
         client_ca = runtime.certificates.extender_client_ca_file
         # A bad file is a CertificateError naming it, at start (serve's TLS load reads it first).
@@ -87,6 +94,7 @@ class ExtenderComponent(BaseComponent):
             metrics=self.metrics,
             readiness=readiness,
             client_cert=client_cert,
+            decisions=self.decisions,
         )
 
     def mount(self, app: web.Application) -> None:
@@ -121,6 +129,9 @@ class ExtenderComponent(BaseComponent):
                 }
             },
         )
+
+    async def stop(self) -> None:
+        self.decisions.close()
 
 
 SPEC: Final = ComponentSpec[ExtenderSettings](

@@ -15,9 +15,10 @@ server ``kubescale serve`` runs). Each request is answered from the
 The decision is CPU work on the serving loop, so both verbs take turns
 (:class:`~kubescale.runtime.compute_turns.ComputeTurns`): one computes at a time, at most
 ``--extender-max-waiting-requests`` wait, and a request beyond that is answered at once with an
-explicit "busy" error — kube-scheduler skips an ``ignorable`` extender's error for that pod,
+explicit "busy" error (kube-scheduler skips an ``ignorable`` extender's error for that pod,
 which beats answering after its 5 s ``httpTimeout`` while the webhook, ``/healthz`` and the
-loops wait behind a queue of filters (issue 27 item 11).
+loops wait behind a queue of filters: issue 27 item 11). In ``serve`` the turn's decision runs
+on a worker thread (:mod:`.offload`), so the loop keeps answering while it computes.
 
 With ``--extender-client-ca-file`` both verbs first check the client's certificate
 (:class:`~kubescale.certs.client_identity.ClientCertificateCheck`): none, or one not issued by
@@ -30,10 +31,11 @@ extender is then skipped). Prioritize answers a plain list, so its errors are a 
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from aiohttp import web
 
@@ -56,12 +58,14 @@ from .extender_protocol import (
     filter_result,
     host_priority_list,
 )
+from .offload import DecisionThread
 
 __all__ = ["SchedulerExtender"]
 
 log = component_logger("extender")
 
 _UNKNOWN_SHOWN: Final = 5
+T = TypeVar("T")
 
 
 class SchedulerExtender:
@@ -78,6 +82,7 @@ class SchedulerExtender:
         metrics: ExtenderMetrics | None = None,
         readiness: Callable[[], str | None] = lambda: None,
         client_cert: ClientCertificateCheck | None = None,
+        decisions: DecisionThread | None = None,
     ) -> None:
         self.cache = cache
         self.rules = rules
@@ -87,6 +92,9 @@ class SchedulerExtender:
         self.metrics = metrics
         self.readiness = readiness
         self.client_cert = client_cert
+        self.decisions = decisions
+        """Where decisions run: a worker thread (:mod:`.offload`; the cache's writers must go
+        through its :class:`~.offload.DeferredWrites`), or ``None``: on the serving loop."""
         self.turns = ComputeTurns(
             max_waiting=settings.max_waiting_requests,
             on_change=self._count_turns,
@@ -180,6 +188,24 @@ class SchedulerExtender:
         )
         return answer, True
 
+    def _filter_bytes(self, body: bytes) -> tuple[bytes, bool]:
+        answer, ok = self.answer_filter(body)
+        return json.dumps(answer).encode(), ok  # encoding is CPU work too: with the decision
+
+    def _prioritize_bytes(self, body: bytes) -> tuple[int, bytes]:
+        try:
+            args = self._args(body)
+        except ExtenderInputError as err:
+            return 400, json.dumps({"Error": str(err)}).encode()
+        scores = decide_prioritize(args.pod, args.names, rules=self.rules, state=self.cache)
+        return 200, json.dumps(host_priority_list(scores)).encode()
+
+    async def _decide(self, decision: Callable[[], T]) -> T:
+        """``decision()`` on the decision thread when there is one, else here."""
+        if self.decisions is None:
+            return decision()
+        return await self.decisions.run(decision)
+
     async def filter(self, request: web.Request) -> web.Response:
         refused = self._unauthenticated(request, "filter")
         if refused is not None:
@@ -190,10 +216,9 @@ class SchedulerExtender:
             if not admitted:
                 self._observe("filter", started, ok=False, busy=True)
                 return web.json_response(filter_error(self._busy_text()))
-            answer, ok = self.answer_filter(body)
-            response = web.json_response(answer)  # encoding is CPU work too: in the turn
+            answer, ok = await self._decide(lambda: self._filter_bytes(body))
         self._observe("filter", started, ok=ok)
-        return response
+        return web.Response(body=answer, content_type="application/json")
 
     async def prioritize(self, request: web.Request) -> web.Response:
         refused = self._unauthenticated(request, "prioritize")
@@ -208,12 +233,6 @@ class SchedulerExtender:
                 return web.json_response(
                     {"Error": self._busy_text()}, status=503, headers={"Retry-After": "1"}
                 )
-            try:
-                args = self._args(body)
-            except ExtenderInputError as err:
-                self._observe("prioritize", started, ok=False)
-                return web.json_response({"Error": str(err)}, status=400)
-            scores = decide_prioritize(args.pod, args.names, rules=self.rules, state=self.cache)
-            response = web.json_response(host_priority_list(scores))
-        self._observe("prioritize", started, ok=True)
-        return response
+            status, answer = await self._decide(lambda: self._prioritize_bytes(body))
+        self._observe("prioritize", started, ok=status == 200)
+        return web.Response(body=answer, status=status, content_type="application/json")
