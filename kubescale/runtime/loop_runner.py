@@ -3,8 +3,9 @@
 Contract:
 - A loop runs at once when started, then every ``interval`` seconds start-to-start, each gap
   stretched by a random factor in ``[1, 1 + jitter]`` (client-go ``wait.Jitter``) so replicas and
-  loops do not fall into lock-step. An iteration that overruns its interval is followed at once
-  by the next; missed ticks are not replayed.
+  loops do not fall into lock-step. An iteration that overruns its interval is followed by the
+  next after one pass of the event loop (so the servers sharing it answer in between); missed
+  ticks are not replayed.
 - An iteration that raises is logged and counted, and the loop goes on at the next interval: the
   process never dies of a loop error.
 - A runner may have a *gate* (``serve``: this replica holds the leader Lease), checked before
@@ -245,6 +246,11 @@ class LoopRunner:
 
     async def _sleep_unless_stopped(self, seconds: float, wake: asyncio.Event | None) -> None:
         if seconds <= 0:
+            # An overrunning loop goes on at once, but never without one pass of the event
+            # loop: an iteration that computed without awaiting anything would otherwise be
+            # followed by the next with no chance for the webhook, the extender or /healthz
+            # (issue 27 item 11: a descheduling cycle longer than its interval starved them).
+            await asyncio.sleep(0)
             return
         if wake is None:
             await sleep_or_stop(self._clock, seconds, self._stop)
