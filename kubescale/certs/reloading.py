@@ -72,6 +72,10 @@ class ServerTLS:
     :param require_client_cert: refuse clients without a certificate signed by
         ``client_ca_file`` (``CERT_REQUIRED``); otherwise client certificates are not requested
         (``CERT_NONE``). Needs ``client_ca_file``.
+    :param optional_client_ca_file: PEM CA bundle of client certificates that are asked for but
+        not required (``CERT_OPTIONAL``, unless ``require_client_cert``): a client may present
+        none, one it presents must verify against this bundle (or ``client_ca_file``). The
+        routes that need one check it themselves (:mod:`kubescale.certs.client_identity`).
     :param min_version: lowest TLS version accepted; never lower than TLS 1.2, whatever is asked.
     :param ciphers: OpenSSL cipher string for TLS 1.2 (TLS 1.3 suites are not configurable);
         ``None`` keeps OpenSSL's defaults.
@@ -86,6 +90,7 @@ class ServerTLS:
         key_file: Path,
         client_ca_file: Path | None = None,
         require_client_cert: bool = False,
+        optional_client_ca_file: Path | None = None,
         min_version: ssl.TLSVersion = ssl.TLSVersion.TLSv1_2,
         ciphers: str | None = None,
         registry: CollectorRegistry,
@@ -97,6 +102,7 @@ class ServerTLS:
         self._key_file = key_file
         self._client_ca_file = client_ca_file
         self._require_client_cert = require_client_cert
+        self._optional_client_ca_file = optional_client_ca_file
         self._min_version = _effective_min_version(min_version)
         if ciphers is not None:
             try:
@@ -251,16 +257,25 @@ class ServerTLS:
             try:
                 context.load_verify_locations(cadata=client_ca_pem.decode("ascii"))
             except (ssl.SSLError, UnicodeDecodeError) as exc:
+                files = [f for f in (self._client_ca_file, self._optional_client_ca_file) if f]
                 raise CertificateError(
-                    f"{self._client_ca_file}: not a PEM CA certificate bundle: {exc}"
+                    f"{' / '.join(map(str, files))}: not a PEM CA certificate bundle: {exc}"
                 ) from exc
-        context.verify_mode = ssl.CERT_REQUIRED if self._require_client_cert else ssl.CERT_NONE
+        if self._require_client_cert:
+            context.verify_mode = ssl.CERT_REQUIRED
+        elif self._optional_client_ca_file is not None:
+            context.verify_mode = ssl.CERT_OPTIONAL
+        else:
+            context.verify_mode = ssl.CERT_NONE
         return context
 
     def _read_client_ca(self) -> bytes | None:
-        if self._client_ca_file is None:
-            return None
-        return _read(self._client_ca_file, what="client CA")
+        parts: list[bytes] = []
+        if self._client_ca_file is not None:
+            parts.append(_read(self._client_ca_file, what="client CA"))
+        if self._optional_client_ca_file is not None:
+            parts.append(_read(self._optional_client_ca_file, what="extender client CA"))
+        return b"\n".join(parts) if parts else None
 
     def _digest(self) -> bytes:
         return _digest(

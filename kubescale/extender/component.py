@@ -25,6 +25,7 @@ from typing import Any, Final
 from aiohttp import web
 
 from kubescale.base.logs import component_logger
+from kubescale.certs.client_identity import ClientCertificateCheck
 from kubescale.controllers.descheduler.descheduling_board import board_of
 from kubescale.controllers.descheduler.eviction_memory import EvictionMemory
 from kubescale.controllers.descheduler.placement.placement_rules import PlacementRules
@@ -40,6 +41,7 @@ from .extender_config import (
 from .extender_metrics import ExtenderMetrics
 from .extender_routes import SchedulerExtender
 from .informer_feed import feed
+from .offload import DecisionThread, DeferredMemory, DeferredUsage, DeferredWrites
 
 __all__ = ["HTTP_TIMEOUT", "SPEC", "ExtenderComponent"]
 
@@ -64,16 +66,25 @@ class ExtenderComponent(BaseComponent):
         self.settings = settings
         self.policy = policy
         board = board_of(runtime.cache)
+        # Decisions run on a worker thread; every write of the cache and the memory from the
+        # serving loop waits (queued, not blocking) while one reads (module .offload).
+        writes = DeferredWrites()
+        self.decisions = DecisionThread(writes)
         self.memory: EvictionMemory | None = None
         if settings.eviction_memory.total_seconds() > 0:
-            self.memory = EvictionMemory(
-                duration=settings.eviction_memory, max_entries=settings.eviction_memory_entries
+            self.memory = DeferredMemory(
+                duration=settings.eviction_memory,
+                max_entries=settings.eviction_memory_entries,
+                writes=writes,
             )
         board.memory = self.memory
         self.cache = ClusterCache(policy=policy, now=runtime.clock.now)
-        board.subscribe(self.cache)
-        readiness = feed(self.cache, runtime.cache.informers)
+        board.subscribe(DeferredUsage(self.cache, writes))
+        readiness = feed(self.cache, runtime.cache.informers, defer=writes.wrap)
         self.metrics = ExtenderMetrics(runtime.registry)
+        client_ca = runtime.certificates.extender_client_ca_file
+        # A bad file is a CertificateError naming it, at start (serve's TLS load reads it first).
+        client_cert = None if client_ca is None else ClientCertificateCheck(client_ca, logger=log)
         self.extender = SchedulerExtender(
             cache=self.cache,
             rules=PlacementRules.from_policy(policy),
@@ -82,6 +93,8 @@ class ExtenderComponent(BaseComponent):
             clock=runtime.clock,
             metrics=self.metrics,
             readiness=readiness,
+            client_cert=client_cert,
+            decisions=self.decisions,
         )
 
     def mount(self, app: web.Application) -> None:
@@ -110,9 +123,15 @@ class ExtenderComponent(BaseComponent):
                     "prioritize": settings.route("prioritize"),
                     "policy": settings.policy_origin,
                     "eviction_memory": settings.eviction_memory.total_seconds(),
+                    "client_ca": str(self.extender.client_cert.ca_file)
+                    if self.extender.client_cert is not None
+                    else None,
                 }
             },
         )
+
+    async def stop(self) -> None:
+        self.decisions.close()
 
 
 SPEC: Final = ComponentSpec[ExtenderSettings](

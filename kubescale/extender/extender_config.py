@@ -9,7 +9,10 @@
   ``urlPrefix`` ends with;
 * ``--extender-eviction-memory`` (``10m``) — how long a node stays refused to the pods of an
   owner whose pod the descheduler evicted from it (0 turns the memory off);
-* ``--extender-eviction-memory-entries`` (10000) — the memory's size bound.
+* ``--extender-eviction-memory-entries`` (10000) — the memory's size bound;
+* ``--extender-max-waiting-requests`` (8) — filter/prioritize requests that may wait for their
+  turn to compute; more are answered at once with a "busy" error
+  (:mod:`kubescale.runtime.compute_turns`).
 """
 
 from __future__ import annotations
@@ -41,6 +44,10 @@ __all__ = [
 ExtenderMode = PolicyGatedMode
 DEFAULT_URL_PREFIX: Final = "/scheduler"
 DEFAULT_MEMORY: Final = "10m"
+DEFAULT_MAX_WAITING: Final = 8
+"""kube-scheduler sends one filter per scheduling cycle per profile; 8 waiting 5,000-node
+filters (about 100 ms each with their JSON, measured under a flood) stay under its 5 s
+``httpTimeout`` on an unloaded core."""
 
 
 class ExtenderConfigError(FlagValueError):
@@ -56,6 +63,7 @@ class ExtenderSettings:
     url_prefix: str = DEFAULT_URL_PREFIX
     eviction_memory: timedelta = timedelta(minutes=10)
     eviction_memory_entries: int = DEFAULT_MAX_ENTRIES
+    max_waiting_requests: int = DEFAULT_MAX_WAITING
 
     @property
     def mode(self) -> ExtenderMode:
@@ -107,6 +115,14 @@ def add_extender_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_MAX_ENTRIES,
         help="most (owner, node) pairs remembered (default: %(default)s)",
     )
+    group.add_argument(
+        "--extender-max-waiting-requests",
+        type=int,
+        default=DEFAULT_MAX_WAITING,
+        metavar="N",
+        help="filter/prioritize requests that may wait while another computes; more are "
+        "answered at once with a 'busy' error (default: %(default)s)",
+    )
 
 
 def extender_settings_from_args(args: argparse.Namespace) -> ExtenderSettings:
@@ -128,6 +144,11 @@ def extender_settings_from_args(args: argparse.Namespace) -> ExtenderSettings:
             "--extender-eviction-memory-entries must be >= 1, got "
             f"{args.extender_eviction_memory_entries}"
         )
+    max_waiting = int(args.extender_max_waiting_requests)
+    if max_waiting < 0:
+        raise ExtenderConfigError(
+            f"--extender-max-waiting-requests must not be negative, got {max_waiting}"
+        )
     source = policy_from_args(args, error=ExtenderConfigError)
     mode = cast(ExtenderMode, args.scheduler_extender)
     if mode == "true" and source.policy is None:
@@ -141,4 +162,5 @@ def extender_settings_from_args(args: argparse.Namespace) -> ExtenderSettings:
         url_prefix=prefix,
         eviction_memory=timedelta(seconds=memory),
         eviction_memory_entries=int(args.extender_eviction_memory_entries),
+        max_waiting_requests=max_waiting,
     )

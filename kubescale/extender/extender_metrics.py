@@ -1,6 +1,9 @@
 """The extender's Prometheus metrics (kubescale's own: upstream has no extender).
 
-* ``kubescale_extender_requests_total{verb, result}`` — ``result`` ``ok`` or ``error``;
+* ``kubescale_extender_requests_total{verb, result}`` — ``result`` ``ok``, ``error``,
+  ``busy`` (refused at once: ``--extender-max-waiting-requests`` were already waiting) or
+  ``unauthenticated`` (no client certificate issued by ``--extender-client-ca-file``'s CA);
+* ``kubescale_extender_requests_waiting`` — requests waiting for their turn to compute;
 * ``kubescale_extender_request_duration_seconds{verb}`` — time to answer, body read to JSON out;
 * ``kubescale_extender_refused_nodes_total{reason}`` — nodes refused by the filter, by the
   descheduler strategy (or ``EvictionMemory``) that refused them;
@@ -10,7 +13,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 __all__ = ["ExtenderMetrics"]
 
@@ -23,6 +26,11 @@ class ExtenderMetrics:
             "kubescale_extender_requests",
             "Scheduler extender requests answered, by verb and result.",
             ["verb", "result"],
+            registry=registry,
+        )
+        self.waiting = Gauge(
+            "kubescale_extender_requests_waiting",
+            "Scheduler extender requests waiting for their turn to compute.",
             registry=registry,
         )
         self.duration = Histogram(

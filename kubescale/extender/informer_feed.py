@@ -35,8 +35,14 @@ def _handlers(upsert: Handler, delete: Handler) -> EventHandlers:
     return EventHandlers(on_add=upsert, on_update=lambda old, new: upsert(new), on_delete=delete)
 
 
-def feed(cache: ClusterCache, informers: InformerSet) -> Callable[[], str | None]:
-    """Wire ``cache`` to ``informers`` (module docstring); the readiness check."""
+def feed(
+    cache: ClusterCache,
+    informers: InformerSet,
+    *,
+    defer: Callable[[Handler], Handler] = lambda handler: handler,
+) -> Callable[[], str | None]:
+    """Wire ``cache`` to ``informers`` (module docstring); the readiness check. ``defer``
+    wraps every handler (the extender defers writes while a decision reads the cache)."""
     wiring: list[tuple[ResourceType, Handler, Handler]] = [
         (NODES, cache.upsert_node, cache.delete_node),
         (NAMESPACES, cache.upsert_namespace, cache.delete_namespace),
@@ -48,7 +54,7 @@ def feed(cache: ClusterCache, informers: InformerSet) -> Callable[[], str | None
     used = []
     for resource, upsert, delete in wiring:
         informer = informers.informer(resource)
-        informer.add_handlers(_handlers(upsert, delete))
+        informer.add_handlers(_handlers(defer(upsert), defer(delete)))
         used.append(informer)
 
     def readiness() -> str | None:

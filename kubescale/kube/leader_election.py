@@ -206,6 +206,8 @@ class LeaderElector:
         self._reported_leader = ""
         self._leading = asyncio.Event()
         self._last_renew = -math.inf
+        self.renewals = 0
+        """Successful renewals while leading (read from another thread by tests and benches)."""
         self._in_flight = 0
         self._campaigning = False
         self._last_try = -math.inf
@@ -505,6 +507,7 @@ class LeaderElector:
                 self._report_transition()
                 if renewed:
                     self._last_renew = self._clock.monotonic()
+                    self.renewals += 1
                     break
                 holder = self.leader_identity
                 if holder is not None and holder != self.identity:

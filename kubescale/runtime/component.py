@@ -113,6 +113,8 @@ class ServerCertificates:
     client_ca_file: Path
     reload: bool
     reload_interval: float
+    extender_client_ca_file: Path | None = None
+    """``--extender-client-ca-file`` (the extender's client authentication), or ``None``."""
 
 
 @dataclass(frozen=True, kw_only=True)

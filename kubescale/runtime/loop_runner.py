@@ -3,8 +3,9 @@
 Contract:
 - A loop runs at once when started, then every ``interval`` seconds start-to-start, each gap
   stretched by a random factor in ``[1, 1 + jitter]`` (client-go ``wait.Jitter``) so replicas and
-  loops do not fall into lock-step. An iteration that overruns its interval is followed at once
-  by the next; missed ticks are not replayed.
+  loops do not fall into lock-step. An iteration that overruns its interval is followed by the
+  next after ``OVERRUN_PASSES`` passes of the event loop (so the servers sharing it answer the
+  requests that arrived meanwhile); missed ticks are not replayed.
 - An iteration that raises is logged and counted, and the loop goes on at the next interval: the
   process never dies of a loop error.
 - A runner may have a *gate* (``serve``: this replica holds the leader Lease), checked before
@@ -45,6 +46,8 @@ from kubescale.kube.errors import KubeError, failure_log_level
 
 DEFAULT_JITTER = 0.1
 STALL_FACTOR = 5.0
+OVERRUN_PASSES = 16
+"""Event-loop passes between an overrunning iteration and the next (microseconds when idle)."""
 LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 
@@ -305,6 +308,14 @@ class LoopRunner:
 
     async def _sleep_unless_stopped(self, seconds: float, wake: asyncio.Event | None) -> None:
         if seconds <= 0:
+            # An overrunning loop goes on at once, but never without a few passes of the event
+            # loop: an iteration that computed without awaiting anything would otherwise be
+            # followed by the next with no chance for the webhook, the extender or /healthz
+            # (issue 27 item 11: a descheduling cycle longer than its interval starved them).
+            # One pass moves a request one step (accept, TLS, read, handle, write): give the
+            # requests that arrived during the iteration enough passes to be answered.
+            for _ in range(OVERRUN_PASSES):
+                await asyncio.sleep(0)
             return
         if wake is None:
             await sleep_or_stop(self._clock, seconds, self._stop)

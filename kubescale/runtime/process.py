@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge
 
-from kubescale.base.clock import Clock
+from kubescale.base.clock import Clock, RealClock
 from kubescale.base.logs import component_logger
 from kubescale.base.tasks import cancel_and_wait
 from kubescale.certs.authority import CertificateError
@@ -51,6 +51,7 @@ from kubescale.kube.informer import Informer
 from kubescale.kube.leader_election import LeaderElector
 from kubescale.kube.served_resources import api_name, unserved
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.runtime import event_loop
 from kubescale.runtime.cache_gate import CacheGate
 from kubescale.runtime.cache_loops import scale_lookups_loop
 from kubescale.runtime.component import (
@@ -61,6 +62,7 @@ from kubescale.runtime.component import (
     Runtime,
     ServerCertificates,
 )
+from kubescale.runtime.election_thread import ElectionThread
 from kubescale.runtime.guarded_listener import GuardedListener
 from kubescale.runtime.health import HealthChecks, make_health_app, new_process_registry
 from kubescale.runtime.https_server import BodyBudget, lean_routes, make_https_app
@@ -119,6 +121,8 @@ class Server:
     not_started: dict[str, list[str]] = field(default_factory=dict)
     """Components not started because the server does not serve these resources of theirs."""
     elector: LeaderElector | None = None
+    election: ElectionThread | None = None
+    """The thread the elector campaigns on (real clock), else ``None``: it runs on this loop."""
     https_port: int = 0
     health_port: int = 0
     leadership_terms: int = 0
@@ -166,6 +170,7 @@ async def serve(
         key_file=config.tls_private_key,
         client_ca_file=config.client_ca_file if config.require_client_cert else None,
         require_client_cert=config.require_client_cert,
+        optional_client_ca_file=config.extender_client_ca_file,
         min_version=config.min_tls_version,
         ciphers=config.tls_ciphers,
         registry=registry,
@@ -258,6 +263,7 @@ async def _build_components(
             client_ca_file=config.client_ca_file,
             reload=config.reload_cert,
             reload_interval=config.cert_reload_interval,
+            extender_client_ca_file=config.extender_client_ca_file,
         ),
         environ=dict(os.environ if environ is None else environ),
         coordination=config.coordination,
@@ -403,7 +409,20 @@ async def _listen_and_run(
 ) -> int:
     config = server.config
     if server.runner.loop_names and config.leader_elect and server.kube is not None:
-        elector = _elector(config, client=server.kube, clock=server.clock, registry=server.registry)
+        if isinstance(server.clock, RealClock):
+            # Renewal on a thread and loop of its own: CPU work on this loop (a flood of
+            # extender filters, a heavy loop iteration) cannot make the leader miss its renew
+            # deadline (issue 27 item 11; module kubescale.runtime.election_thread).
+            server.election = _election_thread(config, server)
+            try:
+                elector = await server.election.start()
+            except (KubeConfigError, KubeError, OSError) as exc:
+                log.error("cannot connect to Kubernetes for leader election: %s", exc)
+                return fail(exc)
+        else:
+            elector = _elector(
+                config, client=server.kube, clock=server.clock, registry=server.registry
+            )
         server.elector = elector
         server.checks.add_liveness("leader-election", elector.healthz_check)
     https_runner = web.AppRunner(server.https_app, access_log=None)
@@ -443,6 +462,8 @@ async def _listen_and_run(
             started_components.append(component)
         return await _run_until_stopped(server, started=started, install_signal_handlers=signals)
     finally:
+        if server.election is not None:
+            await server.election.close()
         for component in reversed(started_components):
             await component.stop()
         if server.cache is not None:
@@ -468,6 +489,27 @@ def _elector(
     )
 
 
+def _election_thread(config: ProcessConfig, server: Server) -> ElectionThread:
+    clock = server.clock
+    registry = server.registry
+
+    async def lease_client() -> KubeClient:
+        # Its own client: an aiohttp session belongs to the loop that made it. Its request
+        # metrics stay off the process registry (the main client registers them there).
+        return await connect(
+            kubeconfig=config.kubeconfig,
+            clock=clock,
+            settings=ClientSettings(qps=config.kube_api_qps, burst=config.kube_api_burst),
+        )
+
+    return ElectionThread(
+        connect=lease_client,
+        make_elector=lambda client: _elector(config, client=client, clock=clock, registry=registry),
+        loop_factory=event_loop.loop_factory(),
+        logger=component_logger("leader-election"),
+    )
+
+
 async def _run_until_stopped(
     server: Server, *, started: asyncio.Future[Server] | None, install_signal_handlers: bool
 ) -> int:
@@ -486,7 +528,14 @@ async def _run_until_stopped(
         )
     elector_stop = asyncio.Event()
     replica_loops = asyncio.create_task(server.replica_runner.run())
-    if server.elector is not None:
+    if server.election is not None:
+
+        async def lead_here() -> None:
+            server.leadership_terms += 1
+            await server.runner.run()
+
+        loops = asyncio.create_task(server.election.run(work=lead_here, stop=elector_stop))
+    elif server.elector is not None:
         # Loops run only while this replica holds the Lease; on stop the elector waits for the
         # iteration in progress to finish, then releases the Lease for the next replica.
 

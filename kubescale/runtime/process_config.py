@@ -85,6 +85,10 @@ class ProcessConfig:
     """Deadlines, connection cap and body budget of the TLS server."""
     coordination: Coordination = DEFAULT_COORDINATION
     """How the systems coordinate (:mod:`kubescale.base.coordination`)."""
+    extender_client_ca_file: Path | None = None
+    """``--extender-client-ca-file``: the TLS server asks clients for a certificate, and the
+    scheduler extender's routes accept only those issued by this CA
+    (:mod:`kubescale.certs.client_identity`); ``None``: no client authentication there."""
 
 
 def add_process_arguments(parser: argparse.ArgumentParser) -> None:
@@ -129,6 +133,16 @@ def add_process_arguments(parser: argparse.ArgumentParser) -> None:
         default=False,
         metavar="BOOL",
         help="refuse clients without a certificate signed by --client-ca-file (default: false)",
+    )
+    tls.add_argument(
+        "--extender-client-ca-file",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="CA bundle of client certificates: the scheduler extender's routes answer 403 "
+        "to clients without a certificate issued by it (kube-scheduler's extender "
+        "tlsConfig certFile/keyFile); the webhook still accepts clients without one "
+        "(default: off)",
     )
     tls.add_argument(
         "--min-tls-version",
@@ -335,4 +349,5 @@ def process_config_from_args(args: argparse.Namespace) -> ProcessConfig:
         ignored_upstream_flags=upstream.ignored,
         limits=limits,
         coordination=parse_coordination(args.coordination),
+        extender_client_ca_file=args.extender_client_ca_file,
     )

@@ -48,6 +48,7 @@ async def running_extender(
     nodes: Sequence[dict[str, Any]] = (),
     pods: Sequence[dict[str, Any]] = (),
     readiness: Any = None,
+    settings: ExtenderSettings | None = None,
 ) -> AsyncIterator[Running]:
     clock = VirtualClock(NOW)
     cache = ClusterCache(policy=policy, now=clock.now).load(nodes=nodes, pods=pods)
@@ -56,7 +57,7 @@ async def running_extender(
         cache=cache,
         rules=PlacementRules.from_policy(policy),
         memory=memory,
-        settings=ExtenderSettings(),
+        settings=settings if settings is not None else ExtenderSettings(),
         clock=clock,
         readiness=readiness or (lambda: None),
     )

@@ -313,3 +313,53 @@ def test_no_iteration_starts_while_caches_are_unsynced(ops: list[tuple[str, int]
     loop = asyncio.run(scenario())
     assert loop.starts, "the loop never ran once its caches were synced"
     assert all(waiting == [] for waiting in loop.seen_waiting), loop.seen_waiting
+
+
+class _SteppingClock(VirtualClock):
+    """Monotonic time moves a second at every read: every iteration overruns its interval."""
+
+    def monotonic(self) -> float:
+        self._stepped = getattr(self, "_stepped", 0.0) + 1.0
+        return super().monotonic() + self._stepped
+
+
+class ComputingLoop:
+    """An iteration that computes without awaiting anything (a CPU-bound decision)."""
+
+    def __init__(self, runner_stop: list[LoopRunner], iterations: int) -> None:
+        self._runner = runner_stop
+        self._iterations = iterations
+        self.done = 0
+
+    @property
+    def name(self) -> str:
+        return "computing"
+
+    async def run_once(self, now: datetime) -> None:
+        self.done += 1
+        if self.done >= self._iterations:
+            self._runner[0].stop()
+
+
+async def test_an_overrunning_loop_lets_the_event_loop_pass_between_iterations() -> None:
+    # Interval 0.1 s, every iteration "takes" 1 s (the stepping clock): the next one is due at
+    # once. Between two iterations the event loop must still run the other ready callbacks
+    # (a webhook request, /healthz): count the iterations each callback saw.
+    clock = _SteppingClock()
+    holder: list[LoopRunner] = []
+    runner = LoopRunner(clock=clock, registry=CollectorRegistry(), rng=random.Random(0))
+    holder.append(runner)
+    loop = ComputingLoop(holder, iterations=20)
+    runner.add(loop, interval=0.1, jitter=0.0)
+    seen: list[int] = []
+
+    def other() -> None:  # a callback of another part of the process, ready all the time
+        seen.append(loop.done)
+        if not runner.stopping:
+            asyncio.get_running_loop().call_soon(other)
+
+    asyncio.get_running_loop().call_soon(other)
+    await asyncio.wait_for(runner.run(), timeout=5)
+    # Before: the 20 iterations ran back to back, the callback saw 0 then 20.
+    assert loop.done == 20
+    assert [n for n in range(1, 20) if n in seen] == list(range(1, 20))

@@ -1,0 +1,432 @@
+"""Benchmark: does the process keep serving — webhook, ``/healthz``, Lease renewal — while CPU
+work holds its event loop? (issue 27 item 11)
+
+A child ``kubescale serve`` process (leader election on, against an in-process API server in
+this process; election timings upstream's defaults: lease 15 s, renew deadline 10 s, retry 2 s)
+serves the real VPA admission webhook route and the scheduler extender over a 5,000-node
+:class:`ClusterCache` (``bench/extender_filter.py``'s cluster: 50,000 pods). Two scenarios:
+
+- ``extender_flood``: ``--flood-clients`` (32) clients post 5,000-node filters back to back
+  (closed loop, one connection each) for ``--seconds``;
+- ``heavy_loops``: the leader runs a leader-only loop whose every iteration is one descheduling
+  cycle over 1,000 nodes / 30,000 pods with all ten strategies and ``nodeFit``
+  (``bench/descheduler_pass.py``'s cluster) — seconds of pure CPU each, back to back.
+
+Meanwhile this process measures, for ``--seconds``:
+
+- ``webhook``: an AdmissionReview every 50 ms over HTTPS (keep-alive); latency from the
+  *scheduled* send time (a stalled server cannot hide queueing): p50/p99/max, errors;
+- ``healthz``: ``GET /healthz`` every 100 ms: p50/p99/max, non-200 answers;
+- ``lease``: the Lease in the API server, read every 20 ms: the gaps between successive
+  ``renewTime`` changes as this process observed them (max, p99; the renew period is 2 s),
+  holder changes (``leaseTransitions``);
+- ``flood``: filter answers by kind (``ok``, ``busy``: the explicit refusal of the new
+  turns, ``error``) and the p50/p99 of answered ones.
+
+``--tree DIR`` runs the server from another source tree (the code before the change: ``git
+archive <commit> | tar -x -C DIR``); the load generator and the API server are this tree's.
+Both run ``nice``; on a shared machine the figures are noisy — run before and after back to
+back. Written to ``bench/results/serving_under_cpu_load.json`` (``--out``).
+
+Usage: ``.venv/bin/python bench/serving_under_cpu_load.py [--tree DIR] [--label before]
+[--scenarios extender_flood,heavy_loops] [--seconds 30]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import signal
+import socket
+import ssl
+import statistics
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Final
+
+import aiohttp
+import descheduler_pass  # bench/: the script's directory is first on sys.path
+import extender_filter
+from prometheus_client import CollectorRegistry
+
+from kubescale.base.clock import RealClock
+from kubescale.cli.main import build_parser
+from kubescale.cli.main import main as kubescale_main
+from kubescale.cli.serve_config import serve_config_from_args
+from kubescale.kube.resources import LEASES
+from kubescale.runtime import event_loop
+from kubescale.runtime.process import LoopSpec, serve
+from kubescale.scheduling.pod_resources import NON_MISSING_DEFAULTS, RequestCache
+from kubescale.sim.apiserver.server import ApiServer
+from kubescale.webhook.admission_routes import AdmissionWebhook
+from kubescale.webhook.webhook_config import WebhookSettings
+
+OFFLOAD: Any
+try:  # the extender's worker thread (trees since the change; the server's tree decides)
+    from kubescale.extender import offload as OFFLOAD
+except ImportError:  # pragma: no cover - a tree from before the change
+    OFFLOAD = None
+
+SCRIPT: Final = Path(__file__).resolve()
+BENCH: Final = SCRIPT.parent
+RESULTS: Final = BENCH / "results" / "serving_under_cpu_load.json"
+SERVER_NAME: Final = "kubescale.kube-system.svc"
+WEBHOOK_EVERY: Final = 0.05
+HEALTHZ_EVERY: Final = 0.1
+LEASE_EVERY: Final = 0.02
+
+
+# -- the server (child process) -----------------------------------------------------------------
+
+
+class _DeschedulerPassLoop:
+    """A leader-only loop: one full descheduling cycle per iteration (pure CPU)."""
+
+    def __init__(self) -> None:
+        self._module = descheduler_pass
+        self._nodes = [descheduler_pass.node(i) for i in range(descheduler_pass.NODES)]
+        self._pods = [descheduler_pass.pod(i) for i in range(descheduler_pass.PODS)]
+        self._caches = (RequestCache(), RequestCache(non_missing=NON_MISSING_DEFAULTS))
+
+    @property
+    def name(self) -> str:
+        return "descheduler-pass"
+
+    async def run_once(self, now: datetime) -> None:
+        self._module.one_pass(True, self._nodes, self._pods, self._caches)
+
+
+class _Idle:
+    @property
+    def name(self) -> str:
+        return "idle"
+
+    async def run_once(self, now: datetime) -> None:
+        return None
+
+
+async def _server(args: argparse.Namespace) -> int:
+    certs = Path(args.certs)
+    argv = [
+        "serve", "--port", str(args.port), "--bind-address", "127.0.0.1",
+        "--address", f"127.0.0.1:{args.health_port}",
+        "--tls-cert-file", str(certs / "serverCert.pem"),
+        "--tls-private-key", str(certs / "serverKey.pem"),
+        "--client-ca-file", str(certs / "caCert.pem"),
+        "--kubeconfig", args.kubeconfig, "--log-level", "warning",
+    ]  # fmt: skip
+    config = serve_config_from_args(build_parser().parse_args(argv))
+    extender, _names = extender_filter.build()
+    offloaded = False
+    if args.offload and OFFLOAD is not None:  # as the extender component wires it
+        extender.decisions = OFFLOAD.DecisionThread(OFFLOAD.DeferredWrites())
+        offloaded = True
+    print(f"extender decisions offloaded: {offloaded}", file=sys.stderr, flush=True)
+    webhook = AdmissionWebhook(settings=WebhookSettings(), registry=CollectorRegistry())
+    heavy = args.scenario == "heavy_loops"
+    loop: Any = _DeschedulerPassLoop() if heavy else _Idle()
+    return await serve(
+        config,
+        clock=RealClock(),
+        loops=[LoopSpec(loop=loop, interval=0.5 if heavy else 1.0)],
+        mounts=[webhook.mount, extender.mount],
+    )
+
+
+# -- the measurements (this process) ------------------------------------------------------------
+
+
+def _percentiles(values: list[float]) -> dict[str, float | int]:
+    if not values:
+        return {"count": 0}
+    ordered = sorted(values)
+
+    def pick(q: float) -> float:
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+    return {
+        "count": len(ordered),
+        "p50_ms": round(statistics.median(ordered) * 1000, 1),
+        "p99_ms": round(pick(0.99) * 1000, 1),
+        "max_ms": round(ordered[-1] * 1000, 1),
+    }
+
+
+def _review(uid: int) -> bytes:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+           "spec": {"containers": [{"name": "app", "image": "x"}]}}  # fmt: skip
+    request = {"uid": f"u{uid}", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+               "resource": {"group": "", "version": "v1", "resource": "pods"},
+               "namespace": "default", "operation": "CREATE", "object": pod}  # fmt: skip
+    return json.dumps(
+        {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+    ).encode()
+
+
+async def _webhook(session: aiohttp.ClientSession, url: str, seconds: float) -> dict[str, Any]:
+    latencies: list[float] = []
+    errors = 0
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+
+    async def one(i: int, scheduled: float) -> None:
+        nonlocal errors
+        try:
+            async with session.post(
+                url, data=_review(i), server_hostname=SERVER_NAME,
+                headers={"Content-Type": "application/json"},
+            ) as response:  # fmt: skip
+                answer = await response.json()
+            if response.status != 200 or answer["response"]["uid"] != f"u{i}":
+                errors += 1
+                return
+        except (aiohttp.ClientError, TimeoutError, OSError, KeyError):
+            errors += 1
+            return
+        latencies.append(loop.time() - scheduled)
+
+    tasks = []
+    for i in range(int(seconds / WEBHOOK_EVERY)):
+        scheduled = start + i * WEBHOOK_EVERY
+        await asyncio.sleep(max(0.0, scheduled - loop.time()))
+        tasks.append(asyncio.create_task(one(i, scheduled)))
+    await asyncio.gather(*tasks)
+    return {**_percentiles(latencies), "errors": errors}
+
+
+async def _healthz(port: int, seconds: float) -> dict[str, Any]:
+    latencies: list[float] = []
+    bad = 0
+    loop = asyncio.get_running_loop()
+    timeout = aiohttp.ClientTimeout(total=30)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        end = loop.time() + seconds
+        while loop.time() < end:
+            began = loop.time()
+            try:
+                async with session.get(f"http://127.0.0.1:{port}/healthz") as response:
+                    await response.read()
+                    if response.status != 200:
+                        bad += 1
+            except (aiohttp.ClientError, TimeoutError, OSError):
+                bad += 1
+            latencies.append(loop.time() - began)
+            await asyncio.sleep(HEALTHZ_EVERY)
+    return {**_percentiles(latencies), "not_200": bad}
+
+
+async def _lease(api: Any, seconds: float) -> dict[str, Any]:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + seconds
+    last: str | None = None
+    last_seen = loop.time()
+    gaps: list[float] = []
+    holders: set[str] = set()
+    transitions: set[int] = set()
+    while loop.time() < end:
+        leases = api.store.list(LEASES)
+        if leases:
+            spec = leases[0].get("spec") or {}
+            holders.add(str(spec.get("holderIdentity")))
+            transitions.add(int(spec.get("leaseTransitions") or 0))
+            renewed = spec.get("renewTime")
+            if renewed != last:
+                now = loop.time()
+                if last is not None:
+                    gaps.append(now - last_seen)
+                last, last_seen = renewed, now
+        await asyncio.sleep(LEASE_EVERY)
+    gaps.append(loop.time() - last_seen)  # the gap still open at the end counts too
+    return {
+        "renewals": len(gaps) - 1,
+        "renew_gap_max_s": round(max(gaps), 2),
+        "renew_gap_p99_s": round(sorted(gaps)[min(len(gaps) - 1, int(0.99 * len(gaps)))], 2),
+        "renew_gap_median_s": round(statistics.median(gaps), 2),
+        "holders": sorted(holders),
+        "lease_transitions_seen": sorted(transitions),
+    }
+
+
+async def _flood(url: str, context: ssl.SSLContext, clients: int, seconds: float) -> dict[str, Any]:
+    names = [f"node-{i:05d}" for i in range(extender_filter.NODES)]
+    bodies = [
+        json.dumps(
+            {"Pod": extender_filter.pending_pod("plain", i), "Nodes": None, "NodeNames": names}
+        ).encode()
+        for i in range(clients)
+    ]
+    counts = {"ok": 0, "busy": 0, "error": 0}
+    answered: list[float] = []
+    loop = asyncio.get_running_loop()
+    end = loop.time() + seconds
+
+    async def client(body: bytes) -> None:
+        connector = aiohttp.TCPConnector(ssl=context, limit=1)
+        async with aiohttp.ClientSession(
+            connector=connector, timeout=aiohttp.ClientTimeout(total=30)
+        ) as session:
+            while loop.time() < end:
+                began = loop.time()
+                try:
+                    async with session.post(
+                        url, data=body, server_hostname=SERVER_NAME,
+                        headers={"Content-Type": "application/json"},
+                    ) as response:  # fmt: skip
+                        raw = await response.read()
+                    error = json.loads(raw).get("Error") if response.status == 200 else "status"
+                except (aiohttp.ClientError, TimeoutError, OSError, ValueError):
+                    error = "transport"
+                if not error:
+                    counts["ok"] += 1
+                    answered.append(loop.time() - began)
+                elif "busy" in str(error):
+                    counts["busy"] += 1
+                    await asyncio.sleep(0.05)  # kube-scheduler moves on to the next pod
+                else:
+                    counts["error"] += 1
+                    await asyncio.sleep(0.05)
+
+    await asyncio.gather(*(client(body) for body in bodies))
+    return {**counts, "answered": _percentiles(answered)}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+async def _wait_leading(api: Any, health: int, process: asyncio.subprocess.Process) -> float:
+    began = time.monotonic()
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
+        for _ in range(3000):
+            if process.returncode is not None:
+                raise RuntimeError("kubescale serve exited")
+            ready = False
+            with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                async with session.get(f"http://127.0.0.1:{health}/readyz") as response:
+                    ready = response.status == 200
+            leases = api.store.list(LEASES)
+            if ready and leases and (leases[0].get("spec") or {}).get("holderIdentity"):
+                return time.monotonic() - began
+            await asyncio.sleep(0.1)
+    raise RuntimeError("kubescale serve did not become ready and leading")
+
+
+async def _scenario(name: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    async with ApiServer() as api:
+        kubeconfig = work / "kubeconfig"
+        api.write_kubeconfig(kubeconfig)
+        port, health = _free_port(), _free_port()
+        environ = dict(os.environ)
+        tree = args.tree
+        environ["PYTHONPATH"] = str(tree)
+        argv = [
+            "nice", "-n", "10", sys.executable, str(SCRIPT),
+            "--role", "server", "--scenario", name, "--port", str(port),
+            "--health-port", str(health), "--certs", str(work), "--kubeconfig", str(kubeconfig),
+            "--offload", "true" if args.offload else "false",
+        ]  # fmt: skip
+        process = await asyncio.create_subprocess_exec(*argv, env=environ, cwd=str(tree))
+        try:
+            startup = await _wait_leading(api, health, process)
+            context = ssl.create_default_context(cafile=str(work / "caCert.pem"))
+            base = f"https://127.0.0.1:{port}"
+            connector = aiohttp.TCPConnector(ssl=context, limit=8)
+            async with aiohttp.ClientSession(
+                connector=connector, timeout=aiohttp.ClientTimeout(total=30)
+            ) as session:
+                await _webhook(session, f"{base}/", 1.0)  # warm-up: connections, first calls
+                jobs: dict[str, Any] = {
+                    "webhook": _webhook(session, f"{base}/", args.seconds),
+                    "healthz": _healthz(health, args.seconds),
+                    "lease": _lease(api, args.seconds),
+                }
+                if name == "extender_flood":
+                    jobs["flood"] = _flood(
+                        f"{base}/scheduler/filter", context, args.flood_clients, args.seconds
+                    )
+                results = await asyncio.gather(*jobs.values())
+            figures = dict(zip(jobs, results, strict=True))
+            figures["startup_seconds"] = round(startup, 1)
+            figures["server_exit_code"] = process.returncode
+            return figures
+        finally:
+            if process.returncode is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    await asyncio.wait_for(process.wait(), timeout=60)
+                except TimeoutError:
+                    process.kill()
+                    await process.wait()
+
+
+async def _measure(args: argparse.Namespace) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        argv = ["certs", "--service", "kubescale", "--namespace", "kube-system"]
+        assert kubescale_main([*argv, "--out", str(work), "--key-type", "ecdsa"]) == 0
+        for name in args.scenarios.split(","):
+            results[name] = await _scenario(name, args, work)
+            print(name, json.dumps(results[name]), flush=True)
+    return {
+        "benchmark": "serving_under_cpu_load",
+        "label": args.label,
+        "tree": str(args.tree),
+        "seconds": args.seconds,
+        "flood_clients": args.flood_clients,
+        "offload": args.offload,
+        "scenarios": results,
+        "load_average": os.getloadavg(),
+        "python": sys.version.split()[0],
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    parser.add_argument("--role", choices=("bench", "server"), default="bench")
+    parser.add_argument("--scenarios", default="extender_flood,heavy_loops")
+    parser.add_argument("--scenario", default="extender_flood")
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--flood-clients", type=int, default=32)
+    parser.add_argument("--tree", default=None)
+    parser.add_argument("--label", default="after")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--health-port", type=int, default=0)
+    parser.add_argument("--certs", default="")
+    parser.add_argument("--kubeconfig", default="")
+    parser.add_argument(
+        "--offload",
+        type=lambda text: text == "true",
+        default=True,
+        help="server: run the extender's decisions on its worker thread when the tree has one "
+        "(true/false; default true, as the extender component does)",
+    )
+    args = parser.parse_args(argv)
+    args.tree = Path(args.tree).resolve() if args.tree else BENCH.parent
+    if args.role == "server":
+        return event_loop.run(_server(args))  # uvloop, as kubescale serve runs
+    figures = asyncio.run(_measure(args))
+    out: Path = args.out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    previous = json.loads(out.read_text()) if out.exists() else {}
+    previous[args.label] = figures
+    out.write_text(json.dumps(previous, indent=2) + "\n")
+    print(json.dumps(figures, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
