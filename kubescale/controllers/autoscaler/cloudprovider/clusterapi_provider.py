@@ -98,6 +98,8 @@ CLUSTER_NAME_LABEL: Final = "cluster.x-k8s.io/cluster-name"
 CAPI_SYNC_WAIT: Final = 10.0
 """Seconds (on the client's clock) the first iteration waits for the Cluster API caches it just
 declared to list; an iteration that finds them unsynced does nothing."""
+REQUESTER: Final = "cluster-autoscaler"
+"""The component the Cluster API collections are attributed to (its name)."""
 _CAPI_PLURALS: Final = ("machinedeployments", "machinesets", "machines")
 _NODE_LABELS_FROM_EXISTING: Final = (
     "kubernetes.io/arch",
@@ -241,11 +243,14 @@ class ClusterApiProvider:
 
     def _declare(self, types: CapiTypes) -> None:
         self.types = types
-        self._caches = (
-            self._informers.informer(types.machine_deployments),
-            self._informers.informer(types.machine_sets),
-            self._informers.informer(types.machines),
-        )
+        # declared after start-up (the version is discovered): attributed to the autoscaler as
+        # the collections it declared when built are (its loop waits for them, /readyz names them)
+        with self._informers.requested_by(REQUESTER):
+            self._caches = (
+                self._informers.informer(types.machine_deployments),
+                self._informers.informer(types.machine_sets),
+                self._informers.informer(types.machines),
+            )
         log.info(
             "using Cluster API version",
             extra={"fields": {"group": types.machines.group, "version": types.machines.version}},
