@@ -43,7 +43,7 @@ import platform
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -305,10 +305,20 @@ def evaluate(
     params: Params,
     targets: Sequence[int],
     pool: Executor,
+    known: Mapping[int, dict[str, Any]] | None = None,
 ) -> Callable[[], dict[str, Any]]:
-    """Start the series' replays on ``pool``; the returned call waits and gathers them."""
+    """Start the series' replays on ``pool``; the returned call waits and gathers them.
+    ``known``: reactive replays of this series already run, by target (they do not depend on
+    the parameters)."""
     cpu = cpu_seconds_per_request(trace)
-    sweep = [pool.submit(simulate, trace, hpa_target=t, cpu_seconds=cpu) for t in targets]
+    sweep: list[Future[dict[str, Any]]] = []
+    for target in targets:
+        if known is not None and target in known:
+            done: Future[dict[str, Any]] = Future()
+            done.set_result(known[target])
+            sweep.append(done)
+        else:
+            sweep.append(pool.submit(simulate, trace, hpa_target=target, cpu_seconds=cpu))
     predicted = pool.submit(
         simulate, trace, hpa_target=params.hpa_target, cpu_seconds=cpu, predictive=params
     )
@@ -461,6 +471,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="Q,Q,…",
         help="tuning aid: the predictive HPA at each coverage, tuning series only",
     )
+    parser.add_argument(
+        "--reuse-sweep",
+        type=Path,
+        metavar="JSON",
+        help="take the reactive replays from an earlier output of this bench (same series)",
+    )
     parser.add_argument("--jobs", type=int, default=1, help="replays run in parallel")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--svg", type=Path)
@@ -483,11 +499,24 @@ def main(argv: list[str] | None = None) -> int:
     except ProtocolError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    known: dict[str, dict[int, dict[str, Any]]] = {}
+    if args.reuse_sweep is not None:
+        earlier = json.loads(args.reuse_sweep.read_text(encoding="utf-8"))
+        for series in earlier.get("series", []):
+            known[series["series"]] = {p["hpa_target"]: p for p in series["reactive_sweep"]}
     started = time.perf_counter()
     tuning_trace = load(tuning_path)
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         pending = [
-            evaluate(tuning_name, "tuning", tuning_trace, params=params, targets=targets, pool=pool)
+            evaluate(
+                tuning_name,
+                "tuning",
+                tuning_trace,
+                params=params,
+                targets=targets,
+                pool=pool,
+                known=known.get(tuning_name),
+            )
         ]
         cpu = cpu_seconds_per_request(tuning_trace)
         trials = [
@@ -506,7 +535,15 @@ def main(argv: list[str] | None = None) -> int:
         # the tuning aid looks at the tuning series alone: no validation figure while choosing
         for name, path in [] if coverages else validation:
             pending.append(
-                evaluate(name, "validation", load(path), params=params, targets=targets, pool=pool)
+                evaluate(
+                    name,
+                    "validation",
+                    load(path),
+                    params=params,
+                    targets=targets,
+                    pool=pool,
+                    known=known.get(name),
+                )
             )
         results = [gather() for gather in pending]
         tuning_aid = []

@@ -191,6 +191,11 @@ def test_bench_places_the_predictive_point_on_each_series_frontier(tmp_path: Pat
             assert series["reduction_vs_frontier"] == pytest.approx(
                 1 - predictive["overloaded_minutes"] / at
             )
+    # the reactive replays do not depend on the parameters: reused, the figures are the same
+    again = tmp_path / "again.json"
+    reuse = ["--targets", "60,80", "--reuse-sweep", str(out), "--out", str(again)]
+    assert bench.main([*argv, *reuse]) == 0
+    assert json.loads(again.read_text())["series"] == document["series"]
     svg = chart.read_text()
     assert svg.startswith("<svg")
     assert svg.count("predictive</text>") == 2
