@@ -15,7 +15,19 @@ The forecast for a minute ``m`` ahead is seasonal, scaled from the present: the 
 earlier — the demand around ``m`` minutes later then (mean over ±2 minutes) divided by the
 demand at the same time then (mean of 3 minutes) — clamped to [0.5, 3], taking the **lower**
 of the daily and weekly growth when both are known (a rise must show in both to count). The
-proposal is ``ceil(max forecast over the next lead minutes)``.
+point forecast ``F`` is the max of these forecasts over the next lead minutes; without a
+day (or week) of history the growth is 1 (persistence: the recent demand).
+
+**Error model** (split-conformal, from the forecaster's own residuals): every forecast ``F``
+made at minute ``t`` is scored once its window has passed, as the ratio ``R / F`` of the
+highest demand actually seen in ``t+1 … t+lead`` to ``F``. The last day of ratios (1,440)
+is kept; the proposal is ``ceil(F × q)`` where ``q`` is their ``coverage`` quantile: the
+replica count that would have covered the next lead minutes' peak in that share of the last
+day's forecasts. The default, 0.5 (the median: ``F`` corrected for its own bias, which
+includes the peak-over-mean of the lead window), was chosen on WorldCup98 alone; higher
+coverages cost more replica-minutes than they save overloaded minutes there
+(``docs/hpa-predictive.md``). With fewer than an hour of scored forecasts ``q`` is 1. The
+ratio (not the difference) makes ``q`` independent of the demand's scale.
 
 Rules that keep it safe:
 
@@ -23,7 +35,7 @@ Rules that keep it safe:
   through upstream's **max**, and only when it is above the current count;
 * it goes through the same normalization as any proposal, so the HPA's behavior (or the
   legacy scale-up limit) and ``maxReplicas`` bound it;
-* without a full day of history there is no prediction;
+* without any recorded demand there is no prediction;
 * the forecast is applied but not remembered as a recommendation
   (:func:`~.normalization.normalize`'s ``recorded``), so a rise that does not come is not
   held for a whole downscale stabilization window.
@@ -31,6 +43,7 @@ Rules that keep it safe:
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import deque
 from collections.abc import Mapping
@@ -59,6 +72,9 @@ KEEP_MINUTES: Final = WEEK_MINUTES + DAY_MINUTES
 RECENT_MINUTES: Final = 3
 SMOOTH_MINUTES: Final = 2
 GROWTH_CLAMP: Final = (0.5, 3.0)
+DEFAULT_COVERAGE: Final = 0.5
+RESIDUAL_MINUTES: Final = DAY_MINUTES
+MIN_RESIDUALS: Final = 60
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,9 +108,16 @@ def _minute(moment: datetime) -> int:
 class DemandHistory:
     """One HPA's demand per minute (module docstring); bounded to :data:`KEEP_MINUTES`."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, coverage: float = DEFAULT_COVERAGE) -> None:
+        if not 0.0 < coverage < 1.0:
+            raise ValueError(f"coverage: must be in (0, 1), got {coverage!r}")
+        self.coverage = coverage
         self._values: dict[int, float] = {}
         self._order: deque[int] = deque()
+        # forecasts waiting to be scored: (minute made, lead minutes, point forecast F)
+        self._pending: deque[tuple[int, int, float]] = deque(maxlen=RESIDUAL_MINUTES)
+        self._ratios: deque[float] = deque()
+        self._sorted: list[float] = []  # the same ratios, in order (for the quantile)
 
     def __len__(self) -> int:
         return len(self._values)
@@ -109,14 +132,37 @@ class DemandHistory:
         self._values[minute] = demand
         while self._order and self._order[0] <= minute - KEEP_MINUTES:
             self._values.pop(self._order.popleft(), None)
+        self._score(minute)
+
+    def _score(self, minute: int) -> None:
+        """Score the forecasts whose whole window ended by ``minute`` (module docstring)."""
+        while self._pending and self._pending[0][0] + self._pending[0][1] <= minute:
+            made, ahead, forecast = self._pending.popleft()
+            seen = [self._values[m] for m in range(made + 1, made + ahead + 1) if m in self._values]
+            if seen and forecast > 0:
+                ratio = max(seen) / forecast
+                self._ratios.append(ratio)
+                bisect.insort(self._sorted, ratio)
+                if len(self._ratios) > RESIDUAL_MINUTES:
+                    old = self._ratios.popleft()
+                    del self._sorted[bisect.bisect_left(self._sorted, old)]
+
+    def quantile(self) -> float:
+        """The ``coverage`` quantile of the scored ratios (nearest rank); 1 with fewer than
+        :data:`MIN_RESIDUALS` of them."""
+        ordered = self._sorted
+        if len(ordered) < MIN_RESIDUALS:
+            return 1.0
+        rank = math.ceil(self.coverage * len(ordered))
+        return ordered[min(len(ordered), max(rank, 1)) - 1]
 
     def _mean(self, start: int, end: int) -> float | None:
         values = [self._values[m] for m in range(start, end) if m in self._values]
         return sum(values) / len(values) if values else None
 
     def forecast(self, now: datetime, *, lead: timedelta) -> float | None:
-        """The highest seasonal forecast of demand over the next ``lead``; None without a day
-        of history (module docstring)."""
+        """The highest seasonal forecast of demand over the next ``lead`` (the point forecast
+        ``F``); None without recent demand (module docstring)."""
         now_minute = _minute(now)
         recent = self._mean(now_minute - RECENT_MINUTES + 1, now_minute + 1)
         if recent is None:
@@ -133,17 +179,21 @@ class DemandHistory:
                 )
                 if base is not None and then is not None and base > 0:
                     growths.append(min(high, max(low, then / base)))
-            if growths:
-                value = recent * min(growths)
-                best = value if best is None else max(best, value)
+            value = recent * min(growths) if growths else recent
+            best = value if best is None else max(best, value)
         return best
 
     def proposal(self, now: datetime, *, lead: timedelta) -> int | None:
-        """``ceil`` of :meth:`forecast`: the replicas that would meet the predicted demand."""
+        """``ceil(F × q)``: the replicas that would meet the forecast's ``coverage`` upper
+        bound (module docstring). Each call's ``F`` is scored later, once per minute."""
         value = self.forecast(now, lead=lead)
         if value is None:
             return None
-        return math.ceil(value - 1e-9)
+        minute = _minute(now)
+        ahead = max(1, int(lead.total_seconds()) // 60)
+        if not self._pending or self._pending[-1][0] != minute:
+            self._pending.append((minute, ahead, value))
+        return math.ceil(value * self.quantile() - 1e-9)
 
 
 def demand_of(metric: MetricSpec, status: Mapping[str, Any], *, ready: int) -> float | None:
