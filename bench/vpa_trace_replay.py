@@ -28,6 +28,12 @@ overrides a field of ``AdaptivePolicyConfig``, e.g. ``oom_hold_ns=12h``,
 scores the provisioned amounts of each row and never updates. Each policy's totals also split
 off the slack of each workload's first 24 hours (JSON only).
 
+Upstream's recommender model flags (``--target-memory-percentile``,
+``--recommendation-margin-fraction``, ``--oom-bump-up-ratio``, ``--oom-min-bump-up-bytes``, the
+histogram half-lives, the bound percentiles, ...: ``REPLAY_MODEL_FLAGS``) set the model of
+either policy, parsed and checked as ``kubescale serve`` does; ``bench/vpa_frontier.py`` sweeps
+them. The published reference is upstream's defaults, so it is not checked when any is given.
+
 The reference table of the trace README (upstream VPA 1.8 on bitbrains-rnd, month 2013-07, all
 500 workloads) is printed beside the results only when the replay is that one: the dataset named
 by the file, the month the samples fall in, every workload. Then the upstream policy must
