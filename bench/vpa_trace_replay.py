@@ -28,6 +28,12 @@ overrides a field of ``AdaptivePolicyConfig``, e.g. ``oom_hold_ns=12h``,
 scores the provisioned amounts of each row and never updates. Each policy's totals also split
 off the slack of each workload's first 24 hours (JSON only).
 
+Upstream's recommender model flags (``--target-memory-percentile``,
+``--recommendation-margin-fraction``, ``--oom-bump-up-ratio``, ``--oom-min-bump-up-bytes``, the
+histogram half-lives, the bound percentiles, ...: ``REPLAY_MODEL_FLAGS``) set the model of
+either policy, parsed and checked as ``kubescale serve`` does; ``bench/vpa_frontier.py`` sweeps
+them. The published reference is upstream's defaults, so it is not checked when any is given.
+
 The reference table of the trace README (upstream VPA 1.8 on bitbrains-rnd, month 2013-07, all
 500 workloads) is printed beside the results only when the replay is that one: the dataset named
 by the file, the month the samples fall in, every workload. Then the upstream policy must
@@ -77,6 +83,11 @@ from kubescale.controllers.vpa.model.policy.adaptive_config import (
     AdaptivePolicyConfig,
 )
 from kubescale.controllers.vpa.model.policy.adaptive_estimator import estimate_adaptive
+from kubescale.controllers.vpa.recommender.recommender_config import (
+    RecommenderConfigError,
+    add_recommender_arguments,
+    recommender_settings_from_args,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -549,6 +560,49 @@ def policy_from_params(params: Iterable[str]) -> AdaptivePolicyConfig:
     return dataclasses.replace(AdaptivePolicyConfig(), **changes)  # type: ignore[arg-type]
 
 
+# -- upstream's recommender flags --------------------------------------------------------------
+
+REPLAY_MODEL_FLAGS = (
+    "--target-cpu-percentile",
+    "--target-memory-percentile",
+    "--recommendation-margin-fraction",
+    "--oom-bump-up-ratio",
+    "--oom-min-bump-up-bytes",
+    "--memory-histogram-decay-half-life",
+    "--cpu-histogram-decay-half-life",
+    "--recommendation-lower-bound-cpu-percentile",
+    "--recommendation-upper-bound-cpu-percentile",
+    "--recommendation-lower-bound-memory-percentile",
+    "--recommendation-upper-bound-memory-percentile",
+    "--confidence-interval-cpu",
+    "--confidence-interval-memory",
+    "--memory-aggregation-interval",
+    "--memory-aggregation-interval-count",
+    "--pod-recommendation-min-cpu-millicores",
+    "--pod-recommendation-min-memory-mb",
+)
+"""Upstream's recommender model flags the replay honours (names and defaults are upstream's,
+``pkg/recommender/config/config.go``; parsed and checked by kubescale's own recommender flags)."""
+
+
+def model_config_from_flags(flags: dict[str, str]) -> RecommenderConfig:
+    """A :class:`RecommenderConfig` from upstream flag values (``{"--target-memory-percentile":
+    "0.95"}``), parsed exactly as ``kubescale serve`` parses them; a ``ValueError`` naming the
+    flag for an unknown flag or a bad value."""
+    argv: list[str] = []
+    for flag, value in flags.items():
+        if flag not in REPLAY_MODEL_FLAGS:
+            raise ValueError(f"{flag}: not a recommender model flag the replay honours")
+        argv += [flag, str(value)]
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
+    add_recommender_arguments(parser)
+    try:
+        args = parser.parse_args(argv)
+        return recommender_settings_from_args(args).model
+    except (argparse.ArgumentError, RecommenderConfigError, ValueError) as exc:
+        raise ValueError(str(exc)) from None
+
+
 # -- main -------------------------------------------------------------------------------------
 
 
@@ -571,6 +625,11 @@ def main(argv: list[str] | None = None) -> int:
         metavar="NAME=VALUE",
         help="override an adaptive policy parameter (repeatable)",
     )
+    upstream_flags = parser.add_argument_group(
+        "upstream recommender flags (upstream's names and defaults; either policy)"
+    )
+    for flag in REPLAY_MODEL_FLAGS:
+        upstream_flags.add_argument(flag, default=None, metavar="VALUE")
     parser.add_argument("--compare", type=Path, help="upstream's per-recommendation CSV")
     parser.add_argument("--out", type=Path, help="write the totals and timing as JSON")
     parser.add_argument(
@@ -581,6 +640,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         adaptive = policy_from_params(args.policy_param)
+        given = {
+            flag: value
+            for flag in REPLAY_MODEL_FLAGS
+            if (value := getattr(args, flag[2:].replace("-", "_"))) is not None
+        }
+        config = model_config_from_flags(given)
     except ValueError as exc:
         parser.error(str(exc))
     if not args.trace.exists():
@@ -596,7 +661,10 @@ def main(argv: list[str] | None = None) -> int:
     for workload, samples in read_workloads(args.trace, only=only):
         for policy in policies:
             outcome = replay_workload(
-                workload, samples, policy=adaptive if policy == ADAPTIVE_POLICY else None
+                workload,
+                samples,
+                config=config,
+                policy=adaptive if policy == ADAPTIVE_POLICY else None,
             )
             totals[policy].add(outcome.recommender)
             per_workload.append((workload, policy, outcome.recommender))
@@ -613,7 +681,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     month = data_month(first_timestamp, last_timestamp)
     reference = reference_for(
-        dataset=dataset_name(args.trace), month=month, workloads=count, subset=only is not None
+        dataset=dataset_name(args.trace),
+        month=month,
+        workloads=count,
+        subset=only is not None or bool(given),  # the reference is upstream's defaults
     )
     print(markdown_table(totals, reference=reference))
     print(
@@ -649,6 +720,7 @@ def main(argv: list[str] | None = None) -> int:
                     "selection": args.workloads,
                     "policies": policies,
                     "policy_params": args.policy_param,
+                    "upstream_flags": given,
                     "adaptive_policy": asdict(adaptive) if ADAPTIVE_POLICY in policies else None,
                     "cpu_seconds": seconds,
                     "reference_reproduced": (status == 0) if reference is not None else None,
