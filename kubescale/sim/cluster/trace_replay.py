@@ -257,11 +257,11 @@ def load_trace(
     last = max(s.times[-1] for s in series.values())
     replicas: dict[str, ReplicaSeries] = {}
     if replica_file is not None:
-        kept = {workload for workload, _ in series}
+        replayed = {workload for workload, _ in series}
         replicas = {
             workload: counts
             for workload, counts in load_replica_series(replica_file).items()
-            if workload in kept
+            if workload in replayed
         }
     return Trace(
         start=first if start is None else start, end=last, series=series, replicas=replicas
@@ -411,8 +411,11 @@ def scan_trace(path: Path | str) -> dict[tuple[str, str], SeriesSummary]:
             if previous is None:
                 first[key] = (when, line)
                 counts[key] = 0
-                both = cpu_prov is not None and memory_prov is not None
-                provisioned[key] = Usage(cpu_prov, memory_prov) if both else None  # type: ignore[arg-type]
+                provisioned[key] = (
+                    Usage(cpu_prov, memory_prov)
+                    if cpu_prov is not None and memory_prov is not None
+                    else None
+                )
             else:
                 if when <= previous[0]:
                     raise TraceError(
