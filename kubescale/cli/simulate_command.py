@@ -22,9 +22,10 @@ import argparse
 import asyncio
 import os
 import sys
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import TextIO
+from typing import Any, Final, TextIO
 
 from kubescale.base.coordination import COORDINATION_VALUES, parse_coordination
 from kubescale.base.flag_types import positive_duration
@@ -38,8 +39,8 @@ from kubescale.sim.scenario.policy_comparison import (
     with_recommendation_policy,
 )
 from kubescale.sim.scenario.runner import SimulationError, run_scenario
-from kubescale.sim.scenario.scenario_format import ScenarioError
-from kubescale.sim.scenario.scenario_validation import load_scenario
+from kubescale.sim.scenario.scenario_format import Scenario, ScenarioError
+from kubescale.sim.scenario.scenario_validation import load_scenario, parse_scenario
 from kubescale.sim.scenario.summary_table import format_duration, render_summary
 
 PROG = "kubescale simulate"
@@ -92,6 +93,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run the scenario with the VPA recommender's upstream and adaptive policies and "
         "compare their figures",
+    )
+    parser.add_argument(
+        "--trace",
+        type=Path,
+        metavar="FILE",
+        help="build the cluster from a usage trace (replay protocol v1 CSV, plain or .xz) "
+        "instead of a scenario file: the one-line form of a scenario's `trace` section",
+    )
+    parser.add_argument(
+        "--trace-replicas",
+        type=Path,
+        metavar="FILE",
+        help="with --trace: replica counts per workload and time (timestamp,workload,replicas)",
+    )
+    parser.add_argument(
+        "--trace-limit",
+        type=int,
+        metavar="N",
+        help="with --trace: only the first N workloads (by name)",
+    )
+    parser.add_argument(
+        "--node-group",
+        metavar="SPEC",
+        help="with --trace: the node group, e.g. "
+        "instanceType=m5.2xlarge,cpu=8,memory=32Gi,price=0.384 (also min, max, pods)",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress output")
     parser.add_argument(
@@ -169,8 +195,77 @@ def _policy_path(path: Path, policy: str) -> Path:
     return path.with_name(f"{path.stem}.{policy}{path.suffix}")
 
 
+_NODE_GROUP_KEYS: Final = ("instanceType", "cpu", "memory", "price", "min", "max", "pods")
+
+
+def trace_document(args: argparse.Namespace) -> dict[str, Any]:
+    """The scenario document ``--trace FILE --node-group SPEC ...`` stands for (a ``trace``
+    section; ``ValueError`` naming the flag for a malformed ``--node-group``)."""
+    if args.node_group is None:
+        raise ValueError(
+            "--node-group is required with --trace "
+            "(e.g. instanceType=m5.2xlarge,cpu=8,memory=32Gi,price=0.384)"
+        )
+    fields: dict[str, str] = {}
+    for part in args.node_group.split(","):
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or key not in _NODE_GROUP_KEYS or not value.strip():
+            raise ValueError(
+                f"--node-group: {part!r} is not KEY=VALUE with KEY one of "
+                f"{', '.join(_NODE_GROUP_KEYS)}"
+            )
+        fields[key] = value.strip()
+    group: dict[str, Any] = {
+        "allocatable": {k: fields[k] for k in ("cpu", "memory") if k in fields},
+    }
+    if "instanceType" in fields:
+        group["instanceType"] = fields["instanceType"]
+    for key, target in (("min", "min"), ("max", "max")):
+        if key in fields:
+            group[target] = _integer_field(key, fields[key])
+    if "pods" in fields:
+        group["allocatable"]["pods"] = _integer_field("pods", fields["pods"])
+    if "price" in fields:
+        try:
+            group["pricePerHour"] = float(fields["price"])
+        except ValueError:
+            raise ValueError(f"--node-group: price {fields['price']!r} is not a number") from None
+    section: dict[str, Any] = {"file": str(args.trace), "nodeGroup": group}
+    if args.trace_replicas is not None:
+        section["replicas"] = str(args.trace_replicas)
+    if args.trace_limit is not None:
+        section["limit"] = args.trace_limit
+    return {"name": f"trace {args.trace.name}", "trace": section}
+
+
+def _integer_field(key: str, text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"--node-group: {key} {text!r} is not an integer") from None
+
+
 def run(args: argparse.Namespace) -> int:
     configure_logging(level=args.log_level, fmt="text")
+    if getattr(args, "trace", None) is not None:
+        if args.scenario is not None:
+            sys.stderr.write(f"{PROG}: error: give a SCENARIO or --trace, not both\n")
+            return 2
+        try:
+            document = trace_document(args)
+        except ValueError as exc:
+            sys.stderr.write(f"{PROG}: error: {exc}\n")
+            return 2
+        return _run(args, args.trace, lambda: parse_scenario(document, base_dir=Path.cwd()))
+    if any(
+        getattr(args, flag, None) is not None
+        for flag in ("trace_replicas", "trace_limit", "node_group")
+    ):
+        sys.stderr.write(
+            f"{PROG}: error: --trace-replicas, --trace-limit and --node-group need --trace\n"
+        )
+        return 2
     path = scenario_path(args.scenario)
     if not path.is_file():
         names = ", ".join(sorted(p.stem for p in examples_dir().glob("*.yaml")))
@@ -179,6 +274,11 @@ def run(args: argparse.Namespace) -> int:
             f"{names})\n"
         )
         return 2
+    return _run(args, path, lambda: load_scenario(path))
+
+
+def _run(args: argparse.Namespace, path: Path, load: Callable[[], Scenario]) -> int:
+    """Run the scenario ``load`` reads (``path`` names it in messages)."""
     for flag, target in (("--report-json", args.report_json), ("--report-html", args.report_html)):
         problem = _output_problem(flag, target) if target is not None else None
         if problem is not None:  # before the run, not after it
@@ -186,7 +286,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
     compare = bool(getattr(args, "compare_recommendation_policies", False))
     try:
-        scenario = load_scenario(path).with_overrides(
+        scenario = load().with_overrides(
             seed=args.seed,
             duration=args.duration,
             step=args.step,

@@ -170,7 +170,7 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("unknown top-level field", _set("replicas", 3),
      'replicas: unknown field "replicas" (want one of: name, seed, start, duration, step, nodes, '
      "nodeGroups, namespaces, workloads, objects, kubescale, events, extenders, compare, "
-     "coordination)"),
+     "coordination, trace)"),
     ("missing name", _drop("name"), "name: required"),
     ("duration not a Go duration", _set("duration", "2 hours"),
      "duration: invalid duration '2 hours' (want e.g. 10s, 1m30s, 500ms)"),

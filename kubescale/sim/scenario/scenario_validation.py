@@ -39,6 +39,7 @@ from .scenario_format import (
     UsageSpec,
     WorkloadSpec,
 )
+from .trace_cluster import expand_trace
 from .usage_specs import build_usage_model, load_traces
 from .workload_validation import allocatable_resources, workload
 
@@ -60,6 +61,7 @@ _TOP: Final = (
     "extenders",
     "compare",
     "coordination",
+    "trace",
 )
 _BUILTIN_NAMESPACES: Final = ("default", "kube-system", "kube-public", "kube-node-lease")
 
@@ -83,6 +85,9 @@ def parse_scenario(document: object, *, base_dir: Path) -> Scenario:
 
 
 def build_scenario(document: object, *, base_dir: Path) -> Scenario:
+    if isinstance(document, dict) and "trace" in document:
+        # a cluster built from a usage trace (trace_cluster.py), then checked as written
+        document = expand_trace(document, base_dir=base_dir)
     p = Problems()
     raw = p.mapping(document, "", allowed=_TOP, required=("name", "duration"))
     if raw is None:

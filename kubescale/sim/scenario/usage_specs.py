@@ -88,6 +88,7 @@ USAGE_MODELS: Final[dict[str, dict[str, Param]]] = {
         "container": Param("string", default="main"),
         "timeOffset": Param("duration", default=0.0),
         "hold": Param("hold", default="previous"),
+        "replicas": Param("file"),
     },
 }
 
@@ -197,14 +198,31 @@ def replay_files(specs: Iterable[UsageSpec]) -> dict[str, set[str]]:
     return files
 
 
+def _replica_files(specs: Iterable[UsageSpec]) -> dict[str, str]:
+    """Trace file → the replica series file replayed with it (``ValueError`` for two)."""
+    found: dict[str, str] = {}
+    for spec in specs:
+        if spec.type != "replay" or spec.params.get("replicas") is None:
+            continue
+        trace, replicas = str(spec.params["file"]), str(spec.params["replicas"])
+        if found.setdefault(trace, replicas) != replicas:
+            raise ValueError(
+                f"{trace} is replayed with two replica series ({found[trace]}, {replicas})"
+            )
+    return found
+
+
 def load_traces(specs: Iterable[UsageSpec]) -> dict[str, Trace]:
-    """Each trace file the specs replay, loaded once with just the workloads they use.
+    """Each trace file the specs replay, loaded once with just the workloads they use (and the
+    replica series replayed with it).
 
     Raises ``ValueError`` (bad CSV, no matching samples) naming the file.
     """
+    listed = list(specs)
+    replicas = _replica_files(listed)
     return {
-        file: load_trace(Path(file), workloads=workloads)
-        for file, workloads in sorted(replay_files(specs).items())
+        file: load_trace(Path(file), workloads=workloads, replica_file=replicas.get(file))
+        for file, workloads in sorted(replay_files(listed).items())
     }
 
 
@@ -276,5 +294,6 @@ def build_usage_model(spec: UsageSpec, *, traces: Mapping[str, Trace]) -> UsageM
             time_offset=params["timeOffset"],
             hold=params["hold"],
             shared=shared,
+            scale_by_replicas=params.get("replicas") is not None,
         )
     raise ValueError(f"unknown usage model {spec.type!r}")
