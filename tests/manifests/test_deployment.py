@@ -168,12 +168,13 @@ async def test_the_probes_hit_kubescales_health_endpoints() -> None:
             assert response.status == 200, probe
 
 
-def test_the_certificate_files_come_from_the_mounted_secret() -> None:
+def test_the_certificate_files_are_written_from_the_self_managed_secret() -> None:
     _, config = _serve_config()
     (mount,) = [m for m in _container()["volumeMounts"] if m["name"] == "tls-certs"]
-    assert mount["readOnly"] is True
+    assert not mount.get("readOnly", False)  # kubescale writes the Secret's files there
     (volume,) = [v for v in _pod_spec()["volumes"] if v["name"] == mount["name"]]
-    assert volume["secret"]["secretName"] == "vpa-tls-certs"  # upstream's Secret name
+    assert volume == {"name": "tls-certs", "emptyDir": {}}
+    assert config.tls_secret_name == "vpa-tls-certs"  # upstream's Secret name
     files = (config.client_ca_file, config.tls_cert_file, config.tls_private_key)
     assert tuple(str(f.parent) for f in files) == (mount["mountPath"],) * 3
     assert tuple(f.name for f in files) == UPSTREAM_SECRET_FILES
