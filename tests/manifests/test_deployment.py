@@ -101,7 +101,8 @@ def test_the_container_runs_kubescale_serve_with_flags_its_parser_accepts() -> N
 
 
 def test_the_image_is_this_version_of_kubescale() -> None:
-    assert _container()["image"] == f"kubescale:{kubescale.__version__}"
+    # the image the release workflow publishes for this version (.github/workflows/release.yml)
+    assert _container()["image"] == f"ghcr.io/kubescale/kubescale:{kubescale.__version__}"
 
 
 def test_the_service_reaches_the_https_port_kubescale_listens_on() -> None:
