@@ -47,7 +47,7 @@ def test_the_build_stage_copies_only_what_the_wheel_is_made_of() -> None:
 
 
 def test_every_dependency_is_built_from_the_constraints() -> None:
-    build = [rest for word, rest in _instructions() if word == "RUN"][0]
+    build = next(rest for word, rest in _instructions() if word == "RUN")
     assert "pip wheel" in build
     assert "--constraint constraints.txt" in build
 
