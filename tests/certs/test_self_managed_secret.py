@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 from cryptography import x509
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kubescale.base.clock import VirtualClock
 from kubescale.certs.authority import service_dns_names
@@ -88,6 +90,34 @@ def test_plan_creates_when_missing_and_replaces_what_does_not_fit(
     garbage = SecretContent(b"x", b"y", b"z", b"w")
     for broken in (mixed, wrong_key, garbage):
         assert plan(broken, T0) is Action.REPLACE
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+# mostly around the serving certificate's and the CA's renewal points, where a wrong rule shows
+@given(
+    days=st.floats(min_value=0, max_value=400)
+    | st.floats(min_value=2300, max_value=2600)
+    | st.floats(min_value=0, max_value=3649)
+)
+def test_whatever_is_due_one_step_makes_the_secret_usable_for_a_third_of_a_lifetime(
+    issued_at_t0: SecretContent, days: float
+) -> None:
+    # Invariant: after the planned action the content is USE at that instant, the serving
+    # certificate is valid for at least a third of its 365 days (121 d 16 h) from then, and
+    # the served chain verifies against the first CA of the bundle.
+    now = T0 + timedelta(days=days)
+    action = plan(issued_at_t0, now)
+    after = (
+        issued_at_t0
+        if action is Action.USE
+        else generate(action, issued_at_t0, names=NAMES, now=now)
+    )
+    assert plan(after, now) is Action.USE
+    leaf = x509.load_pem_x509_certificate(after.server_cert)
+    assert leaf.not_valid_after_utc - now >= timedelta(days=365) / 3
+    leaf.verify_directly_issued_by(x509.load_pem_x509_certificates(after.ca_cert)[0])
 
 
 # ---- against the in-process API server -------------------------------------------------------
