@@ -6,15 +6,20 @@
 # slim Python base — no pip cache, no sources, no tests, no build tools — and runs as an
 # unprivileged user (65534, as manifests/base/deployment.yaml's runAsUser), so the image works
 # with a read-only root filesystem: kubescale writes nothing but to /tmp (an emptyDir there).
-ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+#
+# Reproducible: the base image is pinned by digest (a tag moves; refresh the digest with
+# `docker buildx imagetools inspect python:3.11-slim-bookworm` when updating it, for every
+# platform the release builds: the digest is the multi-platform index's) and every Python
+# dependency by constraints.txt, so two builds of one tag install the same bytes.
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm@sha256:2e32f7d302adc1c37428355c1e646897c0c53f4fd60b6a551245fb90ee129f91
 
 FROM ${PYTHON_IMAGE} AS build
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY kubescale/ kubescale/
 # kubescale/crds is a symlink to ../manifests/crds: the wheel takes the CRDs through it
 COPY manifests/crds/ manifests/crds/
-RUN python -m pip wheel --no-cache-dir --wheel-dir /wheels .
+RUN python -m pip wheel --no-cache-dir --constraint constraints.txt --wheel-dir /wheels .
 
 FROM ${PYTHON_IMAGE}
 ENV PYTHONDONTWRITEBYTECODE=1 \

@@ -65,6 +65,7 @@ __all__ = [
     "load_key_pair",
     "service_dns_names",
     "validate_key_pair",
+    "write_atomically",
     "write_key_pairs",
 ]
 
@@ -287,7 +288,7 @@ def write_key_pairs(out_dir: Path, *, ca: KeyPair, server: KeyPair) -> dict[str,
     written: dict[str, Path] = {}
     for name, data, mode in files:
         path = out_dir / name
-        _write_atomically(path, data, mode=mode)
+        write_atomically(path, data, mode=mode)
         written[name] = path
     return written
 
@@ -415,7 +416,7 @@ def _read(path: Path) -> bytes:
         raise CertificateError(f"{path}: cannot read: {exc.strerror or exc}") from exc
 
 
-def _write_atomically(path: Path, data: bytes, *, mode: int) -> None:
+def write_atomically(path: Path, data: bytes, *, mode: int) -> None:
     fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:

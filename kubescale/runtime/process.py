@@ -42,7 +42,7 @@ from prometheus_client import CollectorRegistry, Gauge
 from kubescale.base.clock import Clock, RealClock
 from kubescale.base.logs import component_logger
 from kubescale.base.tasks import cancel_and_wait
-from kubescale.certs.authority import CertificateError
+from kubescale.certs.authority import CertificateError, service_dns_names
 from kubescale.certs.reloading import ServerTLS
 from kubescale.kube.client import ClientSettings, KubeClient, connect
 from kubescale.kube.config_loading import ConfigError as KubeConfigError
@@ -68,6 +68,7 @@ from kubescale.runtime.health import HealthChecks, make_health_app, new_process_
 from kubescale.runtime.https_server import BodyBudget, lean_routes, make_https_app
 from kubescale.runtime.loop_runner import LoopMetrics, LoopRunner
 from kubescale.runtime.process_config import ProcessConfig
+from kubescale.runtime.tls_secret import SelfManagedTLS, TLSSecretError
 
 __all__ = ["LoopSpec", "Server", "serve"]
 
@@ -165,6 +166,34 @@ async def serve(
             started.set_exception(exc)
         return 1
 
+    kube: KubeClient | None = None
+    self_managed: SelfManagedTLS | None = None
+    if config.tls_secret_name:
+        # Self-managed certificates: the Secret is read (or created) before the first load.
+        try:
+            kube = await _connect(config, clock=clock, registry=registry)
+        except (KubeConfigError, KubeError, OSError) as exc:
+            log.error("cannot connect to Kubernetes: %s", exc)
+            return fail(exc)
+        self_managed = SelfManagedTLS(
+            client=kube,
+            clock=clock,
+            namespace=config.leader_elect_resource_namespace,
+            name=config.tls_secret_name,
+            names=service_dns_names(
+                config.tls_secret_service, config.leader_elect_resource_namespace
+            ),
+            cert_file=config.tls_cert_file,
+            key_file=config.tls_private_key,
+            ca_file=config.client_ca_file,
+            logger=component_logger("tls-secret"),
+        )
+        try:
+            await self_managed.sync()
+        except (TLSSecretError, CertificateError, OSError) as exc:
+            await kube.close()
+            log.error("cannot set up the self-managed certificates: %s", exc)
+            return fail(exc)
     tls = ServerTLS(
         cert_file=config.tls_cert_file,
         key_file=config.tls_private_key,
@@ -179,6 +208,8 @@ async def serve(
     try:
         tls.load()
     except CertificateError as exc:
+        if kube is not None:
+            await kube.close()
         log.error("cannot load the serving certificate: %s", exc)
         return fail(exc)
 
@@ -204,17 +235,23 @@ async def serve(
         ),
         health_app=make_health_app(checks=checks, registry=registry),
         stop_event=asyncio.Event(),
+        kube=kube,
     )
     leadership.server = server
     specs: list[tuple[LoopSpec, CacheGate | None]] = [(spec, None) for spec in loops]
-    if components or (specs and config.leader_elect):
-        try:
-            server.kube = await connect(
-                kubeconfig=config.kubeconfig,
-                clock=clock,
-                registry=registry,
-                settings=ClientSettings(qps=config.kube_api_qps, burst=config.kube_api_burst),
+    if self_managed is not None:
+        # Every replica follows the Secret (and renews it when due: conflict-safe writes).
+        specs.append(
+            (
+                LoopSpec(
+                    loop=self_managed, interval=config.cert_reload_interval, leader_only=False
+                ),
+                None,
             )
+        )
+    if server.kube is None and (components or (specs and config.leader_elect)):
+        try:
+            server.kube = await _connect(config, clock=clock, registry=registry)
         except (KubeConfigError, KubeError, OSError) as exc:
             log.error("cannot connect to Kubernetes: %s", exc)
             return fail(exc)
@@ -236,6 +273,17 @@ async def serve(
         if server.kube is not None:
             await server.kube.close()
         log.info("stopped")
+
+
+async def _connect(
+    config: ProcessConfig, *, clock: Clock, registry: CollectorRegistry
+) -> KubeClient:
+    return await connect(
+        kubeconfig=config.kubeconfig,
+        clock=clock,
+        registry=registry,
+        settings=ClientSettings(qps=config.kube_api_qps, burst=config.kube_api_burst),
+    )
 
 
 async def _build_components(

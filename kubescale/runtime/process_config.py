@@ -89,6 +89,9 @@ class ProcessConfig:
     """``--extender-client-ca-file``: the TLS server asks clients for a certificate, and the
     scheduler extender's routes accept only those issued by this CA
     (:mod:`kubescale.certs.client_identity`); ``None``: no client authentication there."""
+    tls_secret_name: str = ""
+    """``--tls-secret-name``: the self-managed certificates' Secret (empty: files mounted)."""
+    tls_secret_service: str = "vpa-webhook"
 
 
 def add_process_arguments(parser: argparse.ArgumentParser) -> None:
@@ -164,6 +167,22 @@ def add_process_arguments(parser: argparse.ArgumentParser) -> None:
         default=True,
         metavar="BOOL",
         help="reload the certificate, key and CA when their files change (default: true)",
+    )
+    tls.add_argument(
+        "--tls-secret-name",
+        default="",
+        metavar="NAME",
+        help="self-managed certificates: keep a CA and serving certificate in this Secret of "
+        "--leader-elect-resource-namespace, created at start when missing and renewed before "
+        "expiry, and write them to the --tls-cert-file/--tls-private-key/--client-ca-file "
+        "paths (default: off, the files are mounted)",
+    )
+    tls.add_argument(
+        "--tls-secret-service",
+        default="vpa-webhook",
+        metavar="NAME",
+        help="with --tls-secret-name: the Service whose DNS names the serving certificate "
+        "carries (default: %(default)s)",
     )
     tls.add_argument(
         "--cert-reload-interval",
@@ -317,6 +336,12 @@ def process_config_from_args(args: argparse.Namespace) -> ProcessConfig:
             f"--leader-elect-resource-namespace: {args.leader_elect_resource_namespace!r} is not "
             "a valid namespace (a DNS-1123 label)"
         )
+    for flag, value in (
+        ("--tls-secret-name", args.tls_secret_name),
+        ("--tls-secret-service", args.tls_secret_service),
+    ):
+        if value and not is_dns1123_label(value):
+            raise ConfigError(f"{flag}: {value!r} is not a valid name (a DNS-1123 label)")
     try:
         limits = server_limits_from_args(args)
     except LimitsError as exc:
@@ -350,4 +375,6 @@ def process_config_from_args(args: argparse.Namespace) -> ProcessConfig:
         limits=limits,
         coordination=parse_coordination(args.coordination),
         extender_client_ca_file=args.extender_client_ca_file,
+        tls_secret_name=args.tls_secret_name,
+        tls_secret_service=args.tls_secret_service,
     )

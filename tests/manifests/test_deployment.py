@@ -101,7 +101,8 @@ def test_the_container_runs_kubescale_serve_with_flags_its_parser_accepts() -> N
 
 
 def test_the_image_is_this_version_of_kubescale() -> None:
-    assert _container()["image"] == f"kubescale:{kubescale.__version__}"
+    # the image the release workflow publishes for this version (.github/workflows/release.yml)
+    assert _container()["image"] == f"ghcr.io/kubescale/kubescale:{kubescale.__version__}"
 
 
 def test_the_service_reaches_the_https_port_kubescale_listens_on() -> None:
@@ -168,12 +169,13 @@ async def test_the_probes_hit_kubescales_health_endpoints() -> None:
             assert response.status == 200, probe
 
 
-def test_the_certificate_files_come_from_the_mounted_secret() -> None:
+def test_the_certificate_files_are_written_from_the_self_managed_secret() -> None:
     _, config = _serve_config()
     (mount,) = [m for m in _container()["volumeMounts"] if m["name"] == "tls-certs"]
-    assert mount["readOnly"] is True
+    assert not mount.get("readOnly", False)  # kubescale writes the Secret's files there
     (volume,) = [v for v in _pod_spec()["volumes"] if v["name"] == mount["name"]]
-    assert volume["secret"]["secretName"] == "vpa-tls-certs"  # upstream's Secret name
+    assert volume == {"name": "tls-certs", "emptyDir": {}}
+    assert config.tls_secret_name == "vpa-tls-certs"  # upstream's Secret name
     files = (config.client_ca_file, config.tls_cert_file, config.tls_private_key)
     assert tuple(str(f.parent) for f in files) == (mount["mountPath"],) * 3
     assert tuple(f.name for f in files) == UPSTREAM_SECRET_FILES

@@ -36,13 +36,23 @@ def _helm_python() -> Any:
         return None
 
 
+def _render_files(values: dict[str, Any], *, namespace: str) -> dict[str, str] | None:
+    """Every rendered template by path (NOTES.txt included), or ``None`` without the bindings."""
+    bindings = _helm_python()
+    if bindings is None:
+        return None
+    with bindings.Chart.load(str(CHART)) as chart:
+        rendered: dict[str, str] = chart.render(
+            values=values, name="kubescale", namespace=namespace
+        )
+    return rendered
+
+
 def helm_template(values: dict[str, Any], *, namespace: str) -> list[dict[str, Any]]:
     """The chart's objects for ``values``, as ``helm template kubescale charts/kubescale``."""
-    bindings = _helm_python()
-    if bindings is not None:
-        with bindings.Chart.load(str(CHART)) as chart:
-            rendered = chart.render(values=values, name="kubescale", namespace=namespace)
-        texts = [rendered[key] for key in sorted(rendered)]
+    rendered = _render_files(values, namespace=namespace)
+    if rendered is not None:
+        texts = [rendered[key] for key in sorted(rendered) if not key.endswith("NOTES.txt")]
     elif HELM is not None:
         out = subprocess.run(
             [HELM, "template", "kubescale", str(CHART), "--namespace", namespace,
@@ -140,3 +150,78 @@ def test_helm_generated_certificates_serve_the_webhook_service() -> None:
     assert "vpa-webhook.team-a.svc" in names.get_values_for_type(x509.DNSName)
     ca = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["caCert.pem"]))
     assert serving.issuer == ca.subject
+
+
+def _made_by_the_chart_or_kubescale(
+    objects: list[dict[str, Any]],
+) -> tuple[set[tuple[str, str]], list[str]]:
+    """What the rendered objects make — ``(kind, name)`` of every Secret and ConfigMap the chart
+    renders or a cert-manager Certificate writes — and the Deployment's arguments."""
+    made = {
+        (o["kind"], o["metadata"]["name"]) for o in objects if o["kind"] in ("Secret", "ConfigMap")
+    }
+    made |= {("Secret", o["spec"]["secretName"]) for o in objects if o["kind"] == "Certificate"}
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+    return made, deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+def _mounted(pod: dict[str, Any]) -> set[tuple[str, str]]:
+    """``(kind, name)`` of every Secret and ConfigMap a pod's volumes need."""
+    needed: set[tuple[str, str]] = set()
+    for volume in pod["volumes"]:
+        sources = [volume, *(volume.get("projected") or {}).get("sources", [])]
+        for source in sources:
+            if "secret" in source:
+                needed.add(
+                    ("Secret", source["secret"].get("secretName") or source["secret"]["name"])
+                )
+            if "configMap" in source:
+                needed.add(("ConfigMap", source["configMap"]["name"]))
+    return needed
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {},
+        {"deschedulerPolicy": "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\n"},
+        {"certificates": {"mode": "helm"}},
+        {"certificates": {"mode": "cert-manager"}},
+    ],
+    ids=["defaults", "descheduler-policy", "helm", "cert-manager"],
+)
+def test_nothing_is_mounted_that_nothing_creates(values: dict[str, Any]) -> None:
+    objects = helm_template(values, namespace="team-a")
+    made, args = _made_by_the_chart_or_kubescale(objects)
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+    missing = _mounted(deployment["spec"]["template"]["spec"]) - made
+    assert missing == set()
+    # A Secret kubescale makes itself (self-managed certificates) is not mounted but written to
+    # an emptyDir, and the Role lets kubescale create it and read and replace it by name.
+    secret_flags = [a.split("=", 1)[1] for a in args if a.startswith("--tls-secret-name=")]
+    if not values:
+        assert secret_flags == ["vpa-tls-certs"]
+    for name in secret_flags:
+        (role,) = [o for o in objects if o["kind"] == "Role"]
+        assert role["metadata"]["namespace"] == "team-a"
+        rules = [r for r in role["rules"] if "secrets" in r["resources"]]
+        assert {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]} in rules
+        assert {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [name],
+                "verbs": ["get", "update"]} in rules  # fmt: skip
+
+
+def test_an_unknown_certificates_mode_is_refused() -> None:
+    with pytest.raises(Exception, match=r"certificates/mode|certificates\.mode") as caught:
+        helm_template({"certificates": {"mode": "cert_manager"}}, namespace="kube-system")
+    assert "self-managed" in str(caught.value)
+
+
+def test_the_notes_say_what_was_installed_and_how_to_check_it() -> None:
+    rendered = _render_files({}, namespace="team-a")
+    if rendered is None:
+        pytest.skip("the NOTES need helm-python-sdk")
+    (notes,) = [text for path, text in rendered.items() if path.endswith("NOTES.txt")]
+    assert "namespace team-a" in notes
+    assert "Secret vpa-tls-certs" in notes  # the self-managed certificates' Secret
+    assert "kubectl -n team-a rollout status deployment/kubescale" in notes
+    assert "{{" not in notes

@@ -95,8 +95,16 @@ async def test_debian_kubectl_renders_the_base_and_every_overlay(tmp_path: Path)
     for name, objects in rendered.items():
         (deployment,) = [obj for obj in objects if obj["kind"] == "Deployment"]
         pod = deployment["spec"]["template"]["spec"]
-        (volume,) = [v for v in pod["volumes"] if "secret" in v]
         args = pod["containers"][0]["args"]
+        (tls_volume,) = [v for v in pod["volumes"] if v["name"] == "tls-certs"]
+        if name == "service-monitor":  # the base's self-managed certificates
+            assert tls_volume == {"name": "tls-certs", "emptyDir": {}}
+            assert "--tls-secret-name=vpa-tls-certs" in args
+            continue
+        # the certificate overlays mount their Secret instead; kubescale does not manage it
+        assert not [a for a in args if a.startswith("--tls-secret-name")], name
+        (volume,) = [v for v in pod["volumes"] if "secret" in v]
+        assert volume is tls_volume
         if name == "self-signed":
             assert volume["secret"]["secretName"] == secret["metadata"]["name"]
         if name == "cert-manager":

@@ -23,7 +23,7 @@ import argparse
 import asyncio
 import shutil
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
@@ -36,6 +36,8 @@ from kubescale.cli.main import build_parser
 from kubescale.cli.serve import Server, default_components, serve
 from kubescale.cli.serve_config import serve_config_from_args
 from kubescale.components import REGISTRY
+from kubescale.kube.resources import SECRETS
+from kubescale.runtime.tls_secret import Action, generate
 from kubescale.sim.apiserver.request_log import RequestRecord
 from kubescale.sim.apiserver.served_kinds import SERVED
 from kubescale.sim.apiserver.server import ApiServer
@@ -156,6 +158,7 @@ async def _serve_records(cert_dir: Path, tmp_path: Path) -> set[RequestRecord]:
             "--kubeconfig", str(kubeconfig),
             "--leader-elect-resource-namespace", install_namespace(),
             "--webhook-service-namespace", install_namespace(), "--log-level", "error",
+            "--tls-secret-name", "vpa-tls-certs",
         ]  # fmt: skip
         parser = build_parser()
         argv += _policy_flags(parser, tmp_path)
@@ -185,6 +188,12 @@ async def _serve_records(cert_dir: Path, tmp_path: Path) -> set[RequestRecord]:
                 )
 
             await _until(led_and_registered, within=30)
+            # the self-managed Secret (created at start) replaced by one whose serving
+            # certificate is due: a replica renews it (update by name)
+            (secret,) = api.store.list(SECRETS, namespace=install_namespace())
+            due = generate(Action.CREATE, None, names=["vpa-webhook.kube-system.svc"],
+                           now=datetime.now(UTC) - timedelta(days=300))  # fmt: skip
+            api.store.update({**secret, "data": due.data()})
             # a new CA: the registration loop re-publishes it (JSON patch of the caBundle)
             rotated = generate_ca(common_name="rotated", now=datetime.now(UTC), days=1,
                                   key_type="ecdsa")  # fmt: skip
@@ -193,7 +202,8 @@ async def _serve_records(cert_dir: Path, tmp_path: Path) -> set[RequestRecord]:
             async def done() -> bool:
                 records = api.requests.counts()
                 return (
-                    any(
+                    any(r.resource == "secrets" and r.verb == "update" for r in records)
+                    and any(
                         r.resource == "mutatingwebhookconfigurations" and r.verb == "patch"
                         for r in records
                     )

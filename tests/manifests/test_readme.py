@@ -41,14 +41,13 @@ def test_the_certificate_command_is_for_the_webhook_service() -> None:
     assert (args.service, args.namespace) == (service["metadata"]["name"], install_namespace())
 
 
-def test_the_secret_command_makes_the_secret_the_deployment_mounts() -> None:
-    argv = _command("kubectl -n")
-    assert argv[:6] == ["kubectl", "-n", install_namespace(), "create", "secret", "generic"]
+def test_the_default_install_needs_no_secret_made_by_hand() -> None:
+    # no `kubectl create secret` step: the base's Deployment manages its own Secret
+    assert _commands("kubectl -n") == []
     deployment = find(render(), "Deployment", "kubescale")
-    (volume,) = [v for v in deployment["spec"]["template"]["spec"]["volumes"] if "secret" in v]
-    assert argv[6] == volume["secret"]["secretName"]
-    files = sorted(arg.split("=", 1)[1].rsplit("/", 1)[1] for arg in argv[7:])
-    assert files == ["caCert.pem", "serverCert.pem", "serverKey.pem"]
+    pod = deployment["spec"]["template"]["spec"]
+    assert "--tls-secret-name=vpa-tls-certs" in pod["containers"][0]["args"]
+    assert not [v for v in pod["volumes"] if "secret" in v]
 
 
 def _commands(prefix: str) -> list[list[str]]:

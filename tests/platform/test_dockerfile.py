@@ -29,17 +29,27 @@ def test_two_stages_on_a_slim_python_base() -> None:
     stages = [rest for word, rest in instructions if word == "FROM"]
     assert stages == ["${PYTHON_IMAGE} AS build", "${PYTHON_IMAGE}"]
     (base,) = [rest for word, rest in instructions if word == "ARG"]
-    assert re.fullmatch(r"PYTHON_IMAGE=python:3\.1[1-9]-slim-\w+", base)
+    # pinned by digest: a tag moves, the digest names one image (issue 32.2)
+    assert re.fullmatch(r"PYTHON_IMAGE=python:3\.1[1-9]-slim-\w+@sha256:[0-9a-f]{64}", base)
 
 
 def test_the_build_stage_copies_only_what_the_wheel_is_made_of() -> None:
     copied = [rest.split()[0] for word, rest in _instructions() if word == "COPY"]
     assert copied == ["pyproject.toml", "kubescale/", "manifests/crds/"]
-    for source in ("pyproject.toml", "README.md", "kubescale", "manifests/crds"):
+    (first,) = [rest for word, rest in _instructions() if word == "COPY" and "pyproject" in rest]
+    assert first == "pyproject.toml README.md constraints.txt ./"
+    for source in ("pyproject.toml", "README.md", "constraints.txt", "kubescale", "manifests/crds"):
         assert (ROOT / source).exists()
     ignored = (ROOT / ".dockerignore").read_text(encoding="utf-8").splitlines()
     assert "*" in ignored  # nothing goes into the build context but the exceptions
-    assert {"!pyproject.toml", "!README.md", "!kubescale/", "!manifests/crds/"} <= set(ignored)
+    assert {"!pyproject.toml", "!README.md", "!constraints.txt", "!kubescale/",
+            "!manifests/crds/"} <= set(ignored)  # fmt: skip
+
+
+def test_every_dependency_is_built_from_the_constraints() -> None:
+    build = next(rest for word, rest in _instructions() if word == "RUN")
+    assert "pip wheel" in build
+    assert "--constraint constraints.txt" in build
 
 
 def test_the_final_stage_installs_wheels_only_and_runs_as_the_deployments_user() -> None:
