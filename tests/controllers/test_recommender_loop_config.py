@@ -21,8 +21,10 @@ from kubescale.sim.scenario.scenario_components import scenario_flags
 from ..conftest import component_names
 
 HOUR_NS = 3600 * 10**9
-NEED_A_POLICY = ("descheduler", "scheduler-extender")
-"""Off under ``auto`` until a descheduler policy is given (``--policy-config-file``)."""
+NEED_A_POLICY = ("descheduler", "scheduler-extender", "cluster-autoscaler")
+"""Off under ``auto`` until configured: the descheduler and its extender until a policy is given
+(``--policy-config-file``), the cluster autoscaler until ``--cloud-provider`` (or
+``--node-group-auto-discovery``) is."""
 POLICY = (
     "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles:\n- name: default\n"
     "  plugins: {deschedule: {enabled: [RemovePodsViolatingNodeTaints]}}\n"
@@ -249,8 +251,19 @@ def test_a_zero_global_cap_is_no_cap() -> None:
         ([], {}, []),  # auto on a workstation: none
         ([], {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, auto_on()),  # auto, in a pod
         (["--kubeconfig", "/tmp/k"], {}, auto_on()),  # auto, pointed at a cluster
-        # with a descheduler policy, auto runs every component
-        (["--kubeconfig", "/tmp/k", "--descheduler-policy", POLICY], {}, component_names()),
+        # configured (a descheduler policy, a cloud provider), auto runs every component
+        (
+            [
+                "--kubeconfig",
+                "/tmp/k",
+                "--descheduler-policy",
+                POLICY,
+                "--cloud-provider",
+                "clusterapi",
+            ],
+            {},
+            component_names(),
+        ),  # fmt: skip
         (["--vpa-recommender", "true"], {}, ["vpa-recommender"]),
         (["--vpa-updater", "true"], {}, ["vpa-updater"]),
         (

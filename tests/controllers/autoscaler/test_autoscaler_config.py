@@ -27,7 +27,13 @@ def parse(*argv: str) -> AutoscalerSettings:
 
 
 def test_defaults_are_upstreams() -> None:
-    settings = parse()
+    # not configured (no --cloud-provider, no --node-group-auto-discovery): auto does not run it
+    unconfigured = parse()
+    assert (unconfigured.mode, unconfigured.auto_off_reason) == (
+        "false",
+        "no --cloud-provider and no --node-group-auto-discovery",
+    )
+    settings = parse("--cloud-provider", "clusterapi")
     assert settings == AutoscalerSettings()
     assert settings.scan_interval == 10.0
     assert settings.expander == ("least-waste",)
