@@ -263,7 +263,7 @@ def test_a_zero_global_cap_is_no_cap() -> None:
             ],
             {},
             component_names(),
-        ),  # fmt: skip
+        ),
         (["--vpa-recommender", "true"], {}, ["vpa-recommender"]),
         (["--vpa-updater", "true"], {}, ["vpa-updater"]),
         (
