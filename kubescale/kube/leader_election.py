@@ -473,7 +473,11 @@ class LeaderElector:
             acquired = await self._bounded_try(self.renew_deadline)
             self._report_transition()
             if acquired:
-                self._last_renew = self._clock.monotonic()
+                # Counted from when the request was sent, not answered: the record was written
+                # at some moment in between, and another replica may take over lease_duration
+                # after it saw that record. An answer read late (the process was frozen in
+                # between) must not extend the time this replica believes it may write.
+                self._last_renew = self._last_try
                 self._leading.set()
                 self._status.set(1)
                 self._log.info(
@@ -503,10 +507,11 @@ class LeaderElector:
                         extra={"fields": {"lease": f"{self.namespace}/{self.name}"}},
                     )
                     return
+                sent = self._clock.monotonic()
                 renewed = await self._bounded_try(remaining)
                 self._report_transition()
                 if renewed:
-                    self._last_renew = self._clock.monotonic()
+                    self._last_renew = sent  # from when it was sent (see _acquire)
                     self.renewals += 1
                     break
                 holder = self.leader_identity

@@ -865,3 +865,33 @@ async def test_work_that_ignores_cancellation_wedges_the_elector_visibly(cluster
         release.set()
     await cluster.driver.run_until(lambda: a.elector.healthz_check() is None, limit=MAX_RETRY_GAP)
     await cluster.driver.run_until(a.leading, limit=MAX_RETRY_GAP)
+
+
+async def test_a_late_answer_to_a_renewal_does_not_extend_the_write_gate(cluster: Cluster) -> None:
+    # Acquired at 0 s; the renewal sent at 2 s is held by the server until 10 s (a process
+    # frozen between sending and reading it looks the same). The record it wrote dates from
+    # between 2 s and 10 s, and another replica may take over lease_duration (15 s) after it saw
+    # it, so the write gate counts renew_deadline (10 s) from when the renewal was *sent*: the
+    # gate closes at 2 + 10 = 12 s. Counted from the answer it would stay open until 20 s.
+    a = await cluster.candidate("a")
+    a.start()
+    await cluster.driver.run_for(1.0)
+    gate_at_start = a.elector.may_write
+    assert gate_at_start
+    cluster.api.faults.add(verb="update", resource="leases", status=0, hang=True, count=None)
+    await cluster.clock.advance(1.0)
+    await asyncio.sleep(0.01)
+    assert a.elector.in_flight  # the renewal sent at 2 s is held
+    for _ in range(8):
+        await cluster.clock.advance(1.0)
+        await asyncio.sleep(0.005)
+    cluster.api.faults.release()  # answered at 10 s; the next renewal is held again
+    for _ in range(50):
+        await asyncio.sleep(0.005)
+        if a.elector.renewals >= 1:
+            break
+    assert a.elector.renewals >= 1
+    await cluster.clock.advance(2.5)  # 12.5 s
+    await asyncio.sleep(0.01)
+    assert not a.elector.may_write
+    cluster.api.faults.clear()
