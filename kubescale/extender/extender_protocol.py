@@ -162,7 +162,10 @@ def _strings_map(value: object, path: str) -> None:
         raise _fail(path, f"must be an object of strings, got {_type_name(value)}")
     for key, entry in value.items():
         if not isinstance(entry, str):
-            raise _fail(f"{path}.{key}", f"must be a string, got {_type_name(entry)}")
+            # the key is the client's: quoted, so the one-line Error stays one line
+            raise _fail(
+                f"{path}[{json.dumps(str(key))}]", f"must be a string, got {_type_name(entry)}"
+            )
 
 
 def _object(fields: Mapping[str, Check]) -> Check:

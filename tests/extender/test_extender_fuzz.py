@@ -661,6 +661,12 @@ def test_hostile_extender_args_get_a_well_formed_answer(harness: Harness, body: 
             "Pod.spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]."
             "topologyKey: ",
         ),
+        # a label key with a newline (found by the fuzz above): the key is quoted, one line
+        (
+            b'{"Pod": {"metadata": {"name": "web-1", "namespace": "default", '
+            b'"labels": {"\\n": null}}}, "NodeNames": []}',
+            'Pod.metadata.labels["\\n"]: must be a string, got null',
+        ),
     ],
 )
 def test_known_hostile_inputs_name_the_problem(harness: Harness, body: bytes, error: str) -> None:
