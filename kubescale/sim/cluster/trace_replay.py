@@ -182,18 +182,6 @@ def _optional_float(row: list[str], column: int | None) -> float | None:
     return float(row[column])
 
 
-def _rows(reader: Iterator[list[str]], path: Path) -> tuple[dict[str, int], Iterator[list[str]]]:
-    try:
-        header = next(reader)
-    except StopIteration:
-        raise ValueError(f"{path}: the trace is empty (no header row)") from None
-    columns = {name.strip(): position for position, name in enumerate(header)}
-    missing = [name for name in REQUIRED_COLUMNS if name not in columns]
-    if missing:
-        raise ValueError(f"{path}: the trace lacks the column(s) {', '.join(missing)}")
-    return columns, reader
-
-
 def load_trace(
     path: Path | str,
     *,
@@ -209,7 +197,8 @@ def load_trace(
     path = Path(path)
     builders: dict[tuple[str, str], list[_Row]] = {}
     with _open_text(path) as text:
-        columns, reader = _rows(csv.reader(text), path)
+        reader = csv.reader(text)
+        columns = _header(reader, path, REQUIRED_COLUMNS)
         at, name, box = columns["timestamp"], columns["workload"], columns["container"]
         cpu_at, memory_at = columns["cpu_cores"], columns["memory_bytes"]
         cpu_prov_at, memory_prov_at = (
