@@ -7,7 +7,9 @@ once, with kubescale). ``--seed``, ``--duration`` and ``--step`` override the fi
 Progress goes to stderr — a bar redrawn in place on a terminal, else one line per 10 %
 ("simulated 6h00m of 1d00h00m (25%)") — unless ``--quiet``; the summary table goes to stdout;
 ``--report-json``/``--report-html`` write
-the full report. ``--compare-recommendation-policies`` runs the scenario once per VPA
+the full report. ``--from-cluster`` builds the scenario from a live cluster and its Prometheus
+history (:mod:`kubescale.cli.simulate_from_cluster`).
+``--compare-recommendation-policies`` runs the scenario once per VPA
 recommendation policy (its ``vpa-recommender``'s ``recommendation-policy`` set to ``upstream``,
 then ``adaptive``), prints both summaries and a table of the two policies' figures, and writes
 the reports as ``FILE`` with the policy before the suffix (``report.upstream.json``).
@@ -30,6 +32,7 @@ from typing import Any, Final, TextIO
 from kubescale.base.coordination import COORDINATION_VALUES, parse_coordination
 from kubescale.base.flag_types import positive_duration
 from kubescale.base.logs import LOG_LEVELS, configure_logging
+from kubescale.cli import simulate_from_cluster
 from kubescale.sim.scenario.comparison import VARIANTS, run_comparison
 from kubescale.sim.scenario.html_report import render_html
 from kubescale.sim.scenario.json_report import write_json_report
@@ -120,6 +123,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "instanceType=m5.2xlarge,cpu=8,memory=32Gi,price=0.384 (also min, max, pods)",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress output")
+    simulate_from_cluster.add_arguments(parser)
     parser.add_argument(
         "--log-level", choices=LOG_LEVELS, default="warning", help="(default: %(default)s)"
     )
@@ -248,6 +252,17 @@ def _integer_field(key: str, text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     configure_logging(level=args.log_level, fmt="text")
+    if getattr(args, "from_cluster", False):
+        if args.scenario is not None or getattr(args, "trace", None) is not None:
+            sys.stderr.write(
+                f"{PROG}: error: give a SCENARIO, --trace or --from-cluster, not two\n"
+            )
+            return 2
+        captured = simulate_from_cluster.capture(args)
+        if isinstance(captured, str):
+            sys.stderr.write(f"{PROG}: error: {captured}\n")
+            return 1
+        return _run(args, captured, lambda: load_scenario(captured))
     if getattr(args, "trace", None) is not None:
         if args.scenario is not None:
             sys.stderr.write(f"{PROG}: error: give a SCENARIO or --trace, not both\n")
