@@ -13,8 +13,7 @@ import yaml
 from kubernetes.aio import client
 
 from kubescale.cli.main import main
-
-from .conftest import client_configuration, loose
+from tests.sim.apiserver.conftest import client_configuration, loose
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,7 @@ Without the Cluster API CRDs (every cluster that only wants a VPA) an autoscaler
 run (``--cluster-autoscaler auto`` with ``--cloud-provider clusterapi``, on with ``--kubeconfig``)
 is not started — one warning line, a ``/readyz`` note and a metric name what is missing — and the
 webhook mutates pods as upstream's admission controller does. (With the default flags alone the
-autoscaler is not configured to run at all: ``tests/platform/test_serve.py``.)
+autoscaler is not configured to run at all: ``tests/cli/test_serve.py``.)
 
 Expected patch (upstream rules, no capping): requests become the VPA's target cpu 250m /
 memory 200Mi; the pod sets no limits, so none are written.
@@ -36,8 +36,7 @@ from kubescale.kube.client import connect
 from kubescale.kube.resources import DEPLOYMENTS, NODES, PODS, VERTICAL_POD_AUTOSCALERS
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.cluster.workload_controllers import WorkloadControllers
-
-from ..conftest import only_components
+from tests.conftest import only_components
 
 POLICY = """
 apiVersion: descheduler/v1alpha2

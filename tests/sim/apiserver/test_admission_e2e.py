@@ -27,7 +27,7 @@ from kubescale.certs.authority import (
 )
 from kubescale.kube.resources import PODS
 from kubescale.sim.apiserver.server import ApiServer
-from tests.apiserver.test_admission import (
+from tests.sim.apiserver.test_admission import (
     NOW,
     SERVICE,
     SERVICE_NAMESPACE,

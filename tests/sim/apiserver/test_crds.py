@@ -13,8 +13,7 @@ from kubernetes.aio.client.exceptions import ApiException
 
 from kubescale.base.clock import VirtualClock
 from kubescale.sim.apiserver.server import ApiServer
-
-from .conftest import json_of, loose, status_of
+from tests.sim.apiserver.conftest import json_of, loose, status_of
 
 GROUP, VERSION, PLURAL = "example.com", "v1", "widgets"
 

@@ -17,8 +17,13 @@ from kubescale.base.clock import VirtualClock
 from kubescale.kube.resources import CONFIG_MAPS, PODS
 from kubescale.sim.apiserver.errors import ApiError
 from kubescale.sim.apiserver.server import ApiServer
-
-from .conftest import deployment_manifest, json_of, loose, pod_manifest, status_of
+from tests.sim.apiserver.conftest import (
+    deployment_manifest,
+    json_of,
+    loose,
+    pod_manifest,
+    status_of,
+)
 
 CONFLICT_MESSAGE = (
     'Operation cannot be fulfilled on configmaps "cfg": the object has been modified; please '

@@ -9,8 +9,7 @@ from kubernetes.aio import client
 
 from kubescale.kube.resources import ALL
 from kubescale.sim.apiserver.server import ApiServer
-
-from .conftest import client_configuration, loose
+from tests.sim.apiserver.conftest import client_configuration, loose
 
 
 async def test_core_versions_and_resources(api: Any) -> None:

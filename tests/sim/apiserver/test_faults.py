@@ -14,8 +14,7 @@ from kubernetes.aio.client.exceptions import ApiException
 
 from kubescale.kube.resources import CONFIG_MAPS
 from kubescale.sim.apiserver.server import ApiServer
-
-from .conftest import loose, status_of
+from tests.sim.apiserver.conftest import loose, status_of
 
 
 async def drain(response: Any) -> None:

@@ -9,7 +9,7 @@ import pytest
 from kubernetes.aio import client
 from kubernetes.aio.client.exceptions import ApiException
 
-from .conftest import deployment_manifest, loose
+from tests.sim.apiserver.conftest import deployment_manifest, loose
 
 
 def with_typos() -> dict[str, Any]:

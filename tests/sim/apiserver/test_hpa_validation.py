@@ -17,8 +17,7 @@ from kubernetes.aio.client.exceptions import ApiException
 
 from kubescale.sim.apiserver.hpa_validation import go_quantity, hpa_causes
 from kubescale.sim.apiserver.server import ApiServer
-
-from .conftest import loose, status_of
+from tests.sim.apiserver.conftest import loose, status_of
 
 ZERO = (
     "resource.Quantity{i:resource.int64Amount{value:0, scale:0}, "

@@ -26,8 +26,7 @@ from kubescale.sim.apiserver.limit_ranger import (
 )
 from kubescale.sim.apiserver.pod_validation import pod_resource_causes
 from kubescale.sim.apiserver.server import ApiServer
-
-from .conftest import json_of, loose, status_of
+from tests.sim.apiserver.conftest import json_of, loose, status_of
 
 
 def limit_range(*items: dict[str, Any], name: str = "limits") -> dict[str, Any]:

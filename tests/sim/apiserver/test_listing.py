@@ -10,8 +10,7 @@ from kubernetes.aio.client.exceptions import ApiException
 
 from kubescale.kube.resources import CONFIG_MAPS
 from kubescale.sim.apiserver.server import ApiServer
-
-from .conftest import json_of, loose, pod_manifest, status_of
+from tests.sim.apiserver.conftest import json_of, loose, pod_manifest, status_of
 
 PODS = [
     ("web-1", {"app": "web", "tier": "front"}, "node-a", "Running"),

@@ -14,8 +14,7 @@ from kubernetes.aio import client
 from kubernetes.aio.client.exceptions import ApiException
 
 from kubescale.sim.apiserver.server import ApiServer
-
-from .conftest import deployment_manifest, loose, pod_manifest, status_of
+from tests.sim.apiserver.conftest import deployment_manifest, loose, pod_manifest, status_of
 
 VPA = {
     "apiVersion": "autoscaling.k8s.io/v1",

@@ -11,8 +11,13 @@ from kubernetes.aio.client.exceptions import ApiException
 from kubescale.base.clock import VirtualClock
 from kubescale.kube.resources import POD_DISRUPTION_BUDGETS, PODS
 from kubescale.sim.apiserver.server import ApiServer
-
-from .conftest import deployment_manifest, json_of, loose, pod_manifest, status_of
+from tests.sim.apiserver.conftest import (
+    deployment_manifest,
+    json_of,
+    loose,
+    pod_manifest,
+    status_of,
+)
 
 VIOLATION = "Cannot evict pod as it would violate the pod's disruption budget."
 

@@ -14,8 +14,7 @@ from kubernetes.aio import client, watch
 from kubescale.base.clock import VirtualClock
 from kubescale.kube.resources import CONFIG_MAPS
 from kubescale.sim.apiserver.server import ApiServer
-
-from .conftest import client_configuration, loose, pod_manifest
+from tests.sim.apiserver.conftest import client_configuration, loose, pod_manifest
 
 
 def configmap(name: str, **labels: str) -> dict[str, Any]:

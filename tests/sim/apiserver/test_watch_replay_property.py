@@ -20,8 +20,7 @@ from kubernetes.aio import client
 from kubernetes.aio.client.exceptions import ApiException
 
 from kubescale.sim.apiserver.server import ApiServer
-
-from .conftest import json_of, loose
+from tests.sim.apiserver.conftest import json_of, loose
 
 NAMES = ("a", "b", "c", "d")
 SENTINEL = "zz-sentinel"

@@ -34,7 +34,7 @@ from kubescale.sim.apiserver.store import PreparedUpdate
 from kubescale.sim.cluster.usage_models import POD_INDEX_ANNOTATION, RUN_SECONDS_ANNOTATION
 from kubescale.sim.cluster.workload_controllers import WorkloadControllers
 from kubescale.sim.cluster.workload_pods import controller_ref, is_active, parse_timestamp
-from tests.apiserver.test_admission import (
+from tests.sim.apiserver.test_admission import (
     SERVICE,
     SERVICE_NAMESPACE,
     Review,

@@ -8,7 +8,7 @@ from typing import Any
 from kubescale.kube.resources import DAEMON_SETS, NODES
 from kubescale.sim.cluster.daemon_sets import DAEMON_TOLERATIONS, target_node
 from kubescale.sim.cluster.usage_models import WORKLOAD_LABEL
-from tests.sim.test_workload_controllers import SimCluster, cluster, with_image
+from tests.sim.cluster.test_workload_controllers import SimCluster, cluster, with_image
 
 __all__ = ["cluster"]
 

@@ -11,7 +11,13 @@ from kubernetes.aio import client, config
 
 from kubescale.kube.resources import DEPLOYMENTS, PODS, REPLICA_SETS
 from kubescale.sim.cluster.usage_models import WORKLOAD_LABEL
-from tests.sim.test_workload_controllers import SimCluster, cluster, condition, deployment, indexes
+from tests.sim.cluster.test_workload_controllers import (
+    SimCluster,
+    cluster,
+    condition,
+    deployment,
+    indexes,
+)
 
 __all__ = ["cluster"]
 

@@ -13,7 +13,7 @@ from kubescale.sim.cluster.usage_models import (
     RUN_SECONDS_ANNOTATION,
     WORKLOAD_LABEL,
 )
-from tests.sim.test_workload_controllers import SimCluster, cluster, condition
+from tests.sim.cluster.test_workload_controllers import SimCluster, cluster, condition
 
 __all__ = ["cluster"]
 

@@ -16,7 +16,7 @@ from kubescale.kube.resources import DEPLOYMENTS, REPLICA_SETS
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.cluster.usage_models import POD_INDEX_ANNOTATION
 from kubescale.sim.cluster.workload_controllers import WorkloadControllers
-from tests.sim.test_workload_controllers import (
+from tests.sim.cluster.test_workload_controllers import (
     SimCluster,
     StandInKubelet,
     deployment,

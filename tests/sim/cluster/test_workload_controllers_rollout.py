@@ -10,7 +10,7 @@ import pytest
 
 from kubescale.kube.resources import DEPLOYMENTS, REPLICA_SETS
 from kubescale.sim.cluster.workload_pods import is_ready
-from tests.sim.test_workload_controllers import (
+from tests.sim.cluster.test_workload_controllers import (
     SimCluster,
     cluster,
     condition,

@@ -6,7 +6,7 @@ from typing import Any
 
 from kubescale.kube.resources import PERSISTENT_VOLUME_CLAIMS, PODS, STATEFUL_SETS
 from kubescale.sim.cluster.usage_models import POD_INDEX_ANNOTATION, WORKLOAD_LABEL
-from tests.sim.test_workload_controllers import SimCluster, cluster, with_image
+from tests.sim.cluster.test_workload_controllers import SimCluster, cluster, with_image
 
 __all__ = ["cluster"]
 

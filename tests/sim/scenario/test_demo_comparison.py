@@ -1,10 +1,10 @@
 """The built-in demo compared three ways, and a loop's silent no-op made visible.
 
 The README's table comes from the full demo (6 h); here the same scenario and seed run for 4 h
-(:mod:`tests.sim.demo_comparison`) and must order the three variants as the full run does — not
-the exact numbers, which depend on the duration. Kubescale's one brain must beat the upstream
-suite run as separate programs where the coordination acts (the HPA/VPA fight on the web tier,
-the batch burst's stale pending pods re-created with the VPA's requests) and be no worse
+(:mod:`tests.sim.scenario.demo_comparison`) and must order the three variants as the full run
+does — not the exact numbers, which depend on the duration. Kubescale's one brain must beat the
+upstream suite run as separate programs where the coordination acts (the HPA/VPA fight on the web
+tier, the batch burst's stale pending pods re-created with the VPA's requests) and be no worse
 anywhere; autoscaling must beat no autoscaling on OOM kills, throttling and pending time.
 Node-hours and cost against *no autoscaling* are left out: autoscaling pays for the load the
 static cluster throttles or leaves pending, and earns it back only once the over-provisioned
@@ -24,7 +24,7 @@ from kubescale.sim.scenario.html_report import render_html
 from kubescale.sim.scenario.runner import run_scenario
 from kubescale.sim.scenario.scenario_validation import parse_scenario
 from kubescale.sim.scenario.summary_table import render_summary
-from tests.sim.demo_comparison import demo_comparison_report
+from tests.sim.scenario.demo_comparison import demo_comparison_report
 
 
 def _variants(report: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -29,7 +29,7 @@ from kubescale.sim.scenario.runner import SimulationRun
 from kubescale.sim.scenario.scenario_format import Scenario, ScenarioError
 from kubescale.sim.scenario.scenario_validation import load_scenario, parse_scenario
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "kubescale" / "sim" / "scenario" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "kubescale" / "sim" / "scenario" / "examples"
 POLICY = """
 apiVersion: descheduler/v1alpha2
 kind: DeschedulerPolicy

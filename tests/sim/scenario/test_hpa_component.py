@@ -21,7 +21,7 @@ from kubescale.sim.scenario.runner import SimulationRun
 from kubescale.sim.scenario.scenario_format import ScenarioError
 from kubescale.sim.scenario.scenario_validation import load_scenario, parse_scenario
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "kubescale" / "sim" / "scenario" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "kubescale" / "sim" / "scenario" / "examples"
 
 
 def _document(flags: Any) -> dict[str, Any]:

@@ -1,15 +1,15 @@
 """The HTML report rendered by a real browser: headless Chromium (Debian's ``chromium``).
 
-The synthetic run of :mod:`tests.sim.test_reports_synthetic_run` is rendered to a page, which
-Chromium opens from disk with networking features off. Checked: the screenshot is a real
+The synthetic run of :mod:`tests.sim.scenario.test_reports_synthetic_run` is rendered to a page,
+which Chromium opens from disk with networking features off. Checked: the screenshot is a real
 picture (decoded here with zlib/struct — no imaging library — and its pixels vary, with the
 chart colours present); the DOM after scripts ran holds every ``<svg>`` with drawn paths and
 the page script's ready mark; and the browser logged no console message (a deliberately broken
 page shows the check would catch an uncaught error).
 
 The built-in demo's report (its three-way comparison at a reduced duration,
-:mod:`tests.sim.demo_comparison`) is opened in a laptop-sized window (1280 px wide): the page
-must not scroll sideways, and must draw the node count and cost, the HPA's replicas and metric
+:mod:`tests.sim.scenario.demo_comparison`) is opened in a laptop-sized window (1280 px wide): the
+page must not scroll sideways, and must draw the node count and cost, the HPA's replicas and metric
 and each VPA's band. Its screenshot is kept in ``build/test-artifacts/demo-report.png``.
 """
 
@@ -34,8 +34,8 @@ from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.scenario.html_report import render_html
 from kubescale.sim.scenario.report_assembly import assemble_report
 from tests.report.cluster_fixture import populate
-from tests.sim.demo_comparison import demo_comparison_report
-from tests.sim.test_reports_synthetic_run import synthetic_timeline
+from tests.sim.scenario.demo_comparison import demo_comparison_report
+from tests.sim.scenario.test_reports_synthetic_run import synthetic_timeline
 
 CHROMIUM = shutil.which("chromium") or (
     "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
@@ -277,7 +277,7 @@ def test_hovering_a_chart_reads_out_the_values_at_that_time(page: Path, tmp_path
 # --- the demo's report on a laptop screen --------------------------------------------------
 
 LAPTOP_WIDTH, LAPTOP_HEIGHT = 1280, 3200
-SCREENSHOT = Path(__file__).resolve().parents[2] / "build" / "test-artifacts" / "demo-report.png"
+SCREENSHOT = Path(__file__).resolve().parents[3] / "build" / "test-artifacts" / "demo-report.png"
 """Where the demo report's screenshot is kept for a person to look at (``build/`` is ignored)."""
 
 # Records on the body what a person would notice: sideways overflow (page wider than the

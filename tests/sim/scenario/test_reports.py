@@ -18,8 +18,8 @@ from kubescale.sim.scenario.report_assembly import assemble_report
 from kubescale.sim.scenario.summary_table import WIDTH, format_duration, render_summary
 from kubescale.sim.scenario.svg_charts import LineSeries, TimeAxis, nice_scale, render_chart
 from kubescale.sim.scenario.timeline import TimelineEvent
-from tests.sim.test_reports_synthetic_run import synthetic_timeline
-from tests.sim.test_timeline import GIB, run, sample
+from tests.sim.scenario.test_reports_synthetic_run import synthetic_timeline
+from tests.sim.scenario.test_timeline import GIB, run, sample
 
 # --- time axis and value scale ---------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from kubescale.sim.scenario.runner import SimulationError, SimulationRun, run_sc
 from kubescale.sim.scenario.scenario_format import Scenario
 from kubescale.sim.scenario.scenario_validation import load_scenario, parse_scenario
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "kubescale" / "sim" / "scenario" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "kubescale" / "sim" / "scenario" / "examples"
 
 
 def _container(usage: dict[str, Any], **resources: Any) -> dict[str, Any]:

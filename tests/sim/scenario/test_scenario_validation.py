@@ -23,10 +23,9 @@ from kubescale.sim.scenario.scenario_format import (
     SetLoadEvent,
 )
 from kubescale.sim.scenario.scenario_validation import load_scenario, parse_scenario
+from tests.conftest import component_names
 
-from ..conftest import component_names
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "kubescale" / "sim" / "scenario" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "kubescale" / "sim" / "scenario" / "examples"
 
 
 def valid() -> dict[str, Any]:

@@ -23,7 +23,7 @@ from kubescale.sim.scenario.time_statistics import (
     weighted_percentile,
 )
 from kubescale.sim.scenario.timeline import Timeline, TimelineEvent
-from tests.sim.test_reports_synthetic_run import Sample, node_dict, pod_dict
+from tests.sim.scenario.test_reports_synthetic_run import Sample, node_dict, pod_dict
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 GIB = float(2**30)

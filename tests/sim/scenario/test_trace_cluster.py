@@ -22,7 +22,7 @@ from kubescale.sim.scenario.scenario_validation import load_scenario
 from kubescale.sim.scenario.trace_cluster import _Pod, expand_trace, pack_nodes
 from kubescale.sim.scenario.usage_specs import build_usage_model, load_traces
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 T0 = 1372636800  # 2013-07-01T00:00:00Z
 GI = 1 << 30
 HEADER = (

@@ -30,7 +30,7 @@ from kubescale.sim.scenario.scenario_format import ScenarioError
 from kubescale.sim.scenario.scenario_validation import load_scenario, parse_scenario
 
 EXAMPLE = (
-    Path(__file__).resolve().parents[2]
+    Path(__file__).resolve().parents[3]
     / "kubescale"
     / "sim"
     / "scenario"

@@ -41,8 +41,7 @@ from kubescale.kube.resources import DEPLOYMENTS, MACHINE_DEPLOYMENTS, resource_
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.cluster.node_groups import MachineDeploymentGroup
 from kubescale.sim.scenario.runner import SimulationClientClock
-
-from .sim_harness import deployment, sim_cluster, template
+from tests.controllers.autoscaler.sim_harness import deployment, sim_cluster, template
 
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 V1BETA2_CRDS = Path(kubescale.sim.cluster.__file__).parent / "capi_v1beta2_crds"

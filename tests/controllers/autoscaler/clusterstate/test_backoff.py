@@ -13,8 +13,7 @@ from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
     InstanceErrorInfo,
 )
 from kubescale.controllers.autoscaler.clusterstate.backoff import ExponentialBackoff
-
-from .builders import NOW
+from tests.controllers.autoscaler.builders import NOW
 
 ERROR = InstanceErrorInfo(error_class=ErrorClass.OTHER, code="timeout", message="timed out")
 

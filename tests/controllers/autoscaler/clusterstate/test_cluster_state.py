@@ -25,8 +25,7 @@ from kubescale.controllers.autoscaler.clusterstate.cluster_state import (
     ScaleUpTimedOut,
 )
 from kubescale.controllers.autoscaler.model.node_facts import node_readiness
-
-from .builders import NOW, group, node, snapshot
+from tests.controllers.autoscaler.builders import NOW, group, node, snapshot
 
 
 def registry() -> ClusterStateRegistry:

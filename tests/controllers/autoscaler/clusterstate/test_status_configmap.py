@@ -26,8 +26,7 @@ from kubescale.controllers.autoscaler.clusterstate.status_configmap import (
     status_config_map,
 )
 from kubescale.controllers.autoscaler.model.node_facts import node_readiness
-
-from .builders import NOW, group, node, snapshot
+from tests.controllers.autoscaler.builders import NOW, group, node, snapshot
 
 ZERO_TIMES = {"lastProbeTime": None, "lastTransitionTime": None}
 

@@ -23,8 +23,7 @@ from kubescale.controllers.autoscaler.scaleup.resource_limits import ResourceLim
 from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
-
-from .builders import GI, NOW, node, pod, stamp
+from tests.controllers.autoscaler.builders import GI, NOW, node, pod, stamp
 
 
 def test_pods_by_schedulability() -> None:

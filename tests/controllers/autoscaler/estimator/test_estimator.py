@@ -23,8 +23,7 @@ from kubescale.controllers.autoscaler.simulator.template_nodes import (
 )
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
-
-from .builders import group, node, pod
+from tests.controllers.autoscaler.builders import group, node, pod
 
 
 def template(

@@ -25,8 +25,7 @@ from kubescale.controllers.autoscaler.simulator.template_nodes import (
     TemplateNode,
     sanitize_template,
 )
-
-from .builders import group, node, pod
+from tests.controllers.autoscaler.builders import group, node, pod
 
 
 def template(name: str, cpu: str, memory: str) -> TemplateNode:

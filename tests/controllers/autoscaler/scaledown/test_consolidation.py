@@ -36,8 +36,7 @@ from kubescale.controllers.autoscaler.simulator.template_nodes import (
 )
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
-
-from .builders import NOW, group, node, pod, snapshot
+from tests.controllers.autoscaler.builders import NOW, group, node, pod, snapshot
 
 ON = ConsolidationSettings(policy="WhenEmptyOrUnderutilized", budgets=parse_budgets("nodes=100%"))
 OLD = NOW - timedelta(hours=2)

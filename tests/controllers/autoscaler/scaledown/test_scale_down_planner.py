@@ -32,8 +32,7 @@ from kubescale.controllers.autoscaler.simulator.scheduling_simulation import Sch
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.pod_resources import node_allocatable
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
-
-from .builders import NOW, group, node, pod, snapshot
+from tests.controllers.autoscaler.builders import NOW, group, node, pod, snapshot
 
 UNNEEDED = timedelta(minutes=10)
 

@@ -22,8 +22,7 @@ from kubescale.controllers.autoscaler.config.autoscaler_config import (
 )
 from kubescale.kube.resources import MACHINE_DEPLOYMENTS, MACHINE_SETS, NODES
 from kubescale.sim.cluster.node_groups import MachineDeploymentGroup
-
-from .sim_harness import SimCluster, deployment, sim_cluster, template
+from tests.controllers.autoscaler.sim_harness import SimCluster, deployment, sim_cluster, template
 
 SETTINGS = AutoscalerSettings(
     scale_down_delay_after_add=timedelta(minutes=2),

@@ -18,8 +18,7 @@ from kubescale.controllers.autoscaler.simulator.template_nodes import (
     TemplateNode,
     sanitize_template,
 )
-
-from .builders import group, node
+from tests.controllers.autoscaler.builders import group, node
 
 
 def template(name: str, **kw: Any) -> TemplateNode:

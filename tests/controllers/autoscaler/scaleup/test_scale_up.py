@@ -34,8 +34,7 @@ from kubescale.controllers.autoscaler.simulator.template_nodes import (
 )
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
-
-from .builders import NOW, group, node, pod
+from tests.controllers.autoscaler.builders import NOW, group, node, pod
 
 SAFE = ScaleUpSafety(safe=True, healthy=True, backoff=None)
 BATCH_TAINT = {"key": "dedicated", "value": "batch", "effect": "NoSchedule"}

@@ -29,8 +29,7 @@ from kubescale.controllers.autoscaler.simulator.drainability import (
     drainability,
 )
 from kubescale.controllers.autoscaler.simulator.utilization import node_utilization
-
-from .builders import GI, NOW, pod, stamp
+from tests.controllers.autoscaler.builders import GI, NOW, pod, stamp
 
 PDB_WEB = {
     "metadata": {"name": "web", "namespace": "default"},

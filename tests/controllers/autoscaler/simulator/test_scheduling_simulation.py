@@ -15,8 +15,7 @@ from kubescale.controllers.autoscaler.simulator.equivalence import (
 from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
-
-from .builders import node, pod
+from tests.controllers.autoscaler.builders import node, pod
 
 
 def state(snapshot: ClusterSnapshot) -> dict[str, tuple[list[str], dict[str, int]]]:

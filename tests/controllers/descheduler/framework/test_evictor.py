@@ -11,8 +11,7 @@ from kubescale.controllers.descheduler.framework.cycle_view import CycleView
 from kubescale.controllers.descheduler.framework.evictor import DefaultEvictor, EvictorError
 from kubescale.controllers.descheduler.policy.evictor_args import read_default_evictor_args
 from kubescale.controllers.descheduler.policy.fields import PolicyError
-
-from .builders import NOW, node, owner, pod, stamp
+from tests.controllers.descheduler.builders import NOW, node, owner, pod, stamp
 
 NODES = [node("n1"), node("n2", labels={"pool": "b"})]
 EVICT = "descheduler.alpha.kubernetes.io/evict"

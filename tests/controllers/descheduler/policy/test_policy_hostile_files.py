@@ -26,9 +26,14 @@ from kubescale.controllers.descheduler.descheduler_metrics import DeschedulerMet
 from kubescale.controllers.descheduler.policy.policy_loading import parse_policy
 from kubescale.kube.events import EventRecorder
 from kubescale.kube.informer_set import InformerSet
-
-from .builders import node, pod
-from .test_descheduler_loop import TAINT, Setup, create_pod, setup, terminating
+from tests.controllers.descheduler.builders import node, pod
+from tests.controllers.descheduler.test_descheduler_loop import (
+    TAINT,
+    Setup,
+    create_pod,
+    setup,
+    terminating,
+)
 
 __all__ = ["setup"]  # the fixture, shared with the loop's tests
 

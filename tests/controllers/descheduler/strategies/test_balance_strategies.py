@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from .builders import NOW, evicted, node, owner, pod, policy, run
+from tests.controllers.descheduler.builders import NOW, evicted, node, owner, pod, policy, run
 
 DUPLICATES = ("balance", "RemoveDuplicates", None)
 

@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 
 from kubescale.controllers.descheduler.policy.fields import PolicyError
-
-from .builders import evicted, node, owner, pod, policy, run
+from tests.controllers.descheduler.builders import evicted, node, owner, pod, policy, run
 
 LNU = "LowNodeUtilization"
 

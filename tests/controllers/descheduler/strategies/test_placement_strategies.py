@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 
 from kubescale.controllers.descheduler.policy.fields import PolicyError
-
-from .builders import evicted, node, owner, pod, policy, run
+from tests.controllers.descheduler.builders import evicted, node, owner, pod, policy, run
 
 NO_SCHEDULE = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
 PREFER = {"key": "soft", "value": "x", "effect": "PreferNoSchedule"}

@@ -8,8 +8,16 @@ from typing import Any
 import pytest
 
 from kubescale.controllers.descheduler.policy.fields import PolicyError
-
-from .builders import NOW, evicted, node, owner, pod, policy, run, stamp
+from tests.controllers.descheduler.builders import (
+    NOW,
+    evicted,
+    node,
+    owner,
+    pod,
+    policy,
+    run,
+    stamp,
+)
 
 NODES = [node("n1"), node("n2")]
 

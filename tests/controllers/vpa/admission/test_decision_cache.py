@@ -28,8 +28,12 @@ from kubescale.controllers.vpa.admission.decision_cache import (
 )
 from kubescale.controllers.vpa.api.pod_admission import PodAdmissionError, admit_pod
 from kubescale.kube.quantities import Quantity
-
-from .test_limit_range_property import limit_ranges, pods, resource_lists, vpas
+from tests.controllers.vpa.api.test_limit_range_property import (
+    limit_ranges,
+    pods,
+    resource_lists,
+    vpas,
+)
 
 ODD = st.one_of(st.none(), st.integers(), st.text(max_size=3), st.lists(st.integers(), max_size=2))
 

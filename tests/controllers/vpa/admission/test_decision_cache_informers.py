@@ -26,8 +26,7 @@ from kubescale.controllers.vpa.admission.decision_cache import DecisionCache
 from kubescale.controllers.vpa.admission.match_cache import MatchCache
 from kubescale.kube.resources import LIMIT_RANGES, VERTICAL_POD_AUTOSCALERS
 from kubescale.webhook.webhook_config import WebhookSettings
-
-from .test_admission_routes import Setup, _pod, _recommendation, _review, _setup
+from tests.webhook.test_admission_routes import Setup, _pod, _recommendation, _review, _setup
 
 
 @pytest.fixture

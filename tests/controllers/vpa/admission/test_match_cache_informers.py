@@ -19,9 +19,13 @@ import pytest
 from kubescale.controllers.vpa.admission.match_cache import MatchCache, match_key
 from kubescale.kube.resources import DEPLOYMENTS, REPLICA_SETS, VERTICAL_POD_AUTOSCALERS
 from kubescale.webhook.webhook_config import WebhookSettings
-
-from .test_admission_routes import Setup, _pod, _recommendation, _review, _setup, _vpa
-from .test_decision_cache_informers import _caught_up, _patch, _requests, _uncached
+from tests.controllers.vpa.admission.test_decision_cache_informers import (
+    _caught_up,
+    _patch,
+    _requests,
+    _uncached,
+)
+from tests.webhook.test_admission_routes import Setup, _pod, _recommendation, _review, _setup, _vpa
 
 
 @pytest.fixture

@@ -20,8 +20,7 @@ from kubescale.controllers.vpa.api.startup_boost import (
     original_resources_value,
 )
 from kubescale.kube.quantities import Quantity
-
-from .test_pod_admission import (
+from tests.controllers.vpa.api.test_pod_admission import (
     EMPTY_ANNOTATIONS,
     FULL_PATCH,
     NO_CPU_LIMIT,

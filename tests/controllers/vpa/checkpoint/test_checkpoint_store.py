@@ -20,8 +20,7 @@ from kubescale.controllers.vpa.model.estimators import RecommenderConfig
 from kubescale.kube.resources import VERTICAL_POD_AUTOSCALERS, VPA_CHECKPOINTS
 from kubescale.kube.selectors import label_selector_from_set
 from kubescale.kube.shared_cache import SharedCache
-
-from .test_recommender_loop import (
+from tests.controllers.vpa.recommender.test_recommender_loop import (
     NAMESPACE,
     START,
     Cluster,

@@ -25,8 +25,13 @@ from kubescale.kube.client import ClientSettings, connect
 from kubescale.kube.shared_cache import SharedCache
 from kubescale.sim.apiserver.kubeconfig import build_kubeconfig, write_kubeconfig_file
 from kubescale.sim.scenario.scenario_components import component_settings
-
-from .test_recommender_loop import NAMESPACE, Cluster, cluster, conditions, recommendation
+from tests.controllers.vpa.recommender.test_recommender_loop import (
+    NAMESPACE,
+    Cluster,
+    cluster,
+    conditions,
+    recommendation,
+)
 
 __all__ = ["cluster"]  # the fixture, re-exported for pytest
 

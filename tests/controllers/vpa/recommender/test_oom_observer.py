@@ -23,8 +23,7 @@ from kubescale.controllers.vpa.recommender.oom_observer import (
 )
 from kubescale.kube.resources import PODS
 from kubescale.kube.selectors import label_selector_from_set
-
-from .test_recommender_loop import (
+from tests.controllers.vpa.recommender.test_recommender_loop import (
     NAMESPACE,
     START,
     Cluster,

@@ -42,7 +42,7 @@ from kubescale.controllers.vpa.recommender.prometheus_history_config import (
 )
 from kubescale.kube.selectors import label_selector_from_dict
 from kubescale.prometheus.query_api import PrometheusAuth, PrometheusClientMetrics
-from tests.controllers.prometheus_fixtures import FakePrometheus, matrix, success
+from tests.prometheus.prometheus_fixtures import FakePrometheus, matrix, success
 
 NOW = datetime(2026, 3, 10, 12, 0, 0, tzinfo=UTC)
 NOW_TEXT = "1773144000"

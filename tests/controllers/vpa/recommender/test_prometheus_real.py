@@ -49,7 +49,7 @@ from kubescale.controllers.vpa.recommender.prometheus_history import (
 from kubescale.controllers.vpa.recommender.prometheus_history_config import PrometheusHistoryConfig
 from kubescale.kube.selectors import label_selector_from_dict
 from kubescale.prometheus.query_api import PrometheusAuth
-from tests.controllers.prometheus_fixtures import (
+from tests.prometheus.prometheus_fixtures import (
     RealPrometheus,
     Series,
     create_blocks,

@@ -25,7 +25,7 @@ from kubescale.sim.scenario.scenario_validation import parse_scenario
 T0 = datetime(2024, 6, 3, tzinfo=UTC)
 APP = {"app": "web"}
 EXAMPLE = (
-    Path(__file__).resolve().parents[2]
+    Path(__file__).resolve().parents[4]
     / "kubescale"
     / "sim"
     / "scenario"

@@ -17,8 +17,7 @@ from kubescale.controllers.vpa.recommender.prometheus_history_config import Prom
 from kubescale.controllers.vpa.recommender.recommender_config import RecommenderSettings
 from kubescale.kube.quantities import Quantity
 from kubescale.sim.scenario.scenario_components import scenario_flags
-
-from ..conftest import component_names
+from tests.conftest import component_names
 
 HOUR_NS = 3600 * 10**9
 NEED_A_POLICY = ("descheduler", "scheduler-extender", "cluster-autoscaler")

@@ -1,6 +1,6 @@
 """``--storage=prometheus``: the loop starts from Prometheus history, not checkpoints.
 
-A stand-in Prometheus (:class:`tests.controllers.prometheus_fixtures.FakePrometheus`) answers
+A stand-in Prometheus (:class:`tests.prometheus.prometheus_fixtures.FakePrometheus`) answers
 the provider's PromQL with a day of hourly samples of one container (1 core, 1e9 bytes) and the
 pod's labels. The first iteration's recommendation then already has a day of history behind
 it, and no checkpoint is read or written.
@@ -28,9 +28,7 @@ from kubescale.controllers.vpa.recommender.recommender_metrics import Recommende
 from kubescale.kube.shared_cache import SharedCache
 from kubescale.prometheus.query_api import PrometheusAuth
 from kubescale.sim.scenario.scenario_components import component_settings
-from tests.controllers.prometheus_fixtures import FakePrometheus, matrix
-
-from .test_recommender_loop import (
+from tests.controllers.vpa.recommender.test_recommender_loop import (
     NAMESPACE,
     START,
     Cluster,
@@ -39,6 +37,7 @@ from .test_recommender_loop import (
     recommendation,
     web_with_one_pod,
 )
+from tests.prometheus.prometheus_fixtures import FakePrometheus, matrix
 
 __all__ = ["cluster"]  # the fixture, re-exported for pytest
 

@@ -11,8 +11,11 @@ from kubescale.controllers.vpa.recommender.recommender_metrics import (
     ObjectCounter,
     RecommenderMetrics,
 )
-
-from .test_recommender_loop import Cluster, cluster, web_with_one_pod
+from tests.controllers.vpa.recommender.test_recommender_loop import (
+    Cluster,
+    cluster,
+    web_with_one_pod,
+)
 
 __all__ = ["cluster"]  # the fixture, re-exported for pytest
 

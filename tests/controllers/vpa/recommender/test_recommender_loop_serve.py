@@ -23,8 +23,7 @@ from kubescale.cli.serve_config import serve_config_from_args
 from kubescale.controllers.vpa.recommender.component import RecommenderComponent
 from kubescale.kube.resources import VERTICAL_POD_AUTOSCALERS, VPA_CHECKPOINTS
 from kubescale.sim.apiserver.server import ApiServer
-
-from ..conftest import only_components
+from tests.conftest import only_components
 
 NAMESPACE = "shop"
 

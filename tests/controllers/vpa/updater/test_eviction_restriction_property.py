@@ -18,7 +18,7 @@ from kubescale.controllers.vpa.updater.eviction_restriction import (
     EvictionRestriction,
 )
 from kubescale.kube.disruption_ledger import DisruptionKind
-from tests.controllers.test_eviction_restriction import NOW, NS, make_pod
+from tests.controllers.vpa.updater.test_eviction_restriction import NOW, NS, make_pod
 
 group_strategy = st.tuples(
     st.integers(min_value=1, max_value=8),  # configured replicas

@@ -31,8 +31,7 @@ from kubescale.kube.events import EventRecorder
 from kubescale.kube.lease_record import format_micro_time
 from kubescale.kube.resources import CORE_EVENTS, LEASES, PODS
 from kubescale.kube.shared_cache import SharedCache
-
-from .test_recommender_loop import NAMESPACE, Cluster, cluster
+from tests.controllers.vpa.recommender.test_recommender_loop import NAMESPACE, Cluster, cluster
 
 __all__ = ["cluster"]  # the fixture, re-exported for pytest
 

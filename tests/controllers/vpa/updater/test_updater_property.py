@@ -51,9 +51,8 @@ from kubescale.kube.client import connect
 from kubescale.kube.resources import PODS
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.scenario.runner import SimulationClientClock
-
-from .test_recommender_loop import NAMESPACE, START, Cluster
-from .test_updater_loop import (
+from tests.controllers.vpa.recommender.test_recommender_loop import NAMESPACE, START, Cluster
+from tests.controllers.vpa.updater.test_updater_loop import (
     RECOMMENDATION,
     Updater,
     live_pods,

@@ -23,8 +23,7 @@ from kubescale.controllers.vpa.updater.component import UpdaterComponent
 from kubescale.kube.lease_record import format_micro_time
 from kubescale.kube.resources import PODS
 from kubescale.sim.apiserver.server import ApiServer
-
-from ..conftest import only_components
+from tests.conftest import only_components
 
 NAMESPACE = "shop"
 

@@ -15,9 +15,8 @@ from typing import Any
 from kubescale.controllers.vpa.updater.update_priority import UpdateSettings
 from kubescale.controllers.vpa.updater.updater_config import UpdaterSettings
 from kubescale.kube.resources import PODS
-
-from .test_recommender_loop import NAMESPACE, Cluster, cluster
-from .test_updater_loop import (
+from tests.controllers.vpa.recommender.test_recommender_loop import NAMESPACE, Cluster, cluster
+from tests.controllers.vpa.updater.test_updater_loop import (
     RECOMMENDATION,
     Updater,
     event_reasons,

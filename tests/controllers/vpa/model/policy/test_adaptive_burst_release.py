@@ -35,7 +35,7 @@ from kubescale.controllers.vpa.model.policy.recent_peaks import (
     RECENT_PEAKS_HOURS,
     RecentPeaks,
 )
-from tests.controllers.test_adaptive_policy import (
+from tests.controllers.vpa.model.policy.test_adaptive_policy import (
     CONFIG,
     GIB,
     SPIKY,
