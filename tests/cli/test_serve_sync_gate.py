@@ -23,7 +23,6 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import pytest
@@ -36,6 +35,7 @@ from kubescale.kube.client import connect
 from kubescale.kube.resources import DEPLOYMENTS, NODES, PODS, VERTICAL_POD_AUTOSCALERS
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.cluster.workload_controllers import WorkloadControllers
+from tests import builders
 from tests.conftest import only_components
 
 POLICY = """
@@ -52,19 +52,7 @@ profiles:
 SKIPPED_FEW_NODES = "The cluster size is 0 or 1"
 CLUSTER_API = ("machinedeployments", "machinesets", "machines")
 STATUS_LEASE = "vpa-webhook-status-lease"
-
-
-def _node(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-        "status": {
-            "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
-            "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
+ALLOCATABLE = {"cpu": "4", "memory": "8Gi", "pods": "110"}
 
 
 def _argv(cert_dir: Path, kubeconfig: Path, *flags: str) -> list[str]:
@@ -127,7 +115,15 @@ async def test_no_loop_decides_before_its_collections_have_synced(
 ) -> None:
     async with ApiServer() as api:
         for name in ("node-a", "node-b"):
-            api.store.create(_node(name))
+            api.store.create(
+                builders.nodes.node(
+                    name=name,
+                    labels={"kubernetes.io/hostname": name},
+                    allocatable=ALLOCATABLE,
+                    capacity=ALLOCATABLE,
+                    conditions=[builders.nodes.ready_condition()],
+                )
+            )
         kubeconfig = tmp_path / "kubeconfig"
         api.write_kubeconfig(kubeconfig)
         pods_listed = _list_arrives(api, "pods")
@@ -177,7 +173,15 @@ async def test_a_relist_after_410_holds_the_loops_again(
 ) -> None:
     async with ApiServer() as api:
         for name in ("node-a", "node-b"):
-            api.store.create(_node(name))
+            api.store.create(
+                builders.nodes.node(
+                    name=name,
+                    labels={"kubernetes.io/hostname": name},
+                    allocatable=ALLOCATABLE,
+                    capacity=ALLOCATABLE,
+                    conditions=[builders.nodes.ready_condition()],
+                )
+            )
         kubeconfig = tmp_path / "kubeconfig"
         api.write_kubeconfig(kubeconfig)
         argv = _argv(
@@ -212,34 +216,6 @@ async def test_a_relist_after_410_holds_the_loops_again(
                 assert (await _readyz(server))[0] == 200
         waits = [r for r in caplog.records if r.getMessage() == "waiting for caches to sync"]
         assert [r.__dict__["fields"]["collections"] for r in waits][-1] == ["pods"]
-
-
-def _deployment(name: str) -> dict[str, Any]:
-    labels = {"app": name}
-    container = {
-        "name": "app",
-        "image": "nginx",
-        "resources": {"requests": {"cpu": "100m", "memory": "100Mi"}},
-    }
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": labels},
-            "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
-        },
-    }
-
-
-def _vpa(name: str, target: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "autoscaling.k8s.io/v1",
-        "kind": "VerticalPodAutoscaler",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target}},
-    }
 
 
 RECOMMENDATION = {
@@ -292,7 +268,8 @@ async def test_without_cluster_api_a_configured_autoscaler_does_not_start_and_th
                     )
                     assert value == 1.0
 
-                created = await client.create(VERTICAL_POD_AUTOSCALERS, _vpa("web-vpa", "web"))
+                vpa = builders.vpas.vpa(name="web-vpa", target=builders.vpas.target_ref(name="web"))
+                created = await client.create(VERTICAL_POD_AUTOSCALERS, vpa)
                 created["status"] = {"recommendation": RECOMMENDATION}
                 await client.update_status(VERTICAL_POD_AUTOSCALERS, created)
                 lister = server.cache.informers.lister(VERTICAL_POD_AUTOSCALERS)  # type: ignore[union-attr]
@@ -302,7 +279,22 @@ async def test_without_cluster_api_a_configured_autoscaler_does_not_start_and_th
                     return cached is not None and "recommendation" in (cached.get("status") or {})
 
                 await _until(seen)
-                await client.create(DEPLOYMENTS, _deployment("web"))
+                await client.create(
+                    DEPLOYMENTS,
+                    builders.workloads.deployment(
+                        name="web",
+                        replicas=1,
+                        match_labels={"app": "web"},
+                        template=builders.workloads.pod_template(
+                            labels={"app": "web"},
+                            containers=[
+                                builders.pods.container(
+                                    image="nginx", requests={"cpu": "100m", "memory": "100Mi"}
+                                )
+                            ],
+                        ),
+                    ),
+                )
                 controllers = WorkloadControllers(api=api)
                 try:
                     await controllers.step(RealClock().now())

@@ -12,6 +12,7 @@ from kubescale.kube.resources import DEPLOYMENTS, POD_DISRUPTION_BUDGETS, PODS, 
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.apiserver.storage import format_time
 from kubescale.sim.cluster.disruption_controller import DisruptionController
+from tests import builders
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -20,23 +21,6 @@ def _owner(kind: str, name: str) -> list[dict[str, Any]]:
     api_version = "apps/v1"
     return [{"apiVersion": api_version, "kind": kind, "name": name, "uid": f"uid-{name}",
              "controller": True}]  # fmt: skip
-
-
-def _pod(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "labels": {"app": "web"},
-                     "ownerReferences": _owner("ReplicaSet", "web-rs")},
-        "spec": {"containers": [{"name": "app", "image": "nginx"}]},
-    }  # fmt: skip
-
-
-def _pdb(spec: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-        "metadata": {"name": "web", "namespace": "default"},
-        "spec": {"selector": {"matchLabels": {"app": "web"}}, **spec},
-    }  # fmt: skip
 
 
 async def _cluster(api: ApiServer, *, replicas: int, ready: int, spec: dict[str, Any]) -> None:
@@ -56,14 +40,21 @@ async def _cluster(api: ApiServer, *, replicas: int, ready: int, spec: dict[str,
                               "spec": {"containers": [{"name": "app", "image": "nginx"}]}}},
     })  # fmt: skip
     for index in range(replicas):
-        created = api.store.create(_pod(f"web-{index}"))
+        created = api.store.create(
+            builders.pods.pod(
+                name=f"web-{index}",
+                labels={"app": "web"},
+                owner_references=_owner("ReplicaSet", "web-rs"),
+                containers=[builders.pods.container(image="nginx")],
+            )
+        )
         status = "True" if index < ready else "False"
         created["status"] = {
             "phase": "Running",
             "conditions": [{"type": "Ready", "status": status}],
         }
         api.store.update_status(created)
-    api.store.create(_pdb(spec))
+    api.store.create(builders.pdbs.pdb(name="web", match_labels={"app": "web"}, spec=spec))
 
 
 @pytest.mark.parametrize(

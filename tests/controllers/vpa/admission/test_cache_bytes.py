@@ -29,22 +29,9 @@ from kubescale.webhook.admission_routes import AdmissionWebhook
 from kubescale.webhook.answer_cache import MAX_BYTES as ANSWER_MAX_BYTES
 from kubescale.webhook.answer_cache import AnswerCache
 from kubescale.webhook.webhook_config import WebhookSettings
+from tests import builders
 
 CONTAINERS = 60
-
-
-def _vpa() -> dict[str, Any]:
-    return {
-        "metadata": {"name": "v", "namespace": "default", "uid": "u", "resourceVersion": "1"},
-        "spec": {"targetRef": {"kind": "Deployment", "name": "web"}},
-        "status": {
-            "recommendation": {
-                "containerRecommendations": [
-                    {"containerName": "*", "target": {"cpu": "1", "memory": "1Gi"}}
-                ]
-            }
-        },
-    }
 
 
 def _big_pod(index: int) -> dict[str, Any]:
@@ -76,7 +63,18 @@ def test_the_decision_cache_keeps_its_byte_budget_for_large_pods() -> None:
             cache,
             pod=_big_pod(index),
             namespace="default",
-            vpa=_vpa(),
+            vpa=builders.vpas.vpa(
+                name="v",
+                uid="u",
+                resource_version="1",
+                target=builders.vpas.target_ref(api_version=None),
+                recommendations=[
+                    builders.vpas.container_recommendation(
+                        "*", target={"cpu": "1", "memory": "1Gi"}
+                    )
+                ],
+                api_version=None,
+            ),
             limit_ranges=[],
             hpas=[],
             avoid_hpa_conflict=False,

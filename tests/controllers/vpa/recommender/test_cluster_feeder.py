@@ -25,6 +25,7 @@ from kubescale.kube.client import ClientSettings, connect
 from kubescale.kube.shared_cache import SharedCache
 from kubescale.sim.apiserver.kubeconfig import build_kubeconfig, write_kubeconfig_file
 from kubescale.sim.scenario.scenario_components import component_settings
+from tests import builders
 from tests.controllers.vpa.recommender.test_recommender_loop import (
     NAMESPACE,
     Cluster,
@@ -34,13 +35,6 @@ from tests.controllers.vpa.recommender.test_recommender_loop import (
 )
 
 __all__ = ["cluster"]  # the fixture, re-exported for pytest
-
-
-def vpa(namespace: str = "shop", recommenders: list[str] | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"targetRef": {"kind": "Deployment", "name": "web"}}
-    if recommenders is not None:
-        spec["recommenders"] = [{"name": name} for name in recommenders]
-    return {"metadata": {"namespace": namespace, "name": "web"}, "spec": spec}
 
 
 @pytest.mark.parametrize(
@@ -68,7 +62,15 @@ def test_which_vpas_a_recommender_handles(
 ) -> None:
     assert (
         handles_vpa(
-            vpa(recommenders=recommenders),
+            builders.vpas.vpa(
+                name="web",
+                namespace="shop",
+                target=builders.vpas.target_ref(api_version=None),
+                spec=None
+                if recommenders is None
+                else {"recommenders": [{"name": n} for n in recommenders]},
+                api_version=None,
+            ),
             recommender_name=name,
             vpa_object_namespace=selected,
             ignored_namespaces=ignored,

@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -42,6 +41,7 @@ from kubescale.controllers.vpa.recommender.prometheus_history_config import (
 )
 from kubescale.kube.selectors import label_selector_from_dict
 from kubescale.prometheus.query_api import PrometheusAuth, PrometheusClientMetrics
+from tests import builders
 from tests.prometheus.prometheus_fixtures import FakePrometheus, matrix, success
 
 NOW = datetime(2026, 3, 10, 12, 0, 0, tzinfo=UTC)
@@ -685,15 +685,6 @@ async def test_request_metrics(fake: FakePrometheus) -> None:
 # --- loading into the model -------------------------------------------------------------------
 
 
-def _vpa(name: str, namespace: str = "default") -> dict[str, Any]:
-    return {
-        "apiVersion": "autoscaling.k8s.io/v1",
-        "kind": "VerticalPodAutoscaler",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name}},
-    }
-
-
 WEB_POD = {"kubernetes_namespace": "default", "kubernetes_pod_name": "web-1"}
 WEB_CTR = {"namespace": "default", "pod_name": "web-1", "name": "app"}
 
@@ -726,7 +717,8 @@ async def test_load_history_feeds_the_cluster_state(fake: FakePrometheus) -> Non
     )
     state = ClusterState(config=RecommenderConfig())
     state.add_or_update_vpa(
-        _vpa("web"), selector=label_selector_from_dict({"matchLabels": {"app": "web"}})
+        builders.vpas.vpa(name="web", target=builders.vpas.target_ref(name="web")),
+        selector=label_selector_from_dict({"matchLabels": {"app": "web"}}),
     )
     async with _provider(fake) as provider:
         result = await load_history(provider, state, now=NOW)

@@ -33,7 +33,6 @@ import asyncio
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -49,6 +48,7 @@ from kubescale.controllers.vpa.recommender.prometheus_history import (
 from kubescale.controllers.vpa.recommender.prometheus_history_config import PrometheusHistoryConfig
 from kubescale.kube.selectors import label_selector_from_dict
 from kubescale.prometheus.query_api import PrometheusAuth
+from tests import builders
 from tests.prometheus.prometheus_fixtures import (
     RealPrometheus,
     Series,
@@ -163,20 +163,16 @@ def _expected_history() -> dict[tuple[str, str], PodHistory]:
     return history
 
 
-def _vpa(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "autoscaling.k8s.io/v1",
-        "kind": "VerticalPodAutoscaler",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name}},
-    }
-
-
 def _cluster_state() -> ClusterState:
     state = ClusterState(config=RecommenderConfig())
     for app in ("web", "db"):
         selector = label_selector_from_dict({"matchLabels": {"app": app}})
-        state.add_or_update_vpa(_vpa(app), selector=selector)
+        state.add_or_update_vpa(
+            builders.vpas.vpa(
+                name=app, namespace=NAMESPACE, target=builders.vpas.target_ref(name=app)
+            ),
+            selector=selector,
+        )
     return state
 
 
