@@ -73,6 +73,6 @@ def hpa(
         api_version,
         "HorizontalPodAutoscaler",
         meta,
-        spec=body,
+        spec=body if body or spec is not None else None,
         status=dict(status) if status is not None else None,
     )

@@ -71,7 +71,7 @@ def manifest(
 ) -> dict[str, Any]:
     """``{apiVersion, kind, metadata, <sections>}``; ``api_version=None`` leaves out the type
     fields (as an object inside a list or an informer's cache has them), a ``None`` section is
-    left out."""
+    left out. The kinds' builders leave out an empty ``spec`` unless it is given (``spec={}``)."""
     body: dict[str, Any] = {}
     if api_version is not None:
         body["apiVersion"] = api_version
@@ -82,3 +82,16 @@ def manifest(
         if value is not None:
             body[key] = value
     return body
+
+
+def namespace(
+    *,
+    name: str = "default",
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    metadata_extra: Mapping[str, Any] | None = None,
+    api_version: str | None = "v1",
+) -> dict[str, Any]:
+    """A Namespace."""
+    meta = metadata(name=name, labels=labels, annotations=annotations, extra=metadata_extra)
+    return manifest(api_version, "Namespace", meta)

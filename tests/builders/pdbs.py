@@ -38,4 +38,5 @@ def pdb(
     if status is not None:
         status_body = {**(status_body or {}), **status}
     meta = metadata(name=name, namespace=namespace, uid=uid)
-    return manifest(api_version, "PodDisruptionBudget", meta, spec=body, status=status_body)
+    spec_body = body if body or spec is not None else None
+    return manifest(api_version, "PodDisruptionBudget", meta, spec=spec_body, status=status_body)

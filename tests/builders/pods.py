@@ -34,6 +34,10 @@ def container(
     return body
 
 
+DEFAULT_CONTAINERS: tuple[Mapping[str, Any], ...] = ({"name": "app"},)
+"""One container ``app`` with no other field (each pod gets its own copy)."""
+
+
 def pod(
     *,
     name: str | None = "web-0",
@@ -45,20 +49,21 @@ def pod(
     creation_timestamp: str | None = None,
     deletion_timestamp: str | None = None,
     metadata_extra: Mapping[str, Any] | None = None,
-    containers: Sequence[Mapping[str, Any]] | None = None,
+    containers: Sequence[Mapping[str, Any]] | None = DEFAULT_CONTAINERS,
     init_containers: Sequence[Mapping[str, Any]] | None = None,
     node_name: str | None = None,
     spec: Mapping[str, Any] | None = None,
     status: Mapping[str, Any] | None = None,
     api_version: str | None = "v1",
 ) -> dict[str, Any]:
-    """A Pod. ``containers`` defaults to one container ``app`` with no other field; ``spec``
+    """A Pod. ``containers`` defaults to one container ``app`` with no other field (``None``
+    leaves ``containers`` out); ``spec``
     adds (or overrides) further spec fields after ``containers``/``initContainers``/
     ``nodeName``; ``status`` is left out unless given; ``api_version=None`` leaves out the type
     fields."""
-    body: dict[str, Any] = {
-        "containers": [dict(c) for c in containers] if containers is not None else [container()]
-    }
+    body: dict[str, Any] = {}
+    if containers is not None:
+        body["containers"] = [dict(c) for c in containers]
     if init_containers is not None:
         body["initContainers"] = [dict(c) for c in init_containers]
     if node_name is not None:

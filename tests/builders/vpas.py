@@ -56,13 +56,16 @@ def vpa(
     container_policies: Sequence[Mapping[str, Any]] | None = None,
     spec: Mapping[str, Any] | None = None,
     recommendations: Sequence[Mapping[str, Any]] | None = None,
+    targets: Mapping[str, Mapping[str, str]] | None = None,
     status: Mapping[str, Any] | None = None,
     api_version: str | None = VPA_API_VERSION,
 ) -> dict[str, Any]:
     """A VPA. ``target`` is the ``targetRef`` (left out when ``None``); ``update_mode`` and
     ``container_policies`` fill ``updatePolicy`` and ``resourcePolicy``; ``spec`` adds further
-    spec fields. ``recommendations`` (``containerRecommendations``) make a status, and
-    ``status`` adds to it (or is the status)."""
+    spec fields (``spec`` is left out when empty, unless ``spec`` is given).
+    ``recommendations`` (``containerRecommendations``) make a status, and ``status`` adds to
+    it (or is the status); ``targets`` (container name → target) is a shorthand for
+    recommendations with a target only."""
     body: dict[str, Any] = {}
     if target is not None:
         body["targetRef"] = dict(target)
@@ -71,6 +74,10 @@ def vpa(
     if container_policies is not None:
         body["resourcePolicy"] = {"containerPolicies": [dict(p) for p in container_policies]}
     body.update(spec or {})
+    if targets is not None:
+        recommendations = [
+            container_recommendation(name, target=target) for name, target in targets.items()
+        ]
     status_body: dict[str, Any] | None = None
     if recommendations is not None:
         status_body = {
@@ -88,4 +95,5 @@ def vpa(
         generation=generation,
         resource_version=resource_version,
     )
-    return manifest(api_version, "VerticalPodAutoscaler", meta, spec=body, status=status_body)
+    spec_body = body if body or spec is not None else None
+    return manifest(api_version, "VerticalPodAutoscaler", meta, spec=spec_body, status=status_body)

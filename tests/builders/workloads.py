@@ -77,7 +77,11 @@ def workload(
         generation=generation,
     )
     return manifest(
-        api_version, kind, meta, spec=body, status=dict(status) if status is not None else None
+        api_version,
+        kind,
+        meta,
+        spec=body if body or spec is not None else None,
+        status=dict(status) if status is not None else None,
     )
 
 

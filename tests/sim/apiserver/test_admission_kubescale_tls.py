@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -29,6 +30,11 @@ from kubescale.kube.client import KubeClient, connect
 from kubescale.kube.errors import KubeApiError
 from kubescale.kube.resources import MUTATING_WEBHOOK_CONFIGURATIONS, PODS
 from kubescale.sim.apiserver.server import ApiServer
+from tests import builders
+
+WEB_POD = functools.partial(
+    builders.pods.pod, labels={"app": "web"}, containers=[builders.pods.container(image="nginx")]
+)
 
 SERVICE, NAMESPACE = "kubescale", "kube-system"
 LABEL_PATCH = [{"op": "add", "path": "/metadata/labels/mutated-by", "value": "kubescale"}]
@@ -124,15 +130,6 @@ def _configuration(ca_file: Path, *, failure_policy: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _pod(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "labels": {"app": "web"}},
-        "spec": {"containers": [{"name": "app", "image": "nginx"}]},
-    }
-
-
 async def test_kubescale_tls_server_mutates_pods_through_admission(
     setup: Setup, cert_dirs: tuple[Path, Path]
 ) -> None:
@@ -140,7 +137,7 @@ async def test_kubescale_tls_server_mutates_pods_through_admission(
     await setup.client.create(
         MUTATING_WEBHOOK_CONFIGURATIONS, _configuration(good / "caCert.pem", failure_policy="Fail")
     )
-    created = await setup.client.create(PODS, _pod("web-1"), namespace="default")
+    created = await setup.client.create(PODS, WEB_POD(name="web-1"), namespace="default")
     assert created["metadata"]["labels"] == {"app": "web", "mutated-by": "kubescale"}
     stored = setup.api.store.get(PODS, "web-1", "default")
     assert stored["metadata"]["labels"]["mutated-by"] == "kubescale"
@@ -154,7 +151,7 @@ async def test_wrong_ca_bundle_and_fail_policy_rejects_the_pod(
         MUTATING_WEBHOOK_CONFIGURATIONS, _configuration(other / "caCert.pem", failure_policy="Fail")
     )
     with pytest.raises(KubeApiError) as raised:
-        await setup.client.create(PODS, _pod("web-2"), namespace="default")
+        await setup.client.create(PODS, WEB_POD(name="web-2"), namespace="default")
     assert raised.value.code == 500
     assert 'failed calling webhook "mutate.kubescale.dev"' in raised.value.message
     assert "x509" in raised.value.message or "certificate" in raised.value.message
@@ -170,5 +167,5 @@ async def test_wrong_ca_bundle_and_ignore_policy_creates_the_pod_unmutated(
         MUTATING_WEBHOOK_CONFIGURATIONS,
         _configuration(other / "caCert.pem", failure_policy="Ignore"),
     )
-    created = await setup.client.create(PODS, _pod("web-3"), namespace="default")
+    created = await setup.client.create(PODS, WEB_POD(name="web-3"), namespace="default")
     assert created["metadata"]["labels"] == {"app": "web"}

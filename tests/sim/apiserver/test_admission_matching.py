@@ -10,6 +10,7 @@ namespaceSelector; objectSelector matches if the new *or* the old object matches
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
@@ -18,31 +19,16 @@ from hypothesis import strategies as st
 
 from kubescale.kube.resources import DEPLOYMENTS, NAMESPACES, NODES, PODS, ResourceType
 from kubescale.sim.apiserver.admission_matching import AdmissionDenied, webhook_matches
+from tests import builders
 
-
-def pod(*, namespace: str = "default", labels: dict[str, str] | None = None) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "web-0", "namespace": namespace, "labels": labels or {}},
-        "spec": {"containers": [{"name": "app", "image": "nginx"}]},
-    }
-
-
-def node(labels: dict[str, str] | None = None) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": labels or {}}}
-
-
-def namespace(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
-
-
-def deployment() -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "web", "namespace": "default"},
-    }
+pod = functools.partial(
+    builders.pods.pod, labels={}, containers=[builders.pods.container(image="nginx")]
+)
+node = functools.partial(builders.nodes.node, name="n1", labels={})
+deployment = functools.partial(builders.workloads.deployment, name="web")
+ns = builders.meta.namespace
+BARE = {"labels": None}
+"""Metadata extra of a namespace whose labels are null."""
 
 
 SCALE = {
@@ -76,7 +62,7 @@ def hook(*rules: dict[str, Any], **fields: Any) -> dict[str, Any]:
     return {"name": "check.example.com", "rules": list(rules), **fields}
 
 
-DEFAULT_NS = namespace("default", {"env": "prod"})
+DEFAULT_NS = ns(name="default", labels={"env": "prod"})
 
 
 def matches(
@@ -148,12 +134,20 @@ RULE_CASES: list[RuleCase] = [
         "UPDATE",
         NAMESPACES,
         "",
-        namespace("team"),
+        ns(name="team", metadata_extra=BARE),
         False,
     ),
     ("cluster-pod", rule(scope="Cluster"), "CREATE", PODS, "", pod(), False),
     ("cluster-node", rule(scope="Cluster"), "CREATE", NODES, "", node(), True),
-    ("cluster-namespace", rule(scope="Cluster"), "UPDATE", NAMESPACES, "", namespace("t"), True),
+    (
+        "cluster-namespace",
+        rule(scope="Cluster"),
+        "UPDATE",
+        NAMESPACES,
+        "",
+        ns(name="t", metadata_extra=BARE),
+        True,
+    ),
     ("all-scope-pod", rule(scope="*"), "CREATE", PODS, "", pod(), True),
     ("all-scope-node", rule(scope="*"), "CREATE", NODES, "", node(), True),
 ]
@@ -182,17 +176,17 @@ NOT_SYSTEM = {"matchExpressions": [{"key": "tier", "operator": "NotIn", "values"
 
 NAMESPACE_CASES = [
     # (id, selector, resource, obj, namespace_obj, expected)
-    ("prod-in-prod", PROD, PODS, pod(), namespace("default", {"env": "prod"}), True),
-    ("prod-in-dev", PROD, PODS, pod(), namespace("default", {"env": "dev"}), False),
-    ("prod-in-unlabelled", PROD, PODS, pod(), namespace("default"), False),
-    ("notin-unlabelled", NOT_SYSTEM, PODS, pod(), namespace("default"), True),
-    ("notin-system", NOT_SYSTEM, PODS, pod(), namespace("default", {"tier": "system"}), False),
-    ("empty-selector", {}, PODS, pod(), namespace("default", {"env": "dev"}), True),
+    ("prod-in-prod", PROD, PODS, pod(), ns(name="default", labels={"env": "prod"}), True),
+    ("prod-in-dev", PROD, PODS, pod(), ns(name="default", labels={"env": "dev"}), False),
+    ("prod-in-unlabelled", PROD, PODS, pod(), ns(name="default", metadata_extra=BARE), False),
+    ("notin-unlabelled", NOT_SYSTEM, PODS, pod(), ns(name="default", metadata_extra=BARE), True),
+    ("notin-system", NOT_SYSTEM, PODS, pod(), ns(name="default", labels={"tier": "system"}), False),
+    ("empty-selector", {}, PODS, pod(), ns(name="default", labels={"env": "dev"}), True),
     # cluster-scoped objects other than namespaces are never exempted
     ("node-always", PROD, NODES, node(), None, True),
     # a Namespace being written is matched against its own (new) labels
-    ("namespace-own-labels", PROD, NAMESPACES, namespace("a", {"env": "prod"}), None, True),
-    ("namespace-own-labels-no", PROD, NAMESPACES, namespace("a", {"env": "dev"}), None, False),
+    ("namespace-own-labels", PROD, NAMESPACES, ns(name="a", labels={"env": "prod"}), None, True),
+    ("namespace-own-labels-no", PROD, NAMESPACES, ns(name="a", labels={"env": "dev"}), None, False),
 ]
 
 
@@ -289,7 +283,7 @@ REQUESTS = [
     ("UPDATE", DEPLOYMENTS, "scale", SCALE),
     ("CREATE", DEPLOYMENTS, "", deployment()),
     ("CREATE", NODES, "", node()),
-    ("UPDATE", NAMESPACES, "", namespace("team")),
+    ("UPDATE", NAMESPACES, "", ns(name="team", metadata_extra=BARE)),
 ]
 
 rules_strategy = st.builds(

@@ -17,6 +17,7 @@ from kubernetes.aio.client.exceptions import ApiException
 
 from kubescale.sim.apiserver.hpa_validation import go_quantity, hpa_causes
 from kubescale.sim.apiserver.server import ApiServer
+from tests import builders
 from tests.sim.apiserver.conftest import loose, status_of
 
 ZERO = (
@@ -27,21 +28,6 @@ ZERO = (
 
 def cpu(target: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"type": "Resource", "resource": {"name": "cpu", "target": target}}]
-
-
-def hpa(**spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
-        "maxReplicas": 10,
-        "metrics": cpu({"type": "Utilization", "averageUtilization": 50}),
-    }
-    body.update(spec)
-    return {
-        "apiVersion": "autoscaling/v2",
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": "web", "namespace": "default"},
-        "spec": body,
-    }
 
 
 REFUSED = [
@@ -135,7 +121,15 @@ async def test_refused_as_kube_apiserver_does(
 ) -> None:
     autoscaling = loose(client.AutoscalingV2Api(api))
     with pytest.raises(ApiException) as caught:
-        await autoscaling.create_namespaced_horizontal_pod_autoscaler("default", hpa(**spec))
+        await autoscaling.create_namespaced_horizontal_pod_autoscaler(
+            "default",
+            builders.hpas.hpa(
+                target=builders.hpas.scale_target_ref(),
+                max_replicas=10,
+                metrics=cpu({"type": "Utilization", "averageUtilization": 50}),
+                spec=spec,
+            ),
+        )
     status = status_of(caught.value)
     assert (caught.value.status, status["reason"]) == (422, "Invalid")
     joined = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
@@ -146,7 +140,16 @@ async def test_refused_as_kube_apiserver_does(
 async def test_valid_ones_are_stored_and_updates_are_checked(api: Any, server: ApiServer) -> None:
     autoscaling = loose(client.AutoscalingV2Api(api))
     # defaulted behavior (absent policies are filled before validation), min 1 ≤ max 1
-    body = hpa(minReplicas=1, maxReplicas=1, behavior={"scaleDown": {"selectPolicy": "Min"}})
+    body = builders.hpas.hpa(
+        target=builders.hpas.scale_target_ref(),
+        max_replicas=10,
+        metrics=cpu({"type": "Utilization", "averageUtilization": 50}),
+        spec={
+            "minReplicas": 1,
+            "maxReplicas": 1,
+            "behavior": {"scaleDown": {"selectPolicy": "Min"}},
+        },
+    )
     await autoscaling.create_namespaced_horizontal_pod_autoscaler("default", body)
     current = await autoscaling.read_namespaced_horizontal_pod_autoscaler("web", "default")
     current = api.sanitize_for_serialization(current)
@@ -165,7 +168,12 @@ async def test_valid_ones_are_stored_and_updates_are_checked(api: Any, server: A
             "external": {"metric": {"name": "queue"}, "target": {"type": "Value", "value": "5"}},
         }
     ]
-    zero = hpa(minReplicas=0, metrics=external)
+    zero = builders.hpas.hpa(
+        target=builders.hpas.scale_target_ref(),
+        max_replicas=10,
+        metrics=cpu({"type": "Utilization", "averageUtilization": 50}),
+        spec={"minReplicas": 0, "metrics": external},
+    )
     zero["metadata"]["name"] = "zero"
     await autoscaling.create_namespaced_horizontal_pod_autoscaler("default", zero)
 
@@ -196,6 +204,13 @@ def test_accepted_exactly_within_upstreams_bounds(
     }
     if minimum is not None:
         spec["minReplicas"] = minimum
-    accepted = not hpa_causes(hpa(**spec))
+    accepted = not hpa_causes(
+        builders.hpas.hpa(
+            target=builders.hpas.scale_target_ref(),
+            max_replicas=10,
+            metrics=cpu({"type": "Utilization", "averageUtilization": 50}),
+            spec=spec,
+        )
+    )
     low = 1 if minimum is None else minimum
     assert accepted == (1 <= low <= maximum and maximum >= 1 and utilization >= 1)

@@ -26,32 +26,12 @@ from kubescale.sim.apiserver.limit_ranger import (
 )
 from kubescale.sim.apiserver.pod_validation import pod_resource_causes
 from kubescale.sim.apiserver.server import ApiServer
+from tests import builders
 from tests.sim.apiserver.conftest import json_of, loose, status_of
-
-
-def limit_range(*items: dict[str, Any], name: str = "limits") -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "LimitRange",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"limits": list(items)},
-    }
 
 
 def container(name: str = "app", **resources: dict[str, str]) -> dict[str, Any]:
     return {"name": name, "image": "nginx", "resources": dict(resources)}
-
-
-def pod(*containers: dict[str, Any], init: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"containers": list(containers)}
-    if init is not None:
-        spec["initContainers"] = init
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "web-0", "namespace": "default"},
-        "spec": spec,
-    }
 
 
 CPU_MAX_50M = {"type": "Container", "max": {"cpu": "50m"}}
@@ -100,7 +80,13 @@ CPU_MAX_50M = {"type": "Container", "max": {"cpu": "50m"}}
 def test_container_item_constraints(
     item: dict[str, Any], resources: dict[str, Any], expected: str | None
 ) -> None:
-    assert limit_range_violation(pod(container(**resources)), [limit_range(item)]) == expected
+    assert (
+        limit_range_violation(
+            builders.pods.pod(containers=[container(**resources)]),
+            [builders.limit_ranges.limit_range(items=[item])],
+        )
+        == expected
+    )
 
 
 def test_pod_item_sums_containers_and_counts_init_containers_as_the_scheduler_does() -> None:
@@ -109,24 +95,28 @@ def test_pod_item_sums_containers_and_counts_init_containers_as_the_scheduler_do
     sidecar = {**container("log", requests={"cpu": "100m"}, limits={"cpu": "100m"}),
                "restartPolicy": "Always"}  # fmt: skip
     setup = container("setup", requests={"cpu": "900m"}, limits={"cpu": "900m"})
-    subject = pod(app, proxy, init=[sidecar, setup])
+    subject = builders.pods.pod(containers=[app, proxy], init_containers=[sidecar, setup])
     # running: 300m + 200m + sidecar 100m = 600m; setup runs next to the sidecar: 900m + 100m
     # = 1 (1000m) -> the larger, 1.
     assert str(pod_requests(subject)["cpu"]) == "1"
     # limits: 400m + 300m + 100m = 800m vs 900m + 100m = 1 -> 1.
     assert str(pod_limits(subject)["cpu"]) == "1"
     item = {"type": "Pod", "max": {"cpu": "900m"}}
-    assert limit_range_violation(subject, [limit_range(item)]) == (
+    assert limit_range_violation(subject, [builders.limit_ranges.limit_range(items=[item])]) == (
         "maximum cpu usage per Pod is 900m, but limit is 1"
     )
 
 
 def test_several_errors_of_one_limit_range_are_bracketed_and_the_first_range_wins() -> None:
-    subject = pod(container(requests={"cpu": "4", "memory": "1Gi"}, limits={"cpu": "4"}))
-    first = limit_range(
-        {"type": "Container", "max": {"cpu": "50m"}, "min": {"memory": "2Gi"}}, name="a"
+    subject = builders.pods.pod(
+        containers=[container(requests={"cpu": "4", "memory": "1Gi"}, limits={"cpu": "4"})]
     )
-    second = limit_range({"type": "Container", "max": {"cpu": "1m"}}, name="b")
+    first = builders.limit_ranges.limit_range(
+        name="a", items=[{"type": "Container", "max": {"cpu": "50m"}, "min": {"memory": "2Gi"}}]
+    )
+    second = builders.limit_ranges.limit_range(
+        name="b", items=[{"type": "Container", "max": {"cpu": "1m"}}]
+    )
     assert limit_range_violation(subject, [first, second]) == (
         "[minimum memory usage per Container is 2Gi, but request is 1Gi, "
         "maximum cpu usage per Container is 50m, but limit is 4]"
@@ -138,15 +128,19 @@ def test_several_errors_of_one_limit_range_are_bracketed_and_the_first_range_win
 
 def test_defaults_fill_what_containers_do_not_set_and_annotate_the_pod() -> None:
     ranges = [
-        limit_range(
-            {
-                "type": "Container",
-                "default": {"cpu": "500m", "memory": "256Mi"},
-                "defaultRequest": {"cpu": "100m", "memory": "128Mi"},
-            }
+        builders.limit_ranges.limit_range(
+            items=[
+                {
+                    "type": "Container",
+                    "default": {"cpu": "500m", "memory": "256Mi"},
+                    "defaultRequest": {"cpu": "100m", "memory": "128Mi"},
+                }
+            ]
         )
     ]
-    subject = pod(container("app", requests={"cpu": "200m"}), container("bare"))
+    subject = builders.pods.pod(
+        containers=[container("app", requests={"cpu": "200m"}), container("bare")]
+    )
     defaulted = with_limit_range_defaults(subject, ranges)
     app, bare = defaulted["spec"]["containers"]
     assert app["resources"] == {
@@ -190,7 +184,7 @@ def test_defaults_fill_what_containers_do_not_set_and_annotate_the_pod() -> None
 def test_pod_validation_of_requests_and_limits(
     resources: dict[str, Any], causes: list[tuple[str, str, str]]
 ) -> None:
-    assert pod_resource_causes(pod(container(**resources))) == causes
+    assert pod_resource_causes(builders.pods.pod(containers=[container(**resources)])) == causes
 
 
 # -- through the real client ----------------------------------------------------------------------
@@ -200,7 +194,7 @@ async def create_limit_range(api: Any, item: dict[str, Any]) -> dict[str, Any]:
     core = loose(client.CoreV1Api(api))
     created: dict[str, Any] = await json_of(
         await core.create_namespaced_limit_range_without_preload_content(
-            "default", limit_range(item)
+            "default", builders.limit_ranges.limit_range(items=[item])
         )
     )
     return created
@@ -234,7 +228,7 @@ async def test_pod_create_is_defaulted_then_refused_above_the_max(
     api: Any, server: ApiServer
 ) -> None:
     await create_limit_range(api, {"type": "Container", "max": {"cpu": "50m"}})
-    code, created = await post_pod(api, pod(container()))
+    code, created = await post_pod(api, builders.pods.pod(containers=[container()]))
     assert code == 201
     assert created["spec"]["containers"][0]["resources"] == {
         "requests": {"cpu": "50m"},
@@ -244,7 +238,7 @@ async def test_pod_create_is_defaulted_then_refused_above_the_max(
         LIMIT_RANGER_ANNOTATION: "LimitRanger plugin set: cpu request for container app; "
         "cpu limit for container app"
     }
-    too_big = pod(container(requests={"cpu": "4"}, limits={"cpu": "4"}))
+    too_big = builders.pods.pod(containers=[container(requests={"cpu": "4"}, limits={"cpu": "4"})])
     too_big["metadata"]["name"] = "web-1"
     code, status = await post_pod(api, too_big)
     assert (code, status["reason"]) == (403, "Forbidden")
@@ -256,7 +250,8 @@ async def test_pod_create_is_defaulted_then_refused_above_the_max(
 
 async def test_a_request_above_its_limit_is_invalid(api: Any) -> None:
     code, status = await post_pod(
-        api, pod(container(requests={"cpu": "1"}, limits={"cpu": "500m"}))
+        api,
+        builders.pods.pod(containers=[container(requests={"cpu": "1"}, limits={"cpu": "500m"})]),
     )
     assert (code, status["reason"]) == (422, "Invalid")
     assert status["message"] == (
@@ -267,7 +262,8 @@ async def test_a_request_above_its_limit_is_invalid(api: Any) -> None:
 
 async def test_a_resize_is_validated_but_not_defaulted(api: Any, server: ApiServer) -> None:
     code, created = await post_pod(
-        api, pod(container(requests={"cpu": "20m"}, limits={"cpu": "40m"}))
+        api,
+        builders.pods.pod(containers=[container(requests={"cpu": "20m"}, limits={"cpu": "40m"})]),
     )
     assert code == 201
     assert created["metadata"].get("annotations") is None

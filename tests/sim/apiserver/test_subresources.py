@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
@@ -11,12 +12,17 @@ from kubernetes.aio.client.exceptions import ApiException
 from kubescale.base.clock import VirtualClock
 from kubescale.kube.resources import POD_DISRUPTION_BUDGETS, PODS
 from kubescale.sim.apiserver.server import ApiServer
+from tests import builders
 from tests.sim.apiserver.conftest import (
     deployment_manifest,
     json_of,
     loose,
     pod_manifest,
     status_of,
+)
+
+PDB = functools.partial(
+    builders.pdbs.pdb, namespace=None, min_available=2, match_labels={"app": "web"}
 )
 
 VIOLATION = "Cannot evict pod as it would violate the pod's disruption budget."
@@ -153,15 +159,6 @@ async def make_running_pod(
     await core.patch_namespaced_pod_status(name, "default", {"status": status})
 
 
-def pdb(name: str, *, allowed: int, app: str = "web") -> dict[str, Any]:
-    return {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": {"name": name},
-        "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": app}}},
-    }
-
-
 async def set_pdb_status(policy: Any, name: str, *, allowed: int) -> None:
     current = await policy.read_namespaced_pod_disruption_budget(name, "default")
     await policy.patch_namespaced_pod_disruption_budget_status(
@@ -195,7 +192,7 @@ async def test_eviction_blocked_then_allowed_by_the_budget(
 ) -> None:
     core, policy = loose(client.CoreV1Api(api)), loose(client.PolicyV1Api(api))
     await make_running_pod(core, "web-1", {"app": "web"})
-    await policy.create_namespaced_pod_disruption_budget("default", pdb("web-pdb", allowed=0))
+    await policy.create_namespaced_pod_disruption_budget("default", PDB(name="web-pdb"))
     await set_pdb_status(policy, "web-pdb", allowed=0)
     with pytest.raises(ApiException) as caught:
         await core.create_namespaced_pod_eviction("web-1", "default", eviction("web-1"))
@@ -237,7 +234,7 @@ async def test_eviction_deletes_gracefully_and_marks_the_pod(api: Any, server: A
 async def test_unprocessed_budget_asks_to_retry(api: Any) -> None:
     core, policy = loose(client.CoreV1Api(api)), loose(client.PolicyV1Api(api))
     await make_running_pod(core, "web-1", {"app": "web"})
-    await policy.create_namespaced_pod_disruption_budget("default", pdb("web-pdb", allowed=1))
+    await policy.create_namespaced_pod_disruption_budget("default", PDB(name="web-pdb"))
     with pytest.raises(ApiException) as caught:  # status.observedGeneration 0 < generation 1
         await core.create_namespaced_pod_eviction("web-1", "default", eviction("web-1"))
     status = status_of(caught.value)
@@ -252,7 +249,7 @@ async def test_pending_pod_is_evicted_without_consulting_budgets(
 ) -> None:
     core, policy = loose(client.CoreV1Api(api)), loose(client.PolicyV1Api(api))
     await core.create_namespaced_pod("default", pod_manifest("web-1", labels={"app": "web"}))
-    await policy.create_namespaced_pod_disruption_budget("default", pdb("web-pdb", allowed=0))
+    await policy.create_namespaced_pod_disruption_budget("default", PDB(name="web-pdb"))
     await set_pdb_status(policy, "web-pdb", allowed=0)
     await core.create_namespaced_pod_eviction("web-1", "default", eviction("web-1"))
     assert server.store.peek(PODS, "web-1", "default") is None
@@ -263,7 +260,7 @@ async def test_unready_pod_with_healthy_budget_does_not_spend_it(
 ) -> None:
     core, policy = loose(client.CoreV1Api(api)), loose(client.PolicyV1Api(api))
     await make_running_pod(core, "web-1", {"app": "web"}, ready=False)
-    await policy.create_namespaced_pod_disruption_budget("default", pdb("web-pdb", allowed=0))
+    await policy.create_namespaced_pod_disruption_budget("default", PDB(name="web-pdb"))
     await set_pdb_status(policy, "web-pdb", allowed=0)  # currentHealthy 2 >= desiredHealthy 2
     await core.create_namespaced_pod_eviction("web-1", "default", eviction("web-1"))
     budget = server.store.get(POD_DISRUPTION_BUDGETS, "web-pdb", "default")
@@ -275,7 +272,7 @@ async def test_two_budgets_for_one_pod_is_an_internal_error(api: Any) -> None:
     core, policy = loose(client.CoreV1Api(api)), loose(client.PolicyV1Api(api))
     await make_running_pod(core, "web-1", {"app": "web"})
     for name in ("a", "b"):
-        await policy.create_namespaced_pod_disruption_budget("default", pdb(name, allowed=1))
+        await policy.create_namespaced_pod_disruption_budget("default", PDB(name=name))
         await set_pdb_status(policy, name, allowed=1)
     with pytest.raises(ApiException) as caught:
         await core.create_namespaced_pod_eviction("web-1", "default", eviction("web-1"))

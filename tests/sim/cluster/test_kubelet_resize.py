@@ -21,18 +21,7 @@ from kubescale.sim.cluster.kubelet import Kubelet
 from kubescale.sim.cluster.node_templates import NodeTemplate, build_node
 from kubescale.sim.cluster.scheduler import Scheduler
 from kubescale.sim.cluster.usage_models import WORKLOAD_LABEL, ConstantUsage, UsageBook
-
-
-def pod(name: str, cpu: str, *, limit: str | None = None) -> dict[str, Any]:
-    resources: dict[str, Any] = {"requests": {"cpu": cpu, "memory": "256Mi"}}
-    if limit:
-        resources["limits"] = {"cpu": limit}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "labels": {WORKLOAD_LABEL: "web"}},
-        "spec": {"containers": [{"name": "app", "image": "web:1", "resources": resources}]},
-    }
+from tests import builders
 
 
 class ResizeCluster:
@@ -88,7 +77,19 @@ async def test_a_resize_the_node_has_room_for_is_applied(tmp_path: Path) -> None
     clock = VirtualClock()
     async with ApiServer(clock=clock, crd_dirs=[]) as api:
         cluster = ResizeCluster(api, clock)
-        api.store.create(pod("web-0", "500m", limit="1"))
+        api.store.create(
+            builders.pods.pod(
+                name="web-0",
+                labels={WORKLOAD_LABEL: "web"},
+                containers=[
+                    builders.pods.container(
+                        image="web:1",
+                        requests={"cpu": "500m", "memory": "256Mi"},
+                        limits={"cpu": "1"},
+                    )
+                ],
+            )
+        )
         await cluster.step(0)
         (throttled,) = cluster.kubelet.samples()
         assert (throttled.cpu_usage, throttled.throttled) == (1.0, True)
@@ -115,7 +116,15 @@ async def test_a_resize_beyond_the_node_is_infeasible(tmp_path: Path) -> None:
     clock = VirtualClock()
     async with ApiServer(clock=clock, crd_dirs=[]) as api:
         cluster = ResizeCluster(api, clock)
-        api.store.create(pod("web-0", "1"))
+        api.store.create(
+            builders.pods.pod(
+                name="web-0",
+                labels={WORKLOAD_LABEL: "web"},
+                containers=[
+                    builders.pods.container(image="web:1", requests={"cpu": "1", "memory": "256Mi"})
+                ],
+            )
+        )
         await cluster.step(0)
         api.write_kubeconfig(tmp_path / "kubeconfig")
         async with await connect(kubeconfig=tmp_path / "kubeconfig", clock=clock) as kube:
@@ -130,7 +139,15 @@ async def test_a_resize_beyond_the_node_is_infeasible(tmp_path: Path) -> None:
         await cluster.step()
         assert api.store.resource_version == version  # the same verdict is not rewritten
         # an Infeasible resize holds only what the pod runs with: 3 cpus are left
-        api.store.create(pod("fits", "3"))
+        api.store.create(
+            builders.pods.pod(
+                name="fits",
+                labels={WORKLOAD_LABEL: "web"},
+                containers=[
+                    builders.pods.container(image="web:1", requests={"cpu": "3", "memory": "256Mi"})
+                ],
+            )
+        )
         await cluster.step()
         assert api.store.get(PODS, "fits", "default")["spec"]["nodeName"] == "n1"
 
@@ -139,8 +156,26 @@ async def test_a_deferred_resize_is_applied_once_room_frees_up(tmp_path: Path) -
     clock = VirtualClock()
     async with ApiServer(clock=clock, crd_dirs=[]) as api:
         cluster = ResizeCluster(api, clock)
-        api.store.create(pod("web-0", "1"))
-        api.store.create(pod("web-1", "2500m"))
+        api.store.create(
+            builders.pods.pod(
+                name="web-0",
+                labels={WORKLOAD_LABEL: "web"},
+                containers=[
+                    builders.pods.container(image="web:1", requests={"cpu": "1", "memory": "256Mi"})
+                ],
+            )
+        )
+        api.store.create(
+            builders.pods.pod(
+                name="web-1",
+                labels={WORKLOAD_LABEL: "web"},
+                containers=[
+                    builders.pods.container(
+                        image="web:1", requests={"cpu": "2500m", "memory": "256Mi"}
+                    )
+                ],
+            )
+        )
         await cluster.step(0)
         api.write_kubeconfig(tmp_path / "kubeconfig")
         async with await connect(kubeconfig=tmp_path / "kubeconfig", clock=clock) as kube:
@@ -152,7 +187,17 @@ async def test_a_deferred_resize_is_applied_once_room_frees_up(tmp_path: Path) -
         )
         assert cluster.status_resources("web-0")["requests"]["cpu"] == "1"
         # while the resize waits, the scheduler counts web-0 at its new size: 4 - 2 - 2.5 < 0
-        api.store.create(pod("small", "100m"))
+        api.store.create(
+            builders.pods.pod(
+                name="small",
+                labels={WORKLOAD_LABEL: "web"},
+                containers=[
+                    builders.pods.container(
+                        image="web:1", requests={"cpu": "100m", "memory": "256Mi"}
+                    )
+                ],
+            )
+        )
         await cluster.step()
         assert not api.store.get(PODS, "small", "default")["spec"].get("nodeName")
         api.store.delete(PODS, "web-1", "default", grace_period_seconds=0)

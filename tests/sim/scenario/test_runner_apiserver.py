@@ -5,6 +5,7 @@ the Service ``kube-system/kubescale`` (the production ``serve`` with generated c
 from __future__ import annotations
 
 import base64
+import functools
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -25,24 +26,13 @@ from kubescale.sim.scenario.kubescale_server import (
     SERVICE_NAMESPACE,
     KubescaleTLSServer,
 )
+from tests import builders
+
+WEB_POD = functools.partial(builders.pods.pod, containers=[builders.pods.container(image="nginx")])
 
 REQUESTS_PATCH = [
     {"op": "add", "path": "/spec/containers/0/resources", "value": {"requests": {"cpu": "321m"}}}
 ]
-
-
-def _pod(name: str = "", *, generate: str = "") -> dict[str, Any]:
-    meta: dict[str, Any] = {"namespace": "default"}
-    if name:
-        meta["name"] = name
-    if generate:
-        meta["generateName"] = generate
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": meta,
-        "spec": {"containers": [{"name": "app", "image": "nginx"}]},
-    }
 
 
 def _identities(api: ApiServer) -> list[tuple[str, str]]:
@@ -50,9 +40,9 @@ def _identities(api: ApiServer) -> list[tuple[str, str]]:
 
 
 def _make_pods(api: ApiServer) -> None:
-    api.store.create(_pod("fixed"))
+    api.store.create(WEB_POD(name="fixed"))
     for _ in range(3):
-        api.store.create(_pod(generate="web-"))
+        api.store.create(WEB_POD(name=None, metadata_extra={"generateName": "web-"}))
 
 
 def test_the_same_seed_gives_the_same_uids_and_generated_names() -> None:
@@ -142,7 +132,7 @@ async def webhook_api() -> AsyncIterator[ApiServer]:
 
 
 async def test_create_admitted_runs_the_mutating_webhooks(webhook_api: ApiServer) -> None:
-    created = await webhook_api.create_admitted(_pod("mutated"))
+    created = await webhook_api.create_admitted(WEB_POD(name="mutated"))
     assert created["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "321m"}}
     stored = webhook_api.store.get(PODS, "mutated", "default")
     assert stored["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "321m"}}
@@ -151,14 +141,14 @@ async def test_create_admitted_runs_the_mutating_webhooks(webhook_api: ApiServer
 
 async def test_create_admitted_raises_the_denial(webhook_api: ApiServer) -> None:
     with pytest.raises(ApiError) as raised:
-        await webhook_api.create_admitted(_pod("forbidden-1"))
+        await webhook_api.create_admitted(WEB_POD(name="forbidden-1"))
     assert raised.value.code == 403
     assert "pods named forbidden-* are refused" in raised.value.status["message"]
     assert webhook_api.store.peek(PODS, "forbidden-1", "default") is None
 
 
 async def test_store_create_bypasses_admission(webhook_api: ApiServer) -> None:
-    webhook_api.store.create(_pod("forbidden-direct"))
+    webhook_api.store.create(WEB_POD(name="forbidden-direct"))
     stored = webhook_api.store.get(PODS, "forbidden-direct", "default")
     assert "resources" not in stored["spec"]["containers"][0]
     configs = webhook_api.store.snapshots(MUTATING_WEBHOOK_CONFIGURATIONS)

@@ -8,6 +8,7 @@ ReplicaSet web in ``default``; the descheduler evicted a web pod from ``hot``.
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -22,6 +23,16 @@ from kubescale.controllers.autoscaler.scaledown.descheduled_moves import (
 )
 from kubescale.controllers.descheduler.framework.shared_budget import ACTOR
 from kubescale.kube.disruption_ledger import Disruption, DisruptionKind, DisruptionLedger
+from tests import builders
+
+MOVED_POD = functools.partial(
+    builders.pods.pod,
+    creation_timestamp="2026-03-02T11:57:00Z",
+    owner_references=[builders.meta.owner_reference(uid="rs")],
+    containers=None,
+    api_version=None,
+)
+"""A pod of ReplicaSet ``web`` with no containers (name, uid and node given at the call)."""
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 WINDOW = timedelta(minutes=10)
@@ -160,28 +171,12 @@ def test_the_descheduler_name_is_the_descheduler_s() -> None:
     assert DESCHEDULER_ACTOR == ACTOR
 
 
-def _pod(name: str, node: str, *, deleting: bool = False) -> dict[str, object]:
-    metadata: dict[str, object] = {
-        "name": name,
-        "namespace": "default",
-        "uid": f"uid-{name}",
-        "creationTimestamp": "2026-03-02T11:57:00Z",
-        "ownerReferences": [
-            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "rs",
-             "controller": True}
-        ],
-    }  # fmt: skip
-    if deleting:
-        metadata["deletionTimestamp"] = "2026-03-02T11:58:00Z"
-    return {"metadata": metadata, "spec": {"nodeName": node}}
-
-
 def test_ledger_history_feeds_the_rule() -> None:
     """The ledger keeps the descheduler's eviction (node, controller) after the informer has
     shown it — the in-flight entry is gone, the history is not — and only the descheduler's
     evictions are moves."""
     ledger = DisruptionLedger(shared=True)
-    evicted = _pod("web-0", "hot")
+    evicted = MOVED_POD(name="web-0", uid="uid-web-0", node_name="hot")
     at = NOW - timedelta(minutes=3)
     for actor, uid in ((ACTOR, "uid-web-0"), ("vpa-updater", "uid-web-1")):
         ledger.record(
@@ -203,7 +198,17 @@ def test_ledger_history_feeds_the_rule() -> None:
     moves = moves_from_ledger(ledger.recent(now=NOW, within=WINDOW))
     assert moves == [move(3)]
     pods = placed_pods(
-        {"spare": [_pod("web-new", "spare")], "hot": [_pod("web-0", "hot", deleting=True)]}
+        {
+            "spare": [MOVED_POD(name="web-new", uid="uid-web-new", node_name="spare")],
+            "hot": [
+                MOVED_POD(
+                    name="web-0",
+                    uid="uid-web-0",
+                    node_name="hot",
+                    deletion_timestamp="2026-03-02T11:58:00Z",
+                )
+            ],
+        }
     )
     assert [(p.name, p.node) for p in pods] == [("web-new", "spare")]
     assert list(protected_nodes(moves=moves, pods=pods, now=NOW, window=WINDOW)) == ["spare"]

@@ -8,12 +8,22 @@ CPU, so both claim cpu.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
 
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef
 from kubescale.controllers.vpa.api.hpa_conflict import hpa_scaled_resources, hpas_scaled_resources
+from tests import builders
+
+HPA = functools.partial(
+    builders.hpas.hpa,
+    name="h",
+    target=builders.hpas.scale_target_ref(),
+    min_replicas=1,
+    max_replicas=10,
+)
 
 WEB = ControllerRef(api_version="apps/v1", kind="Deployment", name="web", namespace="default")
 
@@ -36,30 +46,6 @@ def container_metric(name: str) -> dict[str, Any]:
     }
 
 
-def hpa(
-    *metrics: dict[str, Any],
-    kind: str = "Deployment",
-    name: str = "web",
-    namespace: str = "default",
-    api_version: str = "autoscaling/v2",
-    spec_extra: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": kind, "name": name},
-        "minReplicas": 1,
-        "maxReplicas": 10,
-    }
-    if metrics:
-        spec["metrics"] = list(metrics)
-    spec.update(spec_extra or {})
-    return {
-        "apiVersion": api_version,
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": "h", "namespace": namespace},
-        "spec": spec,
-    }
-
-
 EXTERNAL = {
     "type": "External",
     "external": {"metric": {"name": "queue"}, "target": {"type": "Value", "value": "10"}},
@@ -73,28 +59,49 @@ PODS = {
 @pytest.mark.parametrize(
     ("the_hpa", "expected"),
     [
-        pytest.param(hpa(resource_metric("cpu")), {"cpu"}, id="Resource cpu"),
-        pytest.param(hpa(resource_metric("memory")), {"memory"}, id="Resource memory"),
+        pytest.param(HPA(metrics=[resource_metric("cpu")]), {"cpu"}, id="Resource cpu"),
+        pytest.param(HPA(metrics=[resource_metric("memory")]), {"memory"}, id="Resource memory"),
         pytest.param(
-            hpa(resource_metric("cpu"), resource_metric("memory")), {"cpu", "memory"}, id="both"
+            HPA(metrics=[resource_metric("cpu"), resource_metric("memory")]),
+            {"cpu", "memory"},
+            id="both",
         ),
-        pytest.param(hpa(container_metric("memory")), {"memory"}, id="ContainerResource memory"),
-        pytest.param(hpa(EXTERNAL, PODS), set(), id="External and Pods metrics claim nothing"),
-        pytest.param(hpa(EXTERNAL, resource_metric("cpu")), {"cpu"}, id="mixed metrics"),
         pytest.param(
-            hpa(resource_metric("ephemeral-storage")), set(), id="other resources are not VPA's"
+            HPA(metrics=[container_metric("memory")]), {"memory"}, id="ContainerResource memory"
         ),
-        pytest.param(hpa(), {"cpu"}, id="v2 without metrics defaults to CPU"),
         pytest.param(
-            hpa(api_version="autoscaling/v1", spec_extra={"targetCPUUtilizationPercentage": 50}),
+            HPA(metrics=[EXTERNAL, PODS]), set(), id="External and Pods metrics claim nothing"
+        ),
+        pytest.param(HPA(metrics=[EXTERNAL, resource_metric("cpu")]), {"cpu"}, id="mixed metrics"),
+        pytest.param(
+            HPA(metrics=[resource_metric("ephemeral-storage")]),
+            set(),
+            id="other resources are not VPA's",
+        ),
+        pytest.param(HPA(), {"cpu"}, id="v2 without metrics defaults to CPU"),
+        pytest.param(
+            HPA(api_version="autoscaling/v1", spec={"targetCPUUtilizationPercentage": 50}),
             {"cpu"},
             id="autoscaling/v1 scales on CPU",
         ),
-        pytest.param(hpa(resource_metric("cpu"), name="api"), set(), id="another workload"),
         pytest.param(
-            hpa(resource_metric("cpu"), kind="StatefulSet"), set(), id="same name, another kind"
+            HPA(
+                metrics=[resource_metric("cpu")], target=builders.hpas.scale_target_ref(name="api")
+            ),
+            set(),
+            id="another workload",
         ),
-        pytest.param(hpa(resource_metric("cpu"), namespace="other"), set(), id="another namespace"),
+        pytest.param(
+            HPA(
+                metrics=[resource_metric("cpu")],
+                target=builders.hpas.scale_target_ref(kind="StatefulSet"),
+            ),
+            set(),
+            id="same name, another kind",
+        ),
+        pytest.param(
+            HPA(metrics=[resource_metric("cpu")], namespace="other"), set(), id="another namespace"
+        ),
     ],
 )
 def test_hpa_scaled_resources(the_hpa: dict[str, Any], expected: set[str]) -> None:
@@ -102,14 +109,14 @@ def test_hpa_scaled_resources(the_hpa: dict[str, Any], expected: set[str]) -> No
 
 
 def test_no_controller_means_no_conflict() -> None:
-    assert hpa_scaled_resources(hpa(resource_metric("cpu")), None) == frozenset()
+    assert hpa_scaled_resources(HPA(metrics=[resource_metric("cpu")]), None) == frozenset()
 
 
 def test_union_over_hpas() -> None:
     hpas = [
-        hpa(resource_metric("cpu")),
-        hpa(container_metric("memory")),
-        hpa(resource_metric("cpu"), name="x"),
+        HPA(metrics=[resource_metric("cpu")]),
+        HPA(metrics=[container_metric("memory")]),
+        HPA(metrics=[resource_metric("cpu")], target=builders.hpas.scale_target_ref(name="x")),
     ]
     assert hpas_scaled_resources(hpas, WEB) == frozenset({"cpu", "memory"})
     assert hpas_scaled_resources([], WEB) == frozenset()

@@ -10,6 +10,7 @@ follows upstream's capping and ``GetProportionalLimit``, then the step of
 from __future__ import annotations
 
 import copy
+import functools
 from typing import Any
 
 from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict
@@ -24,6 +25,9 @@ from kubescale.sim.apiserver.limit_ranger import (
 from kubescale.sim.apiserver.patching import apply_json_patch
 from kubescale.sim.apiserver.pod_validation import pod_resource_causes
 from kubescale.sim.apiserver.strategy import apply_defaults
+from tests import builders
+
+VPA = functools.partial(builders.vpas.vpa, name="vpa", target=builders.vpas.target_ref())
 
 NO_MEMORY_LIMIT = "memory: limit NOT set since originalLimit is nil or 0"
 
@@ -70,21 +74,6 @@ def seen_pod(ranges: list[dict[str, Any]], *containers: dict[str, Any]) -> dict[
     return with_limit_range_defaults(posted, ranges)
 
 
-def vpa(targets: dict[str, dict[str, str]], *policies: dict[str, Any]) -> dict[str, Any]:
-    entries = [{"containerName": name, "target": target} for name, target in targets.items()]
-    spec: dict[str, Any] = {
-        "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
-        "resourcePolicy": {"containerPolicies": list(policies)},
-    }
-    return {
-        "apiVersion": "autoscaling.k8s.io/v1",
-        "kind": "VerticalPodAutoscaler",
-        "metadata": {"name": "vpa", "namespace": "default"},
-        "spec": spec,
-        "status": {"recommendation": {"containerRecommendations": entries}},
-    }
-
-
 def refusal(pod: dict[str, Any], ranges: list[dict[str, Any]]) -> str | None:
     checked = copy.deepcopy(pod)
     apply_defaults(PODS, checked)
@@ -116,7 +105,10 @@ def test_issue_19_min_allowed_above_the_limit_range_max() -> None:
     pod = seen_pod(ranges, container("app"))
     patches, conflicts = admitted(
         pod,
-        vpa({"app": {"cpu": "100m"}}, {"containerName": "*", "minAllowed": {"cpu": "4"}}),
+        VPA(
+            targets={"app": {"cpu": "100m"}},
+            container_policies=[{"containerName": "*", "minAllowed": {"cpu": "4"}}],
+        ),
         ranges,
     )
     assert patches == [
@@ -140,7 +132,9 @@ def test_issue_11_a_limit_of_zero_caps_the_request() -> None:
     # no limit (original limit 0, no memory limit either: no limits, no annotations), so
     # upstream writes request 100m: "must be less than or equal to cpu limit of 0".
     pod = seen_pod([], container("app", limits={"cpu": "0"}))
-    patches, conflicts = admitted(pod, vpa({"app": {"cpu": "100m"}}), [])
+    patches, conflicts = admitted(
+        pod, VPA(targets={"app": {"cpu": "100m"}}, container_policies=[]), []
+    )
     assert patches == [
         add("/spec/containers/0/resources/requests/cpu", "0"),
         updates("container 0: cpu capped to container limit, cpu request"),
@@ -156,7 +150,9 @@ def test_requests_only_request_is_raised_to_keep_the_limit_request_ratio() -> No
     ranges = limit_ranges({"type": "Container", "maxLimitRequestRatio": {"cpu": "2"}})
     pod = seen_pod(ranges, container("app", requests={"cpu": "600m"}, limits={"cpu": "1"}))
     policy = {"containerName": "app", "controlledValues": "RequestsOnly"}
-    patches, conflicts = admitted(pod, vpa({"app": {"cpu": "100m"}}, policy), ranges)
+    patches, conflicts = admitted(
+        pod, VPA(targets={"app": {"cpu": "100m"}}, container_policies=[policy]), ranges
+    )
     assert patches == [
         add("/spec/containers/0/resources/requests/cpu", "500m"),
         updates(
@@ -176,9 +172,9 @@ def test_pod_limit_range_exceeded_after_min_allowed_leaves_the_resource_alone() 
     ranges = limit_ranges({"type": "Pod", "max": {"cpu": "1"}})
     both = {"requests": {"cpu": "100m"}, "limits": {"cpu": "200m"}}
     pod = seen_pod(ranges, container("app", **both), container("sidecar", **both))
-    the_vpa = vpa(
-        {"app": {"cpu": "100m", "memory": "128Mi"}, "sidecar": {"cpu": "100m"}},
-        {"containerName": "*", "minAllowed": {"cpu": "400m"}},
+    the_vpa = VPA(
+        targets={"app": {"cpu": "100m", "memory": "128Mi"}, "sidecar": {"cpu": "100m"}},
+        container_policies=[{"containerName": "*", "minAllowed": {"cpu": "400m"}}],
     )
     patches, conflicts = admitted(pod, the_vpa, ranges)
     assert patches == [
@@ -203,7 +199,7 @@ def test_node_fit_never_goes_below_the_limit_range_min() -> None:
     pod = seen_pod(ranges, container("app", requests={"cpu": "200m"}, limits={"cpu": "400m"}))
     patches, conflicts = admitted(
         pod,
-        vpa({"app": {"cpu": "1"}}),
+        VPA(targets={"app": {"cpu": "1"}}, container_policies=[]),
         ranges,
         largest_node_allocatable={"cpu": Quantity.parse("100m")},
     )
@@ -224,7 +220,9 @@ def test_a_resource_that_cannot_be_overcommitted_is_never_changed() -> None:
     # equal to nvidia.com/gpu limit of 1"); it is left alone, cpu is set.
     gpu = {"nvidia.com/gpu": "1"}
     pod = seen_pod([], container("app", requests={"cpu": "100m", **gpu}, limits=gpu))
-    patches, _ = admitted(pod, vpa({"app": {"cpu": "200m", "nvidia.com/gpu": "2"}}), [])
+    patches, _ = admitted(
+        pod, VPA(targets={"app": {"cpu": "200m", "nvidia.com/gpu": "2"}}, container_policies=[]), []
+    )
     assert patches == [
         add("/spec/containers/0/resources/requests/cpu", "200m"),
         updates(

@@ -7,6 +7,7 @@ copied whole, ``default`` replaced as a whole list, empty lists counting as unse
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,10 +15,11 @@ import pytest
 
 from kubescale.controllers.vpa.api.limit_ranges import LimitRangeItem, merged_limit_range_item
 from kubescale.kube.quantities import Quantity, QuantityError
+from tests import builders
 
-
-def limit_range(*items: dict[str, Any], name: str = "lr") -> dict[str, Any]:
-    return {"metadata": {"name": name}, "spec": {"limits": list(items)}}
+LIMIT_RANGE = functools.partial(
+    builders.limit_ranges.limit_range, name="lr", namespace=None, api_version=None
+)
 
 
 def texts(resources: Mapping[str, Quantity]) -> dict[str, str]:
@@ -34,7 +36,7 @@ def test_no_limit_ranges_is_none() -> None:
 
 def test_items_of_other_types_do_not_count() -> None:
     # "no matching limit ranges": a PersistentVolumeClaim item is not a Container item.
-    ranges = [limit_range({"type": "PersistentVolumeClaim", "max": resources("2", "2")})]
+    ranges = [LIMIT_RANGE(items=[{"type": "PersistentVolumeClaim", "max": resources("2", "2")}])]
     assert merged_limit_range_item(ranges, item_type="Container") is None
     assert merged_limit_range_item(ranges, item_type="Pod") is None
 
@@ -43,7 +45,8 @@ def test_items_of_other_types_do_not_count() -> None:
 def test_a_single_item_is_returned_as_it_is(field: str) -> None:
     # "matching container limit range", "with default value", "respects min".
     item = merged_limit_range_item(
-        [limit_range({"type": "Container", field: resources("2", "2")})], item_type="Container"
+        [LIMIT_RANGE(items=[{"type": "Container", field: resources("2", "2")}])],
+        item_type="Container",
     )
     assert item is not None
     assert texts(getattr(item, field)) == {"cpu": "2", "memory": "2"}
@@ -55,13 +58,15 @@ def test_one_item_with_all_three() -> None:
     # "multiple items": max 2, default 1.5, min 1 in one item.
     item = merged_limit_range_item(
         [
-            limit_range(
-                {
-                    "type": "Container",
-                    "max": resources("2", "2"),
-                    "default": resources("1.5", "1.5"),
-                    "min": resources("1", "1"),
-                }
+            LIMIT_RANGE(
+                items=[
+                    {
+                        "type": "Container",
+                        "max": resources("2", "2"),
+                        "default": resources("1.5", "1.5"),
+                        "min": resources("1", "1"),
+                    }
+                ]
             )
         ],
         item_type="Container",
@@ -76,9 +81,11 @@ def test_one_item_with_all_three() -> None:
 def test_takes_lowest_max() -> None:
     item = merged_limit_range_item(
         [
-            limit_range(
-                {"type": "Container", "max": resources("1.5", "1.5")},
-                {"type": "Container", "max": resources("2.", "2.")},
+            LIMIT_RANGE(
+                items=[
+                    {"type": "Container", "max": resources("1.5", "1.5")},
+                    {"type": "Container", "max": resources("2.", "2.")},
+                ]
             )
         ],
         item_type="Container",
@@ -91,9 +98,11 @@ def test_takes_lowest_max() -> None:
 def test_takes_highest_min() -> None:
     item = merged_limit_range_item(
         [
-            limit_range(
-                {"type": "Container", "min": resources("1.5", "1.5")},
-                {"type": "Container", "min": resources("1.", "1.")},
+            LIMIT_RANGE(
+                items=[
+                    {"type": "Container", "min": resources("1.5", "1.5")},
+                    {"type": "Container", "min": resources("1.", "1.")},
+                ]
             )
         ],
         item_type="Container",
@@ -106,10 +115,14 @@ def test_merges_across_objects_per_resource() -> None:
     # Lowest max and highest min per resource, across two LimitRange objects.
     item = merged_limit_range_item(
         [
-            limit_range({"type": "Container", "max": resources("4", "1Gi"), "min": {"cpu": "1"}}),
-            limit_range(
-                {"type": "Container", "max": resources("8", "512Mi"), "min": {"memory": "1Mi"}},
+            LIMIT_RANGE(
+                items=[{"type": "Container", "max": resources("4", "1Gi"), "min": {"cpu": "1"}}]
+            ),
+            LIMIT_RANGE(
                 name="second",
+                items=[
+                    {"type": "Container", "max": resources("8", "512Mi"), "min": {"memory": "1Mi"}}
+                ],
             ),
         ],
         item_type="Container",
@@ -121,9 +134,11 @@ def test_merges_across_objects_per_resource() -> None:
 
 def test_pod_and_container_items_merge_separately() -> None:
     ranges = [
-        limit_range(
-            {"type": "Container", "max": {"cpu": "2"}},
-            {"type": "Pod", "max": {"cpu": "3"}, "min": {"memory": "100Mi"}},
+        LIMIT_RANGE(
+            items=[
+                {"type": "Container", "max": {"cpu": "2"}},
+                {"type": "Pod", "max": {"cpu": "3"}, "min": {"memory": "100Mi"}},
+            ]
         )
     ]
     container = merged_limit_range_item(ranges, item_type="Container")
@@ -140,8 +155,8 @@ def test_last_default_wins_as_a_whole_list() -> None:
     # result.Default = lri.Default: no per-resource merge, the earlier memory default is gone.
     item = merged_limit_range_item(
         [
-            limit_range({"type": "Container", "default": resources("1", "1Gi")}),
-            limit_range({"type": "Container", "default": {"cpu": "2"}}, name="second"),
+            LIMIT_RANGE(items=[{"type": "Container", "default": resources("1", "1Gi")}]),
+            LIMIT_RANGE(name="second", items=[{"type": "Container", "default": {"cpu": "2"}}]),
         ],
         item_type="Container",
     )
@@ -154,9 +169,11 @@ def test_the_first_max_list_is_copied_whole_later_ones_merge_cpu_and_memory_only
     # memory: a later, lower ephemeral-storage max does not replace the first one.
     item = merged_limit_range_item(
         [
-            limit_range(
-                {"type": "Container", "max": {"cpu": "2", "ephemeral-storage": "10Gi"}},
-                {"type": "Container", "max": {"ephemeral-storage": "1Gi", "memory": "1Gi"}},
+            LIMIT_RANGE(
+                items=[
+                    {"type": "Container", "max": {"cpu": "2", "ephemeral-storage": "10Gi"}},
+                    {"type": "Container", "max": {"ephemeral-storage": "1Gi", "memory": "1Gi"}},
+                ]
             )
         ],
         item_type="Container",
@@ -169,9 +186,11 @@ def test_a_tie_keeps_the_later_quantity() -> None:
     # pickLowerMax(q1, q2) returns q2 unless q1 < q2: equal values keep the later spelling.
     item = merged_limit_range_item(
         [
-            limit_range(
-                {"type": "Container", "max": {"memory": "1024Mi"}},
-                {"type": "Container", "max": {"memory": "1Gi"}},
+            LIMIT_RANGE(
+                items=[
+                    {"type": "Container", "max": {"memory": "1024Mi"}},
+                    {"type": "Container", "max": {"memory": "1Gi"}},
+                ]
             )
         ],
         item_type="Container",
@@ -184,9 +203,11 @@ def test_a_tie_keeps_the_later_quantity() -> None:
 def test_items_without_max_min_or_default_do_not_count() -> None:
     # Only defaultRequest / maxLimitRequestRatio: upstream skips the item, so the result is nil.
     ranges = [
-        limit_range(
-            {"type": "Container", "defaultRequest": {"cpu": "100m"}},
-            {"type": "Container", "maxLimitRequestRatio": {"cpu": "4"}},
+        LIMIT_RANGE(
+            items=[
+                {"type": "Container", "defaultRequest": {"cpu": "100m"}},
+                {"type": "Container", "maxLimitRequestRatio": {"cpu": "4"}},
+            ]
         )
     ]
     assert merged_limit_range_item(ranges, item_type="Container") is None
@@ -194,7 +215,7 @@ def test_items_without_max_min_or_default_do_not_count() -> None:
 
 def test_empty_and_null_lists_count_as_unset() -> None:
     # The API server omits empty ResourceLists (omitempty), so upstream never sees one.
-    ranges = [limit_range({"type": "Pod", "max": {}, "min": None, "default": {}})]
+    ranges = [LIMIT_RANGE(items=[{"type": "Pod", "max": {}, "min": None, "default": {}}])]
     assert merged_limit_range_item(ranges, item_type="Pod") is None
 
 
@@ -202,22 +223,26 @@ def test_default_request_and_ratio_are_carried() -> None:
     # Beyond upstream: defaultRequest follows default (last wins), ratios keep the lowest.
     item = merged_limit_range_item(
         [
-            limit_range(
-                {
-                    "type": "Container",
-                    "default": {"cpu": "1"},
-                    "defaultRequest": {"cpu": "100m"},
-                    "maxLimitRequestRatio": {"cpu": "4", "memory": "2"},
-                }
+            LIMIT_RANGE(
+                items=[
+                    {
+                        "type": "Container",
+                        "default": {"cpu": "1"},
+                        "defaultRequest": {"cpu": "100m"},
+                        "maxLimitRequestRatio": {"cpu": "4", "memory": "2"},
+                    }
+                ]
             ),
-            limit_range(
-                {
-                    "type": "Container",
-                    "max": {"cpu": "8"},
-                    "defaultRequest": {"cpu": "200m"},
-                    "maxLimitRequestRatio": {"cpu": "3"},
-                },
+            LIMIT_RANGE(
                 name="second",
+                items=[
+                    {
+                        "type": "Container",
+                        "max": {"cpu": "8"},
+                        "defaultRequest": {"cpu": "200m"},
+                        "maxLimitRequestRatio": {"cpu": "3"},
+                    }
+                ],
             ),
         ],
         item_type="Container",
@@ -233,13 +258,14 @@ def test_malformed_objects_are_ignored_and_bad_quantities_raise() -> None:
     assert merged_limit_range_item(ranges, item_type="Container") is None
     with pytest.raises(QuantityError):
         merged_limit_range_item(
-            [limit_range({"type": "Container", "max": {"cpu": "two"}})], item_type="Container"
+            [LIMIT_RANGE(items=[{"type": "Container", "max": {"cpu": "two"}}])],
+            item_type="Container",
         )
 
 
 def test_the_merged_item_is_read_only() -> None:
     item = merged_limit_range_item(
-        [limit_range({"type": "Container", "max": {"cpu": "2"}})], item_type="Container"
+        [LIMIT_RANGE(items=[{"type": "Container", "max": {"cpu": "2"}}])], item_type="Container"
     )
     assert item is not None
     with pytest.raises(TypeError):

@@ -19,6 +19,7 @@ import pytest
 from kubescale.controllers.vpa.api.pod_admission import PodAdmission, PodAdmissionError, admit_pod
 from kubescale.kube.quantities import Quantity
 from kubescale.sim.apiserver.patching import apply_json_patch
+from tests import builders
 
 q = Quantity.parse
 NO_CPU_LIMIT = "cpu: limit NOT set since originalLimit is nil or 0"
@@ -118,15 +119,6 @@ def make_vpa(
         },
         "spec": spec,
         "status": {"recommendation": DEFAULT_RECOMMENDATION} if status is None else status,
-    }
-
-
-def limit_range(item: dict[str, Any], name: str = "limits") -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "LimitRange",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"limits": [item]},
     }
 
 
@@ -282,7 +274,11 @@ CASES = [
     pytest.param(
         {
             "vpa": make_vpa(),
-            "limit_ranges": [limit_range({"type": "Container", "max": {"cpu": "400m"}})],
+            "limit_ranges": [
+                builders.limit_ranges.limit_range(
+                    items=[{"type": "Container", "max": {"cpu": "400m"}}]
+                )
+            ],
         },
         admission(
             [
@@ -307,7 +303,9 @@ CASES = [
         {
             "vpa": make_vpa(),
             "limit_ranges": [
-                limit_range({"type": "Container", "default": {"cpu": "300m", "memory": "300Mi"}})
+                builders.limit_ranges.limit_range(
+                    items=[{"type": "Container", "default": {"cpu": "300m", "memory": "300Mi"}}]
+                )
             ],
         },
         admission(

@@ -12,11 +12,15 @@ containers without a recommendation, and ``minAllowed`` -- applies to a containe
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
 
 from kubescale.controllers.vpa.api.pod_admission import admit_pod
+from tests import builders
+
+VPA = functools.partial(builders.vpas.vpa, name="vpa", target=builders.vpas.target_ref())
 
 
 def add(path: str, value: Any) -> dict[str, Any]:
@@ -35,44 +39,8 @@ NEW_ANNOTATIONS = add("/metadata/annotations", {})
 NO_MEMORY_LIMIT = "memory: limit NOT set since originalLimit is nil or 0"
 
 
-def pod(*containers: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "web-0", "namespace": "default"},
-        "spec": {"containers": list(containers)},
-    }
-
-
 def container(name: str, **resources: dict[str, str]) -> dict[str, Any]:
     return {"name": name, "image": "app", "resources": dict(resources)}
-
-
-def vpa(
-    targets: dict[str, dict[str, str]], policies: list[dict[str, Any]] | None = None
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}
-    }
-    if policies is not None:
-        spec["resourcePolicy"] = {"containerPolicies": policies}
-    entries = [{"containerName": name, "target": target} for name, target in targets.items()]
-    return {
-        "apiVersion": "autoscaling.k8s.io/v1",
-        "kind": "VerticalPodAutoscaler",
-        "metadata": {"name": "vpa", "namespace": "default"},
-        "spec": spec,
-        "status": {"recommendation": {"containerRecommendations": entries}},
-    }
-
-
-def limit_range(item: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "LimitRange",
-        "metadata": {"name": "limits", "namespace": "default"},
-        "spec": {"limits": [item]},
-    }
 
 
 # (a) and (b): the recommendation holds memory only (e.g. written before the policy changed).
@@ -97,8 +65,12 @@ MEMORY_ONLY = [
     ids=["(a) controlledResources [cpu]", "(b) and mode Off"],
 )
 def test_admission_sets_what_the_recommendation_holds(policy: dict[str, Any]) -> None:
-    the_vpa = vpa({"app": {"memory": "300Mi"}}, [policy])
-    result = admit_pod(pod=pod({"name": "app", "image": "app"}), vpa=the_vpa, limit_ranges=[])
+    the_vpa = VPA(targets={"app": {"memory": "300Mi"}}, container_policies=[policy])
+    result = admit_pod(
+        pod=builders.pods.pod(containers=[{"name": "app", "image": "app"}]),
+        vpa=the_vpa,
+        limit_ranges=[],
+    )
     assert result.patches == MEMORY_ONLY
 
 
@@ -113,14 +85,18 @@ def test_c_a_mode_off_container_is_capped_by_the_pod_limit_range(name: str) -> N
     policies = [{"containerName": name, "mode": "Off"}]
     if name == "*":
         policies.insert(0, {"containerName": "app", "mode": "Auto"})
-    the_pod = pod(
-        container("app", requests={"cpu": "100m"}, limits={"cpu": "200m"}),
-        container("sidecar", requests={"cpu": "100m"}, limits={"cpu": "200m"}),
+    the_pod = builders.pods.pod(
+        containers=[
+            container("app", requests={"cpu": "100m"}, limits={"cpu": "200m"}),
+            container("sidecar", requests={"cpu": "100m"}, limits={"cpu": "200m"}),
+        ]
     )
     result = admit_pod(
         pod=the_pod,
-        vpa=vpa({"app": {"cpu": "500m"}}, policies),
-        limit_ranges=[limit_range({"type": "Pod", "max": {"cpu": "600m"}})],
+        vpa=VPA(targets={"app": {"cpu": "500m"}}, container_policies=policies),
+        limit_ranges=[
+            builders.limit_ranges.limit_range(items=[{"type": "Pod", "max": {"cpu": "600m"}}])
+        ],
     )
     assert result.patches == [
         NEW_ANNOTATIONS,
@@ -139,10 +115,12 @@ def test_c_a_mode_off_container_is_capped_by_the_pod_limit_range(name: str) -> N
 def test_c_minallowed_raises_a_mode_off_container_with_a_recommendation() -> None:
     # A stale recommendation of 100m for a container now in mode Off with minAllowed 300m:
     # applyVPAPolicy raises it to 300m; the limit keeps the 1:2 ratio, 200m x 300m / 100m.
-    the_pod = pod(container("app", requests={"cpu": "100m"}, limits={"cpu": "200m"}))
-    the_vpa = vpa(
-        {"app": {"cpu": "100m"}},
-        [{"containerName": "*", "mode": "Off", "minAllowed": {"cpu": "300m"}}],
+    the_pod = builders.pods.pod(
+        containers=[container("app", requests={"cpu": "100m"}, limits={"cpu": "200m"})]
+    )
+    the_vpa = VPA(
+        targets={"app": {"cpu": "100m"}},
+        container_policies=[{"containerName": "*", "mode": "Off", "minAllowed": {"cpu": "300m"}}],
     )
     result = admit_pod(pod=the_pod, vpa=the_vpa, limit_ranges=[])
     assert result.patches == [
@@ -159,8 +137,10 @@ def test_c_minallowed_raises_a_mode_off_container_with_a_recommendation() -> Non
 def test_d_a_container_given_nothing_gets_no_entry_and_no_patch() -> None:
     # Upstream adds "resources: {}" to "bare" and writes "container 1: " -- an entry naming no
     # update. kubescale leaves "bare" out of the patch and the annotation.
-    the_pod = pod(container("app", requests={"cpu": "100m"}), {"name": "bare", "image": "b"})
-    result = admit_pod(pod=the_pod, vpa=vpa({"app": {"cpu": "250m"}}), limit_ranges=[])
+    the_pod = builders.pods.pod(
+        containers=[container("app", requests={"cpu": "100m"}), {"name": "bare", "image": "b"}]
+    )
+    result = admit_pod(pod=the_pod, vpa=VPA(targets={"app": {"cpu": "250m"}}), limit_ranges=[])
     assert result.patches == [
         NEW_ANNOTATIONS,
         add("/spec/containers/0/resources/requests/cpu", "250m"),
@@ -170,6 +150,6 @@ def test_d_a_container_given_nothing_gets_no_entry_and_no_patch() -> None:
 
 
 def test_d_no_entry_at_all_when_no_container_gets_anything() -> None:
-    the_pod = pod({"name": "bare", "image": "b"})
-    result = admit_pod(pod=the_pod, vpa=vpa({}), limit_ranges=[])
+    the_pod = builders.pods.pod(containers=[{"name": "bare", "image": "b"}])
+    result = admit_pod(pod=the_pod, vpa=VPA(targets={}), limit_ranges=[])
     assert result.patches == [NEW_ANNOTATIONS, observed("bare")]

@@ -9,6 +9,7 @@ selector cannot be fetched is skipped, namespaces must be equal).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
@@ -21,19 +22,17 @@ from kubescale.controllers.vpa.api.vpa_matching import (
 )
 from kubescale.controllers.vpa.api.vpa_policy import update_mode
 from kubescale.kube.selectors import LabelSelector, parse_label_selector
+from tests import builders
+
+POD = functools.partial(
+    builders.pods.pod,
+    name="test-pod",
+    labels={"app": "test"},
+    containers=[builders.pods.container("i-am-container")],
+    api_version=None,
+)
 
 STS = ControllerRef(api_version="apps/v1", kind="StatefulSet", name="sts", namespace="default")
-
-
-def pod(labels: dict[str, str] | None = None, namespace: str = "default") -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": "test-pod",
-            "namespace": namespace,
-            "labels": labels or {"app": "test"},
-        },
-        "spec": {"containers": [{"name": "i-am-container"}]},
-    }
 
 
 def vpa(
@@ -87,10 +86,10 @@ def choose(
     ("the_pod", "vpas", "selector", "controller", "expected"),
     [
         pytest.param(
-            pod(), [vpa("auto-vpa")], "app = test", STS, "auto-vpa", id="matching selector"
+            POD(), [vpa("auto-vpa")], "app = test", STS, "auto-vpa", id="matching selector"
         ),
         pytest.param(
-            pod(),
+            POD(),
             [vpa("auto-vpa")],
             "app = test",
             None,
@@ -98,11 +97,11 @@ def choose(
             id="matching selector but not match ownerRef (orphan pod)",
         ),
         pytest.param(
-            pod(), [vpa("auto-vpa")], "app = differentApp", STS, None, id="not matching selector"
+            POD(), [vpa("auto-vpa")], "app = differentApp", STS, None, id="not matching selector"
         ),
-        pytest.param(pod(), [vpa("off-vpa", "Off")], "app = test", STS, None, id="off mode"),
+        pytest.param(POD(), [vpa("off-vpa", "Off")], "app = test", STS, None, id="off mode"),
         pytest.param(
-            pod(),
+            POD(),
             [vpa("off-vpa", "Off"), vpa("auto-vpa", "Auto")],
             "app = test",
             STS,
@@ -110,16 +109,16 @@ def choose(
             id="two vpas one in off mode",
         ),
         pytest.param(
-            pod(),
+            POD(),
             [vpa("initial-vpa", "Initial")],
             "app = test",
             STS,
             "initial-vpa",
             id="initial mode",
         ),
-        pytest.param(pod(), [], "app = test", STS, None, id="no vpa objects"),
+        pytest.param(POD(), [], "app = test", STS, None, id="no vpa objects"),
         pytest.param(
-            pod(),
+            POD(),
             [vpa("default-mode", None)],
             "app = test",
             STS,
@@ -127,7 +126,7 @@ def choose(
             id="no updatePolicy",
         ),
         pytest.param(
-            pod(),
+            POD(),
             [vpa("empty-mode", "")],
             "app = test",
             STS,
@@ -135,7 +134,7 @@ def choose(
             id="empty updateMode is the default",
         ),
         pytest.param(
-            pod(),
+            POD(),
             [
                 vpa(
                     "boosted-off",
@@ -149,7 +148,7 @@ def choose(
             id="off mode with pod-level startup boost is kept",
         ),
         pytest.param(
-            pod(),
+            POD(),
             [
                 vpa(
                     "boosted-container",
@@ -171,9 +170,9 @@ def choose(
             "boosted-container",
             id="off mode with container startup boost is kept",
         ),
-        pytest.param(pod(), [vpa("no-selector")], None, STS, None, id="selector cannot be fetched"),
+        pytest.param(POD(), [vpa("no-selector")], None, STS, None, id="selector cannot be fetched"),
         pytest.param(
-            pod(namespace="other"),
+            POD(namespace="other"),
             [vpa("auto-vpa")],
             "app = test",
             ControllerRef(api_version="apps/v1", kind="StatefulSet", name="sts", namespace="other"),
@@ -181,7 +180,7 @@ def choose(
             id="pod namespace differs from the VPA's",
         ),
         pytest.param(
-            pod(),
+            POD(),
             [vpa("no-target", target=None)],
             "app = test",
             STS,
@@ -189,7 +188,7 @@ def choose(
             id="VPA without targetRef",
         ),
         pytest.param(
-            pod(),
+            POD(),
             [vpa("other-target", target=ControllerRef("apps/v1", "Deployment", "sts", "default"))],
             "app = test",
             STS,
@@ -197,7 +196,7 @@ def choose(
             id="VPA indexed under another controller",
         ),
         pytest.param(
-            pod(), [vpa("everything")], "", STS, "everything", id="empty selector selects every pod"
+            POD(), [vpa("everything")], "", STS, "everything", id="empty selector selects every pod"
         ),
     ],
 )
@@ -256,8 +255,8 @@ def test_choose_vpa(
     ],
 )
 def test_stronger_vpa_wins(vpas: list[dict[str, Any]], expected: str) -> None:
-    assert choose(pod(), vpas) == expected
-    assert choose(pod(), list(reversed(vpas))) == expected
+    assert choose(POD(), vpas) == expected
+    assert choose(POD(), list(reversed(vpas))) == expected
 
 
 def test_helpers() -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 
@@ -12,26 +12,18 @@ from kubescale.controllers.vpa.model.estimators import RecommenderConfig
 from kubescale.controllers.vpa.model.histogram import MEMORY_HISTOGRAM_OPTIONS
 from kubescale.kube.quantities import Quantity
 from kubescale.kube.selectors import label_selector_from_set
+from tests import builders
+
+VPA = functools.partial(
+    builders.vpas.vpa,
+    name="web",
+    namespace="ns",
+    target=builders.vpas.target_ref(name="web"),
+    api_version=None,
+)
 
 T0 = datetime(2024, 6, 3, tzinfo=UTC)
 APP = {"app": "web"}
-
-
-def _vpa(
-    name: str = "web",
-    *,
-    policy: dict[str, Any] | None = None,
-    annotations: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name}
-    }
-    if policy is not None:
-        spec["resourcePolicy"] = policy
-    metadata: dict[str, Any] = {"namespace": "ns", "name": name}
-    if annotations:
-        metadata["annotations"] = annotations
-    return {"metadata": metadata, "spec": spec}
 
 
 def _state(config: RecommenderConfig | None = None) -> ClusterState:
@@ -101,7 +93,7 @@ def test_samples_for_unknown_pods_and_containers_are_dropped() -> None:
 
 def test_pods_of_one_label_set_share_an_aggregate_and_count_for_the_vpa() -> None:
     state = _state()
-    state.add_or_update_vpa(_vpa(), selector=label_selector_from_set(APP))
+    state.add_or_update_vpa(VPA(), selector=label_selector_from_set(APP))
     _pod(state, "p1")
     _pod(state, "p2")
     assert state.aggregate_count() == 1
@@ -117,7 +109,7 @@ def test_pods_of_one_label_set_share_an_aggregate_and_count_for_the_vpa() -> Non
 
 def test_recommendation_for_one_container() -> None:
     state = _state()
-    state.add_or_update_vpa(_vpa(), selector=label_selector_from_set(APP))
+    state.add_or_update_vpa(VPA(), selector=label_selector_from_set(APP))
     _pod(state, "p1")
     end = _feed(state, "p1", "app", cpu=1000, memory=10**9)
     result = state.recommendation(namespace="ns", name="web", now=end)
@@ -133,7 +125,9 @@ def test_recommendation_for_one_container() -> None:
 def test_pod_minimum_is_split_over_containers_and_off_containers_are_dropped() -> None:
     state = _state()
     policy = {"containerPolicies": [{"containerName": "sidecar", "mode": "Off"}]}
-    state.add_or_update_vpa(_vpa(policy=policy), selector=label_selector_from_set(APP))
+    state.add_or_update_vpa(
+        VPA(spec={"resourcePolicy": policy}), selector=label_selector_from_set(APP)
+    )
     _pod(state, "p1", ("a", "b", "sidecar"))
     end = T0
     for container in ("a", "b", "sidecar"):
@@ -147,7 +141,9 @@ def test_pod_minimum_is_split_over_containers_and_off_containers_are_dropped() -
 def test_controlled_resources_filter_the_lists() -> None:
     state = _state()
     policy = {"containerPolicies": [{"containerName": "*", "controlledResources": ["memory"]}]}
-    state.add_or_update_vpa(_vpa(policy=policy), selector=label_selector_from_set(APP))
+    state.add_or_update_vpa(
+        VPA(spec={"resourcePolicy": policy}), selector=label_selector_from_set(APP)
+    )
     _pod(state, "p1")
     end = _feed(state, "p1", "app", cpu=500, memory=10**9, hours=2)
     [entry] = state.recommendation(namespace="ns", name="web", now=end).container_recommendations
@@ -159,7 +155,9 @@ def test_min_and_max_allowed_cap_all_bounds_but_not_the_uncapped_target() -> Non
     config = RecommenderConfig(container_recommendation_max_allowed_memory=Quantity.parse("1Gi"))
     state = _state(config)
     policy = {"containerPolicies": [{"containerName": "app", "minAllowed": {"cpu": "2"}}]}
-    state.add_or_update_vpa(_vpa(policy=policy), selector=label_selector_from_set(APP))
+    state.add_or_update_vpa(
+        VPA(spec={"resourcePolicy": policy}), selector=label_selector_from_set(APP)
+    )
     _pod(state, "p1")
     end = _feed(state, "p1", "app", cpu=1000, memory=2 * 10**9)
     [entry] = state.recommendation(namespace="ns", name="web", now=end).container_recommendations
@@ -175,7 +173,9 @@ def test_vpa_max_allowed_wins_over_the_global_cap() -> None:
     config = RecommenderConfig(container_recommendation_max_allowed_cpu=Quantity.parse("500m"))
     state = _state(config)
     policy = {"containerPolicies": [{"containerName": "app", "maxAllowed": {"cpu": "800m"}}]}
-    state.add_or_update_vpa(_vpa(policy=policy), selector=label_selector_from_set(APP))
+    state.add_or_update_vpa(
+        VPA(spec={"resourcePolicy": policy}), selector=label_selector_from_set(APP)
+    )
     _pod(state, "p1")
     end = _feed(state, "p1", "app", cpu=1000, memory=10**9)
     [entry] = state.recommendation(namespace="ns", name="web", now=end).container_recommendations
@@ -186,7 +186,7 @@ def test_integer_cpu_post_processor() -> None:
     config = RecommenderConfig(cpu_integer_post_processor_enabled=True)
     state = _state(config)
     annotations = {"vpa-post-processor.kubernetes.io/app_integerCPU": "true"}
-    state.add_or_update_vpa(_vpa(annotations=annotations), selector=label_selector_from_set(APP))
+    state.add_or_update_vpa(VPA(annotations=annotations), selector=label_selector_from_set(APP))
     _pod(state, "p1")
     end = _feed(state, "p1", "app", cpu=1000, memory=10**9)
     [entry] = state.recommendation(namespace="ns", name="web", now=end).container_recommendations
@@ -198,7 +198,7 @@ def test_integer_cpu_post_processor() -> None:
 def test_unsupported_config_matches_nothing() -> None:
     state = _state()
     _pod(state, "p1")
-    state.add_or_update_vpa(_vpa(), selector=None)
+    state.add_or_update_vpa(VPA(), selector=None)
     result = state.recommendation(namespace="ns", name="web", now=T0)
     assert (result.pod_count, result.config_unsupported, result.has_recommendation) == (
         0,
@@ -211,14 +211,14 @@ def test_memory_saver_tracks_only_matched_pods() -> None:
     state = _state(RecommenderConfig(memory_saver=True))
     _pod(state, "p1")
     assert state.pod_keys() == []
-    state.add_or_update_vpa(_vpa(), selector=label_selector_from_set(APP))
+    state.add_or_update_vpa(VPA(), selector=label_selector_from_set(APP))
     _pod(state, "p1")
     assert state.pod_keys() == [("ns", "p1")]
 
 
 def test_checkpoints_subtract_the_current_peak_and_restore_after_restart() -> None:
     state = _state()
-    state.add_or_update_vpa(_vpa(), selector=label_selector_from_set(APP))
+    state.add_or_update_vpa(VPA(), selector=label_selector_from_set(APP))
     _pod(state, "p1")
     end = _feed(state, "p1", "app", cpu=1000, memory=10**9, hours=50)
     before = state.recommendation(namespace="ns", name="web", now=end)
@@ -233,7 +233,7 @@ def test_checkpoints_subtract_the_current_peak_and_restore_after_restart() -> No
 
     restarted = _state()
     assert not restarted.load_checkpoint(checkpoint)  # no VPA yet
-    restarted.add_or_update_vpa(_vpa(), selector=label_selector_from_set(APP))
+    restarted.add_or_update_vpa(VPA(), selector=label_selector_from_set(APP))
     assert restarted.load_checkpoint(checkpoint)
     assert not restarted.load_checkpoint(
         {**checkpoint, "status": {**checkpoint["status"], "version": "v2"}}
@@ -248,7 +248,7 @@ def test_checkpoints_subtract_the_current_peak_and_restore_after_restart() -> No
 
 def test_garbage_collection() -> None:
     state = _state()
-    state.add_or_update_vpa(_vpa(), selector=label_selector_from_set(APP))
+    state.add_or_update_vpa(VPA(), selector=label_selector_from_set(APP))
     _pod(state, "p1")
     state.add_or_update_pod(
         namespace="ns",
@@ -271,7 +271,7 @@ def test_garbage_collection() -> None:
 
 def test_deleted_vpa_releases_its_aggregates() -> None:
     state = _state()
-    state.add_or_update_vpa(_vpa(), selector=label_selector_from_set(APP))
+    state.add_or_update_vpa(VPA(), selector=label_selector_from_set(APP))
     _pod(state, "p1")
     [key] = state.aggregate_keys()
     aggregate = state.aggregate(key)
@@ -300,7 +300,11 @@ def _two_clusters() -> tuple[ClusterState, ClusterState]:
         for index in range(4):
             policy = {"containerPolicies": [{"containerName": "b", "mode": "Off"}]}
             state.add_or_update_vpa(
-                _vpa(f"w{index}", policy=policy if index == 3 else None),
+                VPA(
+                    name=f"w{index}",
+                    target=builders.vpas.target_ref(name=f"w{index}"),
+                    spec={"resourcePolicy": policy} if index == 3 else None,
+                ),
                 selector=label_selector_from_set({"app": f"w{index}"}),
             )
     return clusters

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,6 +17,11 @@ from kubescale.controllers.vpa.recommender.vpa_status import (
     had_recommendation,
     status_changed,
 )
+from tests import builders
+
+VPA = functools.partial(
+    builders.vpas.vpa, name="web", namespace="ns", generation=3, api_version=None
+)
 
 NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 NOW_TEXT = "2026-01-05T12:00:00Z"
@@ -27,13 +33,6 @@ ENTRY = {
     "upperBound": {"cpu": "1", "memory": "1Gi"},
     "uncappedTarget": {"cpu": "250m", "memory": "256Mi"},
 }
-
-
-def vpa(conditions: list[dict[str, Any]] | None = None, generation: int = 3) -> dict[str, Any]:
-    obj: dict[str, Any] = {"metadata": {"name": "web", "namespace": "ns", "generation": generation}}
-    if conditions is not None:
-        obj["status"] = {"conditions": conditions}
-    return obj
 
 
 def rec(entries: list[dict[str, Any]], pods: int) -> VpaRecommendation:
@@ -117,7 +116,12 @@ def test_conditions(
     unsupported: str | None,
     conditions: list[dict[str, Any]],
 ) -> None:
-    status = desired_status(vpa(old), recommendation, unsupported=unsupported, now=NOW)
+    status = desired_status(
+        VPA(status=None if old is None else {"conditions": old}),
+        recommendation,
+        unsupported=unsupported,
+        now=NOW,
+    )
     assert status["conditions"] == conditions
     assert status["observedGeneration"] == 3
     expected_recommendation = (
@@ -214,11 +218,11 @@ def test_semantic_comparison(
 
 
 def test_the_initial_recommendation_counts_only_when_provided() -> None:
-    provided = vpa([condition("RecommendationProvided", "True", EARLIER)])
+    provided = VPA(status={"conditions": [condition("RecommendationProvided", "True", EARLIER)]})
     provided["status"]["recommendation"] = {"containerRecommendations": [ENTRY]}
     assert had_recommendation(provided)
     assert condition_active(provided, "RecommendationProvided")
-    stale = vpa([condition("RecommendationProvided", "False", EARLIER)])
+    stale = VPA(status={"conditions": [condition("RecommendationProvided", "False", EARLIER)]})
     stale["status"]["recommendation"] = {"containerRecommendations": [ENTRY]}
     assert not had_recommendation(stale)
-    assert not had_recommendation(vpa())
+    assert not had_recommendation(VPA())

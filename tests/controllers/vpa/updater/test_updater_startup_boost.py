@@ -90,7 +90,7 @@ def boosted_web(cluster: Cluster, *, mode: str, recommendation: bool, replicas: 
         cluster.api.store.update_status({**vpa, "status": {"recommendation": RECOMMENDATION}})
 
 
-def pod(cluster: Cluster, name: str) -> dict[str, Any]:
+def stored(cluster: Cluster, name: str) -> dict[str, Any]:
     found: dict[str, Any] = cluster.api.store.get(PODS, name, NAMESPACE)
     return found
 
@@ -125,7 +125,7 @@ async def test_an_expired_boost_is_lowered_in_place_to_the_recommendation(
     assert updater.loop.evicted == []
     assert len(updater.loop.resized) == 2
     for pod_id in updater.loop.resized:
-        resized = pod(cluster, pod_id.partition("/")[2])
+        resized = stored(cluster, pod_id.partition("/")[2])
         assert resized["spec"]["containers"][0]["resources"] == {
             "requests": {"cpu": "500m", "memory": "256Mi"},
             "limits": {"cpu": "1"},
@@ -145,7 +145,7 @@ async def test_mode_off_restores_the_original_cpu_from_the_annotation(
     status_lease(cluster, renewed_ago=timedelta(seconds=5))
     await run(cluster, updater)
     assert len(updater.loop.resized) == 2
-    resized = pod(cluster, updater.loop.resized[0].partition("/")[2])
+    resized = stored(cluster, updater.loop.resized[0].partition("/")[2])
     assert resized["spec"]["containers"][0]["resources"] == {
         "requests": {"cpu": "100m", "memory": "100Mi"},
         "limits": {"cpu": "200m"},
@@ -162,4 +162,4 @@ async def test_without_the_gate_boosted_pods_are_ordinary_pods(
     status_lease(cluster, renewed_ago=timedelta(seconds=5))
     await run(cluster, updater)
     assert updater.loop.resized == []
-    assert pod(cluster, "web-0")["metadata"]["annotations"]["vpaCpuStartupBoost/app"] == ORIGINAL
+    assert stored(cluster, "web-0")["metadata"]["annotations"]["vpaCpuStartupBoost/app"] == ORIGINAL
