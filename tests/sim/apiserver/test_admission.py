@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import json
 import re
 import socket
@@ -40,6 +41,11 @@ from kubescale.kube.resources import (
     ResourceType,
 )
 from kubescale.sim.apiserver.admission import AdmissionChain, AdmissionOutcome
+from tests import builders
+
+WEB_POD = functools.partial(
+    builders.pods.pod, name="web-0", containers=[builders.pods.container(image="nginx")]
+)
 
 NOW = datetime.now(UTC)  # OpenSSL checks certificate validity against the real clock
 SERVICE, SERVICE_NAMESPACE = "hook", "webhooks"
@@ -255,15 +261,6 @@ def configuration(name: str, *webhooks: dict[str, Any], validating: bool = False
     }
 
 
-def pod(**labels: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "web-0", "namespace": "default", "labels": dict(labels)},
-        "spec": {"containers": [{"name": "app", "image": "nginx"}]},
-    }
-
-
 NAMESPACE = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}
 
 
@@ -283,7 +280,7 @@ async def admit(
         operation=operation,
         resource=resource,
         subresource=subresource,
-        obj=obj if obj is not None else pod(app="web"),
+        obj=obj if obj is not None else WEB_POD(labels={"app": "web"}),
         old_obj=old_obj,
         namespace_obj=NAMESPACE,
         mutating=mutating or [],
@@ -302,7 +299,7 @@ async def test_create_sends_a_v1_admission_review(
     outcome = await admit(chain, mutating=[config])
 
     assert outcome == AdmissionOutcome(
-        allowed=True, object=pod(app="web"), status=None, warnings=()
+        allowed=True, object=WEB_POD(labels={"app": "web"}), status=None, warnings=()
     )
     [call] = webhook_server.calls
     assert (call.path, call.query, call.content_type) == (
@@ -327,7 +324,7 @@ async def test_create_sends_a_v1_admission_review(
             "username": "kubernetes-admin",
             "groups": ["system:masters", "system:authenticated"],
         },
-        "object": pod(app="web"),
+        "object": WEB_POD(labels={"app": "web"}),
         "oldObject": None,
         "dryRun": False,
         "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
@@ -450,7 +447,7 @@ async def test_patch_is_applied_and_validating_webhooks_see_the_result(
     validating = configuration("v", webhook("check.example.com", "/allow", ca=ca), validating=True)
     outcome = await admit(chain, mutating=[mutating], validating=[validating])
 
-    expected = pod(app="web", injected="yes")
+    expected = WEB_POD(labels={"app": "web", "injected": "yes"})
     assert outcome.allowed
     assert outcome.object == expected
     assert webhook_server.paths == ["/mutate", "/allow"]
@@ -732,7 +729,7 @@ async def test_failure_policy_decides_what_a_failed_call_does(
 
     if policy == "Ignore":
         assert outcome == AdmissionOutcome(
-            allowed=True, object=pod(app="web"), status=None, warnings=()
+            allowed=True, object=WEB_POD(labels={"app": "web"}), status=None, warnings=()
         )
         return
     assert not outcome.allowed
@@ -767,7 +764,7 @@ async def test_an_ignored_failure_does_not_stop_later_webhooks(
         webhook("inject.example.com", "/mutate", ca=ca),
     )
     outcome = await admit(chain, mutating=[config])
-    assert outcome.object == pod(app="web", injected="yes")
+    assert outcome.object == WEB_POD(labels={"app": "web", "injected": "yes"})
     assert webhook_server.paths == ["/boom", "/mutate"]
 
 

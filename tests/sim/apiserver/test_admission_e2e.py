@@ -31,11 +31,11 @@ from tests.sim.apiserver.test_admission import (
     NOW,
     SERVICE,
     SERVICE_NAMESPACE,
+    WEB_POD,
     WebhookServer,
     answer,
     configuration,
     json_patch,
-    pod,
     standard_behaviours,
     webhook,
 )
@@ -115,7 +115,7 @@ async def register(cluster: Cluster, hook: dict[str, Any]) -> None:
 
 
 async def create_pod(cluster: Cluster) -> dict[str, Any]:
-    body = client.V1Pod.from_dict(pod(app="web"))
+    body = client.V1Pod.from_dict(WEB_POD(labels={"app": "web"}))
     assert body is not None
     created = await cluster.core.create_namespaced_pod(namespace="default", body=body)
     return dict(created.to_dict())

@@ -18,6 +18,7 @@ by every ``apply`` here, with validation on.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import shutil
@@ -31,6 +32,9 @@ import pytest
 from kubescale.kube.resources import DEPLOYMENTS, PODS
 from kubescale.sim.apiserver.errors import ApiError
 from kubescale.sim.apiserver.server import ApiServer
+from tests import builders
+
+POD = functools.partial(builders.pods.pod, containers=[builders.pods.container(image="nginx")])
 
 KUBECTL = os.environ.get("KUBECTL") or shutil.which("kubectl")  # tests/run.sh sets KUBECTL
 pytestmark = pytest.mark.skipif(
@@ -124,22 +128,13 @@ async def kubectl(tmp_path: Path) -> AsyncIterator[Kubectl]:
         yield Kubectl(server=server, kubeconfig=kubeconfig, home=tmp_path)
 
 
-def pod(name: str, **labels: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "labels": dict(labels)},
-        "spec": {"containers": [{"name": "app", "image": "nginx"}]},
-    }
-
-
 def deployment(kubectl: Kubectl) -> dict[str, Any]:
     return kubectl.server.store.get(DEPLOYMENTS, "web", "default")
 
 
 async def test_get_lists_and_filters_by_label(kubectl: Kubectl) -> None:
-    kubectl.server.store.create(pod("web-0", app="web"))
-    kubectl.server.store.create(pod("db-0", app="db"))
+    kubectl.server.store.create(POD(name="web-0", labels={"app": "web"}))
+    kubectl.server.store.create(POD(name="db-0", labels={"app": "db"}))
 
     listed = json.loads((await kubectl.ok("get", "pods", "-n", "default", "-o", "json")).stdout)
     assert sorted(item["metadata"]["name"] for item in listed["items"]) == ["db-0", "web-0"]
@@ -153,7 +148,7 @@ async def test_get_lists_and_filters_by_label(kubectl: Kubectl) -> None:
 
 
 async def test_get_watch_streams_new_objects(kubectl: Kubectl) -> None:
-    kubectl.server.store.create(pod("first"))
+    kubectl.server.store.create(POD(name="first", labels={}))
     process = await asyncio.create_subprocess_exec(
         *kubectl.command("get", "pods", "-n", "default", "-w", "-o", "name"),
         stdout=asyncio.subprocess.PIPE,
@@ -164,7 +159,7 @@ async def test_get_watch_streams_new_objects(kubectl: Kubectl) -> None:
     assert process.stderr is not None
     try:
         first = await asyncio.wait_for(process.stdout.readline(), TIMEOUT)
-        kubectl.server.store.create(pod("second"))
+        kubectl.server.store.create(POD(name="second", labels={}))
         second = await asyncio.wait_for(process.stdout.readline(), TIMEOUT)
     finally:
         if process.returncode is None:
@@ -267,7 +262,7 @@ async def test_scale(kubectl: Kubectl) -> None:
 
 
 async def test_delete(kubectl: Kubectl) -> None:
-    kubectl.server.store.create(pod("doomed"))
+    kubectl.server.store.create(POD(name="doomed", labels={}))
     await kubectl.ok(
         "apply",
         "-f",
@@ -285,7 +280,7 @@ async def test_delete(kubectl: Kubectl) -> None:
 
 async def test_top_and_raw_reads_of_the_metrics_apis(kubectl: Kubectl) -> None:
     server = kubectl.server
-    server.store.create(pod("web-0", app="web"))
+    server.store.create(POD(name="web-0", labels={"app": "web"}))
     node = {
         "apiVersion": "v1",
         "kind": "Node",

@@ -5,6 +5,7 @@ merge patch computed from a diff reproduces its target)."""
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import re
 from collections.abc import Iterator
@@ -21,6 +22,9 @@ from kubescale.sim.apiserver.patching import (
     apply_strategic_merge_patch,
     supports_strategic_merge,
 )
+from tests import builders
+
+POD = functools.partial(builders.pods.pod, name="p", namespace=None, containers=None)
 
 
 def canonical(value: Any) -> str:
@@ -351,10 +355,6 @@ def smp(document: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-def pod(spec: dict[str, Any], **metadata: Any) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", **metadata}, "spec": spec}
-
-
 def names(items: list[dict[str, Any]], key: str = "name") -> list[Any]:
     return [item[key] for item in items]
 
@@ -365,7 +365,7 @@ SIDECAR = {"name": "sidecar", "image": "proxy:1"}
 
 def test_containers_merge_by_name_and_keep_the_others() -> None:
     result = smp(
-        pod({"containers": [APP, SIDECAR]}),
+        POD(spec={"containers": [APP, SIDECAR]}),
         {"spec": {"containers": [{"name": "app", "image": "app:2"}]}},
     )
     assert result["spec"]["containers"] == [
@@ -415,14 +415,14 @@ def test_kubectl_patch_tutorial_adds_a_container_and_replaces_tolerations() -> N
 
 def test_patch_delete_directive_removes_a_container() -> None:
     result = smp(
-        pod({"containers": [APP, SIDECAR]}),
+        POD(spec={"containers": [APP, SIDECAR]}),
         {"spec": {"containers": [{"name": "sidecar", "$patch": "delete"}]}},
     )
     assert result["spec"]["containers"] == [APP]
 
 
 def test_patch_replace_directive_on_a_list_and_on_a_map() -> None:
-    document = pod({"containers": [APP, SIDECAR]}, labels={"a": "1", "b": "2"})
+    document = POD(spec={"containers": [APP, SIDECAR]}, labels={"a": "1", "b": "2"})
     patch = {
         "metadata": {"labels": {"$patch": "replace", "c": "3"}},
         "spec": {"containers": [{"$patch": "replace"}, {"name": "only", "image": "x"}]},
@@ -434,7 +434,7 @@ def test_patch_replace_directive_on_a_list_and_on_a_map() -> None:
 
 def test_patch_delete_directive_on_a_map_empties_it() -> None:
     result = smp(
-        pod({"containers": [APP]}, labels={"a": "1"}),
+        POD(spec={"containers": [APP]}, labels={"a": "1"}),
         {"metadata": {"labels": {"$patch": "delete"}}},
     )
     assert result["metadata"]["labels"] == {}
@@ -442,7 +442,7 @@ def test_patch_delete_directive_on_a_map_empties_it() -> None:
 
 def test_patch_merge_directive_on_a_map_is_the_default_merge() -> None:
     result = smp(
-        pod({"containers": [APP]}, labels={"a": "1"}),
+        POD(spec={"containers": [APP]}, labels={"a": "1"}),
         {"metadata": {"labels": {"$patch": "merge", "b": "2"}}},
     )
     assert result["metadata"]["labels"] == {"a": "1", "b": "2"}
@@ -460,7 +460,7 @@ def test_env_merges_by_name() -> None:
             ]
         }
     }
-    env = smp(pod({"containers": [app]}), patch)["spec"]["containers"][0]["env"]
+    env = smp(POD(spec={"containers": [app]}), patch)["spec"]["containers"][0]["env"]
     # Patch items in patch order, the live-only A placed by its live position before B; the
     # new C follows B as it does in the patch.
     assert env == [
@@ -477,13 +477,13 @@ def test_env_entry_field_deleted_with_null() -> None:
             "containers": [{"name": "app", "env": [{"name": "A", "valueFrom": None, "value": "v"}]}]
         }
     }
-    env = smp(pod({"containers": [app]}), patch)["spec"]["containers"][0]["env"]
+    env = smp(POD(spec={"containers": [app]}), patch)["spec"]["containers"][0]["env"]
     assert env == [{"name": "A", "value": "v"}]
 
 
 def test_set_element_order_reorders_and_places_server_only_items() -> None:
     injected = {"name": "injected", "image": "mesh"}
-    document = pod({"containers": [injected, APP, SIDECAR]})
+    document = POD(spec={"containers": [injected, APP, SIDECAR]})
     # What kubectl apply sends to swap app and sidecar and add "new" at the end.
     patch = {
         "spec": {
@@ -497,7 +497,7 @@ def test_set_element_order_reorders_and_places_server_only_items() -> None:
 
 
 def test_set_element_order_for_primitives() -> None:
-    document = pod({"containers": [APP]}, finalizers=["a", "b", "c"])
+    document = POD(spec={"containers": [APP]}, metadata_extra={"finalizers": ["a", "b", "c"]})
     patch = {"metadata": {"$setElementOrder/finalizers": ["c", "a", "b"]}}
     assert smp(document, patch)["metadata"]["finalizers"] == ["c", "a", "b"]
 
@@ -510,17 +510,17 @@ def test_set_element_order_must_agree_with_the_patch_list() -> None:
         }
     }
     with pytest.raises(PatchError, match=re.escape("spec.containers: the order in the patch list")):
-        smp(pod({"containers": [APP, SIDECAR]}), patch)
+        smp(POD(spec={"containers": [APP, SIDECAR]}), patch)
 
 
 def test_delete_from_primitive_list_on_finalizers() -> None:
-    document = pod({"containers": [APP]}, finalizers=["a", "b", "c"])
+    document = POD(spec={"containers": [APP]}, metadata_extra={"finalizers": ["a", "b", "c"]})
     patch = {"metadata": {"$deleteFromPrimitiveList/finalizers": ["b", "zz"]}}
     assert smp(document, patch)["metadata"]["finalizers"] == ["a", "c"]
 
 
 def test_finalizers_merge_as_a_set_new_ones_first() -> None:
-    document = pod({"containers": [APP]}, finalizers=["a", "b"])
+    document = POD(spec={"containers": [APP]}, metadata_extra={"finalizers": ["a", "b"]})
     result = smp(document, {"metadata": {"finalizers": ["b", "c"]}})
     assert result["metadata"]["finalizers"] == ["a", "b", "c"]
     result = smp(document, {"metadata": {"finalizers": ["c"]}})
@@ -556,7 +556,7 @@ def test_volumes_merge_by_name_with_retain_keys() -> None:
             ]
         }
     }
-    result = smp(pod({"containers": [APP], "volumes": volumes}), patch)
+    result = smp(POD(spec={"containers": [APP], "volumes": volumes}), patch)
     assert result["spec"]["volumes"] == [
         {"name": "data", "hostPath": {"path": "/d"}},
         {"name": "cfg", "configMap": {"name": "c"}},
@@ -602,7 +602,7 @@ CONTAINER_LIST_CASES: list[tuple[str, str, list[Any], list[Any], list[Any]]] = [
 def test_container_lists(
     field: str, live: list[Any], patch: list[Any], expected: list[Any]
 ) -> None:
-    document = pod({"containers": [{"name": "app", field: live}]})
+    document = POD(spec={"containers": [{"name": "app", field: live}]})
     result = smp(document, {"spec": {"containers": [{"name": "app", field: patch}]}})
     assert result["spec"]["containers"][0][field] == expected
 
@@ -653,12 +653,12 @@ POD_SPEC_LIST_CASES: list[
     [pytest.param(*case[1:], id=case[0]) for case in POD_SPEC_LIST_CASES],
 )
 def test_pod_spec_lists(field: str, live: list[Any], patch: list[Any], expected: list[Any]) -> None:
-    result = smp(pod({"containers": [APP], field: live}), {"spec": {field: patch}})
+    result = smp(POD(spec={"containers": [APP], field: live}), {"spec": {field: patch}})
     assert result["spec"][field] == expected
 
 
 def test_pod_status_conditions_merge_by_type() -> None:
-    document = pod({"containers": [APP]})
+    document = POD(spec={"containers": [APP]})
     document["status"] = {
         "conditions": [
             {"type": "PodScheduled", "status": "True"},
@@ -674,7 +674,7 @@ def test_pod_status_conditions_merge_by_type() -> None:
 
 def test_owner_references_merge_by_uid() -> None:
     owner = {"uid": "u1", "kind": "ReplicaSet", "name": "rs"}
-    document = pod({"containers": [APP]}, ownerReferences=[owner])
+    document = POD(spec={"containers": [APP]}, metadata_extra={"ownerReferences": [owner]})
     patch = {"metadata": {"ownerReferences": [{"uid": "u1", "controller": True}]}}
     assert smp(document, patch)["metadata"]["ownerReferences"] == [{**owner, "controller": True}]
 
@@ -701,7 +701,7 @@ def test_node_taints_replace_and_pod_cidrs_merge() -> None:
 
 
 def test_null_deletes_and_unmatched_null_is_ignored() -> None:
-    document = pod({"containers": [APP]}, labels={"a": "1", "b": "2"})
+    document = POD(spec={"containers": [APP]}, labels={"a": "1", "b": "2"})
     result = smp(
         document, {"metadata": {"labels": {"a": None, "zz": None}}, "spec": {"nodeName": None}}
     )
@@ -718,7 +718,7 @@ def test_new_values_lose_nulls_and_directives() -> None:
             "securityContext": {"runAsUser": 1, "fsGroup": None, "$retainKeys": ["runAsUser"]},
         }
     }
-    result = smp(pod({"containers": [APP]}), patch)
+    result = smp(POD(spec={"containers": [APP]}), patch)
     assert result["spec"]["containers"][0] == {"name": "new", "image": "n", "resources": {}}
     assert result["spec"]["securityContext"] == {"runAsUser": 1}
 
@@ -847,7 +847,7 @@ SMP_ERRORS: list[tuple[str, dict[str, Any], str]] = [
     ("patch", "message"), [pytest.param(patch, msg, id=name) for name, patch, msg in SMP_ERRORS]
 )
 def test_strategic_merge_errors_name_the_path(patch: dict[str, Any], message: str) -> None:
-    document = pod({"containers": [APP]}, finalizers=["a"])
+    document = POD(spec={"containers": [APP]}, metadata_extra={"finalizers": ["a"]})
     with pytest.raises(PatchError, match=re.escape(message)):
         smp(document, patch)
 
@@ -1028,7 +1028,7 @@ def test_strategic_merge_without_lists_or_directives_is_a_merge_patch(
 def test_strategic_merge_of_containers_keeps_every_name_once(
     live: list[str], patched: list[str]
 ) -> None:
-    document = pod({"containers": [{"name": name, "image": "live"} for name in live]})
+    document = POD(spec={"containers": [{"name": name, "image": "live"} for name in live]})
     patch = {"spec": {"containers": [{"name": name, "image": "patched"} for name in patched]}}
     before = copy.deepcopy((document, patch))
     result = smp(document, patch)["spec"]["containers"]

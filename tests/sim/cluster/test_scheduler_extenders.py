@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import ssl
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -33,6 +34,12 @@ from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.cluster.node_templates import NodeTemplate, build_node
 from kubescale.sim.cluster.scheduler import Scheduler
 from kubescale.sim.cluster.scheduler_extenders import ExtenderConfig, parse_duration
+from tests import builders
+
+POD = functools.partial(
+    builders.pods.pod,
+    containers=[builders.pods.container(image="nginx", requests={"cpu": "1"})],
+)
 
 Answer = Callable[[dict[str, Any]], Any]
 
@@ -117,21 +124,6 @@ def node(name: str, *, taints: tuple[dict[str, str], ...] = (), cpu: str = "4") 
     )
 
 
-def pod(name: str, *, cpu: str = "1", node_name: str | None = None, **extra: str) -> dict[str, Any]:
-    requests: dict[str, str] = {"cpu": cpu, **extra}
-    spec: dict[str, Any] = {
-        "containers": [{"name": "app", "image": "nginx", "resources": {"requests": requests}}]
-    }
-    if node_name:
-        spec["nodeName"] = node_name
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": spec,
-    }
-
-
 async def schedule(
     extenders: list[ExtenderConfig], nodes: list[dict[str, Any]], *pods: dict[str, Any]
 ) -> ApiServer:
@@ -169,7 +161,7 @@ async def test_node_cache_capable_filter_sends_names_and_its_verdict_counts(
     }
     config = extender.config(filterVerb="filter", nodeCacheCapable=True)
     api = await schedule(
-        [config], [node("n0", taints=TAINT), node("n1"), node("n2"), node("n3")], pod("web")
+        [config], [node("n0", taints=TAINT), node("n1"), node("n2"), node("n3")], POD(name="web")
     )
     assert outcome(api, "web") == "n3"
     (args,) = extender.calls("filter")
@@ -187,7 +179,7 @@ async def test_filter_reasons_enter_the_unschedulable_message(extender: Extender
     }
     config = extender.config(filterVerb="filter", nodeCacheCapable=True)
     api = await schedule(
-        [config], [node("n0", cpu="500m"), node("n1"), node("n2"), node("n3")], pod("web")
+        [config], [node("n0", cpu="500m"), node("n1"), node("n2"), node("n3")], POD(name="web")
     )
     assert outcome(api, "web") == (
         "Unschedulable: 0/4 nodes are available: 1 Insufficient cpu, 1 hot node, "
@@ -206,7 +198,7 @@ async def test_node_list_extender_gets_node_objects_and_may_answer_in_lower_case
 
     extender.answers["filter"] = answer
     config = extender.config(filterVerb="filter")
-    api = await schedule([config], [node("n1"), node("n2")], pod("web"))
+    api = await schedule([config], [node("n1"), node("n2")], POD(name="web"))
     assert outcome(api, "web") == "n2"
     (args,) = extender.calls("filter")
     assert args["NodeNames"] is None
@@ -217,14 +209,14 @@ async def test_node_list_extender_gets_node_objects_and_may_answer_in_lower_case
 async def test_a_missing_node_list_filters_out_every_node(extender: Extender) -> None:
     extender.answers["filter"] = lambda args: {"FailedNodes": {}}
     config = extender.config(filterVerb="filter", nodeCacheCapable=True)
-    api = await schedule([config], [node("n1")], pod("web"))
+    api = await schedule([config], [node("n1")], POD(name="web"))
     assert outcome(api, "web").startswith("Unschedulable: 0/1 nodes are available:")
 
 
 async def test_naming_a_node_not_sent_is_an_error(extender: Extender) -> None:
     extender.answers["filter"] = lambda args: {"NodeNames": ["elsewhere"]}
     config = extender.config(filterVerb="filter", nodeCacheCapable=True)
-    api = await schedule([config], [node("n1")], pod("web"))
+    api = await schedule([config], [node("n1")], POD(name="web"))
     assert outcome(api, "web") == (
         f'SchedulerError: extender "{extender.url}/scheduler/" claims a filtered node '
         '"elsewhere" which is not found in the input node list'
@@ -234,7 +226,7 @@ async def test_naming_a_node_not_sent_is_an_error(extender: Extender) -> None:
 async def test_an_error_field_fails_the_pod(extender: Extender) -> None:
     extender.answers["filter"] = lambda args: {"NodeNames": ["n1"], "Error": "policy store down"}
     config = extender.config(filterVerb="filter", nodeCacheCapable=True)
-    api = await schedule([config], [node("n1")], pod("web"))
+    api = await schedule([config], [node("n1")], POD(name="web"))
     assert outcome(api, "web") == "SchedulerError: policy store down"
 
 
@@ -244,7 +236,7 @@ async def test_http_errors_fail_the_pod_unless_ignorable(
 ) -> None:
     extender.status["filter"] = 500
     config = extender.config(filterVerb="filter", nodeCacheCapable=True, ignorable=ignorable)
-    api = await schedule([config], [node("n1")], pod("web"))
+    api = await schedule([config], [node("n1")], POD(name="web"))
     expected = (
         "n1"
         if ignorable
@@ -263,7 +255,7 @@ async def test_http_timeout(extender: Extender, ignorable: bool) -> None:
     )
     assert config.timeout == pytest.approx(0.15)
     started = asyncio.get_running_loop().time()
-    api = await schedule([config], [node("n1")], pod("web"))
+    api = await schedule([config], [node("n1")], POD(name="web"))
     assert asyncio.get_running_loop().time() - started < 0.9
     if ignorable:
         assert outcome(api, "web") == "n1"
@@ -298,7 +290,14 @@ async def test_prioritize_scores_count_times_weight_times_ten(
     ]
     config = extender.config(prioritizeVerb="prioritize", weight=weight, nodeCacheCapable=True)
     api = await schedule(
-        [config], [node("n1"), node("n2")], pod("busy", cpu="2", node_name="n2"), pod("web")
+        [config],
+        [node("n1"), node("n2")],
+        POD(
+            name="busy",
+            containers=[builders.pods.container(image="nginx", requests={"cpu": "2"})],
+            node_name="n2",
+        ),
+        POD(name="web"),
     )
     assert outcome(api, "web") == expected
     (args,) = extender.calls("prioritize")
@@ -310,10 +309,10 @@ async def test_prioritize_errors_are_ignored_and_one_feasible_node_is_not_scored
 ) -> None:
     extender.status["prioritize"] = 500
     config = extender.config(prioritizeVerb="prioritize", weight=5, nodeCacheCapable=True)
-    api = await schedule([config], [node("n1"), node("n2")], pod("web"))
+    api = await schedule([config], [node("n1"), node("n2")], POD(name="web"))
     assert outcome(api, "web") == "n1"
     assert len(extender.calls("prioritize")) == 1
-    api = await schedule([config], [node("n1")], pod("solo"))
+    api = await schedule([config], [node("n1")], POD(name="solo"))
     assert outcome(api, "solo") == "n1"
     assert len(extender.calls("prioritize")) == 1
 
@@ -327,8 +326,15 @@ async def test_managed_resources_limit_interest_and_can_be_ignored_by_the_schedu
         nodeCacheCapable=True,
         managedResources=[{"name": "example.com/foo", "ignoredByScheduler": True}],
     )
-    plain = pod("plain")
-    foo = pod("foo", **{"example.com/foo": "1"})
+    plain = POD(name="plain")
+    foo = POD(
+        name="foo",
+        containers=[
+            builders.pods.container(
+                image="nginx", requests={"cpu": "1", **{"example.com/foo": "1"}}
+            )
+        ],
+    )
     api = await schedule([config], [node("n1")], plain, foo)
     # the node has no example.com/foo: only ignoredByScheduler lets the pod fit
     assert (outcome(api, "plain"), outcome(api, "foo")) == ("n1", "n1")
@@ -346,7 +352,7 @@ async def test_tls_is_verified_against_ca_data_unless_insecure(extender: Extende
             "tlsConfig": {"caData": base64.b64encode(other.cert_pem).decode()},
         }
     )
-    api = await schedule([wrong], [node("n1")], pod("web"))
+    api = await schedule([wrong], [node("n1")], POD(name="web"))
     assert outcome(api, "web").startswith(f'SchedulerError: Post "{extender.url}/scheduler/filter"')
     assert "certificate verify failed" in outcome(api, "web")
     insecure = ExtenderConfig.from_dict(
@@ -357,7 +363,7 @@ async def test_tls_is_verified_against_ca_data_unless_insecure(extender: Extende
             "tlsConfig": {"insecure": True},
         }
     )
-    api = await schedule([insecure], [node("n1")], pod("web"))
+    api = await schedule([insecure], [node("n1")], POD(name="web"))
     assert outcome(api, "web") == "n1"
 
 
@@ -378,6 +384,6 @@ async def test_extenders_run_in_turn_on_the_survivors(extender: Extender) -> Non
         extender.config(filterVerb="filter", nodeCacheCapable=True),
         extender.config(filterVerb="second", nodeCacheCapable=True),
     ]
-    api = await schedule(configs, [node("n1"), node("n2"), node("n3")], pod("web"))
+    api = await schedule(configs, [node("n1"), node("n2"), node("n3")], POD(name="web"))
     assert calls == [["n1", "n2", "n3"], ["n2", "n3"]]
     assert outcome(api, "web") == "n3"

@@ -8,6 +8,7 @@ it changes; ``preemptionPolicy: Never`` pods are "not eligible" for preemption.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,12 @@ from kubescale.kube.resources import NODES, PODS, PRIORITY_CLASSES
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.cluster.node_templates import NodeTemplate, build_node
 from kubescale.sim.cluster.scheduler import Scheduler
+from tests import builders
+
+POD = functools.partial(
+    builders.pods.pod,
+    containers=[builders.pods.container(image="nginx", requests={"cpu": "1"})],
+)
 
 ONE_CPU_NODE_FULL = (
     "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: "
@@ -35,20 +42,6 @@ def node(name: str, *, cpu: str = "1", taints: tuple[dict[str, str], ...] = ()) 
     )
 
 
-def pod(name: str, *, cpu: str = "1", **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "containers": [
-                {"name": "app", "image": "nginx", "resources": {"requests": {"cpu": cpu}}}
-            ],
-            **spec,
-        },
-    }
-
-
 def where(api: ApiServer, name: str) -> str | None:
     node_name = api.store.get(PODS, name, "default")["spec"].get("nodeName")
     return str(node_name) if node_name else None
@@ -64,9 +57,9 @@ async def test_higher_priority_binds_first_even_if_younger() -> None:
     clock = VirtualClock()
     api = ApiServer(clock=clock, crd_dirs=[])
     api.store.create(node("n1"))
-    api.store.create(pod("old-low", priority=0))
+    api.store.create(POD(name="old-low", spec={"priority": 0}))
     await clock.advance(10)
-    api.store.create(pod("new-high", priority=1000))
+    api.store.create(POD(name="new-high", spec={"priority": 1000}))
     await Scheduler(api).step(clock.now())
     assert where(api, "new-high") == "n1"
     assert where(api, "old-low") is None
@@ -77,9 +70,9 @@ async def test_equal_priority_binds_the_older_pod_first() -> None:
     clock = VirtualClock()
     api = ApiServer(clock=clock, crd_dirs=[])
     api.store.create(node("n1"))
-    api.store.create(pod("b-older"))
+    api.store.create(POD(name="b-older"))
     await clock.advance(10)
-    api.store.create(pod("a-younger"))
+    api.store.create(POD(name="a-younger"))
     await Scheduler(api).step(clock.now())
     assert (where(api, "b-older"), where(api, "a-younger")) == ("n1", None)
 
@@ -99,11 +92,11 @@ async def test_priority_class_names_and_the_global_default_resolve_to_values() -
         )
     assert len(api.store.list(PRIORITY_CLASSES)) == 2
     api.store.create(node("n1", cpu="2"))
-    api.store.create(pod("first-no-class", cpu="1"))  # the global default: 10
+    api.store.create(POD(name="first-no-class"))  # the global default: 10
     await clock.advance(1)
-    api.store.create(pod("second-critical", cpu="1", priorityClassName="critical"))
+    api.store.create(POD(name="second-critical", spec={"priorityClassName": "critical"}))
     await clock.advance(1)
-    api.store.create(pod("third-explicit", cpu="1", priority=-5))
+    api.store.create(POD(name="third-explicit", spec={"priority": -5}))
     await Scheduler(api).step(clock.now())
     assert where(api, "second-critical") == "n1"
     assert where(api, "first-no-class") == "n1"
@@ -115,9 +108,9 @@ async def test_unschedulable_condition_written_once_then_replaced_by_the_binding
     api = ApiServer(clock=clock, crd_dirs=[])
     scheduler = Scheduler(api)
     api.store.create(node("n1"))
-    api.store.create(pod("hog"))
+    api.store.create(POD(name="hog"))
     await scheduler.step(clock.now())
-    api.store.create(pod("waiting"))
+    api.store.create(POD(name="waiting"))
     await scheduler.step(clock.now())
     condition = scheduled_condition(api, "waiting")
     assert condition == {
@@ -160,7 +153,13 @@ async def test_preemption_policy_never_is_not_eligible() -> None:
     clock = VirtualClock()
     api = ApiServer(clock=clock, crd_dirs=[])
     api.store.create(node("n1"))
-    api.store.create(pod("big", cpu="2", preemptionPolicy="Never"))
+    api.store.create(
+        POD(
+            name="big",
+            containers=[builders.pods.container(image="nginx", requests={"cpu": "2"})],
+            spec={"preemptionPolicy": "Never"},
+        )
+    )
     await Scheduler(api).step(clock.now())
     assert scheduled_condition(api, "big")["message"] == (
         "0/1 nodes are available: 1 Insufficient cpu. "
@@ -172,9 +171,9 @@ async def test_pods_of_other_schedulers_gated_or_deleting_are_left_alone() -> No
     clock = VirtualClock()
     api = ApiServer(clock=clock, crd_dirs=[])
     api.store.create(node("n1", cpu="8"))
-    api.store.create(pod("other", schedulerName="my-scheduler"))
-    api.store.create(pod("gated", schedulingGates=[{"name": "example.com/wait"}]))
-    api.store.create(pod("mine"))
+    api.store.create(POD(name="other", spec={"schedulerName": "my-scheduler"}))
+    api.store.create(POD(name="gated", spec={"schedulingGates": [{"name": "example.com/wait"}]}))
+    api.store.create(POD(name="mine"))
     await Scheduler(api).step(clock.now())
     assert (where(api, "other"), where(api, "gated"), where(api, "mine")) == (None, None, "n1")
     assert not api.store.get(PODS, "other", "default")["status"].get("conditions")
@@ -189,7 +188,7 @@ async def test_bindings_are_what_api_clients_read(tmp_path: Path) -> None:
         api.write_kubeconfig(tmp_path / "kubeconfig")
         async with await connect(kubeconfig=tmp_path / "kubeconfig", clock=clock) as kube:
             await kube.create(NODES, node("n1", cpu="2"))
-            await kube.create(PODS, pod("web"), namespace="default")
+            await kube.create(PODS, POD(name="web"), namespace="default")
             await Scheduler(api).step(clock.now())
             read = await kube.get(PODS, "web", namespace="default")
     assert read["spec"]["nodeName"] == "n1"

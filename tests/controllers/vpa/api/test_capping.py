@@ -12,6 +12,7 @@ where it matters). Hypothesis: every capped bound lies within minAllowed..maxAll
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,9 @@ from kubescale.controllers.vpa.api.capping import (
 from kubescale.controllers.vpa.api.current_resources import parse_resource_list
 from kubescale.controllers.vpa.api.limit_ranges import LimitRangeItem
 from kubescale.kube.quantities import Quantity
+from tests import builders
+
+POD = functools.partial(builders.pods.pod, name="pod1", api_version=None)
 
 Resources = dict[str, str]
 
@@ -42,18 +46,6 @@ def container(
     if limits is not None:
         resources["limits"] = limits
     return {"name": name, "image": "app", "resources": resources}
-
-
-def pod(
-    *containers: dict[str, Any], statuses: list[dict[str, Any]] | None = None
-) -> dict[str, Any]:
-    result: dict[str, Any] = {
-        "metadata": {"name": "pod1", "namespace": "default"},
-        "spec": {"containers": list(containers)},
-    }
-    if statuses is not None:
-        result["status"] = {"containerStatuses": statuses}
-    return result
 
 
 def entry(
@@ -121,7 +113,7 @@ def test_no_recommendation_and_no_policy_is_none() -> None:
         cap_recommendation(
             recommendation=None,
             resource_policy=None,
-            pod=pod(container("ctr-name")),
+            pod=POD(containers=[container("ctr-name")]),
             container_limit_range=None,
             pod_limit_range=None,
         )
@@ -138,7 +130,7 @@ def test_recommendation_without_policy_is_unchanged() -> None:
             upper={"cpu": "1500", "memory": "2k"},
         )
     )
-    capped = cap(rec, pod(container("ctr-name")))
+    capped = cap(rec, POD(containers=[container("ctr-name")]))
     (only,) = capped.containers
     assert texts(only.target) == {"cpu": "50", "memory": "100"}
     assert texts(only.lower_bound) == {"cpu": "500", "memory": "1k"}
@@ -148,19 +140,19 @@ def test_recommendation_without_policy_is_unchanged() -> None:
 
 def test_recommendation_for_another_container_is_dropped() -> None:
     rec = recommendation(entry("ctr-name-other", target={"cpu": "100m", "memory": "50000Mi"}))
-    capped = cap(rec, pod(container("ctr-name")))
+    capped = cap(rec, POD(containers=[container("ctr-name")]))
     assert capped.containers == ()
     assert not capped.annotations
 
 
 def test_policy_without_recommendation_gives_an_empty_one() -> None:
-    capped = cap(None, pod(container("ctr-name")), policy={"containerPolicies": []})
+    capped = cap(None, POD(containers=[container("ctr-name")]), policy={"containerPolicies": []})
     assert capped.containers == ()
 
 
 # -- TestRecommendationToLimitCapping ------------------------------------------------------------
 
-LIMIT_CAPPING_POD = pod(container("ctr-name", limits={"cpu": "30", "memory": "70000"}))
+LIMIT_CAPPING_POD = POD(containers=[container("ctr-name", limits={"cpu": "30", "memory": "70000"})])
 LIMIT_CAPPING_REC = recommendation(
     entry(
         "ctr-name",
@@ -206,11 +198,13 @@ LIMIT_CAPPING_CASES = [
     LimitCappingCase(
         # The status limits (2.5 cpu, 60000 memory) win over the spec's (30, 70000).
         "capping for RequestsOnly policy for limits defined in containerStatus",
-        pod(
-            container("ctr-name", limits={"cpu": "30", "memory": "70000"}),
-            statuses=[
-                {"name": "ctr-name", "resources": {"limits": {"cpu": "2.5", "memory": "60000"}}}
-            ],
+        POD(
+            containers=[container("ctr-name", limits={"cpu": "30", "memory": "70000"})],
+            status={
+                "containerStatuses": [
+                    {"name": "ctr-name", "resources": {"limits": {"cpu": "2.5", "memory": "60000"}}}
+                ]
+            },
         ),
         REQUESTS_ONLY,
         {"cpu": "2500m", "memory": "60k"},
@@ -250,7 +244,7 @@ def test_recommendation_capped_to_min_max_policy() -> None:
             }
         ]
     }
-    capped = cap(rec, pod(container("ctr-name")), policy=policy)
+    capped = cap(rec, POD(containers=[container("ctr-name")]), policy=policy)
     (only,) = capped.containers
     assert texts(only.target) == {"cpu": "400", "memory": "45k"}
     assert texts(only.lower_bound) == {"cpu": "400", "memory": "43k"}
@@ -269,7 +263,7 @@ def test_zero_min_and_max_allowed_are_ignored() -> None:
             {"containerName": "c", "minAllowed": {"cpu": "0"}, "maxAllowed": {"memory": "0"}}
         ]
     }
-    capped = cap(rec, pod(container("c")), policy=policy)
+    capped = cap(rec, POD(containers=[container("c")]), policy=policy)
     assert targets(capped) == {"c": {"cpu": "300m", "memory": "1Gi"}}
     assert not capped.annotations
 
@@ -291,7 +285,7 @@ def test_container_policy_lookup_exact_name_wins_over_default() -> None:
     assert controlled_values("web", policy) == "RequestsOnly"
     assert controlled_values("sidecar", policy) == "RequestsAndLimits"
     rec = recommendation(entry("web", target={"cpu": "3"}), entry("sidecar", target={"cpu": "3"}))
-    capped = cap(rec, pod(container("web"), container("sidecar")), policy=policy)
+    capped = cap(rec, POD(containers=[container("web"), container("sidecar")]), policy=policy)
     assert targets(capped) == {"web": {"cpu": "2"}, "sidecar": {"cpu": "1"}}
 
 
@@ -302,12 +296,14 @@ def test_caps_to_container_limit_range() -> None:
     # max cpu 1 with request = limit = 1: max request 1000m x 1000m / 1000m = 1 -> target 2 -> 1.
     # min memory 500M with request = limit = 1G: min request 1G x 500M / 1G = 500M -> 200M -> 500M.
     rec = recommendation(entry("container", target={"cpu": "2", "memory": "200M"}))
-    the_pod = pod(
-        container(
-            "container",
-            requests={"cpu": "1", "memory": "1G"},
-            limits={"cpu": "1", "memory": "1G"},
-        )
+    the_pod = POD(
+        containers=[
+            container(
+                "container",
+                requests={"cpu": "1", "memory": "1G"},
+                limits={"cpu": "1", "memory": "1G"},
+            )
+        ]
     )
     capped = cap(rec, the_pod, container_lr=limit_range(max={"cpu": "1"}, min={"memory": "500M"}))
     assert targets(capped) == {"container": {"cpu": "1", "memory": "500M"}}
@@ -320,7 +316,7 @@ def test_caps_to_container_limit_range() -> None:
 def test_container_limit_range_max_keeps_the_limit_to_request_ratio() -> None:
     # Request 500m, limit 1 (ratio 2): a 1-cpu max limit allows a 500m x 1000m / 1000m request.
     rec = recommendation(entry("c", target={"cpu": "2"}, upper={"cpu": "4"}, lower={"cpu": "100m"}))
-    the_pod = pod(container("c", requests={"cpu": "500m"}, limits={"cpu": "1"}))
+    the_pod = POD(containers=[container("c", requests={"cpu": "500m"}, limits={"cpu": "1"})])
     capped = cap(rec, the_pod, container_lr=limit_range(max={"cpu": "1"}))
     (only,) = capped.containers
     assert texts(only.target) == {"cpu": "500m"}
@@ -331,7 +327,7 @@ def test_container_limit_range_max_keeps_the_limit_to_request_ratio() -> None:
 def test_container_limit_range_default_limit_sets_the_ratio() -> None:
     # No limit: the LimitRange default 2 applies; request 1 -> ratio 2; max 3 -> request 1500m.
     rec = recommendation(entry("c", target={"cpu": "2"}))
-    the_pod = pod(container("c", requests={"cpu": "1"}))
+    the_pod = POD(containers=[container("c", requests={"cpu": "1"})])
     capped = cap(rec, the_pod, container_lr=limit_range(max={"cpu": "3"}, default={"cpu": "2"}))
     assert targets(capped) == {"c": {"cpu": "1500m"}}
 
@@ -339,7 +335,7 @@ def test_container_limit_range_default_limit_sets_the_ratio() -> None:
 def test_container_without_limits_is_only_bounded_by_the_min() -> None:
     # GetBoundaryRequest is 0 (no bound) without a limit; the item's min still bounds the request.
     rec = recommendation(entry("c", target={"cpu": "50m", "memory": "10Gi"}))
-    the_pod = pod(container("c", requests={"cpu": "10m"}))
+    the_pod = POD(containers=[container("c", requests={"cpu": "10m"})])
     capped = cap(
         rec,
         the_pod,
@@ -351,9 +347,11 @@ def test_container_without_limits_is_only_bounded_by_the_min() -> None:
 
 # -- TestApplyPodLimitRange ----------------------------------------------------------------------
 
-TWO_CPU_CONTAINERS = pod(
-    container("container1", requests={"cpu": "1"}, limits={"cpu": "1"}),
-    container("container2", requests={"cpu": "1"}, limits={"cpu": "1"}),
+TWO_CPU_CONTAINERS = POD(
+    containers=[
+        container("container1", requests={"cpu": "1"}, limits={"cpu": "1"}),
+        container("container2", requests={"cpu": "1"}, limits={"cpu": "1"}),
+    ]
 )
 
 
@@ -370,9 +368,11 @@ def test_pod_limit_range_caps_target_cpu_to_max() -> None:
 def test_pod_limit_range_caps_memory_to_min() -> None:
     # Request = limit = 1 byte: limits = recommendations = 1G each; min 4G > sumRecommendation
     # 2G -> each 1G x 4G / 2G = 2G.
-    the_pod = pod(
-        container("container1", requests={"memory": "1"}, limits={"memory": "1"}),
-        container("container2", requests={"memory": "1"}, limits={"memory": "1"}),
+    the_pod = POD(
+        containers=[
+            container("container1", requests={"memory": "1"}, limits={"memory": "1"}),
+            container("container2", requests={"memory": "1"}, limits={"memory": "1"}),
+        ]
     )
     rec = recommendation(
         entry("container1", target={"memory": "1G"}), entry("container2", target={"memory": "1G"})
@@ -384,9 +384,11 @@ def test_pod_limit_range_caps_memory_to_min() -> None:
 def test_pod_limit_range_caps_memory_request_to_pod_min() -> None:
     # Limit 2 x request: limits 2G each, sumLimit 4G >= min 4G, but sumRecommendation 2G < 4G
     # -> each 1G x 4G / 2G = 2G.
-    the_pod = pod(
-        container("container1", requests={"memory": "1"}, limits={"memory": "2"}),
-        container("container2", requests={"memory": "1"}, limits={"memory": "2"}),
+    the_pod = POD(
+        containers=[
+            container("container1", requests={"memory": "1"}, limits={"memory": "2"}),
+            container("container2", requests={"memory": "1"}, limits={"memory": "2"}),
+        ]
     )
     rec = recommendation(
         entry("container1", target={"memory": "1G"}), entry("container2", target={"memory": "1G"})
@@ -399,9 +401,11 @@ def test_pod_limit_range_with_one_container_without_recommendation() -> None:
     # Upstream's direct applyPodLimitRange call leaves container2 out; the processor first
     # inserts container2's requests (1G) as its recommendation: sumRecommendation 2G,
     # sumLimit 4G -> both 1G x 4G / 2G = 2G.
-    the_pod = pod(
-        container("container1", requests={"memory": "1G"}, limits={"memory": "2G"}),
-        container("container2", requests={"memory": "1G"}, limits={"memory": "2G"}),
+    the_pod = POD(
+        containers=[
+            container("container1", requests={"memory": "1G"}, limits={"memory": "2G"}),
+            container("container2", requests={"memory": "1G"}, limits={"memory": "2G"}),
+        ]
     )
     rec = recommendation(entry("container1", target={"memory": "1G"}))
     capped = cap(rec, the_pod, pod_lr=limit_range(max={"memory": "10G"}, min={"memory": "4G"}))
@@ -414,7 +418,9 @@ def test_pod_limit_range_with_one_container_without_recommendation() -> None:
 
 def test_pod_limit_range_with_extra_recommendation() -> None:
     # container1 is not in the pod: dropped. container2: limit 2 x 1G = 2G, 1G x 4G / 1G = 4G.
-    the_pod = pod(container("container2", requests={"memory": "1"}, limits={"memory": "2"}))
+    the_pod = POD(
+        containers=[container("container2", requests={"memory": "1"}, limits={"memory": "2"})]
+    )
     rec = recommendation(
         entry("container1", target={"memory": "1G"}), entry("container2", target={"memory": "1G"})
     )
@@ -425,9 +431,11 @@ def test_pod_limit_range_with_extra_recommendation() -> None:
 def test_pod_limit_range_min_rounds_cpu_up_to_the_next_millicore() -> None:
     # sumRecommendation 300m < min 1: 100m x 1000m / 300m = 333.3m -> 334m; 200m -> 666.7m ->
     # 667m; 334m + 667m = 1001m >= 1.
-    the_pod = pod(
-        container("a", requests={"cpu": "100m"}, limits={"cpu": "100m"}),
-        container("b", requests={"cpu": "200m"}, limits={"cpu": "200m"}),
+    the_pod = POD(
+        containers=[
+            container("a", requests={"cpu": "100m"}, limits={"cpu": "100m"}),
+            container("b", requests={"cpu": "200m"}, limits={"cpu": "200m"}),
+        ]
     )
     rec = recommendation(entry("a", target={"cpu": "100m"}), entry("b", target={"cpu": "200m"}))
     capped = cap(rec, the_pod, pod_lr=limit_range(min={"cpu": "1"}))
@@ -437,9 +445,11 @@ def test_pod_limit_range_min_rounds_cpu_up_to_the_next_millicore() -> None:
 def test_pod_limit_range_max_rounds_cpu_down() -> None:
     # Limit 2 x request: limits 200m + 400m = 600m > max 500m -> recommendations scaled by
     # 500/600: 100m -> 83.3m -> 83m; 200m -> 166.7m -> 166m (limits then 166m + 332m <= 500m).
-    the_pod = pod(
-        container("a", requests={"cpu": "100m"}, limits={"cpu": "200m"}),
-        container("b", requests={"cpu": "100m"}, limits={"cpu": "200m"}),
+    the_pod = POD(
+        containers=[
+            container("a", requests={"cpu": "100m"}, limits={"cpu": "200m"}),
+            container("b", requests={"cpu": "100m"}, limits={"cpu": "200m"}),
+        ]
     )
     rec = recommendation(entry("a", target={"cpu": "100m"}), entry("b", target={"cpu": "200m"}))
     capped = cap(rec, the_pod, pod_lr=limit_range(max={"cpu": "500m"}))
@@ -448,7 +458,7 @@ def test_pod_limit_range_max_rounds_cpu_down() -> None:
 
 def test_pod_limit_range_within_bounds_changes_nothing() -> None:
     rec = recommendation(entry("a", target={"cpu": "300m"}, upper={"cpu": "400m"}))
-    the_pod = pod(container("a", requests={"cpu": "100m"}, limits={"cpu": "200m"}))
+    the_pod = POD(containers=[container("a", requests={"cpu": "100m"}, limits={"cpu": "200m"})])
     capped = cap(rec, the_pod, pod_lr=limit_range(min={"cpu": "100m"}, max={"cpu": "1"}))
     (only,) = capped.containers
     assert texts(only.target) == {"cpu": "300m"}
@@ -461,9 +471,11 @@ def test_pod_limit_range_scales_every_bound_and_leaves_missing_bounds_missing() 
     # upper bound stays missing (upstream writes into its nil map and panics).
     # Target: a 200M (limit 400M), b's inserted 50M (no limit): sumRecommendation 250M ->
     # a: 200M x 4G / 250M = 3.2G, b: 50M x 4G / 250M = 800M.
-    the_pod = pod(
-        container("a", requests={"memory": "50M"}, limits={"memory": "100M"}),
-        container("b", requests={"memory": "50M"}),
+    the_pod = POD(
+        containers=[
+            container("a", requests={"memory": "50M"}, limits={"memory": "100M"}),
+            container("b", requests={"memory": "50M"}),
+        ]
     )
     rec = recommendation(entry("a", target={"memory": "200M"}, upper={"memory": "1G"}))
     capped = cap(rec, the_pod, pod_lr=limit_range(min={"memory": "4G"}))
@@ -479,9 +491,11 @@ def test_pod_limit_range_scales_every_bound_and_leaves_missing_bounds_missing() 
 def test_pod_limit_range_writes_a_zero_for_a_resource_the_recommendation_lacks() -> None:
     # Upstream quirk kept: a's target has no memory (0); scaling 0 x 1G / 100M writes 0 into it.
     # b: limit 2 x request -> 200M; sumRecommendation 100M < min 1G -> 100M x 1G / 100M = 1G.
-    the_pod = pod(
-        container("a", requests={"memory": "100M"}, limits={"memory": "200M"}),
-        container("b", requests={"memory": "100M"}, limits={"memory": "200M"}),
+    the_pod = POD(
+        containers=[
+            container("a", requests={"memory": "100M"}, limits={"memory": "200M"}),
+            container("b", requests={"memory": "100M"}, limits={"memory": "200M"}),
+        ]
     )
     rec = recommendation(
         entry("a", target={"cpu": "1"}), entry("b", target={"cpu": "1", "memory": "100M"})
@@ -505,12 +519,14 @@ class MinToRequestCase:
     policy: dict[str, Any] | None = field(default=None)
 
 
-ONE_CONTAINER = pod(
-    container(
-        "container",
-        requests={"cpu": "1", "memory": "50M"},
-        limits={"cpu": "1", "memory": "100M"},
-    )
+ONE_CONTAINER = POD(
+    containers=[
+        container(
+            "container",
+            requests={"cpu": "1", "memory": "50M"},
+            limits={"cpu": "1", "memory": "100M"},
+        )
+    ]
 )
 ONE_REC = recommendation(entry("container", target={"cpu": "1", "memory": "200M"}))
 
@@ -519,12 +535,14 @@ MIN_TO_REQUEST_CASES = [
         # min for the limit: 50M x 500M / 600M = 41666666; the item's min 500M is higher.
         "caps to min range if above container limit",
         ONE_REC,
-        pod(
-            container(
-                "container",
-                requests={"cpu": "1", "memory": "50M"},
-                limits={"cpu": "1", "memory": "600M"},
-            )
+        POD(
+            containers=[
+                container(
+                    "container",
+                    requests={"cpu": "1", "memory": "50M"},
+                    limits={"cpu": "1", "memory": "600M"},
+                )
+            ]
         ),
         {"container": {"cpu": "1", "memory": "500M"}},
         {"container": ("memory capped to fit Min in container LimitRange",)},
@@ -560,21 +578,25 @@ MIN_TO_REQUEST_CASES = [
         # memory 200M -> 500M, then both capped to the status limits.
         "uses container status limits when lower than both recommendation and pod limit range",
         ONE_REC,
-        pod(
-            container(
-                "container",
-                requests={"cpu": "10", "memory": "1G"},
-                limits={"cpu": "10", "memory": "1G"},
-            ),
-            statuses=[
-                {
-                    "name": "container",
-                    "resources": {
-                        "requests": {"cpu": "5m", "memory": "50M"},
-                        "limits": {"cpu": "5m", "memory": "100M"},
-                    },
-                }
+        POD(
+            containers=[
+                container(
+                    "container",
+                    requests={"cpu": "10", "memory": "1G"},
+                    limits={"cpu": "10", "memory": "1G"},
+                )
             ],
+            status={
+                "containerStatuses": [
+                    {
+                        "name": "container",
+                        "resources": {
+                            "requests": {"cpu": "5m", "memory": "50M"},
+                            "limits": {"cpu": "5m", "memory": "100M"},
+                        },
+                    }
+                ]
+            },
         ),
         {"container": {"cpu": "5m", "memory": "100M"}},
         {"container": ("cpu capped to container limit", "memory capped to container limit")},
@@ -586,17 +608,19 @@ MIN_TO_REQUEST_CASES = [
         # sumRecommendation 250M < 500M -> 200M x 2 = 400M and 50M x 2 = 100M.
         "caps to pod limit one container with recommendation and one without",
         recommendation(entry("container1", target={"cpu": "1", "memory": "200M"})),
-        pod(
-            container(
-                "container1",
-                requests={"cpu": "1", "memory": "50M"},
-                limits={"cpu": "1", "memory": "100M"},
-            ),
-            container(
-                "container2",
-                requests={"cpu": "1", "memory": "50M"},
-                limits={"cpu": "1", "memory": "100M"},
-            ),
+        POD(
+            containers=[
+                container(
+                    "container1",
+                    requests={"cpu": "1", "memory": "50M"},
+                    limits={"cpu": "1", "memory": "100M"},
+                ),
+                container(
+                    "container2",
+                    requests={"cpu": "1", "memory": "50M"},
+                    limits={"cpu": "1", "memory": "100M"},
+                ),
+            ]
         ),
         {
             "container1": {"cpu": "1", "memory": "400M"},
@@ -613,17 +637,19 @@ MIN_TO_REQUEST_CASES = [
             entry("container1", target={"cpu": "1", "memory": "200M"}),
             entry("container2", target={"cpu": "1", "memory": "200M"}),
         ),
-        pod(
-            container(
-                "container1",
-                requests={"cpu": "1", "memory": "50M"},
-                limits={"cpu": "1", "memory": "100M"},
-            ),
-            container(
-                "container2",
-                requests={"cpu": "1", "memory": "50M"},
-                limits={"cpu": "1", "memory": "100M"},
-            ),
+        POD(
+            containers=[
+                container(
+                    "container1",
+                    requests={"cpu": "1", "memory": "50M"},
+                    limits={"cpu": "1", "memory": "100M"},
+                ),
+                container(
+                    "container2",
+                    requests={"cpu": "1", "memory": "50M"},
+                    limits={"cpu": "1", "memory": "100M"},
+                ),
+            ]
         ),
         {
             "container1": {"cpu": "1", "memory": "250M"},
@@ -651,9 +677,11 @@ def test_limit_range_min_to_request(case: MinToRequestCase) -> None:
 
 # -- TestCapPodMemoryWithUnderByteSplit -----------------------------------------------------------
 
-UNDER_BYTE_POD = pod(
-    container("container-1", requests={"memory": "50M"}, limits={"memory": "50M"}),
-    container("container-2", requests={"memory": "50M"}, limits={"memory": "50M"}),
+UNDER_BYTE_POD = POD(
+    containers=[
+        container("container-1", requests={"memory": "50M"}, limits={"memory": "50M"}),
+        container("container-2", requests={"memory": "50M"}, limits={"memory": "50M"}),
+    ]
 )
 UNDER_BYTE_REC = recommendation(
     entry("container-1", target={"memory": "1Gi"}), entry("container-2", target={"memory": "2Gi"})
@@ -692,7 +720,7 @@ def test_capped_entry_json_keeps_other_fields() -> None:
         }
     )
     policy = {"containerPolicies": [{"containerName": "c", "maxAllowed": {"cpu": "2"}}]}
-    capped = cap(rec, pod(container("c")), policy=policy)
+    capped = cap(rec, POD(containers=[container("c")]), policy=policy)
     assert capped.containers[0].to_json() == {
         "containerName": "c",
         "target": {"cpu": "2"},
@@ -703,9 +731,9 @@ def test_capped_entry_json_keeps_other_fields() -> None:
 
 def test_status_resources_without_limits_mean_no_limits() -> None:
     # containerStatuses[].resources is set but empty: no limits, so RequestsOnly caps nothing.
-    the_pod = pod(
-        container("c", limits={"cpu": "1"}),
-        statuses=[{"name": "c", "resources": {}}],
+    the_pod = POD(
+        containers=[container("c", limits={"cpu": "1"})],
+        status={"containerStatuses": [{"name": "c", "resources": {}}]},
     )
     rec = recommendation(entry("c", target={"cpu": "2"}))
     capped = cap(rec, the_pod, policy=REQUESTS_ONLY)
@@ -714,7 +742,7 @@ def test_status_resources_without_limits_mean_no_limits() -> None:
 
 def test_requests_only_cap_compares_milli_values() -> None:
     # 1000.5m has MilliValue 1001 (rounded up): not above a 1001m limit, so it stays.
-    the_pod = pod(container("c", limits={"cpu": "1001m"}))
+    the_pod = POD(containers=[container("c", limits={"cpu": "1001m"})])
     rec = recommendation(entry("c", target={"cpu": "1000500u"}))
     assert targets(cap(rec, the_pod, policy=REQUESTS_ONLY)) == {"c": {"cpu": "1000500u"}}
 
@@ -752,7 +780,9 @@ def _capping_case(
     dict[str, Any], dict[str, Any], dict[str, Any], LimitRangeItem | None, LimitRangeItem | None
 ]:
     names = [f"c{index}" for index in range(draw(st.integers(min_value=1, max_value=3)))]
-    the_pod = pod(*(container(name, draw(_resources()), draw(_resources())) for name in names))
+    the_pod = POD(
+        containers=[*(container(name, draw(_resources()), draw(_resources())) for name in names)]
+    )
     entries = [
         entry(name, target=draw(_resources()), lower=draw(_resources()), upper=draw(_resources()))
         for name in names

@@ -7,6 +7,7 @@ no request is ever raised.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,6 +17,9 @@ from hypothesis import strategies as st
 from kubescale.controllers.vpa.api.current_resources import parse_resource_list
 from kubescale.controllers.vpa.api.node_fit import fit_requests_to_node
 from kubescale.kube.quantities import Quantity
+from tests import builders
+
+POD = functools.partial(builders.pods.pod, name="p", namespace=None, api_version=None)
 
 Resources = dict[str, str]
 
@@ -25,10 +29,6 @@ def container(name: str, requests: Resources | None = None, **extra: Any) -> dic
     if requests is not None:
         result["resources"] = {"requests": requests}
     return result
-
-
-def pod(*containers: dict[str, Any], **spec: Any) -> dict[str, Any]:
-    return {"metadata": {"name": "p"}, "spec": {"containers": list(containers), **spec}}
 
 
 def quantities(resources: Resources | None) -> dict[str, Quantity] | None:
@@ -50,19 +50,23 @@ def fit(
 
 
 def test_a_pod_that_fits_is_unchanged() -> None:
-    assert fit(pod(container("a")), [{"cpu": "1", "memory": "1Gi"}], {"cpu": "2"}) == [
+    assert fit(POD(containers=[container("a")]), [{"cpu": "1", "memory": "1Gi"}], {"cpu": "2"}) == [
         ({"cpu": "1", "memory": "1Gi"}, ())
     ]
 
 
 def test_a_single_container_is_cut_to_the_allocatable() -> None:
     # 3000m x 2000m / 3000m = 2000m.
-    assert fit(pod(container("a")), [{"cpu": "3"}], {"cpu": "2"}) == [({"cpu": "2"}, ("cpu",))]
+    assert fit(POD(containers=[container("a")]), [{"cpu": "3"}], {"cpu": "2"}) == [
+        ({"cpu": "2"}, ("cpu",))
+    ]
 
 
 def test_requests_shrink_in_proportion() -> None:
     # Wanted 3 + 1 = 4 cpus on a 2-cpu node: 3000m x 2000m / 4000m = 1500m, 1000m -> 500m.
-    assert fit(pod(container("a"), container("b")), [{"cpu": "3"}, {"cpu": "1"}], {"cpu": "2"}) == [
+    assert fit(
+        POD(containers=[container("a"), container("b")]), [{"cpu": "3"}, {"cpu": "1"}], {"cpu": "2"}
+    ) == [
         ({"cpu": "1500m"}, ("cpu",)),
         ({"cpu": "500m"}, ("cpu",)),
     ]
@@ -71,7 +75,7 @@ def test_requests_shrink_in_proportion() -> None:
 def test_rounding_is_down_so_the_total_fits() -> None:
     # 1000m x 2000m / 3000m = 666.7m -> 666m each; 3 x 666m = 1998m <= 2000m.
     result = fit(
-        pod(container("a"), container("b"), container("c")),
+        POD(containers=[container("a"), container("b"), container("c")]),
         [{"cpu": "1"}, {"cpu": "1"}, {"cpu": "1"}],
         {"cpu": "2"},
     )
@@ -81,7 +85,7 @@ def test_rounding_is_down_so_the_total_fits() -> None:
 def test_memory_is_scaled_in_whole_bytes_keeping_the_format() -> None:
     # 3Gi x 2Gi / 4Gi = 1.5Gi = 1536Mi; 1Gi -> 512Mi.
     assert fit(
-        pod(container("a"), container("b")),
+        POD(containers=[container("a"), container("b")]),
         [{"memory": "3Gi"}, {"memory": "1Gi"}],
         {"memory": "2Gi"},
     ) == [({"memory": "1536Mi"}, ("memory",)), ({"memory": "512Mi"}, ("memory",))]
@@ -91,14 +95,15 @@ def test_overhead_sidecars_and_unpatched_containers_are_fixed() -> None:
     # Fixed: overhead 250m + sidecar 250m + unpatched app container 500m = 1000m; the 2-cpu node
     # leaves 1000m for the recommended 2 -> 2000m x 1000m / 2000m = 1000m. The plain init
     # container (run before the others) is not added.
-    the_pod = pod(
-        container("patched"),
-        container("other", {"cpu": "500m"}),
-        overhead={"cpu": "250m"},
-        initContainers=[
-            container("sidecar", {"cpu": "250m"}, restartPolicy="Always"),
-            container("setup", {"cpu": "1500m"}),
-        ],
+    the_pod = POD(
+        containers=[container("patched"), container("other", {"cpu": "500m"})],
+        spec={
+            "overhead": {"cpu": "250m"},
+            "initContainers": [
+                container("sidecar", {"cpu": "250m"}, restartPolicy="Always"),
+                container("setup", {"cpu": "1500m"}),
+            ],
+        },
     )
     assert fit(the_pod, [{"cpu": "2"}, None], {"cpu": "2"}) == [
         ({"cpu": "1"}, ("cpu",)),
@@ -108,7 +113,7 @@ def test_overhead_sidecars_and_unpatched_containers_are_fixed() -> None:
 
 def test_a_resource_the_container_does_not_get_counts_as_fixed() -> None:
     # Container b gets memory only; its current 1-cpu request is fixed: room 1000m for a's 3.
-    the_pod = pod(container("a"), container("b", {"cpu": "1"}))
+    the_pod = POD(containers=[container("a"), container("b", {"cpu": "1"})])
     assert fit(the_pod, [{"cpu": "3"}, {"memory": "1Gi"}], {"cpu": "2", "memory": "4Gi"}) == [
         ({"cpu": "1"}, ("cpu",)),
         ({"memory": "1Gi"}, ()),
@@ -117,7 +122,7 @@ def test_a_resource_the_container_does_not_get_counts_as_fixed() -> None:
 
 def test_current_requests_are_read_from_the_container_status() -> None:
     # Spec says 100m but the status (resized) says 1: room 2000m - 1000m = 1000m.
-    the_pod = pod(container("a"), container("b", {"cpu": "100m"}))
+    the_pod = POD(containers=[container("a"), container("b", {"cpu": "100m"})])
     the_pod["status"] = {
         "containerStatuses": [{"name": "b", "resources": {"requests": {"cpu": "1"}}}]
     }
@@ -129,14 +134,14 @@ def test_current_requests_are_read_from_the_container_status() -> None:
 
 def test_no_room_left_changes_nothing() -> None:
     # The unpatched container alone needs the whole node: resizing the other cannot help.
-    the_pod = pod(container("a"), container("b", {"cpu": "2"}))
+    the_pod = POD(containers=[container("a"), container("b", {"cpu": "2"})])
     assert fit(the_pod, [{"cpu": "3"}, None], {"cpu": "2"}) == [({"cpu": "3"}, ()), (None, ())]
 
 
 def test_resources_the_node_does_not_list_are_left_alone() -> None:
-    assert fit(pod(container("a")), [{"nvidia.com/gpu": "4", "cpu": "1"}], {"cpu": "2"}) == [
-        ({"nvidia.com/gpu": "4", "cpu": "1"}, ())
-    ]
+    assert fit(
+        POD(containers=[container("a")]), [{"nvidia.com/gpu": "4", "cpu": "1"}], {"cpu": "2"}
+    ) == [({"nvidia.com/gpu": "4", "cpu": "1"}, ())]
 
 
 # -- properties -----------------------------------------------------------------------------------
@@ -163,7 +168,7 @@ def _case(draw: st.DrawFn) -> tuple[dict[str, Any], list[Resources | None], Reso
         else:
             recommended.append(None)
     allocatable = {"cpu": f"{draw(_MILLI)}m", "memory": str(draw(_BYTES))}
-    return pod(*containers), recommended, allocatable
+    return POD(containers=[*containers]), recommended, allocatable
 
 
 def _units(name: str, quantity: Quantity) -> int:

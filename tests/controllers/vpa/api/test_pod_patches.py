@@ -9,6 +9,7 @@ output given directly as :class:`PodResources` values.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
@@ -25,6 +26,9 @@ from kubescale.controllers.vpa.api.pod_patches import (
 from kubescale.controllers.vpa.api.pod_resources import ContainerResources, PodResources
 from kubescale.kube.quantities import Quantity
 from kubescale.sim.apiserver.patching import apply_json_patch
+from tests import builders
+
+POD = functools.partial(builders.pods.pod, name="p", api_version=None)
 
 q = Quantity.parse
 
@@ -58,13 +62,6 @@ def container(
     return spec
 
 
-def pod(*containers: dict[str, Any], annotations: dict[str, str] | None = None) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"name": "p", "namespace": "default"}
-    if annotations is not None:
-        metadata["annotations"] = annotations
-    return {"metadata": metadata, "spec": {"containers": list(containers)}}
-
-
 def res(
     requests: dict[str, str] | None = None, limits: dict[str, str] | None = None
 ) -> ContainerResources:
@@ -82,7 +79,7 @@ def resources(
 
 CASES = [
     pytest.param(
-        pod(container("c0")),
+        POD(containers=[container("c0")]),
         resources(res({"cpu": "1"})),
         [
             EMPTY_ANNOTATIONS,
@@ -95,7 +92,7 @@ CASES = [
         id="new cpu recommendation",
     ),
     pytest.param(
-        pod(container("c0", {"cpu": "0"})),
+        POD(containers=[container("c0", {"cpu": "0"})]),
         resources(res({"cpu": "1"})),
         [
             EMPTY_ANNOTATIONS,
@@ -106,7 +103,7 @@ CASES = [
         id="replacement cpu recommendation",
     ),
     pytest.param(
-        pod(container("c0", {"cpu": "0"}), container("c1")),
+        POD(containers=[container("c0", {"cpu": "0"}), container("c1")]),
         resources(res({"cpu": "1"}), res({"cpu": "2"})),
         [
             EMPTY_ANNOTATIONS,
@@ -120,7 +117,7 @@ CASES = [
         id="two containers",
     ),
     pytest.param(
-        pod(container("c0")),
+        POD(containers=[container("c0")]),
         resources(res(limits={"cpu": "1"})),
         [
             EMPTY_ANNOTATIONS,
@@ -133,7 +130,7 @@ CASES = [
         id="new cpu limit",
     ),
     pytest.param(
-        pod(container("c0", limits={"cpu": "0"})),
+        POD(containers=[container("c0", limits={"cpu": "0"})]),
         resources(res(limits={"cpu": "1"})),
         [
             EMPTY_ANNOTATIONS,
@@ -144,7 +141,7 @@ CASES = [
         id="replacement cpu limit",
     ),
     pytest.param(
-        pod(container("c0", {"cpu": "0"})),
+        POD(containers=[container("c0", {"cpu": "0"})]),
         resources(res({"memory": "256Mi", "cpu": "1", "unobtanium": "2"})),
         [
             EMPTY_ANNOTATIONS,
@@ -157,10 +154,12 @@ CASES = [
         id="several resources: cpu, memory, then others by name",
     ),
     pytest.param(
-        pod(
-            container(
-                "app", {"cpu": "100m", "memory": "100Mi"}, {"cpu": "200m", "memory": "200Mi"}
-            ),
+        POD(
+            containers=[
+                container(
+                    "app", {"cpu": "100m", "memory": "100Mi"}, {"cpu": "200m", "memory": "200Mi"}
+                )
+            ],
             annotations={"team": "a"},
         ),
         resources(
@@ -181,14 +180,14 @@ CASES = [
         id="annotations exist: no empty-annotations patch; capping annotations first",
     ),
     pytest.param(
-        pod(container("c0"), annotations={}),
+        POD(containers=[container("c0")], annotations={}),
         resources(res()),
         # Upstream adds resources {} and writes "container 0: "; kubescale names no such entry.
         [observed("c0")],
         id="container without resources and nothing to set: no patch, no entry (deviation)",
     ),
     pytest.param(
-        pod(container("c0", {"cpu": "100m"}), container("c1", {"cpu": "100m"})),
+        POD(containers=[container("c0", {"cpu": "100m"}), container("c1", {"cpu": "100m"})]),
         resources(res(), res({"cpu": "200m"})),
         [
             EMPTY_ANNOTATIONS,
@@ -199,13 +198,13 @@ CASES = [
         id="a skipped container is not listed",
     ),
     pytest.param(
-        pod(container("c0", {"cpu": "100m"})),
+        POD(containers=[container("c0", {"cpu": "100m"})]),
         resources(res()),
         [EMPTY_ANNOTATIONS, observed("c0")],
         id="nothing to change: only the observed containers annotation",
     ),
     pytest.param(
-        pod(container("c0", {}), annotations={}),
+        POD(containers=[container("c0", {})], annotations={}),
         resources(res({"cpu": "1"})),
         [
             add("/spec/containers/0/resources/requests/cpu", "1"),
@@ -215,7 +214,7 @@ CASES = [
         id="present but empty requests map is not re-initialised",
     ),
     pytest.param(
-        pod(container("c0", limits={"memory": "1Gi"})),
+        POD(containers=[container("c0", limits={"memory": "1Gi"})]),
         resources(res({"memory": "512Mi"}, {"memory": "1Gi"})),
         [
             EMPTY_ANNOTATIONS,
@@ -228,7 +227,7 @@ CASES = [
         id="limits only: requests map added, resources object not",
     ),
     pytest.param(
-        pod(container("c0", {"cpu": "1"})),
+        POD(containers=[container("c0", {"cpu": "1"})]),
         resources(res({"example.com/gpu~x": "1"})),
         [
             EMPTY_ANNOTATIONS,
@@ -239,7 +238,7 @@ CASES = [
         id="JSON-pointer escaping of resource names",
     ),
     pytest.param(
-        pod(container("c0", {"cpu": "1.5"})),
+        POD(containers=[container("c0", {"cpu": "1.5"})]),
         resources(res({"cpu": "1.5", "memory": "1.5Gi"})),
         [
             EMPTY_ANNOTATIONS,
@@ -262,7 +261,7 @@ def test_pod_patches(
 
 def test_current_resources_come_from_container_status() -> None:
     """resourcehelpers: a status entry with ``resources`` decides what is "unset"."""
-    the_pod = pod(container("c0"), container("c1", {"cpu": "1"}))
+    the_pod = POD(containers=[container("c0"), container("c1", {"cpu": "1"})])
     the_pod["status"] = {
         "containerStatuses": [
             {"name": "c0", "resources": {"requests": {"cpu": "1"}}},
@@ -284,7 +283,7 @@ def test_current_resources_come_from_container_status() -> None:
 
 
 def test_status_without_resources_falls_back_to_spec() -> None:
-    the_pod = pod(container("c0", {"cpu": "1"}))
+    the_pod = POD(containers=[container("c0", {"cpu": "1"})])
     the_pod["status"] = {"containerStatuses": [{"name": "c0", "ready": False}]}
     patches = pod_patches(pod=the_pod, vpa_name="name", resources=resources(res({"cpu": "2"})))
     assert patches[1] == add("/spec/containers/0/resources/requests/cpu", "2")
@@ -299,7 +298,7 @@ def test_status_without_resources_falls_back_to_spec() -> None:
     ],
 )
 def test_observed_containers_value(names: list[str], expected: str) -> None:
-    assert observed_containers_value(pod(*(container(n) for n in names))) == expected
+    assert observed_containers_value(POD(containers=[*(container(n) for n in names)])) == expected
 
 
 @pytest.mark.parametrize(
@@ -333,7 +332,7 @@ def test_patch_applies_and_sets_exactly_the_new_values(
     containers = [
         container(f"c{i}", {"cpu": "1"} if has else None) for i, (has, _, _) in enumerate(data)
     ]
-    the_pod = pod(*containers)
+    the_pod = POD(containers=[*containers])
     computed = resources(*(res(req, lim) for _, req, lim in data))
     patched = apply_json_patch(the_pod, pod_patches(pod=the_pod, vpa_name="v", resources=computed))
     for i, (has, req, lim) in enumerate(data):

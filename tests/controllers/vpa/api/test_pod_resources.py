@@ -9,6 +9,7 @@ resources, annotation order, the pod-LimitRange insertion, and the two steps bey
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +27,18 @@ from kubescale.controllers.vpa.api.pod_resources import (
     pod_resources,
 )
 from kubescale.kube.quantities import Quantity
+from tests import builders
+
+POD = functools.partial(
+    builders.pods.pod, name="pod", labels={"app": "testingApp"}, api_version=None
+)
+VPA = functools.partial(
+    builders.vpas.vpa,
+    name="vpa1",
+    target=builders.vpas.target_ref(name="app"),
+    status={},
+    api_version=None,
+)
 
 Resources = dict[str, str]
 
@@ -39,41 +52,6 @@ def container(
     if limits is not None:
         resources["limits"] = limits
     return {"name": name, "image": "app", "resources": resources}
-
-
-def pod(
-    *containers: dict[str, Any], statuses: list[dict[str, Any]] | None = None
-) -> dict[str, Any]:
-    result: dict[str, Any] = {
-        "metadata": {"name": "pod", "namespace": "default", "labels": {"app": "testingApp"}},
-        "spec": {"containers": list(containers)},
-    }
-    if statuses is not None:
-        result["status"] = {"containerStatuses": statuses}
-    return result
-
-
-def vpa(
-    targets: dict[str, Resources] | None,
-    *,
-    policies: list[dict[str, Any]] | None = None,
-    mode: str | None = None,
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "app"}
-    }
-    if policies is not None:
-        spec["resourcePolicy"] = {"containerPolicies": policies}
-    if mode is not None:
-        spec["updatePolicy"] = {"updateMode": mode}
-    status: dict[str, Any] = {}
-    if targets is not None:
-        status["recommendation"] = {
-            "containerRecommendations": [
-                {"containerName": name, "target": target} for name, target in targets.items()
-            ]
-        }
-    return {"metadata": {"name": "vpa1", "namespace": "default"}, "spec": spec, "status": status}
 
 
 def policy(name: str = "container1", **fields: Any) -> dict[str, Any]:
@@ -136,27 +114,36 @@ def base_vpa(
     }
     if controlled_values is not None:
         fields["controlledValues"] = controlled_values
-    return vpa({NAME: BASE_TARGET if target is None else target}, policies=[policy(NAME, **fields)])
+    return VPA(
+        targets={NAME: BASE_TARGET if target is None else target},
+        container_policies=[policy(NAME, **fields)],
+    )
 
 
-UNINITIALIZED = pod(container(NAME))
-INITIALIZED = pod(container(NAME, requests={"cpu": "2", "memory": "100Mi"}))
-LIMITS_MATCH_REQUESTS = pod(
-    container(
-        NAME, requests={"cpu": "2", "memory": "200Mi"}, limits={"cpu": "2", "memory": "200Mi"}
-    )
+UNINITIALIZED = POD(containers=[container(NAME)])
+INITIALIZED = POD(containers=[container(NAME, requests={"cpu": "2", "memory": "100Mi"})])
+LIMITS_MATCH_REQUESTS = POD(
+    containers=[
+        container(
+            NAME, requests={"cpu": "2", "memory": "200Mi"}, limits={"cpu": "2", "memory": "200Mi"}
+        )
+    ]
 )
-DOUBLE_LIMIT = pod(
-    container(
-        NAME, requests={"cpu": "1", "memory": "100Mi"}, limits={"cpu": "2", "memory": "200Mi"}
-    )
+DOUBLE_LIMIT = POD(
+    containers=[
+        container(
+            NAME, requests={"cpu": "1", "memory": "100Mi"}, limits={"cpu": "2", "memory": "200Mi"}
+        )
+    ]
 )
-TENFOLD_LIMIT = pod(
-    container(
-        NAME, requests={"cpu": "1", "memory": "100Mi"}, limits={"cpu": "10", "memory": "1000Mi"}
-    )
+TENFOLD_LIMIT = POD(
+    containers=[
+        container(
+            NAME, requests={"cpu": "1", "memory": "100Mi"}, limits={"cpu": "10", "memory": "1000Mi"}
+        )
+    ]
 )
-LIMITS_NO_REQUESTS = pod(container(NAME, limits={"cpu": "2", "memory": "200Mi"}))
+LIMITS_NO_REQUESTS = POD(containers=[container(NAME, limits={"cpu": "2", "memory": "200Mi"})])
 
 
 @dataclass(frozen=True)
@@ -308,29 +295,29 @@ REQUESTS_ONLY_CONTAINER = container("container", requests={"cpu": "1", "memory":
 CONTAINERS_CASES = [
     Case(
         "CPU and Memory recommendation, request and limits set",
-        pod(FULL),
-        vpa({"container": {"cpu": "2", "memory": "2M"}}),
+        POD(containers=[FULL]),
+        VPA(targets={"container": {"cpu": "2", "memory": "2M"}}),
         {"cpu": "2", "memory": "2M"},
         {"cpu": "20", "memory": "20M"},
     ),
     Case(
         "CPU and Memory recommendation, only request set",
-        pod(REQUESTS_ONLY_CONTAINER),
-        vpa({"container": {"cpu": "2", "memory": "2M"}}),
+        POD(containers=[REQUESTS_ONLY_CONTAINER]),
+        VPA(targets={"container": {"cpu": "2", "memory": "2M"}}),
         {"cpu": "2", "memory": "2M"},
     ),
     Case(
         "CPU only recommendation, request and limits set",
-        pod(FULL),
-        vpa({"container": {"cpu": "2"}}),
+        POD(containers=[FULL]),
+        VPA(targets={"container": {"cpu": "2"}}),
         {"cpu": "2"},
         {"cpu": "20"},
         {"container": ("memory: limit NOT set since recommendedRequest is nil or 0",)},
     ),
     Case(
         "Memory only recommendation, request and limits set",
-        pod(FULL),
-        vpa({"container": {"memory": "2M"}}),
+        POD(containers=[FULL]),
+        VPA(targets={"container": {"memory": "2M"}}),
         {"memory": "2M"},
         {"memory": "20M"},
         {"container": ("cpu: limit NOT set since recommendedRequest is nil or 0",)},
@@ -352,7 +339,11 @@ def test_update_mode_off_sets_nothing() -> None:
     # Upstream drops requests, limits and the capping annotations ("cpu capped to maxAllowed").
     result = run(
         DOUBLE_LIMIT,
-        vpa({NAME: {"cpu": "5"}}, mode="Off", policies=[policy(maxAllowed={"cpu": "1"})]),
+        VPA(
+            targets={NAME: {"cpu": "5"}},
+            container_policies=[policy(maxAllowed={"cpu": "1"})],
+            update_mode="Off",
+        ),
     )
     assert result.containers == (ContainerResources(),)
     assert not result.annotations
@@ -360,20 +351,22 @@ def test_update_mode_off_sets_nothing() -> None:
 
 @pytest.mark.parametrize("mode", ["Initial", "Recreate", "Auto", "InPlaceOrRecreate", None])
 def test_other_update_modes_set_the_recommendation(mode: str | None) -> None:
-    result = run(INITIALIZED, vpa({NAME: {"cpu": "5"}}, mode=mode))
+    result = run(INITIALIZED, VPA(targets={NAME: {"cpu": "5"}}, update_mode=mode))
     assert single(result) == ({"cpu": "5"}, {})
 
 
 def test_container_mode_off_is_capped_like_any_other() -> None:
     # Upstream admission does not read the container's mode: a recommendation for it (stale)
     # is capped and set. sidecar 5 -> maxAllowed 1; request == limit (100m) -> limit = 1.
-    the_pod = pod(
-        container("app", requests={"cpu": "1"}, limits={"cpu": "2"}),
-        container("sidecar", requests={"cpu": "100m"}, limits={"cpu": "100m"}),
+    the_pod = POD(
+        containers=[
+            container("app", requests={"cpu": "1"}, limits={"cpu": "2"}),
+            container("sidecar", requests={"cpu": "100m"}, limits={"cpu": "100m"}),
+        ]
     )
-    the_vpa = vpa(
-        {"app": {"cpu": "3"}, "sidecar": {"cpu": "5"}},
-        policies=[policy("sidecar", mode="Off", maxAllowed={"cpu": "1"})],
+    the_vpa = VPA(
+        targets={"app": {"cpu": "3"}, "sidecar": {"cpu": "5"}},
+        container_policies=[policy("sidecar", mode="Off", maxAllowed={"cpu": "1"})],
     )
     result = run(the_pod, the_vpa)
     app, sidecar = result.containers
@@ -386,19 +379,19 @@ def test_container_mode_off_is_capped_like_any_other() -> None:
 
 
 def test_containers_without_recommendation_are_skipped() -> None:
-    the_pod = pod(container("app"), container("other", requests={"cpu": "1"}))
-    result = run(the_pod, vpa({"app": {"cpu": "3"}}))
+    the_pod = POD(containers=[container("app"), container("other", requests={"cpu": "1"})])
+    result = run(the_pod, VPA(targets={"app": {"cpu": "3"}}))
     assert [texts(c.requests) for c in result.containers] == [{"cpu": "3"}, {}]
 
 
 def test_controlled_resources_are_the_recommenders_business() -> None:
     # A stale recommendation still holds cpu after controlledResources became [memory]:
     # admission sets it, as upstream (cpu limit 10 x 2 / 1 = 20, memory 10M x 2M / 1M = 20M).
-    the_vpa = vpa(
-        {"container": {"cpu": "2", "memory": "2M"}},
-        policies=[policy("container", controlledResources=["memory"])],
+    the_vpa = VPA(
+        targets={"container": {"cpu": "2", "memory": "2M"}},
+        container_policies=[policy("container", controlledResources=["memory"])],
     )
-    result = run(pod(FULL), the_vpa)
+    result = run(POD(containers=[FULL]), the_vpa)
     assert single(result) == ({"cpu": "2", "memory": "2M"}, {"cpu": "20", "memory": "20M"})
     assert not result.annotations
 
@@ -406,15 +399,19 @@ def test_controlled_resources_are_the_recommenders_business() -> None:
 def test_current_resources_come_from_the_container_status() -> None:
     # Spec: request 500m, limit 1. Status (resized in place): request 1, limit 4 -> ratio 4:
     # limit 4000m x 2000m / 1000m = 8.
-    the_pod = pod(
-        container(NAME, requests={"cpu": "500m"}, limits={"cpu": "1"}),
-        statuses=[{"name": NAME, "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "4"}}}],
+    the_pod = POD(
+        containers=[container(NAME, requests={"cpu": "500m"}, limits={"cpu": "1"})],
+        status={
+            "containerStatuses": [
+                {"name": NAME, "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "4"}}}
+            ]
+        },
     )
-    assert single(run(the_pod, vpa({NAME: {"cpu": "2"}}))) == ({"cpu": "2"}, {"cpu": "8"})
+    assert single(run(the_pod, VPA(targets={NAME: {"cpu": "2"}}))) == ({"cpu": "2"}, {"cpu": "8"})
 
 
 def test_outputs_are_in_canonical_order_and_read_only() -> None:
-    the_vpa = vpa({NAME: {"memory": "1Gi", "ephemeral-storage": "1Gi", "cpu": "1"}})
+    the_vpa = VPA(targets={NAME: {"memory": "1Gi", "ephemeral-storage": "1Gi", "cpu": "1"}})
     result = run(UNINITIALIZED, the_vpa)
     (only,) = result.containers
     assert list(only.requests) == ["cpu", "memory", "ephemeral-storage"]
@@ -425,8 +422,11 @@ def test_outputs_are_in_canonical_order_and_read_only() -> None:
 def test_annotation_order_capping_node_fit_limits() -> None:
     # maxAllowed caps cpu 4 -> 3; the 2-cpu node lowers it to 3000m x 2000m / 3000m = 2;
     # the cpu limit follows the fitted request: 2000m x 2000m / 1000m = 4; memory has no limit.
-    the_pod = pod(container(NAME, requests={"cpu": "1"}, limits={"cpu": "2"}))
-    the_vpa = vpa({NAME: {"cpu": "4", "memory": "1Gi"}}, policies=[policy(maxAllowed={"cpu": "3"})])
+    the_pod = POD(containers=[container(NAME, requests={"cpu": "1"}, limits={"cpu": "2"})])
+    the_vpa = VPA(
+        targets={NAME: {"cpu": "4", "memory": "1Gi"}},
+        container_policies=[policy(maxAllowed={"cpu": "3"})],
+    )
     result = run(the_pod, the_vpa, allocatable={"cpu": "2", "memory": "8Gi"})
     assert single(result) == ({"cpu": "2", "memory": "1Gi"}, {"cpu": "4"})
     assert result.annotations[NAME] == (
@@ -441,19 +441,21 @@ def test_pod_limit_range_inserts_and_patches_containers_without_recommendation()
     # (sumRecommendation 250M < min 500M: x2), so admission patches container2 too.
     # Limits: container1 100M x 400M / 50M = 800M; container2 100M x 100M / 50M = 200M; cpu
     # request == limit, so the cpu limit is the recommendation.
-    the_pod = pod(
-        container(
-            "container1",
-            requests={"cpu": "1", "memory": "50M"},
-            limits={"cpu": "1", "memory": "100M"},
-        ),
-        container(
-            "container2",
-            requests={"cpu": "1", "memory": "50M"},
-            limits={"cpu": "1", "memory": "100M"},
-        ),
+    the_pod = POD(
+        containers=[
+            container(
+                "container1",
+                requests={"cpu": "1", "memory": "50M"},
+                limits={"cpu": "1", "memory": "100M"},
+            ),
+            container(
+                "container2",
+                requests={"cpu": "1", "memory": "50M"},
+                limits={"cpu": "1", "memory": "100M"},
+            ),
+        ]
     )
-    the_vpa = vpa({"container1": {"cpu": "1", "memory": "200M"}})
+    the_vpa = VPA(targets={"container1": {"cpu": "1", "memory": "200M"}})
     result = run(the_pod, the_vpa, pod_lr=limit_range(min={"memory": "500M"}))
     assert [(texts(c.requests), texts(c.limits)) for c in result.containers] == [
         ({"cpu": "1", "memory": "400M"}, {"cpu": "1", "memory": "800M"}),
@@ -464,11 +466,16 @@ def test_pod_limit_range_inserts_and_patches_containers_without_recommendation()
 
 # -- beyond upstream: skipped resources (HPA conflict) -----------------------------------------
 
-SKIP_POD = pod(
-    container(NAME, requests={"cpu": "1", "memory": "1Gi"}, limits={"cpu": "2", "memory": "2Gi"})
+SKIP_POD = POD(
+    containers=[
+        container(
+            NAME, requests={"cpu": "1", "memory": "1Gi"}, limits={"cpu": "2", "memory": "2Gi"}
+        )
+    ]
 )
-SKIP_VPA = vpa(
-    {NAME: {"cpu": "2", "memory": "2Gi"}}, policies=[policy(maxAllowed={"cpu": "1500m"})]
+SKIP_VPA = VPA(
+    targets={NAME: {"cpu": "2", "memory": "2Gi"}},
+    container_policies=[policy(maxAllowed={"cpu": "1500m"})],
 )
 
 
@@ -497,11 +504,13 @@ def test_skipping_every_resource_sets_nothing() -> None:
 def test_node_fit_counts_unpatched_containers_and_scales_limits() -> None:
     # The sidecar (no recommendation) keeps 1 cpu: room 2000m - 1000m = 1000m for the app's
     # recommended 3 -> 3000m x 1000m / 3000m = 1000m. Its limit keeps ratio 2: 2000m.
-    the_pod = pod(
-        container("app", requests={"cpu": "500m"}, limits={"cpu": "1"}),
-        container("sidecar", requests={"cpu": "1"}),
+    the_pod = POD(
+        containers=[
+            container("app", requests={"cpu": "500m"}, limits={"cpu": "1"}),
+            container("sidecar", requests={"cpu": "1"}),
+        ]
     )
-    result = run(the_pod, vpa({"app": {"cpu": "3"}}), allocatable={"cpu": "2"})
+    result = run(the_pod, VPA(targets={"app": {"cpu": "3"}}), allocatable={"cpu": "2"})
     app, sidecar = result.containers
     assert (texts(app.requests), texts(app.limits)) == ({"cpu": "1"}, {"cpu": "2"})
     assert sidecar == ContainerResources()
@@ -515,7 +524,9 @@ def test_node_fit_counts_unpatched_containers_and_scales_limits() -> None:
 
 
 def test_node_fit_leaves_a_fitting_pod_alone() -> None:
-    result = run(INITIALIZED, vpa({NAME: {"cpu": "3", "memory": "1Gi"}}), allocatable={"cpu": "4"})
+    result = run(
+        INITIALIZED, VPA(targets={NAME: {"cpu": "3", "memory": "1Gi"}}), allocatable={"cpu": "4"}
+    )
     assert single(result) == ({"cpu": "3", "memory": "1Gi"}, {})
     assert not result.annotations
 
@@ -524,9 +535,9 @@ def test_node_fit_leaves_a_fitting_pod_alone() -> None:
 
 
 def test_capped_recommendation_shape() -> None:
-    the_vpa = vpa(
-        {NAME: {"cpu": "7", "memory": "50Mi"}},
-        policies=[policy(maxAllowed={"cpu": "5"}, minAllowed={"memory": "100Mi"})],
+    the_vpa = VPA(
+        targets={NAME: {"cpu": "7", "memory": "50Mi"}},
+        container_policies=[policy(maxAllowed={"cpu": "5"}, minAllowed={"memory": "100Mi"})],
     )
     the_vpa["status"]["recommendation"]["containerRecommendations"][0]["uncappedTarget"] = {
         "cpu": "7"
@@ -547,11 +558,14 @@ def test_capped_recommendation_shape() -> None:
 def test_capped_recommendation_without_recommendation() -> None:
     assert (
         capped_recommendation(
-            vpa=vpa(None), pod=UNINITIALIZED, container_limit_range=None, pod_limit_range=None
+            vpa=VPA(targets=None),
+            pod=UNINITIALIZED,
+            container_limit_range=None,
+            pod_limit_range=None,
         )
         == {}
     )
-    with_policy = vpa(None, policies=[policy(maxAllowed={"cpu": "1"})])
+    with_policy = VPA(targets=None, container_policies=[policy(maxAllowed={"cpu": "1"})])
     assert capped_recommendation(
         vpa=with_policy, pod=UNINITIALIZED, container_limit_range=None, pod_limit_range=None
     ) == {"containerRecommendations": []}
@@ -571,15 +585,17 @@ def test_one_entry_per_container_and_only_recommended_containers_change(
     spec: list[tuple[bool, Resources, Resources, Resources]], values: str | None
 ) -> None:
     names = [f"c{index}" for index in range(len(spec))]
-    the_pod = pod(
-        *(
-            container(name, requests, limits)
-            for name, (_, requests, limits, _) in zip(names, spec, strict=True)
-        )
+    the_pod = POD(
+        containers=[
+            *(
+                container(name, requests, limits)
+                for name, (_, requests, limits, _) in zip(names, spec, strict=True)
+            )
+        ]
     )
     targets = {name: target for name, (has, _, _, target) in zip(names, spec, strict=True) if has}
     fields = {} if values is None else {"controlledValues": values}
-    result = run(the_pod, vpa(targets, policies=[policy("*", **fields)]))
+    result = run(the_pod, VPA(targets=targets, container_policies=[policy("*", **fields)]))
     assert len(result.containers) == len(names)
     for name, resources in zip(names, result.containers, strict=True):
         if name not in targets:
