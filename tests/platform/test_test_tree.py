@@ -91,8 +91,6 @@ PENDING: frozenset[str] = frozenset(
         "tests/controllers/vpa/updater/test_update_priority.py::make_vpa",
         "tests/scheduling/builders.py::make_node",
         "tests/scheduling/builders.py::make_pod",
-        "tests/sim/apiserver/conftest.py::deployment_manifest",
-        "tests/sim/apiserver/conftest.py::pod_manifest",
         "tests/sim/apiserver/test_kubectl_conformance.py::deployment",
         "tests/sim/cluster/test_scheduler_extenders.py::node",
         "tests/sim/cluster/test_scheduler_filters.py::node",

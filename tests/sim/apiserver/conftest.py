@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -11,6 +12,7 @@ from kubernetes.aio import client, config
 
 from kubescale.base.clock import VirtualClock
 from kubescale.sim.apiserver.server import ApiServer
+from tests import builders
 
 
 @pytest.fixture
@@ -54,41 +56,13 @@ async def json_of(response: Any) -> Any:
         response.release()
 
 
-def pod_manifest(
-    name: str,
-    *,
-    labels: dict[str, str] | None = None,
-    node: str | None = None,
-    containers: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "containers": containers if containers is not None else [{"name": "app", "image": "nginx"}]
-    }
-    if node is not None:
-        spec["nodeName"] = node
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": labels or {}},
-        "spec": spec,
-    }
-
-
-def deployment_manifest(name: str, *, replicas: int = 1, app: str | None = None) -> dict[str, Any]:
-    labels = {"app": app or name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {"containers": [{"name": "app", "image": "nginx"}]},
-            },
-        },
-    }
+pod_manifest = functools.partial(
+    builders.pods.pod,
+    namespace=None,
+    labels={},
+    containers=[builders.pods.container(image="nginx")],
+)
+"""A pod ``app`` (nginx), no namespace in its metadata; keywords of ``tests.builders.pods.pod``."""
 
 
 def loose(generated_api: object) -> Any:

@@ -17,8 +17,8 @@ from kubescale.base.clock import VirtualClock
 from kubescale.kube.resources import CONFIG_MAPS, PODS
 from kubescale.sim.apiserver.errors import ApiError
 from kubescale.sim.apiserver.server import ApiServer
+from tests import builders
 from tests.sim.apiserver.conftest import (
-    deployment_manifest,
     json_of,
     loose,
     pod_manifest,
@@ -61,7 +61,18 @@ async def test_resource_version_is_global_and_increasing(api: Any) -> None:
         created = await core.create_namespaced_config_map("default", configmap(name))
         versions.append(int(created.metadata.resource_version))
     apps = loose(client.AppsV1Api(api))
-    deployment = await apps.create_namespaced_deployment("default", deployment_manifest("web"))
+    deployment = await apps.create_namespaced_deployment(
+        "default",
+        builders.workloads.deployment(
+            name="web",
+            namespace=None,
+            replicas=1,
+            match_labels={"app": "web"},
+            template=builders.workloads.pod_template(
+                labels={"app": "web"}, containers=[builders.pods.container(image="nginx")]
+            ),
+        ),
+    )
     versions.append(int(deployment.metadata.resource_version))
     assert versions == sorted(versions)
     assert len(set(versions)) == 4
@@ -117,9 +128,31 @@ async def test_invalid_name_names_the_field(api: Any) -> None:
 
 async def test_duplicate_create_is_already_exists(api: Any) -> None:
     apps = loose(client.AppsV1Api(api))
-    await apps.create_namespaced_deployment("default", deployment_manifest("web"))
+    await apps.create_namespaced_deployment(
+        "default",
+        builders.workloads.deployment(
+            name="web",
+            namespace=None,
+            replicas=1,
+            match_labels={"app": "web"},
+            template=builders.workloads.pod_template(
+                labels={"app": "web"}, containers=[builders.pods.container(image="nginx")]
+            ),
+        ),
+    )
     with pytest.raises(ApiException) as caught:
-        await apps.create_namespaced_deployment("default", deployment_manifest("web"))
+        await apps.create_namespaced_deployment(
+            "default",
+            builders.workloads.deployment(
+                name="web",
+                namespace=None,
+                replicas=1,
+                match_labels={"app": "web"},
+                template=builders.workloads.pod_template(
+                    labels={"app": "web"}, containers=[builders.pods.container(image="nginx")]
+                ),
+            ),
+        )
     status = status_of(caught.value)
     assert caught.value.status == 409
     assert status["reason"] == "AlreadyExists"
@@ -177,7 +210,18 @@ async def test_no_op_update_keeps_the_resource_version(api: Any) -> None:
 
 async def test_generation_moves_only_with_the_spec(api: Any) -> None:
     apps = loose(client.AppsV1Api(api))
-    await apps.create_namespaced_deployment("default", deployment_manifest("web"))
+    await apps.create_namespaced_deployment(
+        "default",
+        builders.workloads.deployment(
+            name="web",
+            namespace=None,
+            replicas=1,
+            match_labels={"app": "web"},
+            template=builders.workloads.pod_template(
+                labels={"app": "web"}, containers=[builders.pods.container(image="nginx")]
+            ),
+        ),
+    )
     labelled = await apps.patch_namespaced_deployment(
         "web", "default", {"metadata": {"labels": {"tier": "front"}}}
     )
@@ -224,7 +268,7 @@ async def test_immediate_delete_answers_a_status_except_for_pods(api: Any) -> No
     assert status["kind"] == "Status"
     assert status["status"] == "Success"
     assert status["details"] == {"name": "cfg", "kind": "configmaps", "uid": created.metadata.uid}
-    await core.create_namespaced_pod("default", pod_manifest("p"))
+    await core.create_namespaced_pod("default", pod_manifest(name="p"))
     deleted = await json_of(
         await core.delete_namespaced_pod_without_preload_content("p", "default")
     )
@@ -234,7 +278,7 @@ async def test_immediate_delete_answers_a_status_except_for_pods(api: Any) -> No
 
 async def test_scheduled_pod_is_deleted_gracefully(api: Any, server: ApiServer) -> None:
     core = loose(client.CoreV1Api(api))
-    await core.create_namespaced_pod("default", pod_manifest("p", node="node-1"))
+    await core.create_namespaced_pod("default", pod_manifest(name="p", node_name="node-1"))
     marked = await core.delete_namespaced_pod("p", "default")
     assert marked.metadata.deletion_grace_period_seconds == 30
     assert marked.metadata.deletion_timestamp.isoformat() == "2026-01-01T00:00:30+00:00"
@@ -246,7 +290,7 @@ async def test_scheduled_pod_is_deleted_gracefully(api: Any, server: ApiServer) 
 
 async def test_unscheduled_pod_goes_at_once(api: Any, server: ApiServer) -> None:
     core = loose(client.CoreV1Api(api))
-    await core.create_namespaced_pod("default", pod_manifest("p"))
+    await core.create_namespaced_pod("default", pod_manifest(name="p"))
     await core.delete_namespaced_pod("p", "default")
     assert server.store.peek(PODS, "p", "default") is None
 
@@ -281,7 +325,7 @@ async def test_pod_create_sets_pending_status_and_defaults(api: Any) -> None:
     containers = [
         {"name": "app", "image": "nginx", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}
     ]
-    body = pod_manifest("p", containers=containers)
+    body = pod_manifest(name="p", containers=containers)
     body["status"] = {"phase": "Running"}  # create cannot set status
     pod = await loose(client.CoreV1Api(api)).create_namespaced_pod("default", body)
     assert pod.status.phase == "Pending"
@@ -331,7 +375,7 @@ def test_in_process_store_raises_like_the_api(server: ApiServer) -> None:
 
 async def test_pod_spec_is_immutable_but_for_images(api: Any) -> None:
     core = loose(client.CoreV1Api(api))
-    await core.create_namespaced_pod("default", pod_manifest("p"))
+    await core.create_namespaced_pod("default", pod_manifest(name="p"))
     image = [{"op": "replace", "path": "/spec/containers/0/image", "value": "nginx:2"}]
     assert (await core.patch_namespaced_pod("p", "default", image)).spec.containers[0].image == (
         "nginx:2"

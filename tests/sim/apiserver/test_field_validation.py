@@ -9,11 +9,20 @@ import pytest
 from kubernetes.aio import client
 from kubernetes.aio.client.exceptions import ApiException
 
-from tests.sim.apiserver.conftest import deployment_manifest, loose
+from tests import builders
+from tests.sim.apiserver.conftest import loose
 
 
 def with_typos() -> dict[str, Any]:
-    body = deployment_manifest("web")
+    body = builders.workloads.deployment(
+        name="web",
+        namespace=None,
+        replicas=1,
+        match_labels={"app": "web"},
+        template=builders.workloads.pod_template(
+            labels={"app": "web"}, containers=[builders.pods.container(image="nginx")]
+        ),
+    )
     body["spec"] = {"replicaz": 2, **body["spec"]}  # reported in document order
     body["spec"]["template"]["spec"]["containers"][0]["imagez"] = "nginx"
     return body
@@ -60,7 +69,18 @@ async def test_warn_is_the_default_and_answers_warning_headers(api: Any) -> None
 
 async def test_strict_checks_the_patched_object(api: Any) -> None:
     apps = loose(client.AppsV1Api(api))
-    await apps.create_namespaced_deployment("default", deployment_manifest("web"))
+    await apps.create_namespaced_deployment(
+        "default",
+        builders.workloads.deployment(
+            name="web",
+            namespace=None,
+            replicas=1,
+            match_labels={"app": "web"},
+            template=builders.workloads.pod_template(
+                labels={"app": "web"}, containers=[builders.pods.container(image="nginx")]
+            ),
+        ),
+    )
     response = await send(
         api,
         "PATCH",
@@ -104,6 +124,16 @@ async def test_known_fields_of_every_section_pass_strict(api: Any) -> None:
 async def test_unknown_mode_is_bad_request(api: Any) -> None:
     with pytest.raises(ApiException) as caught:
         await loose(client.AppsV1Api(api)).create_namespaced_deployment(
-            "default", deployment_manifest("web"), field_validation="Loud"
+            "default",
+            builders.workloads.deployment(
+                name="web",
+                namespace=None,
+                replicas=1,
+                match_labels={"app": "web"},
+                template=builders.workloads.pod_template(
+                    labels={"app": "web"}, containers=[builders.pods.container(image="nginx")]
+                ),
+            ),
+            field_validation="Loud",
         )
     assert caught.value.status == 400

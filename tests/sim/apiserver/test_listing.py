@@ -23,7 +23,9 @@ PODS = [
 async def seed_pods(api: Any) -> None:
     core = loose(client.CoreV1Api(api))
     for name, labels, node, phase in PODS:
-        await core.create_namespaced_pod("default", pod_manifest(name, labels=labels, node=node))
+        await core.create_namespaced_pod(
+            "default", pod_manifest(name=name, labels=labels, node_name=node)
+        )
         if phase != "Pending":
             await core.patch_namespaced_pod_status(name, "default", {"status": {"phase": phase}})
 
@@ -114,8 +116,8 @@ async def test_bad_label_selector_is_bad_request(api: Any) -> None:
 async def test_list_across_namespaces_and_item_shape(api: Any) -> None:
     core = loose(client.CoreV1Api(api))
     await core.create_namespace({"metadata": {"name": "other"}})
-    await core.create_namespaced_pod("other", pod_manifest("a"))
-    await core.create_namespaced_pod("default", pod_manifest("b"))
+    await core.create_namespaced_pod("other", pod_manifest(name="a"))
+    await core.create_namespaced_pod("default", pod_manifest(name="b"))
     body = await json_of(await core.list_pod_for_all_namespaces_without_preload_content())
     assert body["kind"] == "PodList"
     assert body["apiVersion"] == "v1"

@@ -14,7 +14,8 @@ from kubernetes.aio import client
 from kubernetes.aio.client.exceptions import ApiException
 
 from kubescale.sim.apiserver.server import ApiServer
-from tests.sim.apiserver.conftest import deployment_manifest, loose, pod_manifest, status_of
+from tests import builders
+from tests.sim.apiserver.conftest import loose, pod_manifest, status_of
 
 VPA = {
     "apiVersion": "autoscaling.k8s.io/v1",
@@ -29,7 +30,7 @@ VPA = {
 
 async def test_json_patch(api: Any) -> None:
     core = loose(client.CoreV1Api(api))
-    await core.create_namespaced_pod("default", pod_manifest("p", labels={"a": "1"}))
+    await core.create_namespaced_pod("default", pod_manifest(name="p", labels={"a": "1"}))
     patched = await core.patch_namespaced_pod(
         "p",
         "default",
@@ -44,7 +45,7 @@ async def test_json_patch(api: Any) -> None:
 
 async def test_failing_json_patch_test_is_unprocessable(api: Any) -> None:
     core = loose(client.CoreV1Api(api))
-    await core.create_namespaced_pod("default", pod_manifest("p"))
+    await core.create_namespaced_pod("default", pod_manifest(name="p"))
     with pytest.raises(ApiException) as caught:
         await core.patch_namespaced_pod(
             "p", "default", [{"op": "test", "path": "/spec/containers/0/name", "value": "x"}]
@@ -55,7 +56,15 @@ async def test_failing_json_patch_test_is_unprocessable(api: Any) -> None:
 
 async def test_merge_patch_replaces_lists(api: Any) -> None:
     apps = loose(client.AppsV1Api(api))
-    body = deployment_manifest("web")
+    body = builders.workloads.deployment(
+        name="web",
+        namespace=None,
+        replicas=1,
+        match_labels={"app": "web"},
+        template=builders.workloads.pod_template(
+            labels={"app": "web"}, containers=[builders.pods.container(image="nginx")]
+        ),
+    )
     body["spec"]["template"]["spec"]["containers"].append({"name": "side", "image": "envoy"})
     await apps.create_namespaced_deployment("default", body)
     patched = await apps.patch_namespaced_deployment(
@@ -70,7 +79,15 @@ async def test_merge_patch_replaces_lists(api: Any) -> None:
 
 async def test_strategic_merge_patch_merges_containers_by_name(api: Any) -> None:
     apps = loose(client.AppsV1Api(api))
-    body = deployment_manifest("web")
+    body = builders.workloads.deployment(
+        name="web",
+        namespace=None,
+        replicas=1,
+        match_labels={"app": "web"},
+        template=builders.workloads.pod_template(
+            labels={"app": "web"}, containers=[builders.pods.container(image="nginx")]
+        ),
+    )
     body["spec"]["template"]["spec"]["containers"].append({"name": "side", "image": "envoy"})
     await apps.create_namespaced_deployment("default", body)
     patched = await apps.patch_namespaced_deployment(  # the client's default for a dict body
@@ -116,7 +133,7 @@ async def test_strategic_merge_on_a_custom_resource_is_unsupported(api: Any) -> 
 
 async def test_apply_patch_is_unsupported(api: Any) -> None:
     core = loose(client.CoreV1Api(api))
-    await core.create_namespaced_pod("default", pod_manifest("p"))
+    await core.create_namespaced_pod("default", pod_manifest(name="p"))
     with pytest.raises(ApiException) as caught:
         await core.patch_namespaced_pod(
             "p",
@@ -130,7 +147,7 @@ async def test_apply_patch_is_unsupported(api: Any) -> None:
 
 async def test_patch_with_stale_resource_version_conflicts(api: Any, server: ApiServer) -> None:
     core = loose(client.CoreV1Api(api))
-    created = await core.create_namespaced_pod("default", pod_manifest("p"))
+    created = await core.create_namespaced_pod("default", pod_manifest(name="p"))
     await core.patch_namespaced_pod("p", "default", {"metadata": {"labels": {"a": "1"}}})
     with pytest.raises(ApiException) as caught:
         await core.patch_namespaced_pod(

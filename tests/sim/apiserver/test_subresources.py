@@ -14,7 +14,6 @@ from kubescale.kube.resources import POD_DISRUPTION_BUDGETS, PODS
 from kubescale.sim.apiserver.server import ApiServer
 from tests import builders
 from tests.sim.apiserver.conftest import (
-    deployment_manifest,
     json_of,
     loose,
     pod_manifest,
@@ -33,7 +32,18 @@ VIOLATION = "Cannot evict pod as it would violate the pod's disruption budget."
 
 async def test_status_and_spec_are_written_separately(api: Any) -> None:
     apps = loose(client.AppsV1Api(api))
-    await apps.create_namespaced_deployment("default", deployment_manifest("web"))
+    await apps.create_namespaced_deployment(
+        "default",
+        builders.workloads.deployment(
+            name="web",
+            namespace=None,
+            replicas=1,
+            match_labels={"app": "web"},
+            template=builders.workloads.pod_template(
+                labels={"app": "web"}, containers=[builders.pods.container(image="nginx")]
+            ),
+        ),
+    )
     both = {"spec": {"replicas": 5}, "status": {"replicas": 7}}
     main = await apps.patch_namespaced_deployment("web", "default", both)
     assert (main.spec.replicas, main.status.replicas) == (5, None)  # status ignored
@@ -49,7 +59,16 @@ async def test_status_update_with_stale_resource_version_conflicts(api: Any) -> 
     apps = loose(client.AppsV1Api(api))
     created = await json_of(
         await apps.create_namespaced_deployment_without_preload_content(
-            "default", deployment_manifest("web")
+            "default",
+            builders.workloads.deployment(
+                name="web",
+                namespace=None,
+                replicas=1,
+                match_labels={"app": "web"},
+                template=builders.workloads.pod_template(
+                    labels={"app": "web"}, containers=[builders.pods.container(image="nginx")]
+                ),
+            ),
         )
     )
     await apps.patch_namespaced_deployment("web", "default", {"spec": {"replicas": 2}})
@@ -64,7 +83,18 @@ async def test_status_update_with_stale_resource_version_conflicts(api: Any) -> 
 
 async def test_scale_get_and_put(api: Any) -> None:
     apps = loose(client.AppsV1Api(api))
-    await apps.create_namespaced_deployment("default", deployment_manifest("web", replicas=2))
+    await apps.create_namespaced_deployment(
+        "default",
+        builders.workloads.deployment(
+            name="web",
+            namespace=None,
+            replicas=2,
+            match_labels={"app": "web"},
+            template=builders.workloads.pod_template(
+                labels={"app": "web"}, containers=[builders.pods.container(image="nginx")]
+            ),
+        ),
+    )
     await apps.patch_namespaced_deployment_status("web", "default", {"status": {"replicas": 2}})
     scale = await json_of(
         await apps.read_namespaced_deployment_scale_without_preload_content("web", "default")
@@ -154,7 +184,9 @@ def running_pod(name: str, labels: dict[str, str], *, ready: bool = True) -> dic
 async def make_running_pod(
     core: Any, name: str, labels: dict[str, str], *, ready: bool = True
 ) -> None:
-    await core.create_namespaced_pod("default", pod_manifest(name, labels=labels, node="n1"))
+    await core.create_namespaced_pod(
+        "default", pod_manifest(name=name, labels=labels, node_name="n1")
+    )
     status = {"phase": "Running", "conditions": [{"type": "Ready", "status": str(ready)}]}
     await core.patch_namespaced_pod_status(name, "default", {"status": status})
 
@@ -248,7 +280,7 @@ async def test_pending_pod_is_evicted_without_consulting_budgets(
     api: Any, server: ApiServer
 ) -> None:
     core, policy = loose(client.CoreV1Api(api)), loose(client.PolicyV1Api(api))
-    await core.create_namespaced_pod("default", pod_manifest("web-1", labels={"app": "web"}))
+    await core.create_namespaced_pod("default", pod_manifest(name="web-1", labels={"app": "web"}))
     await policy.create_namespaced_pod_disruption_budget("default", PDB(name="web-pdb"))
     await set_pdb_status(policy, "web-pdb", allowed=0)
     await core.create_namespaced_pod_eviction("web-1", "default", eviction("web-1"))
@@ -288,7 +320,7 @@ async def test_two_budgets_for_one_pod_is_an_internal_error(api: Any) -> None:
 
 async def test_binding_assigns_a_node_once(api: Any) -> None:
     core = loose(client.CoreV1Api(api))
-    await core.create_namespaced_pod("default", pod_manifest("p"))
+    await core.create_namespaced_pod("default", pod_manifest(name="p"))
     binding = {
         "apiVersion": "v1",
         "kind": "Binding",
@@ -312,7 +344,7 @@ async def test_binding_assigns_a_node_once(api: Any) -> None:
 async def test_binding_replaces_an_unschedulable_condition_whole(api: Any) -> None:
     """podutil.UpdatePodCondition: reason and message of PodScheduled=False do not survive."""
     core = loose(client.CoreV1Api(api))
-    await core.create_namespaced_pod("default", pod_manifest("q"))
+    await core.create_namespaced_pod("default", pod_manifest(name="q"))
     unschedulable = {
         "type": "PodScheduled",
         "status": "False",
@@ -354,7 +386,7 @@ async def test_resize_changes_only_container_resources(api: Any) -> None:
             "resources": {"requests": {"cpu": "100m"}, "limits": {"cpu": "200m"}},
         }
     ]
-    await core.create_namespaced_pod("default", pod_manifest("p", containers=containers))
+    await core.create_namespaced_pod("default", pod_manifest(name="p", containers=containers))
     resized = await core.patch_namespaced_pod_resize(
         "p",
         "default",
@@ -388,7 +420,7 @@ async def test_resize_may_not_change_the_qos_class(api: Any) -> None:
             "resources": {"limits": {"cpu": "1", "memory": "1Gi"}},
         }
     ]
-    await core.create_namespaced_pod("default", pod_manifest("p", containers=containers))
+    await core.create_namespaced_pod("default", pod_manifest(name="p", containers=containers))
     with pytest.raises(ApiException) as caught:
         await core.patch_namespaced_pod_resize(
             "p",

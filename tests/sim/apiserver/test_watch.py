@@ -170,7 +170,7 @@ async def test_selector_watch_turns_updates_into_added_and_deleted(
         label_selector="app=web",
         resource_version=str(server.store.resource_version),
     )
-    await core.create_namespaced_pod("default", pod_manifest("p", labels={"app": "web"}))
+    await core.create_namespaced_pod("default", pod_manifest(name="p", labels={"app": "web"}))
     await core.patch_namespaced_pod("p", "default", {"metadata": {"labels": {"app": "db"}}})
     await core.patch_namespaced_pod("p", "default", {"metadata": {"annotations": {"a": "1"}}})
     await core.patch_namespaced_pod("p", "default", {"metadata": {"labels": {"app": "web"}}})
