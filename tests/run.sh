@@ -37,7 +37,7 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
 fi
 
 # Debian's Prometheus (prometheus + promtool) serves the VPA recommender's history bootstrap in a
-# test (tests/controllers/test_prometheus_real.py). No recommends (no node exporter); where
+# test (tests/controllers/vpa/recommender/test_prometheus_real.py). No recommends (no node exporter); where
 # systemd runs, the package's service is disabled and stopped again (the test starts its own).
 if ! { command -v prometheus && command -v promtool; } >/dev/null 2>&1 \
     && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then

@@ -1,12 +1,15 @@
-"""Small object builders for access-layer tests (valid enough for the in-process API server)."""
+"""Objects for access-layer tests (valid enough for the in-process API server): pods of the pause
+image (:mod:`tests.builders` with this module's defaults), config maps."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
+from tests import builders
 
-def namespace(name: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+PAUSE = "registry.k8s.io/pause:3.9"
+PAUSE_POD = functools.partial(builders.pods.pod, containers=[builders.pods.container(image=PAUSE)])
 
 
 def config_map(
@@ -20,56 +23,3 @@ def config_map(
     if labels:
         meta["labels"] = labels
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data or {}}
-
-
-def pod(
-    name: str,
-    ns: str = "default",
-    *,
-    node: str | None = None,
-    labels: dict[str, str] | None = None,
-    owner_uid: str | None = None,
-) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "namespace": ns}
-    if labels:
-        meta["labels"] = labels
-    if owner_uid:
-        meta["ownerReferences"] = [
-            {
-                "apiVersion": "apps/v1",
-                "kind": "ReplicaSet",
-                "name": f"rs-{owner_uid}",
-                "uid": owner_uid,
-                "controller": True,
-            }
-        ]
-    spec: dict[str, Any] = {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.9"}]}
-    if node:
-        spec["nodeName"] = node
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
-
-
-def deployment(name: str, ns: str = "default", *, replicas: int = 1) -> dict[str, Any]:
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.9"}]},
-            },
-        },
-    }
-
-
-def vpa(name: str, ns: str = "default", *, target: str = "web") -> dict[str, Any]:
-    return {
-        "apiVersion": "autoscaling.k8s.io/v1",
-        "kind": "VerticalPodAutoscaler",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target}},
-    }

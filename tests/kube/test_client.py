@@ -17,9 +17,10 @@ from kubescale.kube.config_loading import InClusterPaths
 from kubescale.kube.errors import KubeApiError, KubeTransportError, NotLeaderError
 from kubescale.kube.resources import CONFIG_MAPS, DEPLOYMENTS, PODS, VERTICAL_POD_AUTOSCALERS
 from kubescale.sim.apiserver.server import ApiServer
+from tests import builders
+from tests.kube.objects import PAUSE, PAUSE_POD, config_map
 
 from .conftest import FAST_CLIENT, new_client
-from .objects import config_map, deployment, pod, vpa
 
 
 def _count(registry: CollectorRegistry, *, verb: str, resource: str, code: str) -> float:
@@ -168,7 +169,9 @@ async def test_non_idempotent_writes_are_not_retried_after_a_5xx(
 
 
 async def test_crd_kinds_scale_and_status_go_through_the_same_path(client: KubeClient) -> None:
-    made = await client.create(VERTICAL_POD_AUTOSCALERS, vpa("v"))
+    made = await client.create(
+        VERTICAL_POD_AUTOSCALERS, builders.vpas.vpa(name="v", target=builders.vpas.target_ref())
+    )
     assert made["kind"] == "VerticalPodAutoscaler"
     made["status"] = {"conditions": [{"type": "RecommendationProvided", "status": "True"}]}
     with_status = await client.update_status(VERTICAL_POD_AUTOSCALERS, made)
@@ -176,7 +179,17 @@ async def test_crd_kinds_scale_and_status_go_through_the_same_path(client: KubeC
     listed = await client.list_all(VERTICAL_POD_AUTOSCALERS)
     assert [i["metadata"]["name"] for i in listed.items] == ["v"]
 
-    await client.create(DEPLOYMENTS, deployment("web", replicas=2))
+    await client.create(
+        DEPLOYMENTS,
+        builders.workloads.deployment(
+            name="web",
+            replicas=2,
+            match_labels={"app": "web"},
+            template=builders.workloads.pod_template(
+                labels={"app": "web"}, containers=[builders.pods.container(image=PAUSE)]
+            ),
+        ),
+    )
     scale = await client.get_scale(DEPLOYMENTS, "web", namespace="default")
     assert scale["kind"] == "Scale"
     assert scale["spec"]["replicas"] == 2
@@ -186,7 +199,7 @@ async def test_crd_kinds_scale_and_status_go_through_the_same_path(client: KubeC
 
 
 async def test_eviction(client: KubeClient) -> None:
-    await client.create(PODS, pod("p", node="n1"))
+    await client.create(PODS, PAUSE_POD(name="p", node_name="n1"))
     await client.evict("p", namespace="default", grace_period_seconds=0)
     with pytest.raises(KubeApiError) as caught:
         await client.get(PODS, "p", namespace="default")
@@ -272,7 +285,9 @@ async def test_in_cluster_token_is_re_read_from_the_file(
 async def test_an_eviction_refused_by_a_disruption_budget_is_not_retried(
     apiserver: ApiServer, client: KubeClient, registry: CollectorRegistry
 ) -> None:
-    running = apiserver.store.create(pod("guarded", node="n1", labels={"app": "db"}))
+    running = apiserver.store.create(
+        PAUSE_POD(name="guarded", labels={"app": "db"}, node_name="n1")
+    )
     running["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
     apiserver.store.update_status(running)
     budget = apiserver.store.create(

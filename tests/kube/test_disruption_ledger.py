@@ -31,10 +31,10 @@ from kubescale.kube.informer import Informer
 from kubescale.kube.resources import POD_DISRUPTION_BUDGETS, PODS
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.scenario.runner import SimulationClientClock
+from tests.kube.objects import PAUSE_POD
 
 from .conftest import FAST_INFORMER, new_client
 from .informer_checks import eventually
-from .objects import pod
 
 NOW = datetime(2026, 1, 5, tzinfo=UTC)
 
@@ -75,12 +75,6 @@ def test_write_outcome_table(error: Exception, outcome: WriteOutcome) -> None:
     assert write_outcome(error) is outcome
 
 
-def _pod(name: str, uid: str, **metadata: Any) -> dict[str, Any]:
-    body = pod(name)
-    body["metadata"].update(uid=uid, **metadata)
-    return body
-
-
 def _eviction(uid: str, name: str, at: datetime) -> Disruption:
     return Disruption(
         kind=DisruptionKind.EVICTION,
@@ -95,11 +89,11 @@ def _eviction(uid: str, name: str, at: datetime) -> Disruption:
 def test_pending_until_the_pod_is_going_and_only_for_the_same_uid() -> None:
     ledger = DisruptionLedger()
     ledger.record(_eviction("u1", "web-0", NOW))
-    assert ledger.pending(_pod("web-0", "u1"), now=NOW) is not None
+    assert ledger.pending(PAUSE_POD(name="web-0", uid="u1"), now=NOW) is not None
     # A StatefulSet's pod recreated under the same name is another pod.
-    assert ledger.pending(_pod("web-0", "u2"), now=NOW) is None
+    assert ledger.pending(PAUSE_POD(name="web-0", uid="u2"), now=NOW) is None
     # Once the pod is being deleted the eviction shows: forgotten.
-    going = _pod("web-0", "u1", deletionTimestamp="2026-01-05T00:00:00Z")
+    going = PAUSE_POD(name="web-0", uid="u1", deletion_timestamp="2026-01-05T00:00:00Z")
     assert ledger.pending(going, now=NOW) is None
     assert len(ledger) == 0
 
@@ -108,13 +102,13 @@ def test_entries_expire_after_max_age_and_the_oldest_go_first_when_full() -> Non
     ledger = DisruptionLedger(max_age=timedelta(minutes=5), max_entries=2)
     ledger.record(_eviction("u1", "a", NOW))
     # 4m59s later it is still believed; at 5m it is not (the write did not happen after all).
-    assert ledger.pending(_pod("a", "u1"), now=NOW + timedelta(minutes=4, seconds=59))
-    assert ledger.pending(_pod("a", "u1"), now=NOW + timedelta(minutes=5)) is None
+    assert ledger.pending(PAUSE_POD(name="a", uid="u1"), now=NOW + timedelta(minutes=4, seconds=59))
+    assert ledger.pending(PAUSE_POD(name="a", uid="u1"), now=NOW + timedelta(minutes=5)) is None
     for index, uid in enumerate(("u2", "u3", "u4")):
         ledger.record(_eviction(uid, f"p{index}", NOW + timedelta(seconds=index)))
     assert len(ledger) == 2  # u2, the oldest, was dropped
-    assert ledger.pending(_pod("p0", "u2"), now=NOW) is None
-    assert ledger.pending(_pod("p1", "u3"), now=NOW) is not None
+    assert ledger.pending(PAUSE_POD(name="p0", uid="u2"), now=NOW) is None
+    assert ledger.pending(PAUSE_POD(name="p1", uid="u3"), now=NOW) is not None
     # Recording expires what is older than max_age without being asked.
     ledger.record(_eviction("u5", "p5", NOW + timedelta(minutes=10)))
     assert len(ledger) == 1
@@ -124,7 +118,7 @@ def test_entries_expire_after_max_age_and_the_oldest_go_first_when_full() -> Non
 
 
 def _sized(requests: dict[str, str] | None, limits: dict[str, str] | None = None) -> dict[str, Any]:
-    body = pod("web-0")
+    body = PAUSE_POD(name="web-0")
     resources: dict[str, Any] = {}
     if requests is not None:
         resources["requests"] = requests
@@ -180,7 +174,7 @@ def test_resize_applied_compares_quantities(requests: dict[str, str], applied: b
 def _running(apiserver: ApiServer, name: str) -> dict[str, Any]:
     created = apiserver.store.create(
         {
-            **pod(name, node="node-1", labels={"app": "web"}),
+            **PAUSE_POD(name=name, labels={"app": "web"}, node_name="node-1"),
             "spec": {
                 "nodeName": "node-1",
                 "containers": [
@@ -282,7 +276,7 @@ async def test_eviction_outcomes_through_the_api_server(
     replaced = {**refused, "metadata": {**refused["metadata"], "uid": "an-older-uid"}}
     result = await evict_pod(client, ledger, replaced, now=NOW)
     assert (result.outcome, result.counts) == (WriteOutcome.GONE, True)
-    missing = _pod("missing", "uid-x")
+    missing = PAUSE_POD(name="missing", uid="uid-x")
     result = await evict_pod(client, ledger, missing, now=NOW)
     assert (result.outcome, result.counts) == (WriteOutcome.GONE, True)
     assert not result.maybe_ours  # gone before this write: not this write's eviction

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
@@ -19,32 +20,9 @@ from kubescale.kube.indexes import (
 from kubescale.kube.listers import Lister
 from kubescale.kube.resources import NODES, PODS
 from kubescale.kube.selectors import parse_label_selector
+from tests import builders
 
-
-def pod(
-    name: str,
-    namespace: str = "default",
-    *,
-    node: str | None = None,
-    labels: dict[str, str] | None = None,
-    owners: list[dict[str, Any]] | None = None,
-    phase: str = "Running",
-) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}"}
-    if labels is not None:
-        meta["labels"] = labels
-    if owners is not None:
-        meta["ownerReferences"] = owners
-    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "i"}]}
-    if node:
-        spec["nodeName"] = node
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": meta,
-        "spec": spec,
-        "status": {"phase": phase},
-    }
+POD = functools.partial(builders.pods.pod, containers=[builders.pods.container("c", image="i")])
 
 
 def owner(uid: str, *, controller: bool | None = True) -> dict[str, Any]:
@@ -79,15 +57,55 @@ def test_object_key_is_meta_namespace_key(obj: dict[str, Any], key: str) -> None
 def test_owner_index_takes_the_controller_reference(
     owners: list[dict[str, Any]], expected: list[str]
 ) -> None:
-    assert list(controller_owner_index(pod("p", owners=owners))) == expected
+    assert (
+        list(
+            controller_owner_index(
+                POD(
+                    name="p",
+                    uid="uid-default-p",
+                    owner_references=owners,
+                    status={"phase": "Running"},
+                )
+            )
+        )
+        == expected
+    )
 
 
 def test_lister_queries() -> None:
     cache = IndexedCache()
-    cache.upsert(pod("a", node="n1", labels={"app": "web", "tier": "fe"}, owners=[owner("rs-1")]))
-    cache.upsert(pod("b", node="n2", labels={"app": "web"}, owners=[owner("rs-1")]))
-    cache.upsert(pod("c", "other", node="n1", labels={"app": "db"}, owners=[owner("rs-2")]))
-    cache.upsert(pod("d", "other", phase="Pending"))
+    cache.upsert(
+        POD(
+            name="a",
+            uid="uid-default-a",
+            labels={"app": "web", "tier": "fe"},
+            owner_references=[owner("rs-1")],
+            node_name="n1",
+            status={"phase": "Running"},
+        )
+    )
+    cache.upsert(
+        POD(
+            name="b",
+            uid="uid-default-b",
+            labels={"app": "web"},
+            owner_references=[owner("rs-1")],
+            node_name="n2",
+            status={"phase": "Running"},
+        )
+    )
+    cache.upsert(
+        POD(
+            name="c",
+            namespace="other",
+            uid="uid-other-c",
+            labels={"app": "db"},
+            owner_references=[owner("rs-2")],
+            node_name="n1",
+            status={"phase": "Running"},
+        )
+    )
+    cache.upsert(POD(name="d", namespace="other", uid="uid-other-d", status={"phase": "Pending"}))
     lister = Lister(cache, PODS)
 
     def names(objs: list[dict[str, Any]]) -> list[str]:
@@ -125,8 +143,10 @@ def test_cluster_scoped_lister_and_custom_index() -> None:
 
 def test_update_moves_an_object_between_index_values() -> None:
     cache = IndexedCache()
-    cache.upsert(pod("a", node="n1"))
-    old = cache.upsert(pod("a", node="n2"))
+    cache.upsert(POD(name="a", uid="uid-default-a", node_name="n1", status={"phase": "Running"}))
+    old = cache.upsert(
+        POD(name="a", uid="uid-default-a", node_name="n2", status={"phase": "Running"})
+    )
     assert old is not None
     assert old["spec"]["nodeName"] == "n1"
     assert cache.by_index(NODE_INDEX, "n1") == []
@@ -160,7 +180,16 @@ def test_indexes_always_agree_with_a_full_scan(ops: list[tuple[Any, ...]]) -> No
     for op in ops:
         if op[0] == "upsert":
             _, name, ns, node, rs = op
-            cache.upsert(pod(name, ns, node=node, owners=[owner(rs)] if rs else []))
+            cache.upsert(
+                POD(
+                    name=name,
+                    namespace=ns,
+                    uid=f"uid-{ns}-{name}",
+                    owner_references=[owner(rs)] if rs else [],
+                    node_name=node,
+                    status={"phase": "Running"},
+                )
+            )
         else:
             cache.remove(f"{op[2]}/{op[1]}")
     everything = cache.values()

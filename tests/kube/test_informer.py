@@ -18,10 +18,11 @@ from kubescale.kube.informer import Informer, InformerSettings
 from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.resources import ALL, CONFIG_MAPS, NAMESPACES, PODS, ResourceType
 from kubescale.sim.apiserver.server import ApiServer
+from tests import builders
+from tests.kube.objects import PAUSE_POD, config_map
 
 from .conftest import FAST_INFORMER, new_client
 from .informer_checks import HandlerLog, assert_mirrors, eventually
-from .objects import config_map, namespace, pod
 
 
 @pytest.fixture
@@ -272,16 +273,29 @@ async def test_server_side_label_selector(apiserver: ApiServer, client: KubeClie
 
 
 async def test_pod_indexes_follow_the_server(apiserver: ApiServer, client: KubeClient) -> None:
-    apiserver.store.create(namespace("team"))
-    apiserver.store.create(pod("p1", "team", node="n1", owner_uid="rs-1"))
-    apiserver.store.create(pod("p2", "team", owner_uid="rs-1"))
+    apiserver.store.create(builders.meta.namespace(name="team"))
+    apiserver.store.create(
+        PAUSE_POD(
+            name="p1",
+            namespace="team",
+            owner_references=[builders.meta.owner_reference(name="rs-rs-1", uid="rs-1")],
+            node_name="n1",
+        )
+    )
+    apiserver.store.create(
+        PAUSE_POD(
+            name="p2",
+            namespace="team",
+            owner_references=[builders.meta.owner_reference(name="rs-rs-1", uid="rs-1")],
+        )
+    )
     inf = Informer(client=client, resource=PODS, namespace="team", settings=FAST_INFORMER)
     try:
         inf.start()
         await inf.wait_synced()
         assert [p["metadata"]["name"] for p in inf.lister.by_node("n1")] == ["p1"]
         assert sorted(p["metadata"]["name"] for p in inf.lister.by_owner("rs-1")) == ["p1", "p2"]
-        await client.create(PODS, pod("p3", "team", node="n1"))
+        await client.create(PODS, PAUSE_POD(name="p3", namespace="team", node_name="n1"))
         await eventually(lambda: len(inf.lister.by_node("n1")) == 2)
         assert len(inf.lister.list(namespace="team")) == 3
     finally:

@@ -11,8 +11,8 @@ from kubescale.kube.errors import KubeApiError
 from kubescale.kube.resources import CONFIG_MAPS, VERTICAL_POD_AUTOSCALERS
 from kubescale.kube.writes import ConflictRetry, update_with_retry
 from kubescale.sim.apiserver.server import ApiServer
-
-from .objects import config_map, vpa
+from tests import builders
+from tests.kube.objects import config_map
 
 
 def _concurrent_write(apiserver: ApiServer, name: str, key: str, value: str) -> None:
@@ -99,7 +99,7 @@ async def test_no_change_means_no_write(apiserver: ApiServer, client: KubeClient
 
 
 async def test_status_subresource(apiserver: ApiServer, client: KubeClient) -> None:
-    apiserver.store.create(vpa("v"))
+    apiserver.store.create(builders.vpas.vpa(name="v", target=builders.vpas.target_ref()))
 
     def recommend(obj: dict[str, Any]) -> dict[str, Any]:
         obj["status"] = {"recommendation": {"containerRecommendations": []}}

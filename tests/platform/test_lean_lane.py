@@ -20,13 +20,13 @@ from kubescale.runtime.https_server import lean_routes, make_https_app
 from kubescale.runtime.server_limits import ServerLimits
 from kubescale.webhook.admission_routes import AdmissionWebhook
 from kubescale.webhook.webhook_config import WebhookSettings
-from tests.platform.test_lean_lane_property import (
+from tests.platform.test_serve_under_attack import _review
+from tests.runtime.test_lean_lane_property import (
     expected_bodies,
     mount_echo,
     parse_answers,
     request_bytes,
 )
-from tests.platform.test_serve_under_attack import _review
 
 BOTH_EVENT_LOOPS = True
 SERVER_NAME = "kubescale.kube-system.svc"

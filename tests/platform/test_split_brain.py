@@ -29,9 +29,9 @@ import pytest
 from kubescale.kube.resources import LEASES
 from kubescale.sim.apiserver.request_log import RequestRecord
 from kubescale.sim.apiserver.server import ApiServer
+from tests.controllers.vpa.recommender.test_recommender_loop_serve import _objects
 
 from ..conftest import only_components
-from ..controllers.test_recommender_loop_serve import _objects
 
 LEASE_NAME = "kubescale"
 LEASE_DURATION = 4.5

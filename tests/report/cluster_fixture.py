@@ -4,49 +4,11 @@ and the Chromium screenshot of the report page)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from kubescale.kube.resources import HORIZONTAL_POD_AUTOSCALERS, NODES, PODS
 from kubescale.sim.apiserver.server import ApiServer
+from tests import builders
 
 MIB = 2**20
-
-
-def _deployment(name: str, replicas: int, requests: dict[str, str]) -> dict[str, Any]:
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": "shop", "labels": labels},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "app",
-                            "image": "shop:1",
-                            "resources": {"requests": requests, "limits": {"cpu": "1"}},
-                        }
-                    ]
-                },
-            },
-        },
-    }
-
-
-def _pod(name: str, app: str, requests: dict[str, str]) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "shop", "labels": {"app": app}},
-        "spec": {
-            "nodeName": "node-a",
-            "containers": [{"name": "app", "image": "shop:1", "resources": {"requests": requests}}],
-        },
-    }
 
 
 def populate(server: ApiServer) -> None:
@@ -67,14 +29,54 @@ def populate(server: ApiServer) -> None:
     node["status"] = {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}
     store.update_status(node)
     web_requests = {"cpu": "500m", "memory": "512Mi"}
-    store.create(_deployment("web", 2, web_requests))
-    store.create(_deployment("api", 1, {"cpu": "100m"}))
+    store.create(
+        builders.workloads.deployment(
+            name="web",
+            namespace="shop",
+            labels={"app": "web"},
+            replicas=2,
+            match_labels={"app": "web"},
+            template=builders.workloads.pod_template(
+                labels={"app": "web"},
+                containers=[
+                    builders.pods.container(
+                        image="shop:1", requests=web_requests, limits={"cpu": "1"}
+                    )
+                ],
+            ),
+        )
+    )
+    store.create(
+        builders.workloads.deployment(
+            name="api",
+            namespace="shop",
+            labels={"app": "api"},
+            replicas=1,
+            match_labels={"app": "api"},
+            template=builders.workloads.pod_template(
+                labels={"app": "api"},
+                containers=[
+                    builders.pods.container(
+                        image="shop:1", requests={"cpu": "100m"}, limits={"cpu": "1"}
+                    )
+                ],
+            ),
+        )
+    )
     for name, app, requests in (
         ("web-1", "web", web_requests),
         ("web-2", "web", web_requests),
         ("api-1", "api", {"cpu": "100m"}),
     ):
-        store.create(_pod(name, app, requests))
+        store.create(
+            builders.pods.pod(
+                name=name,
+                namespace="shop",
+                labels={"app": app},
+                node_name="node-a",
+                containers=[builders.pods.container(image="shop:1", requests=requests)],
+            )
+        )
         pod = store.get(PODS, name, "shop")
         pod["status"] = {"phase": "Running"}
         store.update_status(pod)

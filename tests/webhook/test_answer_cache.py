@@ -29,9 +29,13 @@ from kubescale.kube.resources import LIMIT_RANGES
 from kubescale.webhook.admission_routes import AdmissionWebhook
 from kubescale.webhook.answer_cache import split_uid
 from kubescale.webhook.webhook_config import WebhookSettings
+from tests.controllers.vpa.admission.test_decision_cache_informers import (
+    _caught_up,
+    _patch,
+    _requests,
+)
 
 from .test_admission_routes import Setup, _pod, _review, _setup
-from .test_decision_cache_informers import _caught_up, _patch, _requests
 
 
 @pytest.fixture

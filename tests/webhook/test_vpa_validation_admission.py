@@ -8,6 +8,7 @@ kubernetes/autoscaler#8424; unsupported controlled resources kept from the old o
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -17,6 +18,9 @@ from hypothesis import strategies as st
 
 from kubescale.webhook.field_errors import FieldError, invalid_status
 from kubescale.webhook.vpa_validation import SUPPORTED_UPDATE_MODES, VpaAdmission, admit_vpa
+from tests import builders
+
+VPA = functools.partial(builders.vpas.vpa, name="web-vpa", target=builders.vpas.target_ref())
 
 TARGET = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}
 DEFAULT_PATCH = [{"op": "add", "path": "/spec/updatePolicy", "value": {"updateMode": "Recreate"}}]
@@ -25,15 +29,6 @@ AUTO_WARNING = (
     " explicit update modes like: [InPlace InPlaceOrRecreate Initial Off Recreate]. See"
     " https://github.com/kubernetes/autoscaler/issues/8424 for more details."
 )
-
-
-def vpa(name: str = "web-vpa", **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "autoscaling.k8s.io/v1",
-        "kind": "VerticalPodAutoscaler",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"targetRef": TARGET, **spec},
-    }
 
 
 def admit(
@@ -50,22 +45,22 @@ def test_supported_update_modes_sorted_without_auto() -> None:
     ("new", "expected"),
     [
         pytest.param(
-            vpa(),
+            VPA(),
             VpaAdmission(True, None, (), DEFAULT_PATCH),
             id="no updatePolicy: default Recreate",
         ),
         pytest.param(
-            vpa(updatePolicy=None),
+            VPA(spec={"updatePolicy": None}),
             VpaAdmission(True, None, (), DEFAULT_PATCH),
             id="null updatePolicy: defaulted",
         ),
         pytest.param(
-            vpa(updatePolicy={"updateMode": "Initial"}),
+            VPA(spec={"updatePolicy": {"updateMode": "Initial"}}),
             VpaAdmission(True, None, (), []),
             id="Initial",
         ),
         pytest.param(
-            vpa(updatePolicy={"updateMode": "Auto"}),
+            VPA(spec={"updatePolicy": {"updateMode": "Auto"}}),
             VpaAdmission(True, None, (AUTO_WARNING,), []),
             id="Auto: allowed with a deprecation warning",
         ),
@@ -76,7 +71,7 @@ def test_allowed(new: dict[str, Any], expected: VpaAdmission) -> None:
 
 
 def test_invalid_status_is_new_invalid() -> None:
-    result = admit(vpa(updatePolicy={"updateMode": "bad", "minReplicas": 0}))
+    result = admit(VPA(spec={"updatePolicy": {"updateMode": "bad", "minReplicas": 0}}))
     unsupported = (
         'Unsupported value: "bad": supported values: "InPlace", "InPlaceOrRecreate", "Initial",'
         ' "Off",'
@@ -117,7 +112,7 @@ def test_invalid_status_is_new_invalid() -> None:
 
 
 def test_single_error_message_is_not_bracketed() -> None:
-    result = admit(vpa(recommenders=[{"name": "a"}, {"name": "b"}]))
+    result = admit(VPA(spec={"recommenders": [{"name": "a"}, {"name": "b"}]}))
     assert result.status is not None
     assert result.status["message"] == (
         'VerticalPodAutoscaler.autoscaling.k8s.io "web-vpa" is invalid: spec.recommenders: Too'
@@ -134,7 +129,7 @@ def test_single_error_message_is_not_bracketed() -> None:
 
 
 def test_denied_vpa_still_carries_warnings_and_no_patch() -> None:
-    result = admit(vpa(updatePolicy={"updateMode": "Auto", "minReplicas": -1}))
+    result = admit(VPA(spec={"updatePolicy": {"updateMode": "Auto", "minReplicas": -1}}))
     assert not result.allowed
     assert result.warnings == (AUTO_WARNING,)
     assert result.patches == []
@@ -142,28 +137,37 @@ def test_denied_vpa_still_carries_warnings_and_no_patch() -> None:
 
 def test_create_ignores_old_object_and_gates_default_off() -> None:
     """On CREATE the old object is an empty VPA: gated fields need their gates."""
-    boosted = vpa(
-        updatePolicy={"updateMode": "Off"}, startupBoost={"cpu": {"type": "Factor", "factor": 2}}
+    boosted = VPA(
+        spec={
+            "updatePolicy": {"updateMode": "Off"},
+            "startupBoost": {"cpu": {"type": "Factor", "factor": 2}},
+        }
     )
     assert not admit(boosted, old=boosted).allowed
     assert admit(boosted, CPUStartupBoost=True).allowed
 
 
 def test_update_allows_gated_fields_already_present() -> None:
-    old = vpa(updatePolicy={"updateMode": "InPlace"})
-    new = vpa(updatePolicy={"updateMode": "InPlace", "minReplicas": 3})
+    old = VPA(spec={"updatePolicy": {"updateMode": "InPlace"}})
+    new = VPA(spec={"updatePolicy": {"updateMode": "InPlace", "minReplicas": 3}})
     assert admit(new, old, "UPDATE").allowed
-    assert not admit(new, vpa(updatePolicy={"updateMode": "Off"}), "UPDATE").allowed
-    assert admit(new, vpa(updatePolicy={"updateMode": "Off"}), "UPDATE", InPlace=True).allowed
+    assert not admit(new, VPA(spec={"updatePolicy": {"updateMode": "Off"}}), "UPDATE").allowed
+    assert admit(
+        new, VPA(spec={"updatePolicy": {"updateMode": "Off"}}), "UPDATE", InPlace=True
+    ).allowed
 
 
 def test_unsupported_controlled_resource_kept_from_old_object_is_a_warning() -> None:
     def with_resources(*names: str) -> dict[str, Any]:
-        return vpa(
-            updatePolicy={"updateMode": "Off"},
-            resourcePolicy={
-                "containerPolicies": [{"containerName": "*", "controlledResources": list(names)}]
-            },
+        return VPA(
+            spec={
+                "updatePolicy": {"updateMode": "Off"},
+                "resourcePolicy": {
+                    "containerPolicies": [
+                        {"containerName": "*", "controlledResources": list(names)}
+                    ]
+                },
+            }
         )
 
     old = with_resources("cpu", "nvidia.com/gpu")
@@ -194,7 +198,7 @@ def test_unsupported_controlled_resource_kept_from_old_object_is_a_warning() -> 
     ("new", "old", "operation", "message"),
     [
         pytest.param(
-            vpa(updatePolicy={"updateMode": "Off", "minReplicas": "2"}),
+            VPA(spec={"updatePolicy": {"updateMode": "Off", "minReplicas": "2"}}),
             None,
             "CREATE",
             "json: cannot unmarshal string into Go struct field"
@@ -203,7 +207,7 @@ def test_unsupported_controlled_resource_kept_from_old_object_is_a_warning() -> 
             id="string for an int32",
         ),
         pytest.param(
-            vpa(updatePolicy={"updateMode": 3}),
+            VPA(spec={"updatePolicy": {"updateMode": 3}}),
             None,
             "CREATE",
             "json: cannot unmarshal number into Go struct field"
@@ -212,7 +216,7 @@ def test_unsupported_controlled_resource_kept_from_old_object_is_a_warning() -> 
             id="number for a typed string",
         ),
         pytest.param(
-            vpa(updatePolicy={"updateMode": "Off", "minReplicas": 1.5}),
+            VPA(spec={"updatePolicy": {"updateMode": "Off", "minReplicas": 1.5}}),
             None,
             "CREATE",
             "json: cannot unmarshal number 1.5 into Go struct field"
@@ -221,7 +225,7 @@ def test_unsupported_controlled_resource_kept_from_old_object_is_a_warning() -> 
             id="fraction for an int32",
         ),
         pytest.param(
-            vpa(updatePolicy={"updateMode": "Off", "minReplicas": 2**31}),
+            VPA(spec={"updatePolicy": {"updateMode": "Off", "minReplicas": 2**31}}),
             None,
             "CREATE",
             "json: cannot unmarshal number 2147483648 into Go struct field"
@@ -229,7 +233,7 @@ def test_unsupported_controlled_resource_kept_from_old_object_is_a_warning() -> 
             id="int32 overflow",
         ),
         pytest.param(
-            vpa(updatePolicy="Off"),
+            VPA(spec={"updatePolicy": "Off"}),
             None,
             "CREATE",
             "json: cannot unmarshal string into Go struct field"
@@ -238,9 +242,11 @@ def test_unsupported_controlled_resource_kept_from_old_object_is_a_warning() -> 
             id="string for an object",
         ),
         pytest.param(
-            vpa(
-                resourcePolicy={
-                    "containerPolicies": [{"containerName": "c", "controlledResources": "cpu"}]
+            VPA(
+                spec={
+                    "resourcePolicy": {
+                        "containerPolicies": [{"containerName": "c", "controlledResources": "cpu"}]
+                    }
                 }
             ),
             None,
@@ -252,9 +258,11 @@ def test_unsupported_controlled_resource_kept_from_old_object_is_a_warning() -> 
             id="string for a list (array indices are not in the path)",
         ),
         pytest.param(
-            vpa(
-                resourcePolicy={
-                    "containerPolicies": [{"containerName": "c", "minAllowed": {"cpu": "lots"}}]
+            VPA(
+                spec={
+                    "resourcePolicy": {
+                        "containerPolicies": [{"containerName": "c", "minAllowed": {"cpu": "lots"}}]
+                    }
                 }
             ),
             None,
@@ -264,9 +272,11 @@ def test_unsupported_controlled_resource_kept_from_old_object_is_a_warning() -> 
             id="quantity that does not parse",
         ),
         pytest.param(
-            vpa(
-                resourcePolicy={
-                    "containerPolicies": [{"containerName": "c", "oomMinBumpUp": "1ki"}]
+            VPA(
+                spec={
+                    "resourcePolicy": {
+                        "containerPolicies": [{"containerName": "c", "oomMinBumpUp": "1ki"}]
+                    }
                 }
             ),
             None,
@@ -275,7 +285,7 @@ def test_unsupported_controlled_resource_kept_from_old_object_is_a_warning() -> 
             id="quantity with an unknown suffix",
         ),
         pytest.param(
-            vpa(recommenders=[{"name": True}]),
+            VPA(spec={"recommenders": [{"name": True}]}),
             None,
             "CREATE",
             "json: cannot unmarshal bool into Go struct field"
@@ -283,11 +293,11 @@ def test_unsupported_controlled_resource_kept_from_old_object_is_a_warning() -> 
             id="bool for a string inside a list",
         ),
         pytest.param(
-            vpa(), None, "UPDATE", "unexpected end of JSON input", id="UPDATE without old object"
+            VPA(), None, "UPDATE", "unexpected end of JSON input", id="UPDATE without old object"
         ),
         pytest.param(
-            vpa(),
-            vpa(updatePolicy=[]),
+            VPA(),
+            VPA(spec={"updatePolicy": []}),
             "UPDATE",
             "json: cannot unmarshal array into Go struct field"
             " VerticalPodAutoscalerSpec.spec.updatePolicy of"
@@ -312,18 +322,20 @@ def test_undecodable_vpa_is_an_internal_error(
 
 
 def test_first_type_error_wins_but_a_quantity_error_stops_decoding() -> None:
-    both = vpa(
-        updatePolicy={"updateMode": 1, "minReplicas": "x"},
-        resourcePolicy={
-            "containerPolicies": [{"containerName": "c", "maxAllowed": {"memory": "x"}}]
-        },
+    both = VPA(
+        spec={
+            "updatePolicy": {"updateMode": 1, "minReplicas": "x"},
+            "resourcePolicy": {
+                "containerPolicies": [{"containerName": "c", "maxAllowed": {"memory": "x"}}]
+            },
+        }
     )
     result = admit(both)
     assert result.status is not None
     assert result.status["details"]["causes"][0]["message"].startswith(
         "Internal error: quantities must match the regular expression"
     )
-    first_only = vpa(updatePolicy={"updateMode": 1, "minReplicas": "x"})
+    first_only = VPA(spec={"updatePolicy": {"updateMode": 1, "minReplicas": "x"}})
     result = admit(first_only)
     assert result.status is not None
     assert "updateMode of type v1.UpdateMode" in result.status["details"]["causes"][0]["message"]

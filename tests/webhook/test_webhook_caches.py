@@ -34,6 +34,7 @@ from kubescale.runtime.cache_loops import scale_lookups_loop
 from kubescale.runtime.loop_runner import LoopRunner
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.webhook.webhook_config import WebhookSettings
+from tests import builders
 
 from .api_fixtures import build_caches
 
@@ -105,17 +106,9 @@ async def setup(api: ApiServer, kube: KubeClient, clock: VirtualClock) -> AsyncI
         await setup.informers.stop()
 
 
-def _vpa(name: str, namespace: str, target: dict[str, str] | None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"targetRef": target} if target is not None else {}
-    return {
-        "apiVersion": "autoscaling.k8s.io/v1",
-        "kind": "VerticalPodAutoscaler",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
-    }
-
-
 WEB = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}
+READY = {"type": "Ready", "status": "True"}
+NOT_READY = {"type": "Ready", "status": "False"}
 
 
 def _names(objects: list[dict[str, Any]]) -> list[str]:
@@ -124,11 +117,11 @@ def _names(objects: list[dict[str, Any]]) -> list[str]:
 
 async def test_vpas_are_indexed_by_target_and_ignored_namespaces_left_out(setup: Caches) -> None:
     store = setup.api.store
-    store.create(_vpa("a", "default", WEB))
-    store.create(_vpa("b", "default", WEB))
-    store.create(_vpa("other-target", "default", {**WEB, "name": "api"}))
-    store.create(_vpa("ignored", "kube-system", WEB))
-    store.create(_vpa("no-target", "default", None))
+    store.create(builders.vpas.vpa(name="a", target=WEB))
+    store.create(builders.vpas.vpa(name="b", target=WEB))
+    store.create(builders.vpas.vpa(name="other-target", target={**WEB, "name": "api"}))
+    store.create(builders.vpas.vpa(name="ignored", namespace="kube-system", target=WEB))
+    store.create(builders.vpas.vpa(name="no-target", spec={}))
     web = ControllerRef(api_version="apps/v1", kind="Deployment", name="web", namespace="default")
     await _eventually(
         lambda: len(setup.informers.informers.lister(VERTICAL_POD_AUTOSCALERS).list()) == 5
@@ -146,8 +139,8 @@ async def test_one_vpa_namespace_watches_only_that_namespace(
     setup = await _caches(api, kube, clock, WebhookSettings(vpa_object_namespace="team"))
     try:
         api.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}})
-        api.store.create(_vpa("outside", "default", WEB))
-        api.store.create(_vpa("inside", "team", WEB))
+        api.store.create(builders.vpas.vpa(name="outside", target=WEB))
+        api.store.create(builders.vpas.vpa(name="inside", namespace="team", target=WEB))
         team_web = ControllerRef(
             api_version="apps/v1", kind="Deployment", name="web", namespace="team"
         )
@@ -276,29 +269,41 @@ async def test_limit_ranges_come_sorted_by_name(setup: Caches) -> None:
     assert setup.caches.limit_ranges("kube-system") == []
 
 
-def _node(name: str, *, ready: bool | None, **allocatable: str) -> dict[str, Any]:
-    status: dict[str, Any] = {"allocatable": allocatable}
-    if ready is not None:
-        status["conditions"] = [{"type": "Ready", "status": "True" if ready else "False"}]
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "status": status}
-
-
 LARGEST_CASES: list[tuple[str, list[dict[str, Any]], dict[str, str] | None]] = [
     ("no nodes", [], None),
-    ("only NotReady nodes", [_node("a", ready=False, cpu="8")], None),
-    ("no Ready condition counts as not Ready", [_node("a", ready=None, cpu="8")], None),
+    (
+        "only NotReady nodes",
+        [builders.nodes.node(name="a", allocatable={"cpu": "8"}, conditions=[NOT_READY])],
+        None,
+    ),
+    (
+        "no Ready condition counts as not Ready",
+        [builders.nodes.node(name="a", allocatable={"cpu": "8"})],
+        None,
+    ),
     (
         "per resource maximum over Ready nodes",
         [
-            _node("cpu-heavy", ready=True, cpu="16", memory="8Gi"),
-            _node("mem-heavy", ready=True, cpu="4", memory="64Gi"),
-            _node("down", ready=False, cpu="96", memory="768Gi"),
+            builders.nodes.node(
+                name="cpu-heavy", allocatable={"cpu": "16", "memory": "8Gi"}, conditions=[READY]
+            ),
+            builders.nodes.node(
+                name="mem-heavy", allocatable={"cpu": "4", "memory": "64Gi"}, conditions=[READY]
+            ),
+            builders.nodes.node(
+                name="down", allocatable={"cpu": "96", "memory": "768Gi"}, conditions=[NOT_READY]
+            ),
         ],
         {"cpu": "16", "memory": "64Gi"},
     ),
     (
         "unparsable quantities are skipped",
-        [_node("a", ready=True, cpu="lots", memory="1Gi"), _node("b", ready=True, cpu="500m")],
+        [
+            builders.nodes.node(
+                name="a", allocatable={"cpu": "lots", "memory": "1Gi"}, conditions=[READY]
+            ),
+            builders.nodes.node(name="b", allocatable={"cpu": "500m"}, conditions=[READY]),
+        ],
         {"cpu": "500m", "memory": "1Gi"},
     ),
 ]
@@ -327,15 +332,23 @@ async def test_largest_node_allocatable_follows_node_changes(setup: Caches) -> N
             current = store.create({k: v for k, v in node.items() if k != "status"})
         store.update_status({**current, "status": node["status"]})
 
-    put(_node("a", ready=True, cpu="4", memory="8Gi"))
-    put(_node("b", ready=True, cpu="8", memory="4Gi"))
+    put(
+        builders.nodes.node(name="a", allocatable={"cpu": "4", "memory": "8Gi"}, conditions=[READY])
+    )
+    put(
+        builders.nodes.node(name="b", allocatable={"cpu": "8", "memory": "4Gi"}, conditions=[READY])
+    )
 
     def largest() -> dict[str, str]:
         found = setup.caches.largest_node_allocatable() or {}
         return {name: str(value) for name, value in found.items()}
 
     await _eventually(lambda: largest() == {"cpu": "8", "memory": "8Gi"})
-    put(_node("b", ready=False, cpu="8", memory="4Gi"))
+    put(
+        builders.nodes.node(
+            name="b", allocatable={"cpu": "8", "memory": "4Gi"}, conditions=[NOT_READY]
+        )
+    )
     await _eventually(lambda: largest() == {"cpu": "4", "memory": "8Gi"})
 
 
@@ -354,20 +367,6 @@ async def test_hpas_are_indexed_by_scale_target(setup: Caches) -> None:
 
 
 # -- scale-subresource lookups -------------------------------------------------------------------
-
-
-def _machine_deployment(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "cluster.x-k8s.io/v1beta1",
-        "kind": "MachineDeployment",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "clusterName": "c",
-            "replicas": 2,
-            "selector": {"matchLabels": {"pool": name}},
-            "template": {"spec": {"clusterName": "c"}},
-        },
-    }
 
 
 MD = "cluster.x-k8s.io/v1beta1"
@@ -528,7 +527,17 @@ async def test_the_lookups_loop_resolves_a_miss_without_waiting_for_the_sweep(
 ) -> None:
     cache = SharedCache(client=kube, clock=clock)
     lookups = cache.scale_lookups
-    api.store.create(_machine_deployment("pool"))
+    api.store.create(
+        builders.cluster_api.machine_deployment(
+            name="pool",
+            spec={
+                "clusterName": "c",
+                "replicas": 2,
+                "selector": {"matchLabels": {"pool": "pool"}},
+                "template": {"spec": {"clusterName": "c"}},
+            },
+        )
+    )
     runner = LoopRunner(clock=clock, registry=CollectorRegistry())
     spec = scale_lookups_loop(cache)
     runner.add(spec.loop, interval=spec.interval, wake=spec.wake)

@@ -47,6 +47,7 @@ from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.cluster.workload_controllers import WorkloadControllers
 from kubescale.webhook.component import WebhookComponent
 from kubescale.webhook.registration import WEBHOOK_CONFIG_NAME
+from tests import builders
 
 SERVICE, NAMESPACE = "vpa-webhook", "kube-system"
 
@@ -127,40 +128,6 @@ async def cluster(cert_dir: Path, tmp_path: Path) -> AsyncIterator[Cluster]:
             await stop()
 
 
-def _deployment(name: str) -> dict[str, Any]:
-    labels = {"app": name}
-    container = {
-        "name": "app",
-        "image": "nginx",
-        "resources": {
-            "requests": {"cpu": "100m", "memory": "100Mi"},
-            "limits": {"cpu": "200m", "memory": "200Mi"},
-        },
-    }
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "replicas": 2,
-            "selector": {"matchLabels": labels},
-            "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
-        },
-    }
-
-
-def _vpa(name: str, target: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "autoscaling.k8s.io/v1",
-        "kind": "VerticalPodAutoscaler",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
-            **spec,
-        },
-    }
-
-
 RECOMMENDATION = {
     "containerRecommendations": [
         {
@@ -174,7 +141,10 @@ RECOMMENDATION = {
 
 
 async def _vpa_with_recommendation(cluster: Cluster, name: str, target: str) -> dict[str, Any]:
-    created = await cluster.client.create(VERTICAL_POD_AUTOSCALERS, _vpa(name, target))
+    created = await cluster.client.create(
+        VERTICAL_POD_AUTOSCALERS,
+        builders.vpas.vpa(name=name, target=builders.vpas.target_ref(name=target)),
+    )
     created["status"] = {"recommendation": RECOMMENDATION}
     stored = await cluster.client.update_status(VERTICAL_POD_AUTOSCALERS, created)
     caches = cluster.component.caches
@@ -189,7 +159,24 @@ async def _vpa_with_recommendation(cluster: Cluster, name: str, target: str) -> 
 
 
 async def _create_deployment_pods(cluster: Cluster, name: str) -> list[dict[str, Any]]:
-    await cluster.client.create(DEPLOYMENTS, _deployment(name))
+    await cluster.client.create(
+        DEPLOYMENTS,
+        builders.workloads.deployment(
+            name=name,
+            replicas=2,
+            match_labels={"app": name},
+            template=builders.workloads.pod_template(
+                labels={"app": name},
+                containers=[
+                    builders.pods.container(
+                        image="nginx",
+                        requests={"cpu": "100m", "memory": "100Mi"},
+                        limits={"cpu": "200m", "memory": "200Mi"},
+                    )
+                ],
+            ),
+        ),
+    )
     controllers = WorkloadControllers(api=cluster.api)
     try:
         await controllers.step(RealClock().now())
@@ -243,9 +230,12 @@ async def test_deployment_pods_get_upstreams_requests_limits_and_annotations(
 
 
 async def test_vpa_create_is_defaulted_and_a_bad_field_is_rejected(cluster: Cluster) -> None:
-    created = await cluster.client.create(VERTICAL_POD_AUTOSCALERS, _vpa("defaulted", "web"))
+    created = await cluster.client.create(
+        VERTICAL_POD_AUTOSCALERS,
+        builders.vpas.vpa(name="defaulted", target=builders.vpas.target_ref()),
+    )
     assert created["spec"]["updatePolicy"] == {"updateMode": "Recreate"}
-    bad = _vpa("bad", "web", updatePolicy={"updateMode": "Sometimes"})
+    bad = builders.vpas.vpa(name="bad", target=builders.vpas.target_ref(), update_mode="Sometimes")
     with pytest.raises(KubeApiError) as raised:
         await cluster.client.create(VERTICAL_POD_AUTOSCALERS, bad)
     assert raised.value.code == 422
@@ -308,7 +298,10 @@ async def test_a_rotated_ca_is_republished_and_the_webhook_keeps_working(tmp_pat
                 (certs / "serverCert.pem").read_bytes()
             ).serial_number
             await _wait_for(lambda: server.tls.certificate.serial_number == new_serial)
-            await client.create(VERTICAL_POD_AUTOSCALERS, _vpa("after-rotation", "web"))
+            await client.create(
+                VERTICAL_POD_AUTOSCALERS,
+                builders.vpas.vpa(name="after-rotation", target=builders.vpas.target_ref()),
+            )
             stored = api.store.get(VERTICAL_POD_AUTOSCALERS, "after-rotation", "default")
             assert stored["spec"]["updatePolicy"] == {"updateMode": "Recreate"}  # admitted by us
         finally:
@@ -349,7 +342,12 @@ async def test_issue_19_a_limit_range_max_below_min_allowed_no_longer_blocks_the
     await _wait_for(lambda: bool(caches.limit_ranges("default")))
     policy = {"containerPolicies": [{"containerName": "*", "minAllowed": {"cpu": "4"}}]}
     created = await cluster.client.create(
-        VERTICAL_POD_AUTOSCALERS, _vpa("capped-vpa", "capped", resourcePolicy=policy)
+        VERTICAL_POD_AUTOSCALERS,
+        builders.vpas.vpa(
+            name="capped-vpa",
+            target=builders.vpas.target_ref(name="capped"),
+            spec={"resourcePolicy": policy},
+        ),
     )
     created["status"] = {"recommendation": RECOMMENDATION}
     await cluster.client.update_status(VERTICAL_POD_AUTOSCALERS, created)
@@ -361,8 +359,15 @@ async def test_issue_19_a_limit_range_max_below_min_allowed_no_longer_blocks_the
         return cached is not None and "recommendation" in (cached.get("status") or {})
 
     await _wait_for(seen)
-    deployment = _deployment("capped")
-    deployment["spec"]["template"]["spec"]["containers"][0].pop("resources")
+    deployment = builders.workloads.deployment(
+        name="capped",
+        replicas=2,
+        match_labels={"app": "capped"},
+        template=builders.workloads.pod_template(
+            labels={"app": "capped"},
+            containers=[builders.pods.container(image="nginx")],
+        ),
+    )
     await cluster.client.create(DEPLOYMENTS, deployment)
     controllers = WorkloadControllers(api=cluster.api)
     try:
@@ -421,7 +426,10 @@ async def test_startup_boost_through_the_admission_chain(cert_dir: Path, tmp_pat
         try:
             boost = {"cpu": {"type": "Factor", "factor": 4, "durationSeconds": 30}}
             created = await client.create(
-                VERTICAL_POD_AUTOSCALERS, _vpa("web-vpa", "web", startupBoost=boost)
+                VERTICAL_POD_AUTOSCALERS,
+                builders.vpas.vpa(
+                    name="web-vpa", target=builders.vpas.target_ref(), spec={"startupBoost": boost}
+                ),
             )
             created["status"] = {"recommendation": RECOMMENDATION}
             await client.update_status(VERTICAL_POD_AUTOSCALERS, created)

@@ -20,9 +20,9 @@ from kubescale.extender.extender_config import (
     add_extender_arguments,
     extender_settings_from_args,
 )
+from tests.controllers.descheduler.policy.test_policy_loading import REFERENCE_EXAMPLE
 
 from .builders import NOW, owner, pod
-from .test_policy_loading import REFERENCE_EXAMPLE
 
 
 def parse(argv: list[str]) -> argparse.Namespace:

@@ -26,6 +26,7 @@ from kubescale.controllers.descheduler.framework.shared_budget import (
 )
 from kubescale.kube.disruption_arbiter import DisruptionArbiter
 from kubescale.kube.disruption_ledger import Disruption, DisruptionKind, DisruptionLedger
+from tests import builders
 
 from .builders import NOW, Obj, node, pod, policy, view
 
@@ -37,14 +38,6 @@ UPDATER = "vpa-updater"
 
 def taints_policy(**top: Any) -> Any:
     return policy(("deschedule", "RemovePodsViolatingNodeTaints", None), **top)
-
-
-def pdb(name: str, app: str, allowed: int) -> Obj:
-    return {
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"selector": {"matchLabels": {"app": app}}},
-        "status": {"disruptionsAllowed": allowed},
-    }
 
 
 def cycle(
@@ -187,7 +180,11 @@ ROWS = [
                 pod("u", "n2", cpu="1", labels={"app": "web"}),
             ],
             "in_flight": ("u",),
-            "pdbs": (pdb("web", "web", 1),),
+            "pdbs": (
+                builders.pdbs.pdb(
+                    name="web", match_labels={"app": "web"}, disruptions_allowed=1, api_version=None
+                ),
+            ),
         },
         ([], {"a": BUDGET}),
         (["a"], {}),
@@ -199,7 +196,11 @@ ROWS = [
         {
             "nodes": [node("n1", taints=[MAINTENANCE]), node("n2", cpu="8")],
             "pods": [pod(n, cpu="1", labels={"app": "web"}) for n in ("a", "b", "c")],
-            "pdbs": (pdb("web", "web", 2),),
+            "pdbs": (
+                builders.pdbs.pdb(
+                    name="web", match_labels={"app": "web"}, disruptions_allowed=2, api_version=None
+                ),
+            ),
         },
         (["a", "b"], {"c": BUDGET}),
         (["a", "b", "c"], {}),

@@ -21,7 +21,7 @@ from kubescale.kube.events import EventRecorder
 from kubescale.kube.resources import CORE_EVENTS, DEPLOYMENTS, HORIZONTAL_POD_AUTOSCALERS
 from kubescale.kube.shared_cache import SharedCache
 from kubescale.prometheus.query_api import PrometheusQueryClient
-from tests.controllers.test_recommender_loop import NAMESPACE, Cluster
+from tests.controllers.vpa.recommender.test_recommender_loop import NAMESPACE, Cluster
 
 __all__ = ["NAMESPACE", "Hpas"]
 

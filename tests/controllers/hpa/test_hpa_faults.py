@@ -22,7 +22,7 @@ from kubescale.controllers.hpa.hpa_loop import (
     HpaLoop,
     _Deadline,
 )
-from tests.controllers.test_recommender_loop import Cluster, cluster
+from tests.controllers.vpa.recommender.test_recommender_loop import Cluster, cluster
 
 from .hpa_cluster import NAMESPACE, Hpas
 

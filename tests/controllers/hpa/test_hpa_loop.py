@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from kubescale.controllers.hpa.hpa_config import HpaSettings
 from kubescale.kube.resources import DEPLOYMENTS
-from tests.controllers.test_recommender_loop import Cluster, cluster
+from tests.controllers.vpa.recommender.test_recommender_loop import Cluster, cluster
 
 from .hpa_cluster import NAMESPACE, Hpas, fmt
 

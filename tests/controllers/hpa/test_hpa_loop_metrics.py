@@ -16,13 +16,13 @@ import pytest
 from kubescale.controllers.hpa.hpa_config import HpaSettings
 from kubescale.kube.resources import DEPLOYMENTS
 from kubescale.prometheus.query_api import PrometheusAuth, PrometheusQueryClient
-from tests.controllers.prometheus_fixtures import (
+from tests.controllers.vpa.recommender.test_recommender_loop import Cluster, cluster
+from tests.prometheus.prometheus_fixtures import (
     RealPrometheus,
     create_blocks,
     prometheus_tools,
     write_openmetrics,
 )
-from tests.controllers.test_recommender_loop import Cluster, cluster
 
 from .hpa_cluster import NAMESPACE, Hpas
 

@@ -13,7 +13,7 @@ import pytest
 from kubescale.kube.api_paths import ApiPath
 from kubescale.kube.resources import HORIZONTAL_POD_AUTOSCALERS
 from kubescale.sim.apiserver.hpa_versions import v1_to_v2, v2_to_v1
-from tests.controllers.test_recommender_loop import Cluster, cluster
+from tests.controllers.vpa.recommender.test_recommender_loop import Cluster, cluster
 
 from .hpa_cluster import NAMESPACE, Hpas
 

@@ -1,0 +1,33 @@
+"""One set of object builders per kind for every test (issue 28 item 5).
+
+Each builder returns the plain dict the API would send, with keyword-only parameters; a
+parameter left at ``None`` leaves its field out, so a test states exactly the fields it reads.
+A module that needs other defaults passes them at the call site or keeps a module-level
+``functools.partial`` (``tests/platform/test_test_tree.py`` rejects a second builder).
+"""
+
+from tests.builders import (
+    admission,
+    cluster_api,
+    hpas,
+    limit_ranges,
+    meta,
+    nodes,
+    pdbs,
+    pods,
+    vpas,
+    workloads,
+)
+
+__all__ = [
+    "admission",
+    "cluster_api",
+    "hpas",
+    "limit_ranges",
+    "meta",
+    "nodes",
+    "pdbs",
+    "pods",
+    "vpas",
+    "workloads",
+]

@@ -1,0 +1,368 @@
+"""VerticalPodAutoscalerCheckpoints through the API server: written (oldest first, under the
+deadline), loaded at start (for known VPAs only, v3 only), garbage-collected for deleted VPAs.
+
+An upstream-written checkpoint is built from the documented v3 format (reference §2.6) and put
+in the API server: a recommender starting from it recommends what its histograms hold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Collection
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from kubescale.controllers.vpa.checkpoint.checkpoint_store import CheckpointStore
+from kubescale.controllers.vpa.model.cluster_state import AggregateKey, ClusterState, LiveContainers
+from kubescale.controllers.vpa.model.estimators import RecommenderConfig
+from kubescale.kube.resources import VERTICAL_POD_AUTOSCALERS, VPA_CHECKPOINTS
+from kubescale.kube.selectors import label_selector_from_set
+from kubescale.kube.shared_cache import SharedCache
+from tests.controllers.vpa.recommender.test_recommender_loop import (
+    NAMESPACE,
+    START,
+    Cluster,
+    cluster,
+    conditions,
+    recommendation,
+    web_with_one_pod,
+)
+
+__all__ = ["cluster"]  # the fixture, re-exported for pytest
+
+
+class SteppingClock:
+    """A clock whose monotonic time moves one second each time it is read."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def now(self) -> datetime:
+        return START
+
+    def monotonic(self) -> float:
+        self.reads += 1
+        return float(self.reads)
+
+    async def sleep(self, seconds: float) -> None:
+        return None
+
+
+def names(objects: list[dict[str, Any]]) -> list[str]:
+    return sorted(o["metadata"]["name"] for o in objects)
+
+
+async def test_checkpoints_are_created_then_replaced(cluster: Cluster) -> None:
+    await web_with_one_pod(cluster)
+    cluster.vpa("web")
+    loop = await cluster.recommender()
+    await cluster.run(loop)
+    (created,) = cluster.checkpoints()
+    assert created["metadata"]["name"] == "web-app"
+    assert created["spec"] == {"vpaObjectName": "web", "containerName": "app"}
+    status = created["status"]
+    assert status["version"] == "v3"
+    assert status["lastUpdateTime"] == "2026-01-05T00:00:00Z"
+    assert status["totalSamplesCount"] == 1
+    # One CPU sample in bucket 36 (1.0 core), scaled so the largest weight is 10000.
+    assert status["cpuHistogram"]["bucketWeights"] == {"36": 10000}
+    await cluster.advance(60)
+    cluster.usage("web-1", {"app": {"cpu": "2", "memory": "1000000000"}})
+    await cluster.run(loop)
+    (replaced,) = cluster.checkpoints()
+    assert replaced["metadata"]["uid"] == created["metadata"]["uid"]
+    assert replaced["status"]["totalSamplesCount"] == 2
+    assert replaced["status"]["lastUpdateTime"] == "2026-01-05T00:01:00Z"
+
+
+async def test_oldest_first_until_the_deadline(cluster: Cluster) -> None:
+    cluster.deployment("web")
+    for name in ("a", "b", "c"):
+        cluster.pod(f"{name}-1", labels={"app": "web", "v": name}, containers={"app": {}})
+        cluster.usage(f"{name}-1", {"app": {"cpu": "100m", "memory": "100Mi"}})
+        cluster.vpa(name, spec={"resourcePolicy": {"containerPolicies": []}})
+    loop = await cluster.recommender()
+    await cluster.run(loop)  # every VPA written once (the simulated clock does not move)
+    assert names(cluster.checkpoints()) == ["a-app", "b-app", "c-app"]
+    state = loop.feeder.state
+    store = CheckpointStore(
+        client=cluster.client, informer=loop.feeder.checkpoints, ignored_namespace=lambda _: False
+    )
+    # Deadline after two reads of the clock: two VPAs (a, b: all tie, then by name) are
+    # written, then the deadline has passed.
+    later = START + timedelta(minutes=1)
+    first = await store.store(state, now=later, clock=SteppingClock(), deadline=3.0)
+    assert (first.vpas, first.written, first.deadline_passed) == (2, 2, True)
+    assert (
+        cluster.api.store.get(VPA_CHECKPOINTS, "c-app", NAMESPACE)["status"]["lastUpdateTime"]
+        == "2026-01-05T00:00:00Z"
+    )
+    # c, the least recently written, goes first now; then it is the most recent.
+    assert state.vpa_keys_for_checkpoints()[0] == (NAMESPACE, "c")
+    evenlater = later + timedelta(minutes=1)
+    second = await store.store(state, now=evenlater, clock=SteppingClock(), deadline=2.0)
+    assert (second.vpas, second.written, second.deadline_passed) == (1, 1, True)
+    assert (
+        cluster.api.store.get(VPA_CHECKPOINTS, "c-app", NAMESPACE)["status"]["lastUpdateTime"]
+        == "2026-01-05T00:02:00Z"
+    )
+    assert state.vpa_keys_for_checkpoints()[-1] == (NAMESPACE, "c")
+
+
+async def test_a_fetching_history_vpa_is_skipped(cluster: Cluster) -> None:
+    await web_with_one_pod(cluster)
+    created = cluster.vpa("web")
+    cluster.api.store.update_status(
+        {
+            **created,
+            "status": {
+                "conditions": [
+                    {
+                        "type": "FetchingHistory",
+                        "status": "True",
+                        "lastTransitionTime": "2026-01-05T00:00:00Z",
+                    }
+                ]
+            },
+        }
+    )
+    loop = await cluster.recommender()
+    await cluster.run(loop)
+    assert cluster.checkpoints() == []
+    assert "FetchingHistory" in conditions(cluster.get_vpa("web"))  # kept as it was
+
+
+async def test_a_restarted_recommender_starts_from_the_checkpoints(cluster: Cluster) -> None:
+    await web_with_one_pod(cluster)
+    cluster.vpa("web")
+    first = await cluster.recommender()
+    for cpu in ("1", "2", "500m"):
+        cluster.usage("web-1", {"app": {"cpu": cpu, "memory": "1000000000"}})
+        await cluster.run(first)
+        await cluster.advance(60)
+    learned = recommendation(cluster.get_vpa("web"))
+    # The pod goes away: a fresh recommender has nothing but the checkpoints.
+    cluster.api.metrics.remove_pod_metrics(namespace=NAMESPACE, name="web-1")
+    second = await cluster.recommender()
+    await cluster.run(second)
+    assert second.feeder.state.pod_keys() == [(NAMESPACE, "web-1")]
+    restarted = recommendation(cluster.get_vpa("web"))
+    assert [r["target"]["cpu"] for r in restarted] == [r["target"]["cpu"] for r in learned]
+
+
+def upstream_checkpoint(
+    vpa: str, container: str, *, version: str = "v3", namespace: str = NAMESPACE
+) -> dict[str, Any]:
+    """A checkpoint as upstream's writer stores it: a day of samples at 1 core / 1e9 bytes.
+
+    Both histograms have all weight in bucket 36 (1.0 core; 1e9 B), scaled to 10000; the
+    samples span 24 h with 1440 of them, so both confidence terms are 1.
+    """
+    histogram = {
+        "referenceTimestamp": "2026-01-05T00:00:00Z",
+        "bucketWeights": {"36": 10000},
+        "totalWeight": 144.0,
+    }
+    return {
+        "apiVersion": "autoscaling.k8s.io/v1",
+        "kind": "VerticalPodAutoscalerCheckpoint",
+        "metadata": {"name": f"{vpa}-{container}", "namespace": namespace},
+        "spec": {"vpaObjectName": vpa, "containerName": container},
+        "status": {
+            "lastUpdateTime": "2026-01-05T00:00:00Z",
+            "version": version,
+            "cpuHistogram": histogram,
+            "memoryHistogram": {**histogram, "totalWeight": 8.0},
+            "firstSampleStart": "2026-01-04T00:00:00Z",
+            "lastSampleStart": "2026-01-05T00:00:00Z",
+            "totalSamplesCount": 1440,
+        },
+    }
+
+
+async def test_an_upstream_checkpoint_loads_for_a_known_vpa(cluster: Cluster) -> None:
+    cluster.deployment("web")
+    cluster.vpa("web")
+    cluster.api.store.create(upstream_checkpoint("web", "app"))
+    cluster.api.store.create(upstream_checkpoint("ghost", "app"))
+    loop = await cluster.recommender()
+    await cluster.run(loop)
+    assert loop.checkpoint_store.load_into(loop.feeder.state) == 1
+    vpa = cluster.get_vpa("web")
+    # No pod yet, but the checkpointed state recommends: P50 = P90 = P95 = 1.01628 cores and
+    # 1016281388 B (the end of bucket 36); margin 15 %; confidence 1 → lower ×(1.001)^-2,
+    # upper ×2.
+    assert recommendation(vpa) == [
+        {
+            "containerName": "app",
+            "target": {"cpu": "1168m", "memory": "1168723596"},
+            "lowerBound": {"cpu": "1165m", "memory": "1166389650"},
+            "upperBound": {"cpu": "2336m", "memory": "2337447192"},
+            "uncappedTarget": {"cpu": "1168m", "memory": "1168723596"},
+        }
+    ]
+    assert conditions(vpa)["NoPodsMatched"]["status"] == "True"
+
+
+async def test_other_versions_do_not_load(cluster: Cluster) -> None:
+    cluster.deployment("web")
+    cluster.vpa("web")
+    cluster.api.store.create(upstream_checkpoint("web", "app", version="v2"))
+    loop = await cluster.recommender()
+    await cluster.run(loop)
+    assert loop.checkpoint_store.load_into(loop.feeder.state) == 0
+    assert recommendation(cluster.get_vpa("web")) == []
+
+
+async def test_checkpoints_of_deleted_vpas_are_collected(cluster: Cluster) -> None:
+    cluster.api.store.create(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ignored"}}
+    )
+    cluster.deployment("web")
+    cluster.vpa("web")
+    cluster.vpa("other", recommenders=["someone-else"])
+    for vpa in ("web", "gone", "other"):
+        cluster.api.store.create(upstream_checkpoint(vpa, "app"))
+    cluster.api.store.create(upstream_checkpoint("gone", "app", namespace="ignored"))
+    loop = await cluster.recommender({"ignored-vpa-object-namespaces": "ignored"})
+    await cluster.run(loop)
+    # The first collection comes one --checkpoints-gc-interval (10m) after start-up.
+    assert "gone-app" in names(cluster.checkpoints())
+    await cluster.advance(601)
+    await cluster.run(loop)
+    # An existing VPA keeps its checkpoint even when another recommender handles it; the
+    # ignored namespace is left alone.
+    assert names(cluster.checkpoints()) == ["other-app", "web-app"]
+    assert cluster.api.store.get(VPA_CHECKPOINTS, "gone-app", "ignored")["spec"]["vpaObjectName"]
+    cluster.api.store.delete(VERTICAL_POD_AUTOSCALERS, "web", NAMESPACE)
+    await cluster.advance(601)
+    await cluster.run(loop)
+    assert names(cluster.checkpoints()) == ["other-app"]
+
+
+# -- one walk over the pods per pass, writes in parallel (issue 11) ---------------------------
+
+
+class _FixedClock(SteppingClock):
+    def monotonic(self) -> float:
+        return 0.0
+
+
+class _CountingState(ClusterState):
+    """A model that counts the walks over its pods made to build checkpoints."""
+
+    walks = 0
+
+    def live_containers(self, *, of: Collection[AggregateKey] | None = None) -> LiveContainers:
+        self.walks += 1
+        return super().live_containers(of=of)
+
+
+def _model(vpas: int, *, pods_per_vpa: int = 1) -> _CountingState:
+    state = _CountingState(config=RecommenderConfig())
+    for index in range(vpas):
+        labels = {"app": f"w{index}"}
+        state.add_or_update_vpa(
+            {
+                "metadata": {"namespace": NAMESPACE, "name": f"w{index}"},
+                "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment"}},
+            },
+            selector=label_selector_from_set(labels),
+        )
+        for pod in range(pods_per_vpa):
+            name = f"w{index}-{pod}"
+            # Two label sets per VPA (two ReplicaSets of a rollout): two aggregates per
+            # container name, merged into one checkpoint.
+            state.add_or_update_pod(
+                namespace=NAMESPACE,
+                name=name,
+                labels={**labels, "hash": str(pod % 2)},
+                phase="Running",
+                containers={"app": {"cpu": 100, "memory": 10**8}},
+                now=START,
+            )
+            for minute in range(30):
+                moment = START + timedelta(minutes=minute)
+                for resource, usage in (("cpu", 200 + pod), ("memory", (3 + pod) * 10**8)):
+                    state.add_sample(
+                        namespace=NAMESPACE,
+                        pod=name,
+                        container="app",
+                        resource=resource,
+                        usage=usage,
+                        request=0,
+                        measure_start=moment,
+                    )
+    return state
+
+
+def test_a_pass_walks_the_pods_once_and_builds_what_each_vpa_would_alone() -> None:
+    state = _model(3, pods_per_vpa=4)
+    now = START + timedelta(minutes=30)
+    live = state.live_containers()
+    state.walks = 0
+    for namespace, name in state.vpa_keys():
+        # The memory peaks of the window in progress (4 pods, 2 label sets) are subtracted
+        # in the same order either way: equal to the last bit.
+        assert state.checkpoints(namespace=namespace, name=name, now=now, live=live) == (
+            state.checkpoints(namespace=namespace, name=name, now=now)
+        )
+    assert state.walks == 3  # one walk per call without ``live``
+
+
+async def test_a_store_pass_walks_the_pods_once(cluster: Cluster) -> None:
+    state = _model(5)
+    store = CheckpointStore(
+        client=cluster.client,
+        informer=SharedCache(client=cluster.client, clock=cluster.clock).informers.informer(
+            VPA_CHECKPOINTS
+        ),
+        ignored_namespace=lambda _: False,
+    )
+    result = await store.store(state, now=START, clock=_FixedClock(), deadline=1.0)
+    assert (result.written, result.vpas, result.deadline_passed) == (5, 5, False)
+    # Upstream (and kubescale before) walked every pod for every VPA: 5 walks here, 1,000 for
+    # 1,000 VPAs — 10 s of the 30-54 s a pass over 10,000 containers took.
+    assert state.walks == 1
+
+
+@pytest.mark.parametrize(("concurrency", "rounds"), [(8, 1), (2, 4)])
+async def test_checkpoints_are_written_concurrently_within_the_bound(
+    cluster: Cluster, concurrency: int, rounds: int
+) -> None:
+    state = _model(8)
+    store = CheckpointStore(
+        client=cluster.client,
+        informer=SharedCache(client=cluster.client, clock=cluster.clock).informers.informer(
+            VPA_CHECKPOINTS
+        ),
+        ignored_namespace=lambda _: False,
+        write_concurrency=concurrency,
+    )
+    await store.store(state, now=START, clock=_FixedClock(), deadline=1.0)  # creates them
+    # Every write now waits 0.4 s (real time) at the API server: one at a time, 8 writes take
+    # 3.2 s; 8 at once about 0.4 s; 2 at once 4 rounds, at least 1.6 s.
+    cluster.api.faults.add(
+        verb="patch", resource="verticalpodautoscalercheckpoints", status=0, delay=0.4, count=None
+    )
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    result = await store.store(
+        state, now=START + timedelta(minutes=1), clock=_FixedClock(), deadline=1.0
+    )
+    took = loop.time() - began
+    assert result.written == 8
+    assert took >= 0.4 * rounds
+    assert took < 0.4 * rounds + 1.5  # not one at a time (3.2 s)
+
+
+def test_the_bound_is_checked() -> None:
+    with pytest.raises(ValueError, match="write_concurrency"):
+        CheckpointStore(
+            client=None,  # type: ignore[arg-type]
+            informer=None,  # type: ignore[arg-type]
+            ignored_namespace=lambda _: False,
+            write_concurrency=0,
+        )

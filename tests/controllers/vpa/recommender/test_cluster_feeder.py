@@ -1,0 +1,197 @@
+"""The feeder's rules (upstream ``input/cluster_feeder.go``, ``input/spec``, ``input/metrics``):
+which VPAs a recommender handles, what a pod's requests and PodMetrics become, and targets of
+kinds without an informer (a ``/scale`` subresource looked up on the API server)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from kubescale.components import by_name
+from kubescale.controllers.vpa.recommender.cluster_feeder import (
+    ClusterFeeder,
+    container_requests,
+    handles_vpa,
+    pod_metrics_samples,
+)
+from kubescale.controllers.vpa.recommender.recommender_config import RecommenderSettings
+from kubescale.controllers.vpa.recommender.recommender_metrics import RecommenderMetrics
+from kubescale.kube.client import ClientSettings, connect
+from kubescale.kube.shared_cache import SharedCache
+from kubescale.sim.apiserver.kubeconfig import build_kubeconfig, write_kubeconfig_file
+from kubescale.sim.scenario.scenario_components import component_settings
+from tests import builders
+from tests.controllers.vpa.recommender.test_recommender_loop import (
+    NAMESPACE,
+    Cluster,
+    cluster,
+    conditions,
+    recommendation,
+)
+
+__all__ = ["cluster"]  # the fixture, re-exported for pytest
+
+
+@pytest.mark.parametrize(
+    ("recommenders", "name", "selected", "ignored", "handled"),
+    [
+        (None, "default", "", (), True),
+        ([], "default", "", (), True),  # an empty list names no recommender
+        (["default"], "default", "", (), True),
+        (["custom"], "default", "", (), False),
+        (None, "custom", "", (), False),
+        (["custom"], "custom", "", (), True),
+        (["default"], "custom", "", (), False),
+        (None, "default", "shop", (), True),
+        (None, "default", "other", (), False),  # --vpa-object-namespace
+        (None, "default", "", ("shop",), False),  # --ignored-vpa-object-namespaces
+        (["custom"], "custom", "", ("kube-system",), True),
+    ],
+)
+def test_which_vpas_a_recommender_handles(
+    recommenders: list[str] | None,
+    name: str,
+    selected: str,
+    ignored: tuple[str, ...],
+    handled: bool,
+) -> None:
+    assert (
+        handles_vpa(
+            builders.vpas.vpa(
+                name="web",
+                namespace="shop",
+                target=builders.vpas.target_ref(api_version=None),
+                spec=None
+                if recommenders is None
+                else {"recommenders": [{"name": n} for n in recommenders]},
+                api_version=None,
+            ),
+            recommender_name=name,
+            vpa_object_namespace=selected,
+            ignored_namespaces=ignored,
+        )
+        is handled
+    )
+
+
+def test_requests_come_from_the_status_before_the_spec_and_round_up() -> None:
+    pod = {
+        "spec": {
+            "containers": [
+                {"name": "app", "resources": {"requests": {"cpu": "250m", "memory": "1Gi"}}},
+                {"name": "sidecar", "resources": {"requests": {"cpu": "0.0001"}}},
+                {"name": "bare"},
+            ],
+            "initContainers": [{"name": "init", "resources": {"requests": {"cpu": "1"}}}],
+        },
+        "status": {
+            "containerStatuses": [
+                {"name": "app", "resources": {"requests": {"cpu": "300m", "memory": "1.5"}}}
+            ]
+        },
+    }
+    # MilliValue() and Value() round up; init containers are not tracked.
+    assert container_requests(pod) == {
+        "app": {"cpu": 300, "memory": 2},
+        "sidecar": {"cpu": 1, "memory": 0},
+        "bare": {"cpu": 0, "memory": 0},
+    }
+
+
+def test_pod_metrics_become_samples_at_their_timestamp() -> None:
+    items: list[dict[str, Any]] = [
+        {
+            "metadata": {"namespace": "shop", "name": "web-1"},
+            "timestamp": "2026-01-05T00:01:00Z",
+            "window": "15s",
+            "containers": [
+                {"name": "app", "usage": {"cpu": "250000001n", "memory": "100Mi"}},
+                {"name": "bad", "usage": {"cpu": "lots", "memory": "1"}},
+            ],
+        },
+        {"metadata": {"namespace": "shop", "name": "no-time"}, "containers": []},
+    ]
+    at = datetime(2026, 1, 5, 0, 1, tzinfo=UTC)
+    assert pod_metrics_samples(items) == [
+        ("shop", "web-1", "app", "cpu", 251, at),
+        ("shop", "web-1", "app", "memory", 104857600, at),
+    ]
+
+
+async def test_a_scalable_custom_target_is_looked_up_in_the_same_pass(cluster: Cluster) -> None:
+    labels = {"cluster.x-k8s.io/deployment-name": "pool"}
+    cluster.api.store.create(
+        {
+            "apiVersion": "cluster.x-k8s.io/v1beta1",
+            "kind": "MachineDeployment",
+            "metadata": {"name": "pool", "namespace": NAMESPACE},
+            "spec": {
+                "clusterName": "sim",
+                "replicas": 1,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {"clusterName": "sim", "bootstrap": {}, "infrastructureRef": {}},
+                },
+            },
+        }
+    )
+    cluster.pod("pool-1", labels=labels, containers={"agent": {"cpu": "100m"}})
+    cluster.usage("pool-1", {"agent": {"cpu": "1", "memory": "1000000000"}})
+    cluster.vpa("pool", target=("cluster.x-k8s.io/v1beta1", "MachineDeployment", "pool"))
+    loop = await cluster.recommender()
+    await cluster.run(loop)
+    vpa = cluster.get_vpa("pool")
+    assert "ConfigUnsupported" not in conditions(vpa)
+    assert recommendation(vpa)[0]["target"] == {"cpu": "1168m", "memory": "1168723596"}
+
+
+async def test_a_failing_metrics_server_is_counted_and_survived(tmp_path: Path) -> None:
+    """An unreachable metrics API: counted as an error response, no samples, no exception."""
+    path = tmp_path / "kubeconfig"
+    write_kubeconfig_file(path, build_kubeconfig(server="http://127.0.0.1:9", ca_cert_pem=None))
+    client = await connect(
+        kubeconfig=path,
+        registry=CollectorRegistry(),
+        settings=ClientSettings(max_attempts=1, connect_timeout=1.0, request_timeout=2.0),
+    )
+    try:
+        metrics = RecommenderMetrics(CollectorRegistry())
+        feeder = ClusterFeeder(
+            client=client,
+            cache=SharedCache(
+                client=client, clock=client.clock
+            ),  # never started: nothing else is asked
+            settings=_recommender_settings({}),
+            metrics=metrics,
+        )
+        assert await feeder.load_real_time_metrics() == 0
+    finally:
+        await client.close()
+    responses = metrics.metric_server_responses
+    assert responses.value(is_error=True, client_name="default-metrics-client") == 1
+    assert responses.value(is_error=False, client_name="default-metrics-client") == 0
+    exposed = generate_latest(metrics_registry(metrics)).decode()
+    assert (
+        'vpa_recommender_metric_server_responses{client_name="default-metrics-client",'
+        'is_error="true"} 1.0' in exposed
+    )
+
+
+def metrics_registry(metrics: RecommenderMetrics) -> CollectorRegistry:
+    registry = CollectorRegistry()
+    registry.register(metrics.metric_server_responses)
+    return registry
+
+
+def _recommender_settings(flags: Mapping[str, Any]) -> RecommenderSettings:
+    """The recommender's settings from flags written as in a scenario."""
+    spec = by_name("vpa-recommender")
+    assert spec is not None
+    settings: RecommenderSettings = component_settings(spec, flags)
+    return settings

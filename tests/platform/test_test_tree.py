@@ -1,0 +1,265 @@
+"""The tests mirror the package tree, and objects are built by one set of builders per kind
+(issue 28 item 5).
+
+- Every folder under ``tests/`` mirrors a package of ``kubescale/`` (a test of
+  ``kubescale/x/y/z.py`` lives in ``tests/x/y/test_z*.py``), except the few folders that test
+  the product as a whole (:data:`CROSS_CUTTING`). Every folder is a package (``__init__.py``):
+  pytest's default import mode then names modules by their path, so two ``test_backoff.py``
+  in different folders do not collide.
+- A test module outside ``tests/builders/`` defines no builder of its own for a kind the
+  builders cover: no module-level function named after the kind (``pod``, ``_pod``,
+  ``make_pod``, ``pod_manifest``, …) that returns a dict (annotated ``dict[…]``,
+  ``Mapping[…]``, ``Any``, an ``Obj`` alias, or not annotated). It imports
+  :mod:`tests.builders` instead (a module-level ``functools.partial`` with other defaults is
+  fine: it is not a second builder). :data:`PENDING` lists the builders not converted yet; it
+  may only shrink.
+
+Both checks are functions of a directory, so the planted violations below run them on a tree
+made for the purpose.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import kubescale
+
+PACKAGE_ROOT = Path(kubescale.__file__).resolve().parent
+TESTS_ROOT = Path(__file__).resolve().parents[1]
+
+CROSS_CUTTING = frozenset(
+    {
+        "platform",  # layers, packaging, the process as a whole (split brain, CPU starvation)
+        "manifests",  # the repository's manifests/, charts/ and release files
+        "builders",  # tests/builders: one set of object builders per kind
+        # cross-system scenarios of the one brain; kubescale/coordination/ itself arrives with
+        # issue 28 item 1, and its unit tests join this folder
+        "coordination",
+    }
+)
+
+KINDS = frozenset(
+    {
+        "pod",
+        "node",
+        "namespace",
+        "vpa",
+        "hpa",
+        "deployment",
+        "replica_set",
+        "stateful_set",
+        "daemon_set",
+        "job",
+        "pdb",
+        "limit_range",
+        "machine_deployment",
+        "machine_set",
+        "machine",
+        "review",
+        "admission_review",
+    }
+)
+"""Kinds :mod:`tests.builders` builds (``pods``, ``nodes``, ``vpas``, ``hpas``, ``workloads``,
+``pdbs``, ``limit_ranges``, ``cluster_api``, ``admission``)."""
+
+DICT_WORDS = frozenset({"dict", "Mapping", "MutableMapping", "Any", "Obj"})
+"""A return annotation of one of these types (or none) marks a function returning an API
+object; ``st.SearchStrategy[Any]`` or a parsed ``LimitRangeItem`` do not."""
+
+PENDING: frozenset[str] = frozenset(
+    {
+        "tests/controllers/autoscaler/builders.py::node",
+        "tests/controllers/autoscaler/builders.py::pod",
+        "tests/controllers/autoscaler/cloudprovider/test_clusterapi_rollout.py::machine_set",
+        "tests/controllers/autoscaler/sim_harness.py::deployment",
+        "tests/controllers/autoscaler/sim_harness.py::pdb",
+        "tests/controllers/descheduler/builders.py::node",
+        "tests/controllers/descheduler/builders.py::pod",
+        "tests/controllers/hpa/pod_builders.py::pod",
+        "tests/controllers/vpa/admission/test_decision_cache.py::_pod",
+        "tests/controllers/vpa/admission/test_decision_cache.py::_vpa",
+        "tests/controllers/vpa/api/test_controller_refs.py::pod",
+        "tests/controllers/vpa/api/test_pod_admission.py::make_pod",
+        "tests/controllers/vpa/api/test_pod_admission.py::make_vpa",
+        "tests/controllers/vpa/api/test_vpa_matching.py::vpa",
+        "tests/controllers/vpa/recommender/test_oom_observer.py::pod",
+        "tests/controllers/vpa/updater/test_eviction_restriction.py::make_pod",
+        "tests/controllers/vpa/updater/test_eviction_restriction.py::replica_set",
+        "tests/controllers/vpa/updater/test_eviction_restriction.py::vpa",
+        "tests/controllers/vpa/updater/test_update_priority.py::make_pod",
+        "tests/controllers/vpa/updater/test_update_priority.py::make_vpa",
+        "tests/scheduling/builders.py::make_node",
+        "tests/scheduling/builders.py::make_pod",
+        "tests/sim/apiserver/test_kubectl_conformance.py::deployment",
+        "tests/sim/cluster/test_scheduler_extenders.py::node",
+        "tests/sim/cluster/test_scheduler_filters.py::node",
+        "tests/sim/cluster/test_scheduler_filters.py::pod",
+        "tests/sim/cluster/test_scheduler_queue.py::node",
+        "tests/sim/cluster/test_workload_controllers.py::deployment",
+        "tests/sim/cluster/test_workload_controllers_daemonsets.py::daemon_set",
+        "tests/sim/cluster/test_workload_controllers_jobs.py::job",
+        "tests/sim/cluster/test_workload_controllers_pod_rules.py::pod",
+        "tests/sim/cluster/test_workload_controllers_statefulsets.py::stateful_set",
+        "tests/webhook/test_admission_routes.py::_node",
+        "tests/webhook/test_admission_routes.py::_pod",
+        "tests/webhook/test_admission_routes.py::_review",
+        "tests/webhook/test_admission_routes.py::_vpa",
+        "tests/webhook/test_webhook_fuzz.py::_review",
+    }
+)
+"""``path::name`` of private builders not converted to :mod:`tests.builders` yet."""
+
+
+def mirror_violations(tests_root: Path, package_root: Path) -> list[str]:
+    """Folders under ``tests_root`` that mirror no package under ``package_root`` (and are not
+    cross-cutting), and folders without ``__init__.py``."""
+    found: list[str] = []
+    for folder in sorted(p for p in tests_root.rglob("*") if p.is_dir()):
+        if folder.name == "__pycache__" or not any(folder.glob("*.py")):
+            continue
+        rel = folder.relative_to(tests_root)
+        if not (folder / "__init__.py").is_file():
+            found.append(f"tests/{rel.as_posix()}: no __init__.py")
+        if rel.parts[0] in CROSS_CUTTING:
+            continue
+        if not (package_root / rel).is_dir():
+            found.append(f"tests/{rel.as_posix()}: mirrors no package of kubescale/")
+    return found
+
+
+def _imported_modules(path: Path) -> set[str]:
+    modules: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            modules.add(node.module)
+        elif isinstance(node, ast.Import):
+            modules.update(alias.name for alias in node.names)
+    return modules
+
+
+def deeper_violations(tests_root: Path, package_root: Path) -> list[str]:
+    """Test modules that belong in a deeper folder: every module they import of the package
+    their folder mirrors lies in one subpackage of it (``tests/controllers/test_histogram.py``
+    importing only ``kubescale.controllers.vpa.model.*`` belongs under ``controllers/vpa/``)."""
+    found: list[str] = []
+    for path in sorted(tests_root.rglob("test_*.py")):
+        rel = path.parent.relative_to(tests_root)
+        if "__pycache__" in rel.parts or not rel.parts or not (package_root / rel).is_dir():
+            continue
+        package = ".".join((package_root.name, *rel.parts))
+        subpackages: set[str] = set()
+        direct = False
+        for module in _imported_modules(path):
+            if module == package:
+                direct = True
+            elif module.startswith(package + "."):
+                first = module.removeprefix(package + ".").split(".")[0]
+                if (package_root / rel / first).is_dir():
+                    subpackages.add(first)
+                else:
+                    direct = True
+        if not direct and len(subpackages) == 1:
+            found.append(
+                f"tests/{path.relative_to(tests_root).as_posix()}: belongs in "
+                f"tests/{rel.as_posix()}/{subpackages.pop()}/"
+            )
+    return found
+
+
+def _kind(name: str) -> str | None:
+    """The kind a function's name builds, if it is a builder's name."""
+    bare = name.lstrip("_")
+    for prefix in ("make_", "new_", "build_"):
+        bare = bare.removeprefix(prefix)
+    bare = bare.removesuffix("_manifest").removesuffix("_object")
+    return bare if bare in KINDS else None
+
+
+def builder_violations(tests_root: Path) -> list[str]:
+    """``path::name`` of module-level functions outside ``tests/builders/`` named after a kind
+    the builders cover that return a dict (not decorated: a fixture or a hypothesis strategy is
+    not a builder; a parsed value such as a ``LimitRangeItem`` is not an API object)."""
+    found: list[str] = []
+    for path in sorted(tests_root.rglob("*.py")):
+        rel = path.relative_to(tests_root)
+        if rel.parts[0] == "builders" or "__pycache__" in rel.parts:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in tree.body:
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            if node.decorator_list or _kind(node.name) is None:
+                continue
+            if node.returns is not None:
+                outer = node.returns
+                if isinstance(outer, ast.Subscript):
+                    outer = outer.value
+                if ast.unparse(outer).rsplit(".", 1)[-1] not in DICT_WORDS:
+                    continue
+            found.append(f"tests/{rel.as_posix()}::{node.name}")
+    return found
+
+
+def test_every_test_folder_mirrors_a_package() -> None:
+    assert mirror_violations(TESTS_ROOT, PACKAGE_ROOT) == []
+    assert deeper_violations(TESTS_ROOT, PACKAGE_ROOT) == []
+
+
+def test_no_test_module_defines_its_own_builder() -> None:
+    found = set(builder_violations(TESTS_ROOT))
+    assert sorted(found - PENDING) == [], "use tests.builders instead"
+    assert sorted(PENDING - found) == [], "converted: remove from PENDING"
+
+
+def test_the_checks_catch_planted_violations(tmp_path: Path) -> None:
+    package = tmp_path / "kubescale"
+    (package / "kube").mkdir(parents=True)
+    (package / "kube" / "__init__.py").write_text("")
+    (package / "controllers" / "vpa" / "model").mkdir(parents=True)
+    (package / "controllers" / "hpa").mkdir(parents=True)
+    tests = tmp_path / "tests"
+    for folder in ("kube", "nowhere", "builders", "platform", "loose", "controllers"):
+        (tests / folder).mkdir(parents=True)
+        if folder != "loose":
+            (tests / folder / "__init__.py").write_text("")
+    (package / "loose").mkdir()
+    (tests / "nowhere" / "test_x.py").write_text("def test_x() -> None:\n    assert True\n")
+    (tests / "loose" / "test_y.py").write_text("def test_y() -> None:\n    assert True\n")
+    (tests / "builders" / "pods.py").write_text("def pod(*, name: str) -> dict:\n    return {}\n")
+    (tests / "kube" / "test_ok.py").write_text(
+        "import functools\n"
+        "from tests.builders.pods import pod as build\n"
+        "pod = functools.partial(build, name='a')\n"
+        "def _pod(state: object) -> None:\n    pass\n"
+        "def pods() -> list[dict]:\n    return []\n"
+        "def _node(fields: dict) -> st.SearchStrategy[Any]:\n    return st.none()\n"
+        "def limit_range(**lists: str) -> LimitRangeItem:\n    return parse(lists)\n"
+        "class Cluster:\n    def pod(self) -> dict:\n        return {}\n"
+    )
+    (tests / "kube" / "test_bad.py").write_text(
+        "from typing import Any\n"
+        "def _pod(name: str) -> dict[str, Any]:\n    return {'metadata': {'name': name}}\n"
+        "def make_vpa(name):\n    return {}\n"
+        "def limit_range_manifest() -> dict:\n    return {}\n"
+    )
+    (tests / "controllers" / "test_histogram.py").write_text(
+        "from kubescale.controllers.vpa.model.histogram import Histogram\n"
+        "from kubescale.kube.quantities import Quantity\n"
+    )
+    (tests / "controllers" / "test_both.py").write_text(
+        "from kubescale.controllers.vpa.model import histogram\n"
+        "from kubescale.controllers.hpa import hpa_loop\n"
+    )
+    assert deeper_violations(tests, package) == [
+        "tests/controllers/test_histogram.py: belongs in tests/controllers/vpa/"
+    ]
+    assert mirror_violations(tests, package) == [
+        "tests/loose: no __init__.py",
+        "tests/nowhere: mirrors no package of kubescale/",
+    ]
+    assert builder_violations(tests) == [
+        "tests/kube/test_bad.py::_pod",
+        "tests/kube/test_bad.py::make_vpa",
+        "tests/kube/test_bad.py::limit_range_manifest",
+    ]
