@@ -26,7 +26,8 @@ import pytest
 import yaml
 
 from kubescale.sim.apiserver.server import ApiServer
-from tests.controllers.prometheus_fixtures import (
+from tests.builders.workloads import deployment, pod_template
+from tests.prometheus.prometheus_fixtures import (
     RealPrometheus,
     Series,
     create_blocks,
@@ -40,16 +41,14 @@ SCRAPE = 60
 HISTORY = 2 * 3600
 
 
-def _deployment(name: str, namespace: str, replicas: int) -> dict[str, Any]:
+def app_deployment(name: str, namespace: str, replicas: int) -> dict[str, Any]:
     labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
-                 "template": {"metadata": {"labels": labels}, "spec": {"containers": [
-                     {"name": "app", "image": "shop:1", "resources": {
-                         "requests": {"cpu": "500m", "memory": "512Mi"}}}]}}},
-    }  # fmt: skip
+    containers = [{"name": "app", "image": "shop:1", "resources": {
+        "requests": {"cpu": "500m", "memory": "512Mi"}}}]  # fmt: skip
+    return deployment(
+        name=name, namespace=namespace, labels=labels, replicas=replicas, match_labels=labels,
+        template=pod_template(labels=labels, containers=containers),
+    )  # fmt: skip
 
 
 def populate(server: ApiServer) -> None:
@@ -61,8 +60,8 @@ def populate(server: ApiServer) -> None:
         node = store.get(store.registry.by_kind("v1", "Node"), name)  # type: ignore[arg-type]
         node["status"] = {"allocatable": {"cpu": "2", "memory": "8Gi", "pods": "110"}}
         store.update_status(node)
-    store.create(_deployment("web", "shop", 2))
-    store.create(_deployment("coredns", "kube-system", 1))
+    store.create(app_deployment("web", "shop", 2))
+    store.create(app_deployment("coredns", "kube-system", 1))
     store.create({
         "apiVersion": "apps/v1", "kind": "StatefulSet",
         "metadata": {"name": "db", "namespace": "shop"},

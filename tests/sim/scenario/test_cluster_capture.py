@@ -23,6 +23,9 @@ from kubescale.sim.scenario.cluster_capture import (
 )
 from kubescale.sim.scenario.live_reading import HistoryQueries, pod_name_regex
 from kubescale.sim.scenario.scenario_validation import load_scenario
+from tests.builders.hpas import hpa, scale_target_ref
+from tests.builders.nodes import node
+from tests.builders.workloads import deployment, pod_template
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
 END = START + timedelta(hours=1)
@@ -30,44 +33,31 @@ STEP = 300
 TIMES = [int(START.timestamp()) + STEP * k for k in range(12)]
 
 
-def deployment(
-    name: str, *, namespace: str = "shop", replicas: int = 2, **pod: Any
-) -> dict[str, Any]:
+def shop_workload(name: str, *, replicas: int = 2, **pod: Any) -> dict[str, Any]:
+    """A Deployment in ``shop`` of one ``app`` container (500m / 512Mi, memory limit 1Gi)."""
     labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": name, "namespace": namespace, "uid": "u-" + name,
-                     "resourceVersion": "7", "managedFields": [{"manager": "kubectl"}]},
-        "spec": {
-            "replicas": replicas, "selector": {"matchLabels": labels},
-            "template": {"metadata": {"labels": labels}, "spec": {
-                "containers": [{"name": "app", "image": "shop:1", "resources": {
-                    "requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}}}],
-                **pod}},
-        },
-        "status": {"replicas": replicas},
-    }  # fmt: skip
+    containers = [{"name": "app", "image": "shop:1", "resources": {
+        "requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}}}]  # fmt: skip
+    return deployment(
+        name=name, namespace="shop", uid="u-" + name, replicas=replicas, match_labels=labels,
+        template=pod_template(labels=labels, containers=containers, spec=pod),
+        status={"replicas": replicas},
+    )  # fmt: skip
 
 
-def node(
-    name: str, instance_type: str, *, cpu: str = "2", zone: str = "", **labels: str
-) -> dict[str, Any]:
+def typed_node(name: str, instance_type: str, *, cpu: str = "2", zone: str = "",
+               **labels: str) -> dict[str, Any]:  # fmt: skip
     all_labels = {"node.kubernetes.io/instance-type": instance_type, **labels}
     if zone:
         all_labels["topology.kubernetes.io/zone"] = zone
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": all_labels},
-            "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}}}  # fmt: skip
+    return node(name=name, labels=all_labels,
+                allocatable={"cpu": cpu, "memory": "8Gi", "pods": "110"})  # fmt: skip
 
 
-def hpa(target: str, metrics: list[dict[str, Any]] | None) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
-        "minReplicas": 1, "maxReplicas": 5}  # fmt: skip
-    if metrics is not None:
-        spec["metrics"] = metrics
-    return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
-            "metadata": {"name": target, "namespace": "shop"}, "spec": spec,
-            "status": {"currentReplicas": 2}}  # fmt: skip
+def web_scaler(target: str, metrics: list[dict[str, Any]] | None) -> dict[str, Any]:
+    return hpa(name=target, namespace="shop", target=scale_target_ref(name=target),
+               min_replicas=1, max_replicas=5, metrics=metrics,
+               status={"currentReplicas": 2})  # fmt: skip
 
 
 CPU_METRIC = {"type": "Resource", "resource": {"name": "cpu", "target": {
@@ -96,9 +86,9 @@ def capture(
 
 def test_workloads_objects_and_node_groups_as_found() -> None:
     cluster = LiveCluster(
-        workloads=[deployment("web", nodeSelector={"disk": "ssd"}, priorityClassName="high"),
-                   deployment("api", replicas=1)],
-        hpas=[hpa("web", [CPU_METRIC, PODS_METRIC])],
+        workloads=[shop_workload("web", nodeSelector={"disk": "ssd"}, priorityClassName="high"),
+                   shop_workload("api", replicas=1)],
+        hpas=[web_scaler("web", [CPU_METRIC, PODS_METRIC])],
         vpas=[{"apiVersion": "autoscaling.k8s.io/v1", "kind": "VerticalPodAutoscaler",
                "metadata": {"name": "web-vpa", "namespace": "shop"},
                "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
@@ -107,9 +97,9 @@ def test_workloads_objects_and_node_groups_as_found() -> None:
         pdbs=[{"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
                "metadata": {"name": "web", "namespace": "shop"},
                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}}],
-        nodes=[node("a", "m5.large", zone="z1"), node("b", "m5.large", zone="z2"),
-               node("c", "m5.large", cpu="4", zone="z1"),
-               node("cp", "m5.xlarge", **{"node-role.kubernetes.io/control-plane": ""})],
+        nodes=[typed_node("a", "m5.large", zone="z1"), typed_node("b", "m5.large", zone="z2"),
+               typed_node("c", "m5.large", cpu="4", zone="z1"),
+               typed_node("cp", "m5.xlarge", **{"node-role.kubernetes.io/control-plane": ""})],
     )  # fmt: skip
     replicas = [(TIMES[0], 2), (TIMES[6], 3)]
     got = capture(cluster, {WEB: history(replicas=replicas), API: history()}, **{"m5.large": 0.096})
@@ -156,13 +146,13 @@ def test_workloads_objects_and_node_groups_as_found() -> None:
 
 def test_what_is_left_out_is_said() -> None:
     cluster = LiveCluster(
-        workloads=[deployment("web"), deployment("api")],
-        hpas=[hpa("gone", None)],
+        workloads=[shop_workload("web"), shop_workload("api")],
+        hpas=[web_scaler("gone", None)],
         vpas=[{"apiVersion": "autoscaling.k8s.io/v1", "kind": "VerticalPodAutoscaler",
                "metadata": {"name": "v", "namespace": "shop"},
                "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment",
                                       "name": "api"}}}],
-        nodes=[node("a", "m5.large")],
+        nodes=[typed_node("a", "m5.large")],
     )  # fmt: skip
     got = capture(cluster, {WEB: history()})  # api has no history
     assert [w["name"] for w in got.document["workloads"]] == ["web"]
@@ -177,8 +167,8 @@ def test_what_is_left_out_is_said() -> None:
 
 
 def test_an_hpa_without_a_replica_history_is_an_error_naming_the_metric() -> None:
-    cluster = LiveCluster(workloads=[deployment("web")], hpas=[hpa("web", [CPU_METRIC])],
-                          nodes=[node("a", "m5.large")])  # fmt: skip
+    cluster = LiveCluster(workloads=[shop_workload("web")], hpas=[web_scaler("web", [CPU_METRIC])],
+                          nodes=[typed_node("a", "m5.large")])  # fmt: skip
     with pytest.raises(CaptureError) as caught:
         capture(cluster, {WEB: history()})
     assert str(caught.value) == (
@@ -190,9 +180,9 @@ def test_an_hpa_without_a_replica_history_is_an_error_naming_the_metric() -> Non
 @pytest.mark.parametrize(
     ("cluster", "histories", "message"),
     [
-        (LiveCluster(workloads=[deployment("web")], nodes=[node("a", "t")]), {},
+        (LiveCluster(workloads=[shop_workload("web")], nodes=[typed_node("a", "t")]), {},
          "no workload has usage history in Prometheus over the history length"),
-        (LiveCluster(workloads=[deployment("web")], nodes=[]), {WEB: history()},
+        (LiveCluster(workloads=[shop_workload("web")], nodes=[]), {WEB: history()},
          "the cluster has no worker nodes to build node groups from"),
     ],
 )  # fmt: skip
@@ -205,9 +195,9 @@ def test_nothing_to_simulate_is_an_error(
 
 def test_the_written_files_are_a_valid_scenario_and_trace(tmp_path: Path) -> None:
     cluster = LiveCluster(
-        workloads=[deployment("web"), deployment("api", replicas=1)],
-        hpas=[hpa("web", [CPU_METRIC])],
-        nodes=[node("a", "m5.large")],
+        workloads=[shop_workload("web"), shop_workload("api", replicas=1)],
+        hpas=[web_scaler("web", [CPU_METRIC])],
+        nodes=[typed_node("a", "m5.large")],
     )
     got = capture(cluster, {WEB: history(replicas=[(TIMES[0], 2)]), API: history()})
     path = write_capture(got, tmp_path / "out", source="test")
