@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from kubescale.controllers.descheduler.eviction_memory import EvictionMemory
 from kubescale.controllers.descheduler.placement.placement_rules import (
     PlacementRules,
     PlacementState,
@@ -34,6 +33,7 @@ from kubescale.controllers.descheduler.placement.placement_rules import (
     policy_refusals,
 )
 from kubescale.controllers.descheduler.strategies import node_affinity, node_taints
+from kubescale.coordination.eviction_memory import EvictionMemory
 
 __all__ = ["FilterDecision", "decide_filter", "decide_prioritize"]
 
