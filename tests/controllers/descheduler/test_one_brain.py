@@ -1,5 +1,5 @@
-"""``--coordination one-brain`` in the descheduler's cycle (:mod:`kubescale.controllers.
-descheduler.framework.shared_budget`): tables of its rules, each row run with one brain and
+"""``--coordination one-brain`` in the descheduler's cycle (:mod:`kubescale.coordination.
+descheduler_budget`): tables of its rules, each row run with one brain and
 separately (upstream: no ledger, no fit check, no look at the autoscaler's marks).
 
 The cluster of every row: node n1 carries a ``NoSchedule`` taint the pods do not tolerate, so
