@@ -16,10 +16,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kubescale.base.clock import VirtualClock
 from kubescale.base.coordination import Coordination
 from kubescale.base.objects import ObjectRef
+from kubescale.controllers.descheduler.framework.eviction import PodEvictor
 from kubescale.coordination.brain import Brain, brain_of
 from kubescale.coordination.descheduler_budget import ACTOR as DESCHEDULER
 from kubescale.coordination.descheduler_budget import InFlight, Refusal
@@ -393,3 +396,73 @@ def test_one_brain_per_process() -> None:
     assert brain_of(cache).coordination is Coordination.SEPARATE
     assert brain_of(other) is not brain_of(cache)
     assert brain_of(other).coordination is Coordination.ONE_BRAIN
+
+
+# -- property: one brain is never more permissive than upstream's descheduler ----------------
+
+
+def _allowed(evictor: PodEvictor, pod: Obj) -> bool:
+    """Whether ``evictor`` hands ``pod``'s eviction to the driver (yields its request)."""
+    try:
+        next(evictor.evict(pod, strategy="s", profile="p"))
+    except StopIteration:
+        return False
+    return True
+
+
+_LIMIT = st.one_of(st.none(), st.integers(min_value=0, max_value=3))
+
+
+@given(
+    placed=st.lists(
+        st.tuples(st.sampled_from(["n1", "n2", "n3"]), st.sampled_from(["a", "b"])),
+        min_size=1,
+        max_size=8,
+    ),
+    going=st.lists(
+        st.tuples(st.integers(min_value=0, max_value=7), st.sampled_from([UPDATER, DESCHEDULER])),
+        max_size=5,
+    ),
+    limits=st.tuples(_LIMIT, _LIMIT, _LIMIT),
+    counted=st.integers(min_value=0, max_value=2),
+    size=st.integers(min_value=1, max_value=8),
+)
+@settings(max_examples=200, deadline=None)
+def test_one_brain_never_allows_what_upstream_refuses(
+    placed: list[tuple[str, str]],
+    going: list[tuple[int, str]],
+    limits: tuple[int | None, int | None, int | None],
+    counted: int,
+    size: int,
+) -> None:
+    """The descheduler with the one-brain budget refuses every eviction upstream's refuses (it
+    only adds counts and refusals): whatever pods are in flight, by whichever system, whatever
+    this cycle counted already and the limits."""
+    pods = [_pod(f"p{i}", node=node, namespace=ns) for i, (node, ns) in enumerate(placed)]
+    view = _View(pods=pods, all_nodes=[_node("n1"), _node("n2"), _node("n3")])
+    ledger = DisruptionLedger(shared=True)
+    for index, actor in going:
+        if index < len(pods):
+            ledger.record(_disruption(pods[index], actor=actor))
+    per_node, per_namespace, total = limits
+    for pod in pods:
+        evictors = []
+        for budget in (
+            OwnBudgets().budget(view=view, now=NOW, desired=dict),
+            LedgerBudgets(ledger).budget(
+                view=view,
+                now=NOW,
+                desired=lambda: {(ns, "ReplicaSet", "web"): size for ns in ("a", "b")},
+            ),
+        ):
+            evictor = PodEvictor(
+                max_per_node=per_node,
+                max_per_namespace=per_namespace,
+                max_total=total,
+                budget=budget,
+            )
+            evictor.total = counted
+            evictor.per_node[pod["spec"]["nodeName"]] = counted
+            evictors.append(evictor)
+        upstream, one_brain = (_allowed(e, pod) for e in evictors)
+        assert one_brain <= upstream
