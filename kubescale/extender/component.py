@@ -12,7 +12,7 @@
   simulated run points its scheduler at it.
 * **The policy** it enforces is the descheduler's (``--policy-config-file`` /
   ``--descheduler-policy``); **shared with the descheduler** of the process
-  (:mod:`kubescale.controllers.descheduler.descheduling_board`): its eviction memory records
+  (:mod:`kubescale.coordination.descheduling_board`): its eviction memory records
   the descheduler's evictions, its cache receives the descheduler's usage readings.
 * **Metrics** ``kubescale_extender_*`` (:mod:`.extender_metrics`).
 """
@@ -26,9 +26,9 @@ from aiohttp import web
 
 from kubescale.base.logs import component_logger
 from kubescale.certs.client_identity import ClientCertificateCheck
-from kubescale.controllers.descheduler.descheduling_board import board_of
-from kubescale.controllers.descheduler.eviction_memory import EvictionMemory
 from kubescale.controllers.descheduler.placement.placement_rules import PlacementRules
+from kubescale.coordination.brain import brain_of
+from kubescale.coordination.eviction_memory import EvictionMemory
 from kubescale.runtime.component import BaseComponent, ComponentSpec, Runtime
 
 from .cluster_cache import ClusterCache
@@ -65,7 +65,7 @@ class ExtenderComponent(BaseComponent):
             )
         self.settings = settings
         self.policy = policy
-        board = board_of(runtime.cache)
+        board = brain_of(runtime.cache).board
         # Decisions run on a worker thread; every write of the cache and the memory from the
         # serving loop waits (queued, not blocking) while one reads (module .offload).
         writes = DeferredWrites()

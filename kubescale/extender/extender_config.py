@@ -23,7 +23,6 @@ from datetime import timedelta
 from typing import Final, cast
 
 from kubescale.base.flag_types import FlagValueError, parse_duration
-from kubescale.controllers.descheduler.eviction_memory import DEFAULT_MAX_ENTRIES
 from kubescale.controllers.descheduler.policy.policy_loading import DeschedulerPolicy
 from kubescale.controllers.descheduler.policy_flags import (
     PolicyGatedMode,
@@ -31,6 +30,7 @@ from kubescale.controllers.descheduler.policy_flags import (
     policy_from_args,
     policy_gated_mode,
 )
+from kubescale.coordination.eviction_memory import DEFAULT_MAX_ENTRIES
 
 __all__ = [
     "DEFAULT_URL_PREFIX",

@@ -24,20 +24,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import Any
 
-from kubescale.controllers.descheduler.eviction_memory import EvictionMemory
 from kubescale.controllers.descheduler.placement.placement_rules import (
     PlacementRules,
     PlacementState,
     placement_scores,
     policy_refusals,
 )
-from kubescale.controllers.descheduler.strategies import node_affinity, node_taints
+from kubescale.coordination.eviction_memory import EvictionMemory
 
 __all__ = ["FilterDecision", "decide_filter", "decide_prioritize"]
-
-_UNRESOLVABLE_STRATEGIES: Final = frozenset({node_taints.NAME, node_affinity.NAME})
 
 
 @dataclass(frozen=True)
@@ -78,7 +75,7 @@ def decide_filter(
         )
     failed: dict[str, str] = {}
     for name, refusal in refusals.items():
-        target = unresolvable if refusal.strategy in _UNRESOLVABLE_STRATEGIES else failed
+        target = unresolvable if refusal.unresolvable else failed
         target[name] = refusal.message
         refused_by[name] = refusal.strategy
     return FilterDecision(

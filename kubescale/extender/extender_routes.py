@@ -44,8 +44,8 @@ from aiohttp import web
 from kubescale.base.clock import Clock
 from kubescale.base.logs import component_logger
 from kubescale.certs.client_identity import ClientCertificateCheck
-from kubescale.controllers.descheduler.eviction_memory import EvictionMemory
 from kubescale.controllers.descheduler.placement.placement_rules import PlacementRules
+from kubescale.coordination.eviction_memory import EvictionMemory
 from kubescale.runtime.compute_turns import ComputeTurns
 
 from .cluster_cache import ClusterCache

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from kubescale.controllers.descheduler.eviction_memory import DEFAULT_MAX_ENTRIES, EvictionMemory
+from kubescale.coordination.eviction_memory import DEFAULT_MAX_ENTRIES, EvictionMemory
 
 __all__ = ["DecisionThread", "DeferredMemory", "DeferredUsage", "DeferredWrites"]
 
@@ -71,7 +71,7 @@ class DeferredWrites:
 
 
 class DeferredUsage:
-    """The cache's :class:`~kubescale.controllers.descheduler.descheduling_board.UsageReceiver`
+    """The cache's :class:`~kubescale.coordination.descheduling_board.UsageReceiver`
     side, through :class:`DeferredWrites`."""
 
     def __init__(self, receiver: Any, writes: DeferredWrites) -> None:

@@ -49,7 +49,7 @@ class KubeError(Exception):
     """Attempts of the request before the one this error answers whose outcome is unknown (no
     answer, or a 5xx), set by the transport when it gives up. A write's last answer speaks for
     the last attempt only: a 404 or a 429 after an attempt that timed out does not prove that
-    attempt did not commit (:func:`kubescale.kube.disruption_ledger.write_outcome`)."""
+    attempt did not commit (:func:`kubescale.coordination.disruption_ledger.write_outcome`)."""
 
 
 class NotLeaderError(KubeError):

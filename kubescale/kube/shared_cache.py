@@ -11,9 +11,9 @@ it, and :meth:`SharedCache.collections` can say at start-up what the process wat
 * :attr:`SharedCache.controllers` — the controller lookups over both
   (:class:`~kubescale.kube.controller_lookups.ControllerLookups`), created on first use (it
   requests the well-known controller informers);
-* :attr:`SharedCache.disruptions` — the evictions and resizes the process made that the pods'
-  informers have not shown yet (:class:`~kubescale.kube.disruption_ledger.DisruptionLedger`),
-  which every system that budgets disruptions counts.
+* :meth:`SharedCache.one_per_process` — one object of a kind the layers above define, for the
+  whole process: the coordination layer keeps its brain there (the disruption ledger every
+  system that budgets disruptions counts, :func:`kubescale.coordination.brain.brain_of`).
 
 Readiness (``/readyz``) is per component: "every informer that component requested has
 synced" (:mod:`kubescale.runtime.cache_gate`), and its loops wait for the same.
@@ -26,17 +26,20 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Callable
+from typing import TypeVar
 
 from kubescale.base.clock import Clock
 from kubescale.base.coordination import DEFAULT_COORDINATION, Coordination
 from kubescale.kube.client import KubeClient
 from kubescale.kube.controller_lookups import ControllerLookups
-from kubescale.kube.disruption_ledger import DisruptionLedger
 from kubescale.kube.informer import InformerSettings
 from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.scale_lookups import ScaleLookups
 
 __all__ = ["SharedCache"]
+
+_T = TypeVar("_T")
 
 
 class SharedCache:
@@ -55,8 +58,19 @@ class SharedCache:
         """How the systems coordinate: whether they count each other's disruptions."""
         self.informers = InformerSet(client=client, settings=settings, rng=rng)
         self.scale_lookups = ScaleLookups(client=client, clock=clock)
-        self.disruptions = DisruptionLedger(shared=coordination.shared)
         self._controllers: ControllerLookups | None = None
+        self._per_process: dict[type, object] = {}
+
+    def one_per_process(self, kind: type[_T], create: Callable[[], _T]) -> _T:
+        """The process's one object of ``kind`` (made by ``create`` on first use): what every
+        component of the process shares beyond the informers, defined above this layer (the
+        coordination layer's brain). Explicit, not a global keyed by the cache."""
+        found = self._per_process.get(kind)
+        if isinstance(found, kind):
+            return found
+        made = create()
+        self._per_process[kind] = made
+        return made
 
     @property
     def controllers(self) -> ControllerLookups:

@@ -64,6 +64,7 @@ __all__ = [
     "first_untolerated_taint",
     "fit_error_message",
     "insufficient_resources",
+    "is_node_ready",
     "parse_node_selector_term",
     "tolerates",
 ]
@@ -86,6 +87,15 @@ class FilterStatus:
 
 
 # ----------------------------------------------------------------------------- taints
+
+
+def is_node_ready(node: Mapping[str, Any]) -> bool:
+    """The descheduler's ``IsReady`` (also the one-brain budget's destinations): no ``Ready``
+    condition with a status other than ``True``."""
+    for condition in (node.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "Ready" and condition.get("status") != "True":
+            return False
+    return True
 
 
 def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:

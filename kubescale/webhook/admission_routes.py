@@ -75,12 +75,12 @@ from kubescale.controllers.vpa.admission.cached_pod_admission import (
 from kubescale.controllers.vpa.admission.decision_cache import DecisionCache
 from kubescale.controllers.vpa.admission.match_cache import MatchCache
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef
-from kubescale.controllers.vpa.api.hpa_conflict import (
+from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict
+from kubescale.controllers.vpa.api.pod_admission import PodAdmissionError
+from kubescale.coordination.resource_ownership import (
     hpa_conflict_message,
     hpa_scaled_resources,
 )
-from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict
-from kubescale.controllers.vpa.api.pod_admission import PodAdmissionError
 from kubescale.kube.events import EventRecorder
 from kubescale.runtime.https_server import lean_routes
 from kubescale.runtime.lean_requests import LeanAnswer

@@ -29,6 +29,7 @@ from aiohttp import web
 
 from kubescale.base.logs import component_logger
 from kubescale.controllers.vpa.admission.admission_caches import AdmissionCaches
+from kubescale.coordination.brain import brain_of
 from kubescale.kube.events import EventRecorder
 from kubescale.runtime.component import BaseComponent, ComponentSpec, LoopSpec, Runtime
 from kubescale.runtime.health import Check
@@ -65,10 +66,13 @@ class WebhookComponent(BaseComponent):
                 service_namespace=runtime.service.namespace,
                 register_by_url=False,
             )
-        if runtime.coordination.shared and not settings.avoid_hpa_conflict:
-            # One brain: a VPA leaves alone the resources an HPA on its workload scales on
-            # (docs/coordination.md); --avoid-hpa-conflict is what does it.
-            settings = replace(settings, avoid_hpa_conflict=True)
+        # One brain: a VPA leaves alone the resources an HPA on its workload scales on
+        # (docs/coordination.md); --avoid-hpa-conflict is what does it.
+        avoid = brain_of(runtime.cache).ownership.vpa_leaves_hpa_resources(
+            requested=settings.avoid_hpa_conflict
+        )
+        if avoid != settings.avoid_hpa_conflict:
+            settings = replace(settings, avoid_hpa_conflict=avoid)
         self.settings = settings
         self.runtime = runtime
         self.caches = AdmissionCaches(

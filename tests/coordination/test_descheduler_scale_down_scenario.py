@@ -24,6 +24,7 @@ import pytest
 from kubescale.base.coordination import Coordination
 from kubescale.controllers.autoscaler.component import AutoscalerComponent
 from kubescale.controllers.descheduler.component import DeschedulerComponent
+from kubescale.coordination.brain import brain_of
 from kubescale.sim.scenario.runner import SimulationRun
 from kubescale.sim.scenario.scenario_validation import load_scenario
 
@@ -38,7 +39,7 @@ async def _report(coordination: Coordination) -> dict[str, Any]:
     async with SimulationRun(scenario) as run:
         # every evicting system records on the process's one ledger (an empty ledger is
         # falsy: a ``ledger or DisruptionLedger()`` default once gave each its own)
-        ledger = run.runtime.cache.disruptions
+        ledger = brain_of(run.runtime.cache).ledger
         assert ledger.shared is coordination.shared
         by_name = {c.name: c for c in run.components}
         autoscaler = by_name["cluster-autoscaler"]

@@ -1,5 +1,5 @@
-"""The one disruption arbiter (:mod:`kubescale.kube.disruption_arbiter`): tables of its rule and
-a hypothesis property over interleaved loops of every evicting system.
+"""The one disruption arbiter (:mod:`kubescale.coordination.disruption_arbiter`): tables of its
+rule and a hypothesis property over interleaved loops of every evicting system.
 
 The property's world: workloads (each in its own namespace) of ``n`` pods spread over nodes; a
 PodDisruptionBudget ``maxUnavailable`` per workload or none, which the API server enforces on
@@ -39,15 +39,19 @@ from hypothesis import strategies as st
 
 from kubescale.controllers.descheduler.framework.cycle_view import CycleView
 from kubescale.controllers.descheduler.framework.eviction import EvictionResult, PodEvictor
-from kubescale.controllers.descheduler.framework.shared_budget import LedgerBudget
-from kubescale.kube.disruption_arbiter import (
+from kubescale.coordination.descheduler_budget import (
+    UPSTREAM_BUDGET,
+    EvictionBudget,
+    LedgerBudget,
+)
+from kubescale.coordination.disruption_arbiter import (
     DisruptionArbiter,
     WorkloadView,
     cluster_allowance,
     disrupted,
     workload_allowance,
 )
-from kubescale.kube.disruption_ledger import Disruption, DisruptionKind, DisruptionLedger
+from kubescale.coordination.disruption_ledger import Disruption, DisruptionKind, DisruptionLedger
 
 START = datetime(2026, 1, 5, tzinfo=UTC)
 STEP = timedelta(seconds=10)
@@ -219,9 +223,9 @@ class World:
             pods=seen,
         )
         evicted_uids: set[str] = set()
-        shared = None
+        budget: EvictionBudget = UPSTREAM_BUDGET
         if self.ledger.shared:
-            shared = LedgerBudget(
+            budget = LedgerBudget(
                 view=view,
                 arbiter=DisruptionArbiter(self.ledger),
                 now=self.now,
@@ -234,7 +238,7 @@ class World:
             evictor = PodEvictor(
                 max_per_namespace=limits.descheduler_namespace,
                 max_total=self.descheduler_total,
-                shared=shared,
+                budget=budget,
             )
             evictor.total = self.descheduled_this_cycle  # one cycle's total over namespaces
             evictor.evicted_uids = evicted_uids

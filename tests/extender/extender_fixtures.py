@@ -14,9 +14,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from kubescale.base.clock import VirtualClock
-from kubescale.controllers.descheduler.eviction_memory import EvictionMemory
 from kubescale.controllers.descheduler.placement.placement_rules import PlacementRules
 from kubescale.controllers.descheduler.policy.policy_loading import DeschedulerPolicy
+from kubescale.coordination.eviction_memory import EvictionMemory
 from kubescale.extender.cluster_cache import ClusterCache
 from kubescale.extender.extender_config import ExtenderSettings
 from kubescale.extender.extender_routes import SchedulerExtender

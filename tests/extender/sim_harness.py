@@ -30,9 +30,9 @@ from kubescale.certs.authority import generate_ca, issue_serving_certificate
 from kubescale.controllers.descheduler.descheduler_config import DeschedulerSettings
 from kubescale.controllers.descheduler.descheduler_loop import DeschedulerLoop
 from kubescale.controllers.descheduler.descheduler_metrics import DeschedulerMetrics
-from kubescale.controllers.descheduler.eviction_memory import EvictionMemory
 from kubescale.controllers.descheduler.placement.placement_rules import PlacementRules
 from kubescale.controllers.descheduler.policy.policy_loading import DeschedulerPolicy
+from kubescale.coordination.eviction_memory import EvictionMemory
 from kubescale.extender.cluster_cache import ClusterCache
 from kubescale.extender.extender_config import ExtenderSettings
 from kubescale.extender.extender_metrics import ExtenderMetrics

@@ -28,9 +28,9 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from kubescale.base.clock import VirtualClock
-from kubescale.controllers.descheduler.eviction_memory import EvictionMemory
 from kubescale.controllers.descheduler.placement.placement_rules import PlacementRules
 from kubescale.controllers.descheduler.policy.utilization_args import LowNodeUtilizationArgs
+from kubescale.coordination.eviction_memory import EvictionMemory
 from kubescale.extender.cluster_cache import ClusterCache
 from kubescale.extender.extender_config import ExtenderSettings
 from kubescale.extender.extender_routes import SchedulerExtender

@@ -14,8 +14,7 @@ from typing import Any
 import pytest
 
 from kubescale.base.clock import VirtualClock
-from kubescale.kube.client import KubeClient
-from kubescale.kube.disruption_ledger import (
+from kubescale.coordination.disruption_ledger import (
     Disruption,
     DisruptionKind,
     DisruptionLedger,
@@ -26,6 +25,7 @@ from kubescale.kube.disruption_ledger import (
     resize_targets,
     write_outcome,
 )
+from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeTransportError
 from kubescale.kube.informer import Informer
 from kubescale.kube.resources import POD_DISRUPTION_BUDGETS, PODS

@@ -16,7 +16,7 @@ from kubescale.kube.resources import CORE_EVENTS
 from kubescale.sim.apiserver.server import ApiServer
 
 from .conftest import new_client
-from .objects import pod
+from .objects import PAUSE_POD
 
 
 def _events(apiserver: ApiServer) -> list[dict[str, Any]]:
@@ -41,7 +41,7 @@ async def _setup(
     clock = VirtualClock()
     registry = CollectorRegistry()
     client = await new_client(kubeconfig, clock=clock, registry=registry)
-    target = apiserver.store.create(pod("web-1"))
+    target = apiserver.store.create(PAUSE_POD(name="web-1"))
     return clock, registry, client, target
 
 

@@ -3,11 +3,13 @@
 Floors, top to bottom (an import may point down or stay on its floor, never up):
 
 ====  ==========================================================================
- 7    ``kubescale.cli``, ``kubescale.__main__``, ``kubescale`` itself (CLI, wiring)
- 6    ``kubescale.sim`` (simulation and test infrastructure; inside it
+ 8    ``kubescale.cli``, ``kubescale.__main__``, ``kubescale`` itself (CLI, wiring)
+ 7    ``kubescale.sim`` (simulation and test infrastructure; inside it
       ``scenario`` → ``cluster`` → ``apiserver``)
- 5    ``kubescale.components`` (the registry), ``kubescale.report`` (live cluster report)
- 4    ``kubescale.webhook``, ``kubescale.extender``, ``kubescale.controllers`` (the systems)
+ 6    ``kubescale.components`` (the registry, which plugs providers into the coordination
+      layer's ports), ``kubescale.report`` (live cluster report)
+ 5    ``kubescale.webhook``, ``kubescale.extender``, ``kubescale.controllers`` (the systems)
+ 4    ``kubescale.coordination`` (the one brain: the systems' ports and both implementations)
  3    ``kubescale.runtime``, ``kubescale.scheduling`` (component contract; fit simulation)
  2    ``kubescale.kube``, ``kubescale.certs``, ``kubescale.prometheus`` (access layer),
       ``kubescale.rendering`` (report rendering shared by the simulator and ``report``)
@@ -31,14 +33,15 @@ import kubescale
 PACKAGE_ROOT = Path(kubescale.__file__).resolve().parent
 
 FLOORS: list[tuple[str, int]] = [
-    ("kubescale.cli", 7),
-    ("kubescale.__main__", 7),
-    ("kubescale.sim", 6),
-    ("kubescale.components", 5),
-    ("kubescale.report", 5),
-    ("kubescale.webhook", 4),
-    ("kubescale.extender", 4),
-    ("kubescale.controllers", 4),
+    ("kubescale.cli", 8),
+    ("kubescale.__main__", 8),
+    ("kubescale.sim", 7),
+    ("kubescale.components", 6),
+    ("kubescale.report", 6),
+    ("kubescale.webhook", 5),
+    ("kubescale.extender", 5),
+    ("kubescale.controllers", 5),
+    ("kubescale.coordination", 4),
     ("kubescale.runtime", 3),
     ("kubescale.scheduling", 3),
     ("kubescale.kube", 2),
@@ -135,7 +138,7 @@ def _floor(module: str, floors: list[tuple[str, int]] = FLOORS) -> int | None:
     for prefix, floor in floors:
         if module == prefix or module.startswith(prefix + "."):
             return floor
-    return 7 if module == "kubescale" else None
+    return 8 if module == "kubescale" else None
 
 
 def _where(imp: Import) -> str:
@@ -178,7 +181,7 @@ def test_the_product_never_imports_the_simulator() -> None:
     product = [
         _where(imp)
         for imp in IMPORTS
-        if (_floor(imp.source) or 0) < 6 and imp.target.startswith("kubescale.sim")
+        if (_floor(imp.source) or 0) < 7 and imp.target.startswith("kubescale.sim")
     ]
     assert product == []
 

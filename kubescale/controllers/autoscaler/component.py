@@ -20,10 +20,10 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, Final
+from typing import Final
 
 from kubescale.base.logs import component_logger
 from kubescale.controllers.autoscaler.cloudprovider.clusterapi_provider import ClusterApiProvider
@@ -41,15 +41,10 @@ from kubescale.controllers.autoscaler.config.autoscaler_settings import (
 )
 from kubescale.controllers.autoscaler.core.autoscaler_loop import LOOP_NAME, AutoscalerLoop
 from kubescale.controllers.autoscaler.metrics.autoscaler_metrics import AutoscalerMetrics
-from kubescale.controllers.vpa.admission.admission_caches import AdmissionCaches
-from kubescale.controllers.vpa.admission.cached_pod_admission import (
-    AdmissionOptions,
-    CachedPodAdmission,
-)
-from kubescale.controllers.vpa.api.pod_admission import PodAdmissionError
-from kubescale.controllers.vpa.api.pod_patches import OBSERVED_CONTAINERS_ANNOTATION
-from kubescale.controllers.vpa.api.requests_ahead import pod_with_admitted_resources
+from kubescale.coordination.brain import brain_of
+from kubescale.coordination.ports import RequestsAhead
 from kubescale.kube.events import EventRecorder
+from kubescale.kube.shared_cache import SharedCache
 from kubescale.runtime.component import (
     BaseComponent,
     ComponentSpec,
@@ -107,45 +102,30 @@ class AutoscalerComponent(BaseComponent):
 
     name = "cluster-autoscaler"
 
-    def __init__(self, settings: AutoscalerSettings, runtime: Runtime) -> None:
+    def __init__(
+        self,
+        settings: AutoscalerSettings,
+        runtime: Runtime,
+        *,
+        requests_ahead: Callable[[SharedCache], RequestsAhead] | None = None,
+    ) -> None:
+        """``requests_ahead``: the VPA's provider of the requests it will give a pod (plugged in
+        by the wiring, :mod:`kubescale.components`), built if the coordination uses it."""
         self.settings = settings
         self.runtime = runtime
         self.metrics = AutoscalerMetrics(runtime.registry)
         self.events = EventRecorder(
             client=runtime.leader_client, component=EVENT_COMPONENT, host=runtime.identity
         )
-        self.admission: CachedPodAdmission | None = None
-        if runtime.coordination.shared:
-            # One brain: pods are binpacked with the requests the webhook gives them
-            # (kubescale/controllers/vpa/api/requests_ahead.py), through the webhook's own
-            # cached decision on the shared cache.
-            # Optional: on a cluster without the VPA's CRDs the autoscaler still starts, and
-            # binpacks pods with their own requests (the admission caches never sync).
-            with runtime.cache.informers.optional():
-                self.admission = CachedPodAdmission(
-                    caches=AdmissionCaches(cache=runtime.cache, watch_hpas=True),
-                    settings=AdmissionOptions(avoid_hpa_conflict=True),
-                )
+        brain = brain_of(runtime.cache)
+        self.brain = brain
+        # One brain: pods are binpacked with the requests the VPA's webhook gives them
+        # (kubescale/coordination/requests_ahead.py), the provider plugged in by the wiring.
+        self.requests_ahead: RequestsAhead | None = brain.requests_ahead.provider(
+            (lambda: requests_ahead(runtime.cache)) if requests_ahead is not None else None
+        )
         self.loop = self.new_loop()
         self._gated = _TermAwareLoop(self)
-
-    def pod_ahead(self, pod: dict[str, Any]) -> dict[str, Any]:
-        """``pod`` with the requests the VPA will give it (a pending pod: the webhook's; a
-        scheduled one: the larger of its own and the webhook's), or ``pod`` itself."""
-        admission = self.admission
-        if admission is None:
-            return pod
-        scheduled = bool((pod.get("spec") or {}).get("nodeName"))
-        annotations = (pod.get("metadata") or {}).get("annotations") or {}
-        if scheduled and OBSERVED_CONTAINERS_ANNOTATION not in annotations:
-            return pod  # never admitted with a VPA: no VPA update coming (and no cost)
-        try:
-            decision = admission.decide(pod, may_wait=False)
-        except PodAdmissionError:
-            return pod
-        if not decision.patches:
-            return pod
-        return dict(pod_with_admitted_resources(pod, decision.patches, only_raise=scheduled))
 
     def new_loop(self) -> AutoscalerLoop:
         """A loop with no memory (the informers are the shared cache's); its random choices (the
@@ -158,8 +138,12 @@ class AutoscalerComponent(BaseComponent):
             metrics=self.metrics,
             events=self.events,
             rng=random.Random(self.runtime.client.rng.random()),
-            disruptions=self.runtime.cache.disruptions,
-            pods_ahead=self.pod_ahead if self.admission is not None else None,
+            disruptions=self.brain.ledger,
+            gate=self.brain.gate,
+            recent_moves=self.brain.recent_moves,
+            pods_ahead=self.requests_ahead.requests_for
+            if self.requests_ahead is not None
+            else None,
         )
 
     def loops(self) -> Sequence[LoopSpec]:

@@ -7,7 +7,9 @@
 * :mod:`.strategies` — the ten strategy plugins.
 * :mod:`.placement` — "would the policy evict this pod from that node", the rules the scheduler
   extender (:mod:`kubescale.extender`) shares with the strategies.
-* :mod:`.eviction_memory` — which node each owner's pods were recently evicted from.
+* which node each owner's pods were recently evicted from, and the one-brain budget of a
+  cycle, are the coordination layer's (:mod:`kubescale.coordination.eviction_memory`,
+  :mod:`kubescale.coordination.descheduler_budget`).
 * :mod:`.descheduler_loop` — the loop that reads the informer caches, runs a cycle and evicts
   through the Eviction API; :mod:`.descheduler_config` its flags, :mod:`.descheduler_metrics`
   upstream's ``descheduler_*`` metrics, :mod:`.usage_sources` real node usage

@@ -29,6 +29,7 @@ from datetime import datetime
 from typing import Final
 
 from kubescale.base.logs import component_logger
+from kubescale.coordination.brain import brain_of
 from kubescale.kube.events import EventRecorder
 from kubescale.runtime.component import (
     BaseComponent,
@@ -46,7 +47,6 @@ from .descheduler_config import (
 )
 from .descheduler_loop import EVENT_COMPONENT, LOOP_NAME, DeschedulerLoop
 from .descheduler_metrics import DeschedulerMetrics
-from .descheduling_board import board_of
 from .policy.policy_loading import DeschedulerPolicy
 from .policy.utilization_args import PROMETHEUS_METRICS
 from .usage_sources import COLLECTOR_INTERVAL, NodeMetricsCollector
@@ -120,7 +120,8 @@ class DeschedulerComponent(BaseComponent):
         self.settings = settings
         self.policy = policy
         self.runtime = runtime
-        self.board = board_of(runtime.cache)
+        brain = brain_of(runtime.cache)
+        self.board = brain.board
         self.metrics = DeschedulerMetrics(runtime.registry)
         self.events = EventRecorder(
             client=runtime.leader_client, component=EVENT_COMPONENT, host=runtime.identity
@@ -137,12 +138,13 @@ class DeschedulerComponent(BaseComponent):
             usage_listener=lambda nodes, values: self.board.publish_usage(
                 nodes, values, queries=queries
             ),
-            disruptions=runtime.cache.disruptions,
-            one_brain=runtime.coordination.shared,
+            disruptions=brain.ledger,
+            budgets=brain.descheduler_budgets,
             # one brain: the per-namespace limit counts a workload's missing pods against
             # its controller's desired replicas (the shared cache's controller informers)
             controllers=runtime.cache.controllers
-            if runtime.coordination.shared and policy.max_pods_per_namespace is not None
+            if brain.descheduler_budgets.counts_missing_pods
+            and policy.max_pods_per_namespace is not None
             else None,
         )
         self._cycle = _CycleLoop(self.loop, once=settings.run_once)

@@ -21,9 +21,9 @@ Each cycle:
      first attempt may have committed, removing the pod or spending the budget (upstream
      counts it an error and evicts one more than its limits allow). Every
      eviction goes through the process's disruption ledger as ``descheduler``
-     (:func:`kubescale.kube.disruption_ledger.evict_pod`); with ``--coordination one-brain``
+     (:func:`kubescale.coordination.disruption_ledger.evict_pod`); with ``--coordination one-brain``
      the cycle's limits count every system's evictions on it and a pod goes only when the fit
-     simulation finds it a better node (:mod:`.framework.shared_budget`);
+     simulation finds it a better node (:mod:`kubescale.coordination.descheduler_budget`);
    * a successful eviction is a Normal event on the pod, reason = the strategy, message
      ``pod eviction from <node> node by sigs.k8s.io/descheduler``, and is remembered in the
      :class:`~.eviction_memory.EvictionMemory` the extender reads;
@@ -42,10 +42,13 @@ from typing import Any, Final
 
 from kubescale.base.logs import component_logger
 from kubescale.base.objects import meta
+from kubescale.coordination.descheduler_budget import ACTOR, WorkloadKey, desired_replicas
+from kubescale.coordination.disruption_ledger import DisruptionLedger, WriteOutcome, evict_pod
+from kubescale.coordination.eviction_memory import EvictionRecorder
+from kubescale.coordination.ports import DeschedulerBudgets
+from kubescale.coordination.separate import OwnBudgets
 from kubescale.kube.client import KubeClient
 from kubescale.kube.controller_lookups import ControllerLookups
-from kubescale.kube.disruption_arbiter import DisruptionArbiter
-from kubescale.kube.disruption_ledger import DisruptionLedger, WriteOutcome, evict_pod
 from kubescale.kube.errors import KubeApiError
 from kubescale.kube.events import EventRecorder
 from kubescale.kube.informer_set import InformerSet
@@ -62,10 +65,8 @@ from kubescale.scheduling.pod_resources import NON_MISSING_DEFAULTS, RequestCach
 from .descheduler_config import DeschedulerSettings
 from .descheduler_metrics import DeschedulerMetrics
 from .descheduling_cycle import CycleReport, descheduling_cycle
-from .eviction_memory import EvictionRecorder
 from .framework.cycle_view import CycleView, cycle_nodes, node_name
 from .framework.eviction import EvictionRequest
-from .framework.shared_budget import ACTOR, LedgerBudget, WorkloadKey, desired_replicas
 from .policy.policy_loading import DeschedulerPolicy
 from .policy.utilization_args import KUBERNETES_METRICS, PROMETHEUS_METRICS
 from .usage_sources import (
@@ -111,14 +112,16 @@ class DeschedulerLoop:
         memory: EvictionRecorder | None = None,
         usage_listener: UsageListener | None = None,
         disruptions: DisruptionLedger | None = None,
-        one_brain: bool = False,
+        budgets: DeschedulerBudgets | None = None,
         controllers: ControllerLookups | None = None,
     ) -> None:
         """``disruptions``: the process's ledger (every eviction is recorded there as
-        ``descheduler``); ``one_brain`` (``--coordination one-brain``): the cycle's limits count
-        every system's evictions on it, and a pod is evicted only to a better node
-        (:mod:`.framework.shared_budget`); ``controllers`` (one brain): the pods' controllers,
-        whose desired replicas the per-namespace limit counts missing pods against."""
+        ``descheduler``); ``budgets``: the coordination layer's cycle budget (upstream's by
+        default; with one brain the cycle's limits count every system's evictions on the ledger,
+        and a pod is evicted only to a better node:
+        :mod:`kubescale.coordination.descheduler_budget`);
+        ``controllers``: the pods' controllers, whose desired replicas the per-namespace limit
+        counts missing pods against when the budget counts them."""
         self.client = client
         self.controllers = controllers
         self.informers = informers
@@ -131,7 +134,7 @@ class DeschedulerLoop:
         self.disruptions = (
             disruptions if disruptions is not None else DisruptionLedger(shared=False)
         )
-        self.one_brain = one_brain
+        self.budgets: DeschedulerBudgets = budgets if budgets is not None else OwnBudgets()
         self.nodes = informers.informer(NODES)
         self.pods = informers.informer(PODS)
         self.disruptions.attach(self.pods)
@@ -246,16 +249,9 @@ class DeschedulerLoop:
         self.last_dry_run = []
         view = self._view(now)
         await self._usage(view, now)
-        shared = None
-        if self.one_brain:
-            shared = LedgerBudget(
-                view=view,
-                arbiter=DisruptionArbiter(self.disruptions),
-                now=now,
-                desired=self._desired(view),
-            )
+        budget = self.budgets.budget(view=view, now=now, desired=lambda: self._desired(view))
         cycle = descheduling_cycle(
-            policy=self.policy, view=view, timer=time.perf_counter, shared=shared
+            policy=self.policy, view=view, timer=time.perf_counter, budget=budget
         )
         try:
             request = next(cycle)

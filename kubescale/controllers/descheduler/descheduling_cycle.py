@@ -12,9 +12,10 @@ Upstream's order and rules:
    policy's ``maxNoOfPodsToEvictPerNode/PerNamespace/Total``);
 3. every profile's Deschedule plugins, profile after profile, then every profile's Balance
    plugins, each in its ``enabled`` order (issue #979);
-4. with ``shared`` (``--coordination one-brain``, :mod:`.framework.shared_budget`) the limits
-   also count every system's evictions in flight, and an eviction the limits allow may still be
-   refused (no better node, a node the cluster autoscaler is removing, a PDB spent in flight);
+4. the coordination layer's ``budget`` (:mod:`kubescale.coordination.descheduler_budget`;
+   upstream's, adding nothing, by default): with one brain the limits also count every system's
+   evictions in flight, and an eviction the limits allow may still be refused (no better node,
+   a node the cluster autoscaler is removing, a PDB spent in flight);
 5. a plugin error is recorded and the cycle goes on; a profile whose evictor cannot be built
    (its ``priorityThreshold.name`` names no PriorityClass) is skipped with an error.
 """
@@ -24,13 +25,14 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 
+from kubescale.coordination.descheduler_budget import UPSTREAM_BUDGET, EvictionBudget
+
 from .framework.cycle_view import CycleView
 from .framework.eviction import (
     EvictionRecord,
     EvictionRequest,
     EvictionResult,
     PodEvictor,
-    SharedBudget,
 )
 from .framework.evictor import DefaultEvictor, EvictorError
 from .framework.strategy_context import StrategyContext, StrategyError
@@ -75,7 +77,7 @@ def descheduling_cycle(
     policy: DeschedulerPolicy,
     view: CycleView,
     timer: Callable[[], float] | None = None,
-    shared: SharedBudget | None = None,
+    budget: EvictionBudget = UPSTREAM_BUDGET,
 ) -> Cycle:
     """One cycle (module docstring)."""
     report = CycleReport()
@@ -86,7 +88,7 @@ def descheduling_cycle(
         max_per_node=policy.max_pods_per_node,
         max_per_namespace=policy.max_pods_per_namespace,
         max_total=policy.max_pods_total,
-        shared=shared,
+        budget=budget,
     )
     report.evictions = pod_evictor.records
     evictors: dict[str, DefaultEvictor] = {}

@@ -13,8 +13,8 @@ from kubescale.controllers.descheduler.descheduler_config import (
     add_descheduler_arguments,
     descheduler_settings_from_args,
 )
-from kubescale.controllers.descheduler.eviction_memory import EvictionMemory
 from kubescale.controllers.descheduler.usage_sources import smooth
+from kubescale.coordination.eviction_memory import EvictionMemory
 from kubescale.extender.extender_config import (
     ExtenderConfigError,
     add_extender_arguments,

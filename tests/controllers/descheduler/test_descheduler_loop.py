@@ -26,13 +26,15 @@ from kubescale.base.coordination import Coordination
 from kubescale.controllers.descheduler.descheduler_config import DeschedulerSettings
 from kubescale.controllers.descheduler.descheduler_loop import DeschedulerLoop
 from kubescale.controllers.descheduler.descheduler_metrics import DeschedulerMetrics
-from kubescale.controllers.descheduler.eviction_memory import EvictionMemory
 from kubescale.controllers.descheduler.policy.policy_loading import (
     DeschedulerPolicy,
     parse_policy,
 )
+from kubescale.coordination.brain import brain_of
+from kubescale.coordination.disruption_ledger import DisruptionLedger
+from kubescale.coordination.eviction_memory import EvictionMemory
+from kubescale.coordination.one_brain import LedgerBudgets
 from kubescale.kube.client import KubeClient, connect
-from kubescale.kube.disruption_ledger import DisruptionLedger
 from kubescale.kube.events import EventRecorder
 from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.resources import CORE_EVENTS, PODS
@@ -162,7 +164,7 @@ async def make_loop(
         events=events,
         memory=memory,
         disruptions=disruptions,
-        one_brain=one_brain,
+        budgets=LedgerBudgets(disruptions) if one_brain and disruptions is not None else None,
     )
     informers.start()
     assert await asyncio.wait_for(informers.wait_synced(), timeout=10)
@@ -386,8 +388,8 @@ async def test_one_brain_namespace_limit_counts_missing_pods(setup: Setup, one_b
         policy=policy,
         metrics=DeschedulerMetrics(CollectorRegistry()),
         events=EventRecorder(client=setup.client, component="descheduler"),
-        disruptions=cache.disruptions,
-        one_brain=one_brain,
+        disruptions=brain_of(cache).ledger,
+        budgets=brain_of(cache).descheduler_budgets,
         controllers=cache.controllers if one_brain else None,
     )
     cache.start()

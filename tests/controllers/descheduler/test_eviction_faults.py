@@ -30,11 +30,11 @@ from prometheus_client import CollectorRegistry
 from kubescale.controllers.descheduler.descheduler_config import DeschedulerSettings
 from kubescale.controllers.descheduler.descheduler_loop import DeschedulerLoop
 from kubescale.controllers.descheduler.descheduler_metrics import DeschedulerMetrics
-from kubescale.controllers.descheduler.eviction_memory import EvictionMemory
 from kubescale.controllers.descheduler.framework.eviction import (
     NODE_LIMIT_TEXT,
     TOTAL_LIMIT_TEXT,
 )
+from kubescale.coordination.eviction_memory import EvictionMemory
 from kubescale.kube.client import KubeClient, connect
 from kubescale.kube.events import EventRecorder
 from kubescale.kube.informer_set import InformerSet

@@ -1,5 +1,5 @@
-"""``--coordination one-brain`` in the descheduler's cycle (:mod:`kubescale.controllers.
-descheduler.framework.shared_budget`): tables of its rules, each row run with one brain and
+"""``--coordination one-brain`` in the descheduler's cycle (:mod:`kubescale.coordination.
+descheduler_budget`): tables of its rules, each row run with one brain and
 separately (upstream: no ledger, no fit check, no look at the autoscaler's marks).
 
 The cluster of every row: node n1 carries a ``NoSchedule`` taint the pods do not tolerate, so
@@ -16,16 +16,16 @@ import pytest
 
 from kubescale.controllers.descheduler.descheduling_cycle import descheduling_cycle, run_cycle
 from kubescale.controllers.descheduler.framework.eviction import EvictionRequest, EvictionResult
-from kubescale.controllers.descheduler.framework.shared_budget import (
+from kubescale.coordination.descheduler_budget import (
     ACTOR,
     DELETION_CANDIDATE_TAINT,
     TO_BE_DELETED_TAINT,
-    LedgerBudget,
     desired_replicas,
     pdb_allowance,
 )
-from kubescale.kube.disruption_arbiter import DisruptionArbiter
-from kubescale.kube.disruption_ledger import Disruption, DisruptionKind, DisruptionLedger
+from kubescale.coordination.disruption_ledger import Disruption, DisruptionKind, DisruptionLedger
+from kubescale.coordination.one_brain import LedgerBudgets
+from kubescale.coordination.separate import OwnBudgets
 from tests import builders
 
 from .builders import NOW, Obj, node, pod, policy, view
@@ -69,11 +69,8 @@ def cycle(
             )
         )
     cycle_view = view(nodes, pods, the_policy=the_policy, pdbs=list(pdbs))
-    shared = (
-        LedgerBudget(view=cycle_view, arbiter=DisruptionArbiter(ledger), now=NOW, desired=desired)
-        if one_brain
-        else None
-    )
+    budgets = LedgerBudgets(ledger) if one_brain else OwnBudgets()
+    budget = budgets.budget(view=cycle_view, now=NOW, desired=lambda: desired or {})
 
     def answer(request: EvictionRequest) -> bool:
         ledger.record(
@@ -90,7 +87,7 @@ def cycle(
         return True
 
     report = run_cycle(
-        descheduling_cycle(policy=the_policy, view=cycle_view, shared=shared), answer
+        descheduling_cycle(policy=the_policy, view=cycle_view, budget=budget), answer
     )
     refused = {
         r.pod.split("/", 1)[1]: r.result.value

@@ -91,18 +91,18 @@ from kubescale.controllers.autoscaler.model.node_facts import (
 )
 from kubescale.controllers.autoscaler.model.pod_facts import OwnerRef, PriorityResolver
 from kubescale.controllers.autoscaler.scaledown.consolidation import ConsolidationCommand
-from kubescale.controllers.autoscaler.scaledown.descheduled_moves import (
-    DESCHEDULER_ACTOR,
-    DescheduledMove,
-    moves_from_ledger,
-)
 from kubescale.controllers.autoscaler.scaledown.scale_down_actuator import ScaleDownActuator
 from kubescale.controllers.autoscaler.scaledown.scale_down_planner import ScaleDownPlanner
 from kubescale.controllers.autoscaler.scaleup.scale_up import ScaleUpDecision
 from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
 from kubescale.controllers.autoscaler.simulator.template_nodes import TemplateRegistry
+from kubescale.coordination.disruption_ledger import DisruptionLedger
+from kubescale.coordination.ports import DisruptionGate, RecentMoves
+from kubescale.coordination.recent_moves import (
+    DescheduledMove,
+)
+from kubescale.coordination.separate import NoMoves, OwnEvictionsOnly
 from kubescale.kube.client import KubeClient
-from kubescale.kube.disruption_ledger import DisruptionKind, DisruptionLedger
 from kubescale.kube.events import EventRecorder
 from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.resources import (
@@ -168,6 +168,8 @@ class AutoscalerLoop:
         rng: random.Random | None = None,
         cpu_clock: Callable[[], float] = time.process_time,
         disruptions: DisruptionLedger | None = None,
+        gate: DisruptionGate | None = None,
+        recent_moves: RecentMoves | None = None,
         pods_ahead: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
         write_clock: Clock | None = None,
     ) -> None:
@@ -185,6 +187,11 @@ class AutoscalerLoop:
             disruptions if disruptions is not None else DisruptionLedger(shared=False)
         )
         """The process's disruption ledger (one arbiter for every system's evictions)."""
+        self.gate: DisruptionGate = gate if gate is not None else OwnEvictionsOnly()
+        """The coordination layer's answer to "which evictions in flight are others'" (upstream's,
+        none, by default)."""
+        self.recent_moves: RecentMoves = recent_moves if recent_moves is not None else NoMoves()
+        """The coordination layer's recent descheduler moves (upstream's, none, by default)."""
         self.informers = informers
         self.settings = settings
         self.metrics = metrics
@@ -236,6 +243,7 @@ class AutoscalerLoop:
             settings=settings,
             status_event=self.status.event,
             disruptions=self.disruptions,
+            gate=self.gate,
         )
         self.housekeeping = Housekeeping(
             provider=self.provider,
@@ -284,12 +292,8 @@ class AutoscalerLoop:
         """With ``--coordination one-brain``: the pods (as the informer shows them, not being
         deleted yet) that any system of the process has an eviction in flight for. Upstream's
         autoscaler (``separate``) counts none: it sees only the PDBs' status."""
-        if not self.disruptions.shared:
-            return []
         pods: list[dict[str, Any]] = []
-        for entry in self.disruptions.in_flight(now=now):
-            if entry.kind is not DisruptionKind.EVICTION:
-                continue
+        for entry in self.gate.evictions_in_flight(now=now):
             pod = self.pods.lister.get(entry.name, entry.namespace)
             if pod is None or (pod.get("metadata") or {}).get("uid") != entry.uid:
                 continue
@@ -301,14 +305,10 @@ class AutoscalerLoop:
     def _descheduled_moves(self, now: datetime) -> list[DescheduledMove]:
         """With ``--coordination one-brain``: the descheduler's evictions within
         ``--scale-down-unneeded-time`` (the disruption ledger's history), so that scale-down
-        does not undo them (:mod:`..scaledown.descheduled_moves`). Upstream's autoscaler
+        does not undo them (:mod:`kubescale.coordination.recent_moves`). Upstream's autoscaler
         (``separate``) knows nothing of them."""
-        if not self.disruptions.shared:
-            return []
         window = self.settings.node_defaults.scale_down_unneeded_time
-        return moves_from_ledger(
-            self.disruptions.recent(now=now, within=window, actor=DESCHEDULER_ACTOR)
-        )
+        return self.recent_moves.descheduled_moves(now=now, within=window)
 
     def drain_reports(self) -> list[TimelineReport]:
         """What the loop did since the last call, for a simulation's timeline: each scale-up

@@ -18,7 +18,7 @@ drains the replaced ones once it is up (given up when the new node's group backs
 
 With ``--coordination one-brain`` a node holding pods the descheduler just moved there is
 neither a scale-down nor a consolidation candidate for ``--scale-down-unneeded-time`` after the
-eviction (:mod:`..scaledown.descheduled_moves`, unremovable reason
+eviction (:mod:`kubescale.coordination.recent_moves`, unremovable reason
 ``RecentlyReceivedDescheduledPods``).
 """
 
@@ -54,12 +54,6 @@ from kubescale.controllers.autoscaler.scaledown.consolidation import (
     consolidation_candidates,
     decide_consolidation,
 )
-from kubescale.controllers.autoscaler.scaledown.descheduled_moves import (
-    RECEIVED_DESCHEDULED_PODS,
-    DescheduledMove,
-    placed_pods,
-    protected_nodes,
-)
 from kubescale.controllers.autoscaler.scaledown.scale_down_actuator import ScaleDownActuator
 from kubescale.controllers.autoscaler.scaledown.scale_down_planner import (
     ScaleDownPlanner,
@@ -69,6 +63,12 @@ from kubescale.controllers.autoscaler.scaleup.resource_limits import node_capaci
 from kubescale.controllers.autoscaler.simulator.drainability import DrainContext, PdbTracker
 from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
 from kubescale.controllers.autoscaler.simulator.utilization import Utilization
+from kubescale.coordination.recent_moves import (
+    RECEIVED_DESCHEDULED_PODS,
+    DescheduledMove,
+    placed_pods,
+    protected_nodes,
+)
 from kubescale.kube.errors import KubeError
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 

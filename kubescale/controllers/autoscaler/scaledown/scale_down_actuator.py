@@ -55,8 +55,10 @@ from kubescale.controllers.autoscaler.model.pod_facts import (
 )
 from kubescale.controllers.autoscaler.simulator.utilization import Utilization, go_utilization
 from kubescale.controllers.autoscaler.taints.node_writes import NodeWriter
+from kubescale.coordination.disruption_ledger import DisruptionLedger, WriteOutcome, evict_pod
+from kubescale.coordination.ports import DisruptionGate
+from kubescale.coordination.separate import OwnEvictionsOnly
 from kubescale.kube.client import KubeClient
-from kubescale.kube.disruption_ledger import DisruptionLedger, WriteOutcome, evict_pod
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.events import EventRecorder
 
@@ -108,14 +110,16 @@ class ScaleDownActuator:
         settings: AutoscalerSettings,
         status_event: EventSink,
         disruptions: DisruptionLedger | None = None,
+        gate: DisruptionGate | None = None,
     ) -> None:
         self.client = client
         self.disruptions = (
             disruptions if disruptions is not None else DisruptionLedger(shared=False)
         )
-        """The process's disruption ledger: evictions go on it (as ``cluster-autoscaler``),
-        and with ``--coordination one-brain`` a pod another system is evicting is not evicted
-        again."""
+        """The process's disruption ledger: evictions go on it (as ``cluster-autoscaler``)."""
+        self.gate: DisruptionGate = gate if gate is not None else OwnEvictionsOnly()
+        """The coordination layer's gate: with ``--coordination one-brain`` a pod another
+        system is evicting is not evicted again (upstream's, no such check, by default)."""
         self.provider = provider
         self.events = events
         self.metrics = metrics
@@ -279,7 +283,7 @@ class ScaleDownActuator:
         return True
 
     async def _evict(self, pod: Pod, *, best_effort: bool, now: datetime) -> bool:
-        if self.disruptions.shared and self.disruptions.pending(pod, now=now) is not None:
+        if self.gate.already_going(pod, now=now):
             return True  # another system's eviction of it is in flight: it is going already
         grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
         limit = self.settings.max_graceful_termination_sec

@@ -123,7 +123,8 @@ class ScaleDownPlanner:
     ) -> list[NodeToRemove]:
         """``kept``: nodes that are not candidates this loop, and why — with
         ``--coordination one-brain`` the nodes holding pods the descheduler just moved
-        (:mod:`.descheduled_moves`); they are not unneeded, so their unneeded time restarts."""
+        (:mod:`kubescale.coordination.recent_moves`); they are not unneeded, so their unneeded
+        time restarts."""
         settings = self.settings
         snapshot = simulator.journal.snapshot
         self.unremovable = {}

@@ -32,6 +32,7 @@ from datetime import datetime
 from typing import Any
 
 from kubescale.kube.selectors import LabelSelector
+from kubescale.scheduling.filters import is_node_ready
 from kubescale.scheduling.fit import ClusterSnapshot, PodInfo, PreFilterState, pod_key
 from kubescale.scheduling.inter_pod_affinity import TopologyCounts
 from kubescale.scheduling.pod_resources import Amounts, RequestCache
@@ -39,18 +40,10 @@ from kubescale.scheduling.pod_resources import Amounts, RequestCache
 from .affinity_index import AffinityIndex
 from .pods import creation_time, is_terminal, owner_refs, requests_of
 
-__all__ = ["CycleView", "cycle_nodes", "is_node_ready"]
+__all__ = ["CycleView", "cycle_nodes"]
 
 Pod = Mapping[str, Any]
 Node = Mapping[str, Any]
-
-
-def is_node_ready(node: Node) -> bool:
-    """``IsReady``: no ``Ready`` condition with a status other than ``True``."""
-    for condition in (node.get("status") or {}).get("conditions") or ():
-        if condition.get("type") == "Ready" and condition.get("status") != "True":
-            return False
-    return True
 
 
 def node_labels(node: Node) -> Mapping[str, str]:

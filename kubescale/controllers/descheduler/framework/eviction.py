@@ -13,24 +13,37 @@ Results (:class:`EvictionResult`) are also upstream's ``result`` label of
 node-limit error a plugin moves to its next node, after the total limit it returns, after any
 other failure (a PodDisruptionBudget's 429, a pod gone) it moves to the next pod.
 
-``--coordination one-brain`` (:mod:`.shared_budget`): the limits count, besides this cycle's
+The coordination layer's :class:`~kubescale.coordination.descheduler_budget.EvictionBudget`
+(``--coordination one-brain``: a ``LedgerBudget``): the limits count, besides this cycle's
 evictions, every system's evictions in flight on the process's disruption ledger; the
 per-namespace limit also bounds each workload's pods down or going (missing ones included,
-result ``maximum number of evicted pods per namespace reached``), and a
-:class:`SharedBudget` may refuse an eviction the limits allow (no better node, a node the
-cluster autoscaler is removing, a PodDisruptionBudget spent by evictions in flight) — each such
-refusal is "another failure". Without one (``separate``) the counters start at zero each cycle,
+result ``maximum number of evicted pods per namespace reached``), and the budget may refuse an
+eviction the limits allow (no better node, a node the cluster autoscaler is removing, a
+PodDisruptionBudget spent by evictions in flight) — each such refusal is "another failure".
+With ``separate`` (the default here, ``UPSTREAM_BUDGET``) the counters start at zero each cycle,
 as upstream's.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Generator, Mapping, Set
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
-from kubescale.kube.disruption_arbiter import WorkloadView, cluster_allowance, workload_allowance
+from kubescale.coordination.descheduler_budget import (
+    BUDGET_IN_FLIGHT_TEXT,
+    NO_BETTER_NODE_TEXT,
+    NODE_REMOVED_TEXT,
+    UPSTREAM_BUDGET,
+    EvictionBudget,
+    InFlight,
+)
+from kubescale.coordination.disruption_arbiter import (
+    WorkloadView,
+    cluster_allowance,
+    workload_allowance,
+)
 
 from .pods import pod_id
 
@@ -39,9 +52,7 @@ __all__ = [
     "EvictionRecord",
     "EvictionRequest",
     "EvictionResult",
-    "InFlight",
     "PodEvictor",
-    "SharedBudget",
 ]
 
 Pod = Mapping[str, Any]
@@ -49,9 +60,6 @@ Pod = Mapping[str, Any]
 TOTAL_LIMIT_TEXT: Final = "maximum number of evicted pods per a descheduling cycle reached"
 NODE_LIMIT_TEXT: Final = "maximum number of evicted pods per node reached"
 NAMESPACE_LIMIT_TEXT: Final = "maximum number of evicted pods per namespace reached"
-NO_BETTER_NODE_TEXT: Final = "pod fits on no other node"
-NODE_REMOVED_TEXT: Final = "node is being removed by the cluster autoscaler"
-BUDGET_IN_FLIGHT_TEXT: Final = "disruption budget spent by evictions in flight"
 
 
 class EvictionResult(enum.Enum):
@@ -111,34 +119,6 @@ class EvictionRecord:
     reason: str = ""
 
 
-@dataclass(frozen=True, kw_only=True)
-class InFlight:
-    """Evictions on the process's ledger, outside this cycle's own, that the limits count."""
-
-    total: int = 0
-    node: int = 0
-    namespace: int = 0
-
-
-class SharedBudget(Protocol):
-    """What one brain adds to a cycle's limits (:mod:`.shared_budget`)."""
-
-    def in_flight(self, *, node: str, namespace: str, exclude: Set[str]) -> InFlight:
-        """Evictions in flight in the cluster, on ``node`` and in ``namespace`` (every
-        system's), leaving out the pods of uids ``exclude`` (this cycle's own, counted
-        already)."""
-        ...
-
-    def refuse(self, pod: Mapping[str, Any]) -> EvictionResult | None:
-        """Why ``pod`` must not be evicted although the limits allow it, if so."""
-        ...
-
-    def workload_disrupted(self, pod: Mapping[str, Any]) -> int | None:
-        """Pods of ``pod``'s workload down or going (missing, and evictions in flight of
-        every system, this cycle's included); ``None`` when its size is unknown."""
-        ...
-
-
 Evicting = Generator[EvictionRequest, bool, EvictionResult]
 """A plugin's ``yield from evictor.evict(...)``: yields at most one request, returns the
 result."""
@@ -155,15 +135,13 @@ class PodEvictor:
     per_node: dict[str, int] = field(default_factory=dict)
     per_namespace: dict[str, int] = field(default_factory=dict)
     records: list[EvictionRecord] = field(default_factory=list)
-    shared: SharedBudget | None = None
-    """``--coordination one-brain``: the process's ledger (module docstring)."""
+    budget: EvictionBudget = UPSTREAM_BUDGET
+    """What the coordination adds to the limits (module docstring)."""
     evicted_uids: set[str] = field(default_factory=set)
     """The pods this cycle evicted (so that the ledger's copy is not counted twice)."""
 
     def _outside(self, node: str, namespace: str) -> InFlight:
-        if self.shared is None:
-            return InFlight()
-        return self.shared.in_flight(node=node, namespace=namespace, exclude=self.evicted_uids)
+        return self.budget.in_flight(node=node, namespace=namespace, exclude=self.evicted_uids)
 
     def node_limit_exceeded(self, node: str) -> bool:
         """``NodeLimitExceeded``: the node's count has reached the limit."""
@@ -173,7 +151,7 @@ class PodEvictor:
 
     def _limit_hit(self, node: str, namespace: str) -> EvictionResult | None:
         """Upstream's ``count + 1 > limit`` per limit, as the arbiter's
-        :func:`~kubescale.kube.disruption_arbiter.cluster_allowance` (``limit - count < 1``)
+        :func:`~kubescale.coordination.disruption_arbiter.cluster_allowance` (``limit - count < 1``)
         with ``count`` this cycle's evictions plus, with one brain, those in flight."""
         outside = self._outside(node, namespace)
         checks = (
@@ -197,10 +175,11 @@ class PodEvictor:
 
     def _workload_limit_hit(self, pod: Pod) -> bool:
         """One brain: the namespace limit as the limit on the pod's workload, counting its
-        missing pods too (:meth:`SharedBudget.workload_disrupted`)."""
-        if self.shared is None or self.max_per_namespace is None:
+        missing pods too (:meth:`EvictionBudget.workload_disrupted`; ``None`` with
+        ``separate``)."""
+        if self.max_per_namespace is None:
             return False
-        count = self.shared.workload_disrupted(pod)
+        count = self.budget.workload_disrupted(pod)
         if count is None:
             return False
         view = WorkloadView(desired=0, healthy=0, in_flight=count)
@@ -215,8 +194,8 @@ class PodEvictor:
         result = self._limit_hit(node, request.namespace)
         if result is None and self._workload_limit_hit(pod):
             result = EvictionResult.NAMESPACE_LIMIT
-        if result is None and self.shared is not None:
-            result = self.shared.refuse(pod)
+        if result is None and (refusal := self.budget.refuse(pod)) is not None:
+            result = EvictionResult(refusal.value)
         if result is None:
             evicted = yield request
             result = EvictionResult.EVICTED if evicted else EvictionResult.FAILED

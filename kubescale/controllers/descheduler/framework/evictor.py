@@ -34,6 +34,7 @@ from datetime import datetime
 from typing import Any, Final, Protocol
 
 from kubescale.kube.selectors import SelectorError, label_selector_from_dict
+from kubescale.scheduling.filters import is_node_ready
 
 from ..policy.evictor_args import (
     DAEMON_SETS,
@@ -45,7 +46,7 @@ from ..policy.evictor_args import (
     WITHOUT_PDB,
     DefaultEvictorArgs,
 )
-from .cycle_view import is_node_ready, node_labels
+from .cycle_view import node_labels
 from .pods import (
     EVICT_ANNOTATION,
     PREFER_NO_EVICTION_ANNOTATION,

@@ -127,6 +127,16 @@ class Refusal(NamedTuple):
     profile: str
     message: str
 
+    @property
+    def unresolvable(self) -> bool:
+        """A taint or node affinity: preemption cannot change it (the extender answers it as
+        ``FailedAndUnresolvableNodes``; the rest, which evicting other pods could change, as
+        ``FailedNodes``)."""
+        return self.strategy in _UNRESOLVABLE_STRATEGIES
+
+
+_UNRESOLVABLE_STRATEGIES: Final = frozenset({node_taints.NAME, node_affinity.NAME})
+
 
 @dataclass(frozen=True)
 class _Rule:

@@ -24,7 +24,7 @@ so and ``limit_range_conflicts`` says why, for an Event on the VPA.
 Two steps beyond upstream, both off unless asked for:
 
 * ``avoid_hpa_conflict``: resources an HPA on the VPA's target scales on
-  (:mod:`kubescale.controllers.vpa.api.hpa_conflict`) are left untouched and reported in
+  (:mod:`kubescale.coordination.resource_ownership`) are left untouched and reported in
   ``skipped_resources`` so the caller can emit an event;
 * ``largest_node_allocatable``: the pod's recommended requests are scaled down to fit the
   largest node (done inside :func:`~kubescale.controllers.vpa.api.pod_resources.pod_resources`).
@@ -43,7 +43,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kubescale.controllers.vpa.api.hpa_conflict import hpas_scaled_resources
 from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict
 from kubescale.controllers.vpa.api.limit_range_rules import NamespaceLimits
 from kubescale.controllers.vpa.api.limit_ranges import merged_limit_range_item
@@ -51,6 +50,7 @@ from kubescale.controllers.vpa.api.pod_patches import pod_patches
 from kubescale.controllers.vpa.api.pod_resources import pod_resources
 from kubescale.controllers.vpa.api.startup_boost import StartupBoostSettings
 from kubescale.controllers.vpa.api.vpa_matching import target_ref_of
+from kubescale.coordination.resource_ownership import hpas_scaled_resources
 from kubescale.kube.quantities import Quantity
 
 __all__ = ["PodAdmission", "PodAdmissionError", "admit_pod"]

@@ -11,7 +11,7 @@ decisions over raw API dicts:
   (RC/RS/StatefulSet ``spec.replicas`` nil or 0, DaemonSet ``status.numberReady`` 0, controller
   missing), each with a :class:`SkippedGroup` reason; pods whose eviction or resize an earlier
   loop made (or may have made: outcome unknown) and the informer does not show yet are counted
-  as evicted or resized (:class:`~kubescale.kube.disruption_ledger.DisruptionLedger`);
+  as evicted or resized (:class:`~kubescale.coordination.disruption_ledger.DisruptionLedger`);
 - :func:`configured_replicas` sizes a group by the larger of the controller's declared count
   and its pods, those being deleted included (deliberate difference, see there);
 - :meth:`EvictionRestriction.can_evict` / :meth:`EvictionRestriction.record_eviction` answer and
@@ -34,7 +34,7 @@ from typing import Any
 
 from kubescale.base.logs import component_logger
 from kubescale.base.objects import meta
-from kubescale.kube.disruption_ledger import DisruptionKind
+from kubescale.coordination.disruption_ledger import DisruptionKind
 
 _log = component_logger("vpa-updater")
 

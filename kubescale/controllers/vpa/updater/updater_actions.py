@@ -1,8 +1,8 @@
 """What the updater does to a pod once its budget allows: evict it, or resize it in place.
 
-Both writes go through :mod:`kubescale.kube.disruption_ledger` (:func:`evict_pod`,
+Both writes go through :mod:`kubescale.coordination.disruption_ledger` (:func:`evict_pod`,
 :func:`resize_pod`), which records each eviction or resize that was done or whose outcome is
-unknown until the pods' informer shows it; the :class:`~kubescale.kube.disruption_ledger.
+unknown until the pods' informer shows it; the :class:`~kubescale.coordination.disruption_ledger.
 WriteResult` tells the loop whether its budget counts the write (:attr:`WriteResult.counts`).
 Here are the rest of upstream's ``EvictViaEviction API`` / ``InPlaceUpdate`` side effects:
 
@@ -34,14 +34,14 @@ from kubescale.controllers.vpa.api.startup_boost import (
 from kubescale.controllers.vpa.api.vpa_policy import UPDATE_MODE_OFF, update_mode
 from kubescale.controllers.vpa.updater.eviction_restriction import pod_id
 from kubescale.controllers.vpa.updater.updater_metrics import UpdaterMetrics
-from kubescale.kube.client import KubeClient
-from kubescale.kube.disruption_ledger import (
+from kubescale.coordination.disruption_ledger import (
     DisruptionLedger,
     WriteOutcome,
     WriteResult,
     evict_pod,
     resize_pod,
 )
+from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.events import EventRecorder
 from kubescale.kube.resources import PODS

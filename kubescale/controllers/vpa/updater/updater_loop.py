@@ -29,10 +29,10 @@ pods with a boost in progress are left out of step 4 and, once the boost expired
 (:meth:`PodActions.unboost`, :mod:`kubescale.controllers.vpa.api.startup_boost`); a group
 holding a boosted pod is kept below minReplicas for that.
 
-Evictions and resizes go through :mod:`kubescale.kube.disruption_ledger`: one whose outcome is
-unknown (no answer, 5xx — kube-apiserver answers 504 after etcd committed when its deadline
-passes) counts as done, in this loop's budget and, until the pods' informer shows the pod
-going (or the resize applied; 5 minutes at most), in the next loops' too, as do successful ones
+Evictions and resizes go through :mod:`kubescale.coordination.disruption_ledger`: one whose outcome
+is unknown (no answer, 5xx — kube-apiserver answers 504 after etcd committed when its deadline
+passes) counts as done, in this loop's budget and, until the pods' informer shows the pod going (or
+the resize applied; 5 minutes at most), in the next loops' too, as do successful ones
 the informer has not shown yet; a pod not found counts as gone. Upstream counts only answered
 successes of the current loop, so a committed eviction answered 500 was evicted again (6 of 6
 pods against a budget of 3). A resize whose outcome is unknown does not fall back to eviction.
@@ -52,11 +52,6 @@ from kubescale.base.logs import component_logger
 from kubescale.base.objects import meta
 from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef, topmost_controller
-from kubescale.controllers.vpa.api.hpa_conflict import (
-    hpa_conflict_message,
-    hpa_scaled_resources,
-    hpas_scaled_resources,
-)
 from kubescale.controllers.vpa.api.limit_ranges import merged_limit_range_item
 from kubescale.controllers.vpa.api.startup_boost import (
     expired_boost_annotations,
@@ -83,8 +78,13 @@ from kubescale.controllers.vpa.updater.update_priority import (
 from kubescale.controllers.vpa.updater.updater_actions import ACTOR, PodActions
 from kubescale.controllers.vpa.updater.updater_config import UpdaterSettings
 from kubescale.controllers.vpa.updater.updater_metrics import UpdaterMetrics, size_log2
+from kubescale.coordination.brain import brain_of
+from kubescale.coordination.disruption_ledger import WriteOutcome
+from kubescale.coordination.resource_ownership import (
+    hpa_conflict_message,
+    hpa_scaled_resources,
+)
 from kubescale.kube.client import KubeClient
-from kubescale.kube.disruption_ledger import WriteOutcome
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.events import EventRecorder
 from kubescale.kube.resources import (
@@ -156,13 +156,21 @@ class UpdaterLoop:
         self.vpas = informers.informer(VERTICAL_POD_AUTOSCALERS)
         self.pods = informers.informer(PODS)
         self.limit_ranges = informers.informer(LIMIT_RANGES)
+        brain = brain_of(cache)
+        self.ownership = brain.ownership
+        """Which resources of a workload an HPA owns (the VPA leaves them alone)."""
+        self.replaces_pending = brain.requests_ahead.updater_replaces_pending
+        """Whether a pod the scheduler could not place is replaced too (the autoscaler sized
+        for the requests its replacement gets)."""
         self.hpas = (
-            informers.informer(HORIZONTAL_POD_AUTOSCALERS) if cache.coordination.shared else None
+            informers.informer(HORIZONTAL_POD_AUTOSCALERS)
+            if self.ownership.vpa_leaves_hpa_resources(requested=False)
+            else None
         )
-        """``--coordination one-brain``: the HPAs, whose resources the VPA leaves alone."""
+        """The HPAs, whose resources the VPA leaves alone (``--coordination one-brain``)."""
         self._hpa_decisions: dict[tuple[str, str], str] = {}
         """The last ``HPAConflict`` message per VPA (an Event when it changes)."""
-        self.disruptions = cache.disruptions
+        self.disruptions = brain.ledger
         self.disruptions.attach(self.pods)
         self.actions = PodActions(
             client=client, ledger=self.disruptions, metrics=metrics, events=events
@@ -293,7 +301,7 @@ class UpdaterLoop:
         if not vpas:
             return matched, terminating
         for pod in sorted(self.pods.lister.list(), key=pod_id):
-            if not pod_is_updatable(pod, unschedulable_too=self.cache.coordination.shared):
+            if not pod_is_updatable(pod, unschedulable_too=self.replaces_pending):
                 owner = controller_of(pod)
                 if owner is not None and is_terminating(pod):
                     terminating[owner] += 1
@@ -360,7 +368,7 @@ class UpdaterLoop:
             return [], frozenset()
         hpas = self.hpas.lister.list(namespace=namespace)
         target = target_ref_of(vpa)
-        skipped = hpas_scaled_resources(hpas, target)
+        skipped = self.ownership.hpa_owned(hpas, target)
         key = _key(vpa)
         if not skipped or target is None:
             self._hpa_decisions.pop(key, None)

@@ -16,7 +16,7 @@ from kubescale.controllers.vpa.updater.eviction_restriction import (
     InPlaceDecision,
     configured_replicas,
 )
-from kubescale.kube.disruption_ledger import DisruptionKind
+from kubescale.coordination.disruption_ledger import DisruptionKind
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 NS = "default"

@@ -17,7 +17,7 @@ from kubescale.controllers.vpa.updater.eviction_restriction import (
     ControllerKey,
     EvictionRestriction,
 )
-from kubescale.kube.disruption_ledger import DisruptionKind
+from kubescale.coordination.disruption_ledger import DisruptionKind
 from tests.controllers.vpa.updater.test_eviction_restriction import NOW, NS, make_pod
 
 group_strategy = st.tuples(

@@ -26,7 +26,7 @@ from kubescale.controllers.vpa.updater.update_priority import UpdateSettings
 from kubescale.controllers.vpa.updater.updater_config import UpdaterSettings
 from kubescale.controllers.vpa.updater.updater_loop import UpdaterLoop, lease_is_fresh
 from kubescale.controllers.vpa.updater.updater_metrics import UpdaterMetrics
-from kubescale.kube.disruption_ledger import Disruption, DisruptionKind
+from kubescale.coordination.disruption_ledger import Disruption, DisruptionKind
 from kubescale.kube.events import EventRecorder
 from kubescale.kube.lease_record import format_micro_time
 from kubescale.kube.resources import CORE_EVENTS, LEASES, PODS
@@ -343,7 +343,7 @@ async def test_in_place_mode_is_left_alone_without_its_gate(
     assert (updater.loop.evicted, updater.loop.resized) == ([], [])
 
 
-# -- writes whose outcome is unknown (kubescale.kube.disruption_ledger) ------------------------
+# -- writes whose outcome is unknown (kubescale.coordination.disruption_ledger) --------------------
 
 
 def _evicted_or_going(cluster: Cluster) -> list[str]:

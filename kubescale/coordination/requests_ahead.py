@@ -21,7 +21,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kubescale.kube.disruption_ledger import resize_targets
+from kubescale.coordination.disruption_ledger import resize_targets
 from kubescale.kube.quantities import Quantity, QuantityError
 
 __all__ = ["pod_with_admitted_resources"]

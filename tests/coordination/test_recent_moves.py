@@ -1,5 +1,5 @@
 """One brain: the cluster autoscaler's scale-down does not undo the descheduler's moves
-(:mod:`kubescale.controllers.autoscaler.scaledown.descheduled_moves`) — a table of the pure rule,
+(:mod:`kubescale.coordination.recent_moves`) — a table of the pure rule,
 and the ledger's history it reads.
 
 Every row: window 10m (``--scale-down-unneeded-time``), now 12:00:00; web-* pods belong to
@@ -13,7 +13,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from kubescale.controllers.autoscaler.scaledown.descheduled_moves import (
+from kubescale.coordination.descheduler_budget import ACTOR
+from kubescale.coordination.disruption_ledger import Disruption, DisruptionKind, DisruptionLedger
+from kubescale.coordination.recent_moves import (
     DESCHEDULER_ACTOR,
     DescheduledMove,
     PlacedPod,
@@ -21,8 +23,6 @@ from kubescale.controllers.autoscaler.scaledown.descheduled_moves import (
     placed_pods,
     protected_nodes,
 )
-from kubescale.controllers.descheduler.framework.shared_budget import ACTOR
-from kubescale.kube.disruption_ledger import Disruption, DisruptionKind, DisruptionLedger
 from tests import builders
 
 MOVED_POD = functools.partial(

@@ -1,12 +1,14 @@
 """One brain (``--coordination one-brain``): the descheduler on the process's one disruption
 ledger, the fit simulation and the cluster autoscaler's marks.
 
-A cycle's :class:`~.eviction.PodEvictor` asks a :class:`LedgerBudget` (built by the loop at the
-start of each cycle over its :class:`~.cycle_view.CycleView`):
+A descheduling cycle's ``PodEvictor`` asks an :class:`EvictionBudget` (the port; built by the
+loop at the start of each cycle over its view of the cluster, :class:`ClusterView`, through
+:class:`DeschedulerBudgets`): with one brain a :class:`LedgerBudget`, with ``separate``
+:data:`UPSTREAM_BUDGET`, which adds nothing to upstream's counters.
 
 * **limits** — ``maxNoOfPodsToEvictPerNode/PerNamespace/Total`` count this cycle's evictions
   plus every system's evictions in flight on the ledger
-  (:class:`~kubescale.kube.disruption_arbiter.DisruptionArbiter`): the VPA updater's and the
+  (:class:`~kubescale.coordination.disruption_arbiter.DisruptionArbiter`): the VPA updater's and the
   cluster autoscaler's, and the descheduler's own from earlier cycles that the informer does not
   show yet. Upstream's counters start at zero each cycle and see no other program.
 * **a workload's missing pods** — ``maxNoOfPodsToEvictPerNamespace`` is also the
@@ -38,34 +40,43 @@ Pure over the view, the ledger's contents and ``now``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Set
+import enum
+from collections.abc import Iterable, Mapping, Sequence, Set
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from kubescale.base.objects import meta
-from kubescale.kube.disruption_arbiter import (
+from kubescale.coordination.disruption_arbiter import (
     DisruptionArbiter,
     WorkloadView,
     disrupted,
     workload_allowance,
 )
-from kubescale.kube.disruption_ledger import DisruptionKind
+from kubescale.coordination.disruption_ledger import DisruptionKind
 from kubescale.kube.selectors import LabelSelector, SelectorError, label_selector_from_dict
 from kubescale.scheduling.autoscaler_taints import (
     AUTOSCALER_MARKS,
     DELETION_CANDIDATE_TAINT,
     TO_BE_DELETED_TAINT,
 )
-
-from .cycle_view import CycleView, is_node_ready
-from .eviction import EvictionResult, InFlight
+from kubescale.scheduling.filters import is_node_ready
 
 __all__ = [
     "ACTOR",
     "AUTOSCALER_MARKS",
+    "BUDGET_IN_FLIGHT_TEXT",
     "DELETION_CANDIDATE_TAINT",
+    "NODE_REMOVED_TEXT",
+    "NO_BETTER_NODE_TEXT",
     "TO_BE_DELETED_TAINT",
+    "UPSTREAM_BUDGET",
+    "ClusterView",
+    "EvictionBudget",
+    "InFlight",
     "LedgerBudget",
+    "Refusal",
+    "UpstreamBudget",
     "WorkloadKey",
     "desired_replicas",
     "marked_by_autoscaler",
@@ -79,6 +90,93 @@ Pod = Mapping[str, Any]
 Node = Mapping[str, Any]
 WorkloadKey = tuple[str, str, str]
 """``(namespace, kind, name)`` of a pod's controller."""
+
+NO_BETTER_NODE_TEXT: Final = "pod fits on no other node"
+NODE_REMOVED_TEXT: Final = "node is being removed by the cluster autoscaler"
+BUDGET_IN_FLIGHT_TEXT: Final = "disruption budget spent by evictions in flight"
+
+
+class Refusal(enum.Enum):
+    """Why one brain refuses an eviction the limits allow (the text is the result label of
+    ``descheduler_pods_evicted_total``, as the descheduler's own results)."""
+
+    NO_BETTER_NODE = NO_BETTER_NODE_TEXT
+    NODE_REMOVED = NODE_REMOVED_TEXT
+    BUDGET_IN_FLIGHT = BUDGET_IN_FLIGHT_TEXT
+
+
+@dataclass(frozen=True, kw_only=True)
+class InFlight:
+    """Evictions on the process's ledger, outside this cycle's own, that the limits count."""
+
+    total: int = 0
+    node: int = 0
+    namespace: int = 0
+
+
+class EvictionBudget(Protocol):
+    """The port: what the coordination adds to a descheduling cycle's limits."""
+
+    def in_flight(self, *, node: str, namespace: str, exclude: Set[str]) -> InFlight:
+        """Evictions in flight in the cluster, on ``node`` and in ``namespace`` (every
+        system's), leaving out the pods of uids ``exclude`` (this cycle's own, counted
+        already)."""
+        ...
+
+    def refuse(self, pod: Mapping[str, Any]) -> Refusal | None:
+        """Why ``pod`` must not be evicted although the limits allow it, if so."""
+        ...
+
+    def workload_disrupted(self, pod: Mapping[str, Any]) -> int | None:
+        """Pods of ``pod``'s workload down or going (missing, and evictions in flight of
+        every system, this cycle's included); ``None`` when its size is unknown."""
+        ...
+
+
+class ClusterView(Protocol):
+    """What :class:`LedgerBudget` reads of a cycle's view of the cluster (the descheduler's
+    ``CycleView`` is one)."""
+
+    @property
+    def pods(self) -> Sequence[Mapping[str, Any]]: ...
+
+    @property
+    def all_nodes(self) -> Sequence[Mapping[str, Any]]: ...
+
+    @property
+    def pdbs(self) -> Sequence[Mapping[str, Any]]: ...
+
+    @property
+    def node_by_name(self) -> Mapping[str, Mapping[str, Any]]: ...
+
+    def pods_on(self, node: str) -> Sequence[Mapping[str, Any]]: ...
+
+    def fits_any(
+        self,
+        pod: Mapping[str, Any],
+        candidates: Iterable[Mapping[str, Any]],
+        *,
+        other_nodes_only: bool,
+    ) -> bool: ...
+
+
+class UpstreamBudget:
+    """``separate``: upstream's descheduler — its counters start at zero each cycle, it sees
+    no other system's evictions, the workloads' missing pods nor the autoscaler's marks, and
+    evicts without the fit check."""
+
+    def in_flight(self, *, node: str, namespace: str, exclude: Set[str]) -> InFlight:
+        return InFlight()
+
+    def refuse(self, pod: Mapping[str, Any]) -> Refusal | None:
+        return None
+
+    def workload_disrupted(self, pod: Mapping[str, Any]) -> int | None:
+        return None
+
+
+UPSTREAM_BUDGET: Final = UpstreamBudget()
+
 
 _SPEC_REPLICAS_KINDS: Final = frozenset({"ReplicaSet", "StatefulSet", "ReplicationController"})
 _NO_SIZE_KINDS: Final = frozenset({"Job", "CronJob"})
@@ -136,12 +234,12 @@ def pdb_allowance(*, disruptions_allowed: int, in_flight: int) -> int:
 
 
 class LedgerBudget:
-    """The :class:`~.eviction.SharedBudget` of one cycle (module docstring)."""
+    """The one-brain :class:`EvictionBudget` of one cycle (module docstring)."""
 
     def __init__(
         self,
         *,
-        view: CycleView,
+        view: ClusterView,
         arbiter: DisruptionArbiter,
         now: datetime,
         desired: Mapping[WorkloadKey, int] | None = None,
@@ -209,13 +307,13 @@ class LedgerBudget:
             self.arbiter.view(desired=desired, healthy=healthy, actor=ACTOR, now=self.now)
         )
 
-    def refuse(self, pod: Pod) -> EvictionResult | None:
+    def refuse(self, pod: Pod) -> Refusal | None:
         current = str((pod.get("spec") or {}).get("nodeName") or "")
         node = self.view.node_by_name.get(current)
         if node is not None and marked_by_autoscaler(node, {TO_BE_DELETED_TAINT}):
-            return EvictionResult.NODE_REMOVED
+            return Refusal.NODE_REMOVED
         if not self.view.fits_any(pod, self._destinations, other_nodes_only=True):
-            return EvictionResult.NO_BETTER_NODE
+            return Refusal.NO_BETTER_NODE
         meta = pod.get("metadata") or {}
         namespace, labels = str(meta.get("namespace", "")), meta.get("labels") or {}
         for pdb_namespace, selector, allowed in self._pdbs:
@@ -229,5 +327,5 @@ class LedgerBudget:
             ]
             in_flight = self._evicting(covered, frozenset())
             if pdb_allowance(disruptions_allowed=allowed, in_flight=in_flight) < 1:
-                return EvictionResult.BUDGET_IN_FLIGHT
+                return Refusal.BUDGET_IN_FLIGHT
         return None

@@ -3,8 +3,9 @@
 The two are separate components (each has its on/off flag) but, in one process, work
 together: the extender refuses the node an owner's pod was just evicted from, and judges
 over- and under-utilization by the numbers the descheduler read. The
-:class:`DeschedulingBoard` of a process — one per shared cache (:func:`board_of`), whichever
-component is built first creates it — carries that, in whichever order the components were
+:class:`DeschedulingBoard` of a process — the coordination layer's
+(:attr:`kubescale.coordination.brain.Brain.board`), whichever component is built first creates
+it — carries that, in whichever order the components were
 built and whether or not the other one runs:
 
 * the extender puts its :class:`~.eviction_memory.EvictionMemory` on the board; every
@@ -21,14 +22,13 @@ replicas behind the Service, kube-scheduler's call may reach a replica that did 
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
 from .eviction_memory import EvictionMemory
 
-__all__ = ["DeschedulingBoard", "UsageReceiver", "board_of"]
+__all__ = ["DeschedulingBoard", "UsageReceiver"]
 
 
 class UsageReceiver(Protocol):
@@ -79,15 +79,3 @@ class DeschedulingBoard:
         if node_usage is not None:
             self.publish_node_metrics(node_usage)
         self.publish_metric_values(metric_values, queries=queries | frozenset(metric_values))
-
-
-_BOARDS: weakref.WeakKeyDictionary[object, DeschedulingBoard] = weakref.WeakKeyDictionary()
-
-
-def board_of(owner: object) -> DeschedulingBoard:
-    """The board of the process whose shared cache is ``owner``."""
-    board = _BOARDS.get(owner)
-    if board is None:
-        board = DeschedulingBoard()
-        _BOARDS[owner] = board
-    return board

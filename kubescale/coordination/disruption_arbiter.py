@@ -16,7 +16,7 @@ of the workload disrupted at once) may disrupt one more pod while
 
 where ``desired`` is the workload's configured replica count, ``healthy`` the pods the informer
 shows available (running, not being deleted), and ``in_flight`` the disruptions of those healthy
-pods that the ledger holds (:class:`~kubescale.kube.disruption_ledger.DisruptionLedger`) — every
+pods that the ledger holds (:class:`~.disruption_ledger.DisruptionLedger`) — every
 system's, in flight until the informer shows their effect. Each grant is recorded on the ledger
 before the next question, so ``disrupted`` is the true count of pods down or going, and no
 interleaving of systems takes it above ``max_a L_a``: together they never take a workload below
@@ -41,7 +41,7 @@ from datetime import datetime
 from typing import Any
 
 from kubescale.base.objects import meta
-from kubescale.kube.disruption_ledger import DisruptionKind, DisruptionLedger
+from kubescale.coordination.disruption_ledger import DisruptionKind, DisruptionLedger
 
 __all__ = [
     "DisruptionArbiter",

@@ -34,7 +34,7 @@ gone until its informer observes it, for at most ``ExpectationsTimeout`` = 5 min
   one-brain``: the cluster autoscaler does not remove, in the next loops, a node that just
   received pods the descheduler moved). Bounded by ``history_age`` and ``max_entries`` too.
 
-One ledger per process (:attr:`kubescale.kube.shared_cache.SharedCache.disruptions`), so a
+One ledger per process (:attr:`kubescale.coordination.brain.Brain.ledger`), so a
 disruption one system made is counted by every other that budgets the same pods.
 """
 

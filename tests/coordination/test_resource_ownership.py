@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef
-from kubescale.controllers.vpa.api.hpa_conflict import hpa_scaled_resources, hpas_scaled_resources
+from kubescale.coordination.resource_ownership import hpa_scaled_resources, hpas_scaled_resources
 from tests import builders
 
 HPA = functools.partial(

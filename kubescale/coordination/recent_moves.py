@@ -8,13 +8,13 @@ they came from, which the evictions just made room on. So the autoscaler finds t
 and, ``--scale-down-unneeded-time`` later, drains it: the replacements go back where they were
 evicted from, and the descheduler's next cycle finds the same imbalance. (The descheduler's side
 of the rule — never move pods onto a node the autoscaler marked, never evict from a node it is
-draining — is in ``kubescale/controllers/descheduler/framework/shared_budget.py``.)
+draining — is in :mod:`kubescale.coordination.descheduler_budget`.)
 
 The rule (``--coordination one-brain``): a node holding a **fresh replacement** of a pod the
 descheduler evicted — a pod of the same controller, created at or after the eviction, on
 another node than the one it was evicted from — is not a scale-down candidate (unneeded,
 drained or consolidated) until ``window`` after that eviction. The evictions come from the
-process's one disruption ledger (:meth:`kubescale.kube.disruption_ledger.DisruptionLedger.recent`,
+process's one disruption ledger (:meth:`.disruption_ledger.DisruptionLedger.recent`,
 the system's name ``descheduler``), with the node and controller of each evicted pod.
 
 The window is the node group's ``--scale-down-unneeded-time`` (10 minutes by default):
@@ -43,7 +43,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from kubescale.base.objects import meta
-from kubescale.kube.disruption_ledger import Disruption, DisruptionKind
+from kubescale.coordination.disruption_ledger import Disruption, DisruptionKind
 
 __all__ = [
     "DESCHEDULER_ACTOR",
@@ -57,7 +57,7 @@ __all__ = [
 ]
 
 DESCHEDULER_ACTOR: Final = "descheduler"
-"""The descheduler's name on the disruption ledger (its ``shared_budget.ACTOR``)."""
+"""The descheduler's name on the disruption ledger (its ``descheduler_budget.ACTOR``)."""
 RECEIVED_DESCHEDULED_PODS: Final = "RecentlyReceivedDescheduledPods"
 """The unremovable reason of a protected node (kubescale's; upstream has no such rule)."""
 

@@ -1,0 +1,54 @@
+"""The VPA's answer to the coordination layer's port
+:class:`~kubescale.coordination.ports.RequestsAhead`: the requests the admission webhook would give
+a pod, for the cluster autoscaler's binpacking.
+
+The VPA provides it; the autoscaler only holds the port, and the wiring
+(:mod:`kubescale.components`) plugs this provider in (the autoscaler imports no VPA module).
+Built only when the coordination asks for it (one brain): it reads the webhook's own cached
+decision on the shared cache (:class:`~.admission.cached_pod_admission.CachedPodAdmission`),
+applied by the pure :func:`~kubescale.coordination.requests_ahead.pod_with_admitted_resources`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubescale.controllers.vpa.admission.admission_caches import AdmissionCaches
+from kubescale.controllers.vpa.admission.cached_pod_admission import (
+    AdmissionOptions,
+    CachedPodAdmission,
+)
+from kubescale.controllers.vpa.api.pod_admission import PodAdmissionError
+from kubescale.controllers.vpa.api.pod_patches import OBSERVED_CONTAINERS_ANNOTATION
+from kubescale.coordination.requests_ahead import pod_with_admitted_resources
+from kubescale.kube.shared_cache import SharedCache
+
+__all__ = ["WebhookRequestsAhead"]
+
+
+class WebhookRequestsAhead:
+    """:class:`~kubescale.coordination.ports.RequestsAhead` from the webhook's decision."""
+
+    def __init__(self, cache: SharedCache) -> None:
+        # Optional: on a cluster without the VPA's CRDs the autoscaler still starts, and
+        # binpacks pods with their own requests (the admission caches never sync).
+        with cache.informers.optional():
+            self.admission = CachedPodAdmission(
+                caches=AdmissionCaches(cache=cache, watch_hpas=True),
+                settings=AdmissionOptions(avoid_hpa_conflict=True),
+            )
+
+    def requests_for(self, pod: dict[str, Any]) -> dict[str, Any]:
+        """``pod`` with the requests the VPA will give it (a pending pod: the webhook's; a
+        scheduled one: the larger of its own and the webhook's), or ``pod`` itself."""
+        scheduled = bool((pod.get("spec") or {}).get("nodeName"))
+        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+        if scheduled and OBSERVED_CONTAINERS_ANNOTATION not in annotations:
+            return pod  # never admitted with a VPA: no VPA update coming (and no cost)
+        try:
+            decision = self.admission.decide(pod, may_wait=False)
+        except PodAdmissionError:
+            return pod
+        if not decision.patches:
+            return pod
+        return dict(pod_with_admitted_resources(pod, decision.patches, only_raise=scheduled))

@@ -1,0 +1,81 @@
+"""``--coordination separate``: the ports' answers of upstream's separate programs.
+
+Each system alone: its own budget (the ledger, not ``shared``, shows a system only its own
+disruptions), no HPA/VPA ownership (the VPA sets what the HPA divides by unless
+``--avoid-hpa-conflict``), the pods' spec requests for binpacking, the descheduler without the
+fit check and without the other systems' evictions, no protection of the descheduler's moves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from kubescale.base.objects import ObjectRef
+
+from .descheduler_budget import UPSTREAM_BUDGET, ClusterView, EvictionBudget, WorkloadKey
+from .disruption_ledger import Disruption
+from .ports import RequestsAhead
+from .recent_moves import DescheduledMove
+
+__all__ = ["NoMoves", "OwnBudgets", "OwnEvictionsOnly", "SpecRequests", "VpaOwnsAll"]
+
+
+class OwnEvictionsOnly:
+    """:class:`~.ports.DisruptionGate`: upstream's autoscaler sees only the PDBs' status."""
+
+    def already_going(self, pod: Mapping[str, Any], *, now: datetime) -> bool:
+        return False
+
+    def evictions_in_flight(self, *, now: datetime) -> list[Disruption]:
+        return []
+
+
+class OwnBudgets:
+    """:class:`~.ports.DeschedulerBudgets`: upstream's counters, from zero each cycle."""
+
+    @property
+    def counts_missing_pods(self) -> bool:
+        return False
+
+    def budget(
+        self,
+        *,
+        view: ClusterView,
+        now: datetime,
+        desired: Callable[[], Mapping[WorkloadKey, int]],
+    ) -> EvictionBudget:
+        return UPSTREAM_BUDGET
+
+
+class NoMoves:
+    """:class:`~.ports.RecentMoves`: upstream's autoscaler knows nothing of the descheduler."""
+
+    def descheduled_moves(self, *, now: datetime, within: timedelta) -> list[DescheduledMove]:
+        return []
+
+
+class VpaOwnsAll:
+    """:class:`~.ports.ResourceOwnership`: the VPA does not know about the HPA (only
+    ``--avoid-hpa-conflict``, upstream's flag, makes the webhook look)."""
+
+    def vpa_leaves_hpa_resources(self, *, requested: bool) -> bool:
+        return requested
+
+    def hpa_owned(
+        self, hpas: Iterable[dict[str, Any]], workload: ObjectRef | None
+    ) -> frozenset[str]:
+        return frozenset()
+
+
+class SpecRequests:
+    """:class:`~.ports.RequestsAheadPolicy`: the autoscaler reads the requests in the pod
+    spec; the updater looks at scheduled pods only."""
+
+    @property
+    def updater_replaces_pending(self) -> bool:
+        return False
+
+    def provider(self, build: Callable[[], RequestsAhead] | None) -> RequestsAhead | None:
+        return None
