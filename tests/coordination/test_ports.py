@@ -51,6 +51,7 @@ from kubescale.coordination.separate import (
     VpaOwnsAll,
 )
 from kubescale.kube.shared_cache import SharedCache
+from tests import builders
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 UPDATER = "vpa-updater"
@@ -58,27 +59,26 @@ UPDATER = "vpa-updater"
 Obj = dict[str, Any]
 
 
-def _pod(name: str, node: str = "n1", namespace: str = "default") -> Obj:
-    return {
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "uid": f"uid-{name}",
-            "ownerReferences": [
-                {"kind": "ReplicaSet", "name": "web", "controller": True, "uid": "rs"}
-            ],
-        },
-        "spec": {"nodeName": node},
-        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
-    }
+def running_pod_of_web(name: str, node: str = "n1", namespace: str = "default") -> Obj:
+    return builders.pods.pod(
+        name=name,
+        namespace=namespace,
+        uid=f"uid-{name}",
+        owner_references=[builders.meta.owner_reference(uid="rs")],
+        containers=None,
+        node_name=node,
+        status={"phase": "Running", "conditions": [builders.nodes.ready_condition()]},
+        api_version=None,
+    )
 
 
-def _node(name: str, taints: Sequence[Obj] = ()) -> Obj:
-    return {
-        "metadata": {"name": name},
-        "spec": {"taints": list(taints)},
-        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
-    }
+def ready_node(name: str, taints: Sequence[Obj] = ()) -> Obj:
+    return builders.nodes.node(
+        name=name,
+        taints=list(taints),
+        conditions=[builders.nodes.ready_condition()],
+        api_version=None,
+    )
 
 
 def _disruption(
@@ -123,7 +123,7 @@ def _gate(one_brain: bool, ledger: DisruptionLedger) -> DisruptionGate:
 def test_disruption_gate(
     one_brain: bool, going: bool, untouched: bool, in_flight: list[str]
 ) -> None:
-    a, b, c = _pod("a"), _pod("b"), _pod("c")
+    a, b, c = running_pod_of_web("a"), running_pod_of_web("b"), running_pod_of_web("c")
     ledger = DisruptionLedger(shared=one_brain)
     ledger.record(_disruption(a, actor=UPDATER))
     ledger.record(_disruption(b, actor=UPDATER, kind=DisruptionKind.RESIZE))
@@ -201,12 +201,15 @@ def test_descheduler_budgets(
     refusals: dict[str, Refusal | None],
     asked_desired: bool,
 ) -> None:
-    a, b, c = _pod("a"), _pod("b"), _pod("c")
-    big, e = _pod("big", namespace="other"), _pod("e", node="n2", namespace="other")
+    a, b, c = running_pod_of_web("a"), running_pod_of_web("b"), running_pod_of_web("c")
+    big, e = (
+        running_pod_of_web("big", namespace="other"),
+        running_pod_of_web("e", node="n2", namespace="other"),
+    )
     big["metadata"]["ownerReferences"] = e["metadata"]["ownerReferences"] = []
     view = _View(
         pods=[a, b, c, big, e],
-        all_nodes=[_node("n1"), _node("n2", taints=[DRAINING]), _node("n3")],
+        all_nodes=[ready_node("n1"), ready_node("n2", taints=[DRAINING]), ready_node("n3")],
         fits_nowhere=frozenset({"big"}),
     )
     ledger = DisruptionLedger(shared=one_brain)
@@ -228,10 +231,10 @@ def test_descheduler_budgets(
 
 def test_the_descheduler_budget_leaves_out_its_own_cycle() -> None:
     """One brain: this cycle's own evictions (``exclude``) are counted by the cycle itself."""
-    a = _pod("a")
+    a = running_pod_of_web("a")
     ledger = DisruptionLedger(shared=True)
     ledger.record(_disruption(a, actor=DESCHEDULER))
-    view = _View(pods=[a], all_nodes=[_node("n1"), _node("n3")])
+    view = _View(pods=[a], all_nodes=[ready_node("n1"), ready_node("n3")])
     budget = LedgerBudgets(ledger).budget(view=view, now=NOW, desired=dict)
     assert budget.in_flight(node="n1", namespace="default", exclude=frozenset()) == InFlight(
         total=1, node=1, namespace=1
@@ -261,8 +264,8 @@ def test_recent_moves(
     one_brain: bool, within: timedelta, expected: list[tuple[str, str, datetime]]
 ) -> None:
     ledger = DisruptionLedger(shared=one_brain)
-    ledger.record(_disruption(_pod("a"), actor=DESCHEDULER, ago=timedelta(minutes=2)))
-    ledger.record(_disruption(_pod("b"), actor=UPDATER, ago=timedelta(minutes=1)))
+    ledger.record(_disruption(running_pod_of_web("a"), actor=DESCHEDULER, ago=timedelta(minutes=2)))
+    ledger.record(_disruption(running_pod_of_web("b"), actor=UPDATER, ago=timedelta(minutes=1)))
     moves: list[DescheduledMove] = _moves(one_brain, ledger).descheduled_moves(
         now=NOW, within=within
     )
@@ -274,15 +277,10 @@ def test_recent_moves(
 WEB = ObjectRef(api_version="apps/v1", kind="Deployment", namespace="default", name="web")
 
 
-def _hpa(metrics: list[Obj], target: str = "web") -> Obj:
-    return {
-        "apiVersion": "autoscaling/v2",
-        "metadata": {"name": f"hpa-{target}", "namespace": "default"},
-        "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
-            "metrics": metrics,
-        },
-    }
+def scaler_of(metrics: list[Obj], target: str = "web") -> Obj:
+    return builders.hpas.hpa(
+        name=f"hpa-{target}", target=builders.hpas.scale_target_ref(name=target), metrics=metrics
+    )
 
 
 CPU = {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization"}}}
@@ -297,14 +295,14 @@ def _ownership(one_brain: bool) -> ResourceOwnership:
     ("one_brain", "requested", "leaves", "hpas", "owned"),
     [
         # one brain: the HPA on cpu owns cpu; the VPA leaves it alone without the flag
-        (True, False, True, [_hpa([CPU])], {"cpu"}),
-        (True, True, True, [_hpa([CPU, MEMORY])], {"cpu", "memory"}),
+        (True, False, True, [scaler_of([CPU])], {"cpu"}),
+        (True, True, True, [scaler_of([CPU, MEMORY])], {"cpu", "memory"}),
         # an HPA of another workload owns nothing of web's
-        (True, False, True, [_hpa([CPU], target="api")], set()),
+        (True, False, True, [scaler_of([CPU], target="api")], set()),
         # separate: the VPA does not know about the HPA; only --avoid-hpa-conflict makes the
         # webhook look (upstream's flag)
-        (False, False, False, [_hpa([CPU])], set()),
-        (False, True, True, [_hpa([CPU])], set()),
+        (False, False, False, [scaler_of([CPU])], set()),
+        (False, True, True, [scaler_of([CPU])], set()),
     ],
 )
 def test_resource_ownership(
@@ -438,8 +436,10 @@ def test_one_brain_never_allows_what_upstream_refuses(
     """The descheduler with the one-brain budget refuses every eviction upstream's refuses (it
     only adds counts and refusals): whatever pods are in flight, by whichever system, whatever
     this cycle counted already and the limits."""
-    pods = [_pod(f"p{i}", node=node, namespace=ns) for i, (node, ns) in enumerate(placed)]
-    view = _View(pods=pods, all_nodes=[_node("n1"), _node("n2"), _node("n3")])
+    pods = [
+        running_pod_of_web(f"p{i}", node=node, namespace=ns) for i, (node, ns) in enumerate(placed)
+    ]
+    view = _View(pods=pods, all_nodes=[ready_node("n1"), ready_node("n2"), ready_node("n3")])
     ledger = DisruptionLedger(shared=True)
     for index, actor in going:
         if index < len(pods):
