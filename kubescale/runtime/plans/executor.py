@@ -1,0 +1,275 @@
+"""The one executor: applies a plan, or drives a decision that needs each step's outcome.
+
+For every intent, in order (the package docstring says why):
+
+1. **The write gate.** A client gated on the leader Lease (``runtime.leader_client``) refuses
+   a write once this replica stops leading; the executor asks the gate itself before each
+   intent, so nothing is sent — and no eviction is recorded as "maybe done" — after the Lease
+   was lost: the intent's result is a refusal carrying
+   :class:`~kubescale.kube.errors.NotLeaderError`, as is every later intent's.
+2. **The write.** Evictions and resizes go through the disruption ledger
+   (:func:`~kubescale.kube.disruption_ledger.evict_pod`, :func:`~kubescale.kube.
+   disruption_ledger.resize_pod`), which records each done or maybe-done disruption for every
+   system's budget. Any other write's error is classified the same way
+   (:func:`~kubescale.kube.disruption_ledger.write_outcome`): no answer or a 5xx is
+   :attr:`~kubescale.kube.disruption_ledger.WriteOutcome.UNKNOWN`, and
+   :attr:`Applied.counts` is true for it — a write whose outcome is unknown counts as done
+   until proven otherwise (kube-apiserver answers 504 after etcd committed when its deadline
+   passes).
+3. **Events** go on the system's :class:`~kubescale.kube.events.EventRecorder` (a bounded
+   queue, written in the background on the same gated client).
+4. **The metric** ``kubescale_plan_intents_total{actor, intent, outcome}`` counts it, the same
+   way for every system (``outcome``: ``done``, ``unknown``, ``gone``, ``refused``,
+   ``dry-run``).
+
+With ``dry_run`` nothing is sent and no event queued: each intent is written as one line
+(:func:`~.intents.describe`) to ``sink`` and answered done (:attr:`Applied.dry_run`), as
+upstream's descheduler answers an eviction in dry-run mode.
+"""
+
+from __future__ import annotations
+
+import sys
+import weakref
+from collections.abc import Awaitable, Callable, Generator, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final, TypeVar
+
+from prometheus_client import CollectorRegistry, Counter
+
+from kubescale.base.logs import component_logger
+from kubescale.kube.client import KubeClient
+from kubescale.kube.disruption_ledger import (
+    DisruptionLedger,
+    WriteOutcome,
+    WriteResult,
+    evict_pod,
+    resize_pod,
+    write_outcome,
+)
+from kubescale.kube.errors import KubeError, NotLeaderError
+from kubescale.kube.events import EventRecorder
+from kubescale.runtime.plans.intents import (
+    Event,
+    Evict,
+    Intent,
+    PatchObject,
+    Plan,
+    Resize,
+    WriteStatus,
+    describe,
+)
+
+__all__ = [
+    "DRY_RUN_PREFIX",
+    "Applied",
+    "Decision",
+    "PlanExecutor",
+    "PlanMetrics",
+    "collect_plan",
+    "plan_metrics",
+]
+
+log = component_logger("plans")
+
+R = TypeVar("R")
+
+DRY_RUN_PREFIX: Final = "dry-run "
+"""What starts each line ``--dry-run`` prints (then :func:`~.intents.describe`)."""
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What became of one intent: the write's outcome and error, and whether it was a dry run
+    (nothing sent, answered done)."""
+
+    result: WriteResult
+    dry_run: bool = False
+
+    @property
+    def outcome(self) -> WriteOutcome:
+        return self.result.outcome
+
+    @property
+    def error(self) -> KubeError | None:
+        return self.result.error
+
+    @property
+    def counts(self) -> bool:
+        """Done, maybe done, or the object is gone: everything but a refusal."""
+        return self.result.counts
+
+    @property
+    def maybe_ours(self) -> bool:
+        return self.result.maybe_ours
+
+
+Decision = Generator[Intent, Applied, R]
+"""A decision that needs outcomes: yields an intent, receives its :class:`Applied`, returns
+what the loop keeps of the iteration."""
+
+_DONE = WriteResult(WriteOutcome.DONE)
+
+
+class PlanMetrics:
+    """``kubescale_plan_intents_total`` on one registry (shared by every system's executor)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.intents = Counter(
+            "kubescale_plan_intents",
+            "Intents of the systems' plans applied (or printed by --dry-run), by system, kind "
+            "of intent and outcome (done, unknown: counted as done, gone, refused, dry-run).",
+            ["actor", "intent", "outcome"],
+            registry=registry,
+        )
+
+
+_METRICS: weakref.WeakKeyDictionary[CollectorRegistry, PlanMetrics] = weakref.WeakKeyDictionary()
+
+
+def plan_metrics(registry: CollectorRegistry) -> PlanMetrics:
+    """The one :class:`PlanMetrics` of ``registry`` (made on first use)."""
+    found = _METRICS.get(registry)
+    if found is None:
+        found = _METRICS[registry] = PlanMetrics(registry)
+    return found
+
+
+def _print_line(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+class PlanExecutor:
+    """Applies plans and drives decisions for one system (module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        client: KubeClient,
+        ledger: DisruptionLedger,
+        events: EventRecorder | None,
+        metrics: PlanMetrics | None = None,
+        dry_run: bool = False,
+        sink: Callable[[str], None] = _print_line,
+    ) -> None:
+        self.client = client
+        self.ledger = ledger
+        self.events = events
+        self.metrics = metrics
+        self.dry_run = dry_run
+        self.sink = sink
+        self.applied = 0
+        """Intents applied (or printed) since start."""
+
+    async def apply(self, plan: Iterable[Intent], *, now: datetime) -> list[Applied]:
+        """Apply each intent of ``plan`` in order; their results, in the same order."""
+        return [await self.execute(intent, now=now) for intent in plan]
+
+    async def drive(self, decision: Decision[R], *, now: datetime) -> R:
+        """Run ``decision``: apply each intent it yields and send it the result; its return
+        value."""
+        try:
+            intent = next(decision)
+            while True:
+                intent = decision.send(await self.execute(intent, now=now))
+        except StopIteration as stop:
+            result: R = stop.value
+            return result
+
+    def _gate_open(self) -> bool:
+        gate = self.client.write_gate
+        return gate is None or gate()
+
+    async def execute(self, intent: Intent, *, now: datetime) -> Applied:
+        """Apply one intent (module docstring)."""
+        if self.dry_run:
+            self.sink(DRY_RUN_PREFIX + describe(intent))
+            self._count(intent, "dry-run")
+            return Applied(_DONE, dry_run=True)
+        if not self._gate_open():
+            applied = Applied(
+                WriteResult(
+                    WriteOutcome.REFUSED,
+                    NotLeaderError(
+                        f"{describe(intent)} refused: this replica does not hold the leader Lease"
+                    ),
+                )
+            )
+            self._count(intent, "refused")
+            return applied
+        result = await self._write(intent, now=now)
+        self._count(intent, result.outcome.value)
+        return Applied(result)
+
+    async def _write(self, intent: Intent, *, now: datetime) -> WriteResult:
+        match intent:
+            case Evict():
+                return await evict_pod(
+                    self.client,
+                    self.ledger,
+                    intent.pod,
+                    now=now,
+                    grace_period_seconds=intent.grace_period_seconds,
+                    actor=intent.actor,
+                    annotations=intent.annotations,
+                )
+            case Resize():
+                return await resize_pod(
+                    self.client,
+                    self.ledger,
+                    intent.pod,
+                    intent.patches,
+                    now=now,
+                    actor=intent.actor,
+                )
+            case Event():
+                if self.events is not None:
+                    self.events.event(
+                        intent.involved,
+                        type=intent.type,
+                        reason=intent.reason,
+                        message=intent.message,
+                    )
+                return _DONE
+            case PatchObject():
+                target = intent.target
+                return await self._guarded(
+                    self.client.patch(
+                        target.resource,
+                        target.name,
+                        intent.patch,
+                        namespace=target.namespace,
+                        patch_type=intent.patch_type,
+                        subresource=intent.subresource,
+                    )
+                )
+            case WriteStatus():
+                return await self._guarded(self.client.update_status(intent.resource, intent.body))
+
+    async def _guarded(self, write: Awaitable[object]) -> WriteResult:
+        try:
+            await write
+        except KubeError as err:
+            return WriteResult(write_outcome(err), err)
+        return _DONE
+
+    def _count(self, intent: Intent, outcome: str) -> None:
+        self.applied += 1
+        if self.metrics is not None:
+            self.metrics.intents.labels(intent.actor, type(intent).__name__, outcome).inc()
+
+
+def collect_plan(decision: Decision[R]) -> tuple[Plan, R]:
+    """Run ``decision`` without an executor, answering each intent done as a dry run: the
+    plan it makes for its snapshot (``simulate``/``report``/tests read plans this way)."""
+    plan: Plan = []
+    try:
+        intent = next(decision)
+        while True:
+            plan.append(intent)
+            intent = decision.send(Applied(_DONE, dry_run=True))
+    except StopIteration as stop:
+        result: R = stop.value
+        return plan, result
