@@ -13,6 +13,7 @@ still in flight counts as evicted.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -270,7 +271,7 @@ def test_the_settings_are_upstream_defaults() -> None:
 
 
 async def test_dry_run_prints_the_plan_and_writes_nothing(
-    cluster: Cluster, updaters: list[Updater], capsys: pytest.CaptureFixture[str]
+    cluster: Cluster, updaters: list[Updater], caplog: pytest.LogCaptureFixture
 ) -> None:
     """The loop of ``test_updater_loop`` (4 pods, budget 2) with ``--dry-run``: the plan — two
     evictions and their events — is printed, one line per intent, and not one write request
@@ -280,13 +281,14 @@ async def test_dry_run_prints_the_plan_and_writes_nothing(
     settings = UpdaterSettings(status_lease_namespace=LOOP_NAMESPACE, dry_run=True)
     updater = await start_updater(cluster, updaters, settings)
     await settle(cluster, updater)
-    capsys.readouterr()
+    caplog.set_level(logging.INFO, logger="kubescale.plans")
+    caplog.clear()
     cluster.api.requests.clear()
     await run(cluster, updater)
     written = {r: n for r, n in cluster.api.requests.counts().items() if r.verb in WRITE_VERBS}
     assert written == {}
     assert live_pods(cluster) == ["web-0", "web-1", "web-2", "web-3"]
-    printed = capsys.readouterr().out.splitlines()
+    printed = [r.getMessage() for r in caplog.records if r.name == "kubescale.plans"]
     expected = [
         line.replace(f" {NS}/", f" {LOOP_NAMESPACE}/") for line in evict_lines(0) + evict_lines(1)
     ]

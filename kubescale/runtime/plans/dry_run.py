@@ -3,9 +3,9 @@
 The name and default are upstream descheduler's (``--dry-run``, false); in kubescale one flag
 serves every system that declares it (the VPA updater, the descheduler ...): each declares it
 through :func:`add_dry_run_flag`, the same definition, and the first declaration on a parser
-adds it (:func:`~kubescale.base.flag_types.add_shared_argument`). Each intent is printed as
-one line ``dry-run <actor>: <verb> <resource> <namespace>/<name> ...``
-(:func:`~kubescale.runtime.plans.intents.describe`).
+adds it (:func:`~kubescale.base.flag_types.add_shared_argument`). Each intent is logged as one
+line ``dry-run <actor>: <verb> <resource> <namespace>/<name> ...``
+(:func:`~kubescale.runtime.plans.intents.describe`), on stderr with the other logs.
 """
 
 from __future__ import annotations
@@ -27,6 +27,6 @@ def add_dry_run_flag(container: argparse.ArgumentParser | argparse._ArgumentGrou
         const=True,
         default=False,
         metavar="BOOL",
-        help="decide and print each loop's plan (descheduler, VPA updater) without executing "
-        "it: nothing is written (default: false)",
+        help="decide and log each loop's plan (descheduler, VPA updater, HPA controller) "
+        "without executing it: nothing is written (default: false)",
     )

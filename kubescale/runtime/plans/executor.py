@@ -23,18 +23,19 @@ For every intent, in order (the package docstring says why):
    ``dry-run``).
 
 With ``dry_run`` nothing is sent and no event queued: each intent is written as one line
-(:func:`~.intents.describe`) to ``sink`` and answered done (:attr:`Applied.dry_run`), as
+(:func:`~.intents.describe`) to ``sink`` -- by default a log line of the ``plans`` logger, on
+stderr with the process's other logs (``simulate`` keeps stdout for its report) -- and answered
+done (:attr:`Applied.dry_run`), as
 upstream's descheduler answers an eviction in dry-run mode.
 """
 
 from __future__ import annotations
 
-import sys
 import weakref
-from collections.abc import Awaitable, Callable, Generator, Iterable
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter
 
@@ -57,6 +58,7 @@ from kubescale.runtime.plans.intents import (
     PatchObject,
     Plan,
     Resize,
+    Scale,
     WriteStatus,
     describe,
 )
@@ -86,6 +88,9 @@ class Applied:
 
     result: WriteResult
     dry_run: bool = False
+    stored: Mapping[str, Any] | None = None
+    """The object as the API server answered a write that returns one (a status write, a
+    scale), when done; ``None`` otherwise and in a dry run."""
 
     @property
     def outcome(self) -> WriteOutcome:
@@ -136,9 +141,8 @@ def plan_metrics(registry: CollectorRegistry) -> PlanMetrics:
     return found
 
 
-def _print_line(line: str) -> None:
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
+def _log_line(line: str) -> None:
+    log.info(line)
 
 
 class PlanExecutor:
@@ -152,7 +156,7 @@ class PlanExecutor:
         events: EventRecorder | None,
         metrics: PlanMetrics | None = None,
         dry_run: bool = False,
-        sink: Callable[[str], None] = _print_line,
+        sink: Callable[[str], None] = _log_line,
     ) -> None:
         self.client = client
         self.ledger = ledger
@@ -184,29 +188,48 @@ class PlanExecutor:
 
     async def execute(self, intent: Intent, *, now: datetime) -> Applied:
         """Apply one intent (module docstring)."""
+        if isinstance(intent, Event):
+            return self.note(intent)
+        refused = self._not_applied(intent)
+        if refused is not None:
+            return refused
+        result, stored = await self._write(intent, now=now)
+        self._count(intent, result.outcome.value)
+        return Applied(result, stored=stored)
+
+    def note(self, intent: Event) -> Applied:
+        """Queue an event on the recorder (no await: loops that are not yet plans call this
+        where they decide an event), with the same gate, dry run and metric as any intent."""
+        refused = self._not_applied(intent)
+        if refused is not None:
+            return refused
+        if self.events is not None:
+            self.events.event(
+                intent.involved, type=intent.type, reason=intent.reason, message=intent.message
+            )
+        self._count(intent, WriteOutcome.DONE.value)
+        return Applied(_DONE)
+
+    def _not_applied(self, intent: Intent) -> Applied | None:
+        """A dry run's answer (the intent printed), or the refusal after the Lease is lost."""
         if self.dry_run:
             self.sink(DRY_RUN_PREFIX + describe(intent))
             self._count(intent, "dry-run")
             return Applied(_DONE, dry_run=True)
-        if not self._gate_open():
-            applied = Applied(
-                WriteResult(
-                    WriteOutcome.REFUSED,
-                    NotLeaderError(
-                        f"{describe(intent)} refused: this replica does not hold the leader Lease"
-                    ),
-                )
-            )
-            self._count(intent, "refused")
-            return applied
-        result = await self._write(intent, now=now)
-        self._count(intent, result.outcome.value)
-        return Applied(result)
+        if self._gate_open():
+            return None
+        self._count(intent, "refused")
+        error = NotLeaderError(
+            f"{describe(intent)} refused: this replica does not hold the leader Lease"
+        )
+        return Applied(WriteResult(WriteOutcome.REFUSED, error))
 
-    async def _write(self, intent: Intent, *, now: datetime) -> WriteResult:
+    async def _write(
+        self, intent: Intent, *, now: datetime
+    ) -> tuple[WriteResult, Mapping[str, Any] | None]:
         match intent:
             case Evict():
-                return await evict_pod(
+                evicted = await evict_pod(
                     self.client,
                     self.ledger,
                     intent.pod,
@@ -215,8 +238,9 @@ class PlanExecutor:
                     actor=intent.actor,
                     annotations=intent.annotations,
                 )
+                return evicted, None
             case Resize():
-                return await resize_pod(
+                resized = await resize_pod(
                     self.client,
                     self.ledger,
                     intent.pod,
@@ -224,15 +248,7 @@ class PlanExecutor:
                     now=now,
                     actor=intent.actor,
                 )
-            case Event():
-                if self.events is not None:
-                    self.events.event(
-                        intent.involved,
-                        type=intent.type,
-                        reason=intent.reason,
-                        message=intent.message,
-                    )
-                return _DONE
+                return resized, None
             case PatchObject():
                 target = intent.target
                 return await self._guarded(
@@ -245,15 +261,28 @@ class PlanExecutor:
                         subresource=intent.subresource,
                     )
                 )
+            case Scale():
+                target = intent.target
+                return await self._guarded(
+                    self.client.scale(
+                        target.resource,
+                        target.name,
+                        namespace=target.namespace,
+                        replicas=intent.replicas,
+                    )
+                )
             case WriteStatus():
                 return await self._guarded(self.client.update_status(intent.resource, intent.body))
+        raise TypeError(f"not a write intent: {intent!r}")
 
-    async def _guarded(self, write: Awaitable[object]) -> WriteResult:
+    async def _guarded(
+        self, write: Awaitable[dict[str, Any]]
+    ) -> tuple[WriteResult, Mapping[str, Any] | None]:
         try:
-            await write
+            stored = await write
         except KubeError as err:
-            return WriteResult(write_outcome(err), err)
-        return _DONE
+            return WriteResult(write_outcome(err), err), None
+        return _DONE, stored
 
     def _count(self, intent: Intent, outcome: str) -> None:
         self.applied += 1

@@ -31,6 +31,7 @@ __all__ = [
     "PatchObject",
     "Plan",
     "Resize",
+    "Scale",
     "WriteStatus",
     "describe",
     "object_ref",
@@ -110,6 +111,15 @@ class PatchObject:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Scale:
+    """Set ``spec.replicas`` of ``target`` through its ``scale`` subresource (merge patch)."""
+
+    actor: str
+    target: ObjectRef
+    replicas: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class WriteStatus:
     """``PUT <object>/status`` with ``body`` (its ``resourceVersion``: a conflict is refused)."""
 
@@ -144,7 +154,7 @@ class Event:
         return f"{kind} {view.namespace}/{view.name}" if view.namespace else f"{kind} {view.name}"
 
 
-Intent = Evict | Resize | PatchObject | WriteStatus | Event
+Intent = Evict | Resize | PatchObject | Scale | WriteStatus | Event
 Plan = list[Intent]
 """An ordered list of intents, applied in order."""
 
@@ -171,6 +181,8 @@ def describe(intent: Intent) -> str:
                 f"{intent.actor}: patch {intent.target.text}{sub} {intent.patch_type} "
                 f"{_json(intent.patch)}"
             )
+        case Scale():
+            return f"{intent.actor}: scale {intent.target.text} replicas={intent.replicas}"
         case WriteStatus():
             return (
                 f"{intent.actor}: write-status {intent.target.text} "
