@@ -44,7 +44,8 @@ from .descheduler_config import (
     add_descheduler_arguments,
     descheduler_settings_from_args,
 )
-from .descheduler_loop import EVENT_COMPONENT, LOOP_NAME, DeschedulerLoop
+from .descheduler_decision import EVENT_COMPONENT
+from .descheduler_loop import LOOP_NAME, DeschedulerLoop
 from .descheduler_metrics import DeschedulerMetrics
 from .descheduling_board import board_of
 from .policy.policy_loading import DeschedulerPolicy
