@@ -22,7 +22,7 @@ from kubescale.kube.client import KubeClient, connect
 from kubescale.kube.disruption_ledger import DisruptionKind, DisruptionLedger, WriteOutcome
 from kubescale.kube.errors import KubeApiError, NotLeaderError
 from kubescale.kube.events import EventRecorder
-from kubescale.kube.resources import CORE_EVENTS, PODS
+from kubescale.kube.resources import CORE_EVENTS, DEPLOYMENTS, NODES, PODS
 from kubescale.runtime.plans.executor import (
     DRY_RUN_PREFIX,
     Applied,
@@ -37,10 +37,15 @@ from kubescale.runtime.plans.intents import (
     Intent,
     PatchObject,
     Resize,
+    Scale,
+    Taint,
+    Untaint,
     WriteStatus,
     describe,
+    object_ref,
     pod_ref,
 )
+from kubescale.runtime.plans.node_taints import tainted
 from kubescale.sim.apiserver.faults import WRITE_VERBS
 from kubescale.sim.apiserver.server import ApiServer
 
@@ -293,3 +298,113 @@ def test_collect_plan_answers_each_intent_done_without_an_executor() -> None:
 def test_an_event_of_another_type_is_refused_when_planned() -> None:
     with pytest.raises(ValueError, match="event type 'Info'"):
         Event(actor=ACTOR, involved={}, type="Info", reason="r", message="m")
+
+
+async def test_scale_taint_and_untaint_are_applied_through_the_client(
+    apiserver: ApiServer, client: KubeClient
+) -> None:
+    """A Deployment scaled to 3 through ``/scale``; a node tainted and cordoned, tainted again
+    (nothing to write: one PUT), then untainted and uncordoned; a node that is gone is done."""
+    registry = CollectorRegistry()
+    plan_executor, events, _ = executor(client, registry)
+    deployment = apiserver.store.create(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": [{"name": "app", "image": "app"}]},
+                },
+            },
+        }
+    )
+    apiserver.store.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
+    taint = Taint(
+        actor=ACTOR,
+        node="n1",
+        key="ToBeDeleted",
+        value="1767571200",
+        effect="NoSchedule",
+        cordon=True,
+    )
+    plan: list[Intent] = [
+        Scale(actor=ACTOR, target=object_ref(deployment, DEPLOYMENTS), replicas=3),
+        taint,
+        taint,
+        Untaint(actor=ACTOR, node="n1", key="ToBeDeleted", uncordon=True),
+        Untaint(actor=ACTOR, node="gone", key="ToBeDeleted"),
+    ]
+    try:
+        results = await plan_executor.apply(plan, now=NOW)
+    finally:
+        await events.close()
+    assert [r.outcome for r in results] == [WriteOutcome.DONE] * 5
+    assert apiserver.store.get(DEPLOYMENTS, "web", "default")["spec"]["replicas"] == 3
+    assert writes(apiserver) == {"patch deployments/scale": 1, "update nodes": 2}
+    node = apiserver.store.get(NODES, "n1", None)
+    assert node["spec"].get("taints", []) == []
+    assert "unschedulable" not in node["spec"]
+    assert [describe(intent) for intent in plan[1:4:2]] == [
+        "test-system: taint nodes n1 ToBeDeleted=1767571200:NoSchedule cordon",
+        "test-system: untaint nodes n1 ToBeDeleted uncordon",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("taints", "unschedulable", "intent", "expected"),
+    [
+        # absent: added (and cordoned)
+        ([], False, "taint+cordon", ([{"key": "k", "value": "1", "effect": "NoSchedule"}], True)),
+        # present and cordoned: nothing to write
+        ([{"key": "k", "value": "0", "effect": "NoSchedule"}], True, "taint+cordon", None),
+        # present, not cordoned: the cordon alone (the old value kept)
+        (
+            [{"key": "k", "value": "0", "effect": "NoSchedule"}],
+            False,
+            "taint+cordon",
+            ([{"key": "k", "value": "0", "effect": "NoSchedule"}], True),
+        ),
+        # present, no cordon asked: nothing to write
+        ([{"key": "k", "value": "0", "effect": "NoSchedule"}], False, "taint", None),
+        # removed, other taints kept, uncordoned
+        (
+            [{"key": "o", "effect": "NoExecute"}, {"key": "k", "effect": "NoSchedule"}],
+            True,
+            "untaint+uncordon",
+            ([{"key": "o", "effect": "NoExecute"}], False),
+        ),
+        # absent: nothing to write (the cordon stays: upstream only uncordons with its taint)
+        ([], True, "untaint+uncordon", None),
+    ],
+)
+def test_the_taint_change_table(
+    taints: list[dict[str, str]],
+    unschedulable: bool,
+    intent: str,
+    expected: tuple[list[dict[str, str]], bool] | None,
+) -> None:
+    node: dict[str, Any] = {"metadata": {"name": "n1"}, "spec": {"taints": taints}}
+    if unschedulable:
+        node["spec"]["unschedulable"] = True
+    made: Taint | Untaint = (
+        Taint(
+            actor=ACTOR,
+            node="n1",
+            key="k",
+            value="1",
+            effect="NoSchedule",
+            cordon="cordon" in intent,
+        )
+        if intent.startswith("taint")
+        else Untaint(actor=ACTOR, node="n1", key="k", uncordon="uncordon" in intent)
+    )
+    changed = tainted(node, made)
+    if expected is None:
+        assert changed is None
+        return
+    assert changed is not None
+    assert (changed["spec"]["taints"], bool(changed["spec"].get("unschedulable"))) == expected

@@ -59,9 +59,12 @@ from kubescale.runtime.plans.intents import (
     Plan,
     Resize,
     Scale,
+    Taint,
+    Untaint,
     WriteStatus,
     describe,
 )
+from kubescale.runtime.plans.node_taints import node_taint
 
 __all__ = [
     "DRY_RUN_PREFIX",
@@ -271,13 +274,17 @@ class PlanExecutor:
                         replicas=intent.replicas,
                     )
                 )
+            case Taint() | Untaint():
+                return await self._guarded(node_taint(self.client, intent))
             case WriteStatus():
                 return await self._guarded(self.client.update_status(intent.resource, intent.body))
         raise TypeError(f"not a write intent: {intent!r}")
 
     async def _guarded(
-        self, write: Awaitable[dict[str, Any]]
+        self, write: Awaitable[dict[str, Any] | None]
     ) -> tuple[WriteResult, Mapping[str, Any] | None]:
+        """The write's outcome; a write with nothing to do (``None``: a node already tainted,
+        or gone) is done."""
         try:
             stored = await write
         except KubeError as err:

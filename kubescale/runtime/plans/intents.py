@@ -21,7 +21,7 @@ from typing import Any, Final, Literal
 
 from kubescale.base.objects import meta
 from kubescale.kube.api_paths import ApiPath
-from kubescale.kube.resources import PODS, ResourceType
+from kubescale.kube.resources import NODES, PODS, ResourceType
 
 __all__ = [
     "Event",
@@ -32,6 +32,8 @@ __all__ = [
     "Plan",
     "Resize",
     "Scale",
+    "Taint",
+    "Untaint",
     "WriteStatus",
     "describe",
     "object_ref",
@@ -120,6 +122,39 @@ class Scale:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Taint:
+    """Add the taint ``key=value:effect`` to node ``node`` unless one with ``key`` is there,
+    and with ``cordon`` set ``spec.unschedulable`` (a GET and a conditional PUT, retried on a
+    conflict: upstream cluster autoscaler's ``addTaintToSpec`` loop)."""
+
+    actor: str
+    node: str
+    key: str
+    value: str
+    effect: str
+    cordon: bool = False
+
+    @property
+    def target(self) -> ObjectRef:
+        return ObjectRef(NODES, None, self.node)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Untaint:
+    """Remove the taint ``key`` from node ``node`` and with ``uncordon`` clear
+    ``spec.unschedulable`` -- only when the taint is there (``CleanToBeDeleted``)."""
+
+    actor: str
+    node: str
+    key: str
+    uncordon: bool = False
+
+    @property
+    def target(self) -> ObjectRef:
+        return ObjectRef(NODES, None, self.node)
+
+
+@dataclass(frozen=True, kw_only=True)
 class WriteStatus:
     """``PUT <object>/status`` with ``body`` (its ``resourceVersion``: a conflict is refused)."""
 
@@ -154,7 +189,7 @@ class Event:
         return f"{kind} {view.namespace}/{view.name}" if view.namespace else f"{kind} {view.name}"
 
 
-Intent = Evict | Resize | PatchObject | Scale | WriteStatus | Event
+Intent = Evict | Resize | PatchObject | Scale | Taint | Untaint | WriteStatus | Event
 Plan = list[Intent]
 """An ordered list of intents, applied in order."""
 
@@ -183,6 +218,15 @@ def describe(intent: Intent) -> str:
             )
         case Scale():
             return f"{intent.actor}: scale {intent.target.text} replicas={intent.replicas}"
+        case Taint():
+            cordon = " cordon" if intent.cordon else ""
+            return (
+                f"{intent.actor}: taint {intent.target.text} "
+                f"{intent.key}={intent.value}:{intent.effect}{cordon}"
+            )
+        case Untaint():
+            uncordon = " uncordon" if intent.uncordon else ""
+            return f"{intent.actor}: untaint {intent.target.text} {intent.key}{uncordon}"
         case WriteStatus():
             return (
                 f"{intent.actor}: write-status {intent.target.text} "
