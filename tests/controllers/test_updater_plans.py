@@ -19,6 +19,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from kubescale.controllers.vpa.updater.eviction_restriction import ControllerKey
@@ -33,7 +35,7 @@ from kubescale.controllers.vpa.updater.updater_decision import (
 from kubescale.controllers.vpa.updater.updater_metrics import UpdaterMetrics
 from kubescale.kube.disruption_ledger import DisruptionKind
 from kubescale.runtime.plans.executor import DRY_RUN_PREFIX, collect_plan
-from kubescale.runtime.plans.intents import describe
+from kubescale.runtime.plans.intents import Evict, describe
 from kubescale.sim.apiserver.faults import WRITE_VERBS
 
 from .test_recommender_loop import NAMESPACE as LOOP_NAMESPACE
@@ -314,3 +316,28 @@ async def test_the_loop_gives_its_plan_without_executing_it(
     assert [describe(intent) for intent in plan] == expected
     written = {r: n for r, n in cluster.api.requests.counts().items() if r.verb in WRITE_VERBS}
     assert written == {}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    replicas=st.integers(min_value=1, max_value=10),
+    tolerance=st.floats(min_value=0.0, max_value=1.0),
+    min_replicas=st.integers(min_value=1, max_value=4),
+)
+def test_the_plan_evicts_what_the_budget_allows(
+    replicas: int, tolerance: float, min_replicas: int
+) -> None:
+    """For any group: below ``--min-replicas`` nothing; else ``int(replicas × tolerance)``
+    evictions (``alive − evicted > shouldBeAlive``), at least one when that rounds to 0 and
+    every configured pod runs (``isPodDisruptable``'s second clause) — each with its two
+    events."""
+    settings = UpdaterSettings(eviction_tolerance=tolerance, min_replicas=min_replicas)
+    memory = UpdaterMemory.for_settings(settings)
+    metrics = UpdaterMetrics(CollectorRegistry())
+    snap = snapshot(replicas=replicas)
+    plan, _ = collect_plan(decide(snap, memory, NOW, settings=settings, metrics=metrics))
+    expected = 0 if replicas < min_replicas else max(int(replicas * tolerance), 1)
+    evicted = [intent for intent in plan if isinstance(intent, Evict)]
+    assert len(evicted) == expected
+    assert len(plan) == 3 * expected
+    assert len({intent.target.name for intent in evicted}) == expected  # never a pod twice
