@@ -219,8 +219,8 @@ def _static_requests() -> list[Request]:
 
 
 def test_the_cluster_autoscaler_can_make_its_writes() -> None:
-    # controllers/autoscaler: node_writes.py (GET + PUT of a node's taints and cordon),
-    # clusterapi_provider.py (/scale of MachineDeployments and MachineSets; GET + PUT of a
+    # controllers/autoscaler, through runtime/plans/node_taints.py (GET + PUT of a node's taints and
+    # cordon), clusterapi_provider.py (/scale of MachineDeployments and MachineSets; GET + PUT of a
     # Machine's delete-machine annotation), loop_status.py (the status ConfigMap in --namespace,
     # kubescale's own: its informer, GET, create once, then PUT), scale_down_actuator.py
     # (pods/eviction).

@@ -3,12 +3,14 @@
 Floors, top to bottom (an import may point down or stay on its floor, never up):
 
 ====  ==========================================================================
- 8    ``kubescale.cli``, ``kubescale.__main__``, ``kubescale`` itself (CLI, wiring)
- 7    ``kubescale.sim`` (simulation and test infrastructure; inside it
+ 9    ``kubescale.cli``, ``kubescale.__main__``, ``kubescale`` itself (CLI, wiring)
+ 8    ``kubescale.sim`` (simulation and test infrastructure; inside it
       ``scenario`` → ``cluster`` → ``apiserver``)
- 6    ``kubescale.components`` (the registry, which plugs providers into the coordination
+ 7    ``kubescale.components`` (the registry, which plugs providers into the coordination
       layer's ports), ``kubescale.report`` (live cluster report)
- 5    ``kubescale.webhook``, ``kubescale.extender``, ``kubescale.controllers`` (the systems)
+ 6    ``kubescale.webhook``, ``kubescale.extender``, ``kubescale.controllers`` (the systems)
+ 5    ``kubescale.plans`` (the intents every loop's decision returns and the one executor
+      that applies them through the coordination layer)
  4    ``kubescale.coordination`` (the one brain: the systems' ports and both implementations)
  3    ``kubescale.runtime``, ``kubescale.scheduling`` (component contract; fit simulation)
  2    ``kubescale.kube``, ``kubescale.certs``, ``kubescale.prometheus`` (access layer),
@@ -33,14 +35,15 @@ import kubescale
 PACKAGE_ROOT = Path(kubescale.__file__).resolve().parent
 
 FLOORS: list[tuple[str, int]] = [
-    ("kubescale.cli", 8),
-    ("kubescale.__main__", 8),
-    ("kubescale.sim", 7),
-    ("kubescale.components", 6),
-    ("kubescale.report", 6),
-    ("kubescale.webhook", 5),
-    ("kubescale.extender", 5),
-    ("kubescale.controllers", 5),
+    ("kubescale.cli", 9),
+    ("kubescale.__main__", 9),
+    ("kubescale.sim", 8),
+    ("kubescale.components", 7),
+    ("kubescale.report", 7),
+    ("kubescale.webhook", 6),
+    ("kubescale.extender", 6),
+    ("kubescale.controllers", 6),
+    ("kubescale.plans", 5),
     ("kubescale.coordination", 4),
     ("kubescale.runtime", 3),
     ("kubescale.scheduling", 3),

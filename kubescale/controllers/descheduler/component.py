@@ -45,7 +45,8 @@ from .descheduler_config import (
     add_descheduler_arguments,
     descheduler_settings_from_args,
 )
-from .descheduler_loop import EVENT_COMPONENT, LOOP_NAME, DeschedulerLoop
+from .descheduler_decision import EVENT_COMPONENT
+from .descheduler_loop import LOOP_NAME, DeschedulerLoop
 from .descheduler_metrics import DeschedulerMetrics
 from .policy.policy_loading import DeschedulerPolicy
 from .policy.utilization_args import PROMETHEUS_METRICS

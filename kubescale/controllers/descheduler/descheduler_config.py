@@ -8,7 +8,8 @@ Upstream's names and defaults (``cmd/descheduler/app/options/options.go``):
   scenarios): :mod:`.policy_flags`;
 * ``--descheduling-interval`` (``0``) — time between cycles; 0 runs one cycle (a Job or
   CronJob);
-* ``--dry-run`` (false) — decide and report every eviction, evict nothing.
+* ``--dry-run`` (false) — decide and report every eviction, evict nothing (one flag for
+  every system that prints plans: :mod:`kubescale.plans.dry_run`).
 
 Upstream's ``--leader-elect`` applies only with an interval and never in dry-run
 (:attr:`DeschedulerSettings.leader_elect`); ``serve`` has the one ``--leader-elect`` flag for
@@ -24,7 +25,8 @@ import argparse
 from dataclasses import dataclass
 from typing import cast
 
-from kubescale.base.flag_types import FlagValueError, parse_bool, parse_duration
+from kubescale.base.flag_types import FlagValueError, parse_duration
+from kubescale.plans.dry_run import add_dry_run_flag
 
 from .policy.policy_loading import DeschedulerPolicy
 from .policy_flags import PolicyGatedMode, add_policy_arguments, policy_from_args, policy_gated_mode
@@ -100,15 +102,7 @@ def add_descheduler_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         help="time between descheduling cycles; 0 runs one cycle (default: 0)",
     )
-    group.add_argument(
-        "--dry-run",
-        type=parse_bool,
-        nargs="?",
-        const=True,
-        default=False,
-        metavar="BOOL",
-        help="descheduler: decide and report evictions without evicting (default: false)",
-    )
+    add_dry_run_flag(group)
 
 
 def descheduler_settings_from_args(args: argparse.Namespace) -> DeschedulerSettings:

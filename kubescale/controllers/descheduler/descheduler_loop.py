@@ -8,9 +8,14 @@ Each cycle:
    NodeMetrics and every pod's PodMetrics, or the Prometheus queries' values; the values are
    handed to the scheduler extender's cache too (``usage_listener``), so both judge a node by the
    same numbers;
-3. runs :func:`~.descheduling_cycle.descheduling_cycle`, answering each eviction it asks for:
+3. runs :func:`~.descheduling_cycle.descheduling_cycle`, a decision that yields each eviction
+   it asks for as an :class:`~kubescale.plans.intents.Evict` intent (and its events as
+   :class:`~kubescale.plans.intents.Event` intents) and receives the outcome; the
+   :class:`~kubescale.plans.executor.PlanExecutor` applies them
+   (:class:`~.descheduler_decision.CycleDecision` is the decision, no client in it):
 
-   * ``--dry-run``: logged ("Evicted pod in dry run mode") and counted as done, nothing sent;
+   * ``--dry-run``: the intent printed (``dry-run descheduler: evict pods <ns>/<name> ...``),
+     logged ("Evicted pod in dry run mode") and counted as done, nothing sent;
    * else ``POST pods/<name>/eviction`` (policy/v1 ``Eviction``, annotations ``reason``
      "triggered by <profile>/<strategy>: ..." and ``requested-by``; ``deleteOptions.
      gracePeriodSeconds`` from the policy): the API server enforces PodDisruptionBudgets. A 429
@@ -38,18 +43,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, Final
+from typing import Final
 
 from kubescale.base.logs import component_logger
 from kubescale.base.objects import meta
-from kubescale.coordination.descheduler_budget import ACTOR, WorkloadKey, desired_replicas
-from kubescale.coordination.disruption_ledger import DisruptionLedger, WriteOutcome, evict_pod
+from kubescale.coordination.descheduler_budget import WorkloadKey, desired_replicas
+from kubescale.coordination.disruption_ledger import DisruptionLedger
 from kubescale.coordination.eviction_memory import EvictionRecorder
 from kubescale.coordination.ports import DeschedulerBudgets
 from kubescale.coordination.separate import OwnBudgets
 from kubescale.kube.client import KubeClient
 from kubescale.kube.controller_lookups import ControllerLookups
-from kubescale.kube.errors import KubeApiError
 from kubescale.kube.events import EventRecorder
 from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.resources import (
@@ -60,9 +64,11 @@ from kubescale.kube.resources import (
     PODS,
     PRIORITY_CLASSES,
 )
+from kubescale.plans.executor import PlanExecutor, plan_metrics
 from kubescale.scheduling.pod_resources import NON_MISSING_DEFAULTS, RequestCache
 
 from .descheduler_config import DeschedulerSettings
+from .descheduler_decision import CycleDecision, TimelineReport
 from .descheduler_metrics import DeschedulerMetrics
 from .descheduling_cycle import CycleReport, descheduling_cycle
 from .framework.cycle_view import CycleView, cycle_nodes, node_name
@@ -77,22 +83,17 @@ from .usage_sources import (
     prometheus_token,
 )
 
-__all__ = ["EVENT_COMPONENT", "LOOP_NAME", "DeschedulerLoop", "UsageListener"]
+__all__ = ["LOOP_NAME", "DeschedulerLoop", "UsageListener"]
 
 log = component_logger("descheduler")
 
 LOOP_NAME: Final = "descheduler"
-EVENT_COMPONENT: Final = "sigs.k8s.io/descheduler"
-REQUESTED_BY: Final = "kubescale-descheduler"
 
 UsageListener = Callable[
     [Mapping[str, Mapping[str, int]] | None, Mapping[str, Mapping[str, float]]], None
 ]
 """Receives each cycle's node metrics and Prometheus values, by query (the extender's cache);
 a query of the policy missing from the values failed this cycle."""
-
-TimelineReport = tuple[str, str, str]
-"""``(kind, subject, detail)`` (:class:`kubescale.runtime.component.ReportingLoop`)."""
 
 
 class DeschedulerLoop:
@@ -138,6 +139,13 @@ class DeschedulerLoop:
         self.nodes = informers.informer(NODES)
         self.pods = informers.informer(PODS)
         self.disruptions.attach(self.pods)
+        self.executor = PlanExecutor(
+            client=client,
+            ledger=self.disruptions,
+            events=events,
+            metrics=plan_metrics(metrics.registry),
+            dry_run=settings.dry_run,
+        )
         self.namespaces = informers.informer(NAMESPACES)
         self.pdbs = informers.informer(POD_DISRUPTION_BUDGETS)
         self.pvcs = informers.informer(PERSISTENT_VOLUME_CLAIMS)
@@ -150,13 +158,17 @@ class DeschedulerLoop:
         self._non_zero = RequestCache(non_missing=NON_MISSING_DEFAULTS)
         self.cycles = 0
         self.last_report: CycleReport | None = None
-        self.last_dry_run: list[EvictionRequest] = []
+        self.decision = CycleDecision(policy=policy, memory=memory)
+
+    @property
+    def last_dry_run(self) -> list[EvictionRequest]:
         """The evictions the last dry-run cycle would have made, in order."""
-        self._reports: list[TimelineReport] = []
+        return self.decision.last_dry_run
 
     def drain_reports(self) -> list[TimelineReport]:
         """What the cycles did since the last call (a simulation's timeline)."""
-        reports, self._reports = self._reports, []
+        reports = list(self.decision.reports)
+        self.decision.reports.clear()
         return reports
 
     async def wait_for_resource_version(self, resource_version: str, *, within: float) -> bool:
@@ -246,24 +258,18 @@ class DeschedulerLoop:
     async def run_once(self, now: datetime) -> None:
         started = time.perf_counter()
         self.cycles += 1
-        self.last_dry_run = []
+        self.decision.last_dry_run = []
         view = self._view(now)
         await self._usage(view, now)
         budget = self.budgets.budget(view=view, now=now, desired=lambda: self._desired(view))
         cycle = descheduling_cycle(
             policy=self.policy, view=view, timer=time.perf_counter, budget=budget
         )
-        try:
-            request = next(cycle)
-            while True:
-                evicted = await self._evict(request, now)
-                request = cycle.send(evicted)
-        except StopIteration as stop:
-            report: CycleReport = stop.value
+        report = await self.executor.drive(self.decision.decide(cycle, now), now=now)
         self.last_report = report
         if report.skipped:
             log.info(report.skipped, extra={"fields": {"nodes": len(view.nodes)}})
-            self._reports.append(("descheduler-skipped", "cycle", report.skipped))
+            self.decision.reports.append(("descheduler-skipped", "cycle", report.skipped))
         for error in report.errors:
             log.error("descheduler plugin failed", extra={"fields": {"error": error}})
         self.metrics.observe_cycle(report, time.perf_counter() - started)
@@ -299,89 +305,3 @@ class DeschedulerLoop:
             if replicas is not None:
                 desired[key] = replicas
         return desired
-
-    async def _evict(self, request: EvictionRequest, now: datetime) -> bool:
-        fields: dict[str, Any] = {
-            "pod": f"{request.namespace}/{request.name}",
-            "node": request.node,
-            "strategy": request.strategy,
-            "profile": request.profile,
-        }
-        if self.settings.dry_run:
-            self.last_dry_run.append(request)
-            log.info("Evicted pod in dry run mode", extra={"fields": fields})
-            self._reports.append(
-                (
-                    "descheduler-dry-run",
-                    f"{request.namespace}/{request.name}",
-                    f"would evict from {request.node}: {request.annotation_reason()}",
-                )
-            )
-            return True
-        result = await evict_pod(
-            self.client,
-            self.disruptions,
-            request.pod,
-            now=now,
-            grace_period_seconds=self.policy.grace_period_seconds,
-            actor=ACTOR,
-            annotations={"reason": request.annotation_reason(), "requested-by": REQUESTED_BY},
-        )
-        err = result.error
-        if result.maybe_ours and result.outcome is not WriteOutcome.DONE:
-            log.warning(
-                "eviction outcome unknown; counted as done",
-                extra={"fields": {**fields, "error": str(err)}},
-            )
-            self._evicted(request, now)
-            return True
-        if err is not None:  # refused, or gone (404, the uid precondition's 409): a failure
-            message = err.message if isinstance(err, KubeApiError) else str(err)
-            code = err.code if isinstance(err, KubeApiError) else None
-            log.error(
-                "Error evicting pod", extra={"fields": {**fields, "code": code, "error": message}}
-            )
-            self._failed(request, message or str(err))
-            return False
-        log.info("Evicted pod", extra={"fields": fields})
-        self._evicted(request, now)
-        return True
-
-    def _evicted(self, request: EvictionRequest, now: datetime) -> None:
-        if self.memory is not None:
-            self.memory.record(request.pod, request.node, now)
-        self._reports.append(
-            (
-                "descheduler-eviction",
-                f"{request.namespace}/{request.name}",
-                f"from {request.node}: {request.annotation_reason()}",
-            )
-        )
-        self.events.event(
-            _with_kind(request.pod),
-            type="Normal",
-            reason=request.strategy,
-            message=f"pod eviction from {request.node} node by {EVENT_COMPONENT}",
-        )
-
-    def _failed(self, request: EvictionRequest, message: str) -> None:
-        self._reports.append(
-            (
-                "descheduler-eviction-failed",
-                f"{request.namespace}/{request.name}",
-                f"from {request.node}: {message}",
-            )
-        )
-        if not self.policy.eviction_failure_event_notification:
-            return
-        self.events.event(
-            _with_kind(request.pod),
-            type="Warning",
-            reason="EvictionFailed",
-            message=f"pod eviction from {request.node} node by {EVENT_COMPONENT} failed: {message}",
-        )
-
-
-def _with_kind(pod: Mapping[str, Any]) -> dict[str, Any]:
-    """Informer objects may lack apiVersion/kind; the event's involvedObject needs them."""
-    return {"apiVersion": "v1", "kind": "Pod", **pod}

@@ -38,6 +38,7 @@ def _version() -> str:
 
 class DeschedulerMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
         self.build_info = Gauge(
             "descheduler_build_info",
             "Build info about descheduler, including Go version, Descheduler version, Git SHA, "

@@ -38,6 +38,7 @@ from kubescale.base.flag_types import (
     parse_duration,
     parse_feature_gates,
 )
+from kubescale.plans.dry_run import add_dry_run_flag
 
 __all__ = [
     "CONTROLLER_ANNOTATION",
@@ -77,6 +78,9 @@ class HpaSettings:
     prometheus_insecure: bool = False
     prometheus_timeout: timedelta = timedelta(seconds=30)
     reconcile_timeout: timedelta = timedelta(seconds=30)
+    dry_run: bool = False
+    """``--dry-run`` (one flag for every system, :mod:`kubescale.plans.dry_run`): every
+    scale, status write and event printed, nothing written."""
 
     @property
     def scale_to_zero_gate(self) -> bool:
@@ -174,6 +178,7 @@ def add_hpa_arguments(parser: argparse.ArgumentParser) -> None:
         help="Prometheus answering PromQL metrics (hpa.kubescale.io/promql); empty: "
         "--prometheus-address",
     )
+    add_dry_run_flag(group)
 
 
 def hpa_settings_from_args(args: argparse.Namespace) -> HpaSettings:
@@ -228,6 +233,7 @@ def hpa_settings_from_args(args: argparse.Namespace) -> HpaSettings:
         ),
         concurrent_syncs=int(args.concurrent_horizontal_pod_autoscaler_syncs),
         reconcile_timeout=timedelta(seconds=args.hpa_reconcile_timeout),
+        dry_run=bool(args.dry_run),
         feature_gates=parse_hpa_feature_gates(args.hpa_feature_gates or ""),
         prometheus_address=address,
         prometheus_insecure=bool(getattr(args, "prometheus_insecure", False)),

@@ -99,6 +99,7 @@ from kubescale.controllers.hpa.scale_to_zero import (
     is_active,
     zero_settings,
 )
+from kubescale.coordination.brain import brain_of
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError, KubeTransportError
 from kubescale.kube.event_correlation import format_time
@@ -112,6 +113,8 @@ from kubescale.kube.selectors import (
     LabelSelector,
 )
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.plans.executor import PlanExecutor, plan_metrics
+from kubescale.plans.intents import Event, ObjectRef, Scale, WriteStatus
 from kubescale.prometheus.query_api import PrometheusQueryClient
 from kubescale.runtime.component import TimelineReport
 
@@ -120,6 +123,8 @@ __all__ = ["DEADLINE_EXCEEDED", "LOOP_NAME", "DeadlineExceeded", "HpaLoop", "han
 log = component_logger("hpa-controller")
 
 LOOP_NAME: Final = "hpa-controller"
+ACTOR: Final = "horizontal-pod-autoscaler"
+"""The controller's name on its intents (upstream's event source)."""
 _MAX_REPORTS: Final = 1000
 _HPA_API_VERSION: Final = "autoscaling/v2"
 DEADLINE_EXCEEDED: Final = "context deadline exceeded"
@@ -266,6 +271,15 @@ class HpaLoop:
         self.settings = settings
         self.metrics = metrics
         self.events = events
+        self.executor = PlanExecutor(
+            client=client,
+            ledger=brain_of(cache).ledger,
+            events=events,
+            metrics=plan_metrics(metrics.registry),
+            dry_run=settings.dry_run,
+        )
+        """Every write of the loop -- scale, status, events -- goes through it (``--dry-run``:
+        printed instead)."""
         self.hpas = informers.informer(HORIZONTAL_POD_AUTOSCALERS)
         self.pods = informers.informer(PODS)
         for workload in CACHED_WORKLOADS:  # the Scale of the built-in workloads, cached
@@ -526,14 +540,23 @@ class HpaLoop:
             desired, reason, statuses = computed
             rescale = desired != current
         if rescale:
+            failure: KubeError | None
             try:
-                await run.call(
-                    self.client.scale(
-                        resource, spec.target_name, namespace=spec.namespace, replicas=desired
-                    ),
+                applied = await run.call(
+                    self.executor.execute(
+                        Scale(
+                            actor=ACTOR,
+                            target=ObjectRef(resource, spec.namespace, spec.target_name),
+                            replicas=desired,
+                        ),
+                        now=now,
+                    )
                 )
+                failure = applied.error
             except KubeError as err:
-                text = err.message if isinstance(err, KubeApiError) else str(err)
+                failure = err
+            if failure is not None:
+                text = failure.message if isinstance(failure, KubeApiError) else str(failure)
                 run.error_label = "internal"
                 self._event(
                     hpa,
@@ -547,7 +570,7 @@ class HpaLoop:
                     "FailedUpdateScale",
                     f"the HPA controller was unable to update the target scale: {text}",
                 )
-                if not isinstance(err, KubeApiError) or err.code >= 500:
+                if not isinstance(failure, KubeApiError) or failure.code >= 500:
                     # outcome unknown: count it for the rate limits until proven otherwise
                     state.history = store_scale_event(
                         state.history, spec.behavior, previous=current, new=desired, now=now
@@ -820,12 +843,25 @@ class HpaLoop:
         if run.deadline is not None:
             # a deadline of its own: the status tells what happened to the steps that timed out
             run.deadline.restart()
+        failure: KubeError | None
         try:
-            updated = await run.call(self.client.update_status(HORIZONTAL_POD_AUTOSCALERS, body))
+            applied = await run.call(
+                self.executor.execute(
+                    WriteStatus(actor=ACTOR, resource=HORIZONTAL_POD_AUTOSCALERS, body=body),
+                    now=run.now,
+                )
+            )
+            failure = applied.error
         except KubeError as err:
-            text = err.message if isinstance(err, KubeApiError) else str(err)
+            failure = err
+        if failure is not None:
+            text = failure.message if isinstance(failure, KubeApiError) else str(failure)
             self._event(run.hpa, "Warning", "FailedUpdateStatus", text)
             run.error_label = "internal"
+            return
+        updated = applied.stored
+        if updated is None:  # a dry run: nothing was stored
+            run.hpa["status"] = status
             return
         run.hpa["status"] = updated.get("status") or status
         run.hpa["metadata"] = {
@@ -834,7 +870,9 @@ class HpaLoop:
         }
 
     def _event(self, hpa: Mapping[str, Any], type: str, reason: str, message: str) -> None:
-        self.events.event(hpa, type=type, reason=reason, message=message)
+        self.executor.note(
+            Event(actor=ACTOR, involved=hpa, type=type, reason=reason, message=message)
+        )
 
 
 def _key(hpa: Mapping[str, Any]) -> tuple[str, str]:

@@ -36,6 +36,7 @@ def action_label(previous: int, new: int) -> str:
 
 class HpaMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
         self.reconciliations = Counter(
             f"{_SUBSYSTEM}_reconciliations",
             "Number of reconciliations of HPA controller. The label 'action' should be either "

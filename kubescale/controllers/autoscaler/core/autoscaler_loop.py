@@ -251,7 +251,7 @@ class AutoscalerLoop:
             settings=settings,
             metrics=metrics,
             events=events,
-            nodes=self.actuator.nodes,
+            executor=self.actuator.executor,
             status_event=self.status.event,
         )
         self.scale_up = ScaleUpPhase(
@@ -380,7 +380,7 @@ class AutoscalerLoop:
             self.started = now
             self.last_scale_up = now  # upstream: scale-down starts in cooldown
             await self.status.write(now, self.registry, initializing=True)
-            await self.housekeeping.clean_up_taints(self.nodes.lister.list())
+            await self.housekeeping.clean_up_taints(self.nodes.lister.list(), now)
         snapshot = self.provider.refresh()
         try:
             await self._run(now, snapshot)

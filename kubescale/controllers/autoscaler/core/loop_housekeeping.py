@@ -44,9 +44,10 @@ from kubescale.controllers.autoscaler.model.node_facts import (
     node_name,
     taint_time,
 )
-from kubescale.controllers.autoscaler.taints.node_writes import NodeWriter
-from kubescale.kube.errors import KubeError
+from kubescale.controllers.autoscaler.scaledown.scale_down_actuator import ACTOR
 from kubescale.kube.events import EventRecorder
+from kubescale.plans.executor import PlanExecutor
+from kubescale.plans.intents import Untaint
 
 __all__ = ["Housekeeping"]
 
@@ -66,7 +67,7 @@ class Housekeeping:
         settings: AutoscalerSettings,
         metrics: AutoscalerMetrics,
         events: EventRecorder,
-        nodes: NodeWriter,
+        executor: PlanExecutor,
         status_event: EventSink,
     ) -> None:
         self.provider = provider
@@ -74,7 +75,8 @@ class Housekeeping:
         self.settings = settings
         self.metrics = metrics
         self.events = events
-        self.nodes = nodes
+        self.executor = executor
+        """Taint clean-ups go through it (the scale-down actuator's)."""
         self.status_event = status_event
         self.reported_problems: set[str] = set()
 
@@ -93,17 +95,24 @@ class Housekeeping:
                 )
         self.reported_problems = current
 
-    async def clean_up_taints(self, nodes: Iterable[Mapping[str, Any]]) -> None:
+    async def clean_up_taints(self, nodes: Iterable[Mapping[str, Any]], now: datetime) -> None:
         """``cleanUpIfRequired``: ToBeDeleted taints an earlier run left behind."""
         for node in nodes:
             if taint_time(node, TO_BE_DELETED_TAINT) is None:
                 continue
-            try:
-                await self.nodes.clean_to_be_deleted(
-                    node_name(node), uncordon=self.settings.cordon_node_before_terminating
+            cleaned = await self.executor.execute(
+                Untaint(
+                    actor=ACTOR,
+                    node=node_name(node),
+                    key=TO_BE_DELETED_TAINT,
+                    uncordon=self.settings.cordon_node_before_terminating,
+                ),
+                now=now,
+            )
+            if cleaned.error is not None:
+                log.warning(
+                    "cannot clean up a taint", extra={"fields": {"error": str(cleaned.error)}}
                 )
-            except KubeError as err:
-                log.warning("cannot clean up a taint", extra={"fields": {"error": str(err)}})
 
     async def apply_state_effects(self, effects: Sequence[object]) -> None:
         for effect in effects:

@@ -54,7 +54,7 @@ from kubescale.controllers.autoscaler.scaledown.consolidation import (
     consolidation_candidates,
     decide_consolidation,
 )
-from kubescale.controllers.autoscaler.scaledown.scale_down_actuator import ScaleDownActuator
+from kubescale.controllers.autoscaler.scaledown.scale_down_actuator import ACTOR, ScaleDownActuator
 from kubescale.controllers.autoscaler.scaledown.scale_down_planner import (
     ScaleDownPlanner,
     Unremovable,
@@ -69,7 +69,7 @@ from kubescale.coordination.recent_moves import (
     placed_pods,
     protected_nodes,
 )
-from kubescale.kube.errors import KubeError
+from kubescale.plans.intents import Taint, Untaint
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 
 __all__ = ["MAX_BULK_SOFT_TAINT_COUNT", "ScaleDownOutcome", "ScaleDownPhase"]
@@ -287,22 +287,31 @@ class ScaleDownPhase:
         self, nodes: Sequence[Node], unneeded: set[str], now: datetime
     ) -> None:
         budget = MAX_BULK_SOFT_TAINT_COUNT
-        writer = self.actuator.nodes
+        executor = self.actuator.executor
         for node in nodes:
             if budget <= 0:
                 return
             name = node_name(node)
             tainted = taint_time(node, DELETION_CANDIDATE_TAINT) is not None
-            try:
-                if name in unneeded and not tainted:
-                    budget -= 1
-                    await writer.mark_deletion_candidate(name, now=now)
-                elif name not in unneeded and tainted:
-                    budget -= 1
-                    await writer.clean_deletion_candidate(name)
-            except KubeError as err:
+            intent: Taint | Untaint
+            if name in unneeded and not tainted:
+                intent = Taint(
+                    actor=ACTOR,
+                    node=name,
+                    key=DELETION_CANDIDATE_TAINT,
+                    value=str(int(now.timestamp())),
+                    effect="PreferNoSchedule",
+                )
+            elif name not in unneeded and tainted:
+                intent = Untaint(actor=ACTOR, node=name, key=DELETION_CANDIDATE_TAINT)
+            else:
+                continue
+            budget -= 1
+            applied = await executor.execute(intent, now=now)
+            if applied.error is not None:
                 log.warning(
-                    "soft taint failed", extra={"fields": {"node": name, "error": str(err)}}
+                    "soft taint failed",
+                    extra={"fields": {"node": name, "error": str(applied.error)}},
                 )
 
     async def _consolidate(

@@ -20,6 +20,8 @@ class AutoscalerMetrics:
     """The metrics on one registry."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
         def gauge(name: str, text: str, labels: tuple[str, ...] = ()) -> Gauge:
             return Gauge(name, text, list(labels), namespace=_NS, registry=registry)
 

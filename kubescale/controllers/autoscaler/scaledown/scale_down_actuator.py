@@ -47,6 +47,7 @@ from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
 from kubescale.controllers.autoscaler.clusterstate.cluster_state import ClusterStateRegistry
 from kubescale.controllers.autoscaler.config.autoscaler_settings import AutoscalerSettings
 from kubescale.controllers.autoscaler.metrics.autoscaler_metrics import AutoscalerMetrics
+from kubescale.controllers.autoscaler.model.node_facts import TO_BE_DELETED_TAINT
 from kubescale.controllers.autoscaler.model.pod_facts import (
     is_daemonset_pod,
     is_mirror_pod,
@@ -54,13 +55,14 @@ from kubescale.controllers.autoscaler.model.pod_facts import (
     pod_id,
 )
 from kubescale.controllers.autoscaler.simulator.utilization import Utilization, go_utilization
-from kubescale.controllers.autoscaler.taints.node_writes import NodeWriter
-from kubescale.coordination.disruption_ledger import DisruptionLedger, WriteOutcome, evict_pod
+from kubescale.coordination.disruption_ledger import DisruptionLedger, WriteOutcome
 from kubescale.coordination.ports import DisruptionGate
 from kubescale.coordination.separate import OwnEvictionsOnly
 from kubescale.kube.client import KubeClient
-from kubescale.kube.errors import KubeApiError, KubeError
+from kubescale.kube.errors import KubeApiError
 from kubescale.kube.events import EventRecorder
+from kubescale.plans.executor import PlanExecutor, plan_metrics
+from kubescale.plans.intents import Event, Evict, Taint, Untaint
 
 __all__ = ["Deletion", "ScaleDownActuator"]
 
@@ -120,12 +122,19 @@ class ScaleDownActuator:
         self.gate: DisruptionGate = gate if gate is not None else OwnEvictionsOnly()
         """The coordination layer's gate: with ``--coordination one-brain`` a pod another
         system is evicting is not evicted again (upstream's, no such check, by default)."""
+        self.executor = PlanExecutor(
+            client=client,
+            ledger=self.disruptions,
+            events=events,
+            metrics=plan_metrics(metrics.registry),
+        )
+        """Taints, evictions and events go through it (node deletions, through the provider,
+        not yet)."""
         self.provider = provider
         self.events = events
         self.metrics = metrics
         self.settings = settings
         self.status_event = status_event
-        self.nodes = NodeWriter(client)
         self.in_progress: dict[str, Deletion] = {}
         self.last_delete: datetime | None = None
         self.last_failure: datetime | None = None
@@ -162,20 +171,27 @@ class ScaleDownActuator:
             name = str((node.get("metadata") or {}).get("name", ""))
             if name in self.in_progress:
                 continue
-            try:
-                await self.nodes.mark_to_be_deleted(
-                    name, now=now, cordon=self.settings.cordon_node_before_terminating
-                )
-            except KubeError as err:
-                self.events.event(
+            marked = await self.executor.execute(
+                Taint(
+                    actor=ACTOR,
+                    node=name,
+                    key=TO_BE_DELETED_TAINT,
+                    value=str(int(now.timestamp())),
+                    effect="NoSchedule",
+                    cordon=self.settings.cordon_node_before_terminating,
+                ),
+                now=now,
+            )
+            if marked.error is not None:
+                self._event(
                     node,
                     type="Warning",
                     reason="ScaleDownFailed",
-                    message=f"failed to mark the node as toBeDeleted/unschedulable: {err}",
+                    message=f"failed to mark the node as toBeDeleted/unschedulable: {marked.error}",
                 )
                 self.metrics.errors_total.labels("apiCallError").inc()
                 continue
-            self.events.event(
+            self._event(
                 node,
                 type="Normal",
                 reason="ScaleDown",
@@ -288,13 +304,8 @@ class ScaleDownActuator:
         grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
         limit = self.settings.max_graceful_termination_sec
         seconds = min(grace, limit) if isinstance(grace, int) else min(DEFAULT_GRACE, limit)
-        result = await evict_pod(
-            self.client,
-            self.disruptions,
-            pod,
-            now=now,
-            grace_period_seconds=seconds,
-            actor=ACTOR,
+        result = await self.executor.execute(
+            Evict(actor=ACTOR, pod=pod, grace_period_seconds=seconds), now=now
         )
         err = result.error
         if result.outcome is WriteOutcome.GONE:
@@ -316,10 +327,15 @@ class ScaleDownActuator:
         self.metrics.evicted_pods_total.labels("succeeded").inc()
         self.evicted.append(pod_id(pod))
         if not best_effort:
-            self.events.event(
+            self._event(
                 pod, type="Normal", reason="ScaleDown", message="deleting pod for node scale down"
             )
         return True
+
+    def _event(self, involved: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:
+        self.executor.note(
+            Event(actor=ACTOR, involved=involved, type=type, reason=reason, message=message)
+        )
 
     async def _delete(
         self,
@@ -356,12 +372,18 @@ class ScaleDownActuator:
         name = deletion.name
         self.in_progress.pop(name, None)
         self.last_failure = now
-        self.events.event(deletion.node, type="Warning", reason="ScaleDownFailed", message=message)
-        try:
-            await self.nodes.clean_to_be_deleted(
-                name, uncordon=self.settings.cordon_node_before_terminating
-            )
-        except KubeError as err:
+        self._event(deletion.node, type="Warning", reason="ScaleDownFailed", message=message)
+        cleaned = await self.executor.execute(
+            Untaint(
+                actor=ACTOR,
+                node=name,
+                key=TO_BE_DELETED_TAINT,
+                uncordon=self.settings.cordon_node_before_terminating,
+            ),
+            now=now,
+        )
+        if cleaned.error is not None:
             log.warning(
-                "cannot remove the taint", extra={"fields": {"node": name, "error": str(err)}}
+                "cannot remove the taint",
+                extra={"fields": {"node": name, "error": str(cleaned.error)}},
             )

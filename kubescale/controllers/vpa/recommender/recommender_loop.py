@@ -55,11 +55,13 @@ from kubescale.controllers.vpa.recommender.vpa_status import (
     desired_status,
     had_recommendation,
     status_changed,
-    write_status,
+    status_patch,
 )
+from kubescale.coordination.brain import brain_of
 from kubescale.kube.client import KubeClient
-from kubescale.kube.errors import KubeApiError, KubeError
+from kubescale.kube.errors import KubeApiError
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.plans.executor import PlanExecutor, plan_metrics
 from kubescale.runtime.component import TimelineReport
 
 __all__ = ["AGGREGATE_GC_INTERVAL", "LOOP_NAME", "RECOMMENDATION_EVENT", "RecommenderLoop"]
@@ -94,6 +96,13 @@ class RecommenderLoop:
         self.cache = cache
         self.settings = settings
         self.metrics = metrics
+        self.executor = PlanExecutor(
+            client=client,
+            ledger=brain_of(cache).ledger,
+            events=None,
+            metrics=plan_metrics(metrics.registry),
+        )
+        """The VPA status writes go through it (checkpoints not yet)."""
         self.history = history
         self.feeder = ClusterFeeder(client=client, cache=cache, settings=settings, metrics=metrics)
         self.checkpoint_store = CheckpointStore(
@@ -179,11 +188,13 @@ class RecommenderLoop:
             )
             if not status_changed(vpa.get("status"), status):
                 continue
-            try:
-                await write_status(self.client, vpa, status)
-            except KubeApiError as err:
+            applied = await self.executor.execute(
+                status_patch(vpa, status, actor=LOOP_NAME), now=now
+            )
+            failure = applied.error
+            if isinstance(failure, KubeApiError):
                 namespace, name = observed.key
-                if err.not_found:  # deleted while this iteration worked on it: nothing to do
+                if failure.not_found:  # deleted while this iteration worked on it: nothing to do
                     log.info(
                         "VPA object is gone, its status is not updated",
                         extra={"fields": {"vpa": f"{namespace}/{name}"}},
@@ -191,14 +202,14 @@ class RecommenderLoop:
                     continue
                 log.error(
                     "cannot update VPA object",
-                    extra={"fields": {"vpa": f"{namespace}/{name}", "error": str(err)}},
+                    extra={"fields": {"vpa": f"{namespace}/{name}", "error": str(failure)}},
                 )
                 continue
-            except KubeError as err:
+            if failure is not None:
                 namespace, name = observed.key
                 log.error(
                     "cannot update VPA object",
-                    extra={"fields": {"vpa": f"{namespace}/{name}", "error": str(err)}},
+                    extra={"fields": {"vpa": f"{namespace}/{name}", "error": str(failure)}},
                 )
                 continue
             self.status_writes += 1

@@ -83,6 +83,7 @@ class RecommenderMetrics:
     """The recommender's metrics on one registry."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
         self.vpa_objects = Gauge(
             "vpa_recommender_vpa_objects_count",
             "Number of VPA objects present in the cluster.",

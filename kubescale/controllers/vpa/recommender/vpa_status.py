@@ -33,9 +33,9 @@ from typing import Any, Final
 from kubescale.base.objects import mapping
 from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.model.cluster_state import VpaRecommendation
-from kubescale.kube.client import KubeClient
 from kubescale.kube.quantities import Quantity, QuantityError
 from kubescale.kube.resources import VERTICAL_POD_AUTOSCALERS
+from kubescale.plans.intents import ObjectRef, PatchObject
 
 __all__ = [
     "CONFIG_DEPRECATED",
@@ -48,7 +48,7 @@ __all__ = [
     "desired_status",
     "had_recommendation",
     "status_changed",
-    "write_status",
+    "status_patch",
 ]
 
 RECOMMENDATION_PROVIDED: Final = "RecommendationProvided"
@@ -228,16 +228,17 @@ def status_changed(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> boo
     return _canonical(old or {}) != _canonical(new)
 
 
-async def write_status(
-    client: KubeClient, vpa: Mapping[str, Any], status: Mapping[str, Any]
-) -> dict[str, Any]:
-    """``add /status`` through the status subresource (a JSON patch, as upstream)."""
+def status_patch(vpa: Mapping[str, Any], status: Mapping[str, Any], *, actor: str) -> PatchObject:
+    """The intent ``add /status`` through the status subresource (a JSON patch, as upstream)."""
     metadata = mapping(vpa.get("metadata"))
-    return await client.patch(
-        VERTICAL_POD_AUTOSCALERS,
-        str(metadata.get("name") or ""),
-        [{"op": "add", "path": "/status", "value": dict(status)}],
-        namespace=str(metadata.get("namespace") or ""),
+    return PatchObject(
+        actor=actor,
+        target=ObjectRef(
+            VERTICAL_POD_AUTOSCALERS,
+            str(metadata.get("namespace") or ""),
+            str(metadata.get("name") or ""),
+        ),
+        patch=[{"op": "add", "path": "/status", "value": dict(status)}],
         patch_type="json",
         subresource="status",
     )

@@ -1,10 +1,11 @@
 """What the updater does to a pod once its budget allows: evict it, or resize it in place.
 
-Both writes go through :mod:`kubescale.coordination.disruption_ledger` (:func:`evict_pod`,
-:func:`resize_pod`), which records each eviction or resize that was done or whose outcome is
-unknown until the pods' informer shows it; the :class:`~kubescale.coordination.disruption_ledger.
-WriteResult` tells the loop whether its budget counts the write (:attr:`WriteResult.counts`).
-Here are the rest of upstream's ``EvictViaEviction API`` / ``InPlaceUpdate`` side effects:
+Each action is a decision (:data:`~kubescale.plans.executor.Decision`): it yields the
+intents (:mod:`kubescale.plans.intents`) and receives each one's outcome from the
+:class:`~kubescale.plans.executor.PlanExecutor`, which makes the evictions and resizes
+through the disruption ledger (an outcome unknown counts as done, :attr:`Applied.counts`) and
+checks the leader Lease before each write. No client here. The rest of upstream's
+``EvictViaEviction API`` / ``InPlaceUpdate`` side effects:
 
 * eviction (``policy/v1`` Eviction, PodDisruptionBudgets enforced by the API server): on success
   ``vpa_updater_evicted_pods_total`` and the events ``EvictedByVPA`` (pod) and ``EvictedPod``
@@ -15,12 +16,14 @@ Here are the rest of upstream's ``EvictViaEviction API`` / ``InPlaceUpdate`` sid
   ``vpa_updater_in_place_updated_pods_total`` and the event ``InPlaceResizedByVPA``, or
   ``vpa_updater_failed_in_place_update_attempts_total{reason}``. A resize that was done stays
   done when the annotation cannot be written (upstream would then evict the pod as well).
+
+In a dry run (``--dry-run``) every intent is answered done without being sent; the updater's
+own metrics then count nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import Any, Final
 
 from kubescale.base.logs import component_logger
@@ -34,28 +37,23 @@ from kubescale.controllers.vpa.api.startup_boost import (
 from kubescale.controllers.vpa.api.vpa_policy import UPDATE_MODE_OFF, update_mode
 from kubescale.controllers.vpa.updater.eviction_restriction import pod_id
 from kubescale.controllers.vpa.updater.updater_metrics import UpdaterMetrics
-from kubescale.coordination.disruption_ledger import (
-    DisruptionLedger,
-    WriteOutcome,
-    WriteResult,
-    evict_pod,
-    resize_pod,
-)
-from kubescale.kube.client import KubeClient
+from kubescale.coordination.disruption_ledger import WriteOutcome, WriteResult
 from kubescale.kube.errors import KubeApiError, KubeError
-from kubescale.kube.events import EventRecorder
-from kubescale.kube.resources import PODS
+from kubescale.plans.executor import Applied, Decision
+from kubescale.plans.intents import Event, Evict, PatchObject, Resize, pod_ref
 
-__all__ = ["IN_PLACE_UPDATED_ANNOTATION", "PodActions", "resize_patches"]
+__all__ = ["ACTOR", "IN_PLACE_UPDATED_ANNOTATION", "PodActions", "resize_patches"]
 
 log = component_logger("vpa-updater")
 
 ACTOR: Final = "vpa-updater"
 """The updater's name on the disruption ledger (what it counts alone with ``--coordination
-separate``)."""
+separate``) and on its intents."""
 
 IN_PLACE_UPDATED_ANNOTATION: Final = "vpaInPlaceUpdated"
 _CONTAINER_RESOURCES_PREFIX = "/spec/containers/"
+_NOTHING_TO_DO: Final = Applied(WriteResult(WriteOutcome.DONE))
+_REFUSED: Final = Applied(WriteResult(WriteOutcome.REFUSED))
 
 
 def resize_patches(patches: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -86,25 +84,15 @@ def _failure_reason(error: KubeError) -> str:
 
 
 class PodActions:
-    """The updater's writes to pods, with their metrics, events and logs (module docstring)."""
+    """The updater's actions on pods, with their metrics, events and logs (module docstring)."""
 
-    def __init__(
-        self,
-        *,
-        client: KubeClient,
-        ledger: DisruptionLedger,
-        metrics: UpdaterMetrics,
-        events: EventRecorder,
-    ) -> None:
-        self.client = client
-        self.ledger = ledger
+    def __init__(self, *, metrics: UpdaterMetrics) -> None:
         self.metrics = metrics
-        self.events = events
 
-    async def evict(
-        self, pod: Mapping[str, Any], vpa: Mapping[str, Any], *, size: str, now: datetime
-    ) -> WriteResult:
-        result = await evict_pod(self.client, self.ledger, pod, now=now, actor=ACTOR)
+    def evict(
+        self, pod: Mapping[str, Any], vpa: Mapping[str, Any], *, size: str
+    ) -> Decision[Applied]:
+        result = yield Evict(actor=ACTOR, pod=pod)
         error = result.error
         if error is not None:
             self.metrics.failed_evictions.labels(size, _failure_reason(error)).inc()
@@ -117,23 +105,26 @@ class PodActions:
             else:
                 log.info("evicting pod failed", extra={"fields": fields})
             return result
-        self.metrics.evicted_pods.labels(size).inc()
-        log.info("evicted pod", extra={"fields": {"pod": pod_id(pod)}})
-        self.events.event(
-            pod,
+        if not result.dry_run:
+            self.metrics.evicted_pods.labels(size).inc()
+            log.info("evicted pod", extra={"fields": {"pod": pod_id(pod)}})
+        yield Event(
+            actor=ACTOR,
+            involved=pod,
             type="Normal",
             reason="EvictedByVPA",
             message="Pod was evicted by VPA Updater to apply resource recommendation.",
         )
-        self.events.event(
-            vpa,
+        yield Event(
+            actor=ACTOR,
+            involved=vpa,
             type="Normal",
             reason="EvictedPod",
             message=(f"VPA Updater evicted Pod {meta(pod).name} to apply resource recommendation."),
         )
         return result
 
-    async def unboost(
+    def unboost(
         self,
         pod: Mapping[str, Any],
         vpa: Mapping[str, Any],
@@ -141,8 +132,7 @@ class PodActions:
         expired: Sequence[str],
         *,
         size: str,
-        now: datetime,
-    ) -> WriteResult:
+    ) -> Decision[Applied]:
         """Lower an expired CPU startup boost in place (upstream's ``InPlaceUpdate`` from the
         boost worker): the resources admission would give the pod without a boost -- the
         recommendation, when the VPA's mode applies one -- and for a boosted container that gets
@@ -169,9 +159,9 @@ class PodActions:
                 path = f"/spec/containers/{index}/resources/{list_name}/cpu"
                 if CPU in values and not any(op["path"] == path for op in patches):
                     patches.append({"op": "add", "path": path, "value": str(values[CPU])})
-        result = WriteResult(WriteOutcome.DONE)
+        result = _NOTHING_TO_DO
         if patches:
-            result = await resize_pod(self.client, self.ledger, pod, patches, now=now, actor=ACTOR)
+            result = yield Resize(actor=ACTOR, pod=pod, patches=patches)
             if result.error is not None:
                 failure = result.error
                 reason = failure.reason if isinstance(failure, KubeApiError) else "Error"
@@ -181,25 +171,25 @@ class PodActions:
                     extra={"fields": {"pod": pod_id(pod), "error": str(failure)}},
                 )
                 return result
-        await self._after_resize(
+        yield from self._after_resize(
             pod,
             dict.fromkeys(expired),
             size=size,
             resized=bool(patches),
             warning="pod unboosted, but its boost annotations could not be removed",
+            dry_run=result.dry_run,
         )
         return result
 
-    async def resize(
+    def resize(
         self,
         pod: Mapping[str, Any],
         vpa: Mapping[str, Any],
         limit_ranges: Sequence[dict[str, Any]],
         *,
         size: str,
-        now: datetime,
         hpas: Sequence[dict[str, Any]] = (),
-    ) -> WriteResult:
+    ) -> Decision[Applied]:
         """Resize ``pod`` in place to what the webhook would give it (``hpas``: with
         ``--coordination one-brain``, the HPAs whose resources it leaves alone)."""
         try:
@@ -215,11 +205,11 @@ class PodActions:
             log.error(
                 "cannot compute resize", extra={"fields": {"pod": pod_id(pod), "error": str(err)}}
             )
-            return WriteResult(WriteOutcome.REFUSED)
+            return _REFUSED
         patches = resize_patches(admitted.patches)
         if not patches:
-            return WriteResult(WriteOutcome.REFUSED)
-        result = await resize_pod(self.client, self.ledger, pod, patches, now=now, actor=ACTOR)
+            return _REFUSED
+        result = yield Resize(actor=ACTOR, pod=pod, patches=patches)
         failure = result.error
         if failure is not None:
             reason = failure.reason if isinstance(failure, KubeApiError) else "Error"
@@ -232,16 +222,17 @@ class PodActions:
             log.info(message, extra={"fields": {"pod": pod_id(pod), "error": str(failure)}})
             return result
         # The resize is done: a missing annotation is no reason to evict the pod as well.
-        await self._after_resize(
+        yield from self._after_resize(
             pod,
             {IN_PLACE_UPDATED_ANNOTATION: "true"},
             size=size,
             resized=True,
             warning="pod resized, but its annotation could not be written",
+            dry_run=result.dry_run,
         )
         return result
 
-    async def _after_resize(
+    def _after_resize(
         self,
         pod: Mapping[str, Any],
         annotations: Mapping[str, str | None],
@@ -249,24 +240,26 @@ class PodActions:
         size: str,
         resized: bool,
         warning: str,
-    ) -> None:
+        dry_run: bool,
+    ) -> Decision[None]:
         """Merge-patch ``annotations`` onto the pod (``None`` removes one; a failure is only
         logged), then, if ``resized``, the metric and the event ``InPlaceResizedByVPA``."""
-        view = meta(pod)
-        try:
-            await self.client.patch(
-                PODS,
-                view.name,
-                {"metadata": {"annotations": dict(annotations)}},
-                namespace=view.namespace,
-                patch_type="merge",
+        patched = yield PatchObject(
+            actor=ACTOR,
+            target=pod_ref(pod),
+            patch={"metadata": {"annotations": dict(annotations)}},
+            patch_type="merge",
+        )
+        if patched.error is not None:
+            log.warning(
+                warning, extra={"fields": {"pod": pod_id(pod), "error": str(patched.error)}}
             )
-        except KubeError as err:
-            log.warning(warning, extra={"fields": {"pod": pod_id(pod), "error": str(err)}})
         if resized:
-            self.metrics.in_place_updated_pods.labels(size).inc()
-            self.events.event(
-                pod,
+            if not dry_run:
+                self.metrics.in_place_updated_pods.labels(size).inc()
+            yield Event(
+                actor=ACTOR,
+                involved=pod,
                 type="Normal",
                 reason="InPlaceResizedByVPA",
                 message="Pod was resized in place by VPA Updater.",

@@ -8,7 +8,8 @@ vpa-admission-controller``, ``--admission-controller-status-lease-namespace`` (e
 ``NAMESPACE`` environment variable, else ``kube-system``),
 ``--admission-controller-status-lease-timeout 1m``, ``--pod-update-threshold 0.1``,
 ``--in-recommendation-bounds-eviction-lifetime-threshold 12h``, ``--evict-after-oom-threshold
-10m`` and ``--in-place-skip-disruption-budget false``.
+10m`` and ``--in-place-skip-disruption-budget false``; ``--dry-run`` (false, the descheduler's
+flag, one for every system: :mod:`kubescale.plans.dry_run`) prints each plan instead.
 
 kubescale's addition: ``--vpa-updater auto|true|false``, whether ``serve`` runs the loop
 (``auto``: in a cluster or with ``--kubeconfig``, like ``--vpa-recommender``).
@@ -40,6 +41,7 @@ from kubescale.controllers.vpa.updater.eviction_restriction import (
     DEFAULT_MIN_REPLICAS,
 )
 from kubescale.controllers.vpa.updater.update_priority import UpdateSettings
+from kubescale.plans.dry_run import add_dry_run_flag
 
 __all__ = [
     "DEFAULT_STATUS_LEASE_NAME",
@@ -79,6 +81,8 @@ class UpdaterSettings:
     in_place_skip_disruption_budget: bool = False
     priority: UpdateSettings = field(default_factory=UpdateSettings)
     """``--pod-update-threshold``, the lifetime and OOM thresholds."""
+    dry_run: bool = False
+    """``--dry-run``: decide and print each plan, write nothing."""
 
 
 def add_updater_arguments(parser: argparse.ArgumentParser) -> None:
@@ -165,6 +169,7 @@ def add_updater_arguments(parser: argparse.ArgumentParser) -> None:
         "resize in place without the eviction budget when no container needs a restart",
     )
     add_feature_gates_argument(group)
+    add_dry_run_flag(group)
 
 
 def updater_settings_from_args(
@@ -200,6 +205,7 @@ def updater_settings_from_args(
         status_lease_namespace=namespace,
         status_lease_timeout=timedelta(seconds=args.admission_controller_status_lease_timeout),
         in_place_skip_disruption_budget=bool(args.in_place_skip_disruption_budget),
+        dry_run=bool(args.dry_run),
         priority=UpdateSettings(
             pod_update_threshold=float(args.pod_update_threshold),
             lifetime_threshold=timedelta(

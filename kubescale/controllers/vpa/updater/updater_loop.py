@@ -14,7 +14,10 @@ Each iteration (reference §3.2), the steps timed into
 3. Pods: :func:`pod_is_updatable`, matched to their controlling VPA as admission matches them
    (top-most controller == ``targetRef``, selector,
    :func:`kubescale.controllers.vpa.api.vpa_matching.choose_vpa`).
-4. Per VPA: :meth:`EvictionRestriction.build` from its pods and their controllers (informers),
+4. Per VPA (:func:`~.updater_decision.decide`, on the snapshot read in steps 1-3 -- the pods'
+   controllers, LimitRanges, HPAs and in-flight disruptions too -- driven by the
+   :class:`~kubescale.plans.executor.PlanExecutor`, or printed by ``--dry-run``):
+   :meth:`EvictionRestriction.build` from its pods and their controllers (informers),
    :func:`prioritized_pods`, then in order: mode InPlaceOrRecreate → in-place resize when
    :meth:`EvictionRestriction.in_place_decision` approves (:class:`PodActions`: ``PATCH
    pods/<name>/resize`` with the container-resource operations admission would apply, then
@@ -29,10 +32,10 @@ pods with a boost in progress are left out of step 4 and, once the boost expired
 (:meth:`PodActions.unboost`, :mod:`kubescale.controllers.vpa.api.startup_boost`); a group
 holding a boosted pod is kept below minReplicas for that.
 
-Evictions and resizes go through :mod:`kubescale.coordination.disruption_ledger`: one whose outcome
-is unknown (no answer, 5xx — kube-apiserver answers 504 after etcd committed when its deadline
-passes) counts as done, in this loop's budget and, until the pods' informer shows the pod going (or
-the resize applied; 5 minutes at most), in the next loops' too, as do successful ones
+Evictions and resizes go through :mod:`kubescale.coordination.disruption_ledger`: one whose
+outcome is unknown (no answer, 5xx — kube-apiserver answers 504 after etcd committed when its
+deadline passes) counts as done, in this loop's budget and, until the pods' informer shows the pod
+going (or the resize applied; 5 minutes at most), in the next loops' too, as do successful ones
 the informer has not shown yet; a pod not found counts as gone. Upstream counts only answered
 successes of the current loop, so a committed eviction answered 500 was evicted again (6 of 6
 pods against a budget of 3). A resize whose outcome is unknown does not fall back to eviction.
@@ -52,38 +55,31 @@ from kubescale.base.logs import component_logger
 from kubescale.base.objects import meta
 from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef, topmost_controller
-from kubescale.controllers.vpa.api.limit_ranges import merged_limit_range_item
-from kubescale.controllers.vpa.api.startup_boost import (
-    expired_boost_annotations,
-    has_boost_in_progress,
-)
-from kubescale.controllers.vpa.api.vpa_matching import choose_vpa, has_startup_boost, target_ref_of
-from kubescale.controllers.vpa.api.vpa_policy import update_mode
+from kubescale.controllers.vpa.api.vpa_matching import choose_vpa, has_startup_boost
 from kubescale.controllers.vpa.api.vpa_targets import VpaTargets, target_ref
 from kubescale.controllers.vpa.recommender.recommender_metrics import ExecutionTimer
-from kubescale.controllers.vpa.updater.eviction_rate_limit import EvictionRateLimiter
 from kubescale.controllers.vpa.updater.eviction_restriction import (
     ControllerKey,
-    EvictionRestriction,
-    InPlaceDecision,
     controller_of,
     pod_id,
 )
 from kubescale.controllers.vpa.updater.update_priority import (
     is_terminating,
     pod_is_updatable,
-    prioritized_pods,
     vpa_is_updated,
 )
-from kubescale.controllers.vpa.updater.updater_actions import ACTOR, PodActions
+from kubescale.controllers.vpa.updater.updater_actions import ACTOR
 from kubescale.controllers.vpa.updater.updater_config import UpdaterSettings
-from kubescale.controllers.vpa.updater.updater_metrics import UpdaterMetrics, size_log2
-from kubescale.coordination.brain import brain_of
-from kubescale.coordination.disruption_ledger import WriteOutcome
-from kubescale.coordination.resource_ownership import (
-    hpa_conflict_message,
-    hpa_scaled_resources,
+from kubescale.controllers.vpa.updater.updater_decision import (
+    UpdaterMemory,
+    UpdaterSnapshot,
+    VpaSnapshot,
+    decide,
+    has_recommendation,
+    vpa_key,
 )
+from kubescale.controllers.vpa.updater.updater_metrics import UpdaterMetrics
+from kubescale.coordination.brain import brain_of
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.events import EventRecorder
@@ -96,6 +92,8 @@ from kubescale.kube.resources import (
 )
 from kubescale.kube.selectors import LabelSelector
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.plans.executor import PlanExecutor, collect_plan, plan_metrics
+from kubescale.plans.intents import Plan
 from kubescale.runtime.component import TimelineReport
 
 __all__ = ["LOOP_NAME", "UpdaterLoop", "lease_is_fresh"]
@@ -104,15 +102,8 @@ log = component_logger("vpa-updater")
 
 LOOP_NAME: Final = "vpa-updater"
 EVICTION_EVENT: Final = "vpa-eviction"
-EVICTION_UNKNOWN_EVENT: Final = "vpa-eviction-unknown"
 IN_PLACE_EVENT: Final = "vpa-in-place-resize"
 SKIPPED_EVENT: Final = "vpa-updater-skipped"
-HPA_CONFLICT_REPORT: Final = "vpa-hpa-conflict"
-HPA_CONFLICT_REASON: Final = "HPAConflict"
-MAX_REMEMBERED_DECISIONS: Final = 10_000
-_IN_PLACE_MODES = frozenset({"InPlaceOrRecreate", "InPlace"})
-_NEVER_EVICTS = "InPlace"
-"""Mode ``InPlace`` (feature gate ``InPlace``) resizes in place and never falls back to eviction."""
 
 
 def lease_is_fresh(
@@ -126,11 +117,6 @@ def lease_is_fresh(
         (lease.get("metadata") or {}).get("creationTimestamp")
     )
     return renewed is not None and renewed + settings.status_lease_timeout > now
-
-
-def has_recommendation(vpa: Mapping[str, Any]) -> bool:
-    recommendation = (vpa.get("status") or {}).get("recommendation") or {}
-    return bool(recommendation.get("containerRecommendations"))
 
 
 class UpdaterLoop:
@@ -168,28 +154,30 @@ class UpdaterLoop:
             else None
         )
         """The HPAs, whose resources the VPA leaves alone (``--coordination one-brain``)."""
-        self._hpa_decisions: dict[tuple[str, str], str] = {}
-        """The last ``HPAConflict`` message per VPA (an Event when it changes)."""
         self.disruptions = brain.ledger
         self.disruptions.attach(self.pods)
-        self.actions = PodActions(
-            client=client, ledger=self.disruptions, metrics=metrics, events=events
+        self.executor = PlanExecutor(
+            client=client,
+            ledger=self.disruptions,
+            events=events,
+            metrics=plan_metrics(metrics.registry),
+            dry_run=settings.dry_run,
         )
         self.targets = VpaTargets(controllers=cache.controllers)
-        self.eviction_limiter = EvictionRateLimiter(
-            rate=settings.eviction_rate_limit, burst=settings.eviction_rate_burst
-        )
-        self.in_place_limiter = EvictionRateLimiter(
-            rate=settings.eviction_rate_limit, burst=settings.eviction_rate_burst
-        )
-        self.last_in_place_attempt: dict[str, datetime] = {}
+        self.memory = UpdaterMemory.for_settings(settings)
         self.iterations = 0
         self.skipped_stale_status = 0
-        self.evicted: list[str] = []
-        """Pods (``namespace/name``) evicted by the last iteration, in order."""
-        self.resized: list[str] = []
-        """Pods resized in place by the last iteration, in order."""
         self._reports: list[TimelineReport] = []
+
+    @property
+    def evicted(self) -> list[str]:
+        """Pods (``namespace/name``) evicted by the last iteration, in order."""
+        return self.memory.evicted
+
+    @property
+    def resized(self) -> list[str]:
+        """Pods resized in place by the last iteration, in order."""
+        return self.memory.resized
 
     def drain_reports(self) -> list[TimelineReport]:
         """What the loop did since the last call, for a simulation's timeline: each eviction
@@ -214,20 +202,50 @@ class UpdaterLoop:
 
     async def run_once(self, now: datetime) -> None:
         """One ``RunOnce``; the events it recorded are written before it returns."""
-        self.evicted = []
-        self.resized = []
+        memory = self.memory
+        memory.evicted = []
+        memory.resized = []
         self.iterations += 1
         try:
             await self._run_once(now)
         finally:
+            self._reports.extend(memory.reports)
+            memory.reports = []
             await self.events.flush()
         self._reports.extend((EVICTION_EVENT, pod, "evicted by VPA") for pod in self.evicted)
         self._reports.extend(
             (IN_PLACE_EVENT, pod, "resized in place by VPA") for pod in self.resized
         )
 
+    async def plan(self, now: datetime) -> Plan | None:
+        """The plan this loop would make now, every intent answered done and nothing sent
+        (``None``: skipped, the admission status is stale); it moves the loop's memory (rate
+        limiters, last in-place attempts) as an iteration would."""
+        snapshot = await self.snapshot(now)
+        if snapshot is None:
+            return None
+        plan, _ = collect_plan(
+            decide(snapshot, self.memory, now, settings=self.settings, metrics=self.metrics)
+        )
+        return plan
+
     async def _run_once(self, now: datetime) -> None:
         timer = ExecutionTimer(self.metrics.execution_latency)
+        snapshot = await self.snapshot(now, timer)
+        if snapshot is None:
+            return
+        await self.executor.drive(
+            decide(snapshot, self.memory, now, settings=self.settings, metrics=self.metrics),
+            now=now,
+        )
+        timer.observe_step("EvictPods")
+        timer.observe_total()
+
+    async def snapshot(
+        self, now: datetime, timer: ExecutionTimer | None = None
+    ) -> UpdaterSnapshot | None:
+        """Steps 1-3 of ``RunOnce`` and what step 4 reads (``None``: the admission status is
+        stale or missing, the iteration is skipped)."""
         if self.settings.use_admission_controller_status and not await self.admission_status_fresh(
             now
         ):
@@ -244,7 +262,7 @@ class UpdaterLoop:
                     "admission controller status stale or missing: no update this loop",
                 )
             )
-            return
+            return None
         boost_gate = self.settings.priority.cpu_startup_boost
         vpas = [
             vpa
@@ -256,18 +274,35 @@ class UpdaterLoop:
             or (boost_gate and has_startup_boost(vpa))
         ]
         selectors = await self._selectors(vpas)
-        timer.observe_step("ListVPAs")
+        if timer is not None:
+            timer.observe_step("ListVPAs")
         by_vpa, terminating = self._match_pods(vpas, selectors)
-        timer.observe_step("ListPods")
+        if timer is not None:
+            timer.observe_step("ListPods")
+        entries: list[VpaSnapshot] = []
         for vpa in vpas:
-            key = _key(vpa)
-            pods = by_vpa.get(key, [])
-            size = size_log2(len(pods))
-            self.metrics.controlled_pods.labels(size).set(len(pods))
-            if pods:
-                await self._update_vpa(vpa, pods, terminating=terminating, now=now)
-        timer.observe_step("EvictPods")
-        timer.observe_total()
+            pods = by_vpa.get(vpa_key(vpa), [])
+            namespace = vpa_key(vpa)[0]
+            entries.append(
+                VpaSnapshot(
+                    vpa=vpa,
+                    pods=pods,
+                    controllers=self._controllers(pods),
+                    limit_ranges=self.limit_ranges.lister.list(namespace=namespace) if pods else [],
+                    hpas=(
+                        self.hpas.lister.list(namespace=namespace)
+                        if self.hpas is not None and pods
+                        else None
+                    ),
+                    in_flight={
+                        pod_id(pod): disruption.kind
+                        for pod in pods
+                        if (disruption := self.disruptions.pending(pod, now=now, actor=ACTOR))
+                        is not None
+                    },
+                )
+            )
+        return UpdaterSnapshot(vpas=entries, terminating=terminating)
 
     async def _selectors(
         self, vpas: Sequence[dict[str, Any]]
@@ -313,37 +348,8 @@ class UpdaterLoop:
                 pod, controller=controller, candidate_vpas=vpas, selector_of=selector_of
             )
             if vpa is not None:
-                matched.setdefault(_key(vpa), []).append(pod)
+                matched.setdefault(vpa_key(vpa), []).append(pod)
         return matched, terminating
-
-    async def _unboost(
-        self,
-        vpa: dict[str, Any],
-        pods: Sequence[dict[str, Any]],
-        boosted: set[str],
-        restriction: EvictionRestriction,
-        limit_ranges: Sequence[dict[str, Any]],
-        *,
-        size: str,
-        now: datetime,
-    ) -> None:
-        """CPU startup boost (gate ``CPUStartupBoost``): each boosted pod whose boost expired
-        (:func:`expired_boost_annotations`) and that :meth:`EvictionRestriction.can_unboost`
-        allows is resized back in place (:meth:`PodActions.unboost`), within the in-place rate
-        limit; the resize counts in its group's budget."""
-        for pod in pods:
-            if pod_id(pod) not in boosted:
-                continue
-            expired = expired_boost_annotations(pod, vpa, now=now)
-            if not expired or not restriction.can_unboost(pod):
-                continue
-            if not self.in_place_limiter.try_acquire(now):
-                return
-            result = await self.actions.unboost(pod, vpa, limit_ranges, expired, size=size, now=now)
-            if result.outcome is WriteOutcome.DONE:
-                self.resized.append(pod_id(pod))
-            if result.counts:
-                restriction.record_in_place_update(pod)
 
     def _controllers(self, pods: Sequence[dict[str, Any]]) -> dict[ControllerKey, dict[str, Any]]:
         found: dict[ControllerKey, dict[str, Any]] = {}
@@ -357,135 +363,3 @@ class UpdaterLoop:
             if obj is not None:
                 found[key] = obj
         return found
-
-    def _hpa_scaled(
-        self, vpa: Mapping[str, Any], namespace: str
-    ) -> tuple[list[dict[str, Any]], frozenset[str]]:
-        """``--coordination one-brain``: the HPAs of the namespace and the resources those
-        targeting the VPA's workload scale on (the VPA leaves them alone: docs/coordination.md);
-        an ``HPAConflict`` Event on the VPA when that decision is new or changes."""
-        if self.hpas is None:
-            return [], frozenset()
-        hpas = self.hpas.lister.list(namespace=namespace)
-        target = target_ref_of(vpa)
-        skipped = self.ownership.hpa_owned(hpas, target)
-        key = _key(vpa)
-        if not skipped or target is None:
-            self._hpa_decisions.pop(key, None)
-            return hpas, skipped
-        names = sorted(
-            str((hpa.get("metadata") or {}).get("name") or "")
-            for hpa in hpas
-            if hpa_scaled_resources(hpa, target)
-        )
-        message = hpa_conflict_message(target=target, hpa_names=names, resources=skipped)
-        if self._hpa_decisions.get(key) != message:
-            self._hpa_decisions[key] = message
-            if len(self._hpa_decisions) > MAX_REMEMBERED_DECISIONS:
-                self._hpa_decisions.pop(next(iter(self._hpa_decisions)))
-            self.events.event(vpa, type="Normal", reason=HPA_CONFLICT_REASON, message=message)
-            self._reports.append((HPA_CONFLICT_REPORT, f"{key[0]}/{key[1]}", message))
-        return hpas, skipped
-
-    async def _update_vpa(
-        self,
-        vpa: dict[str, Any],
-        pods: list[dict[str, Any]],
-        *,
-        terminating: Mapping[ControllerKey, int],
-        now: datetime,
-    ) -> None:
-        settings = self.settings
-        mode = update_mode(vpa)
-        in_place = mode in _IN_PLACE_MODES
-        never_evict = mode == _NEVER_EVICTS
-        boosting = settings.priority.cpu_startup_boost and has_startup_boost(vpa)
-        boosted = {pod_id(pod) for pod in pods if boosting and has_boost_in_progress(pod)}
-        in_flight = {
-            pod_id(pod): disruption.kind
-            for pod in pods
-            if (disruption := self.disruptions.pending(pod, now=now, actor=ACTOR)) is not None
-        }
-        restriction = EvictionRestriction.build(
-            pods=pods,
-            controllers=self._controllers(pods),
-            vpa=vpa,
-            min_replicas=settings.min_replicas,
-            eviction_tolerance=settings.eviction_tolerance,
-            in_place_skip_disruption_budget=settings.in_place_skip_disruption_budget,
-            in_place_mode=in_place,
-            in_flight=in_flight,
-            terminating=terminating,
-            boosted=boosted,
-        )
-        namespace = str((vpa.get("metadata") or {}).get("namespace") or "")
-        limit_ranges = self.limit_ranges.lister.list(namespace=namespace)
-        hpas, skipped = self._hpa_scaled(vpa, namespace)
-        size = size_log2(len(pods))
-        if boosted:
-            await self._unboost(vpa, pods, boosted, restriction, limit_ranges, size=size, now=now)
-            # A boosted pod is left to the unboost (upstream excludes it from updates).
-            pods = [pod for pod in pods if pod_id(pod) not in boosted]
-        if not (
-            vpa_is_updated(vpa, in_place_gate=settings.priority.in_place_gate)
-            and has_recommendation(vpa)
-        ):
-            return
-        candidates = prioritized_pods(
-            vpa=vpa,
-            pods=pods,
-            now=now,
-            settings=settings.priority,
-            container_limit_range=merged_limit_range_item(limit_ranges, item_type="Container"),
-            pod_limit_range=merged_limit_range_item(limit_ranges, item_type="Pod"),
-            skip_resources=skipped,
-        )
-        self.metrics.evictable_pods.labels(size).set(len(candidates))
-        for entry in candidates:
-            pod = dict(entry.pod)
-            if in_place:
-                last = self.last_in_place_attempt.get(pod_id(pod))
-                decision = restriction.in_place_decision(
-                    pod, now=now, last_in_place_attempt=last, fall_back_to_eviction=not never_evict
-                )
-                if decision is InPlaceDecision.DEFERRED:
-                    continue
-                if decision is InPlaceDecision.APPROVED:
-                    if not self.in_place_limiter.try_acquire(now):
-                        return
-                    self.last_in_place_attempt[pod_id(pod)] = now
-                    resized = await self.actions.resize(
-                        pod, vpa, limit_ranges, size=size, now=now, hpas=hpas
-                    )
-                    if resized.outcome is WriteOutcome.DONE:
-                        self.resized.append(pod_id(pod))
-                    if resized.counts:  # done, or maybe done: no eviction on top of it
-                        restriction.record_in_place_update(pod)
-                        continue
-                if never_evict:
-                    continue
-            if not restriction.can_evict(
-                pod, now=now, last_in_place_attempt=self.last_in_place_attempt.get(pod_id(pod))
-            ):
-                continue
-            if not self.eviction_limiter.try_acquire(now):
-                return  # no token: the next iteration goes on (module docstring)
-            evicted = await self.actions.evict(pod, vpa, size=size, now=now)
-            if evicted.outcome is WriteOutcome.DONE:
-                self.evicted.append(pod_id(pod))
-            elif evicted.outcome is WriteOutcome.UNKNOWN:
-                code = evicted.error.code if isinstance(evicted.error, KubeApiError) else None
-                self._reports.append(
-                    (
-                        EVICTION_UNKNOWN_EVENT,
-                        pod_id(pod),
-                        f"eviction answered {code or 'nothing'}: counted as evicted",
-                    )
-                )
-            if evicted.counts:  # done, maybe done, or the pod is gone anyway
-                restriction.record_eviction(pod)
-
-
-def _key(vpa: Mapping[str, Any]) -> tuple[str, str]:
-    metadata = vpa.get("metadata") or {}
-    return (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))

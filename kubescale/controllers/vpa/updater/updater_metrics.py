@@ -26,6 +26,7 @@ class UpdaterMetrics:
     """The updater's metrics on one registry."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
         self.execution_latency = Histogram(
             "vpa_updater_execution_latency_seconds",
             "Time spent in various parts of VPA Updater main loop.",

@@ -1,1 +1,0 @@
-r"""The autoscaler's taints and cordon on Node objects (upstream's \`\`utils/taints\`\`)."""

@@ -1,0 +1,239 @@
+"""The intents a plan is made of: frozen, typed, each naming its object and its actor.
+
+An intent says *what* a system wants done to one object, not how: the
+:class:`~kubescale.plans.executor.PlanExecutor` turns it into the request. The object is
+an :class:`ObjectRef` (resource type, namespace, name), whose request path is built by the one
+URL builder (:func:`kubescale.kube.api_paths.api_path`, through ``ResourceType.object_path``),
+and ``actor`` is the system that decided it (``vpa-updater``, ``descheduler`` ...: the
+disruption ledger's actor name and the ``actor`` label of ``kubescale_plan_intents_total``).
+
+:func:`describe` is the one-line text of an intent (``--dry-run`` prints it): stable — the
+actor, the verb, the resource and ``namespace/name``, then the change as compact JSON with
+sorted keys — so a dry run's output can be compared between runs and versions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from kubescale.base.objects import meta
+from kubescale.kube.api_paths import ApiPath
+from kubescale.kube.resources import NODES, PODS, ResourceType
+
+__all__ = [
+    "Event",
+    "Evict",
+    "Intent",
+    "ObjectRef",
+    "PatchObject",
+    "Plan",
+    "Resize",
+    "Scale",
+    "Taint",
+    "Untaint",
+    "WriteStatus",
+    "describe",
+    "object_ref",
+    "pod_ref",
+]
+
+EVENT_TYPES: Final = ("Normal", "Warning")
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    """One object: its resource type, namespace (``None`` for a cluster-scoped one) and name."""
+
+    resource: ResourceType
+    namespace: str | None
+    name: str
+
+    def path(self, subresource: str = "") -> ApiPath:
+        """The object's request path (validated by the one URL builder, as the client sends
+        it)."""
+        return self.resource.object_path(self.name, self.namespace, subresource)
+
+    @property
+    def text(self) -> str:
+        """``<plural> <namespace>/<name>`` (``<plural> <name>`` when cluster-scoped)."""
+        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return f"{self.resource.plural} {where}"
+
+
+def pod_ref(pod: Mapping[str, Any]) -> ObjectRef:
+    view = meta(pod)
+    return ObjectRef(PODS, view.namespace, view.name)
+
+
+def object_ref(obj: Mapping[str, Any], resource: ResourceType) -> ObjectRef:
+    view = meta(obj)
+    return ObjectRef(resource, view.namespace or None, view.name)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Evict:
+    """``POST pods/<name>/eviction`` (uid precondition), recorded on the disruption ledger."""
+
+    actor: str
+    pod: Mapping[str, Any] = field(compare=False)
+    """The pod as the decision saw it (its uid, node and controller go to the ledger)."""
+    grace_period_seconds: int | None = None
+    annotations: Mapping[str, str] | None = None
+
+    @property
+    def target(self) -> ObjectRef:
+        return pod_ref(self.pod)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resize:
+    """JSON-patch ``pods/<name>/resize`` (in-place), recorded on the disruption ledger."""
+
+    actor: str
+    pod: Mapping[str, Any] = field(compare=False)
+    patches: Sequence[Mapping[str, Any]]
+
+    @property
+    def target(self) -> ObjectRef:
+        return pod_ref(self.pod)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PatchObject:
+    """``PATCH`` of one object (or a subresource of it) with ``patch_type``."""
+
+    actor: str
+    target: ObjectRef
+    patch: Any
+    patch_type: Literal["merge", "json", "strategic"] = "merge"
+    subresource: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scale:
+    """Set ``spec.replicas`` of ``target`` through its ``scale`` subresource (merge patch)."""
+
+    actor: str
+    target: ObjectRef
+    replicas: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Taint:
+    """Add the taint ``key=value:effect`` to node ``node`` unless one with ``key`` is there,
+    and with ``cordon`` set ``spec.unschedulable`` (a GET and a conditional PUT, retried on a
+    conflict: upstream cluster autoscaler's ``addTaintToSpec`` loop)."""
+
+    actor: str
+    node: str
+    key: str
+    value: str
+    effect: str
+    cordon: bool = False
+
+    @property
+    def target(self) -> ObjectRef:
+        return ObjectRef(NODES, None, self.node)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Untaint:
+    """Remove the taint ``key`` from node ``node`` and with ``uncordon`` clear
+    ``spec.unschedulable`` -- only when the taint is there (``CleanToBeDeleted``)."""
+
+    actor: str
+    node: str
+    key: str
+    uncordon: bool = False
+
+    @property
+    def target(self) -> ObjectRef:
+        return ObjectRef(NODES, None, self.node)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WriteStatus:
+    """``PUT <object>/status`` with ``body`` (its ``resourceVersion``: a conflict is refused)."""
+
+    actor: str
+    body: Mapping[str, Any] = field(compare=False)
+    resource: ResourceType
+
+    @property
+    def target(self) -> ObjectRef:
+        return object_ref(self.body, self.resource)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event:
+    """A core/v1 Event about ``involved``, queued on the actor's event recorder."""
+
+    actor: str
+    involved: Mapping[str, Any] = field(compare=False)
+    type: str
+    reason: str
+    message: str
+
+    def __post_init__(self) -> None:
+        if self.type not in EVENT_TYPES:
+            raise ValueError(f"event type {self.type!r} is not one of {', '.join(EVENT_TYPES)}")
+
+    @property
+    def subject(self) -> str:
+        """``<Kind> <namespace>/<name>`` of the involved object."""
+        view = meta(self.involved)
+        kind = str(self.involved.get("kind") or "Object")
+        return f"{kind} {view.namespace}/{view.name}" if view.namespace else f"{kind} {view.name}"
+
+
+Intent = Evict | Resize | PatchObject | Scale | Taint | Untaint | WriteStatus | Event
+Plan = list[Intent]
+"""An ordered list of intents, applied in order."""
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def describe(intent: Intent) -> str:
+    """The intent as one stable line (module docstring)."""
+    match intent:
+        case Evict():
+            extra = ""
+            if intent.grace_period_seconds is not None:
+                extra += f" grace={intent.grace_period_seconds}"
+            if intent.annotations:
+                extra += f" annotations={_json(dict(intent.annotations))}"
+            return f"{intent.actor}: evict {intent.target.text}{extra}"
+        case Resize():
+            return f"{intent.actor}: resize {intent.target.text} {_json(list(intent.patches))}"
+        case PatchObject():
+            sub = f"/{intent.subresource}" if intent.subresource else ""
+            return (
+                f"{intent.actor}: patch {intent.target.text}{sub} {intent.patch_type} "
+                f"{_json(intent.patch)}"
+            )
+        case Scale():
+            return f"{intent.actor}: scale {intent.target.text} replicas={intent.replicas}"
+        case Taint():
+            cordon = " cordon" if intent.cordon else ""
+            return (
+                f"{intent.actor}: taint {intent.target.text} "
+                f"{intent.key}={intent.value}:{intent.effect}{cordon}"
+            )
+        case Untaint():
+            uncordon = " uncordon" if intent.uncordon else ""
+            return f"{intent.actor}: untaint {intent.target.text} {intent.key}{uncordon}"
+        case WriteStatus():
+            return (
+                f"{intent.actor}: write-status {intent.target.text} "
+                f"{_json(intent.body.get('status') or {})}"
+            )
+        case Event():
+            return (
+                f"{intent.actor}: event {intent.subject} {intent.type} {intent.reason} "
+                f"{_json(intent.message)}"
+            )
