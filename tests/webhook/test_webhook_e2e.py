@@ -307,7 +307,9 @@ async def test_a_rotated_ca_is_republished_and_the_webhook_keeps_working(tmp_pat
             new_serial = x509.load_pem_x509_certificate(
                 (certs / "serverCert.pem").read_bytes()
             ).serial_number
-            await _wait_for(lambda: server.tls.certificate.serial_number == new_serial)
+            tls = server.tls
+            assert tls is not None
+            await _wait_for(lambda: tls.certificate.serial_number == new_serial)
             await client.create(VERTICAL_POD_AUTOSCALERS, _vpa("after-rotation", "web"))
             stored = api.store.get(VERTICAL_POD_AUTOSCALERS, "after-rotation", "default")
             assert stored["spec"]["updatePolicy"] == {"updateMode": "Recreate"}  # admitted by us
