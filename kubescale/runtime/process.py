@@ -150,6 +150,18 @@ def _watched_collections_gauge(registry: CollectorRegistry) -> Gauge:
     )
 
 
+@dataclass
+class _Stopping:
+    """How a signal stops the process: during start-up by cancelling the start-up (connecting,
+    discovery, building and starting components: whatever it waits on), once running by
+    setting the running server's ``stop_event`` (loops finish their iteration)."""
+
+    stop_event: asyncio.Event | None = None
+    """The running server's, once start-up is over."""
+    interrupted: str = ""
+    """The signal that cancelled the start-up."""
+
+
 async def serve(
     config: ProcessConfig,
     *,
@@ -168,7 +180,66 @@ async def serve(
     and ``mounts`` add loops and routes of their own (tests, the simulator's TLS server);
     ``started`` is resolved with the running :class:`Server` once both listeners are up and the
     components started.
+
+    A signal during start-up (an API server that does not answer can hold it for long) is
+    logged and cancels the start-up, which releases what it opened; the process then exits 0
+    (issue 32.6: it used to die of the signal, 143, with no log line).
     """
+    stopping = _Stopping()
+    work = asyncio.create_task(
+        _serve(
+            config,
+            clock=clock,
+            loops=loops,
+            mounts=mounts,
+            components=components,
+            registry=registry,
+            started=started,
+            stopping=stopping,
+            environ=environ,
+        )
+    )
+    loop = asyncio.get_running_loop()
+
+    def on_signal(signum: signal.Signals) -> None:
+        if stopping.stop_event is not None:
+            stopping.stop_event.set()
+        elif not work.done() and not stopping.interrupted:
+            stopping.interrupted = signum.name
+            log.warning("%s during start-up: stopping", signum.name)
+            work.cancel()
+
+    if install_signal_handlers:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, on_signal, signum)
+    try:
+        return await work
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if not stopping.interrupted or (current is not None and current.cancelling()):
+            raise  # aimed at this task, not the start-up a signal cancelled
+        if started is not None and not started.done():
+            started.cancel()
+        log.info("stopped")
+        return 0
+    finally:
+        if install_signal_handlers:
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(signum)
+
+
+async def _serve(
+    config: ProcessConfig,
+    *,
+    clock: Clock,
+    loops: Sequence[LoopSpec],
+    mounts: Sequence[Callable[[web.Application], None]],
+    components: Sequence[EnabledComponent],
+    registry: CollectorRegistry | None,
+    started: asyncio.Future[Server] | None,
+    stopping: _Stopping,
+    environ: Mapping[str, str] | None,
+) -> int:
     registry = registry if registry is not None else new_process_registry()
 
     def fail(exc: BaseException) -> int:
@@ -284,13 +355,12 @@ async def serve(
             mount(server.https_app)
         for component in server.components:
             component.mount(server.https_app)
-        return await _listen_and_run(
-            server, started=started, fail=fail, signals=install_signal_handlers
-        )
+        return await _listen_and_run(server, started=started, fail=fail, stopping=stopping)
     finally:
         if server.kube is not None:
             await server.kube.close()
-        log.info("stopped")
+        if not stopping.interrupted:
+            log.info("stopped")
 
 
 def serves_https(components: Sequence[EnabledComponent], *, mounts: bool) -> bool:
@@ -477,7 +547,7 @@ async def _listen_and_run(
     *,
     started: asyncio.Future[Server] | None,
     fail: Callable[[BaseException], int],
-    signals: bool,
+    stopping: _Stopping,
 ) -> int:
     config = server.config
     if server.runner.loop_names and config.leader_elect and server.kube is not None:
@@ -537,7 +607,7 @@ async def _listen_and_run(
         for component in server.components:
             await component.start()
             started_components.append(component)
-        return await _run_until_stopped(server, started=started, install_signal_handlers=signals)
+        return await _run_until_stopped(server, started=started, stopping=stopping)
     finally:
         if server.election is not None:
             await server.election.close()
@@ -589,12 +659,9 @@ def _election_thread(config: ProcessConfig, server: Server) -> ElectionThread:
 
 
 async def _run_until_stopped(
-    server: Server, *, started: asyncio.Future[Server] | None, install_signal_handlers: bool
+    server: Server, *, started: asyncio.Future[Server] | None, stopping: _Stopping
 ) -> int:
-    loop = asyncio.get_running_loop()
-    if install_signal_handlers:
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, server.stop_event.set)
+    stopping.stop_event = server.stop_event  # a signal from now on lets the loops finish
     watcher: asyncio.Task[None] | None = None
     if server.config.reload_cert and server.tls is not None:
         watcher = asyncio.create_task(
@@ -647,9 +714,6 @@ async def _run_until_stopped(
         return 0
     finally:
         await cancel_and_wait(watcher)
-        if install_signal_handlers:
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                loop.remove_signal_handler(signum)
 
 
 def _bound_port(runner: web.AppRunner) -> int:
