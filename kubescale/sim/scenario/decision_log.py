@@ -28,7 +28,7 @@ from typing import Any, Final
 from kubescale.rendering.text_table import format_duration
 
 from .autoscaler_records import quantity_or_none
-from .timeline import POD_STARTED
+from .timeline import POD_STARTED, WEBHOOK_RESIZE
 
 __all__ = [
     "CURRENCY",
@@ -52,6 +52,7 @@ DECISION_KINDS: Final = {
     "ca-node-deleted": "CA node deleted",
     "ca-consolidation": "CA consolidation",
     "descheduler-eviction": "descheduler eviction",
+    WEBHOOK_RESIZE: "webhook resize",
 }
 """Event kinds that are a decision of a kubescale loop, and how the summary names them."""
 
