@@ -29,7 +29,6 @@ vertical-align:middle;margin-left:6px;overflow:hidden}
 .bar.use i{background:#16a34a}
 .scroll{overflow-x:auto;max-width:100%}
 .scroll td.name{white-space:normal;overflow-wrap:anywhere;min-width:8em}
-.scroll table{font-size:12px}.scroll th,.scroll td{padding:3px 5px}
 """
 
 
