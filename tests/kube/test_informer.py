@@ -294,14 +294,14 @@ async def test_every_catalogued_resource_type_can_be_informed(client: KubeClient
     assert informers.readiness_check() is not None
     informers.start()
     try:
-        assert await informers.wait_synced(within=10)
+        assert await informers.wait_synced(within=60)  # a guard: only a broken run waits
         assert informers.readiness_check() is None
         assert informers.informer(NAMESPACES) is informers.informer(NAMESPACES)
         names = {n["metadata"]["name"] for n in informers.lister(NAMESPACES).list()}
         assert "default" in names
         # Informers asked for after start() start at once.
         late = informers.informer(CONFIG_MAPS, namespace="default")
-        assert await late.wait_synced(within=5)
+        assert await late.wait_synced(within=60)
     finally:
         await informers.stop()
 
@@ -328,8 +328,10 @@ async def test_an_unserved_kind_keeps_retrying_without_syncing(client: KubeClien
     inf = Informer(client=client, resource=widgets, settings=FAST_INFORMER)
     try:
         inf.start()
-        assert not await inf.wait_synced(within=0.2)
-        assert inf.stats.errors >= 2  # 404 → backoff → list again, repeatedly
+        # 404 → backoff → list again, repeatedly: waited for by count, not for a time that a
+        # loaded machine stretches (issue 32.7)
+        await eventually(lambda: inf.stats.errors >= 2, limit=60)
+        assert not inf.synced
         assert inf.running
     finally:
         await inf.stop()
