@@ -2,24 +2,29 @@
 
 Every bad flag or value ends the program with exit code 2 and one line naming it, e.g.
 ``kubescale serve: error: argument --port: port 70000 out of range 0-65535``.
+
+Commands are loaded by name: :data:`COMMANDS` lists each command's module (its
+``add_arguments(parser)`` and ``run(args)``), and :func:`main` imports only the module of the
+command on the command line (:func:`importlib.import_module`, the one place the package imports
+a module by name; ``tests/platform/test_layers.py`` holds it to this table). ``kubescale
+--help``, ``--version`` and an unknown command import nothing but this module (issue 32.6:
+``--help`` cost 1.7 s of CPU in imports); ``kubescale report --help`` imports the report
+command, not the simulator or the systems.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import re
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from dataclasses import dataclass
+from typing import Any, Final, NoReturn, Protocol, cast
 
 from kubescale import __version__
-from kubescale.cli import (
-    apiserver_command,
-    certs_command,
-    report_command,
-    serve,
-    simulate_command,
-)
+
+__all__ = ["COMMANDS", "Command", "build_parser", "main"]
 
 _DASH_DIGIT = re.compile(r"^-\d")
 
@@ -42,7 +47,74 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _CommandModule(Protocol):
+    """What a command's module provides."""
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace) -> int: ...
+
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: its name, its module under ``kubescale.cli`` and its help texts."""
+
+    name: str
+    module: str
+    help: str
+    description: str
+
+    def load(self) -> _CommandModule:
+        """Import the command's module (by name: only the command that runs is imported)."""
+        return cast(_CommandModule, importlib.import_module(f"kubescale.cli.{self.module}"))
+
+
+COMMANDS: Final = (
+    Command(
+        "serve",
+        "serve",
+        help="run the TLS server, health/metrics server and the control loops",
+        description="Run the webhook/extender TLS server, the plain health and metrics server, "
+        "and the control loops, until SIGTERM.",
+    ),
+    Command(
+        "certs",
+        "certs_command",
+        help="generate a CA and a serving certificate for a Service",
+        description="Generate a CA and a serving certificate/key for a Service, write them as "
+        "caCert.pem, caKey.pem, serverCert.pem, serverKey.pem and print the base64 "
+        "caBundle.",
+    ),
+    Command(
+        "apiserver",
+        "apiserver_command",
+        help="run the in-process Kubernetes API server standalone (for kubectl)",
+        description="Run the simulated Kubernetes API server on 127.0.0.1 over HTTPS and HTTP, "
+        "write a kubeconfig for it, and serve until SIGTERM.",
+    ),
+    Command(
+        "simulate",
+        "simulate_command",
+        help="run a scenario on the embedded simulated cluster and report",
+        description="Run a scenario (default: the built-in demo) on an in-process simulated "
+        "cluster with kubescale, print a summary table and optionally write JSON/HTML reports.",
+    ),
+    Command(
+        "report",
+        "report_command",
+        help="a live cluster's resource recommendations (read-only): table, JSON or HTML",
+        description="Read a cluster through a kubeconfig and report, per workload with a VPA "
+        "(or every workload with --all-workloads), current requests and limits against the "
+        "recommendation's lower bound, target and upper bound, savings or risk, the HPA, and "
+        "node usage. Writes nothing to the cluster.",
+    ),
+)
+"""Every subcommand, in the order ``--help`` lists them."""
+
+
+def build_parser(*, only: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``only``, the flags of that command alone are declared (its module alone
+    imported): the other commands are listed, with no flags. ``None``: every command's."""
     parser = _Parser(
         prog="kubescale",
         description="One process that autoscales a Kubernetes cluster: VPA admission webhook, "
@@ -51,60 +123,32 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"kubescale {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
-
-    serve_parser = commands.add_parser(
-        "serve",
-        help="run the TLS server, health/metrics server and the control loops",
-        description="Run the webhook/extender TLS server, the plain health and metrics server, "
-        "and the control loops, until SIGTERM.",
-    )
-    serve.add_arguments(serve_parser)
-    serve_parser.set_defaults(handler=serve.run)
-
-    certs_parser = commands.add_parser(
-        "certs",
-        help="generate a CA and a serving certificate for a Service",
-        description="Generate a CA and a serving certificate/key for a Service, write them as "
-        "caCert.pem, caKey.pem, serverCert.pem, serverKey.pem and print the base64 "
-        "caBundle.",
-    )
-    certs_command.add_arguments(certs_parser)
-    certs_parser.set_defaults(handler=certs_command.run)
-
-    apiserver_parser = commands.add_parser(
-        "apiserver",
-        help="run the in-process Kubernetes API server standalone (for kubectl)",
-        description="Run the simulated Kubernetes API server on 127.0.0.1 over HTTPS and HTTP, "
-        "write a kubeconfig for it, and serve until SIGTERM.",
-    )
-    apiserver_command.add_arguments(apiserver_parser)
-    apiserver_parser.set_defaults(handler=apiserver_command.run)
-
-    simulate_parser = commands.add_parser(
-        "simulate",
-        help="run a scenario on the embedded simulated cluster and report",
-        description="Run a scenario (default: the built-in demo) on an in-process simulated "
-        "cluster with kubescale, print a summary table and optionally write JSON/HTML reports.",
-    )
-    simulate_command.add_arguments(simulate_parser)
-    simulate_parser.set_defaults(handler=simulate_command.run)
-
-    report_parser = commands.add_parser(
-        "report",
-        help="a live cluster's resource recommendations (read-only): table, JSON or HTML",
-        description="Read a cluster through a kubeconfig and report, per workload with a VPA "
-        "(or every workload with --all-workloads), current requests and limits against the "
-        "recommendation's lower bound, target and upper bound, savings or risk, the HPA, and "
-        "node usage. Writes nothing to the cluster.",
-    )
-    report_command.add_arguments(report_parser)
-    report_parser.set_defaults(handler=report_command.run)
+    for command in COMMANDS:
+        sub = commands.add_parser(command.name, help=command.help, description=command.description)
+        if only is None or only == command.name:
+            module = command.load()
+            module.add_arguments(sub)
+            sub.set_defaults(handler=module.run)
     return parser
 
 
+def command_named(argv: Sequence[str]) -> str:
+    """The command a command line runs: its first word that is not a flag (the top-level flags,
+    ``--help`` and ``--version``, take no value); ``""`` when none names a command or a
+    top-level ``--help``/``--version`` comes first (it answers before any command is read)."""
+    names = {command.name for command in COMMANDS}
+    for word in argv:
+        if word in ("-h", "--help", "--version"):
+            return ""
+        if not word.startswith("-"):
+            return word if word in names else ""
+    return ""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(only=command_named(words))
+    args = parser.parse_args(words)
     code: int = args.handler(args)
     return code
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -32,6 +33,7 @@ from kubescale.kube.config_loading import ConfigError
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.prometheus.query_api import PrometheusAuth
 from kubescale.rendering.json_text import dumps_report
+from kubescale.rendering.text_table import WIDTH
 from kubescale.report.cluster_reading import read_cluster
 from kubescale.report.html_page import render_html
 from kubescale.report.model_recommendations import model_recommendations
@@ -132,7 +134,15 @@ async def _report(args: argparse.Namespace) -> str:
         return dumps_report(report)
     if args.output == "html":
         return render_html(report)
-    return render_text(report)
+    return render_text(report, width=_text_width(args))
+
+
+def _text_width(args: argparse.Namespace) -> int:
+    """The terminal's width for stdout (``$COLUMNS``, else the terminal's, else 120), 120 for
+    a file; never under 40."""
+    if args.out is not None:
+        return WIDTH
+    return max(40, shutil.get_terminal_size((WIDTH, 24)).columns)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -140,5 +140,6 @@ SPEC: Final = ComponentSpec[ExtenderSettings](
     add_arguments=add_extender_arguments,
     settings=lambda args, _environ: extender_settings_from_args(args),
     build=ExtenderComponent,
+    serves_https=True,
 )
 """The registry entry (:mod:`kubescale.components`)."""

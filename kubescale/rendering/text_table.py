@@ -10,7 +10,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["WIDTH", "Column", "clip", "format_duration", "format_number", "render_table"]
+__all__ = [
+    "WIDTH",
+    "Column",
+    "clip",
+    "fit_table",
+    "format_duration",
+    "format_number",
+    "render_table",
+]
 
 WIDTH: Final = 120
 _GAP: Final = "  "
@@ -68,6 +76,48 @@ def render_table(
 
     units = [line([c.unit for c in columns])] if any(c.unit for c in columns) else []
     return [line([c.title for c in columns]), *units, *[line(row) for row in rows]]
+
+
+def fit_table(
+    columns: Sequence[Column], rows: Sequence[Sequence[str]], *, width: int = WIDTH
+) -> list[str]:
+    """:func:`render_table`, and when the table is still wider than ``width`` with its name
+    column shrunk to its title: its columns split over several tables, one under the other
+    (a blank line between), each led by the name column — every column shown, none cut off at
+    the edge (``kubescale report`` lost its last columns to a cut at 120; issue 32.6)."""
+    lines = render_table(columns, rows, width=width)
+    if len(columns) <= 2 or all(len(line) <= width for line in lines):
+        return lines
+    groups: list[list[int]] = []
+    current = [0]
+    for index in range(1, len(columns)):
+        trial = [*current, index]
+        if len(current) > 1 and _widest(columns, rows, trial, width) > width:
+            groups.append(current)
+            current = [0, index]
+        else:
+            current = trial
+    groups.append(current)
+    fitted: list[str] = []
+    for group in groups:
+        if fitted:
+            fitted.append("")
+        fitted += _subtable(columns, rows, group, width)
+    return fitted
+
+
+def _subtable(
+    columns: Sequence[Column], rows: Sequence[Sequence[str]], group: Sequence[int], width: int
+) -> list[str]:
+    return render_table(
+        [columns[i] for i in group], [[row[i] for i in group] for row in rows], width=width
+    )
+
+
+def _widest(
+    columns: Sequence[Column], rows: Sequence[Sequence[str]], group: Sequence[int], width: int
+) -> int:
+    return max(len(line) for line in _subtable(columns, rows, group, width))
 
 
 def clip(line: str, width: int = WIDTH) -> str:

@@ -5,6 +5,11 @@ The style sheet, escaping and headline cards are the simulator's
 page has no charts, only tables and inline bars). Top to bottom: totals as cards; per workload
 container the current request against the recommendation's lower/target/upper with a verdict,
 savings and risk; the HPAs; the nodes' requests and usage against allocatable, each with a bar.
+
+The page fits a 1,280 px window (issue 32.6): names and conditions wrap (long workload, HPA
+and node names were what widened the tables), numbers keep to one line, and a table still
+wider than the window scrolls inside its own box instead of widening the page. A value not
+known (an HPA that has not acted yet) is "–", never ``None``.
 """
 
 from __future__ import annotations
@@ -22,7 +27,18 @@ _EXTRA_CSS = """
 vertical-align:middle;margin-left:6px;overflow:hidden}
 .bar i{display:block;height:100%;background:#2563eb}
 .bar.use i{background:#16a34a}
+.scroll{overflow-x:auto;max-width:100%}
+.scroll td.name{white-space:normal;overflow-wrap:anywhere;min-width:8em}
 """
+
+
+def _scroll(table: str) -> str:
+    """A table in a box that scrolls sideways, should it still be wider than the page."""
+    return f'<div class="scroll">{table}</div>'
+
+
+def _count(value: int | None) -> str:
+    return "–" if value is None else str(value)
 
 
 def _verdict(text: str) -> str:
@@ -50,7 +66,7 @@ def _workload_table(workloads: list[dict[str, Any]]) -> str:
         rows.append(
             f'<tr class="workload"><td class="name">{escape(w["namespace"])}/'
             f"{escape(w['kind'])}/{escape(w['name'])}</td><td>{escape(w['source'])}</td>"
-            f"<td>{w['replicas']}</td><td colspan='15'></td></tr>"
+            f"<td>{_count(w['replicas'])}</td><td colspan='15'></td></tr>"
         )
         for c in w["containers"]:
             cpu, memory = c["cpu"], c["memory"]
@@ -71,7 +87,7 @@ def _workload_table(workloads: list[dict[str, Any]]) -> str:
                 + "".join(cells)
                 + "</tr>"
             )
-    return f"<table>{head}{''.join(rows)}</table>"
+    return _scroll(f"<table>{head}{''.join(rows)}</table>")
 
 
 def _hpa_table(workloads: list[dict[str, Any]]) -> str:
@@ -87,8 +103,8 @@ def _hpa_table(workloads: list[dict[str, Any]]) -> str:
         rows.append(
             f'<tr><td class="name">{escape(w["namespace"])}/{escape(w["name"])}</td>'
             f'<td class="name">{escape(hpa["name"])}</td>'
-            f"<td>{escape(hpa['current_replicas'])}</td><td>{escape(hpa['desired_replicas'])}"
-            f"</td><td>{escape(hpa['min_replicas'])}</td><td>{escape(hpa['max_replicas'])}</td>"
+            f"<td>{_count(hpa['current_replicas'])}</td><td>{_count(hpa['desired_replicas'])}"
+            f"</td><td>{_count(hpa['min_replicas'])}</td><td>{_count(hpa['max_replicas'])}</td>"
             f'<td class="name">{escape(hpa["targets"])}</td>'
             f'<td class="name">{escape(conditions or "–")}</td></tr>'
         )
@@ -99,7 +115,7 @@ def _hpa_table(workloads: list[dict[str, Any]]) -> str:
         '<th>desired</th><th>min</th><th>max</th><th class="name">targets</th>'
         '<th class="name">conditions</th></tr>'
     )
-    return f"<table>{head}{''.join(rows)}</table>"
+    return _scroll(f"<table>{head}{''.join(rows)}</table>")
 
 
 def _node_table(nodes: list[dict[str, Any]]) -> str:
@@ -131,7 +147,7 @@ def _node_table(nodes: list[dict[str, Any]]) -> str:
             + cell(memory, "usage", memory_text, "use")
             + "</tr>"
         )
-    return f"<table>{head}{''.join(rows)}</table>"
+    return _scroll(f"<table>{head}{''.join(rows)}</table>")
 
 
 def render_html(report: Mapping[str, Any]) -> str:

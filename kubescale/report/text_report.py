@@ -3,15 +3,18 @@
 One line of totals, then per workload container: replicas, CPU request / lower / target /
 upper / verdict, the same for memory, and the HPA; then the nodes' requests and usage against
 allocatable. CPU in millicores (``250m``), memory in MiB (``256Mi``); ``-`` where there is no
-value.
+value. Every line fits ``width`` (the terminal's, for stdout): prose wraps, a table too wide
+splits its columns over several tables (:func:`~kubescale.rendering.text_table.fit_table`) —
+no column is cut off.
 """
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping
 from typing import Any, Final
 
-from kubescale.rendering.text_table import Column, clip, render_table
+from kubescale.rendering.text_table import WIDTH, Column, fit_table
 
 __all__ = ["cpu_text", "memory_text", "percent_text", "render_text"]
 
@@ -136,8 +139,8 @@ def _node_rows(nodes: list[dict[str, Any]]) -> list[list[str]]:
     return rows
 
 
-def render_text(report: Mapping[str, Any]) -> str:
-    """The report as text, newline-terminated."""
+def render_text(report: Mapping[str, Any], *, width: int = WIDTH) -> str:
+    """The report as text, newline-terminated, every line at most ``width`` columns."""
     totals = report["totals"]
     scope = f"namespace {report['namespace']}" if report["namespace"] else "all namespaces"
     lines = [
@@ -167,13 +170,23 @@ def render_text(report: Mapping[str, Any]) -> str:
     for missing in report["missing"]:
         lines.append(f"Not served by this cluster: {missing}")
     if report["workloads"]:
-        lines += ["", *render_table(_WORKLOAD_COLUMNS, _workload_rows(report["workloads"]))]
+        lines += [
+            "",
+            *fit_table(_WORKLOAD_COLUMNS, _workload_rows(report["workloads"]), width=width),
+        ]
     else:
         hint = "" if report["all_workloads"] else " (--all-workloads for every workload)"
         lines += ["", f"No workload has a VPA{hint}."]
     hpa_rows = _hpa_rows(report["workloads"])
     if hpa_rows:
-        lines += ["", *render_table(_HPA_COLUMNS, hpa_rows)]
+        lines += ["", *fit_table(_HPA_COLUMNS, hpa_rows, width=width)]
     if report["nodes"]:
-        lines += ["", *render_table(_NODE_COLUMNS, _node_rows(report["nodes"]))]
-    return "\n".join(clip(line) for line in lines) + "\n"
+        lines += ["", *fit_table(_NODE_COLUMNS, _node_rows(report["nodes"]), width=width)]
+    return "\n".join(_wrapped(line, width) for line in lines) + "\n"
+
+
+def _wrapped(line: str, width: int) -> str:
+    """A line too long for ``width`` (prose: a table's lines fit), wrapped with an indent."""
+    if len(line) <= width:
+        return line
+    return "\n".join(textwrap.wrap(line, width, subsequent_indent="  ", break_on_hyphens=False))

@@ -246,6 +246,9 @@ class ComponentSpec(Generic[S]):
     serve_only_flags: frozenset[str] = frozenset()
     """Flags a simulated run refuses (besides the on/off flag, which the scenario's
     ``kubescale`` section replaces)."""
+    serves_https: bool = False
+    """It mounts routes on the TLS server (the webhook, the scheduler extender): ``serve`` loads
+    a serving certificate and listens for HTTPS only when a component that does runs."""
 
     @property
     def mode_flag(self) -> str:

@@ -3,10 +3,11 @@
 :func:`serve` is what ``kubescale serve`` runs (:mod:`kubescale.cli.serve` parses the flags and
 picks the components) and what a simulated run uses to serve its components' routes.
 
-Start-up order: serving certificate (a bad one ends the process with one line naming the file)
-→ Kubernetes client (when a component or a gated loop needs it) → the one
-:class:`~kubescale.kube.shared_cache.SharedCache` → each enabled component is built (declaring
-the collections it reads, its routes, loops and metrics; :mod:`kubescale.runtime.component`)
+Start-up order: serving certificate (a bad one ends the process with one line naming the file;
+none at all when no component serves HTTPS — below) → Kubernetes client (when a component or
+a gated loop needs it) → the one :class:`~kubescale.kube.shared_cache.SharedCache` → each
+enabled component is built (declaring the collections it reads, its routes, loops and
+metrics; :mod:`kubescale.runtime.component`)
 → discovery: a component needing a resource the server does not serve (Cluster API on a
 cluster without it) is not started — one warning line naming the component and the
 resources, a ``[+]<component>-api`` note in ``/readyz?verbose``, the
@@ -14,6 +15,13 @@ resources, a ``[+]<component>-api`` note in ``/readyz?verbose``, the
 → one log line (and the ``kubescale_cache_watched_collections`` gauge) lists the collections
 watched and who asked for them → leader elector (when there are leader-only loops) → routes →
 both listeners → caches start → components start → certificate watcher and loops.
+
+The TLS server (and its certificate, self-managed or mounted) exists only for routes: when
+components are given and none of them serves HTTPS (neither the webhook nor the scheduler
+extender runs) and no routes are mounted, a loops-only replica loads no certificate and opens
+no HTTPS listener; its health and metrics are served on plain HTTP at ``--address``, as
+upstream's VPA recommender and updater serve theirs (``--address`` ``:8942``/``:8943``, no TLS
+flags at all). A bare process (no components: tests) always serves HTTPS.
 
 Each component's loops wait until its own collections have synced
 (:mod:`kubescale.runtime.cache_gate`; again after a re-list), and its ``/readyz`` check
@@ -105,7 +113,8 @@ class Server:
     clock: Clock
     registry: CollectorRegistry
     checks: HealthChecks
-    tls: ServerTLS
+    tls: ServerTLS | None
+    """The serving certificate; ``None`` when no HTTPS server runs (module docstring)."""
     runner: LoopRunner
     """Leader-only loops (every loop when nothing is elected)."""
     replica_runner: LoopRunner
@@ -125,6 +134,7 @@ class Server:
     election: ElectionThread | None = None
     """The thread the elector campaigns on (real clock), else ``None``: it runs on this loop."""
     https_port: int = 0
+    """The HTTPS listener's port; 0 when no HTTPS server runs."""
     health_port: int = 0
     leadership_terms: int = 0
     """Terms of leadership this replica has started (the loops run once per term)."""
@@ -138,6 +148,18 @@ def _watched_collections_gauge(registry: CollectorRegistry) -> Gauge:
         ["collection", "components"],
         registry=registry,
     )
+
+
+@dataclass
+class _Stopping:
+    """How a signal stops the process: during start-up by cancelling the start-up (connecting,
+    discovery, building and starting components: whatever it waits on), once running by
+    setting the running server's ``stop_event`` (loops finish their iteration)."""
+
+    stop_event: asyncio.Event | None = None
+    """The running server's, once start-up is over."""
+    interrupted: str = ""
+    """The signal that cancelled the start-up."""
 
 
 async def serve(
@@ -158,7 +180,66 @@ async def serve(
     and ``mounts`` add loops and routes of their own (tests, the simulator's TLS server);
     ``started`` is resolved with the running :class:`Server` once both listeners are up and the
     components started.
+
+    A signal during start-up (an API server that does not answer can hold it for long) is
+    logged and cancels the start-up, which releases what it opened; the process then exits 0
+    (issue 32.6: it used to die of the signal, 143, with no log line).
     """
+    stopping = _Stopping()
+    work = asyncio.create_task(
+        _serve(
+            config,
+            clock=clock,
+            loops=loops,
+            mounts=mounts,
+            components=components,
+            registry=registry,
+            started=started,
+            stopping=stopping,
+            environ=environ,
+        )
+    )
+    loop = asyncio.get_running_loop()
+
+    def on_signal(signum: signal.Signals) -> None:
+        if stopping.stop_event is not None:
+            stopping.stop_event.set()
+        elif not work.done() and not stopping.interrupted:
+            stopping.interrupted = signum.name
+            log.warning("%s during start-up: stopping", signum.name)
+            work.cancel()
+
+    if install_signal_handlers:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, on_signal, signum)
+    try:
+        return await work
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if not stopping.interrupted or (current is not None and current.cancelling()):
+            raise  # aimed at this task, not the start-up a signal cancelled
+        if started is not None and not started.done():
+            started.cancel()
+        log.info("stopped")
+        return 0
+    finally:
+        if install_signal_handlers:
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(signum)
+
+
+async def _serve(
+    config: ProcessConfig,
+    *,
+    clock: Clock,
+    loops: Sequence[LoopSpec],
+    mounts: Sequence[Callable[[web.Application], None]],
+    components: Sequence[EnabledComponent],
+    registry: CollectorRegistry | None,
+    started: asyncio.Future[Server] | None,
+    stopping: _Stopping,
+    environ: Mapping[str, str] | None,
+) -> int:
     registry = registry if registry is not None else new_process_registry()
 
     def fail(exc: BaseException) -> int:
@@ -168,7 +249,13 @@ async def serve(
 
     kube: KubeClient | None = None
     self_managed: SelfManagedTLS | None = None
-    if config.tls_secret_name:
+    https = serves_https(components, mounts=bool(mounts))
+    if not https:
+        log.info(
+            "no HTTPS server: neither the webhook nor the scheduler extender runs; "
+            "no serving certificate needed"
+        )
+    if https and config.tls_secret_name:
         # Self-managed certificates: the Secret is read (or created) before the first load.
         try:
             kube = await _connect(config, clock=clock, registry=registry)
@@ -194,27 +281,29 @@ async def serve(
             await kube.close()
             log.error("cannot set up the self-managed certificates: %s", exc)
             return fail(exc)
-    tls = ServerTLS(
-        cert_file=config.tls_cert_file,
-        key_file=config.tls_private_key,
-        client_ca_file=config.client_ca_file if config.require_client_cert else None,
-        require_client_cert=config.require_client_cert,
-        optional_client_ca_file=config.extender_client_ca_file,
-        min_version=config.min_tls_version,
-        ciphers=config.tls_ciphers,
-        registry=registry,
-        logger=component_logger("tls"),
-    )
-    try:
-        tls.load()
-    except CertificateError as exc:
-        if kube is not None:
-            await kube.close()
-        log.error("cannot load the serving certificate: %s", exc)
-        return fail(exc)
-
+    tls: ServerTLS | None = None
     checks = HealthChecks()
-    checks.add_readiness("certificates", lambda: None if tls.loaded else "not loaded")
+    if https:
+        tls = ServerTLS(
+            cert_file=config.tls_cert_file,
+            key_file=config.tls_private_key,
+            client_ca_file=config.client_ca_file if config.require_client_cert else None,
+            require_client_cert=config.require_client_cert,
+            optional_client_ca_file=config.extender_client_ca_file,
+            min_version=config.min_tls_version,
+            ciphers=config.tls_ciphers,
+            registry=registry,
+            logger=component_logger("tls"),
+        )
+        try:
+            tls.load()
+        except CertificateError as exc:
+            if kube is not None:
+                await kube.close()
+            log.error("cannot load the serving certificate: %s", exc)
+            return fail(exc)
+        loaded = tls
+        checks.add_readiness("certificates", lambda: None if loaded.loaded else "not loaded")
     loop_metrics = LoopMetrics(registry)
     leadership = _LeadershipOf()
     server = Server(
@@ -266,13 +355,18 @@ async def serve(
             mount(server.https_app)
         for component in server.components:
             component.mount(server.https_app)
-        return await _listen_and_run(
-            server, started=started, fail=fail, signals=install_signal_handlers
-        )
+        return await _listen_and_run(server, started=started, fail=fail, stopping=stopping)
     finally:
         if server.kube is not None:
             await server.kube.close()
-        log.info("stopped")
+        if not stopping.interrupted:
+            log.info("stopped")
+
+
+def serves_https(components: Sequence[EnabledComponent], *, mounts: bool) -> bool:
+    """Whether the process runs the TLS server (module docstring): routes are mounted, a
+    component serving HTTPS runs, or no component is given at all."""
+    return mounts or not components or any(c.spec.serves_https for c in components)
 
 
 async def _connect(
@@ -453,7 +547,7 @@ async def _listen_and_run(
     *,
     started: asyncio.Future[Server] | None,
     fail: Callable[[BaseException], int],
-    signals: bool,
+    stopping: _Stopping,
 ) -> int:
     config = server.config
     if server.runner.loop_names and config.leader_elect and server.kube is not None:
@@ -478,26 +572,31 @@ async def _listen_and_run(
     await https_runner.setup()
     await health_runner.setup()
     assert https_runner.server is not None
-    https_listener = GuardedListener(
-        server=https_runner.server,
-        ssl_context=server.tls.listener_context(),
-        limits=config.limits,
-        host=config.bind_address,
-        port=config.port,
-        registry=server.registry,
-        logger=component_logger("https"),
-        lean=lean_routes(server.https_app),
+    https_listener = (
+        GuardedListener(
+            server=https_runner.server,
+            ssl_context=server.tls.listener_context(),
+            limits=config.limits,
+            host=config.bind_address,
+            port=config.port,
+            registry=server.registry,
+            logger=component_logger("https"),
+            lean=lean_routes(server.https_app),
+        )
+        if server.tls is not None
+        else None
     )
     started_components: list[Component] = []
     try:
         health_site = web.TCPSite(health_runner, config.metrics_host, config.metrics_port)
         try:
-            await https_listener.start()
+            if https_listener is not None:
+                await https_listener.start()
             await health_site.start()
         except OSError as exc:
             log.error("cannot listen: %s", exc)
             return fail(exc)
-        server.https_port = https_listener.port
+        server.https_port = https_listener.port if https_listener is not None else 0
         server.health_port = _bound_port(health_runner)
         log.info(
             "serving",
@@ -508,7 +607,7 @@ async def _listen_and_run(
         for component in server.components:
             await component.start()
             started_components.append(component)
-        return await _run_until_stopped(server, started=started, install_signal_handlers=signals)
+        return await _run_until_stopped(server, started=started, stopping=stopping)
     finally:
         if server.election is not None:
             await server.election.close()
@@ -516,7 +615,8 @@ async def _listen_and_run(
             await component.stop()
         if server.cache is not None:
             await server.cache.stop()
-        await https_listener.stop()
+        if https_listener is not None:
+            await https_listener.stop()
         await https_runner.cleanup()
         await health_runner.cleanup()
 
@@ -559,14 +659,11 @@ def _election_thread(config: ProcessConfig, server: Server) -> ElectionThread:
 
 
 async def _run_until_stopped(
-    server: Server, *, started: asyncio.Future[Server] | None, install_signal_handlers: bool
+    server: Server, *, started: asyncio.Future[Server] | None, stopping: _Stopping
 ) -> int:
-    loop = asyncio.get_running_loop()
-    if install_signal_handlers:
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, server.stop_event.set)
+    stopping.stop_event = server.stop_event  # a signal from now on lets the loops finish
     watcher: asyncio.Task[None] | None = None
-    if server.config.reload_cert:
+    if server.config.reload_cert and server.tls is not None:
         watcher = asyncio.create_task(
             server.tls.watch(
                 clock=server.clock,
@@ -617,9 +714,6 @@ async def _run_until_stopped(
         return 0
     finally:
         await cancel_and_wait(watcher)
-        if install_signal_handlers:
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                loop.remove_signal_handler(signum)
 
 
 def _bound_port(runner: web.AppRunner) -> int:

@@ -14,7 +14,8 @@ every connection.
 * ``stalled_handshake``: a TCP connection that never sends a ClientHello.
 
 Each connection waits for the server to close it (or answer) for at most ``hold`` seconds (with
-``reconnect``, the attacker then connects again until ``hold`` is over) and reports when that
+``reconnect``, the attacker then connects again until ``hold`` is over; with ``reconnects``, that
+many more times) and reports when that
 happened (seconds since it connected; ``null`` when it was still open), the
 status line of any answer, and the body bytes it got to send.
 """
@@ -55,6 +56,10 @@ class AttackSpec:
     reconnect: bool = False
     """Slowloris and stalled handshakes connect again when closed, until ``hold`` is over (a
     sustained attack); each connection is reported."""
+    reconnects: int = 0
+    """Slowloris and stalled handshakes connect again this many times after the first, each
+    waiting up to ``hold`` (a count rather than a time: what a test can rely on whatever the
+    machine's load); each connection is reported."""
 
 
 @dataclass
@@ -180,6 +185,9 @@ async def _repeated(spec: AttackSpec, kind: str, make: Any) -> list[Outcome]:
     """One attacker: one connection, or (``reconnect``) one after another until ``hold``."""
     deadline = time.monotonic() + spec.hold
     outcomes = [await _guarded(kind, make(spec.hold))]
+    if kind != "stalled_body":
+        for _ in range(spec.reconnects):
+            outcomes.append(await _guarded(kind, make(spec.hold)))
     while (
         spec.reconnect and kind != "stalled_body" and (left := deadline - time.monotonic()) > 0.05
     ):

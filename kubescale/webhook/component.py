@@ -146,6 +146,7 @@ SPEC: Final = ComponentSpec[WebhookSettings](
     add_arguments=add_webhook_arguments,
     settings=lambda args, environ: webhook_settings_from_args(args, environ=environ),
     build=WebhookComponent,
+    serves_https=True,
     serve_only_flags=frozenset(
         {
             "register-webhook",

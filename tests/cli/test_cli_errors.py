@@ -18,7 +18,11 @@ from kubescale.kube.connection_report import ConnectionReport
 from kubescale.kube.errors import KubeApiError, KubeTransportError, failure_log_level
 from kubescale.kube.rate_limit import TokenBucket
 
-TIMEOUT = 120.0
+GUARD = 600.0
+"""Seconds a child may take before the test fails: only a hung child gets there. No test here
+bounds elapsed time (the suite runs on loaded machines; issue 32.7)."""
+CHILDREN = 2
+"""Children run at once: the machine's two cores; more only queue on a loaded machine."""
 _UNREACHABLE = """\
 apiVersion: v1
 kind: Config
@@ -45,13 +49,14 @@ KUBECONFIGS = {
 }
 
 
-async def _run(*args: str, home: Path) -> tuple[int, str, str]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "kubescale", *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "HOME": str(home), "KUBECONFIG": ""},
-    )  # fmt: skip
-    out, err = await asyncio.wait_for(process.communicate(), TIMEOUT)
+async def _run(*args: str, home: Path, slots: asyncio.Semaphore) -> tuple[int, str, str]:
+    async with slots:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "kubescale", *args,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, "HOME": str(home), "KUBECONFIG": ""},
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(process.communicate(), GUARD)
     assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()
 
@@ -85,7 +90,10 @@ async def test_bad_kubeconfigs_and_flags_are_one_line_and_non_zero(tmp_path: Pat
             "none.pem",
         ),
     ]
-    results = await asyncio.gather(*(_run(*args, home=tmp_path) for _, args, _, _ in cases))
+    slots = asyncio.Semaphore(CHILDREN)
+    results = await asyncio.gather(
+        *(_run(*args, home=tmp_path, slots=slots) for _, args, _, _ in cases)
+    )
     for (name, _, code, wanted), (returncode, out, err) in zip(cases, results, strict=True):
         # the first lines of a serve log say which systems run and why (info level)
         lines = [line for line in err.strip().splitlines() if " INFO " not in line]

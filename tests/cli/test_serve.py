@@ -474,6 +474,7 @@ async def test_serve_picks_up_rotated_certificates(cert_dir: Path, tmp_path: Pat
         while await served_serial() == before.serial_number:
             assert asyncio.get_running_loop().time() < deadline, "rotation not picked up"
             await asyncio.sleep(0.05)
+        assert server.tls is not None
         assert server.tls.certificate.serial_number == await served_serial()
     finally:
         server.stop_event.set()

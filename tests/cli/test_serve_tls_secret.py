@@ -74,6 +74,8 @@ async def test_two_replicas_without_certificate_files_serve_the_secret_they_shar
             await first.kube.get(SECRETS, "vpa-tls-certs", namespace="kube-system")
         )
         leaf = x509.load_pem_x509_certificate(stored.server_cert)
+        assert first.tls is not None
+        assert second.tls is not None
         assert first.tls.certificate == second.tls.certificate == leaf
         # a client trusting the Secret's CA verifies what either replica serves
         for server, directory in ((first, tmp_path / "a"), (second, tmp_path / "b")):

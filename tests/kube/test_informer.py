@@ -232,15 +232,14 @@ async def test_silent_watches_are_reestablished_after_the_inactivity_timeout(
             inf.start()
             await inf.wait_synced()
             await eventually(lambda: inf.stats.inactivity_reconnects >= 2, limit=3)
-            # A server that stalls the next watch for 1.2 s: the client gives up after 0.2 s.
-            quiet.faults.add(verb="watch", resource="configmaps", status=0, delay=1.2, count=1)
+            # A server that stalls the next watch until released (never, here; on no clock):
+            # only the client's 0.2 s inactivity timeout can bring it back (issue 32.7: no
+            # elapsed time asserted).
+            quiet.faults.add(verb="watch", resource="configmaps", status=0, hang=True, count=1)
             quiet.faults.drop_watches("configmaps")
             reconnects = inf.stats.inactivity_reconnects
             quiet.store.create(config_map("seen"))
-            loop = asyncio.get_running_loop()
-            started = loop.time()
-            await eventually(lambda: inf.lister.get("seen", "default") is not None, limit=3)
-            assert loop.time() - started < 1.0  # before the stalled watch would answer
+            await eventually(lambda: inf.lister.get("seen", "default") is not None, limit=60)
             assert inf.stats.inactivity_reconnects > reconnects
             await assert_mirrors(kube, inf)
         finally:
@@ -309,14 +308,14 @@ async def test_every_catalogued_resource_type_can_be_informed(client: KubeClient
     assert informers.readiness_check() is not None
     informers.start()
     try:
-        assert await informers.wait_synced(within=10)
+        assert await informers.wait_synced(within=60)  # a guard: only a broken run waits
         assert informers.readiness_check() is None
         assert informers.informer(NAMESPACES) is informers.informer(NAMESPACES)
         names = {n["metadata"]["name"] for n in informers.lister(NAMESPACES).list()}
         assert "default" in names
         # Informers asked for after start() start at once.
         late = informers.informer(CONFIG_MAPS, namespace="default")
-        assert await late.wait_synced(within=5)
+        assert await late.wait_synced(within=60)
     finally:
         await informers.stop()
 
@@ -343,8 +342,10 @@ async def test_an_unserved_kind_keeps_retrying_without_syncing(client: KubeClien
     inf = Informer(client=client, resource=widgets, settings=FAST_INFORMER)
     try:
         inf.start()
-        assert not await inf.wait_synced(within=0.2)
-        assert inf.stats.errors >= 2  # 404 → backoff → list again, repeatedly
+        # 404 → backoff → list again, repeatedly: waited for by count, not for a time that a
+        # loaded machine stretches (issue 32.7)
+        await eventually(lambda: inf.stats.errors >= 2, limit=60)
+        assert not inf.synced
         assert inf.running
     finally:
         await inf.stop()

@@ -49,6 +49,9 @@ LEASE = "kubescale"
 START = datetime(2026, 1, 1, tzinfo=UTC)
 LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD = 15.0, 10.0, 2.0
 MAX_RETRY_GAP = RETRY_PERIOD * (1 + JITTER_FACTOR)  # 4.4 s: the longest acquire-retry wait
+GUARD = 60.0
+"""Seconds a real-clock wait may take before the test fails: only a broken run gets there (no
+test bounds elapsed time; issue 32.7)."""
 MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 
 
@@ -136,7 +139,7 @@ class TimeDriver:
 
     async def settle(self) -> None:
         """Wait until no request is in flight and the electors have gone back to sleep."""
-        give_up = time.monotonic() + 10.0
+        give_up = time.monotonic() + GUARD
         idle_checks = 0
         while idle_checks < 2:  # idle twice, 50 loop turns apart: done with the response too
             for _ in range(50):
@@ -790,9 +793,10 @@ async def test_a_hung_renewal_is_abandoned_at_the_renew_deadline(cluster: Cluste
 
     a.start(on_stopped_leading=on_stopped)
     await cluster.driver.run_for(1.0)  # acquired at 0 s: renewal due at 2 s, deadline 12 s
-    cluster.api.faults.add(verb="update", resource="leases", status=0, delay=1.5, count=None)
-    cluster.api.faults.add(verb="get", resource="leases", status=0, delay=1.5, count=None)
-    began = time.monotonic()
+    # The renewal hangs (no answer until released, on no clock): only the renew deadline on
+    # the virtual clock can end it — no real time is measured (issue 32.7).
+    cluster.api.faults.add(verb="update", resource="leases", status=0, hang=True, count=None)
+    cluster.api.faults.add(verb="get", resource="leases", status=0, hang=True, count=None)
     await cluster.clock.advance(1.0)
     await asyncio.sleep(0.01)
     assert a.elector.in_flight  # the renewal at 2 s is stuck in the server
@@ -800,9 +804,8 @@ async def test_a_hung_renewal_is_abandoned_at_the_renew_deadline(cluster: Cluste
         assert cluster.clock.elapsed <= 12.0
         await cluster.clock.advance(1.0)
         await asyncio.sleep(0.005)
-    # Given up on the virtual deadline, before the (real) 1.5 s response would come.
+    # Given up on the virtual deadline, with the renewal still unanswered.
     assert stopped == [12.0]
-    assert time.monotonic() - began < 1.0
     assert a.master_status() == 0.0
     cluster.api.faults.clear()
 
@@ -816,18 +819,17 @@ async def test_a_hung_renewal_on_the_real_clock(cluster: Cluster) -> None:
         stopped.set()
 
     a.start(on_stopped_leading=on_stopped)
-    began = time.monotonic()
-    while not a.leading():
-        assert time.monotonic() - began < 2.0
-        await asyncio.sleep(0.01)
-    cluster.api.faults.add(verb="update", resource="leases", status=0, delay=2.0, count=None)
-    cluster.api.faults.add(verb="get", resource="leases", status=0, delay=2.0, count=None)
-    hung = time.monotonic()
-    # Were the deadline not enforced, the renewal would succeed when the response comes (2 s).
-    async with asyncio.timeout(1.8):
+    async with asyncio.timeout(GUARD):
+        while not a.leading():  # noqa: ASYNC110 - polls the elector, which has no event
+            await asyncio.sleep(0.01)
+    # The renewals hang until released (never, here): were the renew deadline not enforced on
+    # the real clock, leadership would never be given up. No elapsed time is asserted (the
+    # suite runs on loaded machines, issue 32.7); GUARD only ends a broken run.
+    cluster.api.faults.add(verb="update", resource="leases", status=0, hang=True, count=None)
+    cluster.api.faults.add(verb="get", resource="leases", status=0, hang=True, count=None)
+    async with asyncio.timeout(GUARD):
         await stopped.wait()
-    # At most RetryPeriod + RenewDeadline after the last renewal (plus scheduling slack).
-    assert time.monotonic() - hung <= 0.15 + 0.6 + 0.6
+    assert not a.leading()
     cluster.api.faults.clear()
 
 

@@ -297,7 +297,9 @@ async def test_a_rotated_ca_is_republished_and_the_webhook_keeps_working(tmp_pat
             new_serial = x509.load_pem_x509_certificate(
                 (certs / "serverCert.pem").read_bytes()
             ).serial_number
-            await _wait_for(lambda: server.tls.certificate.serial_number == new_serial)
+            tls = server.tls
+            assert tls is not None
+            await _wait_for(lambda: tls.certificate.serial_number == new_serial)
             await client.create(
                 VERTICAL_POD_AUTOSCALERS,
                 builders.vpas.vpa(name="after-rotation", target=builders.vpas.target_ref()),

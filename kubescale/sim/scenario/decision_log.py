@@ -28,9 +28,10 @@ from typing import Any, Final
 from kubescale.rendering.text_table import format_duration
 
 from .autoscaler_records import quantity_or_none
-from .timeline import POD_STARTED
+from .timeline import POD_STARTED, WEBHOOK_RESIZE
 
 __all__ = [
+    "CURRENCY",
     "Decision",
     "comparison_rows",
     "decisions",
@@ -51,34 +52,56 @@ DECISION_KINDS: Final = {
     "ca-node-deleted": "CA node deleted",
     "ca-consolidation": "CA consolidation",
     "descheduler-eviction": "descheduler eviction",
+    WEBHOOK_RESIZE: "webhook resize",
 }
 """Event kinds that are a decision of a kubescale loop, and how the summary names them."""
 
 _MEMORY_FIELD = re.compile(r"memory=([0-9.eE+-]+[a-zA-Z]*)")
 
 
-def human_bytes(value: float | None) -> str:
-    """``362.6Mi``, ``1.50Gi``, ``512Ki`` — binary units, three significant digits or so."""
+def human_bytes(value: float | None, decimals: int | None = None) -> str:
+    """``362.6Mi``, ``1.50Gi``, ``512Ki`` — binary units, three significant digits or so
+    (``decimals``: that many after the point instead)."""
     if value is None:
         return "–"
     for suffix, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
         if abs(value) >= size:
             scaled = value / size
+            if decimals is not None:
+                return f"{scaled:.{decimals}f}{suffix}"
             return f"{scaled:.2f}{suffix}" if scaled < 10 else f"{scaled:.1f}{suffix}"
-    return f"{value:.0f}B"
+    return f"{value:.{decimals or 0}f}B"
 
 
-def human_cores(value: float | None) -> str:
+def human_cores(value: float | None, decimals: int | None = None) -> str:
     """``126m`` below a core, ``1.50`` cores above, decimal SI past a thousand (``100G``: the
-    all but unbounded upper bound of a VPA with few samples) — Kubernetes' own notation."""
+    all but unbounded upper bound of a VPA with few samples) — Kubernetes' own notation
+    (``decimals``: that many more digits)."""
     if value is None:
         return "–"
     if abs(value) < 1:
+        if decimals:
+            return f"{value * 1000:.{decimals}f}m"
         return f"{round(value * 1000)}m"
     for suffix, size in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(value) >= size:
+            if decimals:
+                return f"{value / size:.{decimals + 2}f}{suffix}"
             return f"{value / size:.3g}{suffix}"
-    return f"{value:.2f}"
+    return f"{value:.{2 + (decimals or 0)}f}"
+
+
+def apart(
+    first: float, second: float, human: Callable[[float | None, int | None], str]
+) -> tuple[str, str]:
+    """Both values as ``human`` writes them, with more decimals until the texts differ when the
+    values do ("512.0Mi below the lower bound 512.0Mi" said nothing; issue 32.6)."""
+    texts = human(first, None), human(second, None)
+    decimals = 1
+    while texts[0] == texts[1] and first != second and decimals <= 15:
+        texts = human(first, decimals), human(second, decimals)
+        decimals += 1
+    return texts
 
 
 def human_detail(detail: str) -> str:
@@ -99,9 +122,13 @@ def _count_or_dash(value: int | None) -> str:
     return "–" if value is None else str(value)
 
 
+CURRENCY: Final = "$"
+"""Of the cost: node prices (``price=`` of a node group, a scenario's ``nodePrices``) are per
+hour in dollars, as the cloud providers' price lists."""
+
 _COMPARED: Final[tuple[tuple[str, Callable[[Mapping[str, Any]], str]], ...]] = (
     ("node-hours", lambda v: _fixed(v["node_hours"], 2)),
-    ("cost", lambda v: _fixed(v["cost"], 2)),
+    (f"cost ({CURRENCY})", lambda v: _fixed(v["cost"], 2)),
     ("nodes (max)", lambda v: str(v["nodes_max"])),
     ("OOM kills", lambda v: str(v["oom_kills"])),
     ("CPU throttled (core-s)", lambda v: _fixed(v["throttled_core_seconds"], 0)),
@@ -210,14 +237,16 @@ def _vpa_eviction_reason(report: Mapping[str, Any], event: Mapping[str, Any]) ->
             if request is None or lower is None or upper is None:
                 continue
             if request < lower:
+                shown, bound = apart(request, lower, human)
                 reasons.append(
-                    f"{container['container']} {resource} request {human(request)} below the "
-                    f"lower bound {human(lower)} (target {human(target)})"
+                    f"{container['container']} {resource} request {shown} below the "
+                    f"lower bound {bound} (target {human(target, None)})"
                 )
             elif request > upper:
+                shown, bound = apart(request, upper, human)
                 reasons.append(
-                    f"{container['container']} {resource} request {human(request)} above the "
-                    f"upper bound {human(upper)} (target {human(target)})"
+                    f"{container['container']} {resource} request {shown} above the "
+                    f"upper bound {bound} (target {human(target, None)})"
                 )
     return "; ".join(reasons) or "in the recommended range: OOM-killed soon after start, or drift"
 

@@ -19,13 +19,16 @@ from typing import Any, Final
 from .decision_log import (
     comparison_rows,
     decisions,
+    human_bytes,
+    human_cores,
     human_detail,
     loop_notes,
     recommendation_changes,
 )
-from .svg_charts import LineSeries, TimeAxis, Unit, render_chart
+from .svg_charts import LineSeries, Marker, TimeAxis, Unit, render_chart
 
 __all__ = [
+    "clip_upper",
     "comparison_table",
     "cost_chart",
     "decisions_table",
@@ -165,12 +168,14 @@ def vpa_charts(report: Mapping[str, Any], workload: Mapping[str, Any], axis: Tim
                         "step", "4 3",
                     ),
                 ]  # fmt: skip
+                clipped, markers = clip_upper(series, unit)
                 pair.append(
                     render_chart(
                         title=f"{vpa['name']}/{band['name']} {resource}",
                         axis=axis,
-                        series=_clip_upper(series),
+                        series=clipped,
                         unit=unit,
+                        markers=markers,
                     )
                 )
             charts.append(
@@ -181,26 +186,36 @@ def vpa_charts(report: Mapping[str, Any], workload: Mapping[str, Any], axis: Tim
     return charts
 
 
-def _clip_upper(series: list[LineSeries]) -> list[LineSeries]:
-    """The upper bound starts huge (upstream: no confidence yet, up to 100 cores / 90 TiB):
-    drawn as is it flattens everything else, so values above 4× the largest of the other
-    series are left out (the band's line starts where it becomes readable)."""
+def clip_upper(series: list[LineSeries], unit: Unit) -> tuple[list[LineSeries], list[Marker]]:
+    """The upper bound starts huge (upstream: no confidence yet, up to 100 G cores / 90 TiB):
+    drawn as is it sets the axis and flattens everything else; left out, the bound is drawn
+    nowhere (issue 32.6). So it is clipped: values above 4× the largest of the other series are
+    drawn at that ceiling, and each stretch where it is clipped starts with a marker whose
+    tooltip gives the real value ("upper bound 100G cores, above the chart")."""
     others = [v for s in series if s.label != "upper" for _, v in s.points if v is not None]
-    if not others:
-        return series
+    if not others or max(others) <= 0:
+        return series, []
     ceiling = 4 * max(others)
-    return [
-        s
-        if s.label != "upper"
-        else LineSeries(
-            s.label,
-            s.color,
-            [(t, v if v is None or v <= ceiling else None) for t, v in s.points],
-            s.style,
-            s.dash,
-        )
-        for s in series
-    ]
+    human = human_cores if unit == "cores" else human_bytes
+    suffix = " cores" if unit == "cores" else ""
+    clipped: list[LineSeries] = []
+    markers: list[Marker] = []
+    for s in series:
+        if s.label != "upper":
+            clipped.append(s)
+            continue
+        points: list[tuple[float, float | None]] = []
+        above = False
+        for t, v in s.points:
+            over = v is not None and v > ceiling
+            if over and not above:
+                markers.append(
+                    Marker(t, s.color, f"upper bound {human(v)}{suffix}, above the chart")
+                )
+            above = over
+            points.append((t, ceiling if over else v))
+        clipped.append(LineSeries(s.label, s.color, points, s.style, s.dash))
+    return clipped, markers
 
 
 def hpa_charts(report: Mapping[str, Any], workload: Mapping[str, Any], axis: TimeAxis) -> list[str]:

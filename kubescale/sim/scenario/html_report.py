@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from kubescale.rendering.html_page import HOVER_SCRIPT, PAGE_CSS, card, escape, number
 
+from .decision_log import CURRENCY
 from .html_autoscaling import (
     comparison_table,
     cost_chart,
@@ -64,10 +65,10 @@ def _header(report: dict[str, Any], start: datetime) -> str:
         _card("nodes (min–max)", f"{nodes['min']}–{nodes['max']}"),
         _card("nodes (avg)", _num(nodes["avg"], 1)),
         _card("node-hours", _num(cluster["node_hours"], 1)),
-        _card("cost", _num(cluster["cost"], 2)),
+        _card(f"cost ({CURRENCY})", _num(cluster["cost"], 2)),
         _card("OOM kills", str(cluster["oom_kills"]), alert=cluster["oom_kills"] > 0),
         _card("evictions", str(cluster["evictions"])),
-        _card("pending pod-seconds", _num(cluster["pending_pod_seconds"], 0)),
+        _card("pending pod-time", format_duration(cluster["pending_pod_seconds"])),
         _card("throttled core-seconds", _num(cluster["throttled_core_seconds"], 0)),
     ]
     unpriced = ""
@@ -261,7 +262,7 @@ def _workload_section(
         f"<h2>{_e(workload['namespace'])}/{_e(workload['name'])}</h2>"
         f'<p class="sub">replicas {r["min"]}–{r["max"]} (avg {_num(r["avg"], 1)}) · '
         f"{workload['oom_kills']} OOM kills · {workload['evictions']} evictions · "
-        f"{_num(workload['pending_pod_seconds'], 0)} pod-s pending · "
+        f"pending pod-time {_e(format_duration(workload['pending_pod_seconds']))} · "
         f"CPU slack {_num(workload['slack_core_hours'], 3)} core-h · "
         f"memory slack {_num(workload['slack_gib_hours'], 3)} GiB-h</p>"
         f'<div class="panel">{replicas_chart}</div>'

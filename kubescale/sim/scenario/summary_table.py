@@ -5,8 +5,11 @@ Read from the JSON report (:mod:`kubescale.sim.scenario.report_assembly`) only, 
 prints the same table. Three parts, every line at most :data:`WIDTH` columns: the run and cluster
 totals; per workload container the requests against usage (time-weighted average request,
 usage p50/p95/max, slack); per workload its behaviour (replicas, pending and unschedulable
-pod-seconds, evictions, OOM kills, throttling). Column headers carry their unit on a second
-line; names too long for the width are shortened with ``…``.
+pod-time, evictions, OOM kills, throttling). Column headers carry their unit on a second
+line; names too long for the width are shortened with ``…``. One unit and one wording per
+figure everywhere (issue 32.6): time summed over pods is "pod-time", as a duration (``2h26m``),
+in the comparison, the cluster line and the tables alike; cost carries its currency (``$``:
+node prices are dollars per hour, as the cloud providers' price lists).
 """
 
 from __future__ import annotations
@@ -23,7 +26,13 @@ from kubescale.rendering.text_table import (
     render_table,
 )
 
-from .decision_log import comparison_rows, decisions, loop_notes, recommendation_changes
+from .decision_log import (
+    CURRENCY,
+    comparison_rows,
+    decisions,
+    loop_notes,
+    recommendation_changes,
+)
 
 __all__ = ["WIDTH", "format_duration", "render_summary"]
 
@@ -53,11 +62,11 @@ _RESOURCE_COLUMNS: Final = (
 _BEHAVIOUR_COLUMNS: Final = (
     _Column("WORKLOAD", "", numeric=False),
     _Column("REPLICAS", "min/avg/max"),
-    _Column("PENDING", "(pod-s)"),
-    _Column("UNSCHEDULABLE", "(pod-s)"),
+    _Column("PENDING", "(pod-time)"),
+    _Column("UNSCHEDULABLE", "(pod-time)"),
     _Column("EVICTIONS", "(count)"),
     _Column("OOM KILLS", "(count)"),
-    _Column("THROTTLED", "(s)"),
+    _Column("THROTTLED", "(pod-time)"),
     _Column("THROTTLED", "(core-s)"),
 )
 
@@ -95,11 +104,11 @@ def _behaviour_rows(workloads: Sequence[dict[str, Any]]) -> list[list[str]]:
             [
                 f"{workload['namespace']}/{workload['name']}",
                 f"{replicas['min']}/{_number(replicas['avg'], 1)}/{replicas['max']}",
-                _number(workload["pending_pod_seconds"], 0),
-                _number(workload["unschedulable_pod_seconds"], 0),
+                format_duration(workload["pending_pod_seconds"]),
+                format_duration(workload["unschedulable_pod_seconds"]),
                 str(workload["evictions"]),
                 str(workload["oom_kills"]),
-                _number(workload["throttled_seconds"], 0),
+                format_duration(workload["throttled_seconds"]),
                 _number(workload["throttled_core_seconds"], 1),
             ]
         )
@@ -164,9 +173,10 @@ def render_summary(report: dict[str, Any]) -> str:
         *(lead := [*_comparison_lines(report), *_kubescale_lines(report)]),
         *([""] if lead else []),
         f"Cluster: {nodes['min']}-{nodes['max']} nodes (avg {_number(nodes['avg'], 1)}), "
-        f"{_number(cluster['node_hours'], 2)} node-hours, cost {_number(cluster['cost'], 2)}, "
+        f"{_number(cluster['node_hours'], 2)} node-hours, cost {CURRENCY}"
+        f"{_number(cluster['cost'], 2)}, "
         f"{cluster['oom_kills']} OOM kills, {cluster['evictions']} evictions, "
-        f"{_number(cluster['pending_pod_seconds'], 0)} pod-s pending",
+        f"pending pod-time {format_duration(cluster['pending_pod_seconds'])}",
     ]
     if cluster["unpriced_nodes"]:
         names = ", ".join(cluster["unpriced_nodes"])

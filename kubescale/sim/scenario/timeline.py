@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from kubescale.sim.cluster.cluster_events import (
     EVICTED,
@@ -40,11 +40,20 @@ __all__ = [
     "OOM_KILL",
     "POD_DELETED",
     "POD_STARTED",
+    "WEBHOOK_RESIZE",
     "WORKLOAD_LABEL",
     "ContainerSampleLike",
     "Timeline",
     "TimelineEvent",
 ]
+
+
+WEBHOOK_RESIZE = "webhook-resize"
+"""A pod first seen with the VPA admission webhook's ``vpaUpdates`` annotation (upstream's:
+``Pod resources updated by <vpa>: container 0: cpu request, memory request``): the webhook
+set its resources at creation. Its detail is the annotation — which resources it set, so an
+HPA/VPA conflict shows too (the webhook leaving CPU to the HPA sets memory only)."""
+_VPA_UPDATES: Final = "vpaUpdates"
 
 
 class ContainerSampleLike(Protocol):
@@ -173,6 +182,8 @@ class Timeline:
         self.containers: dict[tuple[str, str, str], ContainerColumns] = {}
         self.workloads: dict[tuple[str, str], WorkloadColumns] = {}
         self.pod_workloads: dict[tuple[str, str], str] = {}
+        self._pods_seen: set[tuple[str, str]] = set()
+        """Pods already recorded (a pod's resize by the webhook is reported once)."""
         """``(namespace, pod)`` → workload name, for events that name a pod that is gone."""
         self.node_count: list[int] = []
         self.node_records: dict[str, list[int]] = {}
@@ -201,9 +212,10 @@ class Timeline:
         index = len(self.times)
         self.times.append(t)
         self._record_containers(index, containers)
-        self._record_pods(index, pods)
+        resized = self._record_pods(index, pods, t)
         self._record_nodes(index, nodes)
         self.events.extend(events)
+        self.events.extend(resized)
 
     def intervals(self) -> list[float]:
         """Seconds each record stands for: up to the next record, one ``step`` for the last."""
@@ -250,14 +262,28 @@ class Timeline:
             if sample.throttled:
                 workload.throttled.add(index)
 
-    def _record_pods(self, index: int, pods: Sequence[dict[str, Any]]) -> None:
+    def _record_pods(
+        self, index: int, pods: Sequence[dict[str, Any]], t: float
+    ) -> list[TimelineEvent]:
+        """The pods' counts per workload; the webhook's resizes of pods first seen now."""
         # (replicas, running, pending, unschedulable) per workload this step.
         counts: dict[tuple[str, str], list[int]] = {}
+        resized: list[TimelineEvent] = []
         for pod in pods:
             metadata = pod.get("metadata") or {}
             namespace = str(metadata.get("namespace") or "")
             name = pod_workload(pod)
-            self.pod_workloads.setdefault((namespace, str(metadata.get("name") or "")), name)
+            pod_key = (namespace, str(metadata.get("name") or ""))
+            if pod_key not in self._pods_seen:
+                self._pods_seen.add(pod_key)
+                updates = (metadata.get("annotations") or {}).get(_VPA_UPDATES)
+                if updates:
+                    resized.append(
+                        TimelineEvent(
+                            time=t, kind=WEBHOOK_RESIZE, subject="/".join(pod_key), detail=updates
+                        )
+                    )
+            self.pod_workloads.setdefault(pod_key, name)
             self._workload(namespace, name, index)
             row = counts.setdefault((namespace, name), [0, 0, 0, 0])
             phase = _pod_phase(pod)
@@ -277,6 +303,7 @@ class Timeline:
             columns.running.append(running)
             columns.pending.append(pending)
             columns.unschedulable.append(unschedulable)
+        return resized
 
     def _record_nodes(self, index: int, nodes: Sequence[dict[str, Any]]) -> None:
         self.node_count.append(len(nodes))

@@ -156,6 +156,7 @@ async def test_wrong_ca_bundle_and_fail_policy_rejects_the_pod(
     assert 'failed calling webhook "mutate.kubescale.dev"' in raised.value.message
     assert "x509" in raised.value.message or "certificate" in raised.value.message
     assert setup.api.store.peek(PODS, "web-2", "default") is None
+    assert setup.webhook.tls is not None
     assert setup.webhook.tls.loaded  # the server itself was fine: the client refused to trust it
 
 

@@ -78,10 +78,11 @@ async def test_slow_responses(api: Any, server: ApiServer) -> None:
     core = loose(client.CoreV1Api(api))
     started = time.monotonic()
     await core.read_namespace("default")
-    assert time.monotonic() - started >= 0.3
-    started = time.monotonic()
+    assert time.monotonic() - started >= 0.3  # a delay never ends early, however loaded
+    # the rule was used up by that one request: the next is served without delay (asserted on
+    # the rules, not on elapsed time, which a busy machine stretches)
+    assert server.faults.take(verb="get", resource="namespaces") is None
     await core.read_namespace("default")
-    assert time.monotonic() - started < 0.3
 
 
 async def test_held_requests_wait_for_their_release(api: Any, server: ApiServer) -> None:

@@ -131,7 +131,9 @@ async def test_timeout_seconds_ends_the_stream_cleanly(api: Any) -> None:
     started = time.monotonic()
     response = await open_watch(api, resource_version="1", timeout_seconds=1)
     assert await read_events(response) == []
-    assert 0.9 <= time.monotonic() - started < 3
+    # the server ended the stream (read_events returned) and not before its timeout; no upper
+    # bound: a busy machine stretches it (issue 32.7)
+    assert time.monotonic() - started >= 0.9
 
 
 async def test_too_old_resource_version_is_an_error_event(clock: VirtualClock) -> None:

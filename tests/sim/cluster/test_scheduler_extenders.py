@@ -248,15 +248,15 @@ async def test_http_errors_fail_the_pod_unless_ignorable(
 
 @pytest.mark.parametrize("ignorable", [False, True])
 async def test_http_timeout(extender: Extender, ignorable: bool) -> None:
-    extender.delay = 1.0
+    # The answer would come after 600 s (released at teardown): only the 150 ms httpTimeout can
+    # end the call, so the outcome proves it — no elapsed time asserted (issue 32.7).
+    extender.delay = 600.0
     extender.answers["filter"] = lambda args: {"NodeNames": args["NodeNames"]}
     config = extender.config(
         filterVerb="filter", nodeCacheCapable=True, ignorable=ignorable, httpTimeout="150ms"
     )
     assert config.timeout == pytest.approx(0.15)
-    started = asyncio.get_running_loop().time()
     api = await schedule([config], [node("n1")], POD(name="web"))
-    assert asyncio.get_running_loop().time() - started < 0.9
     if ignorable:
         assert outcome(api, "web") == "n1"
     else:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+from typing import Any
 
-from kubescale.sim.scenario.decision_log import human_bytes, human_cores
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kubescale.sim.scenario.decision_log import apart, human_bytes, human_cores
 
 
 @pytest.mark.parametrize(
@@ -35,3 +39,36 @@ def test_human_cores(cores: float | None, text: str) -> None:
 )
 def test_human_bytes(amount: float | None, text: str) -> None:
     assert human_bytes(amount) == text
+
+
+MIB = 2**20
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "human", "expected"),
+    [
+        # the complaint: "512.0Mi below the lower bound 512.0Mi" — 1 byte apart is
+        # 1 / 2^20 = 0.00000095 Mi: 6 decimals (511.99999905 rounds to 511.999999)
+        (512 * MIB - 1, 512 * MIB, human_bytes, ("511.999999Mi", "512.000000Mi")),
+        # 0.5 MiB apart: one more decimal than the usual one (511.5 vs 512.0 already differ)
+        (511.5 * MIB, 512 * MIB, human_bytes, ("511.5Mi", "512.0Mi")),
+        (362.6 * MIB, 362.6 * MIB, human_bytes, ("362.6Mi", "362.6Mi")),  # equal: as usual
+        # 126.2m vs 125.8m both round to 126m: one decimal shows them apart
+        (0.1262, 0.1258, human_cores, ("126.2m", "125.8m")),
+        (1.501, 1.5, human_cores, ("1.501", "1.500")),  # 1.50 each: one more digit
+        (1.5, 2.0, human_cores, ("1.50", "2.00")),
+    ],
+)
+def test_values_that_differ_are_shown_apart(
+    first: float, second: float, human: Any, expected: tuple[str, str]
+) -> None:
+    assert apart(first, second, human) == expected
+
+
+@given(
+    st.integers(min_value=0, max_value=2**47),
+    st.integers(min_value=0, max_value=2**47),
+)
+def test_distinct_byte_counts_never_read_the_same(first: int, second: int) -> None:
+    shown = apart(float(first), float(second), human_bytes)
+    assert (shown[0] == shown[1]) == (first == second), shown

@@ -184,8 +184,9 @@ def test_summary_table_values() -> None:
         "Scenario 't', seed 1: 1h00m from 2026-01-01T00:00:00.000000Z at a 900 s step"
     )
     assert lines[1] == (
-        "Cluster: 1-1 nodes (avg 1.0), 1.00 node-hours, cost 0.25, 0 OOM kills, 0 evictions, "
-        "0 pod-s pending"
+        # one wording and unit for time summed over pods (pod-time, a duration), cost in $
+        "Cluster: 1-1 nodes (avg 1.0), 1.00 node-hours, cost $0.25, 0 OOM kills, 0 evictions, "
+        "pending pod-time 0s"
     )
     app = next(line for line in lines if line.strip().startswith("app"))
     # request 0.5; p50 0.3, p95 0.7, max 0.7; slack 0.1 core-h; 1024 MiB request,
@@ -195,7 +196,8 @@ def test_summary_table_values() -> None:
         "1024.0", "256.0", "256.0", "256.0", "0.750",
     ]  # fmt: skip
     web = next(line for line in lines if line.startswith("default/web "))
-    assert web.split() == ["default/web", "0/0.0/0", "0", "0", "0", "0", "0", "0.0"]
+    assert web.split() == ["default/web", "0/0.0/0", "0s", "0s", "0", "0", "0s", "0.0"]
+    assert "pod-s" not in "\n".join(lines)
 
 
 def test_summary_table_shortens_long_names_to_the_width() -> None:
@@ -277,7 +279,7 @@ def test_page_has_every_chart_and_event() -> None:
     assert page.count('<rect class="event"') == len(report["events"])
     # cluster summary in the header
     assert "<b>14.8</b><span>node-hours</span>" in page
-    assert "<b>3.22</b><span>cost</span>" in page
+    assert "<b>3.22</b><span>cost ($)</span>" in page
     assert '<div class="card alert"><b>6</b><span>OOM kills</span>' in page
     # OOM kills of the cache marked on its memory chart, throttling shaded on the job's CPU
     assert page.count("OOM kill of cache") == 6

@@ -7,7 +7,6 @@ Expected PromQL strings and request parameters are upstream's (``history_provide
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import math
 import socket
@@ -451,19 +450,18 @@ async def test_insecure_skips_tls_verification(tmp_path: Path) -> None:
 
 
 async def test_query_timeout(fake: FakePrometheus) -> None:
-    fake.answer(DEFAULT_CPU, matrix(), delay=2.0)
+    # The answer would come after 600 s (cut short at teardown): only the 100 ms query timeout
+    # can end the query, so the error proves it — no elapsed time asserted (issue 32.7).
+    fake.answer(DEFAULT_CPU, matrix(), delay=600.0)
     config = PrometheusHistoryConfig(query_timeout=timedelta(milliseconds=100))
     address = fake.address
     async with _provider(fake, config) as provider:
-        started = asyncio.get_running_loop().time()
         with pytest.raises(PrometheusHistoryError) as caught:
             await provider.get_cluster_history(now=NOW)
-        elapsed = asyncio.get_running_loop().time() - started
     assert str(caught.value) == (
         "cannot get usage history: cannot get timeseries for cpu: "
         f'Post "{address}/api/v1/query_range": context deadline exceeded'
     )
-    assert elapsed < 1.5
 
 
 async def test_zero_query_timeout_is_already_past(fake: FakePrometheus) -> None:

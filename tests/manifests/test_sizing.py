@@ -1,0 +1,73 @@
+"""Sizing (issue 32.4): the README's table of requests and limits per cluster size, and the
+defaults the chart and the kustomize base ship — the table's 10k-pod row, which fits the
+measured use at 10k pods with room."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from kubescale.kube.quantities import parse_quantity
+
+from .manifest_files import MANIFESTS, find, render
+
+ROOT: Final = Path(__file__).resolve().parents[2]
+README: Final = ROOT / "README.md"
+VALUES: Final = ROOT / "charts" / "kubescale" / "values.yaml"
+COLUMNS: Final = (
+    "pods", "nodes", "measured RSS (MiB)", "steady CPU-s / min", "memory request",
+    "memory limit", "CPU request",
+)  # fmt: skip
+MIB: Final = 1024 * 1024
+
+
+def _sizing_rows() -> dict[str, dict[str, str]]:
+    """The README's Sizing table, by its ``pods`` cell."""
+    text = README.read_text(encoding="utf-8")
+    section = text.split("### Sizing", 1)[1].split("\n#", 1)[0]
+    lines = [line for line in section.splitlines() if line.startswith("|")]
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    assert tuple(header) == COLUMNS
+    rows: dict[str, dict[str, str]] = {}
+    for line in lines[2:]:
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        rows[cells[0]] = dict(zip(header, cells, strict=True))
+    return rows
+
+
+def _resources(row: dict[str, str]) -> dict[str, Any]:
+    return {
+        "requests": {"cpu": row["CPU request"], "memory": row["memory request"]},
+        "limits": {"memory": row["memory limit"]},
+    }
+
+
+def test_the_chart_and_the_base_ship_the_10k_row() -> None:
+    expected = _resources(_sizing_rows()["10k"])
+    values = yaml.safe_load(VALUES.read_text(encoding="utf-8"))
+    assert values["resources"] == expected
+    deployment = find(render(), "Deployment", "kubescale")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["resources"] == expected
+    # the comment table in values.yaml marks the same row
+    marked = [line for line in VALUES.read_text().splitlines() if "<- these defaults" in line]
+    assert len(marked) == 1
+    assert marked[0].split()[1:7] == ["10k", "350", "352", "MiB", "512Mi", "1Gi"]
+    assert (MANIFESTS / "base" / "deployment.yaml").is_file()
+
+
+def test_every_row_leaves_room_above_the_measured_use() -> None:
+    """Request ≥ measured peak (× 1.3 room at least), limit ≥ request, CPU ≥ steady use."""
+    for pods, row in _sizing_rows().items():
+        measured = re.findall(r"[\d,]+", row["measured RSS (MiB)"])
+        peak_mib = max(int(m.replace(",", "")) for m in measured)
+        request = parse_quantity(row["memory request"]).as_float()
+        limit = parse_quantity(row["memory limit"]).as_float()
+        assert request >= peak_mib * MIB * 1.3, pods
+        assert limit >= request * 2, pods
+        # e.g. 10k: 2.1 CPU-s per minute = 35m steady; 100m requested
+        steady = float(row["steady CPU-s / min"]) / 60
+        assert parse_quantity(row["CPU request"]).as_float() >= steady * 2, pods
