@@ -46,7 +46,6 @@ import platform
 import re
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -63,6 +62,7 @@ if __package__ in (None, ""):
 from kubescale.base.clock import RealClock
 from kubescale.certs.authority import generate_ca, issue_serving_certificate, service_dns_names
 from kubescale.certs.authority import write_key_pairs as write_certificates
+from kubescale.components import REGISTRY
 from kubescale.kube.resources import PODS
 from kubescale.sim.apiserver.server import ApiServer
 
@@ -515,15 +515,14 @@ class Churn:
         self.changes += 1
 
     async def run(self, per_minute: float) -> None:
-        if per_minute <= 0:
-            return
+        """A change every ``60 / per_minute`` seconds (the caller made the first one)."""
         interval = 60.0 / per_minute
         loop = asyncio.get_running_loop()
         due = loop.time()
         while True:
             due += interval
-            self.step()
             await asyncio.sleep(max(0.0, due - loop.time()))
+            self.step()
 
 
 async def serve_apiserver(args: argparse.Namespace) -> int:
@@ -549,7 +548,10 @@ async def serve_apiserver(args: argparse.Namespace) -> int:
             if line[0] == "churn":
                 if task is not None:
                     task.cancel()
-                task = asyncio.create_task(churn.run(float(line[1])))
+                    task = None
+                if float(line[1]) > 0:
+                    churn.step()  # at once: a window always sees its churn begin
+                    task = asyncio.create_task(churn.run(float(line[1])))
             elif line[0] == "stop":
                 break
     finally:
@@ -558,6 +560,7 @@ async def serve_apiserver(args: argparse.Namespace) -> int:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await api.stop()
+    print(json.dumps({"churn_changes": churn.changes}), flush=True)
     return 0
 
 
@@ -588,16 +591,8 @@ def _free_port() -> int:
 
 
 def component_flags() -> list[str]:
-    """The ``--<component> {auto,true,false}`` flags of ``serve``."""
-    shown = subprocess.run(
-        [sys.executable, "-m", "kubescale", "serve", "--help"],
-        env={**os.environ, "COLUMNS": "200", "PYTHONPATH": str(REPO)},
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return sorted(set(re.findall(r"\[(--[a-z-]+) \{auto,true,false\}\]", shown)))
+    """The ``--<component> {auto,true,false}`` flag of every registered component."""
+    return sorted(f"--{spec.mode_flag}" for spec in REGISTRY)
 
 
 CACHES = re.compile(r"^\[([+-])\]([a-z0-9-]+)-caches\b", re.MULTILINE)
@@ -617,6 +612,13 @@ class Serve:
     process: asyncio.subprocess.Process
     health: int
     started: float
+    log: Path
+
+    def alive(self) -> None:
+        """Raise with the end of its log if the process has exited."""
+        if self.process.returncode is not None or not Path(f"/proc/{self.process.pid}").exists():
+            tail = self.log.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"kubescale serve exited ({self.process.returncode}):\n{tail}")
 
 
 async def start_serve(work: Path, *, webhook_only: bool, flags: list[str]) -> Serve:
@@ -637,14 +639,16 @@ async def start_serve(work: Path, *, webhook_only: bool, flags: list[str]) -> Se
         argv += ["--webhook", "true"]
     else:
         argv += ["--descheduler-policy", POLICY, "--cloud-provider", "clusterapi"]
-    process = await asyncio.create_subprocess_exec(
-        *argv,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    return Serve(process=process, health=health, started=time.monotonic())
+    log = work / f"serve-{'webhook' if webhook_only else 'all'}.log"
+    with log.open("wb") as stderr:
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    return Serve(process=process, health=health, started=time.monotonic(), log=log)
 
 
 async def stop_process(process: asyncio.subprocess.Process) -> None:
@@ -664,8 +668,7 @@ async def wait_synced(serve: Serve, *, limit: float) -> dict[str, Any]:
     peak = 0.0
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
         while True:
-            if serve.process.returncode is not None:
-                raise RuntimeError(f"kubescale serve exited with {serve.process.returncode}")
+            serve.alive()
             elapsed = time.monotonic() - serve.started
             peak = max(peak, proc_status(serve.process.pid).get("VmRSS", 0.0))
             checks = await readiness(session, serve.health)
@@ -692,8 +695,10 @@ async def steady(
     windows = []
     pid = serve.process.pid
     for _ in range(minutes):
+        serve.alive()
         cpu = cpu_seconds(pid)
         await asyncio.sleep(seconds)
+        serve.alive()
         used = cpu_seconds(pid) - cpu
         windows.append(
             {
@@ -757,11 +762,15 @@ async def measure_size(pods: int, args: argparse.Namespace, work: Path) -> dict[
                 "peak_rss_mib": status["VmHWM"],
                 "cpu_seconds_per_minute": round(sum(cpu) / len(cpu), 2),
             }
+        api.stdin.write(b"stop\n")
+        await api.stdin.drain()
+        result["churn_changes"] = json.loads(await api.stdout.readline())["churn_changes"]
         return result
     finally:
-        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            api.stdin.write(b"stop\n")
-            await api.stdin.drain()
+        if api.returncode is None and not api.stdin.is_closing():
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                api.stdin.write(b"stop\n")
+                await api.stdin.drain()
         try:
             await asyncio.wait_for(api.wait(), timeout=30)
         except TimeoutError:
@@ -838,25 +847,30 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     child = sub.add_parser("apiserver", help="(internal) the loaded API server child")
     child.add_argument("--pods", type=int, required=True)
     child.add_argument("--kubeconfig-out", type=Path, required=True)
-    parser.add_argument("--pods", type=int, nargs="+", default=[1000, 10000])
-    parser.add_argument("--minutes", type=int, default=2, help="steady windows (default: 2)")
-    parser.add_argument(
-        "--steady-seconds", type=float, default=60.0, help="one steady window (default: 60)"
-    )
+    parser.add_argument("--pods", type=int, nargs="+", help="cluster sizes (default: 1000 10000)")
+    parser.add_argument("--minutes", type=int, help="steady windows (default: 2)")
+    parser.add_argument("--steady-seconds", type=float, help="one steady window (default: 60)")
     parser.add_argument(
         "--settle-seconds",
         type=float,
-        default=30.0,
         help="wait after the caches synced, before measuring (default: 30)",
     )
     parser.add_argument("--churn-percent", type=float, default=1.0)
     parser.add_argument("--sync-limit", type=float, default=900.0, help="give up after (s)")
     parser.add_argument("--label", default="current")
-    parser.add_argument("--quick", action="store_true", help="50 pods, 2 s windows")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a smoke test: 50 pods, one 2-second window, no settling (unless given)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "scale_cluster.json")
     args = parser.parse_args(argv)
-    if args.quick:
-        args.pods, args.minutes, args.steady_seconds, args.settle_seconds = [50], 1, 2.0, 0.0
+    defaults = ([50], 1, 2.0, 0.0) if args.quick else ([1000, 10000], 2, 60.0, 30.0)
+    for name, default in zip(
+        ("pods", "minutes", "steady_seconds", "settle_seconds"), defaults, strict=True
+    ):
+        if getattr(args, name) is None:
+            setattr(args, name, default)
     return args
 
 
