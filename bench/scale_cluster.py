@@ -669,12 +669,12 @@ async def wait_synced(serve: Serve, *, limit: float) -> dict[str, Any]:
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
         while True:
             serve.alive()
-            elapsed = time.monotonic() - serve.started
             peak = max(peak, proc_status(serve.process.pid).get("VmRSS", 0.0))
             checks = await readiness(session, serve.health)
+            elapsed = time.monotonic() - serve.started
             for name, synced in checks.items():
                 if synced:
-                    first.setdefault(name, round(time.monotonic() - serve.started, 2))
+                    first.setdefault(name, round(elapsed, 2))
             if checks and all(checks.values()):
                 return {
                     "synced_seconds": round(elapsed, 2),
@@ -828,13 +828,18 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 def write_results(report: dict[str, Any], out: Path) -> dict[str, Any]:
-    """Merge ``report`` into ``out`` under its label (other labels kept); the Markdown table
+    """Merge ``report`` into ``out`` under its label (other labels, and this label's runs of
+    other sizes, kept); the Markdown table
     of every label goes next to it (``.md``). The merged content."""
     merged: dict[str, Any] = {}
     if out.exists():
         with contextlib.suppress(ValueError):
             merged = json.loads(out.read_text())
-    merged[report["label"]] = report
+    # Within a label, a run replaces the earlier one of the same size; other sizes are kept.
+    earlier = merged.get(report["label"], {}).get("runs", [])
+    sizes = {run["pods"] for run in report["runs"]}
+    runs = [run for run in earlier if run["pods"] not in sizes] + report["runs"]
+    merged[report["label"]] = {**report, "runs": sorted(runs, key=lambda run: run["pods"])}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(merged, indent=2) + "\n")
     out.with_suffix(".md").write_text(markdown(merged))

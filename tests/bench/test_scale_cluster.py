@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -152,3 +153,33 @@ async def test_a_tiny_run_fills_every_field(tmp_path: Path) -> None:
     table = out.with_suffix(".md").read_text().splitlines()
     assert table[0].startswith("| label | pods | RSS MiB (peak) |")
     assert table[2].startswith("| tiny | 50 | ")
+
+
+def _run(pods: int, rss: float) -> dict[str, Any]:
+    figures = {"rss_mib": rss, "peak_rss_mib": rss, "cpu_seconds_per_minute": 1.0}
+    return {
+        "pods": pods,
+        "all": {**figures, "synced_seconds": 2.0},
+        "webhook": {**figures, "synced_seconds": 1.0},
+        "load_average_1m_before": 1.0,
+    }
+
+
+def test_results_keep_other_sizes_and_labels(tmp_path: Path) -> None:
+    out = tmp_path / "scale.json"
+    bench.write_results({"label": "before", "runs": [_run(1000, 100.0)]}, out)
+    bench.write_results({"label": "before", "runs": [_run(10000, 200.0)]}, out)
+    bench.write_results({"label": "after", "runs": [_run(1000, 50.0)]}, out)
+    merged = bench.write_results({"label": "before", "runs": [_run(1000, 110.0)]}, out)
+    # "before" keeps its 10k run and takes the new 1k one; "after" is untouched.
+    assert [(r["pods"], r["all"]["rss_mib"]) for r in merged["before"]["runs"]] == [
+        (1000, 110.0),
+        (10000, 200.0),
+    ]
+    assert [r["pods"] for r in merged["after"]["runs"]] == [1000]
+    rows = out.with_suffix(".md").read_text().splitlines()[2:]
+    assert [row.split("|")[1:3] for row in rows] == [
+        [" before ", " 1,000 "],
+        [" before ", " 10,000 "],
+        [" after ", " 1,000 "],
+    ]
