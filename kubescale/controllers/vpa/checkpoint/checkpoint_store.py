@@ -67,8 +67,10 @@ class StoreResult:
     written: int
     failed: int
     vpas: int
-    """VPAs whose checkpoints were attempted before the deadline."""
+    """VPAs whose checkpoints were attempted (before the deadline, or for --min-checkpoints)."""
     deadline_passed: bool
+    """The deadline stopped the pass with VPAs left unwritten (not set when --min-checkpoints
+    carried the pass past the deadline to the last VPA)."""
     order: tuple[tuple[str, str], ...] = ()
     """The VPAs attempted, (namespace, name), in the order they were started."""
 
@@ -174,7 +176,7 @@ class CheckpointStore:
             pass_.written,
             pass_.failed,
             pass_.attempted,
-            deadline_passed=pass_.deadline_passed,
+            deadline_passed=pass_.stopped,
             order=tuple(pass_.started),
         )
 
@@ -232,6 +234,8 @@ class _StorePass:
     tried: int = 0
     """Container checkpoints started in this pass (upstream's ``minCheckpoints--``)."""
     deadline_passed: bool = False
+    stopped: bool = False
+    """A worker stopped with a VPA left (the deadline and the minimum both reached)."""
     started: list[tuple[str, str]] = field(default_factory=list)
 
     def _stop(self) -> bool:
@@ -241,6 +245,7 @@ class _StorePass:
     async def work(self) -> None:
         for namespace, name in self.order:
             if self._stop():
+                self.stopped = True
                 return
             if (namespace, name) in self.skip:
                 log.info(
@@ -251,6 +256,7 @@ class _StorePass:
             if not self.deadline_passed and self.clock.monotonic() >= self.deadline:
                 self.deadline_passed = True
             if self._stop():
+                self.stopped = True
                 return
             self.attempted += 1
             self.started.append((namespace, name))
