@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import bisect
+import itertools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -257,15 +259,27 @@ def list_page(
             rv = current
     else:
         rv = current
+    # The snapshot is sorted by key and shared by the pages of one LIST: each page starts by
+    # bisection and scans only until it is full, so a paged LIST of N objects costs O(N).
     objects = store.snapshots_at(rt, namespace, rv)
+    start = 0
     if start_after:
-        objects = [o for o in objects if _key(rt, o) > start_after]
-    matched = [o for o in objects if selection.matches(o)]
-    if limit > 0 and len(matched) > limit:
-        page = matched[:limit]
-        token = _encode_continue(rv, _key(rt, page[-1]))
-        remaining = len(matched) - limit if selection.everything else None
-        return ListPage(items=page, resource_version=rv, continue_token=token, remaining=remaining)
+        start = bisect.bisect_right(objects, start_after, key=lambda o: _key(rt, o))
+    matched: list[dict[str, Any]] = []
+    scanned = start
+    for obj in itertools.islice(objects, start, None):
+        if limit > 0 and len(matched) == limit:
+            break
+        scanned += 1
+        if selection.matches(obj):
+            matched.append(obj)
+    more = limit > 0 and any(selection.matches(o) for o in itertools.islice(objects, scanned, None))
+    if more:
+        token = _encode_continue(rv, _key(rt, matched[-1]))
+        remaining = len(objects) - scanned if selection.everything else None
+        return ListPage(
+            items=matched, resource_version=rv, continue_token=token, remaining=remaining
+        )
     return ListPage(items=matched, resource_version=rv, continue_token="", remaining=None)
 
 

@@ -11,6 +11,7 @@ everything handed out by :meth:`Storage.get` is a deep copy. Objects are kept in
 from __future__ import annotations
 
 import copy
+from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -34,6 +35,11 @@ def parse_time(text: str) -> datetime:
     return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
 
 
+_LISTED_SNAPSHOTS = 16
+"""How many (collection, namespace, resourceVersion) snapshots :meth:`Storage.snapshots_at`
+keeps: enough for the informers of one client paging through their collections at once."""
+
+
 def _etcd_key(key: tuple[str, str]) -> str:
     """Objects are listed in the order of their etcd keys: ``<namespace>/<name>``."""
     return f"{key[0]}/{key[1]}"
@@ -49,11 +55,19 @@ class Storage:
         self._rv = 0
         self._objects: dict[tuple[str, str], dict[tuple[str, str], dict[str, Any]]] = {}
         self.listeners: list[Callable[[StoredEvent], None]] = []
+        self._listed: OrderedDict[tuple[Any, ...], list[dict[str, Any]]] = OrderedDict()
+        """Recent :meth:`snapshots_at` answers (a snapshot at a committed resourceVersion
+        never changes), so the pages of one paged LIST sort the collection once."""
         """Called synchronously after every committed event (CRD registration hooks here)."""
 
     @property
     def resource_version(self) -> int:
         """The resourceVersion of the latest committed write."""
+        return self._rv
+
+    def bump_resource_version(self) -> int:
+        """Take the next resourceVersion without an event (a bulk load's objects)."""
+        self._rv += 1
         return self._rv
 
     def served(self, rt: ResourceType) -> ResourceType:
@@ -103,10 +117,25 @@ class Storage:
 
         410 Expired when ``rv`` is older than the history still held (etcd compaction).
         """
+        at = min(rv, self._rv)
+        if at < self._rv and at < self.events.floor:
+            raise errors.expired(f"too old resource version: {rv} ({self.events.floor})")
+        key = (rt.key, namespace, at)
+        cached = self._listed.get(key)
+        if cached is not None:
+            self._listed.move_to_end(key)
+            return cached
+        found = self._snapshots_at(rt, namespace, at)
+        self._listed[key] = found
+        if len(self._listed) > _LISTED_SNAPSHOTS:
+            self._listed.popitem(last=False)
+        return found
+
+    def _snapshots_at(
+        self, rt: ResourceType, namespace: str | None, rv: int
+    ) -> list[dict[str, Any]]:
         if rv >= self._rv:
             return self.snapshots(rt, namespace)
-        if rv < self.events.floor:
-            raise errors.expired(f"too old resource version: {rv} ({self.events.floor})")
         state = {
             key: obj
             for key, obj in self.bucket(rt).items()

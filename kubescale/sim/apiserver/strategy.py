@@ -4,6 +4,7 @@ What the generic store needs to know about a kind, each rule taken from the upst
 (``pkg/registry/<group>/<kind>/strategy.go``) or from API defaulting
 (``pkg/apis/*/v1/defaults.go``):
 
+* annotations: 256 KiB of keys and values at most (``ValidateAnnotationsSize``);
 * name validation: DNS-1123 subdomain for most kinds, DNS-1123 label for namespaces, a path
   segment for custom resources (``ValidatePathSegmentName``: custom resource names may contain
   upper case);
@@ -115,6 +116,33 @@ def validate_name(rt: ResourceType, name: str) -> list[FieldCause]:
     if not _SUBDOMAIN_RE.fullmatch(name):
         causes.append(("FieldValueInvalid", "metadata.name", shown + _SUBDOMAIN_MESSAGE))
     return causes
+
+
+TOTAL_ANNOTATION_SIZE_LIMIT_B: Final = 256 * (1 << 10)
+"""apimachinery ``validation.TotalAnnotationSizeLimitB`` (``pkg/api/validation/objectmeta.go``):
+the keys and values of an object's annotations together, in bytes, at most 256 KiB."""
+
+
+def validate_annotations_size(obj: dict[str, Any]) -> list[FieldCause]:
+    """``ValidateAnnotationsSize`` (part of ``ValidateObjectMeta``, every kind, create and
+    update): the sum of ``len(key) + len(value)`` (Go ``len``: UTF-8 bytes) over the
+    annotations above :data:`TOTAL_ANNOTATION_SIZE_LIMIT_B` is ``field.TooLong`` on
+    ``metadata.annotations``."""
+    annotations = (obj.get("metadata") or {}).get("annotations")
+    if not isinstance(annotations, dict):
+        return []
+    total = 0
+    for key, value in annotations.items():
+        total += len(str(key).encode()) + len(str(value).encode())
+    if total <= TOTAL_ANNOTATION_SIZE_LIMIT_B:
+        return []
+    return [
+        (
+            "FieldValueTooLong",
+            "metadata.annotations",
+            f"Too long: must have at most {TOTAL_ANNOTATION_SIZE_LIMIT_B} bytes",
+        )
+    ]
 
 
 POD_UPDATE_FORBIDDEN: Final = (

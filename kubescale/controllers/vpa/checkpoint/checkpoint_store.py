@@ -7,7 +7,14 @@ Upstream ``checkpoint/checkpoint_writer.go`` (``StoreCheckpoints``), ``utils/vpa
 * **Write**: VPAs least recently checkpointed first (ties by namespace/name, where upstream's
   unstable sort is arbitrary), skipping VPAs whose ``FetchingHistory`` condition is True; before
   each VPA the deadline (``--checkpoints-timeout`` from the start of the iteration) is checked
-  and no VPA is started once it has passed (writes under way finish). Each container's
+  and no VPA is started once it has passed (writes under way finish) — unless fewer than
+  ``--min-checkpoints`` checkpoints have been started in this pass: upstream's
+  ``StoreCheckpoints(ctx, now, minCheckpoints)`` (VPA <= 1.3, ``checkpoint_writer.go``) checks
+  ``ctx.Err() != nil && minCheckpoints <= 0`` before each VPA and decrements ``minCheckpoints``
+  once per container checkpoint it tries (written or failed), so a loop whose timeout has
+  already passed still moves the oldest VPAs forward and none starves. (Upstream 1.4 deprecated
+  the flag in favour of concurrent writers, kubernetes/autoscaler#7992; ``--min-checkpoints 0``
+  is exactly that rule.) Each container's
   checkpoint (the model's v3 object,
   :meth:`~kubescale.controllers.vpa.model.cluster_state.ClusterState.checkpoints`, from one walk
   over the pods per pass) is written as a JSON patch
@@ -32,7 +39,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Collection, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
@@ -60,8 +67,12 @@ class StoreResult:
     written: int
     failed: int
     vpas: int
-    """VPAs whose checkpoints were attempted before the deadline."""
+    """VPAs whose checkpoints were attempted (before the deadline, or for --min-checkpoints)."""
     deadline_passed: bool
+    """The deadline stopped the pass with VPAs left unwritten (not set when --min-checkpoints
+    carried the pass past the deadline to the last VPA)."""
+    order: tuple[tuple[str, str], ...] = ()
+    """The VPAs attempted, (namespace, name), in the order they were started."""
 
 
 def _metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -84,13 +95,18 @@ class CheckpointStore:
         informer: Informer,
         ignored_namespace: Callable[[str], bool],
         write_concurrency: int = WRITE_CONCURRENCY,
+        min_checkpoints: int = 0,
     ) -> None:
         if write_concurrency < 1:
             raise ValueError("write_concurrency must be at least 1")
+        if min_checkpoints < 0:
+            raise ValueError("min_checkpoints must not be negative")
         self.client = client
         self.informer = informer
         self._ignored = ignored_namespace
         self.write_concurrency = write_concurrency
+        self.min_checkpoints = min_checkpoints
+        """``--min-checkpoints``: checkpoints a pass starts even after its deadline."""
 
     def cached(self) -> list[dict[str, Any]]:
         """Checkpoints outside the ignored namespaces, by namespace and name."""
@@ -139,8 +155,9 @@ class CheckpointStore:
         deadline: float,
         skip: Collection[tuple[str, str]] = (),
     ) -> StoreResult:
-        """``StoreCheckpoints``: oldest first until ``deadline`` (on ``clock.monotonic()``),
-        ``write_concurrency`` VPAs at a time (module docstring)."""
+        """``StoreCheckpoints``: oldest first until ``deadline`` (on ``clock.monotonic()``) and
+        at least :attr:`min_checkpoints` checkpoints, ``write_concurrency`` VPAs at a time
+        (module docstring)."""
         pass_ = _StorePass(
             store=self,
             state=state,
@@ -150,12 +167,17 @@ class CheckpointStore:
             skip=skip,
             order=iter(state.vpa_keys_for_checkpoints()),
             live=state.live_containers(),
+            min_checkpoints=self.min_checkpoints,
         )
         async with asyncio.TaskGroup() as workers:
             for _ in range(self.write_concurrency):
                 workers.create_task(pass_.work())
         return StoreResult(
-            pass_.written, pass_.failed, pass_.attempted, deadline_passed=pass_.deadline_passed
+            pass_.written,
+            pass_.failed,
+            pass_.attempted,
+            deadline_passed=pass_.stopped,
+            order=tuple(pass_.started),
         )
 
     async def garbage_collect(self, *, existing_vpas: Collection[tuple[str, str]]) -> int:
@@ -205,14 +227,25 @@ class _StorePass:
     skip: Collection[tuple[str, str]]
     order: Iterator[tuple[str, str]]
     live: LiveContainers
+    min_checkpoints: int = 0
     written: int = 0
     failed: int = 0
     attempted: int = 0
+    tried: int = 0
+    """Container checkpoints started in this pass (upstream's ``minCheckpoints--``)."""
     deadline_passed: bool = False
+    stopped: bool = False
+    """A worker stopped with a VPA left (the deadline and the minimum both reached)."""
+    started: list[tuple[str, str]] = field(default_factory=list)
+
+    def _stop(self) -> bool:
+        """Upstream ``ctx.Err() != nil && minCheckpoints <= 0``."""
+        return self.deadline_passed and self.tried >= self.min_checkpoints
 
     async def work(self) -> None:
         for namespace, name in self.order:
-            if self.deadline_passed:
+            if self._stop():
+                self.stopped = True
                 return
             if (namespace, name) in self.skip:
                 log.info(
@@ -220,17 +253,24 @@ class _StorePass:
                     extra={"fields": {"vpa": f"{namespace}/{name}"}},
                 )
                 continue
-            if self.clock.monotonic() >= self.deadline:
+            if not self.deadline_passed and self.clock.monotonic() >= self.deadline:
                 self.deadline_passed = True
+            if self._stop():
+                self.stopped = True
                 return
             self.attempted += 1
-            await self._write_vpa(namespace, name)
+            self.started.append((namespace, name))
+            # Built before the first await, so the next worker's check counts them.
+            checkpoints = self.state.checkpoints(
+                namespace=namespace, name=name, now=self.now, live=self.live
+            )
+            self.tried += len(checkpoints)
+            await self._write_vpa(namespace, name, checkpoints)
 
-    async def _write_vpa(self, namespace: str, name: str) -> None:
+    async def _write_vpa(
+        self, namespace: str, name: str, checkpoints: list[dict[str, Any]]
+    ) -> None:
         state = self.state
-        checkpoints = state.checkpoints(
-            namespace=namespace, name=name, now=self.now, live=self.live
-        )
         for checkpoint in checkpoints:
             try:
                 await self.store.write(checkpoint)

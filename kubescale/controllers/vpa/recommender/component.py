@@ -121,7 +121,6 @@ SPEC: Final = ComponentSpec[RecommenderSettings](
         {
             "storage",
             "update-worker-count",
-            "min-checkpoints",
             "prometheus-address",
             "prometheus-insecure",
             "prometheus-cadvisor-job-name",

@@ -18,11 +18,15 @@ kubescale's additions: ``--vpa-recommender auto|true|false``, whether ``serve`` 
 ``--recommendation-policy upstream|adaptive`` (default ``upstream``: upstream's estimator, bit for
 bit; ``adaptive``: :mod:`kubescale.controllers.vpa.model.policy.adaptive_estimator`).
 
-Accepted for compatibility, without effect: ``--min-checkpoints`` (deprecated upstream too) and
-``--update-worker-count`` (the loop computes every VPA in one vectorised pass and writes
-statuses one after another). Not provided: ``--use-external-metrics`` and its metric flags
-(PodMetrics come from ``metrics.k8s.io``), upstream's ``--address`` (``serve`` has one metrics
-address) and the recommender's own leader-election flags (``serve``'s gate every loop).
+``--min-checkpoints 10``: checkpoints written per loop even after ``--checkpoints-timeout``
+(upstream's rule up to VPA 1.3; deprecated there since 1.4, whose rule is ``--min-checkpoints 0``:
+:mod:`kubescale.controllers.vpa.checkpoint.checkpoint_store`).
+
+Accepted for compatibility, without effect: ``--update-worker-count`` (the loop computes every
+VPA in one vectorised pass and writes statuses one after another). Not provided:
+``--use-external-metrics`` and its metric flags (PodMetrics come from ``metrics.k8s.io``),
+upstream's ``--address`` (``serve`` has one metrics address) and the recommender's own
+leader-election flags (``serve``'s gate every loop).
 """
 
 from __future__ import annotations
@@ -84,6 +88,8 @@ class RecommenderSettings:
     checkpoints_gc_interval: float = 600.0
     checkpoints_timeout: float = 60.0
     """Seconds from the start of an iteration after which no further checkpoint is written."""
+    min_checkpoints: int = 10
+    """``--min-checkpoints``: checkpoints written per iteration even after the timeout."""
     storage: str = ""
     vpa_object_namespace: str = ""
     ignored_namespaces: tuple[str, ...] = ()
@@ -153,7 +159,14 @@ def add_recommender_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_bool_flag(loop, "--memory-saver", False, "track only pods some VPA matches")
     _number(loop, "--update-worker-count", 10, "accepted, no effect here", kind=int)
-    _number(loop, "--min-checkpoints", 10, "deprecated, no effect", kind=int)
+    _number(
+        loop,
+        "--min-checkpoints",
+        10,
+        "minimum number of checkpoints to write per recommender's main loop, even after "
+        "--checkpoints-timeout",
+        kind=int,
+    )
     add_vpa_namespace_arguments(loop)
 
     model = parser.add_argument_group("VPA recommender model")
@@ -389,12 +402,15 @@ def recommender_settings_from_args(args: argparse.Namespace) -> RecommenderSetti
         if storage == PROMETHEUS_STORAGE
         else PrometheusHistoryConfig(namespace=selected)
     )
+    if args.min_checkpoints < 0:
+        raise RecommenderConfigError(f"--min-checkpoints: must be >= 0, got {args.min_checkpoints}")
     return RecommenderSettings(
         mode=args.vpa_recommender,
         recommender_name=args.recommender_name,
         interval=args.recommender_interval,
         checkpoints_gc_interval=args.checkpoints_gc_interval,
         checkpoints_timeout=args.checkpoints_timeout,
+        min_checkpoints=args.min_checkpoints,
         storage=storage,
         vpa_object_namespace=selected,
         ignored_namespaces=ignored,

@@ -22,8 +22,9 @@ Each iteration, in upstream's order, every step timed into
    (:mod:`kubescale.controllers.vpa.recommender.vpa_status`) is written if it differs from the
    object's; VPA counts per bucket and the first-recommendation latency are recorded;
 3. ``MaintainCheckpoints``: checkpoints written oldest first until ``--checkpoints-timeout``
-   after the iteration's start; every ``--checkpoints-gc-interval`` (the first one an interval
-   after start-up) checkpoints of deleted VPAs are removed;
+   after the iteration's start, but at least ``--min-checkpoints`` of them; every
+   ``--checkpoints-gc-interval`` (the first one an interval after start-up) checkpoints of
+   deleted VPAs are removed;
 4. ``GarbageCollect``: aggregate states, at most once an hour (the first at the first
    iteration, as upstream's GC clock starts at the epoch).
 
@@ -109,6 +110,7 @@ class RecommenderLoop:
             client=client,
             informer=self.feeder.checkpoints,
             ignored_namespace=self.feeder.ignores_namespace,
+            min_checkpoints=settings.min_checkpoints,
         )
         self.initialized = False
         self.checkpoints_loaded = 0

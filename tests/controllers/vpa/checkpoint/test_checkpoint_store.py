@@ -17,6 +17,7 @@ import pytest
 from kubescale.controllers.vpa.checkpoint.checkpoint_store import CheckpointStore
 from kubescale.controllers.vpa.model.cluster_state import AggregateKey, ClusterState, LiveContainers
 from kubescale.controllers.vpa.model.estimators import RecommenderConfig
+from kubescale.kube.informer import Informer
 from kubescale.kube.resources import VERTICAL_POD_AUTOSCALERS, VPA_CHECKPOINTS
 from kubescale.kube.selectors import label_selector_from_set
 from kubescale.kube.shared_cache import SharedCache
@@ -24,6 +25,7 @@ from tests.controllers.vpa.recommender.test_recommender_loop import (
     NAMESPACE,
     START,
     Cluster,
+    _recommender_settings,
     cluster,
     conditions,
     recommendation,
@@ -366,3 +368,135 @@ def test_the_bound_is_checked() -> None:
             ignored_namespace=lambda _: False,
             write_concurrency=0,
         )
+
+
+# -- --min-checkpoints and --checkpoints-timeout: which VPAs one loop writes ---------------------
+
+
+class WriteClock:
+    """Monotonic time in seconds = the checkpoint PATCHes the API server has answered: every
+    write costs one second, as if the API server were that slow."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.requests = cluster.api.requests
+
+    def now(self) -> datetime:
+        return START
+
+    def monotonic(self) -> float:
+        return float(self.requests.count(verb="patch", resource="verticalpodautoscalercheckpoints"))
+
+    async def sleep(self, seconds: float) -> None:
+        return None
+
+
+async def six_vpas(cluster: Cluster, *, containers: int) -> tuple[ClusterState, Informer]:
+    """VPAs v0..v5 over the pods of Deployment web, each pod with ``containers`` containers
+    (so ``containers`` checkpoints per VPA); one loop creates every checkpoint, so all six were
+    last written at the same moment (ties broken by name)."""
+    cluster.deployment("web")
+    names = ["app", "sidecar", "log"][:containers]
+    cluster.pod("web-1", labels={"app": "web"}, containers={name: {} for name in names})
+    cluster.usage("web-1", {name: {"cpu": "100m", "memory": "100Mi"} for name in names})
+    for index in range(6):
+        cluster.vpa(f"v{index}", spec={"resourcePolicy": {"containerPolicies": []}})
+    loop = await cluster.recommender()
+    await cluster.run(loop)
+    assert len(cluster.checkpoints()) == 6 * containers
+    return loop.feeder.state, loop.feeder.checkpoints
+
+
+V = [f"v{index}" for index in range(6)]
+
+
+Row = tuple[float, int, int, list[str], list[str]]
+"""--checkpoints-timeout (s), --min-checkpoints, containers per VPA, the VPAs the first loop
+writes, the VPAs the second loop writes."""
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        # Timeout alone (upstream >= 1.4, --min-checkpoints 0): before the third VPA the clock
+        # reads t0 + 2 >= t0 + 2, so v0, v1; the next loop starts from the oldest, v2, v3.
+        (2.0, 0, 1, V[:2], V[2:4]),
+        # --min-checkpoints 4: the deadline passes before v2 (2 written), but 2 < 4 checkpoints
+        # were tried, so v2 (3 < 4 before it: v3 too) go on; before v4 4 >= 4: stop. The next
+        # loop: v4, v5 (never written since the first loop) then v0, v1 (oldest of this one).
+        (2.0, 4, 1, V[:4], V[4:] + V[:2]),
+        # The timeout already passed when the writing starts (UpdateVPAs took it all): only
+        # --min-checkpoints 3 moves the oldest three, then the other three.
+        (0.0, 3, 1, V[:3], V[3:]),
+        # The minimum counts container checkpoints, not VPAs, and a started VPA is finished:
+        # 2 containers each, minimum 3: v0 (0 < 3, tries 2), v1 (2 < 3, tries 4), then 4 >= 3.
+        (0.0, 3, 2, V[:2], V[2:4]),
+        # A minimum the timeout already covers adds nothing: t0+0, +1, +2 < t0+3 -> v0..v2.
+        (3.0, 3, 1, V[:3], V[3:]),
+        # The default --min-checkpoints 10 with a spent timeout writes all six 1-container VPAs
+        # (6 < 10 before each); the next loop: all six again, ties by name.
+        (0.0, 10, 1, V, V),
+        # A timeout longer than the work: everything, both loops.
+        (10.0, 0, 1, V, V),
+    ],
+)
+async def test_min_checkpoints_and_timeout_choose_the_vpas_of_each_loop(
+    cluster: Cluster, row: Row
+) -> None:
+    seconds, minimum, containers, first, second = row
+    state, informer = await six_vpas(cluster, containers=containers)
+    clock = WriteClock(cluster)
+    store = CheckpointStore(
+        client=cluster.client,
+        informer=informer,
+        ignored_namespace=lambda _: False,
+        write_concurrency=1,  # upstream writes one after the other: the table is exact
+        min_checkpoints=minimum,
+    )
+    written: list[list[str]] = []
+    for minute in (1, 2):
+        result = await store.store(
+            state,
+            now=START + timedelta(minutes=minute),
+            clock=clock,
+            deadline=clock.monotonic() + seconds,
+        )
+        assert result.failed == 0
+        assert result.written == len(result.order) * containers
+        # "Timed out" (the recommender's warning) only when VPAs were left unwritten.
+        assert result.deadline_passed == (len(result.order) < len(V))
+        written.append([name for _, name in result.order])
+        # What the API server holds agrees: this loop's VPAs carry this loop's time.
+        stamp = f"2026-01-05T00:0{minute}:00Z"
+        stored = {
+            o["spec"]["vpaObjectName"]
+            for o in cluster.checkpoints()
+            if o["status"]["lastUpdateTime"] == stamp
+        }
+        assert stored == set(written[-1])
+    assert written == [first, second]
+
+
+async def test_min_checkpoints_holds_with_concurrent_writers(cluster: Cluster) -> None:
+    # Eight writers at once, the timeout spent before the first VPA: exactly the three oldest
+    # are started (each writer checks the count its peers have already claimed, before it
+    # awaits anything), not one per writer.
+    state, informer = await six_vpas(cluster, containers=1)
+    store = CheckpointStore(
+        client=cluster.client,
+        informer=informer,
+        ignored_namespace=lambda _: False,
+        min_checkpoints=3,
+    )
+    clock = WriteClock(cluster)
+    result = await store.store(
+        state, now=START + timedelta(minutes=1), clock=clock, deadline=clock.monotonic()
+    )
+    assert [name for _, name in result.order] == V[:3]
+    assert (result.written, result.deadline_passed) == (3, True)
+
+
+def test_min_checkpoints_flag_reaches_the_loop_and_rejects_a_negative() -> None:
+    assert _recommender_settings({}).min_checkpoints == 10  # upstream's default
+    assert _recommender_settings({"min-checkpoints": 0}).min_checkpoints == 0
+    with pytest.raises(ValueError, match=r"^--min-checkpoints: must be >= 0, got -1$"):
+        _recommender_settings({"min-checkpoints": -1})
