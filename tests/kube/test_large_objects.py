@@ -30,14 +30,14 @@ from kubescale.sim.apiserver.server import ApiServer
 
 from .conftest import FAST_INFORMER
 from .informer_checks import eventually
-from .objects import pod
+from .objects import PAUSE_POD
 
 LIMIT = 256 * (1 << 10)  # TotalAnnotationSizeLimitB
 TOO_LONG = 'Pod "{name}" is invalid: metadata.annotations: Too long: must have at most 262144 bytes'
 
 
 def annotated(name: str, annotations: dict[str, str]) -> dict[str, Any]:
-    body = pod(name)
+    body = PAUSE_POD(name=name)
     body["metadata"]["annotations"] = annotations
     return body
 
@@ -101,7 +101,7 @@ async def test_the_watch_streams_on_past_huge_objects(
     informer.start()
     assert await informer.wait_synced(within=5)
     labels = {f"label-{index:05d}": f"value-{index:05d}" for index in range(10_000)}
-    await client.create(PODS, pod("many-labels", labels=labels), namespace="default")
+    await client.create(PODS, PAUSE_POD(name="many-labels", labels=labels), namespace="default")
     await client.create(
         PODS, annotated("largest-annotation", {"a": "x" * (LIMIT - 1)}), namespace="default"
     )
@@ -109,7 +109,7 @@ async def test_the_watch_streams_on_past_huge_objects(
         await client.create(
             PODS, annotated("mebibyte", {"a": "x" * (1 << 20)}), namespace="default"
         )
-    await client.create(PODS, pod("after"), namespace="default")
+    await client.create(PODS, PAUSE_POD(name="after"), namespace="default")
     await eventually(lambda: informer.lister.get("after", "default") is not None)
     # Every event arrived on the one watch: no re-list, no error, nothing refused came through.
     assert (informer.stats.lists, informer.stats.errors, informer.stats.gone) == (1, 0, 0)
@@ -124,7 +124,7 @@ async def test_the_watch_streams_on_past_huge_objects(
     # And let go when deleted; the watch still streams.
     await client.delete(PODS, "many-labels", namespace="default", grace_period_seconds=0)
     await client.delete(PODS, "largest-annotation", namespace="default", grace_period_seconds=0)
-    await client.create(PODS, pod("last"), namespace="default")
+    await client.create(PODS, PAUSE_POD(name="last"), namespace="default")
     await eventually(lambda: informer.lister.get("last", "default") is not None)
     assert informer.lister.get("many-labels", "default") is None
     assert informer.lister.get("largest-annotation", "default") is None

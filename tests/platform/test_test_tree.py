@@ -33,9 +33,7 @@ CROSS_CUTTING = frozenset(
         "platform",  # layers, packaging, the process as a whole (split brain, CPU starvation)
         "manifests",  # the repository's manifests/, charts/ and release files
         "builders",  # tests/builders: one set of object builders per kind
-        # cross-system scenarios of the one brain; kubescale/coordination/ itself arrives with
-        # issue 28 item 1, and its unit tests join this folder
-        "coordination",
+        "bench",  # the repository's bench/ scripts, run at a tiny size
     }
 )
 
