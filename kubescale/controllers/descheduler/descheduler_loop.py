@@ -8,7 +8,10 @@ Each cycle:
    NodeMetrics and every pod's PodMetrics, or the Prometheus queries' values; the values are
    handed to the scheduler extender's cache too (``usage_listener``), so both judge a node by the
    same numbers;
-3. runs :func:`~.descheduling_cycle.descheduling_cycle`, answering each eviction it asks for:
+3. runs :func:`~.descheduling_cycle.descheduling_cycle` — its steps on the loop's worker
+   thread over the view taken in 1. and a detached copy of the disruption ledger, refreshed
+   after each eviction (:mod:`kubescale.runtime.off_loop`; the serving loop keeps answering
+   meanwhile) — answering each eviction it asks for, on the event loop:
 
    * ``--dry-run``: logged ("Evicted pod in dry run mode") and counted as done, nothing sent;
    * else ``POST pods/<name>/eviction`` (policy/v1 ``Eviction``, annotations ``reason``
@@ -57,6 +60,7 @@ from kubescale.kube.resources import (
     PODS,
     PRIORITY_CLASSES,
 )
+from kubescale.runtime.off_loop import OffLoop
 from kubescale.scheduling.pod_resources import NON_MISSING_DEFAULTS, RequestCache
 
 from .descheduler_config import DeschedulerSettings
@@ -150,6 +154,8 @@ class DeschedulerLoop:
         self.last_dry_run: list[EvictionRequest] = []
         """The evictions the last dry-run cycle would have made, in order."""
         self._reports: list[TimelineReport] = []
+        self.off_loop = OffLoop(LOOP_NAME)
+        """The cycle's decision steps run on this worker (:mod:`kubescale.runtime.off_loop`)."""
 
     def drain_reports(self) -> list[TimelineReport]:
         """What the cycles did since the last call (a simulation's timeline)."""
@@ -165,6 +171,7 @@ class DeschedulerLoop:
         return [node_name(n) for n in nodes]
 
     async def close(self) -> None:
+        self.off_loop.close()
         if self._prometheus is not None:
             await self._prometheus.close()
             self._prometheus = None
@@ -250,20 +257,23 @@ class DeschedulerLoop:
         if self.one_brain:
             shared = LedgerBudget(
                 view=view,
-                arbiter=DisruptionArbiter(self.disruptions),
+                arbiter=DisruptionArbiter(self.disruptions.detached()),
                 now=now,
                 desired=self._desired(view),
             )
         cycle = descheduling_cycle(
             policy=self.policy, view=view, timer=time.perf_counter, shared=shared
         )
-        try:
-            request = next(cycle)
-            while True:
-                evicted = await self._evict(request, now)
-                request = cycle.send(evicted)
-        except StopIteration as stop:
-            report: CycleReport = stop.value
+
+        async def act(request: EvictionRequest) -> bool:
+            evicted = await self._evict(request, now)
+            if shared is not None:  # the next step counts every eviction made up to now
+                shared.arbiter = DisruptionArbiter(self.disruptions.detached())
+            return evicted
+
+        # The cycle's steps compute on the loop's worker thread over the view (copies taken
+        # above, on this thread); each eviction it asks for is made here, on the loop.
+        report: CycleReport = await self.off_loop.drive(cycle, act)
         self.last_report = report
         if report.skipped:
             log.info(report.skipped, extra={"fields": {"nodes": len(view.nodes)}})
