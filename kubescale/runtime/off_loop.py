@@ -24,10 +24,12 @@ slices of the decision instead of after it. The contract for a call site:
 * **one decision at a time per loop**: each :class:`OffLoop` has one worker thread, so the
   state a loop keeps between iterations (request caches, scheduling hints) is never touched by
   two decisions at once;
-* **cancellation**: a cancelled caller gets its ``CancelledError`` at once (never swallowed);
-  a decision still computing cannot be interrupted, so it runs to its end on the worker and its
-  result is dropped — nothing awaits it any more, so nothing is written after the cancellation.
-  A decision still queued behind it never starts. :meth:`OffLoop.idle` waits for the worker.
+* **cancellation**: a decision still queued never starts, and its caller gets the
+  ``CancelledError`` at once. A decision computing cannot be interrupted (nor could it on the
+  loop, before): the caller's ``CancelledError`` is raised (never swallowed) once the decision
+  has returned, and its result is dropped — so nothing is written after the cancellation, and
+  no decision of a loop is still running when its task has ended (the loop's own state is
+  never touched by two threads). The serving loop is free meanwhile.
 
 ``run_inline=True`` keeps the decision on the caller's thread (the same calls, no thread): for
 callers that want no thread at all.
@@ -102,9 +104,23 @@ class OffLoop:
         future: Future[T] = self._worker().submit(decision)
         self._submitted = [f for f in self._submitted if not f.done()]
         self._submitted.append(future)
-        # wrap_future: a cancelled caller cancels a decision still queued; one computing runs
-        # to its end and its result is dropped (its exception too: nothing is waiting for it).
-        return await asyncio.wrap_future(future)
+        waiter = asyncio.wrap_future(future)
+        try:
+            return await asyncio.shield(waiter)
+        except asyncio.CancelledError:
+            if future.cancel():
+                raise  # still queued: it never starts
+            # Computing: a thread cannot be interrupted. Wait for its end before the
+            # cancellation goes on, so that no decision of this loop runs on after its task has
+            # ended (its state is touched by one thread at a time), then drop the result.
+            # Before the change the decision ran on the loop, where a cancellation could not
+            # interrupt it either; the serving loop is free meanwhile.
+            while not waiter.done():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.wait({waiter})
+            if not waiter.cancelled():
+                waiter.exception()  # retrieved: a dropped decision's error is not logged
+            raise
 
     async def drive(
         self,

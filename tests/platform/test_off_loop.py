@@ -17,6 +17,10 @@ import pytest
 from kubescale.runtime.off_loop import OffLoop
 
 
+def computing(off: OffLoop) -> bool:
+    return off.computing
+
+
 class Blocked:
     """A decision that records its thread and waits for the test; on the loop's own thread it
     fails at once instead (waiting there would hang the loop that should release it)."""
@@ -117,7 +121,7 @@ async def test_drive_steps_on_the_worker_acts_on_the_loop() -> None:
     assert act_threads == [loop_thread] * 3
 
 
-async def test_cancelled_caller_gets_cancelled_and_nothing_acts_after() -> None:
+async def test_cancelled_caller_waits_for_the_decision_then_nothing_acts() -> None:
     loop_thread = threading.get_ident()
     decision = Blocked(loop_thread)
     acted: list[str] = []
@@ -138,17 +142,27 @@ async def test_cancelled_caller_gets_cancelled_and_nothing_acts_after() -> None:
         await asyncio.sleep(0)
         task.cancel()
         queued.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task  # at once: the decision is still blocked on the worker
+        # a decision not started is dropped at once
         with pytest.raises(asyncio.CancelledError):
             await queued
-        assert off.computing
+        # the one computing cannot be interrupted: the task ends once it has returned, and a
+        # second cancellation meanwhile changes nothing
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert not task.done()
+        task.cancel()
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert not task.done()
+        assert computing(off)
         decision.release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert not computing(off)  # nothing of the loop runs on after its task
         await off.idle()
         for _ in range(10):
             await asyncio.sleep(0)
         assert acted == []  # the step's request was dropped; the queued decision never ran
-        assert not off.computing
     finally:
         decision.release.set()
         off.close()

@@ -57,6 +57,7 @@ from kubescale.runtime.component import (
     Runtime,
     TimelineReport,
 )
+from kubescale.runtime.off_loop import OffLoop
 
 __all__ = ["EVENT_COMPONENT", "SPEC", "AutoscalerComponent", "with_capi_environment"]
 
@@ -126,6 +127,7 @@ class AutoscalerComponent(BaseComponent):
                     caches=AdmissionCaches(cache=runtime.cache, watch_hpas=True),
                     settings=AdmissionOptions(avoid_hpa_conflict=True),
                 )
+        self.off_loop = OffLoop(LOOP_NAME)
         self.loop = self.new_loop()
         self._gated = _TermAwareLoop(self)
 
@@ -160,6 +162,7 @@ class AutoscalerComponent(BaseComponent):
             rng=random.Random(self.runtime.client.rng.random()),
             disruptions=self.runtime.cache.disruptions,
             pods_ahead=self.pod_ahead if self.admission is not None else None,
+            off_loop=self.off_loop,  # one worker thread for every term's loop
         )
 
     def loops(self) -> Sequence[LoopSpec]:
@@ -189,6 +192,7 @@ class AutoscalerComponent(BaseComponent):
         )
 
     async def stop(self) -> None:
+        self.off_loop.close()
         await self.events.close()
 
 

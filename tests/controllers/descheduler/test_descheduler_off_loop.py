@@ -157,9 +157,12 @@ async def test_cancelling_the_loop_while_the_cycle_computes_writes_nothing(
         if cycle.done():
             cycle.result()  # the hook's error: the cycle ran on the loop's thread
         cycle.cancel()  # the Lease was lost, or SIGTERM's grace ran out
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert not cycle.done()  # the cancellation waits for the step computing ...
+        hook.release.set()  # ... which goes on to its first eviction request ...
         with pytest.raises(asyncio.CancelledError):
             await cycle
-        hook.release.set()  # the decision goes on computing its first eviction...
         await made.loop.off_loop.idle()
         for _ in range(20):
             await asyncio.sleep(0)
