@@ -178,29 +178,40 @@ class DeschedulerLoop:
 
     # ---------------------------------------------------------------------------- view
 
-    def _view(self, now: datetime) -> CycleView:
+    def _view(self, now: datetime) -> Callable[[], CycleView]:
+        """The cycle's view: the informers' lists copied now (on the loop), the view built
+        from them by the returned callable (on the worker thread: it sorts every pod)."""
         all_nodes = self.nodes.lister.list()
-        return CycleView(
-            now=now,
-            nodes=cycle_nodes(all_nodes, self.policy.node_selector_parsed),
-            pods=self.pods.lister.list(),
-            all_nodes=all_nodes,
-            namespace_labels={
-                str(ns["metadata"]["name"]): dict(ns["metadata"].get("labels") or {})
-                for ns in self.namespaces.lister.list()
-            },
-            pdbs=self.pdbs.lister.list(),
-            pvcs={
-                (str(p["metadata"].get("namespace", "")), str(p["metadata"]["name"])): p
-                for p in self.pvcs.lister.list()
-            },
-            priority_classes={
-                str(pc["metadata"]["name"]): int(pc.get("value") or 0)
-                for pc in self.priority_classes.lister.list()
-            },
-            requests=self._requests,
-            non_zero=self._non_zero,
-        )
+        pods = self.pods.lister.list()
+        namespaces = self.namespaces.lister.list()
+        pdbs = self.pdbs.lister.list()
+        pvcs = self.pvcs.lister.list()
+        priority_classes = self.priority_classes.lister.list()
+
+        def build() -> CycleView:
+            return CycleView(
+                now=now,
+                nodes=cycle_nodes(all_nodes, self.policy.node_selector_parsed),
+                pods=pods,
+                all_nodes=all_nodes,
+                namespace_labels={
+                    str(ns["metadata"]["name"]): dict(ns["metadata"].get("labels") or {})
+                    for ns in namespaces
+                },
+                pdbs=pdbs,
+                pvcs={
+                    (str(p["metadata"].get("namespace", "")), str(p["metadata"]["name"])): p
+                    for p in pvcs
+                },
+                priority_classes={
+                    str(pc["metadata"]["name"]): int(pc.get("value") or 0)
+                    for pc in priority_classes
+                },
+                requests=self._requests,
+                non_zero=self._non_zero,
+            )
+
+        return build
 
     async def _metric_values(self, now: datetime) -> dict[str, Mapping[str, float]]:
         provider = self.policy.provider(PROMETHEUS_METRICS)
@@ -251,7 +262,7 @@ class DeschedulerLoop:
         started = time.perf_counter()
         self.cycles += 1
         self.last_dry_run = []
-        view = self._view(now)
+        view = await self.off_loop.run(self._view(now))
         await self._usage(view, now)
         shared = None
         if self.one_brain:
