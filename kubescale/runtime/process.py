@@ -35,6 +35,7 @@ import signal
 import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge
@@ -614,12 +615,19 @@ async def _run_until_stopped(
                 server.config.graceful_shutdown_timeout,
             )
             await cancel_and_wait(loops, replica_loops)
+            # the loops' expected CancelledError ends the gather too: retrieved, not logged
+            both.add_done_callback(_retrieve)
         return 0
     finally:
         await cancel_and_wait(watcher)
         if install_signal_handlers:
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(signum)
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _bound_port(runner: web.AppRunner) -> int:
