@@ -10,7 +10,16 @@ serves the real VPA admission webhook route and the scheduler extender over a 5,
   (closed loop, one connection each) for ``--seconds``;
 - ``heavy_loops``: the leader runs a leader-only loop whose every iteration is one descheduling
   cycle over 1,000 nodes / 30,000 pods with all ten strategies and ``nodeFit``
-  (``bench/descheduler_pass.py``'s cluster) — seconds of pure CPU each, back to back.
+  (``bench/descheduler_pass.py``'s cluster) — seconds of pure CPU each, back to back, called
+  directly on the serving loop (a synthetic loop: it shows the loop runner's passes only);
+- ``real_loops``: the real systems, as ``kubescale serve`` wires them from its flags: the
+  descheduler (the same policy, ``nodeFit`` on, at most 50 evictions a cycle,
+  ``--descheduling-interval 1s``) and the cluster autoscaler (``--cloud-provider clusterapi``,
+  ``--scan-interval 1s``) over a cluster in the API server of 1,000 Cluster API nodes
+  (10 MachineDeployments of 100 32-cpu machines) and ``descheduler_pass.py``'s 30,000 pods
+  bound to them (their 1,000 ReplicaSets too), the VPA webhook serving; both loops overrun
+  their interval (seconds each), so they run back to back. The child is
+  ``python -m kubescale serve`` from ``--tree``.
 
 Meanwhile this process measures, for ``--seconds``:
 
@@ -29,7 +38,7 @@ Both run ``nice``; on a shared machine the figures are noisy — run before and 
 back. Written to ``bench/results/serving_under_cpu_load.json`` (``--out``).
 
 Usage: ``.venv/bin/python bench/serving_under_cpu_load.py [--tree DIR] [--label before]
-[--scenarios extender_flood,heavy_loops] [--seconds 30]``
+[--scenarios extender_flood,heavy_loops,real_loops] [--seconds 30]``
 """
 
 from __future__ import annotations
@@ -47,7 +56,7 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -60,11 +69,12 @@ from kubescale.base.clock import RealClock
 from kubescale.cli.main import build_parser
 from kubescale.cli.main import main as kubescale_main
 from kubescale.cli.serve_config import serve_config_from_args
-from kubescale.kube.resources import LEASES
+from kubescale.kube.resources import LEASES, NODES, PODS
 from kubescale.runtime import event_loop
 from kubescale.runtime.process import LoopSpec, serve
 from kubescale.scheduling.pod_resources import NON_MISSING_DEFAULTS, RequestCache
 from kubescale.sim.apiserver.server import ApiServer
+from kubescale.sim.cluster.node_groups import MachineDeploymentGroup, NodeGroups, NodeTemplate
 from kubescale.webhook.admission_routes import AdmissionWebhook
 from kubescale.webhook.webhook_config import WebhookSettings
 
@@ -138,6 +148,94 @@ async def _server(args: argparse.Namespace) -> int:
         loops=[LoopSpec(loop=loop, interval=0.5 if heavy else 1.0)],
         mounts=[webhook.mount, extender.mount],
     )
+
+
+# -- the real loops' cluster (this process's API server) ----------------------------------------
+
+REAL_GROUPS: Final = 10
+REAL_NODES_PER_GROUP: Final = 100
+REAL_MAX_EVICTIONS: Final = 50
+
+
+def _real_policy() -> dict[str, Any]:
+    policy = descheduler_pass.policy_document(True)
+    policy["maxNoOfPodsToEvictTotal"] = REAL_MAX_EVICTIONS
+    return policy
+
+
+async def _real_cluster(api: Any) -> dict[str, int]:
+    """1,000 Cluster API nodes and ``descheduler_pass``'s 30,000 pods bound to them."""
+    groups = [
+        MachineDeploymentGroup(
+            name=f"pool-{i}",
+            template=NodeTemplate(
+                instance_type="c32",
+                cpu="32",
+                memory="128Gi",
+                labels={"disk": "ssd" if i % 2 else "hdd"},
+                zones=descheduler_pass.ZONES,
+                price_per_hour=1.28,
+            ),
+            min_size=0,
+            max_size=2 * REAL_NODES_PER_GROUP,
+            replicas=REAL_NODES_PER_GROUP,
+        )
+        for i in range(REAL_GROUPS)
+    ]
+    started = datetime.now(UTC)
+    node_groups = NodeGroups(api, start=started, machine_deployments=groups)
+    await node_groups.step(started)
+    names = sorted(str(n["metadata"]["name"]) for n in api.store.list(NODES))
+    for index in range(25):
+        api.store.create(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"team-{index}"}}
+        )
+    for owner in range(descheduler_pass.OWNERS):
+        app = f"app-{owner:04d}"
+        labels = {"app": app}
+        api.store.create(
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "metadata": {"name": app, "namespace": f"team-{owner % 25}", "labels": labels},
+                "spec": {
+                    "replicas": descheduler_pass.PODS // descheduler_pass.OWNERS,
+                    "selector": {"matchLabels": labels},
+                    "template": {
+                        "metadata": {"labels": labels},
+                        "spec": {"containers": [{"name": "app", "image": f"{app}:1"}]},
+                    },
+                },
+            }
+        )
+    for index in range(descheduler_pass.PODS):
+        made = descheduler_pass.pod(index)
+        bound = int(made["spec"]["nodeName"].rsplit("-", 1)[1])
+        made["spec"]["nodeName"] = names[bound % len(names)]
+        made["metadata"].pop("uid")
+        made["metadata"].pop("creationTimestamp")
+        status = made.pop("status")
+        created = api.store.create({"apiVersion": "v1", "kind": "Pod", **made})
+        conditions = [{"type": "Ready", "status": "True"}] if status["phase"] == "Running" else []
+        api.store.update_status({**created, "status": {**status, "conditions": conditions}})
+    return {"nodes": len(names), "pods": descheduler_pass.PODS}
+
+
+def _real_server_argv(args: argparse.Namespace, port: int, health: int, work: Path) -> list[str]:
+    policy = work / "descheduler-policy.json"
+    policy.write_text(json.dumps(_real_policy()))
+    return [
+        "-m", "kubescale", "serve", "--port", str(port), "--bind-address", "127.0.0.1",
+        "--address", f"127.0.0.1:{health}",
+        "--tls-cert-file", str(work / "serverCert.pem"),
+        "--tls-private-key", str(work / "serverKey.pem"),
+        "--client-ca-file", str(work / "caCert.pem"),
+        "--kubeconfig", str(work / "kubeconfig"), "--log-level", "warning",
+        "--webhook", "true", "--register-webhook", "false",
+        "--vpa-recommender", "false", "--vpa-updater", "false", "--hpa-controller", "false",
+        "--cloud-provider", "clusterapi", "--scan-interval", "1s",
+        "--policy-config-file", str(policy), "--descheduling-interval", "1s",
+    ]  # fmt: skip
 
 
 # -- the measurements (this process) ------------------------------------------------------------
@@ -297,6 +395,37 @@ async def _flood(url: str, context: ssl.SSLContext, clients: int, seconds: float
     return {**counts, "answered": _percentiles(answered)}
 
 
+async def _loop_latencies(health: int) -> dict[str, dict[str, float]]:
+    """Each loop's iterations and mean iteration time (the child's
+    ``kubescale_loop_execution_latency_seconds``)."""
+    sums: dict[str, dict[str, float]] = {}
+    with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+        timeout = aiohttp.ClientTimeout(total=30)
+        async with (
+            aiohttp.ClientSession(timeout=timeout) as session,
+            session.get(f"http://127.0.0.1:{health}/metrics") as response,
+        ):
+            text = await response.text()
+        for line in text.splitlines():
+            if line.startswith("cluster_autoscaler_function_duration_seconds_sum{"):
+                function = line.split('function="', 1)[1].split('"', 1)[0]
+                sums.setdefault(f"cluster-autoscaler cpu: {function}", {})["sum"] = float(
+                    line.rsplit(" ", 1)[1]
+                )
+            for suffix in ("_sum", "_count"):
+                prefix = f'kubescale_loop_execution_latency_seconds{suffix}{{loop="'
+                if line.startswith(prefix):
+                    loop, value = line[len(prefix) :].split('"}', 1)
+                    sums.setdefault(loop, {})[suffix[1:]] = float(value)
+    return {
+        loop: {
+            "iterations": int(values.get("count", 0)),
+            "mean_s": round(values.get("sum", 0.0) / max(values.get("count", 0.0), 1.0), 2),
+        }
+        for loop, values in sorted(sums.items())
+    }
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -329,12 +458,19 @@ async def _scenario(name: str, args: argparse.Namespace, work: Path) -> dict[str
         environ = dict(os.environ)
         tree = args.tree
         environ["PYTHONPATH"] = str(tree)
-        argv = [
-            "nice", "-n", "10", sys.executable, str(SCRIPT),
-            "--role", "server", "--scenario", name, "--port", str(port),
-            "--health-port", str(health), "--certs", str(work), "--kubeconfig", str(kubeconfig),
-            "--offload", "true" if args.offload else "false",
-        ]  # fmt: skip
+        cluster: dict[str, int] = {}
+        if name == "real_loops":
+            cluster = await _real_cluster(api)
+            server = _real_server_argv(args, port, health, work)
+            argv = ["nice", "-n", str(args.nice), sys.executable, *server]
+        else:
+            argv = [
+                "nice", "-n", str(args.nice), sys.executable, str(SCRIPT),
+                "--role", "server", "--scenario", name, "--port", str(port),
+                "--health-port", str(health), "--certs", str(work),
+                "--kubeconfig", str(kubeconfig),
+                "--offload", "true" if args.offload else "false",
+            ]  # fmt: skip
         process = await asyncio.create_subprocess_exec(*argv, env=environ, cwd=str(tree))
         try:
             startup = await _wait_leading(api, health, process)
@@ -356,6 +492,12 @@ async def _scenario(name: str, args: argparse.Namespace, work: Path) -> dict[str
                     )
                 results = await asyncio.gather(*jobs.values())
             figures = dict(zip(jobs, results, strict=True))
+            if cluster:
+                figures["cluster"] = cluster
+                figures["evicted_pods"] = sum(
+                    1 for p in api.store.list(PODS) if p["metadata"].get("deletionTimestamp")
+                ) + (cluster["pods"] - len(api.store.list(PODS)))
+            figures["loops"] = await _loop_latencies(health)
             figures["startup_seconds"] = round(startup, 1)
             figures["server_exit_code"] = process.returncode
             return figures
@@ -400,6 +542,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenario", default="extender_flood")
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--flood-clients", type=int, default=32)
+    parser.add_argument(
+        "--nice",
+        type=int,
+        default=10,
+        help="niceness added to the server's (default 10; 0 when the bench itself runs nice)",
+    )
     parser.add_argument("--tree", default=None)
     parser.add_argument("--label", default="after")
     parser.add_argument("--out", type=Path, default=RESULTS)

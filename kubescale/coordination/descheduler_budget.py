@@ -53,7 +53,7 @@ from kubescale.coordination.disruption_arbiter import (
     disrupted,
     workload_allowance,
 )
-from kubescale.coordination.disruption_ledger import DisruptionKind
+from kubescale.coordination.disruption_ledger import DisruptionKind, DisruptionLedger
 from kubescale.kube.selectors import LabelSelector, SelectorError, label_selector_from_dict
 from kubescale.scheduling.autoscaler_taints import (
     AUTOSCALER_MARKS,
@@ -132,6 +132,13 @@ class EvictionBudget(Protocol):
         every system, this cycle's included); ``None`` when its size is unknown."""
         ...
 
+    def refresh(self) -> None:
+        """Re-read the coordination layer's record, on the loop's thread between two steps
+        of the cycle (the steps run on a worker thread and read a copy taken here:
+        :mod:`kubescale.runtime.off_loop`), so the next step counts every eviction made up to
+        now."""
+        ...
+
 
 class ClusterView(Protocol):
     """What :class:`LedgerBudget` reads of a cycle's view of the cluster (the descheduler's
@@ -172,6 +179,9 @@ class UpstreamBudget:
         return None
 
     def workload_disrupted(self, pod: Mapping[str, Any]) -> int | None:
+        return None
+
+    def refresh(self) -> None:
         return None
 
 
@@ -243,11 +253,16 @@ class LedgerBudget:
         arbiter: DisruptionArbiter,
         now: datetime,
         desired: Mapping[WorkloadKey, int] | None = None,
+        source: DisruptionLedger | None = None,
     ) -> None:
         """``desired``: each workload's desired replicas (:func:`desired_replicas`); a
-        workload not in it is not counted by the workload rule."""
+        workload not in it is not counted by the workload rule. ``source``: the process's
+        ledger, of which :meth:`refresh` reads a fresh copy into the arbiter (the budget of a
+        cycle computed on a worker thread reads a copy: ``arbiter`` is over one); without it
+        the arbiter reads the ledger itself and :meth:`refresh` has nothing to do."""
         self.view = view
         self.arbiter = arbiter
+        self._source = source
         self.now = now
         self.desired = desired or {}
         self._workload_pods: dict[WorkloadKey, list[Pod]] | None = None
@@ -274,6 +289,10 @@ class LedgerBudget:
             actor=ACTOR,
             now=self.now,
         )
+
+    def refresh(self) -> None:
+        if self._source is not None:
+            self.arbiter = DisruptionArbiter(self._source.detached())
 
     def in_flight(self, *, node: str, namespace: str, exclude: Set[str]) -> InFlight:
         entries = [

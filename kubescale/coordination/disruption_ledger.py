@@ -215,6 +215,20 @@ class DisruptionLedger:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def detached(self) -> DisruptionLedger:
+        """A detached copy (attached to no informer) of the entries and history now: what a
+        decision on a worker thread reads — and tidies, since reads expire entries — while the
+        loop's thread goes on writing this one (:mod:`kubescale.runtime.off_loop`)."""
+        twin = DisruptionLedger(
+            max_age=self.max_age,
+            max_entries=self.max_entries,
+            shared=self.shared,
+            history_age=self.history_age,
+        )
+        twin._entries = dict(self._entries)
+        twin._history = deque(self._history, maxlen=self.max_entries)
+        return twin
+
     def record(self, disruption: Disruption) -> None:
         """Remember ``disruption`` (replacing an older one of the same pod)."""
         if not disruption.uid:

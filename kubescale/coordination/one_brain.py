@@ -61,9 +61,19 @@ class LedgerBudgets:
         view: ClusterView,
         now: datetime,
         desired: Callable[[], Mapping[WorkloadKey, int]],
+        snapshot: bool = False,
     ) -> EvictionBudget:
+        if not snapshot:
+            return LedgerBudget(
+                view=view, arbiter=DisruptionArbiter(self.ledger), now=now, desired=desired()
+            )
+        # the cycle's steps read a copy (they run on a worker thread); refresh() renews it
         return LedgerBudget(
-            view=view, arbiter=DisruptionArbiter(self.ledger), now=now, desired=desired()
+            view=view,
+            arbiter=DisruptionArbiter(self.ledger.detached()),
+            now=now,
+            desired=desired(),
+            source=self.ledger,
         )
 
 

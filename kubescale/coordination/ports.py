@@ -75,8 +75,12 @@ class DeschedulerBudgets(Protocol):
         view: ClusterView,
         now: datetime,
         desired: Callable[[], Mapping[WorkloadKey, int]],
+        snapshot: bool = False,
     ) -> EvictionBudget:
-        """The budget of one cycle over ``view``; ``desired`` is asked only when counted."""
+        """The budget of one cycle over ``view``; ``desired`` is asked only when counted.
+        ``snapshot``: the budget reads a copy of the coordination layer's record, renewed by
+        :meth:`EvictionBudget.refresh` (for a cycle whose steps run on a worker thread while
+        the loop's thread goes on writing the record)."""
         ...
 
 

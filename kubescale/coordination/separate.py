@@ -45,6 +45,7 @@ class OwnBudgets:
         view: ClusterView,
         now: datetime,
         desired: Callable[[], Mapping[WorkloadKey, int]],
+        snapshot: bool = False,
     ) -> EvictionBudget:
         return UPSTREAM_BUDGET
 

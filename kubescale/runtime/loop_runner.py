@@ -21,6 +21,12 @@ Contract:
   ``stall_factor`` (5) × its interval; :meth:`LoopRunner.stalled` feeds ``/healthz``.
 - :meth:`LoopRunner.stop` (wired to SIGTERM) lets each loop finish the iteration in progress, then
   returns; nothing is cancelled mid-iteration unless the caller's grace period runs out.
+- A loop whose iteration is CPU-bound (the descheduler's cycle, the cluster autoscaler's
+  snapshot, filter-out-schedulable, scale-up decision and scale-down planner) computes it on a
+  worker thread of its own (:class:`~kubescale.runtime.off_loop.OffLoop`): it reads copies on
+  the loop, decides on the thread, writes on the loop, so the servers sharing the event loop
+  answer while it computes. A cancelled iteration ends once the step computing has returned,
+  and writes nothing after.
 
 Time comes from the injected :class:`~kubescale.base.clock.Clock`; only the latency histogram reads
 a real timer, because it measures how long our own code took, not what time it is.

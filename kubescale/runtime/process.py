@@ -43,6 +43,7 @@ import signal
 import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge
@@ -711,9 +712,16 @@ async def _run_until_stopped(
                 server.config.graceful_shutdown_timeout,
             )
             await cancel_and_wait(loops, replica_loops)
+            # the loops' expected CancelledError ends the gather too: retrieved, not logged
+            both.add_done_callback(_retrieve)
         return 0
     finally:
         await cancel_and_wait(watcher)
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _bound_port(runner: web.AppRunner) -> int:

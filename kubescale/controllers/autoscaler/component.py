@@ -52,6 +52,7 @@ from kubescale.runtime.component import (
     Runtime,
     TimelineReport,
 )
+from kubescale.runtime.off_loop import OffLoop
 
 __all__ = ["EVENT_COMPONENT", "SPEC", "AutoscalerComponent", "with_capi_environment"]
 
@@ -124,6 +125,7 @@ class AutoscalerComponent(BaseComponent):
         self.requests_ahead: RequestsAhead | None = brain.requests_ahead.provider(
             (lambda: requests_ahead(runtime.cache)) if requests_ahead is not None else None
         )
+        self.off_loop = OffLoop(LOOP_NAME)
         self.loop = self.new_loop()
         self._gated = _TermAwareLoop(self)
 
@@ -144,6 +146,7 @@ class AutoscalerComponent(BaseComponent):
             pods_ahead=self.requests_ahead.requests_for
             if self.requests_ahead is not None
             else None,
+            off_loop=self.off_loop,  # one worker thread for every term's loop
         )
 
     def loops(self) -> Sequence[LoopSpec]:
@@ -173,6 +176,7 @@ class AutoscalerComponent(BaseComponent):
         )
 
     async def stop(self) -> None:
+        self.off_loop.close()
         await self.events.close()
 
 

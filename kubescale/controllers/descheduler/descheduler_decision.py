@@ -59,13 +59,14 @@ class CycleDecision:
         try:
             request = next(cycle)
             while True:
-                evicted = yield from self._evict(request, now)
+                evicted = yield from self.evict(request, now)
                 request = cycle.send(evicted)
         except StopIteration as stop:
             report: CycleReport = stop.value
             return report
 
-    def _evict(self, request: EvictionRequest, now: datetime) -> Decision[bool]:
+    def evict(self, request: EvictionRequest, now: datetime) -> Decision[bool]:
+        """One eviction the cycle asks for: the intents, and whether it counts as done."""
         fields: dict[str, Any] = {
             "pod": f"{request.namespace}/{request.name}",
             "node": request.node,

@@ -8,10 +8,13 @@ Each cycle:
    NodeMetrics and every pod's PodMetrics, or the Prometheus queries' values; the values are
    handed to the scheduler extender's cache too (``usage_listener``), so both judge a node by the
    same numbers;
-3. runs :func:`~.descheduling_cycle.descheduling_cycle`, a decision that yields each eviction
-   it asks for as an :class:`~kubescale.plans.intents.Evict` intent (and its events as
-   :class:`~kubescale.plans.intents.Event` intents) and receives the outcome; the
-   :class:`~kubescale.plans.executor.PlanExecutor` applies them
+3. runs :func:`~.descheduling_cycle.descheduling_cycle` — its steps on the loop's worker
+   thread over the view taken in 1. and a copy of the coordination layer's record renewed
+   after each eviction (:mod:`kubescale.runtime.off_loop`; the serving loop keeps answering
+   meanwhile). Each eviction it asks for becomes, on the event loop, an
+   :class:`~kubescale.plans.intents.Evict` intent (and its events
+   :class:`~kubescale.plans.intents.Event` intents) applied by the
+   :class:`~kubescale.plans.executor.PlanExecutor`, the outcome answered to the cycle
    (:class:`~.descheduler_decision.CycleDecision` is the decision, no client in it):
 
    * ``--dry-run``: the intent printed (``dry-run descheduler: evict pods <ns>/<name> ...``),
@@ -65,6 +68,7 @@ from kubescale.kube.resources import (
     PRIORITY_CLASSES,
 )
 from kubescale.plans.executor import PlanExecutor, plan_metrics
+from kubescale.runtime.off_loop import OffLoop
 from kubescale.scheduling.pod_resources import NON_MISSING_DEFAULTS, RequestCache
 
 from .descheduler_config import DeschedulerSettings
@@ -159,6 +163,8 @@ class DeschedulerLoop:
         self.cycles = 0
         self.last_report: CycleReport | None = None
         self.decision = CycleDecision(policy=policy, memory=memory)
+        self.off_loop = OffLoop(LOOP_NAME)
+        """The cycle's decision steps run on this worker (:mod:`kubescale.runtime.off_loop`)."""
 
     @property
     def last_dry_run(self) -> list[EvictionRequest]:
@@ -180,35 +186,47 @@ class DeschedulerLoop:
         return [node_name(n) for n in nodes]
 
     async def close(self) -> None:
+        self.off_loop.close()
         if self._prometheus is not None:
             await self._prometheus.close()
             self._prometheus = None
 
     # ---------------------------------------------------------------------------- view
 
-    def _view(self, now: datetime) -> CycleView:
+    def _view(self, now: datetime) -> Callable[[], CycleView]:
+        """The cycle's view: the informers' lists copied now (on the loop), the view built
+        from them by the returned callable (on the worker thread: it sorts every pod)."""
         all_nodes = self.nodes.lister.list()
-        return CycleView(
-            now=now,
-            nodes=cycle_nodes(all_nodes, self.policy.node_selector_parsed),
-            pods=self.pods.lister.list(),
-            all_nodes=all_nodes,
-            namespace_labels={
-                str(ns["metadata"]["name"]): dict(ns["metadata"].get("labels") or {})
-                for ns in self.namespaces.lister.list()
-            },
-            pdbs=self.pdbs.lister.list(),
-            pvcs={
-                (str(p["metadata"].get("namespace", "")), str(p["metadata"]["name"])): p
-                for p in self.pvcs.lister.list()
-            },
-            priority_classes={
-                str(pc["metadata"]["name"]): int(pc.get("value") or 0)
-                for pc in self.priority_classes.lister.list()
-            },
-            requests=self._requests,
-            non_zero=self._non_zero,
-        )
+        pods = self.pods.lister.list()
+        namespaces = self.namespaces.lister.list()
+        pdbs = self.pdbs.lister.list()
+        pvcs = self.pvcs.lister.list()
+        priority_classes = self.priority_classes.lister.list()
+
+        def build() -> CycleView:
+            return CycleView(
+                now=now,
+                nodes=cycle_nodes(all_nodes, self.policy.node_selector_parsed),
+                pods=pods,
+                all_nodes=all_nodes,
+                namespace_labels={
+                    str(ns["metadata"]["name"]): dict(ns["metadata"].get("labels") or {})
+                    for ns in namespaces
+                },
+                pdbs=pdbs,
+                pvcs={
+                    (str(p["metadata"].get("namespace", "")), str(p["metadata"]["name"])): p
+                    for p in pvcs
+                },
+                priority_classes={
+                    str(pc["metadata"]["name"]): int(pc.get("value") or 0)
+                    for pc in priority_classes
+                },
+                requests=self._requests,
+                non_zero=self._non_zero,
+            )
+
+        return build
 
     async def _metric_values(self, now: datetime) -> dict[str, Mapping[str, float]]:
         provider = self.policy.provider(PROMETHEUS_METRICS)
@@ -259,13 +277,24 @@ class DeschedulerLoop:
         started = time.perf_counter()
         self.cycles += 1
         self.decision.last_dry_run = []
-        view = self._view(now)
+        view = await self.off_loop.run(self._view(now))
         await self._usage(view, now)
-        budget = self.budgets.budget(view=view, now=now, desired=lambda: self._desired(view))
+        budget = self.budgets.budget(
+            view=view, now=now, desired=lambda: self._desired(view), snapshot=True
+        )
         cycle = descheduling_cycle(
             policy=self.policy, view=view, timer=time.perf_counter, budget=budget
         )
-        report = await self.executor.drive(self.decision.decide(cycle, now), now=now)
+
+        async def act(request: EvictionRequest) -> bool:
+            evicted = await self.executor.drive(self.decision.evict(request, now), now=now)
+            budget.refresh()  # the next step counts every eviction made up to now
+            return evicted
+
+        # The cycle's steps compute on the loop's worker thread over the view (copies taken
+        # above, on this thread); each eviction it asks for is decided and applied here, on
+        # the loop.
+        report: CycleReport = await self.off_loop.drive(cycle, act)
         self.last_report = report
         if report.skipped:
             log.info(report.skipped, extra={"fields": {"nodes": len(view.nodes)}})

@@ -46,9 +46,10 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any, Final
 
 from kubescale.base.clock import Clock, RealClock
@@ -75,6 +76,7 @@ from kubescale.controllers.autoscaler.core.loop_scale_up import (
 )
 from kubescale.controllers.autoscaler.core.loop_status import StatusReporter
 from kubescale.controllers.autoscaler.core.pod_lists import (
+    PodsBySchedulability,
     all_pods_are_new,
     drop_expendable,
     drop_young_pods,
@@ -95,7 +97,7 @@ from kubescale.controllers.autoscaler.scaledown.scale_down_actuator import Scale
 from kubescale.controllers.autoscaler.scaledown.scale_down_planner import ScaleDownPlanner
 from kubescale.controllers.autoscaler.scaleup.scale_up import ScaleUpDecision
 from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
-from kubescale.controllers.autoscaler.simulator.template_nodes import TemplateRegistry
+from kubescale.controllers.autoscaler.simulator.template_nodes import TemplateNode, TemplateRegistry
 from kubescale.coordination.disruption_ledger import DisruptionLedger
 from kubescale.coordination.ports import DisruptionGate, RecentMoves
 from kubescale.coordination.recent_moves import (
@@ -104,6 +106,7 @@ from kubescale.coordination.recent_moves import (
 from kubescale.coordination.separate import NoMoves, OwnEvictionsOnly
 from kubescale.kube.client import KubeClient
 from kubescale.kube.events import EventRecorder
+from kubescale.kube.informer import Informer
 from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.resources import (
     CONFIG_MAPS,
@@ -119,6 +122,7 @@ from kubescale.kube.resources import (
     STATEFUL_SETS,
 )
 from kubescale.runtime.component import TimelineReport
+from kubescale.runtime.off_loop import OffLoop
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.pod_resources import RequestCache
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
@@ -147,6 +151,29 @@ class LoopReport:
     """Why the loop stopped early (``ClusterUnhealthy``, ``FixedNodeGroupSizes``), if it did."""
 
 
+@dataclass(frozen=True)
+class _Listed:
+    """What an iteration reads of the informers, copied on the loop's thread."""
+
+    nodes: list[dict[str, Any]]
+    pods: list[dict[str, Any]]
+    priority_classes: list[dict[str, Any]]
+    namespaces: list[dict[str, Any]]
+    daemon_sets: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class _Built:
+    """The iteration's snapshot (:meth:`AutoscalerLoop._build`)."""
+
+    nodes: list[dict[str, Any]]
+    all_pods: list[dict[str, Any]]
+    priority: PriorityResolver
+    lists: PodsBySchedulability
+    journal: SnapshotJournal
+    templates: dict[str, TemplateNode]
+
+
 def _pod_keys(pods: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return [(str(p["metadata"].get("namespace", "")), str(p["metadata"]["name"])) for p in pods]
 
@@ -172,6 +199,7 @@ class AutoscalerLoop:
         recent_moves: RecentMoves | None = None,
         pods_ahead: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
         write_clock: Clock | None = None,
+        off_loop: OffLoop | None = None,
     ) -> None:
         self.client = client
         self.write_deadline = WriteDeadline(
@@ -229,6 +257,10 @@ class AutoscalerLoop:
                 reset_timeout=settings.node_group_backoff_reset_timeout,
             ),
         )
+        self.off_loop = off_loop if off_loop is not None else OffLoop(LOOP_NAME)
+        """The iteration's CPU-bound steps run on this worker — the snapshot,
+        filter-out-schedulable, the scale-up decision, the scale-down planner — over copies
+        taken on the loop; every write stays on the loop (:mod:`kubescale.runtime.off_loop`)."""
         self.templates = TemplateRegistry(
             startup_taints=settings.startup_taints, status_taints=settings.status_taints
         )
@@ -266,6 +298,7 @@ class AutoscalerLoop:
             ),
             status_event=self.status.event,
             cpu_clock=cpu_clock,
+            off_loop=self.off_loop,
         )
         self.scale_down = ScaleDownPhase(
             settings=settings,
@@ -279,9 +312,13 @@ class AutoscalerLoop:
             status_event=self.status.event,
             in_flight=self._evictions_in_flight,
             moves=self._descheduled_moves,
+            off_loop=self.off_loop,
         )
         self.requests = RequestCache()
         self.hints: dict[tuple[str, str], str] = {}
+        self._controllers: dict[str, dict[str, Mapping[str, Any]]] | None = None
+        """The controllers as the iteration's scale-down read them (:meth:`_freeze_controllers`)."""
+
         self.started: datetime | None = None
         self.last_scale_up: datetime | None = None
         self.report = LoopReport()
@@ -352,16 +389,32 @@ class AutoscalerLoop:
     def readiness(self, node: Node) -> NodeReadiness:
         return node_readiness(node, self.settings.startup_taints)
 
-    def _controller(self, namespace: str, owner: OwnerRef) -> Mapping[str, Any] | None:
-        informer = {
+    def _controller_informers(self) -> dict[str, Informer]:
+        return {
             "ReplicaSet": self.replica_sets,
             "StatefulSet": self.stateful_sets,
             "Job": self.jobs,
             "DaemonSet": self.daemon_sets,
             "ReplicationController": self.replication_controllers,
-        }.get(owner.kind)
-        if informer is None:
+        }
+
+    def _freeze_controllers(self) -> None:
+        """Copy the controllers the drainability rules look up (on the loop), for the
+        scale-down planner on the worker thread and the drains of this iteration."""
+        self._controllers = {
+            kind: {
+                f"{obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}": obj
+                for obj in informer.lister.list()
+            }
+            for kind, informer in self._controller_informers().items()
+        }
+
+    def _controller(self, namespace: str, owner: OwnerRef) -> Mapping[str, Any] | None:
+        if owner.kind not in self._controller_informers():
             return {}  # a kind the drainability rules do not look up
+        if self._controllers is not None:
+            return self._controllers[owner.kind].get(f"{namespace}/{owner.name}")
+        informer = self._controller_informers()[owner.kind]
         return informer.lister.get(owner.name, namespace)
 
     def _timed(self, function: str, started: float) -> None:
@@ -414,22 +467,19 @@ class AutoscalerLoop:
             log.warning("cloud provider caches not synced yet")
         return ready
 
-    async def _run(self, now: datetime, snapshot: ProviderSnapshot) -> None:
-        settings = self.settings
-        self.housekeeping.report_problems(snapshot)
-        nodes = sorted(self.nodes.lister.list(), key=node_name)
-        all_pods = self.pods.lister.list()
-        if self.pods_ahead is not None:
-            all_pods = [self.pods_ahead(pod) for pod in all_pods]
-        priority = PriorityResolver(self.priority_classes.lister.list())
+    def _build(self, now: datetime, snapshot: ProviderSnapshot, listed: _Listed) -> _Built:
+        """The iteration's snapshot, from the copies in ``listed`` (on the worker thread)."""
+        nodes = sorted(listed.nodes, key=node_name)
+        all_pods = listed.pods
+        priority = PriorityResolver(listed.priority_classes)
         lists = pods_by_schedulability(all_pods)
-        cutoff = settings.expendable_pods_priority_cutoff
+        cutoff = self.settings.expendable_pods_priority_cutoff
         cluster = ClusterSnapshot.build(
             nodes=nodes,
             pods=drop_expendable(lists.scheduled, cutoff=cutoff, priority=priority),
             namespace_labels={
                 str(n["metadata"]["name"]): dict(n["metadata"].get("labels") or {})
-                for n in self.namespaces.lister.list()
+                for n in listed.namespaces
             },
             requests=self.requests,
         )
@@ -439,10 +489,61 @@ class AutoscalerLoop:
             snapshot=snapshot,
             nodes=nodes,
             pods_by_node={name: list(state.pods) for name, state in cluster.nodes.items()},
-            daemon_sets=self.daemon_sets.lister.list(),
+            daemon_sets=listed.daemon_sets,
             readiness=self.readiness,
             being_deleted=lambda n: currently_being_deleted(n, now),
         )
+        return _Built(
+            nodes=nodes,
+            all_pods=all_pods,
+            priority=priority,
+            lists=lists,
+            journal=journal,
+            templates=templates,
+        )
+
+    def _pending(
+        self,
+        built: _Built,
+        upcoming: Mapping[str, int],
+        registered: Mapping[str, Sequence[str]],
+        draining: list[str],
+    ) -> tuple[set[str], list[Pod], SchedulingSimulator]:
+        """Upcoming nodes into the snapshot, then the pending pods that still need room
+        (``filterOutSchedulable``), on the worker thread."""
+        journal, priority = built.journal, built.priority
+        not_started = inject_upcoming(journal, built.templates, upcoming, registered)
+        cutoff = self.settings.expendable_pods_priority_cutoff
+        pending = drop_expendable(built.lists.unschedulable, cutoff=cutoff, priority=priority)
+        pending += pods_of_draining_nodes(journal, draining)
+        simulator = SchedulingSimulator(journal)
+        simulator.hints = self.hints
+        step = self.cpu_clock()
+        pending, _ = filter_out_schedulable(pending, simulator=simulator, priority=priority)
+        self._timed("filterOutSchedulable", step)
+        simulator.forget_hints(_pod_keys(built.all_pods))
+        return not_started, pending, simulator
+
+    async def _run(self, now: datetime, snapshot: ProviderSnapshot) -> None:
+        settings = self.settings
+        self.housekeeping.report_problems(snapshot)
+        # Read on the loop: new lists of the cached objects (informers replace objects, never
+        # change them) and the VPA's requests (the webhook's cache); the snapshot is built
+        # from them on the loop's worker thread (kubescale.runtime.off_loop), so the serving
+        # loop answers meanwhile.
+        all_pods = self.pods.lister.list()
+        if self.pods_ahead is not None:
+            all_pods = [self.pods_ahead(pod) for pod in all_pods]
+        listed = _Listed(
+            nodes=self.nodes.lister.list(),
+            pods=all_pods,
+            priority_classes=self.priority_classes.lister.list(),
+            namespaces=self.namespaces.lister.list(),
+            daemon_sets=self.daemon_sets.lister.list(),
+        )
+        built = await self.off_loop.run(partial(self._build, now, snapshot, listed))
+        nodes, all_pods, journal = built.nodes, built.all_pods, built.journal
+        priority, templates = built.priority, built.templates
         effects = self.registry.update(
             nodes=nodes, snapshot=snapshot, readiness=self.readiness, now=now
         )
@@ -460,16 +561,10 @@ class AutoscalerLoop:
             return
         # ----------------------------------------------------------------- scale-up
         upcoming, registered = self.registry.upcoming_nodes()
-        not_started = inject_upcoming(journal, templates, upcoming, registered)
         ready_nodes = [n for n in nodes if self.readiness(n).ready]
-        pending = drop_expendable(lists.unschedulable, cutoff=cutoff, priority=priority)
-        pending += pods_of_draining_nodes(journal, self.actuator.in_progress)
-        simulator = SchedulingSimulator(journal)
-        simulator.hints = self.hints
-        step = self.cpu_clock()
-        pending, _ = filter_out_schedulable(pending, simulator=simulator, priority=priority)
-        self._timed("filterOutSchedulable", step)
-        simulator.forget_hints(_pod_keys(all_pods))
+        not_started, pending, simulator = await self.off_loop.run(
+            partial(self._pending, built, upcoming, registered, list(self.actuator.in_progress))
+        )
         pending = drop_young_pods(pending, now=now, delay=settings.new_pod_scale_up_delay)
         self.metrics.unschedulable_pods_count.labels("unschedulable").set(len(pending))
         scale_down_disabled_for_loop = False
@@ -500,19 +595,23 @@ class AutoscalerLoop:
                     self.last_scale_up = now
         # --------------------------------------------------------------- scale-down
         if settings.scale_down_enabled:
+            self._freeze_controllers()
             step = self.cpu_clock()
-            result = await self.scale_down.run(
-                now,
-                snapshot=snapshot,
-                nodes=[n for n in nodes if node_name(n) not in not_started],
-                journal=journal,
-                simulator=simulator,
-                priority=priority,
-                templates=templates,
-                in_cooldown=scale_down_disabled_for_loop
-                or self.scale_down.in_cooldown(now, self.last_scale_up),
-                pods_pending=bool(pending),
-            )
+            try:
+                result = await self.scale_down.run(
+                    now,
+                    snapshot=snapshot,
+                    nodes=[n for n in nodes if node_name(n) not in not_started],
+                    journal=journal,
+                    simulator=simulator,
+                    priority=priority,
+                    templates=templates,
+                    in_cooldown=scale_down_disabled_for_loop
+                    or self.scale_down.in_cooldown(now, self.last_scale_up),
+                    pods_pending=bool(pending),
+                )
+            finally:
+                self._controllers = None  # live lookups again outside the pass
             self._timed("scaleDown", step)
             self.report.unneeded = result.unneeded
             self.report.tainted = result.tainted

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from kubescale.base.logs import component_logger
@@ -56,6 +57,7 @@ from kubescale.controllers.autoscaler.scaledown.consolidation import (
 )
 from kubescale.controllers.autoscaler.scaledown.scale_down_actuator import ACTOR, ScaleDownActuator
 from kubescale.controllers.autoscaler.scaledown.scale_down_planner import (
+    NodeToRemove,
     ScaleDownPlanner,
     Unremovable,
 )
@@ -70,6 +72,7 @@ from kubescale.coordination.recent_moves import (
     protected_nodes,
 )
 from kubescale.plans.intents import Taint, Untaint
+from kubescale.runtime.off_loop import OffLoop
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 
 __all__ = ["MAX_BULK_SOFT_TAINT_COUNT", "ScaleDownOutcome", "ScaleDownPhase"]
@@ -95,6 +98,40 @@ class _Replacement:
     nodes: list[tuple[Node, str]]
 
 
+def _planner_pass(
+    planner: ScaleDownPlanner,
+    journal: SnapshotJournal,
+    *,
+    now: datetime,
+    candidates: Sequence[Node],
+    destinations: set[str],
+    simulator: SchedulingSimulator,
+    provider: ProviderSnapshot,
+    readiness: Callable[[Node], NodeReadiness],
+    context: DrainContext,
+    priority: PriorityResolver,
+    kept: Mapping[str, Unremovable],
+) -> list[NodeToRemove]:
+    """One planner pass over a fork of ``journal`` (its simulated moves are for this pass
+    only), on the loop's worker thread; the fork is reverted there too, never by the loop
+    while the planner still reads it."""
+    journal.fork()
+    try:
+        return planner.update(
+            now=now,
+            candidates=candidates,
+            destinations=destinations,
+            simulator=simulator,
+            provider=provider,
+            readiness=readiness,
+            context=context,
+            priority=priority,
+            kept=kept,
+        )
+    finally:
+        journal.revert()
+
+
 class ScaleDownPhase:
     """Scale-down and consolidation across loops (module docstring)."""
 
@@ -112,7 +149,10 @@ class ScaleDownPhase:
         status_event: EventSink,
         in_flight: Callable[[datetime], Sequence[Mapping[str, Any]]] = lambda _now: (),
         moves: Callable[[datetime], Sequence[DescheduledMove]] = lambda _now: (),
+        off_loop: OffLoop | None = None,
     ) -> None:
+        self.off_loop = off_loop if off_loop is not None else OffLoop("scale-down", run_inline=True)
+        """Where the planner computes (the loop's worker thread; inline when not given)."""
         self.in_flight = in_flight
         """Pods being evicted (the disruption ledger) that the drain budget counts."""
         self.moves = moves
@@ -190,21 +230,23 @@ class ScaleDownPhase:
             if node_name(n) not in in_progress and not currently_being_deleted(n, now)
         }
         kept = self._kept(now, journal)
-        journal.fork()  # the planner's simulated moves are for its own pass only
-        try:
-            unneeded = self.planner.update(
+        context = self.drain_context(now)  # PDBs, evictions in flight: read on the loop
+        unneeded = await self.off_loop.run(
+            partial(
+                _planner_pass,
+                self.planner,
+                journal,
                 now=now,
                 candidates=candidates,
                 destinations=destinations,
                 simulator=simulator,
                 provider=snapshot,
                 readiness=self.readiness,
-                context=self.drain_context(now),
+                context=context,
                 priority=priority,
                 kept=kept,
             )
-        finally:
-            journal.revert()
+        )
         outcome.unneeded = sorted(c.name for c in unneeded)
         by_group: dict[str, list[str]] = {}
         for candidate in unneeded:

@@ -16,6 +16,7 @@ import random
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from kubescale.base.logs import component_logger
@@ -47,6 +48,7 @@ from kubescale.controllers.autoscaler.scaleup.scale_up_executor import (
 )
 from kubescale.controllers.autoscaler.simulator.template_nodes import TemplateNode
 from kubescale.kube.events import EventRecorder
+from kubescale.runtime.off_loop import OffLoop
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 
 __all__ = ["ScaleUpOutcome", "ScaleUpPhase", "inject_upcoming", "pods_of_draining_nodes"]
@@ -125,7 +127,10 @@ class ScaleUpPhase:
         priority_config_map: Callable[[], Mapping[str, Any] | None],
         status_event: EventSink,
         cpu_clock: Callable[[], float],
+        off_loop: OffLoop | None = None,
     ) -> None:
+        self.off_loop = off_loop if off_loop is not None else OffLoop("scale-up", run_inline=True)
+        """Where the decision computes (the loop's worker thread; inline when not given)."""
         self.settings = settings
         self.metrics = metrics
         self.events = events
@@ -159,27 +164,27 @@ class ScaleUpPhase:
             for n in nodes
             if snapshot.group_for_node(n) is None and not currently_being_deleted(n, now)
         ]
+        config_map = self.priority_config_map()  # read on the loop, the decision on a thread
         expander = build_expander(
             self.settings,
             rng=self.rng,
             cluster_nodes=len(nodes),
-            config_map=self.priority_config_map,
+            config_map=lambda: config_map,
         )
         start = self.cpu_clock()
-        decision = decide_scale_up(
-            ScaleUpInputs(
-                pending=pending,
-                groups=[g for g in snapshot.groups.values() if g.id not in resized],
-                templates=templates,
-                safety=lambda g: self.registry.scale_up_safety(g, now),
-                journal=journal,
-                current_nodes=len(ready_nodes) + upcoming,
-                other_capacity=other_capacity,
-                settings=self.settings,
-                expander=expander,
-                elapsed=lambda: self.cpu_clock() - start,
-            )
+        inputs = ScaleUpInputs(
+            pending=pending,
+            groups=[g for g in snapshot.groups.values() if g.id not in resized],
+            templates=templates,
+            safety=lambda g: self.registry.scale_up_safety(g, now),
+            journal=journal,
+            current_nodes=len(ready_nodes) + upcoming,
+            other_capacity=other_capacity,
+            settings=self.settings,
+            expander=expander,
+            elapsed=lambda: self.cpu_clock() - start,
         )
+        decision = await self.off_loop.run(partial(decide_scale_up, inputs))
         for reason, message in decision.warnings:
             self.status_event("Warning", reason, message)
         execution = await execute_scale_up(
