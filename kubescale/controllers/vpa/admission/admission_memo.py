@@ -78,12 +78,14 @@ __all__ = [
     "Match",
     "OwnerRead",
     "admit_cached",
+    "allocatable_key",
     "decision_inputs",
     "decision_pod",
     "encode_patch",
     "match_fields",
     "match_unchanged",
     "object_version",
+    "object_versions",
 ]
 
 DEFAULT_MAX_ENTRIES: Final = 8192
@@ -191,7 +193,10 @@ def object_version(obj: Mapping[str, Any]) -> tuple[str, str, str] | None:
     return (str(metadata.get("name") or ""), str(metadata.get("uid") or ""), version)
 
 
-def _versions(objects: Sequence[Mapping[str, Any]]) -> tuple[tuple[str, str, str], ...] | None:
+def object_versions(
+    objects: Sequence[Mapping[str, Any]],
+) -> tuple[tuple[str, str, str], ...] | None:
+    """:func:`object_version` of each object; ``None`` when one has none."""
     versions = []
     for obj in objects:
         version = object_version(obj)
@@ -201,7 +206,7 @@ def _versions(objects: Sequence[Mapping[str, Any]]) -> tuple[tuple[str, str, str
     return tuple(versions)
 
 
-def _allocatable_key(
+def allocatable_key(
     allocatable: Mapping[str, Quantity] | None,
 ) -> tuple[tuple[str, int, str], ...] | None:
     if allocatable is None:
@@ -229,8 +234,8 @@ def decision_inputs(
     the node only with ``cap_to_largest_node``, as ``admit_pod`` reads them.
     """
     vpa_version = object_version(vpa)
-    limit_range_versions = _versions(limit_ranges)
-    hpa_versions = _versions(hpas) if avoid_hpa_conflict else ()
+    limit_range_versions = object_versions(limit_ranges)
+    hpa_versions = object_versions(hpas) if avoid_hpa_conflict else ()
     if vpa_version is None or limit_range_versions is None or hpa_versions is None:
         return None
     return (
@@ -239,7 +244,7 @@ def decision_inputs(
         vpa_version,
         limit_range_versions,
         hpa_versions,
-        _allocatable_key(largest_node_allocatable) if cap_to_largest_node else None,
+        allocatable_key(largest_node_allocatable) if cap_to_largest_node else None,
         avoid_hpa_conflict,
         cap_to_largest_node,
         startup_boost,
@@ -302,6 +307,9 @@ class Answered:
     inputs: tuple[Hashable, ...] | None
     """The decision's inputs (:func:`decision_inputs`); ``None`` when no VPA matched."""
     match: Match
+    limit_ranges: Sequence[Mapping[str, Any]] = ()
+    """The LimitRanges as read for the decision (the list the admission caches gave: while
+    they give the same list, its versions are the same)."""
 
     def body(self, uid: bytes) -> bytes:
         """The answer to a request whose uid is ``uid`` (plain printable ASCII, as sent)."""

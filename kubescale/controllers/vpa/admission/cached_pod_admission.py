@@ -34,7 +34,7 @@ found an informed controller missing, is never remembered.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,8 +46,9 @@ from kubescale.controllers.vpa.admission.admission_memo import (
     Match,
     OwnerRead,
     admit_cached,
-    decision_inputs,
+    allocatable_key,
     match_unchanged,
+    object_versions,
 )
 from kubescale.controllers.vpa.api.controller_refs import (
     ControllerRef,
@@ -237,39 +238,30 @@ class CachedPodAdmission:
 
     def current(self, answered: Answered) -> bool:
         """Whether ``answered`` is still the answer to its question: the objects its match read
-        are still the informers', and its decision's inputs read anew are the same."""
+        are still the informers' — the VPA among them, so its resourceVersion is the one decided
+        with —, and the LimitRanges' (and, behind their flags, the HPAs' and the largest node's)
+        versions read anew are the ones in its inputs (:func:`decision_inputs`: the pod's
+        projection is the question's, the namespace the VPA's, the flags this object's)."""
         caches = self.caches
         match = answered.match
         if not match_unchanged(match, lookup=caches.owner, vpas_for=caches.vpas_for):
             return False
-        vpa, inputs = match.vpa, answered.inputs
+        inputs = answered.inputs
+        vpa = match.vpa
         if vpa is None or inputs is None:
             return vpa is None and inputs is None
-        return self._inputs(inputs[0], str(inputs[1]), vpa) == inputs
-
-    def _inputs(
-        self, pod_text: Hashable, namespace: str, vpa: dict[str, Any]
-    ) -> tuple[Hashable, ...] | None:
-        """The inputs of a decision for a pod whose projection is ``pod_text``, as the
-        informers hold them now."""
-        caches, settings = self.caches, self.settings
-        target = target_ref_of(vpa)
-        hpas: list[dict[str, Any]] = []
-        if settings.avoid_hpa_conflict and target is not None:
-            hpas = caches.hpas_for(target.namespace, target.kind, target.name)
-        return decision_inputs(
-            pod=pod_text if isinstance(pod_text, bytes | str) else repr(pod_text),
-            namespace=namespace,
-            vpa=vpa,
-            limit_ranges=caches.limit_ranges(namespace),
-            hpas=hpas,
-            avoid_hpa_conflict=settings.avoid_hpa_conflict,
-            largest_node_allocatable=(
-                caches.largest_node_allocatable() if settings.cap_to_largest_node else None
-            ),
-            cap_to_largest_node=settings.cap_to_largest_node,
-            startup_boost=settings.startup_boost,
-        )
+        ranges = caches.limit_ranges(str(inputs[1]))
+        if ranges is not answered.limit_ranges and object_versions(ranges) != inputs[3]:
+            return False
+        settings = self.settings
+        if settings.avoid_hpa_conflict:
+            target = target_ref_of(vpa)
+            hpas = caches.hpas_for(target.namespace, target.kind, target.name) if target else []
+            if object_versions(hpas) != inputs[4]:
+                return False
+        if settings.cap_to_largest_node:
+            return allocatable_key(caches.largest_node_allocatable()) == inputs[5]
+        return True
 
     def _patch(
         self,
@@ -285,12 +277,13 @@ class CachedPodAdmission:
         if settings.avoid_hpa_conflict and target is not None:
             hpas = caches.hpas_for(target.namespace, target.kind, target.name)
         namespace = target.namespace if target else pod_namespace(pod)
+        ranges = caches.limit_ranges(namespace)
         decided, inputs = admit_cached(
             self.memo,
             pod=pod,
             namespace=namespace,
             vpa=vpa,
-            limit_ranges=caches.limit_ranges(namespace),
+            limit_ranges=ranges,
             hpas=hpas,
             avoid_hpa_conflict=settings.avoid_hpa_conflict,
             largest_node_allocatable=(
@@ -311,7 +304,7 @@ class CachedPodAdmission:
             )
         answered = None
         if match is not None and inputs is not None:
-            answered = Answered(decided=decided, inputs=inputs, match=match)
+            answered = Answered(decided=decided, inputs=inputs, match=match, limit_ranges=ranges)
         return PodDecision(
             decided=decided,
             not_matched=not_matched,
