@@ -30,7 +30,9 @@ controller object read, the VPAs indexed under the controller) and the decision'
 is served only while the match's objects are still the informers' objects (an informer
 replaces an object on every change; a controller that changed only in what no match reads —
 the status the ReplicaSet controller writes during a scale-out — keeps it: :func:`match_fields`)
-and the inputs computed anew from the informers equal the remembered ones
+and the inputs read anew from the informers equal the remembered ones — the VPA is one of the
+match's objects, so only the LimitRanges (and, behind their flags, the HPAs and the largest
+node) are read again
 (:meth:`~kubescale.controllers.vpa.admission.cached_pod_admission.CachedPodAdmission.current`).
 Both kinds of entry are versions checked on use: the first request after an informer applies a
 change is answered anew, whatever the order of events.
