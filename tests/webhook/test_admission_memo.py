@@ -31,6 +31,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
+from kubescale.controllers.vpa.admission.admission_memo import AdmissionMemo, Answered, Match
 from kubescale.kube.errors import KubeApiError
 from kubescale.kube.resources import (
     DEPLOYMENTS,
@@ -331,3 +332,42 @@ async def test_any_sequence_of_edits_gets_the_answers_of_the_route_without_a_mem
         for kind in range(3):
             for ask in range(2):  # the second is a lookup when nothing made it stale
                 await _answer(setup, reference, f"req-{index}-{kind}-{ask}", _variant(kind))
+
+
+# -- an answer rides on its decision ----------------------------------------------------------
+
+
+def _memo_with_answers(max_entries: int) -> tuple[AdmissionMemo, dict[str, Answered]]:
+    """Decisions ``a`` and ``b`` (VPAs ``va``, ``vb``), each with an answer ``qa`` / ``qb``."""
+    memo = AdmissionMemo(max_entries=max_entries)
+    answers = {}
+    for name in ("a", "b"):
+        inputs = (name.encode(), "default")
+        memo.remember_decision(inputs, memo.no_patch, vpa_uid=f"v{name}", namespace="default")
+        vpa = {"metadata": {"uid": f"v{name}"}}
+        match = Match(controller=None, vpa=vpa, reads=(), vpas=())
+        answers[name] = Answered(decided=memo.no_patch, inputs=inputs, match=match)
+        memo.remember_answer(f"q{name}".encode(), answers[name], namespace="default")
+    return memo, answers
+
+
+def test_an_answer_goes_with_its_decision() -> None:
+    memo, answers = _memo_with_answers(max_entries=4)
+    assert (len(memo), memo.answers()) == (4, 2)
+
+    # the least recently used decision goes, and its answer with it; an answer's hit keeps its
+    # decision: order a, qa, b, qb → qa asked: b, qb, qa, a → c stored: b (and qb) go
+    assert memo.answer(b"qa", lambda _: True) is answers["a"]
+    memo.remember_decision((b"c", "default"), memo.no_patch, vpa_uid="vc", namespace="default")
+    assert memo.answer(b"qb", lambda _: True) is None
+    assert memo.answer(b"qa", lambda _: True) is answers["a"]
+    assert (len(memo), memo.answers()) == (3, 1)
+
+    # a decision dropped by a handler drops its answers (counted as dropped)
+    memo.forget_vpa("va")
+    assert memo.answer(b"qa", lambda _: True) is None
+    assert (memo.dropped, memo.answers_dropped) == (1, 1)
+
+    # an answer whose decision is not kept is not kept either
+    memo.remember_answer(b"qb", answers["b"], namespace="default")
+    assert memo.answers() == 0

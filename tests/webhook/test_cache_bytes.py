@@ -63,7 +63,7 @@ def test_the_memo_keeps_its_byte_budget_for_large_pods() -> None:
     # base64) and the answer's bytes around the uid (the review without its uid's "": 131 bytes
     # and the patch = 32,787), counted 1,024 + 30,900 + 2 × 32,656 + 32,787 = 130,023 bytes.
     # 400 of them are far under the count bound (8,192) but 400 × 96,343 = 38.5 MB of text
-    # alone; the budget (16 MiB = 16,777,216 bytes) keeps 16,777,216 // 130,023 = 129.
+    # alone; the budget (24 MiB = 25,165,824 bytes) keeps 25,165,824 // 130,023 = 193.
     memo = AdmissionMemo(answer_template=pod_answer_template)
     asked = 400
     for index in range(asked):
@@ -86,22 +86,23 @@ def test_the_memo_keeps_its_byte_budget_for_large_pods() -> None:
         if not isinstance(value, Answered)
     )
     assert held_text + held_answers <= DEFAULT_MAX_BYTES
-    assert len(memo) == DEFAULT_MAX_BYTES // 130_023 == 129
+    assert len(memo) == DEFAULT_MAX_BYTES // 130_023 == 193
     assert memo.bytes <= DEFAULT_MAX_BYTES
 
 
 def test_the_memo_keeps_its_byte_budget_for_large_questions() -> None:
-    # Distinct bodies just under the 32 KiB limit (31,857 bytes for uid "u-599"): 600 of them,
-    # under the count bound (8,192), are 19.1 MB. An answer counts its question (the body
-    # without the 5-character uid: 31,852), its bytes around the uid (none here) and 1,024:
-    # 32,876 bytes; the budget (16 MiB = 16,777,216) keeps 16,777,216 // 32,876 = 510.
+    # Distinct bodies just under the 32 KiB limit (31,857 bytes with a 5-character uid): 1,000 of
+    # them, under the count bound (8,192), are 31.9 MB. An answer counts its question (the body
+    # without the 5-character uid: 31,852) and 1,024 (its decision's bytes are counted with the
+    # decision; no VPA here): 32,876 bytes; the budget (24 MiB = 25,165,824) keeps
+    # 25,165,824 // 32,876 = 765.
     memo = AdmissionMemo()
     answered = Answered(
         decided=memo.no_patch,
         inputs=None,
         match=Match(controller=None, vpa=None, reads=(), vpas=()),
     )
-    for index in range(600):
+    for index in range(1000):
         filler = f"{index:05d}" + "x" * (31 * 1024)
         question = (
             b'{"request":{"uid":"","filler":"'
@@ -111,7 +112,7 @@ def test_the_memo_keeps_its_byte_budget_for_large_questions() -> None:
         memo.remember_answer(question, answered, namespace="default")
     held = sum(len(key) for key in memo._entries if isinstance(key, bytes))
     assert held <= DEFAULT_MAX_BYTES
-    assert len(memo) == memo.answers() == DEFAULT_MAX_BYTES // 32_876 == 510
+    assert len(memo) == memo.answers() == DEFAULT_MAX_BYTES // 32_876 == 765
 
 
 WRITES = st.lists(

@@ -94,8 +94,13 @@ DEFAULT_MAX_ENTRIES: Final = 8192
 """Entries: a decision per pod shape and VPA version, an answer per question (one per
 ReplicaSet, StatefulSet, Job ... that creates pods). The three caches this memo replaced held
 4,096 decisions, 4,096 matches and 1,024 answers."""
-DEFAULT_MAX_BYTES: Final = 16 * 1024 * 1024
-"""The entries' summed cost (the three caches it replaced: 8 + 4 + 8 MiB)."""
+DEFAULT_MAX_BYTES: Final = 24 * 1024 * 1024
+"""The entries' summed cost. A decision counts its pod's text, its patch twice and its answer's
+bytes; an answer its question only (its decision's bytes are counted once, with the decision).
+The three caches it replaced had 8 + 4 + 8 MiB, but an answer there held its patch uncounted: a
+thousand ReplicaSets of 10-container pods (``bench/webhook_latency.py``) need about 22 MB
+counted here (19.4 KB a decision: 1,024 + 1,178 of pod text + 3 × 5.7 KB of patch; 3 KB an
+answer), and an answer whose decision is evicted goes with it."""
 DEFAULT_MAX_AGE: Final = 3600.0
 """Seconds after which an entry is computed again even though nothing it depends on changed."""
 MAX_QUESTION_BYTES: Final = 32 * 1024
@@ -378,6 +383,8 @@ class AdmissionMemo:
         self._entries = OrderedDict()
         self._made_with: dict[Hashable, tuple[str, str]] = {}
         """``(vpa_uid, namespace)`` of each entry."""
+        self._answers_of: dict[Hashable, set[Hashable]] = {}
+        """The questions answered with each decision (by its inputs)."""
         self._by_vpa: dict[str, set[Hashable]] = {}
         self._by_namespace: dict[str, set[Hashable]] = {}
         self.bytes = 0
@@ -450,7 +457,8 @@ class AdmissionMemo:
         ``current`` (its match and inputs are still the informers')."""
         found = self._get(question)
         if isinstance(found, Answered):
-            if current(found):
+            # its decision is used too (kept, and too old: both go)
+            if (found.inputs is None or self._get(found.inputs) is not None) and current(found):
                 self.answer_hits += 1
                 return found
             self._remove(question)
@@ -458,14 +466,26 @@ class AdmissionMemo:
         return None
 
     def remember_answer(self, question: bytes, answered: Answered, *, namespace: str) -> None:
-        if len(question) > MAX_QUESTION_BYTES:
+        """Keep ``answered`` under ``question``, on its decision: the answer costs its question,
+        the decision's bytes are counted once, with the decision, and an answer goes with its
+        decision (an answer whose decision is not kept is not kept either)."""
+        inputs = answered.inputs
+        if len(question) > MAX_QUESTION_BYTES or (
+            inputs is not None and inputs not in self._entries
+        ):
             return
         vpa = answered.match.vpa
         metadata = vpa.get("metadata") if vpa is not None else None
         uid = metadata.get("uid") if isinstance(metadata, Mapping) else None
-        decided = answered.decided
-        cost = ENTRY_OVERHEAD + len(question) + len(decided.head) + len(decided.tail)
-        self._store(question, answered, cost, vpa_uid=str(uid or ""), namespace=namespace)
+        cost = ENTRY_OVERHEAD + len(question)
+        if not self._store(question, answered, cost, vpa_uid=str(uid or ""), namespace=namespace):
+            return
+        if inputs is None:
+            return
+        if inputs in self._entries:
+            self._answers_of.setdefault(inputs, set()).add(question)
+        else:  # the decision went to make room for it
+            self._remove(question)
 
     # -- invalidation, from the informers' event handlers -----------------------------------
 
@@ -484,19 +504,14 @@ class AdmissionMemo:
         for key in list(self._entries):
             self._drop(key)
         self._entries.clear()
+        self._answers_of.clear()
         self._made_with.clear()
         self._by_vpa.clear()
         self._by_namespace.clear()
         self.bytes = 0
 
     def _drop(self, key: Hashable) -> None:
-        stored = self._entries.get(key)
-        if stored is not None:
-            if isinstance(stored[0], Answered):
-                self.answers_dropped += 1
-            else:
-                self.dropped += 1
-        self._remove(key)
+        self._remove(key, dropped=True)
 
     # -- the store --------------------------------------------------------------------------
 
@@ -529,10 +544,26 @@ class AdmissionMemo:
             self._remove(next(iter(self._entries)))
         return True
 
-    def _remove(self, key: Hashable) -> None:
+    def _remove(self, key: Hashable, *, dropped: bool = False) -> None:
+        """Remove the entry under ``key`` and, for a decision, the answers on it (``dropped``:
+        because an input changed or went away)."""
         stored = self._entries.pop(key, None)
-        if stored is not None:
-            self.bytes -= stored[2]
+        if stored is None:
+            return
+        value = stored[0]
+        self.bytes -= stored[2]
+        if isinstance(value, Answered):
+            self.answers_dropped += dropped
+            if value.inputs is not None:
+                on_decision = self._answers_of.get(value.inputs)
+                if on_decision is not None:
+                    on_decision.discard(key)
+                    if not on_decision:
+                        del self._answers_of[value.inputs]
+        else:
+            self.dropped += dropped
+            for question in self._answers_of.pop(key, ()):
+                self._remove(question, dropped=dropped)
         made_with = self._made_with.pop(key, None)
         if made_with is None:
             return
