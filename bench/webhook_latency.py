@@ -22,8 +22,7 @@ Measured for pods with 1 and with 10 containers, each ``--repeat`` times:
   measurement), which contention on a shared machine hardly changes, and its CPU utilisation
   (near 1.0 in the closed loop means the server, not the load generator, was the limit).
 - ``in_process``: the decision alone (``AdmissionWebhook.admit`` on the same caches, no HTTP,
-  this tree's code): with the decision and match caches (every pod shape seen before) and
-  without them.
+  this tree's code): with the memo (every pod shape seen before) and without it.
 
 Figures of every repetition are kept; the summary gives the min and the median. Results go to
 ``bench/results/webhook_latency.json`` under ``runs.<--label>`` (other labels in the file are
@@ -494,9 +493,7 @@ async def in_process(kubeconfig: Path, bodies: Callable[[int], bytes]) -> dict[s
             webhook = AdmissionWebhook(
                 settings=WebhookSettings(), registry=CollectorRegistry(), caches=caches
             )
-            webhook.decisions.max_entries = entries
-            webhook.matches.max_entries = entries
-            webhook.answers.max_entries = entries
+            webhook.memo.max_entries = entries
             for i in range(2000):  # every pod shape seen once
                 await webhook.admit(bodies(i), content_type="application/json")
             samples: list[float] = []

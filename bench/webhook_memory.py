@@ -296,17 +296,14 @@ def fuzzed(rng: random.Random, i: int, namespaces: list[str]) -> tuple[bytes, st
 
 
 def _sizes(webhook: AdmissionWebhook, cache: SharedCache) -> dict[str, int]:
-    sizes = {
-        "decisions": len(webhook.decisions),
-        "matches": len(webhook.matches),
-        "answers": len(webhook.answers),
+    memo = webhook.memo
+    answers = memo.answers()
+    return {
+        "decisions": len(memo) - answers,
+        "answers": answers,
+        "memo_bytes_counted": memo.bytes,
         "scale_lookups_pending": cache.scale_lookups.pending,
     }
-    for name in ("decisions", "matches", "answers"):
-        counted = getattr(getattr(webhook, name), "bytes", None)
-        if isinstance(counted, int):
-            sizes[f"{name}_bytes_counted"] = counted
-    return sizes
 
 
 async def _until(predicate: Any, within: float = 10.0) -> bool:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -37,7 +38,10 @@ __all__ = [
     "encode_json",
     "parse_review",
     "peek_uid",
+    "pod_answer_template",
     "review_response",
+    "split_uid",
+    "uid_is_cut",
 ]
 
 ADMISSION_REVIEW_VERSION: Final = "admission.k8s.io/v1"
@@ -56,6 +60,13 @@ BAD_REVIEW_REASONS: Final = (
     "internal-error",
 )
 """Every reason a request is answered without being processed (the metric's label values)."""
+
+_UID_FIELD: Final = b'"uid":'
+_EMPTY_UID: Final = b'"uid":""'
+_JSON_SPACE: Final = b" \t\r\n"
+_PLAIN_UID: Final = re.compile(rb"[ !#-\[\]-~]{1,256}")
+"""Printable ASCII without ``"`` and ``\\``: the encoder writes it back as it is."""
+_PROBE: Final = "kubescale-answer-memo-probe"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -167,3 +178,62 @@ def review_response(
     if warnings:
         response["warnings"] = list(warnings)
     return {"apiVersion": ADMISSION_REVIEW_VERSION, "kind": "AdmissionReview", "response": response}
+
+
+# -- the question: a body without its uid ----------------------------------------------------
+#
+# kube-apiserver sends every pod of a ReplicaSet as the same AdmissionReview bytes except
+# ``request.uid`` (the pod's name is generated later, its uid is empty), so the body without
+# its uid is the question the memo answers (:mod:`kubescale.controllers.vpa.admission.
+# admission_memo`). Only a uid that is plain printable ASCII (no quote, no backslash) is cut, so
+# the spliced bytes are exactly what the JSON encoder writes for it; and an answer is remembered
+# only when the first ``"uid":`` field *is* ``request.uid`` (:func:`uid_is_cut`).
+
+
+def split_uid(body: bytes) -> tuple[bytes, bytes] | None:
+    """``(question, uid)``: ``body`` without the value of its first ``"uid":"`` field, and
+    that value; ``None`` when there is none or it is not plain."""
+    span = _uid_span(body)
+    if span is None:
+        return None
+    value, end = span
+    return body[:value] + body[end:], body[value:end]
+
+
+def _uid_span(body: bytes) -> tuple[int, int] | None:
+    """Where the value of the first ``"uid":`` field lies (inside its quotes), if plain."""
+    start = body.find(_UID_FIELD)
+    if start < 0:
+        return None
+    quote = start + len(_UID_FIELD)
+    while body[quote : quote + 1] in _JSON_SPACE and quote < len(body):
+        quote += 1
+    if body[quote : quote + 1] != b'"':
+        return None
+    value = quote + 1
+    end = body.find(b'"', value)
+    if end < 0 or not _PLAIN_UID.fullmatch(body, value, end):
+        return None
+    return value, end
+
+
+def uid_is_cut(body: bytes) -> bool:
+    """Whether :func:`split_uid` cuts ``request.uid`` out of ``body``: the body is read again
+    with a probe value there, and must come back with the probe as its uid. So two bodies with
+    the same question differ only in ``request.uid``."""
+    span = _uid_span(body)
+    if span is None:
+        return False
+    value, end = span
+    probe = parse_review(body[:value] + _PROBE.encode() + body[end:])
+    return probe.uid == _PROBE
+
+
+def pod_answer_template(encoded_patch: str) -> tuple[bytes, bytes]:
+    """The bytes of ``encode_json(review_response(uid=uid, encoded_patch=encoded_patch))``
+    before and after the uid's JSON string, which depend only on the patch (one ReplicaSet's
+    pods share one patch): an answer spliced around the uid written by the same encoder is
+    byte for byte the encoded review."""
+    whole = encode_json(review_response(uid="", encoded_patch=encoded_patch))
+    head, tail = whole.split(_EMPTY_UID, 1)  # base64 never holds a quote
+    return head + _UID_FIELD, tail

@@ -20,7 +20,10 @@ Per request (upstream ``logic/server.go``, ``resource/pod/handler.go`` and
    object, a resource other than pods and VPAs — is answered ``allowed: true`` without a patch.
 4. Pods (``""/v1/pods``) are decided from the caches by
    :class:`kubescale.controllers.vpa.admission.cached_pod_admission.CachedPodAdmission` (top-most
-   controller, VPA, then :func:`kubescale.controllers.vpa.api.pod_admission.admit_pod`). A pod is
+   controller, VPA, then :func:`kubescale.controllers.vpa.api.pod_admission.admit_pod`), through
+   the one memo (:mod:`kubescale.controllers.vpa.admission.admission_memo`): a decision by its
+   complete inputs, and the answer by its question — the body without ``request.uid``, which is
+   all that differs between the pods of a ReplicaSet (:func:`split_uid`). A pod is
    never denied: every error allows it unmutated (upstream ``DisallowIncorrectObjects() ==
    false``). VPAs
    (``autoscaling.k8s.io/*/verticalpodautoscalers``) go to
@@ -64,6 +67,11 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from kubescale.base.logs import component_logger
 from kubescale.controllers.vpa.admission.admission_caches import AdmissionCaches
+from kubescale.controllers.vpa.admission.admission_memo import (
+    MAX_QUESTION_BYTES,
+    AdmissionMemo,
+    Answered,
+)
 from kubescale.controllers.vpa.admission.cached_pod_admission import (
     AdmissionOptions,
     CachedPodAdmission,
@@ -72,8 +80,6 @@ from kubescale.controllers.vpa.admission.cached_pod_admission import (
     PodDecision,
     pod_namespace,
 )
-from kubescale.controllers.vpa.admission.decision_cache import DecisionCache
-from kubescale.controllers.vpa.admission.match_cache import MatchCache
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef
 from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict
 from kubescale.controllers.vpa.api.pod_admission import PodAdmissionError
@@ -91,9 +97,11 @@ from kubescale.webhook.admission_reviews import (
     encode_json,
     parse_review,
     peek_uid,
+    pod_answer_template,
     review_response,
+    split_uid,
+    uid_is_cut,
 )
-from kubescale.webhook.answer_cache import AnswerCache, split_uid
 from kubescale.webhook.event_throttle import EventThrottle
 from kubescale.webhook.vpa_validation import admit_vpa
 from kubescale.webhook.webhook_config import WebhookSettings
@@ -121,12 +129,6 @@ CONTROLLER_WAIT: Final = 1.0
 """Real seconds a pod's admission may wait for its controller to reach the informer cache."""
 
 _PODS: Final = ("", "pods")
-_UID_FIELD: Final = b'"uid":'
-_EMPTY_UID: Final = b'"uid":""'
-_MAX_POD_BODIES: Final = 4096
-"""Pod answer templates kept (one per distinct patch; then all are made again)."""
-_MAX_POD_BODY_BYTES: Final = 4 * 1024 * 1024
-"""Their summed size (patch and template): a patch grows with the pod (issue 27, item 14)."""
 _VPAS: Final = ("autoscaling.k8s.io", "verticalpodautoscalers")
 
 
@@ -236,34 +238,21 @@ class AdmissionWebhook:
         self.metrics = AdmissionMetrics(registry)
         self.caches = caches
         self.recorder = recorder
-        self.decisions = DecisionCache()
-        """``admit_pod``'s answers by what they depend on
-        (:mod:`kubescale.controllers.vpa.admission.decision_cache`)."""
-        self.matches = MatchCache()
-        """Top-most controller and VPA by owner reference and labels
-        (:mod:`kubescale.controllers.vpa.admission.match_cache`)."""
-        self.answers = AnswerCache()
-        """Whole pod answers by body but the uid (:mod:`kubescale.webhook.answer_cache`)."""
+        self.memo = AdmissionMemo(answer_template=pod_answer_template)
+        """Pod decisions by their complete inputs and answers by their question
+        (:mod:`kubescale.controllers.vpa.admission.admission_memo`)."""
         self._decider: CachedPodAdmission | None = None
-        self._pod_bodies: dict[str, tuple[bytes, bytes]] = {}
-        """A pod answer's bytes around its uid, by encoded patch (:meth:`_pod_template`)."""
-        self._pod_body_bytes = 0
 
     def _pod_decider(self, caches: AdmissionCaches) -> CachedPodAdmission:
         decider = self._decider
         if decider is None or decider.caches is not caches:
-            self.decisions.clear()
-            self.matches.clear()
+            self.memo.clear()
             options = AdmissionOptions(
                 avoid_hpa_conflict=self.settings.avoid_hpa_conflict,
                 cap_to_largest_node=self.settings.cap_to_largest_node,
                 startup_boost=self.settings.startup_boost,
             )
-            decider = CachedPodAdmission(
-                caches=caches, settings=options, decisions=self.decisions, matches=self.matches
-            )
-            self.answers.clear()
-            caches.on_input_change(self.answers)
+            decider = CachedPodAdmission(caches=caches, settings=options, memo=self.memo)
             caches.on_namespace_deleted(self.event_throttle.forget_namespace)
             self._decider = decider
         return decider
@@ -411,30 +400,25 @@ class AdmissionWebhook:
         )
 
     def _known_answer(self, body: bytes) -> AdmissionAnswer | None:
-        """The answer cache's answer to ``body``, if it holds one still valid (the pod is
-        counted as the decision counts it)."""
-        if not self.answers:
+        """The memo's answer to ``body``'s question, if it holds one still current (the pod
+        is counted as the decision counts it)."""
+        caches, decider = self.caches, self._decider
+        if not self.memo or caches is None or decider is None or decider.caches is not caches:
             return None
         split = split_uid(body)
         if split is None:
             return None
-        key, uid = split
-        known = self.answers.get(key)
+        question, uid = split
+        known = self.memo.answer(question, decider.current)
         if known is None:
             return None
-        caches, decider = self.caches, self._decider
-        if (
-            caches is None
-            or decider is None
-            or decider.caches is not caches
-            or self.matches.get(known.match_key, lookup=caches.owner, vpas_for=caches.vpas_for)
-            is not known.match
-        ):
-            self.answers.discard(key)
-            return None
-        self.metrics.count_pod(applied=known.applied)
+        patches = known.decided.patches
+        self.metrics.count_pod(applied=bool(patches))
         return AdmissionAnswer(
-            body=known.body(uid), status=known.status, resource="Pod", patches=list(known.patches)
+            body=known.body(uid),
+            status="applied" if patches else "skipped",
+            resource="Pod",
+            patches=list(patches),
         )
 
     def _admit_pod(
@@ -474,56 +458,39 @@ class AdmissionWebhook:
             self._record_hpa_conflict(decision.hpa_conflict)
         if decision.limit_range_override is not None:
             self._record_limit_range_override(decision.limit_range_override)
-        patches = decision.patches
+        decided = decision.decided or self.memo.no_patch
+        patches = decided.patches
         applied = bool(patches)
         self.metrics.count_pod(applied=applied)
         if (
-            decision.match is not None
+            decision.answered is not None
             and decision.not_matched is None
             and decision.hpa_conflict is None
             and decision.limit_range_override is None
         ):
-            self.answers.remember(
-                body,
-                uid=request.uid,
-                answer=self._pod_template(decision.encoded_patch),
-                patches=patches,
-                match=decision.match,
-                namespace=pod_namespace(pod),
-            )
+            self._remember(body, request.uid, decision.answered, namespace=pod_namespace(pod))
         return AdmissionAnswer(
-            body=self._pod_body(request.uid, decision.encoded_patch),
+            body=decided.head + encode_json(request.uid) + decided.tail,
             status="applied" if applied else "skipped",
             resource="Pod",
             patches=list(patches),
         )
 
-    def _pod_body(self, uid: str, encoded_patch: str) -> bytes:
-        """``encode_json(review_response(uid=uid, encoded_patch=encoded_patch))``."""
-        head, tail = self._pod_template(encoded_patch)
-        return head + encode_json(uid) + tail
+    def _remember(self, body: bytes, uid: str, answered: Answered, *, namespace: str) -> None:
+        """Keep ``answered`` under ``body``'s question when its first uid field is
+        ``request.uid`` (:func:`kubescale.webhook.admission_reviews.uid_is_cut`)."""
+        if self.memo.max_entries <= 0 or len(body) > MAX_QUESTION_BYTES:
+            return
+        split = split_uid(body)
+        if split is None or split[1] != uid.encode() or not uid_is_cut(body):
+            return
+        self.memo.remember_answer(split[0], answered, namespace=namespace)
 
-    def _pod_template(self, encoded_patch: str) -> tuple[bytes, bytes]:
-        """The bytes of ``encode_json(review_response(uid=uid, encoded_patch=encoded_patch))``
-        before and after the uid's JSON string, which depend only on the patch (one
-        ReplicaSet's pods share one patch): the answer is spliced around the uid written by
-        the same encoder, so the bytes are equal."""
-        template = self._pod_bodies.get(encoded_patch)
-        if template is None:
-            whole = encode_json(review_response(uid="", encoded_patch=encoded_patch))
-            head, tail = whole.split(_EMPTY_UID, 1)  # base64 never holds a quote
-            template = (head + _UID_FIELD, tail)
-            size = len(encoded_patch) + len(template[0]) + len(template[1])
-            if (
-                len(self._pod_bodies) >= _MAX_POD_BODIES
-                or self._pod_body_bytes + size > _MAX_POD_BODY_BYTES
-            ):
-                self._pod_bodies.clear()
-                self._pod_body_bytes = 0
-            if size <= _MAX_POD_BODY_BYTES:
-                self._pod_bodies[encoded_patch] = template
-                self._pod_body_bytes += size
-        return template
+    def _pod_body(self, uid: str, encoded_patch: str) -> bytes:
+        """``encode_json(review_response(uid=uid, encoded_patch=encoded_patch))``, spliced
+        from the template the memo keeps with a decision."""
+        head, tail = pod_answer_template(encoded_patch)
+        return head + encode_json(uid) + tail
 
     def _record_hpa_conflict(self, conflict: HpaConflict) -> None:
         names = sorted(

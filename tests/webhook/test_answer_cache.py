@@ -1,17 +1,16 @@
-"""The answer cache (whole pod answers by body but ``request.uid``,
-:mod:`kubescale.webhook.answer_cache`): which uid it cuts; a hit is byte for byte what the
-uncached route answers, for any uid and pod; a look-alike uid field is never cut; answers with
-side effects are not remembered; a LimitRange change (which leaves the match alone) drops the
-namespace's answers before the next request. That a VPA or owner change is seen by the very
-next request, also under concurrent VPA writes, is shown through this cache by
+"""The memo's answers by question (whole pod answers by body but ``request.uid``,
+:func:`kubescale.webhook.admission_reviews.split_uid`): which uid it cuts; a hit is byte for
+byte what the uncached route answers, for any uid and pod; a look-alike uid field is never cut;
+answers with side effects are not remembered; a LimitRange change (which leaves the match alone)
+drops the namespace's answers before the next request. That a VPA or owner change is seen by the
+very next request, also under concurrent VPA writes, is shown through the memo by
 ``test_match_cache_informers`` and ``test_decision_cache_informers`` (their repeated bodies are
-answer-cache hits).
+answers by question).
 
 Against deliberately broken copies (not committed): splicing an escaped or non-ASCII uid as
 sent fails the property here; a hit without the match check fails three of those informer
 tests; not listening to the admission caches' input changes fails the LimitRange test here and
-the concurrent-VPA-writes test there.
-"""
+the concurrent-VPA-writes test there."""
 
 from __future__ import annotations
 
@@ -26,8 +25,8 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from kubescale.kube.resources import LIMIT_RANGES
+from kubescale.webhook.admission_reviews import split_uid
 from kubescale.webhook.admission_routes import AdmissionWebhook
-from kubescale.webhook.answer_cache import split_uid
 from kubescale.webhook.webhook_config import WebhookSettings
 from tests.controllers.vpa.admission.test_decision_cache_informers import (
     _caught_up,
@@ -49,9 +48,7 @@ def _uncached(setup: Setup) -> AdmissionWebhook:
     webhook = AdmissionWebhook(
         settings=WebhookSettings(), registry=CollectorRegistry(), caches=setup.caches
     )
-    webhook.decisions.max_entries = 0
-    webhook.matches.max_entries = 0
-    webhook.answers.max_entries = 0
+    webhook.memo.max_entries = 0
     return webhook
 
 
@@ -84,8 +81,8 @@ async def test_the_next_pod_of_a_replicaset_is_a_hit_byte_for_byte(setup: Setup)
         assert answer.body == reference.body
         assert answer.patches == reference.patches
         assert answer.status == reference.status
-    assert webhook.answers.hits == 2  # the first was decided, the next two looked up
-    assert len(uncached.answers) == 0
+    assert webhook.memo.answer_hits == 2  # the first was decided, the next two looked up
+    assert len(uncached.memo) == 0
     counted = setup.registry.get_sample_value(
         "vpa_admission_controller_admission_pods_total", {"applied": "true"}
     )
@@ -107,7 +104,7 @@ async def test_a_look_alike_uid_before_request_uid_is_never_cut(setup: Setup) ->
     assert body.index(b'"uid":"req-1"') < body.index(b'"uid":"req-1"', body.index(b"uid") + 4)
     answer = await webhook.admit(body, content_type="application/json")
     assert answer.review["response"]["uid"] == "req-1"
-    assert len(webhook.answers) == 0
+    assert webhook.memo.answers() == 0
 
 
 async def test_a_pod_without_a_controller_is_not_remembered(setup: Setup) -> None:
@@ -115,7 +112,7 @@ async def test_a_pod_without_a_controller_is_not_remembered(setup: Setup) -> Non
     del pod["metadata"]["ownerReferences"]
     body = json.dumps(_review(pod)).encode()
     await setup.webhook.admit(body, content_type="application/json")
-    assert len(setup.webhook.answers) == 0
+    assert setup.webhook.memo.answers() == 0
 
 
 _UIDS = st.one_of(
@@ -156,7 +153,8 @@ async def test_any_uid_and_pod_get_the_uncached_routes_bytes(
 
 
 async def test_a_limit_range_change_drops_the_namespaces_answers(setup: Setup) -> None:
-    """Nothing of the match changes here: only the informer's handler can drop the answer."""
+    """Nothing of the match changes here: the answer's inputs (the LimitRanges' versions)
+    do, and the informer's handler releases the answer."""
     webhook = setup.webhook
 
     async def cpu(uid: str) -> str:
@@ -166,7 +164,7 @@ async def test_a_limit_range_change_drops_the_namespaces_answers(setup: Setup) -
 
     assert await cpu("req-1") == "250m"
     assert await cpu("req-2") == "250m"
-    assert webhook.answers.hits == 1
+    assert webhook.memo.answer_hits == 1
     limit_range = {
         "apiVersion": "v1",
         "kind": "LimitRange",
@@ -178,4 +176,4 @@ async def test_a_limit_range_change_drops_the_namespaces_answers(setup: Setup) -
     # the limit the VPA wants (500m) is over the max: capped to 200m, the request keeps its
     # ratio: 250m × 200/500 = 100m
     assert await cpu("req-3") == "100m"
-    assert webhook.answers.dropped == 1
+    assert webhook.memo.answers_dropped == 1

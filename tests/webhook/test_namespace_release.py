@@ -101,9 +101,7 @@ def _held(setup: Setup) -> dict[str, set[str]]:
     webhook = setup.webhook
     return {
         "admission caches": setup.caches.held_namespaces(),
-        "matches": webhook.matches.namespaces(),
-        "decisions": webhook.decisions.namespaces(),
-        "answers": webhook.answers.namespaces(),
+        "memo": webhook.memo.namespaces(),
         "event throttle": webhook.event_throttle.namespaces(),
     }
 
@@ -125,9 +123,7 @@ async def test_a_deleted_namespaces_state_is_released_when_its_delete_arrives(
     # every structure holds team-a (the LimitRange's override is not remembered as an
     # answer: its event must be recorded per decision, so team-c stands in for answers)
     assert {"team-a", "team-b", "team-c"} <= held["admission caches"]
-    assert {"team-a", "team-b", "team-c"} <= held["matches"]
-    assert {"team-a", "team-b", "team-c"} <= held["decisions"]
-    assert {"team-a", "team-b", "team-c"} <= held["answers"]
+    assert {"team-a", "team-b", "team-c"} <= held["memo"]
     assert {"team-a", "team-b", "team-c"} <= held["event throttle"]
 
     await setup.kube.delete(NAMESPACES, "team-a")
@@ -139,7 +135,5 @@ async def test_a_deleted_namespaces_state_is_released_when_its_delete_arrives(
         assert not namespaces & {"team-a", "team-c"}, structure
     # the namespace that stays keeps its state
     assert "team-b" in held["admission caches"]
-    assert "team-b" in held["matches"]
-    assert "team-b" in held["decisions"]
-    assert "team-b" in held["answers"]
+    assert "team-b" in held["memo"]
     assert "team-b" in held["event throttle"]

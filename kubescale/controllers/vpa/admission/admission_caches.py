@@ -19,8 +19,8 @@ Informers (from the process's :class:`~kubescale.kube.shared_cache.SharedCache`)
   the webhook kept the state of 2,250 deleted namespaces, +146 MiB). The namespace controller
   deletes a namespace's objects before it removes the namespace, so this runs after their own
   DELETEs (which release what was made with them) and catches what outlived them: the
-  namespace's sorted LimitRanges (kept even when empty), the parsed selectors and the match,
-  decision and answer cache entries of its pods, the event throttle's keys
+  namespace's sorted LimitRanges (kept even when empty), the parsed selectors and the
+  memo's entries of its pods, the event throttle's keys
   (:meth:`AdmissionCaches.on_namespace_deleted`). A deleted controller's parsed selector is
   released by the controller's own DELETE.
 
@@ -40,8 +40,8 @@ The lookups:
   above it can never be scheduled (on mixed node shapes the cpu and memory maxima may come from
   different nodes). Recomputed only when nodes change.
 
-:meth:`AdmissionCaches.on_input_change` tells a listener (the decision cache,
-:mod:`kubescale.controllers.vpa.admission.decision_cache`) when a VPA, the LimitRanges or HPAs of a
+:meth:`AdmissionCaches.on_input_change` tells a listener (the memo,
+:mod:`kubescale.controllers.vpa.admission.admission_memo`) when a VPA, the LimitRanges or HPAs of a
 namespace, or the nodes changed, from the informers' event handlers — after the informer holds the
 change, so
 the next lookup reads it.

@@ -22,24 +22,34 @@ What can be missing, and what the decision says about it:
   lookups are queued (:mod:`kubescale.kube.scale_lookups`), no patch,
   ``not_matched="controller-lookup-pending"``.
 
-Matching (top-most controller and VPA) is remembered per owner reference and labels in a
-:class:`~kubescale.controllers.vpa.admission.match_cache.MatchCache` and used only while every
-informer object it read is unchanged; ``admit_pod``'s answer comes from a
-:class:`~kubescale.controllers.vpa.admission.decision_cache.DecisionCache` keyed by everything it
-depends on (the pod's containers, the VPA's and LimitRanges' resourceVersions, the HPAs and largest
-node behind their flags), computed on a miss from the pod's projection
-(:func:`~kubescale.controllers.vpa.admission.decision_cache.decision_pod`).
+``admit_pod``'s answer comes from the one
+:class:`~kubescale.controllers.vpa.admission.admission_memo.AdmissionMemo`, by the decision's
+complete inputs. A match made from informers only comes with the decision
+(:attr:`PodDecision.answered`), so the route can remember the answer under its question, and
+:meth:`CachedPodAdmission.current` tells whether such an answer still holds: its match's
+objects are still the informers', and its inputs computed anew are the same. A match that read
+a controller of a kind without informer (``/scale`` lookups, answered asynchronously), or
+found an informed controller missing, is never remembered.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kubescale.controllers.vpa.admission.admission_caches import AdmissionCaches
-from kubescale.controllers.vpa.admission.decision_cache import DecisionCache, admit_cached
-from kubescale.controllers.vpa.admission.match_cache import Match, MatchCache, OwnerRead, match_key
+from kubescale.controllers.vpa.admission.admission_memo import (
+    AdmissionMemo,
+    Answered,
+    Decided,
+    Match,
+    OwnerRead,
+    admit_cached,
+    allocatable_key,
+    match_unchanged,
+    object_versions,
+)
 from kubescale.controllers.vpa.api.controller_refs import (
     ControllerRef,
     controller_owner_ref,
@@ -51,6 +61,7 @@ from kubescale.controllers.vpa.api.vpa_matching import choose_vpa, target_ref_of
 from kubescale.kube.selectors import LabelSelector
 
 __all__ = [
+    "AdmissionOptions",
     "CachedPodAdmission",
     "HpaConflict",
     "LimitRangeOverride",
@@ -82,20 +93,30 @@ class LimitRangeOverride:
 class PodDecision:
     """The outcome for one pod (see the module docstring)."""
 
-    patches: tuple[dict[str, Any], ...] = ()
-    """The JSON patch (shared with the decision cache: never modify it)."""
-    encoded_patch: str = ""
-    """``patches`` as the review carries them (base64 of the compact JSON); ``""`` for none."""
+    decided: Decided | None = None
+    """The decision and its answer's bytes (shared with the memo: never modify it); ``None``
+    when the pod could not be decided (caches not synced, a controller to wait for)."""
     wait_for: tuple[str, str, str] | None = None
     """``(kind, namespace, name)`` of a well-known controller missing from its informer."""
     not_matched: str | None = None
     """Why no VPA could be looked up, when something was not available."""
     hpa_conflict: HpaConflict | None = None
     limit_range_override: LimitRangeOverride | None = None
-    match: tuple[Hashable, Match] | None = None
-    """The match cache's key and entry this decision was made with, when it is remembered
-    there: while :meth:`MatchCache.get` gives that same entry for the key, and no input
-    listener dropped what it was made with, the same pod gets the same decision."""
+    answered: Answered | None = None
+    """The answer as the memo keeps it under its question, when the match was made from
+    informers only (nothing queued, nothing missing) and the inputs carry versions: while
+    :meth:`CachedPodAdmission.current` holds for it, the same pod gets the same decision."""
+
+    @property
+    def patches(self) -> tuple[dict[str, Any], ...]:
+        """The JSON patch (shared with the memo: never modify it)."""
+        return self.decided.patches if self.decided is not None else ()
+
+    @property
+    def encoded_patch(self) -> str:
+        """``patches`` as the review carries them (base64 of the compact JSON); ``""`` for
+        none."""
+        return self.decided.encoded_patch if self.decided is not None else ""
 
 
 def pod_namespace(pod: Mapping[str, Any]) -> str:
@@ -117,43 +138,30 @@ class AdmissionOptions:
 
 class CachedPodAdmission:
     """Decides pods from ``caches`` with ``settings``' beyond-upstream options
-    (:class:`AdmissionOptions`), remembering
-    ``admit_pod``'s answers in ``decisions`` (pass ``DecisionCache(max_entries=0)`` for none)."""
+    (:class:`AdmissionOptions`), remembering ``admit_pod``'s answers in ``memo`` (pass
+    ``AdmissionMemo(max_entries=0)`` for none)."""
 
     def __init__(
         self,
         *,
         caches: AdmissionCaches,
         settings: AdmissionOptions,
-        decisions: DecisionCache | None = None,
-        matches: MatchCache | None = None,
+        memo: AdmissionMemo | None = None,
     ) -> None:
         self.caches = caches
         self.settings = settings
-        self.decisions = decisions if decisions is not None else DecisionCache()
-        self.matches = matches if matches is not None else MatchCache()
-        """Top-most controller and VPA per owner reference and labels, checked against the
-        informers on every use (:mod:`kubescale.controllers.vpa.admission.match_cache`)."""
-        caches.on_input_change(self.decisions)
-        caches.on_namespace_deleted(self.matches.forget_namespace)
+        self.memo = memo if memo is not None else AdmissionMemo()
+        caches.on_input_change(self.memo)
 
     def decide(self, pod: dict[str, Any], *, may_wait: bool) -> PodDecision:
         """The decision for ``pod`` (its namespace set); may raise ``PodAdmissionError``."""
         caches = self.caches
         if not caches.synced:
             return PodDecision(not_matched="caches-not-synced")
-        key = match_key(pod)
-        if key is not None:
-            known = self.matches.get(key, lookup=caches.owner, vpas_for=caches.vpas_for)
-            if known is not None:
-                # Made from informers only: nothing was queued, nothing is missing.
-                if known.vpa is None:
-                    return PodDecision(match=(key, known))
-                return self._patch(pod, known.vpa, not_matched=None, match=(key, known))
         pending_before = caches.controllers.scale_lookups.pending
         misses: list[tuple[str, str, str]] = []
         reads: list[OwnerRead] = []
-        cacheable = key is not None
+        cacheable = True
 
         def owner(api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
             nonlocal cacheable
@@ -190,7 +198,9 @@ class CachedPodAdmission:
             return selector
 
         direct = controller_owner_ref(pod)
-        if direct is not None and not caches.informs(direct.kind):
+        if direct is None:
+            cacheable = False  # nothing in the question names what the match read
+        elif not caches.informs(direct.kind):
             # First sight of a controller without an informer: queue its lookup together with
             # its kind's discovery (topmost_controller asks for the kind first, then the object).
             caches.owner(direct.api_version, direct.kind, direct.namespace, direct.name)
@@ -213,20 +223,45 @@ class CachedPodAdmission:
             if caches.controllers.scale_lookups.pending > pending_before
             else None
         )
-        remembered: tuple[Hashable, Match] | None = None
-        if cacheable and not misses and not_matched is None and key is not None:
-            stored = self.matches.put(
-                key,
-                controller=controller,
-                vpa=vpa,
-                reads=reads,
-                vpas=candidates,
-                namespace=pod_namespace(pod),
+        match = None
+        if cacheable and not misses and not_matched is None:
+            match = Match(
+                controller=controller, vpa=vpa, reads=tuple(reads), vpas=tuple(candidates)
             )
-            remembered = (key, stored) if stored is not None else None
         if vpa is None:
-            return PodDecision(not_matched=not_matched, match=remembered)
-        return self._patch(pod, vpa, not_matched=not_matched, match=remembered)
+            decided = self.memo.no_patch
+            answered = None
+            if match is not None:
+                answered = Answered(decided=decided, inputs=None, match=match)
+            return PodDecision(decided=decided, not_matched=not_matched, answered=answered)
+        return self._patch(pod, vpa, not_matched=not_matched, match=match)
+
+    def current(self, answered: Answered) -> bool:
+        """Whether ``answered`` is still the answer to its question: the objects its match read
+        are still the informers' — the VPA among them, so its resourceVersion is the one decided
+        with —, and the LimitRanges' (and, behind their flags, the HPAs' and the largest node's)
+        versions read anew are the ones in its inputs (:func:`decision_inputs`: the pod's
+        projection is the question's, the namespace the VPA's, the flags this object's)."""
+        caches = self.caches
+        match = answered.match
+        if not match_unchanged(match, lookup=caches.owner, vpas_for=caches.vpas_for):
+            return False
+        inputs = answered.inputs
+        vpa = match.vpa
+        if vpa is None or inputs is None:
+            return vpa is None and inputs is None
+        ranges = caches.limit_ranges(str(inputs[1]))
+        if ranges is not answered.limit_ranges and object_versions(ranges) != inputs[3]:
+            return False
+        settings = self.settings
+        if settings.avoid_hpa_conflict:
+            target = target_ref_of(vpa)
+            hpas = caches.hpas_for(target.namespace, target.kind, target.name) if target else []
+            if object_versions(hpas) != inputs[4]:
+                return False
+        if settings.cap_to_largest_node:
+            return allocatable_key(caches.largest_node_allocatable()) == inputs[5]
+        return True
 
     def _patch(
         self,
@@ -234,7 +269,7 @@ class CachedPodAdmission:
         vpa: dict[str, Any],
         *,
         not_matched: str | None,
-        match: tuple[Hashable, Match] | None = None,
+        match: Match | None,
     ) -> PodDecision:
         caches, settings = self.caches, self.settings
         target = target_ref_of(vpa)
@@ -242,12 +277,13 @@ class CachedPodAdmission:
         if settings.avoid_hpa_conflict and target is not None:
             hpas = caches.hpas_for(target.namespace, target.kind, target.name)
         namespace = target.namespace if target else pod_namespace(pod)
-        admission = admit_cached(
-            self.decisions,
+        ranges = caches.limit_ranges(namespace)
+        decided, inputs = admit_cached(
+            self.memo,
             pod=pod,
             namespace=namespace,
             vpa=vpa,
-            limit_ranges=caches.limit_ranges(namespace),
+            limit_ranges=ranges,
             hpas=hpas,
             avoid_hpa_conflict=settings.avoid_hpa_conflict,
             largest_node_allocatable=(
@@ -257,20 +293,22 @@ class CachedPodAdmission:
             startup_boost=settings.startup_boost,
         )
         conflict = None
-        if admission.skipped_resources and target is not None:
+        if decided.skipped_resources and target is not None:
             conflict = HpaConflict(
-                vpa=vpa, target=target, hpas=tuple(hpas), resources=admission.skipped_resources
+                vpa=vpa, target=target, hpas=tuple(hpas), resources=decided.skipped_resources
             )
         override = None
-        if admission.limit_range_conflicts:
+        if decided.limit_range_conflicts:
             override = LimitRangeOverride(
-                vpa=vpa, target=target, conflicts=admission.limit_range_conflicts
+                vpa=vpa, target=target, conflicts=decided.limit_range_conflicts
             )
+        answered = None
+        if match is not None and inputs is not None:
+            answered = Answered(decided=decided, inputs=inputs, match=match, limit_ranges=ranges)
         return PodDecision(
-            patches=admission.patches,
-            encoded_patch=admission.encoded_patch,
+            decided=decided,
             not_matched=not_matched,
             hpa_conflict=conflict,
             limit_range_override=override,
-            match=match,
+            answered=answered,
         )

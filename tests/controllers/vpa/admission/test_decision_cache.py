@@ -1,4 +1,4 @@
-"""The decision cache answers exactly what ``admit_pod`` answers, on every input it depends on.
+"""The memo's decisions answer exactly what ``admit_pod`` answers, on every input it depends on.
 
 Property: for random pods (containers, init containers, statuses, overhead, and fields the
 decision does not read: names, labels, annotations, images, env), random VPAs, LimitRanges,
@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kubescale.controllers.vpa.admission.decision_cache import (
-    DecisionCache,
+from kubescale.controllers.vpa.admission.admission_memo import (
+    AdmissionMemo,
     admit_cached,
     decision_pod,
     encode_patch,
@@ -156,10 +156,10 @@ def expected(pod: dict[str, Any], world: World, *, avoid: bool, cap: bool) -> An
 
 
 def cached(
-    cache: DecisionCache, pod: dict[str, Any], world: World, *, avoid: bool, cap: bool
+    cache: AdmissionMemo, pod: dict[str, Any], world: World, *, avoid: bool, cap: bool
 ) -> Any:
     try:
-        answer = admit_cached(
+        answer, _ = admit_cached(
             cache,
             pod=pod,
             namespace="default",
@@ -223,7 +223,7 @@ def test_a_cached_answer_is_admit_pods_answer(
     cap: bool,
     steps: list[str],
 ) -> None:
-    cache = DecisionCache(max_entries=4)  # small: the LRU drops entries along the way too
+    cache = AdmissionMemo(max_entries=4)  # small: the LRU drops entries along the way too
     world = World(vpa, ranges)
     for index, step in enumerate(steps):
         if step == "request":
@@ -278,7 +278,7 @@ def test_an_edit_is_seen_by_the_next_request(
     ``kubectl edit`` does) between two requests of the same shape: the second answer is
     ``admit_pod``'s with the edited input. The sequence property above meets this case only
     now and then; here every example is one."""
-    cache = DecisionCache()
+    cache = AdmissionMemo()
     world = World(vpa, ranges)
     world.hpas = [world.stamp(h, uid=f"hpa-{i}") for i, h in enumerate(data.draw(HPAS))]
     world.largest = data.draw(NODES)
@@ -382,7 +382,7 @@ BASE: dict[str, Any] = {
     ],
 )
 def test_what_makes_a_new_entry(change: dict[str, Any], new_entry: bool) -> None:
-    cache = DecisionCache()
+    cache = AdmissionMemo()
 
     def ask(inputs: dict[str, Any]) -> None:
         admit_cached(
@@ -433,7 +433,7 @@ def test_the_projection_keeps_what_the_decision_reads() -> None:
 
 def test_size_age_and_invalidation() -> None:
     now = [0.0]
-    cache = DecisionCache(max_entries=2, max_age=10.0, now=lambda: now[0])
+    cache = AdmissionMemo(max_entries=2, max_age=10.0, now=lambda: now[0])
     pods = [_pod(resources={"requests": {"cpu": f"{i + 1}00m"}}) for i in range(3)]
 
     def ask(pod: dict[str, Any], vpa: dict[str, Any] | None = None) -> None:

@@ -1,4 +1,4 @@
-"""The decision cache behind the real route, fed by the real informers of the in-process API
+"""The memo's decisions behind the real route, fed by the real informers of the in-process API
 server: a change written through the client is seen by the very next request, and admissions
 racing VPA writes answer what the uncached path answers at the same moment.
 
@@ -18,12 +18,11 @@ from typing import Any
 
 import pytest
 
+from kubescale.controllers.vpa.admission.admission_memo import AdmissionMemo
 from kubescale.controllers.vpa.admission.cached_pod_admission import (
     AdmissionOptions,
     CachedPodAdmission,
 )
-from kubescale.controllers.vpa.admission.decision_cache import DecisionCache
-from kubescale.controllers.vpa.admission.match_cache import MatchCache
 from kubescale.kube.resources import LIMIT_RANGES, VERTICAL_POD_AUTOSCALERS
 from kubescale.webhook.webhook_config import WebhookSettings
 from tests.webhook.test_admission_routes import Setup, _pod, _recommendation, _review, _setup
@@ -58,8 +57,7 @@ def _uncached(setup: Setup) -> CachedPodAdmission:
     return CachedPodAdmission(
         caches=setup.caches,
         settings=AdmissionOptions(),
-        decisions=DecisionCache(max_entries=0),
-        matches=MatchCache(max_entries=0),
+        memo=AdmissionMemo(max_entries=0),
     )
 
 
@@ -80,7 +78,7 @@ async def _caught_up(setup: Setup) -> None:
 
 
 async def test_a_vpa_change_is_seen_by_the_very_next_request(setup: Setup) -> None:
-    decisions = setup.webhook.decisions
+    decisions = setup.webhook.memo
     first = await _ask(setup, 1)
     assert _requests(first) == {"cpu": "250m", "memory": "200Mi"}
     assert await _ask(setup, 2) == first
@@ -111,7 +109,7 @@ async def test_a_vpa_change_is_seen_by_the_very_next_request(setup: Setup) -> No
 
 
 async def test_a_limit_range_change_is_seen_by_the_very_next_request(setup: Setup) -> None:
-    decisions = setup.webhook.decisions
+    decisions = setup.webhook.memo
     assert _requests(await _ask(setup, 1)) == {"cpu": "250m", "memory": "200Mi"}
 
     limit_range = {
@@ -185,8 +183,8 @@ async def test_admissions_racing_vpa_writes_answer_what_the_uncached_path_answer
     await writer
     assert sum(counts) > len(targets)
     assert len(seen) >= 3, "the admissions saw several VPA versions"
-    # the repeated body is answered from the answer cache, else from the decision cache
-    assert webhook.answers.hits + webhook.decisions.hits > 0
+    # the repeated body is answered from the memo by its question, else by its inputs
+    assert webhook.memo.answer_hits + webhook.memo.hits > 0
     # once the informer holds the last write, the answer is the last target
     await _caught_up(setup)
     assert _requests(await _ask(setup, 99)) == targets[-1]

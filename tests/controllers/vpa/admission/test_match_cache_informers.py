@@ -1,7 +1,8 @@
-"""The match cache (top-most controller and VPA per owner reference and labels) behind the real
-route, over the real informers of the in-process API server: a VPA created, deleted or retargeted,
-a ReplicaSet moved to another owner and a Deployment's selector changed are each seen by the very
-next request, and after every edit the route answers what the uncached path answers.
+"""The memo's answers by question, which keep the match (top-most controller and VPA) they were
+made with, behind the real route, over the real informers of the in-process API server: a VPA
+created, deleted or retargeted, a ReplicaSet moved to another owner and a Deployment's selector
+changed are each seen by the very next request, and after every edit the route answers what the
+uncached path answers.
 
 The cluster is ``test_admission_routes``' (Deployment ``web`` → ReplicaSet ``web-rs``, VPA
 ``web-vpa`` on the Deployment, target cpu 250m / memory 200Mi).
@@ -16,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from kubescale.controllers.vpa.admission.match_cache import MatchCache, match_key
+from kubescale.controllers.vpa.admission.admission_memo import AdmissionMemo
 from kubescale.kube.resources import DEPLOYMENTS, REPLICA_SETS, VERTICAL_POD_AUTOSCALERS
+from kubescale.webhook.admission_reviews import split_uid
 from kubescale.webhook.webhook_config import WebhookSettings
 from tests.controllers.vpa.admission.test_decision_cache_informers import (
     _caught_up,
@@ -44,8 +46,8 @@ async def _ask(setup: Setup, index: int, pod: dict[str, Any] | None = None) -> l
     return _patch(await setup.post(body))
 
 
-def _matches(setup: Setup) -> MatchCache:
-    return setup.webhook.matches
+def _memo(setup: Setup) -> AdmissionMemo:
+    return setup.webhook.memo
 
 
 async def test_a_vpa_created_deleted_or_retargeted_is_seen_by_the_very_next_request(
@@ -53,18 +55,18 @@ async def test_a_vpa_created_deleted_or_retargeted_is_seen_by_the_very_next_requ
 ) -> None:
     assert _requests(await _ask(setup, 1)) == {"cpu": "250m", "memory": "200Mi"}
     assert _requests(await _ask(setup, 2)) == {"cpu": "250m", "memory": "200Mi"}
-    assert _matches(setup).hits >= 1  # the second pod's match was a lookup
+    assert _memo(setup).answer_hits >= 1  # the second pod's answer (and match) was a lookup
 
     # a second VPA on the same Deployment: upstream picks the older one (web-vpa) — the
     # answer stays, but the match is made again because the VPA index changed
-    misses = _matches(setup).misses
+    misses = _memo(setup).answer_misses
     await setup.kube.create(
         VERTICAL_POD_AUTOSCALERS,
         _vpa("web-vpa-2", "Deployment", "web", _recommendation({"cpu": "1", "memory": "1Gi"})),
     )
     await _caught_up(setup)
     assert _requests(await _ask(setup, 3)) == {"cpu": "250m", "memory": "200Mi"}
-    assert _matches(setup).misses > misses
+    assert _memo(setup).answer_misses > misses
 
     # the older one goes: the next pod gets the other VPA's target at once
     await setup.kube.delete(VERTICAL_POD_AUTOSCALERS, "web-vpa", namespace="default")
@@ -134,18 +136,18 @@ async def test_labels_are_part_of_the_key(setup: Setup) -> None:
     assert _requests(await _ask(setup, 1, pod)) == {"cpu": "250m", "memory": "200Mi"}
     other = _pod()
     other["metadata"]["labels"] = {"app": "not-web"}  # not selected by the Deployment
-    assert match_key(other) != match_key(pod)
+    questions = [split_uid(json.dumps(_review(p, uid="req")).encode()) for p in (pod, other)]
+    assert questions[0] is not None
+    assert questions[1] is not None
+    assert questions[0][0] != questions[1][0]
     assert await _ask(setup, 2, other) == []
     assert _requests(await _ask(setup, 3, pod)) == {"cpu": "250m", "memory": "200Mi"}
 
 
-def test_a_pod_without_controller_or_with_odd_labels_is_not_keyed() -> None:
+async def test_a_pod_without_controller_is_not_remembered(setup: Setup) -> None:
     pod = _pod()
     pod["metadata"]["ownerReferences"] = []
-    assert match_key(pod) is None
-    odd = _pod()
-    odd["metadata"]["labels"] = {"app": ["unhashable"]}
-    assert match_key(odd) is None
+    assert setup.webhook._pod_decider(setup.caches).decide(pod, may_wait=False).answered is None
 
 
 async def test_a_replicasets_status_update_keeps_the_match(setup: Setup) -> None:
@@ -162,8 +164,7 @@ async def test_a_replicasets_status_update_keeps_the_match(setup: Setup) -> None
     await _caught_up(setup)
     after = await setup.kube.get(REPLICA_SETS, "web-rs", namespace="default")
     assert after["metadata"]["resourceVersion"] != before["metadata"]["resourceVersion"]
-    misses = _matches(setup).misses
-    # still a lookup (and so the whole answer stays in the answer cache, which rides on it);
-    # an identity-only check fails here
+    misses = _memo(setup).answer_misses
+    # still a lookup (the whole answer stays in the memo); an identity-only check fails here
     assert _requests(await _ask(setup, 2)) == {"cpu": "250m", "memory": "200Mi"}
-    assert _matches(setup).misses == misses
+    assert _memo(setup).answer_misses == misses
