@@ -24,7 +24,6 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from kubescale.base.objects import ObjectRef, meta
 from kubescale.kube.informer import EventHandlers, Informer
 from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.resources import (
@@ -44,6 +43,7 @@ from kubescale.kube.selectors import (
     label_selector_from_dict,
     label_selector_from_set,
 )
+from kubescale.objects.views import ObjectRef, meta
 
 __all__ = ["WELL_KNOWN_INFORMED", "ControllerLookups", "well_known_selector"]
 

@@ -49,12 +49,12 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from kubescale.base.logs import component_logger
-from kubescale.base.objects import meta
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.informer import EventHandlers, Informer
 from kubescale.kube.quantities import Quantity, QuantityError
 from kubescale.kube.resources import PODS
+from kubescale.objects.views import meta
 
 __all__ = [
     "HISTORY_MAX_AGE",

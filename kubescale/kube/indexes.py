@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from kubescale.base.objects import meta
+from kubescale.objects.views import meta
 
 IndexFunc = Callable[[Mapping[str, Any]], Iterable[str]]
 

@@ -41,7 +41,6 @@ from datetime import datetime
 from typing import Any, Final
 
 from kubescale.base.logs import component_logger
-from kubescale.base.objects import meta
 from kubescale.kube.client import KubeClient
 from kubescale.kube.controller_lookups import ControllerLookups
 from kubescale.kube.disruption_arbiter import DisruptionArbiter
@@ -57,6 +56,7 @@ from kubescale.kube.resources import (
     PODS,
     PRIORITY_CLASSES,
 )
+from kubescale.objects.views import meta
 from kubescale.scheduling.pod_resources import NON_MISSING_DEFAULTS, RequestCache
 
 from .descheduler_config import DeschedulerSettings

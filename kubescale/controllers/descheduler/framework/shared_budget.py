@@ -42,7 +42,6 @@ from collections.abc import Iterable, Mapping, Set
 from datetime import datetime
 from typing import Any, Final
 
-from kubescale.base.objects import meta
 from kubescale.kube.disruption_arbiter import (
     DisruptionArbiter,
     WorkloadView,
@@ -51,6 +50,7 @@ from kubescale.kube.disruption_arbiter import (
 )
 from kubescale.kube.disruption_ledger import DisruptionKind
 from kubescale.kube.selectors import LabelSelector, SelectorError, label_selector_from_dict
+from kubescale.objects.views import meta
 from kubescale.scheduling.autoscaler_taints import (
     AUTOSCALER_MARKS,
     DELETION_CANDIDATE_TAINT,

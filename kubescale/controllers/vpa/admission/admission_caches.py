@@ -53,7 +53,6 @@ import asyncio
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Protocol
 
-from kubescale.base.objects import ObjectRef
 from kubescale.kube.controller_lookups import (
     WELL_KNOWN_INFORMED,
     ControllerLookups,
@@ -71,6 +70,7 @@ from kubescale.kube.resources import (
 )
 from kubescale.kube.selectors import LabelSelector
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.objects.views import ObjectRef
 
 __all__ = [
     "HPA_TARGET_INDEX",

@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from kubescale.base.objects import mapping
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef
+from kubescale.objects.views import mapping
 
 __all__ = [
     "CONFLICT_RESOURCES",

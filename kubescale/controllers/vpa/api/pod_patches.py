@@ -53,11 +53,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kubescale.base.objects import mapping
 from kubescale.controllers.vpa.api.current_resources import ordered_names
 from kubescale.controllers.vpa.api.pod_resources import ContainerResources, PodResources
 from kubescale.controllers.vpa.api.startup_boost import boost_annotation
 from kubescale.kube.quantities import Quantity
+from kubescale.objects.views import mapping
 
 __all__ = [
     "OBSERVED_CONTAINERS_ANNOTATION",

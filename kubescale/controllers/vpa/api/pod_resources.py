@@ -65,7 +65,6 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from kubescale.base.objects import mapping, optional_mapping
 from kubescale.controllers.vpa.api.capping import (
     REQUESTS_AND_LIMITS,
     cap_recommendation,
@@ -88,6 +87,7 @@ from kubescale.controllers.vpa.api.startup_boost import (
 )
 from kubescale.controllers.vpa.api.vpa_policy import UPDATE_MODE_OFF, update_mode
 from kubescale.kube.quantities import Quantity
+from kubescale.objects.views import mapping, optional_mapping
 
 __all__ = [
     "NODE_FIT_ACTION",

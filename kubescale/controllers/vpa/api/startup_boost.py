@@ -42,12 +42,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from kubescale.base.objects import mapping
 from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.api.current_resources import ResourceList
 from kubescale.controllers.vpa.api.limit_scaling import proportional_limits
 from kubescale.controllers.vpa.api.vpa_policy import container_policy
 from kubescale.kube.quantities import DECIMAL_SI, Quantity, QuantityError
+from kubescale.objects.views import mapping
 
 __all__ = [
     "STARTUP_BOOST_ANNOTATION_PREFIX",

@@ -23,11 +23,11 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from kubescale.base.objects import mapping
 from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef
 from kubescale.controllers.vpa.api.vpa_policy import UPDATE_MODE_OFF, update_mode
 from kubescale.kube.selectors import LabelSelector
+from kubescale.objects.views import mapping
 
 __all__ = [
     "choose_vpa",

@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from kubescale.base.objects import mapping
 from kubescale.kube.quantities import Quantity, QuantityError
+from kubescale.objects.views import mapping
 
 __all__ = [
     "DEFAULT_CONTAINER_POLICY",

@@ -30,12 +30,12 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from kubescale.base.objects import mapping
 from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.model.cluster_state import VpaRecommendation
 from kubescale.kube.client import KubeClient
 from kubescale.kube.quantities import Quantity, QuantityError
 from kubescale.kube.resources import VERTICAL_POD_AUTOSCALERS
+from kubescale.objects.views import mapping
 
 __all__ = [
     "CONFIG_DEPRECATED",

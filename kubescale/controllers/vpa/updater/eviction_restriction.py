@@ -33,8 +33,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from kubescale.base.logs import component_logger
-from kubescale.base.objects import meta
 from kubescale.kube.disruption_ledger import DisruptionKind
+from kubescale.objects.views import meta
 
 _log = component_logger("vpa-updater")
 

@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from kubescale.base.objects import mapping
 from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.api.current_resources import (
     ResourceList,
@@ -47,6 +46,7 @@ from kubescale.controllers.vpa.api.limit_ranges import LimitRangeItem
 from kubescale.controllers.vpa.api.pod_resources import capped_recommendation
 from kubescale.controllers.vpa.api.vpa_policy import container_policy, update_mode
 from kubescale.kube.quantities import Quantity
+from kubescale.objects.views import mapping
 
 __all__ = [
     "OBSERVED_CONTAINERS_ANNOTATION",

@@ -24,7 +24,6 @@ from datetime import datetime
 from typing import Any, Final
 
 from kubescale.base.logs import component_logger
-from kubescale.base.objects import meta
 from kubescale.controllers.vpa.api.pod_admission import PodAdmissionError, admit_pod
 from kubescale.controllers.vpa.api.startup_boost import (
     CPU,
@@ -45,6 +44,7 @@ from kubescale.kube.disruption_ledger import (
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.events import EventRecorder
 from kubescale.kube.resources import PODS
+from kubescale.objects.views import meta
 
 __all__ = ["IN_PLACE_UPDATED_ANNOTATION", "PodActions", "resize_patches"]
 

@@ -49,7 +49,6 @@ from datetime import datetime
 from typing import Any, Final
 
 from kubescale.base.logs import component_logger
-from kubescale.base.objects import meta
 from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef, topmost_controller
 from kubescale.controllers.vpa.api.hpa_conflict import (
@@ -96,6 +95,7 @@ from kubescale.kube.resources import (
 )
 from kubescale.kube.selectors import LabelSelector
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.objects.views import meta
 from kubescale.runtime.component import TimelineReport
 
 __all__ = ["LOOP_NAME", "UpdaterLoop", "lease_is_fresh"]
