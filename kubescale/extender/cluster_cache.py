@@ -46,7 +46,7 @@ from kubescale.controllers.descheduler.strategies.utilization_math import (
     BASIC_RESOURCES,
     node_capacity,
 )
-from kubescale.kube.selectors import LabelSelector
+from kubescale.objects.selectors import LabelSelector
 from kubescale.scheduling.fit import pod_key
 
 __all__ = ["ClusterCache", "tracked_resources"]

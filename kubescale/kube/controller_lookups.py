@@ -37,7 +37,7 @@ from kubescale.kube.resources import (
     ResourceType,
 )
 from kubescale.kube.scale_lookups import ScaleLookups
-from kubescale.kube.selectors import (
+from kubescale.objects.selectors import (
     LabelSelector,
     SelectorError,
     label_selector_from_dict,

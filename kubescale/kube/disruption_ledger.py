@@ -52,8 +52,8 @@ from kubescale.base.logs import component_logger
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.informer import EventHandlers, Informer
-from kubescale.kube.quantities import Quantity, QuantityError
 from kubescale.kube.resources import PODS
+from kubescale.objects.quantities import Quantity, QuantityError
 from kubescale.objects.views import meta
 
 __all__ = [

@@ -3,7 +3,7 @@
 A :class:`Lister` answers from memory (client-go ``cache.GenericLister`` + ``Indexer``):
 ``get`` by name, ``list`` by namespace and label selector, and lookups through the indexes of
 :mod:`kubescale.kube.indexes` (controller owner uid, pod node name, any custom index). Label
-selectors are :class:`kubescale.kube.selectors.LabelSelector` (or selector text, parsed with the
+selectors are :class:`kubescale.objects.selectors.LabelSelector` (or selector text, parsed with the
 apimachinery
 ``labels.Parse`` grammar). Results are the cached dicts themselves: read-only, deep-copy before
 changing; order is the order objects were first stored, not sorted.
@@ -15,7 +15,7 @@ from typing import Any
 
 from kubescale.kube.indexes import NAMESPACE_INDEX, NODE_INDEX, OWNER_INDEX, IndexedCache
 from kubescale.kube.resources import ResourceType
-from kubescale.kube.selectors import (
+from kubescale.objects.selectors import (
     FieldSelector,
     LabelSelector,
     parse_field_selector,

@@ -69,8 +69,8 @@ from kubescale.kube.api_paths import (
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.resources import ResourceType, by_kind
-from kubescale.kube.selectors import LabelSelector, SelectorError, parse_label_selector
 from kubescale.kube.token_bucket import TokenBucket
+from kubescale.objects.selectors import LabelSelector, SelectorError, parse_label_selector
 
 __all__ = [
     "FRESHNESS",

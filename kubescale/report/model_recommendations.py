@@ -33,7 +33,7 @@ from kubescale.controllers.vpa.recommender.prometheus_history import (
     HistoryProvider,
     load_history,
 )
-from kubescale.kube.selectors import SelectorError, label_selector_from_dict
+from kubescale.objects.selectors import SelectorError, label_selector_from_dict
 
 __all__ = ["ModelRecommendations", "WorkloadKey", "model_recommendations", "workload_key"]
 

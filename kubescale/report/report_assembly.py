@@ -30,7 +30,7 @@ from typing import Any, Final
 
 from kubescale.base.times import format_time
 from kubescale.controllers.vpa.model.cluster_state import VpaRecommendation
-from kubescale.kube.selectors import SelectorError, label_selector_from_dict
+from kubescale.objects.selectors import SelectorError, label_selector_from_dict
 from kubescale.rendering.kube_columns import hpa_targets
 from kubescale.report.cluster_reading import ClusterReading
 from kubescale.report.model_recommendations import (

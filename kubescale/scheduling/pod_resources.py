@@ -1,6 +1,6 @@
 """What a pod requests and what a node offers, in the units kube-scheduler and the kubelet use.
 
-Amounts are exact integers parsed with :mod:`kubescale.kube.quantities`: ``cpu`` in millicores
+Amounts are exact integers parsed with :mod:`kubescale.objects.quantities`: ``cpu`` in millicores
 (``Quantity.MilliValue``), every other resource in whole units (``Quantity.Value``: bytes for
 memory, a count for ``pods`` and extended resources). The rules are upstream's:
 
@@ -27,7 +27,7 @@ import functools
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from kubescale.kube.quantities import Quantity, QuantityError
+from kubescale.objects.quantities import Quantity, QuantityError
 
 __all__ = [
     "DEFAULT_MEMORY_REQUEST",

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from kubescale.kube.selectors import LabelSelector
+from kubescale.objects.selectors import LabelSelector
 
 from .filters import NodeAffinity, NodeState
 from .topology_spread import KeyedNodes, is_terminating, keyed_nodes

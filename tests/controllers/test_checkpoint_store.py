@@ -18,8 +18,8 @@ from kubescale.controllers.vpa.checkpoint.checkpoint_store import CheckpointStor
 from kubescale.controllers.vpa.model.cluster_state import AggregateKey, ClusterState, LiveContainers
 from kubescale.controllers.vpa.model.estimators import RecommenderConfig
 from kubescale.kube.resources import VERTICAL_POD_AUTOSCALERS, VPA_CHECKPOINTS
-from kubescale.kube.selectors import label_selector_from_set
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.objects.selectors import label_selector_from_set
 
 from .test_recommender_loop import (
     NAMESPACE,

@@ -18,7 +18,7 @@ from kubescale.kube.indexes import (
 )
 from kubescale.kube.listers import Lister
 from kubescale.kube.resources import NODES, PODS
-from kubescale.kube.selectors import parse_label_selector
+from kubescale.objects.selectors import parse_label_selector
 
 
 def pod(

@@ -27,7 +27,7 @@ from kubescale.controllers.vpa.admission.decision_cache import (
     encode_patch,
 )
 from kubescale.controllers.vpa.api.pod_admission import PodAdmissionError, admit_pod
-from kubescale.kube.quantities import Quantity
+from kubescale.objects.quantities import Quantity
 
 from .test_limit_range_property import limit_ranges, pods, resource_lists, vpas
 

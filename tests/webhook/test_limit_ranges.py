@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from kubescale.controllers.vpa.api.limit_ranges import LimitRangeItem, merged_limit_range_item
-from kubescale.kube.quantities import Quantity, QuantityError
+from kubescale.objects.quantities import Quantity, QuantityError
 
 
 def limit_range(*items: dict[str, Any], name: str = "lr") -> dict[str, Any]:

@@ -24,7 +24,8 @@ import argparse
 from dataclasses import dataclass
 from typing import cast
 
-from kubescale.base.flag_types import FlagValueError, parse_bool, parse_duration
+from kubescale.base.flag_types import FlagValueError, parse_bool
+from kubescale.base.go_time import parse_duration
 
 from .policy.policy_loading import DeschedulerPolicy
 from .policy_flags import PolicyGatedMode, add_policy_arguments, policy_from_args, policy_gated_mode

@@ -32,12 +32,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Final, Literal, cast
 
-from kubescale.base.flag_types import (
-    FlagValueError,
-    add_duration_flag,
-    parse_duration,
-    parse_feature_gates,
-)
+from kubescale.base.flag_types import FlagValueError, add_duration_flag, parse_feature_gates
+from kubescale.base.go_time import parse_duration
 
 __all__ = [
     "CONTROLLER_ANNOTATION",

@@ -108,10 +108,10 @@ from kubescale.kube.resources import (
     PODS,
     REPLICA_SETS,
 )
-from kubescale.kube.selectors import (
+from kubescale.kube.shared_cache import SharedCache
+from kubescale.objects.selectors import (
     LabelSelector,
 )
-from kubescale.kube.shared_cache import SharedCache
 from kubescale.prometheus.query_api import PrometheusQueryClient
 from kubescale.runtime.component import TimelineReport
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kubescale.kube.selectors import (
+from kubescale.objects.selectors import (
     DOUBLE_EQUALS,
     EQUALS,
     IN,

@@ -52,7 +52,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from kubescale.controllers.hpa.hpa_spec import HpaSpecError, MetricSpec
-from kubescale.kube.quantities import Quantity, QuantityError
+from kubescale.objects.quantities import Quantity, QuantityError
 
 __all__ = [
     "LEAD_ANNOTATION",

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from kubescale.kube.quantities import Quantity, QuantityError
+from kubescale.base.times import parse_time
+from kubescale.objects.quantities import Quantity, QuantityError
 
 __all__ = [
     "MAX_INT32",
@@ -81,15 +82,6 @@ def ceil_to_int32(value: float) -> int:
 
 
 # --- pods -------------------------------------------------------------------------------------
-
-
-def _time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 def _name(pod: Mapping[str, Any]) -> str:
@@ -159,11 +151,11 @@ def group_pods(
             continue
         if resource == "cpu":
             condition = _ready_condition(pod)
-            start = _time((pod.get("status") or {}).get("startTime"))
+            start = parse_time((pod.get("status") or {}).get("startTime"))
             if condition is None or start is None:
                 unready.add(name)
                 continue
-            transition = _time(condition.get("lastTransitionTime")) or start
+            transition = parse_time(condition.get("lastTransitionTime")) or start
             not_ready = condition.get("status") == "False"
             if start + cpu_initialization_period > now:
                 is_unready = not_ready or metric.timestamp < transition + metric.window

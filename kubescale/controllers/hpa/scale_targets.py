@@ -21,7 +21,7 @@ from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.resources import ALL, DEPLOYMENTS, REPLICA_SETS, STATEFUL_SETS, ResourceType
-from kubescale.kube.selectors import SelectorError, label_selector_from_dict
+from kubescale.objects.selectors import SelectorError, label_selector_from_dict
 
 __all__ = [
     "CACHED_WORKLOADS",

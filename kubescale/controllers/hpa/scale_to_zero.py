@@ -33,7 +33,7 @@ from typing import Any, Final
 
 from kubescale.controllers.hpa.hpa_spec import HpaSpecError
 from kubescale.controllers.hpa.metric_proposals import ExternalValues, Fetched, ObjectValue
-from kubescale.kube.quantities import Quantity, QuantityError
+from kubescale.objects.quantities import Quantity, QuantityError
 
 __all__ = [
     "ACTIVATION_THRESHOLD_ANNOTATION",

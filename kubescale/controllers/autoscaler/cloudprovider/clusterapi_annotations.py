@@ -34,8 +34,8 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Final
 
-from kubescale.base.flag_types import parse_duration
 from kubescale.base.go_strconv import GoAtoiError, go_atoi
+from kubescale.base.go_time import parse_duration
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
     ErrorClass,
     Instance,
@@ -43,7 +43,7 @@ from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
     InstanceState,
 )
 from kubescale.controllers.autoscaler.config.autoscaler_settings import NodeGroupDefaults
-from kubescale.kube.quantities import Quantity, QuantityError
+from kubescale.objects.quantities import Quantity, QuantityError
 
 __all__ = [
     "CAPACITY_PREFIX",

@@ -88,7 +88,7 @@ from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.informer import Informer
 from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.resources import NODES, ResourceType
-from kubescale.kube.selectors import SelectorError, label_selector_from_dict
+from kubescale.objects.selectors import SelectorError, label_selector_from_dict
 
 __all__ = ["CLUSTER_NAME_LABEL", "ClusterApiProvider", "template_node"]
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from kubescale.base.flag_types import parse_duration
+from kubescale.base.go_time import parse_duration
 from kubescale.base.times import parse_time
 
 __all__ = [

@@ -52,7 +52,7 @@ from kubescale.controllers.autoscaler.model.pod_facts import (
     pod_id,
 )
 from kubescale.controllers.autoscaler.simulator.utilization import is_long_terminating
-from kubescale.kube.selectors import LabelSelector, SelectorError, label_selector_from_dict
+from kubescale.objects.selectors import LabelSelector, SelectorError, label_selector_from_dict
 
 __all__ = [
     "BlockingReason",

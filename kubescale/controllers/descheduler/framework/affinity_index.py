@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kubescale.kube.selectors import LabelSelector
+from kubescale.objects.selectors import LabelSelector
 from kubescale.scheduling.fit import ClusterSnapshot, PodInfo
 from kubescale.scheduling.inter_pod_affinity import AffinityTerm, TopologyCounts, required_terms
 

@@ -33,7 +33,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final, Protocol
 
-from kubescale.kube.selectors import SelectorError, label_selector_from_dict
+from kubescale.base.times import parse_time
+from kubescale.objects.selectors import SelectorError, label_selector_from_dict
 
 from ..policy.evictor_args import (
     DAEMON_SETS,
@@ -57,7 +58,6 @@ from .pods import (
     is_static,
     is_terminating,
     owner_refs,
-    parse_time,
     pod_annotations,
     pod_priority,
     pvc_names,

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
+from kubescale.base.times import parse_time
 from kubescale.scheduling.filters import tolerates
 from kubescale.scheduling.pod_resources import Amounts, amounts_of, pod_requests
 
@@ -41,7 +42,6 @@ __all__ = [
     "is_terminal",
     "is_terminating",
     "owner_refs",
-    "parse_time",
     "pod_id",
     "pod_priority",
     "qos_class",
@@ -125,16 +125,6 @@ def pod_priority(pod: Mapping[str, Any]) -> int | None:
     """``spec.priority`` (admission stamps it from the PriorityClass); ``None`` when unset."""
     value = (pod.get("spec") or {}).get("priority")
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def parse_time(value: object) -> datetime | None:
-    """An RFC 3339 timestamp of the API (``2026-01-05T10:00:00Z``); ``None`` when absent."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 def creation_time(pod: Mapping[str, Any]) -> datetime | None:

@@ -49,7 +49,7 @@ from kubescale.kube.disruption_arbiter import (
     workload_allowance,
 )
 from kubescale.kube.disruption_ledger import DisruptionKind
-from kubescale.kube.selectors import LabelSelector, SelectorError, label_selector_from_dict
+from kubescale.objects.selectors import LabelSelector, SelectorError, label_selector_from_dict
 from kubescale.objects.views import meta
 from kubescale.scheduling.autoscaler_taints import (
     AUTOSCALER_MARKS,

@@ -37,9 +37,11 @@ from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any, Final
 
+from kubescale.base.times import parse_time
+
 from ..framework.cycle_view import node_name
 from ..framework.eviction import EvictionResult
-from ..framework.pods import creation_time, owner_refs, parse_time, restart_count
+from ..framework.pods import creation_time, owner_refs, restart_count
 from ..framework.strategy_context import StrategyContext, StrategyRun
 from ..policy.common_args import labels_match
 from ..policy.strategy_args import (

@@ -60,7 +60,6 @@ from kubescale.kube.controller_lookups import (
 )
 from kubescale.kube.indexes import IndexFunc
 from kubescale.kube.informer import EventHandlers, Informer
-from kubescale.kube.quantities import Quantity, QuantityError
 from kubescale.kube.resources import (
     HORIZONTAL_POD_AUTOSCALERS,
     LIMIT_RANGES,
@@ -68,8 +67,9 @@ from kubescale.kube.resources import (
     NODES,
     VERTICAL_POD_AUTOSCALERS,
 )
-from kubescale.kube.selectors import LabelSelector
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.objects.quantities import Quantity, QuantityError
+from kubescale.objects.selectors import LabelSelector
 from kubescale.objects.views import ObjectRef
 
 __all__ = [

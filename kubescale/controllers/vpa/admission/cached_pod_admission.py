@@ -48,7 +48,7 @@ from kubescale.controllers.vpa.api.controller_refs import (
 from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict
 from kubescale.controllers.vpa.api.startup_boost import StartupBoostSettings
 from kubescale.controllers.vpa.api.vpa_matching import choose_vpa, target_ref_of
-from kubescale.kube.selectors import LabelSelector
+from kubescale.objects.selectors import LabelSelector
 
 __all__ = [
     "CachedPodAdmission",

@@ -54,7 +54,7 @@ from kubescale.controllers.vpa.admission.bounded_lru import BoundedLru
 from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict
 from kubescale.controllers.vpa.api.pod_admission import admit_pod
 from kubescale.controllers.vpa.api.startup_boost import StartupBoostSettings
-from kubescale.kube.quantities import Quantity
+from kubescale.objects.quantities import Quantity
 
 __all__ = [
     "DEFAULT_MAX_AGE",

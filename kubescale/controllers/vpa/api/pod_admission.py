@@ -51,7 +51,7 @@ from kubescale.controllers.vpa.api.pod_patches import pod_patches
 from kubescale.controllers.vpa.api.pod_resources import pod_resources
 from kubescale.controllers.vpa.api.startup_boost import StartupBoostSettings
 from kubescale.controllers.vpa.api.vpa_matching import target_ref_of
-from kubescale.kube.quantities import Quantity
+from kubescale.objects.quantities import Quantity
 
 __all__ = ["PodAdmission", "PodAdmissionError", "admit_pod"]
 

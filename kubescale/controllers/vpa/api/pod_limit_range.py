@@ -45,7 +45,7 @@ from kubescale.controllers.vpa.api.limit_scaling import (
     scale_cpu,
     scale_memory,
 )
-from kubescale.kube.quantities import Quantity
+from kubescale.objects.quantities import Quantity
 from kubescale.objects.views import mapping
 
 __all__ = [

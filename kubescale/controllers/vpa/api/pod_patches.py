@@ -56,7 +56,7 @@ from typing import Any
 from kubescale.controllers.vpa.api.current_resources import ordered_names
 from kubescale.controllers.vpa.api.pod_resources import ContainerResources, PodResources
 from kubescale.controllers.vpa.api.startup_boost import boost_annotation
-from kubescale.kube.quantities import Quantity
+from kubescale.objects.quantities import Quantity
 from kubescale.objects.views import mapping
 
 __all__ = [

@@ -86,7 +86,7 @@ from kubescale.controllers.vpa.api.startup_boost import (
     boosted_container,
 )
 from kubescale.controllers.vpa.api.vpa_policy import UPDATE_MODE_OFF, update_mode
-from kubescale.kube.quantities import Quantity
+from kubescale.objects.quantities import Quantity
 from kubescale.objects.views import mapping, optional_mapping
 
 __all__ = [

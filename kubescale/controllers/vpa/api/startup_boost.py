@@ -46,7 +46,7 @@ from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.api.current_resources import ResourceList
 from kubescale.controllers.vpa.api.limit_scaling import proportional_limits
 from kubescale.controllers.vpa.api.vpa_policy import container_policy
-from kubescale.kube.quantities import DECIMAL_SI, Quantity, QuantityError
+from kubescale.objects.quantities import DECIMAL_SI, Quantity, QuantityError
 from kubescale.objects.views import mapping
 
 __all__ = [

@@ -26,7 +26,7 @@ from typing import Any
 from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef
 from kubescale.controllers.vpa.api.vpa_policy import UPDATE_MODE_OFF, update_mode
-from kubescale.kube.selectors import LabelSelector
+from kubescale.objects.selectors import LabelSelector
 from kubescale.objects.views import mapping
 
 __all__ = [

@@ -30,7 +30,7 @@ from typing import Any
 
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef, topmost_controller
 from kubescale.kube.controller_lookups import ControllerLookups, well_known_selector
-from kubescale.kube.selectors import LabelSelector
+from kubescale.objects.selectors import LabelSelector
 
 __all__ = ["TargetCheck", "VpaTargets", "target_text"]
 

@@ -63,7 +63,7 @@ from kubescale.controllers.vpa.model.policy.adaptive_estimator import (
     estimate_adaptive_states,
 )
 from kubescale.controllers.vpa.model.recommendation import build_recommendation
-from kubescale.kube.selectors import NOTHING, LabelSelector
+from kubescale.objects.selectors import NOTHING, LabelSelector
 
 __all__ = ["AggregateKey", "ClusterState", "VpaRecommendation"]
 

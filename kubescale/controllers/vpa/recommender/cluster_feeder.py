@@ -57,7 +57,6 @@ from kubescale.controllers.vpa.recommender.recommender_metrics import Recommende
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeError
 from kubescale.kube.informer import EventHandlers
-from kubescale.kube.quantities import Quantity, QuantityError
 from kubescale.kube.resources import (
     CORE_EVENTS,
     PODS,
@@ -66,6 +65,7 @@ from kubescale.kube.resources import (
     ResourceType,
 )
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.objects.quantities import Quantity, QuantityError
 
 __all__ = [
     "POD_METRICS",

@@ -40,7 +40,7 @@ from typing import Any, Final
 from kubescale.base.logs import component_logger
 from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.api.current_resources import MEMORY, container_requests_and_limits
-from kubescale.kube.quantities import Quantity, QuantityError
+from kubescale.objects.quantities import Quantity, QuantityError
 from kubescale.objects.views import mapping
 
 __all__ = [

@@ -33,8 +33,8 @@ from typing import Any, Final
 from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.model.cluster_state import VpaRecommendation
 from kubescale.kube.client import KubeClient
-from kubescale.kube.quantities import Quantity, QuantityError
 from kubescale.kube.resources import VERTICAL_POD_AUTOSCALERS
+from kubescale.objects.quantities import Quantity, QuantityError
 from kubescale.objects.views import mapping
 
 __all__ = [

@@ -93,8 +93,8 @@ from kubescale.kube.resources import (
     PODS,
     VERTICAL_POD_AUTOSCALERS,
 )
-from kubescale.kube.selectors import LabelSelector
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.objects.selectors import LabelSelector
 from kubescale.objects.views import meta
 from kubescale.runtime.component import TimelineReport
 
