@@ -82,7 +82,7 @@ class ControllerLookups:
 
     def __init__(self, *, informers: InformerSet, scale_lookups: ScaleLookups) -> None:
         self.scale_lookups = scale_lookups
-        self._controllers: dict[str, Informer] = {
+        self._controllers: dict[str, Informer[Any]] = {
             kind: informers.informer(rt) for kind, rt in WELL_KNOWN_INFORMED.items()
         }
         self._waiters: dict[tuple[str, str, str], list[asyncio.Future[None]]] = {}
@@ -90,7 +90,7 @@ class ControllerLookups:
             informer.add_handlers(EventHandlers(on_add=self._arrived_handler(kind)))
 
     @property
-    def informers(self) -> list[Informer]:
+    def informers(self) -> list[Informer[Any]]:
         """The informers of the well-known controller kinds."""
         return list(self._controllers.values())
 

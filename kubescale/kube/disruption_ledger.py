@@ -272,7 +272,7 @@ class DisruptionLedger:
     def forget(self, uid: str) -> None:
         self._entries.pop(uid, None)
 
-    def attach(self, informer: Informer) -> None:
+    def attach(self, informer: Informer[Any]) -> None:
         """Drop entries as ``informer`` (of pods) delivers their deletion or their effect."""
         if id(informer) in self._attached:
             return

@@ -69,7 +69,7 @@ import logging
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic
 
 from kubescale.base.logs import component_logger
 from kubescale.base.tasks import cancel_and_wait
@@ -77,7 +77,7 @@ from kubescale.kube.backoff import Backoff, BackoffPolicy
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeTransportError, failure_log_level
 from kubescale.kube.indexes import IndexedCache, IndexFunc, object_key
-from kubescale.kube.listers import Lister
+from kubescale.kube.listers import Lister, ObjectT
 from kubescale.kube.resources import ResourceType
 from kubescale.kube.served_resources import api_name
 from kubescale.kube.watch_stream import WatchInactive
@@ -132,8 +132,9 @@ class InformerStats:
     """Failed lists/watches that were backed off (5xx, 429, transport, other)."""
 
 
-class Informer:
-    """One resource collection mirrored in memory (see the module docstring)."""
+class Informer(Generic[ObjectT]):
+    """One resource collection mirrored in memory (see the module docstring); its
+    :attr:`lister` reads the cache as ``ObjectT`` (``Informer[Pod]``, ``Informer[Any]``)."""
 
     def __init__(
         self,
@@ -158,7 +159,7 @@ class Informer:
         self.clock = client.clock
         self.rng = rng or client.rng
         self.cache = IndexedCache(indexers)
-        self.lister = Lister(self.cache, resource)
+        self.lister: Lister[ObjectT] = Lister(self.cache, resource)
         self.stats = InformerStats()
         self._handlers: list[EventHandlers] = []
         self._synced = asyncio.Event()

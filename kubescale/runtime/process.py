@@ -35,6 +35,7 @@ import signal
 import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge
@@ -424,7 +425,7 @@ def _collection_state_gauges(registry: CollectorRegistry, cache: SharedCache) ->
         absent.labels(informer.name).set_function(_reading(informer, "absent"))
 
 
-def _reading(informer: Informer, state: str) -> Callable[[], float]:
+def _reading(informer: Informer[Any], state: str) -> Callable[[], float]:
     def read() -> float:
         return float(informer.synced if state == "synced" else informer.absent)
 

@@ -88,6 +88,9 @@ from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.informer import Informer
 from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.resources import NODES, ResourceType
+from kubescale.objects.machine import Machine
+from kubescale.objects.machine_deployment import MachineDeployment
+from kubescale.objects.machine_set import MachineSet
 from kubescale.objects.selectors import SelectorError, label_selector_from_dict
 
 __all__ = ["CLUSTER_NAME_LABEL", "ClusterApiProvider", "template_node"]
@@ -232,7 +235,9 @@ class ClusterApiProvider:
         self.capi_group = capi_group
         self._informers = informers
         self.types: CapiTypes | None = None
-        self._caches: tuple[Informer, Informer, Informer] | None = None
+        self._caches: (
+            tuple[Informer[MachineDeployment], Informer[MachineSet], Informer[Machine]] | None
+        ) = None
         if capi_version:
             self._declare(capi_types(capi_group, capi_version))
         self.nodes = informers.informer(NODES)
@@ -357,7 +362,9 @@ class ClusterApiProvider:
             if plural not in served:
                 raise ProviderError(f'resource "{plural}" is not served in group "{group_version}"')
 
-    def _ready(self) -> tuple[CapiTypes, Informer, Informer, Informer]:
+    def _ready(
+        self,
+    ) -> tuple[CapiTypes, Informer[MachineDeployment], Informer[MachineSet], Informer[Machine]]:
         if self.types is None or self._caches is None:
             raise ProviderError("the Cluster API version is not known yet")
         return (self.types, *self._caches)

@@ -68,6 +68,8 @@ from kubescale.kube.resources import (
     VERTICAL_POD_AUTOSCALERS,
 )
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.objects.hpa import HorizontalPodAutoscaler
+from kubescale.objects.node import Node
 from kubescale.objects.quantities import Quantity, QuantityError
 from kubescale.objects.selectors import LabelSelector
 from kubescale.objects.views import ObjectRef
@@ -201,7 +203,7 @@ class AdmissionCaches:
                 on_delete=self._limit_range_changed,
             )
         )
-        self._hpas: Informer | None = None
+        self._hpas: Informer[HorizontalPodAutoscaler] | None = None
         if watch_hpas:
             self._hpas = informers.informer(
                 HORIZONTAL_POD_AUTOSCALERS, indexes={HPA_TARGET_INDEX: HPA_TARGET_INDEX_FUNC}
@@ -220,7 +222,7 @@ class AdmissionCaches:
         self._namespace_listeners: list[Callable[[str], None]] = []
         self._namespaces = informers.informer(NAMESPACES)
         self._namespaces.add_handlers(EventHandlers(on_delete=self._namespace_deleted))
-        self._nodes: Informer | None = None
+        self._nodes: Informer[Node] | None = None
         self._largest: dict[str, Quantity] | None = None
         self._largest_valid = False
         if watch_nodes:
@@ -234,7 +236,7 @@ class AdmissionCaches:
             )
 
     @property
-    def informers(self) -> list[Informer]:
+    def informers(self) -> list[Informer[Any]]:
         """The informers the admission path reads (and only these: another system's caches
         never hold the webhook)."""
         used = [self._vpas, self._limit_ranges, *self.controllers.informers]
@@ -340,7 +342,7 @@ class AdmissionCaches:
         self._limit_ranges_by_namespace[namespace] = ordered
         return ordered
 
-    def hpas_for(self, namespace: str, kind: str, name: str) -> list[dict[str, Any]]:
+    def hpas_for(self, namespace: str, kind: str, name: str) -> list[HorizontalPodAutoscaler]:
         """HPAs whose scaleTargetRef names ``kind``/``name`` in ``namespace``."""
         if self._hpas is None:
             return []

@@ -48,6 +48,7 @@ from kubescale.controllers.vpa.api.controller_refs import (
 from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict
 from kubescale.controllers.vpa.api.startup_boost import StartupBoostSettings
 from kubescale.controllers.vpa.api.vpa_matching import choose_vpa, target_ref_of
+from kubescale.objects.hpa import HorizontalPodAutoscaler
 from kubescale.objects.selectors import LabelSelector
 
 __all__ = [
@@ -238,7 +239,7 @@ class CachedPodAdmission:
     ) -> PodDecision:
         caches, settings = self.caches, self.settings
         target = target_ref_of(vpa)
-        hpas: list[dict[str, Any]] = []
+        hpas: list[HorizontalPodAutoscaler] = []
         if settings.avoid_hpa_conflict and target is not None:
             hpas = caches.hpas_for(target.namespace, target.kind, target.name)
         namespace = target.namespace if target else pod_namespace(pod)

@@ -43,6 +43,7 @@ from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.informer import Informer
 from kubescale.kube.resources import VPA_CHECKPOINTS
+from kubescale.objects.vpa_checkpoint import VerticalPodAutoscalerCheckpoint
 
 __all__ = ["WRITE_CONCURRENCY", "CheckpointStore", "StoreResult"]
 
@@ -81,7 +82,7 @@ class CheckpointStore:
         self,
         *,
         client: KubeClient,
-        informer: Informer,
+        informer: Informer[VerticalPodAutoscalerCheckpoint],
         ignored_namespace: Callable[[str], bool],
         write_concurrency: int = WRITE_CONCURRENCY,
     ) -> None:
@@ -92,7 +93,7 @@ class CheckpointStore:
         self._ignored = ignored_namespace
         self.write_concurrency = write_concurrency
 
-    def cached(self) -> list[dict[str, Any]]:
+    def cached(self) -> list[VerticalPodAutoscalerCheckpoint]:
         """Checkpoints outside the ignored namespaces, by namespace and name."""
         return sorted(
             (

@@ -64,6 +64,8 @@ from kubescale.controllers.vpa.model.policy.adaptive_estimator import (
 )
 from kubescale.controllers.vpa.model.recommendation import build_recommendation
 from kubescale.objects.selectors import NOTHING, LabelSelector
+from kubescale.objects.views import meta
+from kubescale.objects.vpa_checkpoint import VerticalPodAutoscalerCheckpoint
 
 __all__ = ["AggregateKey", "ClusterState", "VpaRecommendation"]
 
@@ -626,12 +628,11 @@ class ClusterState:
         """getVpasToCheckpoint: VPAs, least recently checkpointed first."""
         return sorted(self._vpas, key=lambda key: (self._vpas[key].checkpoint_written_us, key))
 
-    def load_checkpoint(self, checkpoint: dict[str, Any]) -> bool:
+    def load_checkpoint(self, checkpoint: VerticalPodAutoscalerCheckpoint) -> bool:
         """setVpaCheckpoint: the checkpoint becomes the VPA container's initial state. False
         for a VPA not in the state or a checkpoint that does not load (e.g. not ``v3``)."""
-        metadata = checkpoint.get("metadata") or {}
         spec = checkpoint.get("spec") or {}
-        key = (str(metadata.get("namespace") or ""), str(spec.get("vpaObjectName") or ""))
+        key = (meta(checkpoint).namespace, str(spec.get("vpaObjectName") or ""))
         vpa = self._vpas.get(key)
         container = spec.get("containerName")
         if vpa is None or not isinstance(container, str):
