@@ -18,10 +18,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Final
 
 from kubescale.controllers.autoscaler.model.pod_facts import (
     PriorityResolver,
@@ -31,6 +31,7 @@ from kubescale.controllers.autoscaler.model.pod_facts import (
     pod_scale_up_delay,
 )
 from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
+from kubescale.objects.pod import Pod
 
 __all__ = [
     "GPU_POD_TIME_BUFFER",
@@ -46,8 +47,6 @@ __all__ = [
 POD_TIME_BUFFER: Final = timedelta(seconds=2)
 GPU_POD_TIME_BUFFER: Final = timedelta(seconds=30)
 _GPU_RESOURCES: Final = ("nvidia.com/gpu", "amd.com/gpu")
-
-Pod = Mapping[str, Any]
 
 
 @dataclass

@@ -14,17 +14,16 @@ shortcut of the scheduling simulation.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Sequence
+from typing import Final
 
 from kubescale.controllers.autoscaler.model.pod_facts import controller_of
+from kubescale.objects.pod import Pod
 
 __all__ = ["MAX_GROUPS_PER_CONTROLLER", "build_pod_groups", "equivalence_key"]
 
 MAX_GROUPS_PER_CONTROLLER: Final = 10
 _TOKEN_VOLUME_PREFIX: Final = "kube-api-access-"
-
-Pod = Mapping[str, Any]
 
 
 def _spec_text(pod: Pod) -> str:

@@ -18,15 +18,15 @@ A property test holds the counts to :meth:`ClusterSnapshot.topology`'s.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
+from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import LabelSelector
 from kubescale.scheduling.fit import ClusterSnapshot, PodInfo
 from kubescale.scheduling.inter_pod_affinity import AffinityTerm, TopologyCounts, required_terms
 
 __all__ = ["AffinityIndex"]
 
-Pod = Mapping[str, Any]
+
 Placed = tuple[Pod, Mapping[str, str]]
 """A placed pod and its node's labels."""
 

@@ -34,6 +34,7 @@ from datetime import datetime
 from typing import Any, Final, Protocol
 
 from kubescale.base.times import parse_time
+from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import SelectorError, label_selector_from_dict
 
 from ..policy.evictor_args import (
@@ -64,8 +65,6 @@ from .pods import (
 )
 
 __all__ = ["DefaultEvictor", "EvictorError", "EvictorInputs", "resolve_priority_threshold"]
-
-Pod = Mapping[str, Any]
 
 
 class EvictorInputs(Protocol):

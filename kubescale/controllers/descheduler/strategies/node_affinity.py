@@ -18,6 +18,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from kubescale.objects.node import Node
+from kubescale.objects.pod import Pod
 from kubescale.scheduling.filters import NodeAffinity, PreferredNodeAffinity
 
 from ..framework.cycle_view import node_labels, node_name
@@ -40,8 +42,6 @@ __all__ = [
 ]
 
 NAME: Final = "RemovePodsViolatingNodeAffinity"
-Pod = Mapping[str, Any]
-Node = Mapping[str, Any]
 
 
 def _node_affinity(pod: Pod) -> Mapping[str, Any]:

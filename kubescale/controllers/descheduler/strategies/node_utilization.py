@@ -39,7 +39,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
+
+from kubescale.objects.node import Node
+from kubescale.objects.pod import Pod
 
 from ..framework.cycle_view import node_name
 from ..framework.eviction import EvictionResult
@@ -79,8 +82,6 @@ __all__ = [
 
 LOW_NAME: Final = "LowNodeUtilization"
 HIGH_NAME: Final = "HighNodeUtilization"
-Pod = Mapping[str, Any]
-Node = Mapping[str, Any]
 
 
 class _PodUsageUnsupported(Exception):
