@@ -88,7 +88,7 @@ def test_lister_queries() -> None:
     cache.upsert(pod("b", node="n2", labels={"app": "web"}, owners=[owner("rs-1")]))
     cache.upsert(pod("c", "other", node="n1", labels={"app": "db"}, owners=[owner("rs-2")]))
     cache.upsert(pod("d", "other", phase="Pending"))
-    lister = Lister(cache, PODS)
+    lister: Lister[Any] = Lister(cache, PODS)
 
     def names(objs: list[dict[str, Any]]) -> list[str]:
         return sorted(o["metadata"]["name"] for o in objs)
@@ -114,7 +114,7 @@ def test_cluster_scoped_lister_and_custom_index() -> None:
     cache = IndexedCache({"zone": lambda o: [o["metadata"]["labels"]["zone"]]})
     for name, zone in (("n1", "a"), ("n2", "b"), ("n3", "a")):
         cache.upsert({"metadata": {"name": name, "labels": {"zone": zone}}})
-    lister = Lister(cache, NODES)
+    lister: Lister[Any] = Lister(cache, NODES)
     assert lister.get("n2") is not None
     assert sorted(o["metadata"]["name"] for o in lister.by_index("zone", "a")) == ["n1", "n3"]
     cache.add_indexer("initial", lambda o: [o["metadata"]["name"][0]])

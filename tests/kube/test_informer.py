@@ -9,6 +9,7 @@ import dataclasses
 import random
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,8 +26,8 @@ from .objects import config_map, namespace, pod
 
 
 @pytest.fixture
-async def informer(client: KubeClient) -> AsyncIterator[Informer]:
-    inf = Informer(
+async def informer(client: KubeClient) -> AsyncIterator[Informer[Any]]:
+    inf: Informer[Any] = Informer(
         client=client, resource=CONFIG_MAPS, settings=FAST_INFORMER, rng=random.Random(1)
     )
     try:
@@ -186,7 +187,9 @@ async def test_5xx_storms_on_list_and_watch(
 async def test_a_429_on_watch_waits_retry_after(apiserver: ApiServer, kubeconfig: Path) -> None:
     clock = VirtualClock()
     kube = await new_client(kubeconfig, clock=clock)
-    inf = Informer(client=kube, resource=CONFIG_MAPS, settings=FAST_INFORMER, rng=random.Random(2))
+    inf: Informer[Any] = Informer(
+        client=kube, resource=CONFIG_MAPS, settings=FAST_INFORMER, rng=random.Random(2)
+    )
     try:
         inf.start()
         await inf.wait_synced()
@@ -226,7 +229,7 @@ async def test_silent_watches_are_reestablished_after_the_inactivity_timeout(
         settings = dataclasses.replace(
             FAST_INFORMER, inactivity_timeout=0.2, min_watch_timeout=30, max_watch_timeout=31
         )
-        inf = Informer(client=kube, resource=CONFIG_MAPS, settings=settings)
+        inf: Informer[Any] = Informer(client=kube, resource=CONFIG_MAPS, settings=settings)
         try:
             inf.start()
             await inf.wait_synced()
@@ -250,7 +253,7 @@ async def test_silent_watches_are_reestablished_after_the_inactivity_timeout(
 async def test_server_side_label_selector(apiserver: ApiServer, client: KubeClient) -> None:
     apiserver.store.create(config_map("a", labels={"app": "web"}))
     apiserver.store.create(config_map("b", labels={"app": "db"}))
-    inf = Informer(
+    inf: Informer[Any] = Informer(
         client=client, resource=CONFIG_MAPS, label_selector="app=web", settings=FAST_INFORMER
     )
     log = HandlerLog()
@@ -275,7 +278,9 @@ async def test_pod_indexes_follow_the_server(apiserver: ApiServer, client: KubeC
     apiserver.store.create(namespace("team"))
     apiserver.store.create(pod("p1", "team", node="n1", owner_uid="rs-1"))
     apiserver.store.create(pod("p2", "team", owner_uid="rs-1"))
-    inf = Informer(client=client, resource=PODS, namespace="team", settings=FAST_INFORMER)
+    inf: Informer[Any] = Informer(
+        client=client, resource=PODS, namespace="team", settings=FAST_INFORMER
+    )
     try:
         inf.start()
         await inf.wait_synced()
@@ -315,7 +320,7 @@ def test_settings_validation() -> None:
 
 
 def test_watch_timeouts_are_jittered_over_five_to_ten_minutes(client: KubeClient) -> None:
-    inf = Informer(client=client, resource=CONFIG_MAPS, rng=random.Random(5))
+    inf: Informer[Any] = Informer(client=client, resource=CONFIG_MAPS, rng=random.Random(5))
     draws = [inf.next_watch_timeout() for _ in range(500)]
     assert all(300 <= d < 600 for d in draws)
     assert min(draws) < 310
@@ -326,7 +331,7 @@ async def test_an_unserved_kind_keeps_retrying_without_syncing(client: KubeClien
     widgets = ResourceType(
         group="example.com", version="v1", kind="Widget", plural="widgets", namespaced=True
     )
-    inf = Informer(client=client, resource=widgets, settings=FAST_INFORMER)
+    inf: Informer[Any] = Informer(client=client, resource=widgets, settings=FAST_INFORMER)
     try:
         inf.start()
         assert not await inf.wait_synced(within=0.2)
@@ -370,7 +375,9 @@ async def test_a_resource_the_server_does_not_serve_is_absent(
     machines = next(rt for rt in ALL if rt.plural == "machines")
     served = apiserver.registry.remove(machines.key)
     assert served is not None
-    inf = Informer(client=client, resource=machines, settings=FAST_INFORMER, rng=random.Random(3))
+    inf: Informer[Any] = Informer(
+        client=client, resource=machines, settings=FAST_INFORMER, rng=random.Random(3)
+    )
     try:
         with caplog.at_level("DEBUG", logger="kubescale"):
             inf.start()

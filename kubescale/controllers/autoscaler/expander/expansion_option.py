@@ -8,6 +8,7 @@ from typing import Any
 
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import NodeGroup
 from kubescale.scheduling.pod_resources import container_amounts
+from kubescale.objects.pod import Pod
 
 __all__ = ["ExpansionOption", "regular_requests"]
 
@@ -16,7 +17,7 @@ __all__ = ["ExpansionOption", "regular_requests"]
 class ExpansionOption:
     group: NodeGroup
     node_count: int
-    pods: tuple[Mapping[str, Any], ...]
+    pods: tuple[Pod, ...]
     similar: tuple[NodeGroup, ...] = ()
     debug: str = ""
 
