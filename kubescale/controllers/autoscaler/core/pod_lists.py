@@ -99,8 +99,8 @@ def drop_young_pods(pods: Iterable[Pod], *, now: datetime, delay: timedelta) -> 
 def _requests_gpu(pod: Pod) -> bool:
     for container in (pod.get("spec") or {}).get("containers") or ():
         resources = container.get("resources") or {}
-        for section in ("requests", "limits"):
-            if any(name in (resources.get(section) or {}) for name in _GPU_RESOURCES):
+        for section in (resources.get("requests"), resources.get("limits")):
+            if any(name in (section or {}) for name in _GPU_RESOURCES):
                 return True
     return False
 

@@ -70,6 +70,7 @@ from kubescale.controllers.autoscaler.scaledown.disruption_cost import (
 from kubescale.controllers.autoscaler.simulator.drainability import DrainContext, classify_node_pods
 from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
 from kubescale.controllers.autoscaler.simulator.template_nodes import TemplateNode
+from kubescale.objects.node import Node
 from kubescale.objects.pod import Pod
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.pod_resources import pod_requests
@@ -353,7 +354,7 @@ def consolidation_candidates(
     nodes: Sequence[Mapping[str, Any]],
     snapshot: ClusterSnapshot,
     provider: ProviderSnapshot,
-    readiness: Callable[[Mapping[str, Any]], NodeReadiness],
+    readiness: Callable[[Node], NodeReadiness],
     context: DrainContext,
     priority: PriorityResolver,
     templates: Mapping[str, TemplateNode],

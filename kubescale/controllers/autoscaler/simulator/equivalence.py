@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
 from kubescale.controllers.autoscaler.model.pod_facts import controller_of
 from kubescale.objects.pod import Pod
@@ -27,7 +27,7 @@ _TOKEN_VOLUME_PREFIX: Final = "kube-api-access-"
 
 
 def _spec_text(pod: Pod) -> str:
-    spec = dict(pod.get("spec") or {})
+    spec: dict[str, Any] = dict(pod.get("spec") or {})
     spec.pop("nodeName", None)
     volumes = spec.get("volumes")
     if volumes:

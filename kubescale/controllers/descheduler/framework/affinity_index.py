@@ -18,6 +18,7 @@ A property test holds the counts to :meth:`ClusterSnapshot.topology`'s.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import LabelSelector
@@ -27,8 +28,8 @@ from kubescale.scheduling.inter_pod_affinity import AffinityTerm, TopologyCounts
 __all__ = ["AffinityIndex"]
 
 
-Placed = tuple[Pod, Mapping[str, str]]
-"""A placed pod and its node's labels."""
+Placed = tuple[Mapping[str, Any], Mapping[str, str]]
+"""A placed pod (as the scheduling snapshot holds it) and its node's labels."""
 
 
 def _exact(selector: LabelSelector) -> tuple[str, str] | None:

@@ -66,7 +66,7 @@ class HpaConflict:
 
     vpa: dict[str, Any]
     target: ControllerRef
-    hpas: tuple[dict[str, Any], ...]
+    hpas: tuple[HorizontalPodAutoscaler, ...]
     resources: frozenset[str]
 
 

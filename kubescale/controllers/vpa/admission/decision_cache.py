@@ -54,6 +54,7 @@ from kubescale.controllers.vpa.admission.bounded_lru import BoundedLru
 from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict
 from kubescale.controllers.vpa.api.pod_admission import admit_pod
 from kubescale.controllers.vpa.api.startup_boost import StartupBoostSettings
+from kubescale.objects.hpa import HorizontalPodAutoscaler
 from kubescale.objects.quantities import Quantity
 
 __all__ = [
@@ -187,7 +188,7 @@ def decision_key(
     namespace: str,
     vpa: Mapping[str, Any],
     limit_ranges: Sequence[Mapping[str, Any]],
-    hpas: Sequence[Mapping[str, Any]],
+    hpas: Sequence[HorizontalPodAutoscaler],
     avoid_hpa_conflict: bool,
     largest_node_allocatable: Mapping[str, Quantity] | None,
     cap_to_largest_node: bool,
@@ -332,7 +333,7 @@ def admit_cached(
     namespace: str,
     vpa: dict[str, Any],
     limit_ranges: Sequence[dict[str, Any]],
-    hpas: Sequence[dict[str, Any]],
+    hpas: Sequence[HorizontalPodAutoscaler],
     avoid_hpa_conflict: bool,
     largest_node_allocatable: Mapping[str, Quantity] | None,
     cap_to_largest_node: bool,

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef
+from kubescale.objects.hpa import HorizontalPodAutoscaler
 from kubescale.objects.views import mapping
 
 __all__ = [
@@ -37,7 +38,7 @@ CONFLICT_RESOURCES = frozenset({"cpu", "memory"})
 _CPU = frozenset({"cpu"})
 
 
-def _targets(hpa: Mapping[str, Any], controller: ControllerRef) -> bool:
+def _targets(hpa: HorizontalPodAutoscaler, controller: ControllerRef) -> bool:
     namespace = mapping(hpa.get("metadata")).get("namespace")
     target = mapping(mapping(hpa.get("spec")).get("scaleTargetRef"))
     return (
@@ -59,7 +60,9 @@ def _metric_resource(metric: Mapping[str, Any]) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def hpa_scaled_resources(hpa: dict[str, Any], controller: ControllerRef | None) -> frozenset[str]:
+def hpa_scaled_resources(
+    hpa: HorizontalPodAutoscaler, controller: ControllerRef | None
+) -> frozenset[str]:
     """The resources (``cpu``/``memory``) ``hpa`` scales ``controller`` on; empty if unrelated."""
     if controller is None or not _targets(hpa, controller):
         return frozenset()
@@ -75,7 +78,7 @@ def hpa_scaled_resources(hpa: dict[str, Any], controller: ControllerRef | None) 
 
 
 def hpas_scaled_resources(
-    hpas: Iterable[dict[str, Any]], controller: ControllerRef | None
+    hpas: Iterable[HorizontalPodAutoscaler], controller: ControllerRef | None
 ) -> frozenset[str]:
     """The union of :func:`hpa_scaled_resources` over several HPAs."""
     scaled: frozenset[str] = frozenset()

@@ -44,6 +44,7 @@ from kubescale.kube.disruption_ledger import (
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.events import EventRecorder
 from kubescale.kube.resources import PODS
+from kubescale.objects.hpa import HorizontalPodAutoscaler
 from kubescale.objects.views import meta
 
 __all__ = ["IN_PLACE_UPDATED_ANNOTATION", "PodActions", "resize_patches"]
@@ -198,7 +199,7 @@ class PodActions:
         *,
         size: str,
         now: datetime,
-        hpas: Sequence[dict[str, Any]] = (),
+        hpas: Sequence[HorizontalPodAutoscaler] = (),
     ) -> WriteResult:
         """Resize ``pod`` in place to what the webhook would give it (``hpas``: with
         ``--coordination one-brain``, the HPAs whose resources it leaves alone)."""
