@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import (
     EQUALS,
     LabelSelector,
@@ -95,7 +96,7 @@ def _merged_selector(raw: Mapping[str, Any], labels: Mapping[str, str]) -> Label
 
 
 def required_spread_constraints(
-    pod: Mapping[str, Any],
+    pod: Pod,
 ) -> tuple[SpreadConstraint, ...] | None:
     """The pod's ``DoNotSchedule`` constraints; ``None`` when a selector does not parse."""
     raw_constraints = (pod.get("spec") or {}).get("topologySpreadConstraints") or ()
@@ -124,7 +125,7 @@ def required_spread_constraints(
     return tuple(found)
 
 
-def is_terminating(pod: Mapping[str, Any]) -> bool:
+def is_terminating(pod: Pod) -> bool:
     """The pod has a deletion timestamp (it is not counted in any domain, #87621)."""
     return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
 
