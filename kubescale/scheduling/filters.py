@@ -37,8 +37,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from kubescale.objects.node import Node
-from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import (
     DOES_NOT_EXIST,
     EXISTS,
@@ -180,7 +178,7 @@ class PreferredNodeAffinity:
     terms: tuple[tuple[int, NodeSelectorTerm | None], ...] = ()
 
     @classmethod
-    def of_pod(cls, pod: Pod) -> PreferredNodeAffinity:
+    def of_pod(cls, pod: Mapping[str, Any]) -> PreferredNodeAffinity:
         affinity = ((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}
         preferred = affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []
         return cls(
@@ -231,7 +229,7 @@ class NodeAffinity:
     terms: tuple[_Term, ...] | None = None  # None: no required node affinity
 
     @classmethod
-    def of_pod(cls, pod: Pod) -> NodeAffinity:
+    def of_pod(cls, pod: Mapping[str, Any]) -> NodeAffinity:
         spec = pod.get("spec") or {}
         selector = tuple(sorted((spec.get("nodeSelector") or {}).items()))
         required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
@@ -278,12 +276,12 @@ class NodeState:
     allocatable: Amounts
     requested: Amounts = field(default_factory=dict)
     non_zero_requested: Amounts = field(default_factory=dict)
-    pods: list[Pod] = field(default_factory=list)
+    pods: list[Mapping[str, Any]] = field(default_factory=list)
     used_ports: UsedPorts = field(default_factory=UsedPorts)
     """The host ports the pods on it hold (NodePorts; kept by the snapshot)."""
 
     @classmethod
-    def of_node(cls, node: Node, allocatable: Amounts) -> NodeState:
+    def of_node(cls, node: Mapping[str, Any], allocatable: Amounts) -> NodeState:
         spec = node.get("spec") or {}
         return cls(
             name=str(node["metadata"]["name"]),

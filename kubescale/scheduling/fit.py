@@ -32,8 +32,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kubescale.objects.node import Node
-from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import LabelSelector
 
 from .filters import (
@@ -71,7 +69,7 @@ _TERMINAL: Final = ("Succeeded", "Failed")
 _UNSCHEDULABLE_TOLERATION_TAINT: Final = {"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}
 
 
-def pod_key(pod: Pod) -> tuple[str, str]:
+def pod_key(pod: Mapping[str, Any]) -> tuple[str, str]:
     """``(namespace, name)`` of a pod."""
     meta = pod["metadata"]
     return str(meta.get("namespace", "")), str(meta["name"])
@@ -81,7 +79,7 @@ def pod_key(pod: Pod) -> tuple[str, str]:
 class PodInfo:
     """What filtering needs of the pod being placed (kube-scheduler's PreFilter state)."""
 
-    pod: Pod
+    pod: Mapping[str, Any]
     requests: Amounts
     non_zero: Amounts
     """Requests with a container's missing cpu/memory counted as 100m / 200 MiB (scoring)."""
@@ -142,8 +140,8 @@ class ClusterSnapshot:
     def build(
         cls,
         *,
-        nodes: Iterable[Node],
-        pods: Iterable[Pod],
+        nodes: Iterable[Mapping[str, Any]],
+        pods: Iterable[Mapping[str, Any]],
         namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
         ignored_resources: frozenset[str] = frozenset(),
         requests: RequestCache | None = None,
@@ -208,7 +206,7 @@ class ClusterSnapshot:
 
     # ------------------------------------------------------------------------ changes
 
-    def add_node(self, node: Node, *, allocatable: Amounts | None = None) -> NodeState:
+    def add_node(self, node: Mapping[str, Any], *, allocatable: Amounts | None = None) -> NodeState:
         """Add (or replace, empty) a node; ``allocatable`` defaults to the node's status."""
         name = str(node["metadata"]["name"])
         self.remove_node(name)
@@ -264,7 +262,7 @@ class ClusterSnapshot:
         self._anti_affinity_pods += sum(1 for p in state.pods if _has_anti_affinity(p))
         self._spread.node_changed(state, added=True)
 
-    def add_pod(self, node_name: str, pod: Pod) -> None:
+    def add_pod(self, node_name: str, pod: Mapping[str, Any]) -> None:
         """Count ``pod`` on ``node_name`` (which must be in the snapshot)."""
         state = self.nodes[node_name]
         add_into(state.requested, self._requests.requests(pod))
@@ -278,7 +276,7 @@ class ClusterSnapshot:
             self._anti_affinity_placed.setdefault(node_name, {})[pod_key(pod)] = pod
         self._spread.pod_added(node_name, pod)
 
-    def remove_pod(self, node_name: str, pod: Pod) -> bool:
+    def remove_pod(self, node_name: str, pod: Mapping[str, Any]) -> bool:
         """Stop counting the pod (matched by namespace/name) on ``node_name``; whether it was
         there."""
         state = self.nodes.get(node_name)
@@ -320,7 +318,7 @@ class ClusterSnapshot:
 
     # ----------------------------------------------------------------------- questions
 
-    def pod_info(self, pod: Pod) -> PodInfo:
+    def pod_info(self, pod: Mapping[str, Any]) -> PodInfo:
         spec = pod.get("spec") or {}
         return PodInfo(
             pod=pod,
@@ -385,7 +383,7 @@ class ClusterSnapshot:
             namespace_labels=self.namespace_labels,
         )
 
-    def _terms_of(self, pod: Pod) -> tuple[AffinityTerm, ...]:
+    def _terms_of(self, pod: Mapping[str, Any]) -> tuple[AffinityTerm, ...]:
         """A placed pod's required anti-affinity terms, parsed once per snapshot of it."""
         key = pod_key(pod)
         cached = self._anti_terms.get(key)
@@ -432,7 +430,7 @@ class ClusterSnapshot:
         return affinity.filter(node) if affinity is not None else None
 
     def feasible(
-        self, pod: Pod, *, nodes: Iterable[str] | None = None
+        self, pod: Mapping[str, Any], *, nodes: Iterable[str] | None = None
     ) -> tuple[list[str], dict[str, FilterStatus]]:
         """The nodes (sorted by name; ``nodes`` limits the candidates) where ``pod`` fits, and
         why each other candidate was rejected."""
@@ -450,7 +448,7 @@ class ClusterSnapshot:
                 statuses[name] = status
         return feasible, statuses
 
-    def fits(self, pod: Pod, node_name: str) -> bool:
+    def fits(self, pod: Mapping[str, Any], node_name: str) -> bool:
         """Whether ``pod`` passes every filter on ``node_name``."""
         info = self.pod_info(pod)
         return self.filter(info, node_name, self.prefilter(info)) is None
@@ -470,7 +468,7 @@ def least_allocated_score(non_zero: Mapping[str, int], node: NodeState) -> int:
     return total // weights if weights else 0
 
 
-def _has_anti_affinity(pod: Pod) -> bool:
+def _has_anti_affinity(pod: Mapping[str, Any]) -> bool:
     affinity = (pod.get("spec") or {}).get("affinity") or {}
     section = affinity.get("podAntiAffinity") or {}
     return bool(section.get("requiredDuringSchedulingIgnoredDuringExecution"))

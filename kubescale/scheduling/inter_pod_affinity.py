@@ -29,7 +29,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import LabelSelector, SelectorError, label_selector_from_dict
 
 from .filters import FilterStatus, NodeState
@@ -80,7 +79,9 @@ class AffinityTerm:
             topology_key=str(term.get("topologyKey") or ""),
         )
 
-    def matches(self, pod: Pod, namespace_labels: Mapping[str, Mapping[str, str]]) -> bool:
+    def matches(
+        self, pod: Mapping[str, Any], namespace_labels: Mapping[str, Mapping[str, str]]
+    ) -> bool:
         """``AffinityTerm.Matches``: the pod's namespace is in scope and its labels match."""
         meta = pod["metadata"]
         namespace = str(meta.get("namespace", ""))
@@ -91,7 +92,7 @@ class AffinityTerm:
         return in_scope and self.selector.matches(meta.get("labels") or {})
 
 
-def required_terms(pod: Pod, kind: str) -> tuple[AffinityTerm, ...]:
+def required_terms(pod: Mapping[str, Any], kind: str) -> tuple[AffinityTerm, ...]:
     """The pod's required ``podAffinity`` or ``podAntiAffinity`` (``kind``) terms."""
     affinity = (pod.get("spec") or {}).get("affinity")
     if not affinity:
@@ -113,7 +114,7 @@ class TopologyCounts:
     def __init__(
         self,
         *,
-        pod: Pod,
+        pod: Mapping[str, Any],
         affinity: tuple[AffinityTerm, ...],
         anti_affinity: tuple[AffinityTerm, ...],
     ) -> None:
@@ -129,7 +130,7 @@ class TopologyCounts:
     def build(
         cls,
         *,
-        pod: Pod,
+        pod: Mapping[str, Any],
         affinity: tuple[AffinityTerm, ...],
         anti_affinity: tuple[AffinityTerm, ...],
         nodes: Iterable[NodeState],
@@ -157,7 +158,7 @@ class TopologyCounts:
     def of_existing(
         cls,
         *,
-        pod: Pod,
+        pod: Mapping[str, Any],
         existing: Iterable[tuple[Mapping[str, str], tuple[AffinityTerm, ...]]],
         namespace_labels: Mapping[str, Mapping[str, str]],
     ) -> TopologyCounts:

@@ -22,8 +22,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from kubescale.objects.pod import Pod
-
 __all__ = ["BIND_ALL", "REASON_NODE_PORTS", "HostPort", "UsedPorts", "host_ports"]
 
 REASON_NODE_PORTS: Final = "node(s) didn't have free ports for the requested pod ports"
@@ -47,7 +45,7 @@ def _container_ports(container: Mapping[str, Any]) -> Iterable[HostPort]:
         yield (ip, protocol, number)
 
 
-def host_ports(pod: Pod) -> tuple[HostPort, ...]:
+def host_ports(pod: Mapping[str, Any]) -> tuple[HostPort, ...]:
     """The host ports ``pod`` binds (``GetHostPorts``: containers, then sidecars)."""
     spec = pod.get("spec") or {}
     found: list[HostPort] = []

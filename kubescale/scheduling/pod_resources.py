@@ -27,8 +27,6 @@ import functools
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from kubescale.objects.node import Node
-from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity, QuantityError
 
 __all__ = [
@@ -102,7 +100,7 @@ def _max_into(total: Amounts, other: Mapping[str, int]) -> None:
             total[name] = amount
 
 
-def is_resize_infeasible(pod: Pod) -> bool:
+def is_resize_infeasible(pod: Mapping[str, Any]) -> bool:
     """The pod carries ``PodResizePending`` with reason ``Infeasible``."""
     for condition in (pod.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "PodResizePending" and condition.get("reason") == "Infeasible":
@@ -110,7 +108,7 @@ def is_resize_infeasible(pod: Pod) -> bool:
     return False
 
 
-def _status_requests(pod: Pod) -> dict[str, Amounts]:
+def _status_requests(pod: Mapping[str, Any]) -> dict[str, Amounts]:
     """Container name → what the kubelet reports it holds (resources.requests, allocated)."""
     held: dict[str, Amounts] = {}
     status = pod.get("status") or {}
@@ -124,7 +122,7 @@ def _status_requests(pod: Pod) -> dict[str, Amounts]:
 
 
 def pod_requests(
-    pod: Pod,
+    pod: Mapping[str, Any],
     *,
     use_status: bool = True,
     non_missing: Mapping[str, int] | None = None,
@@ -174,7 +172,7 @@ def pod_requests(
     return total
 
 
-def node_allocatable(node: Node) -> Amounts:
+def node_allocatable(node: Mapping[str, Any]) -> Amounts:
     """What the scheduler may place on a node: ``status.allocatable``, else ``capacity``."""
     status = node.get("status") or {}
     offered = status.get("allocatable") or status.get("capacity") or {}
@@ -188,7 +186,7 @@ class RequestCache:
         self._non_missing = non_missing
         self._entries: dict[tuple[str, str], tuple[Mapping[str, Any], Amounts]] = {}
 
-    def requests(self, pod: Pod) -> Amounts:
+    def requests(self, pod: Mapping[str, Any]) -> Amounts:
         """The (shared: do not mutate) requests of ``pod``, a stored snapshot."""
         meta = pod["metadata"]
         key = (str(meta.get("namespace", "")), str(meta["name"]))

@@ -22,9 +22,8 @@ constraints pay nothing.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Final
+from typing import Any, Final
 
-from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import LabelSelector
 
 from .filters import NodeAffinity, NodeState
@@ -48,7 +47,7 @@ def _exact(selector: LabelSelector) -> tuple[str, str] | None:
     return None
 
 
-def _meta(pod: Pod) -> tuple[str, str, Mapping[str, str]]:
+def _meta(pod: Mapping[str, Any]) -> tuple[str, str, Mapping[str, str]]:
     meta = pod.get("metadata") or {}
     return str(meta.get("namespace", "")), str(meta.get("name", "")), meta.get("labels") or {}
 
@@ -74,11 +73,11 @@ class SpreadIndex:
 
     # --------------------------------------------------------------------- changes
 
-    def pod_added(self, node: str, pod: Pod) -> None:
+    def pod_added(self, node: str, pod: Mapping[str, Any]) -> None:
         if self._pods is not None and not is_terminating(pod):
             self._change(node, pod, 1)
 
-    def pod_removed(self, node: str, pod: Pod) -> None:
+    def pod_removed(self, node: str, pod: Mapping[str, Any]) -> None:
         if self._pods is not None and not is_terminating(pod):
             self._change(node, pod, -1)
 
@@ -95,7 +94,7 @@ class SpreadIndex:
             else:
                 self.pod_removed(state.name, pod)
 
-    def _change(self, node: str, pod: Pod, delta: int) -> None:
+    def _change(self, node: str, pod: Mapping[str, Any], delta: int) -> None:
         assert self._pods is not None
         namespace, name, labels = _meta(pod)
         for key, value in labels.items():

@@ -35,7 +35,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import (
     EQUALS,
     LabelSelector,
@@ -96,7 +95,7 @@ def _merged_selector(raw: Mapping[str, Any], labels: Mapping[str, str]) -> Label
 
 
 def required_spread_constraints(
-    pod: Pod,
+    pod: Mapping[str, Any],
 ) -> tuple[SpreadConstraint, ...] | None:
     """The pod's ``DoNotSchedule`` constraints; ``None`` when a selector does not parse."""
     raw_constraints = (pod.get("spec") or {}).get("topologySpreadConstraints") or ()
@@ -125,7 +124,7 @@ def required_spread_constraints(
     return tuple(found)
 
 
-def is_terminating(pod: Pod) -> bool:
+def is_terminating(pod: Mapping[str, Any]) -> bool:
     """The pod has a deletion timestamp (it is not counted in any domain, #87621)."""
     return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
 
