@@ -46,14 +46,13 @@ from kubescale.controllers.descheduler.strategies.utilization_math import (
     BASIC_RESOURCES,
     node_capacity,
 )
-from kubescale.objects.node import Node
-from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import LabelSelector
 from kubescale.scheduling.fit import pod_key
 
 __all__ = ["ClusterCache", "tracked_resources"]
 
-
+Pod = Mapping[str, Any]
+Node = Mapping[str, Any]
 _INITIAL_ROWS = 64
 _AMOUNT_CAP = 2**52
 """Per pod and resource (4.5e12 cores in millicores, 4 PiB): 2048 capped pods on one node

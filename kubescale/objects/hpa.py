@@ -141,6 +141,8 @@ class HorizontalPodAutoscalerSpec(TypedDict, total=False):
     maxReplicas: int
     metrics: list[MetricSpec]
     behavior: HorizontalPodAutoscalerBehavior
+    targetCPUUtilizationPercentage: int
+    """``autoscaling/v1`` only (an HPA read at v1 scales on CPU alone)."""
 
 
 class ResourceMetricStatus(TypedDict, total=False):

@@ -43,7 +43,7 @@ def _bump(apiserver: ApiServer, name: str, value: str) -> None:
 
 
 async def test_sync_listers_and_handlers(
-    apiserver: ApiServer, client: KubeClient, informer: Informer
+    apiserver: ApiServer, client: KubeClient, informer: Informer[Any]
 ) -> None:
     for name in ("a", "b", "c"):
         apiserver.store.create(config_map(name, labels={"app": "web" if name != "c" else "db"}))
@@ -69,7 +69,7 @@ async def test_sync_listers_and_handlers(
 
 
 async def test_a_late_handler_first_gets_the_cached_objects(
-    apiserver: ApiServer, informer: Informer
+    apiserver: ApiServer, informer: Informer[Any]
 ) -> None:
     apiserver.store.create(config_map("a"))
     informer.start()
@@ -80,7 +80,7 @@ async def test_a_late_handler_first_gets_the_cached_objects(
 
 
 async def test_wait_synced_times_out_while_lists_fail(
-    apiserver: ApiServer, informer: Informer
+    apiserver: ApiServer, informer: Informer[Any]
 ) -> None:
     apiserver.faults.add(verb="list", resource="configmaps", status=500, count=None)
     informer.start()
@@ -91,7 +91,7 @@ async def test_wait_synced_times_out_while_lists_fail(
 
 
 async def test_dropped_watches_resume_from_the_last_resource_version(
-    apiserver: ApiServer, client: KubeClient, informer: Informer
+    apiserver: ApiServer, client: KubeClient, informer: Informer[Any]
 ) -> None:
     log = HandlerLog()
     informer.add_handlers(log.handlers())
@@ -113,7 +113,7 @@ async def test_dropped_watches_resume_from_the_last_resource_version(
 
 
 async def test_expired_history_relists_and_diffs(
-    apiserver: ApiServer, client: KubeClient, informer: Informer
+    apiserver: ApiServer, client: KubeClient, informer: Informer[Any]
 ) -> None:
     for name in ("same", "changed", "removed", "recreated"):
         apiserver.store.create(config_map(name))
@@ -152,7 +152,7 @@ async def test_expired_history_relists_and_diffs(
 
 
 async def test_http_410_on_watch_relists_without_spurious_events(
-    apiserver: ApiServer, client: KubeClient, informer: Informer
+    apiserver: ApiServer, client: KubeClient, informer: Informer[Any]
 ) -> None:
     apiserver.store.create(config_map("a"))
     log = HandlerLog()
@@ -168,7 +168,7 @@ async def test_http_410_on_watch_relists_without_spurious_events(
 
 
 async def test_5xx_storms_on_list_and_watch(
-    apiserver: ApiServer, client: KubeClient, informer: Informer
+    apiserver: ApiServer, client: KubeClient, informer: Informer[Any]
 ) -> None:
     apiserver.store.create(config_map("early"))
     apiserver.faults.add(verb="list", resource="configmaps", status=500, count=7)
@@ -342,7 +342,7 @@ async def test_an_unserved_kind_keeps_retrying_without_syncing(client: KubeClien
 
 
 async def test_a_relist_unsyncs_the_cache_until_it_is_stored(
-    apiserver: ApiServer, client: KubeClient, informer: Informer
+    apiserver: ApiServer, client: KubeClient, informer: Informer[Any]
 ) -> None:
     apiserver.store.create(config_map("a"))
     informer.start()

@@ -8,12 +8,13 @@ CPU, so both claim cpu.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef
 from kubescale.controllers.vpa.api.hpa_conflict import hpa_scaled_resources, hpas_scaled_resources
+from kubescale.objects.hpa import HorizontalPodAutoscaler
 
 WEB = ControllerRef(api_version="apps/v1", kind="Deployment", name="web", namespace="default")
 
@@ -43,7 +44,7 @@ def hpa(
     namespace: str = "default",
     api_version: str = "autoscaling/v2",
     spec_extra: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> HorizontalPodAutoscaler:
     spec: dict[str, Any] = {
         "scaleTargetRef": {"apiVersion": "apps/v1", "kind": kind, "name": name},
         "minReplicas": 1,
@@ -52,12 +53,15 @@ def hpa(
     if metrics:
         spec["metrics"] = list(metrics)
     spec.update(spec_extra or {})
-    return {
-        "apiVersion": api_version,
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": "h", "namespace": namespace},
-        "spec": spec,
-    }
+    return cast(
+        HorizontalPodAutoscaler,
+        {
+            "apiVersion": api_version,
+            "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "h", "namespace": namespace},
+            "spec": spec,
+        },
+    )
 
 
 EXTERNAL = {
@@ -97,7 +101,7 @@ PODS = {
         pytest.param(hpa(resource_metric("cpu"), namespace="other"), set(), id="another namespace"),
     ],
 )
-def test_hpa_scaled_resources(the_hpa: dict[str, Any], expected: set[str]) -> None:
+def test_hpa_scaled_resources(the_hpa: HorizontalPodAutoscaler, expected: set[str]) -> None:
     assert hpa_scaled_resources(the_hpa, WEB) == frozenset(expected)
 
 

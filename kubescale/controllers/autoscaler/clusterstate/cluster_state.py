@@ -51,7 +51,6 @@ from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
 from kubescale.controllers.autoscaler.clusterstate.backoff import BackoffEntry, ExponentialBackoff
 from kubescale.controllers.autoscaler.model.node_facts import NodeReadiness, node_name, provider_id
 from kubescale.controllers.autoscaler.model.pod_facts import creation_time
-from kubescale.objects.node import Node
 
 __all__ = [
     "AcceptableRange",
@@ -230,7 +229,7 @@ class ClusterStateRegistry:
         *,
         nodes: Sequence[Mapping[str, Any]],
         snapshot: ProviderSnapshot,
-        readiness: Callable[[Node], NodeReadiness],
+        readiness: Callable[[Mapping[str, Any]], NodeReadiness],
         now: datetime,
     ) -> list[StateEffect]:
         """``UpdateNodes`` (module docstring); the I/O the loop must do."""
@@ -264,7 +263,7 @@ class ClusterStateRegistry:
     def _update_readiness(
         self,
         nodes: Sequence[Mapping[str, Any]],
-        readiness: Callable[[Node], NodeReadiness],
+        readiness: Callable[[Mapping[str, Any]], NodeReadiness],
         now: datetime,
     ) -> None:
         per_group: dict[str, Readiness] = {}

@@ -118,7 +118,6 @@ from kubescale.kube.resources import (
     REPLICATION_CONTROLLERS,
     STATEFUL_SETS,
 )
-from kubescale.objects.node import Node
 from kubescale.runtime.component import TimelineReport
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.pod_resources import RequestCache
@@ -129,6 +128,8 @@ __all__ = ["LOOP_NAME", "AutoscalerLoop", "LoopReport"]
 log = component_logger("cluster-autoscaler")
 
 LOOP_NAME: Final = "cluster-autoscaler"
+Node = Mapping[str, Any]
+Pod = Mapping[str, Any]
 
 
 @dataclass

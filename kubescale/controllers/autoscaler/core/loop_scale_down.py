@@ -70,7 +70,6 @@ from kubescale.controllers.autoscaler.simulator.drainability import DrainContext
 from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
 from kubescale.controllers.autoscaler.simulator.utilization import Utilization
 from kubescale.kube.errors import KubeError
-from kubescale.objects.node import Node
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 
 __all__ = ["MAX_BULK_SOFT_TAINT_COUNT", "ScaleDownOutcome", "ScaleDownPhase"]
@@ -78,6 +77,7 @@ __all__ = ["MAX_BULK_SOFT_TAINT_COUNT", "ScaleDownOutcome", "ScaleDownPhase"]
 log = component_logger("cluster-autoscaler")
 
 MAX_BULK_SOFT_TAINT_COUNT = 10
+Node = Mapping[str, Any]
 EventSink = Callable[[str, str, str], None]
 
 

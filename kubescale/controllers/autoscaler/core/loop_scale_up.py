@@ -47,14 +47,14 @@ from kubescale.controllers.autoscaler.scaleup.scale_up_executor import (
 )
 from kubescale.controllers.autoscaler.simulator.template_nodes import TemplateNode
 from kubescale.kube.events import EventRecorder
-from kubescale.objects.node import Node
-from kubescale.objects.pod import Pod
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 
 __all__ = ["ScaleUpOutcome", "ScaleUpPhase", "inject_upcoming", "pods_of_draining_nodes"]
 
 log = component_logger("cluster-autoscaler")
 
+Node = Mapping[str, Any]
+Pod = Mapping[str, Any]
 EventSink = Callable[[str, str, str], None]
 
 

@@ -18,10 +18,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Final
+from typing import Any, Final
 
 from kubescale.controllers.autoscaler.model.pod_facts import (
     PriorityResolver,
@@ -31,7 +31,6 @@ from kubescale.controllers.autoscaler.model.pod_facts import (
     pod_scale_up_delay,
 )
 from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
-from kubescale.objects.pod import Pod
 
 __all__ = [
     "GPU_POD_TIME_BUFFER",
@@ -47,6 +46,8 @@ __all__ = [
 POD_TIME_BUFFER: Final = timedelta(seconds=2)
 GPU_POD_TIME_BUFFER: Final = timedelta(seconds=30)
 _GPU_RESOURCES: Final = ("nvidia.com/gpu", "amd.com/gpu")
+
+Pod = Mapping[str, Any]
 
 
 @dataclass
@@ -99,8 +100,8 @@ def drop_young_pods(pods: Iterable[Pod], *, now: datetime, delay: timedelta) -> 
 def _requests_gpu(pod: Pod) -> bool:
     for container in (pod.get("spec") or {}).get("containers") or ():
         resources = container.get("resources") or {}
-        for section in (resources.get("requests"), resources.get("limits")):
-            if any(name in (section or {}) for name in _GPU_RESOURCES):
+        for section in ("requests", "limits"):
+            if any(name in (resources.get(section) or {}) for name in _GPU_RESOURCES):
                 return True
     return False
 

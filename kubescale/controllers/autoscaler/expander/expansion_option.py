@@ -8,7 +8,6 @@ from typing import Any
 
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import NodeGroup
 from kubescale.scheduling.pod_resources import container_amounts
-from kubescale.objects.pod import Pod
 
 __all__ = ["ExpansionOption", "regular_requests"]
 
@@ -17,7 +16,7 @@ __all__ = ["ExpansionOption", "regular_requests"]
 class ExpansionOption:
     group: NodeGroup
     node_count: int
-    pods: tuple[Pod, ...]
+    pods: tuple[Mapping[str, Any], ...]
     similar: tuple[NodeGroup, ...] = ()
     debug: str = ""
 

@@ -70,8 +70,6 @@ from kubescale.controllers.autoscaler.scaledown.disruption_cost import (
 from kubescale.controllers.autoscaler.simulator.drainability import DrainContext, classify_node_pods
 from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
 from kubescale.controllers.autoscaler.simulator.template_nodes import TemplateNode
-from kubescale.objects.node import Node
-from kubescale.objects.pod import Pod
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.pod_resources import pod_requests
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
@@ -91,6 +89,8 @@ __all__ = [
 DO_NOT_DISRUPT_ANNOTATION: Final = "karpenter.sh/do-not-disrupt"
 MAX_MULTI_NODE_CANDIDATES: Final = 100
 Method = Literal["Empty", "Delete", "Replace"]
+
+Pod = Mapping[str, Any]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -354,7 +354,7 @@ def consolidation_candidates(
     nodes: Sequence[Mapping[str, Any]],
     snapshot: ClusterSnapshot,
     provider: ProviderSnapshot,
-    readiness: Callable[[Node], NodeReadiness],
+    readiness: Callable[[Mapping[str, Any]], NodeReadiness],
     context: DrainContext,
     priority: PriorityResolver,
     templates: Mapping[str, TemplateNode],

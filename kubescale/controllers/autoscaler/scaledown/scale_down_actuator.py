@@ -59,7 +59,6 @@ from kubescale.kube.client import KubeClient
 from kubescale.kube.disruption_ledger import DisruptionLedger, WriteOutcome, evict_pod
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.events import EventRecorder
-from kubescale.objects.pod import Pod
 
 __all__ = ["Deletion", "ScaleDownActuator"]
 
@@ -72,7 +71,7 @@ POD_EVICTION_HEADROOM: Final = timedelta(seconds=30)
 MAX_CLOUD_PROVIDER_NODE_DELETION_TIME: Final = timedelta(minutes=5)
 DEFAULT_GRACE: Final = 30
 
-
+Pod = Mapping[str, Any]
 EventSink = Callable[[str, str, str], None]
 """(type, reason, message) on the status ConfigMap."""
 

@@ -53,9 +53,10 @@ from kubescale.controllers.autoscaler.simulator.drainability import DrainContext
 from kubescale.controllers.autoscaler.simulator.removal_simulation import simulate_node_removal
 from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
 from kubescale.controllers.autoscaler.simulator.utilization import Utilization, node_utilization
-from kubescale.objects.node import Node
 
 __all__ = ["NodeToRemove", "ScaleDownPlanner", "Unremovable"]
+
+Node = Mapping[str, Any]
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,6 @@ from kubescale.controllers.autoscaler.model.pod_facts import (
 )
 from kubescale.controllers.autoscaler.simulator.utilization import is_long_terminating
 from kubescale.objects.selectors import LabelSelector, SelectorError, label_selector_from_dict
-from kubescale.objects.pod import Pod
 
 __all__ = [
     "BlockingReason",
@@ -215,7 +214,7 @@ def _terminal(pod: Mapping[str, Any]) -> bool:
     return phase == "Failed"
 
 
-def drainability(pod: Pod, context: DrainContext) -> Drainability:
+def drainability(pod: Mapping[str, Any], context: DrainContext) -> Drainability:
     """The module docstring's rules, in order."""
     if is_mirror_pod(pod) or is_long_terminating(pod, context.now):
         return Drainability(Outcome.SKIP)
@@ -265,9 +264,9 @@ def drainability(pod: Pod, context: DrainContext) -> Drainability:
 class NodePods:
     """A node's pods sorted by what a removal does to them (``GetPodsToMove``)."""
 
-    to_move: list[Pod] = field(default_factory=list)
-    daemon_sets: list[Pod] = field(default_factory=list)
-    blocking: Pod | None = None
+    to_move: list[Mapping[str, Any]] = field(default_factory=list)
+    daemon_sets: list[Mapping[str, Any]] = field(default_factory=list)
+    blocking: Mapping[str, Any] | None = None
     reason: BlockingReason | None = None
     waiting: bool = False
     """A pod asks to finish first (``safe-to-evict: on-completion``)."""
@@ -277,7 +276,7 @@ class NodePods:
         return self.blocking is not None
 
 
-def classify_node_pods(pods: Iterable[Pod], context: DrainContext) -> NodePods:
+def classify_node_pods(pods: Iterable[Mapping[str, Any]], context: DrainContext) -> NodePods:
     """Every pod through :func:`drainability`; stops at the first blocking pod."""
     result = NodePods()
     for pod in sorted(pods, key=pod_id):

@@ -14,20 +14,21 @@ shortcut of the scheduling simulation.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from kubescale.controllers.autoscaler.model.pod_facts import controller_of
-from kubescale.objects.pod import Pod
 
 __all__ = ["MAX_GROUPS_PER_CONTROLLER", "build_pod_groups", "equivalence_key"]
 
 MAX_GROUPS_PER_CONTROLLER: Final = 10
 _TOKEN_VOLUME_PREFIX: Final = "kube-api-access-"
 
+Pod = Mapping[str, Any]
+
 
 def _spec_text(pod: Pod) -> str:
-    spec: dict[str, Any] = dict(pod.get("spec") or {})
+    spec = dict(pod.get("spec") or {})
     spec.pop("nodeName", None)
     volumes = spec.get("volumes")
     if volumes:

@@ -46,7 +46,6 @@ from kubescale.controllers.autoscaler.model.pod_facts import (
     is_mirror_pod,
     is_terminal,
 )
-from kubescale.objects.node import Node
 from kubescale.scheduling.filters import FILTERED_EFFECTS, NodeAffinity, first_untolerated_taint
 from kubescale.scheduling.pod_resources import Amounts, amounts_of, node_allocatable
 
@@ -180,7 +179,7 @@ class TemplateRegistry:
         nodes: Sequence[Mapping[str, Any]],
         pods_by_node: Mapping[str, Sequence[Mapping[str, Any]]],
         daemon_sets: Sequence[Mapping[str, Any]],
-        readiness: Callable[[Node], NodeReadiness],
+        readiness: Callable[[Mapping[str, Any]], NodeReadiness],
         being_deleted: Callable[[Mapping[str, Any]], bool],
     ) -> dict[str, TemplateNode]:
         by_group: dict[str, list[Mapping[str, Any]]] = {}
@@ -246,7 +245,7 @@ class TemplateRegistry:
         group: NodeGroup,
         members: Sequence[Mapping[str, Any]],
         pods_by_node: Mapping[str, Sequence[Mapping[str, Any]]],
-        readiness: Callable[[Node], NodeReadiness],
+        readiness: Callable[[Mapping[str, Any]], NodeReadiness],
         being_deleted: Callable[[Mapping[str, Any]], bool],
     ) -> TemplateNode | None:
         for node in members:

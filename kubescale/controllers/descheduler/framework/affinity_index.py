@@ -20,16 +20,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import LabelSelector
 from kubescale.scheduling.fit import ClusterSnapshot, PodInfo
 from kubescale.scheduling.inter_pod_affinity import AffinityTerm, TopologyCounts, required_terms
 
 __all__ = ["AffinityIndex"]
 
-
-Placed = tuple[Mapping[str, Any], Mapping[str, str]]
-"""A placed pod (as the scheduling snapshot holds it) and its node's labels."""
+Pod = Mapping[str, Any]
+Placed = tuple[Pod, Mapping[str, str]]
+"""A placed pod and its node's labels."""
 
 
 def _exact(selector: LabelSelector) -> tuple[str, str] | None:

@@ -31,8 +31,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from kubescale.objects.node import Node
-from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import LabelSelector
 from kubescale.scheduling.fit import ClusterSnapshot, PodInfo, PreFilterState, pod_key
 from kubescale.scheduling.inter_pod_affinity import TopologyCounts
@@ -42,6 +40,9 @@ from .affinity_index import AffinityIndex
 from .pods import creation_time, is_terminal, owner_refs, requests_of
 
 __all__ = ["CycleView", "cycle_nodes", "is_node_ready"]
+
+Pod = Mapping[str, Any]
+Node = Mapping[str, Any]
 
 
 def is_node_ready(node: Node) -> bool:

@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from kubescale.kube.disruption_arbiter import WorkloadView, cluster_allowance, workload_allowance
-from kubescale.objects.pod import Pod
 
 from .pods import pod_id
 
@@ -45,6 +44,7 @@ __all__ = [
     "SharedBudget",
 ]
 
+Pod = Mapping[str, Any]
 
 TOTAL_LIMIT_TEXT: Final = "maximum number of evicted pods per a descheduling cycle reached"
 NODE_LIMIT_TEXT: Final = "maximum number of evicted pods per node reached"

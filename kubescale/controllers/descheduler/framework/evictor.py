@@ -34,8 +34,6 @@ from datetime import datetime
 from typing import Any, Final, Protocol
 
 from kubescale.base.times import parse_time
-from kubescale.objects.node import Node
-from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import SelectorError, label_selector_from_dict
 
 from ..policy.evictor_args import (
@@ -67,6 +65,8 @@ from .pods import (
 
 __all__ = ["DefaultEvictor", "EvictorError", "EvictorInputs", "resolve_priority_threshold"]
 
+Pod = Mapping[str, Any]
+
 
 class EvictorInputs(Protocol):
     """What the evictor consults besides the pod (a cycle's
@@ -76,7 +76,7 @@ class EvictorInputs(Protocol):
     def now(self) -> datetime: ...
 
     @property
-    def all_nodes(self) -> Sequence[Node]: ...
+    def all_nodes(self) -> Sequence[Mapping[str, Any]]: ...
 
     @property
     def namespace_labels(self) -> Mapping[str, Mapping[str, str]]: ...
@@ -92,7 +92,9 @@ class EvictorInputs(Protocol):
 
     def owner_count(self, uid: str) -> int: ...
 
-    def fits_any(self, pod: Pod, candidates: Iterable[Node], *, other_nodes_only: bool) -> bool: ...
+    def fits_any(
+        self, pod: Pod, candidates: Iterable[Mapping[str, Any]], *, other_nodes_only: bool
+    ) -> bool: ...
 
 
 _STORAGE_CLASS_ANNOTATION: Final = "volume.beta.kubernetes.io/storage-class"
@@ -129,7 +131,7 @@ class DefaultEvictor:
         self.view = view
         self.ignore_age = ignore_age
         self.threshold = resolve_priority_threshold(args, view.priority_classes)
-        self._fit_nodes: list[Node] | None = None
+        self._fit_nodes: list[Mapping[str, Any]] | None = None
         self._filter_cache: dict[int, bool] = {}
 
     # ------------------------------------------------------------------------- Filter
@@ -226,7 +228,7 @@ class DefaultEvictor:
 
     # --------------------------------------------------------------- PreEvictionFilter
 
-    def fit_nodes(self) -> list[Node]:
+    def fit_nodes(self) -> list[Mapping[str, Any]]:
         """Ready nodes matching the evictor's ``nodeSelector`` (``nodeFit``'s candidates)."""
         if self._fit_nodes is None:
             selector = self.args.node_selector_parsed

@@ -49,8 +49,6 @@ from kubescale.kube.disruption_arbiter import (
     workload_allowance,
 )
 from kubescale.kube.disruption_ledger import DisruptionKind
-from kubescale.objects.node import Node
-from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import LabelSelector, SelectorError, label_selector_from_dict
 from kubescale.objects.views import meta
 from kubescale.scheduling.autoscaler_taints import (
@@ -77,7 +75,8 @@ __all__ = [
 ACTOR: Final = "descheduler"
 """The descheduler's name on the disruption ledger."""
 
-
+Pod = Mapping[str, Any]
+Node = Mapping[str, Any]
 WorkloadKey = tuple[str, str, str]
 """``(namespace, kind, name)`` of a pod's controller."""
 

@@ -9,11 +9,9 @@ evicts (see :mod:`.eviction`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any
-
-from kubescale.objects.pod import Pod
 
 from .cycle_view import CycleView
 from .eviction import Evicting, EvictionRequest, PodEvictor
@@ -21,7 +19,7 @@ from .evictor import DefaultEvictor
 
 __all__ = ["Strategy", "StrategyContext", "StrategyError", "StrategyRun"]
 
-
+Pod = Mapping[str, Any]
 StrategyRun = Generator[EvictionRequest, bool, None]
 Strategy = Callable[["StrategyContext", Any], StrategyRun]
 

@@ -40,8 +40,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple, Protocol
 
-from kubescale.objects.node import Node
-from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import LabelSelector
 from kubescale.scheduling.filters import NodeAffinity, PreferredNodeAffinity
 from kubescale.scheduling.fit import pod_key
@@ -77,7 +75,8 @@ __all__ = [
     "policy_refusals",
 ]
 
-
+Pod = Mapping[str, Any]
+Node = Mapping[str, Any]
 MAX_SCORE: Final = 10
 NEUTRAL_SCORE: Final = 5
 

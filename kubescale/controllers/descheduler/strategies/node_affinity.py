@@ -18,8 +18,6 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from kubescale.objects.node import Node
-from kubescale.objects.pod import Pod
 from kubescale.scheduling.filters import NodeAffinity, PreferredNodeAffinity
 
 from ..framework.cycle_view import node_labels, node_name
@@ -42,6 +40,8 @@ __all__ = [
 ]
 
 NAME: Final = "RemovePodsViolatingNodeAffinity"
+Pod = Mapping[str, Any]
+Node = Mapping[str, Any]
 
 
 def _node_affinity(pod: Pod) -> Mapping[str, Any]:

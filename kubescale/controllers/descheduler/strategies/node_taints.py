@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from kubescale.objects.pod import Pod
 from kubescale.scheduling.filters import tolerates
 
 from ..framework.cycle_view import node_name
@@ -29,6 +28,7 @@ from ..policy.strategy_args import RemovePodsViolatingNodeTaintsArgs
 __all__ = ["NAME", "considered_taints", "remove_pods_violating_node_taints", "violating_taint"]
 
 NAME: Final = "RemovePodsViolatingNodeTaints"
+Pod = Mapping[str, Any]
 
 
 def _entry_matches(entry: str, taint: Mapping[str, Any]) -> bool:

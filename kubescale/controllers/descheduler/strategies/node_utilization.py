@@ -39,10 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
-
-from kubescale.objects.node import Node
-from kubescale.objects.pod import Pod
+from typing import Any, Final
 
 from ..framework.cycle_view import node_name
 from ..framework.eviction import EvictionResult
@@ -82,6 +79,8 @@ __all__ = [
 
 LOW_NAME: Final = "LowNodeUtilization"
 HIGH_NAME: Final = "HighNodeUtilization"
+Pod = Mapping[str, Any]
+Node = Mapping[str, Any]
 
 
 class _PodUsageUnsupported(Exception):

@@ -17,10 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
-from kubescale.objects.node import Node
-from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import LabelSelector
 from kubescale.scheduling.fit import pod_key
 from kubescale.scheduling.inter_pod_affinity import required_terms
@@ -41,6 +39,8 @@ __all__ = [
 ]
 
 NAME: Final = "RemovePodsViolatingInterPodAntiAffinity"
+Pod = Mapping[str, Any]
+Node = Mapping[str, Any]
 
 
 @dataclass(frozen=True)

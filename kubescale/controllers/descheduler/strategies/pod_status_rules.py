@@ -38,7 +38,6 @@ from datetime import datetime
 from typing import Any, Final
 
 from kubescale.base.times import parse_time
-from kubescale.objects.pod import Pod
 
 from ..framework.cycle_view import node_name
 from ..framework.eviction import EvictionResult
@@ -65,6 +64,7 @@ __all__ = [
 TOO_MANY_RESTARTS: Final = "RemovePodsHavingTooManyRestarts"
 POD_LIFETIME: Final = "PodLifeTime"
 FAILED_PODS: Final = "RemoveFailedPods"
+Pod = Mapping[str, Any]
 
 
 def _statuses(pod: Pod, *, init: bool, ephemeral: bool = False) -> Iterator[Mapping[str, Any]]:

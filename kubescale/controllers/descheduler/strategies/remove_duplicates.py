@@ -20,11 +20,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Final
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
-from kubescale.objects.node import Node
-from kubescale.objects.pod import Pod
 from kubescale.scheduling.filters import FILTERED_EFFECTS, NodeAffinity, first_untolerated_taint
 
 from ..framework.cycle_view import node_labels, node_name
@@ -36,7 +34,8 @@ from ..policy.strategy_args import RemoveDuplicatesArgs
 __all__ = ["NAME", "OwnerKey", "owner_keys", "remove_duplicates", "target_nodes"]
 
 NAME: Final = "RemoveDuplicates"
-
+Pod = Mapping[str, Any]
+Node = Mapping[str, Any]
 OwnerKey = tuple[str, str, str, str]
 """``(namespace, kind, name, imagesHash)``."""
 

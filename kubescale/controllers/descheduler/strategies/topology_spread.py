@@ -35,8 +35,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from kubescale.objects.node import Node
-from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import (
     EQUALS,
     LabelSelector,
@@ -66,6 +64,8 @@ __all__ = [
 
 NAME: Final = "RemovePodsViolatingTopologySpreadConstraint"
 HONOR: Final = "Honor"
+Pod = Mapping[str, Any]
+Node = Mapping[str, Any]
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,6 @@ from kubescale.controllers.vpa.model.policy.adaptive_estimator import (
 from kubescale.controllers.vpa.model.recommendation import build_recommendation
 from kubescale.objects.selectors import NOTHING, LabelSelector
 from kubescale.objects.views import meta
-from kubescale.objects.vpa_checkpoint import VerticalPodAutoscalerCheckpoint
 
 __all__ = ["AggregateKey", "ClusterState", "VpaRecommendation"]
 
@@ -628,7 +627,7 @@ class ClusterState:
         """getVpasToCheckpoint: VPAs, least recently checkpointed first."""
         return sorted(self._vpas, key=lambda key: (self._vpas[key].checkpoint_written_us, key))
 
-    def load_checkpoint(self, checkpoint: VerticalPodAutoscalerCheckpoint) -> bool:
+    def load_checkpoint(self, checkpoint: Mapping[str, Any]) -> bool:
         """setVpaCheckpoint: the checkpoint becomes the VPA container's initial state. False
         for a VPA not in the state or a checkpoint that does not load (e.g. not ``v3``)."""
         spec = checkpoint.get("spec") or {}

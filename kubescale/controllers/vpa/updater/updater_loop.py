@@ -94,6 +94,7 @@ from kubescale.kube.resources import (
     VERTICAL_POD_AUTOSCALERS,
 )
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.objects.hpa import HorizontalPodAutoscaler
 from kubescale.objects.selectors import LabelSelector
 from kubescale.objects.views import meta
 from kubescale.runtime.component import TimelineReport
@@ -352,7 +353,7 @@ class UpdaterLoop:
 
     def _hpa_scaled(
         self, vpa: Mapping[str, Any], namespace: str
-    ) -> tuple[list[dict[str, Any]], frozenset[str]]:
+    ) -> tuple[list[HorizontalPodAutoscaler], frozenset[str]]:
         """``--coordination one-brain``: the HPAs of the namespace and the resources those
         targeting the VPA's workload scale on (the VPA leaves them alone: docs/coordination.md);
         an ``HPAConflict`` Event on the VPA when that decision is new or changes."""
