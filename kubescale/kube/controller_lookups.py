@@ -43,7 +43,7 @@ from kubescale.objects.selectors import (
     label_selector_from_dict,
     label_selector_from_set,
 )
-from kubescale.objects.views import ObjectRef, meta
+from kubescale.objects.views import Meta, ObjectRef, meta, spec_of
 
 __all__ = ["WELL_KNOWN_INFORMED", "ControllerLookups", "well_known_selector"]
 
@@ -64,11 +64,11 @@ WELL_KNOWN_INFORMED: Final[Mapping[str, ResourceType]] = {
 
 def well_known_selector(kind: str, obj: Mapping[str, Any]) -> LabelSelector | None:
     """``getLabelSelector`` of upstream's target fetcher for a well-known kind."""
-    spec = obj.get("spec") or {}
+    spec = spec_of(obj)
     try:
         if kind == CRON_JOBS.kind:
             template = (((spec.get("jobTemplate") or {}).get("spec") or {}).get("template")) or {}
-            labels = (template.get("metadata") or {}).get("labels") or {}
+            labels = Meta(template).raw.get("labels") or {}
             return label_selector_from_set(labels)
         if kind == REPLICATION_CONTROLLERS.kind:
             return label_selector_from_set(spec.get("selector") or {})

@@ -81,6 +81,7 @@ from kubescale.kube.listers import Lister, ObjectT
 from kubescale.kube.resources import ResourceType
 from kubescale.kube.served_resources import api_name
 from kubescale.kube.watch_stream import WatchInactive
+from kubescale.objects.views import Meta
 
 log = component_logger("kube.informer")
 
@@ -469,7 +470,7 @@ class Informer(Generic[ObjectT]):
         if kind == "ERROR":
             # An ERROR event ends the watch like the same HTTP status would (see run()).
             raise KubeApiError.from_status(obj)
-        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        rv = Meta(obj).raw.get("resourceVersion")
         if kind == "BOOKMARK":
             self.stats.bookmarks += 1
             if rv:
@@ -500,7 +501,7 @@ class Informer(Generic[ObjectT]):
             self.cache.upsert(obj)
             self._notify_add(obj)
             return
-        old_meta, new_meta = old.get("metadata") or {}, obj.get("metadata") or {}
+        old_meta, new_meta = Meta(old).raw, Meta(obj).raw
         if old_meta.get("uid") != new_meta.get("uid"):
             self.cache.upsert(obj)
             self._notify_delete(old)

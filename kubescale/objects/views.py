@@ -11,6 +11,9 @@ differently.
 * :class:`Meta` — ``metadata``: name, namespace, uid, labels, annotations, resourceVersion,
   generation, creation and deletion times, owner references and the controller reference;
 * :class:`OwnerRef` — one ``ownerReferences`` entry;
+* :func:`list_meta` — a list's ``metadata`` (``resourceVersion``, ``continue``);
+* :func:`spec_of` / :func:`status_of` — ``spec`` / ``status`` as a mapping (missing or
+  malformed: empty), for readers of kinds not typed yet (typed readers get the kind's TypedDict);
 * :class:`ObjectRef` — a namespaced reference by ``apiVersion``/``kind``/``name`` (a VPA's
   ``targetRef``, an HPA's ``scaleTargetRef``, a pod's controller), the key controllers are
   looked up by.
@@ -24,9 +27,20 @@ from datetime import datetime
 from typing import Any, cast
 
 from kubescale.base.times import parse_time
-from kubescale.objects.meta import ObjectMeta, OwnerReference
+from kubescale.objects.meta import ListMeta, ObjectMeta, OwnerReference
 
-__all__ = ["Meta", "ObjectRef", "OwnerRef", "mapping", "meta", "optional_mapping", "text"]
+__all__ = [
+    "Meta",
+    "ObjectRef",
+    "OwnerRef",
+    "list_meta",
+    "mapping",
+    "meta",
+    "optional_mapping",
+    "spec_of",
+    "status_of",
+    "text",
+]
 
 
 def mapping(value: object) -> Mapping[str, Any]:
@@ -38,6 +52,21 @@ def optional_mapping(value: object) -> Mapping[str, Any] | None:
     """``value`` when it is a mapping, else ``None`` (for fields where absent and empty
     differ)."""
     return value if isinstance(value, Mapping) else None
+
+
+def list_meta(obj: Mapping[str, Any]) -> ListMeta:
+    """A list's ``metadata`` (``resourceVersion``, ``continue``); empty when missing."""
+    return cast(ListMeta, mapping(obj.get("metadata")))
+
+
+def spec_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``obj["spec"]`` as a mapping; empty when missing, ``null`` or not an object."""
+    return mapping(obj.get("spec"))
+
+
+def status_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``obj["status"]`` as a mapping; empty when missing, ``null`` or not an object."""
+    return mapping(obj.get("status"))
 
 
 def text(value: object) -> str:

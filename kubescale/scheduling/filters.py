@@ -48,6 +48,7 @@ from kubescale.objects.selectors import (
     SelectorError,
     new_requirement,
 )
+from kubescale.objects.views import spec_of
 
 from .node_ports import UsedPorts
 from .pod_resources import Amounts
@@ -179,7 +180,7 @@ class PreferredNodeAffinity:
 
     @classmethod
     def of_pod(cls, pod: Mapping[str, Any]) -> PreferredNodeAffinity:
-        affinity = ((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}
+        affinity = (spec_of(pod).get("affinity") or {}).get("nodeAffinity") or {}
         preferred = affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []
         return cls(
             terms=tuple(
@@ -230,7 +231,7 @@ class NodeAffinity:
 
     @classmethod
     def of_pod(cls, pod: Mapping[str, Any]) -> NodeAffinity:
-        spec = pod.get("spec") or {}
+        spec = spec_of(pod)
         selector = tuple(sorted((spec.get("nodeSelector") or {}).items()))
         required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
             "requiredDuringSchedulingIgnoredDuringExecution"
@@ -282,7 +283,7 @@ class NodeState:
 
     @classmethod
     def of_node(cls, node: Mapping[str, Any], allocatable: Amounts) -> NodeState:
-        spec = node.get("spec") or {}
+        spec = spec_of(node)
         return cls(
             name=str(node["metadata"]["name"]),
             labels=dict(node["metadata"].get("labels") or {}),

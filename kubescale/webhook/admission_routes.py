@@ -82,6 +82,7 @@ from kubescale.controllers.vpa.api.hpa_conflict import (
 from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict
 from kubescale.controllers.vpa.api.pod_admission import PodAdmissionError
 from kubescale.kube.events import EventRecorder
+from kubescale.objects.views import Meta
 from kubescale.runtime.https_server import lean_routes
 from kubescale.runtime.lean_requests import LeanAnswer
 from kubescale.webhook.admission_reviews import (
@@ -527,7 +528,7 @@ class AdmissionWebhook:
 
     def _record_hpa_conflict(self, conflict: HpaConflict) -> None:
         names = sorted(
-            str((hpa.get("metadata") or {}).get("name") or "")
+            str(Meta(hpa).raw.get("name") or "")
             for hpa in conflict.hpas
             if hpa_scaled_resources(hpa, conflict.target) & conflict.resources
         )
@@ -549,7 +550,7 @@ class AdmissionWebhook:
         triggers the same one)."""
         if self.recorder is None:
             return
-        metadata = vpa.get("metadata") or {}
+        metadata = Meta(vpa).raw
         key = (
             metadata.get("namespace"),
             metadata.get("name"),

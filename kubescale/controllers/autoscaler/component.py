@@ -50,6 +50,7 @@ from kubescale.controllers.vpa.api.pod_admission import PodAdmissionError
 from kubescale.controllers.vpa.api.pod_patches import OBSERVED_CONTAINERS_ANNOTATION
 from kubescale.controllers.vpa.api.requests_ahead import pod_with_admitted_resources
 from kubescale.kube.events import EventRecorder
+from kubescale.objects.views import Meta, spec_of
 from kubescale.runtime.component import (
     BaseComponent,
     ComponentSpec,
@@ -135,8 +136,8 @@ class AutoscalerComponent(BaseComponent):
         admission = self.admission
         if admission is None:
             return pod
-        scheduled = bool((pod.get("spec") or {}).get("nodeName"))
-        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+        scheduled = bool(spec_of(pod).get("nodeName"))
+        annotations = Meta(pod).raw.get("annotations") or {}
         if scheduled and OBSERVED_CONTAINERS_ANNOTATION not in annotations:
             return pod  # never admitted with a VPA: no VPA update coming (and no cost)
         try:

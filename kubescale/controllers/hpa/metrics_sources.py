@@ -57,6 +57,7 @@ from kubescale.objects.selectors import (
     label_selector_from_dict,
     parse_label_selector,
 )
+from kubescale.objects.views import Meta
 from kubescale.prometheus.query_api import PrometheusQueryClient
 from kubescale.prometheus.query_values import PrometheusAPIError
 
@@ -248,7 +249,7 @@ class MetricsApiClient:
     ) -> dict[str, PodMetric] | FetchError:
         result: dict[str, PodMetric] = {}
         for item in items:
-            meta = item.get("metadata") or {}
+            meta = Meta(item).raw
             name = str(meta.get("name") or "")
             timestamp = parse_time(item.get("timestamp"))
             try:
@@ -402,7 +403,7 @@ class MetricsApiClient:
 
 def promql_queries(hpa: Mapping[str, Any]) -> dict[str, str]:
     """The HPA's ``hpa.kubescale.io/promql`` annotation: metric name → PromQL (invalid: none)."""
-    text = ((hpa.get("metadata") or {}).get("annotations") or {}).get(PROMQL_ANNOTATION)
+    text = (Meta(hpa).raw.get("annotations") or {}).get(PROMQL_ANNOTATION)
     if not isinstance(text, str):
         return {}
     try:

@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from kubescale.base.times import parse_time
 from kubescale.objects.quantities import Quantity, QuantityError
+from kubescale.objects.views import Meta, spec_of, status_of
 
 __all__ = [
     "MAX_INT32",
@@ -85,15 +86,15 @@ def ceil_to_int32(value: float) -> int:
 
 
 def _name(pod: Mapping[str, Any]) -> str:
-    return str((pod.get("metadata") or {}).get("name") or "")
+    return str(Meta(pod).raw.get("name") or "")
 
 
 def _phase(pod: Mapping[str, Any]) -> str:
-    return str((pod.get("status") or {}).get("phase") or "")
+    return str(status_of(pod).get("phase") or "")
 
 
 def _ready_condition(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    for condition in (pod.get("status") or {}).get("conditions") or ():
+    for condition in status_of(pod).get("conditions") or ():
         if isinstance(condition, Mapping) and condition.get("type") == "Ready":
             return condition
     return None
@@ -139,7 +140,7 @@ def group_pods(
     for pod in pods:
         name = _name(pod)
         phase = _phase(pod)
-        if (pod.get("metadata") or {}).get("deletionTimestamp") or phase == "Failed":
+        if Meta(pod).raw.get("deletionTimestamp") or phase == "Failed":
             ignored.add(name)
             continue
         if phase == "Pending":
@@ -151,7 +152,7 @@ def group_pods(
             continue
         if resource == "cpu":
             condition = _ready_condition(pod)
-            start = parse_time((pod.get("status") or {}).get("startTime"))
+            start = parse_time(status_of(pod).get("startTime"))
             if condition is None or start is None:
                 unready.add(name)
                 continue
@@ -195,7 +196,7 @@ def calculate_requests(
     requests: dict[str, int] = {}
     for pod in pods:
         name = _name(pod)
-        spec = pod.get("spec") or {}
+        spec = spec_of(pod)
         if not container:
             pod_level = _request_milli(spec, resource)
             if pod_level is not None:

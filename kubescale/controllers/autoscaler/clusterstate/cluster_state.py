@@ -51,6 +51,7 @@ from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
 from kubescale.controllers.autoscaler.clusterstate.backoff import BackoffEntry, ExponentialBackoff
 from kubescale.controllers.autoscaler.model.node_facts import NodeReadiness, node_name, provider_id
 from kubescale.controllers.autoscaler.model.pod_facts import creation_time
+from kubescale.objects.views import status_of
 
 __all__ = [
     "AcceptableRange",
@@ -156,7 +157,7 @@ StateEffect = ScaleUpTimedOut | InstanceCreationFailed
 
 
 def _suspended(node: Mapping[str, Any]) -> bool:
-    for condition in (node.get("status") or {}).get("conditions") or ():
+    for condition in status_of(node).get("conditions") or ():
         if condition.get("type") == "Suspended":
             return bool(condition.get("status") == "True")
     return False

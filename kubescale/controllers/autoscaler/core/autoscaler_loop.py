@@ -118,6 +118,7 @@ from kubescale.kube.resources import (
     REPLICATION_CONTROLLERS,
     STATEFUL_SETS,
 )
+from kubescale.objects.views import Meta
 from kubescale.runtime.component import TimelineReport
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.pod_resources import RequestCache
@@ -291,9 +292,9 @@ class AutoscalerLoop:
             if entry.kind is not DisruptionKind.EVICTION:
                 continue
             pod = self.pods.lister.get(entry.name, entry.namespace)
-            if pod is None or (pod.get("metadata") or {}).get("uid") != entry.uid:
+            if pod is None or Meta(pod).raw.get("uid") != entry.uid:
                 continue
-            if (pod.get("metadata") or {}).get("deletionTimestamp"):
+            if Meta(pod).raw.get("deletionTimestamp"):
                 continue  # the PDB's status counts it once the disruption controller sees it
             pods.append(pod)
         return pods

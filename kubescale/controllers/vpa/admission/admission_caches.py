@@ -72,7 +72,7 @@ from kubescale.objects.hpa import HorizontalPodAutoscaler
 from kubescale.objects.node import Node
 from kubescale.objects.quantities import Quantity, QuantityError
 from kubescale.objects.selectors import LabelSelector
-from kubescale.objects.views import ObjectRef
+from kubescale.objects.views import Meta, ObjectRef, spec_of, status_of
 
 __all__ = [
     "HPA_TARGET_INDEX",
@@ -99,10 +99,10 @@ def target_key(namespace: str, kind: str, name: str) -> str:
 
 def _ref_index(spec_field: str) -> IndexFunc:
     def index(obj: Mapping[str, Any]) -> Iterable[str]:
-        ref = (obj.get("spec") or {}).get(spec_field)
+        ref = spec_of(obj).get(spec_field)
         if not isinstance(ref, Mapping):
             return ()
-        namespace = (obj.get("metadata") or {}).get("namespace") or ""
+        namespace = Meta(obj).raw.get("namespace") or ""
         return (target_key(namespace, str(ref.get("kind") or ""), str(ref.get("name") or "")),)
 
     return index
@@ -113,7 +113,7 @@ HPA_TARGET_INDEX_FUNC: Final = _ref_index("scaleTargetRef")
 
 
 def _is_ready(node: Mapping[str, Any]) -> bool:
-    for condition in (node.get("status") or {}).get("conditions") or ():
+    for condition in status_of(node).get("conditions") or ():
         if isinstance(condition, Mapping) and condition.get("type") == "Ready":
             return condition.get("status") == "True"
     return False
@@ -127,7 +127,7 @@ def largest_allocatable(nodes: Iterable[Mapping[str, Any]]) -> dict[str, Quantit
         if not _is_ready(node):
             continue
         ready = True
-        allocatable = (node.get("status") or {}).get("allocatable") or {}
+        allocatable = status_of(node).get("allocatable") or {}
         if not isinstance(allocatable, Mapping):
             continue
         for resource, raw in allocatable.items():
@@ -151,11 +151,11 @@ class InputListener(Protocol):
 
 
 def _uid(obj: Mapping[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("uid") or "")
+    return str(Meta(obj).raw.get("uid") or "")
 
 
 def _namespace_of(obj: Mapping[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("namespace") or "")
+    return str(Meta(obj).raw.get("namespace") or "")
 
 
 class AdmissionCaches:
@@ -309,7 +309,7 @@ class AdmissionCaches:
 
     def _controller_deleted_handler(self, kind: str) -> Callable[[dict[str, Any]], None]:
         def deleted(obj: dict[str, Any]) -> None:
-            metadata = obj.get("metadata") or {}
+            metadata = Meta(obj).raw
             namespace = str(metadata.get("namespace") or "")
             in_namespace = self._selectors.get(namespace)
             if in_namespace is None:
@@ -336,7 +336,7 @@ class AdmissionCaches:
         if known is not None:
             return known
         items = self._limit_ranges.lister.list(namespace=namespace)
-        ordered = sorted(items, key=lambda obj: str((obj.get("metadata") or {}).get("name") or ""))
+        ordered = sorted(items, key=lambda obj: str(Meta(obj).raw.get("name") or ""))
         if len(self._limit_ranges_by_namespace) >= _MAX_NAMESPACES_KEPT:
             self._limit_ranges_by_namespace.clear()
         self._limit_ranges_by_namespace[namespace] = ordered
@@ -378,7 +378,7 @@ class AdmissionCaches:
         self._namespace_listeners.append(forget)
 
     def _namespace_deleted(self, namespace_obj: dict[str, Any]) -> None:
-        namespace = str((namespace_obj.get("metadata") or {}).get("name") or "")
+        namespace = str(Meta(namespace_obj).raw.get("name") or "")
         if not namespace:
             return
         self._limit_ranges_by_namespace.pop(namespace, None)

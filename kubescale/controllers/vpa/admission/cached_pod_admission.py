@@ -50,6 +50,7 @@ from kubescale.controllers.vpa.api.startup_boost import StartupBoostSettings
 from kubescale.controllers.vpa.api.vpa_matching import choose_vpa, target_ref_of
 from kubescale.objects.hpa import HorizontalPodAutoscaler
 from kubescale.objects.selectors import LabelSelector
+from kubescale.objects.views import Meta
 
 __all__ = [
     "CachedPodAdmission",
@@ -101,7 +102,7 @@ class PodDecision:
 
 def pod_namespace(pod: Mapping[str, Any]) -> str:
     """``metadata.namespace`` of a pod (its namespace set), ``""`` when missing."""
-    namespace = (pod.get("metadata") or {}).get("namespace")
+    namespace = Meta(pod).raw.get("namespace")
     return namespace if isinstance(namespace, str) else ""
 
 

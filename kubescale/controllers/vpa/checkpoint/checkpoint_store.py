@@ -43,6 +43,7 @@ from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.informer import Informer
 from kubescale.kube.resources import VPA_CHECKPOINTS
+from kubescale.objects.views import spec_of
 from kubescale.objects.vpa_checkpoint import VerticalPodAutoscalerCheckpoint
 
 __all__ = ["WRITE_CONCURRENCY", "CheckpointStore", "StoreResult"]
@@ -165,7 +166,7 @@ class CheckpointStore:
         for checkpoint in self.cached():
             metadata = _metadata(checkpoint)
             namespace = str(metadata.get("namespace") or "")
-            vpa_name = str((checkpoint.get("spec") or {}).get("vpaObjectName") or "")
+            vpa_name = str(spec_of(checkpoint).get("vpaObjectName") or "")
             if (namespace, vpa_name) in existing_vpas:
                 continue
             name = str(metadata.get("name") or "")
@@ -242,7 +243,7 @@ class _StorePass:
                     extra={
                         "fields": {
                             "vpa": f"{namespace}/{name}",
-                            "container": (checkpoint.get("spec") or {}).get("containerName"),
+                            "container": spec_of(checkpoint).get("containerName"),
                             "error": str(err),
                         }
                     },

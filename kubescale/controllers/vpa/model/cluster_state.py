@@ -64,7 +64,7 @@ from kubescale.controllers.vpa.model.policy.adaptive_estimator import (
 )
 from kubescale.controllers.vpa.model.recommendation import build_recommendation
 from kubescale.objects.selectors import NOTHING, LabelSelector
-from kubescale.objects.views import meta
+from kubescale.objects.views import Meta, meta, spec_of, status_of
 
 __all__ = ["AggregateKey", "ClusterState", "VpaRecommendation"]
 
@@ -348,8 +348,8 @@ class ClusterState:
     def add_or_update_vpa(self, vpa: dict[str, Any], *, selector: LabelSelector | None) -> None:
         """AddOrUpdateVpa. ``selector=None`` is the ConfigUnsupported case: the VPA matches no
         pod. A changed selector recreates the VPA (dropping its checkpointed initial state)."""
-        metadata = vpa.get("metadata") or {}
-        spec = vpa.get("spec") or {}
+        metadata = Meta(vpa).raw
+        spec = spec_of(vpa)
         namespace = str(metadata.get("namespace") or "")
         name = str(metadata.get("name") or "")
         unsupported = selector is None
@@ -630,7 +630,7 @@ class ClusterState:
     def load_checkpoint(self, checkpoint: Mapping[str, Any]) -> bool:
         """setVpaCheckpoint: the checkpoint becomes the VPA container's initial state. False
         for a VPA not in the state or a checkpoint that does not load (e.g. not ``v3``)."""
-        spec = checkpoint.get("spec") or {}
+        spec = spec_of(checkpoint)
         key = (meta(checkpoint).namespace, str(spec.get("vpaObjectName") or ""))
         vpa = self._vpas.get(key)
         container = spec.get("containerName")
@@ -638,7 +638,7 @@ class ClusterState:
             return False
         state = AggregateContainerState(self.stores)
         try:
-            state.load_from_checkpoint(checkpoint.get("status") or {})
+            state.load_from_checkpoint(status_of(checkpoint))
         except (CheckpointFormatError, HistogramCheckpointError) as error:
             state.release()
             _log.warning(

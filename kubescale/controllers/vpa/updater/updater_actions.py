@@ -45,7 +45,7 @@ from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.events import EventRecorder
 from kubescale.kube.resources import PODS
 from kubescale.objects.hpa import HorizontalPodAutoscaler
-from kubescale.objects.views import meta
+from kubescale.objects.views import meta, spec_of
 
 __all__ = ["IN_PLACE_UPDATED_ANNOTATION", "PodActions", "resize_patches"]
 
@@ -71,7 +71,7 @@ def resize_patches(patches: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
 
 def _container_names(pod: Mapping[str, Any]) -> list[str]:
     """Each ``spec.containers`` entry's name, in order (``""`` for a malformed entry)."""
-    containers = (pod.get("spec") or {}).get("containers")
+    containers = spec_of(pod).get("containers")
     return [
         str(c.get("name") or "") if isinstance(c, Mapping) else ""
         for c in (containers if isinstance(containers, list) else [])

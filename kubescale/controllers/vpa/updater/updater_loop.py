@@ -96,7 +96,7 @@ from kubescale.kube.resources import (
 from kubescale.kube.shared_cache import SharedCache
 from kubescale.objects.hpa import HorizontalPodAutoscaler
 from kubescale.objects.selectors import LabelSelector
-from kubescale.objects.views import meta
+from kubescale.objects.views import Meta, meta, spec_of, status_of
 from kubescale.runtime.component import TimelineReport
 
 __all__ = ["LOOP_NAME", "UpdaterLoop", "lease_is_fresh"]
@@ -122,15 +122,15 @@ def lease_is_fresh(
     """``IsStatusValid``: the Lease exists and was renewed less than the timeout ago."""
     if lease is None:
         return False
-    spec = lease.get("spec") or {}
+    spec = spec_of(lease)
     renewed = parse_time(spec.get("renewTime")) or parse_time(
-        (lease.get("metadata") or {}).get("creationTimestamp")
+        Meta(lease).raw.get("creationTimestamp")
     )
     return renewed is not None and renewed + settings.status_lease_timeout > now
 
 
 def has_recommendation(vpa: Mapping[str, Any]) -> bool:
-    recommendation = (vpa.get("status") or {}).get("recommendation") or {}
+    recommendation = status_of(vpa).get("recommendation") or {}
     return bool(recommendation.get("containerRecommendations"))
 
 
@@ -367,7 +367,7 @@ class UpdaterLoop:
             self._hpa_decisions.pop(key, None)
             return hpas, skipped
         names = sorted(
-            str((hpa.get("metadata") or {}).get("name") or "")
+            str(Meta(hpa).raw.get("name") or "")
             for hpa in hpas
             if hpa_scaled_resources(hpa, target)
         )
@@ -411,7 +411,7 @@ class UpdaterLoop:
             terminating=terminating,
             boosted=boosted,
         )
-        namespace = str((vpa.get("metadata") or {}).get("namespace") or "")
+        namespace = str(Meta(vpa).raw.get("namespace") or "")
         limit_ranges = self.limit_ranges.lister.list(namespace=namespace)
         hpas, skipped = self._hpa_scaled(vpa, namespace)
         size = size_log2(len(pods))
@@ -480,5 +480,5 @@ class UpdaterLoop:
 
 
 def _key(vpa: Mapping[str, Any]) -> tuple[str, str]:
-    metadata = vpa.get("metadata") or {}
+    metadata = Meta(vpa).raw
     return (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
