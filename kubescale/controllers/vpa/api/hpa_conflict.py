@@ -25,7 +25,7 @@ from typing import Any
 
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef
 from kubescale.objects.hpa import HorizontalPodAutoscaler
-from kubescale.objects.views import mapping
+from kubescale.objects.views import Meta, mapping, spec_of
 
 __all__ = [
     "CONFLICT_RESOURCES",
@@ -39,8 +39,8 @@ _CPU = frozenset({"cpu"})
 
 
 def _targets(hpa: HorizontalPodAutoscaler, controller: ControllerRef) -> bool:
-    namespace = mapping(hpa.get("metadata")).get("namespace")
-    target = mapping(mapping(hpa.get("spec")).get("scaleTargetRef"))
+    namespace = Meta(hpa).raw.get("namespace")
+    target = mapping(spec_of(hpa).get("scaleTargetRef"))
     return (
         namespace == controller.namespace
         and target.get("kind") == controller.kind
@@ -66,7 +66,7 @@ def hpa_scaled_resources(
     """The resources (``cpu``/``memory``) ``hpa`` scales ``controller`` on; empty if unrelated."""
     if controller is None or not _targets(hpa, controller):
         return frozenset()
-    spec = mapping(hpa.get("spec"))
+    spec = spec_of(hpa)
     api_version = hpa.get("apiVersion")
     if api_version == "autoscaling/v1" or "targetCPUUtilizationPercentage" in spec:
         return _CPU

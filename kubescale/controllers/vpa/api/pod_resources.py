@@ -87,7 +87,7 @@ from kubescale.controllers.vpa.api.startup_boost import (
 )
 from kubescale.controllers.vpa.api.vpa_policy import UPDATE_MODE_OFF, update_mode
 from kubescale.objects.quantities import Quantity
-from kubescale.objects.views import mapping, optional_mapping
+from kubescale.objects.views import optional_mapping, spec_of
 
 __all__ = [
     "NODE_FIT_ACTION",
@@ -206,7 +206,7 @@ def _boost(
     if CPU in skip_resources:
         return {}
     boosts: dict[int, str] = {}
-    containers = mapping(pod.get("spec")).get("containers")
+    containers = spec_of(pod).get("containers")
     for index, container in enumerate(containers if isinstance(containers, list) else ()):
         if not isinstance(container, Mapping):
             continue
