@@ -58,7 +58,7 @@ from kubescale.controllers.vpa.model.histogram import MIN_SAMPLE_WEIGHT
 from kubescale.kube.client import KubeClient, connect
 from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.resources import NAMESPACES, VPA_CHECKPOINTS
-from kubescale.kube.selectors import label_selector_from_set
+from kubescale.objects.selectors import label_selector_from_set
 
 REPO = Path(__file__).resolve().parent.parent
 START = datetime(2024, 1, 1, tzinfo=UTC)

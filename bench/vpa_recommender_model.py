@@ -51,7 +51,7 @@ from kubescale.controllers.vpa.model.policy.adaptive_config import (
     RECOMMENDATION_POLICIES,
     UPSTREAM_POLICY,
 )
-from kubescale.kube.selectors import label_selector_from_set
+from kubescale.objects.selectors import label_selector_from_set
 
 REPO = Path(__file__).resolve().parent.parent
 START = datetime(2024, 1, 1, tzinfo=UTC)

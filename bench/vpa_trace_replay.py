@@ -72,7 +72,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kubescale.base.flag_types import parse_duration
+from kubescale.base.go_time import parse_duration
 from kubescale.controllers.vpa.model.aggregate_state import AggregateContainerState, ContainerState
 from kubescale.controllers.vpa.model.estimators import RecommenderConfig, estimate
 from kubescale.controllers.vpa.model.go_math import go_float_to_int64

@@ -46,7 +46,6 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kubescale.base.objects import ObjectRef
 from kubescale.controllers.vpa.admission.admission_caches import AdmissionCaches
 from kubescale.kube.client import KubeClient, connect
 from kubescale.kube.events import EventRecorder
@@ -58,6 +57,7 @@ from kubescale.kube.resources import (
     VERTICAL_POD_AUTOSCALERS,
 )
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.objects.views import ObjectRef
 from kubescale.webhook.admission_routes import AdmissionWebhook
 from kubescale.webhook.webhook_config import WebhookSettings
 

@@ -8,42 +8,9 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
-import re
 from collections.abc import Callable, Mapping
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-_DURATION_UNITS = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-
-
-def parse_duration(text: str) -> float:
-    """A Go ``time.Duration`` string (``10s``, ``1m30s``, ``500ms``, ``0``) → seconds."""
-    value = text.strip()
-    if value in ("0", "+0", "-0"):
-        return 0.0
-    sign = 1.0
-    if value and value[0] in "+-":
-        sign = -1.0 if value[0] == "-" else 1.0
-        value = value[1:]
-    pos, total = 0, 0.0
-    while pos < len(value):
-        match = _DURATION_PART.match(value, pos)
-        if match is None:
-            raise argparse.ArgumentTypeError(
-                f"invalid duration {text!r} (want e.g. 10s, 1m30s, 500ms)"
-            )
-        total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-        pos = match.end()
-    if pos == 0:
-        raise argparse.ArgumentTypeError(f"invalid duration {text!r} (want e.g. 10s, 1m30s, 500ms)")
-    return sign * total
+from kubescale.base.go_time import parse_duration
 
 
 def positive_duration(text: str) -> float:

@@ -46,7 +46,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Protocol
 
-from kubescale.base.objects import meta
 from kubescale.coordination.disruption_arbiter import (
     DisruptionArbiter,
     WorkloadView,
@@ -54,7 +53,8 @@ from kubescale.coordination.disruption_arbiter import (
     workload_allowance,
 )
 from kubescale.coordination.disruption_ledger import DisruptionKind, DisruptionLedger
-from kubescale.kube.selectors import LabelSelector, SelectorError, label_selector_from_dict
+from kubescale.objects.selectors import LabelSelector, SelectorError, label_selector_from_dict
+from kubescale.objects.views import Meta, meta, spec_of, status_of
 from kubescale.scheduling.autoscaler_taints import (
     AUTOSCALER_MARKS,
     DELETION_CANDIDATE_TAINT,
@@ -200,9 +200,9 @@ def desired_replicas(kind: str, controller: Mapping[str, Any] | None) -> int | N
     if controller is None or kind in _NO_SIZE_KINDS:
         return None
     if kind == "DaemonSet":
-        value = (controller.get("status") or {}).get("desiredNumberScheduled")
+        value = status_of(controller).get("desiredNumberScheduled")
     else:
-        value = (controller.get("spec") or {}).get("replicas")
+        value = spec_of(controller).get("replicas")
     try:
         return int(value) if value is not None else None
     except (TypeError, ValueError):
@@ -219,16 +219,16 @@ def workload_key(pod: Pod) -> WorkloadKey | None:
 
 def is_available(pod: Pod) -> bool:
     """Running, ready (when it says) and not being deleted: counted healthy."""
-    if meta(pod).deleting or (pod.get("status") or {}).get("phase") != "Running":
+    if meta(pod).deleting or status_of(pod).get("phase") != "Running":
         return False
-    for condition in (pod.get("status") or {}).get("conditions") or ():
+    for condition in status_of(pod).get("conditions") or ():
         if condition.get("type") == "Ready":
             return bool(condition.get("status") == "True")
     return True
 
 
 def _taint_keys(node: Node) -> set[str]:
-    return {str(t.get("key", "")) for t in (node.get("spec") or {}).get("taints") or ()}
+    return {str(t.get("key", "")) for t in spec_of(node).get("taints") or ()}
 
 
 def marked_by_autoscaler(node: Node, marks: Set[str] = AUTOSCALER_MARKS) -> bool:
@@ -272,20 +272,20 @@ class LedgerBudget:
         self._pdbs: list[tuple[str, LabelSelector, int]] = []
         for pdb in view.pdbs:
             try:
-                selector = label_selector_from_dict((pdb.get("spec") or {}).get("selector"))
+                selector = label_selector_from_dict(spec_of(pdb).get("selector"))
             except SelectorError:
                 continue
             self._pdbs.append(
                 (
-                    str((pdb.get("metadata") or {}).get("namespace", "")),
+                    str(Meta(pdb).raw.get("namespace", "")),
                     selector,
-                    int((pdb.get("status") or {}).get("disruptionsAllowed") or 0),
+                    int(status_of(pdb).get("disruptionsAllowed") or 0),
                 )
             )
 
     def _evicting(self, pods: Iterable[Pod], exclude: Set[str]) -> int:
         return self.arbiter.in_flight_evictions(
-            (p for p in pods if str((p.get("metadata") or {}).get("uid", "")) not in exclude),
+            (p for p in pods if str(Meta(p).raw.get("uid", "")) not in exclude),
             actor=ACTOR,
             now=self.now,
         )
@@ -327,13 +327,13 @@ class LedgerBudget:
         )
 
     def refuse(self, pod: Pod) -> Refusal | None:
-        current = str((pod.get("spec") or {}).get("nodeName") or "")
+        current = str(spec_of(pod).get("nodeName") or "")
         node = self.view.node_by_name.get(current)
         if node is not None and marked_by_autoscaler(node, {TO_BE_DELETED_TAINT}):
             return Refusal.NODE_REMOVED
         if not self.view.fits_any(pod, self._destinations, other_nodes_only=True):
             return Refusal.NO_BETTER_NODE
-        meta = pod.get("metadata") or {}
+        meta = Meta(pod).raw
         namespace, labels = str(meta.get("namespace", "")), meta.get("labels") or {}
         for pdb_namespace, selector, allowed in self._pdbs:
             if pdb_namespace != namespace or not selector.matches(labels):
@@ -341,8 +341,8 @@ class LedgerBudget:
             covered = [
                 p
                 for p in self.view.pods
-                if (p.get("metadata") or {}).get("namespace") == namespace
-                and selector.matches((p.get("metadata") or {}).get("labels") or {})
+                if Meta(p).raw.get("namespace") == namespace
+                and selector.matches(Meta(p).raw.get("labels") or {})
             ]
             in_flight = self._evicting(covered, frozenset())
             if pdb_allowance(disruptions_allowed=allowed, in_flight=in_flight) < 1:

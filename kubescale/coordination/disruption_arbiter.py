@@ -40,8 +40,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from kubescale.base.objects import meta
 from kubescale.coordination.disruption_ledger import DisruptionKind, DisruptionLedger
+from kubescale.objects.views import meta
 
 __all__ = [
     "DisruptionArbiter",

@@ -49,12 +49,12 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from kubescale.base.logs import component_logger
-from kubescale.base.objects import meta
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.informer import EventHandlers, Informer
-from kubescale.kube.quantities import Quantity, QuantityError
 from kubescale.kube.resources import PODS
+from kubescale.objects.quantities import Quantity, QuantityError
+from kubescale.objects.views import meta, spec_of
 
 __all__ = [
     "HISTORY_MAX_AGE",
@@ -286,7 +286,7 @@ class DisruptionLedger:
     def forget(self, uid: str) -> None:
         self._entries.pop(uid, None)
 
-    def attach(self, informer: Informer) -> None:
+    def attach(self, informer: Informer[Any]) -> None:
         """Drop entries as ``informer`` (of pods) delivers their deletion or their effect."""
         if id(informer) in self._attached:
             return
@@ -417,7 +417,7 @@ def _disruption(
         confirmed=confirmed,
         resources=resources or {},
         actor=actor,
-        node=str((pod.get("spec") or {}).get("nodeName") or ""),
+        node=str(spec_of(pod).get("nodeName") or ""),
         owner_kind=controller.kind if controller is not None else "",
         owner_name=controller.name if controller is not None else "",
     )
@@ -432,7 +432,7 @@ def resize_targets(
     """The requests and limits each container touched by ``patches`` (JSON patch operations
     on ``/spec/containers/<i>/resources[/<requests|limits>[/<resource>]]``) has once they are
     applied to ``pod``. Operations on other paths are ignored."""
-    containers = [c for c in (pod.get("spec") or {}).get("containers") or () if isinstance(c, dict)]
+    containers = [c for c in spec_of(pod).get("containers") or () if isinstance(c, dict)]
     resources: list[dict[str, Any]] = [
         copy.deepcopy(dict(c.get("resources") or {})) for c in containers
     ]
@@ -488,7 +488,7 @@ def resize_applied(pod: Mapping[str, Any], targets: ContainerResources) -> bool:
     asked (compared as quantities: ``"0.5"`` is ``"500m"``)."""
     by_name = {
         str(c.get("name") or ""): c
-        for c in (pod.get("spec") or {}).get("containers") or ()
+        for c in spec_of(pod).get("containers") or ()
         if isinstance(c, Mapping)
     }
     for name, wanted in targets.items():

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final, Protocol
 
+from kubescale.objects.views import Meta
+
 __all__ = ["DEFAULT_MAX_ENTRIES", "EvictionMemory", "EvictionRecorder", "OwnerKey", "owner_key"]
 
 DEFAULT_MAX_ENTRIES: Final = 10_000
@@ -28,7 +30,7 @@ OwnerKey = tuple[str, str, str]
 
 def owner_key(pod: Mapping[str, Any]) -> OwnerKey | None:
     """The pod's controller ownerReference (else its first one) as an :data:`OwnerKey`."""
-    meta = pod.get("metadata") or {}
+    meta = Meta(pod).raw
     refs = list(meta.get("ownerReferences") or ())
     if not refs:
         return None

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from kubescale.base.objects import ObjectRef
+from kubescale.objects.hpa import HorizontalPodAutoscaler
+from kubescale.objects.views import ObjectRef
 
 from .descheduler_budget import ClusterView, EvictionBudget, LedgerBudget, WorkloadKey
 from .disruption_arbiter import DisruptionArbiter
@@ -97,7 +98,7 @@ class VpaYieldsToHpa:
         return True
 
     def hpa_owned(
-        self, hpas: Iterable[dict[str, Any]], workload: ObjectRef | None
+        self, hpas: Iterable[HorizontalPodAutoscaler], workload: ObjectRef | None
     ) -> frozenset[str]:
         return hpas_scaled_resources(hpas, workload)
 

@@ -28,7 +28,8 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from kubescale.base.objects import ObjectRef
+from kubescale.objects.hpa import HorizontalPodAutoscaler
+from kubescale.objects.views import ObjectRef
 
 from .descheduler_budget import ClusterView, EvictionBudget, WorkloadKey
 from .disruption_ledger import Disruption
@@ -102,7 +103,7 @@ class ResourceOwnership(Protocol):
         ...
 
     def hpa_owned(
-        self, hpas: Iterable[dict[str, Any]], workload: ObjectRef | None
+        self, hpas: Iterable[HorizontalPodAutoscaler], workload: ObjectRef | None
     ) -> frozenset[str]:
         """The resources (``cpu``/``memory``) of ``workload`` that ``hpas`` own."""
         ...

@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from kubescale.base.objects import meta
 from kubescale.coordination.disruption_ledger import Disruption, DisruptionKind
+from kubescale.objects.views import meta
 
 __all__ = [
     "DESCHEDULER_ACTOR",

@@ -22,7 +22,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kubescale.coordination.disruption_ledger import resize_targets
-from kubescale.kube.quantities import Quantity, QuantityError
+from kubescale.objects.quantities import Quantity, QuantityError
+from kubescale.objects.views import spec_of
 
 __all__ = ["pod_with_admitted_resources"]
 
@@ -40,7 +41,7 @@ def pod_with_admitted_resources(
     targets = resize_targets(pod, patches)
     if not targets:
         return pod
-    containers = (pod.get("spec") or {}).get("containers") or []
+    containers = spec_of(pod).get("containers") or []
     changed: dict[int, dict[str, Any]] = {}
     for index, container in enumerate(containers):
         if not isinstance(container, Mapping):
@@ -64,7 +65,7 @@ def pod_with_admitted_resources(
             changed[index] = {**container, "resources": resources}
     if not changed:
         return pod
-    spec = dict(pod.get("spec") or {})
+    spec = dict(spec_of(pod))
     spec["containers"] = [changed.get(i, c) for i, c in enumerate(containers)]
     return {**pod, "spec": spec}
 

@@ -23,8 +23,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from kubescale.base.objects import ObjectRef as ControllerRef
-from kubescale.base.objects import mapping
+from kubescale.objects.hpa import HorizontalPodAutoscaler
+from kubescale.objects.views import Meta, mapping, spec_of
+from kubescale.objects.views import ObjectRef as ControllerRef
 
 __all__ = [
     "CONFLICT_RESOURCES",
@@ -37,9 +38,9 @@ CONFLICT_RESOURCES = frozenset({"cpu", "memory"})
 _CPU = frozenset({"cpu"})
 
 
-def _targets(hpa: Mapping[str, Any], controller: ControllerRef) -> bool:
-    namespace = mapping(hpa.get("metadata")).get("namespace")
-    target = mapping(mapping(hpa.get("spec")).get("scaleTargetRef"))
+def _targets(hpa: HorizontalPodAutoscaler, controller: ControllerRef) -> bool:
+    namespace = Meta(hpa).raw.get("namespace")
+    target = mapping(spec_of(hpa).get("scaleTargetRef"))
     return (
         namespace == controller.namespace
         and target.get("kind") == controller.kind
@@ -59,11 +60,13 @@ def _metric_resource(metric: Mapping[str, Any]) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def hpa_scaled_resources(hpa: dict[str, Any], controller: ControllerRef | None) -> frozenset[str]:
+def hpa_scaled_resources(
+    hpa: HorizontalPodAutoscaler, controller: ControllerRef | None
+) -> frozenset[str]:
     """The resources (``cpu``/``memory``) ``hpa`` scales ``controller`` on; empty if unrelated."""
     if controller is None or not _targets(hpa, controller):
         return frozenset()
-    spec = mapping(hpa.get("spec"))
+    spec = spec_of(hpa)
     api_version = hpa.get("apiVersion")
     if api_version == "autoscaling/v1" or "targetCPUUtilizationPercentage" in spec:
         return _CPU
@@ -75,7 +78,7 @@ def hpa_scaled_resources(hpa: dict[str, Any], controller: ControllerRef | None) 
 
 
 def hpas_scaled_resources(
-    hpas: Iterable[dict[str, Any]], controller: ControllerRef | None
+    hpas: Iterable[HorizontalPodAutoscaler], controller: ControllerRef | None
 ) -> frozenset[str]:
     """The union of :func:`hpa_scaled_resources` over several HPAs."""
     scaled: frozenset[str] = frozenset()

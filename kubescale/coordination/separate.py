@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from kubescale.base.objects import ObjectRef
+from kubescale.objects.hpa import HorizontalPodAutoscaler
+from kubescale.objects.views import ObjectRef
 
 from .descheduler_budget import UPSTREAM_BUDGET, ClusterView, EvictionBudget, WorkloadKey
 from .disruption_ledger import Disruption
@@ -65,7 +66,7 @@ class VpaOwnsAll:
         return requested
 
     def hpa_owned(
-        self, hpas: Iterable[dict[str, Any]], workload: ObjectRef | None
+        self, hpas: Iterable[HorizontalPodAutoscaler], workload: ObjectRef | None
     ) -> frozenset[str]:
         return frozenset()
 

@@ -46,7 +46,8 @@ from kubescale.controllers.descheduler.strategies.utilization_math import (
     BASIC_RESOURCES,
     node_capacity,
 )
-from kubescale.kube.selectors import LabelSelector
+from kubescale.objects.selectors import LabelSelector
+from kubescale.objects.views import Meta, spec_of
 from kubescale.scheduling.fit import pod_key
 
 __all__ = ["ClusterCache", "tracked_resources"]
@@ -111,7 +112,7 @@ class ClusterCache:
         row = self._row(name)
         offered = node_capacity(node)
         self._capacity[row] = [offered.get(r, 0) for r in self.resources]
-        spec = node.get("spec") or {}
+        spec = spec_of(node)
         self._unschedulable[row] = bool(spec.get("unschedulable"))
         self._taints[name] = list(spec.get("taints") or ())
         self.node_version += 1
@@ -161,10 +162,10 @@ class ClusterCache:
             uid = str(ref.get("uid") or "")
             if uid:
                 self._owner_counts[uid] = self._owner_counts.get(uid, 0) + 1
-        node = str((pod.get("spec") or {}).get("nodeName") or "")
+        node = str(spec_of(pod).get("nodeName") or "")
         if node and not is_terminal(pod):
             self._bound.setdefault(key[0], {})[key[1]] = pod
-            for label, value in ((pod.get("metadata") or {}).get("labels") or {}).items():
+            for label, value in (Meta(pod).raw.get("labels") or {}).items():
                 self._by_label.setdefault((key[0], label, value), {})[key[1]] = pod
             for constraint in spread_constraints(pod, _ALL_SPREAD_KINDS):
                 entry = self._spread.setdefault(key[0], {}).setdefault(
@@ -193,7 +194,7 @@ class ClusterCache:
                 if self._owner_counts[uid] <= 0:
                     del self._owner_counts[uid]
         if self._bound.get(key[0], {}).pop(key[1], None) is not None:
-            for label, value in ((pod.get("metadata") or {}).get("labels") or {}).items():
+            for label, value in (Meta(pod).raw.get("labels") or {}).items():
                 index = self._by_label.get((key[0], label, value))
                 if index is not None:
                     index.pop(key[1], None)
@@ -213,15 +214,15 @@ class ClusterCache:
             self.usage_version += 1
 
     def upsert_namespace(self, namespace: Mapping[str, Any]) -> None:
-        meta = namespace.get("metadata") or {}
+        meta = Meta(namespace).raw
         self._namespace_labels[str(meta.get("name", ""))] = dict(meta.get("labels") or {})
 
     def delete_namespace(self, namespace: Mapping[str, Any]) -> None:
-        self._namespace_labels.pop(str((namespace.get("metadata") or {}).get("name", "")), None)
+        self._namespace_labels.pop(str(Meta(namespace).raw.get("name", "")), None)
 
     @staticmethod
     def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
-        meta = obj.get("metadata") or {}
+        meta = Meta(obj).raw
         return (str(meta.get("namespace", "")), str(meta.get("name", "")))
 
     def upsert_pdb(self, pdb: Mapping[str, Any]) -> None:
@@ -239,13 +240,11 @@ class ClusterCache:
         self._pvcs.pop(self._key(pvc), None)
 
     def upsert_priority_class(self, priority_class: Mapping[str, Any]) -> None:
-        name = str((priority_class.get("metadata") or {}).get("name", ""))
+        name = str(Meta(priority_class).raw.get("name", ""))
         self._priority_classes[name] = int(priority_class.get("value") or 0)
 
     def delete_priority_class(self, priority_class: Mapping[str, Any]) -> None:
-        self._priority_classes.pop(
-            str((priority_class.get("metadata") or {}).get("name", "")), None
-        )
+        self._priority_classes.pop(str(Meta(priority_class).raw.get("name", "")), None)
 
     def set_node_metrics(self, usage: Mapping[str, Mapping[str, int]] | None) -> None:
         """The descheduler's latest smoothed NodeMetrics (cpu millicores, memory bytes)."""
@@ -326,7 +325,7 @@ class ClusterCache:
                 break
         if candidates is None:
             candidates = self._bound.get(namespace, {}).values()
-        return [p for p in candidates if selector.matches((p.get("metadata") or {}).get("labels"))]
+        return [p for p in candidates if selector.matches(Meta(p).raw.get("labels"))]
 
     def spread_constraints_in(
         self, namespace: str
@@ -348,7 +347,7 @@ class ClusterCache:
         cached = self._views.get("labels")
         if cached is None or cached[0] != self.node_version:
             labels = {
-                name: (node.get("metadata") or {}).get("labels") or {}
+                name: Meta(node).raw.get("labels") or {}
                 for name, node in self.descheduler_nodes().items()
             }
             cached = self._views["labels"] = (self.node_version, labels)

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Final, cast
 
-from kubescale.base.flag_types import FlagValueError, parse_duration
+from kubescale.base.flag_types import FlagValueError
+from kubescale.base.go_time import parse_duration
 from kubescale.controllers.descheduler.policy.policy_loading import DeschedulerPolicy
 from kubescale.controllers.descheduler.policy_flags import (
     PolicyGatedMode,

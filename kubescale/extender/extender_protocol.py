@@ -41,7 +41,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from kubescale.kube.quantities import Quantity, QuantityError
+from kubescale.objects.quantities import Quantity, QuantityError
+from kubescale.objects.views import Meta
 
 __all__ = [
     "MAX_POD_DEPTH",
@@ -361,7 +362,7 @@ def _check_pod(pod: object) -> Mapping[str, Any]:
     if _depth_exceeds(pod, MAX_POD_DEPTH):
         raise ExtenderInputError(f"Pod: nested deeper than {MAX_POD_DEPTH} levels")
     _POD(pod, "Pod")
-    meta = pod.get("metadata") or {}
+    meta = Meta(pod).raw
     if not meta.get("name"):
         raise ExtenderInputError("Pod.metadata.name: is required")
     return pod

@@ -46,6 +46,7 @@ from kubescale.base.logs import component_logger
 from kubescale.certs.client_identity import ClientCertificateCheck
 from kubescale.controllers.descheduler.placement.placement_rules import PlacementRules
 from kubescale.coordination.eviction_memory import EvictionMemory
+from kubescale.objects.views import Meta
 from kubescale.runtime.compute_turns import ComputeTurns
 
 from .cluster_cache import ClusterCache
@@ -181,7 +182,7 @@ class SchedulerExtender:
             if decision.policy_fallback:
                 self.metrics.fallbacks.inc()
         if decision.policy_fallback:
-            meta = args.pod.get("metadata") or {}
+            meta = Meta(args.pod).raw
             log.info(
                 "descheduler policy would refuse every candidate node; refusing none",
                 extra={"fields": {"pod": f"{meta.get('namespace')}/{meta.get('name')}"}},

@@ -38,6 +38,7 @@ from kubescale.kube.transport import (
     send_gate_trace,
 )
 from kubescale.kube.watch_stream import WatchStream
+from kubescale.objects.views import Meta, list_meta
 
 __all__ = ["ClientSettings", "KubeClient", "ListResult", "PatchType", "connect"]
 
@@ -102,7 +103,7 @@ def _bypassed(host: str, no_proxy: str | None) -> bool:
 
 
 def _name_namespace(obj: Mapping[str, Any]) -> tuple[str, str | None]:
-    meta = obj.get("metadata") or {}
+    meta = Meta(obj).raw
     name = meta.get("name")
     if not name:
         raise ValueError("object has no metadata.name")
@@ -325,7 +326,7 @@ class KubeClient:
                 continue_token=token,
             )
             items.extend(page.get("items") or [])
-            meta = page.get("metadata") or {}
+            meta = list_meta(page)
             token = meta.get("continue") or None
             if not token:
                 return ListResult(
@@ -339,7 +340,7 @@ class KubeClient:
         *,
         namespace: str | None = None,
     ) -> dict[str, Any]:
-        meta = obj.get("metadata") or {}
+        meta = Meta(obj).raw
         ns = namespace if namespace is not None else meta.get("namespace")
         if resource.namespaced and not ns:
             raise ValueError(f"{resource.kind} is namespaced: a namespace is required")

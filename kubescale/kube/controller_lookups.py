@@ -24,7 +24,6 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from kubescale.base.objects import ObjectRef, meta
 from kubescale.kube.informer import EventHandlers, Informer
 from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.resources import (
@@ -38,12 +37,13 @@ from kubescale.kube.resources import (
     ResourceType,
 )
 from kubescale.kube.scale_lookups import ScaleLookups
-from kubescale.kube.selectors import (
+from kubescale.objects.selectors import (
     LabelSelector,
     SelectorError,
     label_selector_from_dict,
     label_selector_from_set,
 )
+from kubescale.objects.views import Meta, ObjectRef, meta, spec_of
 
 __all__ = ["WELL_KNOWN_INFORMED", "ControllerLookups", "well_known_selector"]
 
@@ -64,11 +64,11 @@ WELL_KNOWN_INFORMED: Final[Mapping[str, ResourceType]] = {
 
 def well_known_selector(kind: str, obj: Mapping[str, Any]) -> LabelSelector | None:
     """``getLabelSelector`` of upstream's target fetcher for a well-known kind."""
-    spec = obj.get("spec") or {}
+    spec = spec_of(obj)
     try:
         if kind == CRON_JOBS.kind:
             template = (((spec.get("jobTemplate") or {}).get("spec") or {}).get("template")) or {}
-            labels = (template.get("metadata") or {}).get("labels") or {}
+            labels = Meta(template).raw.get("labels") or {}
             return label_selector_from_set(labels)
         if kind == REPLICATION_CONTROLLERS.kind:
             return label_selector_from_set(spec.get("selector") or {})
@@ -82,7 +82,7 @@ class ControllerLookups:
 
     def __init__(self, *, informers: InformerSet, scale_lookups: ScaleLookups) -> None:
         self.scale_lookups = scale_lookups
-        self._controllers: dict[str, Informer] = {
+        self._controllers: dict[str, Informer[Any]] = {
             kind: informers.informer(rt) for kind, rt in WELL_KNOWN_INFORMED.items()
         }
         self._waiters: dict[tuple[str, str, str], list[asyncio.Future[None]]] = {}
@@ -90,7 +90,7 @@ class ControllerLookups:
             informer.add_handlers(EventHandlers(on_add=self._arrived_handler(kind)))
 
     @property
-    def informers(self) -> list[Informer]:
+    def informers(self) -> list[Informer[Any]]:
         """The informers of the well-known controller kinds."""
         return list(self._controllers.values())
 

@@ -34,6 +34,7 @@ from typing import Any, Generic, TypeVar
 
 from kubescale.base.clock import Clock
 from kubescale.kube.token_bucket import TokenBucket
+from kubescale.objects.views import Meta
 
 MAX_LRU_CACHE_ENTRIES = 4096
 AGGREGATE_MAX_EVENTS = 10
@@ -206,7 +207,7 @@ class EventCorrelator:
 
     def update_state(self, event: dict[str, Any]) -> None:
         """Remember the server's copy (name, resourceVersion, count) under its event key."""
-        meta = event.get("metadata") or {}
+        meta = Meta(event).raw
         self._observations.add(
             event_key(event),
             _Observation(
@@ -241,7 +242,7 @@ class EventCorrelator:
             "kind": "Event",
             "metadata": {
                 "name": self.unique_name(str(involved.get("name") or ""), now),
-                "namespace": (event.get("metadata") or {}).get("namespace"),
+                "namespace": Meta(event).raw.get("namespace"),
             },
             "count": 1,
             "firstTimestamp": stamp,
@@ -270,7 +271,7 @@ class EventCorrelator:
             patch = {"count": observed["count"], "lastTimestamp": observed.get("lastTimestamp")}
             if observed.get("message"):
                 patch["message"] = observed["message"]
-        meta = observed.get("metadata") or {}
+        meta = Meta(observed).raw
         self._observations.add(
             key,
             _Observation(

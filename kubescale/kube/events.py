@@ -34,6 +34,7 @@ from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeTransportError
 from kubescale.kube.event_correlation import EventCorrelator, format_time
 from kubescale.kube.resources import CORE_EVENTS
+from kubescale.objects.views import Meta
 
 log = component_logger("kube.events")
 
@@ -45,7 +46,7 @@ RETRY_SLEEP = 10.0
 
 def object_reference(obj: Mapping[str, Any], *, field_path: str = "") -> dict[str, Any]:
     """``reference.GetReference``: what ``involvedObject`` says about ``obj``."""
-    meta = obj.get("metadata") or {}
+    meta = Meta(obj).raw
     ref: dict[str, Any] = {
         "apiVersion": obj.get("apiVersion", ""),
         "kind": obj.get("kind", ""),
@@ -214,7 +215,7 @@ class EventRecorder:
         self, event: dict[str, Any], patch: dict[str, Any] | None
     ) -> tuple[bool, dict[str, Any] | None]:
         """``recordEvent``: (finished, server copy). Not finished only on transport errors."""
-        meta = event.get("metadata") or {}
+        meta = Meta(event).raw
         name, namespace = str(meta.get("name") or ""), meta.get("namespace")
         try:
             stored: dict[str, Any] | None = None

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from kubescale.base.objects import meta
+from kubescale.objects.views import Meta, meta, spec_of
 
 IndexFunc = Callable[[Mapping[str, Any]], Iterable[str]]
 
@@ -33,14 +33,14 @@ NODE_INDEX = "node"
 
 def object_key(obj: Mapping[str, Any]) -> str:
     """``namespace/name`` or ``name`` (client-go ``MetaNamespaceKeyFunc``)."""
-    meta = obj.get("metadata") or {}
+    meta = Meta(obj).raw
     name = meta.get("name") or ""
     namespace = meta.get("namespace") or ""
     return f"{namespace}/{name}" if namespace else str(name)
 
 
 def namespace_index(obj: Mapping[str, Any]) -> Iterable[str]:
-    namespace = (obj.get("metadata") or {}).get("namespace")
+    namespace = Meta(obj).raw.get("namespace")
     return (namespace,) if namespace else ()
 
 
@@ -51,7 +51,7 @@ def controller_owner_index(obj: Mapping[str, Any]) -> Iterable[str]:
 
 
 def node_name_index(obj: Mapping[str, Any]) -> Iterable[str]:
-    node = (obj.get("spec") or {}).get("nodeName")
+    node = spec_of(obj).get("nodeName")
     return (node,) if node else ()
 
 

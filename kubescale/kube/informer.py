@@ -69,7 +69,7 @@ import logging
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic
 
 from kubescale.base.logs import component_logger
 from kubescale.base.tasks import cancel_and_wait
@@ -77,10 +77,11 @@ from kubescale.kube.backoff import Backoff, BackoffPolicy
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeTransportError, failure_log_level
 from kubescale.kube.indexes import IndexedCache, IndexFunc, object_key
-from kubescale.kube.listers import Lister
+from kubescale.kube.listers import Lister, ObjectT
 from kubescale.kube.resources import ResourceType
 from kubescale.kube.served_resources import api_name
 from kubescale.kube.watch_stream import WatchInactive
+from kubescale.objects.views import Meta
 
 log = component_logger("kube.informer")
 
@@ -132,8 +133,9 @@ class InformerStats:
     """Failed lists/watches that were backed off (5xx, 429, transport, other)."""
 
 
-class Informer:
-    """One resource collection mirrored in memory (see the module docstring)."""
+class Informer(Generic[ObjectT]):
+    """One resource collection mirrored in memory (see the module docstring); its
+    :attr:`lister` reads the cache as ``ObjectT`` (``Informer[Pod]``, ``Informer[Any]``)."""
 
     def __init__(
         self,
@@ -158,7 +160,7 @@ class Informer:
         self.clock = client.clock
         self.rng = rng or client.rng
         self.cache = IndexedCache(indexers)
-        self.lister = Lister(self.cache, resource)
+        self.lister: Lister[ObjectT] = Lister(self.cache, resource)
         self.stats = InformerStats()
         self._handlers: list[EventHandlers] = []
         self._synced = asyncio.Event()
@@ -468,7 +470,7 @@ class Informer:
         if kind == "ERROR":
             # An ERROR event ends the watch like the same HTTP status would (see run()).
             raise KubeApiError.from_status(obj)
-        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        rv = Meta(obj).raw.get("resourceVersion")
         if kind == "BOOKMARK":
             self.stats.bookmarks += 1
             if rv:
@@ -499,7 +501,7 @@ class Informer:
             self.cache.upsert(obj)
             self._notify_add(obj)
             return
-        old_meta, new_meta = old.get("metadata") or {}, obj.get("metadata") or {}
+        old_meta, new_meta = Meta(old).raw, Meta(obj).raw
         if old_meta.get("uid") != new_meta.get("uid"):
             self.cache.upsert(obj)
             self._notify_delete(old)

@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import random
 from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 from kubescale.kube.client import KubeClient
 from kubescale.kube.indexes import IndexFunc
@@ -46,7 +47,7 @@ class InformerSet:
         self.client = client
         self.settings = settings or InformerSettings()
         self.rng = rng or client.rng
-        self._informers: dict[_Key, Informer] = {}
+        self._informers: dict[_Key, Informer[Any]] = {}
         self._requesters: dict[_Key, list[str]] = {}
         self._indexers: dict[tuple[_Key, str], IndexFunc] = {}
         self._requester: str | None = None
@@ -81,7 +82,7 @@ class InformerSet:
         label_selector: str | None = None,
         field_selector: str | None = None,
         indexes: Mapping[str, IndexFunc] | None = None,
-    ) -> Informer:
+    ) -> Informer[Any]:
         """The shared informer for this collection, created on first request, with ``indexes``
         added (an index name means one function: asking for the same name with another
         function is a programming error and raises ``ValueError``)."""
@@ -98,7 +99,7 @@ class InformerSet:
                 raise ValueError(f"index {name!r} of {informer.name} declared twice, differently")
         return informer
 
-    def claim(self, informers: Iterable[Informer]) -> None:
+    def claim(self, informers: Iterable[Informer[Any]]) -> None:
         """Attribute ``informers`` (already in this set) to the current requester, as if it had
         requested each of them."""
         if self._requester is None:
@@ -121,7 +122,7 @@ class InformerSet:
         elif not self._optional_depth:
             self._optional.discard((key, requester))  # also asked for as required
 
-    def requested(self, requester: str, *, optional: bool | None = None) -> list[Informer]:
+    def requested(self, requester: str, *, optional: bool | None = None) -> list[Informer[Any]]:
         """The informers ``requester`` asked for, in request order; ``optional=True``: only
         those it can do without, ``False``: only those it needs."""
         return [
@@ -157,7 +158,7 @@ class InformerSet:
         ns: str | None,
         label_selector: str | None,
         field_selector: str | None,
-    ) -> Informer:
+    ) -> Informer[Any]:
         informer = self._informers.get(key)
         if informer is None:
             informer = Informer(
@@ -174,11 +175,11 @@ class InformerSet:
                 informer.start()
         return informer
 
-    def lister(self, resource: ResourceType, *, namespace: str | None = None) -> Lister:
+    def lister(self, resource: ResourceType, *, namespace: str | None = None) -> Lister[Any]:
         return self.informer(resource, namespace=namespace).lister
 
     @property
-    def informers(self) -> list[Informer]:
+    def informers(self) -> list[Informer[Any]]:
         return list(self._informers.values())
 
     def collections(self) -> dict[str, tuple[str, ...]]:

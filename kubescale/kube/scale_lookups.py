@@ -69,8 +69,9 @@ from kubescale.kube.api_paths import (
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.resources import ResourceType, by_kind
-from kubescale.kube.selectors import LabelSelector, SelectorError, parse_label_selector
 from kubescale.kube.token_bucket import TokenBucket
+from kubescale.objects.selectors import LabelSelector, SelectorError, parse_label_selector
+from kubescale.objects.views import status_of
 
 __all__ = [
     "FRESHNESS",
@@ -563,7 +564,7 @@ def _resources_from_discovery(
 
 def _scale_selector(scale: dict[str, Any]) -> LabelSelector | None:
     # labels.Parse(scale.Status.Selector): an empty or missing selector selects everything.
-    text = (scale.get("status") or {}).get("selector")
+    text = status_of(scale).get("selector")
     if not isinstance(text, str):
         text = ""
     try:

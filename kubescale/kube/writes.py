@@ -21,6 +21,7 @@ from kubescale.base.logs import component_logger
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError
 from kubescale.kube.resources import ResourceType
+from kubescale.objects.views import Meta
 
 log = component_logger("kube.writes")
 
@@ -77,7 +78,7 @@ async def update_with_retry(
             return obj
         # Keep the write conditional on the version the mutation was computed from.
         meta = desired.setdefault("metadata", {})
-        meta["resourceVersion"] = (obj.get("metadata") or {}).get("resourceVersion")
+        meta["resourceVersion"] = Meta(obj).raw.get("resourceVersion")
         try:
             if subresource == "status":
                 return await client.update_status(resource, desired)

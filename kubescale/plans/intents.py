@@ -19,9 +19,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from kubescale.base.objects import meta
 from kubescale.kube.api_paths import ApiPath
 from kubescale.kube.resources import NODES, PODS, ResourceType
+from kubescale.objects.views import meta, status_of
 
 __all__ = [
     "Event",
@@ -229,8 +229,7 @@ def describe(intent: Intent) -> str:
             return f"{intent.actor}: untaint {intent.target.text} {intent.key}{uncordon}"
         case WriteStatus():
             return (
-                f"{intent.actor}: write-status {intent.target.text} "
-                f"{_json(intent.body.get('status') or {})}"
+                f"{intent.actor}: write-status {intent.target.text} {_json(status_of(intent.body))}"
             )
         case Event():
             return (

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from kubescale.kube.quantities import Quantity, QuantityError
+from kubescale.objects.quantities import Quantity, QuantityError
+from kubescale.objects.views import spec_of, status_of
 
 __all__ = ["hpa_targets", "human_duration"]
 
@@ -92,8 +93,8 @@ _HPA_SOURCES: Final = {
 def hpa_targets(hpa: Mapping[str, Any]) -> str:
     """``formatHPAMetrics``: each metric ``name: current/target`` in spec order, the status
     entry at the same index as its current value, at most two then ``+ N more...``."""
-    specs = (hpa.get("spec") or {}).get("metrics") or []
-    statuses = (hpa.get("status") or {}).get("currentMetrics") or []
+    specs = spec_of(hpa).get("metrics") or []
+    statuses = status_of(hpa).get("currentMetrics") or []
     if not specs:
         return "<none>"
     entries: list[str] = []

@@ -33,7 +33,8 @@ from kubescale.controllers.vpa.recommender.prometheus_history import (
     HistoryProvider,
     load_history,
 )
-from kubescale.kube.selectors import SelectorError, label_selector_from_dict
+from kubescale.objects.selectors import SelectorError, label_selector_from_dict
+from kubescale.objects.views import Meta, spec_of, status_of
 
 __all__ = ["ModelRecommendations", "WorkloadKey", "model_recommendations", "workload_key"]
 
@@ -42,7 +43,7 @@ WorkloadKey = tuple[str, str, str]
 
 
 def workload_key(workload: Mapping[str, Any]) -> WorkloadKey:
-    metadata = workload.get("metadata") or {}
+    metadata = Meta(workload).raw
     return (
         str(metadata.get("namespace") or ""),
         str(workload.get("kind") or ""),
@@ -93,7 +94,7 @@ async def model_recommendations(
     state = ClusterState(config=config or RecommenderConfig())
     names: dict[tuple[str, str], WorkloadKey] = {}
     for workload in workloads:
-        selector_spec = (workload.get("spec") or {}).get("selector")
+        selector_spec = spec_of(workload).get("selector")
         try:
             selector = label_selector_from_dict(
                 selector_spec if isinstance(selector_spec, Mapping) else None
@@ -105,8 +106,8 @@ async def model_recommendations(
         names[(vpa["metadata"]["namespace"], vpa["metadata"]["name"])] = workload_key(workload)
     loaded = await load_history(history, state, now=now) if history is not None else None
     for pod in pods:
-        metadata = pod.get("metadata") or {}
-        phase = str((pod.get("status") or {}).get("phase") or "")
+        metadata = Meta(pod).raw
+        phase = str(status_of(pod).get("phase") or "")
         if phase == "Pending":
             continue
         state.add_or_update_pod(

@@ -30,7 +30,8 @@ from typing import Any, Final
 
 from kubescale.base.times import format_time
 from kubescale.controllers.vpa.model.cluster_state import VpaRecommendation
-from kubescale.kube.selectors import SelectorError, label_selector_from_dict
+from kubescale.objects.selectors import SelectorError, label_selector_from_dict
+from kubescale.objects.views import Meta, spec_of, status_of
 from kubescale.rendering.kube_columns import hpa_targets
 from kubescale.report.cluster_reading import ClusterReading
 from kubescale.report.model_recommendations import (
@@ -70,9 +71,9 @@ def verdict(
 
 def _replicas(workload: Mapping[str, Any], pods: int) -> int:
     if workload.get("kind") == "DaemonSet":
-        scheduled = (workload.get("status") or {}).get("desiredNumberScheduled")
+        scheduled = status_of(workload).get("desiredNumberScheduled")
         return int(scheduled) if isinstance(scheduled, int) else pods
-    replicas = (workload.get("spec") or {}).get("replicas")
+    replicas = spec_of(workload).get("replicas")
     return int(replicas) if isinstance(replicas, int) else 1
 
 
@@ -85,8 +86,8 @@ def _ref_key(namespace: str, ref: Any) -> tuple[str, str, str] | None:
 def _by_target(objects: Sequence[Mapping[str, Any]], ref_field: str) -> dict[WorkloadKey, Any]:
     found: dict[WorkloadKey, Any] = {}
     for obj in objects:
-        namespace = str((obj.get("metadata") or {}).get("namespace") or "")
-        key = _ref_key(namespace, (obj.get("spec") or {}).get(ref_field))
+        namespace = str(Meta(obj).raw.get("namespace") or "")
+        key = _ref_key(namespace, spec_of(obj).get(ref_field))
         if key is not None and key not in found:
             found[key] = obj
     return found
@@ -131,14 +132,14 @@ def _container(
 def _hpa(hpa: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if hpa is None:
         return None
-    spec, status = hpa.get("spec") or {}, hpa.get("status") or {}
+    spec, status = spec_of(hpa), status_of(hpa)
     conditions = {
         str(c.get("type")): {"status": c.get("status"), "reason": c.get("reason", "")}
         for c in status.get("conditions") or []
         if c.get("type") in _HPA_CONDITIONS
     }
     return {
-        "name": str((hpa.get("metadata") or {}).get("name") or ""),
+        "name": str(Meta(hpa).raw.get("name") or ""),
         "min_replicas": spec.get("minReplicas", 1),
         "max_replicas": spec.get("maxReplicas"),
         "current_replicas": status.get("currentReplicas"),
@@ -150,7 +151,7 @@ def _hpa(hpa: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
 def _pods_of(workload: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> int:
     namespace, _, _ = workload_key(workload)
-    selector_spec = (workload.get("spec") or {}).get("selector")
+    selector_spec = spec_of(workload).get("selector")
     try:
         selector = label_selector_from_dict(
             selector_spec if isinstance(selector_spec, Mapping) else None
@@ -159,10 +160,10 @@ def _pods_of(workload: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> 
         return 0
     count = 0
     for pod in pods:
-        metadata = pod.get("metadata") or {}
+        metadata = Meta(pod).raw
         if metadata.get("namespace") != namespace:
             continue
-        if (pod.get("status") or {}).get("phase") in _DONE_PHASES:
+        if status_of(pod).get("phase") in _DONE_PHASES:
             continue
         if selector.matches(metadata.get("labels") or {}):
             count += 1
@@ -171,14 +172,13 @@ def _pods_of(workload: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> 
 
 def _node_rows(reading: ClusterReading) -> list[dict[str, Any]]:
     usage = {
-        str((m.get("metadata") or {}).get("name") or ""): amounts_of(m.get("usage"))
-        for m in reading.node_metrics
+        str(Meta(m).raw.get("name") or ""): amounts_of(m.get("usage")) for m in reading.node_metrics
     }
     requested: dict[str, dict[str, int]] = {}
     pod_count: dict[str, int] = {}
     for pod in reading.pods:
-        node = str((pod.get("spec") or {}).get("nodeName") or "")
-        if not node or (pod.get("status") or {}).get("phase") in _DONE_PHASES:
+        node = str(spec_of(pod).get("nodeName") or "")
+        if not node or status_of(pod).get("phase") in _DONE_PHASES:
             continue
         total = requested.setdefault(node, {"cpu": 0, "memory": 0})
         for resource, amount in pod_requests(pod).items():
@@ -186,10 +186,8 @@ def _node_rows(reading: ClusterReading) -> list[dict[str, Any]]:
                 total[resource] += amount
         pod_count[node] = pod_count.get(node, 0) + 1
     rows = []
-    for node_object in sorted(
-        reading.nodes, key=lambda n: str((n.get("metadata") or {}).get("name"))
-    ):
-        name = str((node_object.get("metadata") or {}).get("name") or "")
+    for node_object in sorted(reading.nodes, key=lambda n: str(Meta(n).raw.get("name"))):
+        name = str(Meta(node_object).raw.get("name") or "")
         allocatable = node_allocatable(node_object)
         asked = requested.get(name, {"cpu": 0, "memory": 0})
         used = usage.get(name)
@@ -218,7 +216,7 @@ def _recommendation_entries(
     if isinstance(source, VpaRecommendation):
         entries: Sequence[Any] = source.container_recommendations
     else:
-        entries = ((source.get("status") or {}).get("recommendation") or {}).get(
+        entries = (status_of(source).get("recommendation") or {}).get(
             "containerRecommendations"
         ) or []
     return {str(e.get("containerName") or ""): e for e in entries if isinstance(e, Mapping)}
@@ -259,7 +257,7 @@ def assemble_report(
             source = "none"
         pods = _pods_of(workload, reading.pods)
         replicas = _replicas(workload, pods)
-        template = ((workload.get("spec") or {}).get("template") or {}).get("spec") or {}
+        template = (spec_of(workload).get("template") or {}).get("spec") or {}
         containers = [
             _container(c, entries.get(str(c.get("name") or "")), replicas)
             for c in template.get("containers") or []

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from typing import Any
 
 from kubescale.base.tasks import cancel_and_wait
 from kubescale.kube.informer import Informer
@@ -37,17 +38,20 @@ class CacheGate:
     """The collections one component reads (module docstring)."""
 
     def __init__(
-        self, component: str, informers: Sequence[Informer], optional: Sequence[Informer] = ()
+        self,
+        component: str,
+        informers: Sequence[Informer[Any]],
+        optional: Sequence[Informer[Any]] = (),
     ) -> None:
         self.component = component
         self._required = tuple(informers)
         self._optional = tuple(optional)
 
     @property
-    def informers(self) -> tuple[Informer, ...]:
+    def informers(self) -> tuple[Informer[Any], ...]:
         return self._required + self._optional
 
-    def _awaited(self) -> list[Informer]:
+    def _awaited(self) -> list[Informer[Any]]:
         return [*self._required, *(i for i in self._optional if not i.absent)]
 
     def waiting(self) -> list[str]:

@@ -519,7 +519,7 @@ def _collection_state_gauges(registry: CollectorRegistry, cache: SharedCache) ->
         absent.labels(informer.name).set_function(_reading(informer, "absent"))
 
 
-def _reading(informer: Informer, state: str) -> Callable[[], float]:
+def _reading(informer: Informer[Any], state: str) -> Callable[[], float]:
     def read() -> float:
         return float(informer.synced if state == "synced" else informer.absent)
 

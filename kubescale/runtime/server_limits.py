@@ -32,7 +32,7 @@ import argparse
 from dataclasses import dataclass
 
 from kubescale.base.flag_types import positive_duration
-from kubescale.kube.quantities import Quantity, QuantityError
+from kubescale.objects.quantities import Quantity, QuantityError
 
 __all__ = [
     "MAX_BODY_BYTES",

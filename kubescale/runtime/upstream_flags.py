@@ -29,7 +29,8 @@ import argparse
 from dataclasses import dataclass
 from typing import Final
 
-from kubescale.base.flag_types import parse_bool, parse_duration
+from kubescale.base.flag_types import parse_bool
+from kubescale.base.go_time import parse_duration
 
 __all__ = [
     "IGNORED_FLAGS",

@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from kubescale.kube.selectors import (
+from kubescale.objects.selectors import (
     DOES_NOT_EXIST,
     EXISTS,
     GREATER_THAN,
@@ -48,6 +48,7 @@ from kubescale.kube.selectors import (
     SelectorError,
     new_requirement,
 )
+from kubescale.objects.views import meta, spec_of, status_of
 
 from .node_ports import UsedPorts
 from .pod_resources import Amounts
@@ -92,7 +93,7 @@ class FilterStatus:
 def is_node_ready(node: Mapping[str, Any]) -> bool:
     """The descheduler's ``IsReady`` (also the one-brain budget's destinations): no ``Ready``
     condition with a status other than ``True``."""
-    for condition in (node.get("status") or {}).get("conditions") or ():
+    for condition in status_of(node).get("conditions") or ():
         if condition.get("type") == "Ready" and condition.get("status") != "True":
             return False
     return True
@@ -189,7 +190,7 @@ class PreferredNodeAffinity:
 
     @classmethod
     def of_pod(cls, pod: Mapping[str, Any]) -> PreferredNodeAffinity:
-        affinity = ((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}
+        affinity = (spec_of(pod).get("affinity") or {}).get("nodeAffinity") or {}
         preferred = affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []
         return cls(
             terms=tuple(
@@ -240,7 +241,7 @@ class NodeAffinity:
 
     @classmethod
     def of_pod(cls, pod: Mapping[str, Any]) -> NodeAffinity:
-        spec = pod.get("spec") or {}
+        spec = spec_of(pod)
         selector = tuple(sorted((spec.get("nodeSelector") or {}).items()))
         required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
             "requiredDuringSchedulingIgnoredDuringExecution"
@@ -292,10 +293,10 @@ class NodeState:
 
     @classmethod
     def of_node(cls, node: Mapping[str, Any], allocatable: Amounts) -> NodeState:
-        spec = node.get("spec") or {}
+        spec = spec_of(node)
         return cls(
-            name=str(node["metadata"]["name"]),
-            labels=dict(node["metadata"].get("labels") or {}),
+            name=meta(node).name,
+            labels=dict(meta(node).labels),
             taints=tuple(spec.get("taints") or ()),
             unschedulable=bool(spec.get("unschedulable")),
             allocatable=allocatable,

@@ -32,7 +32,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kubescale.kube.selectors import LabelSelector
+from kubescale.objects.selectors import LabelSelector
+from kubescale.objects.views import Meta, spec_of, status_of
 
 from .filters import (
     REASON_NODE_AFFINITY,
@@ -160,10 +161,10 @@ class ClusterSnapshot:
         for node in nodes:
             snapshot.add_node(node, allocatable=allocatable(node))
         for pod in pods:
-            node_name = (pod.get("spec") or {}).get("nodeName")
+            node_name = spec_of(pod).get("nodeName")
             if not node_name or node_name not in snapshot.nodes:
                 continue
-            if (pod.get("status") or {}).get("phase") in _TERMINAL:
+            if status_of(pod).get("phase") in _TERMINAL:
                 continue
             snapshot.add_pod(str(node_name), pod)
         return snapshot
@@ -319,7 +320,7 @@ class ClusterSnapshot:
     # ----------------------------------------------------------------------- questions
 
     def pod_info(self, pod: Mapping[str, Any]) -> PodInfo:
-        spec = pod.get("spec") or {}
+        spec = spec_of(pod)
         return PodInfo(
             pod=pod,
             requests=self._requests.requests(pod),
@@ -345,7 +346,7 @@ class ClusterSnapshot:
         constraint, or one that does not parse)."""
         if not info.spread:
             return None
-        meta = info.pod.get("metadata") or {}
+        meta = Meta(info.pod).raw
         namespace = str(meta.get("namespace", ""))
         keys = tuple(c.topology_key for c in info.spread)
         return SpreadCounts.build(
@@ -469,7 +470,7 @@ def least_allocated_score(non_zero: Mapping[str, int], node: NodeState) -> int:
 
 
 def _has_anti_affinity(pod: Mapping[str, Any]) -> bool:
-    affinity = (pod.get("spec") or {}).get("affinity") or {}
+    affinity = spec_of(pod).get("affinity") or {}
     section = affinity.get("podAntiAffinity") or {}
     return bool(section.get("requiredDuringSchedulingIgnoredDuringExecution"))
 

@@ -29,7 +29,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kubescale.kube.selectors import LabelSelector, SelectorError, label_selector_from_dict
+from kubescale.objects.selectors import LabelSelector, SelectorError, label_selector_from_dict
+from kubescale.objects.views import spec_of
 
 from .filters import FilterStatus, NodeState
 
@@ -94,7 +95,7 @@ class AffinityTerm:
 
 def required_terms(pod: Mapping[str, Any], kind: str) -> tuple[AffinityTerm, ...]:
     """The pod's required ``podAffinity`` or ``podAntiAffinity`` (``kind``) terms."""
-    affinity = (pod.get("spec") or {}).get("affinity")
+    affinity = spec_of(pod).get("affinity")
     if not affinity:
         return ()
     section = affinity.get(kind) or {}

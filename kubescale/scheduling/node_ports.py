@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from kubescale.objects.views import spec_of
+
 __all__ = ["BIND_ALL", "REASON_NODE_PORTS", "HostPort", "UsedPorts", "host_ports"]
 
 REASON_NODE_PORTS: Final = "node(s) didn't have free ports for the requested pod ports"
@@ -47,7 +49,7 @@ def _container_ports(container: Mapping[str, Any]) -> Iterable[HostPort]:
 
 def host_ports(pod: Mapping[str, Any]) -> tuple[HostPort, ...]:
     """The host ports ``pod`` binds (``GetHostPorts``: containers, then sidecars)."""
-    spec = pod.get("spec") or {}
+    spec = spec_of(pod)
     found: list[HostPort] = []
     for container in spec.get("containers") or ():
         found.extend(_container_ports(container))

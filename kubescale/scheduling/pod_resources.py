@@ -1,6 +1,6 @@
 """What a pod requests and what a node offers, in the units kube-scheduler and the kubelet use.
 
-Amounts are exact integers parsed with :mod:`kubescale.kube.quantities`: ``cpu`` in millicores
+Amounts are exact integers parsed with :mod:`kubescale.objects.quantities`: ``cpu`` in millicores
 (``Quantity.MilliValue``), every other resource in whole units (``Quantity.Value``: bytes for
 memory, a count for ``pods`` and extended resources). The rules are upstream's:
 
@@ -27,7 +27,8 @@ import functools
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from kubescale.kube.quantities import Quantity, QuantityError
+from kubescale.objects.quantities import Quantity, QuantityError
+from kubescale.objects.views import spec_of, status_of
 
 __all__ = [
     "DEFAULT_MEMORY_REQUEST",
@@ -102,7 +103,7 @@ def _max_into(total: Amounts, other: Mapping[str, int]) -> None:
 
 def is_resize_infeasible(pod: Mapping[str, Any]) -> bool:
     """The pod carries ``PodResizePending`` with reason ``Infeasible``."""
-    for condition in (pod.get("status") or {}).get("conditions") or []:
+    for condition in status_of(pod).get("conditions") or []:
         if condition.get("type") == "PodResizePending" and condition.get("reason") == "Infeasible":
             return True
     return False
@@ -111,7 +112,7 @@ def is_resize_infeasible(pod: Mapping[str, Any]) -> bool:
 def _status_requests(pod: Mapping[str, Any]) -> dict[str, Amounts]:
     """Container name → what the kubelet reports it holds (resources.requests, allocated)."""
     held: dict[str, Amounts] = {}
-    status = pod.get("status") or {}
+    status = status_of(pod)
     for list_name in ("containerStatuses", "initContainerStatuses"):
         for cs in status.get(list_name) or []:
             amounts = amounts_of((cs.get("resources") or {}).get("requests"))
@@ -133,7 +134,7 @@ def pod_requests(
     resized holds the larger of old and new); ``non_missing`` fills cpu/memory requests a
     container lacks (the scoring defaults).
     """
-    spec = pod.get("spec") or {}
+    spec = spec_of(pod)
     held = _status_requests(pod) if use_status else {}
     infeasible = use_status and is_resize_infeasible(pod)
 
@@ -174,7 +175,7 @@ def pod_requests(
 
 def node_allocatable(node: Mapping[str, Any]) -> Amounts:
     """What the scheduler may place on a node: ``status.allocatable``, else ``capacity``."""
-    status = node.get("status") or {}
+    status = status_of(node)
     offered = status.get("allocatable") or status.get("capacity") or {}
     return amounts_of(offered)
 

@@ -24,7 +24,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from kubescale.kube.selectors import LabelSelector
+from kubescale.objects.selectors import LabelSelector
+from kubescale.objects.views import Meta
 
 from .filters import NodeAffinity, NodeState
 from .topology_spread import KeyedNodes, is_terminating, keyed_nodes
@@ -48,7 +49,7 @@ def _exact(selector: LabelSelector) -> tuple[str, str] | None:
 
 
 def _meta(pod: Mapping[str, Any]) -> tuple[str, str, Mapping[str, str]]:
-    meta = pod.get("metadata") or {}
+    meta = Meta(pod).raw
     return str(meta.get("namespace", "")), str(meta.get("name", "")), meta.get("labels") or {}
 
 

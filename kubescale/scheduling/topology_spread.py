@@ -35,13 +35,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kubescale.kube.selectors import (
+from kubescale.objects.selectors import (
     EQUALS,
     LabelSelector,
     SelectorError,
     label_selector_from_dict,
     new_requirement,
 )
+from kubescale.objects.views import Meta, spec_of
 
 from .filters import (
     FILTERED_EFFECTS,
@@ -98,10 +99,10 @@ def required_spread_constraints(
     pod: Mapping[str, Any],
 ) -> tuple[SpreadConstraint, ...] | None:
     """The pod's ``DoNotSchedule`` constraints; ``None`` when a selector does not parse."""
-    raw_constraints = (pod.get("spec") or {}).get("topologySpreadConstraints") or ()
+    raw_constraints = spec_of(pod).get("topologySpreadConstraints") or ()
     if not raw_constraints:
         return ()
-    labels = (pod.get("metadata") or {}).get("labels") or {}
+    labels = Meta(pod).raw.get("labels") or {}
     found: list[SpreadConstraint] = []
     for raw in raw_constraints:
         if raw.get("whenUnsatisfiable") != DO_NOT_SCHEDULE:
@@ -126,7 +127,7 @@ def required_spread_constraints(
 
 def is_terminating(pod: Mapping[str, Any]) -> bool:
     """The pod has a deletion timestamp (it is not counted in any domain, #87621)."""
-    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+    return bool(Meta(pod).raw.get("deletionTimestamp"))
 
 
 MatchCounts = Callable[[LabelSelector], Mapping[str, int]]

@@ -88,6 +88,7 @@ from kubescale.coordination.resource_ownership import (
     hpa_scaled_resources,
 )
 from kubescale.kube.events import EventRecorder
+from kubescale.objects.views import Meta
 from kubescale.runtime.https_server import lean_routes
 from kubescale.runtime.lean_requests import LeanAnswer
 from kubescale.webhook.admission_reviews import (
@@ -494,7 +495,7 @@ class AdmissionWebhook:
 
     def _record_hpa_conflict(self, conflict: HpaConflict) -> None:
         names = sorted(
-            str((hpa.get("metadata") or {}).get("name") or "")
+            str(Meta(hpa).raw.get("name") or "")
             for hpa in conflict.hpas
             if hpa_scaled_resources(hpa, conflict.target) & conflict.resources
         )
@@ -516,7 +517,7 @@ class AdmissionWebhook:
         triggers the same one)."""
         if self.recorder is None:
             return
-        metadata = vpa.get("metadata") or {}
+        metadata = Meta(vpa).raw
         key = (
             metadata.get("namespace"),
             metadata.get("name"),

@@ -46,6 +46,7 @@ from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError, failure_log_level
 from kubescale.kube.resources import MUTATING_WEBHOOK_CONFIGURATIONS
 from kubescale.kube.writes import update_with_retry
+from kubescale.objects.views import Meta
 from kubescale.webhook.webhook_config import WebhookSettings
 
 __all__ = [
@@ -155,7 +156,7 @@ async def register_webhook(
     desired = webhook_configuration(settings, ca_bundle=ca_bundle)
 
     def replace(current: dict[str, Any]) -> dict[str, Any]:
-        metadata = dict(current.get("metadata") or {})
+        metadata = dict(Meta(current).raw)
         metadata["labels"] = dict(settings.labels)
         return {**desired, "metadata": metadata}
 

@@ -30,6 +30,7 @@ from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError, failure_log_level
 from kubescale.kube.lease_record import format_micro_time
 from kubescale.kube.resources import LEASES
+from kubescale.objects.views import spec_of
 
 __all__ = ["StatusLease"]
 
@@ -88,7 +89,7 @@ class StatusLease:
                     raise
             self.renewals += 1
             return
-        spec = dict(lease.get("spec") or {})
+        spec = dict(spec_of(lease))
         spec["renewTime"] = format_micro_time(self._clock.now())
         spec["holderIdentity"] = self.identity
         try:

@@ -28,7 +28,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kubescale.kube.quantities import Quantity, QuantityError
+from kubescale.objects.quantities import Quantity, QuantityError
 
 __all__ = ["vpa_decode_error"]
 

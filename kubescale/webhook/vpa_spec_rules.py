@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubescale.kube.quantities import Quantity
+from kubescale.objects.quantities import Quantity
 from kubescale.webhook.field_errors import (
     FieldError,
     forbidden,

@@ -42,7 +42,7 @@ from kubescale.controllers.vpa.api.vpa_flags import (
     parse_feature_gates,
     vpa_namespaces,
 )
-from kubescale.kube.quantities import Quantity, QuantityError
+from kubescale.objects.quantities import Quantity, QuantityError
 from kubescale.webhook.vpa_spec_rules import CPU_STARTUP_BOOST_GATE
 
 __all__ = [

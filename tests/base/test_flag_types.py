@@ -6,7 +6,8 @@ import argparse
 
 import pytest
 
-from kubescale.base.flag_types import parse_address, parse_bool, parse_duration, parse_port
+from kubescale.base.flag_types import parse_address, parse_bool, parse_port
+from kubescale.base.go_time import parse_duration
 from kubescale.certs.tls_ciphers import go_cipher_suites_to_openssl
 
 

@@ -13,7 +13,7 @@ import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import given, settings
@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 
 from kubescale.base.clock import VirtualClock
 from kubescale.base.coordination import Coordination
-from kubescale.base.objects import ObjectRef
 from kubescale.controllers.descheduler.framework.eviction import PodEvictor
 from kubescale.coordination.brain import Brain, brain_of
 from kubescale.coordination.descheduler_budget import ACTOR as DESCHEDULER
@@ -51,6 +50,8 @@ from kubescale.coordination.separate import (
     VpaOwnsAll,
 )
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.objects.hpa import HorizontalPodAutoscaler
+from kubescale.objects.views import ObjectRef
 from tests import builders
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -310,7 +311,7 @@ def test_resource_ownership(
 ) -> None:
     ownership = _ownership(one_brain)
     assert ownership.vpa_leaves_hpa_resources(requested=requested) is leaves
-    assert ownership.hpa_owned(hpas, WEB) == owned
+    assert ownership.hpa_owned(cast(list[HorizontalPodAutoscaler], hpas), WEB) == owned
 
 
 # -- RequestsAheadPolicy (the autoscaler's binpacking, the updater's pending pods) ----------

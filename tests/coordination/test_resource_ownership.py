@@ -9,12 +9,13 @@ CPU, so both claim cpu.
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef
 from kubescale.coordination.resource_ownership import hpa_scaled_resources, hpas_scaled_resources
+from kubescale.objects.hpa import HorizontalPodAutoscaler
 from tests import builders
 
 HPA = functools.partial(
@@ -105,11 +106,12 @@ PODS = {
     ],
 )
 def test_hpa_scaled_resources(the_hpa: dict[str, Any], expected: set[str]) -> None:
-    assert hpa_scaled_resources(the_hpa, WEB) == frozenset(expected)
+    assert hpa_scaled_resources(cast(HorizontalPodAutoscaler, the_hpa), WEB) == frozenset(expected)
 
 
 def test_no_controller_means_no_conflict() -> None:
-    assert hpa_scaled_resources(HPA(metrics=[resource_metric("cpu")]), None) == frozenset()
+    hpa = cast(HorizontalPodAutoscaler, HPA(metrics=[resource_metric("cpu")]))
+    assert hpa_scaled_resources(hpa, None) == frozenset()
 
 
 def test_union_over_hpas() -> None:
@@ -118,5 +120,7 @@ def test_union_over_hpas() -> None:
         HPA(metrics=[container_metric("memory")]),
         HPA(metrics=[resource_metric("cpu")], target=builders.hpas.scale_target_ref(name="x")),
     ]
-    assert hpas_scaled_resources(hpas, WEB) == frozenset({"cpu", "memory"})
+    assert hpas_scaled_resources(cast(list[HorizontalPodAutoscaler], hpas), WEB) == frozenset(
+        {"cpu", "memory"}
+    )
     assert hpas_scaled_resources([], WEB) == frozenset()

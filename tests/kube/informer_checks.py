@@ -61,12 +61,12 @@ class HandlerLog:
         self.uids.pop(key, None)
 
 
-def cache_state(informer: Informer) -> dict[str, str]:
+def cache_state(informer: Informer[Any]) -> dict[str, str]:
     return {object_key(obj): _rv(obj) for obj in informer.cache.values()}
 
 
 async def server_state(
-    client: KubeClient, informer: Informer, *, label_selector: str | None = None
+    client: KubeClient, informer: Informer[Any], *, label_selector: str | None = None
 ) -> dict[str, str]:
     fresh = await client.list_all(
         informer.resource, namespace=informer.namespace, label_selector=label_selector
@@ -92,7 +92,7 @@ async def eventually(
 
 async def assert_mirrors(
     client: KubeClient,
-    informer: Informer,
+    informer: Informer[Any],
     *,
     log: HandlerLog | None = None,
     label_selector: str | None = None,

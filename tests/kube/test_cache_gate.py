@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from typing import Any
 
 from kubescale.kube.client import KubeClient
 from kubescale.kube.informer import Informer
@@ -15,7 +16,7 @@ from .conftest import FAST_INFORMER
 from .informer_checks import eventually
 
 
-def _informer(client: KubeClient, resource: ResourceType) -> Informer:
+def _informer(client: KubeClient, resource: ResourceType) -> Informer[Any]:
     return Informer(client=client, resource=resource, settings=FAST_INFORMER, rng=random.Random(4))
 
 

@@ -307,7 +307,9 @@ async def test_an_attached_informer_drops_entries_as_it_sees_pods_go(
     apiserver: ApiServer, client: KubeClient
 ) -> None:
     going, gone = _running(apiserver, "going"), _running(apiserver, "gone")
-    informer = Informer(client=client, resource=PODS, settings=FAST_INFORMER, rng=random.Random(1))
+    informer: Informer[Any] = Informer(
+        client=client, resource=PODS, settings=FAST_INFORMER, rng=random.Random(1)
+    )
     ledger = DisruptionLedger()
     ledger.attach(informer)
     ledger.attach(informer)  # once per informer

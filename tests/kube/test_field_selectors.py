@@ -13,13 +13,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubescale.kube.field_selectors import (
+from kubescale.objects.field_selectors import (
     FieldRequirement,
     FieldSelector,
     field_value,
     parse_field_selector,
 )
-from kubescale.kube.selection import EQUALS, NOT_EQUALS, SelectorError
+from kubescale.objects.selection import EQUALS, NOT_EQUALS, SelectorError
 
 
 @pytest.mark.parametrize("text", ["x=a,y=b,z=c", "", "x!=a,y=b", r"x=a||y\=b", r"x=a\=\=b"])

@@ -19,7 +19,7 @@ from kubescale.kube.indexes import (
 )
 from kubescale.kube.listers import Lister
 from kubescale.kube.resources import NODES, PODS
-from kubescale.kube.selectors import parse_label_selector
+from kubescale.objects.selectors import parse_label_selector
 from tests import builders
 
 POD = functools.partial(builders.pods.pod, containers=[builders.pods.container("c", image="i")])
@@ -106,7 +106,7 @@ def test_lister_queries() -> None:
         )
     )
     cache.upsert(POD(name="d", namespace="other", uid="uid-other-d", status={"phase": "Pending"}))
-    lister = Lister(cache, PODS)
+    lister: Lister[Any] = Lister(cache, PODS)
 
     def names(objs: list[dict[str, Any]]) -> list[str]:
         return sorted(o["metadata"]["name"] for o in objs)
@@ -132,7 +132,7 @@ def test_cluster_scoped_lister_and_custom_index() -> None:
     cache = IndexedCache({"zone": lambda o: [o["metadata"]["labels"]["zone"]]})
     for name, zone in (("n1", "a"), ("n2", "b"), ("n3", "a")):
         cache.upsert({"metadata": {"name": name, "labels": {"zone": zone}}})
-    lister = Lister(cache, NODES)
+    lister: Lister[Any] = Lister(cache, NODES)
     assert lister.get("n2") is not None
     assert sorted(o["metadata"]["name"] for o in lister.by_index("zone", "a")) == ["n1", "n3"]
     cache.add_indexer("initial", lambda o: [o["metadata"]["name"][0]])

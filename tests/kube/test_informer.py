@@ -9,6 +9,7 @@ import dataclasses
 import random
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,8 +27,8 @@ from .informer_checks import HandlerLog, assert_mirrors, eventually
 
 
 @pytest.fixture
-async def informer(client: KubeClient) -> AsyncIterator[Informer]:
-    inf = Informer(
+async def informer(client: KubeClient) -> AsyncIterator[Informer[Any]]:
+    inf: Informer[Any] = Informer(
         client=client, resource=CONFIG_MAPS, settings=FAST_INFORMER, rng=random.Random(1)
     )
     try:
@@ -43,7 +44,7 @@ def _bump(apiserver: ApiServer, name: str, value: str) -> None:
 
 
 async def test_sync_listers_and_handlers(
-    apiserver: ApiServer, client: KubeClient, informer: Informer
+    apiserver: ApiServer, client: KubeClient, informer: Informer[Any]
 ) -> None:
     for name in ("a", "b", "c"):
         apiserver.store.create(config_map(name, labels={"app": "web" if name != "c" else "db"}))
@@ -69,7 +70,7 @@ async def test_sync_listers_and_handlers(
 
 
 async def test_a_late_handler_first_gets_the_cached_objects(
-    apiserver: ApiServer, informer: Informer
+    apiserver: ApiServer, informer: Informer[Any]
 ) -> None:
     apiserver.store.create(config_map("a"))
     informer.start()
@@ -80,7 +81,7 @@ async def test_a_late_handler_first_gets_the_cached_objects(
 
 
 async def test_wait_synced_times_out_while_lists_fail(
-    apiserver: ApiServer, informer: Informer
+    apiserver: ApiServer, informer: Informer[Any]
 ) -> None:
     apiserver.faults.add(verb="list", resource="configmaps", status=500, count=None)
     informer.start()
@@ -91,7 +92,7 @@ async def test_wait_synced_times_out_while_lists_fail(
 
 
 async def test_dropped_watches_resume_from_the_last_resource_version(
-    apiserver: ApiServer, client: KubeClient, informer: Informer
+    apiserver: ApiServer, client: KubeClient, informer: Informer[Any]
 ) -> None:
     log = HandlerLog()
     informer.add_handlers(log.handlers())
@@ -113,7 +114,7 @@ async def test_dropped_watches_resume_from_the_last_resource_version(
 
 
 async def test_expired_history_relists_and_diffs(
-    apiserver: ApiServer, client: KubeClient, informer: Informer
+    apiserver: ApiServer, client: KubeClient, informer: Informer[Any]
 ) -> None:
     for name in ("same", "changed", "removed", "recreated"):
         apiserver.store.create(config_map(name))
@@ -152,7 +153,7 @@ async def test_expired_history_relists_and_diffs(
 
 
 async def test_http_410_on_watch_relists_without_spurious_events(
-    apiserver: ApiServer, client: KubeClient, informer: Informer
+    apiserver: ApiServer, client: KubeClient, informer: Informer[Any]
 ) -> None:
     apiserver.store.create(config_map("a"))
     log = HandlerLog()
@@ -168,7 +169,7 @@ async def test_http_410_on_watch_relists_without_spurious_events(
 
 
 async def test_5xx_storms_on_list_and_watch(
-    apiserver: ApiServer, client: KubeClient, informer: Informer
+    apiserver: ApiServer, client: KubeClient, informer: Informer[Any]
 ) -> None:
     apiserver.store.create(config_map("early"))
     apiserver.faults.add(verb="list", resource="configmaps", status=500, count=7)
@@ -187,7 +188,9 @@ async def test_5xx_storms_on_list_and_watch(
 async def test_a_429_on_watch_waits_retry_after(apiserver: ApiServer, kubeconfig: Path) -> None:
     clock = VirtualClock()
     kube = await new_client(kubeconfig, clock=clock)
-    inf = Informer(client=kube, resource=CONFIG_MAPS, settings=FAST_INFORMER, rng=random.Random(2))
+    inf: Informer[Any] = Informer(
+        client=kube, resource=CONFIG_MAPS, settings=FAST_INFORMER, rng=random.Random(2)
+    )
     try:
         inf.start()
         await inf.wait_synced()
@@ -227,7 +230,7 @@ async def test_silent_watches_are_reestablished_after_the_inactivity_timeout(
         settings = dataclasses.replace(
             FAST_INFORMER, inactivity_timeout=0.2, min_watch_timeout=30, max_watch_timeout=31
         )
-        inf = Informer(client=kube, resource=CONFIG_MAPS, settings=settings)
+        inf: Informer[Any] = Informer(client=kube, resource=CONFIG_MAPS, settings=settings)
         try:
             inf.start()
             await inf.wait_synced()
@@ -250,7 +253,7 @@ async def test_silent_watches_are_reestablished_after_the_inactivity_timeout(
 async def test_server_side_label_selector(apiserver: ApiServer, client: KubeClient) -> None:
     apiserver.store.create(config_map("a", labels={"app": "web"}))
     apiserver.store.create(config_map("b", labels={"app": "db"}))
-    inf = Informer(
+    inf: Informer[Any] = Informer(
         client=client, resource=CONFIG_MAPS, label_selector="app=web", settings=FAST_INFORMER
     )
     log = HandlerLog()
@@ -288,7 +291,9 @@ async def test_pod_indexes_follow_the_server(apiserver: ApiServer, client: KubeC
             owner_references=[builders.meta.owner_reference(name="rs-rs-1", uid="rs-1")],
         )
     )
-    inf = Informer(client=client, resource=PODS, namespace="team", settings=FAST_INFORMER)
+    inf: Informer[Any] = Informer(
+        client=client, resource=PODS, namespace="team", settings=FAST_INFORMER
+    )
     try:
         inf.start()
         await inf.wait_synced()
@@ -328,7 +333,7 @@ def test_settings_validation() -> None:
 
 
 def test_watch_timeouts_are_jittered_over_five_to_ten_minutes(client: KubeClient) -> None:
-    inf = Informer(client=client, resource=CONFIG_MAPS, rng=random.Random(5))
+    inf: Informer[Any] = Informer(client=client, resource=CONFIG_MAPS, rng=random.Random(5))
     draws = [inf.next_watch_timeout() for _ in range(500)]
     assert all(300 <= d < 600 for d in draws)
     assert min(draws) < 310
@@ -339,7 +344,7 @@ async def test_an_unserved_kind_keeps_retrying_without_syncing(client: KubeClien
     widgets = ResourceType(
         group="example.com", version="v1", kind="Widget", plural="widgets", namespaced=True
     )
-    inf = Informer(client=client, resource=widgets, settings=FAST_INFORMER)
+    inf: Informer[Any] = Informer(client=client, resource=widgets, settings=FAST_INFORMER)
     try:
         inf.start()
         # 404 → backoff → list again, repeatedly: waited for by count, not for a time that a
@@ -352,7 +357,7 @@ async def test_an_unserved_kind_keeps_retrying_without_syncing(client: KubeClien
 
 
 async def test_a_relist_unsyncs_the_cache_until_it_is_stored(
-    apiserver: ApiServer, client: KubeClient, informer: Informer
+    apiserver: ApiServer, client: KubeClient, informer: Informer[Any]
 ) -> None:
     apiserver.store.create(config_map("a"))
     informer.start()
@@ -385,7 +390,9 @@ async def test_a_resource_the_server_does_not_serve_is_absent(
     machines = next(rt for rt in ALL if rt.plural == "machines")
     served = apiserver.registry.remove(machines.key)
     assert served is not None
-    inf = Informer(client=client, resource=machines, settings=FAST_INFORMER, rng=random.Random(3))
+    inf: Informer[Any] = Informer(
+        client=client, resource=machines, settings=FAST_INFORMER, rng=random.Random(3)
+    )
     try:
         with caplog.at_level("DEBUG", logger="kubescale"):
             inf.start()

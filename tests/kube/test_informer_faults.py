@@ -69,7 +69,7 @@ async def _fault_run(ops: list[tuple[Any, ...]], seed: int) -> None:
             path = Path(tmp) / "kubeconfig"
             server.write_kubeconfig(path)
             client = await new_client(path, seed=seed)
-            informer = Informer(
+            informer: Informer[Any] = Informer(
                 client=client, resource=CONFIG_MAPS, settings=FAST_INFORMER, rng=rng
             )
             log = HandlerLog()

@@ -81,8 +81,10 @@ async def test_an_update_past_the_annotation_limit_is_refused(client: KubeClient
 
 
 @pytest.fixture
-async def informer(client: KubeClient) -> AsyncIterator[Informer]:
-    inf = Informer(client=client, resource=PODS, settings=FAST_INFORMER, rng=random.Random(1))
+async def informer(client: KubeClient) -> AsyncIterator[Informer[Any]]:
+    inf: Informer[Any] = Informer(
+        client=client, resource=PODS, settings=FAST_INFORMER, rng=random.Random(1)
+    )
     try:
         yield inf
     finally:
@@ -90,7 +92,7 @@ async def informer(client: KubeClient) -> AsyncIterator[Informer]:
 
 
 async def test_the_watch_streams_on_past_huge_objects(
-    apiserver: ApiServer, client: KubeClient, informer: Informer
+    apiserver: ApiServer, client: KubeClient, informer: Informer[Any]
 ) -> None:
     received: dict[str, dict[str, Any]] = {}
 

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubescale.kube.quantities import (
+from kubescale.objects.quantities import (
     BINARY_SI,
     DECIMAL_EXPONENT,
     DECIMAL_SI,

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubescale.kube.selectors import (
+from kubescale.objects.selectors import (
     DOES_NOT_EXIST,
     DOUBLE_EQUALS,
     EQUALS,

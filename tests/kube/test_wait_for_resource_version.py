@@ -60,7 +60,7 @@ async def informers(kube: KubeClient) -> AsyncIterator[InformerSet]:
         await informer_set.stop()
 
 
-async def started(informer: Informer) -> Informer:
+async def started(informer: Informer[Any]) -> Informer[Any]:
     informer.start()
     assert await informer.wait_synced(within=5)
     return informer
@@ -155,12 +155,12 @@ async def test_the_set_waits_for_every_informer(
 async def test_version_comparison(
     kube: KubeClient, cached: str, wanted: str, reflects: bool
 ) -> None:
-    informer = Informer(client=kube, resource=CONFIG_MAPS, settings=QUIET_INFORMER)
+    informer: Informer[Any] = Informer(client=kube, resource=CONFIG_MAPS, settings=QUIET_INFORMER)
     informer._set_resource_version(cached)
     assert informer.reflects(wanted) is reflects
 
 
 async def test_a_non_numeric_version_that_is_not_reached_fails_at_once(kube: KubeClient) -> None:
-    informer = Informer(client=kube, resource=CONFIG_MAPS, settings=QUIET_INFORMER)
+    informer: Informer[Any] = Informer(client=kube, resource=CONFIG_MAPS, settings=QUIET_INFORMER)
     result: Any = await informer.wait_for_resource_version("not-a-number", within=60)
     assert result is False

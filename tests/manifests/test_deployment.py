@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry
 import kubescale
 from kubescale.cli.main import build_parser
 from kubescale.cli.serve_config import ServeConfig, serve_config_from_args
-from kubescale.kube.selectors import label_selector_from_dict, label_selector_from_set
+from kubescale.objects.selectors import label_selector_from_dict, label_selector_from_set
 from kubescale.runtime.health import HealthChecks, make_health_app
 
 from .manifest_files import find, install_namespace, render

@@ -10,7 +10,7 @@ from typing import Any, Final
 
 import yaml
 
-from kubescale.kube.quantities import parse_quantity
+from kubescale.objects.quantities import parse_quantity
 
 from .manifest_files import MANIFESTS, find, render
 

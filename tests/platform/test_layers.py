@@ -15,7 +15,9 @@ Floors, top to bottom (an import may point down or stay on its floor, never up):
  3    ``kubescale.runtime``, ``kubescale.scheduling`` (component contract; fit simulation)
  2    ``kubescale.kube``, ``kubescale.certs``, ``kubescale.prometheus`` (access layer),
       ``kubescale.rendering`` (report rendering shared by the simulator and ``report``)
- 1    ``kubescale.base`` (ground floor: imports nothing of kubescale above it)
+ 1    ``kubescale.base`` (ground floor: imports nothing of kubescale above it),
+      ``kubescale.objects`` (typed API objects and value types; may import ``base``, never
+      imported by it)
 ====  ==========================================================================
 
 Also: no import cycle between packages or between modules; no import of a kubescale module
@@ -57,6 +59,7 @@ FLOORS: list[tuple[str, int]] = [
     ("kubescale.prometheus", 2),
     ("kubescale.rendering", 2),
     ("kubescale.base", 1),
+    ("kubescale.objects", 1),
 ]
 SIM_FLOORS = {"kubescale.sim.scenario": 3, "kubescale.sim.cluster": 2, "kubescale.sim.apiserver": 1}
 
@@ -169,6 +172,18 @@ def test_the_ground_floor_imports_nothing_above_it() -> None:
         _where(imp)
         for imp in IMPORTS
         if imp.source.startswith("kubescale.base") and not imp.target.startswith("kubescale.base")
+    ]
+    assert above == []
+
+
+def test_the_typed_objects_import_only_the_base() -> None:
+    """``kubescale.objects`` shares the ground floor: it may use ``base`` (times), ``base`` may
+    not use it."""
+    above = [
+        _where(imp)
+        for imp in IMPORTS
+        if imp.source.startswith("kubescale.objects")
+        and not imp.target.startswith(("kubescale.objects", "kubescale.base"))
     ]
     assert above == []
 

@@ -243,7 +243,7 @@ def test_the_checks_catch_planted_violations(tmp_path: Path) -> None:
     )
     (tests / "controllers" / "test_histogram.py").write_text(
         "from kubescale.controllers.vpa.model.histogram import Histogram\n"
-        "from kubescale.kube.quantities import Quantity\n"
+        "from kubescale.objects.quantities import Quantity\n"
     )
     (tests / "controllers" / "test_both.py").write_text(
         "from kubescale.controllers.vpa.model import histogram\n"

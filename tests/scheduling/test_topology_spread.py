@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubescale.kube.selectors import LabelSelector, label_selector_from_dict
+from kubescale.objects.selectors import LabelSelector, label_selector_from_dict
 from kubescale.scheduling.filters import REASON_NODE_AFFINITY, FilterStatus
 from kubescale.scheduling.fit import MAX_SPREAD_SELECTORS, ClusterSnapshot
 from kubescale.scheduling.snapshot_journal import SnapshotJournal

@@ -28,8 +28,8 @@ from kubescale.kube.resources import (
     VERTICAL_POD_AUTOSCALERS,
 )
 from kubescale.kube.scale_lookups import LookupLimits, ScaleLookups
-from kubescale.kube.selectors import parse_label_selector
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.objects.selectors import parse_label_selector
 from kubescale.runtime.cache_loops import scale_lookups_loop
 from kubescale.runtime.loop_runner import LoopRunner
 from kubescale.sim.apiserver.server import ApiServer

@@ -25,7 +25,8 @@ import argparse
 from dataclasses import dataclass
 from typing import cast
 
-from kubescale.base.flag_types import FlagValueError, parse_duration
+from kubescale.base.flag_types import FlagValueError
+from kubescale.base.go_time import parse_duration
 from kubescale.plans.dry_run import add_dry_run_flag
 
 from .policy.policy_loading import DeschedulerPolicy

@@ -49,7 +49,6 @@ from datetime import datetime
 from typing import Final
 
 from kubescale.base.logs import component_logger
-from kubescale.base.objects import meta
 from kubescale.coordination.descheduler_budget import WorkloadKey, desired_replicas
 from kubescale.coordination.disruption_ledger import DisruptionLedger
 from kubescale.coordination.eviction_memory import EvictionRecorder
@@ -67,6 +66,7 @@ from kubescale.kube.resources import (
     PODS,
     PRIORITY_CLASSES,
 )
+from kubescale.objects.views import meta
 from kubescale.plans.executor import PlanExecutor, plan_metrics
 from kubescale.runtime.off_loop import OffLoop
 from kubescale.scheduling.pod_resources import NON_MISSING_DEFAULTS, RequestCache

@@ -31,6 +31,7 @@ from kubescale.base.logs import component_logger
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeError
 from kubescale.kube.resources import NODE_METRICS, POD_METRICS, SECRETS
+from kubescale.objects.views import Meta
 from kubescale.prometheus.query_api import PrometheusAuth, PrometheusQueryClient
 from kubescale.prometheus.query_values import PrometheusAPIError
 from kubescale.scheduling.pod_resources import Amounts, amounts_of
@@ -97,7 +98,7 @@ class NodeMetricsCollector:
             log.error("cannot read node metrics", extra={"fields": {"error": str(err)}})
             return
         readings = {
-            str((item.get("metadata") or {}).get("name", "")): _usage_of(item)
+            str(Meta(item).raw.get("name", "")): _usage_of(item)
             for item in listed.get("items") or ()
         }
         for name in nodes:
@@ -126,7 +127,7 @@ async def list_pod_usage(client: KubeClient) -> dict[tuple[str, str], Amounts]:
         raise UsageError(f"cannot read pod metrics: {err}") from err
     usage: dict[tuple[str, str], Amounts] = {}
     for item in listed.get("items") or ():
-        meta = item.get("metadata") or {}
+        meta = Meta(item).raw
         total: Amounts = {}
         for container in item.get("containers") or ():
             for name, amount in _usage_of(container).items():

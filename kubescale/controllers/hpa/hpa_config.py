@@ -35,9 +35,9 @@ from typing import Final, Literal, cast
 from kubescale.base.flag_types import (
     FlagValueError,
     add_duration_flag,
-    parse_duration,
     parse_feature_gates,
 )
+from kubescale.base.go_time import parse_duration
 from kubescale.plans.dry_run import add_dry_run_flag
 
 __all__ = [

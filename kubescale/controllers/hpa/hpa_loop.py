@@ -109,10 +109,11 @@ from kubescale.kube.resources import (
     PODS,
     REPLICA_SETS,
 )
-from kubescale.kube.selectors import (
+from kubescale.kube.shared_cache import SharedCache
+from kubescale.objects.selectors import (
     LabelSelector,
 )
-from kubescale.kube.shared_cache import SharedCache
+from kubescale.objects.views import Meta, spec_of, status_of
 from kubescale.plans.executor import PlanExecutor, plan_metrics
 from kubescale.plans.intents import Event, ObjectRef, Scale, WriteStatus
 from kubescale.prometheus.query_api import PrometheusQueryClient
@@ -207,7 +208,7 @@ class _Deadline:
 
 def handles(hpa: Mapping[str, Any], settings: HpaSettings) -> bool:
     """Whether this process reconciles ``hpa`` (coexistence with kube-controller-manager)."""
-    owner = ((hpa.get("metadata") or {}).get("annotations") or {}).get(CONTROLLER_ANNOTATION)
+    owner = (Meta(hpa).raw.get("annotations") or {}).get(CONTROLLER_ANNOTATION)
     if settings.selection == "all":
         return owner != "kube-controller-manager"
     return owner == "kubescale"
@@ -414,7 +415,7 @@ class HpaLoop:
         state = self.states.setdefault(key, _State())
         if state.first_seen is None:
             state.first_seen = now
-        original_status: Mapping[str, Any] = hpa.get("status") or {}
+        original_status: Mapping[str, Any] = status_of(hpa)
         action = "none"
         try:
             spec = parse_hpa(hpa)
@@ -460,7 +461,7 @@ class HpaLoop:
             f"the HPA was unable to compute the replica count: {text}",
         )
         try:
-            await self._write_status(run, run.hpa.get("status") or {}, self._status(run.hpa, run))
+            await self._write_status(run, status_of(run.hpa), self._status(run.hpa, run))
         except asyncio.CancelledError:
             raise
         except Exception:  # the write path itself is what failed: the log has it already
@@ -505,8 +506,8 @@ class HpaLoop:
             "SucceededGetScale",
             "the HPA controller was able to get the target's current scale",
         )
-        current = int((scale.get("spec") or {}).get("replicas") or 0)
-        status_replicas = int((scale.get("status") or {}).get("replicas") or 0)
+        current = int(spec_of(scale).get("replicas") or 0)
+        status_replicas = int(status_of(scale).get("replicas") or 0)
         if state.history is None:
             state.history = initial_history(current, now)
         try:
@@ -634,7 +635,7 @@ class HpaLoop:
     ) -> tuple[int, str, list[dict[str, Any]]] | None:
         """Step 3; None when the reconcile ended (status written)."""
         spec, hpa, now = run.spec, run.hpa, run.now
-        selector_text = str((scale.get("status") or {}).get("selector") or "")
+        selector_text = str(status_of(scale).get("selector") or "")
         pods = await self._selected_pods(run, state, selector_text, scale)
         if pods is None:
             return None
@@ -670,9 +671,7 @@ class HpaLoop:
             action = (
                 "none"
                 if outcome.failed
-                else action_label(
-                    int((hpa.get("status") or {}).get("currentReplicas") or 0), outcome.replicas
-                )
+                else action_label(int(status_of(hpa).get("currentReplicas") or 0), outcome.replicas)
             )
             self.metrics.metric_computation.labels(action, error, metric.type).inc()
             self.metrics.metric_computation_duration.labels(action, error, metric.type).observe(
@@ -728,7 +727,7 @@ class HpaLoop:
             status = self._status(hpa, run)
             status["currentReplicas"] = current
             status["currentMetrics"] = decision.statuses
-            await self._write_status(run, hpa.get("status") or {}, status)
+            await self._write_status(run, status_of(hpa), status)
             self._event(hpa, "Warning", "FailedComputeMetricsReplicas", decision.failure)
             return None
         return decision.replicas, decision.reason, decision.statuses
@@ -795,7 +794,7 @@ class HpaLoop:
             namespace=spec.namespace,
             hpa=spec.name,
             selector_text=selector_text,
-            owner_uid=str((scale.get("metadata") or {}).get("uid") or "")
+            owner_uid=str(Meta(scale).raw.get("uid") or "")
             if spec.selection_strategy == "OwnerReferences"
             else None,
             lookup=self._owner_lookup,
@@ -809,8 +808,8 @@ class HpaLoop:
         message = outcome.message
         run.error_label = "spec"
         status = self._status(hpa, run)
-        status["currentReplicas"] = int((scale.get("spec") or {}).get("replicas") or 0)
-        await self._write_status(run, hpa.get("status") or {}, status)
+        status["currentReplicas"] = int(spec_of(scale).get("replicas") or 0)
+        await self._write_status(run, status_of(hpa), status)
         self._event(hpa, "Warning", "FailedComputeMetricsReplicas", message)
         return None
 
@@ -822,7 +821,7 @@ class HpaLoop:
     # --- writes ---------------------------------------------------------------------------------
 
     def _status(self, hpa: Mapping[str, Any], run: _Reconcile) -> dict[str, Any]:
-        status = dict(hpa.get("status") or {})
+        status = dict(status_of(hpa))
         status["conditions"] = run.conditions
         if run.spec.generation:
             status["observedGeneration"] = run.spec.generation
@@ -865,8 +864,8 @@ class HpaLoop:
             return
         run.hpa["status"] = updated.get("status") or status
         run.hpa["metadata"] = {
-            **(run.hpa.get("metadata") or {}),
-            "resourceVersion": (updated.get("metadata") or {}).get("resourceVersion"),
+            **Meta(run.hpa).raw,
+            "resourceVersion": Meta(updated).raw.get("resourceVersion"),
         }
 
     def _event(self, hpa: Mapping[str, Any], type: str, reason: str, message: str) -> None:
@@ -876,7 +875,7 @@ class HpaLoop:
 
 
 def _key(hpa: Mapping[str, Any]) -> tuple[str, str]:
-    meta = hpa.get("metadata") or {}
+    meta = Meta(hpa).raw
     return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
 

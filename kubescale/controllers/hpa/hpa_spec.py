@@ -24,7 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from kubescale.kube.quantities import Quantity, QuantityError
+from kubescale.objects.quantities import Quantity, QuantityError
+from kubescale.objects.views import Meta, spec_of
 
 __all__ = [
     "DEFAULT_CPU_UTILIZATION",
@@ -137,7 +138,7 @@ def default_scale_down_rules() -> ScalingRules:
 
 
 def hpa_key(hpa: Mapping[str, Any]) -> tuple[str, str]:
-    meta = hpa.get("metadata") or {}
+    meta = Meta(hpa).raw
     return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
 
@@ -252,8 +253,8 @@ def _rules(raw: Any, defaults: ScalingRules, path: str) -> ScalingRules:
 
 def parse_hpa(hpa: Mapping[str, Any]) -> HpaSpec:
     """The HPA's spec, defaulted as ``autoscaling/v2`` defaults it (module docstring)."""
-    meta = hpa.get("metadata") or {}
-    spec = hpa.get("spec") or {}
+    meta = Meta(hpa).raw
+    spec = spec_of(hpa)
     if not isinstance(spec, Mapping):
         raise HpaSpecError("spec: must be an object")
     ref = spec.get("scaleTargetRef") or {}

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from kubescale.kube.event_correlation import format_time
-from kubescale.kube.quantities import Quantity
+from kubescale.objects.quantities import Quantity
 
 __all__ = [
     "ABLE_TO_SCALE",

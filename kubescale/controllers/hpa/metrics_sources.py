@@ -36,7 +36,8 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from kubescale.base.flag_types import parse_duration
+from kubescale.base.go_time import parse_duration
+from kubescale.base.times import parse_time
 from kubescale.controllers.hpa.hpa_spec import MetricSpec
 from kubescale.controllers.hpa.metric_proposals import (
     ExternalValues,
@@ -49,13 +50,14 @@ from kubescale.controllers.hpa.replica_calculator import PodMetric
 from kubescale.kube.api_paths import ApiPath, InvalidPathSegment, metrics_api_path
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError
-from kubescale.kube.quantities import Quantity, QuantityError
 from kubescale.kube.resources import ResourceType, by_kind
-from kubescale.kube.selectors import (
+from kubescale.objects.quantities import Quantity, QuantityError
+from kubescale.objects.selectors import (
     SelectorError,
     label_selector_from_dict,
     parse_label_selector,
 )
+from kubescale.objects.views import Meta
 from kubescale.prometheus.query_api import PrometheusQueryClient
 from kubescale.prometheus.query_values import PrometheusAPIError
 
@@ -87,15 +89,6 @@ def _custom_path(namespace: str, segments: list[str]) -> ApiPath:
     return metrics_api_path(
         group="custom.metrics.k8s.io", version="v1beta2", namespace=namespace, segments=segments
     )
-
-
-def _time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 _MAX_INT64: Final = 2**63 - 1
@@ -256,9 +249,9 @@ class MetricsApiClient:
     ) -> dict[str, PodMetric] | FetchError:
         result: dict[str, PodMetric] = {}
         for item in items:
-            meta = item.get("metadata") or {}
+            meta = Meta(item).raw
             name = str(meta.get("name") or "")
-            timestamp = _time(item.get("timestamp"))
+            timestamp = parse_time(item.get("timestamp"))
             try:
                 window = timedelta(seconds=parse_duration(str(item.get("window") or "0")))
             except ValueError:
@@ -318,7 +311,7 @@ class MetricsApiClient:
         result: dict[str, PodMetric] = {}
         for item, value in zip(items, values, strict=True):
             name = str((item.get("describedObject") or {}).get("name") or "")
-            timestamp = _time(item.get("timestamp"))
+            timestamp = parse_time(item.get("timestamp"))
             if timestamp is None:
                 continue
             seconds = item.get("windowSeconds")
@@ -410,7 +403,7 @@ class MetricsApiClient:
 
 def promql_queries(hpa: Mapping[str, Any]) -> dict[str, str]:
     """The HPA's ``hpa.kubescale.io/promql`` annotation: metric name → PromQL (invalid: none)."""
-    text = ((hpa.get("metadata") or {}).get("annotations") or {}).get(PROMQL_ANNOTATION)
+    text = (Meta(hpa).raw.get("annotations") or {}).get(PROMQL_ANNOTATION)
     if not isinstance(text, str):
         return {}
     try:

@@ -11,11 +11,11 @@ an owner that cannot be found ends that branch.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kubescale.kube.selectors import (
+from kubescale.objects.selectors import (
     DOUBLE_EQUALS,
     EQUALS,
     IN,
@@ -23,6 +23,7 @@ from kubescale.kube.selectors import (
     SelectorError,
     parse_label_selector,
 )
+from kubescale.objects.views import Meta
 
 __all__ = [
     "MAX_OWNER_DEPTH",
@@ -40,15 +41,12 @@ OwnerLookup = Callable[[str, str, str], Mapping[str, Any] | None]
 
 
 def _owners(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return [
-        r
-        for r in (obj.get("metadata") or {}).get("ownerReferences") or ()
-        if isinstance(r, Mapping)
-    ]
+    refs: Iterable[object] = Meta(obj).raw.get("ownerReferences") or ()
+    return [r for r in refs if isinstance(r, Mapping)]
 
 
 def _owned_by(pod: Mapping[str, Any], target_uid: str, lookup: OwnerLookup) -> bool:
-    namespace = str((pod.get("metadata") or {}).get("namespace") or "")
+    namespace = str(Meta(pod).raw.get("namespace") or "")
     frontier = _owners(pod)
     seen: set[str] = set()
     for _ in range(MAX_OWNER_DEPTH):
@@ -90,7 +88,7 @@ class LabelIndex:
         self,
         objects: Sequence[dict[str, Any]],
         labels: Callable[[Mapping[str, Any]], Mapping[str, str]] = lambda o: (
-            (o.get("metadata") or {}).get("labels") or {}
+            Meta(o).raw.get("labels") or {}
         ),
     ) -> None:
         self.objects = list(objects)
@@ -131,7 +129,7 @@ class SelectionPass:
     def own(self, namespace: str, hpa: str, pods: Sequence[Mapping[str, Any]]) -> None:
         """Record that HPA ``hpa``'s selector selects ``pods``."""
         for pod in pods:
-            name = str((pod.get("metadata") or {}).get("name") or "")
+            name = str(Meta(pod).raw.get("name") or "")
             self._owners.setdefault((namespace, name), set()).add(f"{namespace}/{hpa}")
 
     def selecting_hpas(self, namespace: str, pods: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -139,7 +137,7 @@ class SelectionPass:
         pods, sorted."""
         found: set[str] = set()
         for pod in pods:
-            name = str((pod.get("metadata") or {}).get("name") or "")
+            name = str(Meta(pod).raw.get("name") or "")
             found |= self._owners.get((namespace, name), set())
         return sorted(found)
 

@@ -52,7 +52,8 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from kubescale.controllers.hpa.hpa_spec import HpaSpecError, MetricSpec
-from kubescale.kube.quantities import Quantity, QuantityError
+from kubescale.objects.quantities import Quantity, QuantityError
+from kubescale.objects.views import Meta
 
 __all__ = [
     "LEAD_ANNOTATION",
@@ -83,7 +84,7 @@ class PredictiveSettings:
 
 
 def predictive_settings(hpa: Mapping[str, Any]) -> PredictiveSettings | None:
-    annotations = (hpa.get("metadata") or {}).get("annotations") or {}
+    annotations = Meta(hpa).raw.get("annotations") or {}
     if str(annotations.get(PREDICTIVE_ANNOTATION, "")).lower() != "true":
         return None
     raw = annotations.get(LEAD_ANNOTATION)

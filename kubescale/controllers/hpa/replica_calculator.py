@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from kubescale.kube.quantities import Quantity, QuantityError
+from kubescale.base.times import parse_time
+from kubescale.objects.quantities import Quantity, QuantityError
+from kubescale.objects.views import Meta, spec_of, status_of
 
 __all__ = [
     "MAX_INT32",
@@ -83,25 +85,16 @@ def ceil_to_int32(value: float) -> int:
 # --- pods -------------------------------------------------------------------------------------
 
 
-def _time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def _name(pod: Mapping[str, Any]) -> str:
-    return str((pod.get("metadata") or {}).get("name") or "")
+    return str(Meta(pod).raw.get("name") or "")
 
 
 def _phase(pod: Mapping[str, Any]) -> str:
-    return str((pod.get("status") or {}).get("phase") or "")
+    return str(status_of(pod).get("phase") or "")
 
 
 def _ready_condition(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    for condition in (pod.get("status") or {}).get("conditions") or ():
+    for condition in status_of(pod).get("conditions") or ():
         if isinstance(condition, Mapping) and condition.get("type") == "Ready":
             return condition
     return None
@@ -147,7 +140,7 @@ def group_pods(
     for pod in pods:
         name = _name(pod)
         phase = _phase(pod)
-        if (pod.get("metadata") or {}).get("deletionTimestamp") or phase == "Failed":
+        if Meta(pod).raw.get("deletionTimestamp") or phase == "Failed":
             ignored.add(name)
             continue
         if phase == "Pending":
@@ -159,11 +152,11 @@ def group_pods(
             continue
         if resource == "cpu":
             condition = _ready_condition(pod)
-            start = _time((pod.get("status") or {}).get("startTime"))
+            start = parse_time(status_of(pod).get("startTime"))
             if condition is None or start is None:
                 unready.add(name)
                 continue
-            transition = _time(condition.get("lastTransitionTime")) or start
+            transition = parse_time(condition.get("lastTransitionTime")) or start
             not_ready = condition.get("status") == "False"
             if start + cpu_initialization_period > now:
                 is_unready = not_ready or metric.timestamp < transition + metric.window
@@ -203,7 +196,7 @@ def calculate_requests(
     requests: dict[str, int] = {}
     for pod in pods:
         name = _name(pod)
-        spec = pod.get("spec") or {}
+        spec = spec_of(pod)
         if not container:
             pod_level = _request_milli(spec, resource)
             if pod_level is not None:

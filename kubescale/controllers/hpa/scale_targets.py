@@ -21,7 +21,8 @@ from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.resources import ALL, DEPLOYMENTS, REPLICA_SETS, STATEFUL_SETS, ResourceType
-from kubescale.kube.selectors import SelectorError, label_selector_from_dict
+from kubescale.objects.selectors import SelectorError, label_selector_from_dict
+from kubescale.objects.views import Meta, spec_of, status_of
 
 __all__ = [
     "CACHED_WORKLOADS",
@@ -167,15 +168,15 @@ class ScaleTargets:
 def scale_view(obj: Mapping[str, Any]) -> dict[str, Any]:
     """The ``autoscaling/v1`` Scale of a Deployment, StatefulSet or ReplicaSet: its replicas,
     status replicas and ``spec.selector`` as selector text."""
-    meta = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
+    meta = Meta(obj).raw
+    spec = spec_of(obj)
     selector = ""
     try:
         raw = spec.get("selector")
         selector = str(label_selector_from_dict(raw)) if raw is not None else ""
     except SelectorError:
         selector = ""
-    status: dict[str, Any] = {"replicas": int((obj.get("status") or {}).get("replicas") or 0)}
+    status: dict[str, Any] = {"replicas": int(status_of(obj).get("replicas") or 0)}
     if selector:
         status["selector"] = selector
     return {

@@ -33,7 +33,8 @@ from typing import Any, Final
 
 from kubescale.controllers.hpa.hpa_spec import HpaSpecError
 from kubescale.controllers.hpa.metric_proposals import ExternalValues, Fetched, ObjectValue
-from kubescale.kube.quantities import Quantity, QuantityError
+from kubescale.objects.quantities import Quantity, QuantityError
+from kubescale.objects.views import Meta
 
 __all__ = [
     "ACTIVATION_THRESHOLD_ANNOTATION",
@@ -61,7 +62,7 @@ class ZeroSettings:
 
 def zero_settings(hpa: Mapping[str, Any]) -> ZeroSettings | None:
     """The HPA's scale-to-zero settings, or None when not enabled; bad values name the field."""
-    annotations = (hpa.get("metadata") or {}).get("annotations") or {}
+    annotations = Meta(hpa).raw.get("annotations") or {}
     if str(annotations.get(SCALE_TO_ZERO_ANNOTATION, "")).lower() != "true":
         return None
     threshold = 0

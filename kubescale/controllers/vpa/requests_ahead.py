@@ -22,6 +22,7 @@ from kubescale.controllers.vpa.api.pod_admission import PodAdmissionError
 from kubescale.controllers.vpa.api.pod_patches import OBSERVED_CONTAINERS_ANNOTATION
 from kubescale.coordination.requests_ahead import pod_with_admitted_resources
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.objects.views import Meta, spec_of
 
 __all__ = ["WebhookRequestsAhead"]
 
@@ -41,8 +42,8 @@ class WebhookRequestsAhead:
     def requests_for(self, pod: dict[str, Any]) -> dict[str, Any]:
         """``pod`` with the requests the VPA will give it (a pending pod: the webhook's; a
         scheduled one: the larger of its own and the webhook's), or ``pod`` itself."""
-        scheduled = bool((pod.get("spec") or {}).get("nodeName"))
-        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+        scheduled = bool(spec_of(pod).get("nodeName"))
+        annotations = Meta(pod).annotations
         if scheduled and OBSERVED_CONTAINERS_ANNOTATION not in annotations:
             return pod  # never admitted with a VPA: no VPA update coming (and no cost)
         try:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from kubescale.kube.resources import NAMESPACES, ResourceType
-from kubescale.kube.selectors import SelectorError, label_selector_from_dict
+from kubescale.objects.selectors import SelectorError, label_selector_from_dict
 
 from . import errors
 
@@ -179,7 +179,7 @@ def _rule_matches(rule: Mapping[str, Any], attrs: RequestAttributes) -> bool:
 
 
 def _selector_matches(selector: Any, labels: Mapping[str, str]) -> bool:
-    # API defaulting turns an absent selector into {} (everything); kube/selectors reads None
+    # API defaulting turns an absent selector into {} (everything); objects/selectors reads None
     # as "nothing", so absent is mapped here.
     if selector is None:
         return True

@@ -31,7 +31,7 @@ import copy
 from typing import Any, Final
 
 from kubescale.kube.resources import POD_DISRUPTION_BUDGETS, ResourceType
-from kubescale.kube.selectors import SelectorError, label_selector_from_dict
+from kubescale.objects.selectors import SelectorError, label_selector_from_dict
 
 from . import errors
 from .routing import Target

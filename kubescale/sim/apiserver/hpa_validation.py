@@ -35,7 +35,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from kubescale.kube.quantities import Quantity, QuantityError
+from kubescale.objects.quantities import Quantity, QuantityError
 
 from .errors import FieldCause
 

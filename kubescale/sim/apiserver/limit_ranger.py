@@ -40,7 +40,7 @@ import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from kubescale.kube.quantities import Quantity, QuantityError
+from kubescale.objects.quantities import Quantity, QuantityError
 
 __all__ = [
     "LIMIT_RANGER_ANNOTATION",

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from kubescale.kube.resources import ResourceType
-from kubescale.kube.selectors import (
+from kubescale.objects.selectors import (
     FieldSelector,
     LabelSelector,
     SelectorError,

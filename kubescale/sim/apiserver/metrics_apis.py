@@ -28,7 +28,7 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from kubescale.kube.selectors import (
+from kubescale.objects.selectors import (
     LabelSelector,
     SelectorError,
     parse_field_selector,

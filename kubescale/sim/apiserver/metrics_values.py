@@ -18,9 +18,10 @@ from datetime import datetime
 from typing import Any, Final
 
 from kubescale.base.clock import Clock, RealClock
-from kubescale.kube.quantities import Quantity as KubeQuantity
+from kubescale.base.go_time import go_duration_string
 from kubescale.kube.resources import by_plural
-from kubescale.kube.selectors import (
+from kubescale.objects.quantities import Quantity as KubeQuantity
+from kubescale.objects.selectors import (
     DOES_NOT_EXIST,
     DOUBLE_EQUALS,
     EQUALS,
@@ -51,20 +52,6 @@ def _quantity(value: Quantity) -> str:
     if isinstance(value, int) or float(value).is_integer():
         return str(int(value))
     return f"{round(value * 1000)}m"
-
-
-def _go_duration(seconds: float) -> str:
-    """metav1.Duration's JSON (Go's time.Duration.String) for a window: ``15s``, ``1m30s``."""
-    if seconds == 0:
-        return "0s"
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    sec_text = f"{secs:.9f}".rstrip("0").rstrip(".") + "s"
-    if hours:
-        return f"{int(hours)}h{int(minutes)}m{sec_text}"
-    if minutes:
-        return f"{int(minutes)}m{sec_text}"
-    return sec_text
 
 
 def qualify_resource(resource: str) -> str:
@@ -337,7 +324,7 @@ class MetricsValues:
                     "labels": dict(sample.labels),
                 },
                 "timestamp": format_time(sample.timestamp),
-                "window": _go_duration(sample.window),
+                "window": go_duration_string(sample.window),
                 "containers": [
                     {"name": container, "usage": dict(usage)}
                     for container, usage in sample.containers
@@ -355,7 +342,7 @@ class MetricsValues:
                 "apiVersion": "metrics.k8s.io/v1beta1",
                 "metadata": {"name": name, "creationTimestamp": now, "labels": dict(sample.labels)},
                 "timestamp": format_time(sample.timestamp),
-                "window": _go_duration(sample.window),
+                "window": go_duration_string(sample.window),
                 "usage": dict(sample.usage),
             }
             for name, sample in sorted(self._nodes.items())

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from kubescale.kube.quantities import Quantity, QuantityError
+from kubescale.objects.quantities import Quantity, QuantityError
 
 from .errors import FieldCause
 

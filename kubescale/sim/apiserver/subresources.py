@@ -24,7 +24,7 @@ from typing import Any
 from aiohttp import web
 
 from kubescale.kube.resources import ResourceType
-from kubescale.kube.selectors import (
+from kubescale.objects.selectors import (
     SelectorError,
     label_selector_from_dict,
     label_selector_from_set,

@@ -26,7 +26,7 @@ from typing import Any, Final
 
 from kubescale.base.times import parse_time
 from kubescale.kube.resources import ResourceType
-from kubescale.kube.selectors import SelectorError, label_selector_from_dict
+from kubescale.objects.selectors import SelectorError, label_selector_from_dict
 from kubescale.rendering.kube_columns import hpa_targets, human_duration
 
 from . import errors

@@ -34,7 +34,7 @@ from kubescale.kube.resources import (
     REPLICA_SETS,
     STATEFUL_SETS,
 )
-from kubescale.kube.selectors import SelectorError, label_selector_from_dict
+from kubescale.objects.selectors import SelectorError, label_selector_from_dict
 from kubescale.sim.apiserver.errors import ApiError
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.apiserver.storage import format_time, parse_time

@@ -38,7 +38,7 @@ from kubescale.controllers.autoscaler.cloudprovider.clusterapi_annotations impor
     REVISION_ANNOTATION,
 )
 from kubescale.kube.resources import MACHINE_DEPLOYMENTS, MACHINE_SETS, MACHINES
-from kubescale.kube.selectors import label_selector_from_dict
+from kubescale.objects.selectors import label_selector_from_dict
 from kubescale.sim.apiserver.server import ApiServer
 
 from .machine_lifecycle import (

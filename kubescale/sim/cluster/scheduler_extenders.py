@@ -36,7 +36,7 @@ from typing import Any, Final
 
 import aiohttp
 
-from kubescale.base.flag_types import parse_duration as parse_go_duration
+from kubescale.base.go_time import parse_duration as parse_go_duration
 
 __all__ = [
     "DEFAULT_EXTENDER_TIMEOUT",

@@ -28,7 +28,7 @@ exactly. Before a series' first sample its first sample holds; after its last, t
 
 The provisioned columns are the operator's hand-set sizes of the recorded system:
 :meth:`Trace.provisioned` gives them and :meth:`Trace.initial_resources` turns them into the
-``requests``/``limits`` quantities (exact, via :mod:`kubescale.kube.quantities`) a scenario can
+``requests``/``limits`` quantities (exact, via :mod:`kubescale.objects.quantities`) a scenario can
 start a container with.
 """
 
@@ -46,7 +46,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Final, Literal, TextIO
 
-from kubescale.kube.quantities import BINARY_SI, DECIMAL_SI, Quantity
+from kubescale.objects.quantities import BINARY_SI, DECIMAL_SI, Quantity
 
 from .usage_models import Usage, per_pod
 

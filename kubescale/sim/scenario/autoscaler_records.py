@@ -4,7 +4,7 @@ HPA's replicas against its metric and target, for the report's charts.
 The runner calls :meth:`AutoscalerRecord.record` once per step with the store's VPAs and HPAs
 (the objects as the API server holds them after the step's loops ran); a record is the state
 that holds until the next one, like the timeline's. Quantities are read exactly
-(:mod:`kubescale.kube.quantities`) and kept as floats in the report's units: CPU in cores,
+(:mod:`kubescale.objects.quantities`) and kept as floats in the report's units: CPU in cores,
 memory in bytes, an HPA metric as the number its target is written in (a utilization in
 percent, an average value as a plain number).
 """
@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubescale.kube.quantities import QuantityError, parse_quantity
+from kubescale.objects.quantities import QuantityError, parse_quantity
 
 from .time_statistics import rounded_or_none
 

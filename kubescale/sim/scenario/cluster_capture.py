@@ -49,7 +49,7 @@ from typing import Any, Final
 
 import yaml
 
-from kubescale.base.objects import mapping, meta, text
+from kubescale.objects.views import mapping, meta, text
 
 from .workload_validation import POD_SPEC_FIELDS
 

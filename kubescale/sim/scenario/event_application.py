@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kubescale.base.logs import component_logger
-from kubescale.kube.selectors import label_selector_from_set
+from kubescale.objects.selectors import label_selector_from_set
 from kubescale.sim.apiserver import errors
 from kubescale.sim.apiserver.patching import (
     apply_merge_patch,

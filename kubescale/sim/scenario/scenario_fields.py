@@ -7,8 +7,8 @@ returns ``None`` so that parsing goes on and the next mistake is found too.
 
 Units follow Kubernetes: durations are Go ``time.Duration`` strings (``24h``, ``1m30s``),
 resource amounts are quantities (``250m``, ``1.5Gi``, ``2``) read with
-:mod:`kubescale.kube.quantities`, label keys and values are checked with upstream's rules
-(:mod:`kubescale.kube.label_validation`).
+:mod:`kubescale.objects.quantities`, label keys and values are checked with upstream's rules
+(:mod:`kubescale.objects.label_validation`).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, TypeVar
 
-from kubescale.base.flag_types import parse_duration
-from kubescale.kube.label_validation import label_value_errors, qualified_name_errors
-from kubescale.kube.quantities import Quantity, QuantityError
+from kubescale.base.go_time import parse_duration
+from kubescale.objects.label_validation import label_value_errors, qualified_name_errors
+from kubescale.objects.quantities import Quantity, QuantityError
 
 __all__ = [
     "TAINT_EFFECTS",

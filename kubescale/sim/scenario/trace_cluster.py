@@ -53,7 +53,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Final
 
-from kubescale.kube.quantities import BINARY_SI, DECIMAL_SI, Quantity, QuantityError
+from kubescale.objects.quantities import BINARY_SI, DECIMAL_SI, Quantity, QuantityError
 from kubescale.sim.cluster.trace_replay import (
     ReplicaSeries,
     SeriesSummary,

@@ -14,7 +14,7 @@ from collections.abc import Set
 from pathlib import Path
 from typing import Any, Final
 
-from kubescale.kube.quantities import Quantity
+from kubescale.objects.quantities import Quantity
 
 from .scenario_fields import Problems, field_path
 from .scenario_format import WORKLOAD_KINDS, ContainerSpec, ResourceList, WorkloadSpec

@@ -19,8 +19,8 @@ import pytest
 from kubescale.base.clock import VirtualClock
 from kubescale.kube.client import connect
 from kubescale.kube.errors import KubeApiError
-from kubescale.kube.quantities import Quantity
 from kubescale.kube.resources import PODS, ResourceType
+from kubescale.objects.quantities import Quantity
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.cluster.kubelet import ContainerSample, Kubelet
 from kubescale.sim.cluster.node_templates import NodeTemplate, build_node

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kubescale.controllers.autoscaler.config.autoscaler_settings import NodeGroupDefaults
+from kubescale.objects.views import spec_of
 
 __all__ = [
     "CloudProvider",
@@ -123,7 +124,7 @@ class ProviderSnapshot:
 
     def group_for_node(self, node: Mapping[str, Any]) -> NodeGroup | None:
         """``NodeGroupForNode``: ``None`` for nodes no autoscaled group owns."""
-        provider_id = str((node.get("spec") or {}).get("providerID") or "")
+        provider_id = str(spec_of(node).get("providerID") or "")
         group_id = self.group_by_instance.get(provider_id)
         return self.groups.get(group_id) if group_id is not None else None
 
@@ -132,7 +133,7 @@ class ProviderSnapshot:
         group = self.group_for_node(node)
         if group is None:
             return True  # not autoscaled: the provider cannot tell, assume it exists
-        provider_id = str((node.get("spec") or {}).get("providerID") or "")
+        provider_id = str(spec_of(node).get("providerID") or "")
         for instance in group.instances:
             if instance.id == provider_id:
                 return instance.state is not InstanceState.DELETING

@@ -34,8 +34,8 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Final
 
-from kubescale.base.flag_types import parse_duration
 from kubescale.base.go_strconv import GoAtoiError, go_atoi
+from kubescale.base.go_time import parse_duration
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
     ErrorClass,
     Instance,
@@ -43,7 +43,8 @@ from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
     InstanceState,
 )
 from kubescale.controllers.autoscaler.config.autoscaler_settings import NodeGroupDefaults
-from kubescale.kube.quantities import Quantity, QuantityError
+from kubescale.objects.quantities import Quantity, QuantityError
+from kubescale.objects.views import Meta, spec_of, status_of
 
 __all__ = [
     "CAPACITY_PREFIX",
@@ -98,12 +99,12 @@ class AnnotationError(ValueError):
 
 def group_id(resource: Mapping[str, Any]) -> str:
     """``path.Join(kind, namespace, name)``."""
-    meta = resource.get("metadata") or {}
+    meta = Meta(resource).raw
     return f"{resource.get('kind', '')}/{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
 def _annotations(resource: Mapping[str, Any]) -> Mapping[str, str]:
-    return (resource.get("metadata") or {}).get("annotations") or {}
+    return Meta(resource).raw.get("annotations") or {}
 
 
 def _go_int(key: str, raw: str) -> int:
@@ -196,7 +197,7 @@ def _integer(annotations: Mapping[str, str], key: str) -> int | None:
 
 def _managed_labels(resource: Mapping[str, Any]) -> dict[str, str]:
     """``getManagedNodeLabelsFromLabels``: template labels Cluster API propagates to nodes."""
-    labels = ((resource.get("spec") or {}).get("template") or {}).get("metadata") or {}
+    labels = (spec_of(resource).get("template") or {}).get("metadata") or {}
     managed: dict[str, str] = {}
     for key, value in (labels.get("labels") or {}).items():
         domain = key.partition("/")[0] if "/" in key else ""
@@ -217,9 +218,7 @@ def scale_from_zero(resource: Mapping[str, Any]) -> ScaleFromZero | None:
     gpu_count = _integer(annotations, "gpu-count")
     taints_text = annotations.get(CAPACITY_PREFIX + "taints", "")
     taints = parse_taints(taints_text) if taints_text else []
-    spec_taints = (((resource.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
-        "taints"
-    ) or []
+    spec_taints = ((spec_of(resource).get("template") or {}).get("spec") or {}).get("taints") or []
     merged = [dict(t) for t in spec_taints if isinstance(t, Mapping)]
     for taint in taints:  # annotation taints override spec taints with the same key+effect
         for index, existing in enumerate(merged):
@@ -285,10 +284,10 @@ def machine_instance(machine: Mapping[str, Any], node_provider_id: str | None) -
     ``node_provider_id`` is the providerID of the Node its ``status.nodeRef`` names, if that
     Node exists. ``None``: the machine references something that is not a Node.
     """
-    meta = machine.get("metadata") or {}
+    meta = Meta(machine).raw
     namespace, name = meta.get("namespace", ""), meta.get("name", "")
-    status = machine.get("status") or {}
-    provider_id = (machine.get("spec") or {}).get("providerID") or ""
+    status = status_of(machine)
+    provider_id = spec_of(machine).get("providerID") or ""
     deleting = bool(meta.get("deletionTimestamp"))
     if provider_id:
         return Instance(
@@ -333,7 +332,7 @@ def rolling_out(machine_sets: Sequence[Mapping[str, Any]]) -> bool:
     as rolling out."""
     latest = 0
     for machine_set in machine_sets:
-        annotations = (machine_set.get("metadata") or {}).get("annotations") or {}
+        annotations = Meta(machine_set).raw.get("annotations") or {}
         if REVISION_ANNOTATION not in annotations:
             continue
         try:
@@ -342,7 +341,7 @@ def rolling_out(machine_sets: Sequence[Mapping[str, Any]]) -> bool:
             return True
         latest = max(latest, revision)
     for machine_set in machine_sets:
-        annotations = (machine_set.get("metadata") or {}).get("annotations") or {}
+        annotations = Meta(machine_set).raw.get("annotations") or {}
         if annotations.get(REVISION_ANNOTATION) == str(latest):
             continue  # the MachineSet of the latest revision
         for section in ("spec", "status"):

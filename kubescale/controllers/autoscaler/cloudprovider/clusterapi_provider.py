@@ -88,7 +88,11 @@ from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.informer import Informer
 from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.resources import NODES, ResourceType
-from kubescale.kube.selectors import SelectorError, label_selector_from_dict
+from kubescale.objects.machine import Machine
+from kubescale.objects.machine_deployment import MachineDeployment
+from kubescale.objects.machine_set import MachineSet
+from kubescale.objects.selectors import SelectorError, label_selector_from_dict
+from kubescale.objects.views import Meta, spec_of, status_of
 
 __all__ = ["CLUSTER_NAME_LABEL", "ClusterApiProvider", "template_node"]
 
@@ -116,7 +120,7 @@ T = TypeVar("T")
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return obj.get("metadata") or {}
+    return Meta(obj).raw
 
 
 def _normalized(provider_id: str) -> str:
@@ -125,7 +129,7 @@ def _normalized(provider_id: str) -> str:
 
 
 def _cluster_name(resource: Mapping[str, Any]) -> str:
-    spec_name = (resource.get("spec") or {}).get("clusterName")
+    spec_name = spec_of(resource).get("clusterName")
     if isinstance(spec_name, str):
         return spec_name
     return str((_meta(resource).get("labels") or {}).get(CLUSTER_NAME_LABEL, ""))
@@ -232,7 +236,9 @@ class ClusterApiProvider:
         self.capi_group = capi_group
         self._informers = informers
         self.types: CapiTypes | None = None
-        self._caches: tuple[Informer, Informer, Informer] | None = None
+        self._caches: (
+            tuple[Informer[MachineDeployment], Informer[MachineSet], Informer[Machine]] | None
+        ) = None
         if capi_version:
             self._declare(capi_types(capi_group, capi_version))
         self.nodes = informers.informer(NODES)
@@ -357,7 +363,9 @@ class ClusterApiProvider:
             if plural not in served:
                 raise ProviderError(f'resource "{plural}" is not served in group "{group_version}"')
 
-    def _ready(self) -> tuple[CapiTypes, Informer, Informer, Informer]:
+    def _ready(
+        self,
+    ) -> tuple[CapiTypes, Informer[MachineDeployment], Informer[MachineSet], Informer[Machine]]:
         if self.types is None or self._caches is None:
             raise ProviderError("the Cluster API version is not known yet")
         return (self.types, *self._caches)
@@ -377,7 +385,7 @@ class ClusterApiProvider:
     def _machines_of(self, resource: Mapping[str, Any]) -> list[Mapping[str, Any]]:
         """``listMachinesForScalableResource``: its selector, in its namespace and cluster."""
         try:
-            selector = label_selector_from_dict((resource.get("spec") or {}).get("selector"))
+            selector = label_selector_from_dict(spec_of(resource).get("selector"))
         except SelectorError:
             return []
         cluster = _cluster_name(resource)
@@ -400,9 +408,9 @@ class ClusterApiProvider:
         resources: dict[str, Mapping[str, Any]] = {}
         nodes_by_name = {str(_meta(n).get("name")): n for n in self.nodes.lister.list()}
         nodes_by_pid = {
-            str((n.get("spec") or {}).get("providerID")): n
+            str(spec_of(n).get("providerID")): n
             for n in nodes_by_name.values()
-            if (n.get("spec") or {}).get("providerID")
+            if spec_of(n).get("providerID")
         }
         for resource in self._scalable_resources():
             if not allowed_by_discovery(resource, self.discovery):
@@ -430,7 +438,7 @@ class ClusterApiProvider:
         # nodes whose providerID only matches after normalization (upstream's index)
         normalized = {_normalized(i): g for i, g in by_instance.items() if is_real_provider_id(i)}
         for node in nodes_by_name.values():
-            pid = str((node.get("spec") or {}).get("providerID") or "")
+            pid = str(spec_of(node).get("providerID") or "")
             if pid and pid not in by_instance and _normalized(pid) in normalized:
                 by_instance[pid] = normalized[_normalized(pid)]
         return ProviderSnapshot(
@@ -448,15 +456,15 @@ class ClusterApiProvider:
         low, high = scaling_bounds(resource)
         if high == 0:
             return None  # "has no scaling capacity": not a node group
-        replicas = (resource.get("spec") or {}).get("replicas")
+        replicas = spec_of(resource).get("replicas")
         if not isinstance(replicas, int):
             raise AnnotationError("spec.replicas is not set")
         instances: list[Instance] = []
         first_node: Mapping[str, Any] | None = None
         for machine in self._machines_of(resource):
-            node_ref = (machine.get("status") or {}).get("nodeRef") or {}
+            node_ref = status_of(machine).get("nodeRef") or {}
             node = nodes_by_name.get(str(node_ref.get("name", ""))) if node_ref else None
-            node_pid = str((node.get("spec") or {}).get("providerID") or "") if node else None
+            node_pid = str(spec_of(node).get("providerID") or "") if node else None
             instance = machine_instance(machine, node_pid)
             if instance is None:
                 continue
@@ -531,7 +539,7 @@ class ClusterApiProvider:
             )
         except KubeError as err:
             raise ProviderError(f"cannot read the size of {group.id}: {err}") from err
-        return int((scale.get("spec") or {}).get("replicas") or 0)
+        return int(spec_of(scale).get("replicas") or 0)
 
     async def _set_size(self, group: NodeGroup, replicas: int) -> None:
         """``SetSize``: bounds checked, then a merge patch on ``/scale``."""
@@ -578,7 +586,7 @@ class ClusterApiProvider:
             raise ProviderError("min size reached, nodes will not be deleted")
         owned = {i.id for i in group.instances}
         for node in nodes:
-            pid = str((node.get("spec") or {}).get("providerID") or "")
+            pid = str(spec_of(node).get("providerID") or "")
             if pid not in owned:
                 raise ProviderError(f"node {pid!r} doesn't belong to node group {group.id!r}")
         if replicas - len(nodes) < group.min_size:
@@ -587,7 +595,7 @@ class ClusterApiProvider:
                 f"{replicas}, minSize is {group.min_size}"
             )
         for node in nodes:
-            pid = str((node.get("spec") or {}).get("providerID") or "")
+            pid = str(spec_of(node).get("providerID") or "")
             machine = self._machine_by_instance.get(pid)
             if machine is None:
                 raise ProviderError(f"unknown machine for node {pid!r}")

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from kubescale.base.go_time import go_duration_string
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
     ErrorClass,
     Instance,
@@ -50,6 +51,7 @@ from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
 from kubescale.controllers.autoscaler.clusterstate.backoff import BackoffEntry, ExponentialBackoff
 from kubescale.controllers.autoscaler.model.node_facts import NodeReadiness, node_name, provider_id
 from kubescale.controllers.autoscaler.model.pod_facts import creation_time
+from kubescale.objects.views import status_of
 
 __all__ = [
     "AcceptableRange",
@@ -155,7 +157,7 @@ StateEffect = ScaleUpTimedOut | InstanceCreationFailed
 
 
 def _suspended(node: Mapping[str, Any]) -> bool:
-    for condition in (node.get("status") or {}).get("conditions") or ():
+    for condition in status_of(node).get("conditions") or ():
         if condition.get("type") == "Suspended":
             return bool(condition.get("status") == "True")
     return False
@@ -329,7 +331,7 @@ class ClusterStateRegistry:
                             code="timeout",
                             message=(
                                 f"Scale-up timed out for node group {group_id} after "
-                                f"{_go_duration(waited)}"
+                                f"{go_duration_string(waited.total_seconds())}"
                             ),
                         ),
                         now,
@@ -518,24 +520,3 @@ def _upcoming(readiness: Readiness, acceptable: AcceptableRange) -> int:
 
 def _expected_to_register(instance: Instance) -> bool:
     return instance.state is not InstanceState.DELETING and instance.error is None
-
-
-def _go_duration(delta: timedelta) -> str:
-    """A Go ``time.Duration`` string (``15m0s``, ``1h2m3s``, ``2.5s``)."""
-    total = delta.total_seconds()
-    if total == 0:
-        return "0s"
-    sign = "-" if total < 0 else ""
-    total = abs(total)
-    hours, rest = divmod(total, 3600)
-    minutes, seconds = divmod(rest, 60)
-    text = ""
-    if hours:
-        text += f"{int(hours)}h"
-    if hours or minutes:
-        text += f"{int(minutes)}m"
-    text += f"{seconds:.9f}".rstrip("0").rstrip(".") + "s"
-    return sign + text
-
-
-go_duration = _go_duration

@@ -40,6 +40,7 @@ from kubescale.controllers.autoscaler.clusterstate.cluster_state import (
     ClusterStateRegistry,
     Readiness,
 )
+from kubescale.objects.views import Meta
 
 __all__ = [
     "LAST_UPDATED_ANNOTATION",
@@ -261,6 +262,6 @@ def status_config_map(
             },
             "data": {"status": text},
         }
-    meta = dict(existing.get("metadata") or {})
+    meta: dict[str, Any] = dict(Meta(existing).raw)
     meta["annotations"] = {**(meta.get("annotations") or {}), LAST_UPDATED_ANNOTATION: stamp}
     return {**existing, "metadata": meta, "data": {**(existing.get("data") or {}), "status": text}}

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import argparse
 
-from kubescale.base.flag_types import add_bool_flag, add_duration_flag, parse_duration
+from kubescale.base.flag_types import add_bool_flag, add_duration_flag
+from kubescale.base.go_time import parse_duration
 from kubescale.controllers.autoscaler.config.autoscaler_config import (
     EXPANDER_NAMES,
 )

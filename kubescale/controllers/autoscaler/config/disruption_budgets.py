@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
 
-from kubescale.base.flag_types import parse_duration
+from kubescale.base.go_time import parse_duration
 
 __all__ = [
     "DISRUPTION_REASONS",

@@ -121,6 +121,7 @@ from kubescale.kube.resources import (
     REPLICATION_CONTROLLERS,
     STATEFUL_SETS,
 )
+from kubescale.objects.views import Meta, meta
 from kubescale.runtime.component import TimelineReport
 from kubescale.runtime.off_loop import OffLoop
 from kubescale.scheduling.fit import ClusterSnapshot
@@ -175,7 +176,7 @@ class _Built:
 
 
 def _pod_keys(pods: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    return [(str(p["metadata"].get("namespace", "")), str(p["metadata"]["name"])) for p in pods]
+    return [(meta(p).namespace, meta(p).name) for p in pods]
 
 
 class AutoscalerLoop:
@@ -332,9 +333,9 @@ class AutoscalerLoop:
         pods: list[dict[str, Any]] = []
         for entry in self.gate.evictions_in_flight(now=now):
             pod = self.pods.lister.get(entry.name, entry.namespace)
-            if pod is None or (pod.get("metadata") or {}).get("uid") != entry.uid:
+            if pod is None or Meta(pod).raw.get("uid") != entry.uid:
                 continue
-            if (pod.get("metadata") or {}).get("deletionTimestamp"):
+            if Meta(pod).raw.get("deletionTimestamp"):
                 continue  # the PDB's status counts it once the disruption controller sees it
             pods.append(pod)
         return pods
@@ -389,7 +390,7 @@ class AutoscalerLoop:
     def readiness(self, node: Node) -> NodeReadiness:
         return node_readiness(node, self.settings.startup_taints)
 
-    def _controller_informers(self) -> dict[str, Informer]:
+    def _controller_informers(self) -> dict[str, Informer[Any]]:
         return {
             "ReplicaSet": self.replica_sets,
             "StatefulSet": self.stateful_sets,
@@ -402,10 +403,7 @@ class AutoscalerLoop:
         """Copy the controllers the drainability rules look up (on the loop), for the
         scale-down planner on the worker thread and the drains of this iteration."""
         self._controllers = {
-            kind: {
-                f"{obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}": obj
-                for obj in informer.lister.list()
-            }
+            kind: {f"{meta(obj).namespace}/{meta(obj).name}": obj for obj in informer.lister.list()}
             for kind, informer in self._controller_informers().items()
         }
 
@@ -477,10 +475,7 @@ class AutoscalerLoop:
         cluster = ClusterSnapshot.build(
             nodes=nodes,
             pods=drop_expendable(lists.scheduled, cutoff=cutoff, priority=priority),
-            namespace_labels={
-                str(n["metadata"]["name"]): dict(n["metadata"].get("labels") or {})
-                for n in listed.namespaces
-            },
+            namespace_labels={meta(n).name: dict(meta(n).labels) for n in listed.namespaces},
             requests=self.requests,
         )
         self.requests.forget_missing(_pod_keys(all_pods))

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from kubescale.base.go_time import go_duration_string
 from kubescale.base.logs import component_logger
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
     CloudProvider,
@@ -35,7 +36,6 @@ from kubescale.controllers.autoscaler.clusterstate.cluster_state import (
     ClusterStateRegistry,
     InstanceCreationFailed,
     ScaleUpTimedOut,
-    go_duration,
 )
 from kubescale.controllers.autoscaler.config.autoscaler_settings import AutoscalerSettings
 from kubescale.controllers.autoscaler.metrics.autoscaler_metrics import AutoscalerMetrics
@@ -118,7 +118,7 @@ class Housekeeping:
         for effect in effects:
             if isinstance(effect, ScaleUpTimedOut):
                 group = effect.group
-                waited = go_duration(effect.waited)
+                waited = go_duration_string(effect.waited.total_seconds())
                 self.status_event(
                     "Warning",
                     "ScaleUpTimedOut",

@@ -48,6 +48,7 @@ from kubescale.controllers.autoscaler.scaleup.scale_up_executor import (
 )
 from kubescale.controllers.autoscaler.simulator.template_nodes import TemplateNode
 from kubescale.kube.events import EventRecorder
+from kubescale.objects.views import Meta
 from kubescale.runtime.off_loop import OffLoop
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 
@@ -101,7 +102,7 @@ def pods_of_draining_nodes(journal: SnapshotJournal, draining: Iterable[str]) ->
             if is_daemonset_pod(pod) or is_mirror_pod(pod):
                 continue
             journal.remove_pod(name, pod)
-            terminating = (pod.get("metadata") or {}).get("deletionTimestamp") is not None
+            terminating = Meta(pod).raw.get("deletionTimestamp") is not None
             if controller_of(pod) is not None and not terminating:
                 moved.append(pod)
     return moved

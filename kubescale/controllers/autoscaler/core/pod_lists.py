@@ -31,6 +31,7 @@ from kubescale.controllers.autoscaler.model.pod_facts import (
     pod_scale_up_delay,
 )
 from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
+from kubescale.objects.views import Meta, spec_of, status_of
 
 __all__ = [
     "GPU_POD_TIME_BUFFER",
@@ -57,7 +58,7 @@ class PodsBySchedulability:
 
 
 def _unschedulable(pod: Pod) -> bool:
-    for condition in (pod.get("status") or {}).get("conditions") or ():
+    for condition in status_of(pod).get("conditions") or ():
         if condition.get("type") == "PodScheduled":
             return bool(
                 condition.get("status") == "False" and condition.get("reason") == "Unschedulable"
@@ -70,9 +71,9 @@ def pods_by_schedulability(pods: Iterable[Pod]) -> PodsBySchedulability:
     for pod in pods:
         if is_terminal(pod):
             continue
-        if (pod.get("spec") or {}).get("nodeName"):
+        if spec_of(pod).get("nodeName"):
             result.scheduled.append(pod)
-        elif not (pod.get("metadata") or {}).get("deletionTimestamp") and _unschedulable(pod):
+        elif not Meta(pod).raw.get("deletionTimestamp") and _unschedulable(pod):
             result.unschedulable.append(pod)
     return result
 
@@ -98,7 +99,7 @@ def drop_young_pods(pods: Iterable[Pod], *, now: datetime, delay: timedelta) -> 
 
 
 def _requests_gpu(pod: Pod) -> bool:
-    for container in (pod.get("spec") or {}).get("containers") or ():
+    for container in spec_of(pod).get("containers") or ():
         resources = container.get("resources") or {}
         for section in ("requests", "limits"):
             if any(name in (resources.get(section) or {}) for name in _GPU_RESOURCES):

@@ -42,6 +42,7 @@ from kubescale.controllers.autoscaler.simulator.scheduling_simulation import (
     obviously_full,
 )
 from kubescale.controllers.autoscaler.simulator.template_nodes import TemplateNode
+from kubescale.objects.views import spec_of
 from kubescale.scheduling.filters import FilterStatus, NodeState, insufficient_resources
 from kubescale.scheduling.fit import PodInfo
 from kubescale.scheduling.pod_resources import container_amounts
@@ -125,7 +126,7 @@ class Estimate:
 def pod_group_score(exemplar: Pod, template: TemplateNode) -> float:
     """``DecreasingPodOrderer.calculatePodScore``."""
     cpu = memory = 0
-    for container in (exemplar.get("spec") or {}).get("containers") or ():
+    for container in spec_of(exemplar).get("containers") or ():
         requests = container_amounts(container)
         cpu += requests.get("cpu", 0)
         memory += requests.get("memory", 0)
@@ -226,5 +227,5 @@ def _check(simulator: SchedulingSimulator, info: PodInfo, node: str) -> FilterSt
 def _spreads_by_hostname(pod: Pod) -> bool:
     """``isPodUsingHostNameTopologyKey``: some spread constraint (of either kind) is keyed on
     ``kubernetes.io/hostname``."""
-    constraints = (pod.get("spec") or {}).get("topologySpreadConstraints") or ()
+    constraints = spec_of(pod).get("topologySpreadConstraints") or ()
     return any(c.get("topologyKey") == HOSTNAME_LABEL for c in constraints)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import NodeGroup
+from kubescale.objects.views import spec_of
 from kubescale.scheduling.pod_resources import container_amounts
 
 __all__ = ["ExpansionOption", "regular_requests"]
@@ -25,7 +26,7 @@ def regular_requests(pod: Mapping[str, Any]) -> tuple[int, int]:
     """(cpu millicores, memory bytes) requested by the regular containers — what the
     expanders sum (``resourcesForPods``: init containers and overhead are not counted)."""
     cpu = memory = 0
-    for container in (pod.get("spec") or {}).get("containers") or ():
+    for container in spec_of(pod).get("containers") or ():
         requests = container_amounts(container)
         cpu += requests.get("cpu", 0)
         memory += requests.get("memory", 0)

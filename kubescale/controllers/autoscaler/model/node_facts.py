@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from kubescale.controllers.autoscaler.model.pod_facts import parse_time
+from kubescale.objects.views import Meta, spec_of, status_of
 from kubescale.scheduling.autoscaler_taints import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
 
 __all__ = [
@@ -82,15 +83,15 @@ class NodeReadiness:
 
 
 def node_name(node: Mapping[str, Any]) -> str:
-    return str((node.get("metadata") or {}).get("name", ""))
+    return str(Meta(node).raw.get("name", ""))
 
 
 def provider_id(node: Mapping[str, Any]) -> str:
-    return str((node.get("spec") or {}).get("providerID") or "")
+    return str(spec_of(node).get("providerID") or "")
 
 
 def _taints(node: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
-    return (node.get("spec") or {}).get("taints") or ()
+    return spec_of(node).get("taints") or ()
 
 
 def has_startup_taint(node: Mapping[str, Any], startup_taints: Iterable[str] = ()) -> bool:
@@ -106,7 +107,7 @@ def node_readiness(node: Mapping[str, Any], startup_taints: Iterable[str] = ()) 
     ready_found = False
     can_be_ready = True
     last = _EPOCH
-    for condition in (node.get("status") or {}).get("conditions") or ():
+    for condition in status_of(node).get("conditions") or ():
         kind, status = condition.get("type"), condition.get("status")
         if kind == "Ready":
             ready_found = True

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from kubescale.base.flag_types import parse_duration
+from kubescale.base.go_time import parse_duration
 from kubescale.base.times import parse_time
+from kubescale.objects.views import Meta, spec_of, status_of
 
 __all__ = [
     "DAEMONSET_POD_ANNOTATION",
@@ -65,22 +66,22 @@ class OwnerRef:
 
 def pod_id(pod: Mapping[str, Any]) -> str:
     """``namespace/name``."""
-    meta = pod.get("metadata") or {}
+    meta = Meta(pod).raw
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
 def pod_annotations(pod: Mapping[str, Any]) -> Mapping[str, str]:
-    return (pod.get("metadata") or {}).get("annotations") or {}
+    return Meta(pod).raw.get("annotations") or {}
 
 
 def creation_time(obj: Mapping[str, Any]) -> datetime:
     """``metadata.creationTimestamp`` (the epoch when missing)."""
-    return parse_time((obj.get("metadata") or {}).get("creationTimestamp")) or _EPOCH
+    return parse_time(Meta(obj).raw.get("creationTimestamp")) or _EPOCH
 
 
 def controller_of(pod: Mapping[str, Any]) -> OwnerRef | None:
     """The ownerReference with ``controller: true``."""
-    for ref in (pod.get("metadata") or {}).get("ownerReferences") or ():
+    for ref in Meta(pod).raw.get("ownerReferences") or ():
         if ref.get("controller") is True:
             return OwnerRef(
                 kind=str(ref.get("kind", "")),
@@ -104,7 +105,7 @@ def is_daemonset_pod(pod: Mapping[str, Any]) -> bool:
 
 
 def is_terminal(pod: Mapping[str, Any]) -> bool:
-    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+    return status_of(pod).get("phase") in ("Succeeded", "Failed")
 
 
 class PriorityResolver:
@@ -120,7 +121,7 @@ class PriorityResolver:
                 self._default = value
 
     def priority(self, pod: Mapping[str, Any]) -> int:
-        spec = pod.get("spec") or {}
+        spec = spec_of(pod)
         value = spec.get("priority")
         if isinstance(value, int):
             return value

@@ -70,6 +70,7 @@ from kubescale.controllers.autoscaler.scaledown.disruption_cost import (
 from kubescale.controllers.autoscaler.simulator.drainability import DrainContext, classify_node_pods
 from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
 from kubescale.controllers.autoscaler.simulator.template_nodes import TemplateNode
+from kubescale.objects.views import Meta, spec_of, status_of
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.pod_resources import pod_requests
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
@@ -202,7 +203,7 @@ def move_order(pod: Pod, priority: int) -> tuple[int, int, int, str, str]:
     name. One fixed order: a first-fit packing that holds for one order of the same pods can
     strand a pod in another (found by Hypothesis), so the decision and its check use this one."""
     amounts = pod_requests(pod)
-    meta = pod.get("metadata") or {}
+    meta = Meta(pod).raw
     return (
         -priority,
         -amounts.get("cpu", 0),
@@ -342,7 +343,7 @@ def last_change(node: Mapping[str, Any], pods: Sequence[Pod]) -> datetime:
     """When the node or its pods last changed: its creation, or a pod's creation or start."""
     latest = creation_time(node)
     for pod in pods:
-        started = parse_time((pod.get("status") or {}).get("startTime"))
+        started = parse_time(status_of(pod).get("startTime"))
         for moment in (creation_time(pod), started):
             if moment is not None and moment > latest:
                 latest = moment
@@ -372,14 +373,14 @@ def consolidation_candidates(
         state = snapshot.nodes.get(name)
         if group is None or state is None or group.target_size <= group.min_size:
             continue
-        annotations = (node.get("metadata") or {}).get("annotations") or {}
+        annotations = Meta(node).raw.get("annotations") or {}
         if annotations.get(DO_NOT_DISRUPT_ANNOTATION) == "true":
             continue
         if annotations.get(SCALE_DOWN_DISABLED_ANNOTATION) == "true":
             continue
         if currently_being_deleted(node, now) or not readiness(node).ready:
             continue
-        if (node.get("spec") or {}).get("unschedulable"):
+        if spec_of(node).get("unschedulable"):
             continue
         if now - creation_time(node) < youngest:
             continue  # just added: never consolidated away

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from kubescale.controllers.autoscaler.model.pod_facts import PriorityResolver, pod_annotations
+from kubescale.objects.views import spec_of
 
 __all__ = [
     "POD_DELETION_COST_ANNOTATION",
@@ -46,7 +47,7 @@ def eviction_cost(pod: Mapping[str, Any], priority: PriorityResolver) -> float:
 
 
 def keeps_local_data(pod: Mapping[str, Any]) -> bool:
-    for volume in (pod.get("spec") or {}).get("volumes") or ():
+    for volume in spec_of(pod).get("volumes") or ():
         if "hostPath" in volume:
             return True
         empty_dir = volume.get("emptyDir")

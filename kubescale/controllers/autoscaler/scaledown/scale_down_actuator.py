@@ -61,6 +61,7 @@ from kubescale.coordination.separate import OwnEvictionsOnly
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError
 from kubescale.kube.events import EventRecorder
+from kubescale.objects.views import Meta, spec_of
 from kubescale.plans.executor import PlanExecutor, plan_metrics
 from kubescale.plans.intents import Event, Evict, Taint, Untaint
 
@@ -96,7 +97,7 @@ class Deletion:
 
     @property
     def name(self) -> str:
-        return str((self.node.get("metadata") or {}).get("name", ""))
+        return str(Meta(self.node).raw.get("name", ""))
 
 
 class ScaleDownActuator:
@@ -168,7 +169,7 @@ class ScaleDownActuator:
         for upstream's drain-start event (``scaleDownNodeToReport``)."""
         started: list[str] = []
         for node, group_id in nodes:
-            name = str((node.get("metadata") or {}).get("name", ""))
+            name = str(Meta(node).raw.get("name", ""))
             if name in self.in_progress:
                 continue
             marked = await self.executor.execute(
@@ -228,7 +229,7 @@ class ScaleDownActuator:
             return
         used, pods = report(name) if report is not None else (None, ())
         names = ",".join(
-            str((p.get("metadata") or {}).get("name", ""))
+            str(Meta(p).raw.get("name", ""))
             for p in pods
             if not is_mirror_pod(p) and not is_daemonset_pod(p)
         )
@@ -262,7 +263,7 @@ class ScaleDownActuator:
                     continue
             elif now < deletion.delete_after:
                 continue
-            elif any(not (p.get("metadata") or {}).get("deletionTimestamp") for p in movable):
+            elif any(not Meta(p).raw.get("deletionTimestamp") for p in movable):
                 await self._abort(deletion, "failed to delete the node", now)  # no longer empty
                 continue
             if now < deletion.delete_after:
@@ -280,7 +281,7 @@ class ScaleDownActuator:
 
     async def _drain(self, deletion: Deletion, movable: Sequence[Pod], now: datetime) -> bool:
         """Evict what is left; whether the node is drained."""
-        waiting = [p for p in movable if not (p.get("metadata") or {}).get("deletionTimestamp")]
+        waiting = [p for p in movable if not Meta(p).raw.get("deletionTimestamp")]
         if waiting:
             if now - deletion.started > self.settings.max_pod_eviction_time:
                 await self._abort(deletion, "failed to drain the node, aborting ScaleDown", now)
@@ -301,7 +302,7 @@ class ScaleDownActuator:
     async def _evict(self, pod: Pod, *, best_effort: bool, now: datetime) -> bool:
         if self.gate.already_going(pod, now=now):
             return True  # another system's eviction of it is in flight: it is going already
-        grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+        grace = spec_of(pod).get("terminationGracePeriodSeconds")
         limit = self.settings.max_graceful_termination_sec
         seconds = min(grace, limit) if isinstance(grace, int) else min(DEFAULT_GRACE, limit)
         result = await self.executor.execute(

@@ -53,6 +53,7 @@ from kubescale.controllers.autoscaler.simulator.drainability import DrainContext
 from kubescale.controllers.autoscaler.simulator.removal_simulation import simulate_node_removal
 from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
 from kubescale.controllers.autoscaler.simulator.utilization import Utilization, node_utilization
+from kubescale.objects.views import Meta
 
 __all__ = ["NodeToRemove", "ScaleDownPlanner", "Unremovable"]
 
@@ -188,7 +189,7 @@ class ScaleDownPlanner:
         """(unremovable reason or "", group id, utilization)."""
         if currently_being_deleted(node, now):
             return "CurrentlyBeingDeleted", "", 0.0
-        annotations = (node.get("metadata") or {}).get("annotations") or {}
+        annotations = Meta(node).raw.get("annotations") or {}
         if annotations.get(SCALE_DOWN_DISABLED_ANNOTATION) == "true":
             return "ScaleDownDisabledAnnotation", "", 0.0
         group = provider.group_for_node(node)
@@ -314,7 +315,7 @@ class ScaleDownPlanner:
         readiness: Callable[[Node], NodeReadiness],
     ) -> str:
         """``unremovableReason`` of ``RemovableAt`` up to the group checks."""
-        annotations = (candidate.node.get("metadata") or {}).get("annotations") or {}
+        annotations = Meta(candidate.node).raw.get("annotations") or {}
         if annotations.get(SCALE_DOWN_DISABLED_ANNOTATION) == "true":
             return "ScaleDownDisabledAnnotation"
         group = provider.groups.get(candidate.group_id)

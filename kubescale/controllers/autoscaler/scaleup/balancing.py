@@ -26,6 +26,7 @@ from typing import Final
 
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import NodeGroup
 from kubescale.controllers.autoscaler.simulator.template_nodes import TemplateNode
+from kubescale.objects.views import Meta
 from kubescale.scheduling.pod_resources import Amounts, add_into, pod_requests
 
 __all__ = [
@@ -86,7 +87,7 @@ def _free(template: TemplateNode) -> Amounts:
 
 
 def _labels(template: TemplateNode) -> Mapping[str, str]:
-    return (template.node.get("metadata") or {}).get("labels") or {}
+    return Meta(template.node).raw.get("labels") or {}
 
 
 def is_similar(a: TemplateNode, b: TemplateNode, rules: SimilarityRules) -> bool:

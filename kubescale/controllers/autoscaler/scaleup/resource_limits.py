@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from kubescale.controllers.autoscaler.config.autoscaler_settings import ResourceRange
+from kubescale.objects.views import status_of
 from kubescale.scheduling.pod_resources import amounts_of
 
 __all__ = [
@@ -37,7 +38,7 @@ UNLIMITED: Final = 2**63 - 1
 
 def node_capacity(node: Mapping[str, Any]) -> dict[str, int]:
     """A node's ``status.capacity`` (its allocatable when it has none) as amounts."""
-    status = node.get("status") or {}
+    status = status_of(node)
     return amounts_of(status.get("capacity") or status.get("allocatable"))
 
 

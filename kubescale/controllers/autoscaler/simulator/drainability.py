@@ -52,7 +52,8 @@ from kubescale.controllers.autoscaler.model.pod_facts import (
     pod_id,
 )
 from kubescale.controllers.autoscaler.simulator.utilization import is_long_terminating
-from kubescale.kube.selectors import LabelSelector, SelectorError, label_selector_from_dict
+from kubescale.objects.selectors import LabelSelector, SelectorError, label_selector_from_dict
+from kubescale.objects.views import Meta, spec_of, status_of
 
 __all__ = [
     "BlockingReason",
@@ -121,12 +122,12 @@ class PdbTracker:
         counting twice errs on the safe side for at most one watch delay)."""
         self._pdbs: list[_Pdb] = []
         for pdb in pdbs:
-            meta = pdb.get("metadata") or {}
+            meta = Meta(pdb).raw
             try:
-                selector = label_selector_from_dict((pdb.get("spec") or {}).get("selector"))
+                selector = label_selector_from_dict(spec_of(pdb).get("selector"))
             except SelectorError:
                 continue
-            allowed = int((pdb.get("status") or {}).get("disruptionsAllowed") or 0)
+            allowed = int(status_of(pdb).get("disruptionsAllowed") or 0)
             self._pdbs.append(
                 _Pdb(
                     namespace=str(meta.get("namespace", "")),
@@ -139,7 +140,7 @@ class PdbTracker:
         self.disrupt(in_flight)
 
     def matching(self, pod: Mapping[str, Any]) -> list[_Pdb]:
-        meta = pod.get("metadata") or {}
+        meta = Meta(pod).raw
         namespace = str(meta.get("namespace", ""))
         labels = meta.get("labels") or {}
         return [p for p in self._pdbs if p.namespace == namespace and p.selector.matches(labels)]
@@ -189,7 +190,7 @@ def _local_storage(pod: Mapping[str, Any]) -> bool:
         for v in pod_annotations(pod).get(SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION, "").split(",")
         if v.strip()
     }
-    for volume in (pod.get("spec") or {}).get("volumes") or ():
+    for volume in spec_of(pod).get("volumes") or ():
         name = str(volume.get("name", ""))
         if name in allowed:
             continue
@@ -205,8 +206,8 @@ def _terminal(pod: Mapping[str, Any]) -> bool:
     """Upstream's ``drain.IsPodTerminal``: restartPolicy ``Never`` and Succeeded or Failed;
     ``OnFailure`` and Succeeded; or Failed whatever the policy (the kubelet rejected it). A
     Succeeded pod under ``Always`` (the API server's default) will be restarted: not terminal."""
-    phase = (pod.get("status") or {}).get("phase")
-    policy = (pod.get("spec") or {}).get("restartPolicy")
+    phase = status_of(pod).get("phase")
+    policy = spec_of(pod).get("restartPolicy")
     if policy == "Never" and phase in ("Succeeded", "Failed"):
         return True
     if policy == "OnFailure" and phase == "Succeeded":
@@ -218,7 +219,7 @@ def drainability(pod: Mapping[str, Any], context: DrainContext) -> Drainability:
     """The module docstring's rules, in order."""
     if is_mirror_pod(pod) or is_long_terminating(pod, context.now):
         return Drainability(Outcome.SKIP)
-    namespace = str((pod.get("metadata") or {}).get("namespace", ""))
+    namespace = str(Meta(pod).raw.get("namespace", ""))
     owner = controller_of(pod)
     checked = owner is not None and owner.kind in _CHECKED_CONTROLLERS
     if context.skip_nodes_with_custom_controller_pods and owner is not None and checked:
@@ -226,7 +227,7 @@ def drainability(pod: Mapping[str, Any], context: DrainContext) -> Drainability:
         if controller is None:
             return Drainability(Outcome.BLOCK, BlockingReason.CONTROLLER_NOT_FOUND)
         if owner.kind in ("ReplicaSet", "ReplicationController"):
-            replicas = (controller.get("spec") or {}).get("replicas")
+            replicas = spec_of(controller).get("replicas")
             if isinstance(replicas, int) and replicas < context.min_replica_count:
                 return Drainability(Outcome.BLOCK, BlockingReason.MIN_REPLICAS_REACHED)
     if is_daemonset_pod(pod):

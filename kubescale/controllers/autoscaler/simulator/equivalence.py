@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from kubescale.controllers.autoscaler.model.pod_facts import controller_of
+from kubescale.objects.views import spec_of
 
 __all__ = ["MAX_GROUPS_PER_CONTROLLER", "build_pod_groups", "equivalence_key"]
 
@@ -28,7 +29,7 @@ Pod = Mapping[str, Any]
 
 
 def _spec_text(pod: Pod) -> str:
-    spec = dict(pod.get("spec") or {})
+    spec = dict(spec_of(pod))
     spec.pop("nodeName", None)
     volumes = spec.get("volumes")
     if volumes:

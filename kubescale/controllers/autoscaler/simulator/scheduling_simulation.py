@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubescale.controllers.autoscaler.simulator.equivalence import equivalence_key
+from kubescale.objects.views import Meta
 from kubescale.scheduling.filters import FilterStatus, NodeState
 from kubescale.scheduling.fit import ClusterSnapshot, PodInfo, PreFilterState
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
@@ -127,7 +128,7 @@ class SchedulingSimulator:
                 result.unschedulable.append(pod)
                 continue
             info = snapshot.pod_info(pod)
-            meta = pod.get("metadata") or {}
+            meta = Meta(pod).raw
             pod_ref = (str(meta.get("namespace", "")), str(meta.get("name", "")))
             hint = self.hints.get(pod_ref)
             placed: str | None = None

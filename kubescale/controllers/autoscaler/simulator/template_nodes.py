@@ -46,6 +46,7 @@ from kubescale.controllers.autoscaler.model.pod_facts import (
     is_mirror_pod,
     is_terminal,
 )
+from kubescale.objects.views import Meta, spec_of, status_of
 from kubescale.scheduling.filters import FILTERED_EFFECTS, NodeAffinity, first_untolerated_taint
 from kubescale.scheduling.pod_resources import Amounts, amounts_of, node_allocatable
 
@@ -116,7 +117,7 @@ def sanitize_template(
         pod_meta.pop("uid", None)
         clone.setdefault("spec", {})["nodeName"] = name
         renamed.append(clone)
-    status_block = sanitized.get("status") or {}
+    status_block = status_of(sanitized)
     return TemplateNode(
         group_id=group_id,
         node=sanitized,
@@ -130,16 +131,16 @@ def sanitize_template(
 def daemon_set_pod(daemon_set: Mapping[str, Any], node: Mapping[str, Any]) -> dict[str, Any] | None:
     """The pod ``daemon_set`` would run on ``node``, or ``None`` when it would not run there
     (node selector / required node affinity, or an untolerated NoSchedule/NoExecute taint)."""
-    template = ((daemon_set.get("spec") or {}).get("template")) or {}
-    meta = daemon_set.get("metadata") or {}
-    spec = dict(template.get("spec") or {})
+    template = (spec_of(daemon_set).get("template")) or {}
+    meta = Meta(daemon_set).raw
+    spec = dict(spec_of(template))
     pod: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
             "name": str(meta.get("name", "daemonset")),
             "namespace": str(meta.get("namespace", "")),
-            "labels": dict((template.get("metadata") or {}).get("labels") or {}),
+            "labels": dict(Meta(template).raw.get("labels") or {}),
             "ownerReferences": [
                 {
                     "apiVersion": "apps/v1",
@@ -153,10 +154,10 @@ def daemon_set_pod(daemon_set: Mapping[str, Any], node: Mapping[str, Any]) -> di
         "spec": spec,
         "status": {"phase": "Running"},
     }
-    labels = (node.get("metadata") or {}).get("labels") or {}
+    labels = Meta(node).raw.get("labels") or {}
     if not NodeAffinity.of_pod(pod).matches(node_name(node), labels):
         return None
-    taints = (node.get("spec") or {}).get("taints") or ()
+    taints = spec_of(node).get("taints") or ()
     tolerations = tuple(spec.get("tolerations") or ())
     if first_untolerated_taint(taints, tolerations, FILTERED_EFFECTS) is not None:
         return None
@@ -229,7 +230,7 @@ class TemplateRegistry:
             for p in pods
             if (is_daemonset_pod(p) or is_mirror_pod(p))
             and not is_terminal(p)
-            and not (p.get("metadata") or {}).get("deletionTimestamp")
+            and not Meta(p).raw.get("deletionTimestamp")
         ]
         return sanitize_template(
             node=node,
@@ -249,7 +250,7 @@ class TemplateRegistry:
         being_deleted: Callable[[Mapping[str, Any]], bool],
     ) -> TemplateNode | None:
         for node in members:
-            if (node.get("spec") or {}).get("unschedulable") or being_deleted(node):
+            if spec_of(node).get("unschedulable") or being_deleted(node):
                 continue
             if not readiness(node).ready:
                 continue
@@ -265,8 +266,8 @@ class TemplateRegistry:
         for daemon_set in sorted(
             daemon_sets,
             key=lambda d: (
-                str((d.get("metadata") or {}).get("namespace", "")),
-                str((d.get("metadata") or {}).get("name", "")),
+                str(Meta(d).raw.get("namespace", "")),
+                str(Meta(d).raw.get("name", "")),
             ),
         ):
             pod = daemon_set_pod(daemon_set, group.template)

@@ -22,6 +22,7 @@ from kubescale.controllers.autoscaler.model.pod_facts import (
     is_mirror_pod,
     parse_time,
 )
+from kubescale.objects.views import Meta, spec_of
 from kubescale.scheduling.pod_resources import Amounts, pod_requests
 
 __all__ = [
@@ -64,13 +65,13 @@ def go_utilization(used: Utilization | None) -> str:
 
 def is_long_terminating(pod: Mapping[str, Any], now: datetime) -> bool:
     """Being deleted for longer than its grace period plus 30 s."""
-    meta = pod.get("metadata") or {}
+    meta = Meta(pod).raw
     deleted = parse_time(meta.get("deletionTimestamp"))
     if deleted is None:
         return False
     grace = meta.get("deletionGracePeriodSeconds")
     if not isinstance(grace, int):
-        grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+        grace = spec_of(pod).get("terminationGracePeriodSeconds")
     grace_period = timedelta(seconds=grace if isinstance(grace, int) else 30)
     return deleted + grace_period + LONG_TERMINATING_EXTRA < now
 

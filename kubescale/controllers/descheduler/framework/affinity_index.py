@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kubescale.kube.selectors import LabelSelector
+from kubescale.objects.selectors import LabelSelector
+from kubescale.objects.views import Meta
 from kubescale.scheduling.fit import ClusterSnapshot, PodInfo
 from kubescale.scheduling.inter_pod_affinity import AffinityTerm, TopologyCounts, required_terms
 
@@ -54,7 +55,7 @@ class AffinityIndex:
         for name in sorted(snapshot.nodes):
             state = snapshot.nodes[name]
             for pod in state.pods:
-                meta = pod.get("metadata") or {}
+                meta = Meta(pod).raw
                 namespace = str(meta.get("namespace", ""))
                 entry = (pod, state.labels)
                 self._by_namespace.setdefault(namespace, []).append(entry)
@@ -94,7 +95,7 @@ class AffinityIndex:
                     if value is not None and term.matches(existing, labels_of_ns):
                         pair = (term.topology_key, value)
                         table[pair] = table.get(pair, 0) + 1
-        labels = (pod.get("metadata") or {}).get("labels") or {}
+        labels = Meta(pod).raw.get("labels") or {}
         candidates = list(self._anti_other)
         for key, value in labels.items():
             candidates.extend(self._anti_by_label.get((key, value), ()))

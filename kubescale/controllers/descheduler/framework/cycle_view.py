@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from kubescale.kube.selectors import LabelSelector
+from kubescale.objects.selectors import LabelSelector
+from kubescale.objects.views import Meta, spec_of
 from kubescale.scheduling.filters import is_node_ready
 from kubescale.scheduling.fit import ClusterSnapshot, PodInfo, PreFilterState, pod_key
 from kubescale.scheduling.inter_pod_affinity import TopologyCounts
@@ -47,11 +48,11 @@ Node = Mapping[str, Any]
 
 
 def node_labels(node: Node) -> Mapping[str, str]:
-    return (node.get("metadata") or {}).get("labels") or {}
+    return Meta(node).raw.get("labels") or {}
 
 
 def node_name(node: Node) -> str:
-    return str((node.get("metadata") or {}).get("name", ""))
+    return str(Meta(node).raw.get("name", ""))
 
 
 def cycle_nodes(nodes: Iterable[Node], selector: LabelSelector | None) -> list[Node]:
@@ -106,7 +107,7 @@ class CycleView:
             self.node_by_name.setdefault(node_name(node), node)
         self._all_pods_by_node: dict[str, list[Pod]] = {}
         for pod in sorted(self.pods, key=_pod_order):
-            bound = (pod.get("spec") or {}).get("nodeName")
+            bound = spec_of(pod).get("nodeName")
             if bound:
                 self._all_pods_by_node.setdefault(str(bound), []).append(pod)
         self._live_pods_by_node: dict[str, list[Pod]] = {
@@ -177,7 +178,7 @@ class CycleView:
         """``PodFitsAnyNode`` / ``PodFitsAnyOtherNode`` (``other_nodes_only``) over
         ``candidates``, through the scheduler's filters (module docstring)."""
         snapshot = self.snapshot
-        current = str((pod.get("spec") or {}).get("nodeName") or "")
+        current = str(spec_of(pod).get("nodeName") or "")
         known = self._candidate_names.get(id(candidates))
         if known is None or known[0] is not candidates:
             listed = [node_name(n) for n in candidates]
@@ -207,8 +208,8 @@ class CycleView:
         terms, so they are computed once per such signature and cycle; the pod's own share
         (its node's topology values for the terms that select the pod itself) is then taken
         off, which is exactly what counting without it gives."""
-        meta = pod.get("metadata") or {}
-        affinity = (pod.get("spec") or {}).get("affinity") or {}
+        meta = Meta(pod).raw
+        affinity = spec_of(pod).get("affinity") or {}
         signature = (
             str(meta.get("namespace", "")),
             tuple(sorted((meta.get("labels") or {}).items())),

@@ -44,6 +44,7 @@ from kubescale.coordination.disruption_arbiter import (
     cluster_allowance,
     workload_allowance,
 )
+from kubescale.objects.views import Meta, spec_of
 
 from .pods import pod_id
 
@@ -93,11 +94,11 @@ class EvictionRequest:
 
     @property
     def namespace(self) -> str:
-        return str((self.pod.get("metadata") or {}).get("namespace", ""))
+        return str(Meta(self.pod).raw.get("namespace", ""))
 
     @property
     def name(self) -> str:
-        return str((self.pod.get("metadata") or {}).get("name", ""))
+        return str(Meta(self.pod).raw.get("name", ""))
 
     def annotation_reason(self) -> str:
         """The Eviction's ``reason`` annotation: ``triggered by <profile>/<strategy>[: why]``."""
@@ -187,7 +188,7 @@ class PodEvictor:
 
     def evict(self, pod: Pod, *, strategy: str, profile: str, reason: str = "") -> Evicting:
         """Check the limits, then hand the eviction to the driver (module docstring)."""
-        node = str((pod.get("spec") or {}).get("nodeName") or "")
+        node = str(spec_of(pod).get("nodeName") or "")
         request = EvictionRequest(
             pod=pod, node=node, strategy=strategy, profile=profile, reason=reason
         )
@@ -200,7 +201,7 @@ class PodEvictor:
             evicted = yield request
             result = EvictionResult.EVICTED if evicted else EvictionResult.FAILED
             if evicted:
-                uid = (pod.get("metadata") or {}).get("uid")
+                uid = Meta(pod).raw.get("uid")
                 if uid:
                     self.evicted_uids.add(str(uid))
                 self.total += 1

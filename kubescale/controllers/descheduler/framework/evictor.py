@@ -33,7 +33,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final, Protocol
 
-from kubescale.kube.selectors import SelectorError, label_selector_from_dict
+from kubescale.base.times import parse_time
+from kubescale.objects.selectors import SelectorError, label_selector_from_dict
+from kubescale.objects.views import Meta, spec_of, status_of
 from kubescale.scheduling.filters import is_node_ready
 
 from ..policy.evictor_args import (
@@ -58,7 +60,6 @@ from .pods import (
     is_static,
     is_terminating,
     owner_refs,
-    parse_time,
     pod_annotations,
     pod_priority,
     pvc_names,
@@ -166,7 +167,7 @@ class DefaultEvictor:
         if FAILED_BARE in enabled:
             if not refs:
                 return False
-        elif not refs and (pod.get("status") or {}).get("phase") != "Failed":
+        elif not refs and status_of(pod).get("phase") != "Failed":
             return False
         if LOCAL_STORAGE in enabled and has_local_storage(pod):
             return False
@@ -176,10 +177,10 @@ class DefaultEvictor:
             return False
         if WITHOUT_PDB in enabled and not self._has_pdb(pod):
             return False
-        if RESOURCE_CLAIMS in enabled and (pod.get("spec") or {}).get("resourceClaims"):
+        if RESOURCE_CLAIMS in enabled and spec_of(pod).get("resourceClaims"):
             return False
         if args.label_selector is not None and not args.label_selector.matches(
-            (pod.get("metadata") or {}).get("labels") or {}
+            Meta(pod).raw.get("labels") or {}
         ):
             return False
         if args.min_replicas > 1 and len(refs) == 1:
@@ -187,7 +188,7 @@ class DefaultEvictor:
             if self.view.owner_count(uid) < args.min_replicas:
                 return False
         if args.min_pod_age is not None and not self.ignore_age:
-            started = parse_time((pod.get("status") or {}).get("startTime"))
+            started = parse_time(status_of(pod).get("startTime"))
             if started is None:
                 return False
             if (self.view.now - started).total_seconds() < args.min_pod_age:
@@ -199,25 +200,25 @@ class DefaultEvictor:
             return False
         if not self.args.protected_storage_classes:
             return True
-        namespace = str((pod.get("metadata") or {}).get("namespace", ""))
+        namespace = str(Meta(pod).raw.get("namespace", ""))
         for claim in pvc_names(pod):
             pvc = self.view.pvcs.get((namespace, claim))
             if pvc is None:
                 return True
-            storage_class = (pvc.get("spec") or {}).get("storageClassName") or pod_annotations(
-                pvc
-            ).get(_STORAGE_CLASS_ANNOTATION)
+            storage_class = spec_of(pvc).get("storageClassName") or pod_annotations(pvc).get(
+                _STORAGE_CLASS_ANNOTATION
+            )
             if not storage_class or storage_class in self.args.protected_storage_classes:
                 return True
         return False
 
     def _has_pdb(self, pod: Pod) -> bool:
-        meta = pod.get("metadata") or {}
+        meta = Meta(pod).raw
         namespace, labels = meta.get("namespace"), meta.get("labels") or {}
         for pdb in self.view.pdbs:
-            if (pdb.get("metadata") or {}).get("namespace") != namespace:
+            if Meta(pdb).raw.get("namespace") != namespace:
                 continue
-            raw = (pdb.get("spec") or {}).get("selector")
+            raw = spec_of(pdb).get("selector")
             if raw is None:
                 continue
             try:
@@ -245,7 +246,7 @@ class DefaultEvictor:
         if args.node_fit and not self.view.fits_any(pod, self.fit_nodes(), other_nodes_only=True):
             return False
         if args.namespace_label_selector is not None:
-            namespace = str((pod.get("metadata") or {}).get("namespace", ""))
+            namespace = str(Meta(pod).raw.get("namespace", ""))
             labels = self.view.namespace_labels.get(namespace, {})
             if not args.namespace_label_selector.matches(labels):
                 return False

@@ -23,6 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
+from kubescale.base.times import parse_time
+from kubescale.objects.views import Meta, spec_of, status_of
 from kubescale.scheduling.filters import tolerates
 from kubescale.scheduling.pod_resources import Amounts, amounts_of, pod_requests
 
@@ -41,7 +43,6 @@ __all__ = [
     "is_terminal",
     "is_terminating",
     "owner_refs",
-    "parse_time",
     "pod_id",
     "pod_priority",
     "qos_class",
@@ -64,26 +65,26 @@ _QOS_RESOURCES: Final = ("cpu", "memory")
 
 def pod_id(pod: Mapping[str, Any]) -> str:
     """``namespace/name``."""
-    meta = pod.get("metadata") or {}
+    meta = Meta(pod).raw
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
 def pod_annotations(pod: Mapping[str, Any]) -> Mapping[str, str]:
-    return (pod.get("metadata") or {}).get("annotations") or {}
+    return Meta(pod).raw.get("annotations") or {}
 
 
 def owner_refs(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return list((pod.get("metadata") or {}).get("ownerReferences") or ())
+    return list(Meta(pod).raw.get("ownerReferences") or ())
 
 
 def is_terminal(pod: Mapping[str, Any]) -> bool:
     """``Succeeded`` or ``Failed``: left out by ``ListPodsOnANode``."""
-    return (pod.get("status") or {}).get("phase") in _TERMINAL
+    return status_of(pod).get("phase") in _TERMINAL
 
 
 def is_terminating(pod: Mapping[str, Any]) -> bool:
     """``IsPodTerminating``: a deletionTimestamp is set."""
-    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+    return bool(Meta(pod).raw.get("deletionTimestamp"))
 
 
 def is_mirror(pod: Mapping[str, Any]) -> bool:
@@ -101,7 +102,7 @@ def is_daemonset_pod(pod: Mapping[str, Any]) -> bool:
 
 
 def _volumes(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return list((pod.get("spec") or {}).get("volumes") or ())
+    return list(spec_of(pod).get("volumes") or ())
 
 
 def has_local_storage(pod: Mapping[str, Any]) -> bool:
@@ -123,22 +124,12 @@ def pvc_names(pod: Mapping[str, Any]) -> list[str]:
 
 def pod_priority(pod: Mapping[str, Any]) -> int | None:
     """``spec.priority`` (admission stamps it from the PriorityClass); ``None`` when unset."""
-    value = (pod.get("spec") or {}).get("priority")
+    value = spec_of(pod).get("priority")
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def parse_time(value: object) -> datetime | None:
-    """An RFC 3339 timestamp of the API (``2026-01-05T10:00:00Z``); ``None`` when absent."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def creation_time(pod: Mapping[str, Any]) -> datetime | None:
-    return parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
+    return parse_time(Meta(pod).raw.get("creationTimestamp"))
 
 
 def requests_of(pod: Mapping[str, Any]) -> Amounts:
@@ -148,7 +139,7 @@ def requests_of(pod: Mapping[str, Any]) -> Amounts:
 
 def restart_count(pod: Mapping[str, Any], *, including_init: bool) -> int:
     """Σ ``containerStatuses[].restartCount`` (+ init containers' when asked)."""
-    status = pod.get("status") or {}
+    status = status_of(pod)
     lists = (
         ["containerStatuses", "initContainerStatuses"] if including_init else ["containerStatuses"]
     )
@@ -158,7 +149,7 @@ def restart_count(pod: Mapping[str, Any], *, including_init: bool) -> int:
 def _qos_from_spec(pod: Mapping[str, Any]) -> str:
     """``qos.ComputePodQOS`` on cpu and memory; a container's missing request counts as its
     limit (the API server's defaulting)."""
-    spec = pod.get("spec") or {}
+    spec = spec_of(pod)
     requests: Amounts = {}
     limits: Amounts = {}
     guaranteed = True
@@ -193,7 +184,7 @@ def _qos_from_spec(pod: Mapping[str, Any]) -> str:
 
 def qos_class(pod: Mapping[str, Any]) -> str:
     """``status.qosClass``, else computed from the spec (module docstring)."""
-    reported = (pod.get("status") or {}).get("qosClass")
+    reported = status_of(pod).get("qosClass")
     if reported in _QOS_RANK:
         return str(reported)
     return _qos_from_spec(pod)
@@ -225,7 +216,7 @@ def tolerates_taints_of_any(
     pod: Mapping[str, Any], taints_by_node: Mapping[str, Sequence[Mapping[str, Any]]]
 ) -> bool:
     """``PodToleratesTaints`` (module docstring)."""
-    tolerations = list((pod.get("spec") or {}).get("tolerations") or ())
+    tolerations = list(spec_of(pod).get("tolerations") or ())
     for taints in taints_by_node.values():
         if len(tolerations) >= len(taints) and tolerates_all(tolerations, taints):
             return True

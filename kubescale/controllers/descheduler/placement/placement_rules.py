@@ -40,7 +40,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple, Protocol
 
-from kubescale.kube.selectors import LabelSelector
+from kubescale.objects.selectors import LabelSelector
+from kubescale.objects.views import Meta
 from kubescale.scheduling.filters import NodeAffinity, PreferredNodeAffinity
 from kubescale.scheduling.fit import pod_key
 from kubescale.scheduling.inter_pod_affinity import required_terms
@@ -220,7 +221,7 @@ class _Evictable:
 
 
 def _namespace(pod: Pod) -> str:
-    return str((pod.get("metadata") or {}).get("namespace", ""))
+    return str(Meta(pod).raw.get("namespace", ""))
 
 
 def _in_scope(pod: Pod, args: Any) -> bool:
@@ -386,7 +387,7 @@ def _refuse_spread(
     nodes = state.descheduler_nodes()
     own = pod_key(pod)
     namespace = _namespace(pod)
-    labels = (pod.get("metadata") or {}).get("labels") or {}
+    labels = Meta(pod).raw.get("labels") or {}
     found: dict[str, topology_spread.SpreadConstraint] = {}
     for constraint in topology_spread.spread_constraints(pod, args.constraints):
         if constraint.selector.matches(labels):

@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from kubescale.objects.views import spec_of
+
 from ..policy.utilization_args import HighNodeUtilizationArgs, LowNodeUtilizationArgs
 
 __all__ = ["LnuVector", "UtilizationArrays", "hnu_under", "lnu_over_after", "lnu_vector"]
@@ -75,9 +77,9 @@ class UtilizationArrays:
                 [[int(capacity[n].get(r, 0)) for r in resources] for n in names], dtype=np.int64
             ).reshape(len(names), len(resources)),
             unschedulable=np.array(
-                [bool((n.get("spec") or {}).get("unschedulable")) for n in nodes], dtype=np.bool_
+                [bool(spec_of(n).get("unschedulable")) for n in nodes], dtype=np.bool_
             ),
-            taints=[list((n.get("spec") or {}).get("taints") or ()) for n in nodes],
+            taints=[list(spec_of(n).get("taints") or ()) for n in nodes],
         )
 
 

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubescale.kube.selectors import LabelSelector
+from kubescale.objects.selectors import LabelSelector
+from kubescale.objects.views import Meta
 
 from .fields import Fields, fail
 
@@ -53,4 +54,4 @@ def labels_match(selector: LabelSelector | None, pod: Mapping[str, Any]) -> bool
     """``podutil.WithLabelSelector``: no selector filters nothing."""
     if selector is None:
         return True
-    return selector.matches((pod.get("metadata") or {}).get("labels") or {})
+    return selector.matches(Meta(pod).raw.get("labels") or {})

@@ -27,8 +27,8 @@ import argparse
 from dataclasses import dataclass
 from typing import Final
 
-from kubescale.base.flag_types import parse_duration
-from kubescale.kube.selectors import LabelSelector, SelectorError, parse_label_selector
+from kubescale.base.go_time import parse_duration
+from kubescale.objects.selectors import LabelSelector, SelectorError, parse_label_selector
 
 from .fields import Fields, fail
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, NoReturn
 
-from kubescale.kube.selectors import LabelSelector, SelectorError, label_selector_from_dict
+from kubescale.objects.selectors import LabelSelector, SelectorError, label_selector_from_dict
 
 __all__ = ["Fields", "PolicyError", "fail"]
 

@@ -49,7 +49,7 @@ from typing import Any, Final
 
 import yaml
 
-from kubescale.kube.selectors import LabelSelector, SelectorError, parse_label_selector
+from kubescale.objects.selectors import LabelSelector, SelectorError, parse_label_selector
 from kubescale.prometheus.query_api import check_prometheus_address
 
 from .evictor_args import DefaultEvictorArgs, read_default_evictor_args

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from kubescale.kube.selectors import LabelSelector
+from kubescale.objects.selectors import LabelSelector
 
 from .common_args import ALL_NAMESPACES, Namespaces, read_namespaces
 from .fields import Fields, fail

@@ -18,6 +18,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from kubescale.objects.views import Meta, spec_of
 from kubescale.scheduling.filters import NodeAffinity, PreferredNodeAffinity
 
 from ..framework.cycle_view import node_labels, node_name
@@ -45,7 +46,7 @@ Node = Mapping[str, Any]
 
 
 def _node_affinity(pod: Pod) -> Mapping[str, Any]:
-    return ((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}
+    return (spec_of(pod).get("affinity") or {}).get("nodeAffinity") or {}
 
 
 def has_required_affinity(pod: Pod) -> bool:
@@ -73,7 +74,7 @@ def _candidates(
 ) -> list[Pod]:
     pods = []
     for pod in ctx.view.pods_on(node_name(node)):
-        namespace = str((pod.get("metadata") or {}).get("namespace", ""))
+        namespace = str(Meta(pod).raw.get("namespace", ""))
         if args.namespaces.allows(namespace) and labels_match(args.label_selector, pod):
             pods.append(pod)
     return pods

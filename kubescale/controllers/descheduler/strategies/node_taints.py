@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
+from kubescale.objects.views import Meta, spec_of
 from kubescale.scheduling.filters import tolerates
 
 from ..framework.cycle_view import node_name
@@ -63,7 +64,7 @@ def violating_taint(
     pod: Pod, taints: Sequence[Mapping[str, Any]], args: RemovePodsViolatingNodeTaintsArgs
 ) -> Mapping[str, Any] | None:
     """The first considered taint of ``taints`` the pod does not tolerate, if any."""
-    tolerations = (pod.get("spec") or {}).get("tolerations") or ()
+    tolerations = spec_of(pod).get("tolerations") or ()
     for taint in considered_taints(taints, args):
         if not any(tolerates(t, taint) for t in tolerations):
             return taint
@@ -79,12 +80,12 @@ def remove_pods_violating_node_taints(
     ctx: StrategyContext, args: RemovePodsViolatingNodeTaintsArgs
 ) -> StrategyRun:
     for node in ctx.view.nodes:
-        taints = list((node.get("spec") or {}).get("taints") or ())
+        taints = list(spec_of(node).get("taints") or ())
         if not considered_taints(taints, args):
             continue
         name = node_name(node)
         for pod in ctx.view.pods_on(name):
-            namespace = str((pod.get("metadata") or {}).get("namespace", ""))
+            namespace = str(Meta(pod).raw.get("namespace", ""))
             if not args.namespaces.allows(namespace) or not labels_match(args.label_selector, pod):
                 continue
             taint = violating_taint(pod, taints, args)

@@ -41,6 +41,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from kubescale.objects.views import Meta, spec_of
+
 from ..framework.cycle_view import node_name
 from ..framework.eviction import EvictionResult
 from ..framework.pods import requests_of, sort_low_to_high, tolerates_taints_of_any
@@ -173,7 +175,7 @@ def _actual_usage(
         usage[name] = row
 
     def measured_pod(pod: Pod) -> dict[str, int]:
-        meta = pod.get("metadata") or {}
+        meta = Meta(pod).raw
         found = (pod_usage or {}).get((str(meta.get("namespace", "")), str(meta.get("name", ""))))
         if found is None:
             raise _PodUsageMissing
@@ -248,7 +250,7 @@ def lnu_classification(
     under, over = [], []
     for node in nodes:
         name = node_name(node)
-        if not (node.get("spec") or {}).get("unschedulable") and is_below(percent[name], low):
+        if not spec_of(node).get("unschedulable") and is_below(percent[name], low):
             under.append(name)
         elif is_above(percent[name], high):
             over.append(name)
@@ -311,7 +313,7 @@ def high_node_utilization(ctx: StrategyContext, args: HighNodeUtilizationArgs) -
         percent = usage_percent(source.usage[name], node_capacity(node))
         if is_below(percent, args.thresholds):
             under.append(name)
-        elif not (node.get("spec") or {}).get("unschedulable"):
+        elif not spec_of(node).get("unschedulable"):
             schedulable.append(name)
     if not under or len(under) <= args.number_of_nodes or len(under) == len(view.nodes):
         return
@@ -376,7 +378,7 @@ def _evict_from_sources(
                     "terminating eviction"
                 )
             headroom[name] = headroom.get(name, 0) + node.available.get(name, 0) - node.usage[name]
-    taints = {n.name: list((n.node.get("spec") or {}).get("taints") or ()) for n in destinations}
+    taints = {n.name: list(spec_of(n.node).get("taints") or ()) for n in destinations}
     for node in sources:
         removable = sort_low_to_high(p for p in node.pods if pod_filter(p))
         if not removable or not keep_going(node, headroom):
@@ -387,7 +389,7 @@ def _evict_from_sources(
                 break
             if not tolerates_taints_of_any(pod, taints):
                 continue
-            namespace = str((pod.get("metadata") or {}).get("namespace", ""))
+            namespace = str(Meta(pod).raw.get("namespace", ""))
             if namespace in excluded.exclude or not ctx.pre_eviction_filter(pod):
                 continue
             unconstrained = False

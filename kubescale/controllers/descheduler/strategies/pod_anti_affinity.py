@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kubescale.kube.selectors import LabelSelector
+from kubescale.objects.selectors import LabelSelector
+from kubescale.objects.views import Meta, spec_of
 from kubescale.scheduling.fit import pod_key
 from kubescale.scheduling.inter_pod_affinity import required_terms
 
@@ -97,7 +98,7 @@ def forbidden_domains(
             for other in pods:
                 if pod_key(other) == own or not term.matches(other, namespace_labels):
                     continue
-                name = str((other.get("spec") or {}).get("nodeName") or "")
+                name = str(spec_of(other).get("nodeName") or "")
                 other_node = nodes.get(name)
                 if other_node is None:
                     continue
@@ -137,13 +138,13 @@ class _Pods:
     def add(self, pod: Pod) -> None:
         key = pod_key(pod)
         self.by_namespace.setdefault(key[0], {})[key] = pod
-        for label, value in ((pod.get("metadata") or {}).get("labels") or {}).items():
+        for label, value in (Meta(pod).raw.get("labels") or {}).items():
             self._by_label.setdefault((key[0], label, value), {})[key] = pod
 
     def remove(self, pod: Pod) -> None:
         key = pod_key(pod)
         self.by_namespace.get(key[0], {}).pop(key, None)
-        for label, value in ((pod.get("metadata") or {}).get("labels") or {}).items():
+        for label, value in (Meta(pod).raw.get("labels") or {}).items():
             self._by_label.get((key[0], label, value), {}).pop(key, None)
 
     def select(self, namespace: str, selector: LabelSelector) -> Iterable[Pod]:
@@ -165,7 +166,7 @@ def remove_pods_violating_inter_pod_anti_affinity(
     on_node: dict[str, list[Pod]] = {}
     for node in view.nodes:
         for pod in view.pods_on(node_name(node)):
-            namespace = str((pod.get("metadata") or {}).get("namespace", ""))
+            namespace = str(Meta(pod).raw.get("namespace", ""))
             if not args.namespaces.allows(namespace) or not labels_match(args.label_selector, pod):
                 continue
             pods.add(pod)
@@ -184,7 +185,7 @@ def remove_pods_violating_inter_pod_anti_affinity(
                     break
             if other is None or not ctx.evictable(pod):
                 continue
-            meta = other.get("metadata") or {}
+            meta = Meta(other).raw
             result = yield from ctx.evict(
                 pod, f"pod's anti-affinity forbids {meta.get('namespace')}/{meta.get('name')}"
             )

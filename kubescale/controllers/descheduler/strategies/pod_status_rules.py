@@ -37,9 +37,12 @@ from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any, Final
 
+from kubescale.base.times import parse_time
+from kubescale.objects.views import Meta, status_of
+
 from ..framework.cycle_view import node_name
 from ..framework.eviction import EvictionResult
-from ..framework.pods import creation_time, owner_refs, parse_time, restart_count
+from ..framework.pods import creation_time, owner_refs, restart_count
 from ..framework.strategy_context import StrategyContext, StrategyRun
 from ..policy.common_args import labels_match
 from ..policy.strategy_args import (
@@ -66,7 +69,7 @@ Pod = Mapping[str, Any]
 
 
 def _statuses(pod: Pod, *, init: bool, ephemeral: bool = False) -> Iterator[Mapping[str, Any]]:
-    status = pod.get("status") or {}
+    status = status_of(pod)
     yield from status.get("containerStatuses") or ()
     if init:
         yield from status.get("initContainerStatuses") or ()
@@ -75,7 +78,7 @@ def _statuses(pod: Pod, *, init: bool, ephemeral: bool = False) -> Iterator[Mapp
 
 
 def _in_scope(pod: Pod, namespaces: Any, selector: Any) -> bool:
-    namespace = str((pod.get("metadata") or {}).get("namespace", ""))
+    namespace = str(Meta(pod).raw.get("namespace", ""))
     return bool(namespaces.allows(namespace)) and labels_match(selector, pod)
 
 
@@ -85,7 +88,7 @@ def _in_scope(pod: Pod, namespaces: Any, selector: Any) -> bool:
 def _restart_states_match(pod: Pod, args: RemovePodsHavingTooManyRestartsArgs) -> bool:
     if not args.states:
         return True
-    if (pod.get("status") or {}).get("phase") in args.states:
+    if status_of(pod).get("phase") in args.states:
         return True
     for cs in _statuses(pod, init=args.including_init_containers):
         waiting = (cs.get("state") or {}).get("waiting")
@@ -140,7 +143,7 @@ def _exit_codes(pod: Pod, *, init: bool, ephemeral: bool = False) -> set[int]:
 
 
 def _condition_matches(pod: Pod, wanted: PodConditionFilter, now: datetime) -> bool:
-    for condition in (pod.get("status") or {}).get("conditions") or ():
+    for condition in status_of(pod).get("conditions") or ():
         if wanted.type and condition.get("type") != wanted.type:
             continue
         if wanted.status and condition.get("status") != wanted.status:
@@ -174,7 +177,7 @@ def pod_lifetime_eligible(pod: Pod, args: PodLifeTimeArgs, now: datetime) -> boo
             return False
     init, ephemeral = args.including_init_containers, args.including_ephemeral_containers
     if args.states:
-        status = pod.get("status") or {}
+        status = status_of(pod)
         seen = _reasons(pod, init=init, ephemeral=ephemeral)
         seen.update(str(v) for v in (status.get("phase"), status.get("reason")) if v)
         if not seen & set(args.states):
@@ -206,7 +209,7 @@ def pod_lifetime(ctx: StrategyContext, args: PodLifeTimeArgs) -> StrategyRun:
 
 
 def _failed_pod_eligible(pod: Pod, args: RemoveFailedPodsArgs, now: datetime) -> bool:
-    status = pod.get("status") or {}
+    status = status_of(pod)
     if status.get("phase") != "Failed":
         return False
     created = creation_time(pod)

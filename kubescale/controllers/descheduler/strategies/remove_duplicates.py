@@ -23,6 +23,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from kubescale.objects.views import Meta, spec_of
 from kubescale.scheduling.filters import FILTERED_EFFECTS, NodeAffinity, first_untolerated_taint
 
 from ..framework.cycle_view import node_labels, node_name
@@ -41,11 +42,11 @@ OwnerKey = tuple[str, str, str, str]
 
 
 def _images(pod: Pod) -> list[str]:
-    return sorted(str(c.get("image", "")) for c in (pod.get("spec") or {}).get("containers") or ())
+    return sorted(str(c.get("image", "")) for c in spec_of(pod).get("containers") or ())
 
 
 def owner_keys(pod: Pod) -> list[OwnerKey]:
-    namespace = str((pod.get("metadata") or {}).get("namespace", ""))
+    namespace = str(Meta(pod).raw.get("namespace", ""))
     images_hash = "#".join(_images(pod))
     return [
         (namespace, str(ref.get("kind", "")), str(ref.get("name", "")), images_hash)
@@ -54,7 +55,7 @@ def owner_keys(pod: Pod) -> list[OwnerKey]:
 
 
 def _key_list(pod: Pod) -> str:
-    namespace = str((pod.get("metadata") or {}).get("namespace", ""))
+    namespace = str(Meta(pod).raw.get("namespace", ""))
     keys = sorted(
         "/".join((namespace, str(ref.get("kind", "")), str(ref.get("name", "")), image))
         for ref in owner_refs(pod)
@@ -64,7 +65,7 @@ def _key_list(pod: Pod) -> str:
 
 
 def _placement_class(pod: Pod) -> str:
-    spec = pod.get("spec") or {}
+    spec = spec_of(pod)
     affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution"
     )
@@ -75,14 +76,12 @@ def _placement_class(pod: Pod) -> str:
 
 def _class_nodes(pod: Pod, nodes: Sequence[Node]) -> list[str]:
     """The nodes one placement class could run on."""
-    tolerations = (pod.get("spec") or {}).get("tolerations") or ()
+    tolerations = spec_of(pod).get("tolerations") or ()
     affinity = NodeAffinity.of_pod(pod)
     return [
         node_name(node)
         for node in nodes
-        if first_untolerated_taint(
-            (node.get("spec") or {}).get("taints") or (), tolerations, FILTERED_EFFECTS
-        )
+        if first_untolerated_taint(spec_of(node).get("taints") or (), tolerations, FILTERED_EFFECTS)
         is None
         and affinity.matches(node_name(node), node_labels(node))
     ]
@@ -115,7 +114,7 @@ def remove_duplicates(ctx: StrategyContext, args: RemoveDuplicatesArgs) -> Strat
     for node in view.nodes:
         originals: set[str] = set()
         for pod in view.pods_on(node_name(node)):
-            namespace = str((pod.get("metadata") or {}).get("namespace", ""))
+            namespace = str(Meta(pod).raw.get("namespace", ""))
             refs = owner_refs(pod)
             if not refs or any(ref.get("kind") in args.exclude_owner_kinds for ref in refs):
                 continue

@@ -35,13 +35,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from kubescale.kube.selectors import (
+from kubescale.objects.selectors import (
     EQUALS,
     LabelSelector,
     SelectorError,
     label_selector_from_dict,
     new_requirement,
 )
+from kubescale.objects.views import Meta, spec_of
 from kubescale.scheduling.filters import FILTERED_EFFECTS, NodeAffinity, first_untolerated_taint
 from kubescale.scheduling.fit import pod_key
 
@@ -87,7 +88,7 @@ class SpreadConstraint:
 def _merged_selector(raw: Mapping[str, Any], pod: Pod) -> LabelSelector:
     selector = label_selector_from_dict(raw.get("labelSelector"))
     keys = raw.get("matchLabelKeys") or []
-    labels = (pod.get("metadata") or {}).get("labels") or {}
+    labels = Meta(pod).raw.get("labels") or {}
     if not keys or not labels or selector.nothing:
         return selector
     extra = [new_requirement(k, EQUALS, (labels[k],)) for k in keys if k in labels]
@@ -104,7 +105,7 @@ def spread_constraint(raw: Mapping[str, Any], pod: Pod) -> SpreadConstraint | No
         selector = _merged_selector(raw, pod)
     except SelectorError:
         return None
-    spec = pod.get("spec") or {}
+    spec = spec_of(pod)
     affinity_policy = raw.get("nodeAffinityPolicy") or HONOR
     taints_policy = raw.get("nodeTaintsPolicy") or "Ignore"
     node_affinity = NodeAffinity.of_pod(pod) if affinity_policy == HONOR else None
@@ -135,7 +136,7 @@ def spread_constraint(raw: Mapping[str, Any], pod: Pod) -> SpreadConstraint | No
 def spread_constraints(pod: Pod, kinds: Sequence[str]) -> list[SpreadConstraint]:
     """The pod's constraints of the ``whenUnsatisfiable`` kinds in ``kinds``."""
     found = []
-    for raw in (pod.get("spec") or {}).get("topologySpreadConstraints") or ():
+    for raw in spec_of(pod).get("topologySpreadConstraints") or ():
         if raw.get("whenUnsatisfiable") not in kinds:
             continue
         constraint = spread_constraint(raw, pod)
@@ -154,7 +155,7 @@ def node_included(constraint: SpreadConstraint, node: Node) -> bool:
     ):
         return False
     if constraint.tolerations is not None:
-        taints = (node.get("spec") or {}).get("taints") or ()
+        taints = spec_of(node).get("taints") or ()
         if first_untolerated_taint(taints, constraint.tolerations, FILTERED_EFFECTS) is not None:
             return False
     return True
@@ -187,7 +188,7 @@ def domain_counts(
     else:
         nodes_to_read = nodes.values()
     for node in nodes_to_read:
-        value = ((node.get("metadata") or {}).get("labels") or {}).get(key)
+        value = (Meta(node).raw.get("labels") or {}).get(key)
         if (
             value is not None
             and value not in domains
@@ -196,10 +197,10 @@ def domain_counts(
             domains[value] = []
     for pod in pods:
         if is_terminating(pod) or not constraint.selector.matches(
-            (pod.get("metadata") or {}).get("labels") or {}
+            Meta(pod).raw.get("labels") or {}
         ):
             continue
-        bound = nodes.get(str((pod.get("spec") or {}).get("nodeName") or ""))
+        bound = nodes.get(str(spec_of(pod).get("nodeName") or ""))
         if bound is None:
             continue
         value = node_labels(bound).get(key)
@@ -209,7 +210,7 @@ def domain_counts(
 
 
 def _has_selector_or_affinity(pod: Pod) -> bool:
-    spec = pod.get("spec") or {}
+    spec = spec_of(pod)
     return spec.get("nodeSelector") is not None or bool(
         (spec.get("affinity") or {}).get("nodeAffinity")
     )
@@ -293,7 +294,7 @@ class _LabelIndex:
         self.pods = pods
         self.by_label: dict[tuple[str, str], list[Pod]] = {}
         for pod in pods:
-            for item in ((pod.get("metadata") or {}).get("labels") or {}).items():
+            for item in (Meta(pod).raw.get("labels") or {}).items():
                 self.by_label.setdefault(item, []).append(pod)
 
     def select(self, selector: LabelSelector) -> Sequence[Pod]:
@@ -315,7 +316,7 @@ def remove_pods_violating_topology_spread_constraint(
     by_name = {node_name(n): n for n in nodes}
 
     def in_scope(pod: Pod) -> bool:
-        namespace = str((pod.get("metadata") or {}).get("namespace", ""))
+        namespace = str(Meta(pod).raw.get("namespace", ""))
         return (
             args.namespaces.allows(namespace)
             and labels_match(args.label_selector, pod)
@@ -325,7 +326,7 @@ def remove_pods_violating_topology_spread_constraint(
     by_namespace: dict[str, list[Pod]] = {}
     for pod in view.pods_on_nodes(nodes):
         if in_scope(pod):
-            namespace = str((pod.get("metadata") or {}).get("namespace", ""))
+            namespace = str(Meta(pod).raw.get("namespace", ""))
             by_namespace.setdefault(namespace, []).append(pod)
     marked: dict[tuple[str, str], Pod] = {}
     for namespace in sorted(by_namespace):
@@ -346,7 +347,7 @@ def remove_pods_violating_topology_spread_constraint(
                 marked.setdefault(pod_key(pod), pod)
     limited: set[str] = set()
     for pod in marked.values():
-        node = str((pod.get("spec") or {}).get("nodeName") or "")
+        node = str(spec_of(pod).get("nodeName") or "")
         if node in limited or not in_scope(pod) or not ctx.pre_eviction_filter(pod):
             continue
         result = yield from ctx.evict(pod, "pod's topology spread constraint is violated")

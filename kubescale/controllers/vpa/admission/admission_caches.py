@@ -53,7 +53,6 @@ import asyncio
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Protocol
 
-from kubescale.base.objects import ObjectRef
 from kubescale.kube.controller_lookups import (
     WELL_KNOWN_INFORMED,
     ControllerLookups,
@@ -61,7 +60,6 @@ from kubescale.kube.controller_lookups import (
 )
 from kubescale.kube.indexes import IndexFunc
 from kubescale.kube.informer import EventHandlers, Informer
-from kubescale.kube.quantities import Quantity, QuantityError
 from kubescale.kube.resources import (
     HORIZONTAL_POD_AUTOSCALERS,
     LIMIT_RANGES,
@@ -69,8 +67,12 @@ from kubescale.kube.resources import (
     NODES,
     VERTICAL_POD_AUTOSCALERS,
 )
-from kubescale.kube.selectors import LabelSelector
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.objects.hpa import HorizontalPodAutoscaler
+from kubescale.objects.node import Node
+from kubescale.objects.quantities import Quantity, QuantityError
+from kubescale.objects.selectors import LabelSelector
+from kubescale.objects.views import Meta, ObjectRef, spec_of, status_of
 
 __all__ = [
     "HPA_TARGET_INDEX",
@@ -97,10 +99,10 @@ def target_key(namespace: str, kind: str, name: str) -> str:
 
 def _ref_index(spec_field: str) -> IndexFunc:
     def index(obj: Mapping[str, Any]) -> Iterable[str]:
-        ref = (obj.get("spec") or {}).get(spec_field)
+        ref = spec_of(obj).get(spec_field)
         if not isinstance(ref, Mapping):
             return ()
-        namespace = (obj.get("metadata") or {}).get("namespace") or ""
+        namespace = Meta(obj).raw.get("namespace") or ""
         return (target_key(namespace, str(ref.get("kind") or ""), str(ref.get("name") or "")),)
 
     return index
@@ -111,7 +113,7 @@ HPA_TARGET_INDEX_FUNC: Final = _ref_index("scaleTargetRef")
 
 
 def _is_ready(node: Mapping[str, Any]) -> bool:
-    for condition in (node.get("status") or {}).get("conditions") or ():
+    for condition in status_of(node).get("conditions") or ():
         if isinstance(condition, Mapping) and condition.get("type") == "Ready":
             return condition.get("status") == "True"
     return False
@@ -125,7 +127,7 @@ def largest_allocatable(nodes: Iterable[Mapping[str, Any]]) -> dict[str, Quantit
         if not _is_ready(node):
             continue
         ready = True
-        allocatable = (node.get("status") or {}).get("allocatable") or {}
+        allocatable = status_of(node).get("allocatable") or {}
         if not isinstance(allocatable, Mapping):
             continue
         for resource, raw in allocatable.items():
@@ -149,11 +151,11 @@ class InputListener(Protocol):
 
 
 def _uid(obj: Mapping[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("uid") or "")
+    return str(Meta(obj).raw.get("uid") or "")
 
 
 def _namespace_of(obj: Mapping[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("namespace") or "")
+    return str(Meta(obj).raw.get("namespace") or "")
 
 
 class AdmissionCaches:
@@ -201,7 +203,7 @@ class AdmissionCaches:
                 on_delete=self._limit_range_changed,
             )
         )
-        self._hpas: Informer | None = None
+        self._hpas: Informer[HorizontalPodAutoscaler] | None = None
         if watch_hpas:
             self._hpas = informers.informer(
                 HORIZONTAL_POD_AUTOSCALERS, indexes={HPA_TARGET_INDEX: HPA_TARGET_INDEX_FUNC}
@@ -220,7 +222,7 @@ class AdmissionCaches:
         self._namespace_listeners: list[Callable[[str], None]] = []
         self._namespaces = informers.informer(NAMESPACES)
         self._namespaces.add_handlers(EventHandlers(on_delete=self._namespace_deleted))
-        self._nodes: Informer | None = None
+        self._nodes: Informer[Node] | None = None
         self._largest: dict[str, Quantity] | None = None
         self._largest_valid = False
         if watch_nodes:
@@ -234,7 +236,7 @@ class AdmissionCaches:
             )
 
     @property
-    def informers(self) -> list[Informer]:
+    def informers(self) -> list[Informer[Any]]:
         """The informers the admission path reads (and only these: another system's caches
         never hold the webhook)."""
         used = [self._vpas, self._limit_ranges, *self.controllers.informers]
@@ -307,7 +309,7 @@ class AdmissionCaches:
 
     def _controller_deleted_handler(self, kind: str) -> Callable[[dict[str, Any]], None]:
         def deleted(obj: dict[str, Any]) -> None:
-            metadata = obj.get("metadata") or {}
+            metadata = Meta(obj).raw
             namespace = str(metadata.get("namespace") or "")
             in_namespace = self._selectors.get(namespace)
             if in_namespace is None:
@@ -334,13 +336,13 @@ class AdmissionCaches:
         if known is not None:
             return known
         items = self._limit_ranges.lister.list(namespace=namespace)
-        ordered = sorted(items, key=lambda obj: str((obj.get("metadata") or {}).get("name") or ""))
+        ordered = sorted(items, key=lambda obj: str(Meta(obj).raw.get("name") or ""))
         if len(self._limit_ranges_by_namespace) >= _MAX_NAMESPACES_KEPT:
             self._limit_ranges_by_namespace.clear()
         self._limit_ranges_by_namespace[namespace] = ordered
         return ordered
 
-    def hpas_for(self, namespace: str, kind: str, name: str) -> list[dict[str, Any]]:
+    def hpas_for(self, namespace: str, kind: str, name: str) -> list[HorizontalPodAutoscaler]:
         """HPAs whose scaleTargetRef names ``kind``/``name`` in ``namespace``."""
         if self._hpas is None:
             return []
@@ -376,7 +378,7 @@ class AdmissionCaches:
         self._namespace_listeners.append(forget)
 
     def _namespace_deleted(self, namespace_obj: dict[str, Any]) -> None:
-        namespace = str((namespace_obj.get("metadata") or {}).get("name") or "")
+        namespace = str(Meta(namespace_obj).raw.get("name") or "")
         if not namespace:
             return
         self._limit_ranges_by_namespace.pop(namespace, None)

@@ -67,7 +67,9 @@ from kubescale.controllers.vpa.api.controller_refs import ControllerRef
 from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict
 from kubescale.controllers.vpa.api.pod_admission import admit_pod
 from kubescale.controllers.vpa.api.startup_boost import StartupBoostSettings
-from kubescale.kube.quantities import Quantity
+from kubescale.objects.hpa import HorizontalPodAutoscaler
+from kubescale.objects.quantities import Quantity
+from kubescale.objects.views import Meta
 
 __all__ = [
     "DEFAULT_MAX_AGE",
@@ -191,13 +193,11 @@ def pod_text(projected: Mapping[str, Any]) -> bytes | str:
 def object_version(obj: Mapping[str, Any]) -> tuple[str, str, str] | None:
     """``(name, uid, resourceVersion)`` of an informer object; ``None`` without a
     resourceVersion (such an object cannot be keyed: its decision is not remembered)."""
-    metadata = obj.get("metadata")
-    if not isinstance(metadata, Mapping):
+    view = Meta(obj)
+    version = view.resource_version
+    if not version:
         return None
-    version = metadata.get("resourceVersion")
-    if not isinstance(version, str) or not version:
-        return None
-    return (str(metadata.get("name") or ""), str(metadata.get("uid") or ""), version)
+    return (view.name, view.uid, version)
 
 
 def object_versions(
@@ -475,8 +475,7 @@ class AdmissionMemo:
         ):
             return
         vpa = answered.match.vpa
-        metadata = vpa.get("metadata") if vpa is not None else None
-        uid = metadata.get("uid") if isinstance(metadata, Mapping) else None
+        uid = Meta(vpa).uid if vpa is not None else None
         cost = ENTRY_OVERHEAD + len(question)
         if not self._store(question, answered, cost, vpa_uid=str(uid or ""), namespace=namespace):
             return
@@ -582,7 +581,7 @@ def admit_cached(
     namespace: str,
     vpa: dict[str, Any],
     limit_ranges: Sequence[dict[str, Any]],
-    hpas: Sequence[dict[str, Any]],
+    hpas: Sequence[HorizontalPodAutoscaler],
     avoid_hpa_conflict: bool,
     largest_node_allocatable: Mapping[str, Quantity] | None,
     cap_to_largest_node: bool,
@@ -628,7 +627,6 @@ def admit_cached(
         limit_range_conflicts=result.limit_range_conflicts,
     )
     if inputs is not None:
-        metadata = vpa.get("metadata")
-        uid = metadata.get("uid") if isinstance(metadata, Mapping) else None
+        uid = Meta(vpa).uid
         memo.remember_decision(inputs, decided, vpa_uid=str(uid or ""), namespace=namespace)
     return decided, inputs

@@ -58,7 +58,9 @@ from kubescale.controllers.vpa.api.controller_refs import (
 from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict
 from kubescale.controllers.vpa.api.startup_boost import StartupBoostSettings
 from kubescale.controllers.vpa.api.vpa_matching import choose_vpa, target_ref_of
-from kubescale.kube.selectors import LabelSelector
+from kubescale.objects.hpa import HorizontalPodAutoscaler
+from kubescale.objects.selectors import LabelSelector
+from kubescale.objects.views import Meta
 
 __all__ = [
     "AdmissionOptions",
@@ -76,7 +78,7 @@ class HpaConflict:
 
     vpa: dict[str, Any]
     target: ControllerRef
-    hpas: tuple[dict[str, Any], ...]
+    hpas: tuple[HorizontalPodAutoscaler, ...]
     resources: frozenset[str]
 
 
@@ -121,7 +123,7 @@ class PodDecision:
 
 def pod_namespace(pod: Mapping[str, Any]) -> str:
     """``metadata.namespace`` of a pod (its namespace set), ``""`` when missing."""
-    namespace = (pod.get("metadata") or {}).get("namespace")
+    namespace = Meta(pod).raw.get("namespace")
     return namespace if isinstance(namespace, str) else ""
 
 
@@ -273,7 +275,7 @@ class CachedPodAdmission:
     ) -> PodDecision:
         caches, settings = self.caches, self.settings
         target = target_ref_of(vpa)
-        hpas: list[dict[str, Any]] = []
+        hpas: list[HorizontalPodAutoscaler] = []
         if settings.avoid_hpa_conflict and target is not None:
             hpas = caches.hpas_for(target.namespace, target.kind, target.name)
         namespace = target.namespace if target else pod_namespace(pod)

@@ -67,7 +67,7 @@ from kubescale.controllers.vpa.api.vpa_policy import (
     container_policy,
     controlled_values,
 )
-from kubescale.kube.quantities import Quantity
+from kubescale.objects.quantities import Quantity
 
 __all__ = [
     "BOUNDS",

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kubescale.base.objects import ObjectRef
+from kubescale.objects.views import ObjectRef
 
 __all__ = [
     "WELL_KNOWN_CONTROLLER_KINDS",

@@ -14,7 +14,7 @@ pod's containers once per admission request; quantity texts are parsed through a
 few strings recur on every request), which keeps the admission path well under a millisecond.
 
 Pure (the memo only caches immutable values); a malformed quantity raises
-:class:`kubescale.kube.quantities.QuantityError`.
+:class:`kubescale.objects.quantities.QuantityError`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from kubescale.kube.quantities import Quantity
+from kubescale.objects.quantities import Quantity
 
 __all__ = [
     "CPU",

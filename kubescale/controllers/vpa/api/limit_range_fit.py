@@ -56,7 +56,7 @@ from kubescale.controllers.vpa.api.limit_range_rules import (
     pod_totals,
     ratio_holds,
 )
-from kubescale.kube.quantities import Quantity
+from kubescale.objects.quantities import Quantity
 
 __all__ = [
     "CAPPED_TO_CONTAINER_LIMIT",

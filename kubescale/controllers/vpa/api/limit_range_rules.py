@@ -34,7 +34,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from kubescale.controllers.vpa.api.current_resources import ResourceList, parse_resource_list
-from kubescale.kube.quantities import Quantity
+from kubescale.objects.quantities import Quantity
 
 __all__ = [
     "Bounds",
@@ -85,7 +85,7 @@ class NamespaceLimits:
     @classmethod
     def of(cls, limit_ranges: Sequence[Mapping[str, Any]]) -> NamespaceLimits:
         """The strictest bounds of these LimitRange objects (malformed quantities raise
-        :class:`~kubescale.kube.quantities.QuantityError`; the API server stores none)."""
+        :class:`~kubescale.objects.quantities.QuantityError`; the API server stores none)."""
         collected: dict[str, tuple[dict[str, Quantity], ...]] = {
             "Container": ({}, {}, {}),
             "Pod": ({}, {}, {}),

@@ -20,7 +20,7 @@ Beyond upstream (which drops them from the merged item), ``default_request`` fol
 no VPA decision reads either, they are carried for callers that want the namespace's policy.
 
 Pure: raw API dicts in, an immutable item out. A malformed quantity raises
-:class:`kubescale.kube.quantities.QuantityError` (the API server never stores one).
+:class:`kubescale.objects.quantities.QuantityError` (the API server never stores one).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from types import MappingProxyType
 from typing import Any
 
 from kubescale.controllers.vpa.api.current_resources import parse_resource_list
-from kubescale.kube.quantities import Quantity
+from kubescale.objects.quantities import Quantity
 
 __all__ = [
     "CONTAINER",

@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from kubescale.controllers.vpa.api.current_resources import CPU, MEMORY, ResourceList
-from kubescale.kube.quantities import Quantity
+from kubescale.objects.quantities import Quantity
 
 __all__ = [
     "MAX_INT64",

@@ -36,7 +36,7 @@ from kubescale.controllers.vpa.api.current_resources import (
     ordered_names,
     parse_resource_list,
 )
-from kubescale.kube.quantities import Quantity
+from kubescale.objects.quantities import Quantity
 
 __all__ = ["fit_requests_to_node"]
 

@@ -51,7 +51,8 @@ from kubescale.controllers.vpa.api.pod_resources import pod_resources
 from kubescale.controllers.vpa.api.startup_boost import StartupBoostSettings
 from kubescale.controllers.vpa.api.vpa_matching import target_ref_of
 from kubescale.coordination.resource_ownership import hpas_scaled_resources
-from kubescale.kube.quantities import Quantity
+from kubescale.objects.hpa import HorizontalPodAutoscaler
+from kubescale.objects.quantities import Quantity
 
 __all__ = ["PodAdmission", "PodAdmissionError", "admit_pod"]
 
@@ -88,7 +89,7 @@ def admit_pod(
     pod: dict[str, Any],
     vpa: dict[str, Any] | None,
     limit_ranges: Sequence[dict[str, Any]],
-    hpas: Sequence[dict[str, Any]] = (),
+    hpas: Sequence[HorizontalPodAutoscaler] = (),
     avoid_hpa_conflict: bool = False,
     largest_node_allocatable: Mapping[str, Quantity] | None = None,
     startup_boost: StartupBoostSettings | None = None,

@@ -31,7 +31,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kubescale.base.objects import mapping
 from kubescale.controllers.vpa.api.current_resources import (
     CPU,
     MEMORY,
@@ -46,7 +45,8 @@ from kubescale.controllers.vpa.api.limit_scaling import (
     scale_cpu,
     scale_memory,
 )
-from kubescale.kube.quantities import Quantity
+from kubescale.objects.quantities import Quantity
+from kubescale.objects.views import mapping
 
 __all__ = [
     "BOUNDS",

@@ -53,11 +53,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kubescale.base.objects import mapping
 from kubescale.controllers.vpa.api.current_resources import ordered_names
 from kubescale.controllers.vpa.api.pod_resources import ContainerResources, PodResources
 from kubescale.controllers.vpa.api.startup_boost import boost_annotation
-from kubescale.kube.quantities import Quantity
+from kubescale.objects.quantities import Quantity
+from kubescale.objects.views import Meta, mapping, spec_of, status_of
 
 __all__ = [
     "OBSERVED_CONTAINERS_ANNOTATION",
@@ -78,7 +78,7 @@ def escape_json_pointer(segment: str) -> str:
 
 
 def _containers(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    containers = mapping(pod.get("spec")).get("containers")
+    containers = spec_of(pod).get("containers")
     if not isinstance(containers, list):
         return []
     return [c if isinstance(c, Mapping) else {} for c in containers]
@@ -98,7 +98,7 @@ def _current_lists_set(pod: Mapping[str, Any]) -> dict[str, tuple[bool, bool]]:
     else the first container of that name in the spec.
     """
     statuses: dict[str, Mapping[str, Any]] = {}
-    raw_statuses = mapping(pod.get("status")).get("containerStatuses")
+    raw_statuses = status_of(pod).get("containerStatuses")
     for status in raw_statuses if isinstance(raw_statuses, list) else []:
         if isinstance(status, Mapping):
             statuses.setdefault(_container_name(status), status)
@@ -197,7 +197,7 @@ def pod_patches(
     texts the recommendation pipeline produced for it.
     """
     patches: list[dict[str, Any]] = []
-    metadata = mapping(pod.get("metadata"))
+    metadata = Meta(pod).raw
     if not isinstance(metadata.get("annotations"), Mapping):
         patches.append(_add("/metadata/annotations", {}))
 

@@ -65,7 +65,6 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from kubescale.base.objects import mapping, optional_mapping
 from kubescale.controllers.vpa.api.capping import (
     REQUESTS_AND_LIMITS,
     cap_recommendation,
@@ -87,7 +86,8 @@ from kubescale.controllers.vpa.api.startup_boost import (
     boosted_container,
 )
 from kubescale.controllers.vpa.api.vpa_policy import UPDATE_MODE_OFF, update_mode
-from kubescale.kube.quantities import Quantity
+from kubescale.objects.quantities import Quantity
+from kubescale.objects.views import optional_mapping, spec_of
 
 __all__ = [
     "NODE_FIT_ACTION",
@@ -206,7 +206,7 @@ def _boost(
     if CPU in skip_resources:
         return {}
     boosts: dict[int, str] = {}
-    containers = mapping(pod.get("spec")).get("containers")
+    containers = spec_of(pod).get("containers")
     for index, container in enumerate(containers if isinstance(containers, list) else ()):
         if not isinstance(container, Mapping):
             continue

@@ -42,12 +42,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from kubescale.base.objects import mapping
 from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.api.current_resources import ResourceList
 from kubescale.controllers.vpa.api.limit_scaling import proportional_limits
 from kubescale.controllers.vpa.api.vpa_policy import container_policy
-from kubescale.kube.quantities import DECIMAL_SI, Quantity, QuantityError
+from kubescale.objects.quantities import DECIMAL_SI, Quantity, QuantityError
+from kubescale.objects.views import Meta, mapping, spec_of, status_of
 
 __all__ = [
     "STARTUP_BOOST_ANNOTATION_PREFIX",
@@ -92,13 +92,13 @@ def boost_annotation(container: str) -> str:
 
 def has_boost_in_progress(pod: Mapping[str, Any]) -> bool:
     """``PodHasCPUBoostInProgressAnnotation``."""
-    annotations = mapping(mapping(pod.get("metadata")).get("annotations"))
+    annotations = mapping(Meta(pod).raw.get("annotations"))
     return any(str(key).startswith(STARTUP_BOOST_ANNOTATION_PREFIX) for key in annotations)
 
 
 def startup_boost_policy(container: str, vpa: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The ``startupBoost`` that applies to ``container`` (``None``: not boosted)."""
-    spec = mapping(vpa.get("spec"))
+    spec = spec_of(vpa)
     policy = container_policy(container, mapping(spec.get("resourcePolicy")))
     if policy is not None and policy.get("mode") == "Off":
         return None
@@ -111,7 +111,7 @@ def startup_boost_policy(container: str, vpa: Mapping[str, Any]) -> Mapping[str,
 def boost_duration_seconds(container: str, vpa: Mapping[str, Any]) -> int:
     """``getContainerCPUStartupBoostDuration``: the container policy's ``durationSeconds``,
     else the VPA's, else 0."""
-    spec = mapping(vpa.get("spec"))
+    spec = spec_of(vpa)
     duration = mapping(mapping(spec.get("startupBoost")).get("cpu")).get("durationSeconds")
     policy = container_policy(container, mapping(spec.get("resourcePolicy")))
     if policy is not None:
@@ -214,7 +214,7 @@ def boosted_container(
 
 
 def _ready_since(pod: Mapping[str, Any]) -> datetime | None:
-    conditions = mapping(pod.get("status")).get("conditions")
+    conditions = status_of(pod).get("conditions")
     for condition in conditions if isinstance(conditions, list) else ():
         if isinstance(condition, Mapping) and condition.get("type") == "Ready":
             if condition.get("status") != "True":
@@ -232,7 +232,7 @@ def expired_boost_annotations(
     if ready is None:
         return []
     expired: list[str] = []
-    annotations = mapping(mapping(pod.get("metadata")).get("annotations"))
+    annotations = mapping(Meta(pod).raw.get("annotations"))
     for key in sorted(str(k) for k in annotations):
         if not key.startswith(STARTUP_BOOST_ANNOTATION_PREFIX):
             continue
@@ -247,7 +247,7 @@ def unboosted_resources(
 ) -> dict[str, tuple[ResourceList, ResourceList]]:
     """Per boosted container: the original CPU request and limit its annotation recorded
     (what the unboost restores when there is no recommendation to apply)."""
-    annotations = mapping(mapping(pod.get("metadata")).get("annotations"))
+    annotations = mapping(Meta(pod).raw.get("annotations"))
     restored: dict[str, tuple[ResourceList, ResourceList]] = {}
     for name in containers:
         raw = annotations.get(boost_annotation(name))

@@ -23,11 +23,11 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from kubescale.base.objects import mapping
 from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef
 from kubescale.controllers.vpa.api.vpa_policy import UPDATE_MODE_OFF, update_mode
-from kubescale.kube.selectors import LabelSelector
+from kubescale.objects.selectors import LabelSelector
+from kubescale.objects.views import Meta, mapping, spec_of
 
 __all__ = [
     "choose_vpa",
@@ -42,7 +42,7 @@ _ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
 
 def has_startup_boost(vpa: Mapping[str, Any]) -> bool:
     """vpa_api_util.HasStartupBoost: a pod-level or any container-level ``startupBoost``."""
-    spec = mapping(vpa.get("spec"))
+    spec = spec_of(vpa)
     if spec.get("startupBoost") is not None:
         return True
     policies = mapping(spec.get("resourcePolicy")).get("containerPolicies")
@@ -56,7 +56,7 @@ def has_startup_boost(vpa: Mapping[str, Any]) -> bool:
 
 def target_ref_of(vpa: Mapping[str, Any]) -> ControllerRef | None:
     """The VPA's ``spec.targetRef`` as a controller in the VPA's namespace (``None`` if unset)."""
-    target = mapping(vpa.get("spec")).get("targetRef")
+    target = spec_of(vpa).get("targetRef")
     if not isinstance(target, Mapping):
         return None
 
@@ -67,18 +67,18 @@ def target_ref_of(vpa: Mapping[str, Any]) -> ControllerRef | None:
         api_version=text(target.get("apiVersion")),
         kind=text(target.get("kind")),
         name=text(target.get("name")),
-        namespace=text(mapping(vpa.get("metadata")).get("namespace")),
+        namespace=text(Meta(vpa).raw.get("namespace")),
     )
 
 
 def _creation_time(obj: Mapping[str, Any]) -> datetime:
     # metav1.Time: RFC 3339 at second precision; unset is the zero time (earliest of all).
-    moment = parse_time(mapping(obj.get("metadata")).get("creationTimestamp"))
+    moment = parse_time(Meta(obj).raw.get("creationTimestamp"))
     return moment if moment is not None else _ZERO_TIME
 
 
 def _name(obj: Mapping[str, Any]) -> str:
-    name = mapping(obj.get("metadata")).get("name")
+    name = Meta(obj).raw.get("name")
     return name if isinstance(name, str) else ""
 
 
@@ -93,7 +93,7 @@ def _stronger(a: Mapping[str, Any], b: Mapping[str, Any] | None) -> bool:
 
 
 def _labels(pod: Mapping[str, Any]) -> dict[str, str]:
-    labels = mapping(pod.get("metadata")).get("labels")
+    labels: object = Meta(pod).raw.get("labels")  # malformed labels read empty
     if not isinstance(labels, Mapping):
         return {}
     return {k: v for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)}
@@ -115,7 +115,7 @@ def choose_vpa(
     """
     if controller is None:
         return None
-    raw_namespace = mapping(pod.get("metadata")).get("namespace")
+    raw_namespace = Meta(pod).raw.get("namespace")
     pod_namespace = raw_namespace if isinstance(raw_namespace, str) else ""
     labels = _labels(pod)
     controlling: dict[str, Any] | None = None

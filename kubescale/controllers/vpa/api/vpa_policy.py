@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from kubescale.base.objects import mapping
-from kubescale.kube.quantities import Quantity, QuantityError
+from kubescale.objects.quantities import Quantity, QuantityError
+from kubescale.objects.views import mapping, spec_of
 
 __all__ = [
     "DEFAULT_CONTAINER_POLICY",
@@ -47,7 +47,7 @@ REQUESTS_ONLY: Final = "RequestsOnly"
 
 def update_mode(vpa: Mapping[str, Any]) -> str:
     """``GetUpdateMode``: ``spec.updatePolicy.updateMode``, or ``Recreate``."""
-    mode = mapping(mapping(mapping(vpa.get("spec")).get("updatePolicy"))).get("updateMode")
+    mode = mapping(mapping(spec_of(vpa).get("updatePolicy"))).get("updateMode")
     return mode if isinstance(mode, str) and mode else DEFAULT_UPDATE_MODE
 
 

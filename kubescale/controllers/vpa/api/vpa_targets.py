@@ -30,7 +30,8 @@ from typing import Any
 
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef, topmost_controller
 from kubescale.kube.controller_lookups import ControllerLookups, well_known_selector
-from kubescale.kube.selectors import LabelSelector
+from kubescale.objects.selectors import LabelSelector
+from kubescale.objects.views import Meta
 
 __all__ = ["TargetCheck", "VpaTargets", "target_text"]
 
@@ -53,7 +54,7 @@ def target_ref(vpa: Mapping[str, Any]) -> ControllerRef | None:
     ref = spec.get("targetRef") if isinstance(spec, Mapping) else None
     if not isinstance(ref, Mapping):
         return None
-    metadata = vpa.get("metadata") or {}
+    metadata = Meta(vpa).raw
     return ControllerRef(
         api_version=_text(ref.get("apiVersion")),
         kind=_text(ref.get("kind")),

@@ -50,6 +50,8 @@ from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.informer import Informer
 from kubescale.kube.resources import VPA_CHECKPOINTS
+from kubescale.objects.views import spec_of
+from kubescale.objects.vpa_checkpoint import VerticalPodAutoscalerCheckpoint
 
 __all__ = ["WRITE_CONCURRENCY", "CheckpointStore", "StoreResult"]
 
@@ -92,7 +94,7 @@ class CheckpointStore:
         self,
         *,
         client: KubeClient,
-        informer: Informer,
+        informer: Informer[VerticalPodAutoscalerCheckpoint],
         ignored_namespace: Callable[[str], bool],
         write_concurrency: int = WRITE_CONCURRENCY,
         min_checkpoints: int = 0,
@@ -108,7 +110,7 @@ class CheckpointStore:
         self.min_checkpoints = min_checkpoints
         """``--min-checkpoints``: checkpoints a pass starts even after its deadline."""
 
-    def cached(self) -> list[dict[str, Any]]:
+    def cached(self) -> list[VerticalPodAutoscalerCheckpoint]:
         """Checkpoints outside the ignored namespaces, by namespace and name."""
         return sorted(
             (
@@ -186,7 +188,7 @@ class CheckpointStore:
         for checkpoint in self.cached():
             metadata = _metadata(checkpoint)
             namespace = str(metadata.get("namespace") or "")
-            vpa_name = str((checkpoint.get("spec") or {}).get("vpaObjectName") or "")
+            vpa_name = str(spec_of(checkpoint).get("vpaObjectName") or "")
             if (namespace, vpa_name) in existing_vpas:
                 continue
             name = str(metadata.get("name") or "")
@@ -281,7 +283,7 @@ class _StorePass:
                     extra={
                         "fields": {
                             "vpa": f"{namespace}/{name}",
-                            "container": (checkpoint.get("spec") or {}).get("containerName"),
+                            "container": spec_of(checkpoint).get("containerName"),
                             "error": str(err),
                         }
                     },

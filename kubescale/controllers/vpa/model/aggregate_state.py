@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from kubescale.base.objects import mapping
 from kubescale.controllers.vpa.model.checkpoint_format import (
     SUPPORTED_CHECKPOINT_VERSION,
     CheckpointFormatError,
@@ -52,6 +51,7 @@ from kubescale.controllers.vpa.model.histogram import (
 )
 from kubescale.controllers.vpa.model.policy.oom_log import OomLog
 from kubescale.controllers.vpa.model.policy.recent_peaks import RecentPeaks
+from kubescale.objects.views import mapping
 
 __all__ = [
     "CPU",

@@ -63,7 +63,8 @@ from kubescale.controllers.vpa.model.policy.adaptive_estimator import (
     estimate_adaptive_states,
 )
 from kubescale.controllers.vpa.model.recommendation import build_recommendation
-from kubescale.kube.selectors import NOTHING, LabelSelector
+from kubescale.objects.selectors import NOTHING, LabelSelector
+from kubescale.objects.views import Meta, meta, spec_of, status_of
 
 __all__ = ["AggregateKey", "ClusterState", "VpaRecommendation"]
 
@@ -347,8 +348,8 @@ class ClusterState:
     def add_or_update_vpa(self, vpa: dict[str, Any], *, selector: LabelSelector | None) -> None:
         """AddOrUpdateVpa. ``selector=None`` is the ConfigUnsupported case: the VPA matches no
         pod. A changed selector recreates the VPA (dropping its checkpointed initial state)."""
-        metadata = vpa.get("metadata") or {}
-        spec = vpa.get("spec") or {}
+        metadata = Meta(vpa).raw
+        spec = spec_of(vpa)
         namespace = str(metadata.get("namespace") or "")
         name = str(metadata.get("name") or "")
         unsupported = selector is None
@@ -626,19 +627,18 @@ class ClusterState:
         """getVpasToCheckpoint: VPAs, least recently checkpointed first."""
         return sorted(self._vpas, key=lambda key: (self._vpas[key].checkpoint_written_us, key))
 
-    def load_checkpoint(self, checkpoint: dict[str, Any]) -> bool:
+    def load_checkpoint(self, checkpoint: Mapping[str, Any]) -> bool:
         """setVpaCheckpoint: the checkpoint becomes the VPA container's initial state. False
         for a VPA not in the state or a checkpoint that does not load (e.g. not ``v3``)."""
-        metadata = checkpoint.get("metadata") or {}
-        spec = checkpoint.get("spec") or {}
-        key = (str(metadata.get("namespace") or ""), str(spec.get("vpaObjectName") or ""))
+        spec = spec_of(checkpoint)
+        key = (meta(checkpoint).namespace, str(spec.get("vpaObjectName") or ""))
         vpa = self._vpas.get(key)
         container = spec.get("containerName")
         if vpa is None or not isinstance(container, str):
             return False
         state = AggregateContainerState(self.stores)
         try:
-            state.load_from_checkpoint(checkpoint.get("status") or {})
+            state.load_from_checkpoint(status_of(checkpoint))
         except (CheckpointFormatError, HistogramCheckpointError) as error:
             state.release()
             _log.warning(

@@ -44,7 +44,7 @@ from kubescale.controllers.vpa.model.go_math import (
     go_pow_int_array,
     saturating_sub_ns,
 )
-from kubescale.kube.quantities import Quantity
+from kubescale.objects.quantities import Quantity
 
 __all__ = [
     "ContainerEstimate",

@@ -44,7 +44,7 @@ from kubescale.controllers.vpa.model.estimators import (
     RecommenderConfig,
     estimate,
 )
-from kubescale.kube.quantities import BINARY_SI, DECIMAL_SI, Quantity, parse_quantity
+from kubescale.objects.quantities import BINARY_SI, DECIMAL_SI, Quantity, parse_quantity
 
 __all__ = [
     "INTEGER_CPU_ANNOTATION_PREFIX",

@@ -57,7 +57,6 @@ from kubescale.controllers.vpa.recommender.recommender_metrics import Recommende
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeError
 from kubescale.kube.informer import EventHandlers
-from kubescale.kube.quantities import Quantity, QuantityError
 from kubescale.kube.resources import (
     CORE_EVENTS,
     PODS,
@@ -66,6 +65,8 @@ from kubescale.kube.resources import (
     ResourceType,
 )
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.objects.quantities import Quantity, QuantityError
+from kubescale.objects.views import Meta, status_of
 
 __all__ = [
     "POD_METRICS",
@@ -102,12 +103,12 @@ class ObservedVpa:
 
     @property
     def key(self) -> tuple[str, str]:
-        metadata = self.vpa.get("metadata") or {}
+        metadata = Meta(self.vpa).raw
         return (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
 
 
 def _phase(pod: Mapping[str, Any]) -> str:
-    return str((pod.get("status") or {}).get("phase") or "")
+    return str(status_of(pod).get("phase") or "")
 
 
 def _recommender_names(vpa: Mapping[str, Any]) -> list[str]:
@@ -135,7 +136,7 @@ def handles_vpa(
             return False
     elif implicit_default or recommender_name not in names:
         return False
-    namespace = str((vpa.get("metadata") or {}).get("namespace") or "")
+    namespace = str(Meta(vpa).raw.get("namespace") or "")
     return not ignores_namespace(
         namespace, vpa_object_namespace=vpa_object_namespace, ignored=ignored_namespaces
     )
@@ -182,7 +183,7 @@ def pod_metrics_samples(items: Iterable[Mapping[str, Any]]) -> list[Sample]:
     one memory sample per container, measured at the PodMetrics ``timestamp``."""
     samples: list[Sample] = []
     for item in items:
-        metadata = item.get("metadata") or {}
+        metadata = Meta(item).raw
         namespace = str(metadata.get("namespace") or "")
         pod = str(metadata.get("name") or "")
         moment = parse_time(item.get("timestamp"))
@@ -263,7 +264,7 @@ class ClusterFeeder:
         """Every cached VPA, whichever recommender it names (checkpoint GC keeps theirs)."""
         keys = set()
         for vpa in self.vpas.lister.list():
-            metadata = vpa.get("metadata") or {}
+            metadata = Meta(vpa).raw
             keys.add((str(metadata.get("namespace") or ""), str(metadata.get("name") or "")))
         return keys
 
@@ -307,18 +308,18 @@ class ClusterFeeder:
         for pod in self.pods.lister.list():
             if _phase(pod) == PENDING:
                 continue
-            metadata = pod.get("metadata") or {}
+            metadata = Meta(pod).raw
             key = (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
             listed[key] = pod
         self._pods_to_delete = [key for key in self.state.pod_keys() if key not in listed]
         for key in sorted(listed):
             pod = listed[key]
-            metadata = pod.get("metadata") or {}
+            metadata = Meta(pod).raw
             self.state.add_or_update_pod(
                 namespace=key[0],
                 name=key[1],
                 labels=dict(metadata.get("labels") or {}),
-                phase=str((pod.get("status") or {}).get("phase") or ""),
+                phase=str(status_of(pod).get("phase") or ""),
                 containers=container_requests(pod),
                 now=now,
             )

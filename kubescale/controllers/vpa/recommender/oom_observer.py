@@ -38,10 +38,10 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from kubescale.base.logs import component_logger
-from kubescale.base.objects import mapping
 from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.api.current_resources import MEMORY, container_requests_and_limits
-from kubescale.kube.quantities import Quantity, QuantityError
+from kubescale.objects.quantities import Quantity, QuantityError
+from kubescale.objects.views import Meta, mapping, status_of
 
 __all__ = [
     "OOM_BUFFER",
@@ -71,7 +71,7 @@ class OomInfo:
 
 
 def _statuses(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    statuses = mapping(pod.get("status")).get("containerStatuses")
+    statuses = status_of(pod).get("containerStatuses")
     if not isinstance(statuses, list):
         return []
     return [status for status in statuses if isinstance(status, Mapping)]
@@ -108,7 +108,7 @@ def _memory_request(pod: Mapping[str, Any], container: str) -> int:
 
 def ooms_from_pod_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[OomInfo]:
     """``observer.OnUpdate``: the OOMs a pod update reveals (see the module docstring)."""
-    metadata = mapping(new.get("metadata"))
+    metadata = Meta(new).raw
     namespace = str(metadata.get("namespace") or "")
     pod_name = str(metadata.get("name") or "")
     old_statuses = _statuses(old)
@@ -168,7 +168,7 @@ def ooms_from_eviction_event(event: Mapping[str, Any]) -> list[OomInfo]:
     involved = mapping(event.get("involvedObject"))
     if event.get("reason") != EVICTED or involved.get("kind") != "Pod":
         return []
-    metadata = mapping(event.get("metadata"))
+    metadata = Meta(event).raw
     annotations = mapping(metadata.get("annotations"))
     containers = _split(annotations, "offending_containers")
     usages = _split(annotations, "offending_containers_usage")

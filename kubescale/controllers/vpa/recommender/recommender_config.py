@@ -36,12 +36,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Final, Literal
 
-from kubescale.base.flag_types import (
-    FlagValueError,
-    add_bool_flag,
-    parse_duration,
-    positive_duration,
-)
+from kubescale.base.flag_types import FlagValueError, add_bool_flag, positive_duration
+from kubescale.base.go_time import parse_duration
 from kubescale.controllers.vpa.api.vpa_flags import add_vpa_namespace_arguments, vpa_namespaces
 from kubescale.controllers.vpa.model.estimators import RecommenderConfig
 from kubescale.controllers.vpa.model.policy.adaptive_config import (
@@ -54,7 +50,7 @@ from kubescale.controllers.vpa.recommender.prometheus_history_config import (
     parse_prometheus_duration,
     password_from_flags,
 )
-from kubescale.kube.quantities import Quantity, QuantityError
+from kubescale.objects.quantities import Quantity, QuantityError
 
 __all__ = [
     "DEFAULT_RECOMMENDER_NAME",

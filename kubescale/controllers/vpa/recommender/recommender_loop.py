@@ -62,6 +62,7 @@ from kubescale.coordination.brain import brain_of
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.objects.views import Meta, spec_of
 from kubescale.plans.executor import PlanExecutor, plan_metrics
 from kubescale.runtime.component import TimelineReport
 
@@ -178,9 +179,9 @@ class RecommenderLoop:
                 vpa, recommendation, unsupported=observed.check.unsupported, now=now
             )
             if recommendation.has_recommendation and not had_recommendation(vpa):
-                created = (vpa.get("metadata") or {}).get("creationTimestamp")
+                created = Meta(vpa).raw.get("creationTimestamp")
                 self._observe_latency(created, now)
-            spec = vpa.get("spec") or {}
+            spec = spec_of(vpa)
             counter.add(
                 update_mode=(spec.get("updatePolicy") or {}).get("updateMode"),
                 has_recommendation=recommendation.has_recommendation,

@@ -30,11 +30,11 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from kubescale.base.objects import mapping
 from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.model.cluster_state import VpaRecommendation
-from kubescale.kube.quantities import Quantity, QuantityError
 from kubescale.kube.resources import VERTICAL_POD_AUTOSCALERS
+from kubescale.objects.quantities import Quantity, QuantityError
+from kubescale.objects.views import Meta, mapping, status_of
 from kubescale.plans.intents import ObjectRef, PatchObject
 
 __all__ = [
@@ -74,7 +74,7 @@ def _conditions(status: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 def condition_active(vpa: Mapping[str, Any], condition_type: str) -> bool:
     """``ConditionActive``: the VPA's status has the condition with status True."""
-    for condition in _conditions(mapping(vpa.get("status"))):
+    for condition in _conditions(status_of(vpa)):
         if condition.get("type") == condition_type:
             return condition.get("status") == _TRUE
     return False
@@ -85,7 +85,7 @@ def had_recommendation(vpa: Mapping[str, Any]) -> bool:
     ``status.recommendation`` only when ``RecommendationProvided`` is True."""
     if not condition_active(vpa, RECOMMENDATION_PROVIDED):
         return False
-    recommendation = mapping(mapping(vpa.get("status")).get("recommendation"))
+    recommendation = mapping(status_of(vpa).get("recommendation"))
     entries = recommendation.get("containerRecommendations")
     return isinstance(entries, list) and bool(entries)
 
@@ -135,7 +135,7 @@ def desired_status(
     used (:class:`kubescale.controllers.vpa.api.vpa_targets.TargetCheck`), ``None`` for a usable
     one.
     """
-    status = mapping(vpa.get("status"))
+    status = status_of(vpa)
     conditions = _Conditions(_conditions(status), now)
     if unsupported is not None:
         conditions.set(CONFIG_UNSUPPORTED, True, "", unsupported)
@@ -157,7 +157,7 @@ def desired_status(
         "conditions": conditions.as_list(),
         "recommendation": {"containerRecommendations": entries} if entries else {},
     }
-    generation = mapping(vpa.get("metadata")).get("generation")
+    generation = Meta(vpa).raw.get("generation")
     if isinstance(generation, int) and generation > 0:
         new["observedGeneration"] = generation
     return new
@@ -230,7 +230,7 @@ def status_changed(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> boo
 
 def status_patch(vpa: Mapping[str, Any], status: Mapping[str, Any], *, actor: str) -> PatchObject:
     """The intent ``add /status`` through the status subresource (a JSON patch, as upstream)."""
-    metadata = mapping(vpa.get("metadata"))
+    metadata = Meta(vpa).raw
     return PatchObject(
         actor=actor,
         target=ObjectRef(

@@ -33,8 +33,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from kubescale.base.logs import component_logger
-from kubescale.base.objects import meta
 from kubescale.coordination.disruption_ledger import DisruptionKind
+from kubescale.objects.views import meta, spec_of, status_of
 
 _log = component_logger("vpa-updater")
 
@@ -115,11 +115,11 @@ def controller_of(pod: Mapping[str, Any]) -> ControllerKey | None:
 
 
 def _is_pending(pod: Mapping[str, Any]) -> bool:
-    return (pod.get("status") or {}).get("phase") == "Pending"
+    return status_of(pod).get("phase") == "Pending"
 
 
 def _condition(pod: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
-    for cond in (pod.get("status") or {}).get("conditions") or ():
+    for cond in status_of(pod).get("conditions") or ():
         if cond.get("type") == kind and cond.get("status") == "True":
             return dict(cond)
     return None
@@ -135,7 +135,7 @@ def is_in_place_updating(pod: Mapping[str, Any]) -> bool:
 
 def is_non_disruptive_resize(pod: Mapping[str, Any]) -> bool:
     """``IsNonDisruptiveResize``: no container asks ``RestartContainer`` for any resource."""
-    for container in (pod.get("spec") or {}).get("containers") or ():
+    for container in spec_of(pod).get("containers") or ():
         for policy in container.get("resizePolicy") or ():
             if policy.get("restartPolicy") == "RestartContainer":
                 return False
@@ -171,13 +171,13 @@ def configured_replicas(
             return f"{where} does not exist"
         return f"{where} has no scale subresource known"
     if key.kind == "DaemonSet":
-        status = controller.get("status") or {}
+        status = status_of(controller)
         ready = int(status.get("numberReady") or 0)
         if ready <= 0:
             return f"{where} has no number ready pods"
         declared = max(ready, int(status.get("desiredNumberScheduled") or 0))
     else:
-        replicas = (controller.get("spec") or {}).get("replicas")
+        replicas = spec_of(controller).get("replicas")
         if replicas is None or int(replicas) == 0:
             return f"{where} has no replicas config"
         declared = int(replicas)
@@ -186,7 +186,7 @@ def configured_replicas(
 
 def required_replicas(*, vpa: Mapping[str, Any], min_replicas: int) -> int:
     """``--min-replicas`` unless the VPA sets ``spec.updatePolicy.minReplicas``."""
-    policy = (vpa.get("spec") or {}).get("updatePolicy") or {}
+    policy = spec_of(vpa).get("updatePolicy") or {}
     per_vpa = policy.get("minReplicas")
     return int(per_vpa) if per_vpa is not None else min_replicas
 

@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from kubescale.base.objects import mapping
 from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.api.current_resources import (
     ResourceList,
@@ -46,7 +45,8 @@ from kubescale.controllers.vpa.api.current_resources import (
 from kubescale.controllers.vpa.api.limit_ranges import LimitRangeItem
 from kubescale.controllers.vpa.api.pod_resources import capped_recommendation
 from kubescale.controllers.vpa.api.vpa_policy import container_policy, update_mode
-from kubescale.kube.quantities import Quantity
+from kubescale.objects.quantities import Quantity
+from kubescale.objects.views import Meta, mapping, spec_of, status_of
 
 __all__ = [
     "OBSERVED_CONTAINERS_ANNOTATION",
@@ -127,7 +127,7 @@ class PodPriority:
 
 
 def _update_policy(vpa: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    policy = mapping(vpa.get("spec")).get("updatePolicy")
+    policy = spec_of(vpa).get("updatePolicy")
     return policy if isinstance(policy, Mapping) else None
 
 
@@ -140,9 +140,9 @@ def vpa_is_updated(vpa: Mapping[str, Any], *, in_place_gate: bool = False) -> bo
 def is_terminating(pod: Mapping[str, Any]) -> bool:
     """Being deleted and not finished: a pod that is going, still counted in its group's size
     (:func:`kubescale.controllers.vpa.updater.eviction_restriction.configured_replicas`)."""
-    if mapping(pod.get("status")).get("phase") in _FINISHED_PHASES:
+    if status_of(pod).get("phase") in _FINISHED_PHASES:
         return False
-    return mapping(pod.get("metadata")).get("deletionTimestamp") is not None
+    return Meta(pod).raw.get("deletionTimestamp") is not None
 
 
 def pod_is_updatable(pod: Mapping[str, Any], *, unschedulable_too: bool = False) -> bool:
@@ -153,18 +153,18 @@ def pod_is_updatable(pod: Mapping[str, Any], *, unschedulable_too: bool = False)
     waits with the requests it was created with while the cluster autoscaler adds nodes for
     them; replacing it disrupts nothing (it runs nowhere) and its replacement gets the
     requests the cluster autoscaler sized its scale-up for."""
-    if not mapping(pod.get("spec")).get("nodeName"):
+    if not spec_of(pod).get("nodeName"):
         return unschedulable_too and _unschedulable(pod)
-    if mapping(pod.get("status")).get("phase") in _FINISHED_PHASES:
+    if status_of(pod).get("phase") in _FINISHED_PHASES:
         return False
-    return mapping(pod.get("metadata")).get("deletionTimestamp") is None
+    return Meta(pod).raw.get("deletionTimestamp") is None
 
 
 def _unschedulable(pod: Mapping[str, Any]) -> bool:
-    status = mapping(pod.get("status"))
+    status = status_of(pod)
     if status.get("phase") not in (None, "Pending"):
         return False
-    if mapping(pod.get("metadata")).get("deletionTimestamp") is not None:
+    if Meta(pod).raw.get("deletionTimestamp") is not None:
         return False
     return any(
         isinstance(c, Mapping)
@@ -192,9 +192,7 @@ def parse_observed_containers(value: str) -> frozenset[str] | None:
 
 def observed_containers(pod: Mapping[str, Any]) -> frozenset[str] | None:
     """The containers the priority looks at; ``None`` means all (no or unparseable annotation)."""
-    value = mapping(mapping(pod.get("metadata")).get("annotations")).get(
-        OBSERVED_CONTAINERS_ANNOTATION
-    )
+    value = mapping(Meta(pod).raw.get("annotations")).get(OBSERVED_CONTAINERS_ANNOTATION)
     if not isinstance(value, str):
         return None
     return parse_observed_containers(value)
@@ -204,7 +202,7 @@ def observed_containers(pod: Mapping[str, Any]) -> frozenset[str] | None:
 
 
 def _container_names(pod: Mapping[str, Any], key: str) -> list[str]:
-    containers = mapping(pod.get("spec")).get(key)
+    containers = spec_of(pod).get(key)
     names: list[str] = []
     for container in containers if isinstance(containers, list) else ():
         name = mapping(container).get("name")
@@ -290,9 +288,9 @@ def quick_oom(*, pod: Mapping[str, Any], vpa: Mapping[str, Any], settings: Updat
     ``finishedAt`` counts as Go's zero time, as upstream.
     """
     observed = observed_containers(pod)
-    resource_policy = mapping(vpa.get("spec")).get("resourcePolicy")
+    resource_policy = spec_of(vpa).get("resourcePolicy")
     threshold = _oom_threshold(vpa, settings)
-    statuses = mapping(pod.get("status")).get("containerStatuses")
+    statuses = status_of(pod).get("containerStatuses")
     for status in statuses if isinstance(statuses, list) else ():
         name = mapping(status).get("name")
         if observed is not None and name not in observed:
@@ -339,8 +337,8 @@ def pod_priority(
     priority = update_priority(pod=pod, recommendation=recommendation)
     oomed = quick_oom(pod=pod, vpa=vpa, settings=settings)
     if not priority.outside_recommended_range and not oomed:
-        if mapping(pod.get("spec")).get("nodeName"):
-            started = parse_time(mapping(pod.get("status")).get("startTime"))
+        if spec_of(pod).get("nodeName"):
+            started = parse_time(status_of(pod).get("startTime"))
             if started is None:
                 return None
             if now < started + settings.lifetime_threshold:
@@ -403,7 +401,7 @@ def eviction_requirements_admit(
 
 
 def _order_key(entry: PodPriority) -> tuple[bool, float, str, str]:
-    metadata = mapping(entry.pod.get("metadata"))
+    metadata = Meta(entry.pod).raw
     return (
         not entry.priority.scale_up,
         -entry.priority.resource_diff,

@@ -27,7 +27,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from kubescale.base.logs import component_logger
-from kubescale.base.objects import meta
 from kubescale.controllers.vpa.api.pod_admission import PodAdmissionError, admit_pod
 from kubescale.controllers.vpa.api.startup_boost import (
     CPU,
@@ -39,6 +38,8 @@ from kubescale.controllers.vpa.updater.eviction_restriction import pod_id
 from kubescale.controllers.vpa.updater.updater_metrics import UpdaterMetrics
 from kubescale.coordination.disruption_ledger import WriteOutcome, WriteResult
 from kubescale.kube.errors import KubeApiError, KubeError
+from kubescale.objects.hpa import HorizontalPodAutoscaler
+from kubescale.objects.views import meta, spec_of
 from kubescale.plans.executor import Applied, Decision
 from kubescale.plans.intents import Event, Evict, PatchObject, Resize, pod_ref
 
@@ -68,7 +69,7 @@ def resize_patches(patches: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
 
 def _container_names(pod: Mapping[str, Any]) -> list[str]:
     """Each ``spec.containers`` entry's name, in order (``""`` for a malformed entry)."""
-    containers = (pod.get("spec") or {}).get("containers")
+    containers = spec_of(pod).get("containers")
     return [
         str(c.get("name") or "") if isinstance(c, Mapping) else ""
         for c in (containers if isinstance(containers, list) else [])
@@ -188,7 +189,7 @@ class PodActions:
         limit_ranges: Sequence[dict[str, Any]],
         *,
         size: str,
-        hpas: Sequence[dict[str, Any]] = (),
+        hpas: Sequence[HorizontalPodAutoscaler] = (),
     ) -> Decision[Applied]:
         """Resize ``pod`` in place to what the webhook would give it (``hpas``: with
         ``--coordination one-brain``, the HPAs whose resources it leaves alone)."""

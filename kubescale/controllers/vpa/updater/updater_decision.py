@@ -49,6 +49,8 @@ from kubescale.coordination.resource_ownership import (
     hpas_scaled_resources,
 )
 from kubescale.kube.errors import KubeApiError
+from kubescale.objects.hpa import HorizontalPodAutoscaler
+from kubescale.objects.views import Meta, status_of
 from kubescale.plans.executor import Decision
 from kubescale.plans.intents import Event
 from kubescale.runtime.component import TimelineReport
@@ -76,12 +78,12 @@ _NEVER_EVICTS = "InPlace"
 
 
 def has_recommendation(vpa: Mapping[str, Any]) -> bool:
-    recommendation = (vpa.get("status") or {}).get("recommendation") or {}
+    recommendation = status_of(vpa).get("recommendation") or {}
     return bool(recommendation.get("containerRecommendations"))
 
 
 def vpa_key(vpa: Mapping[str, Any]) -> tuple[str, str]:
-    metadata = vpa.get("metadata") or {}
+    metadata = Meta(vpa).raw
     return (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
 
 
@@ -95,7 +97,7 @@ class VpaSnapshot:
     controllers: Mapping[ControllerKey, dict[str, Any]] = field(default_factory=dict)
     """The pods' controllers (their replicas make the eviction budget)."""
     limit_ranges: Sequence[dict[str, Any]] = ()
-    hpas: Sequence[dict[str, Any]] | None = None
+    hpas: Sequence[HorizontalPodAutoscaler] | None = None
     """``--coordination one-brain``: the namespace's HPAs; ``None`` with ``separate``."""
     in_flight: Mapping[str, DisruptionKind] = field(default_factory=dict)
     """Per pod (``namespace/name``), a disruption made but not shown yet (the ledger)."""
@@ -164,7 +166,7 @@ def decide(
 
 def _hpa_scaled(
     entry: VpaSnapshot, memory: UpdaterMemory
-) -> Decision[tuple[Sequence[dict[str, Any]], frozenset[str]]]:
+) -> Decision[tuple[Sequence[HorizontalPodAutoscaler], frozenset[str]]]:
     """``--coordination one-brain``: the HPAs of the namespace and the resources those
     targeting the VPA's workload scale on (the VPA leaves them alone: docs/coordination.md);
     an ``HPAConflict`` Event on the VPA when that decision is new or changes."""
@@ -177,11 +179,7 @@ def _hpa_scaled(
     if not skipped or target is None:
         memory.hpa_decisions.pop(key, None)
         return hpas, skipped
-    names = sorted(
-        str((hpa.get("metadata") or {}).get("name") or "")
-        for hpa in hpas
-        if hpa_scaled_resources(hpa, target)
-    )
+    names = sorted(Meta(hpa).name for hpa in hpas if hpa_scaled_resources(hpa, target))
     message = hpa_conflict_message(target=target, hpa_names=names, resources=skipped)
     if memory.hpa_decisions.get(key) != message:
         memory.hpa_decisions[key] = message

@@ -52,7 +52,6 @@ from datetime import datetime
 from typing import Any, Final
 
 from kubescale.base.logs import component_logger
-from kubescale.base.objects import meta
 from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef, topmost_controller
 from kubescale.controllers.vpa.api.vpa_matching import choose_vpa, has_startup_boost
@@ -90,8 +89,9 @@ from kubescale.kube.resources import (
     PODS,
     VERTICAL_POD_AUTOSCALERS,
 )
-from kubescale.kube.selectors import LabelSelector
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.objects.selectors import LabelSelector
+from kubescale.objects.views import Meta, meta, spec_of
 from kubescale.plans.executor import PlanExecutor, collect_plan, plan_metrics
 from kubescale.plans.intents import Plan
 from kubescale.runtime.component import TimelineReport
@@ -112,9 +112,9 @@ def lease_is_fresh(
     """``IsStatusValid``: the Lease exists and was renewed less than the timeout ago."""
     if lease is None:
         return False
-    spec = lease.get("spec") or {}
+    spec = spec_of(lease)
     renewed = parse_time(spec.get("renewTime")) or parse_time(
-        (lease.get("metadata") or {}).get("creationTimestamp")
+        Meta(lease).raw.get("creationTimestamp")
     )
     return renewed is not None and renewed + settings.status_lease_timeout > now
 

@@ -14,7 +14,7 @@ Then the table of the key: which differences make a new entry and which do not.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -27,7 +27,8 @@ from kubescale.controllers.vpa.admission.admission_memo import (
     encode_patch,
 )
 from kubescale.controllers.vpa.api.pod_admission import PodAdmissionError, admit_pod
-from kubescale.kube.quantities import Quantity
+from kubescale.objects.hpa import HorizontalPodAutoscaler
+from kubescale.objects.quantities import Quantity
 from tests.controllers.vpa.api.test_limit_range_property import (
     limit_ranges,
     pods,
@@ -124,7 +125,7 @@ class World:
         self.version = 0
         self.vpa = self.stamp(vpa, uid="vpa-uid")
         self.ranges = [self.stamp(r, uid=f"lr-{i}") for i, r in enumerate(ranges)]
-        self.hpas: list[dict[str, Any]] = []
+        self.hpas: list[HorizontalPodAutoscaler] = []
         self.largest: dict[str, Quantity] | None = None
 
     def stamp(self, obj: dict[str, Any], *, uid: str) -> dict[str, Any]:
@@ -249,7 +250,10 @@ def test_a_cached_answer_is_admit_pods_answer(
             edited["spec"] = data.draw(limit_ranges().filter(bool))[0]["spec"]
             world.ranges[which] = world.stamp(edited, uid=f"lr-{which}")
         elif step == "hpas":
-            world.hpas = [world.stamp(h, uid=f"hpa-{i}") for i, h in enumerate(data.draw(HPAS))]
+            world.hpas = [
+                cast(HorizontalPodAutoscaler, world.stamp(h, uid=f"hpa-{i}"))
+                for i, h in enumerate(data.draw(HPAS))
+            ]
         elif step == "node":
             world.largest = data.draw(NODES)
 
@@ -280,7 +284,10 @@ def test_an_edit_is_seen_by_the_next_request(
     now and then; here every example is one."""
     cache = AdmissionMemo()
     world = World(vpa, ranges)
-    world.hpas = [world.stamp(h, uid=f"hpa-{i}") for i, h in enumerate(data.draw(HPAS))]
+    world.hpas = [
+        cast(HorizontalPodAutoscaler, world.stamp(h, uid=f"hpa-{i}"))
+        for i, h in enumerate(data.draw(HPAS))
+    ]
     world.largest = data.draw(NODES)
     assert cached(cache, pod, world, avoid=avoid, cap=cap) == expected(
         pod, world, avoid=avoid, cap=cap
@@ -296,7 +303,10 @@ def test_an_edit_is_seen_by_the_next_request(
         edited["spec"] = data.draw(limit_ranges().filter(bool))[0]["spec"]
         world.ranges[index] = world.stamp(edited, uid=f"lr-{index}")
     elif edit == "hpas":
-        world.hpas = [world.stamp(h, uid=f"hpa-{i}") for i, h in enumerate(data.draw(HPAS))]
+        world.hpas = [
+            cast(HorizontalPodAutoscaler, world.stamp(h, uid=f"hpa-{i}"))
+            for i, h in enumerate(data.draw(HPAS))
+        ]
     else:
         world.largest = data.draw(NODES)
     again = renamed(pod, 1)

@@ -29,7 +29,7 @@ from kubescale.controllers.vpa.api.capping import (
 )
 from kubescale.controllers.vpa.api.current_resources import parse_resource_list
 from kubescale.controllers.vpa.api.limit_ranges import LimitRangeItem
-from kubescale.kube.quantities import Quantity
+from kubescale.objects.quantities import Quantity
 from tests import builders
 
 POD = functools.partial(builders.pods.pod, name="pod1", api_version=None)

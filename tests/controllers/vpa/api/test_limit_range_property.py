@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from kubescale.controllers.vpa.api.pod_admission import admit_pod
-from kubescale.kube.quantities import Quantity
 from kubescale.kube.resources import PODS
+from kubescale.objects.quantities import Quantity
 from kubescale.sim.apiserver.limit_ranger import (
     default_limit_range_items,
     limit_range_violation,

@@ -15,8 +15,8 @@ from typing import Any
 
 from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict
 from kubescale.controllers.vpa.api.pod_admission import admit_pod
-from kubescale.kube.quantities import Quantity
 from kubescale.kube.resources import PODS
+from kubescale.objects.quantities import Quantity
 from kubescale.sim.apiserver.limit_ranger import (
     default_limit_range_items,
     limit_range_violation,

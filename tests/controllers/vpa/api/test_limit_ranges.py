@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from kubescale.controllers.vpa.api.limit_ranges import LimitRangeItem, merged_limit_range_item
-from kubescale.kube.quantities import Quantity, QuantityError
+from kubescale.objects.quantities import Quantity, QuantityError
 from tests import builders
 
 LIMIT_RANGE = functools.partial(

@@ -22,7 +22,7 @@ from kubescale.controllers.vpa.api.limit_scaling import (
     scale_cpu,
     scale_memory,
 )
-from kubescale.kube.quantities import BINARY_SI, DECIMAL_SI, Format, Quantity
+from kubescale.objects.quantities import BINARY_SI, DECIMAL_SI, Format, Quantity
 
 
 def q(text: str) -> Quantity:

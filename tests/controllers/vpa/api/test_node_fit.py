@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from kubescale.controllers.vpa.api.current_resources import parse_resource_list
 from kubescale.controllers.vpa.api.node_fit import fit_requests_to_node
-from kubescale.kube.quantities import Quantity
+from kubescale.objects.quantities import Quantity
 from tests import builders
 
 POD = functools.partial(builders.pods.pod, name="p", namespace=None, api_version=None)

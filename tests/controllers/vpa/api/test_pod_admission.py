@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from kubescale.controllers.vpa.api.pod_admission import PodAdmission, PodAdmissionError, admit_pod
-from kubescale.kube.quantities import Quantity
+from kubescale.objects.quantities import Quantity
 from kubescale.sim.apiserver.patching import apply_json_patch
 from tests import builders
 

@@ -24,7 +24,7 @@ from kubescale.controllers.vpa.api.pod_patches import (
     pod_patches,
 )
 from kubescale.controllers.vpa.api.pod_resources import ContainerResources, PodResources
-from kubescale.kube.quantities import Quantity
+from kubescale.objects.quantities import Quantity
 from kubescale.sim.apiserver.patching import apply_json_patch
 from tests import builders
 

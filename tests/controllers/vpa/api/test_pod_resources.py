@@ -26,7 +26,7 @@ from kubescale.controllers.vpa.api.pod_resources import (
     capped_recommendation,
     pod_resources,
 )
-from kubescale.kube.quantities import Quantity
+from kubescale.objects.quantities import Quantity
 from tests import builders
 
 POD = functools.partial(

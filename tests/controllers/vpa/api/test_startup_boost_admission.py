@@ -19,7 +19,7 @@ from kubescale.controllers.vpa.api.startup_boost import (
     expired_boost_annotations,
     original_resources_value,
 )
-from kubescale.kube.quantities import Quantity
+from kubescale.objects.quantities import Quantity
 from tests.controllers.vpa.api.test_pod_admission import (
     EMPTY_ANNOTATIONS,
     FULL_PATCH,

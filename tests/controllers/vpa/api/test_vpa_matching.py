@@ -21,7 +21,7 @@ from kubescale.controllers.vpa.api.vpa_matching import (
     target_ref_of,
 )
 from kubescale.controllers.vpa.api.vpa_policy import update_mode
-from kubescale.kube.selectors import LabelSelector, parse_label_selector
+from kubescale.objects.selectors import LabelSelector, parse_label_selector
 from tests import builders
 
 POD = functools.partial(

@@ -19,8 +19,8 @@ from kubescale.controllers.vpa.model.cluster_state import AggregateKey, ClusterS
 from kubescale.controllers.vpa.model.estimators import RecommenderConfig
 from kubescale.kube.informer import Informer
 from kubescale.kube.resources import VERTICAL_POD_AUTOSCALERS, VPA_CHECKPOINTS
-from kubescale.kube.selectors import label_selector_from_set
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.objects.selectors import label_selector_from_set
 from tests.controllers.vpa.recommender.test_recommender_loop import (
     NAMESPACE,
     START,
@@ -390,7 +390,7 @@ class WriteClock:
         return None
 
 
-async def six_vpas(cluster: Cluster, *, containers: int) -> tuple[ClusterState, Informer]:
+async def six_vpas(cluster: Cluster, *, containers: int) -> tuple[ClusterState, Informer[Any]]:
     """VPAs v0..v5 over the pods of Deployment web, each pod with ``containers`` containers
     (so ``containers`` checkpoints per VPA); one loop creates every checkpoint, so all six were
     last written at the same moment (ties broken by name)."""

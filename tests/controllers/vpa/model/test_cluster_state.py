@@ -10,8 +10,8 @@ import pytest
 from kubescale.controllers.vpa.model.cluster_state import ClusterState
 from kubescale.controllers.vpa.model.estimators import RecommenderConfig
 from kubescale.controllers.vpa.model.histogram import MEMORY_HISTOGRAM_OPTIONS
-from kubescale.kube.quantities import Quantity
-from kubescale.kube.selectors import label_selector_from_set
+from kubescale.objects.quantities import Quantity
+from kubescale.objects.selectors import label_selector_from_set
 from tests import builders
 
 VPA = functools.partial(

@@ -22,7 +22,7 @@ from kubescale.controllers.vpa.recommender.oom_observer import (
     ooms_from_pod_update,
 )
 from kubescale.kube.resources import PODS
-from kubescale.kube.selectors import label_selector_from_set
+from kubescale.objects.selectors import label_selector_from_set
 from tests.controllers.vpa.recommender.test_recommender_loop import (
     NAMESPACE,
     START,

@@ -38,7 +38,7 @@ from kubescale.controllers.vpa.recommender.prometheus_history_config import (
     read_bearer_token_file,
     resolve_auth,
 )
-from kubescale.kube.selectors import label_selector_from_dict
+from kubescale.objects.selectors import label_selector_from_dict
 from kubescale.prometheus.query_api import PrometheusAuth, PrometheusClientMetrics
 from tests import builders
 from tests.prometheus.prometheus_fixtures import FakePrometheus, matrix, success

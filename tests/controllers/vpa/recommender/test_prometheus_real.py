@@ -46,7 +46,7 @@ from kubescale.controllers.vpa.recommender.prometheus_history import (
     load_history,
 )
 from kubescale.controllers.vpa.recommender.prometheus_history_config import PrometheusHistoryConfig
-from kubescale.kube.selectors import label_selector_from_dict
+from kubescale.objects.selectors import label_selector_from_dict
 from kubescale.prometheus.query_api import PrometheusAuth
 from tests import builders
 from tests.prometheus.prometheus_fixtures import (

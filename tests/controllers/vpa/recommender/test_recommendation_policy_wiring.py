@@ -17,7 +17,7 @@ from kubescale.controllers.vpa.model.cluster_state import ClusterState
 from kubescale.controllers.vpa.model.estimators import RecommenderConfig
 from kubescale.controllers.vpa.recommender.component import SPEC as RECOMMENDER
 from kubescale.kube.resources import VERTICAL_POD_AUTOSCALERS
-from kubescale.kube.selectors import label_selector_from_set
+from kubescale.objects.selectors import label_selector_from_set
 from kubescale.sim.scenario.runner import SimulationRun
 from kubescale.sim.scenario.scenario_components import component_settings, scenario_flags
 from kubescale.sim.scenario.scenario_validation import parse_scenario

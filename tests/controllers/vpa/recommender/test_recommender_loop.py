@@ -29,9 +29,9 @@ from kubescale.controllers.vpa.recommender.recommender_config import Recommender
 from kubescale.controllers.vpa.recommender.recommender_loop import RecommenderLoop
 from kubescale.controllers.vpa.recommender.recommender_metrics import RecommenderMetrics
 from kubescale.kube.client import KubeClient, connect
-from kubescale.kube.quantities import Quantity
 from kubescale.kube.resources import PODS, VERTICAL_POD_AUTOSCALERS, VPA_CHECKPOINTS
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.objects.quantities import Quantity
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.scenario.runner import SimulationClientClock
 from kubescale.sim.scenario.scenario_components import component_settings

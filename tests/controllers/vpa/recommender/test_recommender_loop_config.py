@@ -15,7 +15,7 @@ from kubescale.components import by_name
 from kubescale.controllers.vpa.model.estimators import RecommenderConfig
 from kubescale.controllers.vpa.recommender.prometheus_history_config import PrometheusHistoryConfig
 from kubescale.controllers.vpa.recommender.recommender_config import RecommenderSettings
-from kubescale.kube.quantities import Quantity
+from kubescale.objects.quantities import Quantity
 from kubescale.sim.scenario.scenario_components import scenario_flags
 from tests.conftest import component_names
 

@@ -38,7 +38,7 @@ from kubescale.controllers.vpa.model.policy.oom_log import (
     OomLog,
 )
 from kubescale.controllers.vpa.model.recommendation import build_recommendation
-from kubescale.kube.quantities import Quantity
+from kubescale.objects.quantities import Quantity
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
 GIB = 1 << 30

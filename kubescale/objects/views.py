@@ -1,15 +1,19 @@
-"""Small typed views of API objects: what every part of kubescale reads from a raw object.
+"""Thin read-only views of API objects: what every part of kubescale reads from an object.
 
-kubescale keeps API objects as the raw JSON dicts the API server sent (fast, and exactly what
-was written); these views read the few fields everyone needs without each module re-deriving
-them — and re-deriving the edge cases (a missing ``metadata``, a non-string name, an owner
-reference without ``controller``) slightly differently.
+kubescale keeps API objects as the JSON dicts the API server sent (typed by the TypedDicts of
+:mod:`kubescale.objects`, and exactly what was written); these views read the few fields
+everyone needs without each module re-deriving them — and re-deriving the edge cases (a missing
+``metadata``, a non-string name, an owner reference without ``controller``) slightly
+differently.
 
 * :func:`mapping` / :func:`optional_mapping` / :func:`text` — a nested value as a mapping /
   string, or empty (or ``None``);
 * :class:`Meta` — ``metadata``: name, namespace, uid, labels, annotations, resourceVersion,
   generation, creation and deletion times, owner references and the controller reference;
-* :class:`OwnerReference` — one ``ownerReferences`` entry;
+* :class:`OwnerRef` — one ``ownerReferences`` entry;
+* :func:`list_meta` — a list's ``metadata`` (``resourceVersion``, ``continue``);
+* :func:`spec_of` / :func:`status_of` — ``spec`` / ``status`` as a mapping (missing or
+  malformed: empty), for readers of kinds not typed yet (typed readers get the kind's TypedDict);
 * :class:`ObjectRef` — a namespaced reference by ``apiVersion``/``kind``/``name`` (a VPA's
   ``targetRef``, an HPA's ``scaleTargetRef``, a pod's controller), the key controllers are
   looked up by.
@@ -20,11 +24,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from kubescale.base.times import parse_time
+from kubescale.objects.meta import ListMeta, ObjectMeta, OwnerReference
 
-__all__ = ["Meta", "ObjectRef", "OwnerReference", "mapping", "meta", "optional_mapping", "text"]
+__all__ = [
+    "Meta",
+    "ObjectRef",
+    "OwnerRef",
+    "list_meta",
+    "mapping",
+    "meta",
+    "optional_mapping",
+    "spec_of",
+    "status_of",
+    "text",
+]
 
 
 def mapping(value: object) -> Mapping[str, Any]:
@@ -38,14 +54,30 @@ def optional_mapping(value: object) -> Mapping[str, Any] | None:
     return value if isinstance(value, Mapping) else None
 
 
+def list_meta(obj: Mapping[str, Any]) -> ListMeta:
+    """A list's ``metadata`` (``resourceVersion``, ``continue``); empty when missing."""
+    return cast(ListMeta, mapping(obj.get("metadata")))
+
+
+def spec_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``obj["spec"]`` as a mapping; empty when missing, ``null`` or not an object."""
+    return mapping(obj.get("spec"))
+
+
+def status_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``obj["status"]`` as a mapping; empty when missing, ``null`` or not an object."""
+    return mapping(obj.get("status"))
+
+
 def text(value: object) -> str:
     """``value`` when it is a string, else ``""``."""
     return value if isinstance(value, str) else ""
 
 
 @dataclass(frozen=True)
-class OwnerReference:
-    """One entry of ``metadata.ownerReferences``."""
+class OwnerRef:
+    """One entry of ``metadata.ownerReferences`` (:class:`kubescale.objects.meta.OwnerReference`),
+    every field read."""
 
     api_version: str
     kind: str
@@ -54,7 +86,7 @@ class OwnerReference:
     controller: bool
 
     @classmethod
-    def of(cls, raw: Mapping[str, Any]) -> OwnerReference:
+    def of(cls, raw: OwnerReference | Mapping[str, Any]) -> OwnerRef:
         return cls(
             api_version=text(raw.get("apiVersion")),
             kind=text(raw.get("kind")),
@@ -87,10 +119,10 @@ class Meta:
     __slots__ = ("_raw",)
 
     def __init__(self, obj: Mapping[str, Any]) -> None:
-        self._raw = mapping(obj.get("metadata"))
+        self._raw: ObjectMeta = cast(ObjectMeta, mapping(obj.get("metadata")))
 
     @property
-    def raw(self) -> Mapping[str, Any]:
+    def raw(self) -> ObjectMeta:
         return self._raw
 
     @property
@@ -136,14 +168,14 @@ class Meta:
         return bool(self._raw.get("deletionTimestamp"))
 
     @property
-    def owner_references(self) -> tuple[OwnerReference, ...]:
-        refs = self._raw.get("ownerReferences")
+    def owner_references(self) -> tuple[OwnerRef, ...]:
+        refs: object = self._raw.get("ownerReferences")  # malformed JSON reads empty
         if not isinstance(refs, list):
             return ()
-        return tuple(OwnerReference.of(ref) for ref in refs if isinstance(ref, Mapping))
+        return tuple(OwnerRef.of(ref) for ref in refs if isinstance(ref, Mapping))
 
     @property
-    def controller(self) -> OwnerReference | None:
+    def controller(self) -> OwnerRef | None:
         """``metav1.GetControllerOf``: the first owner reference with ``controller: true``."""
         for ref in self.owner_references:
             if ref.controller:

@@ -1,8 +1,8 @@
 """Selector operators and the selector error, shared by label and field selectors.
 
 The operator spellings are those of ``k8s.io/apimachinery/pkg/selection``; label selectors
-(:mod:`kubescale.kube.selectors`) use all of them, field selectors
-(:mod:`kubescale.kube.field_selectors`) the equality ones. Both raise :class:`SelectorError` with
+(:mod:`kubescale.objects.selectors`) use all of them, field selectors
+(:mod:`kubescale.objects.field_selectors`) the equality ones. Both raise :class:`SelectorError` with
 upstream's wording.
 """
 

@@ -8,7 +8,7 @@ three must agree with a real cluster, so every rule here is the upstream one:
   ``k!=v`` (also true when the label is absent), ``k in (a,b)``, ``k notin (a,b)`` (also true
   when absent), ``k`` (exists), ``!k`` (does not exist), ``k>N`` / ``k<N`` (integer compare),
   comma = AND. Keys and values are validated as upstream does (``IsQualifiedName`` /
-  ``IsValidLabelValue``, :mod:`kubescale.kube.label_validation`) and errors carry upstream's
+  ``IsValidLabelValue``, :mod:`kubescale.objects.label_validation`) and errors carry upstream's
   wording;
 * ``metav1.LabelSelector`` dicts convert as ``metav1.LabelSelectorAsSelector``: ``None`` selects
   nothing, ``{}`` selects everything;
@@ -16,9 +16,9 @@ three must agree with a real cluster, so every rule here is the upstream one:
   sorted by key, set values sorted), e.g. ``app=web,tier in (a,b)`` -- what a Scale
   subresource reports in ``status.selector``.
 
-Field selectors live in :mod:`kubescale.kube.field_selectors`, the operators and
-:class:`SelectorError` in :mod:`kubescale.kube.selection`; both are re-exported here, so
-``kubescale.kube.selectors`` is the one import for selector users.
+Field selectors live in :mod:`kubescale.objects.field_selectors`, the operators and
+:class:`SelectorError` in :mod:`kubescale.objects.selection`; both are re-exported here, so
+``kubescale.objects.selectors`` is the one import for selector users.
 
 Pure functions and immutable values; no I/O.
 """
@@ -31,14 +31,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubescale.base.go_strings import go_quote
-from kubescale.kube.field_selectors import (
+from kubescale.objects.field_selectors import (
     FieldRequirement,
     FieldSelector,
     field_value,
     parse_field_selector,
 )
-from kubescale.kube.label_validation import label_value_errors, qualified_name_errors
-from kubescale.kube.selection import (
+from kubescale.objects.label_validation import label_value_errors, qualified_name_errors
+from kubescale.objects.selection import (
     DOES_NOT_EXIST,
     DOUBLE_EQUALS,
     EQUALS,

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubescale.kube.selection import DOUBLE_EQUALS, EQUALS, NOT_EQUALS, SelectorError
+from kubescale.objects.selection import DOUBLE_EQUALS, EQUALS, NOT_EQUALS, SelectorError
 
 __all__ = ["FieldRequirement", "FieldSelector", "field_value", "parse_field_selector"]
 

@@ -1,0 +1,129 @@
+"""``autoscaling.k8s.io/v1`` ``VerticalPodAutoscaler``
+(``vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1/types.go``), with the
+``startupBoost`` fields of the CPU startup boost AEP."""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+from kubescale.objects.meta import (
+    Condition,
+    CrossVersionObjectReference,
+    ObjectMeta,
+    ResourceList,
+)
+
+__all__ = [
+    "ContainerResourcePolicy",
+    "EvictionRequirement",
+    "PodResourcePolicy",
+    "PodUpdatePolicy",
+    "RecommendedContainerResources",
+    "RecommendedPodResources",
+    "StartupBoost",
+    "StartupBoostCPU",
+    "VerticalPodAutoscaler",
+    "VerticalPodAutoscalerRecommenderSelector",
+    "VerticalPodAutoscalerSpec",
+    "VerticalPodAutoscalerStatus",
+]
+
+
+class EvictionRequirement(TypedDict, total=False):
+    """``EvictionRequirement``."""
+
+    resources: list[str]
+    changeRequirement: str
+
+
+class PodUpdatePolicy(TypedDict, total=False):
+    """``PodUpdatePolicy``."""
+
+    updateMode: str
+    minReplicas: int
+    evictionRequirements: list[EvictionRequirement]
+
+
+class StartupBoostCPU(TypedDict, total=False):
+    """The CPU part of a ``startupBoost``: ``type`` (``Factor``/``Quantity``), ``factor``,
+    ``quantity``."""
+
+    type: str
+    factor: float
+    quantity: str
+
+
+class StartupBoost(TypedDict, total=False):
+    """``StartupBoost`` (VPA-level or per container)."""
+
+    cpu: StartupBoostCPU
+    durationSeconds: int
+
+
+class ContainerResourcePolicy(TypedDict, total=False):
+    """``ContainerResourcePolicy``."""
+
+    containerName: str
+    mode: str
+    minAllowed: ResourceList
+    maxAllowed: ResourceList
+    controlledResources: list[str]
+    controlledValues: str
+    oomBumpUpRatio: str
+    oomMinBumpUp: str
+    startupBoost: StartupBoost
+
+
+class PodResourcePolicy(TypedDict, total=False):
+    """``PodResourcePolicy``."""
+
+    containerPolicies: list[ContainerResourcePolicy]
+
+
+class VerticalPodAutoscalerRecommenderSelector(TypedDict, total=False):
+    """``VerticalPodAutoscalerRecommenderSelector``."""
+
+    name: str
+
+
+class VerticalPodAutoscalerSpec(TypedDict, total=False):
+    """``VerticalPodAutoscalerSpec``."""
+
+    targetRef: CrossVersionObjectReference
+    updatePolicy: PodUpdatePolicy
+    resourcePolicy: PodResourcePolicy
+    recommenders: list[VerticalPodAutoscalerRecommenderSelector]
+    startupBoost: StartupBoost
+
+
+class RecommendedContainerResources(TypedDict, total=False):
+    """``RecommendedContainerResources``."""
+
+    containerName: str
+    target: ResourceList
+    lowerBound: ResourceList
+    upperBound: ResourceList
+    uncappedTarget: ResourceList
+
+
+class RecommendedPodResources(TypedDict, total=False):
+    """``RecommendedPodResources``."""
+
+    containerRecommendations: list[RecommendedContainerResources]
+
+
+class VerticalPodAutoscalerStatus(TypedDict, total=False):
+    """``VerticalPodAutoscalerStatus``."""
+
+    recommendation: RecommendedPodResources
+    conditions: list[Condition]
+
+
+class VerticalPodAutoscaler(TypedDict, total=False):
+    """``VerticalPodAutoscaler``."""
+
+    apiVersion: str
+    kind: str
+    metadata: ObjectMeta
+    spec: VerticalPodAutoscalerSpec
+    status: VerticalPodAutoscalerStatus

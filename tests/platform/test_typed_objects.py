@@ -1,0 +1,282 @@
+"""API objects are read through the typed objects of :mod:`kubescale.objects` (issue 28.3).
+
+* A raw read of an object's ``metadata``, ``spec`` or ``status`` (``x.get("metadata")``,
+  ``x["spec"]``) appears only in ``kubescale/objects/`` (the views and TypedDicts) and
+  ``kubescale/sim/`` (the simulator builds and serves raw JSON). Product modules read through
+  :class:`~kubescale.objects.views.Meta`, :func:`~kubescale.objects.views.spec_of`,
+  :func:`~kubescale.objects.views.status_of` or a TypedDict. The modules not converted yet are
+  listed in ``NOT_YET_CONVERTED`` with their exact number of raw reads: the list may only
+  shrink (a new raw read, or a read in a module not listed, fails; so does a stale count).
+* One parser each: RFC 3339 times are parsed by :mod:`kubescale.base.times` (the extender's
+  input check is the one exception: it must refuse a time without a zone, which the reader
+  accepts as UTC), Go durations by :mod:`kubescale.base.go_time`.
+* The kinds kubescale reads are TypedDicts, every field optional (``total=False``), as the
+  API server may leave any field out.
+
+Each checker is shown failing on a planted source, so the proof stays with the test.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from collections import Counter
+from pathlib import Path
+from typing import get_type_hints, is_typeddict
+
+import pytest
+
+import kubescale
+from kubescale.objects.meta import ObjectMeta
+
+PACKAGE_ROOT = Path(kubescale.__file__).resolve().parent
+RAW_FIELDS = frozenset({"metadata", "spec", "status"})
+EXEMPT = ("objects/", "sim/")
+CONDITIONS = frozenset({"c", "cond", "condition", "old", "previous"})
+"""Names kubescale gives a status condition: ``condition.get("status")`` reads the condition's
+``True``/``False``/``Unknown``, not an object's status."""
+
+# Modules whose raw reads are not converted yet: path (below kubescale/) -> number of raw reads.
+# Most are reads of a field of a raw object that is not the whole spec/status (``x.get("spec")``
+# kept apart from ``or {}`` because None and {} differ there, ``obj["metadata"]["name"]`` that
+# relies on a KeyError), and object construction code (patches, the webhook's responses).
+NOT_YET_CONVERTED: dict[str, int] = {
+    # the memo's projection keeps a non-object metadata/spec/status as part of its key
+    "controllers/vpa/admission/admission_memo.py": 5,
+    "controllers/autoscaler/cloudprovider/clusterapi_annotations.py": 2,
+    "controllers/autoscaler/cloudprovider/clusterapi_provider.py": 2,
+    "controllers/autoscaler/clusterstate/status_configmap.py": 1,
+    "controllers/autoscaler/model/pod_facts.py": 1,
+    "controllers/descheduler/descheduler_loop.py": 5,
+    "controllers/descheduler/placement/utilization_arrays.py": 1,
+    "controllers/hpa/hpa_loop.py": 1,
+    "controllers/vpa/api/controller_refs.py": 2,
+    "controllers/vpa/api/current_resources.py": 3,
+    "controllers/vpa/api/limit_range_fit.py": 1,
+    "controllers/vpa/api/limit_range_rules.py": 1,
+    "controllers/vpa/api/limit_ranges.py": 1,
+    "controllers/vpa/api/node_fit.py": 1,
+    "controllers/vpa/api/pod_admission.py": 1,
+    "controllers/vpa/api/pod_resources.py": 4,
+    "controllers/vpa/api/vpa_targets.py": 1,
+    "controllers/vpa/checkpoint/checkpoint_store.py": 2,
+    "controllers/vpa/recommender/cluster_feeder.py": 3,
+    "controllers/vpa/recommender/recommender_loop.py": 1,
+    "extender/extender_protocol.py": 3,
+    "kube/client.py": 1,
+    "kube/controller_lookups.py": 1,
+    "kube/events.py": 1,
+    "kube/lease_record.py": 1,
+    "prometheus/query_values.py": 1,
+    "report/html_page.py": 1,
+    "report/model_recommendations.py": 2,
+    "report/report_assembly.py": 3,
+    "report/text_report.py": 1,
+    "runtime/tls_secret.py": 2,
+    "scheduling/fit.py": 2,
+    "scheduling/inter_pod_affinity.py": 2,
+    "scheduling/pod_resources.py": 1,
+    "scheduling/snapshot_journal.py": 1,
+    "webhook/admission_routes.py": 1,
+    "webhook/vpa_spec_rules.py": 2,
+    "webhook/vpa_validation.py": 2,
+}
+
+
+def _of_a_condition(field: object, receiver: ast.expr) -> bool:
+    return field == "status" and isinstance(receiver, ast.Name) and receiver.id in CONDITIONS
+
+
+def raw_reads(source: str) -> list[tuple[int, str]]:
+    """``(line, text)`` of every ``x.get("metadata"|"spec"|"status")`` call and every
+    ``x["metadata"|"spec"|"status"]`` read in ``source`` (a condition's ``status`` aside)."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and node.args[0].value in RAW_FIELDS
+            and not _of_a_condition(node.args[0].value, node.func.value)
+        ):
+            found.append((node.lineno, f'get("{node.args[0].value}")'))
+        elif (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.ctx, ast.Load)
+            and isinstance(node.slice, ast.Constant)
+            and node.slice.value in RAW_FIELDS
+            and not _of_a_condition(node.slice.value, node.value)
+        ):
+            found.append((node.lineno, f'["{node.slice.value}"]'))
+    return sorted(found)
+
+
+def _product_modules() -> dict[str, Path]:
+    modules = {}
+    for path in sorted(PACKAGE_ROOT.rglob("*.py")):
+        relative = path.relative_to(PACKAGE_ROOT).as_posix()
+        if not relative.startswith(EXEMPT):
+            modules[relative] = path
+    return modules
+
+
+def _raw_read_counts() -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for relative, path in _product_modules().items():
+        reads = raw_reads(path.read_text(encoding="utf-8"))
+        if reads:
+            counts[relative] = len(reads)
+    return counts
+
+
+def test_raw_object_reads_only_in_the_typed_objects_and_the_simulator() -> None:
+    counts = _raw_read_counts()
+    unlisted = {path: n for path, n in counts.items() if path not in NOT_YET_CONVERTED}
+    assert unlisted == {}, "read metadata/spec/status through kubescale.objects.views"
+    stale = {
+        path: (budget, counts.get(path, 0))
+        for path, budget in NOT_YET_CONVERTED.items()
+        if counts.get(path, 0) != budget
+    }
+    assert stale == {}, "NOT_YET_CONVERTED is out of date: (listed, found)"
+
+
+def test_the_checker_finds_a_planted_raw_read() -> None:
+    planted = (
+        "def name(pod):\n"
+        '    return (pod.get("metadata") or {}).get("name")\n'
+        "def node(pod):\n"
+        '    return pod["spec"]["nodeName"]\n'
+        "def phase(pod):\n"
+        '    return pod.get("status", {}).get("phase")\n'
+        "def ready(condition, pod):\n"
+        '    return condition.get("status") == "True" and pod["status"]\n'
+    )
+    assert raw_reads(planted) == [
+        (2, 'get("metadata")'),
+        (4, '["spec"]'),
+        (6, 'get("status")'),
+        (8, '["status"]'),
+    ]
+
+
+def test_the_checker_accepts_reads_through_the_views_and_writes() -> None:
+    converted = (
+        "def name(pod):\n"
+        "    return Meta(pod).name\n"
+        "def node(pod):\n"
+        '    return spec_of(pod).get("nodeName")\n'
+        "def patch(pod):\n"
+        '    pod["status"] = {"phase": "Running"}\n'
+        '    return {"metadata": {"name": "x"}}\n'
+        "def ready(condition):\n"
+        '    return condition.get("status") == "True"\n'
+    )
+    assert raw_reads(converted) == []
+
+
+# --- one parser each -----------------------------------------------------------------------
+
+
+TIME_PARSER = "base/times.py"
+TIME_PARSER_EXCEPTIONS = frozenset({"extender/extender_protocol.py"})
+DURATION_PARSER = "base/go_time.py"
+
+
+def local_time_parsers(source: str) -> list[int]:
+    """Lines calling ``datetime.fromisoformat`` / ``strptime`` (a local RFC 3339 parser)."""
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("fromisoformat", "strptime")
+    ]
+
+
+def local_duration_code(source: str) -> list[int]:
+    """Lines defining a Go duration parser or formatter (``parse_duration``,
+    ``_go_duration``, ``go_duration``) or a table of Go duration units."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if (
+            isinstance(node, ast.FunctionDef)
+            and node.name.strip("_")
+            in (
+                "parse_duration",
+                "go_duration",
+                "parse_go_duration",
+            )
+        ) or (
+            isinstance(node, ast.Dict)
+            and {"ns", "ms", "h"} <= {k.value for k in node.keys if isinstance(k, ast.Constant)}
+        ):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_one_rfc3339_parser_and_one_go_duration_parser() -> None:
+    times = Counter[str]()
+    durations = Counter[str]()
+    for relative, path in _product_modules().items():
+        source = path.read_text(encoding="utf-8")
+        if relative != TIME_PARSER and relative not in TIME_PARSER_EXCEPTIONS:
+            times[relative] = len(local_time_parsers(source))
+        if relative != DURATION_PARSER:
+            durations[relative] = len(local_duration_code(source))
+    assert +times == Counter(), "parse RFC 3339 with kubescale.base.times.parse_time"
+    assert +durations == Counter(), "parse Go durations with kubescale.base.go_time"
+
+
+def test_the_parser_checks_find_planted_copies() -> None:
+    planted = (
+        "import re\n"
+        "from datetime import datetime\n"
+        "def _time(value):\n"
+        '    return datetime.fromisoformat(value.replace("Z", "+00:00"))\n'
+        "def _go_duration(delta):\n"
+        '    return f"{delta}s"\n'
+        '_UNITS = {"ns": 1e-9, "ms": 1e-3, "s": 1.0, "h": 3600.0}\n'
+    )
+    assert local_time_parsers(planted) == [4]
+    assert local_duration_code(planted) == [5, 7]
+
+
+# --- the kinds ---------------------------------------------------------------------------------
+
+KINDS = [
+    ("pod", "Pod"),
+    ("node", "Node"),
+    ("namespace", "Namespace"),
+    ("vpa", "VerticalPodAutoscaler"),
+    ("vpa_checkpoint", "VerticalPodAutoscalerCheckpoint"),
+    ("hpa", "HorizontalPodAutoscaler"),
+    ("limit_range", "LimitRange"),
+    ("pdb", "PodDisruptionBudget"),
+    ("deployment", "Deployment"),
+    ("replica_set", "ReplicaSet"),
+    ("stateful_set", "StatefulSet"),
+    ("daemon_set", "DaemonSet"),
+    ("job", "Job"),
+    ("replication_controller", "ReplicationController"),
+    ("machine_deployment", "MachineDeployment"),
+    ("machine_set", "MachineSet"),
+    ("machine", "Machine"),
+    ("admission_review", "AdmissionReview"),
+    ("lease", "Lease"),
+    ("event", "Event"),
+    ("extender", "ExtenderArgs"),
+    ("extender", "ExtenderFilterResult"),
+]
+
+
+@pytest.mark.parametrize(("module", "kind"), KINDS)
+def test_each_kind_is_an_all_optional_typeddict(module: str, kind: str) -> None:
+    cls = getattr(importlib.import_module(f"kubescale.objects.{module}"), kind)
+    assert is_typeddict(cls)
+    assert cls.__required_keys__ == frozenset()
+    if kind not in ("AdmissionReview", "ExtenderArgs", "ExtenderFilterResult"):
+        # an API object: metadata is an ObjectMeta (the views read it)
+        assert get_type_hints(cls)["metadata"] is ObjectMeta
