@@ -44,8 +44,7 @@ from kubescale.coordination.disruption_arbiter import (
     cluster_allowance,
     workload_allowance,
 )
-
-from .pods import pod_id
+from kubescale.scheduling.pods import pod_id
 
 __all__ = [
     "Evicting",

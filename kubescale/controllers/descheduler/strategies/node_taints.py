@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
+from kubescale.scheduling.cycle_view import node_name
 from kubescale.scheduling.filters import tolerates
 
-from ..framework.cycle_view import node_name
 from ..framework.eviction import EvictionResult
 from ..framework.strategy_context import StrategyContext, StrategyRun
 from ..policy.common_args import labels_match

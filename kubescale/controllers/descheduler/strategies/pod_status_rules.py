@@ -37,9 +37,10 @@ from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any, Final
 
-from ..framework.cycle_view import node_name
+from kubescale.scheduling.cycle_view import node_name
+from kubescale.scheduling.pods import creation_time, owner_refs, parse_time, restart_count
+
 from ..framework.eviction import EvictionResult
-from ..framework.pods import creation_time, owner_refs, parse_time, restart_count
 from ..framework.strategy_context import StrategyContext, StrategyRun
 from ..policy.common_args import labels_match
 from ..policy.strategy_args import (
