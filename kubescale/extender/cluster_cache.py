@@ -40,14 +40,14 @@ from kubescale.controllers.descheduler.strategies.topology_spread import (
     SpreadConstraint,
     spread_constraints,
 )
-from kubescale.controllers.descheduler.strategies.utilization_math import (
-    BASIC_RESOURCES,
-    node_capacity,
-)
 from kubescale.kube.selectors import LabelSelector
 from kubescale.scheduling.cycle_view import cycle_nodes, node_name
 from kubescale.scheduling.fit import pod_key
 from kubescale.scheduling.pods import is_terminal, owner_refs, requests_of
+from kubescale.scheduling.utilization_math import (
+    BASIC_RESOURCES,
+    node_capacity,
+)
 
 __all__ = ["ClusterCache", "tracked_resources"]
 

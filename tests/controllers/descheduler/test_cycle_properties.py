@@ -26,8 +26,8 @@ from kubescale.controllers.descheduler.policy.utilization_args import (
     read_low_node_utilization_args,
 )
 from kubescale.controllers.descheduler.strategies.node_utilization import lnu_classification
-from kubescale.controllers.descheduler.strategies.utilization_math import node_capacity
 from kubescale.scheduling.cycle_view import CycleView
+from kubescale.scheduling.utilization_math import node_capacity
 
 from .builders import NOW, node, owner, pod, policy, run
 

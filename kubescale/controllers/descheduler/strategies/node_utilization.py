@@ -14,9 +14,10 @@
   plugin); a pod's share is unknown, so at most one pod leaves each source node unless
   ``evictionLimits.node`` is set.
 
-**LowNodeUtilization**: classify (:mod:`.utilization_math`) each node *under* (not cordoned and
-under the low threshold on every resource) or else *over* (above the high threshold on some
-resource). Nothing happens without under nodes, with no more under nodes than
+**LowNodeUtilization**: classify (:mod:`~kubescale.scheduling.utilization_math`) each
+node *under* (not cordoned and under the low threshold on every resource) or else *over*
+(above the high threshold on some resource). Nothing happens without under nodes, with no more
+under nodes than
 ``numberOfNodes``, when every node is under, or without over nodes. Each node may hold up to its
 capacity capped at its high threshold (``available``); the headroom of the under nodes,
 Σ(available − usage) per resource, is where evicted pods can go. Over nodes are taken from the
@@ -43,6 +44,17 @@ from typing import Any, Final
 
 from kubescale.scheduling.cycle_view import node_name
 from kubescale.scheduling.pods import requests_of, sort_low_to_high, tolerates_taints_of_any
+from kubescale.scheduling.utilization_math import (
+    BASIC_RESOURCES,
+    Percentages,
+    capped_capacity,
+    deviation_thresholds,
+    is_above,
+    is_below,
+    node_capacity,
+    usage_percent,
+    usage_sum,
+)
 
 from ..framework.eviction import EvictionResult
 from ..framework.strategy_context import StrategyContext, StrategyError, StrategyRun
@@ -54,17 +66,6 @@ from ..policy.utilization_args import (
     HighNodeUtilizationArgs,
     LowNodeUtilizationArgs,
     MetricsUtilization,
-)
-from .utilization_math import (
-    BASIC_RESOURCES,
-    Percentages,
-    capped_capacity,
-    deviation_thresholds,
-    is_above,
-    is_below,
-    node_capacity,
-    usage_percent,
-    usage_sum,
 )
 
 __all__ = [
