@@ -27,8 +27,6 @@ from typing import Any
 
 import numpy as np
 
-from kubescale.controllers.descheduler.framework.cycle_view import cycle_nodes, node_name
-from kubescale.controllers.descheduler.framework.pods import is_terminal, owner_refs, requests_of
 from kubescale.controllers.descheduler.placement.utilization_arrays import UtilizationArrays
 from kubescale.controllers.descheduler.policy.policy_loading import DeschedulerPolicy
 from kubescale.controllers.descheduler.policy.utilization_args import (
@@ -42,13 +40,15 @@ from kubescale.controllers.descheduler.strategies.topology_spread import (
     SpreadConstraint,
     spread_constraints,
 )
-from kubescale.controllers.descheduler.strategies.utilization_math import (
+from kubescale.objects.selectors import LabelSelector
+from kubescale.objects.views import Meta, spec_of
+from kubescale.scheduling.cycle_view import cycle_nodes, node_name
+from kubescale.scheduling.fit import pod_key
+from kubescale.scheduling.pods import is_terminal, owner_refs, requests_of
+from kubescale.scheduling.utilization_math import (
     BASIC_RESOURCES,
     node_capacity,
 )
-from kubescale.objects.selectors import LabelSelector
-from kubescale.objects.views import Meta, spec_of
-from kubescale.scheduling.fit import pod_key
 
 __all__ = ["ClusterCache", "tracked_resources"]
 

@@ -37,7 +37,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubescale.controllers.descheduler.framework.cycle_view import CycleView
 from kubescale.controllers.descheduler.framework.eviction import EvictionResult, PodEvictor
 from kubescale.coordination.descheduler_budget import (
     UPSTREAM_BUDGET,
@@ -52,6 +51,7 @@ from kubescale.coordination.disruption_arbiter import (
     workload_allowance,
 )
 from kubescale.coordination.disruption_ledger import Disruption, DisruptionKind, DisruptionLedger
+from kubescale.scheduling.cycle_view import CycleView
 
 START = datetime(2026, 1, 5, tzinfo=UTC)
 STEP = timedelta(seconds=10)

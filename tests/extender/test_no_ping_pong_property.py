@@ -20,11 +20,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kubescale.controllers.descheduler.descheduling_cycle import descheduling_cycle, run_cycle
-from kubescale.controllers.descheduler.framework.cycle_view import CycleView, cycle_nodes
 from kubescale.controllers.descheduler.placement.placement_rules import PlacementRules
 from kubescale.controllers.descheduler.policy.policy_loading import DeschedulerPolicy
 from kubescale.extender.cluster_cache import ClusterCache
 from kubescale.extender.extender_decisions import decide_filter
+from kubescale.scheduling.cycle_view import CycleView, cycle_nodes
 from tests.controllers.descheduler.builders import NOW, node, owner, pod, policy, stamp
 
 PLACEMENT = {

@@ -3,7 +3,7 @@
 Each cycle:
 
 1. reads nodes, pods, namespaces, PodDisruptionBudgets, PVCs and PriorityClasses from the
-   process's shared informers into a :class:`~.framework.cycle_view.CycleView`;
+   process's shared informers into a :class:`~kubescale.scheduling.cycle_view.CycleView`;
 2. with a LowNodeUtilization reading real usage, collects it (:mod:`.usage_sources`): smoothed
    NodeMetrics and every pod's PodMetrics, or the Prometheus queries' values; the values are
    handed to the scheduler extender's cache too (``usage_listener``), so both judge a node by the
@@ -69,13 +69,13 @@ from kubescale.kube.resources import (
 from kubescale.objects.views import meta
 from kubescale.plans.executor import PlanExecutor, plan_metrics
 from kubescale.runtime.off_loop import OffLoop
+from kubescale.scheduling.cycle_view import CycleView, cycle_nodes, node_name
 from kubescale.scheduling.pod_resources import NON_MISSING_DEFAULTS, RequestCache
 
 from .descheduler_config import DeschedulerSettings
 from .descheduler_decision import CycleDecision, TimelineReport
 from .descheduler_metrics import DeschedulerMetrics
 from .descheduling_cycle import CycleReport, descheduling_cycle
-from .framework.cycle_view import CycleView, cycle_nodes, node_name
 from .framework.eviction import EvictionRequest
 from .policy.policy_loading import DeschedulerPolicy
 from .policy.utilization_args import KUBERNETES_METRICS, PROMETHEUS_METRICS

@@ -26,8 +26,8 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 
 from kubescale.coordination.descheduler_budget import UPSTREAM_BUDGET, EvictionBudget
+from kubescale.scheduling.cycle_view import CycleView
 
-from .framework.cycle_view import CycleView
 from .framework.eviction import (
     EvictionRecord,
     EvictionRequest,

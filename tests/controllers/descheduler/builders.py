@@ -17,12 +17,12 @@ from kubescale.controllers.descheduler.descheduling_cycle import (
     descheduling_cycle,
     run_cycle,
 )
-from kubescale.controllers.descheduler.framework.cycle_view import CycleView, cycle_nodes
 from kubescale.controllers.descheduler.framework.eviction import EvictionRequest
 from kubescale.controllers.descheduler.policy.policy_loading import (
     DeschedulerPolicy,
     parse_policy,
 )
+from kubescale.scheduling.cycle_view import CycleView, cycle_nodes
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 Obj = dict[str, Any]

@@ -17,7 +17,6 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kubescale.controllers.descheduler.framework.cycle_view import CycleView
 from kubescale.controllers.descheduler.placement.utilization_arrays import (
     UtilizationArrays,
     lnu_over_after,
@@ -27,7 +26,8 @@ from kubescale.controllers.descheduler.policy.utilization_args import (
     read_low_node_utilization_args,
 )
 from kubescale.controllers.descheduler.strategies.node_utilization import lnu_classification
-from kubescale.controllers.descheduler.strategies.utilization_math import node_capacity
+from kubescale.scheduling.cycle_view import CycleView
+from kubescale.scheduling.utilization_math import node_capacity
 
 from .builders import NOW, node, owner, pod, policy, run
 

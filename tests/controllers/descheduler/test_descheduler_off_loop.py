@@ -22,11 +22,11 @@ from prometheus_client import CollectorRegistry
 
 from kubescale.controllers.descheduler import descheduler_loop
 from kubescale.controllers.descheduler.descheduling_cycle import CycleReport, descheduling_cycle
-from kubescale.controllers.descheduler.framework.cycle_view import CycleView
 from kubescale.controllers.descheduler.framework.eviction import EvictionRequest
 from kubescale.coordination.disruption_ledger import Disruption, DisruptionKind, DisruptionLedger
 from kubescale.kube.resources import CORE_EVENTS
 from kubescale.runtime.https_server import make_https_app
+from kubescale.scheduling.cycle_view import CycleView
 from kubescale.webhook.admission_routes import AdmissionWebhook
 from kubescale.webhook.webhook_config import WebhookSettings
 

@@ -45,8 +45,7 @@ from kubescale.coordination.disruption_arbiter import (
     workload_allowance,
 )
 from kubescale.objects.views import Meta, spec_of
-
-from .pods import pod_id
+from kubescale.scheduling.pods import pod_id
 
 __all__ = [
     "Evicting",

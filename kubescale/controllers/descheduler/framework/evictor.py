@@ -23,7 +23,7 @@
      ``status.startTime`` at least that long ago.
 
 ``PreEvictionFilter(pod)``: with ``nodeFit``, the pod must fit another ready node matching the
-evictor's ``nodeSelector`` (:meth:`kubescale.controllers.descheduler.framework.cycle_view.
+evictor's ``nodeSelector`` (:meth:`kubescale.scheduling.cycle_view.
 CycleView.fits_any`); with ``namespaceLabelSelector``, its namespace's labels must match.
 """
 
@@ -36,20 +36,9 @@ from typing import Any, Final, Protocol
 from kubescale.base.times import parse_time
 from kubescale.objects.selectors import SelectorError, label_selector_from_dict
 from kubescale.objects.views import Meta, spec_of, status_of
+from kubescale.scheduling.cycle_view import node_labels
 from kubescale.scheduling.filters import is_node_ready
-
-from ..policy.evictor_args import (
-    DAEMON_SETS,
-    FAILED_BARE,
-    LOCAL_STORAGE,
-    RESOURCE_CLAIMS,
-    SYSTEM_CRITICAL,
-    WITH_PVC,
-    WITHOUT_PDB,
-    DefaultEvictorArgs,
-)
-from .cycle_view import node_labels
-from .pods import (
+from kubescale.scheduling.pods import (
     EVICT_ANNOTATION,
     PREFER_NO_EVICTION_ANNOTATION,
     SYSTEM_CRITICAL_PRIORITY,
@@ -63,6 +52,17 @@ from .pods import (
     pod_annotations,
     pod_priority,
     pvc_names,
+)
+
+from ..policy.evictor_args import (
+    DAEMON_SETS,
+    FAILED_BARE,
+    LOCAL_STORAGE,
+    RESOURCE_CLAIMS,
+    SYSTEM_CRITICAL,
+    WITH_PVC,
+    WITHOUT_PDB,
+    DefaultEvictorArgs,
 )
 
 __all__ = ["DefaultEvictor", "EvictorError", "EvictorInputs", "resolve_priority_threshold"]

@@ -13,7 +13,8 @@ from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .cycle_view import CycleView
+from kubescale.scheduling.cycle_view import CycleView
+
 from .eviction import Evicting, EvictionRequest, PodEvictor
 from .evictor import DefaultEvictor
 

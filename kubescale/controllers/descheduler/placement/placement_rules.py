@@ -45,9 +45,9 @@ from kubescale.objects.views import Meta
 from kubescale.scheduling.filters import NodeAffinity, PreferredNodeAffinity
 from kubescale.scheduling.fit import pod_key
 from kubescale.scheduling.inter_pod_affinity import required_terms
+from kubescale.scheduling.pods import requests_of, tolerates_taints_of_any
 
 from ..framework.evictor import DefaultEvictor, EvictorError, EvictorInputs
-from ..framework.pods import requests_of, tolerates_taints_of_any
 from ..policy.common_args import labels_match
 from ..policy.evictor_args import DefaultEvictorArgs
 from ..policy.policy_loading import DEFAULT_EVICTOR, DeschedulerPolicy

@@ -2,8 +2,8 @@
 node over-utilized" for every candidate node in one pass — for the scheduler extender, which
 must answer for 5,000 nodes in a few milliseconds.
 
-The arithmetic is :mod:`..strategies.utilization_math`'s, element by element on float64 arrays
-(the same IEEE operations as Python floats, so the results are bit-for-bit those of
+The arithmetic is :mod:`kubescale.scheduling.utilization_math`'s, element by element on float64
+arrays (the same IEEE operations as Python floats, so the results are bit-for-bit those of
 :func:`..strategies.node_utilization.lnu_classification`; a property test holds the two
 together):
 

@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from kubescale.scheduling.utilization_math import METRIC_RESOURCE
+
 from .common_args import ALL_NAMESPACES, Namespaces, read_namespaces
 from .fields import Fields, fail
 
@@ -37,7 +39,6 @@ __all__ = [
     "read_low_node_utilization_args",
 ]
 
-METRIC_RESOURCE: Final = "MetricResource"
 KUBERNETES_METRICS: Final = "KubernetesMetrics"
 PROMETHEUS_METRICS: Final = "Prometheus"
 ONLY_THRESHOLDING_RESOURCES: Final = "OnlyThresholdingResources"

@@ -19,9 +19,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from kubescale.objects.views import Meta, spec_of
+from kubescale.scheduling.cycle_view import node_labels, node_name
 from kubescale.scheduling.filters import NodeAffinity, PreferredNodeAffinity
 
-from ..framework.cycle_view import node_labels, node_name
 from ..framework.eviction import EvictionResult
 from ..framework.strategy_context import StrategyContext, StrategyRun
 from ..policy.common_args import labels_match

@@ -4,7 +4,7 @@
 (``ListPodsOnANode``, no evictability filter):
 
 * requests (default): ``cpu``, ``memory``, ``pods`` (the pod count) and every threshold
-  resource, summed from the pods' requests (:func:`~..framework.pods.requests_of`);
+  resource, summed from the pods' requests (:func:`~kubescale.scheduling.pods.requests_of`);
 * ``KubernetesMetrics``: cpu and memory from metrics.k8s.io NodeMetrics (smoothed by the
   collector), ``pods`` the count; a node without metrics, or a threshold resource other than
   these three, fails the plugin; a pod's own usage (PodMetrics, sum of containers) is what an
@@ -14,18 +14,19 @@
   plugin); a pod's share is unknown, so at most one pod leaves each source node unless
   ``evictionLimits.node`` is set.
 
-**LowNodeUtilization**: classify (:mod:`.utilization_math`) each node *under* (not cordoned and
-under the low threshold on every resource) or else *over* (above the high threshold on some
-resource). Nothing happens without under nodes, with no more under nodes than
+**LowNodeUtilization**: classify (:mod:`~kubescale.scheduling.utilization_math`) each
+node *under* (not cordoned and under the low threshold on every resource) or else *over*
+(above the high threshold on some resource). Nothing happens without under nodes, with no more
+under nodes than
 ``numberOfNodes``, when every node is under, or without over nodes. Each node may hold up to its
 capacity capped at its high threshold (``available``); the headroom of the under nodes,
 Σ(available − usage) per resource, is where evicted pods can go. Over nodes are taken from the
 highest usage sum down (ties by name); their pods passing ``Filter``, from lowest to highest
-priority (:func:`~..framework.pods.sort_low_to_high`), are evicted while the node is still above
-its ``available`` on some resource and every resource of the headroom is positive. A pod is
-skipped unless it tolerates every taint of some under node (``PodToleratesTaints``) and passes
-``PreEvictionFilter`` and ``evictableNamespaces``; ``evictionLimits.node`` caps the evictions
-per node. Each eviction takes the pod's usage (and one pod) off the node and the headroom.
+priority (:func:`~kubescale.scheduling.pods.sort_low_to_high`), are evicted while the node is
+still above its ``available`` on some resource and every resource of the headroom is positive.
+A pod is skipped unless it tolerates every taint of some under node (``PodToleratesTaints``) and
+passes ``PreEvictionFilter`` and ``evictableNamespaces``; ``evictionLimits.node`` caps the
+evictions per node. Each eviction takes the pod's usage (and one pod) off the node and the headroom.
 
 **HighNodeUtilization**: under nodes (under every threshold; cordoned ones included) are the
 sources, the other uncordoned nodes the destinations, their full capacity the headroom.
@@ -42,21 +43,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from kubescale.objects.views import Meta, spec_of
-
-from ..framework.cycle_view import node_name
-from ..framework.eviction import EvictionResult
-from ..framework.pods import requests_of, sort_low_to_high, tolerates_taints_of_any
-from ..framework.strategy_context import StrategyContext, StrategyError, StrategyRun
-from ..policy.common_args import Namespaces
-from ..policy.utilization_args import (
-    KUBERNETES_METRICS,
-    METRIC_RESOURCE,
-    PROMETHEUS_METRICS,
-    HighNodeUtilizationArgs,
-    LowNodeUtilizationArgs,
-    MetricsUtilization,
-)
-from .utilization_math import (
+from kubescale.scheduling.cycle_view import node_name
+from kubescale.scheduling.pods import requests_of, sort_low_to_high, tolerates_taints_of_any
+from kubescale.scheduling.utilization_math import (
     BASIC_RESOURCES,
     Percentages,
     capped_capacity,
@@ -66,6 +55,18 @@ from .utilization_math import (
     node_capacity,
     usage_percent,
     usage_sum,
+)
+
+from ..framework.eviction import EvictionResult
+from ..framework.strategy_context import StrategyContext, StrategyError, StrategyRun
+from ..policy.common_args import Namespaces
+from ..policy.utilization_args import (
+    KUBERNETES_METRICS,
+    METRIC_RESOURCE,
+    PROMETHEUS_METRICS,
+    HighNodeUtilizationArgs,
+    LowNodeUtilizationArgs,
+    MetricsUtilization,
 )
 
 __all__ = [

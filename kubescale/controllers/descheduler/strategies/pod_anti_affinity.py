@@ -4,7 +4,7 @@
 1. The pods of every node of the cycle, filtered by the namespaces and the label selector only
    (the evictor's filters apply at eviction time), grouped by namespace.
 2. Node by node, the node's pods from lowest to highest priority
-   (:func:`~..framework.pods.sort_low_to_high`).
+   (:func:`~kubescale.scheduling.pods.sort_low_to_high`).
 3. A pod violates (``CheckPodsWithAntiAffinityExist``, :func:`anti_affinity_conflict`) when one
    of its *required* anti-affinity terms selects another pod of the group — in the term's
    namespaces (default: the pod's own) — running on a node of the cycle with the same value of
@@ -21,12 +21,12 @@ from typing import Any, Final
 
 from kubescale.objects.selectors import LabelSelector
 from kubescale.objects.views import Meta, spec_of
+from kubescale.scheduling.cycle_view import node_labels, node_name
 from kubescale.scheduling.fit import pod_key
 from kubescale.scheduling.inter_pod_affinity import required_terms
+from kubescale.scheduling.pods import sort_low_to_high
 
-from ..framework.cycle_view import node_labels, node_name
 from ..framework.eviction import EvictionResult
-from ..framework.pods import sort_low_to_high
 from ..framework.strategy_context import StrategyContext, StrategyRun
 from ..policy.common_args import labels_match
 from ..policy.strategy_args import RemovePodsViolatingInterPodAntiAffinityArgs

@@ -39,10 +39,10 @@ from typing import Any, Final
 
 from kubescale.base.times import parse_time
 from kubescale.objects.views import Meta, status_of
+from kubescale.scheduling.cycle_view import node_name
+from kubescale.scheduling.pods import creation_time, owner_refs, restart_count
 
-from ..framework.cycle_view import node_name
 from ..framework.eviction import EvictionResult
-from ..framework.pods import creation_time, owner_refs, restart_count
 from ..framework.strategy_context import StrategyContext, StrategyRun
 from ..policy.common_args import labels_match
 from ..policy.strategy_args import (

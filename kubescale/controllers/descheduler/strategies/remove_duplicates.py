@@ -24,11 +24,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from kubescale.objects.views import Meta, spec_of
+from kubescale.scheduling.cycle_view import node_labels, node_name
 from kubescale.scheduling.filters import FILTERED_EFFECTS, NodeAffinity, first_untolerated_taint
+from kubescale.scheduling.pods import owner_refs
 
-from ..framework.cycle_view import node_labels, node_name
 from ..framework.eviction import EvictionResult
-from ..framework.pods import owner_refs
 from ..framework.strategy_context import StrategyContext, StrategyRun
 from ..policy.strategy_args import RemoveDuplicatesArgs
 

@@ -43,12 +43,12 @@ from kubescale.objects.selectors import (
     new_requirement,
 )
 from kubescale.objects.views import Meta, spec_of
+from kubescale.scheduling.cycle_view import node_labels, node_name
 from kubescale.scheduling.filters import FILTERED_EFFECTS, NodeAffinity, first_untolerated_taint
 from kubescale.scheduling.fit import pod_key
+from kubescale.scheduling.pods import is_terminating, pod_priority
 
-from ..framework.cycle_view import node_labels, node_name
 from ..framework.eviction import EvictionResult
-from ..framework.pods import is_terminating, pod_priority
 from ..framework.strategy_context import StrategyContext, StrategyRun
 from ..policy.common_args import labels_match
 from ..policy.strategy_args import RemovePodsViolatingTopologySpreadConstraintArgs

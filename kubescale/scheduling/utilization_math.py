@@ -33,10 +33,9 @@ from typing import Any, Final
 
 from kubescale.scheduling.pod_resources import Amounts, node_allocatable
 
-from ..policy.utilization_args import METRIC_RESOURCE
-
 __all__ = [
     "BASIC_RESOURCES",
+    "METRIC_RESOURCE",
     "Percentages",
     "capped_capacity",
     "deviation_thresholds",
@@ -46,6 +45,10 @@ __all__ = [
     "usage_percent",
     "usage_sum",
 ]
+
+METRIC_RESOURCE: Final = "MetricResource"
+"""The pseudo-resource of a Prometheus query's utilization (upstream's ``MetricResource``,
+percent of a node: capacity 100)."""
 
 BASIC_RESOURCES: Final = ("cpu", "memory", "pods")
 Percentages = dict[str, float]
