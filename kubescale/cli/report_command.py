@@ -23,14 +23,17 @@ from pathlib import Path
 
 from kubescale.base.clock import RealClock
 from kubescale.base.logs import LOG_LEVELS, configure_logging
+from kubescale.cli.cluster_reads import (
+    READ_ERRORS,
+    connect_for_reads,
+    prometheus_token,
+    read_failure,
+)
 from kubescale.controllers.vpa.recommender.prometheus_history import PrometheusHistoryProvider
 from kubescale.controllers.vpa.recommender.prometheus_history_config import (
     PrometheusHistoryConfig,
     parse_prometheus_duration,
 )
-from kubescale.kube.client import ClientSettings, connect
-from kubescale.kube.config_loading import ConfigError
-from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.prometheus.query_api import PrometheusAuth
 from kubescale.rendering.json_text import dumps_report
 from kubescale.rendering.text_table import WIDTH
@@ -41,7 +44,6 @@ from kubescale.report.report_assembly import assemble_report
 from kubescale.report.text_report import render_text
 
 PROG = "kubescale report"
-_SETTINGS = ClientSettings(request_timeout=30.0, connect_timeout=10.0, max_attempts=3)
 
 
 def _prometheus_duration(text: str) -> str:
@@ -86,12 +88,7 @@ def _fail(message: str) -> int:
 
 async def _report(args: argparse.Namespace) -> str:
     clock = RealClock()
-    client = await connect(
-        kubeconfig=Path(args.kubeconfig) if args.kubeconfig else None,
-        context=args.context or None,
-        clock=clock,
-        settings=_SETTINGS,
-    )
+    client = await connect_for_reads(args, clock)
     async with client:
         reading = await read_cluster(client, namespace=args.namespace or None)
     now = clock.now()
@@ -99,9 +96,6 @@ async def _report(args: argparse.Namespace) -> str:
     if args.all_workloads:
         provider = None
         if args.prometheus_address:
-            token = ""
-            if args.prometheus_bearer_token_file is not None:
-                token = args.prometheus_bearer_token_file.read_text(encoding="utf-8").strip()
             provider = PrometheusHistoryProvider(
                 PrometheusHistoryConfig(
                     address=args.prometheus_address,
@@ -109,7 +103,7 @@ async def _report(args: argparse.Namespace) -> str:
                     history_resolution=args.history_resolution,
                     query_timeout=timedelta(minutes=1),
                 ),
-                auth=PrometheusAuth(bearer_token=token),
+                auth=PrometheusAuth(bearer_token=prometheus_token(args)),
                 clock=clock,
             )
         try:
@@ -149,14 +143,8 @@ def run(args: argparse.Namespace) -> int:
     configure_logging(level=args.log_level, fmt="text")
     try:
         text = asyncio.run(_report(args))
-    except ConfigError as err:
-        return _fail(str(err))
-    except KubeApiError as err:
-        return _fail(f"the API server refused a read: {err}")
-    except KubeError as err:
-        return _fail(f"cannot reach the API server: {err}")
-    except OSError as err:
-        return _fail(str(err))
+    except READ_ERRORS as err:
+        return _fail(read_failure(err))
     if args.out is not None:
         try:
             args.out.write_text(text, encoding="utf-8")

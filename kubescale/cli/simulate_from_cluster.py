@@ -22,9 +22,12 @@ from typing import Final
 
 from kubescale.base.clock import RealClock
 from kubescale.base.flag_types import positive_duration
-from kubescale.kube.client import ClientSettings, connect
-from kubescale.kube.config_loading import ConfigError
-from kubescale.kube.errors import KubeApiError, KubeError
+from kubescale.cli.cluster_reads import (
+    READ_ERRORS,
+    connect_for_reads,
+    prometheus_token,
+    read_failure,
+)
 from kubescale.prometheus.query_api import (
     PrometheusAuth,
     PrometheusQueryClient,
@@ -40,7 +43,6 @@ from kubescale.sim.scenario.live_reading import read_history, read_live_cluster
 
 __all__ = ["add_arguments", "capture"]
 
-_SETTINGS: Final = ClientSettings(request_timeout=30.0, connect_timeout=10.0, max_attempts=3)
 _QUERY_TIMEOUT: Final = 60.0
 
 
@@ -99,20 +101,12 @@ async def _capture(args: argparse.Namespace) -> tuple[Path, list[str]]:
     now = clock.now().astimezone(UTC)
     end = datetime.fromtimestamp(int(now.timestamp()) // step * step, tz=UTC)
     start = end - args.history_length
-    client = await connect(
-        kubeconfig=Path(args.kubeconfig) if args.kubeconfig else None,
-        context=args.context or None,
-        clock=clock,
-        settings=_SETTINGS,
-    )
+    client = await connect_for_reads(args, clock)
     async with client:
         cluster = await read_live_cluster(client, namespace=args.namespace or None)
-    token = ""
-    if args.prometheus_bearer_token_file is not None:
-        token = args.prometheus_bearer_token_file.read_text(encoding="utf-8").strip()
     prometheus = PrometheusQueryClient(
         address=args.prometheus_address,
-        auth=PrometheusAuth(bearer_token=token),
+        auth=PrometheusAuth(bearer_token=prometheus_token(args)),
         timeout=_QUERY_TIMEOUT,
         clock=clock,
     )
@@ -149,16 +143,10 @@ def capture(args: argparse.Namespace) -> Path | str:
         return problem
     try:
         path, notes = asyncio.run(_capture(args))
-    except ConfigError as err:
-        return str(err)
-    except KubeApiError as err:
-        return f"the API server refused a read: {err}"
-    except KubeError as err:
-        return f"cannot reach the API server: {err}"
     except CaptureError as err:
         return str(err)
-    except OSError as err:
-        return str(err)
+    except READ_ERRORS as err:
+        return read_failure(err)
     for note in notes:
         sys.stderr.write(f"kubescale simulate: note: {note}\n")
     sys.stderr.write(f"kubescale simulate: wrote {path} (edit and rerun it)\n")
