@@ -22,9 +22,9 @@ averages of a trace are):
 characters) and its ReplicaSets ``<Deployment>-<pod-template-hash>``, the hash encoded by
 ``rand.SafeEncodeString`` (alphabet ``bcdfghjklmnpqrstvwxz2456789``, at most 10 characters for
 a uint32); a StatefulSet's pods are ``<StatefulSet>-<ordinal>``. PromQL regexes are anchored,
-so ``web`` does not take ``web-api``'s pods (whose next character is ``a``… only if ``api``
-were a valid hash: ``a`` is not in the alphabet, but a name like ``web-bcd`` could be — the
-rare overlap is named in the limits of ``docs/simulate-from-cluster.md``).
+so ``web`` does not take the pods of Deployment ``web-api`` (``a`` is not in the alphabet). A
+Deployment named like another's ReplicaSet (``web`` and ``web-bcd``) could still take the
+other's pods: a limit named in ``docs/simulate-from-cluster.md``.
 """
 
 from __future__ import annotations
