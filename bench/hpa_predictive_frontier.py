@@ -13,7 +13,7 @@ frontier interpolated at its replica-minutes.
 and any series nobody here has) are replayed with the same parameters, never used to choose
 them. The parameter file names the series it was tuned on (``tuned_on``); the bench refuses a
 file that names a validation series, or a series that is not the tuning series of this run.
-``--sweep-coverage`` (the tuning aid) runs on the tuning series alone.
+``--sweep-coverage`` (the tuning aid) and ``--tuning-only`` run on the tuning series alone.
 
 Workload model (per series, no parameter): every request costs ``c`` ms of CPU with
 ``c = 6 × 229,426 ÷ (the series' busiest minute)`` — the rule of the traces' README, so that the
@@ -50,7 +50,12 @@ from pathlib import Path
 from typing import Any, Final
 
 from kubescale.controllers.hpa.normalization import ScalingHistory, initial_history, normalize
-from kubescale.controllers.hpa.predictive import DemandHistory
+from kubescale.controllers.hpa.predictive import (
+    ERROR_MODELS,
+    DemandHistory,
+    ErrorModel,
+    coverage_from_target,
+)
 from kubescale.controllers.hpa.replica_calculator import PodMetric, Tolerances, resource_replicas
 
 HERE: Final = Path(__file__).resolve().parent
@@ -84,6 +89,7 @@ class Params:
     hpa_target: int
     lead_minutes: int
     coverage: float
+    error_model: ErrorModel = "ratio"
 
 
 def load_params(path: Path, *, tuning: Sequence[str], validation: Sequence[str]) -> Params:
@@ -114,14 +120,24 @@ def load_params(path: Path, *, tuning: Sequence[str], validation: Sequence[str])
             f"({', '.join(tuning)})"
         )
     target, lead, coverage = raw.get("hpa_target"), raw.get("lead_minutes"), raw.get("coverage")
+    error_model = raw.get("error_model", "ratio")
     if not isinstance(target, int) or not 1 <= target <= 100:
         raise ProtocolError(f"{path}: hpa_target: must be a whole percentage in [1, 100]")
     if not isinstance(lead, int) or not 1 <= lead <= 60:
         raise ProtocolError(f"{path}: lead_minutes: must be whole minutes in [1, 60]")
+    if error_model not in ERROR_MODELS:
+        raise ProtocolError(f"{path}: error_model: must be one of {', '.join(ERROR_MODELS)}")
+    if coverage == "from-target":
+        # not a tuned number: the HPA's own target as the share of windows covered
+        coverage = coverage_from_target(target)
     if not isinstance(coverage, int | float) or not 0 < coverage < 1:
-        raise ProtocolError(f"{path}: coverage: must be in (0, 1)")
+        raise ProtocolError(f'{path}: coverage: must be in (0, 1) or "from-target"')
     return Params(
-        tuned_on=tuple(tuned_on), hpa_target=target, lead_minutes=lead, coverage=float(coverage)
+        tuned_on=tuple(tuned_on),
+        hpa_target=target,
+        lead_minutes=lead,
+        coverage=float(coverage),
+        error_model=error_model,
     )
 
 
@@ -183,7 +199,11 @@ def simulate(
     objects: dict[tuple[str, bool], dict[str, Any]] = {}
     serial = 1
     history: ScalingHistory | None = None
-    demand = DemandHistory(coverage=predictive.coverage) if predictive else None
+    demand = (
+        DemandHistory(coverage=predictive.coverage, error_model=predictive.error_model)
+        if predictive
+        else None
+    )
     lead = timedelta(minutes=predictive.lead_minutes if predictive else 5)
     overloaded = replica_minutes = peak = predicted_scale_ups = 0
     for now, requests in trace:
@@ -472,6 +492,11 @@ def main(argv: list[str] | None = None) -> int:
         help="tuning aid: the predictive HPA at each coverage, tuning series only",
     )
     parser.add_argument(
+        "--tuning-only",
+        action="store_true",
+        help="replay the tuning series alone: no validation figure while choosing",
+    )
+    parser.add_argument(
         "--reuse-sweep",
         type=Path,
         metavar="JSON",
@@ -533,7 +558,7 @@ def main(argv: list[str] | None = None) -> int:
             for coverage in coverages
         ]
         # the tuning aid looks at the tuning series alone: no validation figure while choosing
-        for name, path in [] if coverages else validation:
+        for name, path in [] if coverages or args.tuning_only else validation:
             pending.append(
                 evaluate(
                     name,

@@ -29,6 +29,19 @@ coverages cost more replica-minutes than they save overloaded minutes there
 (``docs/hpa-predictive.md``). With fewer than an hour of scored forecasts ``q`` is 1. The
 ratio (not the difference) makes ``q`` independent of the demand's scale.
 
+**Square-root error model** (``error_model="sqrt"``, issue 31's second attempt; the bench's
+choice, not the loop's default): the same scored forecasts, with the residual taken on the
+square-root scale, ``d = √R − √F``, and the proposal ``ceil((√F + q_d)²)`` with ``q_d`` the
+``coverage`` quantile of the last day's ``d``. The reason: request counts are arrivals, and for
+Poisson-like arrivals the spread of a minute's count grows with the square root of its mean —
+the square root is their variance-stabilising transform (Anscombe), so residuals pooled over a
+day of quiet nights and busy afternoons have one spread on that scale, where ratios (a constant
+*relative* error) overstate the noise at the busy hours and understate it at the quiet ones. A
+bound on this scale holds relatively more headroom at low load and less at high load, which a
+fixed HPA target cannot. The coverage is not searched: ``coverage_from_target`` gives the HPA's
+own target (a 70 % target covers 70 % of the next windows' peaks: the share of a paid replica
+the operator chose to use is the share of windows whose peak the replicas are sized for).
+
 Rules that keep it safe:
 
 * a prediction never scales down: the proposal only joins the other metrics' proposals
@@ -49,7 +62,7 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from kubescale.controllers.hpa.hpa_spec import HpaSpecError, MetricSpec
 from kubescale.objects.quantities import Quantity, QuantityError
@@ -59,7 +72,9 @@ __all__ = [
     "LEAD_ANNOTATION",
     "PREDICTIVE_ANNOTATION",
     "DemandHistory",
+    "ErrorModel",
     "PredictiveSettings",
+    "coverage_from_target",
     "demand_of",
     "predictive_settings",
 ]
@@ -76,6 +91,17 @@ GROWTH_CLAMP: Final = (0.5, 3.0)
 DEFAULT_COVERAGE: Final = 0.5
 RESIDUAL_MINUTES: Final = DAY_MINUTES
 MIN_RESIDUALS: Final = 60
+
+ErrorModel = Literal["ratio", "sqrt"]
+ERROR_MODELS: Final[tuple[ErrorModel, ...]] = ("ratio", "sqrt")
+
+
+def coverage_from_target(target_percent: int) -> float:
+    """The square-root error model's coverage for an HPA target of ``target_percent`` %
+    (module docstring): the target as a share, kept inside (0, 1)."""
+    if not 0 < target_percent <= 100:
+        raise ValueError(f"target: must be a percentage in (0, 100], got {target_percent!r}")
+    return min(target_percent / 100, 0.99)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,16 +135,24 @@ def _minute(moment: datetime) -> int:
 class DemandHistory:
     """One HPA's demand per minute (module docstring); bounded to :data:`KEEP_MINUTES`."""
 
-    def __init__(self, *, coverage: float = DEFAULT_COVERAGE) -> None:
+    def __init__(
+        self, *, coverage: float = DEFAULT_COVERAGE, error_model: ErrorModel = "ratio"
+    ) -> None:
         if not 0.0 < coverage < 1.0:
             raise ValueError(f"coverage: must be in (0, 1), got {coverage!r}")
+        if error_model not in ERROR_MODELS:
+            raise ValueError(
+                f"error_model: must be one of {', '.join(ERROR_MODELS)}, got {error_model!r}"
+            )
         self.coverage = coverage
+        self.error_model: ErrorModel = error_model
         self._values: dict[int, float] = {}
         self._order: deque[int] = deque()
         # forecasts waiting to be scored: (minute made, lead minutes, point forecast F)
         self._pending: deque[tuple[int, int, float]] = deque(maxlen=RESIDUAL_MINUTES)
+        # scored residuals (ratios R / F, or √R − √F), and the same in order (for the quantile)
         self._ratios: deque[float] = deque()
-        self._sorted: list[float] = []  # the same ratios, in order (for the quantile)
+        self._sorted: list[float] = []
 
     def __len__(self) -> int:
         return len(self._values)
@@ -140,20 +174,25 @@ class DemandHistory:
         while self._pending and self._pending[0][0] + self._pending[0][1] <= minute:
             made, ahead, forecast = self._pending.popleft()
             seen = [self._values[m] for m in range(made + 1, made + ahead + 1) if m in self._values]
-            if seen and forecast > 0:
-                ratio = max(seen) / forecast
-                self._ratios.append(ratio)
-                bisect.insort(self._sorted, ratio)
-                if len(self._ratios) > RESIDUAL_MINUTES:
-                    old = self._ratios.popleft()
-                    del self._sorted[bisect.bisect_left(self._sorted, old)]
+            if not seen or (self.error_model == "ratio" and forecast <= 0):
+                continue
+            peak = max(seen)
+            if self.error_model == "sqrt":
+                residual = math.sqrt(peak) - math.sqrt(forecast)
+            else:
+                residual = peak / forecast
+            self._ratios.append(residual)
+            bisect.insort(self._sorted, residual)
+            if len(self._ratios) > RESIDUAL_MINUTES:
+                old = self._ratios.popleft()
+                del self._sorted[bisect.bisect_left(self._sorted, old)]
 
     def quantile(self) -> float:
-        """The ``coverage`` quantile of the scored ratios (nearest rank); 1 with fewer than
-        :data:`MIN_RESIDUALS` of them."""
+        """The ``coverage`` quantile of the scored residuals (nearest rank); with fewer than
+        :data:`MIN_RESIDUALS` of them, the point forecast alone (ratio 1, difference 0)."""
         ordered = self._sorted
         if len(ordered) < MIN_RESIDUALS:
-            return 1.0
+            return 1.0 if self.error_model == "ratio" else 0.0
         rank = math.ceil(self.coverage * len(ordered))
         return ordered[min(len(ordered), max(rank, 1)) - 1]
 
@@ -194,6 +233,9 @@ class DemandHistory:
         ahead = max(1, int(lead.total_seconds()) // 60)
         if not self._pending or self._pending[-1][0] != minute:
             self._pending.append((minute, ahead, value))
+        if self.error_model == "sqrt":
+            root = max(0.0, math.sqrt(value) + self.quantile())
+            return math.ceil(root * root - 1e-9)
         return math.ceil(value * self.quantile() - 1e-9)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import lzma
 import math
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench import hpa_predictive_frontier as bench
-from kubescale.controllers.hpa.predictive import DemandHistory
+from kubescale.controllers.hpa.predictive import DemandHistory, ErrorModel, coverage_from_target
 
 BASE = datetime(2026, 1, 1, tzinfo=UTC)  # epoch minute 29,453,760, a multiple of 4
 ONE_MINUTE = timedelta(minutes=1)
@@ -73,16 +74,85 @@ def test_error_model_needs_an_hour_of_scored_forecasts() -> None:
         DemandHistory(coverage=1.0)
 
 
+# The square-root error model on the same series (residual d = √R − √F, proposal
+# ceil((√F + q)²)). By minute 98, 98 forecasts are scored (made at minutes 0 … 97):
+#   made at 0, 1: F = 2, next 2 → d = 0                                  (2 of them)
+#   made at t ≡ 2: F = 2, next 3 → d = √3 − √2 = 1.7321 − 1.4142 = 0.3178  (2, 6, … 94: 24)
+#   the rest: F = 7/3, next 2 → d = √2 − √(7/3) = 1.4142 − 1.5275 = −0.1133 (72)
+# sorted: 72 × −0.1133, then 2 × 0 (ranks 73, 74), then 24 × 0.3178 (ranks 75 … 98).
+@pytest.mark.parametrize(
+    ("coverage", "minute", "expected"),
+    [
+        # rank ceil(0.9 × 98) = 89 → q = √3 − √2: t ≡ 2, F = 2 → (√2 + √3 − √2)² = 3
+        (0.9, 98, 3),
+        # t ≡ 0, F = 7/3 → (1.5275 + 0.3178)² = 1.8454² = 3.405 → 4
+        (0.9, 96, 4),
+        # rank ceil(0.75 × 98) = 74 → q = 0: the point forecast: ceil(2) = 2, ceil(7/3) = 3
+        (0.75, 98, 2),
+        (0.75, 96, 3),
+        # rank ceil(0.7 × 98) = 69 → q = √2 − √(7/3): t ≡ 2 → (1.4142 − 0.1133)² = 1.692 → 2;
+        # t ≡ 0 → (√(7/3) + √2 − √(7/3))² = 2 → 2
+        (0.7, 98, 2),
+        (0.7, 96, 2),
+    ],
+)
+def test_square_root_error_model_scales_for_the_residual_quantile(
+    coverage: float, minute: int, expected: int
+) -> None:
+    history = DemandHistory(coverage=coverage, error_model="sqrt")
+    proposals = _replay(history, minute + 1)
+    assert proposals[minute] == expected
+
+
+def test_square_root_error_model_holds_relatively_more_headroom_at_low_load() -> None:
+    """One residual spread on the square-root scale: with q = 1 (every forecast 1 below the
+    peak that came, on that scale), a point forecast of 4 gives (2 + 1)² = 9 (×2.25), one of
+    100 gives (10 + 1)² = 121 (×1.21); the ratio model's one q gives one relative headroom."""
+    history = DemandHistory(coverage=0.5, error_model="sqrt")
+    history._sorted = [1.0] * 60
+    ratio = DemandHistory(coverage=0.5)
+    ratio._sorted = [1.5] * 60
+    for level, expected, expected_ratio in ((4.0, 9, 6), (100.0, 121, 150)):
+        for h in (history, ratio):
+            h.record(BASE, level)
+        assert history.proposal(BASE, lead=ONE_MINUTE) == expected
+        assert ratio.proposal(BASE, lead=ONE_MINUTE) == expected_ratio
+    # below an hour of residuals: the point forecast (difference 0)
+    fresh = DemandHistory(error_model="sqrt")
+    fresh.record(BASE, 4.2)
+    assert fresh.quantile() == 0.0
+    assert fresh.proposal(BASE, lead=ONE_MINUTE) == 5
+    with pytest.raises(ValueError, match="error_model"):
+        DemandHistory(error_model="log")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("target", "expected"),
+    [(70, 0.7), (50, 0.5), (100, 0.99), (1, 0.01)],  # a share; 100 % capped inside (0, 1)
+)
+def test_coverage_from_target(target: int, expected: float) -> None:
+    assert coverage_from_target(target) == pytest.approx(expected)
+
+
+def test_coverage_from_target_refuses_a_non_percentage() -> None:
+    with pytest.raises(ValueError, match="target"):
+        coverage_from_target(0)
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     st.lists(st.floats(min_value=0.0, max_value=50.0), min_size=80, max_size=160),
     st.floats(min_value=0.05, max_value=0.5),
     st.floats(min_value=0.5, max_value=0.95),
+    st.sampled_from(["ratio", "sqrt"]),
 )
 def test_a_higher_coverage_never_proposes_fewer_replicas(
-    demands: list[float], low: float, high: float
+    demands: list[float], low: float, high: float, model: ErrorModel
 ) -> None:
-    histories = (DemandHistory(coverage=low), DemandHistory(coverage=max(low, high)))
+    histories = (
+        DemandHistory(coverage=low, error_model=model),
+        DemandHistory(coverage=max(low, high), error_model=model),
+    )
     for minute, demand in enumerate(demands):
         now = BASE + minute * ONE_MINUTE
         proposals = []
@@ -200,3 +270,37 @@ def test_bench_places_the_predictive_point_on_each_series_frontier(tmp_path: Pat
     assert svg.startswith("<svg")
     assert svg.count("predictive</text>") == 2
     assert math.isfinite(document["seconds"])
+
+
+def test_bench_reads_the_square_root_model_and_the_coverage_from_the_target(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "params.json"
+    body: dict[str, Any] = {
+        "tuned_on": ["a"],
+        "hpa_target": 70,
+        "lead_minutes": 5,
+        "coverage": "from-target",
+        "error_model": "sqrt",
+    }
+    path.write_text(json.dumps(body))
+    params = bench.load_params(path, tuning=["a"], validation=["b"])
+    # the HPA's 70 % target is the coverage: 0.7, not a searched number
+    assert params.coverage == pytest.approx(0.7)
+    assert params.error_model == "sqrt"
+    # the committed file of the second attempt names the tuning series only
+    committed = bench.load_params(
+        bench.HERE / "hpa_predictive_params_sqrt.json",
+        tuning=["worldcup98"],
+        validation=["nasa-http-1995-07"],
+    )
+    assert committed.coverage == pytest.approx(0.7)
+    assert committed.error_model == "sqrt"
+    for field, value, message in (
+        ("error_model", "log", "error_model: must be one of ratio, sqrt"),
+        ("coverage", "median", 'coverage: must be in (0, 1) or "from-target"'),
+    ):
+        path.write_text(json.dumps({**body, field: value}))
+        with pytest.raises(bench.ProtocolError, match=re.escape(message)) as caught:
+            bench.load_params(path, tuning=["a"], validation=["b"])
+        assert "\n" not in str(caught.value)
