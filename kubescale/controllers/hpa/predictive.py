@@ -29,12 +29,13 @@ coverages cost more replica-minutes than they save overloaded minutes there
 (``docs/hpa-predictive.md``). With fewer than an hour of scored forecasts ``q`` is 1. The
 ratio (not the difference) makes ``q`` independent of the demand's scale.
 
-**Square-root error model** (``error_model="sqrt"``, issue 31's second attempt; the bench's
-choice, not the loop's default): the same scored forecasts, with the residual taken on the
-square-root scale, ``d = √R − √F``, and the proposal ``ceil((√F + q_d)²)`` with ``q_d`` the
-``coverage`` quantile of the last day's ``d``. The reason: request counts are arrivals, and for
-Poisson-like arrivals the spread of a minute's count grows with the square root of its mean —
-the square root is their variance-stabilising transform (Anscombe), so residuals pooled over a
+**Square-root error model** (``error_model="sqrt"``, issue 31's second attempt; a bench option
+only — it did not get beyond the reactive frontier on the validation series, so the loop keeps
+the ratio model; ``docs/hpa-predictive.md``): the same scored forecasts, with the residual taken
+on the square-root scale, ``d = √R − √F``, and the proposal ``ceil((√F + q_d)²)`` with ``q_d``
+the ``coverage`` quantile of the last day's ``d``. The reason: request counts are arrivals, and
+for Poisson-like arrivals the spread of a minute's count grows with the square root of its mean
+— the square root is their variance-stabilising transform (Anscombe), so residuals pooled over a
 day of quiet nights and busy afternoons have one spread on that scale, where ratios (a constant
 *relative* error) overstate the noise at the busy hours and understate it at the quiet ones. A
 bound on this scale holds relatively more headroom at low load and less at high load, which a
