@@ -14,6 +14,9 @@ and any series nobody here has) are replayed with the same parameters, never use
 them. The parameter file names the series it was tuned on (``tuned_on``); the bench refuses a
 file that names a validation series, or a series that is not the tuning series of this run.
 ``--sweep-coverage`` (the tuning aid) and ``--tuning-only`` run on the tuning series alone.
+The parameter file may choose the predictive error model (``error_model``: ``ratio``, the
+default, or ``sqrt``) and give ``"coverage": "from-target"`` — the HPA target as the share of
+windows covered, a rule rather than a number (``bench/hpa_predictive_params_sqrt.json``).
 
 Workload model (per series, no parameter): every request costs ``c`` ms of CPU with
 ``c = 6 × 229,426 ÷ (the series' busiest minute)`` — the rule of the traces' README, so that the
