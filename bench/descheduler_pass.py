@@ -38,9 +38,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from kubescale.controllers.descheduler.descheduling_cycle import descheduling_cycle, run_cycle
-from kubescale.controllers.descheduler.policy.policy_loading import parse_policy
 from kubescale.scheduling.cycle_view import CycleView, cycle_nodes
 from kubescale.scheduling.pod_resources import NON_MISSING_DEFAULTS, RequestCache
+from kubescale.scheduling.policy.policy_loading import parse_policy
 
 RESULTS: Final = Path(__file__).resolve().parent / "results" / "descheduler_pass.json"
 NODES: Final = 1000

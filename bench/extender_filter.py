@@ -47,13 +47,13 @@ from aiohttp.test_utils import TestServer
 from prometheus_client import CollectorRegistry
 
 from kubescale.base.clock import VirtualClock
-from kubescale.controllers.descheduler.placement.placement_rules import PlacementRules
-from kubescale.controllers.descheduler.policy.policy_loading import parse_policy
 from kubescale.coordination.eviction_memory import EvictionMemory
+from kubescale.coordination.placement_rules import PlacementRules
 from kubescale.extender.cluster_cache import ClusterCache
 from kubescale.extender.extender_config import ExtenderSettings
 from kubescale.extender.extender_metrics import ExtenderMetrics
 from kubescale.extender.extender_routes import SchedulerExtender
+from kubescale.scheduling.policy.policy_loading import parse_policy
 
 RESULTS: Final = Path(__file__).resolve().parent / "results" / "extender_filter.json"
 NODES: Final = 5000
@@ -238,7 +238,7 @@ def build() -> tuple[SchedulerExtender, list[str]]:
     extender = SchedulerExtender(
         cache=cache,
         rules=PlacementRules.from_policy(policy),
-        memory=memory,
+        veto=memory,
         settings=ExtenderSettings(),
         clock=clock,
         metrics=ExtenderMetrics(CollectorRegistry()),

@@ -18,15 +18,23 @@ from kubescale.kube.shared_cache import SharedCache
 
 from .descheduling_board import DeschedulingBoard
 from .disruption_ledger import DisruptionLedger
-from .one_brain import LedgerBudgets, LedgerGate, LedgerMoves, RequestsAheadOfPods, VpaYieldsToHpa
+from .one_brain import (
+    LedgerBudgets,
+    LedgerGate,
+    LedgerMoves,
+    RecentEvictionsVeto,
+    RequestsAheadOfPods,
+    VpaYieldsToHpa,
+)
 from .ports import (
     DeschedulerBudgets,
     DisruptionGate,
+    PlacementVeto,
     RecentMoves,
     RequestsAheadPolicy,
     ResourceOwnership,
 )
-from .separate import NoMoves, OwnBudgets, OwnEvictionsOnly, SpecRequests, VpaOwnsAll
+from .separate import NoMoves, NoVeto, OwnBudgets, OwnEvictionsOnly, SpecRequests, VpaOwnsAll
 
 __all__ = ["Brain", "brain_of"]
 
@@ -45,6 +53,7 @@ class Brain:
     recent_moves: RecentMoves
     ownership: ResourceOwnership
     requests_ahead: RequestsAheadPolicy
+    placement_veto: PlacementVeto
 
     @classmethod
     def build(cls, coordination: Coordination) -> Brain:
@@ -62,6 +71,7 @@ class Brain:
                 recent_moves=LedgerMoves(ledger),
                 ownership=VpaYieldsToHpa(),
                 requests_ahead=RequestsAheadOfPods(),
+                placement_veto=RecentEvictionsVeto(board),
             )
         return cls(
             coordination=coordination,
@@ -72,6 +82,7 @@ class Brain:
             recent_moves=NoMoves(),
             ownership=VpaOwnsAll(),
             requests_ahead=SpecRequests(),
+            placement_veto=NoVeto(),
         )
 
 

@@ -17,8 +17,10 @@ from kubescale.objects.hpa import HorizontalPodAutoscaler
 from kubescale.objects.views import ObjectRef
 
 from .descheduler_budget import ClusterView, EvictionBudget, LedgerBudget, WorkloadKey
+from .descheduling_board import DeschedulingBoard
 from .disruption_arbiter import DisruptionArbiter
 from .disruption_ledger import Disruption, DisruptionKind, DisruptionLedger
+from .eviction_memory import Remembered
 from .ports import RequestsAhead
 from .recent_moves import DESCHEDULER_ACTOR, DescheduledMove, moves_from_ledger
 from .resource_ownership import hpas_scaled_resources
@@ -27,6 +29,7 @@ __all__ = [
     "LedgerBudgets",
     "LedgerGate",
     "LedgerMoves",
+    "RecentEvictionsVeto",
     "RequestsAheadOfPods",
     "VpaYieldsToHpa",
 ]
@@ -113,3 +116,16 @@ class RequestsAheadOfPods:
 
     def provider(self, build: Callable[[], RequestsAhead] | None) -> RequestsAhead | None:
         return build() if build is not None else None
+
+
+@dataclass(frozen=True)
+class RecentEvictionsVeto:
+    """:class:`~.ports.PlacementVeto`: the nodes the descheduler just evicted a pod of the same
+    owner from — the scheduler extender's :class:`~.eviction_memory.EvictionMemory`, on the
+    board, which the descheduler's evictions fill (none while no extender runs)."""
+
+    board: DeschedulingBoard
+
+    def refused_nodes(self, pod: Mapping[str, Any], now: datetime) -> Mapping[str, Remembered]:
+        memory = self.board.memory
+        return memory.refused_nodes(pod, now) if memory is not None else {}

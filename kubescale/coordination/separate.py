@@ -3,7 +3,8 @@
 Each system alone: its own budget (the ledger, not ``shared``, shows a system only its own
 disruptions), no HPA/VPA ownership (the VPA sets what the HPA divides by unless
 ``--avoid-hpa-conflict``), the pods' spec requests for binpacking, the descheduler without the
-fit check and without the other systems' evictions, no protection of the descheduler's moves.
+fit check and without the other systems' evictions, no protection of the descheduler's moves,
+no veto on kube-scheduler's placements (upstream's scheduler knows nothing of the descheduler).
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from kubescale.objects.views import ObjectRef
 
 from .descheduler_budget import UPSTREAM_BUDGET, ClusterView, EvictionBudget, WorkloadKey
 from .disruption_ledger import Disruption
+from .eviction_memory import Remembered
 from .ports import RequestsAhead
 from .recent_moves import DescheduledMove
 
-__all__ = ["NoMoves", "OwnBudgets", "OwnEvictionsOnly", "SpecRequests", "VpaOwnsAll"]
+__all__ = ["NoMoves", "NoVeto", "OwnBudgets", "OwnEvictionsOnly", "SpecRequests", "VpaOwnsAll"]
 
 
 class OwnEvictionsOnly:
@@ -81,3 +83,12 @@ class SpecRequests:
 
     def provider(self, build: Callable[[], RequestsAhead] | None) -> RequestsAhead | None:
         return None
+
+
+class NoVeto:
+    """:class:`~.ports.PlacementVeto`: upstream's kube-scheduler knows nothing of the
+    descheduler's evictions — it may put a replacement straight back on the node its pod was
+    evicted from (descheduler issues #994, #655, #626, #424, #335)."""
+
+    def refused_nodes(self, pod: Mapping[str, Any], now: datetime) -> Mapping[str, Remembered]:
+        return {}

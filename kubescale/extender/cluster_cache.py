@@ -14,7 +14,7 @@ from objects handed over directly (tests, benchmarks):
   last node metrics (metrics.k8s.io, smoothed) or Prometheus values the descheduler read, handed
   over by it (:meth:`ClusterCache.set_node_metrics`, :meth:`ClusterCache.set_metric_values`).
 
-:class:`ClusterCache` is the :class:`~kubescale.controllers.descheduler.placement.placement_rules.
+:class:`ClusterCache` is the :class:`~kubescale.coordination.placement_rules.
 PlacementState` the extender's decisions read. Derived views (the descheduler's node set, the
 usage arrays per plugin) are rebuilt only after a change.
 """
@@ -27,24 +27,24 @@ from typing import Any
 
 import numpy as np
 
-from kubescale.controllers.descheduler.placement.utilization_arrays import UtilizationArrays
-from kubescale.controllers.descheduler.policy.policy_loading import DeschedulerPolicy
-from kubescale.controllers.descheduler.policy.utilization_args import (
+from kubescale.objects.selectors import LabelSelector
+from kubescale.objects.views import Meta, spec_of
+from kubescale.scheduling.cycle_view import cycle_nodes, node_name
+from kubescale.scheduling.fit import pod_key
+from kubescale.scheduling.pods import is_terminal, owner_refs, requests_of
+from kubescale.scheduling.policy.policy_loading import DeschedulerPolicy
+from kubescale.scheduling.policy.utilization_args import (
     KUBERNETES_METRICS,
     METRIC_RESOURCE,
     PROMETHEUS_METRICS,
     HighNodeUtilizationArgs,
     LowNodeUtilizationArgs,
 )
-from kubescale.controllers.descheduler.strategies.topology_spread import (
+from kubescale.scheduling.spread_constraints import (
     SpreadConstraint,
     spread_constraints,
 )
-from kubescale.objects.selectors import LabelSelector
-from kubescale.objects.views import Meta, spec_of
-from kubescale.scheduling.cycle_view import cycle_nodes, node_name
-from kubescale.scheduling.fit import pod_key
-from kubescale.scheduling.pods import is_terminal, owner_refs, requests_of
+from kubescale.scheduling.utilization_arrays import UtilizationArrays
 from kubescale.scheduling.utilization_math import (
     BASIC_RESOURCES,
     node_capacity,

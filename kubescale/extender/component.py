@@ -26,9 +26,9 @@ from aiohttp import web
 
 from kubescale.base.logs import component_logger
 from kubescale.certs.client_identity import ClientCertificateCheck
-from kubescale.controllers.descheduler.placement.placement_rules import PlacementRules
 from kubescale.coordination.brain import brain_of
 from kubescale.coordination.eviction_memory import EvictionMemory
+from kubescale.coordination.placement_rules import PlacementRules
 from kubescale.runtime.component import BaseComponent, ComponentSpec, Runtime
 
 from .cluster_cache import ClusterCache
@@ -65,7 +65,8 @@ class ExtenderComponent(BaseComponent):
             )
         self.settings = settings
         self.policy = policy
-        board = brain_of(runtime.cache).board
+        brain = brain_of(runtime.cache)
+        board = brain.board
         # Decisions run on a worker thread; every write of the cache and the memory from the
         # serving loop waits (queued, not blocking) while one reads (module .offload).
         writes = DeferredWrites()
@@ -88,7 +89,7 @@ class ExtenderComponent(BaseComponent):
         self.extender = SchedulerExtender(
             cache=self.cache,
             rules=PlacementRules.from_policy(policy),
-            memory=self.memory,
+            veto=brain.placement_veto,
             settings=settings,
             clock=runtime.clock,
             metrics=self.metrics,

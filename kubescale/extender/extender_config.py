@@ -4,7 +4,7 @@
   ``<prefix>/prioritize`` on the TLS server (``auto``: in a cluster or with ``--kubeconfig``,
   when a descheduler policy is given);
 * ``--policy-config-file`` / ``--descheduler-policy`` — the descheduler policy the extender
-  enforces, the descheduler's own flags (:mod:`kubescale.controllers.descheduler.policy_flags`);
+  enforces, the descheduler's own flags (:mod:`kubescale.scheduling.policy.policy_flags`);
 * ``--extender-url-prefix`` (``/scheduler``) — the path the KubeSchedulerConfiguration's
   ``urlPrefix`` ends with;
 * ``--extender-eviction-memory`` (``10m``) — how long a node stays refused to the pods of an
@@ -24,14 +24,14 @@ from typing import Final, cast
 
 from kubescale.base.flag_types import FlagValueError
 from kubescale.base.go_time import parse_duration
-from kubescale.controllers.descheduler.policy.policy_loading import DeschedulerPolicy
-from kubescale.controllers.descheduler.policy_flags import (
+from kubescale.coordination.eviction_memory import DEFAULT_MAX_ENTRIES
+from kubescale.scheduling.policy.policy_flags import (
     PolicyGatedMode,
     add_policy_arguments,
     policy_from_args,
     policy_gated_mode,
 )
-from kubescale.coordination.eviction_memory import DEFAULT_MAX_ENTRIES
+from kubescale.scheduling.policy.policy_loading import DeschedulerPolicy
 
 __all__ = [
     "DEFAULT_URL_PREFIX",

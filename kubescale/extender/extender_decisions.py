@@ -3,11 +3,13 @@
 Filter (:func:`decide_filter`), for the candidates kube-scheduler sends (those that passed its
 own filters):
 
-1. the nodes the pod's owner was evicted from within the eviction memory's duration are refused
-   as ``FailedAndUnresolvableNodes`` ("recently descheduled <kind>/<name> from <node>"):
+1. the nodes the coordination layer vetoes (:class:`~kubescale.coordination.ports.PlacementVeto`:
+   in one brain the nodes the pod's owner was evicted from within the eviction memory's
+   duration; in ``separate``, upstream's, none) are refused as ``FailedAndUnresolvableNodes``
+   ("recently descheduled <kind>/<name> from <node>"):
    preemption cannot change that, so the scheduler does not try;
 2. the nodes the active descheduler policy would evict the pod from
-   (:func:`~kubescale.controllers.descheduler.placement.placement_rules.policy_refusals`) are
+   (:func:`~kubescale.coordination.placement_rules.policy_refusals`) are
    refused — taints and node affinity as ``FailedAndUnresolvableNodes``, the rest (anti-affinity,
    topology spread, over-utilization: evicting other pods could change them) as ``FailedNodes``;
 3. *never strand a pod on policy grounds*: when the policy would refuse every candidate left,
@@ -15,8 +17,9 @@ own filters):
    runs where it fits, as without the extender, rather than stay Pending). The eviction memory
    is not relaxed: it expires by itself.
 
-Prioritize (:func:`decide_prioritize`): :func:`~kubescale.controllers.descheduler.placement.
-placement_rules.placement_scores` for every candidate, in the request's order.
+Prioritize (:func:`decide_prioritize`):
+:func:`~kubescale.coordination.placement_rules.placement_scores` for every candidate, in the
+request's order.
 """
 
 from __future__ import annotations
@@ -26,13 +29,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from kubescale.controllers.descheduler.placement.placement_rules import (
+from kubescale.coordination.placement_rules import (
     PlacementRules,
     PlacementState,
     placement_scores,
     policy_refusals,
 )
-from kubescale.coordination.eviction_memory import EvictionMemory
+from kubescale.coordination.ports import PlacementVeto
 
 __all__ = ["FilterDecision", "decide_filter", "decide_prioritize"]
 
@@ -54,13 +57,13 @@ def decide_filter(
     *,
     rules: PlacementRules,
     state: PlacementState,
-    memory: EvictionMemory | None,
+    veto: PlacementVeto | None,
     now: datetime,
 ) -> FilterDecision:
     """The filter's answer (module docstring). A node offered twice is judged once: with the
     duplicates counted, "the policy refuses every candidate" (step 3) could never hold."""
     candidates = list(dict.fromkeys(candidates))
-    remembered = memory.refused_nodes(pod, now) if memory is not None else {}
+    remembered = veto.refused_nodes(pod, now) if veto is not None else {}
     unresolvable = {n: remembered[n].describe() for n in candidates if n in remembered}
     refused_by = dict.fromkeys(unresolvable, "EvictionMemory")
     remaining = [n for n in candidates if n not in unresolvable]

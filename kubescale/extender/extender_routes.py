@@ -44,8 +44,8 @@ from aiohttp import web
 from kubescale.base.clock import Clock
 from kubescale.base.logs import component_logger
 from kubescale.certs.client_identity import ClientCertificateCheck
-from kubescale.controllers.descheduler.placement.placement_rules import PlacementRules
-from kubescale.coordination.eviction_memory import EvictionMemory
+from kubescale.coordination.placement_rules import PlacementRules
+from kubescale.coordination.ports import PlacementVeto
 from kubescale.objects.views import Meta
 from kubescale.runtime.compute_turns import ComputeTurns
 
@@ -80,7 +80,7 @@ class SchedulerExtender:
         *,
         cache: ClusterCache,
         rules: PlacementRules,
-        memory: EvictionMemory | None,
+        veto: PlacementVeto | None,
         settings: ExtenderSettings,
         clock: Clock,
         metrics: ExtenderMetrics | None = None,
@@ -90,7 +90,7 @@ class SchedulerExtender:
     ) -> None:
         self.cache = cache
         self.rules = rules
-        self.memory = memory
+        self.veto = veto
         self.settings = settings
         self.clock = clock
         self.metrics = metrics
@@ -171,7 +171,7 @@ class SchedulerExtender:
                 args.names,
                 rules=self.rules,
                 state=self.cache,
-                memory=self.memory,
+                veto=self.veto,
                 now=self.clock.now(),
             )
         except Exception as err:  # a gap in the input checks: an explicit Error, not a 500

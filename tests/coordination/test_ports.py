@@ -26,16 +26,19 @@ from kubescale.coordination.brain import Brain, brain_of
 from kubescale.coordination.descheduler_budget import ACTOR as DESCHEDULER
 from kubescale.coordination.descheduler_budget import InFlight, Refusal
 from kubescale.coordination.disruption_ledger import Disruption, DisruptionKind, DisruptionLedger
+from kubescale.coordination.eviction_memory import EvictionMemory
 from kubescale.coordination.one_brain import (
     LedgerBudgets,
     LedgerGate,
     LedgerMoves,
+    RecentEvictionsVeto,
     RequestsAheadOfPods,
     VpaYieldsToHpa,
 )
 from kubescale.coordination.ports import (
     DeschedulerBudgets,
     DisruptionGate,
+    PlacementVeto,
     RecentMoves,
     RequestsAhead,
     RequestsAheadPolicy,
@@ -44,6 +47,7 @@ from kubescale.coordination.ports import (
 from kubescale.coordination.recent_moves import DescheduledMove
 from kubescale.coordination.separate import (
     NoMoves,
+    NoVeto,
     OwnBudgets,
     OwnEvictionsOnly,
     SpecRequests,
@@ -354,6 +358,36 @@ def test_requests_ahead(
     assert policy.updater_replaces_pending is replaces_pending
 
 
+# -- PlacementVeto: the scheduler extender's refusals from the descheduler's evictions ---------
+
+
+@pytest.mark.parametrize(
+    ("one_brain", "extender", "asked_after", "refused"),
+    [
+        # one brain: the web ReplicaSet's pod was evicted from n1 1 min before NOW; the memory
+        # keeps it 10 min (--eviction-memory), 1 < 10: another web pod is kept off n1
+        (True, True, timedelta(0), {"n1": "recently descheduled ReplicaSet/web from n1"}),
+        # 11 min after the eviction, 11 > 10: forgotten
+        (True, True, timedelta(minutes=10), {}),
+        # no extender in the process: nothing keeps the descheduler's evictions
+        (True, False, timedelta(0), {}),
+        # separate: upstream's kube-scheduler knows nothing of the descheduler (it may put the
+        # replacement straight back on n1, descheduler issues #994, #655)
+        (False, True, timedelta(0), {}),
+    ],
+)
+def test_placement_veto(
+    one_brain: bool, extender: bool, asked_after: timedelta, refused: dict[str, str]
+) -> None:
+    brain = Brain.build(Coordination.ONE_BRAIN if one_brain else Coordination.SEPARATE)
+    if extender:
+        brain.board.memory = EvictionMemory(duration=timedelta(minutes=10))
+    brain.board.record(running_pod_of_web("a", node="n1"), "n1", NOW - timedelta(minutes=1))
+    veto: PlacementVeto = brain.placement_veto
+    answer = veto.refused_nodes(running_pod_of_web("b", node="n2"), NOW + asked_after)
+    assert {node: why.describe() for node, why in answer.items()} == refused
+
+
 # -- the brain: one per process, its implementations picked once -----------------------------
 
 
@@ -362,9 +396,19 @@ def test_requests_ahead(
     [
         (
             Coordination.ONE_BRAIN,
-            (LedgerGate, LedgerBudgets, LedgerMoves, VpaYieldsToHpa, RequestsAheadOfPods),
+            (
+                LedgerGate,
+                LedgerBudgets,
+                LedgerMoves,
+                VpaYieldsToHpa,
+                RequestsAheadOfPods,
+                RecentEvictionsVeto,
+            ),
         ),
-        (Coordination.SEPARATE, (OwnEvictionsOnly, OwnBudgets, NoMoves, VpaOwnsAll, SpecRequests)),
+        (
+            Coordination.SEPARATE,
+            (OwnEvictionsOnly, OwnBudgets, NoMoves, VpaOwnsAll, SpecRequests, NoVeto),
+        ),
     ],
 )
 def test_the_brain_picks_the_implementations(
@@ -377,6 +421,7 @@ def test_the_brain_picks_the_implementations(
         brain.recent_moves,
         brain.ownership,
         brain.requests_ahead,
+        brain.placement_veto,
     )
     assert [type(p) for p in ports] == list(implementations)
     assert brain.ledger.shared is (coordination is Coordination.ONE_BRAIN)

@@ -14,12 +14,12 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from kubescale.base.clock import VirtualClock
-from kubescale.controllers.descheduler.placement.placement_rules import PlacementRules
-from kubescale.controllers.descheduler.policy.policy_loading import DeschedulerPolicy
 from kubescale.coordination.eviction_memory import EvictionMemory
+from kubescale.coordination.placement_rules import PlacementRules
 from kubescale.extender.cluster_cache import ClusterCache
 from kubescale.extender.extender_config import ExtenderSettings
 from kubescale.extender.extender_routes import SchedulerExtender
+from kubescale.scheduling.policy.policy_loading import DeschedulerPolicy
 from tests.controllers.descheduler.builders import NOW
 
 
@@ -56,7 +56,7 @@ async def running_extender(
     extender = SchedulerExtender(
         cache=cache,
         rules=PlacementRules.from_policy(policy),
-        memory=memory,
+        veto=memory,
         settings=settings if settings is not None else ExtenderSettings(),
         clock=clock,
         readiness=readiness or (lambda: None),

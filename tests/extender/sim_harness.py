@@ -30,9 +30,8 @@ from kubescale.certs.authority import generate_ca, issue_serving_certificate
 from kubescale.controllers.descheduler.descheduler_config import DeschedulerSettings
 from kubescale.controllers.descheduler.descheduler_loop import DeschedulerLoop
 from kubescale.controllers.descheduler.descheduler_metrics import DeschedulerMetrics
-from kubescale.controllers.descheduler.placement.placement_rules import PlacementRules
-from kubescale.controllers.descheduler.policy.policy_loading import DeschedulerPolicy
 from kubescale.coordination.eviction_memory import EvictionMemory
+from kubescale.coordination.placement_rules import PlacementRules
 from kubescale.extender.cluster_cache import ClusterCache
 from kubescale.extender.extender_config import ExtenderSettings
 from kubescale.extender.extender_metrics import ExtenderMetrics
@@ -42,6 +41,7 @@ from kubescale.kube.client import connect
 from kubescale.kube.events import EventRecorder
 from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.resources import NODES, PODS
+from kubescale.scheduling.policy.policy_loading import DeschedulerPolicy
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.cluster.disruption_controller import DisruptionController
 from kubescale.sim.cluster.kubelet import Kubelet
@@ -259,7 +259,7 @@ async def simulated_cluster(
         served = SchedulerExtender(
             cache=cache,
             rules=PlacementRules.from_policy(policy),
-            memory=remembered,
+            veto=remembered,
             settings=ExtenderSettings(),
             clock=clock,
             metrics=metrics,

@@ -28,9 +28,8 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from kubescale.base.clock import VirtualClock
-from kubescale.controllers.descheduler.placement.placement_rules import PlacementRules
-from kubescale.controllers.descheduler.policy.utilization_args import LowNodeUtilizationArgs
 from kubescale.coordination.eviction_memory import EvictionMemory
+from kubescale.coordination.placement_rules import PlacementRules
 from kubescale.extender.cluster_cache import ClusterCache
 from kubescale.extender.extender_config import ExtenderSettings
 from kubescale.extender.extender_routes import SchedulerExtender
@@ -38,6 +37,7 @@ from kubescale.extender.informer_feed import feed
 from kubescale.kube.client import KubeClient, connect
 from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.resources import PODS
+from kubescale.scheduling.policy.utilization_args import LowNodeUtilizationArgs
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.scenario.runner import SimulationClientClock
 from tests.controllers.descheduler.builders import NOW, node, pod, policy
@@ -135,7 +135,7 @@ async def test_pods_listed_before_their_nodes_are_all_counted(
         extender = SchedulerExtender(
             cache=cache,
             rules=PlacementRules.from_policy(POLICY),
-            memory=EvictionMemory(duration=timedelta(minutes=10)),
+            veto=EvictionMemory(duration=timedelta(minutes=10)),
             settings=ExtenderSettings(),
             clock=clock,
             readiness=readiness,

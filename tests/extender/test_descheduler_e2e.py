@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kubescale.controllers.descheduler.policy.policy_loading import DeschedulerPolicy
+from kubescale.scheduling.policy.policy_loading import DeschedulerPolicy
 from tests.controllers.descheduler.builders import policy
 
 from .sim_harness import Harness, simulated_cluster

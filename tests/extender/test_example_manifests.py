@@ -7,8 +7,8 @@ from pathlib import Path
 
 import yaml
 
-from kubescale.controllers.descheduler.policy.policy_loading import load_policy
 from kubescale.extender.extender_config import DEFAULT_URL_PREFIX
+from kubescale.scheduling.policy.policy_loading import load_policy
 from kubescale.sim.cluster.scheduler_extenders import ExtenderConfig
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "manifests" / "examples"

@@ -32,8 +32,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kubescale.base.clock import VirtualClock
-from kubescale.controllers.descheduler.placement.placement_rules import PlacementRules
 from kubescale.coordination.eviction_memory import EvictionMemory
+from kubescale.coordination.placement_rules import PlacementRules
 from kubescale.extender.cluster_cache import ClusterCache
 from kubescale.extender.extender_config import ExtenderSettings
 from kubescale.extender.extender_routes import SchedulerExtender
@@ -470,7 +470,7 @@ class Harness:
         self.extender = SchedulerExtender(
             cache=cache,
             rules=PlacementRules.from_policy(POLICY),
-            memory=memory,
+            veto=memory,
             settings=ExtenderSettings(),
             clock=clock,
         )

@@ -20,11 +20,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kubescale.controllers.descheduler.descheduling_cycle import descheduling_cycle, run_cycle
-from kubescale.controllers.descheduler.placement.placement_rules import PlacementRules
-from kubescale.controllers.descheduler.policy.policy_loading import DeschedulerPolicy
+from kubescale.coordination.placement_rules import PlacementRules
 from kubescale.extender.cluster_cache import ClusterCache
 from kubescale.extender.extender_decisions import decide_filter
 from kubescale.scheduling.cycle_view import CycleView, cycle_nodes
+from kubescale.scheduling.policy.policy_loading import DeschedulerPolicy
 from tests.controllers.descheduler.builders import NOW, node, owner, pod, policy, stamp
 
 PLACEMENT = {
@@ -235,7 +235,7 @@ def test_pods_placed_through_the_extender_are_not_evicted_for_the_same_reason(
         names,
         rules=PlacementRules.from_policy(the_policy),
         state=cache,
-        memory=None,
+        veto=None,
         now=NOW,
     )
     if decision.policy_fallback:

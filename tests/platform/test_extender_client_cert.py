@@ -35,7 +35,7 @@ from kubescale.certs.authority import (
 from kubescale.certs.client_identity import ClientCertificateCheck
 from kubescale.cli.main import build_parser
 from kubescale.cli.serve_config import serve_config_from_args
-from kubescale.controllers.descheduler.placement.placement_rules import PlacementRules
+from kubescale.coordination.placement_rules import PlacementRules
 from kubescale.extender.cluster_cache import ClusterCache
 from kubescale.extender.extender_config import ExtenderSettings
 from kubescale.extender.extender_metrics import ExtenderMetrics
@@ -102,7 +102,7 @@ async def running(cert_dir: Path, clients: Clients, tmp_path: Path) -> AsyncIter
     extender = SchedulerExtender(
         cache=ClusterCache(policy=POLICY, now=clock.now).load(nodes=[node("n1")]),
         rules=PlacementRules.from_policy(POLICY),
-        memory=None,
+        veto=None,
         settings=ExtenderSettings(),
         clock=clock,
         metrics=ExtenderMetrics(registry),

@@ -39,48 +39,6 @@ WIRING: Final = ("kubescale.cli", "kubescale.sim")
 """The wiring that picks the implementation from a flag or a scenario key (the simulator's own
 ``shared`` usage streams are unrelated to the setting)."""
 
-KNOWN_EXTENDER_IMPORTS: Final = frozenset(
-    {
-        (
-            "kubescale.extender.cluster_cache",
-            "kubescale.controllers.descheduler.placement.utilization_arrays",
-        ),
-        (
-            "kubescale.extender.cluster_cache",
-            "kubescale.controllers.descheduler.policy.policy_loading",
-        ),
-        (
-            "kubescale.extender.cluster_cache",
-            "kubescale.controllers.descheduler.policy.utilization_args",
-        ),
-        (
-            "kubescale.extender.cluster_cache",
-            "kubescale.controllers.descheduler.strategies.topology_spread",
-        ),
-        (
-            "kubescale.extender.component",
-            "kubescale.controllers.descheduler.placement.placement_rules",
-        ),
-        (
-            "kubescale.extender.extender_config",
-            "kubescale.controllers.descheduler.policy.policy_loading",
-        ),
-        ("kubescale.extender.extender_config", "kubescale.controllers.descheduler.policy_flags"),
-        (
-            "kubescale.extender.extender_decisions",
-            "kubescale.controllers.descheduler.placement.placement_rules",
-        ),
-        (
-            "kubescale.extender.extender_routes",
-            "kubescale.controllers.descheduler.placement.placement_rules",
-        ),
-    }
-)
-"""NOT DONE (issue 28 item 1): the scheduler extender still reads the descheduler's policy,
-placement rules and utilization math directly (9 pairs, 6 descheduler modules). Listed edge by
-edge so that no new one can be added and each one removed must be struck off here (the test
-fails both ways)."""
-
 
 def system_of(module: str) -> str | None:
     for prefix, system in SYSTEMS.items():
@@ -170,9 +128,7 @@ def _planted_imports(module: str, source: str) -> list[Import]:
 
 
 def test_no_system_imports_another_system() -> None:
-    found = cross_system_imports(IMPORTS)
-    assert sorted(found - KNOWN_EXTENDER_IMPORTS) == []
-    assert sorted(KNOWN_EXTENDER_IMPORTS - found) == [], "struck off: remove it from the list"
+    assert sorted(cross_system_imports(IMPORTS)) == []
 
 
 def test_a_system_importing_another_is_caught() -> None:
@@ -246,9 +202,9 @@ def test_the_coordination_layer_imports_no_system() -> None:
 def test_the_coordination_layer_importing_a_system_is_caught() -> None:
     planted = _planted_imports(
         "kubescale.coordination.example",
-        "from kubescale.controllers.descheduler.framework.evictor import DefaultEvictor\n",
+        "from kubescale.controllers.descheduler.framework.eviction import PodEvictor\n",
     )
     assert coordination_imports_of_systems(planted) == [
         "kubescale.coordination.example:1 imports "
-        "kubescale.controllers.descheduler.framework.evictor"
+        "kubescale.controllers.descheduler.framework.eviction"
     ]

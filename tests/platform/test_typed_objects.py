@@ -48,7 +48,7 @@ NOT_YET_CONVERTED: dict[str, int] = {
     "controllers/autoscaler/clusterstate/status_configmap.py": 1,
     "controllers/autoscaler/model/pod_facts.py": 1,
     "controllers/descheduler/descheduler_loop.py": 5,
-    "controllers/descheduler/placement/utilization_arrays.py": 1,
+    "scheduling/utilization_arrays.py": 1,
     "controllers/hpa/hpa_loop.py": 1,
     "controllers/vpa/api/controller_refs.py": 2,
     "controllers/vpa/api/current_resources.py": 3,

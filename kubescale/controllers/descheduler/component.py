@@ -38,6 +38,8 @@ from kubescale.runtime.component import (
     Runtime,
     TimelineReport,
 )
+from kubescale.scheduling.policy.policy_loading import DeschedulerPolicy
+from kubescale.scheduling.policy.utilization_args import PROMETHEUS_METRICS
 
 from .descheduler_config import (
     DeschedulerConfigError,
@@ -48,8 +50,6 @@ from .descheduler_config import (
 from .descheduler_decision import EVENT_COMPONENT
 from .descheduler_loop import LOOP_NAME, DeschedulerLoop
 from .descheduler_metrics import DeschedulerMetrics
-from .policy.policy_loading import DeschedulerPolicy
-from .policy.utilization_args import PROMETHEUS_METRICS
 from .usage_sources import COLLECTOR_INTERVAL, NodeMetricsCollector
 
 __all__ = ["RUN_ONCE_RECHECK", "SPEC", "DeschedulerComponent"]

@@ -28,9 +28,13 @@ from typing import cast
 from kubescale.base.flag_types import FlagValueError
 from kubescale.base.go_time import parse_duration
 from kubescale.plans.dry_run import add_dry_run_flag
-
-from .policy.policy_loading import DeschedulerPolicy
-from .policy_flags import PolicyGatedMode, add_policy_arguments, policy_from_args, policy_gated_mode
+from kubescale.scheduling.policy.policy_flags import (
+    PolicyGatedMode,
+    add_policy_arguments,
+    policy_from_args,
+    policy_gated_mode,
+)
+from kubescale.scheduling.policy.policy_loading import DeschedulerPolicy
 
 __all__ = [
     "DeschedulerConfigError",

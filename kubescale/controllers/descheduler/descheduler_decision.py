@@ -26,10 +26,10 @@ from kubescale.coordination.eviction_memory import EvictionRecorder
 from kubescale.kube.errors import KubeApiError
 from kubescale.plans.executor import Decision
 from kubescale.plans.intents import Event, Evict
+from kubescale.scheduling.policy.policy_loading import DeschedulerPolicy
 
 from .descheduling_cycle import Cycle, CycleReport
 from .framework.eviction import EvictionRequest
-from .policy.policy_loading import DeschedulerPolicy
 
 __all__ = ["EVENT_COMPONENT", "REQUESTED_BY", "CycleDecision", "TimelineReport"]
 

@@ -71,14 +71,14 @@ from kubescale.plans.executor import PlanExecutor, plan_metrics
 from kubescale.runtime.off_loop import OffLoop
 from kubescale.scheduling.cycle_view import CycleView, cycle_nodes, node_name
 from kubescale.scheduling.pod_resources import NON_MISSING_DEFAULTS, RequestCache
+from kubescale.scheduling.policy.policy_loading import DeschedulerPolicy
+from kubescale.scheduling.policy.utilization_args import KUBERNETES_METRICS, PROMETHEUS_METRICS
 
 from .descheduler_config import DeschedulerSettings
 from .descheduler_decision import CycleDecision, TimelineReport
 from .descheduler_metrics import DeschedulerMetrics
 from .descheduling_cycle import CycleReport, descheduling_cycle
 from .framework.eviction import EvictionRequest
-from .policy.policy_loading import DeschedulerPolicy
-from .policy.utilization_args import KUBERNETES_METRICS, PROMETHEUS_METRICS
 from .usage_sources import (
     NodeMetricsCollector,
     PrometheusNodeValues,

@@ -27,6 +27,13 @@ from dataclasses import dataclass, field
 
 from kubescale.coordination.descheduler_budget import UPSTREAM_BUDGET, EvictionBudget
 from kubescale.scheduling.cycle_view import CycleView
+from kubescale.scheduling.evictor import DefaultEvictor, EvictorError
+from kubescale.scheduling.policy.policy_loading import (
+    BALANCE,
+    DEFAULT_EVICTOR,
+    DESCHEDULE,
+    DeschedulerPolicy,
+)
 
 from .framework.eviction import (
     EvictionRecord,
@@ -34,9 +41,7 @@ from .framework.eviction import (
     EvictionResult,
     PodEvictor,
 )
-from .framework.evictor import DefaultEvictor, EvictorError
 from .framework.strategy_context import StrategyContext, StrategyError
-from .policy.policy_loading import BALANCE, DEFAULT_EVICTOR, DESCHEDULE, DeschedulerPolicy
 from .strategies.registry import STRATEGIES
 
 __all__ = ["Cycle", "CycleReport", "StrategyTiming", "descheduling_cycle", "run_cycle"]

@@ -18,11 +18,11 @@ from kubescale.controllers.descheduler.descheduling_cycle import (
     run_cycle,
 )
 from kubescale.controllers.descheduler.framework.eviction import EvictionRequest
-from kubescale.controllers.descheduler.policy.policy_loading import (
+from kubescale.scheduling.cycle_view import CycleView, cycle_nodes
+from kubescale.scheduling.policy.policy_loading import (
     DeschedulerPolicy,
     parse_policy,
 )
-from kubescale.scheduling.cycle_view import CycleView, cycle_nodes
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 Obj = dict[str, Any]

@@ -9,7 +9,7 @@ import yaml
 
 from kubescale.controllers.descheduler.descheduling_cycle import descheduling_cycle, run_cycle
 from kubescale.controllers.descheduler.framework.eviction import EvictionRequest, EvictionResult
-from kubescale.controllers.descheduler.policy.policy_loading import parse_policy
+from kubescale.scheduling.policy.policy_loading import parse_policy
 
 from .builders import NOW, evicted, node, pod, policy, run, view
 

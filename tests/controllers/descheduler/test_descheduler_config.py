@@ -20,7 +20,7 @@ from kubescale.extender.extender_config import (
     add_extender_arguments,
     extender_settings_from_args,
 )
-from tests.controllers.descheduler.policy.test_policy_loading import REFERENCE_EXAMPLE
+from tests.scheduling.policy.test_policy_loading import REFERENCE_EXAMPLE
 
 from .builders import NOW, owner, pod
 

@@ -26,10 +26,6 @@ from kubescale.base.coordination import Coordination
 from kubescale.controllers.descheduler.descheduler_config import DeschedulerSettings
 from kubescale.controllers.descheduler.descheduler_loop import DeschedulerLoop
 from kubescale.controllers.descheduler.descheduler_metrics import DeschedulerMetrics
-from kubescale.controllers.descheduler.policy.policy_loading import (
-    DeschedulerPolicy,
-    parse_policy,
-)
 from kubescale.coordination.brain import brain_of
 from kubescale.coordination.disruption_ledger import DisruptionLedger
 from kubescale.coordination.eviction_memory import EvictionMemory
@@ -39,6 +35,10 @@ from kubescale.kube.events import EventRecorder
 from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.resources import CORE_EVENTS, PODS
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.scheduling.policy.policy_loading import (
+    DeschedulerPolicy,
+    parse_policy,
+)
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.scenario.runner import SimulationClientClock
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubescale.scheduling.cycle_view import CycleView
+from kubescale.scheduling.evictor import DefaultEvictor
 
 from .eviction import Evicting, EvictionRequest, PodEvictor
-from .evictor import DefaultEvictor
 
 __all__ = ["Strategy", "StrategyContext", "StrategyError", "StrategyRun"]
 

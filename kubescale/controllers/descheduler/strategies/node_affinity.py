@@ -18,43 +18,35 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from kubescale.objects.views import Meta, spec_of
+from kubescale.objects.views import Meta
 from kubescale.scheduling.cycle_view import node_labels, node_name
+from kubescale.scheduling.descheduler_rules import (
+    NODE_AFFINITY,
+    has_preferred_affinity,
+    has_required_affinity,
+    node_affinity_of,
+)
 from kubescale.scheduling.filters import NodeAffinity, PreferredNodeAffinity
-
-from ..framework.eviction import EvictionResult
-from ..framework.strategy_context import StrategyContext, StrategyRun
-from ..policy.common_args import labels_match
-from ..policy.strategy_args import (
+from kubescale.scheduling.policy.common_args import labels_match
+from kubescale.scheduling.policy.strategy_args import (
     NODE_AFFINITY_PREFERRED,
     NODE_AFFINITY_REQUIRED,
     RemovePodsViolatingNodeAffinityArgs,
 )
 
+from ..framework.eviction import EvictionResult
+from ..framework.strategy_context import StrategyContext, StrategyRun
+
 __all__ = [
     "NAME",
     "best_preferred_weight",
-    "has_preferred_affinity",
-    "has_required_affinity",
     "remove_pods_violating_node_affinity",
     "violates_required",
 ]
 
-NAME: Final = "RemovePodsViolatingNodeAffinity"
+NAME: Final = NODE_AFFINITY
 Pod = Mapping[str, Any]
 Node = Mapping[str, Any]
-
-
-def _node_affinity(pod: Pod) -> Mapping[str, Any]:
-    return (spec_of(pod).get("affinity") or {}).get("nodeAffinity") or {}
-
-
-def has_required_affinity(pod: Pod) -> bool:
-    return _node_affinity(pod).get("requiredDuringSchedulingIgnoredDuringExecution") is not None
-
-
-def has_preferred_affinity(pod: Pod) -> bool:
-    return bool(_node_affinity(pod).get("preferredDuringSchedulingIgnoredDuringExecution"))
 
 
 def violates_required(pod: Pod, node: Node) -> bool:
@@ -89,7 +81,7 @@ def remove_pods_violating_node_affinity(
     def best_weight(pod: Pod) -> int:
         """The best weight over the nodes, once per distinct set of preferred terms."""
         spec = json.dumps(
-            _node_affinity(pod).get("preferredDuringSchedulingIgnoredDuringExecution"),
+            node_affinity_of(pod).get("preferredDuringSchedulingIgnoredDuringExecution"),
             sort_keys=True,
         )
         if spec not in best_weights:

@@ -44,7 +44,17 @@ from typing import Any, Final
 
 from kubescale.objects.views import Meta, spec_of
 from kubescale.scheduling.cycle_view import node_name
+from kubescale.scheduling.descheduler_rules import HIGH_NODE_UTILIZATION, LOW_NODE_UTILIZATION
 from kubescale.scheduling.pods import requests_of, sort_low_to_high, tolerates_taints_of_any
+from kubescale.scheduling.policy.common_args import Namespaces
+from kubescale.scheduling.policy.utilization_args import (
+    KUBERNETES_METRICS,
+    METRIC_RESOURCE,
+    PROMETHEUS_METRICS,
+    HighNodeUtilizationArgs,
+    LowNodeUtilizationArgs,
+    MetricsUtilization,
+)
 from kubescale.scheduling.utilization_math import (
     BASIC_RESOURCES,
     Percentages,
@@ -59,15 +69,6 @@ from kubescale.scheduling.utilization_math import (
 
 from ..framework.eviction import EvictionResult
 from ..framework.strategy_context import StrategyContext, StrategyError, StrategyRun
-from ..policy.common_args import Namespaces
-from ..policy.utilization_args import (
-    KUBERNETES_METRICS,
-    METRIC_RESOURCE,
-    PROMETHEUS_METRICS,
-    HighNodeUtilizationArgs,
-    LowNodeUtilizationArgs,
-    MetricsUtilization,
-)
 
 __all__ = [
     "HIGH_NAME",
@@ -80,8 +81,8 @@ __all__ = [
     "resource_names",
 ]
 
-LOW_NAME: Final = "LowNodeUtilization"
-HIGH_NAME: Final = "HighNodeUtilization"
+LOW_NAME: Final = LOW_NODE_UTILIZATION
+HIGH_NAME: Final = HIGH_NODE_UTILIZATION
 Pod = Mapping[str, Any]
 Node = Mapping[str, Any]
 

@@ -41,16 +41,16 @@ from kubescale.base.times import parse_time
 from kubescale.objects.views import Meta, status_of
 from kubescale.scheduling.cycle_view import node_name
 from kubescale.scheduling.pods import creation_time, owner_refs, restart_count
-
-from ..framework.eviction import EvictionResult
-from ..framework.strategy_context import StrategyContext, StrategyRun
-from ..policy.common_args import labels_match
-from ..policy.strategy_args import (
+from kubescale.scheduling.policy.common_args import labels_match
+from kubescale.scheduling.policy.strategy_args import (
     PodConditionFilter,
     PodLifeTimeArgs,
     RemoveFailedPodsArgs,
     RemovePodsHavingTooManyRestartsArgs,
 )
+
+from ..framework.eviction import EvictionResult
+from ..framework.strategy_context import StrategyContext, StrategyRun
 
 __all__ = [
     "FAILED_PODS",

@@ -27,10 +27,10 @@ from kubescale.objects.views import Meta, spec_of
 from kubescale.scheduling.cycle_view import node_labels, node_name
 from kubescale.scheduling.filters import FILTERED_EFFECTS, NodeAffinity, first_untolerated_taint
 from kubescale.scheduling.pods import owner_refs
+from kubescale.scheduling.policy.strategy_args import RemoveDuplicatesArgs
 
 from ..framework.eviction import EvictionResult
 from ..framework.strategy_context import StrategyContext, StrategyRun
-from ..policy.strategy_args import RemoveDuplicatesArgs
 
 __all__ = ["NAME", "OwnerKey", "owner_keys", "remove_duplicates", "target_nodes"]
 

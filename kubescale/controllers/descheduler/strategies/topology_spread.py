@@ -3,16 +3,18 @@
 
 1. The pods on the cycle's nodes passing ``Filter``, the label selector and the namespaces —
    only those are counted in the domains — grouped by namespace (namespaces in name order).
-2. Per namespace, the distinct constraints (:class:`SpreadConstraint`) of the kinds in
+2. Per namespace, the distinct constraints
+   (:class:`~kubescale.scheduling.spread_constraints.SpreadConstraint`) of the kinds in
    ``constraints`` found on its pods: ``maxSkew``, ``topologyKey``, ``whenUnsatisfiable``, the
    label selector with ``matchLabelKeys`` merged in from the pod's own labels,
    ``nodeAffinityPolicy`` (unset: Honor) and ``nodeTaintsPolicy`` (unset: Ignore) with the pod's
    required node affinity / tolerations when honoured. ``minDomains`` is not supported.
 3. Per constraint: a domain for every value of ``topologyKey`` on the nodes passing the
-   inclusion policies (:func:`node_included`: Honor affinity — the node matches the pod's
-   required affinity; Honor taints — no untolerated NoSchedule/NoExecute taint), then every
-   matching, non-terminating pod on a node with the label counts in its node's domain. A
-   constraint whose largest and smallest domains differ by at most ``maxSkew`` is balanced.
+   inclusion policies (:func:`~kubescale.scheduling.spread_constraints.node_included`: Honor
+   affinity — the node matches the pod's required affinity; Honor taints — no untolerated
+   NoSchedule/NoExecute taint), then every matching, non-terminating pod on a node with the
+   label counts in its node's domain. A constraint whose largest and smallest domains differ
+   by at most ``maxSkew`` is balanced.
 4. ``balanceDomains`` (:func:`balance_domains`): ``idealAvg = pods / domains``; domains sorted by
    size (ties by value); within a domain the pods ordered non-evictable first, then pods with a
    nodeSelector or node affinity, then by priority as upstream's comparator orders them — no
@@ -29,184 +31,36 @@
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from kubescale.objects.selectors import (
-    EQUALS,
-    LabelSelector,
-    SelectorError,
-    label_selector_from_dict,
-    new_requirement,
-)
+from kubescale.objects.selectors import LabelSelector
 from kubescale.objects.views import Meta, spec_of
 from kubescale.scheduling.cycle_view import node_labels, node_name
-from kubescale.scheduling.filters import FILTERED_EFFECTS, NodeAffinity, first_untolerated_taint
+from kubescale.scheduling.descheduler_rules import TOPOLOGY_SPREAD
 from kubescale.scheduling.fit import pod_key
-from kubescale.scheduling.pods import is_terminating, pod_priority
+from kubescale.scheduling.pods import pod_priority
+from kubescale.scheduling.policy.common_args import labels_match
+from kubescale.scheduling.policy.strategy_args import (
+    RemovePodsViolatingTopologySpreadConstraintArgs,
+)
+from kubescale.scheduling.spread_constraints import (
+    SpreadConstraint,
+    domain_counts,
+    includes_every_node,
+    node_included,
+    spread_constraints,
+)
 
 from ..framework.eviction import EvictionResult
 from ..framework.strategy_context import StrategyContext, StrategyRun
-from ..policy.common_args import labels_match
-from ..policy.strategy_args import RemovePodsViolatingTopologySpreadConstraintArgs
 
-__all__ = [
-    "NAME",
-    "SpreadConstraint",
-    "balance_domains",
-    "domain_counts",
-    "node_included",
-    "remove_pods_violating_topology_spread_constraint",
-    "spread_constraints",
-]
+__all__ = ["NAME", "balance_domains", "remove_pods_violating_topology_spread_constraint"]
 
-NAME: Final = "RemovePodsViolatingTopologySpreadConstraint"
-HONOR: Final = "Honor"
+NAME: Final = TOPOLOGY_SPREAD
 Pod = Mapping[str, Any]
 Node = Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class SpreadConstraint:
-    """One ``TopologySpreadConstraint`` as a pod carries it (module docstring, step 2)."""
-
-    max_skew: int
-    topology_key: str
-    when_unsatisfiable: str
-    selector: LabelSelector
-    node_affinity: NodeAffinity | None
-    """The pod's required node affinity when ``nodeAffinityPolicy`` is Honor."""
-    tolerations: tuple[Mapping[str, Any], ...] | None
-    """The pod's tolerations when ``nodeTaintsPolicy`` is Honor."""
-    identity: str = field(compare=False)
-    """Upstream's DeepEqual of constraints, as text."""
-
-
-def _merged_selector(raw: Mapping[str, Any], pod: Pod) -> LabelSelector:
-    selector = label_selector_from_dict(raw.get("labelSelector"))
-    keys = raw.get("matchLabelKeys") or []
-    labels = Meta(pod).raw.get("labels") or {}
-    if not keys or not labels or selector.nothing:
-        return selector
-    extra = [new_requirement(k, EQUALS, (labels[k],)) for k in keys if k in labels]
-    if not extra:
-        return selector
-    return LabelSelector(
-        requirements=tuple(sorted([*extra, *selector.requirements], key=lambda r: r.key))
-    )
-
-
-def spread_constraint(raw: Mapping[str, Any], pod: Pod) -> SpreadConstraint | None:
-    """``newTopologySpreadConstraint``; ``None`` when its selector does not parse."""
-    try:
-        selector = _merged_selector(raw, pod)
-    except SelectorError:
-        return None
-    spec = spec_of(pod)
-    affinity_policy = raw.get("nodeAffinityPolicy") or HONOR
-    taints_policy = raw.get("nodeTaintsPolicy") or "Ignore"
-    node_affinity = NodeAffinity.of_pod(pod) if affinity_policy == HONOR else None
-    tolerations = tuple(spec.get("tolerations") or ()) if taints_policy == HONOR else None
-    identity = json.dumps(
-        [
-            int(raw.get("maxSkew") or 0),
-            str(raw.get("topologyKey") or ""),
-            str(raw.get("whenUnsatisfiable") or ""),
-            str(selector) if not selector.nothing else None,
-            repr(node_affinity),
-            list(tolerations) if tolerations is not None else None,
-        ],
-        sort_keys=True,
-        default=str,
-    )
-    return SpreadConstraint(
-        max_skew=int(raw.get("maxSkew") or 0),
-        topology_key=str(raw.get("topologyKey") or ""),
-        when_unsatisfiable=str(raw.get("whenUnsatisfiable") or ""),
-        selector=selector,
-        node_affinity=node_affinity,
-        tolerations=tolerations,
-        identity=identity,
-    )
-
-
-def spread_constraints(pod: Pod, kinds: Sequence[str]) -> list[SpreadConstraint]:
-    """The pod's constraints of the ``whenUnsatisfiable`` kinds in ``kinds``."""
-    found = []
-    for raw in spec_of(pod).get("topologySpreadConstraints") or ():
-        if raw.get("whenUnsatisfiable") not in kinds:
-            continue
-        constraint = spread_constraint(raw, pod)
-        if constraint is not None:
-            found.append(constraint)
-    return found
-
-
-def node_included(constraint: SpreadConstraint, node: Node) -> bool:
-    """``matchNodeInclusionPolicies`` (module docstring, step 3)."""
-    affinity = constraint.node_affinity
-    if (
-        affinity is not None
-        and (affinity.selector or affinity.terms is not None)
-        and not affinity.matches(node_name(node), node_labels(node))
-    ):
-        return False
-    if constraint.tolerations is not None:
-        taints = spec_of(node).get("taints") or ()
-        if first_untolerated_taint(taints, constraint.tolerations, FILTERED_EFFECTS) is not None:
-            return False
-    return True
-
-
-def _inclusive(constraint: SpreadConstraint) -> bool:
-    """Every node passes the constraint's inclusion policies."""
-    affinity = constraint.node_affinity
-    return constraint.tolerations is None and (
-        affinity is None or (not affinity.selector and affinity.terms is None)
-    )
-
-
-def domain_counts(
-    constraint: SpreadConstraint,
-    nodes: Mapping[str, Node],
-    pods: Sequence[Pod],
-    *,
-    values: Iterable[str] | None = None,
-) -> dict[str, list[Pod]]:
-    """Domain value → matching pods (module docstring, step 3), domains by value; ``nodes`` by
-    name. ``values``, when known, are the nodes' values of the topology key: with no inclusion
-    policy to apply they are the domains, and the nodes need not be read."""
-    domains: dict[str, list[Pod]] = {}
-    key = constraint.topology_key
-    inclusive = _inclusive(constraint)
-    if inclusive and values is not None:
-        domains = {value: [] for value in values}
-        nodes_to_read: Iterable[Node] = ()
-    else:
-        nodes_to_read = nodes.values()
-    for node in nodes_to_read:
-        value = (Meta(node).raw.get("labels") or {}).get(key)
-        if (
-            value is not None
-            and value not in domains
-            and (inclusive or node_included(constraint, node))
-        ):
-            domains[value] = []
-    for pod in pods:
-        if is_terminating(pod) or not constraint.selector.matches(
-            Meta(pod).raw.get("labels") or {}
-        ):
-            continue
-        bound = nodes.get(str(spec_of(pod).get("nodeName") or ""))
-        if bound is None:
-            continue
-        value = node_labels(bound).get(key)
-        if value is not None:
-            domains.setdefault(value, []).append(pod)
-    return dict(sorted(domains.items()))
 
 
 def _has_selector_or_affinity(pod: Pod) -> bool:
@@ -245,7 +99,7 @@ def balance_domains(
     sizes: list[list[Pod]] = [pods for _, pods in ordered]
     eligible = (
         list(nodes)
-        if _inclusive(constraint)
+        if includes_every_node(constraint)
         else [n for n in nodes if node_included(constraint, n)]
     )
     below_values = {values[k] for k in range(len(sizes)) if len(sizes[k]) < average}

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from kubescale.controllers.descheduler.policy.fields import PolicyError
+from kubescale.scheduling.policy.fields import PolicyError
 from tests.controllers.descheduler.builders import evicted, node, owner, pod, policy, run
 
 LNU = "LowNodeUtilization"

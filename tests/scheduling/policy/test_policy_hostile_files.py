@@ -23,9 +23,9 @@ from kubescale.cli.main import main
 from kubescale.controllers.descheduler.descheduler_config import DeschedulerSettings
 from kubescale.controllers.descheduler.descheduler_loop import DeschedulerLoop
 from kubescale.controllers.descheduler.descheduler_metrics import DeschedulerMetrics
-from kubescale.controllers.descheduler.policy.policy_loading import parse_policy
 from kubescale.kube.events import EventRecorder
 from kubescale.kube.informer_set import InformerSet
+from kubescale.scheduling.policy.policy_loading import parse_policy
 from tests.controllers.descheduler.builders import node, pod
 from tests.controllers.descheduler.test_descheduler_loop import (
     TAINT,

@@ -22,8 +22,8 @@ from typing import Literal
 
 from kubescale.base.flag_types import FlagValueError, add_shared_argument
 
-from .policy.fields import PolicyError
-from .policy.policy_loading import DeschedulerPolicy, load_policy, load_policy_file
+from .fields import PolicyError
+from .policy_loading import DeschedulerPolicy, load_policy, load_policy_file
 
 __all__ = [
     "PolicyGatedMode",

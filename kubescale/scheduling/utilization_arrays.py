@@ -30,7 +30,7 @@ import numpy.typing as npt
 
 from kubescale.objects.views import spec_of
 
-from ..policy.utilization_args import HighNodeUtilizationArgs, LowNodeUtilizationArgs
+from .policy.utilization_args import HighNodeUtilizationArgs, LowNodeUtilizationArgs
 
 __all__ = ["LnuVector", "UtilizationArrays", "hnu_under", "lnu_over_after", "lnu_vector"]
 

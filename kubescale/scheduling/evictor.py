@@ -54,7 +54,7 @@ from kubescale.scheduling.pods import (
     pvc_names,
 )
 
-from ..policy.evictor_args import (
+from .policy.evictor_args import (
     DAEMON_SETS,
     FAILED_BARE,
     LOCAL_STORAGE,

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from kubescale.controllers.descheduler.framework.evictor import DefaultEvictor, EvictorError
-from kubescale.controllers.descheduler.policy.evictor_args import read_default_evictor_args
-from kubescale.controllers.descheduler.policy.fields import PolicyError
 from kubescale.scheduling.cycle_view import CycleView
+from kubescale.scheduling.evictor import DefaultEvictor, EvictorError
+from kubescale.scheduling.policy.evictor_args import read_default_evictor_args
+from kubescale.scheduling.policy.fields import PolicyError
 from tests.controllers.descheduler.builders import NOW, node, owner, pod, stamp
 
 NODES = [node("n1"), node("n2", labels={"pool": "b"})]

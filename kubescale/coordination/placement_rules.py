@@ -1,6 +1,12 @@
 """Would the active descheduler policy evict this pod from that node? — the rules the scheduler
 extender applies before a pod lands, so that it does not land where the next cycle evicts it.
 
+The placement veto of the coordination layer: two systems meet here (the descheduler's policy,
+judged for the scheduler extender), so it lives on the coordination floor, built from the pure
+rules below it (:mod:`kubescale.scheduling.descheduler_rules`,
+:mod:`kubescale.scheduling.spread_constraints`, :mod:`kubescale.scheduling.utilization_arrays`,
+:mod:`kubescale.scheduling.evictor`) that the descheduler's strategies apply too.
+
 For a pod and candidate nodes, :func:`policy_refusals` names, per node, the first plugin of the
 policy (profile order, then the order below) that would evict the pod there. Only nodes of the
 descheduler's cycle count (ready, matching the policy's nodeSelector): it never evicts from
@@ -10,22 +16,23 @@ the pod as it will be once running (``minPodAge`` left out; ``PreEvictionFilter`
 not evaluated, so a refusal may be more cautious than the cycle).
 
 * RemovePodsViolatingNodeTaints — a considered taint of the node the pod does not tolerate
-  (:func:`..strategies.node_taints.violating_taint`); the scheduler already refuses NoSchedule,
-  so this adds ``PreferNoSchedule`` with ``includePreferNoSchedule``;
+  (:func:`~kubescale.scheduling.descheduler_rules.violating_taint`); the scheduler already
+  refuses NoSchedule, so this adds ``PreferNoSchedule`` with ``includePreferNoSchedule``;
 * RemovePodsViolatingNodeAffinity — required: the node does not match the pod's required
   affinity; preferred: the node's Σ weight is below the best over the cycle's nodes;
 * RemovePodsViolatingInterPodAntiAffinity — one of the pod's required anti-affinity terms
   selects a pod in the node's topology domain
-  (:func:`..strategies.pod_anti_affinity.anti_affinity_conflict`);
+  (:func:`~kubescale.scheduling.descheduler_rules.anti_affinity_conflict`);
 * RemovePodsViolatingTopologySpreadConstraint — for every constraint the cycle would collect in
   the pod's namespace (the pod's own and its neighbours') whose selector matches the pod: with
   the pod counted in the node's domain, the constraint would be unbalanced (largest − smallest >
   maxSkew) and the node's domain above the average — the only domains ``balanceDomains`` takes
   pods from;
 * LowNodeUtilization — the node would be over-utilized with the pod on it while the plugin acts
-  (:func:`.utilization_arrays.lnu_over_after`), and — with static thresholds — the pod tolerates
-  every taint of some under-utilized node (else the plugin would not move it; with deviation
-  thresholds the under-utilized nodes move with the pod, so this is not relied on).
+  (:func:`~kubescale.scheduling.utilization_arrays.lnu_over_after`), and — with static
+  thresholds — the pod tolerates every taint of some under-utilized node (else the plugin
+  would not move it; with deviation thresholds the under-utilized nodes move with the pod, so
+  this is not relied on).
 
 Each is a necessary condition for the cycle to evict the pod from that node for that reason, so
 a pod placed on a node with no refusal is not evicted by the next cycle for these reasons (the
@@ -42,16 +49,28 @@ from typing import Any, Final, NamedTuple, Protocol
 
 from kubescale.objects.selectors import LabelSelector
 from kubescale.objects.views import Meta
+from kubescale.scheduling.descheduler_rules import (
+    ANTI_AFFINITY,
+    HIGH_NODE_UTILIZATION,
+    LOW_NODE_UTILIZATION,
+    NODE_AFFINITY,
+    NODE_TAINTS,
+    TOPOLOGY_SPREAD,
+    forbidden_domains,
+    has_preferred_affinity,
+    has_required_affinity,
+    taint_text,
+    violating_taint,
+)
+from kubescale.scheduling.evictor import DefaultEvictor, EvictorError, EvictorInputs
 from kubescale.scheduling.filters import NodeAffinity, PreferredNodeAffinity
 from kubescale.scheduling.fit import pod_key
 from kubescale.scheduling.inter_pod_affinity import required_terms
 from kubescale.scheduling.pods import requests_of, tolerates_taints_of_any
-
-from ..framework.evictor import DefaultEvictor, EvictorError, EvictorInputs
-from ..policy.common_args import labels_match
-from ..policy.evictor_args import DefaultEvictorArgs
-from ..policy.policy_loading import DEFAULT_EVICTOR, DeschedulerPolicy
-from ..policy.strategy_args import (
+from kubescale.scheduling.policy.common_args import labels_match
+from kubescale.scheduling.policy.evictor_args import DefaultEvictorArgs
+from kubescale.scheduling.policy.policy_loading import DEFAULT_EVICTOR, DeschedulerPolicy
+from kubescale.scheduling.policy.strategy_args import (
     NODE_AFFINITY_PREFERRED,
     NODE_AFFINITY_REQUIRED,
     RemovePodsViolatingInterPodAntiAffinityArgs,
@@ -59,14 +78,22 @@ from ..policy.strategy_args import (
     RemovePodsViolatingNodeTaintsArgs,
     RemovePodsViolatingTopologySpreadConstraintArgs,
 )
-from ..policy.utilization_args import (
+from kubescale.scheduling.policy.utilization_args import (
     METRIC_RESOURCE,
     HighNodeUtilizationArgs,
     LowNodeUtilizationArgs,
 )
-from ..strategies import node_affinity, node_taints, pod_anti_affinity, topology_spread
-from ..strategies.node_utilization import HIGH_NAME, LOW_NAME
-from .utilization_arrays import UtilizationArrays, hnu_under, lnu_over_after, lnu_vector
+from kubescale.scheduling.spread_constraints import (
+    SpreadConstraint,
+    domain_counts,
+    spread_constraints,
+)
+from kubescale.scheduling.utilization_arrays import (
+    UtilizationArrays,
+    hnu_under,
+    lnu_over_after,
+    lnu_vector,
+)
 
 __all__ = [
     "PlacementRules",
@@ -108,7 +135,7 @@ class PlacementState(EvictorInputs, Protocol):
 
     def spread_constraints_in(
         self, namespace: str
-    ) -> Sequence[tuple[topology_spread.SpreadConstraint, Sequence[Pod]]]:
+    ) -> Sequence[tuple[SpreadConstraint, Sequence[Pod]]]:
         """The distinct spread constraints the namespace's bound, unfinished pods carry, each
         with the pods carrying it."""
         ...
@@ -136,7 +163,7 @@ class Refusal(NamedTuple):
         return self.strategy in _UNRESOLVABLE_STRATEGIES
 
 
-_UNRESOLVABLE_STRATEGIES: Final = frozenset({node_taints.NAME, node_affinity.NAME})
+_UNRESOLVABLE_STRATEGIES: Final = frozenset({NODE_TAINTS, NODE_AFFINITY})
 
 
 @dataclass(frozen=True)
@@ -157,12 +184,12 @@ class PlacementRules:
     @classmethod
     def from_policy(cls, policy: DeschedulerPolicy) -> PlacementRules:
         placement = {
-            node_taints.NAME,
-            node_affinity.NAME,
-            pod_anti_affinity.NAME,
-            topology_spread.NAME,
-            LOW_NAME,
-            HIGH_NAME,
+            NODE_TAINTS,
+            NODE_AFFINITY,
+            ANTI_AFFINITY,
+            TOPOLOGY_SPREAD,
+            LOW_NODE_UTILIZATION,
+            HIGH_NODE_UTILIZATION,
         }
         rules: list[_Rule] = []
         for point in ("deschedule", "balance"):
@@ -253,21 +280,21 @@ def policy_refusals(
             open_names, seen = [n for n in names if n not in refused], len(refused)
         if not open_names:
             break
-        if rule.name == LOW_NAME:
+        if rule.name == LOW_NODE_UTILIZATION:
             if rule.args.evictable_namespaces.allows(_namespace(pod)) and evictable(rule.profile):
                 _refuse_over_utilized(pod, open_names, rule, state, refused)
             continue
-        if rule.name == HIGH_NAME or not _in_scope(pod, rule.args):
+        if rule.name == HIGH_NODE_UTILIZATION or not _in_scope(pod, rule.args):
             continue
         if not evictable(rule.profile):
             continue
-        if rule.name == node_taints.NAME:
+        if rule.name == NODE_TAINTS:
             _refuse_taints(pod, open_names, rule, state, refused)
-        elif rule.name == node_affinity.NAME:
+        elif rule.name == NODE_AFFINITY:
             _refuse_affinity(pod, open_names, rule, state, refused)
-        elif rule.name == pod_anti_affinity.NAME:
+        elif rule.name == ANTI_AFFINITY:
             _refuse_anti_affinity(pod, open_names, rule, state, refused)
-        elif rule.name == topology_spread.NAME:
+        elif rule.name == TOPOLOGY_SPREAD:
             _refuse_spread(pod, open_names, rule, state, refused, evictable=evictable)
     return refused
 
@@ -300,9 +327,9 @@ def _refuse_taints(
     for name, taints in tainted.items():
         if name not in open_names:
             continue
-        taint = node_taints.violating_taint(pod, taints, args)
+        taint = violating_taint(pod, taints, args)
         if taint is not None:
-            by_taint.setdefault(node_taints.taint_text(taint), []).append(name)
+            by_taint.setdefault(taint_text(taint), []).append(name)
     for text, chosen in by_taint.items():
         _refuse_all(rule, chosen, f"untolerated taint {text}", refused)
 
@@ -318,11 +345,11 @@ def _refuse_affinity(
     labels_of = state.node_labels_of()
     for kind in args.node_affinity_type:
         open_names = [n for n in names if n not in refused]
-        if kind == NODE_AFFINITY_REQUIRED and node_affinity.has_required_affinity(pod):
+        if kind == NODE_AFFINITY_REQUIRED and has_required_affinity(pod):
             required = NodeAffinity.of_pod(pod)
             chosen = [n for n in open_names if not required.matches(n, labels_of[n])]
             _refuse_all(rule, chosen, "required node affinity not matched", refused)
-        elif kind == NODE_AFFINITY_PREFERRED and node_affinity.has_preferred_affinity(pod):
+        elif kind == NODE_AFFINITY_PREFERRED and has_preferred_affinity(pod):
             preferred = PreferredNodeAffinity.of_pod(pod)
             keys = preferred.label_keys()
             if keys is None:
@@ -358,7 +385,7 @@ def _refuse_anti_affinity(
                 p for p in state.pods_selected(namespace, term.selector) if _in_scope(p, args)
             )
     nodes = state.descheduler_nodes()
-    domains = pod_anti_affinity.forbidden_domains(pod, by_namespace, nodes, state.namespace_labels)
+    domains = forbidden_domains(pod, by_namespace, nodes, state.namespace_labels)
     open_names = set(names)
     conflicting: set[str] = set()
     for forbidden in domains:
@@ -388,8 +415,8 @@ def _refuse_spread(
     own = pod_key(pod)
     namespace = _namespace(pod)
     labels = Meta(pod).raw.get("labels") or {}
-    found: dict[str, topology_spread.SpreadConstraint] = {}
-    for constraint in topology_spread.spread_constraints(pod, args.constraints):
+    found: dict[str, SpreadConstraint] = {}
+    for constraint in spread_constraints(pod, args.constraints):
         if constraint.selector.matches(labels):
             found.setdefault(constraint.identity, constraint)
     for constraint, holders in state.spread_constraints_in(namespace):
@@ -414,9 +441,7 @@ def _refuse_spread(
         groups = state.node_groups((key,))
         # The nodes' values of the key, already grouped: domain_counts need not read the nodes.
         values = [value for (value,) in groups if value is not None]
-        placed = _SpreadAfterPlacement(
-            topology_spread.domain_counts(constraint, nodes, matching, values=values)
-        )
+        placed = _SpreadAfterPlacement(domain_counts(constraint, nodes, matching, values=values))
         open_names = {n for n in names if n not in refused}
         chosen: set[str] = set()
         for (value,), members in groups.items():
@@ -516,12 +541,12 @@ def placement_scores(
     nodes, −5 on HighNodeUtilization's (it empties them); clamped to [0, 10]."""
     scores = dict.fromkeys(candidates, NEUTRAL_SCORE)
     for rule in rules.rules:
-        if rule.name not in (LOW_NAME, HIGH_NAME):
+        if rule.name not in (LOW_NODE_UTILIZATION, HIGH_NODE_UTILIZATION):
             continue
         arrays = state.utilization(rule.args)
         if arrays is None:
             continue
-        if rule.name == LOW_NAME:
+        if rule.name == LOW_NODE_UTILIZATION:
             under = lnu_vector(arrays, rule.args).under
             delta = MAX_SCORE - NEUTRAL_SCORE
         else:

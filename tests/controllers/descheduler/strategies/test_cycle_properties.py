@@ -17,19 +17,18 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kubescale.controllers.descheduler.placement.utilization_arrays import (
+from kubescale.controllers.descheduler.strategies.node_utilization import lnu_classification
+from kubescale.scheduling.cycle_view import CycleView
+from kubescale.scheduling.policy.utilization_args import (
+    read_low_node_utilization_args,
+)
+from kubescale.scheduling.utilization_arrays import (
     UtilizationArrays,
     lnu_over_after,
     lnu_vector,
 )
-from kubescale.controllers.descheduler.policy.utilization_args import (
-    read_low_node_utilization_args,
-)
-from kubescale.controllers.descheduler.strategies.node_utilization import lnu_classification
-from kubescale.scheduling.cycle_view import CycleView
 from kubescale.scheduling.utilization_math import node_capacity
-
-from .builders import NOW, node, owner, pod, policy, run
+from tests.controllers.descheduler.builders import NOW, node, owner, pod, policy, run
 
 TAINT = {"key": "bad", "effect": "NoSchedule"}
 PROTECTED: dict[str, dict[str, Any]] = {

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from kubescale.controllers.descheduler.policy.evictor_args import DefaultEvictorArgs
-from kubescale.controllers.descheduler.policy.fields import PolicyError
-from kubescale.controllers.descheduler.policy.policy_loading import (
+from kubescale.scheduling.policy.evictor_args import DefaultEvictorArgs
+from kubescale.scheduling.policy.fields import PolicyError
+from kubescale.scheduling.policy.policy_loading import (
     load_policy,
     load_policy_file,
 )
-from kubescale.controllers.descheduler.policy.strategy_args import (
+from kubescale.scheduling.policy.strategy_args import (
     RemovePodsViolatingTopologySpreadConstraintArgs,
 )
 
