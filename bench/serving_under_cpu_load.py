@@ -64,6 +64,7 @@ from typing import Any, Final
 import aiohttp
 import descheduler_pass  # bench/: the script's directory is first on sys.path
 import extender_filter
+from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from kubescale.base.clock import RealClock
@@ -523,6 +524,30 @@ class _Timeline:
         return [[at, what] for at, what in sorted(self.events)]
 
 
+class _TimedApiServer(ApiServer):
+    """The in-process API server, its slow requests (> 1 s from received to answered, watches
+    aside) marked on the scenario's timeline: what kept it from answering the Lease."""
+
+    timeline: _Timeline | None = None
+
+    def build_app(self) -> web.Application:
+        app = super().build_app()
+
+        @web.middleware
+        async def timed(request: web.Request, handler: Any) -> web.StreamResponse:
+            began = time.time()
+            try:
+                return await handler(request)  # type: ignore[no-any-return]
+            finally:
+                took = time.time() - began
+                if took > 1.0 and self.timeline is not None and "watch=" not in request.path_qs:
+                    what = f"{request.method} {request.path_qs[:120]}"
+                    self.timeline.mark(f"API server answered in {took:.2f}s: {what}", at=began)
+
+        app.middlewares.append(timed)
+        return app
+
+
 async def _watch_bench_loop(timeline: _Timeline, stop: asyncio.Event) -> None:
     """Stalls of this process's loop (> 0.5 s): the API server answers nothing meanwhile."""
     every = 0.05
@@ -597,7 +622,8 @@ async def _wait_leading(api: Any, health: int, process: asyncio.subprocess.Proce
 
 
 async def _scenario(name: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    async with ApiServer() as api:
+    api_server = _TimedApiServer()
+    async with api_server as api:
         kubeconfig = work / "kubeconfig"
         api.write_kubeconfig(kubeconfig)
         port, health = _free_port(), _free_port()
@@ -625,6 +651,7 @@ async def _scenario(name: str, args: argparse.Namespace, work: Path) -> dict[str
                 "--offload", "true" if args.offload else "false",
             ]  # fmt: skip
         timeline = _Timeline()
+        api_server.timeline = timeline
         process = await asyncio.create_subprocess_exec(
             *argv, env=environ, cwd=str(tree), stderr=asyncio.subprocess.PIPE
         )
