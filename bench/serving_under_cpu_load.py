@@ -19,7 +19,11 @@ serves the real VPA admission webhook route and the scheduler extender over a 5,
   (10 MachineDeployments of 100 32-cpu machines) and ``descheduler_pass.py``'s 30,000 pods
   bound to them (their 1,000 ReplicaSets too), the VPA webhook serving; both loops overrun
   their interval (seconds each), so they run back to back. The child is
-  ``python -m kubescale serve`` from ``--tree``.
+  ``python -m kubescale serve`` from ``--tree``;
+- ``all_loops``: ``real_loops`` plus the VPA recommender and updater (``--recommender-interval``
+  and ``--updater-interval`` 1 s: back to back) and the HPA controller (upstream's 15 s sync
+  period), over the same cluster with PodMetrics for every pod, a ``Recreate`` VPA per
+  ReplicaSet (1,000) and 250 CPU-utilization HPAs on the first ReplicaSets.
 
 Meanwhile this process measures, for ``--seconds``:
 
@@ -29,6 +33,12 @@ Meanwhile this process measures, for ``--seconds``:
 - ``lease``: the Lease in the API server, read every 20 ms: the gaps between successive
   ``renewTime`` changes as this process observed them (max, p99; the renew period is 2 s),
   holder changes (``leaseTransitions``);
+- ``timeline`` (kept until the child has exited, so teardown is measured too): every Lease
+  renewal and holder change as stored, stalls of this process's event loop (> 0.5 s: the
+  in-process API server answers nothing meanwhile), the API server's requests slower than 1 s,
+  the child's log lines about the Lease; ``api_server_stalls_in_window`` and
+  ``lease_after_window`` summarise it. The child's stderr goes to
+  ``<out>_<scenario>_<label>.log``;
 - ``flood``: filter answers by kind (``ok``, ``busy``: the explicit refusal of the new
   turns, ``error``) and the p50/p99 of answered ones.
 
@@ -38,7 +48,7 @@ Both run ``nice``; on a shared machine the figures are noisy — run before and 
 back. Written to ``bench/results/serving_under_cpu_load.json`` (``--out``).
 
 Usage: ``.venv/bin/python bench/serving_under_cpu_load.py [--tree DIR] [--label before]
-[--scenarios extender_flood,heavy_loops,real_loops] [--seconds 30]``
+[--scenarios extender_flood,heavy_loops,real_loops,all_loops] [--seconds 30]``
 """
 
 from __future__ import annotations
