@@ -19,7 +19,11 @@ serves the real VPA admission webhook route and the scheduler extender over a 5,
   (10 MachineDeployments of 100 32-cpu machines) and ``descheduler_pass.py``'s 30,000 pods
   bound to them (their 1,000 ReplicaSets too), the VPA webhook serving; both loops overrun
   their interval (seconds each), so they run back to back. The child is
-  ``python -m kubescale serve`` from ``--tree``.
+  ``python -m kubescale serve`` from ``--tree``;
+- ``all_loops``: ``real_loops`` plus the VPA recommender and updater (``--recommender-interval``
+  and ``--updater-interval`` 1 s: back to back) and the HPA controller (upstream's 15 s sync
+  period), over the same cluster with PodMetrics for every pod, a ``Recreate`` VPA per
+  ReplicaSet (1,000) and 250 CPU-utilization HPAs on the first ReplicaSets.
 
 Meanwhile this process measures, for ``--seconds``:
 
@@ -29,6 +33,12 @@ Meanwhile this process measures, for ``--seconds``:
 - ``lease``: the Lease in the API server, read every 20 ms: the gaps between successive
   ``renewTime`` changes as this process observed them (max, p99; the renew period is 2 s),
   holder changes (``leaseTransitions``);
+- ``timeline`` (kept until the child has exited, so teardown is measured too): every Lease
+  renewal and holder change as stored, stalls of this process's event loop (> 0.5 s: the
+  in-process API server answers nothing meanwhile), the API server's requests slower than 1 s,
+  the child's log lines about the Lease; ``api_server_stalls_in_window`` and
+  ``lease_after_window`` summarise it. The child's stderr goes to
+  ``<out>_<scenario>_<label>.log``;
 - ``flood``: filter answers by kind (``ok``, ``busy``: the explicit refusal of the new
   turns, ``error``) and the p50/p99 of answered ones.
 
@@ -38,7 +48,7 @@ Both run ``nice``; on a shared machine the figures are noisy — run before and 
 back. Written to ``bench/results/serving_under_cpu_load.json`` (``--out``).
 
 Usage: ``.venv/bin/python bench/serving_under_cpu_load.py [--tree DIR] [--label before]
-[--scenarios extender_flood,heavy_loops,real_loops] [--seconds 30]``
+[--scenarios extender_flood,heavy_loops,real_loops,all_loops] [--seconds 30]``
 """
 
 from __future__ import annotations
@@ -46,6 +56,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import platform
@@ -63,12 +74,14 @@ from typing import Any, Final
 import aiohttp
 import descheduler_pass  # bench/: the script's directory is first on sys.path
 import extender_filter
+from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from kubescale.base.clock import RealClock
 from kubescale.cli.main import build_parser
 from kubescale.cli.main import main as kubescale_main
 from kubescale.cli.serve_config import serve_config_from_args
+from kubescale.controllers.hpa.hpa_config import CONTROLLER_ANNOTATION as HPA_CONTROLLER_ANNOTATION
 from kubescale.kube.resources import LEASES, NODES, PODS
 from kubescale.runtime import event_loop
 from kubescale.runtime.process import LoopSpec, serve
@@ -221,7 +234,72 @@ async def _real_cluster(api: Any) -> dict[str, int]:
     return {"nodes": len(names), "pods": descheduler_pass.PODS}
 
 
-def _real_server_argv(args: argparse.Namespace, port: int, health: int, work: Path) -> list[str]:
+ALL_LOOPS_HPAS: Final = 250
+"""HPAs on the first ReplicaSets (every ReplicaSet has a VPA; those with an HPA also have one,
+on CPU utilization, so the VPA's CPU recommendation is left to the HPA's own rules)."""
+
+
+def _all_loops_cluster(api: Any) -> dict[str, int]:
+    """``_real_cluster`` plus what the VPA and HPA loops read: PodMetrics for every pod, a VPA
+    (``updateMode: Recreate``) per ReplicaSet and ``ALL_LOOPS_HPAS`` HPAs (``autoscaling/v2``,
+    CPU utilization 50 %, owned by kubescale)."""
+    for index in range(descheduler_pass.PODS):
+        made = descheduler_pass.pod(index)
+        requests = made["spec"]["containers"][0]["resources"]["requests"]
+        cpu = int(requests["cpu"].removesuffix("m"))
+        memory = int(requests["memory"].removesuffix("Mi"))
+        api.metrics.set_pod_metrics(
+            namespace=made["metadata"]["namespace"],
+            name=made["metadata"]["name"],
+            containers={"app": {"cpu": f"{cpu * (3 + index % 7) // 10}m",
+                                "memory": f"{memory * (4 + index % 5) // 10}Mi"}},
+            labels=made["metadata"]["labels"],
+        )  # fmt: skip
+    for owner in range(descheduler_pass.OWNERS):
+        app = f"app-{owner:04d}"
+        namespace = f"team-{owner % 25}"
+        target = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": app}
+        api.store.create(
+            {
+                "apiVersion": "autoscaling.k8s.io/v1",
+                "kind": "VerticalPodAutoscaler",
+                "metadata": {"name": app, "namespace": namespace},
+                "spec": {"targetRef": target, "updatePolicy": {"updateMode": "Recreate"}},
+            }
+        )
+        if owner >= ALL_LOOPS_HPAS:
+            continue
+        api.store.create(
+            {
+                "apiVersion": "autoscaling/v2",
+                "kind": "HorizontalPodAutoscaler",
+                "metadata": {
+                    "name": app,
+                    "namespace": namespace,
+                    "annotations": {HPA_CONTROLLER_ANNOTATION: "kubescale"},
+                },
+                "spec": {
+                    "scaleTargetRef": target,
+                    "minReplicas": 1,
+                    "maxReplicas": 100,
+                    "metrics": [
+                        {
+                            "type": "Resource",
+                            "resource": {
+                                "name": "cpu",
+                                "target": {"type": "Utilization", "averageUtilization": 50},
+                            },
+                        }
+                    ],
+                },
+            }
+        )
+    return {"vpas": descheduler_pass.OWNERS, "hpas": ALL_LOOPS_HPAS}
+
+
+def _real_server_argv(
+    args: argparse.Namespace, port: int, health: int, work: Path, *, all_loops: bool = False
+) -> list[str]:
     policy = work / "descheduler-policy.json"
     policy.write_text(json.dumps(_real_policy()))
     return [
@@ -230,11 +308,17 @@ def _real_server_argv(args: argparse.Namespace, port: int, health: int, work: Pa
         "--tls-cert-file", str(work / "serverCert.pem"),
         "--tls-private-key", str(work / "serverKey.pem"),
         "--client-ca-file", str(work / "caCert.pem"),
-        "--kubeconfig", str(work / "kubeconfig"), "--log-level", "warning",
+        "--kubeconfig", str(work / "kubeconfig"), "--log-level", args.server_log_level,
         "--webhook", "true", "--register-webhook", "false",
-        "--vpa-recommender", "false", "--vpa-updater", "false", "--hpa-controller", "false",
         "--cloud-provider", "clusterapi", "--scan-interval", "1s",
         "--policy-config-file", str(policy), "--descheduling-interval", "1s",
+        *(
+            ["--recommender-interval", "1s", "--updater-interval", "1s",
+             "--horizontal-pod-autoscaler-sync-period", "15s"]
+            if all_loops
+            else ["--vpa-recommender", "false", "--vpa-updater", "false",
+                  "--hpa-controller", "false"]
+        ),
     ]  # fmt: skip
 
 
@@ -412,6 +496,11 @@ async def _loop_latencies(health: int) -> dict[str, dict[str, float]]:
                 sums.setdefault(f"cluster-autoscaler cpu: {function}", {})["sum"] = float(
                     line.rsplit(" ", 1)[1]
                 )
+            for metric in ("vpa_recommender", "vpa_updater"):
+                prefix = f'{metric}_execution_latency_seconds_sum{{step="'
+                if line.startswith(prefix):
+                    step, value = line[len(prefix) :].split('"}', 1)
+                    sums.setdefault(f"{metric} step: {step}", {})["sum"] = float(value)
             for suffix in ("_sum", "_count"):
                 prefix = f'kubescale_loop_execution_latency_seconds{suffix}{{loop="'
                 if line.startswith(prefix):
@@ -424,6 +513,98 @@ async def _loop_latencies(health: int) -> dict[str, dict[str, float]]:
         }
         for loop, values in sorted(sums.items())
     }
+
+
+class _Timeline:
+    """What happened when, in seconds from the measurement window's start (wall clock, as the
+    child's log lines): the Lease's renewals and holders as the API server stores them, stalls of
+    this process's event loop (the in-process API server's loop: it answers nothing meanwhile),
+    the bench's own phases, and the child's log lines about the Lease. Kept until the child has
+    exited, so what happens after the window (teardown) is measured too."""
+
+    def __init__(self) -> None:
+        self.start = time.time()
+        self.events: list[tuple[float, str]] = []
+
+    def mark(self, what: str, at: float | None = None) -> None:
+        moment = time.time() if at is None else at
+        self.events.append((round(moment - self.start, 2), what))
+
+    def sorted(self) -> list[list[Any]]:
+        return [[at, what] for at, what in sorted(self.events)]
+
+
+class _TimedApiServer(ApiServer):
+    """The in-process API server, its slow requests (> 1 s from received to answered, watches
+    aside) marked on the scenario's timeline: what kept it from answering the Lease."""
+
+    timeline: _Timeline | None = None
+
+    def build_app(self) -> web.Application:
+        app = super().build_app()
+
+        @web.middleware
+        async def timed(request: web.Request, handler: Any) -> web.StreamResponse:
+            began = time.time()
+            try:
+                return await handler(request)  # type: ignore[no-any-return]
+            finally:
+                took = time.time() - began
+                if took > 1.0 and self.timeline is not None and "watch=" not in request.path_qs:
+                    what = f"{request.method} {request.path_qs[:120]}"
+                    self.timeline.mark(f"API server answered in {took:.2f}s: {what}", at=began)
+
+        app.middlewares.append(timed)
+        return app
+
+
+async def _watch_bench_loop(timeline: _Timeline, stop: asyncio.Event) -> None:
+    """Stalls of this process's loop (> 0.5 s): the API server answers nothing meanwhile."""
+    every = 0.05
+    last = time.time()
+    while not stop.is_set():
+        await asyncio.sleep(every)
+        now = time.time()
+        late = now - last - every
+        if late > 0.5:
+            timeline.mark(f"bench loop (API server) stalled {late:.2f}s", at=now - late)
+        last = now
+
+
+async def _watch_lease(api: Any, timeline: _Timeline, stop: asyncio.Event) -> None:
+    """Every renewTime and holder change the API server stores, until ``stop``."""
+    last: tuple[Any, Any] | None = None
+    seen = time.time()
+    while not stop.is_set():
+        leases = api.store.snapshots(LEASES)
+        if leases:
+            spec = leases[0].get("spec") or {}
+            now_record = (spec.get("renewTime"), spec.get("holderIdentity"))
+            if now_record != last:
+                now = time.time()
+                holder = str(now_record[1] or "")[:12] or "(released)"
+                timeline.mark(
+                    f"lease renewTime={now_record[0]} holder={holder} "
+                    f"transitions={spec.get('leaseTransitions')} gap={now - seen:.2f}s"
+                )
+                last, seen = now_record, now
+        await asyncio.sleep(LEASE_EVERY)
+
+
+async def _child_log(stream: asyncio.StreamReader, timeline: _Timeline, path: Path | None) -> None:
+    """The child's stderr: lines about the Lease go into the timeline, all into ``path``."""
+    keep = ("lease", "leader", "renew")
+    sink = path.open("w") if path is not None else None
+    try:
+        while line := await stream.readline():
+            text = line.decode(errors="replace").rstrip()
+            if sink is not None:
+                print(text, file=sink, flush=True)
+            if any(word in text.lower() for word in keep) and len(timeline.events) < 2000:
+                timeline.mark(f"child: {text[:300]}")
+    finally:
+        if sink is not None:
+            sink.close()
 
 
 def _free_port() -> int:
@@ -451,7 +632,8 @@ async def _wait_leading(api: Any, health: int, process: asyncio.subprocess.Proce
 
 
 async def _scenario(name: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    async with ApiServer() as api:
+    api_server = _TimedApiServer()
+    async with api_server as api:
         kubeconfig = work / "kubeconfig"
         api.write_kubeconfig(kubeconfig)
         port, health = _free_port(), _free_port()
@@ -459,9 +641,16 @@ async def _scenario(name: str, args: argparse.Namespace, work: Path) -> dict[str
         tree = args.tree
         environ["PYTHONPATH"] = str(tree)
         cluster: dict[str, int] = {}
-        if name == "real_loops":
+        if name in ("real_loops", "all_loops"):
             cluster = await _real_cluster(api)
-            server = _real_server_argv(args, port, health, work)
+            if name == "all_loops":
+                cluster.update(_all_loops_cluster(api))
+            # The API server's objects (30,000 pods, their PodMetrics, their history) out of the
+            # cyclic GC's generations: a full collection over them paused this process — the
+            # API server — for seconds (0.8 s of CPU each on an idle machine).
+            gc.collect()
+            gc.freeze()
+            server = _real_server_argv(args, port, health, work, all_loops=name == "all_loops")
             argv = ["nice", "-n", str(args.nice), sys.executable, *server]
         else:
             argv = [
@@ -471,9 +660,24 @@ async def _scenario(name: str, args: argparse.Namespace, work: Path) -> dict[str
                 "--kubeconfig", str(kubeconfig),
                 "--offload", "true" if args.offload else "false",
             ]  # fmt: skip
-        process = await asyncio.create_subprocess_exec(*argv, env=environ, cwd=str(tree))
+        timeline = _Timeline()
+        api_server.timeline = timeline
+        process = await asyncio.create_subprocess_exec(
+            *argv, env=environ, cwd=str(tree), stderr=asyncio.subprocess.PIPE
+        )
+        assert process.stderr is not None
+        log_path = args.out.with_name(f"{args.out.stem}_{name}_{args.label}.log")
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        watching = asyncio.Event()
+        watchers = [
+            asyncio.create_task(_child_log(process.stderr, timeline, log_path)),
+            asyncio.create_task(_watch_bench_loop(timeline, watching)),
+            asyncio.create_task(_watch_lease(api, timeline, watching)),
+        ]
+        figures: dict[str, Any] = {}
         try:
             startup = await _wait_leading(api, health, process)
+            timeline.mark("child ready and leading")
             context = ssl.create_default_context(cafile=str(work / "caCert.pem"))
             base = f"https://127.0.0.1:{port}"
             connector = aiohttp.TCPConnector(ssl=context, limit=8)
@@ -490,25 +694,85 @@ async def _scenario(name: str, args: argparse.Namespace, work: Path) -> dict[str
                     jobs["flood"] = _flood(
                         f"{base}/scheduler/filter", context, args.flood_clients, args.seconds
                     )
+                timeline.mark("window start")
                 results = await asyncio.gather(*jobs.values())
-            figures = dict(zip(jobs, results, strict=True))
-            if cluster:
-                figures["cluster"] = cluster
-                figures["evicted_pods"] = sum(
-                    1 for p in api.store.list(PODS) if p["metadata"].get("deletionTimestamp")
-                ) + (cluster["pods"] - len(api.store.list(PODS)))
+                timeline.mark("window end")
+            figures.update(zip(jobs, results, strict=True))
             figures["loops"] = await _loop_latencies(health)
+            timeline.mark("child /metrics read")
             figures["startup_seconds"] = round(startup, 1)
             figures["server_exit_code"] = process.returncode
             return figures
         finally:
             if process.returncode is None:
+                timeline.mark("SIGTERM sent to the child")
                 process.send_signal(signal.SIGTERM)
                 try:
                     await asyncio.wait_for(process.wait(), timeout=60)
                 except TimeoutError:
+                    timeline.mark("child killed (no exit 60 s after SIGTERM)")
                     process.kill()
                     await process.wait()
+            timeline.mark(f"child exited ({process.returncode})")
+            watching.set()
+            await asyncio.gather(*watchers, return_exceptions=True)
+            if cluster:
+                # Counted once the child has exited: this process's loop is the API server's,
+                # and a count that blocks it starves the child's Lease renewals (it did: see
+                # _evicted).
+                figures["cluster"] = cluster
+                figures["evicted_pods"] = _evicted(api, cluster["pods"])
+            figures["api_server_stalls_in_window"] = _stalls_in_window(timeline)
+            figures["timeline"] = timeline.sorted()
+            figures["lease_after_window"] = _lease_after_window(timeline)
+
+
+def _evicted(api: Any, pods: int) -> int:
+    """Pods evicted (deleted or terminating), read from the store's own objects.
+
+    Not ``store.list``: that deep-copies the 30,000 pods (twice, before). Run right after the
+    window, on this process's loop — the in-process API server's — it blocked the server for
+    42 s on a loaded machine (load average 11): the child's Lease renewal went unanswered, it
+    gave up the Lease at its renew deadline (upstream's rule) and took it again once the server
+    answered. That was the "Lease lost after the window" of every earlier run: the bench's own
+    count, not kubescale (issue 27 item 11)."""
+    current = api.store.snapshots(PODS)
+    terminating = sum(1 for p in current if p["metadata"].get("deletionTimestamp"))
+    return terminating + (pods - len(current))
+
+
+def _stalls_in_window(timeline: _Timeline) -> dict[str, Any]:
+    """Stalls of the in-process API server's loop within the window (none: every figure of the
+    window is the child's own)."""
+    start = [at for at, what in timeline.events if what == "window start"]
+    end = [at for at, what in timeline.events if what == "window end"]
+    if not start or not end:
+        return {}
+    stalls = [
+        float(what.split("stalled ", 1)[1].rstrip("s"))
+        for at, what in timeline.events
+        if "stalled" in what and start[0] <= at <= end[0]
+    ]
+    return {"count": len(stalls), "max_s": max(stalls, default=0.0)}
+
+
+def _lease_after_window(timeline: _Timeline) -> dict[str, Any]:
+    """From the window's end to the child's exit: the longest renew gap, holder changes."""
+    ends = [at for at, what in timeline.events if what == "window end"]
+    if not ends:
+        return {}
+    after = [(at, what) for at, what in sorted(timeline.events) if at >= ends[0]]
+    renewals = [at for at, what in after if what.startswith("lease renewTime=")]
+    gaps = [b - a for a, b in zip([ends[0], *renewals], renewals, strict=False)]
+    exited = [at for at, what in after if what.startswith("child exited")]
+    if exited and renewals:
+        gaps.append(exited[0] - renewals[-1])
+    return {
+        "renewals": len(renewals),
+        "renew_gap_max_s": round(max(gaps), 2) if gaps else None,
+        "lost": any("leadership lost" in what for _, what in after),
+        "released": any("holder=(released)" in what for _, what in after),
+    }
 
 
 async def _measure(args: argparse.Namespace) -> dict[str, Any]:
@@ -547,6 +811,11 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=10,
         help="niceness added to the server's (default 10; 0 when the bench itself runs nice)",
+    )
+    parser.add_argument(
+        "--server-log-level",
+        default="warning",
+        help="the real loops' child's --log-level (its stderr: <out>_<scenario>_<label>.log)",
     )
     parser.add_argument("--tree", default=None)
     parser.add_argument("--label", default="after")

@@ -34,7 +34,7 @@ The steps, each called by
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
@@ -48,7 +48,7 @@ from kubescale.controllers.vpa.api.current_resources import (
 )
 from kubescale.controllers.vpa.api.vpa_targets import TargetCheck, VpaTargets
 from kubescale.controllers.vpa.model.cluster_state import ClusterState
-from kubescale.controllers.vpa.recommender.oom_observer import OomObserver
+from kubescale.controllers.vpa.recommender.oom_observer import OomInfo, OomObserver
 from kubescale.controllers.vpa.recommender.recommender_config import (
     DEFAULT_RECOMMENDER_NAME,
     RecommenderSettings,
@@ -304,8 +304,14 @@ class ClusterFeeder:
 
     def load_pods(self, *, now: datetime) -> None:
         """``LoadPods`` (module docstring)."""
+        self.feed_pods(self.pods.lister.list(), now=now)
+
+    def feed_pods(self, pods: Sequence[dict[str, Any]], *, now: datetime) -> None:
+        """``LoadPods`` over ``pods``, a list taken from the informer (``lister.list()``: a
+        new list of the cached objects, which informers replace and never change in place):
+        touches only the model, so it may run on the loop's worker thread."""
         listed: dict[tuple[str, str], dict[str, Any]] = {}
-        for pod in self.pods.lister.list():
+        for pod in pods:
             if _phase(pod) == PENDING:
                 continue
             metadata = Meta(pod).raw
@@ -326,6 +332,13 @@ class ClusterFeeder:
 
     async def load_real_time_metrics(self) -> int:
         """``LoadRealTimeMetrics``; returns how many samples the model accepted."""
+        items, ooms = await self.fetch_real_time_metrics()
+        return self.feed_real_time_metrics(items, ooms)
+
+    async def fetch_real_time_metrics(self) -> tuple[list[dict[str, Any]], list[OomInfo]]:
+        """The I/O half of ``LoadRealTimeMetrics``, on the event loop: the PodMetrics listed
+        and the OOMs observed since the last call (the observer is fed by informer handlers,
+        on the loop)."""
         items: list[dict[str, Any]] = []
         try:
             listing = await self.client.list(
@@ -337,8 +350,15 @@ class ClusterFeeder:
         else:
             self.metrics.record_metrics_server_response(error=False)
             items = [item for item in listing.get("items") or [] if isinstance(item, dict)]
+        return items, self.oom.drain()
+
+    def feed_real_time_metrics(
+        self, items: Sequence[Mapping[str, Any]], ooms: Sequence[OomInfo]
+    ) -> int:
+        """The model half of ``LoadRealTimeMetrics`` (what :meth:`fetch_real_time_metrics`
+        returned): touches only the model, so it may run on the loop's worker thread."""
         accepted = self.state.add_samples(pod_metrics_samples(items))
-        for oom in self.oom.drain():
+        for oom in ooms:
             if not self.state.record_oom(
                 namespace=oom.namespace,
                 pod=oom.pod,

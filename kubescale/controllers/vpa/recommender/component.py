@@ -107,6 +107,7 @@ class RecommenderComponent(BaseComponent):
         )
 
     async def stop(self) -> None:
+        self.loop.close()
         if self.history is not None:
             await self.history.close()
 

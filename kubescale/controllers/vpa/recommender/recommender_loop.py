@@ -28,6 +28,13 @@ Each iteration, in upstream's order, every step timed into
 4. ``GarbageCollect``: aggregate states, at most once an hour (the first at the first
    iteration, as upstream's GC clock starts at the epoch).
 
+``LoadPods``, the model half of ``LoadMetrics`` and the recommendation pass of ``UpdateVPAs``
+compute on the loop's worker thread (:class:`~kubescale.runtime.off_loop.OffLoop`, issue 27
+item 11: at 30,000 pods they are seconds of Python that held the webhook, the extender and
+``/healthz``), over copies taken on the event loop's thread; reads of the API and every write
+(statuses through the plan executor, the Lease checked before each; checkpoints) stay on the
+loop.
+
 Times come from the ``now`` the caller passes (the runner's clock) and the deadline from the
 client's clock; nothing here sleeps. :meth:`RecommenderLoop.wait_for_resource_version` lets the
 simulator settle the loop's informers before an iteration.
@@ -37,12 +44,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, Final
 
 from kubescale.base.logs import component_logger
 from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.checkpoint.checkpoint_store import CheckpointStore
 from kubescale.controllers.vpa.recommender.cluster_feeder import ClusterFeeder
+from kubescale.controllers.vpa.recommender.oom_observer import OomInfo
 from kubescale.controllers.vpa.recommender.prometheus_history import HistoryProvider, load_history
 from kubescale.controllers.vpa.recommender.recommender_config import RecommenderSettings
 from kubescale.controllers.vpa.recommender.recommender_metrics import (
@@ -65,6 +74,7 @@ from kubescale.kube.shared_cache import SharedCache
 from kubescale.objects.views import Meta, spec_of
 from kubescale.plans.executor import PlanExecutor, plan_metrics
 from kubescale.runtime.component import TimelineReport
+from kubescale.runtime.off_loop import OffLoop
 
 __all__ = ["AGGREGATE_GC_INTERVAL", "LOOP_NAME", "RECOMMENDATION_EVENT", "RecommenderLoop"]
 
@@ -124,6 +134,12 @@ class RecommenderLoop:
         self._reports: list[TimelineReport] = []
         self._last_checkpoint_gc: datetime | None = None
         self._last_aggregate_gc: datetime | None = None
+        self.off_loop = OffLoop(LOOP_NAME)
+        """The model's steps run on this worker (:mod:`kubescale.runtime.off_loop`)."""
+
+    def close(self) -> None:
+        """Stop the worker thread (its current step, if any, finishes first)."""
+        self.off_loop.close()
 
     def reset(self) -> None:
         """Forget the model: the next iteration starts over from checkpoints (or history)."""
@@ -150,10 +166,15 @@ class RecommenderLoop:
         feeder = self.feeder
         await feeder.load_vpas()
         timer.observe_step("LoadVPAs")
-        feeder.load_pods(now=now)
+        # The model's CPU-heavy steps (every pod, every sample, the recommendation pass) run on
+        # the loop's worker thread over copies taken here, on the event loop's thread: the
+        # informers' list and the metrics API's answer (kubescale.runtime.off_loop). The model
+        # is this loop's alone and each step is awaited, so one thread touches it at a time.
+        pods = feeder.pods.lister.list()
+        await self.off_loop.run(partial(feeder.feed_pods, pods, now=now))
         timer.observe_step("LoadPods")
-        await feeder.load_real_time_metrics()
-        feeder.delete_removed_pods()
+        items, ooms = await feeder.fetch_real_time_metrics()
+        await self.off_loop.run(partial(self._feed_metrics, items, ooms))
         timer.observe_step("LoadMetrics")
         await self.update_vpas(now)
         timer.observe_step("UpdateVPAs")
@@ -164,11 +185,15 @@ class RecommenderLoop:
         timer.observe_total()
         self.iterations += 1
 
+    def _feed_metrics(self, items: list[dict[str, Any]], ooms: list[OomInfo]) -> None:
+        self.feeder.feed_real_time_metrics(items, ooms)
+        self.feeder.delete_removed_pods()
+
     async def update_vpas(self, now: datetime) -> None:
         """``UpdateVPAs`` (module docstring)."""
         state = self.feeder.state
         self.written = []
-        recommendations = state.recommendations(now=now)
+        recommendations = await self.off_loop.run(partial(state.recommendations, now=now))
         counter = ObjectCounter()
         for observed in self.feeder.observed:
             recommendation = recommendations.get(observed.key)

@@ -67,6 +67,7 @@ class UpdaterComponent(BaseComponent):
         )
 
     async def stop(self) -> None:
+        self.loop.close()
         await self.events.close()
 
 

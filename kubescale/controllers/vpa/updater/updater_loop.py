@@ -40,6 +40,10 @@ the informer has not shown yet; a pod not found counts as gone. Upstream counts 
 successes of the current loop, so a committed eviction answered 500 was evicted again (6 of 6
 pods against a budget of 3). A resize whose outcome is unknown does not fall back to eviction.
 
+Step 4's decision computes on the loop's worker thread
+(:class:`~kubescale.runtime.off_loop.OffLoop`, issue 27 item 11) over the snapshot read on the
+event loop's thread in steps 1-3; each write it yields is applied on the loop by the executor.
+
 Deliberate difference: upstream blocks on the rate limiter (``Wait``); here no clock is slept
 on, so a denied token ends this iteration's evictions and the next iteration continues.
 """
@@ -54,7 +58,11 @@ from typing import Any, Final
 from kubescale.base.logs import component_logger
 from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef, topmost_controller
-from kubescale.controllers.vpa.api.vpa_matching import choose_vpa, has_startup_boost
+from kubescale.controllers.vpa.api.vpa_matching import (
+    choose_vpa,
+    has_startup_boost,
+    target_ref_of,
+)
 from kubescale.controllers.vpa.api.vpa_targets import VpaTargets, target_ref
 from kubescale.controllers.vpa.recommender.recommender_metrics import ExecutionTimer
 from kubescale.controllers.vpa.updater.eviction_restriction import (
@@ -92,9 +100,10 @@ from kubescale.kube.resources import (
 from kubescale.kube.shared_cache import SharedCache
 from kubescale.objects.selectors import LabelSelector
 from kubescale.objects.views import Meta, meta, spec_of
-from kubescale.plans.executor import PlanExecutor, collect_plan, plan_metrics
-from kubescale.plans.intents import Plan
+from kubescale.plans.executor import Applied, PlanExecutor, collect_plan, plan_metrics
+from kubescale.plans.intents import Intent, Plan
 from kubescale.runtime.component import TimelineReport
+from kubescale.runtime.off_loop import OffLoop
 
 __all__ = ["LOOP_NAME", "UpdaterLoop", "lease_is_fresh"]
 
@@ -168,6 +177,12 @@ class UpdaterLoop:
         self.iterations = 0
         self.skipped_stale_status = 0
         self._reports: list[TimelineReport] = []
+        self.off_loop = OffLoop(LOOP_NAME)
+        """Step 4's decision runs on this worker (:mod:`kubescale.runtime.off_loop`)."""
+
+    def close(self) -> None:
+        """Stop the worker thread (its current step, if any, finishes first)."""
+        self.off_loop.close()
 
     @property
     def evicted(self) -> list[str]:
@@ -234,9 +249,15 @@ class UpdaterLoop:
         snapshot = await self.snapshot(now, timer)
         if snapshot is None:
             return
-        await self.executor.drive(
-            decide(snapshot, self.memory, now, settings=self.settings, metrics=self.metrics),
-            now=now,
+
+        async def act(intent: Intent) -> Applied:
+            return await self.executor.execute(intent, now=now)
+
+        # The decision computes on the loop's worker thread over the snapshot (copies taken
+        # above, on the event loop's thread); each write it asks for is applied here, on the
+        # loop, through the executor (the Lease checked before each): kubescale.runtime.off_loop.
+        await self.off_loop.drive(
+            decide(snapshot, self.memory, now, settings=self.settings, metrics=self.metrics), act
         )
         timer.observe_step("EvictPods")
         timer.observe_total()
@@ -335,6 +356,15 @@ class UpdaterLoop:
         terminating: Counter[ControllerKey] = Counter()
         if not vpas:
             return matched, terminating
+        # Upstream's VPA lister is indexed by target (TargetRefIndexFunc: namespace, kind and
+        # name of spec.targetRef), and a pod's candidates are the VPAs indexed under its
+        # controller; choose_vpa skips any other VPA. Passing every VPA for every pod made the
+        # matching pods x VPAs (30 million targetRef reads at 30,000 pods and 1,000 VPAs).
+        by_target: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+        for candidate in vpas:
+            ref = target_ref_of(candidate)
+            if ref is not None:
+                by_target.setdefault((ref.namespace, ref.kind, ref.name), []).append(candidate)
         for pod in sorted(self.pods.lister.list(), key=pod_id):
             if not pod_is_updatable(pod, unschedulable_too=self.replaces_pending):
                 owner = controller_of(pod)
@@ -344,8 +374,13 @@ class UpdaterLoop:
             controller = topmost_controller(
                 pod, lookup=self.targets.owner, scalable_kinds=self.targets.is_scalable
             )
+            candidates = (
+                by_target.get((controller.namespace, controller.kind, controller.name), [])
+                if controller is not None
+                else []
+            )
             vpa = choose_vpa(
-                pod, controller=controller, candidate_vpas=vpas, selector_of=selector_of
+                pod, controller=controller, candidate_vpas=candidates, selector_of=selector_of
             )
             if vpa is not None:
                 matched.setdefault(vpa_key(vpa), []).append(pod)
