@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from kubescale.kube.api_paths import ApiPath
-from kubescale.kube.resources import NODES, PODS, ResourceType
+from kubescale.kube.resources import CONFIG_MAPS, NODES, PODS, ResourceType
 from kubescale.objects.views import meta, status_of
 
 __all__ = [
+    "DeleteNodes",
     "Event",
     "Evict",
     "Intent",
@@ -31,9 +32,11 @@ __all__ = [
     "PatchObject",
     "Plan",
     "Resize",
+    "ResizeNodeGroup",
     "Scale",
     "Taint",
     "Untaint",
+    "WriteConfigMap",
     "WriteStatus",
     "describe",
     "object_ref",
@@ -168,6 +171,59 @@ class WriteStatus:
 
 
 @dataclass(frozen=True, kw_only=True)
+class WriteConfigMap:
+    """Write the ConfigMap ``namespace/name``: GET it, then update it with ``data`` and
+    ``annotations`` merged over its own (keys not named are kept), or create it with just
+    those (upstream cluster autoscaler's ``WriteStatusConfigMap``)."""
+
+    actor: str
+    namespace: str
+    name: str
+    data: Mapping[str, str]
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def target(self) -> ObjectRef:
+        return ObjectRef(CONFIG_MAPS, self.namespace, self.name)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResizeNodeGroup:
+    """Change the target size of the cloud provider's node group ``group`` by ``delta``:
+    upstream cluster autoscaler's ``NodeGroup.IncreaseSize`` (``delta > 0``) or
+    ``DecreaseTargetSize`` (``delta < 0``: unfulfilled requests only). Cluster API: the
+    MachineDeployment's or MachineSet's ``/scale`` read, then patched, within [min, max]. The
+    executor applies it through the system's node group port
+    (:class:`~kubescale.plans.node_groups.NodeGroupWrites`)."""
+
+    actor: str
+    group: str
+    """The node group's id (Cluster API: ``<Kind>/<namespace>/<name>``)."""
+    delta: int
+
+    def __post_init__(self) -> None:
+        if self.delta == 0:
+            raise ValueError(f"node group {self.group}: a resize by 0 is not a write")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeleteNodes:
+    """``NodeGroup.DeleteNodes``: remove ``nodes``' instances from node group ``group``, its
+    target size going down by one for each. Cluster API: each node's Machine is annotated
+    ``cluster.x-k8s.io/delete-machine``, then the MachineDeployment/MachineSet scaled down by
+    one (through the node group port, as :class:`ResizeNodeGroup`)."""
+
+    actor: str
+    group: str
+    nodes: Sequence[Mapping[str, Any]] = field(compare=False)
+    """The nodes (an unregistered instance: a stand-in with its name and ``spec.providerID``)."""
+
+    @property
+    def names(self) -> list[str]:
+        return [meta(node).name for node in self.nodes]
+
+
+@dataclass(frozen=True, kw_only=True)
 class Event:
     """A core/v1 Event about ``involved``, queued on the actor's event recorder."""
 
@@ -189,7 +245,19 @@ class Event:
         return f"{kind} {view.namespace}/{view.name}" if view.namespace else f"{kind} {view.name}"
 
 
-Intent = Evict | Resize | PatchObject | Scale | Taint | Untaint | WriteStatus | Event
+Intent = (
+    Evict
+    | Resize
+    | PatchObject
+    | Scale
+    | Taint
+    | Untaint
+    | WriteStatus
+    | WriteConfigMap
+    | ResizeNodeGroup
+    | DeleteNodes
+    | Event
+)
 Plan = list[Intent]
 """An ordered list of intents, applied in order."""
 
@@ -231,6 +299,17 @@ def describe(intent: Intent) -> str:
             return (
                 f"{intent.actor}: write-status {intent.target.text} {_json(status_of(intent.body))}"
             )
+        case WriteConfigMap():
+            extra = f" annotations={_json(dict(intent.annotations))}" if intent.annotations else ""
+            return (
+                f"{intent.actor}: write-configmap {intent.target.text} "
+                f"{_json(dict(intent.data))}{extra}"
+            )
+        case ResizeNodeGroup():
+            verb = "increase-size" if intent.delta > 0 else "decrease-target-size"
+            return f"{intent.actor}: {verb} node-group {intent.group} delta={intent.delta:+d}"
+        case DeleteNodes():
+            return f"{intent.actor}: delete-nodes node-group {intent.group} {_json(intent.names)}"
         case Event():
             return (
                 f"{intent.actor}: event {intent.subject} {intent.type} {intent.reason} "

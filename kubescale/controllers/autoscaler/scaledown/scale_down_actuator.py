@@ -44,6 +44,10 @@ from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
     ProviderError,
     ProviderSnapshot,
 )
+from kubescale.controllers.autoscaler.cloudprovider.provider_writes import (
+    ACTOR,
+    write_node_group,
+)
 from kubescale.controllers.autoscaler.clusterstate.cluster_state import ClusterStateRegistry
 from kubescale.controllers.autoscaler.config.autoscaler_settings import AutoscalerSettings
 from kubescale.controllers.autoscaler.metrics.autoscaler_metrics import AutoscalerMetrics
@@ -62,15 +66,12 @@ from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError
 from kubescale.kube.events import EventRecorder
 from kubescale.objects.views import Meta, spec_of
-from kubescale.plans.executor import PlanExecutor, plan_metrics
-from kubescale.plans.intents import Event, Evict, Taint, Untaint
+from kubescale.plans.executor import PlanExecutor
+from kubescale.plans.intents import DeleteNodes, Event, Evict, Taint, Untaint
 
 __all__ = ["Deletion", "ScaleDownActuator"]
 
 log = component_logger("cluster-autoscaler")
-
-ACTOR: Final = "cluster-autoscaler"
-"""The autoscaler's name on the disruption ledger."""
 
 POD_EVICTION_HEADROOM: Final = timedelta(seconds=30)
 MAX_CLOUD_PROVIDER_NODE_DELETION_TIME: Final = timedelta(minutes=5)
@@ -114,6 +115,7 @@ class ScaleDownActuator:
         status_event: EventSink,
         disruptions: DisruptionLedger | None = None,
         gate: DisruptionGate | None = None,
+        executor: PlanExecutor,
     ) -> None:
         self.client = client
         self.disruptions = (
@@ -123,14 +125,9 @@ class ScaleDownActuator:
         self.gate: DisruptionGate = gate if gate is not None else OwnEvictionsOnly()
         """The coordination layer's gate: with ``--coordination one-brain`` a pod another
         system is evicting is not evicted again (upstream's, no such check, by default)."""
-        self.executor = PlanExecutor(
-            client=client,
-            ledger=self.disruptions,
-            events=events,
-            metrics=plan_metrics(metrics.registry),
-        )
-        """Taints, evictions and events go through it (node deletions, through the provider,
-        not yet)."""
+        self.executor = executor
+        """The loop's one executor: taints, evictions, node deletions (through the provider)
+        and events go through it."""
         self.provider = provider
         self.events = events
         self.metrics = metrics
@@ -350,7 +347,11 @@ class ScaleDownActuator:
         try:
             if group is None:
                 raise ProviderError(f"node group {deletion.group_id} is gone")
-            await self.provider.delete_nodes(group, [deletion.node])
+            await write_node_group(
+                self.executor,
+                DeleteNodes(actor=ACTOR, group=group.id, nodes=[deletion.node]),
+                now=now,
+            )
         except ProviderError as err:
             log.warning("node deletion failed", extra={"fields": {"node": name, "error": str(err)}})
             await self._abort(deletion, "failed to delete the node", now)
