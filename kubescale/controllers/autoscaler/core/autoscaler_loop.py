@@ -282,15 +282,12 @@ class AutoscalerLoop:
         with ``--dry-run`` it prints them instead (:mod:`kubescale.plans.dry_run`)."""
         self.status = StatusReporter(executor=self.executor, metrics=metrics, settings=settings)
         self.actuator = ScaleDownActuator(
-            client=client,
-            provider=self.provider,
-            events=events,
             metrics=metrics,
             settings=settings,
             status_event=self.status.event,
+            executor=self.executor,
             disruptions=self.disruptions,
             gate=self.gate,
-            executor=self.executor,
         )
         self.housekeeping = Housekeeping(
             provider=self.provider,
