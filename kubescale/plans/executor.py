@@ -53,15 +53,17 @@ from kubescale.coordination.disruption_ledger import (
     write_outcome,
 )
 from kubescale.kube.client import KubeClient
-from kubescale.kube.errors import KubeError, NotLeaderError
+from kubescale.kube.errors import KubeApiError, KubeError, NotLeaderError
 from kubescale.kube.events import EventRecorder
 from kubescale.plans.config_maps import write_config_map
 from kubescale.plans.intents import (
     DeleteNodes,
+    DeleteObject,
     Event,
     Evict,
     Intent,
     PatchObject,
+    PatchOrCreate,
     Plan,
     Resize,
     ResizeNodeGroup,
@@ -298,6 +300,13 @@ class PlanExecutor:
                         subresource=intent.subresource,
                     )
                 )
+            case PatchOrCreate():
+                return await self._guarded(self._patch_or_create(intent))
+            case DeleteObject():
+                target = intent.target
+                return await self._guarded(
+                    self.client.delete(target.resource, target.name, namespace=target.namespace)
+                )
             case Scale():
                 target = intent.target
                 return await self._guarded(
@@ -315,6 +324,21 @@ class PlanExecutor:
             case WriteConfigMap():
                 return await self._guarded(write_config_map(self.client, intent))
         raise TypeError(f"not a write intent: {intent!r}")
+
+    async def _patch_or_create(self, intent: PatchOrCreate) -> dict[str, Any]:
+        target = intent.target
+        try:
+            return await self.client.patch(
+                target.resource,
+                target.name,
+                intent.patch,
+                namespace=target.namespace,
+                patch_type=intent.patch_type,
+            )
+        except KubeApiError as err:
+            if not err.not_found:
+                raise
+        return await self.client.create(target.resource, intent.body, namespace=target.namespace)
 
     async def _guarded(
         self, write: Awaitable[dict[str, Any] | None]

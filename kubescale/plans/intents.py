@@ -25,11 +25,13 @@ from kubescale.objects.views import meta, status_of
 
 __all__ = [
     "DeleteNodes",
+    "DeleteObject",
     "Event",
     "Evict",
     "Intent",
     "ObjectRef",
     "PatchObject",
+    "PatchOrCreate",
     "Plan",
     "Resize",
     "ResizeNodeGroup",
@@ -113,6 +115,31 @@ class PatchObject:
     patch: Any
     patch_type: Literal["merge", "json", "strategic"] = "merge"
     subresource: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PatchOrCreate:
+    """``PATCH`` the object ``body`` names with ``patch`` (``patch_type``); when it is not there
+    (404), ``POST`` ``body`` instead (upstream VPA's ``CreateOrUpdateVpaCheckpoint``)."""
+
+    actor: str
+    resource: ResourceType
+    body: Mapping[str, Any] = field(compare=False)
+    patch: Any
+    patch_type: Literal["merge", "json", "strategic"] = "json"
+
+    @property
+    def target(self) -> ObjectRef:
+        return object_ref(self.body, self.resource)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeleteObject:
+    """``DELETE`` one object (a 404 is :attr:`~kubescale.coordination.disruption_ledger.
+    WriteOutcome.GONE`: someone else removed it)."""
+
+    actor: str
+    target: ObjectRef
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -249,6 +276,8 @@ Intent = (
     Evict
     | Resize
     | PatchObject
+    | PatchOrCreate
+    | DeleteObject
     | Scale
     | Taint
     | Untaint
@@ -284,6 +313,13 @@ def describe(intent: Intent) -> str:
                 f"{intent.actor}: patch {intent.target.text}{sub} {intent.patch_type} "
                 f"{_json(intent.patch)}"
             )
+        case PatchOrCreate():
+            return (
+                f"{intent.actor}: patch-or-create {intent.target.text} {intent.patch_type} "
+                f"{_json(intent.patch)}"
+            )
+        case DeleteObject():
+            return f"{intent.actor}: delete {intent.target.text}"
         case Scale():
             return f"{intent.actor}: scale {intent.target.text} replicas={intent.replicas}"
         case Taint():
