@@ -15,7 +15,11 @@ For every intent, in order (the package docstring says why):
    :attr:`~kubescale.coordination.disruption_ledger.WriteOutcome.UNKNOWN`, and
    :attr:`Applied.counts` is true for it — a write whose outcome is unknown counts as done
    until proven otherwise (kube-apiserver answers 504 after etcd committed when its deadline
-   passes).
+   passes). A node group write (:class:`~.intents.ResizeNodeGroup`,
+   :class:`~.intents.DeleteNodes`) goes through the system's cloud provider port
+   (:mod:`.node_groups`), whose error says how it counts and is kept as
+   :attr:`Applied.failure`; a ConfigMap write (:class:`~.intents.WriteConfigMap`) is a GET
+   then an update or a create (:mod:`.config_maps`).
 3. **Events** go on the system's :class:`~kubescale.kube.events.EventRecorder` (a bounded
    queue, written in the background on the same gated client).
 4. **The metric** ``kubescale_plan_intents_total{actor, intent, outcome}`` counts it, the same
@@ -49,21 +53,28 @@ from kubescale.coordination.disruption_ledger import (
     write_outcome,
 )
 from kubescale.kube.client import KubeClient
-from kubescale.kube.errors import KubeError, NotLeaderError
+from kubescale.kube.errors import KubeApiError, KubeError, NotLeaderError
 from kubescale.kube.events import EventRecorder
+from kubescale.plans.config_maps import write_config_map
 from kubescale.plans.intents import (
+    DeleteNodes,
+    DeleteObject,
     Event,
     Evict,
     Intent,
     PatchObject,
+    PatchOrCreate,
     Plan,
     Resize,
+    ResizeNodeGroup,
     Scale,
     Taint,
     Untaint,
+    WriteConfigMap,
     WriteStatus,
     describe,
 )
+from kubescale.plans.node_groups import NodeGroupWriteError, NodeGroupWrites
 from kubescale.plans.node_taints import node_taint
 
 __all__ = [
@@ -94,6 +105,8 @@ class Applied:
     stored: Mapping[str, Any] | None = None
     """The object as the API server answered a write that returns one (a status write, a
     scale), when done; ``None`` otherwise and in a dry run."""
+    failure: NodeGroupWriteError | None = None
+    """A node group write's error (:mod:`.node_groups`), as its port raised it."""
 
     @property
     def outcome(self) -> WriteOutcome:
@@ -160,8 +173,12 @@ class PlanExecutor:
         metrics: PlanMetrics | None = None,
         dry_run: bool = False,
         sink: Callable[[str], None] = _log_line,
+        node_groups: NodeGroupWrites | None = None,
     ) -> None:
         self.client = client
+        self.node_groups = node_groups
+        """The cloud provider's node groups (the cluster autoscaler's), for
+        :class:`~.intents.ResizeNodeGroup` and :class:`~.intents.DeleteNodes`."""
         self.ledger = ledger
         self.events = events
         self.metrics = metrics
@@ -196,9 +213,28 @@ class PlanExecutor:
         refused = self._not_applied(intent)
         if refused is not None:
             return refused
+        if isinstance(intent, ResizeNodeGroup | DeleteNodes):
+            return self._counted(intent, await self._node_group_write(intent))
         result, stored = await self._write(intent, now=now)
-        self._count(intent, result.outcome.value)
-        return Applied(result, stored=stored)
+        return self._counted(intent, Applied(result, stored=stored))
+
+    def _counted(self, intent: Intent, applied: Applied) -> Applied:
+        self._count(intent, applied.outcome.value)
+        return applied
+
+    async def _node_group_write(self, intent: ResizeNodeGroup | DeleteNodes) -> Applied:
+        """Through the node group port; its error kept as :attr:`Applied.failure`."""
+        port = self.node_groups
+        if port is None:
+            raise TypeError(f"no node group port for {describe(intent)}")
+        try:
+            if isinstance(intent, ResizeNodeGroup):
+                await port.resize_node_group(intent)
+            else:
+                await port.delete_nodes(intent)
+        except NodeGroupWriteError as err:
+            return Applied(WriteResult(err.outcome), failure=err)
+        return Applied(_DONE)
 
     def note(self, intent: Event) -> Applied:
         """Queue an event on the recorder (no await: loops that are not yet plans call this
@@ -264,6 +300,13 @@ class PlanExecutor:
                         subresource=intent.subresource,
                     )
                 )
+            case PatchOrCreate():
+                return await self._guarded(self._patch_or_create(intent))
+            case DeleteObject():
+                target = intent.target
+                return await self._guarded(
+                    self.client.delete(target.resource, target.name, namespace=target.namespace)
+                )
             case Scale():
                 target = intent.target
                 return await self._guarded(
@@ -278,7 +321,24 @@ class PlanExecutor:
                 return await self._guarded(node_taint(self.client, intent))
             case WriteStatus():
                 return await self._guarded(self.client.update_status(intent.resource, intent.body))
+            case WriteConfigMap():
+                return await self._guarded(write_config_map(self.client, intent))
         raise TypeError(f"not a write intent: {intent!r}")
+
+    async def _patch_or_create(self, intent: PatchOrCreate) -> dict[str, Any]:
+        target = intent.target
+        try:
+            return await self.client.patch(
+                target.resource,
+                target.name,
+                intent.patch,
+                namespace=target.namespace,
+                patch_type=intent.patch_type,
+            )
+        except KubeApiError as err:
+            if not err.not_found:
+                raise
+        return await self.client.create(target.resource, intent.body, namespace=target.namespace)
 
     async def _guarded(
         self, write: Awaitable[dict[str, Any] | None]

@@ -20,20 +20,25 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from kubescale.kube.api_paths import ApiPath
-from kubescale.kube.resources import NODES, PODS, ResourceType
+from kubescale.kube.resources import CONFIG_MAPS, NODES, PODS, ResourceType
 from kubescale.objects.views import meta, status_of
 
 __all__ = [
+    "DeleteNodes",
+    "DeleteObject",
     "Event",
     "Evict",
     "Intent",
     "ObjectRef",
     "PatchObject",
+    "PatchOrCreate",
     "Plan",
     "Resize",
+    "ResizeNodeGroup",
     "Scale",
     "Taint",
     "Untaint",
+    "WriteConfigMap",
     "WriteStatus",
     "describe",
     "object_ref",
@@ -113,6 +118,31 @@ class PatchObject:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PatchOrCreate:
+    """``PATCH`` the object ``body`` names with ``patch`` (``patch_type``); when it is not there
+    (404), ``POST`` ``body`` instead (upstream VPA's ``CreateOrUpdateVpaCheckpoint``)."""
+
+    actor: str
+    resource: ResourceType
+    body: Mapping[str, Any] = field(compare=False)
+    patch: Any
+    patch_type: Literal["merge", "json", "strategic"] = "json"
+
+    @property
+    def target(self) -> ObjectRef:
+        return object_ref(self.body, self.resource)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeleteObject:
+    """``DELETE`` one object (a 404 is :attr:`~kubescale.coordination.disruption_ledger.
+    WriteOutcome.GONE`: someone else removed it)."""
+
+    actor: str
+    target: ObjectRef
+
+
+@dataclass(frozen=True, kw_only=True)
 class Scale:
     """Set ``spec.replicas`` of ``target`` through its ``scale`` subresource (merge patch)."""
 
@@ -168,6 +198,59 @@ class WriteStatus:
 
 
 @dataclass(frozen=True, kw_only=True)
+class WriteConfigMap:
+    """Write the ConfigMap ``namespace/name``: GET it, then update it with ``data`` and
+    ``annotations`` merged over its own (keys not named are kept), or create it with just
+    those (upstream cluster autoscaler's ``WriteStatusConfigMap``)."""
+
+    actor: str
+    namespace: str
+    name: str
+    data: Mapping[str, str]
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def target(self) -> ObjectRef:
+        return ObjectRef(CONFIG_MAPS, self.namespace, self.name)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResizeNodeGroup:
+    """Change the target size of the cloud provider's node group ``group`` by ``delta``:
+    upstream cluster autoscaler's ``NodeGroup.IncreaseSize`` (``delta > 0``) or
+    ``DecreaseTargetSize`` (``delta < 0``: unfulfilled requests only). Cluster API: the
+    MachineDeployment's or MachineSet's ``/scale`` read, then patched, within [min, max]. The
+    executor applies it through the system's node group port
+    (:class:`~kubescale.plans.node_groups.NodeGroupWrites`)."""
+
+    actor: str
+    group: str
+    """The node group's id (Cluster API: ``<Kind>/<namespace>/<name>``)."""
+    delta: int
+
+    def __post_init__(self) -> None:
+        if self.delta == 0:
+            raise ValueError(f"node group {self.group}: a resize by 0 is not a write")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeleteNodes:
+    """``NodeGroup.DeleteNodes``: remove ``nodes``' instances from node group ``group``, its
+    target size going down by one for each. Cluster API: each node's Machine is annotated
+    ``cluster.x-k8s.io/delete-machine``, then the MachineDeployment/MachineSet scaled down by
+    one (through the node group port, as :class:`ResizeNodeGroup`)."""
+
+    actor: str
+    group: str
+    nodes: Sequence[Mapping[str, Any]] = field(compare=False)
+    """The nodes (an unregistered instance: a stand-in with its name and ``spec.providerID``)."""
+
+    @property
+    def names(self) -> list[str]:
+        return [meta(node).name for node in self.nodes]
+
+
+@dataclass(frozen=True, kw_only=True)
 class Event:
     """A core/v1 Event about ``involved``, queued on the actor's event recorder."""
 
@@ -189,7 +272,21 @@ class Event:
         return f"{kind} {view.namespace}/{view.name}" if view.namespace else f"{kind} {view.name}"
 
 
-Intent = Evict | Resize | PatchObject | Scale | Taint | Untaint | WriteStatus | Event
+Intent = (
+    Evict
+    | Resize
+    | PatchObject
+    | PatchOrCreate
+    | DeleteObject
+    | Scale
+    | Taint
+    | Untaint
+    | WriteStatus
+    | WriteConfigMap
+    | ResizeNodeGroup
+    | DeleteNodes
+    | Event
+)
 Plan = list[Intent]
 """An ordered list of intents, applied in order."""
 
@@ -216,6 +313,13 @@ def describe(intent: Intent) -> str:
                 f"{intent.actor}: patch {intent.target.text}{sub} {intent.patch_type} "
                 f"{_json(intent.patch)}"
             )
+        case PatchOrCreate():
+            return (
+                f"{intent.actor}: patch-or-create {intent.target.text} {intent.patch_type} "
+                f"{_json(intent.patch)}"
+            )
+        case DeleteObject():
+            return f"{intent.actor}: delete {intent.target.text}"
         case Scale():
             return f"{intent.actor}: scale {intent.target.text} replicas={intent.replicas}"
         case Taint():
@@ -231,6 +335,17 @@ def describe(intent: Intent) -> str:
             return (
                 f"{intent.actor}: write-status {intent.target.text} {_json(status_of(intent.body))}"
             )
+        case WriteConfigMap():
+            extra = f" annotations={_json(dict(intent.annotations))}" if intent.annotations else ""
+            return (
+                f"{intent.actor}: write-configmap {intent.target.text} "
+                f"{_json(dict(intent.data))}{extra}"
+            )
+        case ResizeNodeGroup():
+            verb = "increase-size" if intent.delta > 0 else "decrease-target-size"
+            return f"{intent.actor}: {verb} node-group {intent.group} delta={intent.delta:+d}"
+        case DeleteNodes():
+            return f"{intent.actor}: delete-nodes node-group {intent.group} {_json(intent.names)}"
         case Event():
             return (
                 f"{intent.actor}: event {intent.subject} {intent.type} {intent.reason} "

@@ -59,7 +59,6 @@ NOT_YET_CONVERTED: dict[str, int] = {
     "controllers/vpa/api/pod_admission.py": 1,
     "controllers/vpa/api/pod_resources.py": 4,
     "controllers/vpa/api/vpa_targets.py": 1,
-    "controllers/vpa/checkpoint/checkpoint_store.py": 2,
     "controllers/vpa/recommender/cluster_feeder.py": 3,
     "controllers/vpa/recommender/recommender_loop.py": 1,
     "extender/extender_protocol.py": 3,

@@ -29,7 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kubescale.controllers.autoscaler.config.autoscaler_settings import NodeGroupDefaults
+from kubescale.coordination.disruption_ledger import WriteOutcome
 from kubescale.objects.views import spec_of
+from kubescale.plans.node_groups import NodeGroupWriteError
 
 __all__ = [
     "CloudProvider",
@@ -140,13 +142,16 @@ class ProviderSnapshot:
         return False
 
 
-class ProviderError(Exception):
-    """A provider call that failed; the message is one line for events and logs."""
+class ProviderError(NodeGroupWriteError):
+    """A provider call that failed; the message is one line for events and logs. As a node
+    group write's error (:mod:`kubescale.plans.node_groups`) it is a refusal."""
 
 
 class WriteOutcomeUnknown(ProviderError):
     """A write was sent and no answer came in time: it may or may not have happened. It counts
     as done until the provider's objects prove otherwise; it is not sent again blindly."""
+
+    outcome = WriteOutcome.UNKNOWN
 
 
 class NothingWritten(ProviderError):

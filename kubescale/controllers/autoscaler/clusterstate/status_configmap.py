@@ -40,7 +40,8 @@ from kubescale.controllers.autoscaler.clusterstate.cluster_state import (
     ClusterStateRegistry,
     Readiness,
 )
-from kubescale.objects.views import Meta
+from kubescale.plans.config_maps import config_map_body
+from kubescale.plans.intents import WriteConfigMap
 
 __all__ = [
     "LAST_UPDATED_ANNOTATION",
@@ -48,6 +49,7 @@ __all__ = [
     "build_status",
     "render_status",
     "status_config_map",
+    "status_write",
 ]
 
 LAST_UPDATED_ANNOTATION: Final = "cluster-autoscaler.kubernetes.io/last-updated"
@@ -244,24 +246,25 @@ def render_status(status: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def status_write(
+    *, actor: str, name: str, namespace: str, status: Mapping[str, Any]
+) -> WriteConfigMap:
+    """``WriteStatusConfigMap`` as an intent: data ``status``, the last-updated annotation
+    (the executor GETs the ConfigMap and updates or creates it, :mod:`kubescale.plans.
+    config_maps`)."""
+    return WriteConfigMap(
+        actor=actor,
+        namespace=namespace,
+        name=name,
+        data={"status": render_status(status)},
+        annotations={LAST_UPDATED_ANNOTATION: str(status.get("time", ""))},
+    )
+
+
 def status_config_map(
     *, name: str, namespace: str, status: Mapping[str, Any], existing: Mapping[str, Any] | None
 ) -> dict[str, Any]:
     """The ConfigMap to write: ``existing`` updated (data ``status``, the last-updated
-    annotation), or a new one."""
-    text = render_status(status)
-    stamp = str(status.get("time", ""))
-    if existing is None:
-        return {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {
-                "name": name,
-                "namespace": namespace,
-                "annotations": {LAST_UPDATED_ANNOTATION: stamp},
-            },
-            "data": {"status": text},
-        }
-    meta: dict[str, Any] = dict(Meta(existing).raw)
-    meta["annotations"] = {**(meta.get("annotations") or {}), LAST_UPDATED_ANNOTATION: stamp}
-    return {**existing, "metadata": meta, "data": {**(existing.get("data") or {}), "status": text}}
+    annotation), or a new one (what the executor writes for :func:`status_write`)."""
+    intent = status_write(actor="", name=name, namespace=namespace, status=status)
+    return config_map_body(intent, existing)

@@ -199,6 +199,7 @@ def autoscaler_settings_from_args(args: argparse.Namespace) -> AutoscalerSetting
             else None
         ),
         scan_interval=float(args.scan_interval),
+        dry_run=bool(args.dry_run),
         cloud_provider="clusterapi",
         auto_discovery=tuple(parse_auto_discovery(s) for s in args.node_group_auto_discovery),
         namespace=str(args.namespace),

@@ -17,6 +17,7 @@ from kubescale.controllers.autoscaler.config.autoscaler_config import (
 from kubescale.controllers.autoscaler.config.autoscaler_settings import (
     DEFAULT_STATUS_CONFIG_MAP_NAME,
 )
+from kubescale.plans.dry_run import add_dry_run_flag
 
 __all__ = ["add_autoscaler_arguments"]
 
@@ -54,6 +55,7 @@ def add_autoscaler_arguments(parser: argparse.ArgumentParser) -> None:
         "how often the cluster is re-evaluated",
         parse=_duration_value,
     )
+    add_dry_run_flag(group)
     group.add_argument(
         "--cloud-provider",
         default="",

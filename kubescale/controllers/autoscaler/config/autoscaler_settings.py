@@ -94,6 +94,10 @@ class AutoscalerSettings:
     """Why ``--cluster-autoscaler auto`` does not run it (upstream needs ``--cloud-provider``):
     neither ``--cloud-provider`` nor ``--node-group-auto-discovery`` given; ``None``: given."""
     scan_interval: float = 10.0
+    dry_run: bool = False
+    """``--dry-run`` (one flag for every system, :mod:`kubescale.plans.dry_run`; upstream's
+    cluster autoscaler has none): every resize, node deletion, taint, eviction, status
+    ConfigMap write and event printed, nothing written."""
     cloud_provider: str = "clusterapi"
     capi_group: str = "cluster.x-k8s.io"
     """Cluster API's API group (upstream's ``CAPI_GROUP`` environment variable)."""

@@ -60,6 +60,7 @@ from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
     ProviderSnapshot,
 )
 from kubescale.controllers.autoscaler.cloudprovider.clusterapi_provider import ClusterApiProvider
+from kubescale.controllers.autoscaler.cloudprovider.provider_writes import ProviderWrites
 from kubescale.controllers.autoscaler.cloudprovider.write_deadline import WriteDeadline
 from kubescale.controllers.autoscaler.clusterstate.backoff import ExponentialBackoff
 from kubescale.controllers.autoscaler.clusterstate.cluster_state import (
@@ -122,6 +123,7 @@ from kubescale.kube.resources import (
     STATEFUL_SETS,
 )
 from kubescale.objects.views import Meta, meta
+from kubescale.plans.executor import PlanExecutor, plan_metrics
 from kubescale.runtime.component import TimelineReport
 from kubescale.runtime.off_loop import OffLoop
 from kubescale.scheduling.fit import ClusterSnapshot
@@ -265,16 +267,25 @@ class AutoscalerLoop:
         self.templates = TemplateRegistry(
             startup_taints=settings.startup_taints, status_taints=settings.status_taints
         )
-        self.status = StatusReporter(
-            client=client, events=events, metrics=metrics, settings=settings
-        )
-        self.actuator = ScaleDownActuator(
+        self.provider_writes = ProviderWrites(self.provider)
+        """The executor's node group port: the provider, on this iteration's snapshot."""
+        self.executor = PlanExecutor(
             client=client,
-            provider=self.provider,
+            ledger=self.disruptions,
             events=events,
+            metrics=plan_metrics(metrics.registry),
+            dry_run=settings.dry_run,
+            node_groups=self.provider_writes,
+        )
+        """The loop's one executor: every write of the iteration (node group resizes and
+        deletions, taints, evictions, the status ConfigMap) and every event goes through it;
+        with ``--dry-run`` it prints them instead (:mod:`kubescale.plans.dry_run`)."""
+        self.status = StatusReporter(executor=self.executor, metrics=metrics, settings=settings)
+        self.actuator = ScaleDownActuator(
             metrics=metrics,
             settings=settings,
             status_event=self.status.event,
+            executor=self.executor,
             disruptions=self.disruptions,
             gate=self.gate,
         )
@@ -283,14 +294,12 @@ class AutoscalerLoop:
             registry=self.registry,
             settings=settings,
             metrics=metrics,
-            events=events,
-            executor=self.actuator.executor,
+            executor=self.executor,
             status_event=self.status.event,
         )
         self.scale_up = ScaleUpPhase(
             settings=settings,
             metrics=metrics,
-            events=events,
             provider=self.provider,
             registry=self.registry,
             rng=rng or random.Random(0),
@@ -300,6 +309,7 @@ class AutoscalerLoop:
             status_event=self.status.event,
             cpu_clock=cpu_clock,
             off_loop=self.off_loop,
+            executor=self.executor,
         )
         self.scale_down = ScaleDownPhase(
             settings=settings,
@@ -433,6 +443,7 @@ class AutoscalerLoop:
             await self.status.write(now, self.registry, initializing=True)
             await self.housekeeping.clean_up_taints(self.nodes.lister.list(), now)
         snapshot = self.provider.refresh()
+        self.provider_writes.use(snapshot)
         try:
             await self._run(now, snapshot)
         finally:
@@ -542,15 +553,15 @@ class AutoscalerLoop:
         effects = self.registry.update(
             nodes=nodes, snapshot=snapshot, readiness=self.readiness, now=now
         )
-        await self.housekeeping.apply_state_effects(effects)
-        resized = await self.housekeeping.remove_old_unregistered(snapshot)
+        await self.housekeeping.apply_state_effects(effects, now=now)
+        resized = await self.housekeeping.remove_old_unregistered(snapshot, now=now)
         if not self.registry.is_cluster_healthy():
             self.scale_down.planner.clear()
             self.status.event("Warning", "ClusterUnhealthy", "Cluster is unhealthy")
             self.report.stopped = "ClusterUnhealthy"
             log.warning("cluster is not ready for autoscaling")
             return
-        await self.housekeeping.delete_created_with_errors(snapshot)
+        await self.housekeeping.delete_created_with_errors(snapshot, now=now)
         if await self.housekeeping.fix_node_group_sizes(snapshot, now):
             self.report.stopped = "FixedNodeGroupSizes"
             return

@@ -32,6 +32,7 @@ from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
     ProviderSnapshot,
     WriteOutcomeUnknown,
 )
+from kubescale.controllers.autoscaler.cloudprovider.provider_writes import ACTOR, write_node_group
 from kubescale.controllers.autoscaler.clusterstate.cluster_state import (
     ClusterStateRegistry,
     InstanceCreationFailed,
@@ -44,10 +45,8 @@ from kubescale.controllers.autoscaler.model.node_facts import (
     node_name,
     taint_time,
 )
-from kubescale.controllers.autoscaler.scaledown.scale_down_actuator import ACTOR
-from kubescale.kube.events import EventRecorder
 from kubescale.plans.executor import PlanExecutor
-from kubescale.plans.intents import Untaint
+from kubescale.plans.intents import DeleteNodes, Event, ResizeNodeGroup, Untaint
 
 __all__ = ["Housekeeping"]
 
@@ -66,7 +65,6 @@ class Housekeeping:
         registry: ClusterStateRegistry,
         settings: AutoscalerSettings,
         metrics: AutoscalerMetrics,
-        events: EventRecorder,
         executor: PlanExecutor,
         status_event: EventSink,
     ) -> None:
@@ -74,9 +72,9 @@ class Housekeeping:
         self.registry = registry
         self.settings = settings
         self.metrics = metrics
-        self.events = events
         self.executor = executor
-        """Taint clean-ups go through it (the scale-down actuator's)."""
+        """The loop's one executor: taint clean-ups, node group resizes and deletions and the
+        events go through it."""
         self.status_event = status_event
         self.reported_problems: set[str] = set()
 
@@ -87,11 +85,14 @@ class Housekeeping:
                 continue
             log.warning("node group skipped", extra={"fields": {"problem": problem.message}})
             if problem.source is not None:
-                self.events.event(
-                    problem.source,
-                    type="Warning",
-                    reason="InvalidNodeGroup",
-                    message=problem.message,
+                self.executor.note(
+                    Event(
+                        actor=ACTOR,
+                        involved=problem.source,
+                        type="Warning",
+                        reason="InvalidNodeGroup",
+                        message=problem.message,
+                    )
                 )
         self.reported_problems = current
 
@@ -114,7 +115,7 @@ class Housekeeping:
                     "cannot clean up a taint", extra={"fields": {"error": str(cleaned.error)}}
                 )
 
-    async def apply_state_effects(self, effects: Sequence[object]) -> None:
+    async def apply_state_effects(self, effects: Sequence[object], *, now: datetime) -> None:
         for effect in effects:
             if isinstance(effect, ScaleUpTimedOut):
                 group = effect.group
@@ -126,7 +127,11 @@ class Housekeeping:
                 )
                 self.metrics.failed_scale_ups_total.labels("timeout").inc()
                 try:
-                    await self.provider.decrease_target_size(group, -effect.increase)
+                    await write_node_group(
+                        self.executor,
+                        ResizeNodeGroup(actor=ACTOR, group=group.id, delta=-effect.increase),
+                        now=now,
+                    )
                 except ProviderError as err:
                     self.status_event(
                         "Warning",
@@ -144,7 +149,9 @@ class Housekeeping:
                 )
                 self.metrics.failed_scale_ups_total.labels("cloudProviderError").inc()
 
-    async def remove_old_unregistered(self, snapshot: ProviderSnapshot) -> set[str]:
+    async def remove_old_unregistered(
+        self, snapshot: ProviderSnapshot, *, now: datetime
+    ) -> set[str]:
         """``removeOldUnregisteredNodes``; the ids of the groups it resized.
 
         Those groups' target sizes and instances in ``snapshot`` are stale for the rest of the
@@ -164,7 +171,9 @@ class Housekeeping:
                 "spec": {"providerID": unregistered.instance_id},
             }
             try:
-                await self.provider.delete_nodes(group, [fake])
+                await write_node_group(
+                    self.executor, DeleteNodes(actor=ACTOR, group=group.id, nodes=[fake]), now=now
+                )
             except WriteOutcomeUnknown as err:
                 # counts as done until the group's objects show otherwise
                 log.warning(
@@ -189,7 +198,9 @@ class Housekeeping:
             self.metrics.old_unregistered_nodes_removed_count.inc()
         return set(removed)
 
-    async def delete_created_with_errors(self, snapshot: ProviderSnapshot) -> None:
+    async def delete_created_with_errors(
+        self, snapshot: ProviderSnapshot, *, now: datetime
+    ) -> None:
         """``deleteCreatedNodesWithErrors``: instances whose creation failed."""
         for group in snapshot.groups.values():
             failed = [i for i in group.instances if i.error is not None]
@@ -197,7 +208,9 @@ class Housekeeping:
                 continue
             fakes = [{"metadata": {"name": i.id}, "spec": {"providerID": i.id}} for i in failed]
             try:
-                await self.provider.delete_nodes(group, fakes)
+                await write_node_group(
+                    self.executor, DeleteNodes(actor=ACTOR, group=group.id, nodes=fakes), now=now
+                )
             except ProviderError as err:
                 log.warning(
                     "cannot delete failed instances",
@@ -227,7 +240,11 @@ class Housekeeping:
                 },
             )
             try:
-                await self.provider.decrease_target_size(group, delta)
+                await write_node_group(
+                    self.executor,
+                    ResizeNodeGroup(actor=ACTOR, group=group.id, delta=delta),
+                    now=now,
+                )
             except ProviderError as err:
                 log.warning("cannot fix node group size", extra={"fields": {"error": str(err)}})
                 continue

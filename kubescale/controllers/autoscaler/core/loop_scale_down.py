@@ -36,6 +36,7 @@ from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
     ProviderError,
     ProviderSnapshot,
 )
+from kubescale.controllers.autoscaler.cloudprovider.provider_writes import ACTOR, write_node_group
 from kubescale.controllers.autoscaler.clusterstate.cluster_state import ClusterStateRegistry
 from kubescale.controllers.autoscaler.config.autoscaler_settings import AutoscalerSettings
 from kubescale.controllers.autoscaler.expander.pricing import PricingModel
@@ -55,7 +56,7 @@ from kubescale.controllers.autoscaler.scaledown.consolidation import (
     consolidation_candidates,
     decide_consolidation,
 )
-from kubescale.controllers.autoscaler.scaledown.scale_down_actuator import ACTOR, ScaleDownActuator
+from kubescale.controllers.autoscaler.scaledown.scale_down_actuator import ScaleDownActuator
 from kubescale.controllers.autoscaler.scaledown.scale_down_planner import (
     NodeToRemove,
     ScaleDownPlanner,
@@ -71,7 +72,7 @@ from kubescale.coordination.recent_moves import (
     placed_pods,
     protected_nodes,
 )
-from kubescale.plans.intents import Taint, Untaint
+from kubescale.plans.intents import ResizeNodeGroup, Taint, Untaint
 from kubescale.runtime.off_loop import OffLoop
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 
@@ -407,7 +408,11 @@ class ScaleDownPhase:
         if act.method == "Replace" and act.replacement is not None:
             group = snapshot.groups[act.replacement]
             try:
-                await self.provider.increase_size(group, 1)
+                await write_node_group(
+                    self.actuator.executor,
+                    ResizeNodeGroup(actor=ACTOR, group=group.id, delta=1),
+                    now=now,
+                )
             except ProviderError as err:
                 log.warning("replacement failed", extra={"fields": {"error": str(err)}})
                 return act

@@ -25,6 +25,10 @@ from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
     ProviderError,
     ProviderSnapshot,
 )
+from kubescale.controllers.autoscaler.cloudprovider.provider_writes import (
+    ACTOR,
+    write_node_group,
+)
 from kubescale.controllers.autoscaler.clusterstate.cluster_state import ClusterStateRegistry
 from kubescale.controllers.autoscaler.config.autoscaler_settings import AutoscalerSettings
 from kubescale.controllers.autoscaler.expander.expander_chain import build_expander
@@ -47,8 +51,9 @@ from kubescale.controllers.autoscaler.scaleup.scale_up_executor import (
     record_pod_events,
 )
 from kubescale.controllers.autoscaler.simulator.template_nodes import TemplateNode
-from kubescale.kube.events import EventRecorder
 from kubescale.objects.views import Meta
+from kubescale.plans.executor import PlanExecutor
+from kubescale.plans.intents import ResizeNodeGroup
 from kubescale.runtime.off_loop import OffLoop
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 
@@ -121,20 +126,21 @@ class ScaleUpPhase:
         *,
         settings: AutoscalerSettings,
         metrics: AutoscalerMetrics,
-        events: EventRecorder,
         provider: CloudProvider,
         registry: ClusterStateRegistry,
         rng: random.Random,
         priority_config_map: Callable[[], Mapping[str, Any] | None],
         status_event: EventSink,
         cpu_clock: Callable[[], float],
+        executor: PlanExecutor,
         off_loop: OffLoop | None = None,
     ) -> None:
         self.off_loop = off_loop if off_loop is not None else OffLoop("scale-up", run_inline=True)
         """Where the decision computes (the loop's worker thread; inline when not given)."""
         self.settings = settings
         self.metrics = metrics
-        self.events = events
+        self.executor = executor
+        """The loop's one executor: resizes and pod events go through it."""
         self.provider = provider
         self.registry = registry
         self.rng = rng
@@ -190,7 +196,7 @@ class ScaleUpPhase:
             self.status_event("Warning", reason, message)
         execution = await execute_scale_up(
             decision.infos,
-            provider=self.provider,
+            executor=self.executor,
             registry=self.registry,
             metrics=self.metrics,
             status_event=self.status_event,
@@ -198,7 +204,7 @@ class ScaleUpPhase:
         )
         result = decision.result if execution.failed is None else ScaleUpResult.ERROR
         record_pod_events(
-            self.events,
+            self.executor,
             result=result,
             executed=execution.done if execution.succeeded else [],
             triggered=decision.triggered,
@@ -219,7 +225,11 @@ class ScaleUpPhase:
             if missing <= 0 or not self.registry.scale_up_safety(group.id, now).safe:
                 continue
             try:
-                await self.provider.increase_size(group, missing)
+                await write_node_group(
+                    self.executor,
+                    ResizeNodeGroup(actor=ACTOR, group=group.id, delta=missing),
+                    now=now,
+                )
             except ProviderError as err:
                 log.warning("cannot scale up to min size", extra={"fields": {"error": str(err)}})
                 continue

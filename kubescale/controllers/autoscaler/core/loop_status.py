@@ -5,7 +5,9 @@
   create); it starts as ``autoscalerStatus: Initializing``. Upstream's ``LogRecorder`` events
   (``ScaledUpGroup``, ``ScaleUpTimedOut``, ``ScaleDown`` ...) are recorded on it — none while the
   ConfigMap is not written, as upstream's recorder is inactive then. A failed write is logged
-  and retried next loop.
+  and retried next loop. The write is a :class:`~kubescale.plans.intents.WriteConfigMap` and
+  the events :class:`~kubescale.plans.intents.Event` intents on the loop's one executor; under
+  ``--dry-run`` both are printed, the events about the ConfigMap that would be written.
 * The gauges of :class:`~.autoscaler_metrics.AutoscalerMetrics` are set from the registry, the
   planner and the actuator.
 """
@@ -19,11 +21,12 @@ from typing import Any
 from kubescale.base.go_time import go_time_string
 from kubescale.base.logs import component_logger
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import ProviderSnapshot
+from kubescale.controllers.autoscaler.cloudprovider.provider_writes import ACTOR
 from kubescale.controllers.autoscaler.clusterstate.cluster_state import ClusterStateRegistry
 from kubescale.controllers.autoscaler.clusterstate.status_configmap import (
     StatusHistory,
     build_status,
-    status_config_map,
+    status_write,
 )
 from kubescale.controllers.autoscaler.config.autoscaler_settings import AutoscalerSettings
 from kubescale.controllers.autoscaler.metrics.autoscaler_metrics import AutoscalerMetrics
@@ -31,10 +34,9 @@ from kubescale.controllers.autoscaler.model.node_facts import currently_being_de
 from kubescale.controllers.autoscaler.scaledown.scale_down_actuator import ScaleDownActuator
 from kubescale.controllers.autoscaler.scaledown.scale_down_planner import ScaleDownPlanner
 from kubescale.controllers.autoscaler.scaleup.resource_limits import cores_and_memory, node_capacity
-from kubescale.kube.client import KubeClient
-from kubescale.kube.errors import KubeApiError, KubeError
-from kubescale.kube.events import EventRecorder
-from kubescale.kube.resources import CONFIG_MAPS
+from kubescale.plans.config_maps import config_map_body
+from kubescale.plans.executor import PlanExecutor
+from kubescale.plans.intents import Event
 
 __all__ = ["StatusReporter"]
 
@@ -47,13 +49,11 @@ class StatusReporter:
     def __init__(
         self,
         *,
-        client: KubeClient,
-        events: EventRecorder,
+        executor: PlanExecutor,
         metrics: AutoscalerMetrics,
         settings: AutoscalerSettings,
     ) -> None:
-        self.client = client
-        self.events = events
+        self.executor = executor
         self.metrics = metrics
         self.settings = settings
         self.history = StatusHistory()
@@ -62,7 +62,15 @@ class StatusReporter:
     def event(self, type_: str, reason: str, message: str) -> None:
         """An event on the status ConfigMap (upstream's ``LogRecorder``)."""
         if self.status_object is not None:
-            self.events.event(self.status_object, type=type_, reason=reason, message=message)
+            self.executor.note(
+                Event(
+                    actor=ACTOR,
+                    involved=self.status_object,
+                    type=type_,
+                    reason=reason,
+                    message=message,
+                )
+            )
 
     async def write(
         self, now: datetime, registry: ClusterStateRegistry, *, initializing: bool = False
@@ -75,27 +83,21 @@ class StatusReporter:
             status = {"time": go_time_string(now), "autoscalerStatus": "Initializing"}
         else:
             status = build_status(registry, self.history, now)
-        try:
-            try:
-                existing: dict[str, Any] | None = await self.client.get(
-                    CONFIG_MAPS, settings.status_config_map_name, namespace=settings.namespace
-                )
-            except KubeApiError as err:
-                if not err.not_found:
-                    raise
-                existing = None
-            body = status_config_map(
-                name=settings.status_config_map_name,
-                namespace=settings.namespace,
-                status=status,
-                existing=existing,
+        intent = status_write(
+            actor=ACTOR,
+            name=settings.status_config_map_name,
+            namespace=settings.namespace,
+            status=status,
+        )
+        applied = await self.executor.execute(intent, now=now)
+        if applied.error is not None:
+            log.error(
+                "Failed to write status configmap", extra={"fields": {"error": str(applied.error)}}
             )
-            if existing is None:
-                self.status_object = await self.client.create(CONFIG_MAPS, body)
-            else:
-                self.status_object = await self.client.update(CONFIG_MAPS, body)
-        except KubeError as err:
-            log.error("Failed to write status configmap", extra={"fields": {"error": str(err)}})
+        elif applied.stored is not None:
+            self.status_object = dict(applied.stored)
+        elif applied.dry_run and self.status_object is None:
+            self.status_object = config_map_body(intent, None)  # what events would be about
 
     def update_metrics(
         self,

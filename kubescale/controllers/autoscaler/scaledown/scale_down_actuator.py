@@ -28,6 +28,16 @@
 
 Deviation: upstream waits the taint delay inside the deletion goroutine; here the deletion
 happens on the first loop after the delay has passed (one scan interval later at most).
+
+Both steps are decisions that need each write's outcome (:data:`~kubescale.plans.executor.
+Decision`): :meth:`ScaleDownActuator.start_decision` and :meth:`ScaleDownActuator.decide`
+yield one intent at a time — :class:`~kubescale.plans.intents.Taint` /
+:class:`~kubescale.plans.intents.Untaint`, :class:`~kubescale.plans.intents.Evict`,
+:class:`~kubescale.plans.intents.DeleteNodes`, :class:`~kubescale.plans.intents.Event` — and
+receive its :class:`~kubescale.plans.executor.Applied` result: a node is tracked only once its
+taint was written, and deleted only once its drain is done. The loop's one executor drives them
+(:meth:`ScaleDownActuator.start`, :meth:`ScaleDownActuator.progress`); under ``--dry-run`` it
+prints each intent and answers it done.
 """
 
 from __future__ import annotations
@@ -40,9 +50,12 @@ from typing import Any, Final
 from kubescale.base.go_strings import go_quote
 from kubescale.base.logs import component_logger
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
-    CloudProvider,
     ProviderError,
     ProviderSnapshot,
+)
+from kubescale.controllers.autoscaler.cloudprovider.provider_writes import (
+    ACTOR,
+    node_group_failure,
 )
 from kubescale.controllers.autoscaler.clusterstate.cluster_state import ClusterStateRegistry
 from kubescale.controllers.autoscaler.config.autoscaler_settings import AutoscalerSettings
@@ -58,19 +71,14 @@ from kubescale.controllers.autoscaler.simulator.utilization import Utilization, 
 from kubescale.coordination.disruption_ledger import DisruptionLedger, WriteOutcome
 from kubescale.coordination.ports import DisruptionGate
 from kubescale.coordination.separate import OwnEvictionsOnly
-from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError
-from kubescale.kube.events import EventRecorder
 from kubescale.objects.views import Meta, spec_of
-from kubescale.plans.executor import PlanExecutor, plan_metrics
-from kubescale.plans.intents import Event, Evict, Taint, Untaint
+from kubescale.plans.executor import Applied, Decision, PlanExecutor
+from kubescale.plans.intents import DeleteNodes, Event, Evict, Intent, Taint, Untaint
 
 __all__ = ["Deletion", "ScaleDownActuator"]
 
 log = component_logger("cluster-autoscaler")
-
-ACTOR: Final = "cluster-autoscaler"
-"""The autoscaler's name on the disruption ledger."""
 
 POD_EVICTION_HEADROOM: Final = timedelta(seconds=30)
 MAX_CLOUD_PROVIDER_NODE_DELETION_TIME: Final = timedelta(minutes=5)
@@ -106,16 +114,13 @@ class ScaleDownActuator:
     def __init__(
         self,
         *,
-        client: KubeClient,
-        provider: CloudProvider,
-        events: EventRecorder,
         metrics: AutoscalerMetrics,
         settings: AutoscalerSettings,
         status_event: EventSink,
+        executor: PlanExecutor | None,
         disruptions: DisruptionLedger | None = None,
         gate: DisruptionGate | None = None,
     ) -> None:
-        self.client = client
         self.disruptions = (
             disruptions if disruptions is not None else DisruptionLedger(shared=False)
         )
@@ -123,16 +128,9 @@ class ScaleDownActuator:
         self.gate: DisruptionGate = gate if gate is not None else OwnEvictionsOnly()
         """The coordination layer's gate: with ``--coordination one-brain`` a pod another
         system is evicting is not evicted again (upstream's, no such check, by default)."""
-        self.executor = PlanExecutor(
-            client=client,
-            ledger=self.disruptions,
-            events=events,
-            metrics=plan_metrics(metrics.registry),
-        )
-        """Taints, evictions and events go through it (node deletions, through the provider,
-        not yet)."""
-        self.provider = provider
-        self.events = events
+        self._executor = executor
+        """The loop's one executor, which drives the decisions (``None``: the decisions only,
+        driven by their caller)."""
         self.metrics = metrics
         self.settings = settings
         self.status_event = status_event
@@ -143,6 +141,12 @@ class ScaleDownActuator:
         """Nodes deleted by the last :meth:`progress`, in order."""
         self.evicted: list[str] = []
         """Pods evicted by the last :meth:`progress`, in order."""
+
+    @property
+    def executor(self) -> PlanExecutor:
+        if self._executor is None:
+            raise RuntimeError("this actuator has no executor: drive its decisions instead")
+        return self._executor
 
     def deletions_by_group(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -163,7 +167,23 @@ class ScaleDownActuator:
         now: datetime,
         report: Callable[[str], tuple[Utilization | None, Sequence[Pod]]] | None = None,
     ) -> list[str]:
-        """Taint ``(node, group id)`` pairs and track them; the nodes tainted.
+        """:meth:`start_decision` driven by the loop's executor."""
+        return await self.executor.drive(
+            self.start_decision(nodes, drain=drain, reason=reason, now=now, report=report),
+            now=now,
+        )
+
+    def start_decision(
+        self,
+        nodes: Sequence[tuple[Mapping[str, Any], str]],
+        *,
+        drain: bool,
+        reason: str,
+        now: datetime,
+        report: Callable[[str], tuple[Utilization | None, Sequence[Pod]]] | None = None,
+    ) -> Decision[list[str]]:
+        """Taint ``(node, group id)`` pairs and track the ones whose taint was written; the
+        nodes tainted.
 
         ``report`` gives a node's utilization and its pods as the loop's snapshot holds them,
         for upstream's drain-start event (``scaleDownNodeToReport``)."""
@@ -172,19 +192,16 @@ class ScaleDownActuator:
             name = str(Meta(node).raw.get("name", ""))
             if name in self.in_progress:
                 continue
-            marked = await self.executor.execute(
-                Taint(
-                    actor=ACTOR,
-                    node=name,
-                    key=TO_BE_DELETED_TAINT,
-                    value=str(int(now.timestamp())),
-                    effect="NoSchedule",
-                    cordon=self.settings.cordon_node_before_terminating,
-                ),
-                now=now,
+            marked = yield Taint(
+                actor=ACTOR,
+                node=name,
+                key=TO_BE_DELETED_TAINT,
+                value=str(int(now.timestamp())),
+                effect="NoSchedule",
+                cordon=self.settings.cordon_node_before_terminating,
             )
             if marked.error is not None:
-                self._event(
+                yield _event(
                     node,
                     type="Warning",
                     reason="ScaleDownFailed",
@@ -192,7 +209,7 @@ class ScaleDownActuator:
                 )
                 self.metrics.errors_total.labels("apiCallError").inc()
                 continue
-            self._event(
+            yield _event(
                 node,
                 type="Normal",
                 reason="ScaleDown",
@@ -249,7 +266,29 @@ class ScaleDownActuator:
         snapshot: ProviderSnapshot,
         registry: ClusterStateRegistry,
     ) -> None:
-        """Advance every deletion in progress."""
+        """:meth:`decide` driven by the loop's executor."""
+        await self.executor.drive(
+            self.decide(
+                now=now,
+                pods_by_node=pods_by_node,
+                existing_nodes=existing_nodes,
+                snapshot=snapshot,
+                registry=registry,
+            ),
+            now=now,
+        )
+
+    def decide(
+        self,
+        *,
+        now: datetime,
+        pods_by_node: Mapping[str, Sequence[Pod]],
+        existing_nodes: set[str],
+        snapshot: ProviderSnapshot,
+        registry: ClusterStateRegistry,
+    ) -> Decision[None]:
+        """Advance every deletion in progress: evict what is left on a node to drain; delete
+        a node once it is drained (or, empty, once its taint delay has passed)."""
         self.deleted, self.evicted = [], []
         for name in sorted(self.in_progress):
             deletion = self.in_progress[name]
@@ -259,12 +298,14 @@ class ScaleDownActuator:
             pods = [p for p in pods_by_node.get(name, ()) if not is_terminal(p)]
             movable = [p for p in pods if not is_mirror_pod(p) and not is_daemonset_pod(p)]
             if deletion.drain:
-                if not await self._drain(deletion, movable, now):
+                if not (yield from self._drain(deletion, movable, now)):
                     continue
             elif now < deletion.delete_after:
                 continue
             elif any(not Meta(p).raw.get("deletionTimestamp") for p in movable):
-                await self._abort(deletion, "failed to delete the node", now)  # no longer empty
+                yield from self._abort(
+                    deletion, "failed to delete the node", now
+                )  # no longer empty
                 continue
             if now < deletion.delete_after:
                 continue
@@ -276,18 +317,20 @@ class ScaleDownActuator:
             )
             if evict_ds:
                 for pod in daemon_sets:
-                    await self._evict(pod, best_effort=True, now=now)
-            await self._delete(deletion, now, snapshot, registry)
+                    yield from self._evict(pod, best_effort=True, now=now)
+            yield from self._delete(deletion, now, snapshot, registry)
 
-    async def _drain(self, deletion: Deletion, movable: Sequence[Pod], now: datetime) -> bool:
+    def _drain(self, deletion: Deletion, movable: Sequence[Pod], now: datetime) -> Decision[bool]:
         """Evict what is left; whether the node is drained."""
         waiting = [p for p in movable if not Meta(p).raw.get("deletionTimestamp")]
         if waiting:
             if now - deletion.started > self.settings.max_pod_eviction_time:
-                await self._abort(deletion, "failed to drain the node, aborting ScaleDown", now)
+                yield from self._abort(
+                    deletion, "failed to drain the node, aborting ScaleDown", now
+                )
                 return False
             for pod in waiting:
-                if await self._evict(pod, best_effort=False, now=now):
+                if (yield from self._evict(pod, best_effort=False, now=now)):
                     deletion.evicted.add(pod_id(pod))
             return False
         if movable:  # evicted, still terminating
@@ -295,19 +338,19 @@ class ScaleDownActuator:
                 deletion.evictions_done = now
             limit = timedelta(seconds=self.settings.max_graceful_termination_sec)
             if now - deletion.evictions_done > limit + POD_EVICTION_HEADROOM:
-                await self._abort(deletion, "failed to drain the node, aborting ScaleDown", now)
+                yield from self._abort(
+                    deletion, "failed to drain the node, aborting ScaleDown", now
+                )
             return False
         return True
 
-    async def _evict(self, pod: Pod, *, best_effort: bool, now: datetime) -> bool:
+    def _evict(self, pod: Pod, *, best_effort: bool, now: datetime) -> Decision[bool]:
         if self.gate.already_going(pod, now=now):
             return True  # another system's eviction of it is in flight: it is going already
         grace = spec_of(pod).get("terminationGracePeriodSeconds")
         limit = self.settings.max_graceful_termination_sec
         seconds = min(grace, limit) if isinstance(grace, int) else min(DEFAULT_GRACE, limit)
-        result = await self.executor.execute(
-            Evict(actor=ACTOR, pod=pod, grace_period_seconds=seconds), now=now
-        )
+        result = yield Evict(actor=ACTOR, pod=pod, grace_period_seconds=seconds)
         err = result.error
         if result.outcome is WriteOutcome.GONE:
             return True
@@ -328,32 +371,28 @@ class ScaleDownActuator:
         self.metrics.evicted_pods_total.labels("succeeded").inc()
         self.evicted.append(pod_id(pod))
         if not best_effort:
-            self._event(
+            yield _event(
                 pod, type="Normal", reason="ScaleDown", message="deleting pod for node scale down"
             )
         return True
 
-    def _event(self, involved: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:
-        self.executor.note(
-            Event(actor=ACTOR, involved=involved, type=type, reason=reason, message=message)
-        )
-
-    async def _delete(
+    def _delete(
         self,
         deletion: Deletion,
         now: datetime,
         snapshot: ProviderSnapshot,
         registry: ClusterStateRegistry,
-    ) -> None:
-        group = snapshot.groups.get(deletion.group_id)
+    ) -> Decision[None]:
         name = deletion.name
-        try:
-            if group is None:
-                raise ProviderError(f"node group {deletion.group_id} is gone")
-            await self.provider.delete_nodes(group, [deletion.node])
-        except ProviderError as err:
+        group = snapshot.groups.get(deletion.group_id)
+        if group is None:
+            err: Exception | None = ProviderError(f"node group {deletion.group_id} is gone")
+        else:
+            applied: Applied = yield DeleteNodes(actor=ACTOR, group=group.id, nodes=[deletion.node])
+            err = node_group_failure(applied)
+        if err is not None:
             log.warning("node deletion failed", extra={"fields": {"node": name, "error": str(err)}})
-            await self._abort(deletion, "failed to delete the node", now)
+            yield from self._abort(deletion, "failed to delete the node", now)
             return
         del self.in_progress[name]
         self.deleted.append(name)
@@ -369,22 +408,23 @@ class ScaleDownActuator:
             self.status_event("Normal", "ScaleDownEmpty", f"Scale-down: empty node {name} removed")
         log.info("node deleted", extra={"fields": {"node": name, "group": deletion.group_id}})
 
-    async def _abort(self, deletion: Deletion, message: str, now: datetime) -> None:
+    def _abort(self, deletion: Deletion, message: str, now: datetime) -> Decision[None]:
         name = deletion.name
         self.in_progress.pop(name, None)
         self.last_failure = now
-        self._event(deletion.node, type="Warning", reason="ScaleDownFailed", message=message)
-        cleaned = await self.executor.execute(
-            Untaint(
-                actor=ACTOR,
-                node=name,
-                key=TO_BE_DELETED_TAINT,
-                uncordon=self.settings.cordon_node_before_terminating,
-            ),
-            now=now,
+        yield _event(deletion.node, type="Warning", reason="ScaleDownFailed", message=message)
+        cleaned = yield Untaint(
+            actor=ACTOR,
+            node=name,
+            key=TO_BE_DELETED_TAINT,
+            uncordon=self.settings.cordon_node_before_terminating,
         )
         if cleaned.error is not None:
             log.warning(
                 "cannot remove the taint",
                 extra={"fields": {"node": name, "error": str(cleaned.error)}},
             )
+
+
+def _event(involved: Mapping[str, Any], *, type: str, reason: str, message: str) -> Intent:
+    return Event(actor=ACTOR, involved=involved, type=type, reason=reason, message=message)

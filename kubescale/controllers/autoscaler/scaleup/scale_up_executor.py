@@ -15,6 +15,12 @@ time (``NothingWritten``) stops the execution with no backoff either. Then, like
 gets ``TriggeredScaleUp`` "pod triggered scale-up: [{g cur->new (max: m)} ...]"; when no
 scale-up was possible (not on an error), each pod left gets ``NotTriggerScaleUp`` "pod didn't
 trigger scale-up: <reasons>".
+
+The execution is a decision that needs each write's outcome (:data:`~kubescale.plans.executor.
+Decision`): :func:`scale_up_decision` yields one :class:`~kubescale.plans.intents.
+ResizeNodeGroup` per group and receives its result from the loop's one executor, which prints
+it instead under ``--dry-run`` (answered done). The pod events are
+:class:`~kubescale.plans.intents.Event` intents on the same executor.
 """
 
 from __future__ import annotations
@@ -26,12 +32,14 @@ from typing import Any
 
 from kubescale.base.logs import component_logger
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
-    CloudProvider,
     ErrorClass,
     InstanceErrorInfo,
     NothingWritten,
-    ProviderError,
     WriteOutcomeUnknown,
+)
+from kubescale.controllers.autoscaler.cloudprovider.provider_writes import (
+    ACTOR,
+    node_group_failure,
 )
 from kubescale.controllers.autoscaler.clusterstate.cluster_state import ClusterStateRegistry
 from kubescale.controllers.autoscaler.metrics.autoscaler_metrics import AutoscalerMetrics
@@ -42,9 +50,15 @@ from kubescale.controllers.autoscaler.scaleup.scale_up import (
     reasons_message,
     triggered_message,
 )
-from kubescale.kube.events import EventRecorder
+from kubescale.plans.executor import Decision, PlanExecutor
+from kubescale.plans.intents import Event, ResizeNodeGroup
 
-__all__ = ["ScaleUpExecution", "execute_scale_up", "record_pod_events"]
+__all__ = [
+    "ScaleUpExecution",
+    "execute_scale_up",
+    "record_pod_events",
+    "scale_up_decision",
+]
 
 log = component_logger("cluster-autoscaler")
 
@@ -67,12 +81,31 @@ class ScaleUpExecution:
 async def execute_scale_up(
     infos: Sequence[ScaleUpInfo],
     *,
-    provider: CloudProvider,
+    executor: PlanExecutor,
     registry: ClusterStateRegistry,
     metrics: AutoscalerMetrics,
     status_event: EventSink,
     now: datetime,
 ) -> ScaleUpExecution:
+    """:func:`scale_up_decision` driven by ``executor``."""
+    return await executor.drive(
+        scale_up_decision(
+            infos, registry=registry, metrics=metrics, status_event=status_event, now=now
+        ),
+        now=now,
+    )
+
+
+def scale_up_decision(
+    infos: Sequence[ScaleUpInfo],
+    *,
+    registry: ClusterStateRegistry,
+    metrics: AutoscalerMetrics,
+    status_event: EventSink,
+    now: datetime,
+) -> Decision[ScaleUpExecution]:
+    """``ExecuteScaleUps`` (module docstring): yields each group's resize, receives its
+    outcome."""
     result = ScaleUpExecution()
     for info in infos:
         group_id = info.group.id
@@ -81,9 +114,9 @@ async def execute_scale_up(
             "Normal", "ScaledUpGroup", f"Scale-up: setting group {group_id} size to {sizes}"
         )
         increase = info.new_size - info.current_size
-        try:
-            await provider.increase_size(info.group, increase)
-        except WriteOutcomeUnknown as err:
+        applied = yield ResizeNodeGroup(actor=ACTOR, group=group_id, delta=increase)
+        err = node_group_failure(applied)
+        if isinstance(err, WriteOutcomeUnknown):
             # A write whose outcome is unknown counts as done until proven otherwise.
             registry.register_scale_up(info.group, increase, now)
             log.warning(
@@ -93,11 +126,11 @@ async def execute_scale_up(
             result.done.append(info)
             result.unconfirmed.append(info)
             break
-        except NothingWritten as err:
+        if isinstance(err, NothingWritten):
             fields = {"group": group_id, "error": str(err)}
             log.warning("scale-up not sent in time", extra={"fields": fields})
             break
-        except ProviderError as err:
+        if err is not None:
             status_event(
                 "Warning", "FailedToScaleUpGroup", f"Scale-up failed for group {group_id}: {err}"
             )
@@ -127,7 +160,7 @@ async def execute_scale_up(
 
 
 def record_pod_events(
-    events: EventRecorder,
+    executor: PlanExecutor,
     *,
     result: ScaleUpResult,
     executed: Sequence[ScaleUpInfo],
@@ -136,13 +169,24 @@ def record_pod_events(
 ) -> None:
     if result not in (ScaleUpResult.SUCCESSFUL, ScaleUpResult.ERROR):
         for info in remaining:
-            events.event(
-                info.pod,
-                type="Normal",
-                reason="NotTriggerScaleUp",
-                message=f"pod didn't trigger scale-up: {reasons_message(info, result)}",
+            executor.note(
+                Event(
+                    actor=ACTOR,
+                    involved=info.pod,
+                    type="Normal",
+                    reason="NotTriggerScaleUp",
+                    message=f"pod didn't trigger scale-up: {reasons_message(info, result)}",
+                )
             )
     if executed:
         message = triggered_message(executed)
         for pod in triggered:
-            events.event(pod, type="Normal", reason="TriggeredScaleUp", message=message)
+            executor.note(
+                Event(
+                    actor=ACTOR,
+                    involved=pod,
+                    type="Normal",
+                    reason="TriggeredScaleUp",
+                    message=message,
+                )
+            )

@@ -31,8 +31,11 @@ Upstream ``checkpoint/checkpoint_writer.go`` (``StoreCheckpoints``), ``utils/vpa
 * **Garbage collection** (every ``--checkpoints-gc-interval``): checkpoints outside the ignored
   namespaces whose ``spec.vpaObjectName`` names no existing VPA are deleted.
 
-Checkpoints are read from an informer (upstream's checkpoint lister), written through the
-access layer.
+Checkpoints are read from an informer (upstream's checkpoint lister); each write is an intent
+applied by the recommender's one plan executor (:mod:`kubescale.plans`): a
+:class:`~kubescale.plans.intents.PatchOrCreate` (the JSON patch, the object to create on a 404)
+and, for garbage collection, a :class:`~kubescale.plans.intents.DeleteObject` -- the executor
+checks the leader Lease before each and counts it in ``kubescale_plan_intents_total``.
 """
 
 from __future__ import annotations
@@ -46,18 +49,22 @@ from typing import Any, Final
 from kubescale.base.clock import Clock
 from kubescale.base.logs import component_logger
 from kubescale.controllers.vpa.model.cluster_state import ClusterState, LiveContainers
+from kubescale.coordination.disruption_ledger import DisruptionLedger, WriteOutcome
 from kubescale.kube.client import KubeClient
-from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.informer import Informer
 from kubescale.kube.resources import VPA_CHECKPOINTS
-from kubescale.objects.views import spec_of
+from kubescale.objects.views import meta, spec_of, status_of
 from kubescale.objects.vpa_checkpoint import VerticalPodAutoscalerCheckpoint
+from kubescale.plans.executor import Applied, PlanExecutor
+from kubescale.plans.intents import DeleteObject, ObjectRef, PatchOrCreate
 
-__all__ = ["WRITE_CONCURRENCY", "CheckpointStore", "StoreResult"]
+__all__ = ["WRITE_CONCURRENCY", "CheckpointStore", "StoreResult", "checkpoint_write"]
 
 log = component_logger("vpa-recommender")
 
 WRITE_CONCURRENCY: Final = 8
+ACTOR: Final = "vpa-recommender"
+"""The intents' actor (the recommender loop's name)."""
 """VPAs whose checkpoints are written at once: enough to keep requests in flight while each
 waits for its answer, few enough that one pass is not a burst the API server must queue."""
 
@@ -77,14 +84,9 @@ class StoreResult:
     """The VPAs attempted, (namespace, name), in the order they were started."""
 
 
-def _metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    metadata = obj.get("metadata")
-    return metadata if isinstance(metadata, Mapping) else {}
-
-
 def _sort_key(obj: Mapping[str, Any]) -> tuple[str, str]:
-    metadata = _metadata(obj)
-    return (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
+    view = meta(obj)
+    return (view.namespace, view.name)
 
 
 class CheckpointStore:
@@ -98,12 +100,20 @@ class CheckpointStore:
         ignored_namespace: Callable[[str], bool],
         write_concurrency: int = WRITE_CONCURRENCY,
         min_checkpoints: int = 0,
+        executor: PlanExecutor | None = None,
     ) -> None:
+        """``executor``: the recommender's (one for its writes); by default one of its own on
+        ``client``."""
         if write_concurrency < 1:
             raise ValueError("write_concurrency must be at least 1")
         if min_checkpoints < 0:
             raise ValueError("min_checkpoints must not be negative")
         self.client = client
+        self.executor = (
+            executor
+            if executor is not None
+            else PlanExecutor(client=client, ledger=DisruptionLedger(shared=False), events=None)
+        )
         self.informer = informer
         self._ignored = ignored_namespace
         self.write_concurrency = write_concurrency
@@ -113,11 +123,7 @@ class CheckpointStore:
     def cached(self) -> list[VerticalPodAutoscalerCheckpoint]:
         """Checkpoints outside the ignored namespaces, by namespace and name."""
         return sorted(
-            (
-                obj
-                for obj in self.informer.lister.list()
-                if not self._ignored(str(_metadata(obj).get("namespace") or ""))
-            ),
+            (obj for obj in self.informer.lister.list() if not self._ignored(meta(obj).namespace)),
             key=_sort_key,
         )
 
@@ -130,23 +136,9 @@ class CheckpointStore:
         log.info("loaded VPA checkpoints", extra={"fields": {"loaded": loaded}})
         return loaded
 
-    async def write(self, checkpoint: Mapping[str, Any]) -> None:
+    async def write(self, checkpoint: Mapping[str, Any], *, now: datetime) -> Applied:
         """``CreateOrUpdateVpaCheckpoint``: replace ``/status``, or create on 404."""
-        metadata = _metadata(checkpoint)
-        name = str(metadata.get("name") or "")
-        namespace = str(metadata.get("namespace") or "")
-        try:
-            await self.client.patch(
-                VPA_CHECKPOINTS,
-                name,
-                [{"op": "replace", "path": "/status", "value": checkpoint.get("status")}],
-                namespace=namespace,
-                patch_type="json",
-            )
-        except KubeApiError as err:
-            if not err.not_found:
-                raise
-            await self.client.create(VPA_CHECKPOINTS, checkpoint, namespace=namespace)
+        return await self.executor.execute(checkpoint_write(checkpoint), now=now)
 
     async def store(
         self,
@@ -182,30 +174,30 @@ class CheckpointStore:
             order=tuple(pass_.started),
         )
 
-    async def garbage_collect(self, *, existing_vpas: Collection[tuple[str, str]]) -> int:
+    async def garbage_collect(
+        self, *, existing_vpas: Collection[tuple[str, str]], now: datetime
+    ) -> int:
         """``GarbageCollectCheckpoints``: delete checkpoints of VPAs that do not exist."""
         deleted = 0
         for checkpoint in self.cached():
-            metadata = _metadata(checkpoint)
-            namespace = str(metadata.get("namespace") or "")
+            view = meta(checkpoint)
+            namespace = view.namespace
             vpa_name = str(spec_of(checkpoint).get("vpaObjectName") or "")
             if (namespace, vpa_name) in existing_vpas:
                 continue
-            name = str(metadata.get("name") or "")
-            try:
-                await self.client.delete(VPA_CHECKPOINTS, name, namespace=namespace)
-            except KubeApiError as err:
-                if err.not_found:
-                    continue
-                log.error(
-                    "orphaned VPA checkpoint cleanup - failed to delete",
-                    extra={"fields": {"checkpoint": f"{namespace}/{name}", "error": str(err)}},
-                )
+            name = view.name
+            applied = await self.executor.execute(
+                DeleteObject(actor=ACTOR, target=ObjectRef(VPA_CHECKPOINTS, namespace, name)),
+                now=now,
+            )
+            if applied.outcome is WriteOutcome.GONE:
                 continue
-            except KubeError as err:
+            if applied.error is not None:
                 log.error(
                     "orphaned VPA checkpoint cleanup - failed to delete",
-                    extra={"fields": {"checkpoint": f"{namespace}/{name}", "error": str(err)}},
+                    extra={
+                        "fields": {"checkpoint": f"{namespace}/{name}", "error": str(applied.error)}
+                    },
                 )
                 continue
             deleted += 1
@@ -214,6 +206,17 @@ class CheckpointStore:
                 extra={"fields": {"checkpoint": f"{namespace}/{name}"}},
             )
         return deleted
+
+
+def checkpoint_write(checkpoint: Mapping[str, Any]) -> PatchOrCreate:
+    """``CreateOrUpdateVpaCheckpoint`` as an intent: a JSON patch replacing ``/status``, the
+    whole checkpoint created when it is not there."""
+    return PatchOrCreate(
+        actor=ACTOR,
+        resource=VPA_CHECKPOINTS,
+        body=checkpoint,
+        patch=[{"op": "replace", "path": "/status", "value": status_of(checkpoint)}],
+    )
 
 
 @dataclass(kw_only=True)
@@ -274,9 +277,8 @@ class _StorePass:
     ) -> None:
         state = self.state
         for checkpoint in checkpoints:
-            try:
-                await self.store.write(checkpoint)
-            except KubeError as err:
+            err = (await self.store.write(checkpoint, now=self.now)).error
+            if err is not None:
                 self.failed += 1
                 log.error(
                     "cannot save VPA checkpoint",

@@ -114,7 +114,7 @@ class RecommenderLoop:
             events=None,
             metrics=plan_metrics(metrics.registry),
         )
-        """The VPA status writes go through it (checkpoints not yet)."""
+        """The VPA status writes and the checkpoint writes and deletions go through it."""
         self.history = history
         self.feeder = ClusterFeeder(client=client, cache=cache, settings=settings, metrics=metrics)
         self.checkpoint_store = CheckpointStore(
@@ -122,6 +122,7 @@ class RecommenderLoop:
             informer=self.feeder.checkpoints,
             ignored_namespace=self.feeder.ignores_namespace,
             min_checkpoints=settings.min_checkpoints,
+            executor=self.executor,
         )
         self.initialized = False
         self.checkpoints_loaded = 0
@@ -297,7 +298,9 @@ class RecommenderLoop:
         interval = timedelta(seconds=self.settings.checkpoints_gc_interval)
         if last is None or now - last > interval:
             self._last_checkpoint_gc = now
-            await self.checkpoint_store.garbage_collect(existing_vpas=self.feeder.all_vpa_keys())
+            await self.checkpoint_store.garbage_collect(
+                existing_vpas=self.feeder.all_vpa_keys(), now=now
+            )
 
     def garbage_collect(self, now: datetime) -> None:
         """``RateLimitedGarbageCollectAggregateCollectionStates``."""
