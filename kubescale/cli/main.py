@@ -18,13 +18,13 @@ import argparse
 import importlib
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NoReturn, Protocol, cast
 
 from kubescale import __version__
 
-__all__ = ["COMMANDS", "Command", "build_parser", "main"]
+__all__ = ["COMMANDS", "Command", "asks_for_help", "build_parser", "main"]
 
 _DASH_DIGIT = re.compile(r"^-\d")
 
@@ -63,10 +63,26 @@ class Command:
     module: str
     help: str
     description: str
+    help_module: str | None = None
+    """A module under ``kubescale.cli`` whose ``add_arguments`` declares the command's flags
+    for ``--help`` alone, without importing what the command runs (``serve``: every system)."""
 
     def load(self) -> _CommandModule:
         """Import the command's module (by name: only the command that runs is imported)."""
-        return cast(_CommandModule, importlib.import_module(f"kubescale.cli.{self.module}"))
+        return cast(_CommandModule, _load(self.module))
+
+    def help_flags(self) -> Callable[[argparse.ArgumentParser], None]:
+        """What declares the command's flags for ``--help``: its help module's, if it has one,
+        else its own module's."""
+        if self.help_module is None:
+            return self.load().add_arguments
+        declare: Callable[[argparse.ArgumentParser], None] = _load(self.help_module).add_arguments
+        return declare
+
+
+def _load(module: str) -> Any:
+    """Import ``kubescale.cli.<module>`` (the one import by name; see the module docstring)."""
+    return importlib.import_module(f"kubescale.cli.{module}")
 
 
 COMMANDS: Final = (
@@ -76,6 +92,7 @@ COMMANDS: Final = (
         help="run the TLS server, health/metrics server and the control loops",
         description="Run the webhook/extender TLS server, the plain health and metrics server, "
         "and the control loops, until SIGTERM.",
+        help_module="serve_help",
     ),
     Command(
         "certs",
@@ -112,9 +129,11 @@ COMMANDS: Final = (
 """Every subcommand, in the order ``--help`` lists them."""
 
 
-def build_parser(*, only: str | None = None) -> argparse.ArgumentParser:
+def build_parser(*, only: str | None = None, for_help: bool = False) -> argparse.ArgumentParser:
     """The parser; with ``only``, the flags of that command alone are declared (its module alone
-    imported): the other commands are listed, with no flags. ``None``: every command's."""
+    imported): the other commands are listed, with no flags. ``None``: every command's.
+    ``for_help``: the command line asks for ``only``'s help, so a command with a help module
+    declares its flags from it (for display: nothing of the command is imported)."""
     parser = _Parser(
         prog="kubescale",
         description="One process that autoscales a Kubernetes cluster: VPA admission webhook, "
@@ -125,7 +144,9 @@ def build_parser(*, only: str | None = None) -> argparse.ArgumentParser:
     commands.required = True
     for command in COMMANDS:
         sub = commands.add_parser(command.name, help=command.help, description=command.description)
-        if only is None or only == command.name:
+        if for_help and only == command.name:
+            command.help_flags()(sub)
+        elif only is None or only == command.name:
             module = command.load()
             module.add_arguments(sub)
             sub.set_defaults(handler=module.run)
@@ -145,9 +166,19 @@ def command_named(argv: Sequence[str]) -> str:
     return ""
 
 
+def asks_for_help(argv: Sequence[str]) -> bool:
+    """``-h`` or ``--help`` among the words before a ``--``."""
+    for word in argv:
+        if word == "--":
+            return False
+        if word in ("-h", "--help"):
+            return True
+    return False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(only=command_named(words))
+    parser = build_parser(only=command_named(words), for_help=asks_for_help(words))
     args = parser.parse_args(words)
     code: int = args.handler(args)
     return code

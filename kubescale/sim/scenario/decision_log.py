@@ -11,6 +11,8 @@ Used by the summary on stdout (:mod:`.summary_table`) and the HTML report (:mod:
   against the VPA's band at that moment (below the lower bound, above the upper bound, or in
   range — then upstream's other reasons apply: an OOM kill within 10 minutes of the start, or a
   0.1 difference after 12 hours);
+* :func:`hpa_vpa_conflicts` — each workload an HPA (on CPU or memory) and a VPA both target,
+  and which resources the webhook set on its pods;
 * :func:`human_detail` — an event's detail with memory quantities in binary units
   (``memory=380258472`` → ``memory=362.6Mi``).
 
@@ -35,6 +37,7 @@ __all__ = [
     "Decision",
     "comparison_rows",
     "decisions",
+    "hpa_vpa_conflicts",
     "human_bytes",
     "human_cores",
     "human_detail",
@@ -274,3 +277,64 @@ def decisions(report: Mapping[str, Any]) -> list[Decision]:
             )
         found.append(Decision(float(event["time"]), DECISION_KINDS[kind], event["subject"], why))
     return found
+
+
+_SET_RESOURCE: Final = re.compile(r"\b(cpu|memory) (?:request|limit)\b")
+_RESOURCES: Final = ("cpu", "memory")
+
+
+def _hpa_resource(metric: str) -> str | None:
+    """The resource an HPA's (first) metric scales on, from its label (``cpu utilization (%)``,
+    ``memory (averageValue)``): a Resource or ContainerResource metric; ``None`` otherwise."""
+    name = metric.partition(" ")[0]
+    return name if name in _RESOURCES else None
+
+
+def _webhook_set(report: Mapping[str, Any], namespace: str, workload: str) -> tuple[int, set[str]]:
+    """How many of ``workload``'s pods the webhook resized, and which resources it set (from
+    its ``vpaUpdates`` annotation: ``container 0: cpu request, memory request``)."""
+    pods = {
+        c["pod"]
+        for c in report["containers"]
+        if (c["namespace"], c["workload"]) == (namespace, workload)
+    }
+    count, resources = 0, set()
+    for event in report["events"]:
+        namespace_of, _, pod = str(event["subject"]).partition("/")
+        if event["kind"] == WEBHOOK_RESIZE and namespace_of == namespace and pod in pods:
+            count += 1
+            resources.update(_SET_RESOURCE.findall(str(event["detail"])))
+    return count, resources
+
+
+def hpa_vpa_conflicts(report: Mapping[str, Any]) -> list[str]:
+    """One line per workload that an HPA scaling on CPU or memory and a VPA both target, and
+    what the webhook did about it. Upstream: "Vertical Pod Autoscaler should not be used with
+    the Horizontal Pod Autoscaler (HPA) on the same resource metric (CPU or memory) at this
+    moment" (upstream vertical-pod-autoscaler/docs/known-limitations.md); kubescale's webhook, with the coordination set to
+    one brain, leaves that resource to the HPA (an ``HPAConflict`` event on the VPA) and sets
+    the others. Read from the report: the HPA's metric, the VPA's target, the webhook's
+    ``vpaUpdates`` annotations on the workload's pods."""
+    vpas = _workload_vpas(report)
+    lines: list[str] = []
+    for hpa in report.get("hpas", []):
+        namespace, workload = hpa["namespace"], str(hpa["target"]).partition("/")[2]
+        vpa = vpas.get((namespace, workload))
+        resource = _hpa_resource(str(hpa.get("metric") or ""))
+        if vpa is None or resource is None:
+            continue
+        line = (
+            f"{namespace}/{workload}: HPA {hpa['name']} scales on {resource} and VPA "
+            f"{vpa['name']} ({vpa['mode']}) recommends {resource} too"
+        )
+        resized, resources = _webhook_set(report, namespace, workload)
+        if resource in resources:
+            line += (
+                f"; the webhook set {resource} on {resized} pods: each VPA change moves the "
+                f"HPA's {resource} utilization"
+            )
+        elif resources:
+            kept = ", ".join(sorted(resources))
+            line += f"; the webhook left {resource} to the HPA and set {kept} only ({resized} pods)"
+        lines.append(line)
+    return lines

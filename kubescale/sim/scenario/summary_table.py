@@ -30,6 +30,7 @@ from .decision_log import (
     CURRENCY,
     comparison_rows,
     decisions,
+    hpa_vpa_conflicts,
     loop_notes,
     recommendation_changes,
 )
@@ -158,6 +159,11 @@ def _kubescale_lines(report: dict[str, Any]) -> list[str]:
             )
     else:
         lines.append("  Decisions: none")
+    conflicts = hpa_vpa_conflicts(report)
+    if conflicts:
+        lines.append(f"  HPA/VPA conflicts ({len(conflicts)}):")
+        for conflict in conflicts:
+            lines += _wrapped(conflict, "    ", "        ")
     return lines
 
 
