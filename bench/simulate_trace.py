@@ -107,6 +107,21 @@ def workload_figures(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
+class _Progress:
+    """Prints on stderr, every 2 % of the run, how far it is and the CPU seconds so far."""
+
+    def __init__(self, cpu_before: float) -> None:
+        self._cpu_before = cpu_before
+        self._shown = -1
+
+    def __call__(self, fraction: float) -> None:
+        percent = int(fraction * 50) * 2
+        if percent != self._shown:
+            self._shown = percent
+            cpu = time.process_time() - self._cpu_before
+            print(f"{percent:3d} % after {cpu:.0f} CPU-s", file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", type=int, default=5)
@@ -123,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also write each variant's per-workload figures and event counts",
     )
+    parser.add_argument("--instance-type", default="m5.4xlarge")
+    parser.add_argument("--node-cpu", default="16", help="allocatable CPU of a node")
+    parser.add_argument("--node-memory", default="64Gi", help="allocatable memory of a node")
+    parser.add_argument("--price", type=float, default=0.768, help="per node-hour")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as scratch:
         trace = Path(scratch) / "slice.csv"
@@ -137,15 +156,15 @@ def main(argv: list[str] | None = None) -> int:
             "trace": {
                 "file": str(trace),
                 "nodeGroup": {
-                    "instanceType": "m5.4xlarge",
-                    "allocatable": {"cpu": "16", "memory": "64Gi"},
-                    "pricePerHour": 0.768,
+                    "instanceType": args.instance_type,
+                    "allocatable": {"cpu": args.node_cpu, "memory": args.node_memory},
+                    "pricePerHour": args.price,
                 },
             },
         }
         cpu_before = time.process_time()
         scenario = parse_scenario(document, base_dir=Path(scratch))
-        reports = asyncio.run(run_variants(scenario))
+        reports = asyncio.run(run_variants(scenario, progress=_Progress(cpu_before)))
         cpu = time.process_time() - cpu_before
     details = {
         variant: {
@@ -161,6 +180,11 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "workloads": workloads,
         "window": args.window,
+        "node_group": {
+            "instance_type": args.instance_type,
+            "allocatable": {"cpu": args.node_cpu, "memory": args.node_memory},
+            "price_per_hour": args.price,
+        },
         "simulated_hours": scenario.duration / 3600,
         "steps": scenario.steps,
         "cpu_seconds_three_ways": round(cpu, 1),
