@@ -14,7 +14,6 @@ one of kube-apiserver's own.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from kubescale.kube.resources import ResourceType
 
 from . import errors
 from .history import StoredEvent
+from .json_copy import json_copy
 from .registry import BUILTIN_GROUPS
 from .served_kinds import CUSTOM_RESOURCE_DEFINITIONS
 from .store import ObjectStore, PreparedUpdate, format_time
@@ -123,7 +123,7 @@ class CrdController:
         current = store.peek(CUSTOM_RESOURCE_DEFINITIONS, crd["metadata"]["name"])
         if current is None:
             return
-        names = copy.deepcopy((current.get("spec") or {}).get("names") or {})
+        names = json_copy((current.get("spec") or {}).get("names") or {})
         names.setdefault("singular", rt.kind.lower())
         names.setdefault("listKind", rt.list_kind)
         old_status = current.get("status") or {}
@@ -154,7 +154,7 @@ class CrdController:
         }
         if old_status == status:
             return
-        updated = copy.deepcopy(current)
+        updated = json_copy(current)
         updated["status"] = status
         store.commit_update(
             CUSTOM_RESOURCE_DEFINITIONS,
@@ -197,7 +197,7 @@ def _documents(paths: Iterable[Path]) -> list[dict[str, Any]]:
                     for doc in yaml.safe_load_all(handle)
                     if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition"
                 ]
-        docs.extend(copy.deepcopy(_parsed[key]))
+        docs.extend(json_copy(_parsed[key]))
     return docs
 
 
@@ -214,7 +214,7 @@ def load_crd_files(store: ObjectStore, dirs: Sequence[Path]) -> list[str]:
         if existing is None:
             store.create(doc)
         else:
-            replacement = copy.deepcopy(doc)
+            replacement = json_copy(doc)
             replacement.setdefault("metadata", {})["resourceVersion"] = existing["metadata"][
                 "resourceVersion"
             ]

@@ -19,7 +19,6 @@ policies are accepted and not acted on: no garbage collector follows owner refer
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Final
@@ -27,6 +26,7 @@ from typing import Any, Final
 from kubescale.kube.resources import NAMESPACES, ResourceType
 
 from . import errors, strategy
+from .json_copy import json_copy
 from .storage import Storage, format_time, parse_time
 
 __all__ = [
@@ -81,7 +81,7 @@ def delete_object(
     grace = grace_period_seconds
     if grace is not None and grace < 0:
         grace = 1
-    obj = copy.deepcopy(current)
+    obj = json_copy(current)
     meta = obj["metadata"]
     now = store.clock.now()
     graceful = False
@@ -117,7 +117,7 @@ def delete_object(
     if graceful or finalizers:
         if obj != current and not dry_run:
             store.write(rt, ns=ns, name=name, event_type="MODIFIED", obj=obj, previous=current)
-            obj = copy.deepcopy(store.bucket(rt)[(ns, name)])
+            obj = json_copy(store.bucket(rt)[(ns, name)])
         if finalizers or (graceful and grace):
             return DeleteOutcome(obj=obj, removed=False)
     if not dry_run:
@@ -176,7 +176,7 @@ def _delete_namespace(
     stored = store.peek(NAMESPACES, name)
     if stored is None:
         return DeleteOutcome(obj=obj, removed=True)
-    return DeleteOutcome(obj=copy.deepcopy(stored), removed=False)
+    return DeleteOutcome(obj=json_copy(stored), removed=False)
 
 
 def finish_namespace(store: Storage, name: str) -> bool:

@@ -27,13 +27,13 @@ wrote through ``/status`` (as the controller would), and it is not recomputed on
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Final
 
 from kubescale.kube.resources import POD_DISRUPTION_BUDGETS, ResourceType
 from kubescale.objects.selectors import SelectorError, label_selector_from_dict
 
 from . import errors
+from .json_copy import json_copy
 from .routing import Target
 from .store import PreparedUpdate, format_time
 from .writes import ApiContext, admit
@@ -112,7 +112,7 @@ def _check_and_decrement(
         )
     if dry_run:
         return
-    updated = copy.deepcopy(pdb)
+    updated = json_copy(pdb)
     new_status = updated.setdefault("status", {})
     new_status["disruptionsAllowed"] = allowed - 1
     now = format_time(ctx.store.clock.now())
@@ -179,7 +179,7 @@ def _delete_pod(
             current["metadata"]["resourceVersion"] != preconditions["resourceVersion"]
         ):
             raise errors.conflict(rt, name)
-        updated = copy.deepcopy(current)
+        updated = json_copy(current)
         conditions = updated.setdefault("status", {}).setdefault("conditions", [])
         if not any(c.get("type") == "DisruptionTarget" for c in conditions):
             conditions.append(
@@ -226,7 +226,7 @@ async def evict(ctx: ApiContext, *, target: Target, body: Any, dry_run: bool) ->
         operation="CREATE",
         rt=rt,
         subresource="eviction",
-        obj=copy.deepcopy(body),
+        obj=json_copy(body),
         old_obj=None,
         namespace=target.namespace,
         dry_run=dry_run,

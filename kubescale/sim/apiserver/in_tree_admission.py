@@ -17,12 +17,12 @@ alone, as LimitRanger does.
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Final
 
 from kubescale.kube.resources import LIMIT_RANGES, PODS, ResourceType
 
 from . import errors, strategy
+from .json_copy import json_copy
 from .limit_ranger import limit_range_violation, with_limit_range_defaults
 from .pod_validation import pod_resource_causes
 from .storage import Storage
@@ -65,7 +65,7 @@ def validate(
     resizing = operation == "UPDATE" and subresource == _RESIZE
     if not (creating or resizing):
         return
-    defaulted = copy.deepcopy(obj)
+    defaulted = json_copy(obj)
     strategy.apply_defaults(rt, defaulted)
     namespace, name = _namespace_and_name(defaulted)
     causes = pod_resource_causes(defaulted)

@@ -36,11 +36,12 @@ Pure functions over raw dicts.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from kubescale.objects.quantities import Quantity, QuantityError
+
+from .json_copy import json_copy
 
 __all__ = [
     "LIMIT_RANGER_ANNOTATION",
@@ -154,7 +155,7 @@ def with_limit_range_defaults(
     pod: Mapping[str, Any], limit_ranges: Sequence[Mapping[str, Any]]
 ) -> dict[str, Any]:
     """The pod after LimitRanger's mutating step (a copy; ``pod`` is not changed)."""
-    result = copy.deepcopy(dict(pod))
+    result = json_copy(dict(pod))
     spec = result.get("spec")
     if not isinstance(spec, dict):
         return result

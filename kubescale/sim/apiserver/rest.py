@@ -9,7 +9,6 @@ a delete that only marked the object when ``orphanDependents: false`` was asked)
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 import random
 from collections.abc import Callable
@@ -34,6 +33,7 @@ from .http_bodies import (
     patcher,
     read_json,
 )
+from .json_copy import json_copy
 from .listing import Selection, list_body, list_page
 from .patching import PatchError
 from .request_log import RequestRecord
@@ -465,7 +465,7 @@ class RestHandlers:
                 if exc.code == 404:
                     continue
                 raise
-            deleted.append(copy.deepcopy(outcome.obj))
+            deleted.append(json_copy(outcome.obj))
         body = {
             "kind": target.rt.list_kind,
             "apiVersion": target.rt.group_version,

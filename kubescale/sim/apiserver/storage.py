@@ -10,7 +10,6 @@ everything handed out by :meth:`Storage.get` is a deep copy. Objects are kept in
 
 from __future__ import annotations
 
-import copy
 from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -21,6 +20,7 @@ from kubescale.kube.resources import ResourceType
 
 from . import errors
 from .history import EventLog, StoredEvent
+from .json_copy import json_copy
 from .registry import ResourceRegistry
 
 __all__ = ["Storage", "format_time", "parse_time"]
@@ -102,7 +102,7 @@ class Storage:
         found = self.peek(rt, name, namespace)
         if found is None:
             raise errors.not_found(rt, name)
-        return copy.deepcopy(found)
+        return json_copy(found)
 
     def snapshots(self, rt: ResourceType, namespace: str | None = None) -> list[dict[str, Any]]:
         """Current objects sorted by key (shared snapshots); ``namespace=None``: all namespaces."""
@@ -191,7 +191,7 @@ class Storage:
         """Delete from storage: a DELETED event carrying the last state at the new version."""
         previous = self.bucket(rt).pop((ns, name))
         self._rv += 1
-        gone = copy.deepcopy(previous)
+        gone = json_copy(previous)
         gone["metadata"]["resourceVersion"] = str(self._rv)
         self._record(
             StoredEvent(

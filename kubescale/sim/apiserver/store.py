@@ -22,7 +22,6 @@ snapshots in the history can be shared; everything handed out is a deep copy.
 
 from __future__ import annotations
 
-import copy
 import random
 import uuid
 from collections.abc import Callable, Iterable
@@ -34,6 +33,7 @@ from kubescale.kube.resources import NAMESPACES, ResourceType
 
 from . import errors, strategy
 from .deletion import DeleteOutcome, delete_object, finish_namespace
+from .json_copy import json_copy
 from .listing import Selection
 from .registry import ResourceRegistry
 from .storage import Storage, format_time
@@ -128,7 +128,7 @@ class ObjectStore(Storage):
             rt, label_selector=label_selector, field_selector=field_selector
         )
         ns = namespace if rt.namespaced else None
-        return [copy.deepcopy(o) for o in self.snapshots(rt, ns) if selection.matches(o)]
+        return [json_copy(o) for o in self.snapshots(rt, ns) if selection.matches(o)]
 
     # ------------------------------------------------------------------------------ create
 
@@ -174,7 +174,7 @@ class ObjectStore(Storage):
         400 unless the body is a JSON object of ``rt``'s kind whose namespace agrees with the
         request's (:meth:`_check_kind`, :meth:`_check_namespace`).
         """
-        obj = copy.deepcopy(body)
+        obj = json_copy(body)
         if not isinstance(obj, dict):
             raise errors.bad_request("the body of the request is not a JSON object")
         self._check_kind(rt, obj)
@@ -266,10 +266,10 @@ class ObjectStore(Storage):
         if (ns, name) in self.bucket(rt):
             raise errors.already_exists(rt, name)
         if dry_run:
-            return copy.deepcopy(obj)
-        stored = copy.deepcopy(obj)
+            return json_copy(obj)
+        stored = json_copy(obj)
         self.write(rt, ns=ns, name=name, event_type="ADDED", obj=stored, previous=None)
-        return copy.deepcopy(stored)
+        return json_copy(stored)
 
     def create(
         self, obj: dict[str, Any], *, namespace: str | None = None, dry_run: bool = False
@@ -369,7 +369,7 @@ class ObjectStore(Storage):
             )
         if subresource == "status":
             # ResetObjectMetaForStatus + "newObj.Spec = oldObj.Spec": only status changes.
-            new = copy.deepcopy(old)
+            new = json_copy(old)
             if "status" in obj:
                 new["status"] = obj["status"]
             else:
@@ -389,7 +389,7 @@ class ObjectStore(Storage):
         if "status" in rt.subresources:
             # The main resource ignores status changes when a status subresource exists.
             if "status" in old:
-                obj["status"] = copy.deepcopy(old["status"])
+                obj["status"] = json_copy(old["status"])
             else:
                 obj.pop("status", None)
         if old_meta.get("deletionTimestamp"):
@@ -437,13 +437,13 @@ class ObjectStore(Storage):
             raise errors.not_found(rt, name)
         if current is not old:
             raise errors.conflict(rt, name)
-        new = copy.deepcopy(update.new)
+        new = json_copy(update.new)
         new_meta = _meta(new)
         if bump_generation and strategy.spec_changed(old, new):
             new_meta["generation"] = int(old["metadata"].get("generation", 1)) + 1
         new_meta["resourceVersion"] = old["metadata"]["resourceVersion"]
         if new == old:
-            return copy.deepcopy(old)  # a no-op update writes nothing
+            return json_copy(old)  # a no-op update writes nothing
         old_meta = old["metadata"]
         if (
             not new_meta.get("finalizers")
@@ -457,7 +457,7 @@ class ObjectStore(Storage):
         if dry_run:
             return new
         self.write(rt, ns=ns, name=name, event_type="MODIFIED", obj=new, previous=old)
-        return copy.deepcopy(new)
+        return json_copy(new)
 
     def update(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
         """PUT ``obj`` (resourceVersion set: conditional, else unconditional), without admission."""

@@ -18,7 +18,6 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from aiohttp import web
@@ -40,6 +39,7 @@ from .http_bodies import (
     patcher,
     read_json,
 )
+from .json_copy import json_copy
 from .patching import PatchError, apply_json_patch, apply_merge_patch
 from .registry import BUILTIN_GROUPS
 from .routing import Target
@@ -129,7 +129,7 @@ def _requested(kind: str, body: Any, apply: Patcher | None, current: dict[str, A
             raise errors.bad_request(f"the body of the request must be a {kind} object")
         return body
     try:
-        return apply(copy.deepcopy(current))
+        return apply(json_copy(current))
     except PatchError as exc:
         raise patch_error(exc) from None
 
@@ -184,7 +184,7 @@ async def _write_scale(
         operation="UPDATE",
         rt=rt,
         subresource="scale",
-        obj={**copy.deepcopy(old_scale), "spec": {"replicas": replicas}},
+        obj={**json_copy(old_scale), "spec": {"replicas": replicas}},
         old_obj=old_scale,
         namespace=target.namespace,
         dry_run=_dry_run(request),
@@ -237,7 +237,7 @@ async def _bind(ctx: ApiContext, *, target: Target, body: Any, dry_run: bool) ->
         operation="CREATE",
         rt=rt,
         subresource="binding",
-        obj=copy.deepcopy(body),
+        obj=json_copy(body),
         old_obj=None,
         namespace=target.namespace,
         dry_run=dry_run,
@@ -284,7 +284,7 @@ def _set_condition(pod: dict[str, Any], condition: dict[str, Any], *, now: str) 
 
 def _resize_merge(old: dict[str, Any], requested: dict[str, Any]) -> dict[str, Any]:
     """``dropNonResizeUpdates``: the old pod with only container resources taken from the new."""
-    result = copy.deepcopy(old)
+    result = json_copy(old)
     new_spec = requested.get("spec") or {}
     for list_name in ("containers", "initContainers"):
         wanted = {c.get("name"): c for c in new_spec.get(list_name) or [] if isinstance(c, dict)}
@@ -294,7 +294,7 @@ def _resize_merge(old: dict[str, Any], requested: dict[str, Any]) -> dict[str, A
                 continue
             for key in ("resources", "resizePolicy"):
                 if key in source:
-                    container[key] = copy.deepcopy(source[key])
+                    container[key] = json_copy(source[key])
                 else:
                     container.pop(key, None)
     meta_rv = (requested.get("metadata") or {}).get("resourceVersion")

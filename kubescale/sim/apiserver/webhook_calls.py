@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import copy
 import errno
 import ipaddress
 import json
@@ -41,6 +40,7 @@ import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from .admission_matching import RequestAttributes, Webhook
+from .json_copy import json_copy
 
 __all__ = ["ServiceResolver", "WebhookCallFailure", "WebhookClient"]
 
@@ -108,7 +108,7 @@ def _review(
         "requestKind": dict(gvk),
         "requestResource": dict(gvr),
         "operation": attrs.operation,
-        "userInfo": copy.deepcopy(_USER_INFO),
+        "userInfo": json_copy(_USER_INFO),
         "object": obj,
         "oldObject": old_obj,
         "dryRun": attrs.dry_run,

@@ -13,7 +13,6 @@ chain); other subresources go through it with their subresource name.
 from __future__ import annotations
 
 import contextvars
-import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -21,6 +20,7 @@ from typing import Any, Protocol
 from kubescale.kube.resources import MUTATING_WEBHOOK_CONFIGURATIONS, NAMESPACES, ResourceType
 
 from . import errors, in_tree_admission
+from .json_copy import json_copy
 from .request_log import RequestLog, RequestRecord
 from .served_kinds import VALIDATING_WEBHOOK_CONFIGURATIONS
 from .store import ObjectStore, PreparedUpdate
@@ -129,9 +129,9 @@ async def admit(
         subresource=subresource,
         obj=obj,
         old_obj=old_obj,
-        namespace_obj=copy.deepcopy(namespace_obj),
-        mutating=[copy.deepcopy(o) for o in store.snapshots(MUTATING_WEBHOOK_CONFIGURATIONS)],
-        validating=[copy.deepcopy(o) for o in store.snapshots(VALIDATING_WEBHOOK_CONFIGURATIONS)],
+        namespace_obj=json_copy(namespace_obj),
+        mutating=[json_copy(o) for o in store.snapshots(MUTATING_WEBHOOK_CONFIGURATIONS)],
+        validating=[json_copy(o) for o in store.snapshots(VALIDATING_WEBHOOK_CONFIGURATIONS)],
         dry_run=dry_run,
         between=between,
     )
@@ -146,7 +146,7 @@ async def admit(
 
 def _keep_server_fields(prepared: dict[str, Any], mutated: dict[str, Any]) -> dict[str, Any]:
     """Webhooks may not change identity or server-owned metadata."""
-    result = copy.deepcopy(mutated)
+    result = json_copy(mutated)
     meta = result.setdefault("metadata", {})
     for key in _SERVER_OWNED:
         if key in prepared.get("metadata", {}):
@@ -174,7 +174,7 @@ async def create_object(
         operation="CREATE",
         rt=rt,
         subresource="",
-        obj=copy.deepcopy(prepared),
+        obj=json_copy(prepared),
         old_obj=None,
         namespace=prepared["metadata"].get("namespace"),
         dry_run=dry_run,
@@ -210,7 +210,7 @@ async def update_object(
     last_error: errors.ApiError | None = None
     for _ in range(_UPDATE_ATTEMPTS):
         current = store.peek(rt, name, namespace)
-        body = new_body(copy.deepcopy(current) if current is not None else None)
+        body = new_body(json_copy(current) if current is not None else None)
         prepared = store.prepare_update(
             rt, body, name=name, namespace=namespace, subresource=subresource
         )
@@ -222,8 +222,8 @@ async def update_object(
                 operation=operation,
                 rt=rt,
                 subresource=subresource,
-                obj=copy.deepcopy(prepared.new),
-                old_obj=copy.deepcopy(prepared.old),
+                obj=json_copy(prepared.new),
+                old_obj=json_copy(prepared.old),
                 namespace=namespace,
                 dry_run=dry_run,
             )

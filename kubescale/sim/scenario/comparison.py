@@ -37,8 +37,10 @@ from .timeline import POD_STARTED
 
 __all__ = [
     "VARIANTS",
+    "compare_reports",
     "coordination_figures",
     "run_comparison",
+    "run_variants",
     "variant_scenario",
     "variant_totals",
 ]
@@ -118,10 +120,10 @@ def coordination_figures(report: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-async def run_comparison(
+async def run_variants(
     scenario: Scenario, *, progress: Callable[[float], None] | None = None
-) -> dict[str, Any]:
-    """Run the three variants in order; the ``one-brain`` report with the ``comparison``."""
+) -> dict[str, dict[str, Any]]:
+    """Run the three variants in order; each variant's own report, by variant."""
     reports: dict[str, dict[str, Any]] = {}
     count = len(VARIANTS)
     for position, (variant, _) in enumerate(VARIANTS):
@@ -131,9 +133,21 @@ async def run_comparison(
                 progress((position + fraction) / count)
 
         reports[variant] = await run_scenario(variant_scenario(scenario, variant), progress=part)
+    return reports
+
+
+def compare_reports(reports: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """The ``one-brain`` report of :func:`run_variants` with the ``comparison``."""
     report = reports["one-brain"]
     report["comparison"] = [
         {"variant": variant, "label": label, **variant_totals(reports[variant])}
         for variant, label in VARIANTS
     ]
     return report
+
+
+async def run_comparison(
+    scenario: Scenario, *, progress: Callable[[float], None] | None = None
+) -> dict[str, Any]:
+    """Run the three variants in order; the ``one-brain`` report with the ``comparison``."""
+    return compare_reports(await run_variants(scenario, progress=progress))
