@@ -53,6 +53,12 @@ Handlers are plain callables run on the event loop, in registration order; an ex
 is logged and does not stop the informer. A handler added after objects are cached first
 receives ``on_add`` for each of them (client-go ``AddEventHandler``).
 
+**Projected objects.** An informer built with a ``projection`` (the shared set gives one to
+every kind :data:`kubescale.objects.projection.PROJECTIONS` declares) caches, and hands its
+handlers, a new dict holding only the fields kubescale reads, strings interned; the decoded
+response is dropped. A re-list diffs projected objects the same way (by uid and
+resourceVersion, both kept), so each cached object is always the projection of the server's.
+
 **Catching up.** :meth:`Informer.wait_for_resource_version` waits until the cache reflects a
 given resourceVersion: every event up to it has been applied and its handlers have run. The
 resourceVersion moves with each list, event and BOOKMARK, so a server that sends a bookmark at
@@ -81,6 +87,7 @@ from kubescale.kube.listers import Lister, ObjectT
 from kubescale.kube.resources import ResourceType
 from kubescale.kube.served_resources import api_name
 from kubescale.kube.watch_stream import WatchInactive
+from kubescale.objects.projection import Projection, project
 from kubescale.objects.views import Meta
 
 log = component_logger("kube.informer")
@@ -148,6 +155,7 @@ class Informer(Generic[ObjectT]):
         settings: InformerSettings | None = None,
         rng: random.Random | None = None,
         indexers: Mapping[str, IndexFunc] | None = None,
+        projection: Projection | None = None,
     ) -> None:
         if "watch" not in resource.verbs or "list" not in resource.verbs:
             raise ValueError(f"{resource.plural} cannot be listed and watched")
@@ -157,6 +165,9 @@ class Informer(Generic[ObjectT]):
         self.label_selector = label_selector
         self.field_selector = field_selector
         self.settings = settings or InformerSettings()
+        self.projection = projection
+        """What the cache keeps of each object (:mod:`kubescale.objects.projection`); ``None``:
+        whole objects."""
         self.clock = client.clock
         self.rng = rng or client.rng
         self.cache = IndexedCache(indexers)
@@ -477,7 +488,7 @@ class Informer(Generic[ObjectT]):
                 self._set_resource_version(str(rv))
             return
         self.stats.events += 1
-        self._fill_type(obj)
+        obj = self._projected(obj)
         if kind == "DELETED":
             old = self.cache.remove(object_key(obj))
             if old is not None:
@@ -487,12 +498,18 @@ class Informer(Generic[ObjectT]):
         if rv:
             self._set_resource_version(str(rv))
 
-    def _fill_type(self, obj: dict[str, Any]) -> None:
-        # List items carry no apiVersion/kind; make every cached object self-describing.
+    def _projected(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """The object as cached: self-describing (list items carry no apiVersion/kind) and,
+        for a projected kind, only the fields kubescale reads — a new dict, so nothing of the
+        decoded response (``managedFields``, unread status) stays referenced."""
         if "apiVersion" not in obj:
             obj["apiVersion"] = self.resource.group_version
         if "kind" not in obj:
             obj["kind"] = self.resource.kind
+        if self.projection is None:
+            return obj
+        projected: dict[str, Any] = project(obj, self.projection)
+        return projected
 
     def _store(self, obj: dict[str, Any]) -> None:
         key = object_key(obj)
@@ -512,8 +529,9 @@ class Informer(Generic[ObjectT]):
 
     def _reconcile(self, items: list[dict[str, Any]]) -> None:
         listed: set[str] = set()
-        for obj in items:
-            self._fill_type(obj)
+        for index, item in enumerate(items):
+            obj = self._projected(item)
+            items[index] = obj  # the raw item is released as the list is walked
             listed.add(object_key(obj))
             self._store(obj)
         for key in self.cache.keys_snapshot():

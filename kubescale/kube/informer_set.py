@@ -30,6 +30,7 @@ from kubescale.kube.indexes import IndexFunc
 from kubescale.kube.informer import Informer, InformerSettings
 from kubescale.kube.listers import Lister
 from kubescale.kube.resources import ResourceType
+from kubescale.objects.projection import projection_for
 
 _Key = tuple[tuple[str, str], str | None, str | None, str | None]
 
@@ -43,8 +44,12 @@ class InformerSet:
         client: KubeClient,
         settings: InformerSettings | None = None,
         rng: random.Random | None = None,
+        projected: bool = True,
     ) -> None:
         self.client = client
+        self.projected = projected
+        """Informers of the kinds :data:`kubescale.objects.projection.PROJECTIONS` declares
+        keep projected objects (``False``: whole objects, for comparisons)."""
         self.settings = settings or InformerSettings()
         self.rng = rng or client.rng
         self._informers: dict[_Key, Informer[Any]] = {}
@@ -169,6 +174,9 @@ class InformerSet:
                 field_selector=field_selector or None,
                 settings=self.settings,
                 rng=self.rng,
+                projection=(
+                    projection_for(resource.group, resource.kind) if self.projected else None
+                ),
             )
             self._informers[key] = informer
             if self._started:

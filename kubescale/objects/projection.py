@@ -1,0 +1,204 @@
+"""Projected objects: per kind, only the fields kubescale reads (issue 29).
+
+An informer keeps every object of its collection for the life of the process; at 150,000 pods
+what it keeps *is* the process's memory. Most of an API object is never read here:
+``metadata.managedFields`` (often half of the JSON), ``kubectl``'s last-applied annotation, the
+container ``env``/``command``/probes, status fields no loop looks at. The TypedDicts of this
+package name, kind by kind, exactly the fields kubescale's readers use (``mypy --strict`` holds
+readers to them), so they *are* the projection: :func:`projection_of` derives one
+:class:`Projection` from a kind's TypedDict, recursively (a nested TypedDict keeps its declared
+fields, a ``list[T]`` projects each item, a ``dict[str, T]`` — labels, resource lists — keeps
+every key and projects each value, any other type is kept as sent).
+
+:data:`PROJECTIONS` declares, once, the kinds whose informer caches hold projected objects,
+keyed by ``(group, kind)``. Only kinds that are never written back whole from the cache are
+listed: the HPA controller PUTs its cached HPA with a new status and the VPA and Cluster API
+objects are few, so those caches keep whole objects (a projected object written back with PUT
+would erase the fields it dropped).
+
+:func:`project` also shares repeated strings (``sys.intern``: namespaces, label keys and
+values, node names, owner kinds, field names) so 150,000 pods do not each hold their own copy
+of ``"default"`` or ``"app.kubernetes.io/name"``; interned strings are released when no object
+holds them any more. Values unique to an object (uid, resourceVersion, timestamps, IPs) and
+long values are not interned. Annotations are kept except those declared unread
+(:data:`UNREAD_ANNOTATIONS`).
+
+The admission webhook is unaffected: it mutates the pod the admission request carries, whole.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Union, get_args, get_origin, get_type_hints, is_typeddict
+
+from kubescale.objects.daemon_set import DaemonSet
+from kubescale.objects.deployment import Deployment
+from kubescale.objects.event import Event
+from kubescale.objects.job import Job
+from kubescale.objects.namespace import Namespace
+from kubescale.objects.node import Node
+from kubescale.objects.pdb import PodDisruptionBudget
+from kubescale.objects.pod import Pod
+from kubescale.objects.replica_set import ReplicaSet
+from kubescale.objects.replication_controller import ReplicationController
+from kubescale.objects.stateful_set import StatefulSet
+
+__all__ = [
+    "PROJECTIONS",
+    "UNREAD_ANNOTATIONS",
+    "Projection",
+    "project",
+    "projection_for",
+    "projection_of",
+]
+
+UNREAD_ANNOTATIONS: frozenset[str] = frozenset(
+    {
+        # kubectl apply's copy of the whole object: large, and read by nothing here
+        "kubectl.kubernetes.io/last-applied-configuration",
+    }
+)
+"""Annotation keys dropped from projected objects (no reader looks at them)."""
+
+NOT_INTERNED: frozenset[str] = frozenset(
+    {
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "startTime",
+        "startedAt",
+        "finishedAt",
+        "lastTransitionTime",
+        "lastProbeTime",
+        "lastHeartbeatTime",
+        "firstTimestamp",
+        "lastTimestamp",
+        "eventTime",
+        "lastObservedTime",
+        "podIP",
+        "message",
+    }
+)
+"""Fields whose values are unique to an object: interning them would only grow the table."""
+
+INTERN_MAX_LENGTH = 64
+"""Longer strings are not interned (label values are at most 63 characters)."""
+
+
+@dataclass(frozen=True, eq=False)
+class Projection:
+    """What to keep of one value: ``fields`` (a TypedDict: each kept field's own projection),
+    ``items`` (a list: each item's), ``values`` (a ``dict[str, T]``: each value's), or nothing
+    set: the value is kept as sent."""
+
+    fields: dict[str, Projection] | None = None
+    items: Projection | None = None
+    values: Projection | None = None
+    name: str = ""
+    annotations: bool = False
+    """This map is ``metadata.annotations``: :data:`UNREAD_ANNOTATIONS` are dropped."""
+
+
+KEEP = Projection()
+
+
+def _unwrap_optional(hint: Any) -> Any:
+    if get_origin(hint) in (Union, types.UnionType):
+        args = [a for a in get_args(hint) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return hint
+
+
+def projection_of(typed_dict: type) -> Projection:
+    """The projection a TypedDict declares (module docstring)."""
+    return _derive(typed_dict, {})
+
+
+def _derive(hint: Any, seen: dict[Any, Projection]) -> Projection:
+    hint = _unwrap_optional(hint)
+    if is_typeddict(hint):
+        known = seen.get(hint)
+        if known is not None:
+            return known
+        fields: dict[str, Projection] = {}
+        made = Projection(fields=fields, name=hint.__name__)
+        seen[hint] = made
+        for name, sub in get_type_hints(hint).items():
+            child = _derive(sub, seen)
+            if name == "annotations" and child.values is not None:
+                child = Projection(values=child.values, name="annotations", annotations=True)
+            fields[name] = child
+        return made
+    origin = get_origin(hint)
+    if origin is list:
+        (item,) = get_args(hint)
+        sub = _derive(item, seen)
+        return KEEP if sub is KEEP else Projection(items=sub)
+    if origin is dict:
+        _, value = get_args(hint)
+        sub = _derive(value, seen)
+        return Projection(values=sub)
+    return KEEP
+
+
+def project(value: Any, projection: Projection, *, key: str = "") -> Any:
+    """A new value holding only what ``projection`` keeps of ``value`` (strings interned)."""
+    if isinstance(value, str):
+        if key not in NOT_INTERNED and len(value) <= INTERN_MAX_LENGTH:
+            return sys.intern(value)
+        return value
+    fields = projection.fields
+    if fields is not None:
+        if not isinstance(value, Mapping):
+            return value
+        out: dict[str, Any] = {}
+        for name, sub in value.items():
+            wanted = fields.get(name)
+            if wanted is not None:
+                out[sys.intern(name)] = project(sub, wanted, key=name)
+        return out
+    if projection.items is not None:
+        if not isinstance(value, list):
+            return value
+        return [project(item, projection.items, key=key) for item in value]
+    if projection.values is not None:
+        if not isinstance(value, Mapping):
+            return value
+        sub_projection = projection.values
+        drop = UNREAD_ANNOTATIONS if projection.annotations else frozenset()
+        return {
+            sys.intern(name): project(sub, sub_projection, key=name)
+            for name, sub in value.items()
+            if name not in drop
+        }
+    if isinstance(value, list):
+        return [project(item, KEEP, key=key) for item in value]
+    if isinstance(value, dict):
+        return {sys.intern(k): project(v, KEEP, key=k) for k, v in value.items()}
+    return value
+
+
+PROJECTIONS: Mapping[tuple[str, str], Projection] = {
+    ("", "Pod"): projection_of(Pod),
+    ("", "Node"): projection_of(Node),
+    ("", "Namespace"): projection_of(Namespace),
+    ("", "Event"): projection_of(Event),
+    ("", "ReplicationController"): projection_of(ReplicationController),
+    ("apps", "ReplicaSet"): projection_of(ReplicaSet),
+    ("apps", "Deployment"): projection_of(Deployment),
+    ("apps", "StatefulSet"): projection_of(StatefulSet),
+    ("apps", "DaemonSet"): projection_of(DaemonSet),
+    ("batch", "Job"): projection_of(Job),
+    ("policy", "PodDisruptionBudget"): projection_of(PodDisruptionBudget),
+}
+"""The kinds whose caches hold projected objects, by ``(group, kind)`` (module docstring)."""
+
+
+def projection_for(group: str, kind: str) -> Projection | None:
+    """The declared projection of a kind; ``None``: its caches keep whole objects."""
+    return PROJECTIONS.get((group, kind))
