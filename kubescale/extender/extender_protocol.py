@@ -84,7 +84,7 @@ class ExtenderArgs:
         """The candidate nodes' names, in the request's order."""
         if self.node_names is not None:
             return list(self.node_names)
-        return [str(n["metadata"]["name"]) for n in self.nodes or ()]
+        return [Meta(n).name for n in self.nodes or ()]
 
 
 def _type_name(value: object) -> str:
@@ -393,12 +393,8 @@ def decode_args(body: bytes) -> ExtenderArgs:
             raise ExtenderInputError("Nodes: must be a v1.NodeList object")
         nodes = []
         for index, item in enumerate(items or []):
-            name = (
-                ((item or {}).get("metadata") or {}).get("name")
-                if isinstance(item, Mapping)
-                else None
-            )
-            if not isinstance(name, str) or not name:
+            name = Meta(item).name if isinstance(item, Mapping) else ""
+            if not name:
                 raise ExtenderInputError(f"Nodes.items[{index}].metadata.name: is required")
             nodes.append(item)
     else:
@@ -427,7 +423,7 @@ def filter_result(
         keep = set(passed)
         items: dict[str, Mapping[str, Any]] = {}
         for item in args.nodes or ():
-            name = item["metadata"]["name"]
+            name = Meta(item).name
             if name in keep:
                 items.setdefault(name, item)  # a node offered twice is answered once
         result["Nodes"] = {

@@ -72,7 +72,7 @@ _UNSCHEDULABLE_TOLERATION_TAINT: Final = {"key": UNSCHEDULABLE_TAINT, "effect": 
 
 def pod_key(pod: Mapping[str, Any]) -> tuple[str, str]:
     """``(namespace, name)`` of a pod."""
-    meta = pod["metadata"]
+    meta = Meta(pod).raw
     return str(meta.get("namespace", "")), str(meta["name"])
 
 
@@ -209,7 +209,7 @@ class ClusterSnapshot:
 
     def add_node(self, node: Mapping[str, Any], *, allocatable: Amounts | None = None) -> NodeState:
         """Add (or replace, empty) a node; ``allocatable`` defaults to the node's status."""
-        name = str(node["metadata"]["name"])
+        name = str(Meta(node).raw["name"])
         self.remove_node(name)
         offered = allocatable if allocatable is not None else node_allocatable(node)
         state = NodeState.of_node(node, offered)

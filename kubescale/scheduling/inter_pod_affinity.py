@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from kubescale.objects.selectors import LabelSelector, SelectorError, label_selector_from_dict
-from kubescale.objects.views import spec_of
+from kubescale.objects.views import Meta, spec_of
 
 from .filters import FilterStatus, NodeState
 
@@ -84,7 +84,7 @@ class AffinityTerm:
         self, pod: Mapping[str, Any], namespace_labels: Mapping[str, Mapping[str, str]]
     ) -> bool:
         """``AffinityTerm.Matches``: the pod's namespace is in scope and its labels match."""
-        meta = pod["metadata"]
+        meta = Meta(pod).raw
         namespace = str(meta.get("namespace", ""))
         in_scope = namespace in self.namespaces or (
             self.namespace_selector is not None
@@ -100,7 +100,7 @@ def required_terms(pod: Mapping[str, Any], kind: str) -> tuple[AffinityTerm, ...
         return ()
     section = affinity.get(kind) or {}
     raw = section.get("requiredDuringSchedulingIgnoredDuringExecution") or []
-    namespace = str(pod["metadata"].get("namespace", ""))
+    namespace = str(Meta(pod).raw.get("namespace", ""))
     parsed = (AffinityTerm.parse(t, owner_namespace=namespace) for t in raw)
     return tuple(t for t in parsed if t is not None)
 

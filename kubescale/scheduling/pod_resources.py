@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from kubescale.objects.quantities import Quantity, QuantityError
-from kubescale.objects.views import spec_of, status_of
+from kubescale.objects.views import Meta, spec_of, status_of
 
 __all__ = [
     "DEFAULT_MEMORY_REQUEST",
@@ -189,7 +189,7 @@ class RequestCache:
 
     def requests(self, pod: Mapping[str, Any]) -> Amounts:
         """The (shared: do not mutate) requests of ``pod``, a stored snapshot."""
-        meta = pod["metadata"]
+        meta = Meta(pod).raw
         key = (str(meta.get("namespace", "")), str(meta["name"]))
         entry = self._entries.get(key)
         if entry is not None and entry[0] is pod:

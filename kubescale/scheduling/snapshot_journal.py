@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kubescale.objects.views import Meta
+
 from .filters import NodeState
 from .fit import ClusterSnapshot, pod_key
 from .pod_resources import Amounts
@@ -73,7 +75,7 @@ class SnapshotJournal:
 
     def add_node(self, node: Mapping[str, Any], *, allocatable: Amounts | None = None) -> NodeState:
         snapshot = self.snapshot
-        name = str(node["metadata"]["name"])
+        name = str(Meta(node).raw["name"])
         previous = snapshot.nodes.get(name)
         state = snapshot.add_node(node, allocatable=allocatable)
         self._record(lambda: self._put_back(name, previous))

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kubescale.objects.views import spec_of
+from kubescale.objects.views import Meta, spec_of
 
 from .policy.utilization_args import HighNodeUtilizationArgs, LowNodeUtilizationArgs
 
@@ -66,7 +66,7 @@ class UtilizationArrays:
         capacity: Mapping[str, Mapping[str, int]],
         resources: Sequence[str],
     ) -> UtilizationArrays:
-        names = [str(n["metadata"]["name"]) for n in nodes]
+        names = [str(Meta(n).raw["name"]) for n in nodes]
         return cls(
             names=names,
             resources=list(resources),

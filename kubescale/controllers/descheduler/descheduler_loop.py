@@ -66,7 +66,7 @@ from kubescale.kube.resources import (
     PODS,
     PRIORITY_CLASSES,
 )
-from kubescale.objects.views import meta
+from kubescale.objects.views import Meta, meta
 from kubescale.plans.executor import PlanExecutor, plan_metrics
 from kubescale.runtime.off_loop import OffLoop
 from kubescale.scheduling.cycle_view import CycleView, cycle_nodes, node_name
@@ -210,17 +210,16 @@ class DeschedulerLoop:
                 pods=pods,
                 all_nodes=all_nodes,
                 namespace_labels={
-                    str(ns["metadata"]["name"]): dict(ns["metadata"].get("labels") or {})
-                    for ns in namespaces
+                    str(ns_meta["name"]): dict(ns_meta.get("labels") or {})
+                    for ns_meta in (Meta(ns).raw for ns in namespaces)
                 },
                 pdbs=pdbs,
                 pvcs={
-                    (str(p["metadata"].get("namespace", "")), str(p["metadata"]["name"])): p
+                    (str(Meta(p).raw.get("namespace", "")), str(Meta(p).raw["name"])): p
                     for p in pvcs
                 },
                 priority_classes={
-                    str(pc["metadata"]["name"]): int(pc.get("value") or 0)
-                    for pc in priority_classes
+                    str(Meta(pc).raw["name"]): int(pc.get("value") or 0) for pc in priority_classes
                 },
                 requests=self._requests,
                 non_zero=self._non_zero,

@@ -16,8 +16,7 @@ extender).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
 from kubescale.objects.views import Meta, spec_of
 from kubescale.scheduling.cycle_view import node_name
@@ -36,7 +35,6 @@ from ..framework.strategy_context import StrategyContext, StrategyRun
 __all__ = ["NAME", "remove_pods_violating_node_taints"]
 
 NAME: Final = NODE_TAINTS
-Pod = Mapping[str, Any]
 
 
 def remove_pods_violating_node_taints(
