@@ -297,6 +297,36 @@ def _all_loops_cluster(api: Any) -> dict[str, int]:
     return {"vpas": descheduler_pass.OWNERS, "hpas": ALL_LOOPS_HPAS}
 
 
+SAMPLED_SERVE: Final = """
+import collections, json, os, runpy, sys, threading, time
+counts = collections.Counter()
+main = threading.main_thread().ident
+out = os.environ["KUBESCALE_BENCH_SAMPLES"]
+def sample():
+    taken = 0
+    while True:
+        time.sleep(0.02)
+        frame = sys._current_frames().get(main)
+        stack = []
+        while frame is not None and len(stack) < 5:
+            code = frame.f_code
+            where = code.co_filename.rsplit("/kubescale/", 1)[-1].rsplit("/site-packages/", 1)[-1]
+            stack.append(f"{where}:{code.co_name}")
+            frame = frame.f_back
+        counts[" < ".join(stack)] += 1
+        taken += 1
+        if taken % 100 == 0:
+            with open(out, "w") as sink:
+                json.dump({"samples": taken, "top": counts.most_common(40)}, sink)
+threading.Thread(target=sample, daemon=True).start()
+sys.argv = ["kubescale", *sys.argv[1:]]
+runpy.run_module("kubescale", run_name="__main__")
+"""
+"""``--sample-serving-thread``: the child's main thread (the serving event loop) sampled every
+20 ms, its five innermost frames counted — where the serving loop spends its time (a thread
+waiting for the GIL is counted where it waits)."""
+
+
 def _real_server_argv(
     args: argparse.Namespace, port: int, health: int, work: Path, *, all_loops: bool = False
 ) -> list[str]:
@@ -651,6 +681,10 @@ async def _scenario(name: str, args: argparse.Namespace, work: Path) -> dict[str
             gc.collect()
             gc.freeze()
             server = _real_server_argv(args, port, health, work, all_loops=name == "all_loops")
+            if args.sample_serving_thread:
+                samples = args.out.with_name(f"{args.out.stem}_{name}_{args.label}_samples.json")
+                environ["KUBESCALE_BENCH_SAMPLES"] = str(samples)
+                server = ["-c", SAMPLED_SERVE, *server[2:]]  # instead of "-m kubescale"
             argv = ["nice", "-n", str(args.nice), sys.executable, *server]
         else:
             argv = [
@@ -816,6 +850,12 @@ def main(argv: list[str] | None = None) -> int:
         "--server-log-level",
         default="warning",
         help="the real loops' child's --log-level (its stderr: <out>_<scenario>_<label>.log)",
+    )
+    parser.add_argument(
+        "--sample-serving-thread",
+        action="store_true",
+        help="real_loops/all_loops: sample the child's serving thread (<out>_<scenario>_<label>"
+        "_samples.json)",
     )
     parser.add_argument("--tree", default=None)
     parser.add_argument("--label", default="after")

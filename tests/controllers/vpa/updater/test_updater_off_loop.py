@@ -21,14 +21,16 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry
 
+from kubescale.controllers.vpa.api.vpa_matching import choose_vpa
 from kubescale.controllers.vpa.updater import updater_loop
+from kubescale.controllers.vpa.updater.updater_decision import decide
 from kubescale.runtime.https_server import make_https_app
 from kubescale.webhook.admission_routes import AdmissionWebhook
 from kubescale.webhook.webhook_config import WebhookSettings
+from tests.controllers.vpa.recommender.test_recommender_loop import Cluster
 
 from .test_updater_loop import (
     RECOMMENDATION,
-    Cluster,
     Updater,
     cluster,
     live_pods,
@@ -70,7 +72,7 @@ class DecisionHook:
         self.release = threading.Event()
         self.entered = asyncio.Event()
         self._loop = asyncio.get_running_loop()
-        original = updater_loop.decide
+        original = decide
 
         def hooked(*args: Any, **kwargs: Any) -> Generator[Any, Any, None]:
             def steps() -> Generator[Any, Any, None]:
@@ -141,7 +143,7 @@ async def test_a_pod_meets_only_the_vpas_indexed_under_its_controller(
     status_lease(cluster, renewed_ago=timedelta(seconds=5))
     updater = await start_updater(cluster, updaters)
     candidates: list[list[str]] = []
-    original = updater_loop.choose_vpa
+    original = choose_vpa
 
     def counted(pod: dict[str, Any], **kwargs: Any) -> dict[str, Any] | None:
         candidates.append(sorted(v["metadata"]["name"] for v in kwargs["candidate_vpas"]))
