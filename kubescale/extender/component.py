@@ -29,21 +29,19 @@ from kubescale.certs.client_identity import ClientCertificateCheck
 from kubescale.coordination.brain import brain_of
 from kubescale.coordination.eviction_memory import EvictionMemory
 from kubescale.coordination.placement_rules import PlacementRules
-from kubescale.runtime.component import BaseComponent, ComponentSpec, Runtime
+from kubescale.runtime.component import BaseComponent, Runtime
 
 from .cluster_cache import ClusterCache
 from .extender_config import (
     ExtenderConfigError,
     ExtenderSettings,
-    add_extender_arguments,
-    extender_settings_from_args,
 )
 from .extender_metrics import ExtenderMetrics
 from .extender_routes import SchedulerExtender
 from .informer_feed import feed
 from .offload import DecisionThread, DeferredMemory, DeferredUsage, DeferredWrites
 
-__all__ = ["HTTP_TIMEOUT", "SPEC", "ExtenderComponent"]
+__all__ = ["HTTP_TIMEOUT", "ExtenderComponent"]
 
 log = component_logger("extender")
 
@@ -133,14 +131,3 @@ class ExtenderComponent(BaseComponent):
 
     async def stop(self) -> None:
         self.decisions.close()
-
-
-SPEC: Final = ComponentSpec[ExtenderSettings](
-    name="scheduler-extender",
-    title="the scheduler extender",
-    add_arguments=add_extender_arguments,
-    settings=lambda args, _environ: extender_settings_from_args(args),
-    build=ExtenderComponent,
-    serves_https=True,
-)
-"""The registry entry (:mod:`kubescale.components`)."""

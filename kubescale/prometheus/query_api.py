@@ -29,7 +29,6 @@ This module is that client's behaviour for the two calls the provider makes, so 
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import os
 import posixpath
@@ -45,6 +44,7 @@ from prometheus_client.core import Metric, UnknownMetricFamily
 from prometheus_client.registry import Collector
 
 from kubescale.base.clock import Clock, RealClock
+from kubescale.prometheus.client_settings import PrometheusAuth, check_prometheus_address
 from kubescale.prometheus.query_values import (
     PrometheusAPIError,
     QueryValue,
@@ -62,25 +62,6 @@ __all__ = [
 
 _FALLBACK_CODES: Final = frozenset({405, 501})  # DoGetFallback: MethodNotAllowed, NotImplemented
 _UNKNOWN_AUTHORITY_CODES: Final = frozenset({2, 18, 19, 20, 21})  # OpenSSL X509_V_ERR_*
-
-
-@dataclass(frozen=True, kw_only=True)
-class PrometheusAuth:
-    """What the provider's round-trippers add to each request (bearer wins over basic auth)."""
-
-    bearer_token: str = ""
-    username: str = ""
-    password: str = ""
-
-    def authorization(self) -> str | None:
-        """The ``Authorization`` header value, or None for no authentication."""
-        if self.bearer_token:
-            return f"Bearer {self.bearer_token}"
-        if self.username or self.password:
-            # req.SetBasicAuth: base64 of "user:password" (standard encoding, padded).
-            raw = f"{self.username}:{self.password}".encode()
-            return "Basic " + base64.b64encode(raw).decode("ascii")
-        return None
 
 
 class _RequestCounts(Collector):
@@ -161,26 +142,6 @@ class _Attempt:
     method: str
     url: str
     reading_body: bool = False
-
-
-def check_prometheus_address(address: str) -> None:
-    """A ``ValueError`` (one line) unless ``address`` can be a Prometheus server's URL: an
-    absolute ``http`` or ``https`` URL with a host. ``promapi.NewClient`` only ``url.Parse``-s
-    it (descheduler PR #1705 dropped the https-only rule of #1533, issue #1703), and then every
-    query fails — for ``file:///...``, "unsupported protocol scheme"; refusing it here lets a
-    caller name the field at start instead."""
-    parts = urlsplit(address)
-    if parts.scheme and parts.scheme.lower() not in ("http", "https"):
-        raise ValueError(
-            f"prometheus address {address!r}: unsupported protocol scheme {parts.scheme!r} "
-            "(http or https)"
-        )
-    if not parts.scheme or not parts.netloc:
-        raise ValueError(f"prometheus address {address!r} is not an absolute URL")
-    try:
-        parts.port  # noqa: B018 - raises on a port that is not a number in range
-    except ValueError as err:
-        raise ValueError(f"prometheus address {address!r}: {err}") from None
 
 
 class PrometheusQueryClient:

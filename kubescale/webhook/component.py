@@ -31,18 +31,16 @@ from kubescale.base.logs import component_logger
 from kubescale.controllers.vpa.admission.admission_caches import AdmissionCaches
 from kubescale.coordination.brain import brain_of
 from kubescale.kube.events import EventRecorder
-from kubescale.runtime.component import BaseComponent, ComponentSpec, LoopSpec, Runtime
+from kubescale.runtime.component import BaseComponent, LoopSpec, Runtime
 from kubescale.runtime.health import Check
 from kubescale.webhook.admission_routes import AdmissionWebhook
 from kubescale.webhook.registration import WebhookRegistration
 from kubescale.webhook.status_lease import StatusLease
 from kubescale.webhook.webhook_config import (
     WebhookSettings,
-    add_webhook_arguments,
-    webhook_settings_from_args,
 )
 
-__all__ = ["EVENT_COMPONENT", "REGISTRATION_RETRY", "SPEC", "WebhookComponent"]
+__all__ = ["EVENT_COMPONENT", "REGISTRATION_RETRY", "WebhookComponent"]
 
 log = component_logger("webhook")
 
@@ -138,24 +136,3 @@ class WebhookComponent(BaseComponent):
     async def stop(self) -> None:
         if self.recorder is not None:
             await self.recorder.close()
-
-
-SPEC: Final = ComponentSpec[WebhookSettings](
-    name="webhook",
-    title="the VPA admission webhook",
-    add_arguments=add_webhook_arguments,
-    settings=lambda args, environ: webhook_settings_from_args(args, environ=environ),
-    build=WebhookComponent,
-    serves_https=True,
-    serve_only_flags=frozenset(
-        {
-            "register-webhook",
-            "webhook-service",
-            "webhook-service-namespace",
-            "register-by-url",
-            "webhook-address",
-            "webhook-port",
-        }
-    ),
-)
-"""The registry entry (:mod:`kubescale.components`)."""

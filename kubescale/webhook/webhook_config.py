@@ -262,3 +262,16 @@ def webhook_settings_from_args(
         feature_gates=parse_feature_gates(args.feature_gates),
         max_allowed_cpu_boost=_max_allowed_cpu_boost(args.max_allowed_cpu_boost),
     )
+
+
+SERVE_ONLY_FLAGS: Final = frozenset(
+    {
+        "register-webhook",
+        "webhook-service",
+        "webhook-service-namespace",
+        "register-by-url",
+        "webhook-address",
+        "webhook-port",
+    }
+)
+"""Flags a simulated run refuses (the registry entry, :mod:`kubescale.components`)."""

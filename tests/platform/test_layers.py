@@ -22,11 +22,13 @@ Floors, top to bottom (an import may point down or stay on its floor, never up):
 
 Also: no import cycle between packages or between modules; no import of a kubescale module
 inside a function or under ``TYPE_CHECKING`` (workarounds for a cycle that should not exist);
-the product never imports the simulator. One import by name is allowed, at the CLI floor only:
+the product never imports the simulator. Imports by name are allowed in two tables only:
 ``kubescale.cli.main`` loads the module of the command on the command line
 (``importlib.import_module``, its ``COMMANDS`` table) — lazy command dispatch, so that
-``--help`` imports nothing else; it is an ordinary import of a module on its own floor, not a
-workaround for a cycle, and the table's modules count as imported by ``kubescale.cli.main``.
+``--help`` imports nothing else; and the registry (``kubescale.components``) imports a system's
+component when that system is enabled (its ``BuildByName`` entries: a webhook-only replica
+loads no other system, issue 29). Both are ordinary imports of modules on their own floor or
+below, not workarounds for a cycle; the tables' modules count as imported by their module.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from pathlib import Path
 
 import kubescale
 from kubescale.cli.main import COMMANDS
+from kubescale.components import REGISTRY, BuildByName
 
 PACKAGE_ROOT = Path(kubescale.__file__).resolve().parent
 
@@ -266,10 +269,20 @@ def _imports_by_name() -> list[str]:
     return found
 
 
-def test_only_the_cli_imports_by_name_and_only_its_commands() -> None:
-    assert [where.split(":")[0] for where in _imports_by_name()] == ["kubescale.cli.main"]
+def test_only_the_cli_and_the_registry_import_by_name_and_only_their_tables() -> None:
+    assert sorted({where.split(":")[0] for where in _imports_by_name()}) == [
+        "kubescale.cli.main",
+        "kubescale.components",
+    ]
     for command in COMMANDS:
         assert f"kubescale.cli.{command.module}" in _MODULES, command
+    for spec in REGISTRY:
+        assert isinstance(spec.build, BuildByName), spec.name
+        named = [spec.build.module, *(module for _, module, _ in spec.build.providers)]
+        for module in named:
+            assert module in _MODULES, (spec.name, module)
+            # the registry's floor (7) is above every system's (6): no upward import by name
+            assert (_floor(module) or 0) <= (_floor("kubescale.components") or 0), module
 
 
 def test_no_import_cycle_between_packages() -> None:

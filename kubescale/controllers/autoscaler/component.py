@@ -20,23 +20,13 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Final
 
 from kubescale.base.logs import component_logger
 from kubescale.controllers.autoscaler.cloudprovider.clusterapi_provider import ClusterApiProvider
-from kubescale.controllers.autoscaler.cloudprovider.clusterapi_versions import (
-    CapiVersionError,
-    validated_group_version,
-)
-from kubescale.controllers.autoscaler.config.autoscaler_config import (
-    autoscaler_settings_from_args,
-)
-from kubescale.controllers.autoscaler.config.autoscaler_flags import add_autoscaler_arguments
 from kubescale.controllers.autoscaler.config.autoscaler_settings import (
-    AutoscalerConfigError,
     AutoscalerSettings,
 )
 from kubescale.controllers.autoscaler.core.autoscaler_loop import LOOP_NAME, AutoscalerLoop
@@ -47,32 +37,18 @@ from kubescale.kube.events import EventRecorder
 from kubescale.kube.shared_cache import SharedCache
 from kubescale.runtime.component import (
     BaseComponent,
-    ComponentSpec,
     LoopSpec,
     Runtime,
     TimelineReport,
 )
 from kubescale.runtime.off_loop import OffLoop
 
-__all__ = ["EVENT_COMPONENT", "SPEC", "AutoscalerComponent", "with_capi_environment"]
+__all__ = ["EVENT_COMPONENT", "AutoscalerComponent"]
 
 log = component_logger("cluster-autoscaler")
 
 EVENT_COMPONENT: Final = "cluster-autoscaler"
 """The events' ``source.component`` (upstream's)."""
-
-
-def with_capi_environment(
-    settings: AutoscalerSettings, environ: Mapping[str, str]
-) -> AutoscalerSettings:
-    """Upstream's clusterapi provider reads ``CAPI_GROUP`` and ``CAPI_VERSION`` from its
-    environment (:mod:`.clusterapi_versions`); a value that cannot be one is a one-line
-    :class:`~.autoscaler_settings.AutoscalerConfigError` naming the variable."""
-    try:
-        group, version = validated_group_version(environ)
-    except CapiVersionError as err:
-        raise AutoscalerConfigError(str(err)) from None
-    return replace(settings, capi_group=group, capi_version=version)
 
 
 class _TermAwareLoop:
@@ -178,15 +154,3 @@ class AutoscalerComponent(BaseComponent):
     async def stop(self) -> None:
         self.off_loop.close()
         await self.events.close()
-
-
-SPEC: Final = ComponentSpec[AutoscalerSettings](
-    name="cluster-autoscaler",
-    title="the cluster autoscaler",
-    add_arguments=add_autoscaler_arguments,
-    settings=lambda args, environ: with_capi_environment(
-        autoscaler_settings_from_args(args), environ
-    ),
-    build=AutoscalerComponent,
-)
-"""The registry entry (:mod:`kubescale.components`)."""

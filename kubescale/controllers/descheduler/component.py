@@ -33,7 +33,6 @@ from kubescale.coordination.brain import brain_of
 from kubescale.kube.events import EventRecorder
 from kubescale.runtime.component import (
     BaseComponent,
-    ComponentSpec,
     LoopSpec,
     Runtime,
     TimelineReport,
@@ -44,15 +43,13 @@ from kubescale.scheduling.policy.utilization_args import PROMETHEUS_METRICS
 from .descheduler_config import (
     DeschedulerConfigError,
     DeschedulerSettings,
-    add_descheduler_arguments,
-    descheduler_settings_from_args,
 )
 from .descheduler_decision import EVENT_COMPONENT
 from .descheduler_loop import LOOP_NAME, DeschedulerLoop
 from .descheduler_metrics import DeschedulerMetrics
 from .usage_sources import COLLECTOR_INTERVAL, NodeMetricsCollector
 
-__all__ = ["RUN_ONCE_RECHECK", "SPEC", "DeschedulerComponent"]
+__all__ = ["RUN_ONCE_RECHECK", "DeschedulerComponent"]
 
 log = component_logger("descheduler")
 
@@ -183,13 +180,3 @@ class DeschedulerComponent(BaseComponent):
     async def stop(self) -> None:
         await self.events.close()
         await self.loop.close()
-
-
-SPEC: Final = ComponentSpec[DeschedulerSettings](
-    name="descheduler",
-    title="the descheduler",
-    add_arguments=add_descheduler_arguments,
-    settings=lambda args, _environ: descheduler_settings_from_args(args),
-    build=DeschedulerComponent,
-)
-"""The registry entry (:mod:`kubescale.components`)."""

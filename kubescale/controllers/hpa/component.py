@@ -20,8 +20,6 @@ from typing import Final
 from kubescale.base.logs import component_logger
 from kubescale.controllers.hpa.hpa_config import (
     HpaSettings,
-    add_hpa_arguments,
-    hpa_settings_from_args,
 )
 from kubescale.controllers.hpa.hpa_loop import LOOP_NAME, HpaLoop
 from kubescale.controllers.hpa.hpa_metrics import HpaMetrics
@@ -29,13 +27,12 @@ from kubescale.kube.events import EventRecorder
 from kubescale.prometheus.query_api import PrometheusAuth, PrometheusQueryClient
 from kubescale.runtime.component import (
     BaseComponent,
-    ComponentSpec,
     LoopSpec,
     Runtime,
     TimelineReport,
 )
 
-__all__ = ["EVENT_COMPONENT", "SPEC", "HpaComponent"]
+__all__ = ["EVENT_COMPONENT", "HpaComponent"]
 
 log = component_logger("hpa-controller")
 
@@ -116,14 +113,3 @@ class HpaComponent(BaseComponent):
         await self.events.close()
         if self.prometheus is not None:
             await self.prometheus.close()
-
-
-SPEC: Final = ComponentSpec[HpaSettings](
-    name="hpa-controller",
-    title="the HPA controller",
-    add_arguments=add_hpa_arguments,
-    settings=lambda args, _environ: hpa_settings_from_args(args),
-    build=HpaComponent,
-    serve_only_flags=frozenset({"hpa-prometheus-address"}),
-)
-"""The registry entry (:mod:`kubescale.components`)."""

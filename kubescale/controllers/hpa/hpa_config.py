@@ -241,3 +241,7 @@ def hpa_settings_from_args(args: argparse.Namespace) -> HpaSettings:
         if isinstance(timeout, int | float) and timeout > 0
         else timedelta(seconds=30),
     )
+
+
+SERVE_ONLY_FLAGS: Final = frozenset({"hpa-prometheus-address"})
+"""Flags a simulated run refuses (the registry entry, :mod:`kubescale.components`)."""

@@ -50,7 +50,7 @@ from typing import Any, Final
 import yaml
 
 from kubescale.objects.selectors import LabelSelector, SelectorError, parse_label_selector
-from kubescale.prometheus.query_api import check_prometheus_address
+from kubescale.prometheus.client_settings import check_prometheus_address
 
 from .evictor_args import DefaultEvictorArgs, read_default_evictor_args
 from .fields import Fields, PolicyError, fail

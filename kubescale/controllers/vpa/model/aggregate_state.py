@@ -43,12 +43,12 @@ from kubescale.controllers.vpa.model.checkpoint_format import (
 from kubescale.controllers.vpa.model.go_math import from_go_micros, go_float_to_int64, go_micros
 from kubescale.controllers.vpa.model.histogram import (
     CPU_HISTOGRAM_OPTIONS,
-    DEFAULT_HALF_LIFE_NS,
     MEMORY_HISTOGRAM_OPTIONS,
     MIN_SAMPLE_WEIGHT,
     DecayingHistogram,
     HistogramStore,
 )
+from kubescale.controllers.vpa.model.model_config import CPU, MEMORY, AggregationsConfig
 from kubescale.controllers.vpa.model.policy.oom_log import OomLog
 from kubescale.controllers.vpa.model.policy.recent_peaks import RecentPeaks
 from kubescale.objects.views import mapping
@@ -68,8 +68,6 @@ __all__ = [
     "scale_resource",
 ]
 
-CPU = "cpu"
-MEMORY = "memory"
 DEFAULT_CONTROLLED_RESOURCES = (CPU, MEMORY)
 MAX_RESOURCE_AMOUNT = 100_000_000_000_000
 """model.MaxResourceAmount = 1e14."""
@@ -90,23 +88,6 @@ def resource_amount_from_float(amount: float) -> int:
 def scale_resource(amount: int, factor: float) -> int:
     """ScaleResource: ``resourceAmountFromFloat(float64(amount) * factor)``."""
     return resource_amount_from_float(float(amount) * factor)
-
-
-@dataclass(frozen=True)
-class AggregationsConfig:
-    """model.AggregationsConfig: what the histograms and memory peaks are built with."""
-
-    memory_aggregation_interval_ns: int = 24 * _HOUR_NS
-    memory_aggregation_interval_count: int = 8
-    memory_histogram_decay_half_life_ns: int = DEFAULT_HALF_LIFE_NS
-    cpu_histogram_decay_half_life_ns: int = DEFAULT_HALF_LIFE_NS
-    oom_bump_up_ratio: float = 1.2
-    oom_min_bump_up_bytes: float = 100 * 1024 * 1024
-
-    @property
-    def memory_aggregation_window_ns(self) -> int:
-        """GetMemoryAggregationWindowLength: interval x count (8 days by default)."""
-        return self.memory_aggregation_interval_ns * self.memory_aggregation_interval_count
 
 
 MEMORY_WINDOW_BUCKETS = 16

@@ -29,11 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from kubescale.controllers.vpa.model.aggregate_state import (
-    CPU,
     MAX_RESOURCE_AMOUNT,
-    MEMORY,
     AggregateContainerState,
-    AggregationsConfig,
     resource_amount_from_float,
     scale_resource,
 )
@@ -44,7 +41,7 @@ from kubescale.controllers.vpa.model.go_math import (
     go_pow_int_array,
     saturating_sub_ns,
 )
-from kubescale.objects.quantities import Quantity
+from kubescale.controllers.vpa.model.model_config import RecommenderConfig
 
 __all__ = [
     "ContainerEstimate",
@@ -60,61 +57,6 @@ _MINUTE_NS = 60 * 10**9
 _LOWER_MULTIPLIER, _LOWER_EXPONENT = 0.001, -2
 _UPPER_MULTIPLIER, _UPPER_EXPONENT = 1.0, 1
 _INT64_MIN = -(2**63)
-
-
-@dataclass(frozen=True, kw_only=True)
-class RecommenderConfig:
-    """Every model flag of upstream's recommender (reference §2.1), with upstream defaults."""
-
-    recommendation_margin_fraction: float = 0.15
-    pod_recommendation_min_cpu_millicores: float = 25.0
-    pod_recommendation_min_memory_mb: float = 250.0
-    target_cpu_percentile: float = 0.9
-    recommendation_lower_bound_cpu_percentile: float = 0.5
-    recommendation_upper_bound_cpu_percentile: float = 0.95
-    target_memory_percentile: float = 0.9
-    recommendation_lower_bound_memory_percentile: float = 0.5
-    recommendation_upper_bound_memory_percentile: float = 0.95
-    confidence_interval_cpu_ns: int = 24 * _HOUR_NS
-    confidence_interval_memory_ns: int = 24 * _HOUR_NS
-    memory_aggregation_interval_ns: int = 24 * _HOUR_NS
-    memory_aggregation_interval_count: int = 8
-    memory_histogram_decay_half_life_ns: int = 24 * _HOUR_NS
-    cpu_histogram_decay_half_life_ns: int = 24 * _HOUR_NS
-    oom_bump_up_ratio: float = 1.2
-    oom_min_bump_up_bytes: float = 104857600.0
-    round_cpu_millicores: int = 1
-    round_memory_bytes: int = 1
-    humanize_memory: bool = False
-    """Deprecated upstream flag (``--humanize-memory``), honoured as upstream does."""
-    cpu_integer_post_processor_enabled: bool = False
-    container_recommendation_max_allowed_cpu: Quantity | None = None
-    container_recommendation_max_allowed_memory: Quantity | None = None
-    memory_saver: bool = False
-    recommendation_policy: str = "upstream"
-    """kubescale's ``--recommendation-policy``: ``upstream`` (this module's chain) or
-    ``adaptive`` (:mod:`kubescale.controllers.vpa.model.policy.adaptive_estimator`)."""
-
-    @property
-    def aggregations(self) -> AggregationsConfig:
-        return AggregationsConfig(
-            memory_aggregation_interval_ns=self.memory_aggregation_interval_ns,
-            memory_aggregation_interval_count=self.memory_aggregation_interval_count,
-            memory_histogram_decay_half_life_ns=self.memory_histogram_decay_half_life_ns,
-            cpu_histogram_decay_half_life_ns=self.cpu_histogram_decay_half_life_ns,
-            oom_bump_up_ratio=self.oom_bump_up_ratio,
-            oom_min_bump_up_bytes=self.oom_min_bump_up_bytes,
-        )
-
-    @property
-    def global_max_allowed(self) -> dict[str, Quantity] | None:
-        """initGlobalMaxAllowed: the ``--container-recommendation-max-allowed-*`` caps."""
-        result: dict[str, Quantity] = {}
-        if self.container_recommendation_max_allowed_cpu is not None:
-            result[CPU] = self.container_recommendation_max_allowed_cpu
-        if self.container_recommendation_max_allowed_memory is not None:
-            result[MEMORY] = self.container_recommendation_max_allowed_memory
-        return result or None
 
 
 @dataclass(frozen=True)

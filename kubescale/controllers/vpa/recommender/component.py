@@ -19,28 +19,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Final
 
 from kubescale.base.logs import component_logger
 from kubescale.controllers.vpa.recommender.prometheus_history import PrometheusHistoryProvider
 from kubescale.controllers.vpa.recommender.prometheus_history_config import resolve_auth
 from kubescale.controllers.vpa.recommender.recommender_config import (
     RecommenderSettings,
-    add_recommender_arguments,
-    recommender_settings_from_args,
 )
 from kubescale.controllers.vpa.recommender.recommender_loop import LOOP_NAME, RecommenderLoop
 from kubescale.controllers.vpa.recommender.recommender_metrics import RecommenderMetrics
 from kubescale.prometheus.query_api import PrometheusClientMetrics
 from kubescale.runtime.component import (
     BaseComponent,
-    ComponentSpec,
     LoopSpec,
     Runtime,
     TimelineReport,
 )
 
-__all__ = ["SPEC", "RecommenderComponent"]
+__all__ = ["RecommenderComponent"]
 
 log = component_logger("vpa-recommender")
 
@@ -110,39 +106,3 @@ class RecommenderComponent(BaseComponent):
         self.loop.close()
         if self.history is not None:
             await self.history.close()
-
-
-SPEC: Final = ComponentSpec[RecommenderSettings](
-    name="vpa-recommender",
-    title="the VPA recommender",
-    add_arguments=add_recommender_arguments,
-    settings=lambda args, _environ: recommender_settings_from_args(args),
-    build=RecommenderComponent,
-    serve_only_flags=frozenset(
-        {
-            "storage",
-            "update-worker-count",
-            "prometheus-address",
-            "prometheus-insecure",
-            "prometheus-cadvisor-job-name",
-            "history-length",
-            "history-resolution",
-            "history-cpu-metric",
-            "history-memory-metric",
-            "prometheus-query-timeout",
-            "pod-label-prefix",
-            "metric-for-pod-labels",
-            "pod-namespace-label",
-            "pod-name-label",
-            "container-namespace-label",
-            "container-pod-name-label",
-            "container-name-label",
-            "username",
-            "password",
-            "password-file",
-            "prometheus-bearer-token",
-            "prometheus-bearer-token-file",
-        }
-    ),
-)
-"""The registry entry (:mod:`kubescale.components`)."""

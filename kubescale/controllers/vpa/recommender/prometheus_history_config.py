@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Final
 
 from kubescale.base.go_strings import go_quote
-from kubescale.prometheus.query_api import PrometheusAuth
+from kubescale.prometheus.client_settings import PrometheusAuth
 
 __all__ = [
     "HistoryQueries",

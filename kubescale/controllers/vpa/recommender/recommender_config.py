@@ -39,7 +39,7 @@ from typing import Final, Literal
 from kubescale.base.flag_types import FlagValueError, add_bool_flag, positive_duration
 from kubescale.base.go_time import parse_duration
 from kubescale.controllers.vpa.api.vpa_flags import add_vpa_namespace_arguments, vpa_namespaces
-from kubescale.controllers.vpa.model.estimators import RecommenderConfig
+from kubescale.controllers.vpa.model.model_config import RecommenderConfig
 from kubescale.controllers.vpa.model.policy.adaptive_config import (
     RECOMMENDATION_POLICIES,
     UPSTREAM_POLICY,
@@ -413,3 +413,32 @@ def recommender_settings_from_args(args: argparse.Namespace) -> RecommenderSetti
         model=model,
         prometheus=prometheus,
     )
+
+
+SERVE_ONLY_FLAGS: Final = frozenset(
+    {
+        "storage",
+        "update-worker-count",
+        "prometheus-address",
+        "prometheus-insecure",
+        "prometheus-cadvisor-job-name",
+        "history-length",
+        "history-resolution",
+        "history-cpu-metric",
+        "history-memory-metric",
+        "prometheus-query-timeout",
+        "pod-label-prefix",
+        "metric-for-pod-labels",
+        "pod-namespace-label",
+        "pod-name-label",
+        "container-namespace-label",
+        "container-pod-name-label",
+        "container-name-label",
+        "username",
+        "password",
+        "password-file",
+        "prometheus-bearer-token",
+        "prometheus-bearer-token-file",
+    }
+)
+"""Flags a simulated run refuses (the registry entry, :mod:`kubescale.components`)."""

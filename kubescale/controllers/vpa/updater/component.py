@@ -17,15 +17,13 @@ from typing import Final
 from kubescale.base.logs import component_logger
 from kubescale.controllers.vpa.updater.updater_config import (
     UpdaterSettings,
-    add_updater_arguments,
-    updater_settings_from_args,
 )
 from kubescale.controllers.vpa.updater.updater_loop import UpdaterLoop
 from kubescale.controllers.vpa.updater.updater_metrics import UpdaterMetrics
 from kubescale.kube.events import EventRecorder
-from kubescale.runtime.component import BaseComponent, ComponentSpec, LoopSpec, Runtime
+from kubescale.runtime.component import BaseComponent, LoopSpec, Runtime
 
-__all__ = ["EVENT_COMPONENT", "SPEC", "UpdaterComponent"]
+__all__ = ["EVENT_COMPONENT", "UpdaterComponent"]
 
 log = component_logger("vpa-updater")
 
@@ -69,13 +67,3 @@ class UpdaterComponent(BaseComponent):
     async def stop(self) -> None:
         self.loop.close()
         await self.events.close()
-
-
-SPEC: Final = ComponentSpec[UpdaterSettings](
-    name="vpa-updater",
-    title="the VPA updater",
-    add_arguments=add_updater_arguments,
-    settings=lambda args, environ: updater_settings_from_args(args, environ=environ),
-    build=UpdaterComponent,
-)
-"""The registry entry (:mod:`kubescale.components`)."""

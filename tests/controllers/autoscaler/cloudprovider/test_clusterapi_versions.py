@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 
 import kubescale.sim.cluster
 from kubescale.base.clock import VirtualClock
+from kubescale.controllers.autoscaler.capi_environment import with_capi_environment
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import ProviderError
 from kubescale.controllers.autoscaler.cloudprovider.clusterapi_annotations import (
     DELETE_MACHINE_ANNOTATION,
@@ -29,7 +30,6 @@ from kubescale.controllers.autoscaler.cloudprovider.clusterapi_provider import C
 from kubescale.controllers.autoscaler.cloudprovider.clusterapi_versions import (
     preferred_version,
 )
-from kubescale.controllers.autoscaler.component import with_capi_environment
 from kubescale.controllers.autoscaler.config.autoscaler_settings import (
     AutoscalerConfigError,
     AutoscalerSettings,
