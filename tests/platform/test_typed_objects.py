@@ -43,10 +43,7 @@ CONDITIONS = frozenset({"c", "cond", "condition", "old", "previous"})
 NOT_YET_CONVERTED: dict[str, int] = {
     # the memo's projection keeps a non-object metadata/spec/status as part of its key
     "controllers/vpa/admission/admission_memo.py": 5,
-    "controllers/autoscaler/cloudprovider/clusterapi_annotations.py": 2,
-    "controllers/autoscaler/cloudprovider/clusterapi_provider.py": 2,
     "controllers/autoscaler/clusterstate/status_configmap.py": 1,
-    "controllers/autoscaler/model/pod_facts.py": 1,
     "controllers/hpa/hpa_loop.py": 1,
     "controllers/vpa/api/controller_refs.py": 2,
     "controllers/vpa/api/current_resources.py": 3,

@@ -44,7 +44,7 @@ from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
 )
 from kubescale.controllers.autoscaler.config.autoscaler_settings import NodeGroupDefaults
 from kubescale.objects.quantities import Quantity, QuantityError
-from kubescale.objects.views import Meta, spec_of, status_of
+from kubescale.objects.views import Meta, mapping, spec_of, status_of
 
 __all__ = [
     "CAPACITY_PREFIX",
@@ -197,9 +197,9 @@ def _integer(annotations: Mapping[str, str], key: str) -> int | None:
 
 def _managed_labels(resource: Mapping[str, Any]) -> dict[str, str]:
     """``getManagedNodeLabelsFromLabels``: template labels Cluster API propagates to nodes."""
-    labels = (spec_of(resource).get("template") or {}).get("metadata") or {}
+    template = mapping(spec_of(resource).get("template"))
     managed: dict[str, str] = {}
-    for key, value in (labels.get("labels") or {}).items():
+    for key, value in Meta(template).labels.items():
         domain = key.partition("/")[0] if "/" in key else ""
         if domain.endswith(("node-role.kubernetes.io", "node-restriction.kubernetes.io")) or (
             domain.endswith("node.cluster.x-k8s.io")
@@ -218,7 +218,8 @@ def scale_from_zero(resource: Mapping[str, Any]) -> ScaleFromZero | None:
     gpu_count = _integer(annotations, "gpu-count")
     taints_text = annotations.get(CAPACITY_PREFIX + "taints", "")
     taints = parse_taints(taints_text) if taints_text else []
-    spec_taints = ((spec_of(resource).get("template") or {}).get("spec") or {}).get("taints") or []
+    template = mapping(spec_of(resource).get("template"))
+    spec_taints = spec_of(template).get("taints") or []
     merged = [dict(t) for t in spec_taints if isinstance(t, Mapping)]
     for taint in taints:  # annotation taints override spec taints with the same key+effect
         for index, existing in enumerate(merged):

@@ -626,12 +626,12 @@ class ClusterApiProvider:
                 lambda: self.client.get(machines, name, namespace=namespace),
                 writes=False,
             )
-            annotations = dict(current["metadata"].get("annotations") or {})
+            annotations = dict(Meta(current).annotations)
             if marked:
                 annotations[DELETE_MACHINE_ANNOTATION] = go_time_string(self.client.clock.now())
             else:
                 annotations.pop(DELETE_MACHINE_ANNOTATION, None)
-            current["metadata"]["annotations"] = annotations
+            current = {**current, "metadata": {**Meta(current).raw, "annotations": annotations}}
             await self._bounded(
                 f"{action} machine {namespace}/{name} for deletion",
                 lambda: self.client.update(machines, current),

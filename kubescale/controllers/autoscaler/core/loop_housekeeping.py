@@ -32,11 +32,16 @@ from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
     ProviderSnapshot,
     WriteOutcomeUnknown,
 )
-from kubescale.controllers.autoscaler.cloudprovider.provider_writes import ACTOR, write_node_group
+from kubescale.controllers.autoscaler.cloudprovider.provider_writes import (
+    ACTOR,
+    node_group_failure,
+    write_node_group,
+)
 from kubescale.controllers.autoscaler.clusterstate.cluster_state import (
     ClusterStateRegistry,
     InstanceCreationFailed,
     ScaleUpTimedOut,
+    UnregisteredNode,
 )
 from kubescale.controllers.autoscaler.config.autoscaler_settings import AutoscalerSettings
 from kubescale.controllers.autoscaler.metrics.autoscaler_metrics import AutoscalerMetrics
@@ -45,7 +50,7 @@ from kubescale.controllers.autoscaler.model.node_facts import (
     node_name,
     taint_time,
 )
-from kubescale.plans.executor import PlanExecutor
+from kubescale.plans.executor import Decision, PlanExecutor
 from kubescale.plans.intents import DeleteNodes, Event, ResizeNodeGroup, Untaint
 
 __all__ = ["Housekeeping"]
@@ -156,8 +161,19 @@ class Housekeeping:
 
         Those groups' target sizes and instances in ``snapshot`` are stale for the rest of the
         iteration: the loop does not scale them up on it (see the loop's step 4)."""
+        return await self.executor.drive(
+            self.unregistered_decision(snapshot, self.registry.long_unregistered()), now=now
+        )
+
+    def unregistered_decision(
+        self, snapshot: ProviderSnapshot, long_unregistered: Sequence[UnregisteredNode]
+    ) -> Decision[set[str]]:
+        """:meth:`remove_old_unregistered` as a decision: one
+        :class:`~kubescale.plans.intents.DeleteNodes` per instance (oldest first), while the
+        group stays above its min size counting the removals already made (unless
+        ``--force-delete-unregistered-nodes``); a removal left unanswered counts as done."""
         removed: dict[str, int] = {}
-        for unregistered in self.registry.long_unregistered():
+        for unregistered in long_unregistered:
             group = snapshot.groups.get(unregistered.group_id)
             if group is None:
                 continue
@@ -170,11 +186,9 @@ class Housekeeping:
                 "metadata": {"name": unregistered.instance_id},
                 "spec": {"providerID": unregistered.instance_id},
             }
-            try:
-                await write_node_group(
-                    self.executor, DeleteNodes(actor=ACTOR, group=group.id, nodes=[fake]), now=now
-                )
-            except WriteOutcomeUnknown as err:
+            applied = yield DeleteNodes(actor=ACTOR, group=group.id, nodes=[fake])
+            err = node_group_failure(applied)
+            if isinstance(err, WriteOutcomeUnknown):
                 # counts as done until the group's objects show otherwise
                 log.warning(
                     "removal of an unregistered node unanswered; counted as done",
@@ -182,7 +196,7 @@ class Housekeeping:
                 )
                 removed[group.id] = done + 1
                 continue
-            except ProviderError as err:
+            if err is not None:
                 self.status_event(
                     "Warning",
                     "DeleteUnregisteredFailed",

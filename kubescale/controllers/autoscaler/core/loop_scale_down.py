@@ -24,7 +24,7 @@ eviction (:mod:`kubescale.coordination.recent_moves`, unremovable reason
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -76,13 +76,42 @@ from kubescale.plans.intents import ResizeNodeGroup, Taint, Untaint
 from kubescale.runtime.off_loop import OffLoop
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 
-__all__ = ["MAX_BULK_SOFT_TAINT_COUNT", "ScaleDownOutcome", "ScaleDownPhase"]
+__all__ = ["MAX_BULK_SOFT_TAINT_COUNT", "ScaleDownOutcome", "ScaleDownPhase", "soft_taint_plan"]
 
 log = component_logger("cluster-autoscaler")
 
 MAX_BULK_SOFT_TAINT_COUNT = 10
 Node = Mapping[str, Any]
 EventSink = Callable[[str, str, str], None]
+
+
+def soft_taint_plan(
+    nodes: Sequence[Node], unneeded: Collection[str], now: datetime
+) -> list[Taint | Untaint]:
+    """Upstream's ``UpdateSoftDeletionTaints``: each unneeded node without the
+    ``DeletionCandidateOfClusterAutoscaler`` taint gets it (``PreferNoSchedule``, value the
+    time in Unix seconds), each tainted node no longer unneeded loses it -- in node order, at
+    most :data:`MAX_BULK_SOFT_TAINT_COUNT` writes per loop (``--max-bulk-soft-taint-count``;
+    the rest wait for the next loop)."""
+    plan: list[Taint | Untaint] = []
+    for node in nodes:
+        if len(plan) >= MAX_BULK_SOFT_TAINT_COUNT:
+            break
+        name = node_name(node)
+        tainted = taint_time(node, DELETION_CANDIDATE_TAINT) is not None
+        if name in unneeded and not tainted:
+            plan.append(
+                Taint(
+                    actor=ACTOR,
+                    node=name,
+                    key=DELETION_CANDIDATE_TAINT,
+                    value=str(int(now.timestamp())),
+                    effect="PreferNoSchedule",
+                )
+            )
+        elif name not in unneeded and tainted:
+            plan.append(Untaint(actor=ACTOR, node=name, key=DELETION_CANDIDATE_TAINT))
+    return plan
 
 
 @dataclass
@@ -329,32 +358,13 @@ class ScaleDownPhase:
     async def _update_soft_taints(
         self, nodes: Sequence[Node], unneeded: set[str], now: datetime
     ) -> None:
-        budget = MAX_BULK_SOFT_TAINT_COUNT
         executor = self.actuator.executor
-        for node in nodes:
-            if budget <= 0:
-                return
-            name = node_name(node)
-            tainted = taint_time(node, DELETION_CANDIDATE_TAINT) is not None
-            intent: Taint | Untaint
-            if name in unneeded and not tainted:
-                intent = Taint(
-                    actor=ACTOR,
-                    node=name,
-                    key=DELETION_CANDIDATE_TAINT,
-                    value=str(int(now.timestamp())),
-                    effect="PreferNoSchedule",
-                )
-            elif name not in unneeded and tainted:
-                intent = Untaint(actor=ACTOR, node=name, key=DELETION_CANDIDATE_TAINT)
-            else:
-                continue
-            budget -= 1
+        for intent in soft_taint_plan(nodes, unneeded, now):
             applied = await executor.execute(intent, now=now)
             if applied.error is not None:
                 log.warning(
                     "soft taint failed",
-                    extra={"fields": {"node": name, "error": str(applied.error)}},
+                    extra={"fields": {"node": intent.node, "error": str(applied.error)}},
                 )
 
     async def _consolidate(

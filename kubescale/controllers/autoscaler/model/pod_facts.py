@@ -116,7 +116,7 @@ class PriorityResolver:
         self._default = 0
         for pc in priority_classes or ():
             value = int(pc.get("value") or 0)
-            self._classes[str(pc["metadata"]["name"])] = value
+            self._classes[Meta(pc).name] = value
             if pc.get("globalDefault"):
                 self._default = value
 

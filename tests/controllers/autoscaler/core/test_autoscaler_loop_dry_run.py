@@ -32,8 +32,7 @@ from kubescale.kube.resources import CONFIG_MAPS, MACHINE_DEPLOYMENTS, MACHINES,
 from kubescale.plans.executor import DRY_RUN_PREFIX
 from kubescale.sim.apiserver.faults import WRITE_VERBS
 from kubescale.sim.cluster.node_groups import MachineDeploymentGroup
-
-from .sim_harness import SimCluster, deployment, sim_cluster, template
+from tests.controllers.autoscaler.sim_harness import SimCluster, deployment, sim_cluster, template
 
 ACTOR = f"{DRY_RUN_PREFIX}cluster-autoscaler"
 SMALL = MachineDeploymentGroup(
