@@ -335,6 +335,15 @@ class UpdaterLoop:
         terminating: Counter[ControllerKey] = Counter()
         if not vpas:
             return matched, terminating
+        # Upstream's updater finds a pod's VPAs through the VPA informer's target-ref index
+        # (vpa_api_util TargetRefIndexFunc: namespace/kind/name of spec.targetRef); indexed
+        # once per loop here, each pod is matched against its controller's VPAs only — work
+        # proportional to pods + VPAs, not pods × VPAs (issue 29).
+        by_target: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+        for candidate in vpas:
+            ref = target_ref(candidate)
+            if ref is not None:
+                by_target.setdefault((ref.namespace, ref.kind, ref.name), []).append(candidate)
         for pod in sorted(self.pods.lister.list(), key=pod_id):
             if not pod_is_updatable(pod, unschedulable_too=self.replaces_pending):
                 owner = controller_of(pod)
@@ -344,8 +353,13 @@ class UpdaterLoop:
             controller = topmost_controller(
                 pod, lookup=self.targets.owner, scalable_kinds=self.targets.is_scalable
             )
+            if controller is None:
+                continue
+            candidates = by_target.get((controller.namespace, controller.kind, controller.name))
+            if not candidates:
+                continue
             vpa = choose_vpa(
-                pod, controller=controller, candidate_vpas=vpas, selector_of=selector_of
+                pod, controller=controller, candidate_vpas=candidates, selector_of=selector_of
             )
             if vpa is not None:
                 matched.setdefault(vpa_key(vpa), []).append(pod)
