@@ -1,8 +1,8 @@
 """``kubescale serve`` with a stack sampler, for profiling a steady minute (issue 29).
 
 ``scale_cluster.py --profile`` starts serve through this file. ``SIGUSR1`` starts sampling the
-main thread's stack every ``KUBESCALE_SAMPLE_SECONDS`` (default 5 ms, from
-``sys._current_frames()``, like py-spy without attaching); ``SIGUSR2`` stops and writes, to the
+stack of every thread (worker threads prefixed by name) every ``KUBESCALE_SAMPLE_SECONDS``
+(default 5 ms, from ``sys._current_frames()``, like py-spy without attaching); ``SIGUSR2`` stops and writes, to the
 file named by ``KUBESCALE_PROFILE_OUT``, the functions most often on top of the stack (self
 samples) and on the stack at all (cumulative samples). Only for profiling runs: the sampler's
 own CPU is counted in the process's.
@@ -48,15 +48,21 @@ class Sampler:
         return f"{name}:{code.co_firstlineno} {code.co_name}"
 
     def _loop(self) -> None:
+        me = threading.get_ident()
         while self.running.is_set():
-            frame = sys._current_frames().get(self.thread_id)
-            if frame is not None:
-                self.samples += 1
-                self.own[self._where(frame)] += 1
+            names = {t.ident: t.name for t in threading.enumerate()}
+            for ident, frame in sys._current_frames().items():
+                if ident == me:
+                    continue
+                # the main thread as is; worker threads (off-loop work) prefixed by name
+                prefix = "" if ident == self.thread_id else f"[{names.get(ident, ident)}] "
+                if ident == self.thread_id:
+                    self.samples += 1
+                self.own[prefix + self._where(frame)] += 1
                 seen: set[str] = set()
                 walk: FrameType | None = frame
                 while walk is not None:
-                    where = self._where(walk)
+                    where = prefix + self._where(walk)
                     if where not in seen:
                         seen.add(where)
                         self.cumulative[where] += 1
@@ -73,7 +79,8 @@ class Sampler:
         self.running.clear()
         lines = [
             f"samples: {self.samples} over {time.monotonic() - self.started:.1f} s "
-            f"every {INTERVAL * 1000:.0f} ms (main thread; idle time is in select)",
+            f"every {INTERVAL * 1000:.0f} ms (every thread; the main thread idles in select,"
+            " workers [name] in queue waits)",
             "",
             "self samples:",
         ]
