@@ -3,9 +3,9 @@
 ``scale_cluster.py --profile`` starts serve through this file. ``SIGUSR1`` starts sampling the
 stack of every thread (worker threads prefixed by name) every ``KUBESCALE_SAMPLE_SECONDS``
 (default 5 ms, from ``sys._current_frames()``, like py-spy without attaching); ``SIGUSR2``
-stops and writes, to the file named by ``KUBESCALE_PROFILE_OUT``, the functions most often on top of the stack (self
-samples) and on the stack at all (cumulative samples). Only for profiling runs: the sampler's
-own CPU is counted in the process's.
+stops and writes, to the file named by ``KUBESCALE_PROFILE_OUT``, the functions most often on
+top of the stack (self samples) and on the stack at all (cumulative samples). Only for
+profiling runs: the sampler's own CPU is counted in the process's.
 """
 
 from __future__ import annotations
