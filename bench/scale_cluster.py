@@ -920,6 +920,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.mode == "apiserver":
         return asyncio.run(serve_apiserver(args))
+    if args.profile is not None:
+        args.profile.mkdir(parents=True, exist_ok=True)
     report = asyncio.run(measure(args))
     merged = write_results(report, args.out)
     print(markdown(merged))
