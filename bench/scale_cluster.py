@@ -621,10 +621,14 @@ class Serve:
             raise RuntimeError(f"kubescale serve exited ({self.process.returncode}):\n{tail}")
 
 
-async def start_serve(work: Path, *, webhook_only: bool, flags: list[str]) -> Serve:
+async def start_serve(
+    work: Path, *, webhook_only: bool, flags: list[str], profile: Path | None = None
+) -> Serve:
     port, health = _free_port(), _free_port()
+    # --profile: serve under bench/sampled_serve.py (SIGUSR1/SIGUSR2 bracket the steady minutes)
+    launcher = [str(SELF.parent / "sampled_serve.py")] if profile else ["-m", "kubescale"]
     argv = [
-        sys.executable, "-m", "kubescale", "serve",
+        sys.executable, *launcher, "serve",
         "--port", str(port), "--bind-address", "127.0.0.1",
         "--address", f"127.0.0.1:{health}",
         "--tls-cert-file", str(work / "serverCert.pem"),
@@ -644,7 +648,11 @@ async def start_serve(work: Path, *, webhook_only: bool, flags: list[str]) -> Se
         process = await asyncio.create_subprocess_exec(
             *argv,
             cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
+            env={
+                **os.environ,
+                "PYTHONPATH": str(REPO),
+                **({"KUBESCALE_PROFILE_OUT": str(profile)} if profile else {}),
+            },
             stdout=asyncio.subprocess.DEVNULL,
             stderr=stderr,
         )
@@ -687,13 +695,21 @@ async def wait_synced(serve: Serve, *, limit: float) -> dict[str, Any]:
 
 
 async def steady(
-    serve: Serve, *, minutes: int, seconds: float, churn_per_minute: float, control: Any
+    serve: Serve,
+    *,
+    minutes: int,
+    seconds: float,
+    churn_per_minute: float,
+    control: Any,
+    profile: bool = False,
 ) -> list[dict[str, Any]]:
     """``minutes`` windows of ``seconds`` each with the churn on: CPU and RSS per window."""
     control.write(f"churn {churn_per_minute}\n".encode())
     await control.drain()
     windows = []
     pid = serve.process.pid
+    if profile:
+        serve.process.send_signal(signal.SIGUSR1)
     for _ in range(minutes):
         serve.alive()
         cpu = cpu_seconds(pid)
@@ -707,6 +723,8 @@ async def steady(
                 "rss_mib": proc_status(pid)["VmRSS"],
             }
         )
+    if profile:
+        serve.process.send_signal(signal.SIGUSR2)
     control.write(b"churn 0\n")
     await control.drain()
     return windows
@@ -739,7 +757,12 @@ async def measure_size(pods: int, args: argparse.Namespace, work: Path) -> dict[
             "churn_pod_changes_per_minute": churn,
         }
         for mode in ("all", "webhook"):
-            serve = await start_serve(work, webhook_only=mode == "webhook", flags=flags)
+            profile = (
+                args.profile / f"serve-{mode}-{pods}.txt" if args.profile is not None else None
+            )
+            serve = await start_serve(
+                work, webhook_only=mode == "webhook", flags=flags, profile=profile
+            )
             try:
                 synced = await wait_synced(serve, limit=args.sync_limit)
                 synced["rss_mib_when_synced"] = proc_status(serve.process.pid)["VmRSS"]
@@ -750,6 +773,7 @@ async def measure_size(pods: int, args: argparse.Namespace, work: Path) -> dict[
                     seconds=args.steady_seconds,
                     churn_per_minute=churn,
                     control=api.stdin,
+                    profile=profile is not None,
                 )
                 status = proc_status(serve.process.pid)
             finally:
@@ -852,7 +876,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     child = sub.add_parser("apiserver", help="(internal) the loaded API server child")
     child.add_argument("--pods", type=int, required=True)
     child.add_argument("--kubeconfig-out", type=Path, required=True)
-    parser.add_argument("--pods", type=int, nargs="+", help="cluster sizes (default: 1000 10000)")
+    parser.add_argument(
+        "--pods",
+        "--sizes",
+        dest="pods",
+        type=int,
+        nargs="+",
+        help="cluster sizes in pods (default: 1000 10000; the full size is 150000)",
+    )
     parser.add_argument("--minutes", type=int, help="steady windows (default: 2)")
     parser.add_argument("--steady-seconds", type=float, help="one steady window (default: 60)")
     parser.add_argument(
@@ -869,6 +900,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="a smoke test: 50 pods, one 2-second window, no settling (unless given)",
     )
     parser.add_argument("--out", type=Path, default=RESULTS / "scale_cluster.json")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="a directory: sample serve's stack over the steady minutes (bench/sampled_serve.py)"
+        " and write the top functions there (the sampler's CPU counts in the figures)",
+    )
     args = parser.parse_args(argv)
     defaults = ([50], 1, 2.0, 0.0) if args.quick else ([1000, 10000], 2, 60.0, 30.0)
     for name, default in zip(
@@ -883,6 +920,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.mode == "apiserver":
         return asyncio.run(serve_apiserver(args))
+    if args.profile is not None:
+        args.profile.mkdir(parents=True, exist_ok=True)
     report = asyncio.run(measure(args))
     merged = write_results(report, args.out)
     print(markdown(merged))

@@ -308,11 +308,14 @@ class KubeClient:
         label_selector: str | None = None,
         field_selector: str | None = None,
         page_size: int | None = 500,
+        transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> ListResult:
         """Every item, following ``continue`` tokens; a consistent read (no resourceVersion).
 
         An expired continue token (410) propagates: the caller restarts the whole list, as
-        client-go's pager does when it cannot fall back to a full list.
+        client-go's pager does when it cannot fall back to a full list. ``transform`` is
+        applied to each page's items as the page arrives (an informer's projection), so the
+        decoded pages are released one by one instead of all being held until the end.
         """
         items: list[dict[str, Any]] = []
         token: str | None = None
@@ -325,7 +328,8 @@ class KubeClient:
                 limit=page_size,
                 continue_token=token,
             )
-            items.extend(page.get("items") or [])
+            got: list[dict[str, Any]] = page.get("items") or []
+            items.extend(got if transform is None else [transform(item) for item in got])
             meta = list_meta(page)
             token = meta.get("continue") or None
             if not token:

@@ -51,6 +51,8 @@ def controller_owner_index(obj: Mapping[str, Any]) -> Iterable[str]:
 
 
 def node_name_index(obj: Mapping[str, Any]) -> Iterable[str]:
+    if obj.get("kind") != "Pod":
+        return ()  # only pods have spec.nodeName (other kinds' projections drop it)
     node = spec_of(obj).get("nodeName")
     return (node,) if node else ()
 

@@ -378,6 +378,7 @@ class Informer(Generic[ObjectT]):
             label_selector=self.label_selector,
             field_selector=self.field_selector,
             page_size=self.settings.page_size,
+            transform=self._projected,
         )
         self.stats.lists += 1
         self._reconcile(result.items)
@@ -529,9 +530,7 @@ class Informer(Generic[ObjectT]):
 
     def _reconcile(self, items: list[dict[str, Any]]) -> None:
         listed: set[str] = set()
-        for index, item in enumerate(items):
-            obj = self._projected(item)
-            items[index] = obj  # the raw item is released as the list is walked
+        for obj in items:  # already projected page by page (list_all's transform)
             listed.add(object_key(obj))
             self._store(obj)
         for key in self.cache.keys_snapshot():

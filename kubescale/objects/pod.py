@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from kubescale.objects.containers import Container
+from kubescale.objects.containers import Container, ResourceRequirements
 from kubescale.objects.meta import (
     Condition,
     LabelSelectorObject,
@@ -154,6 +154,9 @@ class PodSpec(TypedDict, total=False):
     schedulerName: str
     restartPolicy: str
     overhead: ResourceList
+    resources: ResourceRequirements
+    """Pod-level resources (``PodLevelResources``): the HPA's ``calculatePodRequests`` reads
+    ``requests`` here first."""
     volumes: list[Volume]
     terminationGracePeriodSeconds: int
     hostNetwork: bool

@@ -47,6 +47,7 @@ from kubescale.objects.replication_controller import ReplicationController
 from kubescale.objects.stateful_set import StatefulSet
 
 __all__ = [
+    "KEEP",
     "PROJECTIONS",
     "UNREAD_ANNOTATIONS",
     "Projection",
@@ -104,6 +105,7 @@ class Projection:
 
 
 KEEP = Projection()
+"""Keep the value as sent."""
 
 
 def _unwrap_optional(hint: Any) -> Any:

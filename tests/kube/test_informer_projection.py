@@ -111,3 +111,18 @@ async def test_an_unprojected_set_keeps_whole_objects(
         assert "managedFields" in cached["metadata"]
     finally:
         await informers.stop()
+
+
+async def test_a_list_is_projected_page_by_page(apiserver: ApiServer, client: KubeClient) -> None:
+    # 5 pods in pages of 2: 3 LIST requests; each page's items are projected before the next
+    # page is asked for (so the decoded pages are not all held until the end)
+    apiserver.store.load(_stored_pod(f"p{i}") for i in range(5))
+    lists_before_each: list[int] = []
+
+    def projected(obj: dict[str, Any]) -> dict[str, Any]:
+        lists_before_each.append(apiserver.requests.count(verb="list", resource="pods"))
+        return {"metadata": dict(obj["metadata"])}
+
+    result = await client.list_all(PODS, page_size=2, transform=projected)
+    assert [obj["metadata"]["name"] for obj in result.items] == [f"p{i}" for i in range(5)]
+    assert lists_before_each == [1, 1, 2, 2, 3]

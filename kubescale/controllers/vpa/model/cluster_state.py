@@ -27,7 +27,7 @@ memory bytes; a float is truncated like Go's ``int64(f)``). Pure: no I/O, no clo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -63,7 +63,7 @@ from kubescale.controllers.vpa.model.policy.adaptive_estimator import (
     estimate_adaptive_states,
 )
 from kubescale.controllers.vpa.model.recommendation import build_recommendation
-from kubescale.objects.selectors import NOTHING, LabelSelector
+from kubescale.objects.selectors import DOUBLE_EQUALS, EQUALS, IN, NOTHING, LabelSelector
 from kubescale.objects.views import Meta, meta, spec_of, status_of
 
 __all__ = ["AggregateKey", "ClusterState", "VpaRecommendation"]
@@ -165,6 +165,70 @@ class _PodContainer(ContainerState):
         return self._pod.cluster._find_or_create_aggregate(self._pod, self._name)
 
 
+_VpaKey = tuple[str, str]
+_EQUALITY = frozenset({IN, EQUALS, DOUBLE_EQUALS})
+
+
+class _VpaIndex:
+    """The VPAs that *can* match a pod, found without trying every VPA (issue 29).
+
+    Upstream's ``addPodToItsVpa`` tries every VPA of the cluster for each new pod
+    (``PodLabelsMatchVPA``: same namespace, then the selector): pods × VPAs selector checks
+    when the recommender first loads a cluster (150,000 × 5,000). A VPA can only match pods of
+    its namespace, and a selector that requires ``key = value`` (``In``/``=``/``==``, the
+    ``matchLabels`` of every Deployment's VPA) only pods carrying that label, so each VPA is
+    filed under its namespace and its first such requirement's values; the rest (no equality
+    requirement) are tried for every pod of the namespace, and the nothing-selector is filed
+    nowhere. Callers still check :meth:`_Vpa.matches` on each candidate: the outcome is
+    upstream's, the work proportional to the VPAs that share a label with the pod.
+    """
+
+    def __init__(self) -> None:
+        self._by_label: dict[tuple[str, str, str], dict[_VpaKey, _Vpa]] = {}
+        self._scan: dict[str, dict[_VpaKey, _Vpa]] = {}
+
+    @staticmethod
+    def _slots(vpa: _Vpa) -> list[tuple[str, str, str]] | None:
+        if vpa.selector.nothing:
+            return []
+        for requirement in vpa.selector.requirements:
+            if requirement.operator in _EQUALITY:
+                return [(vpa.namespace, requirement.key, v) for v in requirement.values]
+        return None
+
+    def add(self, key: _VpaKey, vpa: _Vpa) -> None:
+        slots = self._slots(vpa)
+        if slots is None:
+            self._scan.setdefault(vpa.namespace, {})[key] = vpa
+            return
+        for slot in slots:
+            self._by_label.setdefault(slot, {})[key] = vpa
+
+    def remove(self, key: _VpaKey, vpa: _Vpa) -> None:
+        slots = self._slots(vpa)
+        if slots is None:
+            scan = self._scan.get(vpa.namespace, {})
+            scan.pop(key, None)
+            if not scan:
+                self._scan.pop(vpa.namespace, None)
+            return
+        for slot in slots:
+            filed = self._by_label.get(slot, {})
+            filed.pop(key, None)
+            if not filed:
+                self._by_label.pop(slot, None)
+
+    def candidates(self, namespace: str, labels: Mapping[str, str]) -> Iterator[_Vpa]:
+        """Each VPA that may match a pod of ``namespace`` with ``labels``, once."""
+        scan = self._scan.get(namespace)
+        if scan:
+            yield from scan.values()
+        for label, value in labels.items():
+            filed = self._by_label.get((namespace, label, value))
+            if filed:
+                yield from filed.values()
+
+
 class ClusterState:
     """upstream ``model.clusterState`` (see module docstring)."""
 
@@ -173,6 +237,7 @@ class ClusterState:
         self.stores = HistogramStores(config.aggregations)
         self._pods: dict[tuple[str, str], _Pod] = {}
         self._vpas: dict[tuple[str, str], _Vpa] = {}
+        self._vpa_index = _VpaIndex()
         self._aggregates: dict[AggregateKey, AggregateContainerState] = {}
         self._labels: dict[str, dict[str, str]] = {}
         self._pending_creation: list[AggregateContainerState] = []
@@ -197,7 +262,7 @@ class ClusterState:
         pod no VPA matches is not tracked (and forgotten if it was).
         """
         if self.config.memory_saver and not any(
-            vpa.matches(namespace, labels) for vpa in self._vpas.values()
+            vpa.matches(namespace, labels) for vpa in self._vpa_index.candidates(namespace, labels)
         ):
             self.delete_pod(namespace=namespace, name=name)
             return
@@ -240,7 +305,8 @@ class ClusterState:
         return sorted(self._pods)
 
     def _count_pod(self, pod: _Pod, delta: int) -> None:
-        for vpa in self._vpas.values():
+        # addPodToItsVpa / removePodFromItsVpa over the VPAs that can match (_VpaIndex)
+        for vpa in self._vpa_index.candidates(pod.namespace, pod.labels):
             if vpa.matches(pod.namespace, pod.labels):
                 vpa.pod_count += delta
 
@@ -371,6 +437,7 @@ class ClusterState:
                 created_us=_time_us(created),
             )
             self._vpas[key] = state
+            self._vpa_index.add(key, state)
             for aggregate_key, aggregate in self._aggregates.items():
                 self._use_if_matching(state, aggregate_key, aggregate)
             state.pod_count = sum(
@@ -408,6 +475,7 @@ class ClusterState:
         state = self._vpas.pop((namespace, name), None)
         if state is None:
             return
+        self._vpa_index.remove((namespace, name), state)
         for aggregate in state.aggregates.values():
             aggregate.mark_not_autoscaled()
         for initial in state.initial_state.values():

@@ -1,0 +1,101 @@
+"""``kubescale serve`` with a stack sampler, for profiling a steady minute (issue 29).
+
+``scale_cluster.py --profile`` starts serve through this file. ``SIGUSR1`` starts sampling the
+stack of every thread (worker threads prefixed by name) every ``KUBESCALE_SAMPLE_SECONDS``
+(default 5 ms, from ``sys._current_frames()``, like py-spy without attaching); ``SIGUSR2``
+stops and writes, to the file named by ``KUBESCALE_PROFILE_OUT``, the functions most often on
+top of the stack (self samples) and on the stack at all (cumulative samples). Only for
+profiling runs: the sampler's own CPU is counted in the process's.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from kubescale.cli.main import main as kubescale_main
+
+INTERVAL = float(os.environ.get("KUBESCALE_SAMPLE_SECONDS", "0.005"))
+OUT = Path(os.environ.get("KUBESCALE_PROFILE_OUT", "serve-profile.txt"))
+
+
+class Sampler:
+    def __init__(self, thread_id: int) -> None:
+        self.thread_id = thread_id
+        self.own: collections.Counter[str] = collections.Counter()
+        self.cumulative: collections.Counter[str] = collections.Counter()
+        self.samples = 0
+        self.running = threading.Event()
+        self.started = 0.0
+
+    @staticmethod
+    def _where(frame: FrameType) -> str:
+        code = frame.f_code
+        name = code.co_filename
+        for marker in ("/kubescale/", "/site-packages/", "/lib/python"):
+            if marker in name:
+                name = name[name.index(marker) + 1 :]
+                break
+        return f"{name}:{code.co_firstlineno} {code.co_name}"
+
+    def _loop(self) -> None:
+        me = threading.get_ident()
+        while self.running.is_set():
+            names = {t.ident: t.name for t in threading.enumerate()}
+            for ident, frame in sys._current_frames().items():
+                if ident == me:
+                    continue
+                # the main thread as is; worker threads (off-loop work) prefixed by name
+                prefix = "" if ident == self.thread_id else f"[{names.get(ident, ident)}] "
+                if ident == self.thread_id:
+                    self.samples += 1
+                self.own[prefix + self._where(frame)] += 1
+                seen: set[str] = set()
+                walk: FrameType | None = frame
+                while walk is not None:
+                    where = prefix + self._where(walk)
+                    if where not in seen:
+                        seen.add(where)
+                        self.cumulative[where] += 1
+                    walk = walk.f_back
+            time.sleep(INTERVAL)
+
+    def start(self, *_: object) -> None:
+        if not self.running.is_set():
+            self.started = time.monotonic()
+            self.running.set()
+            threading.Thread(target=self._loop, daemon=True).start()
+
+    def stop(self, *_: object) -> None:
+        self.running.clear()
+        lines = [
+            f"samples: {self.samples} over {time.monotonic() - self.started:.1f} s "
+            f"every {INTERVAL * 1000:.0f} ms (every thread; the main thread idles in select,"
+            " workers [name] in queue waits)",
+            "",
+            "self samples:",
+        ]
+        lines += [f"{n:7d} {where}" for where, n in self.own.most_common(40)]
+        lines += ["", "cumulative samples:"]
+        lines += [f"{n:7d} {where}" for where, n in self.cumulative.most_common(80)]
+        OUT.write_text("\n".join(lines) + "\n")
+
+
+def main() -> int:
+    sampler = Sampler(threading.get_ident())
+    signal.signal(signal.SIGUSR1, sampler.start)
+    signal.signal(signal.SIGUSR2, sampler.stop)
+    return kubescale_main(sys.argv[1:])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
