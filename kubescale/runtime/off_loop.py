@@ -24,13 +24,6 @@ slices of the decision instead of after it. The contract for a call site:
 * **one decision at a time per loop**: each :class:`OffLoop` has one worker thread, so the
   state a loop keeps between iterations (request caches, scheduling hints) is never touched by
   two decisions at once;
-* **one decision at a time per process**: the workers of all loops take turns
-  (:data:`DECISION_TURN`). Under the GIL two computing threads are not faster than one, but
-  every computing thread is one more contender the serving loop queues behind each time it
-  wants the GIL back after a socket read or write: with the recommender, updater, autoscaler
-  and descheduler deciding at once (1,000 nodes / 30,000 pods) the webhook's p50 was 8–22 s
-  (``bench/serving_under_cpu_load.py --scenarios all_loops``, docs/extender.md). Decisions of
-  different loops wait for each other instead, which costs them no throughput;
 * **cancellation**: a decision still queued never starts, and its caller gets the
   ``CancelledError`` at once. A decision computing cannot be interrupted (nor could it on the
   loop, before): the caller's ``CancelledError`` is raised (never swallowed) once the decision
@@ -46,18 +39,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
 from collections.abc import Awaitable, Callable, Generator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Generic, TypeVar
 
-__all__ = ["DECISION_TURN", "OffLoop"]
-
-DECISION_TURN = threading.Lock()
-"""Held by the worker thread of whichever loop's decision computes (module docstring: one
-decision at a time per process)."""
+__all__ = ["OffLoop"]
 
 T = TypeVar("T")
 Y = TypeVar("Y")
@@ -77,11 +65,6 @@ class _Step(Generic[Y, R]):
 def _resolve(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
-
-
-def _in_turn(decision: Callable[[], T]) -> T:
-    with DECISION_TURN:
-        return decision()
 
 
 def _advance(steps: Generator[Y, S, R], value: S | None, first: bool) -> _Step[Y, R]:
@@ -118,7 +101,7 @@ class OffLoop:
         self.decisions += 1
         if self.run_inline:
             return decision()
-        future: Future[T] = self._worker().submit(_in_turn, decision)
+        future: Future[T] = self._worker().submit(decision)
         self._submitted = [f for f in self._submitted if not f.done()]
         self._submitted.append(future)
         waiter = asyncio.wrap_future(future)

@@ -80,37 +80,6 @@ async def test_one_worker_per_loop_keeps_its_decisions_in_order() -> None:
         off.close()
 
 
-async def test_decisions_of_different_loops_take_turns() -> None:
-    # One decision computing at a time in the whole process (DECISION_TURN): loop B's decision
-    # does not start while loop A's computes, and starts once it has returned. On the old code
-    # (a worker per loop, no turn) B runs beside A and is done within the wait below. The wait
-    # only bounds how long the test looks for a wrong start; the passing case never depends on it.
-    first, second = OffLoop("a"), OffLoop("b")
-    decision = Blocked(threading.get_ident())
-    order: list[str] = []
-
-    def other() -> str:
-        order.append("b started")
-        return "b"
-
-    try:
-        a_task = asyncio.create_task(first.run(decision))
-        await decision.entered.wait()
-        b_task = asyncio.create_task(second.run(other))
-        done, _ = await asyncio.wait({b_task}, timeout=0.2)
-        assert not done
-        assert order == []
-        order.append("a released")
-        decision.release.set()
-        assert await a_task == "decided"
-        assert await b_task == "b"
-        assert order == ["a released", "b started"]
-    finally:
-        decision.release.set()
-        first.close()
-        second.close()
-
-
 async def test_a_decision_error_reaches_the_caller() -> None:
     off = OffLoop("test")
 
