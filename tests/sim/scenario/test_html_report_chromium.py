@@ -34,7 +34,7 @@ from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.scenario.html_report import render_html
 from kubescale.sim.scenario.report_assembly import assemble_report
 from tests.report.cluster_fixture import populate
-from tests.sim.scenario.demo_comparison import demo_comparison_report
+from tests.sim.scenario.demo_comparison import DEMO_GROUP, demo_comparison_report
 from tests.sim.scenario.test_reports_synthetic_run import synthetic_timeline
 
 CHROMIUM = shutil.which("chromium") or (
@@ -302,6 +302,7 @@ def demo_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@DEMO_GROUP
 def test_the_demo_report_fits_a_laptop_screen_and_shows_the_autoscalers(
     demo_page: Path, tmp_path: Path
 ) -> None:
