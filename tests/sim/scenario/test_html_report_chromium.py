@@ -67,7 +67,7 @@ def chromium(tmp_path: Path, page: Path, *extra: str) -> subprocess.CompletedPro
         [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *extra, page.as_uri()],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,  # a guard against a hung browser only: no bound on how fast it renders
         check=True,
         env={**os.environ, "HOME": str(tmp_path)},
     )
