@@ -64,8 +64,9 @@ def test_simulate_runs_from_the_installed_wheel(wheel: Path, tmp_path: Path) -> 
     assert all(Path(line).is_relative_to(target) for line in where), where
     result = subprocess.run(
         [sys.executable, "-m", "kubescale", "simulate", str(REPO / "examples" / "vpa-webhook.yaml"),
-         "--quiet", "--report-json", str(report)],
-        check=False, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+         "--quiet", "--report-json", str(report), "--duration", "4m"],
+        check=False, cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=600,  # a guard against a hung child only
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "shop/web" in result.stdout

@@ -311,10 +311,11 @@ def hpa_vpa_conflicts(report: Mapping[str, Any]) -> list[str]:
     """One line per workload that an HPA scaling on CPU or memory and a VPA both target, and
     what the webhook did about it. Upstream: "Vertical Pod Autoscaler should not be used with
     the Horizontal Pod Autoscaler (HPA) on the same resource metric (CPU or memory) at this
-    moment" (upstream vertical-pod-autoscaler/docs/known-limitations.md); kubescale's webhook, with the coordination set to
-    one brain, leaves that resource to the HPA (an ``HPAConflict`` event on the VPA) and sets
-    the others. Read from the report: the HPA's metric, the VPA's target, the webhook's
-    ``vpaUpdates`` annotations on the workload's pods."""
+    moment" (upstream vertical-pod-autoscaler/docs/known-limitations.md); kubescale's webhook,
+    with the coordination set to one brain, leaves that resource to the HPA (an
+    ``HPAConflict`` event on the VPA) and sets the others. Read from the report: the HPA's
+    metric, the VPA's target, the webhook's ``vpaUpdates`` annotations on the workload's
+    pods."""
     vpas = _workload_vpas(report)
     lines: list[str] = []
     for hpa in report.get("hpas", []):

@@ -25,7 +25,7 @@ from .decision_log import (
     loop_notes,
     recommendation_changes,
 )
-from .svg_charts import LineSeries, Marker, TimeAxis, Unit, render_chart
+from .svg_charts import FULL_WIDTH, ROW_HEIGHT, LineSeries, Marker, TimeAxis, Unit, render_chart
 
 __all__ = [
     "clip_upper",
@@ -176,6 +176,8 @@ def vpa_charts(report: Mapping[str, Any], workload: Mapping[str, Any], axis: Tim
                         series=clipped,
                         unit=unit,
                         markers=markers,
+                        width=FULL_WIDTH,
+                        height=ROW_HEIGHT,
                     )
                 )
             charts.append(
@@ -243,6 +245,8 @@ def hpa_charts(report: Mapping[str, Any], workload: Mapping[str, Any], axis: Tim
                 ),
             ],
             unit="count",
+            width=FULL_WIDTH,
+            height=ROW_HEIGHT,
         )
         target = hpa["metric_target"]
         metric = render_chart(
@@ -255,6 +259,8 @@ def hpa_charts(report: Mapping[str, Any], workload: Mapping[str, Any], axis: Tim
                 LineSeries("target", "#dc2626", [(x, target) for x in t], "step", "6 4"),
             ],
             unit="count",
+            width=FULL_WIDTH,
+            height=ROW_HEIGHT,
         )
         charts.append(
             f'<div class="label">HPA <b>{_e(hpa["namespace"])}/{_e(hpa["name"])}</b>: replicas '

@@ -29,7 +29,15 @@ from .html_autoscaling import (
     vpa_charts,
 )
 from .summary_table import format_duration
-from .svg_charts import LineSeries, Marker, TimeAxis, render_chart, render_event_strip
+from .svg_charts import (
+    FULL_WIDTH,
+    ROW_HEIGHT,
+    LineSeries,
+    Marker,
+    TimeAxis,
+    render_chart,
+    render_event_strip,
+)
 from .timeline import EVICTED, NODE_ADDED, NODE_REMOVED, OOM_KILL, POD_DELETED, POD_STARTED
 
 __all__ = ["render_html"]
@@ -44,7 +52,7 @@ EVENT_COLORS: Final = {
 }
 _OTHER_EVENT_COLOR: Final = "#334155"
 _REQUEST, _LIMIT, _USAGE, _DEMAND = "#2563eb", "#dc2626", "#16a34a", "#d97706"
-_CONTAINERS_SHOWN: Final = 8  # per workload; the rest fold into a <details>
+_CONTAINERS_SHOWN: Final = 2  # per workload; the rest fold into a <details> (a short page)
 
 
 _e = escape
@@ -188,11 +196,11 @@ def _container_charts(
     ]
     cpu = render_chart(
         title="CPU", axis=axis, series=cpu_series, unit="cores", markers=pod_markers,
-        spans=throttled,
+        spans=throttled, width=FULL_WIDTH, height=ROW_HEIGHT,
     )  # fmt: skip
     memory = render_chart(
         title="memory", axis=axis, series=memory_series, unit="bytes",
-        markers=[*pod_markers, *oom_markers],
+        markers=[*pod_markers, *oom_markers], width=FULL_WIDTH, height=ROW_HEIGHT,
     )  # fmt: skip
     ooms = sum(container["oom"])
     facts = f" · {ooms} OOM kill{'s' if ooms != 1 else ''}" if ooms else ""

@@ -26,6 +26,8 @@ from datetime import datetime, timedelta
 from typing import Final, Literal
 
 __all__ = [
+    "FULL_WIDTH",
+    "ROW_HEIGHT",
     "LineSeries",
     "Marker",
     "TimeAxis",
@@ -33,6 +35,13 @@ __all__ = [
     "render_chart",
     "render_event_strip",
 ]
+
+FULL_WIDTH: Final = 1300
+"""A chart across the page (the page's content is 1,292 px wide; an SVG scales down to fit)."""
+ROW_HEIGHT: Final = 120
+"""The height of a full-width chart of a workload's section: charts stacked one per row read
+at full width and keep the page short (issue 32 leftovers: the demo page was 17,188 px tall
+with its charts at half width, two per row)."""
 
 Unit = Literal["cores", "bytes", "count"]
 Style = Literal["step", "line", "area"]

@@ -6,11 +6,18 @@ from __future__ import annotations
 import asyncio
 import copy
 from functools import cache
-from typing import Any
+from typing import Any, Final
+
+import pytest
 
 from kubescale.cli.simulate_command import demo_scenario_path
 from kubescale.sim.scenario.comparison import run_comparison
 from kubescale.sim.scenario.scenario_validation import load_scenario
+
+DEMO_GROUP: Final = pytest.mark.xdist_group("demo-comparison")
+"""On the tests that read the report: with pytest-xdist (tests/run.sh), they run on one worker,
+so the three simulated runs are made once (the cache below is per process), not once per
+worker."""
 
 REDUCED_DURATION = 4 * 3600.0
 """Long enough for every ordering of the full run but node-hours and cost (see the README):

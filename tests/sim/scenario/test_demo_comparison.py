@@ -24,7 +24,7 @@ from kubescale.sim.scenario.html_report import render_html
 from kubescale.sim.scenario.runner import run_scenario
 from kubescale.sim.scenario.scenario_validation import parse_scenario
 from kubescale.sim.scenario.summary_table import render_summary
-from tests.sim.scenario.demo_comparison import demo_comparison_report
+from tests.sim.scenario.demo_comparison import DEMO_GROUP, demo_comparison_report
 
 
 def _variants(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -48,6 +48,7 @@ _ONE_BRAIN_BETTER = (
 _ONE_BRAIN_NOT_WORSE = ("oom_kills", "nodes_max", "nodes_added", "vpa_restarts")  # 0, 6, 2, 9
 
 
+@DEMO_GROUP
 def test_the_demo_orders_the_three_ways_as_the_full_run_does() -> None:
     report = demo_comparison_report()
     v = _variants(report)
@@ -95,6 +96,7 @@ def test_the_demo_orders_the_three_ways_as_the_full_run_does() -> None:
     assert [e["time"] for e in report["events"] if e["kind"] == "vpa-updater-skipped"] == [0.0]
 
 
+@DEMO_GROUP
 def test_the_summary_leads_with_the_comparison_then_what_kubescale_did() -> None:
     report = demo_comparison_report()
     lines = render_summary(report).splitlines()

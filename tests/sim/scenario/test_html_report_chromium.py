@@ -34,7 +34,7 @@ from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.scenario.html_report import render_html
 from kubescale.sim.scenario.report_assembly import assemble_report
 from tests.report.cluster_fixture import populate
-from tests.sim.scenario.demo_comparison import demo_comparison_report
+from tests.sim.scenario.demo_comparison import DEMO_GROUP, demo_comparison_report
 from tests.sim.scenario.test_reports_synthetic_run import synthetic_timeline
 
 CHROMIUM = shutil.which("chromium") or (
@@ -67,7 +67,7 @@ def chromium(tmp_path: Path, page: Path, *extra: str) -> subprocess.CompletedPro
         [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *extra, page.as_uri()],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,  # a guard against a hung browser only: no bound on how fast it renders
         check=True,
         env={**os.environ, "HOME": str(tmp_path)},
     )
@@ -302,6 +302,7 @@ def demo_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@DEMO_GROUP
 def test_the_demo_report_fits_a_laptop_screen_and_shows_the_autoscalers(
     demo_page: Path, tmp_path: Path
 ) -> None:
