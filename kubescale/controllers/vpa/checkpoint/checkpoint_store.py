@@ -50,7 +50,7 @@ from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.informer import Informer
 from kubescale.kube.resources import VPA_CHECKPOINTS
-from kubescale.objects.views import spec_of
+from kubescale.objects.views import Meta, raw_status, spec_of
 from kubescale.objects.vpa_checkpoint import VerticalPodAutoscalerCheckpoint
 
 __all__ = ["WRITE_CONCURRENCY", "CheckpointStore", "StoreResult"]
@@ -78,8 +78,7 @@ class StoreResult:
 
 
 def _metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    metadata = obj.get("metadata")
-    return metadata if isinstance(metadata, Mapping) else {}
+    return Meta(obj).raw
 
 
 def _sort_key(obj: Mapping[str, Any]) -> tuple[str, str]:
@@ -139,7 +138,7 @@ class CheckpointStore:
             await self.client.patch(
                 VPA_CHECKPOINTS,
                 name,
-                [{"op": "replace", "path": "/status", "value": checkpoint.get("status")}],
+                [{"op": "replace", "path": "/status", "value": raw_status(checkpoint)}],
                 namespace=namespace,
                 patch_type="json",
             )
