@@ -99,10 +99,6 @@ PENDING: frozenset[str] = frozenset(
         "tests/sim/cluster/test_workload_controllers_jobs.py::job",
         "tests/sim/cluster/test_workload_controllers_pod_rules.py::pod",
         "tests/sim/cluster/test_workload_controllers_statefulsets.py::stateful_set",
-        "tests/webhook/test_admission_routes.py::_node",
-        "tests/webhook/test_admission_routes.py::_pod",
-        "tests/webhook/test_admission_routes.py::_review",
-        "tests/webhook/test_admission_routes.py::_vpa",
         "tests/webhook/test_webhook_fuzz.py::_review",
     }
 )
