@@ -45,12 +45,14 @@ from kubescale.kube.resources import (
 from kubescale.webhook.admission_routes import AdmissionWebhook
 from kubescale.webhook.webhook_config import WebhookSettings
 from tests import builders
+from tests.builders import vpas
+from tests.builders.admission import admission_review
 from tests.controllers.vpa.admission.test_decision_cache_informers import (
     _caught_up,
     _patch,
     _requests,
 )
-from tests.webhook.test_admission_routes import Setup, _pod, _recommendation, _review, _setup, _vpa
+from tests.webhook.test_admission_routes import Setup, _recommendation, _setup, web_pod
 
 SETTINGS = WebhookSettings(avoid_hpa_conflict=True)
 
@@ -79,7 +81,13 @@ async def _answer(
 ) -> dict[str, Any]:
     """The route's answer, after checking its bytes against ``reference``'s (the route without
     a memo over the same informers)."""
-    body = json.dumps(_review(pod if pod is not None else _pod(), uid=uid)).encode()
+    body = json.dumps(
+        admission_review(
+            uid=uid,
+            namespace="default",
+            request={"object": pod if pod is not None else web_pod(), "oldObject": None},
+        )
+    ).encode()
     answer = await setup.webhook.admit(body, content_type="application/json")
     expected = await reference.admit(body, content_type="application/json")
     assert answer.body == expected.body
@@ -186,7 +194,12 @@ async def _selector(setup: Setup, app: str) -> None:
 
 async def _second_vpa(setup: Setup, present: bool) -> None:
     if present:
-        vpa = _vpa("web-vpa-2", "Deployment", "web", _recommendation({"cpu": "1"}))
+        vpa = vpas.vpa(
+            name="web-vpa-2",
+            target=vpas.target_ref(kind="Deployment", name="web", api_version="apps/v1"),
+            update_mode="Recreate",
+            status={"recommendation": _recommendation({"cpu": "1"})},
+        )
         await _upsert(setup, VERTICAL_POD_AUTOSCALERS, vpa)
     else:
         await _delete(setup, VERTICAL_POD_AUTOSCALERS, "web-vpa-2", "default")
@@ -289,7 +302,7 @@ async def _reset(setup: Setup) -> None:
 
 
 def _variant(kind: int) -> dict[str, Any]:
-    pod = _pod()
+    pod = web_pod()
     if kind == 1:  # other resources: the same VPA, another decision
         pod["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
     elif kind == 2:  # another pod of the ReplicaSet (a name): another question, same inputs
