@@ -317,6 +317,10 @@ class Answered:
     limit_ranges: Sequence[Mapping[str, Any]] = ()
     """The LimitRanges as read for the decision (the list the admission caches gave: while
     they give the same list, its versions are the same)."""
+    target: ControllerRef | None = None
+    """The VPA's ``targetRef`` as read for the decision: the HPAs on it are looked up by it.
+    While the match holds, the VPA is the informers' same object, so its target is this one
+    (kept here so that an answered pod does not parse the VPA's spec again)."""
 
     def body(self, uid: bytes) -> bytes:
         """The answer to a request whose uid is ``uid`` (plain printable ASCII, as sent)."""

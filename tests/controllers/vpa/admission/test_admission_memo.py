@@ -22,7 +22,7 @@ ownership and selector rows and the property.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
+from kubescale.controllers.vpa.admission import cached_pod_admission
 from kubescale.controllers.vpa.admission.admission_memo import AdmissionMemo, Answered, Match
+from kubescale.controllers.vpa.api.controller_refs import ControllerRef
+from kubescale.controllers.vpa.api.vpa_matching import target_ref_of
 from kubescale.kube.errors import KubeApiError
 from kubescale.kube.resources import (
     DEPLOYMENTS,
@@ -243,6 +246,38 @@ async def test_which_change_makes_the_next_answer_anew(
     hits = memo.answer_hits
     await _answer(setup, reference, "req-3")
     assert (memo.answer_hits == hits + 1) is hit
+
+
+async def test_an_answered_pod_does_not_parse_the_vpa_target_again(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With --avoid-hpa-conflict the HPAs on the VPA's target are re-read for every answered
+    pod; the target itself comes with the answer (the VPA is the informers' same object while
+    the match holds), so a hit parses no VPA spec: the cost the memo had added per request
+    over the old answer cache (issue 28.4's throughput)."""
+    parsed: list[object] = []
+    real = target_ref_of
+
+    def counting(vpa: Mapping[str, Any]) -> ControllerRef | None:
+        parsed.append(vpa)
+        return real(vpa)
+
+    monkeypatch.setattr(cached_pod_admission, "target_ref_of", counting)
+    memo, reference = setup.webhook.memo, _without_memo(setup)
+    await _answer(setup, reference, "req-1")
+    decided = len(parsed)
+    assert decided >= 1  # the decision read the target (the route's and the reference's)
+    hits = memo.answer_hits
+    await _answer(setup, reference, "req-2")
+    assert memo.answer_hits == hits + 1
+    # only the reference (no memo) decided anew, reading the target once
+    assert len(parsed) == decided + 1
+    # an HPA put on the target is still seen: the next answer is decided anew
+    _detach_handlers(setup)
+    await _put_hpa(setup, "web", "memory")
+    await _caught_up(setup)
+    await _answer(setup, reference, "req-3")
+    assert memo.answer_hits == hits + 1
 
 
 async def test_a_limit_range_edited_or_deleted_is_seen_without_the_handlers(setup: Setup) -> None:
