@@ -75,8 +75,6 @@ PENDING: frozenset[str] = frozenset(
         "tests/controllers/descheduler/builders.py::node",
         "tests/controllers/descheduler/builders.py::pod",
         "tests/controllers/hpa/pod_builders.py::pod",
-        "tests/controllers/vpa/admission/test_decision_cache.py::_pod",
-        "tests/controllers/vpa/admission/test_decision_cache.py::_vpa",
         "tests/controllers/vpa/api/test_controller_refs.py::pod",
         "tests/controllers/vpa/api/test_pod_admission.py::make_pod",
         "tests/controllers/vpa/api/test_pod_admission.py::make_vpa",
