@@ -446,13 +446,14 @@ class KubeClient:
         cause), not throttling, so it is returned at once rather than retried; 5xx and transport
         errors are retried (evicting twice is harmless: the second finds the pod gone).
         """
+        metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+        if annotations:
+            metadata["annotations"] = dict(annotations)
         eviction: dict[str, Any] = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
-            "metadata": {"name": name, "namespace": namespace},
+            "metadata": metadata,
         }
-        if annotations:
-            eviction["metadata"]["annotations"] = dict(annotations)
         options = _delete_options(
             uid=uid,
             resource_version=None,

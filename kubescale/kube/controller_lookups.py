@@ -43,7 +43,7 @@ from kubescale.objects.selectors import (
     label_selector_from_dict,
     label_selector_from_set,
 )
-from kubescale.objects.views import Meta, ObjectRef, meta, spec_of
+from kubescale.objects.views import Meta, ObjectRef, meta, raw_spec, spec_of
 
 __all__ = ["WELL_KNOWN_INFORMED", "ControllerLookups", "well_known_selector"]
 
@@ -67,7 +67,9 @@ def well_known_selector(kind: str, obj: Mapping[str, Any]) -> LabelSelector | No
     spec = spec_of(obj)
     try:
         if kind == CRON_JOBS.kind:
-            template = (((spec.get("jobTemplate") or {}).get("spec") or {}).get("template")) or {}
+            # a jobTemplate.spec that is not an object fails (AttributeError) to None, below
+            job_spec: Any = raw_spec(spec.get("jobTemplate") or {}) or {}
+            template = job_spec.get("template") or {}
             labels = Meta(template).raw.get("labels") or {}
             return label_selector_from_set(labels)
         if kind == REPLICATION_CONTROLLERS.kind:

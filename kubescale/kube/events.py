@@ -228,8 +228,9 @@ class EventRecorder:
                     if not err.not_found:
                         raise
             if stored is None:
-                body = {**event, "metadata": {**meta}}
-                body["metadata"].pop("resourceVersion", None)
+                metadata = {**meta}
+                metadata.pop("resourceVersion", None)
+                body = {**event, "metadata": metadata}
                 stored = await self.client.create(CORE_EVENTS, body)
         except KubeApiError as err:
             level = log.debug if err.already_exists else log.error

@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from kubescale.objects.views import optional_spec_of
+
 __all__ = [
     "JITTER_FACTOR",
     "RELEASED_LEASE_SECONDS",
@@ -69,8 +71,8 @@ def validate_timing(*, lease_duration: float, renew_deadline: float, retry_perio
 
 def lease_spec(lease: Mapping[str, Any] | None) -> dict[str, Any]:
     """The record of a Lease (a copy of its ``spec``; ``{}`` when there is none)."""
-    spec = lease.get("spec") if lease is not None else None
-    return dict(spec) if isinstance(spec, Mapping) else {}
+    spec = optional_spec_of(lease) if lease is not None else None
+    return dict(spec) if spec is not None else {}
 
 
 def spec_int(spec: Mapping[str, Any], key: str) -> int:

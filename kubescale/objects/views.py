@@ -14,6 +14,11 @@ differently.
 * :func:`list_meta` — a list's ``metadata`` (``resourceVersion``, ``continue``);
 * :func:`spec_of` / :func:`status_of` — ``spec`` / ``status`` as a mapping (missing or
   malformed: empty), for readers of kinds not typed yet (typed readers get the kind's TypedDict);
+  :func:`optional_spec_of` / :func:`optional_status_of` — the same, ``None`` when missing or
+  malformed (where absent and empty differ);
+* :func:`raw_metadata` / :func:`raw_spec` / :func:`raw_status` — the field exactly as sent
+  (``None`` when absent), typed ``object`` so the caller must check its type: for code that keeps
+  a malformed value as it is (the admission memo's key, a status written back unchanged);
 * :class:`ObjectRef` — a namespaced reference by ``apiVersion``/``kind``/``name`` (a VPA's
   ``targetRef``, an HPA's ``scaleTargetRef``, a pod's controller), the key controllers are
   looked up by.
@@ -37,6 +42,11 @@ __all__ = [
     "mapping",
     "meta",
     "optional_mapping",
+    "optional_spec_of",
+    "optional_status_of",
+    "raw_metadata",
+    "raw_spec",
+    "raw_status",
     "spec_of",
     "status_of",
     "text",
@@ -67,6 +77,31 @@ def spec_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 def status_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     """``obj["status"]`` as a mapping; empty when missing, ``null`` or not an object."""
     return mapping(obj.get("status"))
+
+
+def optional_spec_of(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """``obj["spec"]`` when it is a mapping, else ``None`` (missing, ``null``, malformed)."""
+    return optional_mapping(obj.get("spec"))
+
+
+def optional_status_of(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """``obj["status"]`` when it is a mapping, else ``None`` (missing, ``null``, malformed)."""
+    return optional_mapping(obj.get("status"))
+
+
+def raw_metadata(obj: Mapping[str, Any]) -> object:
+    """``obj["metadata"]`` as sent, unchecked (``None`` when absent)."""
+    return obj.get("metadata")
+
+
+def raw_spec(obj: Mapping[str, Any]) -> object:
+    """``obj["spec"]`` as sent, unchecked (``None`` when absent)."""
+    return obj.get("spec")
+
+
+def raw_status(obj: Mapping[str, Any]) -> object:
+    """``obj["status"]`` as sent, unchecked (``None`` when absent)."""
+    return obj.get("status")
 
 
 def text(value: object) -> str:

@@ -47,6 +47,7 @@ __all__ = [
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _API_ERROR_CODES: Final = frozenset({400, 422})  # apiError(): http.StatusBadRequest, statusAPIError
+_ENVELOPE_STATUS: Final = "status"  # the API envelope's "success"/"error", not an object's
 _GO_TYPE_NAMES: Final = {  # %T of the decoded model.Value
     "matrix": "model.Matrix",
     "vector": "model.Vector",
@@ -261,7 +262,7 @@ def decode_answer(code: int, body: bytes) -> QueryValue:
             raise PrometheusAPIError(f"bad_response: {err}") from None
         if not isinstance(envelope, dict):
             raise PrometheusAPIError("bad_response: json: cannot unmarshal response envelope")
-    status = envelope.get("status")
+    status = envelope.get(_ENVELOPE_STATUS)
     if status == "error":
         raise PrometheusAPIError(f"{envelope.get('errorType', '')}: {envelope.get('error', '')}")
     if code in _API_ERROR_CODES and status == "success":

@@ -97,8 +97,8 @@ def _hpa_table(workloads: list[dict[str, Any]]) -> str:
         if hpa is None:
             continue
         conditions = ", ".join(
-            f"{kind}={value['status']} ({value['reason']})"
-            for kind, value in sorted(hpa["conditions"].items())
+            f"{kind}={condition['status']} ({condition['reason']})"
+            for kind, condition in sorted(hpa["conditions"].items())
         )
         rows.append(
             f'<tr><td class="name">{escape(w["namespace"])}/{escape(w["name"])}</td>'

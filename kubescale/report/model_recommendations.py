@@ -103,7 +103,8 @@ async def model_recommendations(
             continue
         vpa = _synthetic_vpa(workload, now)
         state.add_or_update_vpa(vpa, selector=selector)
-        names[(vpa["metadata"]["namespace"], vpa["metadata"]["name"])] = workload_key(workload)
+        vpa_meta = Meta(vpa)
+        names[(vpa_meta.namespace, vpa_meta.name)] = workload_key(workload)
     loaded = await load_history(history, state, now=now) if history is not None else None
     for pod in pods:
         metadata = Meta(pod).raw

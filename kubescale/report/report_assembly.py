@@ -31,7 +31,7 @@ from typing import Any, Final
 from kubescale.base.times import format_time
 from kubescale.controllers.vpa.model.cluster_state import VpaRecommendation
 from kubescale.objects.selectors import SelectorError, label_selector_from_dict
-from kubescale.objects.views import Meta, spec_of, status_of
+from kubescale.objects.views import Meta, raw_spec, spec_of, status_of
 from kubescale.rendering.kube_columns import hpa_targets
 from kubescale.report.cluster_reading import ClusterReading
 from kubescale.report.model_recommendations import (
@@ -257,7 +257,7 @@ def assemble_report(
             source = "none"
         pods = _pods_of(workload, reading.pods)
         replicas = _replicas(workload, pods)
-        template = (spec_of(workload).get("template") or {}).get("spec") or {}
+        template: Any = raw_spec(spec_of(workload).get("template") or {}) or {}
         containers = [
             _container(c, entries.get(str(c.get("name") or "")), replicas)
             for c in template.get("containers") or []
@@ -276,8 +276,8 @@ def assemble_report(
             verdicts = {container[r]["verdict"] for r in RESOURCES}
             totals["containers_under"] += bool(verdicts & {"under", "unset"})
             totals["containers_over"] += "over" in verdicts
-        vpa_meta = (vpa or {}).get("metadata") or {}
-        update_policy = ((vpa or {}).get("spec") or {}).get("updatePolicy") or {}
+        vpa_meta = Meta(vpa).raw if vpa is not None else {}
+        update_policy = (spec_of(vpa).get("updatePolicy") if vpa is not None else None) or {}
         workloads.append(
             {
                 "namespace": key[0],

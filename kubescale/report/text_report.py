@@ -81,7 +81,7 @@ def _hpa_rows(workloads: list[dict[str, Any]]) -> list[list[str]]:
         if hpa is None:
             continue
         conditions = ",".join(
-            f"{kind}={value['status']}" for kind, value in sorted(hpa["conditions"].items())
+            f"{kind}={condition['status']}" for kind, condition in sorted(hpa["conditions"].items())
         )
         rows.append(
             [

@@ -61,6 +61,7 @@ from kubescale.certs.authority import (
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.resources import SECRETS
+from kubescale.objects.views import Meta
 
 __all__ = [
     "CA_DAYS",
@@ -264,8 +265,7 @@ class SelfManagedTLS:
                         SECRETS, self._object(fresh), namespace=self._namespace
                     )
                 else:
-                    body = self._object(fresh)
-                    body["metadata"]["resourceVersion"] = secret["metadata"]["resourceVersion"]
+                    body = self._object(fresh, resource_version=Meta(secret).resource_version)
                     await self._client.update(SECRETS, body)
             except KubeApiError as exc:
                 if exc.code not in (409,) and exc.code < 500:
@@ -307,15 +307,18 @@ class SelfManagedTLS:
                 f"cannot read Secret {self._namespace}/{self._name}: {exc}"
             ) from exc
 
-    def _object(self, content: SecretContent) -> dict[str, Any]:
+    def _object(self, content: SecretContent, *, resource_version: str = "") -> dict[str, Any]:
+        metadata: dict[str, Any] = {
+            "name": self._name,
+            "namespace": self._namespace,
+            "labels": {"app.kubernetes.io/name": "kubescale"},
+        }
+        if resource_version:  # an update replaces the version read
+            metadata["resourceVersion"] = resource_version
         return {
             "apiVersion": "v1",
             "kind": "Secret",
-            "metadata": {
-                "name": self._name,
-                "namespace": self._namespace,
-                "labels": {"app.kubernetes.io/name": "kubescale"},
-            },
+            "metadata": metadata,
             "type": "Opaque",
             "data": content.data(),
         }

@@ -88,7 +88,7 @@ from kubescale.coordination.resource_ownership import (
     hpa_scaled_resources,
 )
 from kubescale.kube.events import EventRecorder
-from kubescale.objects.views import Meta
+from kubescale.objects.views import Meta, raw_metadata
 from kubescale.runtime.https_server import lean_routes
 from kubescale.runtime.lean_requests import LeanAnswer
 from kubescale.webhook.admission_reviews import (
@@ -577,7 +577,7 @@ def limit_range_override_message(
 def _with_namespace(pod: dict[str, Any], namespace: str) -> dict[str, Any]:
     """The pod with ``metadata.namespace`` filled from the request when missing (the pod handler
     sets it for a pod created from ``generateName``)."""
-    metadata = pod.get("metadata")
+    metadata = raw_metadata(pod)
     if not isinstance(metadata, dict):
         return {**pod, "metadata": {"namespace": namespace}}
     if metadata.get("namespace") or not namespace:

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubescale.objects.quantities import Quantity
+from kubescale.objects.views import optional_spec_of, spec_of
 from kubescale.webhook.field_errors import (
     FieldError,
     forbidden,
@@ -122,7 +123,7 @@ def _policies(spec: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
 
 
 def _options(old_vpa: Mapping[str, Any], gates: Mapping[str, bool]) -> _Options:
-    spec = _obj(old_vpa.get("spec"))
+    spec = optional_spec_of(old_vpa)
     policies = _policies(spec)
     boost = _obj(_field(spec, "startupBoost"))
     update_policy = _obj(_field(spec, "updatePolicy"))
@@ -371,7 +372,7 @@ def validate_vpa(
     opts = _options(old_vpa, feature_gates)
     errors: list[FieldError] = []
     warnings: list[str] = []
-    spec = _obj(vpa.get("spec")) or {}
+    spec = spec_of(vpa)
     update_policy = _obj(spec.get("updatePolicy"))
     if update_policy is not None:
         warnings += _update_policy(update_policy, "spec.updatePolicy", opts, errors)

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kubescale.objects.views import Meta, spec_of
 from kubescale.webhook.field_errors import FieldError, internal_error, invalid_status
 from kubescale.webhook.vpa_decoding import vpa_decode_error
 from kubescale.webhook.vpa_spec_rules import (
@@ -68,9 +69,8 @@ def _obj(value: object) -> Mapping[str, Any] | None:
 
 
 def _name(vpa: object) -> str:
-    metadata = (_obj(vpa) or {}).get("metadata")
-    name = (_obj(metadata) or {}).get("name")
-    return name if isinstance(name, str) else ""
+    obj = _obj(vpa)
+    return Meta(obj).name if obj is not None else ""
 
 
 def _denied(vpa: object, errors: list[FieldError], warnings: list[str]) -> VpaAdmission:
@@ -106,7 +106,7 @@ def admit_vpa(
     if errors:
         return _denied(vpa, errors, warnings)
     patches: list[dict[str, Any]] = []
-    spec = _obj(vpa.get("spec")) or {}
+    spec = spec_of(vpa)
     if spec.get("updatePolicy") is None:
         # Sets the default updatePolicy (Recreate since Auto's deprecation).
         patches.append(

@@ -75,8 +75,6 @@ PENDING: frozenset[str] = frozenset(
         "tests/controllers/descheduler/builders.py::node",
         "tests/controllers/descheduler/builders.py::pod",
         "tests/controllers/hpa/pod_builders.py::pod",
-        "tests/controllers/vpa/admission/test_decision_cache.py::_pod",
-        "tests/controllers/vpa/admission/test_decision_cache.py::_vpa",
         "tests/controllers/vpa/api/test_controller_refs.py::pod",
         "tests/controllers/vpa/api/test_pod_admission.py::make_pod",
         "tests/controllers/vpa/api/test_pod_admission.py::make_vpa",
@@ -99,10 +97,6 @@ PENDING: frozenset[str] = frozenset(
         "tests/sim/cluster/test_workload_controllers_jobs.py::job",
         "tests/sim/cluster/test_workload_controllers_pod_rules.py::pod",
         "tests/sim/cluster/test_workload_controllers_statefulsets.py::stateful_set",
-        "tests/webhook/test_admission_routes.py::_node",
-        "tests/webhook/test_admission_routes.py::_pod",
-        "tests/webhook/test_admission_routes.py::_review",
-        "tests/webhook/test_admission_routes.py::_vpa",
         "tests/webhook/test_webhook_fuzz.py::_review",
     }
 )

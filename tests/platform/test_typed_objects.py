@@ -41,34 +41,8 @@ CONDITIONS = frozenset({"c", "cond", "condition", "old", "previous"})
 # kept apart from ``or {}`` because None and {} differ there, ``obj["metadata"]["name"]`` that
 # relies on a KeyError), and object construction code (patches, the webhook's responses).
 NOT_YET_CONVERTED: dict[str, int] = {
-    # the memo's projection keeps a non-object metadata/spec/status as part of its key
-    "controllers/vpa/admission/admission_memo.py": 5,
     "controllers/autoscaler/clusterstate/status_configmap.py": 1,
     "controllers/hpa/hpa_loop.py": 1,
-    "controllers/vpa/api/controller_refs.py": 2,
-    "controllers/vpa/api/current_resources.py": 3,
-    "controllers/vpa/api/limit_range_fit.py": 1,
-    "controllers/vpa/api/limit_range_rules.py": 1,
-    "controllers/vpa/api/limit_ranges.py": 1,
-    "controllers/vpa/api/node_fit.py": 1,
-    "controllers/vpa/api/pod_admission.py": 1,
-    "controllers/vpa/api/pod_resources.py": 4,
-    "controllers/vpa/api/vpa_targets.py": 1,
-    "controllers/vpa/recommender/cluster_feeder.py": 3,
-    "controllers/vpa/recommender/recommender_loop.py": 1,
-    "kube/client.py": 1,
-    "kube/controller_lookups.py": 1,
-    "kube/events.py": 1,
-    "kube/lease_record.py": 1,
-    "prometheus/query_values.py": 1,
-    "report/html_page.py": 1,
-    "report/model_recommendations.py": 2,
-    "report/report_assembly.py": 3,
-    "report/text_report.py": 1,
-    "runtime/tls_secret.py": 2,
-    "webhook/admission_routes.py": 1,
-    "webhook/vpa_spec_rules.py": 2,
-    "webhook/vpa_validation.py": 2,
 }
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import json
 import logging
 import random
@@ -37,26 +38,15 @@ from kubescale.sim.apiserver.patching import apply_json_patch
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.webhook.admission_routes import AdmissionWebhook
 from kubescale.webhook.webhook_config import WebhookSettings
+from tests.builders import nodes, pods, vpas
+from tests.builders.admission import admission_review
+from tests.builders.meta import owner_reference
 
 from .api_fixtures import build_caches
 
 RS_UID = "11111111-2222-3333-4444-555555555555"
 MD_UID = "99999999-2222-3333-4444-555555555555"
 TARGET = {"cpu": "250m", "memory": "200Mi"}
-
-
-def _vpa(name: str, kind: str, target: str, recommendation: dict[str, Any]) -> dict[str, Any]:
-    api_version = "apps/v1" if kind == "Deployment" else "cluster.x-k8s.io/v1beta1"
-    return {
-        "apiVersion": "autoscaling.k8s.io/v1",
-        "kind": "VerticalPodAutoscaler",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "targetRef": {"apiVersion": api_version, "kind": kind, "name": target},
-            "updatePolicy": {"updateMode": "Recreate"},
-        },
-        "status": {"recommendation": recommendation},
-    }
 
 
 async def eventually(predicate: Callable[[], bool], *, within: float = 10.0) -> None:
@@ -99,71 +89,35 @@ def _seed(api: ApiServer) -> None:
             "spec": {"selector": {"matchLabels": labels}, "template": template},
         }
     )
-    for vpa in (_vpa("web-vpa", "Deployment", "web", _recommendation(TARGET)),):
+    for vpa in (
+        vpas.vpa(
+            name="web-vpa",
+            target=vpas.target_ref(kind="Deployment", name="web", api_version="apps/v1"),
+            update_mode="Recreate",
+            status={"recommendation": _recommendation(TARGET)},
+        ),
+    ):
         created = store.create({k: v for k, v in vpa.items() if k != "status"})
         store.update_status({**created, "status": vpa["status"]})
 
 
-def _pod(
-    *,
-    owner_kind: str = "ReplicaSet",
-    owner_name: str = "web-rs",
-    owner_api_version: str = "apps/v1",
-) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "generateName": "web-rs-",
-            "namespace": "default",
-            "labels": {"app": "web"},
-            "ownerReferences": [
-                {
-                    "apiVersion": owner_api_version,
-                    "kind": owner_kind,
-                    "name": owner_name,
-                    "uid": RS_UID,
-                    "controller": True,
-                }
-            ],
-        },
-        "spec": {
-            "containers": [
-                {
-                    "name": "app",
-                    "image": "nginx",
-                    "resources": {
-                        "requests": {"cpu": "100m", "memory": "100Mi"},
-                        "limits": {"cpu": "200m", "memory": "200Mi"},
-                    },
-                }
-            ]
-        },
-    }
-
-
-def _review(
-    obj: Any,
-    *,
-    uid: str = "req-1",
-    group: str = "",
-    version: str = "v1",
-    resource: str = "pods",
-    operation: str = "CREATE",
-) -> dict[str, Any]:
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": uid,
-            "kind": {"group": group, "version": version, "kind": "Pod"},
-            "resource": {"group": group, "version": version, "resource": resource},
-            "namespace": "default",
-            "operation": operation,
-            "object": obj,
-            "oldObject": None,
-        },
-    }
+WEB_RS_OWNER = owner_reference(kind="ReplicaSet", name="web-rs", uid=RS_UID)
+web_pod = functools.partial(
+    pods.pod,
+    name=None,
+    labels={"app": "web"},
+    owner_references=[WEB_RS_OWNER],
+    metadata_extra={"generateName": "web-rs-"},
+    containers=[
+        pods.container(
+            "app",
+            image="nginx",
+            requests={"cpu": "100m", "memory": "100Mi"},
+            limits={"cpu": "200m", "memory": "200Mi"},
+        )
+    ],
+)
+"""A pod of the ``web-rs`` ReplicaSet (``owner_references`` for another owner)."""
 
 
 @dataclass
@@ -244,8 +198,14 @@ def _well_formed_allowed(answer: Any, uid: str) -> None:
 
 
 async def test_a_pod_of_a_vpa_controlled_deployment_is_mutated(setup: Setup) -> None:
-    pod = _pod()
-    answer = await setup.post(json.dumps(_review(pod)).encode())
+    pod = web_pod()
+    answer = await setup.post(
+        json.dumps(
+            admission_review(
+                uid="req-1", namespace="default", request={"object": pod, "oldObject": None}
+            )
+        ).encode()
+    )
     assert answer["response"]["uid"] == "req-1"
     assert answer["response"]["allowed"] is True
     mutated = _patched(answer, pod)
@@ -271,16 +231,26 @@ async def test_a_pod_of_a_vpa_controlled_deployment_is_mutated(setup: Setup) -> 
 
 
 async def test_content_type_parameters_are_ignored(setup: Setup) -> None:
-    pod = _pod()
-    body = json.dumps(_review(pod, uid="charset")).encode()
+    pod = web_pod()
+    body = json.dumps(
+        admission_review(
+            uid="charset", namespace="default", request={"object": pod, "oldObject": None}
+        )
+    ).encode()
     answer = await setup.post(body, content_type="application/json; charset=utf-8")
     assert _patched(answer, pod)["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "250m"
 
 
 async def test_a_pod_without_a_vpa_is_skipped(setup: Setup) -> None:
-    pod = _pod()
+    pod = web_pod()
     pod["metadata"]["ownerReferences"] = []
-    answer = await setup.post(json.dumps(_review(pod)).encode())
+    answer = await setup.post(
+        json.dumps(
+            admission_review(
+                uid="req-1", namespace="default", request={"object": pod, "oldObject": None}
+            )
+        ).encode()
+    )
     _well_formed_allowed(answer, "req-1")
     assert (
         setup.registry.get_sample_value(
@@ -297,7 +267,9 @@ async def test_a_pod_without_a_vpa_is_skipped(setup: Setup) -> None:
     )
 
 
-POD_REVIEW = _review(_pod(), uid="uid-ok")
+POD_REVIEW = admission_review(
+    uid="uid-ok", namespace="default", request={"object": web_pod(), "oldObject": None}
+)
 
 
 @dataclass(frozen=True)
@@ -377,7 +349,15 @@ BAD_INPUTS = [
         ),
         (
             "unknown kind",
-            json.dumps(_review({}, uid="u-4", group="apps", resource="deployments")).encode(),
+            json.dumps(
+                admission_review(
+                    uid="u-4",
+                    group="apps",
+                    resource="deployments",
+                    namespace="default",
+                    request={"object": {}, "oldObject": None},
+                )
+            ).encode(),
             "application/json",
             "u-4",
             "unsupported-resource",
@@ -385,7 +365,14 @@ BAD_INPUTS = [
         ),
         (
             "pods of another version",
-            json.dumps(_review(_pod(), uid="u-5", version="v2")).encode(),
+            json.dumps(
+                admission_review(
+                    uid="u-5",
+                    version="v2",
+                    namespace="default",
+                    request={"object": web_pod(), "oldObject": None},
+                )
+            ).encode(),
             "application/json",
             "u-5",
             "unsupported-resource",
@@ -393,7 +380,11 @@ BAD_INPUTS = [
         ),
         (
             "pod object missing",
-            json.dumps(_review(None, uid="u-6")).encode(),
+            json.dumps(
+                admission_review(
+                    uid="u-6", namespace="default", request={"object": None, "oldObject": None}
+                )
+            ).encode(),
             "application/json",
             "u-6",
             "missing-object",
@@ -402,8 +393,12 @@ BAD_INPUTS = [
         (
             "VPA object not an object",
             json.dumps(
-                _review(
-                    "x", uid="u-7", group="autoscaling.k8s.io", resource="verticalpodautoscalers"
+                admission_review(
+                    uid="u-7",
+                    group="autoscaling.k8s.io",
+                    resource="verticalpodautoscalers",
+                    namespace="default",
+                    request={"object": "x", "oldObject": None},
                 )
             ).encode(),
             "application/json",
@@ -493,8 +488,14 @@ async def test_huge_or_broken_quantities_still_allow_the_pod(
         return bool(recs[0].get("target") == target)
 
     await eventually(cached)
-    pod = _pod()
-    answer = await setup.post(json.dumps(_review(pod, uid="huge")).encode())
+    pod = web_pod()
+    answer = await setup.post(
+        json.dumps(
+            admission_review(
+                uid="huge", namespace="default", request={"object": pod, "oldObject": None}
+            )
+        ).encode()
+    )
     response = answer["response"]
     assert response["uid"] == "huge"
     assert response["allowed"] is True
@@ -519,17 +520,35 @@ async def test_first_sight_of_a_scalable_kind_admits_unmutated_and_looks_it_up(
             },
         }
     )
-    vpa = _vpa("pool-vpa", "MachineDeployment", "pool", _recommendation({"cpu": "300m"}))
+    vpa = vpas.vpa(
+        name="pool-vpa",
+        target=vpas.target_ref(
+            kind="MachineDeployment", name="pool", api_version="cluster.x-k8s.io/v1beta1"
+        ),
+        update_mode="Recreate",
+        status={"recommendation": _recommendation({"cpu": "300m"})},
+    )
     created = store.create({k: v for k, v in vpa.items() if k != "status"})
     store.update_status({**created, "status": vpa["status"]})
     lister = setup.informers.informers.lister(VERTICAL_POD_AUTOSCALERS)
     await eventually(lambda: "status" in (lister.get("pool-vpa", "default") or {}))
-    pod = _pod(
-        owner_kind="MachineDeployment",
-        owner_name="pool",
-        owner_api_version="cluster.x-k8s.io/v1beta1",
+    pod = web_pod(
+        owner_references=[
+            owner_reference(
+                kind="MachineDeployment",
+                name="pool",
+                api_version="cluster.x-k8s.io/v1beta1",
+                uid=RS_UID,
+            )
+        ]
     )
-    first = await setup.post(json.dumps(_review(pod, uid="first")).encode())
+    first = await setup.post(
+        json.dumps(
+            admission_review(
+                uid="first", namespace="default", request={"object": pod, "oldObject": None}
+            )
+        ).encode()
+    )
     _well_formed_allowed(first, "first")
     assert (
         setup.registry.get_sample_value(
@@ -541,17 +560,34 @@ async def test_first_sight_of_a_scalable_kind_admits_unmutated_and_looks_it_up(
     assert lookups.pending > 0
     await lookups.resolve_pending()  # the background task's work, off the request path
     assert lookups.pending == 0
-    second = await setup.post(json.dumps(_review(pod, uid="second")).encode())
+    second = await setup.post(
+        json.dumps(
+            admission_review(
+                uid="second", namespace="default", request={"object": pod, "oldObject": None}
+            )
+        ).encode()
+    )
     mutated = _patched(second, pod)
     assert mutated["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "300m"
     # the selector came from the /scale subresource: a pod it does not select is left alone
-    other = _pod(
-        owner_kind="MachineDeployment",
-        owner_name="pool",
-        owner_api_version="cluster.x-k8s.io/v1beta1",
+    other = web_pod(
+        owner_references=[
+            owner_reference(
+                kind="MachineDeployment",
+                name="pool",
+                api_version="cluster.x-k8s.io/v1beta1",
+                uid=RS_UID,
+            )
+        ]
     )
     other["metadata"]["labels"] = {"app": "other"}
-    third = await setup.post(json.dumps(_review(other, uid="third")).encode())
+    third = await setup.post(
+        json.dumps(
+            admission_review(
+                uid="third", namespace="default", request={"object": other, "oldObject": None}
+            )
+        ).encode()
+    )
     _well_formed_allowed(third, "third")
 
 
@@ -562,7 +598,11 @@ async def test_without_caches_pods_are_admitted_unmutated_and_counted(tmp_path: 
     webhook.mount(app)
     async with TestClient(TestServer(app)) as http:
         response = await http.post(
-            "/", json=_review(_pod(), uid="early"), headers={"Content-Type": "application/json"}
+            "/",
+            json=admission_review(
+                uid="early", namespace="default", request={"object": web_pod(), "oldObject": None}
+            ),
+            headers={"Content-Type": "application/json"},
         )
         answer = await response.json()
     _well_formed_allowed(answer, "early")
@@ -604,8 +644,14 @@ async def test_avoid_hpa_conflict_leaves_cpu_alone_and_records_an_event(hpa_setu
         }
     )
     await eventually(lambda: bool(setup.caches.hpas_for("default", "Deployment", "web")))
-    pod = _pod()
-    answer = await setup.post(json.dumps(_review(pod, uid="hpa")).encode())
+    pod = web_pod()
+    answer = await setup.post(
+        json.dumps(
+            admission_review(
+                uid="hpa", namespace="default", request={"object": pod, "oldObject": None}
+            )
+        ).encode()
+    )
     mutated = _patched(answer, pod)
     # cpu left as the pod asks (HPA scales on it); memory from the recommendation, limit 2:1
     assert mutated["spec"]["containers"][0]["resources"] == {
@@ -632,27 +678,27 @@ async def node_setup(tmp_path: Path) -> AsyncIterator[Setup]:
         yield value
 
 
-def _node(name: str, *, cpu: str, memory: str, ready: bool) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name},
-        "status": {
-            "allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},
-            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
-        },
-    }
-
-
 async def test_cap_to_largest_node_scales_requests_down_to_the_largest_ready_node(
     node_setup: Setup,
 ) -> None:
     setup = node_setup
     store = setup.api.store
     for node in (
-        _node("small", cpu="1", memory="1Gi", ready=True),
-        _node("large", cpu="2", memory="1Gi", ready=True),
-        _node("huge-but-not-ready", cpu="64", memory="256Gi", ready=False),
+        nodes.node(
+            name="small",
+            allocatable={"cpu": "1", "memory": "1Gi", "pods": "110"},
+            conditions=[nodes.ready_condition("True")],
+        ),
+        nodes.node(
+            name="large",
+            allocatable={"cpu": "2", "memory": "1Gi", "pods": "110"},
+            conditions=[nodes.ready_condition("True")],
+        ),
+        nodes.node(
+            name="huge-but-not-ready",
+            allocatable={"cpu": "64", "memory": "256Gi", "pods": "110"},
+            conditions=[nodes.ready_condition("False")],
+        ),
     ):
         created = store.create({k: v for k, v in node.items() if k != "status"})
         store.update_status({**created, "status": node["status"]})
@@ -674,8 +720,14 @@ async def test_cap_to_largest_node_scales_requests_down_to_the_largest_ready_nod
         return str(largest.get("cpu")) == "2" and target.get("cpu") == "3"
 
     await eventually(ready)
-    pod = _pod()
-    answer = await setup.post(json.dumps(_review(pod, uid="fit")).encode())
+    pod = web_pod()
+    answer = await setup.post(
+        json.dumps(
+            admission_review(
+                uid="fit", namespace="default", request={"object": pod, "oldObject": None}
+            )
+        ).encode()
+    )
     mutated = _patched(answer, pod)
     # cpu target 3 > the largest Ready node's 2 → 2; limit keeps the 2:1 ratio → 4
     resources = mutated["spec"]["containers"][0]["resources"]
@@ -714,8 +766,16 @@ async def test_a_limit_range_override_is_one_warning_event_for_many_pods(setup: 
     # Recommendation 250m -> 150m; minAllowed 1 would raise it to 1 (limit 2 > 300m): the
     # LimitRange wins, 150m / 300m.
     for index in range(30):  # the pods of one ReplicaSet
-        pod = _pod()
-        answer = await setup.post(json.dumps(_review(pod, uid=f"pod-{index}")).encode())
+        pod = web_pod()
+        answer = await setup.post(
+            json.dumps(
+                admission_review(
+                    uid=f"pod-{index}",
+                    namespace="default",
+                    request={"object": pod, "oldObject": None},
+                )
+            ).encode()
+        )
         resources = _patched(answer, pod)["spec"]["containers"][0]["resources"]
         assert resources["requests"]["cpu"] == "150m"
         assert resources["limits"]["cpu"] == "300m"

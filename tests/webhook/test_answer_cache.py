@@ -28,13 +28,14 @@ from kubescale.kube.resources import LIMIT_RANGES
 from kubescale.webhook.admission_reviews import split_uid
 from kubescale.webhook.admission_routes import AdmissionWebhook
 from kubescale.webhook.webhook_config import WebhookSettings
+from tests.builders.admission import admission_review
 from tests.controllers.vpa.admission.test_decision_cache_informers import (
     _caught_up,
     _patch,
     _requests,
 )
 
-from .test_admission_routes import Setup, _pod, _review, _setup
+from .test_admission_routes import Setup, _setup, web_pod
 
 
 @pytest.fixture
@@ -75,7 +76,14 @@ def test_which_uid_is_cut(body: bytes, expected: tuple[bytes, bytes] | None) -> 
 async def test_the_next_pod_of_a_replicaset_is_a_hit_byte_for_byte(setup: Setup) -> None:
     webhook, uncached = setup.webhook, _uncached(setup)
     for index in range(3):
-        body = json.dumps(_review(_pod(), uid=f"req-{index}"), separators=(",", ":")).encode()
+        body = json.dumps(
+            admission_review(
+                uid=f"req-{index}",
+                namespace="default",
+                request={"object": web_pod(), "oldObject": None},
+            ),
+            separators=(",", ":"),
+        ).encode()
         answer = await webhook.admit(body, content_type="application/json")
         reference = await uncached.admit(body, content_type="application/json")
         assert answer.body == reference.body
@@ -94,9 +102,11 @@ async def test_a_look_alike_uid_before_request_uid_is_never_cut(setup: Setup) ->
     # the object before request.uid, and in it a label named "uid" whose value is the
     # request's uid: the first '"uid":' field is the label's; the probe finds it is not
     # request.uid, so nothing is remembered
-    pod = _pod()
+    pod = web_pod()
     pod["metadata"]["labels"] = {"uid": "req-1", "app": "web"}
-    review = _review(pod, uid="req-1")
+    review = admission_review(
+        uid="req-1", namespace="default", request={"object": pod, "oldObject": None}
+    )
     request = review["request"]
     review["request"] = {"object": request.pop("object"), **request}
     body = json.dumps(review, separators=(",", ":")).encode()
@@ -108,9 +118,13 @@ async def test_a_look_alike_uid_before_request_uid_is_never_cut(setup: Setup) ->
 
 
 async def test_a_pod_without_a_controller_is_not_remembered(setup: Setup) -> None:
-    pod = _pod()
+    pod = web_pod()
     del pod["metadata"]["ownerReferences"]
-    body = json.dumps(_review(pod)).encode()
+    body = json.dumps(
+        admission_review(
+            uid="req-1", namespace="default", request={"object": pod, "oldObject": None}
+        )
+    ).encode()
     await setup.webhook.admit(body, content_type="application/json")
     assert setup.webhook.memo.answers() == 0
 
@@ -123,7 +137,7 @@ _UIDS = st.one_of(
 
 
 def _variant(kind: int) -> dict[str, Any]:
-    pod = _pod()
+    pod = web_pod()
     if kind == 1:  # no controller: no VPA, never remembered
         del pod["metadata"]["ownerReferences"]
     elif kind == 2:  # labels are part of the match
@@ -144,7 +158,9 @@ async def test_any_uid_and_pod_get_the_uncached_routes_bytes(
 ) -> None:
     webhook, uncached = setup.webhook, _uncached(setup)
     for kind, uid, compact in requests:
-        review = _review(_variant(kind), uid=uid)
+        review = admission_review(
+            uid=uid, namespace="default", request={"object": _variant(kind), "oldObject": None}
+        )
         body = json.dumps(review, separators=(",", ":")) if compact else json.dumps(review)
         raw = body.encode()
         answer = await webhook.admit(raw, content_type="application/json")
@@ -158,7 +174,11 @@ async def test_a_limit_range_change_drops_the_namespaces_answers(setup: Setup) -
     webhook = setup.webhook
 
     async def cpu(uid: str) -> str:
-        body = json.dumps(_review(_pod(), uid=uid)).encode()
+        body = json.dumps(
+            admission_review(
+                uid=uid, namespace="default", request={"object": web_pod(), "oldObject": None}
+            )
+        ).encode()
         answer = await webhook.admit(body, content_type="application/json")
         return _requests(_patch(answer.review))["cpu"]
 

@@ -18,8 +18,9 @@ import pytest
 
 from kubescale.kube.resources import NAMESPACES
 from kubescale.webhook.webhook_config import WebhookSettings
+from tests.builders.admission import admission_review
 
-from .test_admission_routes import Setup, _pod, _recommendation, _review, _setup
+from .test_admission_routes import Setup, _recommendation, _setup, web_pod
 
 
 @pytest.fixture
@@ -88,9 +89,11 @@ async def _caught_up(setup: Setup) -> None:
 
 
 async def _admit(setup: Setup, namespace: str, index: int) -> None:
-    pod = _pod()
+    pod = web_pod()
     pod["metadata"]["namespace"] = namespace
-    review = _review(pod, uid=f"{namespace}-{index}")
+    review = admission_review(
+        uid=f"{namespace}-{index}", namespace="default", request={"object": pod, "oldObject": None}
+    )
     review["request"]["namespace"] = namespace
     answer = await setup.post(json.dumps(review).encode())
     assert "patch" in answer["response"]

@@ -69,7 +69,7 @@ from kubescale.controllers.vpa.api.pod_admission import admit_pod
 from kubescale.controllers.vpa.api.startup_boost import StartupBoostSettings
 from kubescale.objects.hpa import HorizontalPodAutoscaler
 from kubescale.objects.quantities import Quantity
-from kubescale.objects.views import Meta
+from kubescale.objects.views import Meta, raw_metadata, raw_spec, raw_status
 
 __all__ = [
     "DEFAULT_MAX_AGE",
@@ -144,7 +144,7 @@ def decision_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
     only that is read (whether the patch must create ``/metadata/annotations``).
     """
     projected: dict[str, Any] = {}
-    metadata = pod.get("metadata")
+    metadata = raw_metadata(pod)
     if isinstance(metadata, dict):
         meta: dict[str, Any] = {}
         if "namespace" in metadata:
@@ -155,7 +155,7 @@ def decision_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
         projected["metadata"] = meta
     elif "metadata" in pod:
         projected["metadata"] = metadata
-    spec = pod.get("spec")
+    spec = raw_spec(pod)
     if isinstance(spec, dict):
         spec_out: dict[str, Any] = {}
         if "containers" in spec:
@@ -169,7 +169,7 @@ def decision_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
         projected["spec"] = spec_out
     elif "spec" in pod:
         projected["spec"] = spec
-    status = pod.get("status")
+    status = raw_status(pod)
     if isinstance(status, dict):
         status_out: dict[str, Any] = {}
         for name in ("containerStatuses", "initContainerStatuses"):
@@ -261,8 +261,8 @@ def decision_inputs(
 def match_fields(obj: Mapping[str, Any]) -> tuple[object, ...]:
     """What a match reads of a controller object: its uid, its owner references (the walk up)
     and where its selector comes from (``spec.selector``; a CronJob's job template labels)."""
-    metadata = obj.get("metadata")
-    spec = obj.get("spec")
+    metadata = raw_metadata(obj)
+    spec = raw_spec(obj)
     meta = metadata if isinstance(metadata, Mapping) else {}
     body = spec if isinstance(spec, Mapping) else {}
     return (
@@ -317,6 +317,10 @@ class Answered:
     limit_ranges: Sequence[Mapping[str, Any]] = ()
     """The LimitRanges as read for the decision (the list the admission caches gave: while
     they give the same list, its versions are the same)."""
+    target: ControllerRef | None = None
+    """The VPA's ``targetRef`` as read for the decision: the HPAs on it are looked up by it.
+    While the match holds, the VPA is the informers' same object, so its target is this one
+    (kept here so that an answered pod does not parse the VPA's spec again)."""
 
     def body(self, uid: bytes) -> bytes:
         """The answer to a request whose uid is ``uid`` (plain printable ASCII, as sent)."""

@@ -257,7 +257,7 @@ class CachedPodAdmission:
             return False
         settings = self.settings
         if settings.avoid_hpa_conflict:
-            target = target_ref_of(vpa)
+            target = answered.target  # the VPA is the same object (match_unchanged above)
             hpas = caches.hpas_for(target.namespace, target.kind, target.name) if target else []
             if object_versions(hpas) != inputs[4]:
                 return False
@@ -306,7 +306,9 @@ class CachedPodAdmission:
             )
         answered = None
         if match is not None and inputs is not None:
-            answered = Answered(decided=decided, inputs=inputs, match=match, limit_ranges=ranges)
+            answered = Answered(
+                decided=decided, inputs=inputs, match=match, limit_ranges=ranges, target=target
+            )
         return PodDecision(
             decided=decided,
             not_matched=not_matched,

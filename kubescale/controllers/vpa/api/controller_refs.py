@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kubescale.objects.views import ObjectRef
+from kubescale.objects.views import Meta, ObjectRef
 
 __all__ = [
     "WELL_KNOWN_CONTROLLER_KINDS",
@@ -67,10 +67,7 @@ OwnerLookup = Callable[[str, str, str, str], dict[str, Any] | None]
 
 
 def _controller_refs(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    metadata = obj.get("metadata")
-    if not isinstance(metadata, Mapping):
-        return []
-    refs = metadata.get("ownerReferences")
+    refs: object = Meta(obj).raw.get("ownerReferences")  # as sent: checked below
     if not isinstance(refs, list):
         return []
     return [ref for ref in refs if isinstance(ref, Mapping) and ref.get("controller") is True]
@@ -87,9 +84,7 @@ def _ref(owner: Mapping[str, Any], namespace: str) -> ControllerRef:
 
 
 def _namespace(obj: Mapping[str, Any]) -> str:
-    metadata = obj.get("metadata")
-    namespace = metadata.get("namespace") if isinstance(metadata, Mapping) else None
-    return namespace if isinstance(namespace, str) else ""
+    return Meta(obj).namespace
 
 
 def controller_owner_ref(pod: Mapping[str, Any]) -> ControllerRef | None:

@@ -25,6 +25,7 @@ from functools import lru_cache
 from typing import Any
 
 from kubescale.objects.quantities import Quantity
+from kubescale.objects.views import optional_spec_of, optional_status_of
 
 __all__ = [
     "CPU",
@@ -91,8 +92,8 @@ def container_requests_and_limits(
     pod: Mapping[str, Any], container_name: str, *, init: bool = False
 ) -> tuple[ResourceList | None, ResourceList | None]:
     """resourcehelpers.ContainerRequestsAndLimits: (requests, limits), status before spec."""
-    status = pod.get("status")
-    spec = pod.get("spec")
+    status = optional_status_of(pod)
+    spec = optional_spec_of(pod)
     statuses = (
         status.get("initContainerStatuses" if init else "containerStatuses")
         if isinstance(status, Mapping)
@@ -132,8 +133,8 @@ class PodContainers:
 
     @classmethod
     def of(cls, pod: Mapping[str, Any]) -> PodContainers:
-        spec = pod.get("spec")
-        containers = spec.get("containers") if isinstance(spec, Mapping) else None
+        spec = optional_spec_of(pod)
+        containers = spec.get("containers") if spec is not None else None
         names: list[str] = []
         current: dict[str, tuple[ResourceList | None, ResourceList | None]] = {}
         for container in containers if isinstance(containers, list) else ():

@@ -57,6 +57,7 @@ from kubescale.controllers.vpa.api.limit_range_rules import (
     ratio_holds,
 )
 from kubescale.objects.quantities import Quantity
+from kubescale.objects.views import optional_spec_of
 
 __all__ = [
     "CAPPED_TO_CONTAINER_LIMIT",
@@ -119,8 +120,8 @@ def _spec_resources(container: Mapping[str, Any]) -> tuple[ResourceList, Resourc
 
 
 def _spec_list(pod: Mapping[str, Any], name: str) -> list[Mapping[str, Any]]:
-    spec = pod.get("spec")
-    items = spec.get(name) if isinstance(spec, Mapping) else None
+    spec = optional_spec_of(pod)
+    items = spec.get(name) if spec is not None else None
     return [c if isinstance(c, Mapping) else {} for c in items] if isinstance(items, list) else []
 
 

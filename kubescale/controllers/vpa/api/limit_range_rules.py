@@ -35,6 +35,7 @@ from typing import Any, Final
 
 from kubescale.controllers.vpa.api.current_resources import ResourceList, parse_resource_list
 from kubescale.objects.quantities import Quantity
+from kubescale.objects.views import optional_spec_of
 
 __all__ = [
     "Bounds",
@@ -91,8 +92,8 @@ class NamespaceLimits:
             "Pod": ({}, {}, {}),
         }
         for limit_range in limit_ranges:
-            spec = limit_range.get("spec")
-            items = spec.get("limits") if isinstance(spec, Mapping) else None
+            spec = optional_spec_of(limit_range)
+            items = spec.get("limits") if spec is not None else None
             for item in items if isinstance(items, list) else ():
                 if not isinstance(item, Mapping) or item.get("type") not in collected:
                     continue

@@ -32,6 +32,7 @@ from typing import Any
 
 from kubescale.controllers.vpa.api.current_resources import parse_resource_list
 from kubescale.objects.quantities import Quantity
+from kubescale.objects.views import optional_spec_of
 
 __all__ = [
     "CONTAINER",
@@ -110,8 +111,8 @@ def merged_limit_range_item(
     default_request: dict[str, Quantity] | None = None
     ratio: dict[str, Quantity] | None = None
     for limit_range in limit_ranges:
-        spec = limit_range.get("spec")
-        items = spec.get("limits") if isinstance(spec, Mapping) else None
+        spec = optional_spec_of(limit_range)
+        items = spec.get("limits") if spec is not None else None
         if not isinstance(items, list):
             continue
         for item in items:

@@ -37,6 +37,7 @@ from kubescale.controllers.vpa.api.current_resources import (
     parse_resource_list,
 )
 from kubescale.objects.quantities import Quantity
+from kubescale.objects.views import optional_spec_of
 
 __all__ = ["fit_requests_to_node"]
 
@@ -53,8 +54,8 @@ def _quantity(name: str, units: int, like: Quantity) -> Quantity:
 
 def _always_there(pod: Mapping[str, Any]) -> list[ResourceList]:
     """The requests present for the pod's whole life: overhead and sidecars."""
-    spec = pod.get("spec")
-    if not isinstance(spec, Mapping):
+    spec = optional_spec_of(pod)
+    if spec is None:
         return []
     lists = [parse_resource_list(spec.get("overhead")) or {}]
     init_containers = spec.get("initContainers")

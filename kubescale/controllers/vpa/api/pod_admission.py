@@ -53,6 +53,7 @@ from kubescale.controllers.vpa.api.vpa_matching import target_ref_of
 from kubescale.coordination.resource_ownership import hpas_scaled_resources
 from kubescale.objects.hpa import HorizontalPodAutoscaler
 from kubescale.objects.quantities import Quantity
+from kubescale.objects.views import Meta
 
 __all__ = ["PodAdmission", "PodAdmissionError", "admit_pod"]
 
@@ -79,9 +80,7 @@ class PodAdmission:
 
 
 def _vpa_name(vpa: Mapping[str, Any]) -> str:
-    metadata = vpa.get("metadata")
-    name = metadata.get("name") if isinstance(metadata, Mapping) else None
-    return name if isinstance(name, str) else ""
+    return Meta(vpa).name
 
 
 def admit_pod(

@@ -87,7 +87,7 @@ from kubescale.controllers.vpa.api.startup_boost import (
 )
 from kubescale.controllers.vpa.api.vpa_policy import UPDATE_MODE_OFF, update_mode
 from kubescale.objects.quantities import Quantity
-from kubescale.objects.views import optional_mapping, spec_of
+from kubescale.objects.views import optional_mapping, optional_spec_of, optional_status_of, spec_of
 
 __all__ = [
     "NODE_FIT_ACTION",
@@ -164,7 +164,7 @@ def _recommended_requests(
     and the capping conflicts."""
     names = containers_of_pod.names
     nothing: list[ResourceList | None] = [None for _ in names]
-    status = optional_mapping(vpa.get("status")) or {}
+    status = optional_status_of(vpa) or {}
     recommendation = optional_mapping(status.get("recommendation"))
     if update_mode(vpa) == UPDATE_MODE_OFF or recommendation is None:
         return nothing, {}, ()
@@ -246,9 +246,7 @@ def pod_resources(
     """
     containers_of_pod = PodContainers.of(pod)
     names = containers_of_pod.names
-    resource_policy = optional_mapping(
-        (optional_mapping(vpa.get("spec")) or {}).get("resourcePolicy")
-    )
+    resource_policy = optional_mapping((optional_spec_of(vpa) or {}).get("resourcePolicy"))
     requests_per_container, annotations, capped_conflicts = _recommended_requests(
         pod=pod,
         vpa=vpa,
@@ -359,12 +357,10 @@ def capped_recommendation(
     recommendation nor a resource policy. Annotations are dropped (the updater, reference §3.4,
     does not use them).
     """
-    status = optional_mapping(vpa.get("status")) or {}
+    status = optional_status_of(vpa) or {}
     capped = cap_recommendation(
         recommendation=optional_mapping(status.get("recommendation")),
-        resource_policy=optional_mapping(
-            (optional_mapping(vpa.get("spec")) or {}).get("resourcePolicy")
-        ),
+        resource_policy=optional_mapping((optional_spec_of(vpa) or {}).get("resourcePolicy")),
         pod=pod,
         container_limit_range=container_limit_range,
         pod_limit_range=pod_limit_range,

@@ -31,7 +31,7 @@ from typing import Any
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef, topmost_controller
 from kubescale.kube.controller_lookups import ControllerLookups, well_known_selector
 from kubescale.objects.selectors import LabelSelector
-from kubescale.objects.views import Meta
+from kubescale.objects.views import Meta, optional_spec_of
 
 __all__ = ["TargetCheck", "VpaTargets", "target_text"]
 
@@ -50,8 +50,8 @@ def _text(value: object) -> str:
 
 def target_ref(vpa: Mapping[str, Any]) -> ControllerRef | None:
     """The VPA's ``spec.targetRef`` as a controller key in the VPA's namespace."""
-    spec = vpa.get("spec")
-    ref = spec.get("targetRef") if isinstance(spec, Mapping) else None
+    spec = optional_spec_of(vpa)
+    ref = spec.get("targetRef") if spec is not None else None
     if not isinstance(ref, Mapping):
         return None
     metadata = Meta(vpa).raw

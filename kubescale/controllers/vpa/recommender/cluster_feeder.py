@@ -66,7 +66,7 @@ from kubescale.kube.resources import (
 )
 from kubescale.kube.shared_cache import SharedCache
 from kubescale.objects.quantities import Quantity, QuantityError
-from kubescale.objects.views import Meta, status_of
+from kubescale.objects.views import Meta, optional_spec_of, status_of
 
 __all__ = [
     "POD_METRICS",
@@ -112,8 +112,8 @@ def _phase(pod: Mapping[str, Any]) -> str:
 
 
 def _recommender_names(vpa: Mapping[str, Any]) -> list[str]:
-    spec = vpa.get("spec")
-    selectors = spec.get("recommenders") if isinstance(spec, Mapping) else None
+    spec = optional_spec_of(vpa)
+    selectors = spec.get("recommenders") if spec is not None else None
     if not isinstance(selectors, list):
         return []
     return [str(s.get("name") or "") for s in selectors if isinstance(s, Mapping)]
@@ -129,8 +129,8 @@ def handles_vpa(
     """``filterVPAs``: the recommender named ``default`` takes VPAs naming no recommender or
     naming ``default``; any other name only VPAs naming it. Then ``shouldIgnoreNamespace``."""
     names = _recommender_names(vpa)
-    spec = vpa.get("spec")
-    implicit_default = not (isinstance(spec, Mapping) and spec.get("recommenders"))
+    spec = optional_spec_of(vpa)
+    implicit_default = not (spec is not None and spec.get("recommenders"))
     if recommender_name == DEFAULT_RECOMMENDER_NAME:
         if not implicit_default and recommender_name not in names:
             return False
@@ -159,8 +159,8 @@ def _amount(quantity: Quantity | None, *, milli: bool) -> int:
 
 def container_requests(pod: Mapping[str, Any]) -> dict[str, dict[str, int]]:
     """Each app container's current requests in ResourceAmounts (calculateRequestedResources)."""
-    spec = pod.get("spec")
-    containers = spec.get("containers") if isinstance(spec, Mapping) else None
+    spec = optional_spec_of(pod)
+    containers = spec.get("containers") if spec is not None else None
     result: dict[str, dict[str, int]] = {}
     for container in containers if isinstance(containers, list) else ():
         name = container.get("name") if isinstance(container, Mapping) else None

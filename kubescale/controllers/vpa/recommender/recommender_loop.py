@@ -71,7 +71,7 @@ from kubescale.coordination.brain import brain_of
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError
 from kubescale.kube.shared_cache import SharedCache
-from kubescale.objects.views import Meta, spec_of
+from kubescale.objects.views import Meta, optional_status_of, spec_of
 from kubescale.plans.executor import PlanExecutor, plan_metrics
 from kubescale.runtime.component import TimelineReport
 from kubescale.runtime.off_loop import OffLoop
@@ -215,7 +215,7 @@ class RecommenderLoop:
                 matches_pods=recommendation.has_matching_pods,
                 unsupported_config=observed.check.unsupported is not None,
             )
-            if not status_changed(vpa.get("status"), status):
+            if not status_changed(optional_status_of(vpa), status):
                 continue
             applied = await self.executor.execute(
                 status_patch(vpa, status, actor=LOOP_NAME), now=now

@@ -22,7 +22,7 @@ ownership and selector rows and the property.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
+from kubescale.controllers.vpa.admission import cached_pod_admission
 from kubescale.controllers.vpa.admission.admission_memo import AdmissionMemo, Answered, Match
+from kubescale.controllers.vpa.api.controller_refs import ControllerRef
+from kubescale.controllers.vpa.api.vpa_matching import target_ref_of
 from kubescale.kube.errors import KubeApiError
 from kubescale.kube.resources import (
     DEPLOYMENTS,
@@ -45,12 +48,14 @@ from kubescale.kube.resources import (
 from kubescale.webhook.admission_routes import AdmissionWebhook
 from kubescale.webhook.webhook_config import WebhookSettings
 from tests import builders
+from tests.builders import vpas
+from tests.builders.admission import admission_review
 from tests.controllers.vpa.admission.test_decision_cache_informers import (
     _caught_up,
     _patch,
     _requests,
 )
-from tests.webhook.test_admission_routes import Setup, _pod, _recommendation, _review, _setup, _vpa
+from tests.webhook.test_admission_routes import Setup, _recommendation, _setup, web_pod
 
 SETTINGS = WebhookSettings(avoid_hpa_conflict=True)
 
@@ -79,7 +84,13 @@ async def _answer(
 ) -> dict[str, Any]:
     """The route's answer, after checking its bytes against ``reference``'s (the route without
     a memo over the same informers)."""
-    body = json.dumps(_review(pod if pod is not None else _pod(), uid=uid)).encode()
+    body = json.dumps(
+        admission_review(
+            uid=uid,
+            namespace="default",
+            request={"object": pod if pod is not None else web_pod(), "oldObject": None},
+        )
+    ).encode()
     answer = await setup.webhook.admit(body, content_type="application/json")
     expected = await reference.admit(body, content_type="application/json")
     assert answer.body == expected.body
@@ -186,7 +197,12 @@ async def _selector(setup: Setup, app: str) -> None:
 
 async def _second_vpa(setup: Setup, present: bool) -> None:
     if present:
-        vpa = _vpa("web-vpa-2", "Deployment", "web", _recommendation({"cpu": "1"}))
+        vpa = vpas.vpa(
+            name="web-vpa-2",
+            target=vpas.target_ref(kind="Deployment", name="web", api_version="apps/v1"),
+            update_mode="Recreate",
+            status={"recommendation": _recommendation({"cpu": "1"})},
+        )
         await _upsert(setup, VERTICAL_POD_AUTOSCALERS, vpa)
     else:
         await _delete(setup, VERTICAL_POD_AUTOSCALERS, "web-vpa-2", "default")
@@ -230,6 +246,38 @@ async def test_which_change_makes_the_next_answer_anew(
     hits = memo.answer_hits
     await _answer(setup, reference, "req-3")
     assert (memo.answer_hits == hits + 1) is hit
+
+
+async def test_an_answered_pod_does_not_parse_the_vpa_target_again(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With --avoid-hpa-conflict the HPAs on the VPA's target are re-read for every answered
+    pod; the target itself comes with the answer (the VPA is the informers' same object while
+    the match holds), so a hit parses no VPA spec: the cost the memo had added per request
+    over the old answer cache (issue 28.4's throughput)."""
+    parsed: list[object] = []
+    real = target_ref_of
+
+    def counting(vpa: Mapping[str, Any]) -> ControllerRef | None:
+        parsed.append(vpa)
+        return real(vpa)
+
+    monkeypatch.setattr(cached_pod_admission, "target_ref_of", counting)
+    memo, reference = setup.webhook.memo, _without_memo(setup)
+    await _answer(setup, reference, "req-1")
+    decided = len(parsed)
+    assert decided >= 1  # the decision read the target (the route's and the reference's)
+    hits = memo.answer_hits
+    await _answer(setup, reference, "req-2")
+    assert memo.answer_hits == hits + 1
+    # only the reference (no memo) decided anew, reading the target once
+    assert len(parsed) == decided + 1
+    # an HPA put on the target is still seen: the next answer is decided anew
+    _detach_handlers(setup)
+    await _put_hpa(setup, "web", "memory")
+    await _caught_up(setup)
+    await _answer(setup, reference, "req-3")
+    assert memo.answer_hits == hits + 1
 
 
 async def test_a_limit_range_edited_or_deleted_is_seen_without_the_handlers(setup: Setup) -> None:
@@ -289,7 +337,7 @@ async def _reset(setup: Setup) -> None:
 
 
 def _variant(kind: int) -> dict[str, Any]:
-    pod = _pod()
+    pod = web_pod()
     if kind == 1:  # other resources: the same VPA, another decision
         pod["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
     elif kind == 2:  # another pod of the ReplicaSet (a name): another question, same inputs

@@ -14,6 +14,7 @@ Then the table of the key: which differences make a new entry and which do not.
 from __future__ import annotations
 
 import copy
+import functools
 from typing import Any, cast
 
 import pytest
@@ -29,6 +30,7 @@ from kubescale.controllers.vpa.admission.admission_memo import (
 from kubescale.controllers.vpa.api.pod_admission import PodAdmissionError, admit_pod
 from kubescale.objects.hpa import HorizontalPodAutoscaler
 from kubescale.objects.quantities import Quantity
+from tests import builders
 from tests.controllers.vpa.api.test_limit_range_property import (
     limit_ranges,
     pods,
@@ -318,23 +320,26 @@ def test_an_edit_is_seen_by_the_next_request(
 # -- the key, row by row ------------------------------------------------------------------
 
 
-def _pod(**container: Any) -> dict[str, Any]:
-    return {
-        "metadata": {"name": "a", "namespace": "default", "labels": {"x": "1"}},
-        "spec": {"containers": [{"name": "app", "image": "i", **container}]},
-    }
+VPA_OF_WEB = functools.partial(
+    builders.vpas.vpa,
+    name="v",
+    uid="u",
+    resource_version="1",
+    target=builders.vpas.target_ref(api_version=None),
+    targets={"app": {"cpu": "1"}},
+    api_version=None,
+)
+"""The VPA of the memo's keys (``resource_version``/``uid`` vary)."""
 
 
-def _vpa(rv: str = "1", uid: str = "u") -> dict[str, Any]:
-    return {
-        "metadata": {"name": "v", "namespace": "default", "uid": uid, "resourceVersion": rv},
-        "spec": {"targetRef": {"kind": "Deployment", "name": "web"}},
-        "status": {
-            "recommendation": {
-                "containerRecommendations": [{"containerName": "app", "target": {"cpu": "1"}}]
-            }
-        },
-    }
+def _with_requests(requests: dict[str, str]) -> dict[str, Any]:
+    """Pod ``a`` whose container ``app`` requests ``requests``."""
+    return builders.pods.pod(
+        name="a",
+        labels={"x": "1"},
+        containers=[builders.pods.container(image="i", resources={"requests": requests})],
+        api_version=None,
+    )
 
 
 def _range(rv: str, name: str = "lr") -> dict[str, Any]:
@@ -345,8 +350,8 @@ def _range(rv: str, name: str = "lr") -> dict[str, Any]:
 
 
 BASE: dict[str, Any] = {
-    "pod": _pod(resources={"requests": {"cpu": "100m"}}),
-    "vpa": _vpa(),
+    "pod": _with_requests({"cpu": "100m"}),
+    "vpa": VPA_OF_WEB(),
     "limit_ranges": [_range("5")],
     "hpas": [],
     "avoid": False,
@@ -359,17 +364,17 @@ BASE: dict[str, Any] = {
     ("change", "new_entry"),
     [
         # what the decision reads: a new entry
-        ({"vpa": _vpa(rv="2")}, True),  # the VPA was written
-        ({"vpa": _vpa(uid="other")}, True),  # another VPA (deleted and re-created)
+        ({"vpa": VPA_OF_WEB(resource_version="2")}, True),  # the VPA was written
+        ({"vpa": VPA_OF_WEB(uid="other")}, True),  # another VPA (deleted and re-created)
         ({"limit_ranges": [_range("6")]}, True),  # the LimitRange was written
         ({"limit_ranges": []}, True),  # ... deleted
         ({"limit_ranges": [_range("5"), _range("7", "more")]}, True),  # ... one added
-        ({"pod": _pod(resources={"requests": {"cpu": "200m"}})}, True),  # other requests
-        ({"pod": _pod(resources={"requests": {"cpu": "0.1"}})}, True),  # same value, other text
+        ({"pod": _with_requests({"cpu": "200m"})}, True),  # other requests
+        ({"pod": _with_requests({"cpu": "0.1"})}, True),  # same value, other text
         ({"avoid": True}, True),  # the flags
         ({"cap": True, "largest": {"cpu": Quantity.parse("4")}}, True),
         # what it does not read: the same entry
-        ({"pod": {**_pod(resources={"requests": {"cpu": "100m"}}), "kind": "Pod"}}, False),
+        ({"pod": {**_with_requests({"cpu": "100m"}), "kind": "Pod"}}, False),
         (
             {
                 "pod": {
@@ -444,14 +449,14 @@ def test_the_projection_keeps_what_the_decision_reads() -> None:
 def test_size_age_and_invalidation() -> None:
     now = [0.0]
     cache = AdmissionMemo(max_entries=2, max_age=10.0, now=lambda: now[0])
-    pods = [_pod(resources={"requests": {"cpu": f"{i + 1}00m"}}) for i in range(3)]
+    pods = [_with_requests({"cpu": f"{i + 1}00m"}) for i in range(3)]
 
     def ask(pod: dict[str, Any], vpa: dict[str, Any] | None = None) -> None:
         admit_cached(
             cache,
             pod=pod,
             namespace="default",
-            vpa=vpa or _vpa(),
+            vpa=vpa or VPA_OF_WEB(),
             limit_ranges=[],
             hpas=[],
             avoid_hpa_conflict=False,
@@ -469,7 +474,7 @@ def test_size_age_and_invalidation() -> None:
     assert cache.misses == 5
     cache.forget_vpa("u")  # the VPA changed: everything made with it goes
     assert len(cache) == 0
-    ask(pods[1], _vpa(uid="w"))
+    ask(pods[1], VPA_OF_WEB(uid="w"))
     cache.forget_namespace("other")
     assert len(cache) == 1
     cache.forget_namespace("default")

@@ -25,7 +25,8 @@ from kubescale.controllers.vpa.admission.cached_pod_admission import (
 )
 from kubescale.kube.resources import LIMIT_RANGES, VERTICAL_POD_AUTOSCALERS
 from kubescale.webhook.webhook_config import WebhookSettings
-from tests.webhook.test_admission_routes import Setup, _pod, _recommendation, _review, _setup
+from tests.builders.admission import admission_review
+from tests.webhook.test_admission_routes import Setup, _recommendation, _setup, web_pod
 
 
 @pytest.fixture
@@ -62,9 +63,13 @@ def _uncached(setup: Setup) -> CachedPodAdmission:
 
 
 async def _ask(setup: Setup, index: int) -> list[dict[str, Any]]:
-    pod = _pod()
+    pod = web_pod()
     pod["metadata"]["name"] = f"web-rs-{index}"  # the next pod of the ReplicaSet
-    body = json.dumps(_review(pod, uid=f"req-{index}")).encode()
+    body = json.dumps(
+        admission_review(
+            uid=f"req-{index}", namespace="default", request={"object": pod, "oldObject": None}
+        )
+    ).encode()
     return _patch(await setup.post(body))
 
 
@@ -149,8 +154,12 @@ async def test_admissions_racing_vpa_writes_answer_what_the_uncached_path_answer
     controller is cached, so nothing can change between the answer and the reference)."""
     uncached = _uncached(setup)
     webhook = setup.webhook
-    pod = _pod()
-    body = json.dumps(_review(pod)).encode()
+    pod = web_pod()
+    body = json.dumps(
+        admission_review(
+            uid="req-1", namespace="default", request={"object": pod, "oldObject": None}
+        )
+    ).encode()
     targets = [{"cpu": f"{200 + 10 * i}m", "memory": f"{200 + i}Mi"} for i in range(15)]
     seen: set[str] = set()
     writes_done = asyncio.Event()

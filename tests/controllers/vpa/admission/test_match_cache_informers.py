@@ -21,13 +21,15 @@ from kubescale.controllers.vpa.admission.admission_memo import AdmissionMemo
 from kubescale.kube.resources import DEPLOYMENTS, REPLICA_SETS, VERTICAL_POD_AUTOSCALERS
 from kubescale.webhook.admission_reviews import split_uid
 from kubescale.webhook.webhook_config import WebhookSettings
+from tests.builders import vpas
+from tests.builders.admission import admission_review
 from tests.controllers.vpa.admission.test_decision_cache_informers import (
     _caught_up,
     _patch,
     _requests,
     _uncached,
 )
-from tests.webhook.test_admission_routes import Setup, _pod, _recommendation, _review, _setup, _vpa
+from tests.webhook.test_admission_routes import Setup, _recommendation, _setup, web_pod
 
 
 @pytest.fixture
@@ -38,8 +40,12 @@ async def setup(tmp_path: Path) -> AsyncIterator[Setup]:
 
 async def _ask(setup: Setup, index: int, pod: dict[str, Any] | None = None) -> list[Any]:
     """The next pod's patch, after checking the route's bytes against the uncached path."""
-    pod = pod if pod is not None else _pod()
-    body = json.dumps(_review(pod, uid=f"req-{index}")).encode()
+    pod = pod if pod is not None else web_pod()
+    body = json.dumps(
+        admission_review(
+            uid=f"req-{index}", namespace="default", request={"object": pod, "oldObject": None}
+        )
+    ).encode()
     answer = await setup.webhook.admit(body, content_type="application/json")
     reference = _uncached(setup).decide(pod, may_wait=False)
     assert answer.review["response"].get("patch", "") == reference.encoded_patch
@@ -62,7 +68,12 @@ async def test_a_vpa_created_deleted_or_retargeted_is_seen_by_the_very_next_requ
     misses = _memo(setup).answer_misses
     await setup.kube.create(
         VERTICAL_POD_AUTOSCALERS,
-        _vpa("web-vpa-2", "Deployment", "web", _recommendation({"cpu": "1", "memory": "1Gi"})),
+        vpas.vpa(
+            name="web-vpa-2",
+            target=vpas.target_ref(kind="Deployment", name="web", api_version="apps/v1"),
+            update_mode="Recreate",
+            status={"recommendation": _recommendation({"cpu": "1", "memory": "1Gi"})},
+        ),
     )
     await _caught_up(setup)
     assert _requests(await _ask(setup, 3)) == {"cpu": "250m", "memory": "200Mi"}
@@ -132,11 +143,20 @@ async def test_an_owner_change_is_seen_by_the_very_next_request(setup: Setup) ->
 
 
 async def test_labels_are_part_of_the_key(setup: Setup) -> None:
-    pod = _pod()
+    pod = web_pod()
     assert _requests(await _ask(setup, 1, pod)) == {"cpu": "250m", "memory": "200Mi"}
-    other = _pod()
+    other = web_pod()
     other["metadata"]["labels"] = {"app": "not-web"}  # not selected by the Deployment
-    questions = [split_uid(json.dumps(_review(p, uid="req")).encode()) for p in (pod, other)]
+    questions = [
+        split_uid(
+            json.dumps(
+                admission_review(
+                    uid="req", namespace="default", request={"object": p, "oldObject": None}
+                )
+            ).encode()
+        )
+        for p in (pod, other)
+    ]
     assert questions[0] is not None
     assert questions[1] is not None
     assert questions[0][0] != questions[1][0]
@@ -145,7 +165,7 @@ async def test_labels_are_part_of_the_key(setup: Setup) -> None:
 
 
 async def test_a_pod_without_controller_is_not_remembered(setup: Setup) -> None:
-    pod = _pod()
+    pod = web_pod()
     pod["metadata"]["ownerReferences"] = []
     assert setup.webhook._pod_decider(setup.caches).decide(pod, may_wait=False).answered is None
 
