@@ -67,6 +67,7 @@ from kubescale.controllers.vpa.api.controller_refs import ControllerRef
 from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict
 from kubescale.controllers.vpa.api.pod_admission import admit_pod
 from kubescale.controllers.vpa.api.startup_boost import StartupBoostSettings
+from kubescale.kube.resources import CRON_JOBS
 from kubescale.objects.hpa import HorizontalPodAutoscaler
 from kubescale.objects.quantities import Quantity
 from kubescale.objects.views import Meta, raw_metadata, raw_spec, raw_status
@@ -258,9 +259,11 @@ def decision_inputs(
     )
 
 
-def match_fields(obj: Mapping[str, Any]) -> tuple[object, ...]:
-    """What a match reads of a controller object: its uid, its owner references (the walk up)
-    and where its selector comes from (``spec.selector``; a CronJob's job template labels)."""
+def match_fields(kind: str, obj: Mapping[str, Any]) -> tuple[object, ...]:
+    """What a match reads of a controller object of ``kind``: its uid, its owner references
+    (the walk up) and where its selector comes from (``spec.selector``; a CronJob's job
+    template labels — read of a CronJob only, as ``well_known_selector`` does: other kinds
+    have no such field, and their projected caches do not keep one)."""
     metadata = raw_metadata(obj)
     spec = raw_spec(obj)
     meta = metadata if isinstance(metadata, Mapping) else {}
@@ -271,7 +274,7 @@ def match_fields(obj: Mapping[str, Any]) -> tuple[object, ...]:
         meta.get("uid"),
         meta.get("ownerReferences"),
         body.get("selector"),
-        body.get("jobTemplate"),
+        body.get("jobTemplate") if kind == CRON_JOBS.kind else None,
     )
 
 
@@ -338,7 +341,9 @@ def match_unchanged(
     differs from it only in what no match reads; and the same VPAs, in the same order."""
     for api_version, kind, namespace, name, obj in match.reads:
         found = lookup(api_version, kind, namespace, name)
-        if found is not obj and (found is None or match_fields(found) != match_fields(obj)):
+        if found is obj:
+            continue
+        if found is None or match_fields(kind, found) != match_fields(kind, obj):
             return False
     if match.controller is None:
         return True
