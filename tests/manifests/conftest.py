@@ -3,6 +3,11 @@
 Every request goes over HTTPS to :class:`kubescale.sim.apiserver.server.ApiServer` through the real
 ``kubernetes.aio`` client or the real ``kubectl`` (``$KUBECTL``, else the one on PATH; the kubectl
 tests skip without one). Nothing is patched.
+
+``kubectl kustomize`` alone runs ``$KUBECTL_KUSTOMIZE`` (else the kubectl on PATH): tests/run.sh
+installs kubectl 1.37 (Kustomize v5.8.1) for it, since the manifests use ``resources``,
+``patches`` and ``replacements``, which the Kustomize v2.0.3 of Debian's kubectl 1.20 (still
+``$KUBECTL``, for the API server conformance and ``kubectl apply`` tests) cannot build.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import subprocess
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 import yaml
@@ -28,7 +33,11 @@ from kubescale.sim.apiserver.server import ApiServer
 from .manifest_files import CRD_DIR
 
 KUBECTL = os.environ.get("KUBECTL") or shutil.which("kubectl")
+KUBECTL_KUSTOMIZE = os.environ.get("KUBECTL_KUSTOMIZE") or shutil.which("kubectl")
 KUBECTL_TIMEOUT = 60.0
+KUSTOMIZE_MAJOR: Final = 5
+"""The Kustomize the manifests are written for (``replacements`` with ``options.delimiter``,
+``patches`` by path, ``resources`` naming directories; none of the deprecated fields)."""
 
 
 @pytest.fixture
@@ -104,12 +113,41 @@ def kubectl_minor() -> int:
     return int(json.loads(out)["clientVersion"]["minor"].rstrip("+"))
 
 
-async def kubectl_kustomize(directory: Path, *, home: Path) -> list[dict[str, Any]]:
-    """The objects ``kubectl kustomize <directory>`` renders (kustomize built into kubectl:
-    v2.0.3 in Debian's kubectl 1.20, which the manifests are written for)."""
-    assert KUBECTL is not None
+@functools.cache
+def kustomize_major() -> int:
+    """The major version of the Kustomize built into ``$KUBECTL_KUSTOMIZE`` (0 when it does not
+    say: kubectl before 1.24 prints no ``kustomizeVersion``)."""
+    assert KUBECTL_KUSTOMIZE is not None
+    out = subprocess.run(
+        [KUBECTL_KUSTOMIZE, "version", "--client", "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=KUBECTL_TIMEOUT,
+        check=True,
+    ).stdout
+    version = str(json.loads(out).get("kustomizeVersion") or "v0")
+    return int(version.lstrip("v").split(".")[0])
+
+
+@dataclass(frozen=True)
+class Kustomized:
+    objects: list[dict[str, Any]]
+    stderr: str
+
+
+async def kustomize_build(directory: Path, *, home: Path) -> Kustomized:
+    """``kubectl kustomize <directory>`` with ``$KUBECTL_KUSTOMIZE``: the objects and what it
+    printed on stderr (where kustomize writes its deprecation warnings). Skips when there is no
+    kubectl, or its Kustomize is older than :data:`KUSTOMIZE_MAJOR`."""
+    if KUBECTL_KUSTOMIZE is None:
+        pytest.skip("no kubectl for kustomize ($KUBECTL_KUSTOMIZE; tests/run.sh installs it)")
+    if kustomize_major() < KUSTOMIZE_MAJOR:
+        pytest.skip(
+            f"{KUBECTL_KUSTOMIZE}'s Kustomize is older than v{KUSTOMIZE_MAJOR}; set "
+            "$KUBECTL_KUSTOMIZE to a kubectl >= 1.27 (tests/run.sh installs 1.37)"
+        )
     process = await asyncio.create_subprocess_exec(
-        KUBECTL,
+        KUBECTL_KUSTOMIZE,
         "kustomize",
         str(directory),
         stdout=asyncio.subprocess.PIPE,
@@ -117,10 +155,13 @@ async def kubectl_kustomize(directory: Path, *, home: Path) -> list[dict[str, An
         env={"PATH": os.environ.get("PATH", ""), "HOME": str(home)},
     )
     out, err = await asyncio.wait_for(process.communicate(), KUBECTL_TIMEOUT)
-    if process.returncode != 0 and b"unknown command" in err:
-        pytest.skip("this kubectl has no built-in kustomize")
     assert process.returncode == 0, err.decode()
-    return [doc for doc in yaml.safe_load_all(out) if doc]
+    return Kustomized([doc for doc in yaml.safe_load_all(out) if doc], err.decode())
+
+
+async def kubectl_kustomize(directory: Path, *, home: Path) -> list[dict[str, Any]]:
+    """The objects ``kubectl kustomize <directory>`` renders (:func:`kustomize_build`)."""
+    return (await kustomize_build(directory, home=home)).objects
 
 
 def kubectl_for(server: ApiServer, tmp_path: Path) -> Kubectl:
@@ -130,3 +171,6 @@ def kubectl_for(server: ApiServer, tmp_path: Path) -> Kubectl:
 
 
 needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+needs_kustomize = pytest.mark.skipif(
+    KUBECTL_KUSTOMIZE is None, reason="no kubectl for kustomize ($KUBECTL_KUSTOMIZE)"
+)

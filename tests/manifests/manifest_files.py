@@ -1,12 +1,13 @@
 """The files of ``manifests/``, loaded and rendered as ``kubectl apply -k manifests/`` sees them.
 
 :func:`render` does what kustomize does with the base, ``manifests/kustomization.yaml``: it loads
-the listed resource files in order and applies its ``namespace`` (every namespaced object gets
-the namespace, and so does every ServiceAccount subject of a RoleBinding or ClusterRoleBinding,
-as kustomize v2.0.3 — Debian's kubectl 1.20 — and later do). Anything else in the base's
-kustomization raises, so a new kustomize feature cannot be silently ignored here. The tests
-compare this rendering with ``kubectl kustomize`` when kubectl is installed; the overlays
-(``manifests/overlays/*``) are rendered by kubectl only.
+the listed ``resources`` in order — a file's objects, or a directory's kustomization rendered
+first, where it is listed — and applies its ``namespace`` (every namespaced object gets the
+namespace, and so does every ServiceAccount subject of a RoleBinding or ClusterRoleBinding, as
+kustomize does). Anything else in the base's kustomization (a deprecated ``bases`` among them)
+raises, so a new kustomize feature cannot be silently ignored here. The tests compare this
+rendering with ``kubectl kustomize`` (Kustomize v5, ``$KUBECTL_KUSTOMIZE``) when it is
+installed; the overlays (``manifests/overlays/*``) are rendered by kubectl only.
 """
 
 from __future__ import annotations
@@ -35,9 +36,14 @@ CLUSTER_SCOPED_KINDS: Final = frozenset(
         "ValidatingWebhookConfiguration",
     }
 )
-_KNOWN_KUSTOMIZATION_KEYS: Final = frozenset(
-    {"apiVersion", "kind", "namespace", "bases", "resources"}
+_KNOWN_KUSTOMIZATION_KEYS: Final = frozenset({"apiVersion", "kind", "namespace", "resources"})
+DEPRECATED_KUSTOMIZATION_FIELDS: Final = frozenset(
+    {"bases", "commonLabels", "patchesJson6902", "patchesStrategicMerge", "vars"}
 )
+"""Fields Kustomize v5 warns about on every build (``kubectl apply -k``): ``bases`` (use
+``resources``), ``patchesStrategicMerge`` and ``patchesJson6902`` (use ``patches``), ``vars``
+(use ``replacements``), ``commonLabels`` (use ``labels``); ``kustomize edit fix`` rewrites them."""
+_KUSTOMIZATION_NAMES: Final = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 _BINDING_KINDS: Final = frozenset({"RoleBinding", "ClusterRoleBinding"})
 
 
@@ -93,11 +99,17 @@ def base_files() -> list[Path]:
 
 
 def json6902_patches() -> set[Path]:
-    """The JSON patch files the overlays' ``patchesJson6902`` name (lists, not objects)."""
-    return {
+    """The JSON patch files the overlays' ``patches`` name: a patch file holding a list of
+    operations is a JSON patch (RFC 6902), any other a strategic merge patch, as kustomize
+    decides by content."""
+    files = {
         overlay / str(entry["path"])
         for overlay in overlays()
-        for entry in _kustomization_of(overlay).get("patchesJson6902") or []
+        for entry in _kustomization_of(overlay).get("patches") or []
+        if "path" in entry
+    }
+    return {
+        path for path in files if isinstance(yaml.safe_load(path.read_text(encoding="utf-8")), list)
     }
 
 
@@ -111,8 +123,13 @@ def kustomization() -> dict[str, Any]:
     return document
 
 
+def kustomization_files() -> list[Path]:
+    """Every kustomization ``manifests/`` ships (the root, the base, the CRDs, each overlay)."""
+    return sorted(p for name in _KUSTOMIZATION_NAMES for p in MANIFESTS.rglob(name))
+
+
 def _kustomization_of(directory: Path) -> dict[str, Any]:
-    for name in ("kustomization.yaml", "kustomization.yml", "Kustomization"):
+    for name in _KUSTOMIZATION_NAMES:
         if (directory / name).is_file():
             (document,) = load_documents(directory / name)
             return document
@@ -120,12 +137,19 @@ def _kustomization_of(directory: Path) -> dict[str, Any]:
 
 
 def resource_files(directory: Path = BASE) -> list[Path]:
-    """The files a kustomization's ``bases`` (recursively, first) and ``resources`` list."""
+    """The files a kustomization's ``resources`` list, in order: a directory entry is another
+    kustomization, whose files come where it is listed (recursively)."""
     document = _kustomization_of(directory)
     files: list[Path] = []
-    for base in document.get("bases") or []:
-        files.extend(resource_files((directory / str(base)).resolve()))
-    files.extend(directory / str(entry) for entry in document.get("resources") or [])
+    for entry in document.get("resources") or []:
+        path = directory / str(entry)
+        if path.is_dir():
+            unknown = set(_kustomization_of(path)) - (_KNOWN_KUSTOMIZATION_KEYS - {"namespace"})
+            if unknown:
+                raise ValueError(f"{path}'s kustomization uses {sorted(unknown)}: teach render()")
+            files.extend(resource_files(path.resolve()))
+        else:
+            files.append(path)
     return files
 
 

@@ -22,7 +22,7 @@ import pytest
 import yaml
 from cryptography import x509
 
-from .conftest import KUBECTL, kubectl_kustomize
+from .conftest import kubectl_kustomize
 from .manifest_files import CRD_DIR, MANIFESTS, install_namespace, load_documents, render
 
 CHART: Final = MANIFESTS.parent / "charts" / "kubescale"
@@ -115,8 +115,6 @@ def test_every_flag_group_reaches_the_arguments() -> None:
 
 
 async def _overlay(name: str, tmp_path: Path) -> dict[tuple[str, str], dict[str, Any]]:
-    if KUBECTL is None:
-        pytest.skip("kubectl is not installed")
     return _by_identity(await kubectl_kustomize(MANIFESTS / "overlays" / name, home=tmp_path))
 
 

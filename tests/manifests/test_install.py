@@ -1,11 +1,11 @@
-"""The install, rehearsed: Debian's kubectl renders manifests/ and applies it to the in-process
-API server, and every object exists as written.
+"""The install, rehearsed: kubectl renders manifests/ and applies it to the in-process API
+server, and every object exists as written.
 
-``kubectl kustomize`` is the kustomize built into ``$KUBECTL`` (v2.0.3 in Debian's kubectl 1.20,
-which tests/run.sh unpacks — the oldest the manifests are written for); ``kubectl apply`` goes
-over HTTPS to :class:`~kubescale.sim.apiserver.server.ApiServer` started without CRDs, so the
-CRDs come from the manifests too. The self-signed overlay is rendered from a copy of
-``manifests/`` with the files ``kubescale certs`` writes, as README.md's steps do.
+``kubectl kustomize`` is the Kustomize built into ``$KUBECTL_KUSTOMIZE`` (v5.8.1 in kubectl 1.37,
+which tests/run.sh installs), and it warns about nothing; ``kubectl apply`` is Debian's kubectl
+1.20 (``$KUBECTL``) over HTTPS to :class:`~kubescale.sim.apiserver.server.ApiServer` started
+without CRDs, so the CRDs come from the manifests too. The self-signed overlay is rendered from
+a copy of ``manifests/`` with the files ``kubescale certs`` writes, as README.md's steps do.
 """
 
 from __future__ import annotations
@@ -15,16 +15,15 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from kubescale.base.clock import VirtualClock
 from kubescale.cli.main import main as kubescale_main
 from kubescale.sim.apiserver.server import ApiServer
 
-from .conftest import kubectl_for, kubectl_kustomize, needs_kubectl
-from .manifest_files import CLUSTER_SCOPED_KINDS, MANIFESTS, overlays, render
-
-pytestmark = needs_kubectl
+from .conftest import kubectl_for, kubectl_kustomize, kustomize_build, needs_kubectl
+from .manifest_files import BASE, CLUSTER_SCOPED_KINDS, MANIFESTS, overlays, render
 
 
 def _identity(obj: dict[str, Any]) -> tuple[str, str, str]:
@@ -68,7 +67,24 @@ def _self_signed_copy(tmp_path: Path) -> Path:
     return copy
 
 
-async def test_debian_kubectl_renders_the_base_and_every_overlay(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "directory",
+    [MANIFESTS, BASE, *overlays()],
+    ids=lambda p: str(p.relative_to(MANIFESTS.parent)),
+)
+async def test_kustomize_builds_every_kustomization_without_a_warning(
+    directory: Path, tmp_path: Path
+) -> None:
+    # Kustomize v5 prints "# Warning: 'bases' is deprecated. Please use 'resources' instead. …"
+    # (and the same for patchesStrategicMerge, patchesJson6902, vars, commonLabels) on stderr at
+    # every build, so at every `kubectl apply -k` (issue 32.5): nothing at all may be printed.
+    copy = _self_signed_copy(tmp_path)
+    built = await kustomize_build(copy / directory.relative_to(MANIFESTS), home=tmp_path)
+    assert built.objects
+    assert built.stderr == ""
+
+
+async def test_kubectl_renders_the_base_and_every_overlay(tmp_path: Path) -> None:
     base = await kubectl_kustomize(MANIFESTS, home=tmp_path)
     assert sorted(map(_identity, base)) == sorted(map(_identity, render()))
     copy = _self_signed_copy(tmp_path)
@@ -116,6 +132,7 @@ async def test_debian_kubectl_renders_the_base_and_every_overlay(tmp_path: Path)
         assert "$(" not in text, name
 
 
+@needs_kubectl
 async def test_kubectl_apply_installs_the_self_signed_overlay_as_written(tmp_path: Path) -> None:
     copy = _self_signed_copy(tmp_path)
     objects = await kubectl_kustomize(copy / "overlays" / "self-signed", home=tmp_path)

@@ -8,15 +8,17 @@ from typing import Any
 import pytest
 import yaml
 
-from .conftest import kubectl_kustomize, needs_kubectl
+from .conftest import kubectl_kustomize, needs_kustomize
 from .manifest_files import (
     CLUSTER_SCOPED_KINDS,
+    DEPRECATED_KUSTOMIZATION_FIELDS,
     EXAMPLES,
     KUSTOMIZATION,
     MANIFESTS,
     base_files,
     install_namespace,
     json6902_patches,
+    kustomization_files,
     load_documents,
     render,
     resource_files,
@@ -36,8 +38,6 @@ def test_every_yaml_file_parses_into_kubernetes_objects(path: Path) -> None:
         if path.name == KUSTOMIZATION.name:
             assert doc["kind"] == "Kustomization"
             continue
-        if path.name == "kustomizeconfig.yaml":  # an overlay's `configurations` (no kind)
-            continue
         assert isinstance(doc.get("apiVersion"), str)
         assert isinstance(doc.get("kind"), str)
         if EXAMPLES in path.parents and "metadata" not in doc:
@@ -53,6 +53,36 @@ def test_the_kustomization_lists_every_manifest_exactly_once() -> None:
     assert len(listed) == len(set(listed))
     assert all(path.is_file() for path in listed)
     assert set(listed) == set(base_files()) - {KUSTOMIZATION}
+
+
+def test_kustomization_files_finds_every_shipped_kustomization() -> None:
+    assert [str(p.relative_to(MANIFESTS)) for p in kustomization_files()] == [
+        "base/kustomization.yaml",
+        "crds/Kustomization",
+        "kustomization.yaml",
+        "overlays/cert-manager/kustomization.yaml",
+        "overlays/self-signed/kustomization.yaml",
+        "overlays/service-monitor/kustomization.yaml",
+    ]
+
+
+@pytest.mark.parametrize("path", kustomization_files(), ids=lambda p: str(p.relative_to(MANIFESTS)))
+def test_no_kustomization_uses_a_field_kustomize_v5_deprecates(path: Path) -> None:
+    # `kubectl apply -k` with a current kubectl warns on each of them, every time (issue 32.5)
+    (document,) = load_documents(path)
+    assert sorted(set(document) & DEPRECATED_KUSTOMIZATION_FIELDS) == [], path
+    for entry in document.get("patches") or []:  # `patches` entries name a file or inline it
+        assert set(entry) <= {"path", "patch", "target", "options"}, entry
+
+
+def test_the_renderer_refuses_what_it_does_not_render(tmp_path: Path) -> None:
+    # a deprecated `bases` (or any field render() does not apply) is an error, not ignored
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "kustomization.yaml").write_text("kind: Kustomization\nbases:\n- ../crds\n")
+    (tmp_path / "kustomization.yaml").write_text("kind: Kustomization\nresources:\n- base\n")
+    with pytest.raises(ValueError, match=r"\['bases'\]: teach render\(\)"):
+        resource_files(tmp_path)
 
 
 def test_render_puts_namespaced_objects_and_service_account_subjects_in_one_namespace() -> None:
@@ -84,7 +114,7 @@ def _identity(obj: dict[str, Any]) -> tuple[str, str]:
     return (str(obj["kind"]), str(obj["metadata"]["name"]))
 
 
-@needs_kubectl
+@needs_kustomize
 async def test_render_equals_kubectl_kustomize(tmp_path: Path) -> None:
     kustomized = await kubectl_kustomize(MANIFESTS, home=tmp_path)
     ours = render()

@@ -12,7 +12,7 @@ import yaml
 
 from kubescale.cli.main import build_parser
 
-from .conftest import kubectl_kustomize, needs_kubectl
+from .conftest import kubectl_kustomize, needs_kustomize
 from .manifest_files import MANIFESTS, find, install_namespace, render
 
 README = MANIFESTS / "README.md"
@@ -78,7 +78,8 @@ def test_the_certificates_go_where_the_self_signed_overlay_reads_them() -> None:
 def test_the_overlay_example_builds_on_the_base() -> None:
     (block,) = _blocks("yaml")
     overlay: dict[str, Any] = yaml.safe_load(block)
-    assert overlay["bases"] == ["../../manifests/base"]
+    assert overlay["resources"] == ["../../manifests/base"]
+    assert "bases" not in overlay  # deprecated in Kustomize v5
     assert overlay["namespace"] != install_namespace()
     (image,) = overlay["images"]
     deployment = find(render(), "Deployment", "kubescale")
@@ -86,7 +87,7 @@ def test_the_overlay_example_builds_on_the_base() -> None:
     assert container["image"].split(":")[0] == image["name"]
 
 
-@needs_kubectl
+@needs_kustomize
 async def test_the_overlay_example_renders_into_its_namespace(tmp_path: Path) -> None:
     (block,) = _blocks("yaml")
     shutil.copytree(MANIFESTS, tmp_path / "manifests")

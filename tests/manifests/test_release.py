@@ -5,7 +5,8 @@
   PATH has it; its structure always) that builds the image for amd64 and arm64, pushes the
   chart to an OCI registry and publishes ``kubescale.yaml`` — and the image it pushes is the one
   the chart and the manifests name, at the version they name.
-* ``release/render-manifest.sh`` renders ``kubescale.yaml`` with Debian's kubectl; the in-process
+* ``release/render-manifest.sh`` renders ``kubescale.yaml`` with kubectl 1.37's Kustomize
+  (``$KUBECTL_KUSTOMIZE``) and Debian's kubectl applies it; the in-process
   API server (what ``kubescale apiserver`` serves) creates every object of it: one ``kubectl
   apply -f`` installs everything.
 * ``constraints.txt`` pins every dependency (offline, by name and range); with
@@ -35,7 +36,14 @@ from kubescale.base.clock import VirtualClock
 from kubescale.kube.resources import DEPLOYMENTS
 from kubescale.sim.apiserver.server import ApiServer
 
-from .conftest import KUBECTL, KUBECTL_TIMEOUT, kubectl_for, needs_kubectl
+from .conftest import (
+    KUBECTL_KUSTOMIZE,
+    KUBECTL_TIMEOUT,
+    kubectl_for,
+    kustomize_major,
+    needs_kubectl,
+    needs_kustomize,
+)
 from .manifest_files import MANIFESTS, find, render
 
 ROOT: Final = MANIFESTS.parent
@@ -128,16 +136,18 @@ def test_the_version_job_accepts_the_tag_of_this_version_only(bump: bool, tmp_pa
 
 
 def _render_release(version: str, image: str) -> list[dict[str, Any]]:
-    assert KUBECTL is not None
+    assert KUBECTL_KUSTOMIZE is not None
+    if kustomize_major() < 5:
+        pytest.skip(f"{KUBECTL_KUSTOMIZE}'s Kustomize is older than v5 ($KUBECTL_KUSTOMIZE)")
     result = subprocess.run(
         ["sh", str(RENDER), version, image], capture_output=True, text=True,
-        timeout=KUBECTL_TIMEOUT, check=False, env={**os.environ, "KUBECTL": KUBECTL},
+        timeout=KUBECTL_TIMEOUT, check=False, env={**os.environ, "KUBECTL": KUBECTL_KUSTOMIZE},
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
 
 
-@needs_kubectl
+@needs_kustomize
 def test_the_release_manifest_is_the_base_with_the_releases_image() -> None:
     objects = _render_release("9.8.7", "registry.example.com/kubescale")
     base = render()
@@ -163,6 +173,7 @@ def test_a_bad_version_is_refused_by_the_renderer() -> None:
 
 
 @needs_kubectl
+@needs_kustomize
 async def test_kubectl_apply_of_the_release_manifest_installs_everything(tmp_path: Path) -> None:
     version = _chart_version()
     objects = _render_release(version, _workflow()["env"]["IMAGE"])
