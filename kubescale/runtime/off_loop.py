@@ -181,10 +181,11 @@ class OffLoop:
             loop = asyncio.get_running_loop()
             abandoned: asyncio.Future[None] = loop.create_future()
             self._waiting[abandoned] = loop
+            watched: set[asyncio.Future[Any]] = {waiter, abandoned}
             try:
                 while not waiter.done() and loop not in self._abandoned:
                     with contextlib.suppress(asyncio.CancelledError):
-                        await asyncio.wait({waiter, abandoned}, return_when=asyncio.FIRST_COMPLETED)
+                        await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 del self._waiting[abandoned]
             waiter.add_done_callback(_retrieve)  # a dropped decision's error is not logged
