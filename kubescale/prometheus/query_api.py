@@ -16,7 +16,9 @@ This module is that client's behaviour for the two calls the provider makes, so 
   ``path.Join``) and its query string, which is carried into every form (``u.Query()``).
 * Transport: ``Authorization`` from ``PrometheusBearerTokenAuthTransport`` (``Bearer <token>``)
   or ``PrometheusBasicAuthTransport``; ``--prometheus-insecure`` turns TLS verification off;
-  each call runs under its own deadline (``context.WithTimeout(queryTimeout)``), and a missed
+  each call runs under its own deadline (``context.WithTimeout(queryTimeout)``), measured on
+  the injectable :class:`~kubescale.base.clock.Clock` (a timer raced against the call, as
+  other deadlines of the codebase are: tests move a virtual clock, not real time), and a missed
   one reads ``Post "<url>": context deadline exceeded``; a refused connection
   ``Post "<url>": dial tcp <host>:<port>: connect: connection refused``.
 * Metrics (``metrics_recommender.NewPrometheusRoundTripperCounter/Duration``, promhttp's
@@ -44,6 +46,7 @@ from prometheus_client.core import Metric, UnknownMetricFamily
 from prometheus_client.registry import Collector
 
 from kubescale.base.clock import Clock, RealClock
+from kubescale.base.tasks import cancel_and_wait
 from kubescale.prometheus.client_settings import PrometheusAuth, check_prometheus_address
 from kubescale.prometheus.query_values import (
     PrometheusAPIError,
@@ -211,22 +214,38 @@ class PrometheusQueryClient:
         address_query = urlencode(self._address_query, quote_via=quote_plus)
         body = self.form(params)
         attempt = _Attempt(method="POST", url=self.endpoint_url(endpoint, query=address_query))
-        try:
-            if self._timeout <= 0:  # context.WithTimeout(0): already past its deadline
-                raise TimeoutError
-            async with asyncio.timeout(self._timeout):
-                code, payload = await self._request(attempt, body)
-                if code in _FALLBACK_CODES:
-                    attempt = _Attempt(method="GET", url=self.endpoint_url(endpoint, query=body))
-                    code, payload = await self._request(attempt, None)
-        except TimeoutError:
-            # http.Client.Do wraps the context's error in a url.Error; httpClient.Do returns
-            # it bare when the deadline passes while the body is being read.
-            reason = "context deadline exceeded"
-            if not attempt.reading_body:
-                reason = _go_url_error(attempt.method, attempt.url, reason)
-            raise PrometheusAPIError(reason) from None
-        return decode_answer(code, payload)
+        attempts = [attempt]
+        if self._timeout > 0:  # context.WithTimeout(0): already past its deadline
+            exchange = asyncio.ensure_future(self._exchange(endpoint, body, attempts))
+            timer = asyncio.ensure_future(self._clock.sleep(self._timeout))
+            try:
+                await asyncio.wait({exchange, timer}, return_when=asyncio.FIRST_COMPLETED)
+            except BaseException:
+                await cancel_and_wait(exchange, timer)  # the caller is cancelled: so is the call
+                raise
+            if exchange.done():
+                await cancel_and_wait(timer)
+                code, payload = exchange.result()
+                return decode_answer(code, payload)
+            await cancel_and_wait(exchange)
+        # http.Client.Do wraps the context's error in a url.Error; httpClient.Do returns it
+        # bare when the deadline passes while the body is being read.
+        attempt = attempts[-1]
+        reason = "context deadline exceeded"
+        if not attempt.reading_body:
+            reason = _go_url_error(attempt.method, attempt.url, reason)
+        raise PrometheusAPIError(reason)
+
+    async def _exchange(
+        self, endpoint: str, body: str, attempts: list[_Attempt]
+    ) -> tuple[int, bytes]:
+        """The call's requests: the POST, and the GET fallback (``DoGetFallback``) on 405/501;
+        each appended to ``attempts`` as it is sent (the deadline's error names the last)."""
+        code, payload = await self._request(attempts[-1], body)
+        if code in _FALLBACK_CODES:
+            attempts.append(_Attempt(method="GET", url=self.endpoint_url(endpoint, query=body)))
+            code, payload = await self._request(attempts[-1], None)
+        return code, payload
 
     async def _request(self, attempt: _Attempt, body: str | None) -> tuple[int, bytes]:
         headers: dict[str, str] = {}

@@ -29,7 +29,17 @@ slices of the decision instead of after it. The contract for a call site:
   loop, before): the caller's ``CancelledError`` is raised (never swallowed) once the decision
   has returned, and its result is dropped — so nothing is written after the cancellation, and
   no decision of a loop is still running when its task has ended (the loop's own state is
-  never touched by two threads). The serving loop is free meanwhile.
+  never touched by two threads). The serving loop is free meanwhile;
+* **shutdown** (bench 27.11): a decision that computes for long must not hold the process past
+  Kubernetes' ``terminationGracePeriodSeconds`` (30 s by default). Once the grace period for
+  the loops' iterations is over, ``serve`` calls :func:`abandon_computing`: a cancelled caller
+  then gets its ``CancelledError`` at once instead of when its decision returns (the loop's
+  task ends, so the elector steps down and releases the Lease — upstream's ``ReleaseOnCancel``
+  releases on cancel without waiting for the leader's work — and the leader gate refuses every
+  write from then on). The decision's result is still dropped, and a later decision of the same
+  :class:`OffLoop` still waits its turn on the one worker. The worker is a daemon thread, so
+  the interpreter's exit does not join it (``concurrent.futures`` workers are joined at exit:
+  the process outlived the grace period until it was killed at 60 s).
 
 ``run_inline=True`` keeps the decision on the caller's thread (the same calls, no thread): for
 callers that want no thread at all.
@@ -39,13 +49,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import queue
+import threading
+import weakref
 from collections.abc import Awaitable, Callable, Generator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Generic, TypeVar
 
-__all__ = ["OffLoop"]
+__all__ = ["OffLoop", "abandon_computing"]
 
 T = TypeVar("T")
 Y = TypeVar("Y")
@@ -76,24 +89,72 @@ def _advance(steps: Generator[Y, S, R], value: S | None, first: bool) -> _Step[Y
     return _Step(done=False, request=request)
 
 
+_Job = tuple[Future[Any], Callable[[], Any]]
+
+_LIVE: weakref.WeakSet[OffLoop] = weakref.WeakSet()
+"""Every OffLoop of the process, for :func:`abandon_computing`."""
+
+
+def abandon_computing(loop: asyncio.AbstractEventLoop) -> int:
+    """The process is stopping (module docstring): every :class:`OffLoop` whose callers await
+    on ``loop`` stops holding a cancelled caller until its decision returns. Returns how many
+    callers were waiting on a computing decision."""
+    return sum(off_loop.abandon(loop) for off_loop in list(_LIVE))
+
+
+def _work(jobs: queue.SimpleQueue[_Job | None]) -> None:
+    """The worker thread: the decisions in order, one at a time, until ``None``."""
+    while (job := jobs.get()) is not None:
+        future, decision = job
+        if not future.set_running_or_notify_cancel():
+            continue  # cancelled while queued: it never starts
+        try:
+            result = decision()
+        except BaseException as exc:  # handed to the caller, like concurrent.futures does
+            future.set_exception(exc)
+        else:
+            future.set_result(result)
+        del job, future, decision
+
+
 class OffLoop:
     """One loop's decisions, one at a time, on a worker thread (module docstring)."""
 
     def __init__(self, name: str, *, run_inline: bool = False) -> None:
         self.name = name
         self.run_inline = run_inline
-        self._executor: ThreadPoolExecutor | None = None
+        self._jobs: queue.SimpleQueue[_Job | None] | None = None
         self._submitted: list[Future[Any]] = []
         """Decisions given to the worker and not seen finished (pruned at each submit)."""
+        self._abandoned: set[asyncio.AbstractEventLoop] = set()
+        """Event loops whose cancelled callers no longer wait (:func:`abandon_computing`)."""
+        self._waiting: dict[asyncio.Future[None], asyncio.AbstractEventLoop] = {}
+        """Cancelled callers waiting on a computing decision, woken by :meth:`abandon`."""
         self.decisions = 0
         """Decisions (or generator steps) started, for tests and metrics."""
+        _LIVE.add(self)
 
-    def _worker(self) -> ThreadPoolExecutor:
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix=f"decide-{self.name}"
-            )
-        return self._executor
+    def _submit(self, decision: Callable[[], T]) -> Future[T]:
+        if self._jobs is None:
+            self._jobs = queue.SimpleQueue()
+            # A daemon thread: never joined at interpreter exit (module docstring).
+            threading.Thread(
+                target=_work, args=(self._jobs,), name=f"decide-{self.name}", daemon=True
+            ).start()
+        future: Future[T] = Future()
+        self._jobs.put((future, decision))
+        return future
+
+    def abandon(self, loop: asyncio.AbstractEventLoop) -> int:
+        """From now on a caller on ``loop`` cancelled while its decision computes gets its
+        ``CancelledError`` at once (:func:`abandon_computing`); wakes those waiting now."""
+        self._abandoned.add(loop)
+        woken = 0
+        for wake, on in list(self._waiting.items()):
+            if on is loop and not wake.done():
+                wake.set_result(None)
+                woken += 1
+        return woken
 
     async def run(self, decision: Callable[[], T]) -> T:
         """``decision()`` on the worker thread; the caller awaits it without holding the
@@ -101,7 +162,7 @@ class OffLoop:
         self.decisions += 1
         if self.run_inline:
             return decision()
-        future: Future[T] = self._worker().submit(decision)
+        future = self._submit(decision)
         self._submitted = [f for f in self._submitted if not f.done()]
         self._submitted.append(future)
         waiter = asyncio.wrap_future(future)
@@ -115,11 +176,19 @@ class OffLoop:
             # ended (its state is touched by one thread at a time), then drop the result.
             # Before the change the decision ran on the loop, where a cancellation could not
             # interrupt it either; the serving loop is free meanwhile.
-            while not waiter.done():
-                with contextlib.suppress(asyncio.CancelledError):
-                    await asyncio.wait({waiter})
-            if not waiter.cancelled():
-                waiter.exception()  # retrieved: a dropped decision's error is not logged
+            # Unless the process is stopping (abandon_computing): then the caller goes at
+            # once and the result is dropped when the decision returns.
+            loop = asyncio.get_running_loop()
+            abandoned: asyncio.Future[None] = loop.create_future()
+            self._waiting[abandoned] = loop
+            watched: set[asyncio.Future[Any]] = {waiter, abandoned}
+            try:
+                while not waiter.done() and loop not in self._abandoned:
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                del self._waiting[abandoned]
+            waiter.add_done_callback(_retrieve)  # a dropped decision's error is not logged
             raise
 
     async def drive(
@@ -162,6 +231,13 @@ class OffLoop:
 
     def close(self) -> None:
         """Stop the worker once its current decision is done; nothing queued starts."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
+        for submitted in self._submitted:
+            submitted.cancel()  # only the queued ones: a running future cannot be cancelled
+        if self._jobs is not None:
+            self._jobs.put(None)
+            self._jobs = None
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()

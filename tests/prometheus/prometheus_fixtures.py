@@ -18,7 +18,7 @@ import os
 import shutil
 import socket
 import ssl
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -86,8 +86,15 @@ class FakePrometheus:
     """When set, every POST gets this status (405/501 make the client fall back to GET)."""
     address: str = ""
     """``http://127.0.0.1:<port>`` once started."""
+    on_query: Callable[[str], Awaitable[None]] | None = None
+    """Awaited with the PromQL before a query is answered, while the client waits for it (a
+    test moves its virtual clock there)."""
     _runner: web.AppRunner | None = None
     _closing: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def closed(self) -> None:
+        """Return once :meth:`stop` was called: a query held here is never answered."""
+        await self._closing.wait()
 
     def answer(self, query: str, body: bytes, *, status: int = 200, delay: float = 0.0) -> None:
         self.answers[query] = CannedAnswer(status=status, body=body, delay=delay)
@@ -104,7 +111,10 @@ class FakePrometheus:
         self.requests.append(recorded)
         if request.method == "POST" and self.post_status is not None:
             return web.Response(status=self.post_status, text="method not allowed")
-        canned = self.answers.get(recorded.params.get("query", ""), CannedAnswer(body=EMPTY_MATRIX))
+        query = recorded.params.get("query", "")
+        canned = self.answers.get(query, CannedAnswer(body=EMPTY_MATRIX))
+        if self.on_query is not None:
+            await self.on_query(query)
         if canned.delay:  # a slow query; stop() cuts the wait short
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._closing.wait(), timeout=canned.delay)

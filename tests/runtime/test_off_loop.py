@@ -14,7 +14,7 @@ from functools import partial
 
 import pytest
 
-from kubescale.runtime.off_loop import OffLoop
+from kubescale.runtime.off_loop import OffLoop, abandon_computing
 
 
 def computing(off: OffLoop) -> bool:
@@ -171,3 +171,47 @@ async def test_cancelled_caller_waits_for_the_decision_then_nothing_acts() -> No
 async def test_run_inline_stays_on_the_callers_thread() -> None:
     off = OffLoop("test", run_inline=True)
     assert await off.run(threading.get_ident) == threading.get_ident()
+
+
+async def test_abandoned_a_cancelled_caller_goes_at_once_and_nothing_acts() -> None:
+    # Shutdown (bench 27.11): once the process abandons computing decisions, a cancelled
+    # caller does not wait for its decision; the result is still dropped, the next decision
+    # of the loop still waits its turn on the one worker, and the worker is a daemon thread
+    # (the interpreter's exit does not join it).
+    loop_thread = threading.get_ident()
+    decision = Blocked(loop_thread)
+    acted: list[str] = []
+
+    def steps() -> Generator[str, bool, None]:
+        decision()
+        yield "write"
+
+    async def act(request: str) -> bool:
+        acted.append(request)
+        return True
+
+    off = OffLoop("test")
+    try:
+        task = asyncio.create_task(off.drive(steps(), act))
+        await decision.entered.wait()
+        workers = [t for t in threading.enumerate() if t.name == "decide-test"]
+        assert [t.daemon for t in workers] == [True]
+        task.cancel()
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert not task.done()  # the contract until the process stops: it waits
+        assert abandon_computing(asyncio.get_running_loop()) >= 1
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert computing(off)  # the decision still computes: not waited for
+        after = asyncio.create_task(off.run(lambda: acted.append("next decision")))
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert acted == []  # queued behind the computing one: one decision at a time
+        decision.release.set()
+        await after
+        await off.idle()
+        assert acted == ["next decision"]  # the abandoned step's request was dropped
+    finally:
+        decision.release.set()
+        off.close()

@@ -7,6 +7,7 @@ Expected PromQL strings and request parameters are upstream's (``history_provide
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import math
 import socket
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
+from kubescale.base.clock import Clock, VirtualClock
 from kubescale.certs.authority import generate_ca, issue_serving_certificate
 from kubescale.controllers.vpa.model.cluster_state import ClusterState
 from kubescale.controllers.vpa.model.estimators import RecommenderConfig
@@ -45,6 +47,8 @@ from tests.prometheus.prometheus_fixtures import FakePrometheus, matrix, success
 
 NOW = datetime(2026, 3, 10, 12, 0, 0, tzinfo=UTC)
 NOW_TEXT = "1773144000"
+GUARD = 120.0
+"""Seconds before a hung query fails a test (only a broken run gets there): a hang guard."""
 DEFAULT_CPU = (
     'rate(container_cpu_usage_seconds_total{job="kubernetes-cadvisor", pod_name=~".+", '
     'name!="POD", name!=""}[1h])'
@@ -71,6 +75,7 @@ def _provider(
     *,
     auth: PrometheusAuth | None = None,
     metrics: PrometheusClientMetrics | None = None,
+    clock: Clock | None = None,
 ) -> PrometheusHistoryProvider:
     """A provider for ``config`` whose address points at the fake (path and query kept)."""
     base = config or PrometheusHistoryConfig(pod_labels_metric=LABELS_RANGE)
@@ -79,6 +84,7 @@ def _provider(
         replace(base, address=fake.address + suffix),
         auth=auth or PrometheusAuth(),
         metrics=metrics,
+        clock=clock,
     )
 
 
@@ -490,13 +496,45 @@ async def test_timeout_during_get_fallback_names_the_get(fake: FakePrometheus) -
 
 
 async def test_each_query_has_its_own_deadline(fake: FakePrometheus) -> None:
-    for query in (DEFAULT_CPU, DEFAULT_MEMORY, LABELS_RANGE):
-        fake.answer(query, matrix(), delay=0.15)
+    # Upstream: each QueryRange runs under its own context.WithTimeout(queryTimeout). Every
+    # query is answered 0.3 s (virtual) after it arrives: 0.3 < 0.4 each, but the three take
+    # 3 * 0.3 = 0.9 s > 0.4 s, which one deadline for all of them would have cut.
+    clock = VirtualClock()
+
+    async def slow(query: str) -> None:
+        await clock.advance(0.3)
+
+    fake.on_query = slow
     config = PrometheusHistoryConfig(
         query_timeout=timedelta(milliseconds=400), pod_labels_metric=LABELS_RANGE
     )
-    async with _provider(fake, config) as provider:
+    async with _provider(fake, config, clock=clock) as provider:
         assert await provider.get_cluster_history(now=NOW) == {}
+    assert len(fake.requests) == 3
+    assert clock.elapsed == pytest.approx(0.9)
+
+
+async def test_query_deadline_is_measured_on_the_injected_clock(fake: FakePrometheus) -> None:
+    # The default --prometheus-query-timeout (5m) passes on the virtual clock while the query
+    # is held (never answered): the call ends with the deadline's error at once. Measured on
+    # asyncio's clock instead, it waited five real minutes (the hang guard failed the test).
+    clock = VirtualClock()
+
+    async def held(query: str) -> None:
+        await clock.advance(300)
+        await fake.closed()
+
+    fake.on_query = held
+    async with (
+        asyncio.timeout(GUARD),
+        _provider(fake, PrometheusHistoryConfig(), clock=clock) as provider,
+    ):
+        with pytest.raises(PrometheusHistoryError) as caught:
+            await provider.get_cluster_history(now=NOW)
+    assert str(caught.value) == (
+        "cannot get usage history: cannot get timeseries for cpu: "
+        f'Post "{fake.address}/api/v1/query_range": context deadline exceeded'
+    )
 
 
 FAILURE_CASES = [
