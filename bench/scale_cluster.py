@@ -659,6 +659,19 @@ async def start_serve(
     return Serve(process=process, health=health, started=time.monotonic(), log=log)
 
 
+async def stop_api_child(api: asyncio.subprocess.Process) -> None:
+    """Stop the bulk-loaded API server child: ``stop`` on its stdin, killed after 30 s."""
+    if api.returncode is None and api.stdin is not None and not api.stdin.is_closing():
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            api.stdin.write(b"stop\n")
+            await api.stdin.drain()
+    try:
+        await asyncio.wait_for(api.wait(), timeout=30)
+    except TimeoutError:
+        api.kill()
+        await api.wait()
+
+
 async def stop_process(process: asyncio.subprocess.Process) -> None:
     if process.returncode is None:
         process.send_signal(signal.SIGTERM)
@@ -791,15 +804,7 @@ async def measure_size(pods: int, args: argparse.Namespace, work: Path) -> dict[
         result["churn_changes"] = json.loads(await api.stdout.readline())["churn_changes"]
         return result
     finally:
-        if api.returncode is None and not api.stdin.is_closing():
-            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                api.stdin.write(b"stop\n")
-                await api.stdin.drain()
-        try:
-            await asyncio.wait_for(api.wait(), timeout=30)
-        except TimeoutError:
-            api.kill()
-            await api.wait()
+        await stop_api_child(api)
 
 
 async def measure(args: argparse.Namespace) -> dict[str, Any]:

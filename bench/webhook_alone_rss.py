@@ -113,15 +113,7 @@ async def measure_size(pods: int, args: argparse.Namespace, work: Path) -> dict[
         await api.stdin.drain()
         await api.stdout.readline()
     finally:
-        if api.returncode is None and not api.stdin.is_closing():
-            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                api.stdin.write(b"stop\n")
-                await api.stdin.drain()
-        try:
-            await asyncio.wait_for(api.wait(), timeout=30)
-        except TimeoutError:
-            api.kill()
-            await api.wait()
+        await cluster.stop_api_child(api)
     result["load_average_1m_after"] = os.getloadavg()[0]
     return result
 
