@@ -40,8 +40,6 @@ __all__ = [
     "node_readiness",
     "provider_id",
     "taint_time",
-    "with_taint",
-    "without_taint",
 ]
 
 STARTUP_TAINT_PREFIX: Final = "startup-taint.cluster-autoscaler.kubernetes.io/"
@@ -140,21 +138,3 @@ def currently_being_deleted(node: Mapping[str, Any], now: datetime) -> bool:
     """A ToBeDeleted taint set less than 5 minutes ago (``IsNodeBeingDeleted``)."""
     tainted = taint_time(node, TO_BE_DELETED_TAINT)
     return tainted is not None and now - tainted < _BEING_DELETED_WINDOW
-
-
-def with_taint(
-    taints: Sequence[Mapping[str, Any]], *, key: str, effect: str, now: datetime
-) -> list[dict[str, Any]] | None:
-    """``taints`` plus the autoscaler's ``key`` taint valued ``now`` in unix seconds; ``None``
-    when it is already there (no write needed)."""
-    if any(t.get("key") == key for t in taints):
-        return None
-    return [dict(t) for t in taints] + [
-        {"key": key, "value": str(int(now.timestamp())), "effect": effect}
-    ]
-
-
-def without_taint(taints: Sequence[Mapping[str, Any]], key: str) -> list[dict[str, Any]] | None:
-    """``taints`` without ``key``; ``None`` when it was not there."""
-    kept = [dict(t) for t in taints if t.get("key") != key]
-    return None if len(kept) == len(taints) else kept
