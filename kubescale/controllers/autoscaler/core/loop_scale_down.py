@@ -129,35 +129,14 @@ class _Replacement:
 
 
 def _planner_pass(
-    planner: ScaleDownPlanner,
-    journal: SnapshotJournal,
-    *,
-    now: datetime,
-    candidates: Sequence[Node],
-    destinations: set[str],
-    simulator: SchedulingSimulator,
-    provider: ProviderSnapshot,
-    readiness: Callable[[Node], NodeReadiness],
-    context: DrainContext,
-    priority: PriorityResolver,
-    kept: Mapping[str, Unremovable],
+    journal: SnapshotJournal, update: Callable[[], list[NodeToRemove]]
 ) -> list[NodeToRemove]:
-    """One planner pass over a fork of ``journal`` (its simulated moves are for this pass
-    only), on the loop's worker thread; the fork is reverted there too, never by the loop
-    while the planner still reads it."""
+    """``update`` (one planner pass) over a fork of ``journal`` (its simulated moves are for
+    this pass only), on the loop's worker thread; the fork is reverted there too, never by the
+    loop while the planner still reads it."""
     journal.fork()
     try:
-        return planner.update(
-            now=now,
-            candidates=candidates,
-            destinations=destinations,
-            simulator=simulator,
-            provider=provider,
-            readiness=readiness,
-            context=context,
-            priority=priority,
-            kept=kept,
-        )
+        return update()
     finally:
         journal.revert()
 
@@ -264,17 +243,19 @@ class ScaleDownPhase:
         unneeded = await self.off_loop.run(
             partial(
                 _planner_pass,
-                self.planner,
                 journal,
-                now=now,
-                candidates=candidates,
-                destinations=destinations,
-                simulator=simulator,
-                provider=snapshot,
-                readiness=self.readiness,
-                context=context,
-                priority=priority,
-                kept=kept,
+                partial(
+                    self.planner.update,
+                    now=now,
+                    candidates=candidates,
+                    destinations=destinations,
+                    simulator=simulator,
+                    provider=snapshot,
+                    readiness=self.readiness,
+                    context=context,
+                    priority=priority,
+                    kept=kept,
+                ),
             )
         )
         outcome.unneeded = sorted(c.name for c in unneeded)
