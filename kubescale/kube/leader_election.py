@@ -52,7 +52,6 @@ import math
 import random
 import socket
 import uuid
-import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -60,6 +59,7 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from kubescale.base.clock import Clock
 from kubescale.base.logs import component_logger
+from kubescale.base.per_key import PerKey
 from kubescale.base.tasks import cancel_and_wait
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError, failure_log_level
@@ -114,15 +114,8 @@ class _Metrics:
         )
 
 
-_METRICS: weakref.WeakKeyDictionary[CollectorRegistry, _Metrics] = weakref.WeakKeyDictionary()
-
-
-def _metrics_for(registry: CollectorRegistry) -> _Metrics:
-    """One gauge per registry, shared by every elector (one per Lease) reporting to it."""
-    metrics = _METRICS.get(registry)
-    if metrics is None:
-        metrics = _METRICS[registry] = _Metrics(registry)
-    return metrics
+_metrics_for: PerKey[CollectorRegistry, _Metrics] = PerKey(_Metrics)
+"""One gauge per registry, shared by every elector (one per Lease) reporting to it."""
 
 
 class _LeaseRequests:

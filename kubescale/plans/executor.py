@@ -35,7 +35,6 @@ upstream's descheduler answers an eviction in dry-run mode.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -44,6 +43,7 @@ from typing import Any, Final, TypeVar
 from prometheus_client import CollectorRegistry, Counter
 
 from kubescale.base.logs import component_logger
+from kubescale.base.per_key import PerKey
 from kubescale.coordination.disruption_ledger import (
     DisruptionLedger,
     WriteOutcome,
@@ -146,15 +146,8 @@ class PlanMetrics:
         )
 
 
-_METRICS: weakref.WeakKeyDictionary[CollectorRegistry, PlanMetrics] = weakref.WeakKeyDictionary()
-
-
-def plan_metrics(registry: CollectorRegistry) -> PlanMetrics:
-    """The one :class:`PlanMetrics` of ``registry`` (made on first use)."""
-    found = _METRICS.get(registry)
-    if found is None:
-        found = _METRICS[registry] = PlanMetrics(registry)
-    return found
+plan_metrics: PerKey[CollectorRegistry, PlanMetrics] = PerKey(PlanMetrics)
+"""The one :class:`PlanMetrics` of a registry (made on first use)."""
 
 
 def _log_line(line: str) -> None:
