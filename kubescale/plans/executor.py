@@ -84,7 +84,6 @@ __all__ = [
     "PlanExecutor",
     "PlanMetrics",
     "collect_plan",
-    "plan_metrics",
 ]
 
 log = component_logger("plans")
@@ -146,7 +145,7 @@ class PlanMetrics:
         )
 
 
-plan_metrics: PerKey[CollectorRegistry, PlanMetrics] = PerKey(PlanMetrics)
+_plan_metrics: PerKey[CollectorRegistry, PlanMetrics] = PerKey(PlanMetrics)
 """The one :class:`PlanMetrics` of a registry (made on first use)."""
 
 
@@ -163,7 +162,7 @@ class PlanExecutor:
         client: KubeClient,
         ledger: DisruptionLedger,
         events: EventRecorder | None,
-        metrics: PlanMetrics | None = None,
+        registry: CollectorRegistry | None = None,
         dry_run: bool = False,
         sink: Callable[[str], None] = _log_line,
         node_groups: NodeGroupWrites | None = None,
@@ -174,7 +173,9 @@ class PlanExecutor:
         :class:`~.intents.ResizeNodeGroup` and :class:`~.intents.DeleteNodes`."""
         self.ledger = ledger
         self.events = events
-        self.metrics = metrics
+        self.metrics = _plan_metrics(registry) if registry is not None else None
+        """``kubescale_plan_intents_total`` of ``registry`` (one per registry, shared by every
+        system's executor); none without a registry."""
         self.dry_run = dry_run
         self.sink = sink
         self.applied = 0

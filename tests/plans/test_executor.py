@@ -29,7 +29,6 @@ from kubescale.plans.executor import (
     Decision,
     PlanExecutor,
     collect_plan,
-    plan_metrics,
 )
 from kubescale.plans.intents import (
     Event,
@@ -113,9 +112,7 @@ def executor(
 ) -> tuple[PlanExecutor, EventRecorder, DisruptionLedger]:
     events = EventRecorder(client=client, component=ACTOR)
     ledger = DisruptionLedger()
-    built = PlanExecutor(
-        client=client, ledger=ledger, events=events, metrics=plan_metrics(registry), **kwargs
-    )
+    built = PlanExecutor(client=client, ledger=ledger, events=events, registry=registry, **kwargs)
     return built, events, ledger
 
 

@@ -67,7 +67,7 @@ from kubescale.kube.resources import (
     PRIORITY_CLASSES,
 )
 from kubescale.objects.views import Meta, meta
-from kubescale.plans.executor import PlanExecutor, plan_metrics
+from kubescale.plans.executor import PlanExecutor
 from kubescale.runtime.off_loop import OffLoop
 from kubescale.scheduling.cycle_view import CycleView, cycle_nodes, node_name
 from kubescale.scheduling.pod_resources import NON_MISSING_DEFAULTS, RequestCache
@@ -147,7 +147,7 @@ class DeschedulerLoop:
             client=client,
             ledger=self.disruptions,
             events=events,
-            metrics=plan_metrics(metrics.registry),
+            registry=metrics.registry,
             dry_run=settings.dry_run,
         )
         self.namespaces = informers.informer(NAMESPACES)

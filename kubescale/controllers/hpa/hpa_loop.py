@@ -114,7 +114,7 @@ from kubescale.objects.selectors import (
     LabelSelector,
 )
 from kubescale.objects.views import Meta, spec_of, status_of
-from kubescale.plans.executor import PlanExecutor, plan_metrics
+from kubescale.plans.executor import PlanExecutor
 from kubescale.plans.intents import Event, ObjectRef, Scale, WriteStatus
 from kubescale.prometheus.query_api import PrometheusQueryClient
 from kubescale.runtime.component import TimelineReport
@@ -276,7 +276,7 @@ class HpaLoop:
             client=client,
             ledger=brain_of(cache).ledger,
             events=events,
-            metrics=plan_metrics(metrics.registry),
+            registry=metrics.registry,
             dry_run=settings.dry_run,
         )
         """Every write of the loop -- scale, status, events -- goes through it (``--dry-run``:

@@ -123,7 +123,7 @@ from kubescale.kube.resources import (
     STATEFUL_SETS,
 )
 from kubescale.objects.views import Meta, meta
-from kubescale.plans.executor import PlanExecutor, plan_metrics
+from kubescale.plans.executor import PlanExecutor
 from kubescale.runtime.component import TimelineReport
 from kubescale.runtime.off_loop import OffLoop
 from kubescale.scheduling.fit import ClusterSnapshot
@@ -273,7 +273,7 @@ class AutoscalerLoop:
             client=client,
             ledger=self.disruptions,
             events=events,
-            metrics=plan_metrics(metrics.registry),
+            registry=metrics.registry,
             dry_run=settings.dry_run,
             node_groups=self.provider_writes,
         )

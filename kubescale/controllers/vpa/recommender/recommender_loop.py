@@ -72,7 +72,7 @@ from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError
 from kubescale.kube.shared_cache import SharedCache
 from kubescale.objects.views import Meta, optional_status_of, spec_of
-from kubescale.plans.executor import PlanExecutor, plan_metrics
+from kubescale.plans.executor import PlanExecutor
 from kubescale.runtime.component import TimelineReport
 from kubescale.runtime.off_loop import OffLoop
 
@@ -112,7 +112,7 @@ class RecommenderLoop:
             client=client,
             ledger=brain_of(cache).ledger,
             events=None,
-            metrics=plan_metrics(metrics.registry),
+            registry=metrics.registry,
         )
         """The VPA status writes and the checkpoint writes and deletions go through it."""
         self.history = history

@@ -100,7 +100,7 @@ from kubescale.kube.resources import (
 from kubescale.kube.shared_cache import SharedCache
 from kubescale.objects.selectors import LabelSelector
 from kubescale.objects.views import Meta, meta, spec_of
-from kubescale.plans.executor import Applied, PlanExecutor, collect_plan, plan_metrics
+from kubescale.plans.executor import Applied, PlanExecutor, collect_plan
 from kubescale.plans.intents import Intent, Plan
 from kubescale.runtime.component import TimelineReport
 from kubescale.runtime.off_loop import OffLoop
@@ -169,7 +169,7 @@ class UpdaterLoop:
             client=client,
             ledger=self.disruptions,
             events=events,
-            metrics=plan_metrics(metrics.registry),
+            registry=metrics.registry,
             dry_run=settings.dry_run,
         )
         self.targets = VpaTargets(controllers=cache.controllers)

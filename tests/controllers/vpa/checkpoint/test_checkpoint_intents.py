@@ -15,7 +15,7 @@ from kubescale.controllers.vpa.checkpoint.checkpoint_store import CheckpointStor
 from kubescale.coordination.disruption_ledger import DisruptionLedger
 from kubescale.kube.resources import VPA_CHECKPOINTS
 from kubescale.kube.shared_cache import SharedCache
-from kubescale.plans.executor import PlanExecutor, plan_metrics
+from kubescale.plans.executor import PlanExecutor
 from kubescale.plans.intents import describe
 from kubescale.sim.apiserver.faults import WRITE_VERBS
 from tests.controllers.vpa.checkpoint.test_checkpoint_store import _FixedClock, _model
@@ -77,7 +77,7 @@ async def test_no_checkpoint_is_written_or_deleted_after_the_lease_is_lost(
         client=cluster.client.gated(lambda: holding[0]),
         ledger=DisruptionLedger(shared=False),
         events=None,
-        metrics=plan_metrics(registry),
+        registry=registry,
     )
     store = CheckpointStore(
         client=cluster.client,
