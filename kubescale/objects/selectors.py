@@ -202,6 +202,15 @@ class LabelSelector:
                 return None
         return None
 
+    def first_exact_label(self) -> tuple[str, str] | None:
+        """A ``(key, value)`` every object the selector matches carries, if any: the first
+        requirement with an exact value (:meth:`exact_value`), for indexing by label."""
+        for requirement in self.requirements:
+            value = self.exact_value(requirement.key)
+            if value is not None:
+                return (requirement.key, value)
+        return None
+
     def __str__(self) -> str:
         return ",".join(str(requirement) for requirement in self.requirements)
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kubescale.objects.selectors import LabelSelector
 from kubescale.objects.views import Meta
 from kubescale.scheduling.fit import ClusterSnapshot, PodInfo
 from kubescale.scheduling.inter_pod_affinity import AffinityTerm, TopologyCounts, required_terms
@@ -30,14 +29,6 @@ __all__ = ["AffinityIndex"]
 Pod = Mapping[str, Any]
 Placed = tuple[Pod, Mapping[str, str]]
 """A placed pod and its node's labels."""
-
-
-def _exact(selector: LabelSelector) -> tuple[str, str] | None:
-    for requirement in selector.requirements:
-        value = selector.exact_value(requirement.key)
-        if value is not None:
-            return (requirement.key, value)
-    return None
 
 
 class AffinityIndex:
@@ -62,7 +53,7 @@ class AffinityIndex:
                 for key, value in (meta.get("labels") or {}).items():
                     self._by_label.setdefault((namespace, key, value), []).append(entry)
                 for term in required_terms(pod, "podAntiAffinity"):
-                    exact = _exact(term.selector)
+                    exact = term.selector.first_exact_label()
                     if exact is None:
                         self._anti_other.append((term, state.labels))
                     else:
@@ -74,7 +65,7 @@ class AffinityIndex:
         namespaces = term.namespaces
         if term.namespace_selector is not None:
             namespaces = namespaces | frozenset(self._by_namespace)
-        exact = _exact(term.selector)
+        exact = term.selector.first_exact_label()
         for namespace in sorted(namespaces):
             if exact is None:
                 yield from self._by_namespace.get(namespace, ())

@@ -39,15 +39,6 @@ LabelKey = tuple[str, str, str]
 """``(namespace, label key, label value)``."""
 
 
-def _exact(selector: LabelSelector) -> tuple[str, str] | None:
-    """A ``(key, value)`` every object the selector matches carries, if any."""
-    for requirement in selector.requirements:
-        value = selector.exact_value(requirement.key)
-        if value is not None:
-            return (requirement.key, value)
-    return None
-
-
 def _meta(pod: Mapping[str, Any]) -> tuple[str, str, Mapping[str, str]]:
     meta = Meta(pod).raw
     return str(meta.get("namespace", "")), str(meta.get("name", "")), meta.get("labels") or {}
@@ -141,7 +132,7 @@ class SpreadIndex:
             by_selector = self._matches.setdefault(namespace, {})
         counts = self._count(namespace, selector, nodes)
         by_selector[selector] = counts
-        exact = _exact(selector)
+        exact = selector.first_exact_label()
         if exact is None:
             self._other.setdefault(namespace, []).append(selector)
         else:
@@ -190,7 +181,7 @@ class SpreadIndex:
         counts: dict[str, int] = {}
         if selector.nothing:
             return counts
-        exact = _exact(selector)
+        exact = selector.first_exact_label()
         if exact is not None and self._pods is not None:
             for (node, _), labels in self._pods.get((namespace, *exact), {}).items():
                 if selector.matches(labels):

@@ -437,6 +437,20 @@ def test_requires_exact_match(selector: str, key: str, expected: str | None) -> 
     assert parse_label_selector(selector).exact_value(key) == expected
 
 
+@pytest.mark.parametrize(
+    ("selector", "expected"),
+    [
+        # the first requirement (requirements are kept sorted by key) that has an exact value
+        ("app=web,tier in (a,b)", ("app", "web")),
+        ("app in (a,b),tier=db", ("tier", "db")),  # app has two values: no exact one
+        ("app!=web,tier", None),
+        ("", None),
+    ],
+)
+def test_first_exact_label(selector: str, expected: tuple[str, str] | None) -> None:
+    assert parse_label_selector(selector).first_exact_label() == expected
+
+
 # ---------------------------------------------------------------------------------------------
 # metav1.LabelSelector -> selector (LabelSelectorAsSelector).
 
