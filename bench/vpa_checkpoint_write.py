@@ -52,9 +52,9 @@ if __package__ in (None, ""):
 from kubescale.base.clock import RealClock
 from kubescale.controllers.vpa.checkpoint.checkpoint_store import CheckpointStore
 from kubescale.controllers.vpa.model.cluster_state import ClusterState
-from kubescale.controllers.vpa.model.estimators import RecommenderConfig
 from kubescale.controllers.vpa.model.go_math import go_micros
 from kubescale.controllers.vpa.model.histogram import MIN_SAMPLE_WEIGHT
+from kubescale.controllers.vpa.model.model_config import RecommenderConfig
 from kubescale.kube.client import KubeClient, connect
 from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.resources import NAMESPACES, VPA_CHECKPOINTS

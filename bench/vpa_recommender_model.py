@@ -44,9 +44,9 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kubescale.controllers.vpa.model.cluster_state import ClusterState
-from kubescale.controllers.vpa.model.estimators import RecommenderConfig
 from kubescale.controllers.vpa.model.go_math import go_micros
 from kubescale.controllers.vpa.model.histogram import MIN_SAMPLE_WEIGHT
+from kubescale.controllers.vpa.model.model_config import RecommenderConfig
 from kubescale.controllers.vpa.model.policy.adaptive_config import (
     RECOMMENDATION_POLICIES,
     UPSTREAM_POLICY,

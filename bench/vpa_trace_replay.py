@@ -74,8 +74,9 @@ if __package__ in (None, ""):
 
 from kubescale.base.go_time import parse_duration
 from kubescale.controllers.vpa.model.aggregate_state import AggregateContainerState, ContainerState
-from kubescale.controllers.vpa.model.estimators import RecommenderConfig, estimate
+from kubescale.controllers.vpa.model.estimators import estimate
 from kubescale.controllers.vpa.model.go_math import go_float_to_int64
+from kubescale.controllers.vpa.model.model_config import RecommenderConfig
 from kubescale.controllers.vpa.model.policy.adaptive_config import (
     ADAPTIVE_POLICY,
     RECOMMENDATION_POLICIES,

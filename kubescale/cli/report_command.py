@@ -34,7 +34,7 @@ from kubescale.controllers.vpa.recommender.prometheus_history_config import (
     PrometheusHistoryConfig,
     parse_prometheus_duration,
 )
-from kubescale.prometheus.query_api import PrometheusAuth
+from kubescale.prometheus.client_settings import PrometheusAuth
 from kubescale.rendering.json_text import dumps_report
 from kubescale.rendering.text_table import WIDTH
 from kubescale.report.cluster_reading import read_cluster

@@ -28,11 +28,8 @@ from kubescale.cli.cluster_reads import (
     prometheus_token,
     read_failure,
 )
-from kubescale.prometheus.query_api import (
-    PrometheusAuth,
-    PrometheusQueryClient,
-    check_prometheus_address,
-)
+from kubescale.prometheus.client_settings import PrometheusAuth, check_prometheus_address
+from kubescale.prometheus.query_api import PrometheusQueryClient
 from kubescale.sim.scenario.cluster_capture import (
     CaptureError,
     build_capture,

@@ -57,10 +57,8 @@ from kubescale.prometheus.query_values import (
 )
 
 __all__ = [
-    "PrometheusAuth",
     "PrometheusClientMetrics",
     "PrometheusQueryClient",
-    "check_prometheus_address",
 ]
 
 _FALLBACK_CODES: Final = frozenset({405, 501})  # DoGetFallback: MethodNotAllowed, NotImplemented

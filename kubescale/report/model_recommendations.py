@@ -23,7 +23,7 @@ from typing import Any
 
 from kubescale.base.times import format_time
 from kubescale.controllers.vpa.model.cluster_state import ClusterState, VpaRecommendation
-from kubescale.controllers.vpa.model.estimators import RecommenderConfig
+from kubescale.controllers.vpa.model.model_config import RecommenderConfig
 from kubescale.controllers.vpa.recommender.cluster_feeder import (
     container_requests,
     pod_metrics_samples,

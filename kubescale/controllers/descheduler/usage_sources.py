@@ -32,7 +32,8 @@ from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeError
 from kubescale.kube.resources import NODE_METRICS, POD_METRICS, SECRETS
 from kubescale.objects.views import Meta
-from kubescale.prometheus.query_api import PrometheusAuth, PrometheusQueryClient
+from kubescale.prometheus.client_settings import PrometheusAuth
+from kubescale.prometheus.query_api import PrometheusQueryClient
 from kubescale.prometheus.query_values import PrometheusAPIError
 from kubescale.scheduling.pod_resources import Amounts, amounts_of
 

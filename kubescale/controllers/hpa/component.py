@@ -24,7 +24,8 @@ from kubescale.controllers.hpa.hpa_config import (
 from kubescale.controllers.hpa.hpa_loop import LOOP_NAME, HpaLoop
 from kubescale.controllers.hpa.hpa_metrics import HpaMetrics
 from kubescale.kube.events import EventRecorder
-from kubescale.prometheus.query_api import PrometheusAuth, PrometheusQueryClient
+from kubescale.prometheus.client_settings import PrometheusAuth
+from kubescale.prometheus.query_api import PrometheusQueryClient
 from kubescale.runtime.component import (
     BaseComponent,
     LoopSpec,

@@ -15,7 +15,8 @@ import pytest
 
 from kubescale.controllers.hpa.hpa_config import HpaSettings
 from kubescale.kube.resources import DEPLOYMENTS
-from kubescale.prometheus.query_api import PrometheusAuth, PrometheusQueryClient
+from kubescale.prometheus.client_settings import PrometheusAuth
+from kubescale.prometheus.query_api import PrometheusQueryClient
 from tests.controllers.vpa.recommender.test_recommender_loop import Cluster, cluster
 from tests.prometheus.prometheus_fixtures import (
     RealPrometheus,

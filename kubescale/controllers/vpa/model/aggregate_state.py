@@ -54,12 +54,9 @@ from kubescale.controllers.vpa.model.policy.recent_peaks import RecentPeaks
 from kubescale.objects.views import mapping
 
 __all__ = [
-    "CPU",
     "DEFAULT_CONTROLLED_RESOURCES",
     "MAX_RESOURCE_AMOUNT",
-    "MEMORY",
     "AggregateContainerState",
-    "AggregationsConfig",
     "ContainerState",
     "ContainerUsageSample",
     "HistogramStores",

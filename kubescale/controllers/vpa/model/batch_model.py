@@ -22,12 +22,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from kubescale.controllers.vpa.model.aggregate_state import AggregateContainerState
-from kubescale.controllers.vpa.model.estimators import (
-    ContainerEstimate,
-    RecommenderConfig,
-    estimate_arrays,
-)
+from kubescale.controllers.vpa.model.estimators import ContainerEstimate, estimate_arrays
 from kubescale.controllers.vpa.model.histogram import MIN_SAMPLE_WEIGHT, HistogramStore
+from kubescale.controllers.vpa.model.model_config import RecommenderConfig
 
 __all__ = ["CpuSampleBatch", "estimate_states"]
 

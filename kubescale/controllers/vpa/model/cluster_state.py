@@ -36,8 +36,6 @@ from kubescale.base.logs import component_logger
 from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.api.vpa_policy import container_policy
 from kubescale.controllers.vpa.model.aggregate_state import (
-    CPU,
-    MEMORY,
     SCALING_MODE_OFF,
     AggregateContainerState,
     ContainerState,
@@ -50,13 +48,10 @@ from kubescale.controllers.vpa.model.checkpoint_format import (
     checkpoint_object,
     format_time,
 )
-from kubescale.controllers.vpa.model.estimators import (
-    ContainerEstimate,
-    RecommenderConfig,
-    estimate,
-)
+from kubescale.controllers.vpa.model.estimators import ContainerEstimate, estimate
 from kubescale.controllers.vpa.model.go_math import GO_ZERO_TIME, go_float_to_int64, go_micros
 from kubescale.controllers.vpa.model.histogram import HistogramCheckpointError
+from kubescale.controllers.vpa.model.model_config import CPU, MEMORY, RecommenderConfig
 from kubescale.controllers.vpa.model.policy.adaptive_config import ADAPTIVE_POLICY
 from kubescale.controllers.vpa.model.policy.adaptive_estimator import (
     estimate_adaptive,

@@ -45,7 +45,6 @@ from kubescale.controllers.vpa.model.model_config import RecommenderConfig
 
 __all__ = [
     "ContainerEstimate",
-    "RecommenderConfig",
     "confidence",
     "estimate",
     "estimate_arrays",

@@ -38,12 +38,9 @@ from kubescale.controllers.vpa.api.vpa_policy import (
     cap_to_min,
     container_policy,
 )
-from kubescale.controllers.vpa.model.aggregate_state import CPU, MEMORY, AggregateContainerState
-from kubescale.controllers.vpa.model.estimators import (
-    ContainerEstimate,
-    RecommenderConfig,
-    estimate,
-)
+from kubescale.controllers.vpa.model.aggregate_state import AggregateContainerState
+from kubescale.controllers.vpa.model.estimators import ContainerEstimate, estimate
+from kubescale.controllers.vpa.model.model_config import CPU, MEMORY, RecommenderConfig
 from kubescale.objects.quantities import BINARY_SI, DECIMAL_SI, Quantity, parse_quantity
 
 __all__ = [

@@ -62,11 +62,8 @@ from kubescale.controllers.vpa.recommender.prometheus_history_config import (
     history_queries,
     parse_prometheus_duration,
 )
-from kubescale.prometheus.query_api import (
-    PrometheusAuth,
-    PrometheusClientMetrics,
-    PrometheusQueryClient,
-)
+from kubescale.prometheus.client_settings import PrometheusAuth
+from kubescale.prometheus.query_api import PrometheusClientMetrics, PrometheusQueryClient
 from kubescale.prometheus.query_values import (
     PrometheusAPIError,
     QueryValue,

@@ -7,7 +7,7 @@ Names and defaults are upstream's (``pkg/recommender/config/config.go``, ``main.
 half-lives, memory aggregation, OOM bump-up, rounding, the integer-CPU post-processor and the
 global ``--container-recommendation-max-allowed-*`` caps), and the Prometheus history flags
 used with ``--storage=prometheus``. Model flags become
-:class:`kubescale.controllers.vpa.model.estimators.RecommenderConfig`, Prometheus flags
+:class:`kubescale.controllers.vpa.model.model_config.RecommenderConfig`, Prometheus flags
 :class:`kubescale.controllers.vpa.recommender.prometheus_history_config.PrometheusHistoryConfig`.
 
 Shared with the webhook (declared once, by :mod:`kubescale.webhook.webhook_config`, when both run in

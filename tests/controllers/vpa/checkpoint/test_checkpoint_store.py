@@ -16,7 +16,7 @@ import pytest
 
 from kubescale.controllers.vpa.checkpoint.checkpoint_store import CheckpointStore
 from kubescale.controllers.vpa.model.cluster_state import AggregateKey, ClusterState, LiveContainers
-from kubescale.controllers.vpa.model.estimators import RecommenderConfig
+from kubescale.controllers.vpa.model.model_config import RecommenderConfig
 from kubescale.kube.informer import Informer
 from kubescale.kube.resources import VERTICAL_POD_AUTOSCALERS, VPA_CHECKPOINTS
 from kubescale.kube.shared_cache import SharedCache

@@ -8,11 +8,11 @@ import pytest
 
 from kubescale.controllers.vpa.model.aggregate_state import (
     AggregateContainerState,
-    AggregationsConfig,
     ContainerState,
     ContainerUsageSample,
 )
 from kubescale.controllers.vpa.model.go_math import go_micros
+from kubescale.controllers.vpa.model.model_config import AggregationsConfig
 
 MB = 1024 * 1024
 T0 = datetime(2017, 4, 18, 17, 35, 5, tzinfo=UTC)  # upstream's testTimestamp

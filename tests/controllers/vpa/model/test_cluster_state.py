@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from kubescale.controllers.vpa.model.cluster_state import ClusterState
-from kubescale.controllers.vpa.model.estimators import RecommenderConfig
 from kubescale.controllers.vpa.model.histogram import MEMORY_HISTOGRAM_OPTIONS
+from kubescale.controllers.vpa.model.model_config import RecommenderConfig
 from kubescale.objects.quantities import Quantity
 from kubescale.objects.selectors import label_selector_from_set
 from tests import builders

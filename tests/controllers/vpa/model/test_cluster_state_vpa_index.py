@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from kubescale.controllers.vpa.model import cluster_state
 from kubescale.controllers.vpa.model.cluster_state import ClusterState
-from kubescale.controllers.vpa.model.estimators import RecommenderConfig
+from kubescale.controllers.vpa.model.model_config import RecommenderConfig
 from kubescale.objects.selectors import (
     LabelSelector,
     label_selector_from_dict,

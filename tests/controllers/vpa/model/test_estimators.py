@@ -11,13 +11,13 @@ from hypothesis import strategies as st
 
 from kubescale.controllers.vpa.model.aggregate_state import AggregateContainerState, scale_resource
 from kubescale.controllers.vpa.model.estimators import (
-    RecommenderConfig,
     confidence,
     estimate,
     estimate_arrays,
     pod_minimums,
 )
 from kubescale.controllers.vpa.model.go_math import go_micros
+from kubescale.controllers.vpa.model.model_config import RecommenderConfig
 
 DAY_NS = 24 * 3600 * 10**9
 T0 = datetime(2024, 5, 1, tzinfo=UTC)

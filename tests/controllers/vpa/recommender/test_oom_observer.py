@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from kubescale.controllers.vpa.model.cluster_state import ClusterState
-from kubescale.controllers.vpa.model.estimators import RecommenderConfig
+from kubescale.controllers.vpa.model.model_config import RecommenderConfig
 from kubescale.controllers.vpa.recommender.oom_observer import (
     OomInfo,
     OomObserver,

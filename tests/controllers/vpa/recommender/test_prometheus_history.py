@@ -23,7 +23,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from kubescale.base.clock import Clock, VirtualClock
 from kubescale.certs.authority import generate_ca, issue_serving_certificate
 from kubescale.controllers.vpa.model.cluster_state import ClusterState
-from kubescale.controllers.vpa.model.estimators import RecommenderConfig
+from kubescale.controllers.vpa.model.model_config import RecommenderConfig
 from kubescale.controllers.vpa.recommender.prometheus_history import (
     HistoryLoadResult,
     HistorySample,
@@ -41,7 +41,8 @@ from kubescale.controllers.vpa.recommender.prometheus_history_config import (
     resolve_auth,
 )
 from kubescale.objects.selectors import label_selector_from_dict
-from kubescale.prometheus.query_api import PrometheusAuth, PrometheusClientMetrics
+from kubescale.prometheus.client_settings import PrometheusAuth
+from kubescale.prometheus.query_api import PrometheusClientMetrics
 from tests import builders
 from tests.prometheus.prometheus_fixtures import FakePrometheus, matrix, success
 

@@ -37,7 +37,7 @@ from pathlib import Path
 import pytest
 
 from kubescale.controllers.vpa.model.cluster_state import ClusterState
-from kubescale.controllers.vpa.model.estimators import RecommenderConfig
+from kubescale.controllers.vpa.model.model_config import RecommenderConfig
 from kubescale.controllers.vpa.recommender.prometheus_history import (
     HistoryLoadResult,
     HistorySample,
@@ -47,7 +47,7 @@ from kubescale.controllers.vpa.recommender.prometheus_history import (
 )
 from kubescale.controllers.vpa.recommender.prometheus_history_config import PrometheusHistoryConfig
 from kubescale.objects.selectors import label_selector_from_dict
-from kubescale.prometheus.query_api import PrometheusAuth
+from kubescale.prometheus.client_settings import PrometheusAuth
 from tests import builders
 from tests.prometheus.prometheus_fixtures import (
     RealPrometheus,

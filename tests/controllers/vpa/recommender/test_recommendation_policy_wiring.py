@@ -15,7 +15,7 @@ from kubescale.cli.main import build_parser
 from kubescale.cli.serve_config import serve_config_from_args
 from kubescale.components import VPA_RECOMMENDER as RECOMMENDER
 from kubescale.controllers.vpa.model.cluster_state import ClusterState
-from kubescale.controllers.vpa.model.estimators import RecommenderConfig
+from kubescale.controllers.vpa.model.model_config import RecommenderConfig
 from kubescale.kube.resources import VERTICAL_POD_AUTOSCALERS
 from kubescale.objects.selectors import label_selector_from_set
 from kubescale.sim.scenario.runner import SimulationRun

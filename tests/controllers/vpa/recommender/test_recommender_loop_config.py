@@ -12,7 +12,7 @@ from kubescale.cli.main import build_parser
 from kubescale.cli.serve import default_components
 from kubescale.cli.serve_config import ConfigError, ServeConfig, serve_config_from_args
 from kubescale.components import by_name
-from kubescale.controllers.vpa.model.estimators import RecommenderConfig
+from kubescale.controllers.vpa.model.model_config import RecommenderConfig
 from kubescale.controllers.vpa.recommender.prometheus_history_config import PrometheusHistoryConfig
 from kubescale.controllers.vpa.recommender.recommender_config import RecommenderSettings
 from kubescale.objects.quantities import Quantity

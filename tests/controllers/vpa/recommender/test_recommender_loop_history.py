@@ -26,7 +26,7 @@ from kubescale.controllers.vpa.recommender.recommender_config import Recommender
 from kubescale.controllers.vpa.recommender.recommender_loop import RecommenderLoop
 from kubescale.controllers.vpa.recommender.recommender_metrics import RecommenderMetrics
 from kubescale.kube.shared_cache import SharedCache
-from kubescale.prometheus.query_api import PrometheusAuth
+from kubescale.prometheus.client_settings import PrometheusAuth
 from kubescale.sim.scenario.scenario_components import component_settings
 from tests.controllers.vpa.recommender.test_recommender_loop import (
     NAMESPACE,

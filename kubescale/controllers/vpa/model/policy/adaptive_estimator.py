@@ -66,12 +66,12 @@ from kubescale.controllers.vpa.model.aggregate_state import (
 )
 from kubescale.controllers.vpa.model.estimators import (
     ContainerEstimate,
-    RecommenderConfig,
     estimate,
     estimate_arrays,
     pod_minimums,
 )
 from kubescale.controllers.vpa.model.go_math import FloatArray, IntArray
+from kubescale.controllers.vpa.model.model_config import RecommenderConfig
 from kubescale.controllers.vpa.model.policy.adaptive_config import (
     DEFAULT_ADAPTIVE_POLICY,
     AdaptivePolicyConfig,

@@ -20,8 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kubescale.controllers.vpa.model.aggregate_state import AggregateContainerState, ContainerState
-from kubescale.controllers.vpa.model.estimators import RecommenderConfig, estimate, pod_minimums
+from kubescale.controllers.vpa.model.estimators import estimate, pod_minimums
 from kubescale.controllers.vpa.model.go_math import go_micros
+from kubescale.controllers.vpa.model.model_config import RecommenderConfig
 from kubescale.controllers.vpa.model.policy.adaptive_config import (
     DEFAULT_ADAPTIVE_POLICY,
     AdaptivePolicyConfig,
