@@ -53,6 +53,9 @@ from kubescale.coordination.disruption_arbiter import (
     workload_allowance,
 )
 from kubescale.coordination.disruption_ledger import DisruptionKind, DisruptionLedger
+from kubescale.objects.node import Node
+from kubescale.objects.pdb import PodDisruptionBudget
+from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import LabelSelector, SelectorError, label_selector_from_dict
 from kubescale.objects.views import Meta, meta, spec_of, status_of
 from kubescale.scheduling.autoscaler_taints import (
@@ -86,8 +89,6 @@ __all__ = [
 ACTOR: Final = "descheduler"
 """The descheduler's name on the disruption ledger."""
 
-Pod = Mapping[str, Any]
-Node = Mapping[str, Any]
 WorkloadKey = tuple[str, str, str]
 """``(namespace, kind, name)`` of a pod's controller."""
 
@@ -123,11 +124,11 @@ class EvictionBudget(Protocol):
         already)."""
         ...
 
-    def refuse(self, pod: Mapping[str, Any]) -> Refusal | None:
+    def refuse(self, pod: Pod) -> Refusal | None:
         """Why ``pod`` must not be evicted although the limits allow it, if so."""
         ...
 
-    def workload_disrupted(self, pod: Mapping[str, Any]) -> int | None:
+    def workload_disrupted(self, pod: Pod) -> int | None:
         """Pods of ``pod``'s workload down or going (missing, and evictions in flight of
         every system, this cycle's included); ``None`` when its size is unknown."""
         ...
@@ -145,26 +146,20 @@ class ClusterView(Protocol):
     ``CycleView`` is one)."""
 
     @property
-    def pods(self) -> Sequence[Mapping[str, Any]]: ...
+    def pods(self) -> Sequence[Pod]: ...
 
     @property
-    def all_nodes(self) -> Sequence[Mapping[str, Any]]: ...
+    def all_nodes(self) -> Sequence[Node]: ...
 
     @property
-    def pdbs(self) -> Sequence[Mapping[str, Any]]: ...
+    def pdbs(self) -> Sequence[PodDisruptionBudget]: ...
 
     @property
-    def node_by_name(self) -> Mapping[str, Mapping[str, Any]]: ...
+    def node_by_name(self) -> Mapping[str, Node]: ...
 
-    def pods_on(self, node: str) -> Sequence[Mapping[str, Any]]: ...
+    def pods_on(self, node: str) -> Sequence[Pod]: ...
 
-    def fits_any(
-        self,
-        pod: Mapping[str, Any],
-        candidates: Iterable[Mapping[str, Any]],
-        *,
-        other_nodes_only: bool,
-    ) -> bool: ...
+    def fits_any(self, pod: Pod, candidates: Iterable[Node], *, other_nodes_only: bool) -> bool: ...
 
 
 class UpstreamBudget:
@@ -175,10 +170,10 @@ class UpstreamBudget:
     def in_flight(self, *, node: str, namespace: str, exclude: Set[str]) -> InFlight:
         return InFlight()
 
-    def refuse(self, pod: Mapping[str, Any]) -> Refusal | None:
+    def refuse(self, pod: Pod) -> Refusal | None:
         return None
 
-    def workload_disrupted(self, pod: Mapping[str, Any]) -> int | None:
+    def workload_disrupted(self, pod: Pod) -> int | None:
         return None
 
     def refresh(self) -> None:

@@ -47,6 +47,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple, Protocol
 
+from kubescale.objects.node import Node, Taint
+from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import LabelSelector
 from kubescale.objects.views import Meta
 from kubescale.scheduling.descheduler_rules import (
@@ -103,8 +105,6 @@ __all__ = [
     "policy_refusals",
 ]
 
-Pod = Mapping[str, Any]
-Node = Mapping[str, Any]
 MAX_SCORE: Final = 10
 NEUTRAL_SCORE: Final = 5
 
@@ -120,7 +120,7 @@ class PlacementState(EvictorInputs, Protocol):
         """The labels of :meth:`descheduler_nodes`, by name."""
         ...
 
-    def node_taints_of(self) -> Mapping[str, Sequence[Mapping[str, Any]]]:
+    def node_taints_of(self) -> Mapping[str, Sequence[Taint]]:
         """The taints of those of :meth:`descheduler_nodes` that have any, by name."""
         ...
 

@@ -29,6 +29,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from kubescale.objects.hpa import HorizontalPodAutoscaler
+from kubescale.objects.pod import Pod
 from kubescale.objects.views import ObjectRef
 
 from .descheduler_budget import ClusterView, EvictionBudget, WorkloadKey
@@ -46,14 +47,13 @@ __all__ = [
     "ResourceOwnership",
 ]
 
-Pod = Mapping[str, Any]
-
 
 class DisruptionGate(Protocol):
     """The disruptions of the other systems a system's own drain must count."""
 
-    def already_going(self, pod: Pod, *, now: datetime) -> bool:
-        """Whether another system's eviction of ``pod`` is in flight (do not evict it again)."""
+    def already_going(self, pod: Mapping[str, Any], *, now: datetime) -> bool:
+        """Whether another system's eviction of ``pod`` is in flight (do not evict it again).
+        (Untyped: the autoscaler's pods are not typed yet.)"""
         ...
 
     def evictions_in_flight(self, *, now: datetime) -> list[Disruption]:

@@ -27,6 +27,12 @@ from typing import Any
 
 import numpy as np
 
+from kubescale.objects.namespace import Namespace
+from kubescale.objects.node import Node, Taint
+from kubescale.objects.pdb import PodDisruptionBudget
+from kubescale.objects.persistent_volume_claim import PersistentVolumeClaim
+from kubescale.objects.pod import Pod
+from kubescale.objects.priority_class import PriorityClass
 from kubescale.objects.selectors import LabelSelector
 from kubescale.objects.views import Meta, spec_of
 from kubescale.scheduling.cycle_view import cycle_nodes, node_name
@@ -52,8 +58,6 @@ from kubescale.scheduling.utilization_math import (
 
 __all__ = ["ClusterCache", "tracked_resources"]
 
-Pod = Mapping[str, Any]
-Node = Mapping[str, Any]
 _INITIAL_ROWS = 64
 _AMOUNT_CAP = 2**52
 """Per pod and resource (4.5e12 cores in millicores, 4 PiB): 2048 capped pods on one node
@@ -89,14 +93,14 @@ class ClusterCache:
         self._spread: dict[str, dict[str, tuple[SpreadConstraint, dict[str, Pod]]]] = {}
         self._owner_counts: dict[str, int] = {}
         self._namespace_labels: dict[str, Mapping[str, str]] = {}
-        self._pdbs: dict[tuple[str, str], Mapping[str, Any]] = {}
-        self._pvcs: dict[tuple[str, str], Mapping[str, Any]] = {}
+        self._pdbs: dict[tuple[str, str], PodDisruptionBudget] = {}
+        self._pvcs: dict[tuple[str, str], PersistentVolumeClaim] = {}
         self._priority_classes: dict[str, int] = {}
         self._rows: dict[str, int] = {}
         self._used = np.zeros((_INITIAL_ROWS, len(self.resources)), dtype=np.int64)
         self._capacity = np.zeros((_INITIAL_ROWS, len(self.resources)), dtype=np.int64)
         self._unschedulable = np.zeros(_INITIAL_ROWS, dtype=np.bool_)
-        self._taints: dict[str, list[Mapping[str, Any]]] = {}
+        self._taints: dict[str, list[Taint]] = {}
         self._counted: dict[tuple[str, str], tuple[str, np.ndarray[Any, Any]]] = {}
         self._node_metrics: Mapping[str, Mapping[str, int]] | None = None
         self._metric_values: dict[str, Mapping[str, float]] = {}
@@ -213,37 +217,37 @@ class ClusterCache:
             self._used[self._rows[node]] -= vector
             self.usage_version += 1
 
-    def upsert_namespace(self, namespace: Mapping[str, Any]) -> None:
+    def upsert_namespace(self, namespace: Namespace) -> None:
         meta = Meta(namespace).raw
         self._namespace_labels[str(meta.get("name", ""))] = dict(meta.get("labels") or {})
 
-    def delete_namespace(self, namespace: Mapping[str, Any]) -> None:
+    def delete_namespace(self, namespace: Namespace) -> None:
         self._namespace_labels.pop(str(Meta(namespace).raw.get("name", "")), None)
 
     @staticmethod
-    def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    def _key(obj: PodDisruptionBudget | PersistentVolumeClaim) -> tuple[str, str]:
         meta = Meta(obj).raw
         return (str(meta.get("namespace", "")), str(meta.get("name", "")))
 
-    def upsert_pdb(self, pdb: Mapping[str, Any]) -> None:
+    def upsert_pdb(self, pdb: PodDisruptionBudget) -> None:
         self._pdbs[self._key(pdb)] = pdb
         self._views.pop("pdbs", None)
 
-    def delete_pdb(self, pdb: Mapping[str, Any]) -> None:
+    def delete_pdb(self, pdb: PodDisruptionBudget) -> None:
         self._pdbs.pop(self._key(pdb), None)
         self._views.pop("pdbs", None)
 
-    def upsert_pvc(self, pvc: Mapping[str, Any]) -> None:
+    def upsert_pvc(self, pvc: PersistentVolumeClaim) -> None:
         self._pvcs[self._key(pvc)] = pvc
 
-    def delete_pvc(self, pvc: Mapping[str, Any]) -> None:
+    def delete_pvc(self, pvc: PersistentVolumeClaim) -> None:
         self._pvcs.pop(self._key(pvc), None)
 
-    def upsert_priority_class(self, priority_class: Mapping[str, Any]) -> None:
+    def upsert_priority_class(self, priority_class: PriorityClass) -> None:
         name = str(Meta(priority_class).raw.get("name", ""))
         self._priority_classes[name] = int(priority_class.get("value") or 0)
 
-    def delete_priority_class(self, priority_class: Mapping[str, Any]) -> None:
+    def delete_priority_class(self, priority_class: PriorityClass) -> None:
         self._priority_classes.pop(str(Meta(priority_class).raw.get("name", "")), None)
 
     def set_node_metrics(self, usage: Mapping[str, Mapping[str, int]] | None) -> None:
@@ -264,7 +268,7 @@ class ClusterCache:
         *,
         nodes: Iterable[Node] = (),
         pods: Iterable[Pod] = (),
-        namespaces: Iterable[Mapping[str, Any]] = (),
+        namespaces: Iterable[Namespace] = (),
     ) -> ClusterCache:
         """Add objects in bulk (tests and benchmarks)."""
         for node in nodes:
@@ -290,14 +294,14 @@ class ClusterCache:
         return self._namespace_labels
 
     @property
-    def pdbs(self) -> Sequence[Mapping[str, Any]]:
+    def pdbs(self) -> Sequence[PodDisruptionBudget]:
         cached = self._views.get("pdbs")
         if cached is None:
             cached = self._views["pdbs"] = list(self._pdbs.values())
         return list(cached)
 
     @property
-    def pvcs(self) -> Mapping[tuple[str, str], Mapping[str, Any]]:
+    def pvcs(self) -> Mapping[tuple[str, str], PersistentVolumeClaim]:
         return self._pvcs
 
     @property
@@ -354,7 +358,7 @@ class ClusterCache:
         found: Mapping[str, Mapping[str, str]] = cached[1]
         return found
 
-    def node_taints_of(self) -> Mapping[str, Sequence[Mapping[str, Any]]]:
+    def node_taints_of(self) -> Mapping[str, Sequence[Taint]]:
         cached = self._views.get("taints")
         if cached is None or cached[0] != self.node_version:
             taints = {
@@ -363,7 +367,7 @@ class ClusterCache:
                 if self._taints.get(name)
             }
             cached = self._views["taints"] = (self.node_version, taints)
-        found: Mapping[str, Sequence[Mapping[str, Any]]] = cached[1]
+        found: Mapping[str, Sequence[Taint]] = cached[1]
         return found
 
     def node_groups(self, keys: tuple[str, ...]) -> Mapping[tuple[str | None, ...], Sequence[str]]:

@@ -27,7 +27,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from kubescale.coordination.placement_rules import (
     PlacementRules,
@@ -36,6 +35,7 @@ from kubescale.coordination.placement_rules import (
     policy_refusals,
 )
 from kubescale.coordination.ports import PlacementVeto
+from kubescale.objects.pod import Pod
 
 __all__ = ["FilterDecision", "decide_filter", "decide_prioritize"]
 
@@ -52,7 +52,7 @@ class FilterDecision:
 
 
 def decide_filter(
-    pod: Mapping[str, Any],
+    pod: Pod,
     candidates: Sequence[str],
     *,
     rules: PlacementRules,
@@ -90,7 +90,7 @@ def decide_filter(
 
 
 def decide_prioritize(
-    pod: Mapping[str, Any],
+    pod: Pod,
     candidates: Sequence[str],
     *,
     rules: PlacementRules,

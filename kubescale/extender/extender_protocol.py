@@ -39,8 +39,10 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, cast
 
+from kubescale.objects.node import Node
+from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity, QuantityError
 from kubescale.objects.views import Meta
 
@@ -73,10 +75,10 @@ def _get(mapping: Mapping[str, Any], key: str) -> Any:
 
 @dataclass(frozen=True)
 class ExtenderArgs:
-    pod: Mapping[str, Any]
+    pod: Pod
     node_names: list[str] | None
     """Set for a ``nodeCacheCapable`` extender."""
-    nodes: list[Mapping[str, Any]] | None
+    nodes: list[Node] | None
     """The NodeList's items otherwise."""
 
     @property
@@ -356,7 +358,7 @@ def _depth_exceeds(value: object, limit: int) -> bool:
     return False
 
 
-def _check_pod(pod: object) -> Mapping[str, Any]:
+def _check_pod(pod: object) -> Pod:
     if not isinstance(pod, Mapping):
         raise ExtenderInputError(f"Pod: must be a v1.Pod object, got {_type_name(pod)}")
     if _depth_exceeds(pod, MAX_POD_DEPTH):
@@ -365,7 +367,7 @@ def _check_pod(pod: object) -> Mapping[str, Any]:
     meta = Meta(pod).raw
     if not meta.get("name"):
         raise ExtenderInputError("Pod.metadata.name: is required")
-    return pod
+    return cast(Pod, pod)  # raw JSON enters here, checked against the pod's schema above
 
 
 def decode_args(body: bytes) -> ExtenderArgs:
@@ -382,7 +384,7 @@ def decode_args(body: bytes) -> ExtenderArgs:
     names_raw = _get(raw, "NodeNames")
     nodes_raw = _get(raw, "Nodes")
     node_names: list[str] | None = None
-    nodes: list[Mapping[str, Any]] | None = None
+    nodes: list[Node] | None = None
     if names_raw is not None:
         if not isinstance(names_raw, list) or not all(isinstance(n, str) for n in names_raw):
             raise ExtenderInputError("NodeNames: must be a list of node names")
@@ -396,7 +398,7 @@ def decode_args(body: bytes) -> ExtenderArgs:
             name = Meta(item).name if isinstance(item, Mapping) else ""
             if not name:
                 raise ExtenderInputError(f"Nodes.items[{index}].metadata.name: is required")
-            nodes.append(item)
+            nodes.append(cast(Node, item))  # raw JSON enters here (an echoed NodeList item)
     else:
         raise ExtenderInputError("ExtenderArgs: neither NodeNames nor Nodes is set")
     return ExtenderArgs(pod=pod, node_names=node_names, nodes=nodes)
@@ -421,7 +423,7 @@ def filter_result(
         result["NodeNames"] = list(dict.fromkeys(passed))
     else:
         keep = set(passed)
-        items: dict[str, Mapping[str, Any]] = {}
+        items: dict[str, Node] = {}
         for item in args.nodes or ():
             name = Meta(item).name
             if name in keep:

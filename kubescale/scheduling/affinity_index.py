@@ -20,15 +20,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kubescale.objects.pod import Pod
 from kubescale.objects.views import Meta
 from kubescale.scheduling.fit import ClusterSnapshot, PodInfo
 from kubescale.scheduling.inter_pod_affinity import AffinityTerm, TopologyCounts, required_terms
 
 __all__ = ["AffinityIndex"]
 
-Pod = Mapping[str, Any]
-Placed = tuple[Pod, Mapping[str, str]]
-"""A placed pod and its node's labels."""
+Placed = tuple[Mapping[str, Any], Mapping[str, str]]
+"""A placed pod and its node's labels (the snapshot's pods: :class:`~.fit.ClusterSnapshot`,
+shared with the cluster autoscaler, still holds them untyped)."""
 
 
 class AffinityIndex:

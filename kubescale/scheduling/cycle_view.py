@@ -31,6 +31,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from kubescale.objects.node import Node
+from kubescale.objects.pdb import PodDisruptionBudget
+from kubescale.objects.persistent_volume_claim import PersistentVolumeClaim
+from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import LabelSelector
 from kubescale.objects.views import Meta, spec_of
 from kubescale.scheduling.filters import is_node_ready
@@ -42,9 +46,6 @@ from .affinity_index import AffinityIndex
 from .pods import creation_time, is_terminal, owner_refs, requests_of
 
 __all__ = ["CycleView", "cycle_nodes"]
-
-Pod = Mapping[str, Any]
-Node = Mapping[str, Any]
 
 
 def node_labels(node: Node) -> Mapping[str, str]:
@@ -84,8 +85,8 @@ class CycleView:
     """Every node (the DefaultEvictor's ``nodeFit`` uses its own nodeSelector); defaults to
     :attr:`nodes`."""
     namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-    pdbs: Sequence[Mapping[str, Any]] = ()
-    pvcs: Mapping[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
+    pdbs: Sequence[PodDisruptionBudget] = ()
+    pvcs: Mapping[tuple[str, str], PersistentVolumeClaim] = field(default_factory=dict)
     priority_classes: Mapping[str, int] = field(default_factory=dict)
     node_usage: Mapping[str, Amounts] | None = None
     """metrics.k8s.io node usage (cpu in millicores, memory in bytes), smoothed as upstream's

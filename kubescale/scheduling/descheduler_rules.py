@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from kubescale.objects.node import Node
+from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import LabelSelector
 from kubescale.objects.views import spec_of
 
@@ -58,8 +60,6 @@ ANTI_AFFINITY: Final = "RemovePodsViolatingInterPodAntiAffinity"
 TOPOLOGY_SPREAD: Final = "RemovePodsViolatingTopologySpreadConstraint"
 LOW_NODE_UTILIZATION: Final = "LowNodeUtilization"
 HIGH_NODE_UTILIZATION: Final = "HighNodeUtilization"
-Pod = Mapping[str, Any]
-Node = Mapping[str, Any]
 
 
 def _entry_matches(entry: str, taint: Mapping[str, Any]) -> bool:

@@ -31,9 +31,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
 from kubescale.base.times import parse_time
+from kubescale.objects.node import Node
+from kubescale.objects.pdb import PodDisruptionBudget
+from kubescale.objects.persistent_volume_claim import PersistentVolumeClaim
+from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import SelectorError, label_selector_from_dict
 from kubescale.objects.views import Meta, spec_of, status_of
 from kubescale.scheduling.cycle_view import node_labels
@@ -67,8 +71,6 @@ from .policy.evictor_args import (
 
 __all__ = ["DefaultEvictor", "EvictorError", "EvictorInputs", "resolve_priority_threshold"]
 
-Pod = Mapping[str, Any]
-
 
 class EvictorInputs(Protocol):
     """What the evictor consults besides the pod (a cycle's
@@ -78,25 +80,23 @@ class EvictorInputs(Protocol):
     def now(self) -> datetime: ...
 
     @property
-    def all_nodes(self) -> Sequence[Mapping[str, Any]]: ...
+    def all_nodes(self) -> Sequence[Node]: ...
 
     @property
     def namespace_labels(self) -> Mapping[str, Mapping[str, str]]: ...
 
     @property
-    def pdbs(self) -> Sequence[Mapping[str, Any]]: ...
+    def pdbs(self) -> Sequence[PodDisruptionBudget]: ...
 
     @property
-    def pvcs(self) -> Mapping[tuple[str, str], Mapping[str, Any]]: ...
+    def pvcs(self) -> Mapping[tuple[str, str], PersistentVolumeClaim]: ...
 
     @property
     def priority_classes(self) -> Mapping[str, int]: ...
 
     def owner_count(self, uid: str) -> int: ...
 
-    def fits_any(
-        self, pod: Pod, candidates: Iterable[Mapping[str, Any]], *, other_nodes_only: bool
-    ) -> bool: ...
+    def fits_any(self, pod: Pod, candidates: Iterable[Node], *, other_nodes_only: bool) -> bool: ...
 
 
 _STORAGE_CLASS_ANNOTATION: Final = "volume.beta.kubernetes.io/storage-class"
@@ -133,7 +133,7 @@ class DefaultEvictor:
         self.view = view
         self.ignore_age = ignore_age
         self.threshold = resolve_priority_threshold(args, view.priority_classes)
-        self._fit_nodes: list[Mapping[str, Any]] | None = None
+        self._fit_nodes: list[Node] | None = None
         self._filter_cache: dict[int, bool] = {}
 
     # ------------------------------------------------------------------------- Filter
@@ -230,7 +230,7 @@ class DefaultEvictor:
 
     # --------------------------------------------------------------- PreEvictionFilter
 
-    def fit_nodes(self) -> list[Mapping[str, Any]]:
+    def fit_nodes(self) -> list[Node]:
         """Ready nodes matching the evictor's ``nodeSelector`` (``nodeFit``'s candidates)."""
         if self._fit_nodes is None:
             selector = self.args.node_selector_parsed

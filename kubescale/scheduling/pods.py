@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from kubescale.base.times import parse_time
 from kubescale.objects.views import Meta, spec_of, status_of
@@ -200,8 +200,13 @@ def _priority_key(pod: Mapping[str, Any]) -> tuple[int, int, int, int]:
     )
 
 
-def sort_low_to_high(pods: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """``SortPodsBasedOnPriorityLowToHigh`` (module docstring), stable."""
+PodT = TypeVar("PodT", bound=Mapping[str, Any])
+"""A pod as its caller types it (the descheduler's are :class:`~kubescale.objects.pod.Pod`)."""
+
+
+def sort_low_to_high(pods: Iterable[PodT]) -> list[PodT]:
+    """``SortPodsBasedOnPriorityLowToHigh`` (module docstring), stable; the pods keep their
+    type."""
     return sorted(pods, key=_priority_key)
 
 

@@ -25,6 +25,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from kubescale.objects.node import Node
+from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import (
     EQUALS,
     LabelSelector,
@@ -49,8 +51,6 @@ __all__ = [
 ]
 
 HONOR: Final = "Honor"
-Pod = Mapping[str, Any]
-Node = Mapping[str, Any]
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ParamSpec, TypeVar, cast
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 def owner_reference(
@@ -95,3 +98,22 @@ def namespace(
     """A Namespace."""
     meta = metadata(name=name, labels=labels, annotations=annotations, extra=metadata_extra)
     return manifest(api_version, "Namespace", meta)
+
+
+def json_body(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A typed object (``Pod``, ``Node``, … of :mod:`kubescale.objects`) as the plain JSON dict
+    a request body or the simulated API server's store takes: a shallow copy."""
+    return dict(obj)
+
+
+def typed_builder(build: Callable[P, dict[str, Any]], kind: type[T]) -> Callable[P, T]:
+    """``build`` (a builder returning the plain dict) as a builder of ``kind``, the
+    :mod:`kubescale.objects` TypedDict of the object it builds, with the same parameters: the
+    one place a built dict becomes a typed object (the builders' own return types stay plain
+    dicts while the tests of systems not typed yet mutate and store them as such)."""
+
+    def typed(*args: P.args, **kwargs: P.kwargs) -> T:
+        return cast(T, build(*args, **kwargs))  # the builder's one exit: an object of ``kind``
+
+    typed.__name__ = typed.__qualname__ = f"typed_{kind.__name__.lower()}"
+    return typed

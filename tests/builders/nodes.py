@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tests.builders.meta import manifest, metadata
+from kubescale.objects.node import Node
+from tests.builders.meta import manifest, metadata, typed_builder
 
 
 def ready_condition(
@@ -70,3 +71,7 @@ def node(
         creation_timestamp=creation_timestamp,
     )
     return manifest(api_version, "Node", meta, spec=spec_body, status=status_body)
+
+
+typed_node = typed_builder(node, Node)
+"""``node()`` typed as :class:`kubescale.objects.node.Node`."""

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tests.builders.meta import manifest, metadata
+from kubescale.objects.pdb import PodDisruptionBudget
+from tests.builders.meta import manifest, metadata, typed_builder
 
 
 def pdb(
@@ -40,3 +41,7 @@ def pdb(
     meta = metadata(name=name, namespace=namespace, uid=uid)
     spec_body = body if body or spec is not None else None
     return manifest(api_version, "PodDisruptionBudget", meta, spec=spec_body, status=status_body)
+
+
+typed_pdb = typed_builder(pdb, PodDisruptionBudget)
+"""``pdb()`` typed as :class:`kubescale.objects.pdb.PodDisruptionBudget`."""

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tests.builders.meta import manifest, metadata
+from kubescale.objects.pod import Pod
+from tests.builders.meta import manifest, metadata, typed_builder
 
 
 def container(
@@ -87,3 +88,7 @@ def pod(
         spec=body,
         status=dict(status) if status is not None else None,
     )
+
+
+typed_pod = typed_builder(pod, Pod)
+"""``pod()`` typed as :class:`kubescale.objects.pod.Pod`."""

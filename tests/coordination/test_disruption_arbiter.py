@@ -51,6 +51,8 @@ from kubescale.coordination.disruption_arbiter import (
     workload_allowance,
 )
 from kubescale.coordination.disruption_ledger import Disruption, DisruptionKind, DisruptionLedger
+from kubescale.objects.meta import ObjectMeta
+from kubescale.objects.pod import Pod as PodObject
 from kubescale.scheduling.cycle_view import CycleView
 
 START = datetime(2026, 1, 5, tzinfo=UTC)
@@ -101,10 +103,10 @@ class Pod:
     ready: bool = True
     deleting: bool = False
 
-    def as_seen(self) -> dict[str, Any]:
+    def as_seen(self) -> PodObject:
         """The pod as an informer shows it: a pod of ReplicaSet ``w<workload>`` in namespace
         ``ns<workload>``, Running, Ready as it is."""
-        metadata: dict[str, Any] = {
+        metadata: ObjectMeta = {
             "uid": self.uid,
             "name": self.uid,
             "namespace": f"ns{self.workload}",

@@ -10,7 +10,7 @@ counts every system's disruptions, ``separate`` gives upstream's answers.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
@@ -55,6 +55,9 @@ from kubescale.coordination.separate import (
 )
 from kubescale.kube.shared_cache import SharedCache
 from kubescale.objects.hpa import HorizontalPodAutoscaler
+from kubescale.objects.node import Node, Taint
+from kubescale.objects.pdb import PodDisruptionBudget
+from kubescale.objects.pod import Pod
 from kubescale.objects.views import ObjectRef
 from tests import builders
 
@@ -64,8 +67,8 @@ UPDATER = "vpa-updater"
 Obj = dict[str, Any]
 
 
-def running_pod_of_web(name: str, node: str = "n1", namespace: str = "default") -> Obj:
-    return builders.pods.pod(
+def running_pod_of_web(name: str, node: str = "n1", namespace: str = "default") -> Pod:
+    return builders.pods.typed_pod(
         name=name,
         namespace=namespace,
         uid=f"uid-{name}",
@@ -77,8 +80,8 @@ def running_pod_of_web(name: str, node: str = "n1", namespace: str = "default") 
     )
 
 
-def ready_node(name: str, taints: Sequence[Obj] = ()) -> Obj:
-    return builders.nodes.node(
+def ready_node(name: str, taints: Sequence[Taint] = ()) -> Node:
+    return builders.nodes.typed_node(
         name=name,
         taints=list(taints),
         conditions=[builders.nodes.ready_condition()],
@@ -87,7 +90,7 @@ def ready_node(name: str, taints: Sequence[Obj] = ()) -> Obj:
 
 
 def _disruption(
-    pod: Obj,
+    pod: Pod,
     *,
     actor: str,
     kind: DisruptionKind = DisruptionKind.EVICTION,
@@ -146,30 +149,24 @@ class _View:
     """A cycle's view of the cluster (the budget's ``ClusterView``); every pod fits on every
     other node unless named in ``fits_nowhere``."""
 
-    pods: Sequence[Obj]
-    all_nodes: Sequence[Obj]
-    pdbs: Sequence[Obj] = ()
+    pods: Sequence[Pod]
+    all_nodes: Sequence[Node]
+    pdbs: Sequence[PodDisruptionBudget] = ()
     fits_nowhere: frozenset[str] = frozenset()
-    node_by_name: dict[str, Obj] = field(init=False)
+    node_by_name: dict[str, Node] = field(init=False)
 
     def __post_init__(self) -> None:
         self.node_by_name = {n["metadata"]["name"]: n for n in self.all_nodes}
 
-    def pods_on(self, node: str) -> Sequence[Obj]:
+    def pods_on(self, node: str) -> Sequence[Pod]:
         return [p for p in self.pods if p["spec"]["nodeName"] == node]
 
-    def fits_any(
-        self,
-        pod: Mapping[str, Any],
-        candidates: Iterable[Mapping[str, Any]],
-        *,
-        other_nodes_only: bool,
-    ) -> bool:
+    def fits_any(self, pod: Pod, candidates: Iterable[Node], *, other_nodes_only: bool) -> bool:
         others = [n for n in candidates if n["metadata"]["name"] != pod["spec"]["nodeName"]]
         return bool(others) and pod["metadata"]["name"] not in self.fits_nowhere
 
 
-DRAINING = {"key": "ToBeDeletedByClusterAutoscaler", "effect": "NoSchedule"}
+DRAINING: Taint = {"key": "ToBeDeletedByClusterAutoscaler", "effect": "NoSchedule"}
 
 
 def _budgets(one_brain: bool, ledger: DisruptionLedger) -> DeschedulerBudgets:
@@ -445,7 +442,7 @@ def test_one_brain_per_process() -> None:
 # -- property: one brain is never more permissive than upstream's descheduler ----------------
 
 
-def _allowed(evictor: PodEvictor, pod: Obj) -> bool:
+def _allowed(evictor: PodEvictor, pod: Pod) -> bool:
     """Whether ``evictor`` hands ``pod``'s eviction to the driver (yields its request)."""
     try:
         next(evictor.evict(pod, strategy="s", profile="p"))

@@ -19,6 +19,8 @@ from kubescale.coordination.placement_rules import PlacementRules
 from kubescale.extender.cluster_cache import ClusterCache
 from kubescale.extender.extender_config import ExtenderSettings
 from kubescale.extender.extender_routes import SchedulerExtender
+from kubescale.objects.node import Node
+from kubescale.objects.pod import Pod
 from kubescale.scheduling.policy.policy_loading import DeschedulerPolicy
 from tests.controllers.descheduler.builders import NOW
 
@@ -45,8 +47,8 @@ class Running:
 async def running_extender(
     policy: DeschedulerPolicy,
     *,
-    nodes: Sequence[dict[str, Any]] = (),
-    pods: Sequence[dict[str, Any]] = (),
+    nodes: Sequence[Node] = (),
+    pods: Sequence[Pod] = (),
     readiness: Any = None,
     settings: ExtenderSettings | None = None,
 ) -> AsyncIterator[Running]:

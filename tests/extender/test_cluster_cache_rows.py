@@ -17,7 +17,6 @@ import random
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import pytest
@@ -37,9 +36,12 @@ from kubescale.extender.informer_feed import feed
 from kubescale.kube.client import KubeClient, connect
 from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.resources import PODS
+from kubescale.objects.node import Node
+from kubescale.objects.pod import Pod
 from kubescale.scheduling.policy.utilization_args import LowNodeUtilizationArgs
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.scenario.runner import SimulationClientClock
+from tests.builders.meta import json_body
 from tests.controllers.descheduler.builders import NOW, node, pod, policy
 
 # cpu 20/50 (the issue's 50 % check)
@@ -65,7 +67,7 @@ def name(i: int) -> str:
     return f"n{i:03d}"
 
 
-def running_pods() -> list[dict[str, Any]]:
+def running_pods() -> list[Pod]:
     """One pod per node: 100m (2.5 % of 4 cores), and 3250m on the hot node (81.25 %)."""
     return [
         pod(f"p{i:03d}", name(i), cpu="3250m" if i == HOT else "100m", owners=[])
@@ -94,7 +96,8 @@ async def api_client(tmp_path: Path) -> AsyncIterator[tuple[ApiServer, KubeClien
             await client.close()
 
 
-def store(api: ApiServer, obj: dict[str, Any]) -> None:
+def store(api: ApiServer, typed: Pod | Node) -> None:
+    obj = json_body(typed)
     body = {k: v for k, v in obj.items() if k != "status"}
     body["metadata"] = {
         k: v for k, v in obj["metadata"].items() if k not in ("uid", "creationTimestamp")
@@ -183,7 +186,7 @@ def arrivals(draw: st.DrawFn) -> tuple[int, list[tuple[str, int]]]:
     return nodes, events
 
 
-def pod_number(j: int, nodes: int) -> dict[str, Any]:
+def pod_number(j: int, nodes: int) -> Pod:
     # pod j on node (j * 7) % nodes, (j % 9 + 1) × 10m
     return pod(f"q{j:04d}", name((j * 7) % nodes), cpu=f"{(j % 9 + 1) * 10}m", owners=[])
 
@@ -193,7 +196,7 @@ def pod_number(j: int, nodes: int) -> dict[str, Any]:
 def test_usage_is_the_sum_of_the_pods_present(drawn: tuple[int, list[tuple[str, int]]]) -> None:
     nodes, events = drawn
     cache = ClusterCache(policy=POLICY, now=lambda: NOW)
-    present: dict[int, dict[str, Any]] = {}
+    present: dict[int, Pod] = {}
     for kind, i in events:
         if kind == "node":
             cache.upsert_node(node(name(i)))

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from kubescale.base.clock import VirtualClock
+from tests.builders.meta import json_body
 from tests.controllers.descheduler.builders import NOW, node, pod, policy
 
 from .extender_fixtures import running_extender
@@ -39,7 +40,7 @@ RUNNING = [
 def scheduler_pod() -> dict[str, Any]:
     """A pending pod as kube-scheduler serializes it (defaults applied, fields the extender
     does not read included)."""
-    the_pod = pod("web-7d9f-abcde", None, cpu="500m", memory="256Mi")
+    the_pod = json_body(pod("web-7d9f-abcde", None, cpu="500m", memory="256Mi"))
     the_pod["metadata"].update(
         {
             "generateName": "web-7d9f-",

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from kubescale.objects.pod import Pod
 from kubescale.scheduling.cycle_view import CycleView
 from kubescale.scheduling.evictor import DefaultEvictor, EvictorError
 from kubescale.scheduling.policy.evictor_args import read_default_evictor_args
@@ -29,7 +30,7 @@ EMPTY_DIR = {"volumes": [{"name": "v", "emptyDir": {}}]}
 PVC = {"volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "data"}}]}
 
 # (case, pod, evictor args, evictable)
-CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, bool]] = [
+CASES: list[tuple[str, Pod, dict[str, Any] | None, bool]] = [
     ("replica set pod", pod("p"), None, True),
     ("bare pod", pod("p", owners=[]), None, False),
     ("bare failed pod, FailedBarePods on", pod("p", owners=[], phase="Failed"), None, False),
@@ -112,9 +113,7 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, bool]] = [
 
 
 @pytest.mark.parametrize(("case", "the_pod", "args", "expected"), CASES, ids=[c[0] for c in CASES])
-def test_filter(
-    case: str, the_pod: dict[str, Any], args: dict[str, Any] | None, expected: bool
-) -> None:
+def test_filter(case: str, the_pod: Pod, args: dict[str, Any] | None, expected: bool) -> None:
     assert evictor(args, pods=[the_pod]).filter(the_pod) is expected
 
 
@@ -227,7 +226,7 @@ def test_validation_names_the_field(args: dict[str, Any], message: str) -> None:
     assert message in str(caught.value)
 
 
-def _exporter(name: str, node_name: str) -> dict[str, Any]:
+def _exporter(name: str, node_name: str) -> Pod:
     made = pod(name, node_name, cpu="100m")
     made["spec"]["containers"][0]["ports"] = [{"containerPort": 9100, "hostPort": 9100}]
     return made
@@ -247,7 +246,7 @@ def test_node_fit_counts_topology_spread_without_the_pod() -> None:
     # web pods spread by hostname, maxSkew 1, one on n1 and one on n2. Counted with web-1 off
     # its node: n1 0, n2 1 → on n2: 1 + 1 − 0 = 2 > 1, refused → web-1 fits no other node.
     # With maxSkew 2: 2 <= 2 → it fits n2.
-    def web(name: str, node_name: str, max_skew: int) -> dict[str, Any]:
+    def web(name: str, node_name: str, max_skew: int) -> Pod:
         constraint = {
             "maxSkew": max_skew,
             "topologyKey": "kubernetes.io/hostname",

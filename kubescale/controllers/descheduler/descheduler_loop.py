@@ -57,6 +57,7 @@ from kubescale.coordination.separate import OwnBudgets
 from kubescale.kube.client import KubeClient
 from kubescale.kube.controller_lookups import ControllerLookups
 from kubescale.kube.events import EventRecorder
+from kubescale.kube.informer import Informer
 from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.resources import (
     NAMESPACES,
@@ -66,6 +67,12 @@ from kubescale.kube.resources import (
     PODS,
     PRIORITY_CLASSES,
 )
+from kubescale.objects.namespace import Namespace
+from kubescale.objects.node import Node
+from kubescale.objects.pdb import PodDisruptionBudget
+from kubescale.objects.persistent_volume_claim import PersistentVolumeClaim
+from kubescale.objects.pod import Pod
+from kubescale.objects.priority_class import PriorityClass
 from kubescale.objects.views import Meta, meta
 from kubescale.plans.executor import PlanExecutor
 from kubescale.runtime.off_loop import OffLoop
@@ -140,8 +147,8 @@ class DeschedulerLoop:
             disruptions if disruptions is not None else DisruptionLedger(shared=False)
         )
         self.budgets: DeschedulerBudgets = budgets if budgets is not None else OwnBudgets()
-        self.nodes = informers.informer(NODES)
-        self.pods = informers.informer(PODS)
+        self.nodes: Informer[Node] = informers.informer(NODES)
+        self.pods: Informer[Pod] = informers.informer(PODS)
         self.disruptions.attach(self.pods)
         self.executor = PlanExecutor(
             client=client,
@@ -150,10 +157,10 @@ class DeschedulerLoop:
             registry=metrics.registry,
             dry_run=settings.dry_run,
         )
-        self.namespaces = informers.informer(NAMESPACES)
-        self.pdbs = informers.informer(POD_DISRUPTION_BUDGETS)
-        self.pvcs = informers.informer(PERSISTENT_VOLUME_CLAIMS)
-        self.priority_classes = informers.informer(PRIORITY_CLASSES)
+        self.namespaces: Informer[Namespace] = informers.informer(NAMESPACES)
+        self.pdbs: Informer[PodDisruptionBudget] = informers.informer(POD_DISRUPTION_BUDGETS)
+        self.pvcs: Informer[PersistentVolumeClaim] = informers.informer(PERSISTENT_VOLUME_CLAIMS)
+        self.priority_classes: Informer[PriorityClass] = informers.informer(PRIORITY_CLASSES)
         self.collector: NodeMetricsCollector | None = None
         if policy.provider(KUBERNETES_METRICS) is not None:
             self.collector = NodeMetricsCollector(client, node_names=self._cycle_node_names)

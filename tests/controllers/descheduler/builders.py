@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
@@ -18,6 +18,8 @@ from kubescale.controllers.descheduler.descheduling_cycle import (
     run_cycle,
 )
 from kubescale.controllers.descheduler.framework.eviction import EvictionRequest
+from kubescale.objects.node import Node
+from kubescale.objects.pod import Pod
 from kubescale.scheduling.cycle_view import CycleView, cycle_nodes
 from kubescale.scheduling.policy.policy_loading import (
     DeschedulerPolicy,
@@ -43,7 +45,7 @@ def node(
     unschedulable: bool = False,
     ready: bool | None = True,
     extra: Mapping[str, str] | None = None,
-) -> Obj:
+) -> Node:
     allocatable = {"cpu": cpu, "memory": memory, "pods": pods, **(extra or {})}
     conditions = [] if ready is None else [{"type": "Ready", "status": str(ready)}]
     spec: Obj = {}
@@ -51,7 +53,7 @@ def node(
         spec["taints"] = [dict(t) for t in taints]
     if unschedulable:
         spec["unschedulable"] = True
-    return {
+    built: Obj = {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {
@@ -61,6 +63,7 @@ def node(
         "spec": spec,
         "status": {"allocatable": allocatable, "capacity": allocatable, "conditions": conditions},
     }
+    return cast(Node, built)  # the one exit: the dict built above is a core/v1 Node
 
 
 def owner(kind: str = "ReplicaSet", name: str = "web", uid: str | None = None) -> Obj:
@@ -90,7 +93,7 @@ def pod(
     spec: Mapping[str, Any] | None = None,
     status: Mapping[str, Any] | None = None,
     limits: Mapping[str, str] | None = None,
-) -> Obj:
+) -> Pod:
     """A pod; ``owners`` defaults to one ReplicaSet ``web`` (so the evictor lets it go)."""
     requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
     resources: Obj = {}
@@ -114,13 +117,14 @@ def pod(
     }
     if annotations:
         metadata["annotations"] = dict(annotations)
-    return {
+    built: Obj = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": metadata,
         "spec": body,
         "status": {"phase": phase, **(status or {})},
     }
+    return cast(Pod, built)  # the one exit: the dict built above is a core/v1 Pod
 
 
 def policy(
@@ -153,8 +157,8 @@ def policy(
 
 
 def view(
-    nodes: Sequence[Obj],
-    pods: Sequence[Obj],
+    nodes: Sequence[Node],
+    pods: Sequence[Pod],
     *,
     the_policy: DeschedulerPolicy | None = None,
     now: datetime = NOW,
@@ -168,8 +172,8 @@ def view(
 
 def run(
     the_policy: DeschedulerPolicy,
-    nodes: Sequence[Obj],
-    pods: Sequence[Obj],
+    nodes: Sequence[Node],
+    pods: Sequence[Pod],
     *,
     answer: Callable[[EvictionRequest], bool] | None = None,
     **extra: Any,

@@ -35,12 +35,14 @@ from kubescale.kube.events import EventRecorder
 from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.resources import CORE_EVENTS, PODS
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.objects.pod import Pod
 from kubescale.scheduling.policy.policy_loading import (
     DeschedulerPolicy,
     parse_policy,
 )
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.scenario.runner import SimulationClientClock
+from tests.builders.meta import json_body
 
 from .builders import node, owner, pod
 
@@ -73,7 +75,8 @@ async def setup(tmp_path: Path) -> AsyncIterator[Setup]:
             await client.close()
 
 
-def create_pod(api: ApiServer, the_pod: dict[str, Any]) -> None:
+def create_pod(api: ApiServer, typed_pod: Pod) -> None:
+    the_pod = json_body(typed_pod)
     body = {k: v for k, v in the_pod.items() if k != "status"}
     body["metadata"] = {
         k: v for k, v in the_pod["metadata"].items() if k not in ("uid", "creationTimestamp")
@@ -85,7 +88,7 @@ def create_pod(api: ApiServer, the_pod: dict[str, Any]) -> None:
 
 def cluster(api: ApiServer) -> None:
     for made in (node("n1", taints=[TAINT]), node("n2")):
-        api.store.create(made)
+        api.store.create(json_body(made))
     for name in ("web-0", "web-1"):
         create_pod(api, pod(name, "n1", cpu="100m", labels={"app": "web"}))
     create_pod(
@@ -268,7 +271,7 @@ async def test_low_node_utilization_from_node_metrics(setup: Setup) -> None:
     # n1 may hold 2000m; 3600 → 2700 → 1800 → stop: two evictions (headroom 2000−200 = 1800
     # → 900 → 0, then the node is no longer above anyway).
     for made_node in (node("n1"), node("n2")):
-        setup.api.store.create(made_node)
+        setup.api.store.create(json_body(made_node))
     for i in range(4):
         create_pod(setup.api, pod(f"w{i}", "n1", labels={"app": "web"}))
         setup.api.metrics.set_pod_metrics(
@@ -322,8 +325,8 @@ async def test_one_brain_evicts_only_pods_with_somewhere_to_go(
     Separate (upstream, nodeFit off): both evicted, big's replacement has nowhere to run.
     One brain: small only; big's refusal is counted under its result label; small's eviction
     is on the process's ledger as the descheduler's."""
-    setup.api.store.create(node("n1", taints=[TAINT]))
-    setup.api.store.create(node("n2", cpu="500m"))
+    setup.api.store.create(json_body(node("n1", taints=[TAINT])))
+    setup.api.store.create(json_body(node("n2", cpu="500m")))
     create_pod(setup.api, pod("big", "n1", cpu="1", labels={"app": "web"}))
     create_pod(setup.api, pod("small", "n1", cpu="100m", labels={"app": "web"}))
     ledger = DisruptionLedger(shared=one_brain)
@@ -361,8 +364,8 @@ async def test_one_brain_namespace_limit_counts_missing_pods(setup: Setup, one_b
     starts at 0, web-0 is evicted (then the limit), 2 of 3 down. One brain: the limit counts
     the missing pod, read against the ReplicaSet's spec through the process's shared cache —
     1 missing + 0 in flight is not below 1: nothing is evicted."""
-    setup.api.store.create(node("n1", taints=[TAINT]))
-    setup.api.store.create(node("n2", cpu="8"))
+    setup.api.store.create(json_body(node("n1", taints=[TAINT])))
+    setup.api.store.create(json_body(node("n2", cpu="8")))
     replica_set = setup.api.store.create(
         {
             "apiVersion": "apps/v1",

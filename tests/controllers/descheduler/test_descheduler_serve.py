@@ -34,7 +34,9 @@ from kubescale.cli.serve_config import serve_config_from_args
 from kubescale.controllers.descheduler.component import DeschedulerComponent
 from kubescale.extender.component import ExtenderComponent
 from kubescale.kube.resources import LEASES, PODS
+from kubescale.objects.pod import Pod
 from kubescale.sim.apiserver.server import ApiServer
+from tests.builders.meta import json_body
 
 from ...conftest import only_components
 from .builders import node, pod
@@ -51,7 +53,8 @@ profiles:
 WANTED = ("descheduler", "scheduler-extender")
 
 
-def _create_pod(api: ApiServer, the_pod: dict[str, Any]) -> None:
+def _create_pod(api: ApiServer, typed_pod: Pod) -> None:
+    the_pod = json_body(typed_pod)
     body = {k: v for k, v in the_pod.items() if k != "status"}
     body["metadata"] = {
         k: v for k, v in the_pod["metadata"].items() if k not in ("uid", "creationTimestamp")
@@ -65,7 +68,7 @@ def _create_pod(api: ApiServer, the_pod: dict[str, Any]) -> None:
 async def apiserver(tmp_path: Path) -> AsyncIterator[tuple[ApiServer, Path]]:
     async with ApiServer() as api:
         for made in (node("n1", taints=[TAINT]), node("n2"), node("n3")):
-            api.store.create(made)
+            api.store.create(json_body(made))
         for name in ("web-0", "web-1"):
             _create_pod(api, pod(name, "n1", cpu="100m", labels={"app": "web"}))
         path = tmp_path / "kubeconfig"

@@ -42,6 +42,7 @@ from kubescale.kube.resources import PODS
 from kubescale.kube.transport import ClientSettings
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.scenario.runner import SimulationClientClock
+from tests.builders.meta import json_body
 
 from .builders import node, pod
 from .test_descheduler_loop import TAINT, Setup, create_pod, setup, taints_policy
@@ -87,8 +88,8 @@ async def test_an_eviction_retried_after_no_answer_counts_against_the_limit(
     setup: Setup, tmp_path: Path, limit: str, first: str, retry: int
 ) -> None:
     api = setup.api
-    api.store.create(node("n1", taints=[TAINT]))
-    api.store.create(node("n2"))
+    api.store.create(json_body(node("n1", taints=[TAINT])))
+    api.store.create(json_body(node("n2")))
     for name in ("web-0", "web-1"):
         create_pod(api, pod(name, "n1", cpu="100m", labels={"app": "web"}))
     policy = taints_policy(**{limit: 1, "gracePeriodSeconds": 0})

@@ -26,6 +26,9 @@ from kubescale.coordination.descheduler_budget import (
 from kubescale.coordination.disruption_ledger import Disruption, DisruptionKind, DisruptionLedger
 from kubescale.coordination.one_brain import LedgerBudgets
 from kubescale.coordination.separate import OwnBudgets
+from kubescale.objects.node import Node
+from kubescale.objects.pdb import PodDisruptionBudget
+from kubescale.objects.pod import Pod
 from tests import builders
 
 from .builders import NOW, Obj, node, pod, policy, view
@@ -42,11 +45,11 @@ def taints_policy(**top: Any) -> Any:
 
 def cycle(
     *,
-    nodes: list[Obj],
-    pods: list[Obj],
+    nodes: list[Node],
+    pods: list[Pod],
     one_brain: bool,
     in_flight: tuple[str, ...] = (),
-    pdbs: tuple[Obj, ...] = (),
+    pdbs: tuple[PodDisruptionBudget, ...] = (),
     desired: dict[tuple[str, str, str], int] | None = None,
     **top: Any,
 ) -> tuple[list[str], dict[str, str]]:

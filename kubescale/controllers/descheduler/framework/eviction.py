@@ -27,9 +27,9 @@ as upstream's.
 from __future__ import annotations
 
 import enum
-from collections.abc import Generator, Mapping
+from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 from kubescale.coordination.descheduler_budget import (
     BUDGET_IN_FLIGHT_TEXT,
@@ -44,6 +44,7 @@ from kubescale.coordination.disruption_arbiter import (
     cluster_allowance,
     workload_allowance,
 )
+from kubescale.objects.pod import Pod
 from kubescale.objects.views import Meta, spec_of
 from kubescale.scheduling.pods import pod_id
 
@@ -55,7 +56,6 @@ __all__ = [
     "PodEvictor",
 ]
 
-Pod = Mapping[str, Any]
 
 TOTAL_LIMIT_TEXT: Final = "maximum number of evicted pods per a descheduling cycle reached"
 NODE_LIMIT_TEXT: Final = "maximum number of evicted pods per node reached"

@@ -9,10 +9,11 @@ evicts (see :mod:`.eviction`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
+from kubescale.objects.pod import Pod
 from kubescale.scheduling.cycle_view import CycleView
 from kubescale.scheduling.evictor import DefaultEvictor
 
@@ -20,7 +21,6 @@ from .eviction import Evicting, EvictionRequest, PodEvictor
 
 __all__ = ["Strategy", "StrategyContext", "StrategyError", "StrategyRun"]
 
-Pod = Mapping[str, Any]
 StrategyRun = Generator[EvictionRequest, bool, None]
 Strategy = Callable[["StrategyContext", Any], StrategyRun]
 

@@ -15,9 +15,11 @@ selector, ``Filter`` and ``PreEvictionFilter``:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Sequence
+from typing import Final
 
+from kubescale.objects.node import Node
+from kubescale.objects.pod import Pod
 from kubescale.objects.views import Meta
 from kubescale.scheduling.cycle_view import node_labels, node_name
 from kubescale.scheduling.descheduler_rules import (
@@ -45,8 +47,6 @@ __all__ = [
 ]
 
 NAME: Final = NODE_AFFINITY
-Pod = Mapping[str, Any]
-Node = Mapping[str, Any]
 
 
 def violates_required(pod: Pod, node: Node) -> bool:

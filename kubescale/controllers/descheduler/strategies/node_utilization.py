@@ -40,8 +40,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
+from kubescale.objects.node import Node
+from kubescale.objects.pod import Pod
 from kubescale.objects.views import Meta, spec_of
 from kubescale.scheduling.cycle_view import node_name
 from kubescale.scheduling.descheduler_rules import HIGH_NODE_UTILIZATION, LOW_NODE_UTILIZATION
@@ -83,8 +85,6 @@ __all__ = [
 
 LOW_NAME: Final = LOW_NODE_UTILIZATION
 HIGH_NAME: Final = HIGH_NODE_UTILIZATION
-Pod = Mapping[str, Any]
-Node = Mapping[str, Any]
 
 
 class _PodUsageUnsupported(Exception):

@@ -16,9 +16,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from collections.abc import Iterable
+from typing import Final
 
+from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import LabelSelector
 from kubescale.objects.views import Meta
 from kubescale.scheduling.cycle_view import node_name
@@ -38,8 +39,6 @@ __all__ = [
 ]
 
 NAME: Final = ANTI_AFFINITY
-Pod = Mapping[str, Any]
-Node = Mapping[str, Any]
 
 
 class _Pods:

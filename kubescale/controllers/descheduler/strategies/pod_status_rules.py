@@ -38,6 +38,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from kubescale.base.times import parse_time
+from kubescale.objects.pod import Pod
 from kubescale.objects.views import Meta, status_of
 from kubescale.scheduling.cycle_view import node_name
 from kubescale.scheduling.pods import creation_time, owner_refs, restart_count
@@ -65,7 +66,6 @@ __all__ = [
 TOO_MANY_RESTARTS: Final = "RemovePodsHavingTooManyRestarts"
 POD_LIFETIME: Final = "PodLifeTime"
 FAILED_PODS: Final = "RemoveFailedPods"
-Pod = Mapping[str, Any]
 
 
 def _statuses(pod: Pod, *, init: bool, ephemeral: bool = False) -> Iterator[Mapping[str, Any]]:

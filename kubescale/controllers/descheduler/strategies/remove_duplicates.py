@@ -20,9 +20,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Sequence
+from typing import Final
 
+from kubescale.objects.node import Node
+from kubescale.objects.pod import Pod
 from kubescale.objects.views import Meta, spec_of
 from kubescale.scheduling.cycle_view import node_labels, node_name
 from kubescale.scheduling.filters import FILTERED_EFFECTS, NodeAffinity, first_untolerated_taint
@@ -35,8 +37,6 @@ from ..framework.strategy_context import StrategyContext, StrategyRun
 __all__ = ["NAME", "OwnerKey", "owner_keys", "remove_duplicates", "target_nodes"]
 
 NAME: Final = "RemoveDuplicates"
-Pod = Mapping[str, Any]
-Node = Mapping[str, Any]
 OwnerKey = tuple[str, str, str, str]
 """``(namespace, kind, name, imagesHash)``."""
 

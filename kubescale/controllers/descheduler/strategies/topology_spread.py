@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 
+from kubescale.objects.node import Node
+from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import LabelSelector
 from kubescale.objects.views import Meta, spec_of
 from kubescale.scheduling.cycle_view import node_labels, node_name
@@ -59,8 +61,6 @@ from ..framework.strategy_context import StrategyContext, StrategyRun
 __all__ = ["NAME", "balance_domains", "remove_pods_violating_topology_spread_constraint"]
 
 NAME: Final = TOPOLOGY_SPREAD
-Pod = Mapping[str, Any]
-Node = Mapping[str, Any]
 
 
 def _has_selector_or_affinity(pod: Pod) -> bool:
