@@ -24,7 +24,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
+
+from kubescale.objects.pod import Pod
 
 from .eviction_memory import EvictionMemory
 
@@ -49,7 +51,7 @@ class DeschedulingBoard:
     def subscribe(self, receiver: UsageReceiver) -> None:
         self._receivers.append(receiver)
 
-    def record(self, pod: Mapping[str, Any], node: str, now: datetime) -> None:
+    def record(self, pod: Pod, node: str, now: datetime) -> None:
         """An eviction the descheduler made (the :class:`~.eviction_memory.EvictionMemory`
         interface)."""
         if self.memory is not None:

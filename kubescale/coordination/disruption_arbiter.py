@@ -35,12 +35,12 @@ the ledger.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from kubescale.coordination.disruption_ledger import DisruptionKind, DisruptionLedger
+from kubescale.objects.pod import Pod
 from kubescale.objects.views import meta
 
 __all__ = [
@@ -92,9 +92,7 @@ class DisruptionArbiter:
     def shared(self) -> bool:
         return self.ledger.shared
 
-    def in_flight_evictions(
-        self, pods: Iterable[Mapping[str, Any]], *, actor: str, now: datetime
-    ) -> int:
+    def in_flight_evictions(self, pods: Iterable[Pod], *, actor: str, now: datetime) -> int:
         """How many of ``pods`` (as the informer shows them) have an eviction in flight that
         ``actor`` counts."""
         count = 0
@@ -105,7 +103,7 @@ class DisruptionArbiter:
         return count
 
     def view(
-        self, *, desired: int, healthy: Iterable[Mapping[str, Any]], actor: str, now: datetime
+        self, *, desired: int, healthy: Iterable[Pod], actor: str, now: datetime
     ) -> WorkloadView:
         pods = [pod for pod in healthy if not meta(pod).deleting]
         return WorkloadView(

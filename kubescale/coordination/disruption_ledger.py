@@ -53,6 +53,7 @@ from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.informer import EventHandlers, Informer
 from kubescale.kube.resources import PODS
+from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity, QuantityError
 from kubescale.objects.views import meta, spec_of
 
@@ -286,7 +287,7 @@ class DisruptionLedger:
     def forget(self, uid: str) -> None:
         self._entries.pop(uid, None)
 
-    def attach(self, informer: Informer[Any]) -> None:
+    def attach(self, informer: Informer[Pod]) -> None:
         """Drop entries as ``informer`` (of pods) delivers their deletion or their effect."""
         if id(informer) in self._attached:
             return

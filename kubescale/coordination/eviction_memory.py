@@ -13,11 +13,11 @@ memory cannot tie to them. Time is passed in (no clock is read here).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
+from kubescale.objects.pod import Pod
 from kubescale.objects.views import Meta
 
 __all__ = ["DEFAULT_MAX_ENTRIES", "EvictionMemory", "EvictionRecorder", "OwnerKey", "owner_key"]
@@ -28,7 +28,7 @@ OwnerKey = tuple[str, str, str]
 """``(namespace, kind, name)`` of a pod's owner."""
 
 
-def owner_key(pod: Mapping[str, Any]) -> OwnerKey | None:
+def owner_key(pod: Pod) -> OwnerKey | None:
     """The pod's controller ownerReference (else its first one) as an :data:`OwnerKey`."""
     meta = Meta(pod).raw
     refs = list(meta.get("ownerReferences") or ())
@@ -46,7 +46,7 @@ class EvictionRecorder(Protocol):
     """Where the descheduler records its evictions (an :class:`EvictionMemory`, or the
     process's :class:`~.descheduling_board.DeschedulingBoard`)."""
 
-    def record(self, pod: Mapping[str, Any], node: str, now: datetime) -> None: ...
+    def record(self, pod: Pod, node: str, now: datetime) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ class EvictionMemory:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def record(self, pod: Mapping[str, Any], node: str, now: datetime) -> None:
+    def record(self, pod: Pod, node: str, now: datetime) -> None:
         """Remember that ``pod`` was evicted from ``node`` at ``now``."""
         owner = owner_key(pod)
         if owner is None or not node:
@@ -103,7 +103,7 @@ class EvictionMemory:
             del self._entries[key]
             self._forget(*key)
 
-    def refused_nodes(self, pod: Mapping[str, Any], now: datetime) -> dict[str, Remembered]:
+    def refused_nodes(self, pod: Pod, now: datetime) -> dict[str, Remembered]:
         """Node → why, for the nodes ``pod``'s owner was evicted from within ``duration``."""
         owner = owner_key(pod)
         if owner is None or not self._entries:

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from kubescale.objects.hpa import HorizontalPodAutoscaler
+from kubescale.objects.pod import Pod
 from kubescale.objects.views import ObjectRef
 
 from .descheduler_budget import ClusterView, EvictionBudget, LedgerBudget, WorkloadKey
@@ -126,6 +127,6 @@ class RecentEvictionsVeto:
 
     board: DeschedulingBoard
 
-    def refused_nodes(self, pod: Mapping[str, Any], now: datetime) -> Mapping[str, Remembered]:
+    def refused_nodes(self, pod: Pod, now: datetime) -> Mapping[str, Remembered]:
         memory = self.board.memory
         return memory.refused_nodes(pod, now) if memory is not None else {}

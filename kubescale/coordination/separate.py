@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from kubescale.objects.hpa import HorizontalPodAutoscaler
+from kubescale.objects.pod import Pod
 from kubescale.objects.views import ObjectRef
 
 from .descheduler_budget import UPSTREAM_BUDGET, ClusterView, EvictionBudget, WorkloadKey
@@ -90,5 +91,5 @@ class NoVeto:
     descheduler's evictions — it may put a replacement straight back on the node its pod was
     evicted from (descheduler issues #994, #655, #626, #424, #335)."""
 
-    def refused_nodes(self, pod: Mapping[str, Any], now: datetime) -> Mapping[str, Remembered]:
+    def refused_nodes(self, pod: Pod, now: datetime) -> Mapping[str, Remembered]:
         return {}

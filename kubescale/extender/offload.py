@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from kubescale.coordination.eviction_memory import DEFAULT_MAX_ENTRIES, EvictionMemory
+from kubescale.objects.pod import Pod
 
 __all__ = ["DecisionThread", "DeferredMemory", "DeferredUsage", "DeferredWrites"]
 
@@ -99,7 +100,7 @@ class DeferredMemory(EvictionMemory):
         super().__init__(duration=duration, max_entries=max_entries)
         self._writes = writes
 
-    def record(self, pod: Mapping[str, Any], node: str, now: datetime) -> None:
+    def record(self, pod: Pod, node: str, now: datetime) -> None:
         self._writes.apply(lambda: EvictionMemory.record(self, pod, node, now))
 
 

@@ -28,6 +28,7 @@ __all__ = [
     "PodAffinity",
     "PodAffinityTerm",
     "PodAntiAffinity",
+    "PodResourceClaim",
     "PodSpec",
     "PodStatus",
     "PodTemplateSpec",
@@ -139,6 +140,14 @@ class Volume(TypedDict, total=False):
     persistentVolumeClaim: dict[str, str]
 
 
+class PodResourceClaim(TypedDict, total=False):
+    """``core/v1.PodResourceClaim`` (``spec.resourceClaims[]``, dynamic resource allocation)."""
+
+    name: str
+    resourceClaimName: str
+    resourceClaimTemplateName: str
+
+
 class PodSpec(TypedDict, total=False):
     """``core/v1.PodSpec``."""
 
@@ -160,6 +169,8 @@ class PodSpec(TypedDict, total=False):
     volumes: list[Volume]
     terminationGracePeriodSeconds: int
     hostNetwork: bool
+    resourceClaims: list[PodResourceClaim]
+    """The descheduler's ``PodsWithResourceClaims`` protection reads it."""
 
 
 class ContainerStateWaiting(TypedDict, total=False):

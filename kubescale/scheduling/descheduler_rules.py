@@ -28,7 +28,7 @@ from typing import Any, Final
 from kubescale.objects.node import Node
 from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import LabelSelector
-from kubescale.objects.views import spec_of
+from kubescale.objects.views import pod_spec
 
 from .cycle_view import node_labels, node_name
 from .filters import tolerates
@@ -94,7 +94,7 @@ def violating_taint(
     pod: Pod, taints: Sequence[Mapping[str, Any]], args: RemovePodsViolatingNodeTaintsArgs
 ) -> Mapping[str, Any] | None:
     """The first considered taint of ``taints`` the pod does not tolerate, if any."""
-    tolerations = spec_of(pod).get("tolerations") or ()
+    tolerations = pod_spec(pod).get("tolerations") or ()
     for taint in considered_taints(taints, args):
         if not any(tolerates(t, taint) for t in tolerations):
             return taint
@@ -108,7 +108,7 @@ def taint_text(taint: Mapping[str, Any]) -> str:
 
 def node_affinity_of(pod: Pod) -> Mapping[str, Any]:
     """The pod's ``affinity.nodeAffinity`` (empty when none)."""
-    return (spec_of(pod).get("affinity") or {}).get("nodeAffinity") or {}
+    return (pod_spec(pod).get("affinity") or {}).get("nodeAffinity") or {}
 
 
 def has_required_affinity(pod: Pod) -> bool:
@@ -173,7 +173,7 @@ def forbidden_domains(
             for other in pods:
                 if pod_key(other) == own or not term.matches(other, namespace_labels):
                     continue
-                name = str(spec_of(other).get("nodeName") or "")
+                name = str(pod_spec(other).get("nodeName") or "")
                 other_node = nodes.get(name)
                 if other_node is None:
                     continue

@@ -176,3 +176,13 @@ def test_projecting_is_idempotent_and_only_removes(body: dict[str, Any]) -> None
     ]
     assert "extra" not in once["spec"]
     assert not UNREAD_ANNOTATIONS & set(once["metadata"]["annotations"])
+
+
+def test_a_pod_keeps_its_resource_claims() -> None:
+    """The descheduler's DefaultEvictor protects a pod with ``spec.resourceClaims`` when
+    ``PodsWithResourceClaims`` is enabled; its informer's cache holds projected pods, so the
+    projection must keep the field (PodSpec did not name it: the protection never fired on a
+    cached pod)."""
+    claims = [{"name": "gpu", "resourceClaimTemplateName": "gpu-template"}]
+    body = builders.pods.pod(name="trainer-0", spec={"resourceClaims": claims})
+    assert project(body, POD)["spec"]["resourceClaims"] == claims

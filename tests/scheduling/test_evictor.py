@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from kubescale.objects.pod import Pod
+from kubescale.objects.projection import project, projection_of
 from kubescale.scheduling.cycle_view import CycleView
 from kubescale.scheduling.evictor import DefaultEvictor, EvictorError
 from kubescale.scheduling.policy.evictor_args import read_default_evictor_args
@@ -265,3 +266,14 @@ def test_node_fit_counts_topology_spread_without_the_pod() -> None:
     assert evictor({"nodeFit": True}, pods=tight).pre_eviction_filter(tight[0]) is False
     loose = [web("web-1", "n1", 2), web("web-2", "n2", 2)]
     assert evictor({"nodeFit": True}, pods=loose).pre_eviction_filter(loose[0]) is True
+
+
+def test_a_cached_pod_with_resource_claims_stays_protected() -> None:
+    # PodsWithResourceClaims: a pod with spec.resourceClaims is not evictable. The loop's
+    # informer caches hold projected pods (kubescale/objects/projection.py): the pod as the
+    # cache holds it must still carry its claims.
+    claimed = pod("p", spec={"resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu-0"}]})
+    cached: Pod = project(claimed, projection_of(Pod))  # project() returns the JSON as sent
+    args = {"podProtections": {"extraEnabled": ["PodsWithResourceClaims"]}}
+    assert evictor(args, pods=[cached]).filter(cached) is False
+    assert evictor(None, pods=[cached]).filter(cached) is True  # protection off: evictable
