@@ -23,9 +23,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
-from kubescale.objects.node import Node
+from kubescale.objects.node import Node, Taint
+from kubescale.objects.pod import NodeAffinity as NodeAffinitySpec
 from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import LabelSelector
 from kubescale.objects.views import pod_spec
@@ -62,7 +63,7 @@ LOW_NODE_UTILIZATION: Final = "LowNodeUtilization"
 HIGH_NODE_UTILIZATION: Final = "HighNodeUtilization"
 
 
-def _entry_matches(entry: str, taint: Mapping[str, Any]) -> bool:
+def _entry_matches(entry: str, taint: Taint) -> bool:
     key, sep, value = entry.partition("=")
     if taint.get("key", "") != key:
         return False
@@ -70,8 +71,8 @@ def _entry_matches(entry: str, taint: Mapping[str, Any]) -> bool:
 
 
 def considered_taints(
-    taints: Iterable[Mapping[str, Any]], args: RemovePodsViolatingNodeTaintsArgs
-) -> list[Mapping[str, Any]]:
+    taints: Iterable[Taint], args: RemovePodsViolatingNodeTaintsArgs
+) -> list[Taint]:
     """The taints this plugin enforces (module docstring)."""
     effects = (
         ("NoSchedule", "PreferNoSchedule") if args.include_prefer_no_schedule else ("NoSchedule",)
@@ -91,8 +92,8 @@ def considered_taints(
 
 
 def violating_taint(
-    pod: Pod, taints: Sequence[Mapping[str, Any]], args: RemovePodsViolatingNodeTaintsArgs
-) -> Mapping[str, Any] | None:
+    pod: Pod, taints: Sequence[Taint], args: RemovePodsViolatingNodeTaintsArgs
+) -> Taint | None:
     """The first considered taint of ``taints`` the pod does not tolerate, if any."""
     tolerations = pod_spec(pod).get("tolerations") or ()
     for taint in considered_taints(taints, args):
@@ -101,12 +102,12 @@ def violating_taint(
     return None
 
 
-def taint_text(taint: Mapping[str, Any]) -> str:
+def taint_text(taint: Taint) -> str:
     value = taint.get("value") or ""
     return f"{taint.get('key', '')}{'=' + value if value else ''}:{taint.get('effect', '')}"
 
 
-def node_affinity_of(pod: Pod) -> Mapping[str, Any]:
+def node_affinity_of(pod: Pod) -> NodeAffinitySpec:
     """The pod's ``affinity.nodeAffinity`` (empty when none)."""
     return (pod_spec(pod).get("affinity") or {}).get("nodeAffinity") or {}
 

@@ -211,7 +211,7 @@ class DefaultEvictor:
             pvc = self.view.pvcs.get((namespace, claim))
             if pvc is None:
                 return True
-            storage_class = pvc_spec(pvc).get("storageClassName") or pod_annotations(pvc).get(
+            storage_class = pvc_spec(pvc).get("storageClassName") or Meta(pvc).annotations.get(
                 _STORAGE_CLASS_ANNOTATION
             )
             if not storage_class or storage_class in self.args.protected_storage_classes:

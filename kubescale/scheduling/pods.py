@@ -21,10 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Final, TypeVar
+from typing import Final
 
 from kubescale.base.times import parse_time
-from kubescale.objects.views import Meta, spec_of, status_of
+from kubescale.objects.meta import OwnerReference
+from kubescale.objects.node import Taint
+from kubescale.objects.pod import Pod, Toleration, Volume
+from kubescale.objects.views import Meta, pod_spec, pod_status
 from kubescale.scheduling.filters import tolerates
 from kubescale.scheduling.pod_resources import Amounts, amounts_of, pod_requests
 
@@ -63,58 +66,58 @@ _QOS_RANK: Final = {"BestEffort": 0, "Burstable": 1, "Guaranteed": 2}
 _QOS_RESOURCES: Final = ("cpu", "memory")
 
 
-def pod_id(pod: Mapping[str, Any]) -> str:
+def pod_id(pod: Pod) -> str:
     """``namespace/name``."""
     meta = Meta(pod).raw
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
-def pod_annotations(pod: Mapping[str, Any]) -> Mapping[str, str]:
+def pod_annotations(pod: Pod) -> Mapping[str, str]:
     return Meta(pod).raw.get("annotations") or {}
 
 
-def owner_refs(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def owner_refs(pod: Pod) -> list[OwnerReference]:
     return list(Meta(pod).raw.get("ownerReferences") or ())
 
 
-def is_terminal(pod: Mapping[str, Any]) -> bool:
+def is_terminal(pod: Pod) -> bool:
     """``Succeeded`` or ``Failed``: left out by ``ListPodsOnANode``."""
-    return status_of(pod).get("phase") in _TERMINAL
+    return pod_status(pod).get("phase") in _TERMINAL
 
 
-def is_terminating(pod: Mapping[str, Any]) -> bool:
+def is_terminating(pod: Pod) -> bool:
     """``IsPodTerminating``: a deletionTimestamp is set."""
     return bool(Meta(pod).raw.get("deletionTimestamp"))
 
 
-def is_mirror(pod: Mapping[str, Any]) -> bool:
+def is_mirror(pod: Pod) -> bool:
     return MIRROR_ANNOTATION in pod_annotations(pod)
 
 
-def is_static(pod: Mapping[str, Any]) -> bool:
+def is_static(pod: Pod) -> bool:
     """``IsStaticPod``: a ``kubernetes.io/config.source`` other than ``api``."""
     source = pod_annotations(pod).get(SOURCE_ANNOTATION)
     return source is not None and source != "api"
 
 
-def is_daemonset_pod(pod: Mapping[str, Any]) -> bool:
+def is_daemonset_pod(pod: Pod) -> bool:
     return any(ref.get("kind") == "DaemonSet" for ref in owner_refs(pod))
 
 
-def _volumes(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return list(spec_of(pod).get("volumes") or ())
+def _volumes(pod: Pod) -> list[Volume]:
+    return list(pod_spec(pod).get("volumes") or ())
 
 
-def has_local_storage(pod: Mapping[str, Any]) -> bool:
+def has_local_storage(pod: Pod) -> bool:
     """Any ``hostPath`` or ``emptyDir`` volume."""
     return any("hostPath" in v or "emptyDir" in v for v in _volumes(pod))
 
 
-def has_pvc(pod: Mapping[str, Any]) -> bool:
+def has_pvc(pod: Pod) -> bool:
     return any("persistentVolumeClaim" in v for v in _volumes(pod))
 
 
-def pvc_names(pod: Mapping[str, Any]) -> list[str]:
+def pvc_names(pod: Pod) -> list[str]:
     return [
         str((v.get("persistentVolumeClaim") or {}).get("claimName") or "")
         for v in _volumes(pod)
@@ -122,34 +125,34 @@ def pvc_names(pod: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def pod_priority(pod: Mapping[str, Any]) -> int | None:
+def pod_priority(pod: Pod) -> int | None:
     """``spec.priority`` (admission stamps it from the PriorityClass); ``None`` when unset."""
-    value = spec_of(pod).get("priority")
+    value = pod_spec(pod).get("priority")
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def creation_time(pod: Mapping[str, Any]) -> datetime | None:
+def creation_time(pod: Pod) -> datetime | None:
     return parse_time(Meta(pod).raw.get("creationTimestamp"))
 
 
-def requests_of(pod: Mapping[str, Any]) -> Amounts:
+def requests_of(pod: Pod) -> Amounts:
     """``PodRequestsAndLimits`` requests: ``PodRequests`` of the spec (module docstring)."""
     return pod_requests(pod, use_status=False)
 
 
-def restart_count(pod: Mapping[str, Any], *, including_init: bool) -> int:
+def restart_count(pod: Pod, *, including_init: bool) -> int:
     """Σ ``containerStatuses[].restartCount`` (+ init containers' when asked)."""
-    status = status_of(pod)
-    lists = (
-        ["containerStatuses", "initContainerStatuses"] if including_init else ["containerStatuses"]
-    )
-    return sum(int(cs.get("restartCount") or 0) for name in lists for cs in status.get(name) or ())
+    status = pod_status(pod)
+    statuses = [*(status.get("containerStatuses") or ())]
+    if including_init:
+        statuses += status.get("initContainerStatuses") or ()
+    return sum(int(cs.get("restartCount") or 0) for cs in statuses)
 
 
-def _qos_from_spec(pod: Mapping[str, Any]) -> str:
+def _qos_from_spec(pod: Pod) -> str:
     """``qos.ComputePodQOS`` on cpu and memory; a container's missing request counts as its
     limit (the API server's defaulting)."""
-    spec = spec_of(pod)
+    spec = pod_spec(pod)
     requests: Amounts = {}
     limits: Amounts = {}
     guaranteed = True
@@ -182,15 +185,15 @@ def _qos_from_spec(pod: Mapping[str, Any]) -> str:
     return "Burstable"
 
 
-def qos_class(pod: Mapping[str, Any]) -> str:
+def qos_class(pod: Pod) -> str:
     """``status.qosClass``, else computed from the spec (module docstring)."""
-    reported = status_of(pod).get("qosClass")
+    reported = pod_status(pod).get("qosClass")
     if reported in _QOS_RANK:
         return str(reported)
     return _qos_from_spec(pod)
 
 
-def _priority_key(pod: Mapping[str, Any]) -> tuple[int, int, int, int]:
+def _priority_key(pod: Pod) -> tuple[int, int, int, int]:
     priority = pod_priority(pod)
     return (
         0 if priority is None else 1,
@@ -200,28 +203,19 @@ def _priority_key(pod: Mapping[str, Any]) -> tuple[int, int, int, int]:
     )
 
 
-PodT = TypeVar("PodT", bound=Mapping[str, Any])
-"""A pod as its caller types it (the descheduler's are :class:`~kubescale.objects.pod.Pod`)."""
-
-
-def sort_low_to_high(pods: Iterable[PodT]) -> list[PodT]:
-    """``SortPodsBasedOnPriorityLowToHigh`` (module docstring), stable; the pods keep their
-    type."""
+def sort_low_to_high(pods: Iterable[Pod]) -> list[Pod]:
+    """``SortPodsBasedOnPriorityLowToHigh`` (module docstring), stable."""
     return sorted(pods, key=_priority_key)
 
 
-def tolerates_all(
-    tolerations: Sequence[Mapping[str, Any]], taints: Iterable[Mapping[str, Any]]
-) -> bool:
+def tolerates_all(tolerations: Sequence[Toleration], taints: Iterable[Taint]) -> bool:
     """``TolerationsTolerateTaintsWithFilter`` with no filter: every taint is tolerated."""
     return all(any(tolerates(t, taint) for t in tolerations) for taint in taints)
 
 
-def tolerates_taints_of_any(
-    pod: Mapping[str, Any], taints_by_node: Mapping[str, Sequence[Mapping[str, Any]]]
-) -> bool:
+def tolerates_taints_of_any(pod: Pod, taints_by_node: Mapping[str, Sequence[Taint]]) -> bool:
     """``PodToleratesTaints`` (module docstring)."""
-    tolerations = list(spec_of(pod).get("tolerations") or ())
+    tolerations = list(pod_spec(pod).get("tolerations") or ())
     for taints in taints_by_node.values():
         if len(tolerations) >= len(taints) and tolerates_all(tolerations, taints):
             return True

@@ -23,10 +23,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 from kubescale.objects.node import Node
-from kubescale.objects.pod import Pod
+from kubescale.objects.pod import Pod, Toleration, TopologySpreadConstraint
 from kubescale.objects.selectors import (
     EQUALS,
     LabelSelector,
@@ -63,13 +63,13 @@ class SpreadConstraint:
     selector: LabelSelector
     node_affinity: NodeAffinity | None
     """The pod's required node affinity when ``nodeAffinityPolicy`` is Honor."""
-    tolerations: tuple[Mapping[str, Any], ...] | None
+    tolerations: tuple[Toleration, ...] | None
     """The pod's tolerations when ``nodeTaintsPolicy`` is Honor."""
     identity: str = field(compare=False)
     """Upstream's DeepEqual of constraints, as text."""
 
 
-def _merged_selector(raw: Mapping[str, Any], pod: Pod) -> LabelSelector:
+def _merged_selector(raw: TopologySpreadConstraint, pod: Pod) -> LabelSelector:
     selector = label_selector_from_dict(raw.get("labelSelector"))
     keys = raw.get("matchLabelKeys") or []
     labels = Meta(pod).raw.get("labels") or {}
@@ -83,7 +83,7 @@ def _merged_selector(raw: Mapping[str, Any], pod: Pod) -> LabelSelector:
     )
 
 
-def spread_constraint(raw: Mapping[str, Any], pod: Pod) -> SpreadConstraint | None:
+def spread_constraint(raw: TopologySpreadConstraint, pod: Pod) -> SpreadConstraint | None:
     """``newTopologySpreadConstraint``; ``None`` when its selector does not parse."""
     try:
         selector = _merged_selector(raw, pod)

@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kubescale.objects.views import Meta, spec_of
+from kubescale.objects.node import Node, Taint
+from kubescale.objects.views import Meta, node_spec
 
 from .policy.utilization_args import HighNodeUtilizationArgs, LowNodeUtilizationArgs
 
@@ -51,7 +52,7 @@ class UtilizationArrays:
     capacity: IntArray
     """``[node, resource]``; 0 where the node does not offer the resource."""
     unschedulable: BoolArray
-    taints: list[Sequence[Mapping[str, Any]]]
+    taints: list[Sequence[Taint]]
 
     def __post_init__(self) -> None:
         self.index = {name: i for i, name in enumerate(self.names)}
@@ -61,7 +62,7 @@ class UtilizationArrays:
     def from_usage(
         cls,
         *,
-        nodes: Sequence[Mapping[str, Any]],
+        nodes: Sequence[Node],
         usage: Mapping[str, Mapping[str, int]],
         capacity: Mapping[str, Mapping[str, int]],
         resources: Sequence[str],
@@ -77,9 +78,9 @@ class UtilizationArrays:
                 [[int(capacity[n].get(r, 0)) for r in resources] for n in names], dtype=np.int64
             ).reshape(len(names), len(resources)),
             unschedulable=np.array(
-                [bool(spec_of(n).get("unschedulable")) for n in nodes], dtype=np.bool_
+                [bool(node_spec(n).get("unschedulable")) for n in nodes], dtype=np.bool_
             ),
-            taints=[list(spec_of(n).get("taints") or ()) for n in nodes],
+            taints=[list(node_spec(n).get("taints") or ()) for n in nodes],
         )
 
 

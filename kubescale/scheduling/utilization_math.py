@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 
+from kubescale.objects.node import Node
 from kubescale.scheduling.pod_resources import Amounts, node_allocatable
 
 __all__ = [
@@ -54,7 +55,7 @@ BASIC_RESOURCES: Final = ("cpu", "memory", "pods")
 Percentages = dict[str, float]
 
 
-def node_capacity(node: Mapping[str, Any]) -> Amounts:
+def node_capacity(node: Node) -> Amounts:
     """Allocatable (or capacity) with ``MetricResource: 100``."""
     capacity = dict(node_allocatable(node))
     capacity[METRIC_RESOURCE] = 100

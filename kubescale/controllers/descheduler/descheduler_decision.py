@@ -15,7 +15,6 @@ remembered, as upstream).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Final
 
@@ -24,6 +23,7 @@ from kubescale.coordination.descheduler_budget import ACTOR
 from kubescale.coordination.disruption_ledger import WriteOutcome
 from kubescale.coordination.eviction_memory import EvictionRecorder
 from kubescale.kube.errors import KubeApiError
+from kubescale.objects.pod import Pod
 from kubescale.plans.executor import Decision
 from kubescale.plans.intents import Event, Evict
 from kubescale.scheduling.policy.policy_loading import DeschedulerPolicy
@@ -147,6 +147,6 @@ class CycleDecision:
         )
 
 
-def _with_kind(pod: Mapping[str, Any]) -> dict[str, Any]:
+def _with_kind(pod: Pod) -> dict[str, Any]:
     """Informer objects may lack apiVersion/kind; the event's involvedObject needs them."""
     return {"apiVersion": "v1", "kind": "Pod", **pod}

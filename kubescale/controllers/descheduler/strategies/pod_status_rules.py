@@ -33,12 +33,12 @@ Each node's pods are evicted in list order.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any, Final
 
 from kubescale.base.times import parse_time
-from kubescale.objects.pod import Pod
+from kubescale.objects.pod import ContainerStatus, Pod
 from kubescale.objects.views import Meta, pod_status
 from kubescale.scheduling.cycle_view import node_name
 from kubescale.scheduling.pods import creation_time, owner_refs, restart_count
@@ -68,7 +68,7 @@ POD_LIFETIME: Final = "PodLifeTime"
 FAILED_PODS: Final = "RemoveFailedPods"
 
 
-def _statuses(pod: Pod, *, init: bool, ephemeral: bool = False) -> Iterator[Mapping[str, Any]]:
+def _statuses(pod: Pod, *, init: bool, ephemeral: bool = False) -> Iterator[ContainerStatus]:
     status = pod_status(pod)
     yield from status.get("containerStatuses") or ()
     if init:
@@ -126,8 +126,8 @@ def _reasons(pod: Pod, *, init: bool, ephemeral: bool) -> set[str]:
     found: set[str] = set()
     for cs in _statuses(pod, init=init, ephemeral=ephemeral):
         state = cs.get("state") or {}
-        for kind in ("waiting", "terminated"):
-            reason = (state.get(kind) or {}).get("reason")
+        for sub in (state.get("waiting"), state.get("terminated")):
+            reason = (sub or {}).get("reason")
             if reason:
                 found.add(str(reason))
     return found
