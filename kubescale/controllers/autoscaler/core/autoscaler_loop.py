@@ -1,7 +1,11 @@
 """The cluster autoscaler's loop: upstream's ``StaticAutoscaler.RunOnce``, one call per scan.
 
-Steps, in upstream's order (reference §1); the decisions are the pure modules of this package,
-this module reads the caches and carries the decisions out:
+Steps, in upstream's order (reference §1). This module reads the snapshot (the caches, the
+provider, and what the steps read besides: the PDBs, the evictions in flight, the descheduler's
+moves, the pods per node, the priority expander's ConfigMap), on the event loop's thread; the
+steps are one decision, ``decide(snapshot, memory, now)`` (:mod:`.run_once_decision`), a
+generator of intents that computes on the loop's worker thread and that this module drives
+through the one executor, each intent applied on the loop and its outcome sent back:
 
 1. first loop only: ToBeDeleted taints left by an earlier run are removed;
 2. nodes and their readiness (startup taints make a node not ready), pods by schedulability,
@@ -27,10 +31,13 @@ this module reads the caches and carries the decisions out:
    carried out by :mod:`.scale_up_executor`;
 8. scale-down: the planner finds unneeded nodes (``DeletionCandidate`` soft taints follow it),
    and — unless in cooldown after a scale-up (``--scale-down-delay-after-add``), a deletion or a
-   failure — the nodes to delete go to the actuator (:mod:`.scale_down_actuator`), which also
-   advances the drains in progress every loop; then, when enabled, consolidation
-   (:mod:`.consolidation`);
-9. the status ConfigMap and the metrics are written whatever happened.
+   failure — the nodes to delete go to the actuator (:mod:`.scale_down_actuator`); then, when
+   enabled, consolidation (:mod:`.consolidation`); the actuator advances the drains in progress
+   every loop;
+9. ``--enforce-node-group-min-size``: groups below their min grow to it, counting this
+   iteration's scale-up;
+10. the status ConfigMap (the decision's last intent) and the metrics are written whatever
+    happened.
 
 The provider's calls of one iteration (``/scale`` reads and writes, Machine marks) may wait on
 the API server for ``--scan-interval`` in all (:mod:`.write_deadline`): a hung
