@@ -121,6 +121,7 @@ def build_status(registry: ClusterStateRegistry, history: StatusHistory, now: da
     groups: list[Status] = []
     previous_groups = {g.get("name"): g for g in history.last.get("nodeGroups", [])}
     scale_down_probe = _time(registry.last_scale_down_update)
+    in_progress = False  # a group's scale-up InProgress makes the cluster's (GetStatus)
     for group in registry.snapshot.groups.values():
         readiness = registry.per_group.get(group.id, Readiness())
         acceptable = registry.ranges.get(group.id, AcceptableRange(0, 0, 0))
@@ -141,6 +142,7 @@ def build_status(registry: ClusterStateRegistry, history: StatusHistory, now: da
         scale_up: Status = {"backoffInfo": {}, "lastProbeTime": probe}
         if registry.is_scaling_up(group.id):
             scale_up["status"] = "InProgress"
+            in_progress = True
         elif not safety.healthy:
             scale_up["status"] = "Unhealthy"
         elif safety.backoff is not None:
@@ -171,7 +173,6 @@ def build_status(registry: ClusterStateRegistry, history: StatusHistory, now: da
         {"nodeCounts": _node_count(registry.total), "lastProbeTime": total_probe},
         "Healthy" if registry.is_cluster_healthy() else "Unhealthy",
     )
-    in_progress = any(g["scaleUp"].get("status") == "InProgress" for g in groups)
     cluster_scale_up: Status = {
         "status": "InProgress" if in_progress else "NoActivity",
         "lastProbeTime": total_probe,

@@ -1,7 +1,11 @@
 """The cluster autoscaler's loop: upstream's ``StaticAutoscaler.RunOnce``, one call per scan.
 
-Steps, in upstream's order (reference §1); the decisions are the pure modules of this package,
-this module reads the caches and carries the decisions out:
+Steps, in upstream's order (reference §1). This module reads the snapshot (the caches, the
+provider, and what the steps read besides: the PDBs, the evictions in flight, the descheduler's
+moves, the pods per node, the priority expander's ConfigMap), on the event loop's thread; the
+steps are one decision, ``decide(snapshot, memory, now)`` (:mod:`.run_once_decision`), a
+generator of intents that computes on the loop's worker thread and that this module drives
+through the one executor, each intent applied on the loop and its outcome sent back:
 
 1. first loop only: ToBeDeleted taints left by an earlier run are removed;
 2. nodes and their readiness (startup taints make a node not ready), pods by schedulability,
@@ -27,10 +31,13 @@ this module reads the caches and carries the decisions out:
    carried out by :mod:`.scale_up_executor`;
 8. scale-down: the planner finds unneeded nodes (``DeletionCandidate`` soft taints follow it),
    and — unless in cooldown after a scale-up (``--scale-down-delay-after-add``), a deletion or a
-   failure — the nodes to delete go to the actuator (:mod:`.scale_down_actuator`), which also
-   advances the drains in progress every loop; then, when enabled, consolidation
-   (:mod:`.consolidation`);
-9. the status ConfigMap and the metrics are written whatever happened.
+   failure — the nodes to delete go to the actuator (:mod:`.scale_down_actuator`); then, when
+   enabled, consolidation (:mod:`.consolidation`); the actuator advances the drains in progress
+   every loop;
+9. ``--enforce-node-group-min-size``: groups below their min grow to it, counting this
+   iteration's scale-up;
+10. the status ConfigMap (the decision's last intent) and the metrics are written whatever
+    happened.
 
 The provider's calls of one iteration (``/scale`` reads and writes, Machine marks) may wait on
 the API server for ``--scan-interval`` in all (:mod:`.write_deadline`): a hung
@@ -46,8 +53,8 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from typing import Any, Final
@@ -72,17 +79,18 @@ from kubescale.controllers.autoscaler.core.loop_housekeeping import Housekeeping
 from kubescale.controllers.autoscaler.core.loop_scale_down import ScaleDownPhase
 from kubescale.controllers.autoscaler.core.loop_scale_up import (
     ScaleUpPhase,
-    inject_upcoming,
-    pods_of_draining_nodes,
 )
 from kubescale.controllers.autoscaler.core.loop_status import StatusReporter
 from kubescale.controllers.autoscaler.core.pod_lists import (
     PodsBySchedulability,
-    all_pods_are_new,
     drop_expendable,
-    drop_young_pods,
-    filter_out_schedulable,
     pods_by_schedulability,
+)
+from kubescale.controllers.autoscaler.core.run_once_decision import (
+    LoopReport,
+    RunOnceMemory,
+    RunOnceSnapshot,
+    decide,
 )
 from kubescale.controllers.autoscaler.expander.priority_expander import PRIORITY_CONFIG_MAP
 from kubescale.controllers.autoscaler.metrics.autoscaler_metrics import AutoscalerMetrics
@@ -92,12 +100,9 @@ from kubescale.controllers.autoscaler.model.node_facts import (
     node_name,
     node_readiness,
 )
-from kubescale.controllers.autoscaler.model.pod_facts import OwnerRef, PriorityResolver
-from kubescale.controllers.autoscaler.scaledown.consolidation import ConsolidationCommand
+from kubescale.controllers.autoscaler.model.pod_facts import OwnerRef, PriorityResolver, pod_id
 from kubescale.controllers.autoscaler.scaledown.scale_down_actuator import ScaleDownActuator
 from kubescale.controllers.autoscaler.scaledown.scale_down_planner import ScaleDownPlanner
-from kubescale.controllers.autoscaler.scaleup.scale_up import ScaleUpDecision
-from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
 from kubescale.controllers.autoscaler.simulator.template_nodes import TemplateNode, TemplateRegistry
 from kubescale.coordination.disruption_ledger import DisruptionLedger
 from kubescale.coordination.ports import DisruptionGate, RecentMoves
@@ -123,35 +128,21 @@ from kubescale.kube.resources import (
     STATEFUL_SETS,
 )
 from kubescale.objects.views import Meta, meta
-from kubescale.plans.executor import PlanExecutor
+from kubescale.plans.executor import Applied, PlanExecutor
+from kubescale.plans.intents import Intent, WriteConfigMap
 from kubescale.runtime.component import TimelineReport
 from kubescale.runtime.off_loop import OffLoop
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.pod_resources import RequestCache
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 
-__all__ = ["LOOP_NAME", "AutoscalerLoop", "LoopReport"]
+__all__ = ["LOOP_NAME", "AutoscalerLoop"]
 
 log = component_logger("cluster-autoscaler")
 
 LOOP_NAME: Final = "cluster-autoscaler"
 Node = Mapping[str, Any]
 Pod = Mapping[str, Any]
-
-
-@dataclass
-class LoopReport:
-    """What the last ``run_once`` did (tests, the simulator's timeline)."""
-
-    scale_up: ScaleUpDecision | None = None
-    scaled_up: list[tuple[str, int, int]] = field(default_factory=list)
-    tainted: list[str] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-    evicted: list[str] = field(default_factory=list)
-    unneeded: list[str] = field(default_factory=list)
-    consolidation: ConsolidationCommand | None = None
-    stopped: str = ""
-    """Why the loop stopped early (``ClusterUnhealthy``, ``FixedNodeGroupSizes``), if it did."""
 
 
 @dataclass(frozen=True)
@@ -281,6 +272,8 @@ class AutoscalerLoop:
         deletions, taints, evictions, the status ConfigMap) and every event goes through it;
         with ``--dry-run`` it prints them instead (:mod:`kubescale.plans.dry_run`)."""
         self.status = StatusReporter(executor=self.executor, metrics=metrics, settings=settings)
+        """The status ConfigMap, its events and the gauges; the events of an iteration are
+        intents of its decision (:meth:`.StatusReporter.collecting`)."""
         self.actuator = ScaleDownActuator(
             metrics=metrics,
             settings=settings,
@@ -294,7 +287,6 @@ class AutoscalerLoop:
             registry=self.registry,
             settings=settings,
             metrics=metrics,
-            executor=self.executor,
             status_event=self.status.event,
         )
         self.scale_up = ScaleUpPhase(
@@ -303,13 +295,8 @@ class AutoscalerLoop:
             provider=self.provider,
             registry=self.registry,
             rng=rng or random.Random(0),
-            priority_config_map=lambda: self.config_maps.lister.get(
-                PRIORITY_CONFIG_MAP, settings.namespace
-            ),
             status_event=self.status.event,
             cpu_clock=cpu_clock,
-            off_loop=self.off_loop,
-            executor=self.executor,
         )
         self.scale_down = ScaleDownPhase(
             settings=settings,
@@ -323,16 +310,25 @@ class AutoscalerLoop:
             status_event=self.status.event,
             in_flight=self._evictions_in_flight,
             moves=self._descheduled_moves,
-            off_loop=self.off_loop,
         )
         self.requests = RequestCache()
-        self.hints: dict[tuple[str, str], str] = {}
+        self.memory = RunOnceMemory(
+            settings=settings,
+            metrics=metrics,
+            registry=self.registry,
+            housekeeping=self.housekeeping,
+            scale_up=self.scale_up,
+            scale_down=self.scale_down,
+            actuator=self.actuator,
+            status=self.status,
+            readiness=self.readiness,
+            cpu_clock=cpu_clock,
+        )
+        """What the iterations' decisions keep between them (:mod:`.run_once_decision`)."""
         self._controllers: dict[str, dict[str, Mapping[str, Any]]] | None = None
         """The controllers as the iteration's scale-down read them (:meth:`_freeze_controllers`)."""
 
         self.started: datetime | None = None
-        self.last_scale_up: datetime | None = None
-        self.report = LoopReport()
         self.iterations = 0
         self._reports: list[TimelineReport] = []
 
@@ -390,6 +386,15 @@ class AutoscalerLoop:
             self._reports.append(("ca-node-deleted", name, "deleted through the provider"))
 
     @property
+    def report(self) -> LoopReport:
+        """What the last iteration did."""
+        return self.memory.report
+
+    @report.setter
+    def report(self, report: LoopReport) -> None:
+        self.memory.report = report
+
+    @property
     def planner(self) -> ScaleDownPlanner:
         return self.scale_down.planner
 
@@ -437,15 +442,14 @@ class AutoscalerLoop:
         started = self.cpu_clock()
         if not await self._provider_ready():
             return
-        if self.started is None:
+        first = self.started is None
+        if first:
             self.started = now
-            self.last_scale_up = now  # upstream: scale-down starts in cooldown
-            await self.status.write(now, self.registry, initializing=True)
-            await self.housekeeping.clean_up_taints(self.nodes.lister.list(), now)
+            self.memory.last_scale_up = now  # upstream: scale-down starts in cooldown
         snapshot = self.provider.refresh()
         self.provider_writes.use(snapshot)
         try:
-            await self._run(now, snapshot)
+            await self._run(now, snapshot, first=first)
         finally:
             self.status.update_metrics(
                 snapshot=snapshot,
@@ -455,7 +459,6 @@ class AutoscalerLoop:
                 nodes=self.nodes.lister.list(),
                 now=now,
             )
-            await self.status.write(now, self.registry)
             self._record_reports()
             self.metrics.last_activity.labels("main").set(now.timestamp())
             self._timed("main", started)
@@ -508,31 +511,7 @@ class AutoscalerLoop:
             templates=templates,
         )
 
-    def _pending(
-        self,
-        built: _Built,
-        upcoming: Mapping[str, int],
-        registered: Mapping[str, Sequence[str]],
-        draining: list[str],
-    ) -> tuple[set[str], list[Pod], SchedulingSimulator]:
-        """Upcoming nodes into the snapshot, then the pending pods that still need room
-        (``filterOutSchedulable``), on the worker thread."""
-        journal, priority = built.journal, built.priority
-        not_started = inject_upcoming(journal, built.templates, upcoming, registered)
-        cutoff = self.settings.expendable_pods_priority_cutoff
-        pending = drop_expendable(built.lists.unschedulable, cutoff=cutoff, priority=priority)
-        pending += pods_of_draining_nodes(journal, draining)
-        simulator = SchedulingSimulator(journal)
-        simulator.hints = self.hints
-        step = self.cpu_clock()
-        pending, _ = filter_out_schedulable(pending, simulator=simulator, priority=priority)
-        self._timed("filterOutSchedulable", step)
-        simulator.forget_hints(_pod_keys(built.all_pods))
-        return not_started, pending, simulator
-
-    async def _run(self, now: datetime, snapshot: ProviderSnapshot) -> None:
-        settings = self.settings
-        self.housekeeping.report_problems(snapshot)
+    async def _run(self, now: datetime, snapshot: ProviderSnapshot, *, first: bool) -> None:
         # Read on the loop: new lists of the cached objects (informers replace objects, never
         # change them) and the VPA's requests (the webhook's cache); the snapshot is built
         # from them on the loop's worker thread (kubescale.runtime.off_loop), so the serving
@@ -548,88 +527,51 @@ class AutoscalerLoop:
             daemon_sets=self.daemon_sets.lister.list(),
         )
         built = await self.off_loop.run(partial(self._build, now, snapshot, listed))
-        nodes, all_pods, journal = built.nodes, built.all_pods, built.journal
-        priority, templates = built.priority, built.templates
-        effects = self.registry.update(
-            nodes=nodes, snapshot=snapshot, readiness=self.readiness, now=now
+        # The rest of what the iteration reads, also on the loop: the pods the drains evict,
+        # those another system is evicting, the PDBs, the descheduler's moves, the priority
+        # expander's ConfigMap, the controllers the drainability rules look up.
+        pods_by_node = {
+            node_name(n): list(self.pods.lister.by_node(node_name(n))) for n in built.nodes
+        }
+        run = RunOnceSnapshot(
+            provider=snapshot,
+            built=built,
+            first=first,
+            pods_by_node=pods_by_node,
+            going=frozenset(
+                pod_id(pod)
+                for pods in pods_by_node.values()
+                for pod in pods
+                if self.gate.already_going(pod, now=now)
+            ),
+            scale_down=self.scale_down.read(now),
+            priority_config_map=self.config_maps.lister.get(
+                PRIORITY_CONFIG_MAP, self.settings.namespace
+            ),
         )
-        await self.housekeeping.apply_state_effects(effects, now=now)
-        resized = await self.housekeeping.remove_old_unregistered(snapshot, now=now)
-        if not self.registry.is_cluster_healthy():
-            self.scale_down.planner.clear()
-            self.status.event("Warning", "ClusterUnhealthy", "Cluster is unhealthy")
-            self.report.stopped = "ClusterUnhealthy"
-            log.warning("cluster is not ready for autoscaling")
-            return
-        await self.housekeeping.delete_created_with_errors(snapshot, now=now)
-        if await self.housekeeping.fix_node_group_sizes(snapshot, now):
-            self.report.stopped = "FixedNodeGroupSizes"
-            return
-        # ----------------------------------------------------------------- scale-up
-        upcoming, registered = self.registry.upcoming_nodes()
-        ready_nodes = [n for n in nodes if self.readiness(n).ready]
-        not_started, pending, simulator = await self.off_loop.run(
-            partial(self._pending, built, upcoming, registered, list(self.actuator.in_progress))
-        )
-        pending = drop_young_pods(pending, now=now, delay=settings.new_pod_scale_up_delay)
-        self.metrics.unschedulable_pods_count.labels("unschedulable").set(len(pending))
-        scale_down_disabled_for_loop = False
-        if pending:
-            if settings.max_nodes_total > 0 and len(ready_nodes) >= settings.max_nodes_total:
-                message = f"Max total nodes in cluster reached: {settings.max_nodes_total}"
-                self.status.event("Warning", "MaxNodesTotalReached", message)
-                self.metrics.skipped_scale_events_count.labels("up", "MaxNodesTotalReached").inc()
-            elif all_pods_are_new(pending, now=now):
-                scale_down_disabled_for_loop = True  # more pods are probably coming
-            else:
-                step = self.cpu_clock()
-                outcome = await self.scale_up.run(
-                    pending=pending,
-                    snapshot=snapshot,
-                    templates=templates,
-                    journal=journal,
-                    ready_nodes=ready_nodes,
-                    upcoming=sum(upcoming.values()),
-                    resized=resized,
-                    nodes=nodes,
-                    now=now,
-                )
-                self._timed("scaleUp", step)
-                self.report.scale_up = outcome.decision
-                self.report.scaled_up = outcome.scaled_up
-                if outcome.succeeded:
-                    self.last_scale_up = now
-        # --------------------------------------------------------------- scale-down
-        if settings.scale_down_enabled:
+        if self.settings.scale_down_enabled:
             self._freeze_controllers()
-            step = self.cpu_clock()
+
+        failed: list[Intent] = []
+
+        async def act(intent: Intent) -> Applied:
             try:
-                result = await self.scale_down.run(
-                    now,
-                    snapshot=snapshot,
-                    nodes=[n for n in nodes if node_name(n) not in not_started],
-                    journal=journal,
-                    simulator=simulator,
-                    priority=priority,
-                    templates=templates,
-                    in_cooldown=scale_down_disabled_for_loop
-                    or self.scale_down.in_cooldown(now, self.last_scale_up),
-                    pods_pending=bool(pending),
-                )
-            finally:
-                self._controllers = None  # live lookups again outside the pass
-            self._timed("scaleDown", step)
-            self.report.unneeded = result.unneeded
-            self.report.tainted = result.tainted
-            self.report.consolidation = result.consolidation
-        await self.actuator.progress(
-            now=now,
-            pods_by_node={n: self.pods.lister.by_node(n) for n in self.actuator.in_progress},
-            existing_nodes={node_name(n) for n in nodes},
-            snapshot=snapshot,
-            registry=self.registry,
-        )
-        self.report.deleted = list(self.actuator.deleted)
-        self.report.evicted = list(self.actuator.evicted)
-        if settings.enforce_node_group_min_size:
-            await self.scale_up.to_min_size(snapshot, now)
+                return await self.executor.execute(intent, now=now)
+            except Exception:
+                failed.append(intent)
+                raise
+
+        # The decision computes on the loop's worker thread over the snapshot (copies taken
+        # above, on the event loop's thread); each intent it yields is applied here, on the
+        # loop, by the one executor (the Lease checked before each): kubescale.runtime.off_loop.
+        try:
+            await self.off_loop.drive(decide(run, self.memory, now), act)
+        except Exception:
+            # The executor failed on an intent: the status ConfigMap is still written, as
+            # upstream's deferred write. (An error of the decision's own steps: the decision
+            # wrote it before raising.)
+            if failed and not isinstance(failed[-1], WriteConfigMap):
+                await self.executor.drive(self.status.decision(now, self.registry), now=now)
+            raise
+        finally:
+            self._controllers = None  # live lookups again outside the iteration

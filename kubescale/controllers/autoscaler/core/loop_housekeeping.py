@@ -1,21 +1,27 @@
-"""Housekeeping steps of ``RunOnce`` before any scaling decision (reference §1 steps 1, 10-15).
+"""Housekeeping steps of ``RunOnce`` before any scaling decision (reference §1 steps 1, 10-15),
+each a decision (a generator of intents, :data:`kubescale.plans.executor.Decision`) that the
+iteration's one decision (:mod:`.run_once_decision`) runs in upstream's order:
 
-* :meth:`Housekeeping.report_problems` — node groups the provider skipped (malformed
+* :meth:`Housekeeping.problems_decision` — node groups the provider skipped (malformed
   annotations) are told once each, as a Warning event ``InvalidNodeGroup`` on their object;
-* :meth:`~Housekeeping.clean_up_taints` — first loop only: ToBeDeleted taints an earlier run
+* :meth:`~Housekeeping.clean_up_decision` — first loop only: ToBeDeleted taints an earlier run
   left behind are removed (``cleanUpIfRequired``);
-* :meth:`~Housekeeping.apply_state_effects` — what the cluster state registry asks for: a
+* :meth:`~Housekeeping.state_effects_decision` — what the cluster state registry asks for: a
   timed-out scale-up is taken back (``DecreaseTargetSize``, event ``ScaleUpTimedOut`` "Nodes
   added to group <g> failed to register within <d>"), new instance-creation errors are told
   (``ScaleUpFailed``);
-* :meth:`~Housekeeping.remove_old_unregistered` — ``removeOldUnregisteredNodes``: instances
+* :meth:`~Housekeeping.unregistered_decision` — ``removeOldUnregisteredNodes``: instances
   unregistered for longer than the provision time are deleted, within ``target − min`` unless
   ``--force-delete-unregistered-nodes`` (``DeleteUnregistered``); it returns the groups it
   resized;
-* :meth:`~Housekeeping.delete_created_with_errors` — ``deleteCreatedNodesWithErrors``;
-* :meth:`~Housekeeping.fix_node_group_sizes` — ``fixNodeGroupSize``: a group whose size has been
+* :meth:`~Housekeeping.created_with_errors_decision` — ``deleteCreatedNodesWithErrors``;
+* :meth:`~Housekeeping.fix_sizes_decision` — ``fixNodeGroupSize``: a group whose size has been
   wrong (fewer registered nodes than its target) for longer than the provision time gets its
   target lowered.
+
+A node group write left unanswered (:class:`~.cloud_provider.WriteOutcomeUnknown`) counts as
+done, as everywhere in kubescale: a timed-out scale-up's revert is not reported failed, a size
+fix ends the iteration.
 """
 
 from __future__ import annotations
@@ -28,14 +34,12 @@ from kubescale.base.go_time import go_duration_string
 from kubescale.base.logs import component_logger
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
     CloudProvider,
-    ProviderError,
     ProviderSnapshot,
     WriteOutcomeUnknown,
 )
 from kubescale.controllers.autoscaler.cloudprovider.provider_writes import (
     ACTOR,
     node_group_failure,
-    write_node_group,
 )
 from kubescale.controllers.autoscaler.clusterstate.cluster_state import (
     ClusterStateRegistry,
@@ -50,7 +54,7 @@ from kubescale.controllers.autoscaler.model.node_facts import (
     node_name,
     taint_time,
 )
-from kubescale.plans.executor import Decision, PlanExecutor
+from kubescale.plans.executor import Decision
 from kubescale.plans.intents import DeleteNodes, Event, ResizeNodeGroup, Untaint
 
 __all__ = ["Housekeeping"]
@@ -70,57 +74,52 @@ class Housekeeping:
         registry: ClusterStateRegistry,
         settings: AutoscalerSettings,
         metrics: AutoscalerMetrics,
-        executor: PlanExecutor,
         status_event: EventSink,
     ) -> None:
         self.provider = provider
         self.registry = registry
         self.settings = settings
         self.metrics = metrics
-        self.executor = executor
-        """The loop's one executor: taint clean-ups, node group resizes and deletions and the
-        events go through it."""
         self.status_event = status_event
         self.reported_problems: set[str] = set()
 
-    def report_problems(self, snapshot: ProviderSnapshot) -> None:
+    def problems_decision(self, snapshot: ProviderSnapshot) -> Decision[None]:
+        """Each node group the provider skipped is told once, as a Warning event
+        ``InvalidNodeGroup`` on its object."""
         current = {p.message for p in snapshot.problems}
         for problem in snapshot.problems:
             if problem.message in self.reported_problems:
                 continue
             log.warning("node group skipped", extra={"fields": {"problem": problem.message}})
             if problem.source is not None:
-                self.executor.note(
-                    Event(
-                        actor=ACTOR,
-                        involved=problem.source,
-                        type="Warning",
-                        reason="InvalidNodeGroup",
-                        message=problem.message,
-                    )
+                yield Event(
+                    actor=ACTOR,
+                    involved=problem.source,
+                    type="Warning",
+                    reason="InvalidNodeGroup",
+                    message=problem.message,
                 )
         self.reported_problems = current
 
-    async def clean_up_taints(self, nodes: Iterable[Mapping[str, Any]], now: datetime) -> None:
+    def clean_up_decision(self, nodes: Iterable[Mapping[str, Any]]) -> Decision[None]:
         """``cleanUpIfRequired``: ToBeDeleted taints an earlier run left behind."""
         for node in nodes:
             if taint_time(node, TO_BE_DELETED_TAINT) is None:
                 continue
-            cleaned = await self.executor.execute(
-                Untaint(
-                    actor=ACTOR,
-                    node=node_name(node),
-                    key=TO_BE_DELETED_TAINT,
-                    uncordon=self.settings.cordon_node_before_terminating,
-                ),
-                now=now,
+            cleaned = yield Untaint(
+                actor=ACTOR,
+                node=node_name(node),
+                key=TO_BE_DELETED_TAINT,
+                uncordon=self.settings.cordon_node_before_terminating,
             )
             if cleaned.error is not None:
                 log.warning(
                     "cannot clean up a taint", extra={"fields": {"error": str(cleaned.error)}}
                 )
 
-    async def apply_state_effects(self, effects: Sequence[object], *, now: datetime) -> None:
+    def state_effects_decision(self, effects: Sequence[object]) -> Decision[None]:
+        """What the cluster state registry's update asks for: a timed-out scale-up taken back
+        (``DecreaseTargetSize``), instance creation errors told."""
         for effect in effects:
             if isinstance(effect, ScaleUpTimedOut):
                 group = effect.group
@@ -131,13 +130,14 @@ class Housekeeping:
                     f"Nodes added to group {group.id} failed to register within {waited}",
                 )
                 self.metrics.failed_scale_ups_total.labels("timeout").inc()
-                try:
-                    await write_node_group(
-                        self.executor,
-                        ResizeNodeGroup(actor=ACTOR, group=group.id, delta=-effect.increase),
-                        now=now,
+                applied = yield ResizeNodeGroup(actor=ACTOR, group=group.id, delta=-effect.increase)
+                err = node_group_failure(applied)
+                if isinstance(err, WriteOutcomeUnknown):
+                    log.warning(
+                        "revert of a timed-out scale-up unanswered; counted as done",
+                        extra={"fields": {"group": group.id, "error": str(err)}},
                     )
-                except ProviderError as err:
+                elif err is not None:
                     self.status_event(
                         "Warning",
                         "FailedToRevertScaleUp",
@@ -154,21 +154,10 @@ class Housekeeping:
                 )
                 self.metrics.failed_scale_ups_total.labels("cloudProviderError").inc()
 
-    async def remove_old_unregistered(
-        self, snapshot: ProviderSnapshot, *, now: datetime
-    ) -> set[str]:
-        """``removeOldUnregisteredNodes``; the ids of the groups it resized.
-
-        Those groups' target sizes and instances in ``snapshot`` are stale for the rest of the
-        iteration: the loop does not scale them up on it (see the loop's step 4)."""
-        return await self.executor.drive(
-            self.unregistered_decision(snapshot, self.registry.long_unregistered()), now=now
-        )
-
     def unregistered_decision(
         self, snapshot: ProviderSnapshot, long_unregistered: Sequence[UnregisteredNode]
     ) -> Decision[set[str]]:
-        """:meth:`remove_old_unregistered` as a decision: one
+        """``removeOldUnregisteredNodes``: one
         :class:`~kubescale.plans.intents.DeleteNodes` per instance (oldest first), while the
         group stays above its min size counting the removals already made (unless
         ``--force-delete-unregistered-nodes``); a removal left unanswered counts as done."""
@@ -212,27 +201,26 @@ class Housekeeping:
             self.metrics.old_unregistered_nodes_removed_count.inc()
         return set(removed)
 
-    async def delete_created_with_errors(
-        self, snapshot: ProviderSnapshot, *, now: datetime
-    ) -> None:
-        """``deleteCreatedNodesWithErrors``: instances whose creation failed."""
+    def created_with_errors_decision(self, snapshot: ProviderSnapshot) -> Decision[None]:
+        """``deleteCreatedNodesWithErrors``: instances whose creation failed, one
+        :class:`~kubescale.plans.intents.DeleteNodes` per group."""
         for group in snapshot.groups.values():
             failed = [i for i in group.instances if i.error is not None]
             if not failed:
                 continue
             fakes = [{"metadata": {"name": i.id}, "spec": {"providerID": i.id}} for i in failed]
-            try:
-                await write_node_group(
-                    self.executor, DeleteNodes(actor=ACTOR, group=group.id, nodes=fakes), now=now
-                )
-            except ProviderError as err:
+            applied = yield DeleteNodes(actor=ACTOR, group=group.id, nodes=fakes)
+            err = node_group_failure(applied)
+            if err is not None:
                 log.warning(
                     "cannot delete failed instances",
                     extra={"fields": {"group": group.id, "error": str(err)}},
                 )
 
-    async def fix_node_group_sizes(self, snapshot: ProviderSnapshot, now: datetime) -> bool:
-        """``fixNodeGroupSize``: a size wrong for longer than the provision time is lowered."""
+    def fix_sizes_decision(self, snapshot: ProviderSnapshot, now: datetime) -> Decision[bool]:
+        """``fixNodeGroupSize``: a size wrong for longer than the provision time is lowered
+        (``DecreaseTargetSize`` by current − expected); whether a resize was done (or left
+        unanswered: counted as done), on which upstream's ``RunOnce`` ends the iteration."""
         fixed = False
         for group in snapshot.groups.values():
             incorrect = self.registry.incorrect_sizes.get(group.id)
@@ -253,13 +241,15 @@ class Housekeeping:
                     }
                 },
             )
-            try:
-                await write_node_group(
-                    self.executor,
-                    ResizeNodeGroup(actor=ACTOR, group=group.id, delta=delta),
-                    now=now,
+            applied = yield ResizeNodeGroup(actor=ACTOR, group=group.id, delta=delta)
+            err = node_group_failure(applied)
+            if isinstance(err, WriteOutcomeUnknown):
+                # counts as done until the group's object shows otherwise
+                log.warning(
+                    "node group size fix unanswered; counted as done",
+                    extra={"fields": {"group": group.id, "error": str(err)}},
                 )
-            except ProviderError as err:
+            elif err is not None:
                 log.warning("cannot fix node group size", extra={"fields": {"error": str(err)}})
                 continue
             fixed = True

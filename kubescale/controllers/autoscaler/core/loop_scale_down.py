@@ -33,10 +33,13 @@ from typing import Any
 from kubescale.base.logs import component_logger
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
     CloudProvider,
-    ProviderError,
     ProviderSnapshot,
+    WriteOutcomeUnknown,
 )
-from kubescale.controllers.autoscaler.cloudprovider.provider_writes import ACTOR, write_node_group
+from kubescale.controllers.autoscaler.cloudprovider.provider_writes import (
+    ACTOR,
+    node_group_failure,
+)
 from kubescale.controllers.autoscaler.clusterstate.cluster_state import ClusterStateRegistry
 from kubescale.controllers.autoscaler.config.autoscaler_settings import AutoscalerSettings
 from kubescale.controllers.autoscaler.expander.pricing import PricingModel
@@ -72,11 +75,17 @@ from kubescale.coordination.recent_moves import (
     placed_pods,
     protected_nodes,
 )
+from kubescale.plans.executor import Decision
 from kubescale.plans.intents import ResizeNodeGroup, Taint, Untaint
-from kubescale.runtime.off_loop import OffLoop
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 
-__all__ = ["MAX_BULK_SOFT_TAINT_COUNT", "ScaleDownOutcome", "ScaleDownPhase", "soft_taint_plan"]
+__all__ = [
+    "MAX_BULK_SOFT_TAINT_COUNT",
+    "ScaleDownOutcome",
+    "ScaleDownPhase",
+    "ScaleDownReads",
+    "soft_taint_plan",
+]
 
 log = component_logger("cluster-autoscaler")
 
@@ -121,6 +130,17 @@ class ScaleDownOutcome:
     consolidation: ConsolidationCommand | None = None
 
 
+@dataclass(frozen=True)
+class ScaleDownReads:
+    """What scale-down reads besides the snapshot, read on the loop's thread with it
+    (:meth:`ScaleDownPhase.read`): the PodDisruptionBudgets, the pods other systems are
+    evicting (one brain) and the descheduler's recent moves (one brain)."""
+
+    pdbs: Sequence[Mapping[str, Any]] = ()
+    in_flight: Sequence[Mapping[str, Any]] = ()
+    moves: Sequence[DescheduledMove] = ()
+
+
 @dataclass
 class _Replacement:
     command: ConsolidationCommand
@@ -132,8 +152,8 @@ def _planner_pass(
     journal: SnapshotJournal, update: Callable[[], list[NodeToRemove]]
 ) -> list[NodeToRemove]:
     """``update`` (one planner pass) over a fork of ``journal`` (its simulated moves are for
-    this pass only), on the loop's worker thread; the fork is reverted there too, never by the
-    loop while the planner still reads it."""
+    this pass only), within the iteration's decision (on the loop's worker thread); the fork is
+    reverted there too, never by the loop while the planner still reads it."""
     journal.fork()
     try:
         return update()
@@ -158,10 +178,7 @@ class ScaleDownPhase:
         status_event: EventSink,
         in_flight: Callable[[datetime], Sequence[Mapping[str, Any]]] = lambda _now: (),
         moves: Callable[[datetime], Sequence[DescheduledMove]] = lambda _now: (),
-        off_loop: OffLoop | None = None,
     ) -> None:
-        self.off_loop = off_loop if off_loop is not None else OffLoop("scale-down", run_inline=True)
-        """Where the planner computes (the loop's worker thread; inline when not given)."""
         self.in_flight = in_flight
         """Pods being evicted (the disruption ledger) that the drain budget counts."""
         self.moves = moves
@@ -192,10 +209,16 @@ class ScaleDownPhase:
                 return True
         return False
 
-    def drain_context(self, now: datetime) -> DrainContext:
+    def read(self, now: datetime) -> ScaleDownReads:
+        """:class:`ScaleDownReads`, on the loop's thread (the caches and the ledger)."""
+        return ScaleDownReads(
+            pdbs=self.pdbs(), in_flight=list(self.in_flight(now)), moves=list(self.moves(now))
+        )
+
+    def drain_context(self, now: datetime, reads: ScaleDownReads) -> DrainContext:
         settings = self.settings
         return DrainContext(
-            pdbs=PdbTracker(self.pdbs(), in_flight=self.in_flight(now)),
+            pdbs=PdbTracker(list(reads.pdbs), in_flight=reads.in_flight),
             now=now,
             controller=self.controller,
             skip_nodes_with_system_pods=settings.skip_nodes_with_system_pods,
@@ -205,10 +228,11 @@ class ScaleDownPhase:
             blocking_system_pod_timeout=settings.blocking_system_pod_distruption_timeout,
         )
 
-    async def run(
+    def decision(
         self,
         now: datetime,
         *,
+        reads: ScaleDownReads,
         snapshot: ProviderSnapshot,
         nodes: Sequence[Node],
         journal: SnapshotJournal,
@@ -217,7 +241,8 @@ class ScaleDownPhase:
         templates: Mapping[str, Any],
         in_cooldown: bool,
         pods_pending: bool,
-    ) -> ScaleDownOutcome:
+    ) -> Decision[ScaleDownOutcome]:
+        """The module docstring's steps: each write yielded, its outcome received."""
         outcome = ScaleDownOutcome()
         in_progress = set(self.actuator.in_progress)
         sizes = {g.id: g.target_size for g in snapshot.groups.values()}
@@ -238,32 +263,29 @@ class ScaleDownPhase:
             for n in nodes
             if node_name(n) not in in_progress and not currently_being_deleted(n, now)
         }
-        kept = self._kept(now, journal)
-        context = self.drain_context(now)  # PDBs, evictions in flight: read on the loop
-        unneeded = await self.off_loop.run(
+        kept = self._kept(now, journal, reads.moves)
+        context = self.drain_context(now, reads)
+        unneeded = _planner_pass(
+            journal,
             partial(
-                _planner_pass,
-                journal,
-                partial(
-                    self.planner.update,
-                    now=now,
-                    candidates=candidates,
-                    destinations=destinations,
-                    simulator=simulator,
-                    provider=snapshot,
-                    readiness=self.readiness,
-                    context=context,
-                    priority=priority,
-                    kept=kept,
-                ),
-            )
+                self.planner.update,
+                now=now,
+                candidates=candidates,
+                destinations=destinations,
+                simulator=simulator,
+                provider=snapshot,
+                readiness=self.readiness,
+                context=context,
+                priority=priority,
+                kept=kept,
+            ),
         )
         outcome.unneeded = sorted(c.name for c in unneeded)
         by_group: dict[str, list[str]] = {}
         for candidate in unneeded:
             by_group.setdefault(candidate.group_id, []).append(candidate.name)
         self.registry.update_scale_down_candidates(by_group, now)
-        await self._update_soft_taints(nodes, {c.name for c in unneeded}, now)
+        yield from self._soft_taints(nodes, {c.name for c in unneeded}, now)
         self.metrics.scale_down_in_cooldown.set(1 if in_cooldown else 0)
         if in_cooldown:
             return outcome
@@ -286,7 +308,7 @@ class ScaleDownPhase:
                     reason = "underutilized" if self.readiness(candidate.node).ready else "unready"
                 by_reason.setdefault(reason, []).append((candidate.node, candidate.group_id))
             for reason, pairs in by_reason.items():
-                outcome.tainted += await self.actuator.start(
+                outcome.tainted += yield from self.actuator.start_decision(
                     pairs,
                     drain=drains,
                     reason=reason,
@@ -296,8 +318,9 @@ class ScaleDownPhase:
         if empty or drain:
             self.metrics.last_activity.labels("scaleDown").set(now.timestamp())
         elif self.settings.consolidation.policy != "Off" and not pods_pending:
-            outcome.consolidation = await self._consolidate(
+            outcome.consolidation = yield from self._consolidate(
                 now,
+                reads=reads,
                 snapshot=snapshot,
                 nodes=[n for n in nodes if node_name(n) not in kept],
                 journal=journal,
@@ -320,9 +343,10 @@ class ScaleDownPhase:
 
         return report
 
-    def _kept(self, now: datetime, journal: SnapshotJournal) -> dict[str, Unremovable]:
+    def _kept(
+        self, now: datetime, journal: SnapshotJournal, moves: Sequence[DescheduledMove]
+    ) -> dict[str, Unremovable]:
         """The nodes holding fresh replacements of the descheduler's moves (one brain)."""
-        moves = self.moves(now)
         if not moves:
             return {}
         protected = protected_nodes(
@@ -336,22 +360,22 @@ class ScaleDownPhase:
             for name, p in protected.items()
         }
 
-    async def _update_soft_taints(
+    def _soft_taints(
         self, nodes: Sequence[Node], unneeded: set[str], now: datetime
-    ) -> None:
-        executor = self.actuator.executor
+    ) -> Decision[None]:
         for intent in soft_taint_plan(nodes, unneeded, now):
-            applied = await executor.execute(intent, now=now)
+            applied = yield intent
             if applied.error is not None:
                 log.warning(
                     "soft taint failed",
                     extra={"fields": {"node": intent.node, "error": str(applied.error)}},
                 )
 
-    async def _consolidate(
+    def _consolidate(
         self,
         now: datetime,
         *,
+        reads: ScaleDownReads,
         snapshot: ProviderSnapshot,
         nodes: Sequence[Node],
         journal: SnapshotJournal,
@@ -359,16 +383,16 @@ class ScaleDownPhase:
         templates: Mapping[str, Any],
         destinations: set[str],
         outcome: ScaleDownOutcome,
-    ) -> ConsolidationCommand | None:
+    ) -> Decision[ConsolidationCommand | None]:
         if self.replacement is not None:
-            outcome.tainted += await self._finish_replacement(now)
+            outcome.tainted += yield from self._finish_replacement(now)
             return None
         candidates = consolidation_candidates(
             nodes=nodes,
             snapshot=journal.snapshot,
             provider=snapshot,
             readiness=self.readiness,
-            context=self.drain_context(now),
+            context=self.drain_context(now, reads),
             priority=priority,
             templates=templates,
             settings=self.settings,
@@ -398,15 +422,13 @@ class ScaleDownPhase:
         self.metrics.consolidation_actions_total.labels(act.method).inc()
         if act.method == "Replace" and act.replacement is not None:
             group = snapshot.groups[act.replacement]
-            try:
-                await write_node_group(
-                    self.actuator.executor,
-                    ResizeNodeGroup(actor=ACTOR, group=group.id, delta=1),
-                    now=now,
-                )
-            except ProviderError as err:
+            applied = yield ResizeNodeGroup(actor=ACTOR, group=group.id, delta=1)
+            err = node_group_failure(applied)
+            if err is not None and not isinstance(err, WriteOutcomeUnknown):
                 log.warning("replacement failed", extra={"fields": {"error": str(err)}})
                 return act
+            # done, or unanswered (counted as done): the replaced nodes are drained once the
+            # new node is up, or given up when its scale-up times out and the group backs off
             self.registry.register_scale_up(group, 1, now)
             self.replacement = _Replacement(command=act, group_id=group.id, nodes=chosen)
             self.status_event(
@@ -422,7 +444,7 @@ class ScaleDownPhase:
             f"Consolidation: removing {', '.join(act.nodes)} (saves {act.savings_per_hour:.4f}/h)",
         )
         self.metrics.consolidation_savings.inc(act.savings_per_hour)
-        outcome.tainted += await self.actuator.start(
+        outcome.tainted += yield from self.actuator.start_decision(
             chosen,
             drain=act.method != "Empty",
             reason="consolidation",
@@ -431,7 +453,7 @@ class ScaleDownPhase:
         )
         return act
 
-    async def _finish_replacement(self, now: datetime) -> list[str]:
+    def _finish_replacement(self, now: datetime) -> Decision[list[str]]:
         replacement = self.replacement
         if replacement is None or replacement.group_id in self.registry.scale_up_requests:
             return []  # the new node is not there yet
@@ -443,6 +465,8 @@ class ScaleDownPhase:
             )
             return []
         self.metrics.consolidation_savings.inc(replacement.command.savings_per_hour)
-        return await self.actuator.start(
-            replacement.nodes, drain=True, reason="consolidation", now=now
+        return (
+            yield from self.actuator.start_decision(
+                replacement.nodes, drain=True, reason="consolidation", now=now
+            )
         )

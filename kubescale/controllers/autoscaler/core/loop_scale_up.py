@@ -6,8 +6,9 @@
   leave it (they are counted among the upcoming) and are no scale-down candidates;
 * :func:`pods_of_draining_nodes` — ``CurrentlyDrainedNodes``: the pods of the nodes the
   actuator is draining need room elsewhere, so they join the pending pods;
-* :class:`ScaleUpPhase` — the scale-up decision (:mod:`.scale_up`) carried out
-  (:mod:`.scale_up_executor`), and ``--enforce-node-group-min-size``.
+* :class:`ScaleUpPhase` — the scale-up decision (:mod:`.scale_up`) and its execution
+  (:mod:`.scale_up_executor`), and ``--enforce-node-group-min-size``: decisions the iteration's
+  one decision (:mod:`.run_once_decision`) runs.
 """
 
 from __future__ import annotations
@@ -16,18 +17,17 @@ import random
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from functools import partial
 from typing import Any
 
 from kubescale.base.logs import component_logger
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
     CloudProvider,
-    ProviderError,
     ProviderSnapshot,
+    WriteOutcomeUnknown,
 )
 from kubescale.controllers.autoscaler.cloudprovider.provider_writes import (
     ACTOR,
-    write_node_group,
+    node_group_failure,
 )
 from kubescale.controllers.autoscaler.clusterstate.cluster_state import ClusterStateRegistry
 from kubescale.controllers.autoscaler.config.autoscaler_settings import AutoscalerSettings
@@ -47,14 +47,13 @@ from kubescale.controllers.autoscaler.scaleup.scale_up import (
     decide_scale_up,
 )
 from kubescale.controllers.autoscaler.scaleup.scale_up_executor import (
-    execute_scale_up,
-    record_pod_events,
+    pod_events,
+    scale_up_decision,
 )
 from kubescale.controllers.autoscaler.simulator.template_nodes import TemplateNode
 from kubescale.objects.views import Meta
-from kubescale.plans.executor import PlanExecutor
+from kubescale.plans.executor import Decision
 from kubescale.plans.intents import ResizeNodeGroup
-from kubescale.runtime.off_loop import OffLoop
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 
 __all__ = ["ScaleUpOutcome", "ScaleUpPhase", "inject_upcoming", "pods_of_draining_nodes"]
@@ -121,6 +120,8 @@ class ScaleUpOutcome:
 
 
 class ScaleUpPhase:
+    """The scale-up step and ``--enforce-node-group-min-size``, as decisions."""
+
     def __init__(
         self,
         *,
@@ -129,26 +130,18 @@ class ScaleUpPhase:
         provider: CloudProvider,
         registry: ClusterStateRegistry,
         rng: random.Random,
-        priority_config_map: Callable[[], Mapping[str, Any] | None],
         status_event: EventSink,
         cpu_clock: Callable[[], float],
-        executor: PlanExecutor,
-        off_loop: OffLoop | None = None,
     ) -> None:
-        self.off_loop = off_loop if off_loop is not None else OffLoop("scale-up", run_inline=True)
-        """Where the decision computes (the loop's worker thread; inline when not given)."""
         self.settings = settings
         self.metrics = metrics
-        self.executor = executor
-        """The loop's one executor: resizes and pod events go through it."""
         self.provider = provider
         self.registry = registry
         self.rng = rng
-        self.priority_config_map = priority_config_map
         self.status_event = status_event
         self.cpu_clock = cpu_clock
 
-    async def run(
+    def decision(
         self,
         *,
         pending: list[Pod],
@@ -159,19 +152,23 @@ class ScaleUpPhase:
         upcoming: int,
         nodes: Sequence[Node],
         now: datetime,
+        config_map: Mapping[str, Any] | None,
         resized: Collection[str] = (),
-    ) -> ScaleUpOutcome:
+    ) -> Decision[ScaleUpOutcome]:
         """``ScaleUpOrchestrator.ScaleUp``: ``--max-nodes-total`` is checked against the ready
         nodes plus the ``upcoming`` ones (upstream: ``len(nodes)+len(upcomingNodes)`` in
         ``filterValidScaleUpNodeGroups``, ``ComputeExpansionOption`` and
         ``GetCappedNewNodeCount``), so nodes still booting count against the cap. Groups in
-        ``resized`` (their unregistered nodes were removed this iteration) are not offered."""
+        ``resized`` (their unregistered nodes were removed this iteration) are not offered.
+        ``config_map`` is the priority expander's ConfigMap, read with the snapshot.
+
+        Then ``ExecuteScaleUps`` (:func:`.scale_up_decision`: each resize yielded, its outcome
+        received) and the pod events."""
         other_capacity = [
             node_capacity(n)
             for n in nodes
             if snapshot.group_for_node(n) is None and not currently_being_deleted(n, now)
         ]
-        config_map = self.priority_config_map()  # read on the loop, the decision on a thread
         expander = build_expander(
             self.settings,
             rng=self.rng,
@@ -191,25 +188,25 @@ class ScaleUpPhase:
             expander=expander,
             elapsed=lambda: self.cpu_clock() - start,
         )
-        decision = await self.off_loop.run(partial(decide_scale_up, inputs))
+        decision = decide_scale_up(inputs)
         for reason, message in decision.warnings:
             self.status_event("Warning", reason, message)
-        execution = await execute_scale_up(
+        execution = yield from scale_up_decision(
             decision.infos,
-            executor=self.executor,
             registry=self.registry,
             metrics=self.metrics,
             status_event=self.status_event,
             now=now,
         )
         result = decision.result if execution.failed is None else ScaleUpResult.ERROR
-        record_pod_events(
-            self.executor,
+        # not ``yield from`` a list: the executor sends each event's result back
+        for event in pod_events(  # noqa: UP028
             result=result,
             executed=execution.done if execution.succeeded else [],
             triggered=decision.triggered,
             remaining=decision.remaining,
-        )
+        ):
+            yield event
         if execution.succeeded:
             self.metrics.last_activity.labels("scaleUp").set(now.timestamp())
         return ScaleUpOutcome(
@@ -218,19 +215,23 @@ class ScaleUpPhase:
             succeeded=execution.succeeded,
         )
 
-    async def to_min_size(self, snapshot: ProviderSnapshot, now: datetime) -> None:
-        """``--enforce-node-group-min-size``: groups below their min grow to it."""
+    def min_size_decision(
+        self, snapshot: ProviderSnapshot, now: datetime, raised: Mapping[str, int]
+    ) -> Decision[None]:
+        """``--enforce-node-group-min-size`` (upstream's ``ScaleUpToNodeGroupMinSize``): each
+        group below its min size grows to it (``IncreaseSize`` by min − target), unless it
+        may not scale up now (backoff, unhealthy). ``raised`` holds the target sizes this
+        iteration's scale-up set (upstream reads ``TargetSize()`` from the provider after its
+        ``IncreaseSize``): a group it raised is not raised again on the snapshot's stale
+        size."""
         for group in snapshot.groups.values():
-            missing = group.min_size - group.target_size
+            missing = group.min_size - raised.get(group.id, group.target_size)
             if missing <= 0 or not self.registry.scale_up_safety(group.id, now).safe:
                 continue
-            try:
-                await write_node_group(
-                    self.executor,
-                    ResizeNodeGroup(actor=ACTOR, group=group.id, delta=missing),
-                    now=now,
-                )
-            except ProviderError as err:
+            applied = yield ResizeNodeGroup(actor=ACTOR, group=group.id, delta=missing)
+            err = node_group_failure(applied)
+            if err is not None and not isinstance(err, WriteOutcomeUnknown):
                 log.warning("cannot scale up to min size", extra={"fields": {"error": str(err)}})
                 continue
+            # done, or unanswered: counted as done until the group's object shows otherwise
             self.registry.register_scale_up(group, missing, now)

@@ -6,8 +6,9 @@
   (``ScaledUpGroup``, ``ScaleUpTimedOut``, ``ScaleDown`` ...) are recorded on it — none while the
   ConfigMap is not written, as upstream's recorder is inactive then. A failed write is logged
   and retried next loop. The write is a :class:`~kubescale.plans.intents.WriteConfigMap` and
-  the events :class:`~kubescale.plans.intents.Event` intents on the loop's one executor; under
-  ``--dry-run`` both are printed, the events about the ConfigMap that would be written.
+  the events :class:`~kubescale.plans.intents.Event` intents of the iteration's one decision
+  (:mod:`.run_once_decision`), applied by the loop's executor; under ``--dry-run`` both are
+  printed, the events about the ConfigMap that would be written.
 * The gauges of :class:`~.autoscaler_metrics.AutoscalerMetrics` are set from the registry, the
   planner and the actuator.
 """
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from kubescale.base.go_time import go_time_string
 from kubescale.base.logs import component_logger
@@ -35,12 +36,14 @@ from kubescale.controllers.autoscaler.scaledown.scale_down_actuator import Scale
 from kubescale.controllers.autoscaler.scaledown.scale_down_planner import ScaleDownPlanner
 from kubescale.controllers.autoscaler.scaleup.resource_limits import cores_and_memory, node_capacity
 from kubescale.plans.config_maps import config_map_body
-from kubescale.plans.executor import PlanExecutor
+from kubescale.plans.executor import Applied, Decision, PlanExecutor
 from kubescale.plans.intents import Event
 
 __all__ = ["StatusReporter"]
 
 log = component_logger("cluster-autoscaler")
+
+R = TypeVar("R")
 
 
 class StatusReporter:
@@ -58,23 +61,55 @@ class StatusReporter:
         self.settings = settings
         self.history = StatusHistory()
         self.status_object: dict[str, Any] | None = None
+        self.pending: list[Event] | None = None
+        """The events recorded by the decision running now (:meth:`collecting`)."""
 
     def event(self, type_: str, reason: str, message: str) -> None:
-        """An event on the status ConfigMap (upstream's ``LogRecorder``)."""
-        if self.status_object is not None:
-            self.executor.note(
-                Event(
-                    actor=ACTOR,
-                    involved=self.status_object,
-                    type=type_,
-                    reason=reason,
-                    message=message,
-                )
-            )
+        """An event on the status ConfigMap (upstream's ``LogRecorder``): noted on the executor,
+        or, while a decision runs (:meth:`collecting`), kept for it to yield."""
+        if self.status_object is None:
+            return
+        event = Event(
+            actor=ACTOR, involved=self.status_object, type=type_, reason=reason, message=message
+        )
+        if self.pending is not None:
+            self.pending.append(event)
+        else:
+            self.executor.note(event)
 
-    async def write(
+    def collecting(self, decision: Decision[R]) -> Decision[R]:
+        """``decision`` with the status events it records (:meth:`event`, called by its steps)
+        yielded as :class:`~kubescale.plans.intents.Event` intents where they were recorded:
+        before the next intent it yields, or before it returns. So an iteration's plan holds
+        its events in order, and the events are queued on the loop's thread by the executor,
+        never on the worker thread the decision computes on."""
+        self.pending = []
+        try:
+            answer: Applied | None = None
+            first = True
+            while True:
+                try:
+                    intent = next(decision) if first else decision.send(answer)  # type: ignore[arg-type]
+                except StopIteration as stop:
+                    yield from self._flush()
+                    result: R = stop.value
+                    return result
+                first = False
+                yield from self._flush()
+                answer = yield intent
+        finally:
+            self.pending = None  # also when the decision is dropped (its task cancelled)
+
+    def _flush(self) -> Decision[None]:
+        while self.pending:
+            yield self.pending.pop(0)
+
+    def decision(
         self, now: datetime, registry: ClusterStateRegistry, *, initializing: bool = False
-    ) -> None:
+    ) -> Decision[None]:
+        """``WriteStatusConfigMap``: the status (``Initializing`` on the first loop) as a
+        :class:`~kubescale.plans.intents.WriteConfigMap`; the object written is what later
+        events are about."""
         settings = self.settings
         if not settings.write_status_configmap:
             return
@@ -89,7 +124,7 @@ class StatusReporter:
             namespace=settings.namespace,
             status=status,
         )
-        applied = await self.executor.execute(intent, now=now)
+        applied = yield intent
         if applied.error is not None:
             log.error(
                 "Failed to write status configmap", extra={"fields": {"error": str(applied.error)}}

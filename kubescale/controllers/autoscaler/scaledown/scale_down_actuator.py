@@ -42,7 +42,7 @@ prints each intent and answers it done.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Final
@@ -135,6 +135,8 @@ class ScaleDownActuator:
         self.settings = settings
         self.status_event = status_event
         self.in_progress: dict[str, Deletion] = {}
+        self._going: Collection[str] | None = None
+        """The pods another system is evicting, given to the running :meth:`decide`."""
         self.last_delete: datetime | None = None
         self.last_failure: datetime | None = None
         self.deleted: list[str] = []
@@ -265,6 +267,7 @@ class ScaleDownActuator:
         existing_nodes: set[str],
         snapshot: ProviderSnapshot,
         registry: ClusterStateRegistry,
+        going: Collection[str] | None = None,
     ) -> None:
         """:meth:`decide` driven by the loop's executor."""
         await self.executor.drive(
@@ -274,6 +277,7 @@ class ScaleDownActuator:
                 existing_nodes=existing_nodes,
                 snapshot=snapshot,
                 registry=registry,
+                going=going,
             ),
             now=now,
         )
@@ -286,9 +290,15 @@ class ScaleDownActuator:
         existing_nodes: set[str],
         snapshot: ProviderSnapshot,
         registry: ClusterStateRegistry,
+        going: Collection[str] | None = None,
     ) -> Decision[None]:
         """Advance every deletion in progress: evict what is left on a node to drain; delete
-        a node once it is drained (or, empty, once its taint delay has passed)."""
+        a node once it is drained (or, empty, once its taint delay has passed).
+
+        ``going``: the pods (``namespace/name``) another system is evicting, as the gate
+        answered when the snapshot was read (a decision on a worker thread does not read the
+        ledger the loop writes); ``None``: the gate is asked for each pod."""
+        self._going = going
         self.deleted, self.evicted = [], []
         for name in sorted(self.in_progress):
             deletion = self.in_progress[name]
@@ -344,8 +354,13 @@ class ScaleDownActuator:
             return False
         return True
 
+    def _already_going(self, pod: Pod, now: datetime) -> bool:
+        if self._going is not None:
+            return pod_id(pod) in self._going
+        return self.gate.already_going(pod, now=now)
+
     def _evict(self, pod: Pod, *, best_effort: bool, now: datetime) -> Decision[bool]:
-        if self.gate.already_going(pod, now=now):
+        if self._already_going(pod, now):
             return True  # another system's eviction of it is in flight: it is going already
         grace = spec_of(pod).get("terminationGracePeriodSeconds")
         limit = self.settings.max_graceful_termination_sec

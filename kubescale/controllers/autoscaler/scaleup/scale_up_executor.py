@@ -20,7 +20,8 @@ The execution is a decision that needs each write's outcome (:data:`~kubescale.p
 Decision`): :func:`scale_up_decision` yields one :class:`~kubescale.plans.intents.
 ResizeNodeGroup` per group and receives its result from the loop's one executor, which prints
 it instead under ``--dry-run`` (answered done). The pod events are
-:class:`~kubescale.plans.intents.Event` intents on the same executor.
+:class:`~kubescale.plans.intents.Event` intents (:func:`pod_events`) the iteration's decision
+yields after it.
 """
 
 from __future__ import annotations
@@ -50,13 +51,12 @@ from kubescale.controllers.autoscaler.scaleup.scale_up import (
     reasons_message,
     triggered_message,
 )
-from kubescale.plans.executor import Decision, PlanExecutor
+from kubescale.plans.executor import Decision
 from kubescale.plans.intents import Event, ResizeNodeGroup
 
 __all__ = [
     "ScaleUpExecution",
-    "execute_scale_up",
-    "record_pod_events",
+    "pod_events",
     "scale_up_decision",
 ]
 
@@ -76,24 +76,6 @@ class ScaleUpExecution:
     @property
     def succeeded(self) -> bool:
         return bool(self.done) and self.failed is None
-
-
-async def execute_scale_up(
-    infos: Sequence[ScaleUpInfo],
-    *,
-    executor: PlanExecutor,
-    registry: ClusterStateRegistry,
-    metrics: AutoscalerMetrics,
-    status_event: EventSink,
-    now: datetime,
-) -> ScaleUpExecution:
-    """:func:`scale_up_decision` driven by ``executor``."""
-    return await executor.drive(
-        scale_up_decision(
-            infos, registry=registry, metrics=metrics, status_event=status_event, now=now
-        ),
-        now=now,
-    )
 
 
 def scale_up_decision(
@@ -159,34 +141,36 @@ def scale_up_decision(
     return result
 
 
-def record_pod_events(
-    executor: PlanExecutor,
+def pod_events(
     *,
     result: ScaleUpResult,
     executed: Sequence[ScaleUpInfo],
     triggered: Sequence[Mapping[str, Any]],
     remaining: Sequence[NoScaleUpInfo],
-) -> None:
+) -> list[Event]:
+    """The pod events of a scale-up (``EventingScaleUpStatusProcessor``, module docstring)."""
+    events: list[Event] = []
     if result not in (ScaleUpResult.SUCCESSFUL, ScaleUpResult.ERROR):
-        for info in remaining:
-            executor.note(
-                Event(
-                    actor=ACTOR,
-                    involved=info.pod,
-                    type="Normal",
-                    reason="NotTriggerScaleUp",
-                    message=f"pod didn't trigger scale-up: {reasons_message(info, result)}",
-                )
+        events += [
+            Event(
+                actor=ACTOR,
+                involved=info.pod,
+                type="Normal",
+                reason="NotTriggerScaleUp",
+                message=f"pod didn't trigger scale-up: {reasons_message(info, result)}",
             )
+            for info in remaining
+        ]
     if executed:
         message = triggered_message(executed)
-        for pod in triggered:
-            executor.note(
-                Event(
-                    actor=ACTOR,
-                    involved=pod,
-                    type="Normal",
-                    reason="TriggeredScaleUp",
-                    message=message,
-                )
+        events += [
+            Event(
+                actor=ACTOR,
+                involved=pod,
+                type="Normal",
+                reason="TriggeredScaleUp",
+                message=message,
             )
+            for pod in triggered
+        ]
+    return events

@@ -195,3 +195,41 @@ async def test_scale_down_taint_and_deletion_are_printed_and_nothing_written(
             f"{ACTOR}: event ConfigMap kube-system/cluster-autoscaler-status Normal "
             f'ScaleDownEmpty "Scale-down: empty node {first} removed"',
         ]
+
+
+async def test_first_loop_clean_up_and_min_size_are_printed_and_nothing_written(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The rest of ``RunOnce`` in the same one plan: the first loop's ``cleanUpIfRequired``
+    (a ``ToBeDeleted`` taint an earlier run left on ``small``'s node) and
+    ``--enforce-node-group-min-size`` (``small`` at 1 of min 2: + (2 − 1) = +1), between the
+    status ConfigMap's ``Initializing`` and its ``Running``. Nothing is written, so the second
+    loop prints the min-size resize again (the taint clean-up is the first loop's only)."""
+    settings = replace(SETTINGS, enforce_node_group_min_size=True)
+    async with sim_cluster(
+        tmp_path, machine_deployments=[replace(SMALL, min_size=2)], settings=settings
+    ) as cluster:
+        await prepare(cluster, 9)  # the machine comes up (60 s) and its node registers
+        (registered,) = cluster.api.store.snapshots(NODES)
+        name = registered["metadata"]["name"]
+        left = {"key": "ToBeDeletedByClusterAutoscaler", "value": "1", "effect": "NoSchedule"}
+        spec = {**registered["spec"], "taints": [left]}
+        cluster.api.store.update({**registered, "spec": spec})
+        caplog.set_level(logging.INFO, logger="kubescale.plans")
+        caplog.clear()
+        cluster.api.requests.clear()
+        await loops(cluster, 2)
+        assert writes(cluster) == {}
+        assert replicas(cluster, "small") == 1
+        lines = printed(caplog)
+        status = f"{ACTOR}: write-configmap configmaps kube-system/cluster-autoscaler-status "
+        min_size = f"{ACTOR}: increase-size node-group MachineDeployment/default/small delta=+1"
+        assert lines[0].startswith(status + '{"status":"autoscalerStatus: Initializing\\n')
+        assert lines[1:3] == [
+            f"{ACTOR}: untaint nodes {name} ToBeDeletedByClusterAutoscaler uncordon",
+            min_size,
+        ]
+        assert lines[3].startswith(status + '{"status":"autoscalerStatus: Running\\n')
+        assert lines[4] == min_size
+        assert lines[5].startswith(status + '{"status":"autoscalerStatus: Running\\n')
+        assert len(lines) == 6

@@ -88,7 +88,6 @@ def housekeeping(settings: AutoscalerSettings, status: list[tuple[str, str, str]
         ),
         settings=settings,
         metrics=AutoscalerMetrics(CollectorRegistry()),
-        executor=None,  # type: ignore[arg-type]  # the decision is driven here
         status_event=lambda *event: status.append(event),
     )
 
