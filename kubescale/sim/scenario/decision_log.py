@@ -16,7 +16,8 @@ Used by the summary on stdout (:mod:`.summary_table`) and the HTML report (:mod:
 * :func:`human_detail` — an event's detail with memory quantities in binary units
   (``memory=380258472`` → ``memory=362.6Mi``).
 
-Memory reads in KiB/MiB/GiB everywhere (:func:`human_bytes`), CPU in millicores below a core.
+Memory reads in KiB/MiB/GiB everywhere, CPU in millicores below a core
+(:mod:`kubescale.rendering.quantity_text`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from kubescale.rendering.quantity_text import apart, human_bytes, human_cores
 from kubescale.rendering.text_table import format_duration
 
 from .autoscaler_records import quantity_or_none
@@ -38,8 +40,6 @@ __all__ = [
     "comparison_rows",
     "decisions",
     "hpa_vpa_conflicts",
-    "human_bytes",
-    "human_cores",
     "human_detail",
     "loop_notes",
     "recommendation_changes",
@@ -60,51 +60,6 @@ DECISION_KINDS: Final = {
 """Event kinds that are a decision of a kubescale loop, and how the summary names them."""
 
 _MEMORY_FIELD = re.compile(r"memory=([0-9.eE+-]+[a-zA-Z]*)")
-
-
-def human_bytes(value: float | None, decimals: int | None = None) -> str:
-    """``362.6Mi``, ``1.50Gi``, ``512Ki`` — binary units, three significant digits or so
-    (``decimals``: that many after the point instead)."""
-    if value is None:
-        return "–"
-    for suffix, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
-        if abs(value) >= size:
-            scaled = value / size
-            if decimals is not None:
-                return f"{scaled:.{decimals}f}{suffix}"
-            return f"{scaled:.2f}{suffix}" if scaled < 10 else f"{scaled:.1f}{suffix}"
-    return f"{value:.{decimals or 0}f}B"
-
-
-def human_cores(value: float | None, decimals: int | None = None) -> str:
-    """``126m`` below a core, ``1.50`` cores above, decimal SI past a thousand (``100G``: the
-    all but unbounded upper bound of a VPA with few samples) — Kubernetes' own notation
-    (``decimals``: that many more digits)."""
-    if value is None:
-        return "–"
-    if abs(value) < 1:
-        if decimals:
-            return f"{value * 1000:.{decimals}f}m"
-        return f"{round(value * 1000)}m"
-    for suffix, size in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(value) >= size:
-            if decimals:
-                return f"{value / size:.{decimals + 2}f}{suffix}"
-            return f"{value / size:.3g}{suffix}"
-    return f"{value:.{2 + (decimals or 0)}f}"
-
-
-def apart(
-    first: float, second: float, human: Callable[[float | None, int | None], str]
-) -> tuple[str, str]:
-    """Both values as ``human`` writes them, with more decimals until the texts differ when the
-    values do ("512.0Mi below the lower bound 512.0Mi" said nothing; issue 32.6)."""
-    texts = human(first, None), human(second, None)
-    decimals = 1
-    while texts[0] == texts[1] and first != second and decimals <= 15:
-        texts = human(first, decimals), human(second, decimals)
-        decimals += 1
-    return texts
 
 
 def human_detail(detail: str) -> str:
