@@ -175,6 +175,8 @@ _NOT_STARTED: Final = (
 
 _JOURNALED: Final = {"vpa-eviction": "Evict", "vpa-in-place-resize": "Resize"}
 """The decision events whose reason the run's plan journal holds (the updater's intents)."""
+_EXECUTED: Final = frozenset({"done", "dry-run"})
+"""The outcomes of an intent the timeline shows as done (an eviction, a resize)."""
 
 
 class _Journal:
@@ -190,17 +192,20 @@ class _Journal:
 
     def reason(self, kind: str, subject: str, time: float) -> str:
         """Why the updater made the intent behind the event ``kind`` on pod ``subject`` at
-        ``time``: the reason its decision recorded, or why there is none."""
+        ``time`` (the last one executed on it by then: done, or a dry run's): the reason its
+        decision recorded, or why there is none."""
         intent = _JOURNALED[kind]
         made = [
             entry
             for entry in self.entries.get((intent, f"{PODS.plural} {subject}"), [])
-            if entry["time"] <= time
+            if entry["time"] <= time and entry["outcome"] in _EXECUTED
         ]
         if made and made[-1]["reason"]:
             return str(made[-1]["reason"])
         if self.plans is None:
             return "reason not recorded: the report has no plans journal"
+        if made or not self.plans["left_out"]:
+            return "reason not recorded by the decision"
         return (
             f"reason not recorded: the plans journal keeps the first "
             f"{self.plans['detailed_per_kind']} of each kind in detail"
