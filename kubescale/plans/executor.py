@@ -24,7 +24,8 @@ For every intent, in order (the package docstring says why):
    queue, written in the background on the same gated client).
 4. **The metric** ``kubescale_plan_intents_total{actor, intent, outcome}`` counts it, the same
    way for every system (``outcome``: ``done``, ``unknown``, ``gone``, ``refused``,
-   ``dry-run``).
+   ``dry-run``), and the registry's observers (:func:`observe_plans`: ``simulate``'s journal of
+   the plans a run executed) are told the intent and that outcome.
 
 With ``dry_run`` nothing is sent and no event queued: each intent is written as one line
 (:func:`~.intents.describe`) to ``sink`` -- by default a log line of the ``plans`` logger, on
@@ -83,7 +84,9 @@ __all__ = [
     "Decision",
     "PlanExecutor",
     "PlanMetrics",
+    "PlanObserver",
     "collect_plan",
+    "observe_plans",
 ]
 
 log = component_logger("plans")
@@ -132,10 +135,17 @@ what the loop keeps of the iteration."""
 _DONE = WriteResult(WriteOutcome.DONE)
 
 
+PlanObserver = Callable[[Intent, str], None]
+"""Told each intent an executor applied (or printed, or refused) and its outcome, the
+``outcome`` label of ``kubescale_plan_intents_total``."""
+
+
 class PlanMetrics:
-    """``kubescale_plan_intents_total`` on one registry (shared by every system's executor)."""
+    """``kubescale_plan_intents_total`` on one registry (shared by every system's executor),
+    and the registry's :data:`PlanObserver` s."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
+        self.observers: list[PlanObserver] = []
         self.intents = Counter(
             "kubescale_plan_intents",
             "Intents of the systems' plans applied (or printed by --dry-run), by system, kind "
@@ -147,6 +157,13 @@ class PlanMetrics:
 
 _plan_metrics: PerKey[CollectorRegistry, PlanMetrics] = PerKey(PlanMetrics)
 """The one :class:`PlanMetrics` of a registry (made on first use)."""
+
+
+def observe_plans(registry: CollectorRegistry, observer: PlanObserver) -> None:
+    """Tell ``observer`` every intent of every executor on ``registry`` (every system's, built
+    on one runtime) with its outcome, as the metric counts it: the one hook through which
+    ``simulate`` records the plans its systems executed, without touching their loops."""
+    _plan_metrics(registry).observers.append(observer)
 
 
 def _log_line(line: str) -> None:
@@ -349,6 +366,8 @@ class PlanExecutor:
         self.applied += 1
         if self.metrics is not None:
             self.metrics.intents.labels(intent.actor, type(intent).__name__, outcome).inc()
+            for observer in self.metrics.observers:
+                observer(intent, outcome)
 
 
 def collect_plan(decision: Decision[R]) -> tuple[Plan, R]:

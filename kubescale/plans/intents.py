@@ -43,6 +43,7 @@ __all__ = [
     "describe",
     "object_ref",
     "pod_ref",
+    "reason_of",
 ]
 
 EVENT_TYPES: Final = ("Normal", "Warning")
@@ -87,6 +88,10 @@ class Evict:
     """The pod as the decision saw it (its uid, node and controller go to the ledger)."""
     grace_period_seconds: int | None = None
     annotations: Mapping[str, str] | None = None
+    reason: str = ""
+    """Why the decision evicts the pod, one line (the VPA updater's: below the lower bound,
+    above the upper bound, a quick OOM, drift after the lifetime threshold; the descheduler's:
+    its strategy); not part of :func:`describe` (the write itself)."""
 
     @property
     def target(self) -> ObjectRef:
@@ -100,6 +105,8 @@ class Resize:
     actor: str
     pod: Mapping[str, Any] = field(compare=False)
     patches: Sequence[Mapping[str, Any]]
+    reason: str = ""
+    """Why the decision resizes the pod, one line (as :attr:`Evict.reason`)."""
 
     @property
     def target(self) -> ObjectRef:
@@ -293,6 +300,12 @@ Plan = list[Intent]
 
 def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def reason_of(intent: Intent) -> str:
+    """Why the decision made ``intent``, when it says (an eviction's or a resize's
+    :attr:`Evict.reason`); ``""`` otherwise (an event's reason is in :func:`describe`)."""
+    return intent.reason if isinstance(intent, Evict | Resize) else ""
 
 
 def describe(intent: Intent) -> str:

@@ -1,6 +1,7 @@
 """What ``kubescale report`` reads from a cluster: one LIST per collection, nothing written.
 
-Workloads (Deployments, StatefulSets, DaemonSets), their pods, VPAs, HPAs, nodes, and the
+Workloads (Deployments, StatefulSets, DaemonSets), their pods, VPAs, HPAs, nodes, the
+ReplicaSets and LimitRanges the VPA updater's plan reads (:mod:`.updater_plan`), and the
 resource metrics API (``metrics.k8s.io`` PodMetrics and NodeMetrics). A collection the cluster
 does not serve (no VPA CRD, no metrics-server: 404/503) is read as empty and named in
 :attr:`ClusterReading.missing`, so the report says what it could not see rather than failing.
@@ -20,8 +21,10 @@ from kubescale.kube.resources import (
     DAEMON_SETS,
     DEPLOYMENTS,
     HORIZONTAL_POD_AUTOSCALERS,
+    LIMIT_RANGES,
     NODES,
     PODS,
+    REPLICA_SETS,
     STATEFUL_SETS,
     VERTICAL_POD_AUTOSCALERS,
     ResourceType,
@@ -54,6 +57,9 @@ class ClusterReading:
     nodes: list[dict[str, Any]] = field(default_factory=list)
     pod_metrics: list[dict[str, Any]] = field(default_factory=list)
     node_metrics: list[dict[str, Any]] = field(default_factory=list)
+    replica_sets: list[dict[str, Any]] = field(default_factory=list)
+    """The pods' controllers under Deployments (their replicas size the updater's budget)."""
+    limit_ranges: list[dict[str, Any]] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     """Collections the cluster does not serve, e.g. ``metrics.k8s.io/v1beta1 pods (404 ...)``."""
 
@@ -89,5 +95,7 @@ async def read_cluster(client: KubeClient, *, namespace: str | None) -> ClusterR
         nodes=await _items(client, NODES, None, missing),
         pod_metrics=await _items(client, POD_METRICS, namespace, missing),
         node_metrics=await _items(client, NODE_METRICS, None, missing),
+        replica_sets=await _items(client, REPLICA_SETS, namespace, missing),
+        limit_ranges=await _items(client, LIMIT_RANGES, namespace, missing),
         missing=missing,
     )

@@ -4,7 +4,8 @@ The style sheet, escaping and headline cards are the simulator's
 (:mod:`kubescale.rendering.html_page`), so both reports look alike; no script is needed (the
 page has no charts, only tables and inline bars). Top to bottom: totals as cards; per workload
 container the current request against the recommendation's lower/target/upper with a verdict,
-savings and risk; the HPAs; the nodes' requests and usage against allocatable, each with a bar.
+savings and risk; the VPA updater's plan (what it would evict or resize now, and why); the
+HPAs; the nodes' requests and usage against allocatable, each with a bar.
 
 The page fits a 1,280 px window (issue 32.6): names and conditions wrap (long workload, HPA
 and node names were what widened the tables), numbers keep to one line, and a table still
@@ -150,6 +151,25 @@ def _node_table(nodes: list[dict[str, Any]]) -> str:
     return _scroll(f"<table>{head}{''.join(rows)}</table>")
 
 
+def _updater_plan(plan: list[dict[str, Any]]) -> str:
+    """The updater's evictions and resizes with their reasons, or a line saying there are
+    none."""
+    if not plan:
+        return '<p class="none">Nothing to evict or resize now.</p>'
+    head = (
+        '<tr><th>action</th><th class="name">pod</th><th class="name">VPA</th>'
+        '<th class="name">reason</th></tr>'
+    )
+    rows = [
+        f"<tr><td>{escape(row['action'])}</td>"
+        f'<td class="name">{escape(row["namespace"])}/{escape(row["pod"])}</td>'
+        f'<td class="name">{escape(row["vpa"])}</td>'
+        f'<td class="name">{escape(row["reason"])}</td></tr>'
+        for row in plan
+    ]
+    return _scroll(f"<table>{head}{''.join(rows)}</table>")
+
+
 def render_html(report: Mapping[str, Any]) -> str:
     """The page for ``report`` (:func:`~kubescale.report.report_assembly.assemble_report`)."""
     totals = report["totals"]
@@ -210,6 +230,10 @@ def render_html(report: Mapping[str, Any]) -> str:
         f"{len(workloads)} workloads · {len(report['nodes'])} nodes</p>"
         f'<div class="cards">{"".join(cards)}</div>{notes}'
         f"<h2>Workloads</h2>{table}"
+        "<h2>VPA updater plan</h2>"
+        '<p class="sub">What the VPA updater would do now, by its own decision on this '
+        "reading (a dry run: nothing written).</p>"
+        f"{_updater_plan(report['updater_plan'])}"
         f"<h2>Horizontal autoscalers</h2>{_hpa_table(workloads)}"
         f"<h2>Nodes</h2>{_node_table(report['nodes'])}"
         "</main></body></html>\n"

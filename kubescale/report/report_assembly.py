@@ -16,6 +16,10 @@ Per workload (Deployment, StatefulSet, DaemonSet) with a VPA — or every worklo
 - savings = max(0, request − target) × replicas and risk = max(0, target − request) ×
   replicas (an unset request counts as 0), integers in millicores and bytes.
 
+The VPA updater's plan (``updater_plan``, :mod:`.updater_plan`): the evictions and in-place
+resizes it would make now, each with its reason, decided by the updater's own decision on this
+reading and written nowhere.
+
 Per workload also its HPA (bounds, replicas, targets as ``kubectl get hpa`` prints them, and
 the AbleToScale / ScalingActive / ScalingLimited conditions). Per node: allocatable, the
 requests of its pods as kube-scheduler counts them
@@ -39,6 +43,7 @@ from kubescale.report.model_recommendations import (
     WorkloadKey,
     workload_key,
 )
+from kubescale.report.updater_plan import updater_plan
 from kubescale.scheduling.pod_resources import (
     amounts_of,
     container_amounts,
@@ -315,4 +320,5 @@ def assemble_report(
         "totals": totals,
         "workloads": workloads,
         "nodes": _node_rows(reading),
+        "updater_plan": updater_plan(reading, now=now),
     }

@@ -97,6 +97,8 @@ async def test_report_table_json_and_html(
     assert node["memory"] == {"allocatable": 8192 * MIB, "requested": 1024 * MIB,
                               "usage": 2048 * MIB}  # fmt: skip
     assert report["missing"] == []
+    # web's VPA is in mode Off: the updater's plan (its own decision, a dry run) is empty
+    assert report["updater_plan"] == []
 
     lines = table.splitlines()
     assert any(line.split()[:3] == ["shop/Deployment/web", "vpa", "2"] for line in lines)
@@ -107,16 +109,21 @@ async def test_report_table_json_and_html(
     node_row = next(line.split() for line in lines if line.startswith("node-a"))
     assert node_row == ["node-a", "3", "4000m", "1100m", "27%", "1000m", "25%",
                         "8192Mi", "1024Mi", "12%", "2048Mi", "25%"]  # fmt: skip
+    assert "VPA updater plan now (dry run, nothing written): nothing to evict or resize." in lines
     assert all(len(line) <= 120 for line in lines)
 
     html = page.read_text(encoding="utf-8")
     assert html.startswith("<!DOCTYPE html>")
     assert "shop/Deployment/web" in html
     assert '<td class="over">over</td>' in html
+    assert "<h2>VPA updater plan</h2>" in html
     assert "http://" not in html
     assert "https://" not in html  # self-contained: nothing fetched
 
-    # read-only: the report made no request but get/list
-    verbs = {record.verb for record in server.requests.counts()}
+    # read-only: the report made no request but get/list (the updater's plan included: it
+    # reads ReplicaSets and LimitRanges and writes nothing)
+    counts = server.requests.counts()
+    verbs = {record.verb for record in counts}
     assert verbs
     assert verbs <= {"get", "list"}
+    assert {"replicasets", "limitranges"} <= {record.resource for record in counts}

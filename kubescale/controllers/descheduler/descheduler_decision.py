@@ -78,6 +78,7 @@ class CycleDecision:
             pod=request.pod,
             grace_period_seconds=self.policy.grace_period_seconds,
             annotations={"reason": request.annotation_reason(), "requested-by": REQUESTED_BY},
+            reason=request.annotation_reason(),  # names the profile and the strategy
         )
         if result.dry_run:
             self.last_dry_run.append(request)

@@ -7,26 +7,29 @@ Used by the summary on stdout (:mod:`.summary_table`) and the HTML report (:mod:
 * :func:`recommendation_changes` — per VPA container its band (lower / target / upper, CPU and
   memory) when first recommended and at the end of the run;
 * :func:`decisions` — each eviction and resize with its reason and each scale event, in time
-  order. A VPA eviction's reason is worked out from the report: the evicted pod's requests
-  against the VPA's band at that moment (below the lower bound, above the upper bound, or in
-  range — then upstream's other reasons apply: an OOM kill within 10 minutes of the start, or a
-  0.1 difference after 12 hours);
+  order. A VPA eviction's or resize's reason is the one the updater's decision gave the intent
+  it executed (below the lower bound, above the upper bound, a quick OOM, a difference of
+  ``--pod-update-threshold`` after the lifetime threshold), read from the run's plans journal
+  (the report's ``plans``, :mod:`kubescale.plans.journal`), not worked out again;
 * :func:`hpa_vpa_conflicts` — each workload an HPA (on CPU or memory) and a VPA both target,
   and which resources the webhook set on its pods;
 * :func:`human_detail` — an event's detail with memory quantities in binary units
   (``memory=380258472`` → ``memory=362.6Mi``).
 
-Memory reads in KiB/MiB/GiB everywhere (:func:`human_bytes`), CPU in millicores below a core.
+Memory reads in KiB/MiB/GiB everywhere, CPU in millicores below a core
+(:mod:`kubescale.rendering.quantity_text`).
 """
 
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from kubescale.controllers.vpa.updater.updater_actions import ACTOR as UPDATER
+from kubescale.kube.resources import PODS
+from kubescale.rendering.quantity_text import human_bytes, human_cores
 from kubescale.rendering.text_table import format_duration
 
 from .autoscaler_records import quantity_or_none
@@ -38,8 +41,6 @@ __all__ = [
     "comparison_rows",
     "decisions",
     "hpa_vpa_conflicts",
-    "human_bytes",
-    "human_cores",
     "human_detail",
     "loop_notes",
     "recommendation_changes",
@@ -60,51 +61,6 @@ DECISION_KINDS: Final = {
 """Event kinds that are a decision of a kubescale loop, and how the summary names them."""
 
 _MEMORY_FIELD = re.compile(r"memory=([0-9.eE+-]+[a-zA-Z]*)")
-
-
-def human_bytes(value: float | None, decimals: int | None = None) -> str:
-    """``362.6Mi``, ``1.50Gi``, ``512Ki`` — binary units, three significant digits or so
-    (``decimals``: that many after the point instead)."""
-    if value is None:
-        return "–"
-    for suffix, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
-        if abs(value) >= size:
-            scaled = value / size
-            if decimals is not None:
-                return f"{scaled:.{decimals}f}{suffix}"
-            return f"{scaled:.2f}{suffix}" if scaled < 10 else f"{scaled:.1f}{suffix}"
-    return f"{value:.{decimals or 0}f}B"
-
-
-def human_cores(value: float | None, decimals: int | None = None) -> str:
-    """``126m`` below a core, ``1.50`` cores above, decimal SI past a thousand (``100G``: the
-    all but unbounded upper bound of a VPA with few samples) — Kubernetes' own notation
-    (``decimals``: that many more digits)."""
-    if value is None:
-        return "–"
-    if abs(value) < 1:
-        if decimals:
-            return f"{value * 1000:.{decimals}f}m"
-        return f"{round(value * 1000)}m"
-    for suffix, size in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(value) >= size:
-            if decimals:
-                return f"{value / size:.{decimals + 2}f}{suffix}"
-            return f"{value / size:.3g}{suffix}"
-    return f"{value:.{2 + (decimals or 0)}f}"
-
-
-def apart(
-    first: float, second: float, human: Callable[[float | None, int | None], str]
-) -> tuple[str, str]:
-    """Both values as ``human`` writes them, with more decimals until the texts differ when the
-    values do ("512.0Mi below the lower bound 512.0Mi" said nothing; issue 32.6)."""
-    texts = human(first, None), human(second, None)
-    decimals = 1
-    while texts[0] == texts[1] and first != second and decimals <= 15:
-        texts = human(first, decimals), human(second, decimals)
-        decimals += 1
-    return texts
 
 
 def human_detail(detail: str) -> str:
@@ -212,58 +168,57 @@ def _workload_vpas(report: Mapping[str, Any]) -> dict[tuple[str, str], Mapping[s
     }
 
 
-def _value_at(t: float, times: Sequence[float], values: Sequence[Any]) -> Any:
-    position = bisect_right(times, t) - 1
-    return values[position] if position >= 0 else None
-
-
-def _vpa_eviction_reason(report: Mapping[str, Any], event: Mapping[str, Any]) -> str:
-    namespace, _, pod = str(event["subject"]).partition("/")
-    time = float(event["time"])
-    vpas = _workload_vpas(report)
-    reasons: list[str] = []
-    for container in report["containers"]:
-        if container["namespace"] != namespace or container["pod"] != pod:
-            continue
-        vpa = vpas.get((namespace, container["workload"]))
-        band = next(
-            (c for c in (vpa or {}).get("containers", []) if c["name"] == container["container"]),
-            None,
-        )
-        if band is None:
-            continue
-        for resource, human in (("cpu", human_cores), ("memory", human_bytes)):
-            request = _value_at(time, container["t"], container[f"{resource}_request"])
-            lower = _value_at(time, band["t"], band[resource]["lower"])
-            upper = _value_at(time, band["t"], band[resource]["upper"])
-            target = _value_at(time, band["t"], band[resource]["target"])
-            if request is None or lower is None or upper is None:
-                continue
-            if request < lower:
-                shown, bound = apart(request, lower, human)
-                reasons.append(
-                    f"{container['container']} {resource} request {shown} below the "
-                    f"lower bound {bound} (target {human(target, None)})"
-                )
-            elif request > upper:
-                shown, bound = apart(request, upper, human)
-                reasons.append(
-                    f"{container['container']} {resource} request {shown} above the "
-                    f"upper bound {bound} (target {human(target, None)})"
-                )
-    return "; ".join(reasons) or "in the recommended range: OOM-killed soon after start, or drift"
-
-
 _NOT_STARTED: Final = (
     "had not started (Pending with the requests it was created with): re-created with the "
     "VPA's requests, no disruption"
 )
 
+_JOURNALED: Final = {"vpa-eviction": "Evict", "vpa-in-place-resize": "Resize"}
+"""The decision events whose reason the run's plan journal holds (the updater's intents)."""
+_EXECUTED: Final = frozenset({"done", "dry-run"})
+"""The outcomes of an intent the timeline shows as done (an eviction, a resize)."""
+
+
+class _Journal:
+    """The report's ``plans`` (:class:`kubescale.plans.journal.PlanJournal`): the updater's
+    detailed evictions and resizes by kind and pod, in the order they were executed."""
+
+    def __init__(self, plans: Mapping[str, Any] | None) -> None:
+        self.plans = plans
+        self.entries: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+        for entry in (plans or {}).get("entries", []):
+            if entry["actor"] == UPDATER and entry["intent"] in _JOURNALED.values():
+                self.entries.setdefault((entry["intent"], entry["object"]), []).append(entry)
+
+    def reason(self, kind: str, subject: str, time: float) -> str:
+        """Why the updater made the intent behind the event ``kind`` on pod ``subject`` at
+        ``time`` (the last one executed on it by then: done, or a dry run's): the reason its
+        decision recorded, or why there is none."""
+        intent = _JOURNALED[kind]
+        made = [
+            entry
+            for entry in self.entries.get((intent, f"{PODS.plural} {subject}"), [])
+            if entry["time"] <= time and entry["outcome"] in _EXECUTED
+        ]
+        if made and made[-1]["reason"]:
+            return str(made[-1]["reason"])
+        if self.plans is None:
+            return "reason not recorded: the report has no plans journal"
+        if made or not self.plans["left_out"]:
+            return "reason not recorded by the decision"
+        return (
+            f"reason not recorded: the plans journal keeps the first "
+            f"{self.plans['detailed_per_kind']} of each kind in detail"
+        )
+
 
 def decisions(report: Mapping[str, Any]) -> list[Decision]:
-    """Every decision event of the run (:data:`DECISION_KINDS`), in time order, with its why."""
+    """Every decision event of the run (:data:`DECISION_KINDS`), in time order, with its why:
+    a VPA eviction's or in-place resize's is the reason the updater's decision gave its intent,
+    read from the run's plans journal (the report's ``plans``)."""
     found: list[Decision] = []
     started: set[str] = set()
+    journal = _Journal(report.get("plans"))
     for event in report["events"]:
         kind = event["kind"]
         if kind == POD_STARTED:
@@ -271,10 +226,10 @@ def decisions(report: Mapping[str, Any]) -> list[Decision]:
         if kind not in DECISION_KINDS:
             continue
         why = human_detail(str(event["detail"]))
-        if kind == "vpa-eviction":
-            why = (
-                _vpa_eviction_reason(report, event) if event["subject"] in started else _NOT_STARTED
-            )
+        if kind in _JOURNALED:
+            why = journal.reason(kind, str(event["subject"]), float(event["time"]))
+            if kind == "vpa-eviction" and event["subject"] not in started:
+                why = f"{_NOT_STARTED}; {why}"
         found.append(Decision(float(event["time"]), DECISION_KINDS[kind], event["subject"], why))
     return found
 

@@ -16,11 +16,11 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Final
 
+from kubescale.rendering.quantity_text import human_bytes, human_cores
+
 from .decision_log import (
     comparison_rows,
     decisions,
-    human_bytes,
-    human_cores,
     human_detail,
     loop_notes,
     recommendation_changes,

@@ -25,7 +25,12 @@ Shape (every list sorted by namespace/name, so the report does not depend on dic
   ``target``, ``upper``; cores and bytes) at every step it had one; ``hpas``: per HPA its
   target, bounds, first metric and its target, and at every step current and desired replicas
   and the metric's current value (:mod:`.autoscaler_records`);
-* ``events``: every event in time order.
+* ``events``: every event in time order;
+* ``plans``: the intents the systems' plan executors applied, as
+  :meth:`kubescale.plans.journal.PlanJournal.report` gives them: counts per actor, kind of
+  intent and outcome, and the first ``detailed_per_kind`` of each actor's kind in detail (time,
+  outcome, object, :func:`~kubescale.plans.intents.describe`'s line, the decision's reason);
+  ``null`` for a report not made by a run.
 
 Conventions of the numbers: a missing request reserves nothing (counts as 0 in averages and
 slack; ``null`` only when it was never set); a missing limit is no limit (averaged over the
@@ -61,6 +66,7 @@ def assemble_report(
     components: Sequence[str] = (),
     loops: Sequence[Mapping[str, Any]] = (),
     autoscalers: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+    plans: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     intervals = timeline.intervals()
     pod_workloads = timeline.pod_workloads
@@ -110,6 +116,7 @@ def assemble_report(
             }
             for e in sorted(timeline.events, key=lambda e: e.time)  # stable: same-time order kept
         ],
+        "plans": dict(plans) if plans is not None else None,
     }
 
 

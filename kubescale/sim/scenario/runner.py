@@ -29,9 +29,11 @@ to them, as before a loop runs). Each step at ``t`` (``0, step, 2·step, ...`` w
    between the two steps — runs before the loops due at ``t`` that read its effect (the webhook's
    status Lease, renewed every 10 s, before the updater that checks it is less than a minute old),
    and its iterations inside the step are this one. Loops due at the same moment run in the order
-   they were built. Before a loop runs, the shared cache is settled if the store changed since it
-   was last settled: the API server sends a BOOKMARK at its current resourceVersion on every open
-   watch, and the runner waits until every informer has processed it. What a loop reports
+   they were built. Every intent a loop's plan executor applies goes to the run's
+   :class:`~kubescale.plans.journal.PlanJournal` (the report's ``plans``). Before a loop runs,
+   the shared cache is settled if the store changed since it was last settled: the API server
+   sends a BOOKMARK at its current resourceVersion on every open watch, and the runner waits
+   until every informer has processed it. What a loop reports
    (:class:`~kubescale.runtime.component.ReportingLoop`) joins the step's events;
 4. the step is recorded in the timeline (the kubelet's container samples, every pod and node,
    the step's events);
@@ -67,6 +69,8 @@ from kubescale.kube.resources import (
     VERTICAL_POD_AUTOSCALERS,
 )
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.plans.executor import observe_plans
+from kubescale.plans.journal import PlanJournal
 from kubescale.runtime.cache_loops import scale_lookups_loop
 from kubescale.runtime.component import (
     AlwaysLeader,
@@ -90,6 +94,7 @@ from .kubescale_server import SERVICE_NAME, SERVICE_NAMESPACE, KubescaleTLSServe
 from .report_assembly import assemble_report
 from .scenario_components import enabled_components
 from .scenario_format import Scenario, SetLoadEvent
+from .time_statistics import rounded
 from .timeline import Timeline, TimelineEvent
 from .usage_specs import build_usage_model, load_traces
 
@@ -184,6 +189,9 @@ class SimulationRun:
         )
         self.loops: dict[str, LoopState] = {}
         self.autoscalers = AutoscalerRecord()
+        self.journal = PlanJournal(elapsed=lambda: rounded(self.elapsed, "seconds"))
+        """The plans the systems executed (every executor on the run's registry tells it each
+        intent and its outcome): the report's ``plans``."""
         self.traces: dict[str, Trace] = {}
         self.step_index = 0
         self._extra_components = tuple(extra_components)
@@ -286,6 +294,7 @@ class SimulationRun:
             service=ServiceRef(namespace=SERVICE_NAMESPACE, name=SERVICE_NAME),
             coordination=scenario.coordination,
         )
+        observe_plans(runtime.registry, self.journal)
         self._runtime = runtime
         for enabled in enabled_components(scenario.kubescale):
             with cache.informers.requested_by(enabled.name):
@@ -468,6 +477,7 @@ class SimulationRun:
             components=[component.name for component in self.components],
             loops=self.loop_summaries(),
             autoscalers=self.autoscalers.report(self.timeline.times),
+            plans=self.journal.report(),
         )
 
     async def run(self, *, progress: Callable[[float], None] | None = None) -> dict[str, Any]:

@@ -157,6 +157,9 @@ def test_the_plan_for_a_cycle(
             assert intent.annotations["requested-by"] == "kubescale-descheduler"
             assert intent.annotations["reason"].startswith(f"triggered by default/{STRATEGY}")
             assert intent.grace_period_seconds is None
+            # the decision's reason (the plans journal's): the profile and strategy, as the
+            # annotation says it
+            assert intent.reason == intent.annotations["reason"]
 
 
 async def test_dry_run_prints_the_plan_and_writes_nothing(

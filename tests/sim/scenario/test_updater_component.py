@@ -20,6 +20,7 @@ import pytest
 
 from kubescale.components import by_name
 from kubescale.kube.resources import POD_DISRUPTION_BUDGETS, PODS
+from kubescale.sim.scenario.decision_log import decisions
 from kubescale.sim.scenario.runner import SimulationRun
 from kubescale.sim.scenario.scenario_format import Scenario, ScenarioError
 from kubescale.sim.scenario.scenario_validation import load_scenario, parse_scenario
@@ -152,3 +153,41 @@ async def test_without_the_webhook_nothing_is_evicted() -> None:
             "cpu": "100m",
             "memory": "128Mi",
         }
+
+
+# Upstream's AddPod, first rule: a request below its lowerBound puts the pod outside the
+# recommended range. Every pod asks 100m / 128Mi; the VPA's (uncapped: no policy, no
+# LimitRange) band is cpu [200m, 500m] target 250m, memory [200Mi, 512Mi] target 256Mi:
+# 100m < 200m and 128Mi < 200Mi, both said, cpu first.
+RECORDED_REASON = (
+    "app cpu request 100m below the lower bound 200m (target 250m); "
+    "app memory request 128.0Mi below the lower bound 200.0Mi (target 256.0Mi)"
+)
+
+
+async def test_the_run_records_the_plans_the_updater_executed() -> None:
+    result, _ = await _run(load_scenario(EXAMPLE))
+    report = result["report"]
+    plans = report["plans"]
+    evicts = [
+        entry
+        for entry in plans["entries"]
+        if entry["actor"] == "vpa-updater" and entry["intent"] == "Evict"
+    ]
+    done = [entry for entry in evicts if entry["outcome"] == "done"]
+    # each eviction the timeline shows is an Evict intent executed at that time, with the
+    # reason the updater's decision gave it
+    assert [(e["time"], f"pods {e['subject']}") for e in _evictions(report)] == [
+        (entry["time"], entry["object"]) for entry in done
+    ]
+    assert len(done) == REPLICAS
+    assert {entry["reason"] for entry in evicts} == {RECORDED_REASON}
+    assert done[0]["describe"] == f"vpa-updater: evict {done[0]['object']}"
+    # the PodDisruptionBudget refuses some (429): recorded too, with their outcome
+    counts = {(c["actor"], c["intent"], c["outcome"]): c["count"] for c in plans["counts"]}
+    assert counts[("vpa-updater", "Evict", "done")] == REPLICAS
+    assert counts.get(("vpa-updater", "Evict", "refused"), 0) == len(evicts) - REPLICAS
+    assert plans["total"] == sum(counts.values())
+    # the summary reads the journal: each VPA eviction's why is the recorded reason
+    whys = [d.why for d in decisions(report) if d.what == "VPA eviction"]
+    assert whys == [RECORDED_REASON] * REPLICAS

@@ -31,10 +31,10 @@ Pure: no I/O, no clock reads -- ``now`` is passed in.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.api.current_resources import (
@@ -47,9 +47,11 @@ from kubescale.controllers.vpa.api.pod_resources import capped_recommendation
 from kubescale.controllers.vpa.api.vpa_policy import container_policy, update_mode
 from kubescale.objects.quantities import Quantity
 from kubescale.objects.views import Meta, mapping, spec_of, status_of
+from kubescale.rendering.quantity_text import apart, human_bytes, human_cores
 
 __all__ = [
     "OBSERVED_CONTAINERS_ANNOTATION",
+    "OutOfRange",
     "PodPriority",
     "UpdatePriority",
     "UpdateSettings",
@@ -61,6 +63,7 @@ __all__ = [
     "pod_priority",
     "prioritized_pods",
     "quick_oom",
+    "quick_oom_reason",
     "update_priority",
     "vpa_is_updated",
 ]
@@ -81,6 +84,11 @@ _TARGET_HIGHER = "TargetHigherThanRequests"
 _TARGET_LOWER = "TargetLowerThanRequests"
 _CPU = "cpu"
 _MEMORY = "memory"
+_HUMAN: Final[dict[str, Callable[[float | None, int | None], str]]] = {
+    _CPU: human_cores,
+    _MEMORY: human_bytes,
+}
+"""How a reason writes a resource's quantities (cores, binary bytes); others as Kubernetes'."""
 # A missing metav1.Time is Go's zero time, 0001-01-01T00:00:00Z.
 _GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
 
@@ -104,6 +112,36 @@ class UpdateSettings:
 
 
 @dataclass(frozen=True)
+class OutOfRange:
+    """One container's request that puts the pod outside its recommended range: below the
+    lowerBound, above the upperBound, or missing (upstream: each sets
+    ``OutsideRecommendedRange``)."""
+
+    container: str
+    resource: str
+    request: Quantity | None
+    """``None``: the container requests none of ``resource``."""
+    bound: Quantity | None
+    """The lowerBound the request is below, or the upperBound it is above."""
+    target: Quantity
+
+    @property
+    def text(self) -> str:
+        """``redis memory request 362.6Mi below the lower bound 400.0Mi (target 450.0Mi)``."""
+        human = _HUMAN.get(self.resource)
+        target = human(self.target.as_float(), None) if human else str(self.target)
+        where = f"{self.container} {self.resource} request"
+        if self.request is None or self.bound is None:
+            return f"{where} unset (target {target})"
+        side = "below the lower" if self.request < self.bound else "above the upper"
+        if human is None:
+            shown, bound = str(self.request), str(self.bound)
+        else:
+            shown, bound = apart(self.request.as_float(), self.bound.as_float(), human)
+        return f"{where} {shown} {side} bound {bound} (target {target})"
+
+
+@dataclass(frozen=True)
 class UpdatePriority:
     """``PodPriority`` of upstream: what an update of one pod would change."""
 
@@ -111,6 +149,8 @@ class UpdatePriority:
     scale_up: bool
     resource_diff: float
     """Σ over resources of |ΣRequest − ΣTarget| / max(ΣRequest, 1), sums in milli-units."""
+    out_of_range: tuple[OutOfRange, ...] = field(default=(), compare=False)
+    """Why it is outside the range: each request below / above its bounds, or missing."""
 
 
 @dataclass(frozen=True)
@@ -121,6 +161,11 @@ class PodPriority:
     priority: UpdatePriority
     recommendation: Mapping[str, Any] = field(hash=False)
     """The capped ``status.recommendation``-shaped dict (``containerRecommendations``)."""
+    reason: str = field(default="", compare=False)
+    """Why :func:`pod_priority` accepted it, one line, by upstream's ``AddPod`` rules in
+    their order: the requests outside the recommended range (:attr:`OutOfRange.text`), a
+    quick OOM, or a ResourceDiff of at least ``--pod-update-threshold`` after the lifetime
+    threshold (or, for a pod on no node, without it)."""
 
 
 # -- VPAs and pods ------------------------------------------------------------------------------
@@ -239,6 +284,7 @@ def update_priority(*, pod: Mapping[str, Any], recommendation: Mapping[str, Any]
     total_recommended: dict[str, int] = {}
     outside = False
     scale_up = False
+    misses: list[OutOfRange] = []
     for key, init in (("containers", False), ("initContainers", True)):
         for name in _container_names(pod, key):
             if observed is not None and name not in observed:
@@ -256,20 +302,30 @@ def update_priority(*, pod: Mapping[str, Any], recommendation: Mapping[str, Any]
                 request = requests.get(resource)
                 if request is None:
                     scale_up = outside = True
+                    misses.append(OutOfRange(name, resource, None, None, target[resource]))
                     continue
                 total_request[resource] = total_request.get(resource, 0) + request.milli_value()
                 if recommended > request.milli_value():
                     scale_up = True
-                if (resource in lower and request < lower[resource]) or (
-                    resource in upper and request > upper[resource]
-                ):
+                if resource in lower and request < lower[resource]:
                     outside = True
+                    misses.append(
+                        OutOfRange(name, resource, request, lower[resource], target[resource])
+                    )
+                elif resource in upper and request > upper[resource]:
+                    outside = True
+                    misses.append(
+                        OutOfRange(name, resource, request, upper[resource], target[resource])
+                    )
     resource_diff = 0.0
     for resource in ordered_names(total_recommended):
         requested = max(float(total_request.get(resource, 0)), 1.0)
         resource_diff += abs(requested - float(total_recommended[resource])) / requested
     return UpdatePriority(
-        outside_recommended_range=outside, scale_up=scale_up, resource_diff=resource_diff
+        outside_recommended_range=outside,
+        scale_up=scale_up,
+        resource_diff=resource_diff,
+        out_of_range=tuple(misses),
     )
 
 
@@ -287,6 +343,14 @@ def quick_oom(*, pod: Mapping[str, Any], vpa: Mapping[str, Any], settings: Updat
     Reads ``status.containerStatuses[].lastState.terminated``; a missing ``startedAt`` /
     ``finishedAt`` counts as Go's zero time, as upstream.
     """
+    return quick_oom_reason(pod=pod, vpa=vpa, settings=settings) is not None
+
+
+def quick_oom_reason(
+    *, pod: Mapping[str, Any], vpa: Mapping[str, Any], settings: UpdateSettings
+) -> str | None:
+    """:func:`quick_oom` as the reason it gives: the first such container, how long it ran
+    and the threshold; ``None`` when there is none."""
     observed = observed_containers(pod)
     resource_policy = spec_of(vpa).get("resourcePolicy")
     threshold = _oom_threshold(vpa, settings)
@@ -307,8 +371,24 @@ def quick_oom(*, pod: Mapping[str, Any], vpa: Mapping[str, Any], settings: Updat
         started = parse_time(terminated.get("startedAt")) or _GO_ZERO_TIME
         finished = parse_time(terminated.get("finishedAt")) or _GO_ZERO_TIME
         if finished - started < threshold:
-            return True
-    return False
+            return (
+                f"{name} OOM-killed after running {_duration(finished - started)}, within "
+                f"--evict-after-oom-threshold {_duration(threshold)}"
+            )
+    return None
+
+
+def _duration(delta: timedelta) -> str:
+    """Go's ``time.Duration.String`` for whole seconds (``10m0s``, ``12h0m0s``, ``45s``)."""
+    seconds = int(delta.total_seconds())
+    sign, seconds = ("-", -seconds) if seconds < 0 else ("", seconds)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{sign}{hours}h{minutes}m{secs}s"
+    if minutes:
+        return f"{sign}{minutes}m{secs}s"
+    return f"{sign}{secs}s"
 
 
 def pod_priority(
@@ -335,19 +415,34 @@ def pod_priority(
     recommended requests (``requests_ahead``).
     """
     priority = update_priority(pod=pod, recommendation=recommendation)
-    oomed = quick_oom(pod=pod, vpa=vpa, settings=settings)
-    if not priority.outside_recommended_range and not oomed:
-        if spec_of(pod).get("nodeName"):
-            started = parse_time(status_of(pod).get("startTime"))
-            if started is None:
-                return None
-            if now < started + settings.lifetime_threshold:
-                return None  # short-lived pod, request within recommended range
-        if priority.resource_diff < settings.pod_update_threshold:
+    oomed = quick_oom_reason(pod=pod, vpa=vpa, settings=settings)
+    drift = (
+        f"requests {priority.resource_diff:.2f} from the target "
+        f"(--pod-update-threshold {settings.pod_update_threshold:g})"
+    )
+    if priority.outside_recommended_range:
+        reason = "; ".join(miss.text for miss in priority.out_of_range)
+    elif oomed is not None:
+        reason = oomed
+    elif spec_of(pod).get("nodeName"):
+        started = parse_time(status_of(pod).get("startTime"))
+        if started is None:
             return None
-    if oomed and priority.resource_diff == 0:
+        if now < started + settings.lifetime_threshold:
+            return None  # short-lived pod, request within recommended range
+        reason = (
+            f"{drift} after running {_duration(now - started)} "
+            "(--in-recommendation-bounds-eviction-lifetime-threshold "
+            f"{_duration(settings.lifetime_threshold)})"
+        )
+    else:
+        reason = f"{drift}, not scheduled"
+    within = not priority.outside_recommended_range and oomed is None
+    if within and priority.resource_diff < settings.pod_update_threshold:
         return None
-    return PodPriority(pod=pod, priority=priority, recommendation=recommendation)
+    if oomed is not None and priority.resource_diff == 0:
+        return None
+    return PodPriority(pod=pod, priority=priority, recommendation=recommendation, reason=reason)
 
 
 def _eviction_requirements(vpa: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:

@@ -91,9 +91,10 @@ class PodActions:
         self.metrics = metrics
 
     def evict(
-        self, pod: Mapping[str, Any], vpa: Mapping[str, Any], *, size: str
+        self, pod: Mapping[str, Any], vpa: Mapping[str, Any], *, size: str, reason: str = ""
     ) -> Decision[Applied]:
-        result = yield Evict(actor=ACTOR, pod=pod)
+        """Evict ``pod`` (``reason``: why, :attr:`~.update_priority.PodPriority.reason`)."""
+        result = yield Evict(actor=ACTOR, pod=pod, reason=reason)
         error = result.error
         if error is not None:
             self.metrics.failed_evictions.labels(size, _failure_reason(error)).inc()
@@ -162,7 +163,8 @@ class PodActions:
                     patches.append({"op": "add", "path": path, "value": str(values[CPU])})
         result = _NOTHING_TO_DO
         if patches:
-            result = yield Resize(actor=ACTOR, pod=pod, patches=patches)
+            reason = f"CPU startup boost expired: {', '.join(sorted(expired_names))}"
+            result = yield Resize(actor=ACTOR, pod=pod, patches=patches, reason=reason)
             if result.error is not None:
                 failure = result.error
                 reason = failure.reason if isinstance(failure, KubeApiError) else "Error"
@@ -190,9 +192,11 @@ class PodActions:
         *,
         size: str,
         hpas: Sequence[HorizontalPodAutoscaler] = (),
+        reason: str = "",
     ) -> Decision[Applied]:
         """Resize ``pod`` in place to what the webhook would give it (``hpas``: with
-        ``--coordination one-brain``, the HPAs whose resources it leaves alone)."""
+        ``--coordination one-brain``, the HPAs whose resources it leaves alone; ``reason``:
+        why, :attr:`~.update_priority.PodPriority.reason`)."""
         try:
             admitted = admit_pod(
                 pod=dict(pod),
@@ -210,7 +214,7 @@ class PodActions:
         patches = resize_patches(admitted.patches)
         if not patches:
             return _REFUSED
-        result = yield Resize(actor=ACTOR, pod=pod, patches=patches)
+        result = yield Resize(actor=ACTOR, pod=pod, patches=patches, reason=reason)
         failure = result.error
         if failure is not None:
             reason = failure.reason if isinstance(failure, KubeApiError) else "Error"

@@ -296,7 +296,7 @@ def _update_vpa(
                     return
                 memory.last_in_place_attempt[pod_id(pod)] = now
                 resized = yield from actions.resize(
-                    pod, vpa, limit_ranges, size=size, hpas=list(hpas)
+                    pod, vpa, limit_ranges, size=size, hpas=list(hpas), reason=candidate.reason
                 )
                 if resized.outcome is WriteOutcome.DONE:
                     memory.resized.append(pod_id(pod))
@@ -311,7 +311,7 @@ def _update_vpa(
             continue
         if not memory.eviction_limiter.try_acquire(now):
             return  # no token: the next iteration goes on (module docstring of the loop)
-        evicted = yield from actions.evict(pod, vpa, size=size)
+        evicted = yield from actions.evict(pod, vpa, size=size, reason=candidate.reason)
         if evicted.outcome is WriteOutcome.DONE:
             memory.evicted.append(pod_id(pod))
         elif evicted.outcome is WriteOutcome.UNKNOWN:

@@ -721,3 +721,93 @@ def test_prioritized_pods_drops_pods_refused_by_requirements() -> None:
     ]
     result = prioritized_pods(vpa=vpa, pods=pods, now=START + timedelta(days=1), settings=SETTINGS)
     assert _names(result) == ["up"]
+
+
+# -- why a pod is accepted: PodPriority.reason ---------------------------------------------------
+
+
+def _reason(pod: dict[str, Any], rec: dict[str, Any], now: datetime) -> str | None:
+    accepted = pod_priority(
+        vpa=make_vpa(rec), pod=pod, recommendation=recommendation(rec), now=now, settings=SETTINGS
+    )
+    return None if accepted is None else accepted.reason
+
+
+MEMORY_BAND = entry(
+    target={"cpu": "1", "memory": "450Mi"},
+    lower={"cpu": "500m", "memory": "400Mi"},
+    upper={"cpu": "2", "memory": "1Gi"},
+)
+
+
+@pytest.mark.parametrize(
+    ("pod", "rec", "now", "reason"),
+    [
+        # upstream AddPod, first rule: outside the recommended range, at any age.
+        # memory 362Mi < lowerBound 400Mi (cpu 1 within [500m, 2])
+        (
+            make_pod(requests={"cpu": "1", "memory": "362Mi"}),
+            MEMORY_BAND,
+            START,
+            "app memory request 362.0Mi below the lower bound 400.0Mi (target 450.0Mi)",
+        ),
+        # cpu 3 > upperBound 2 and memory 2Gi > 1Gi: both said, in resource order
+        (
+            make_pod(requests={"cpu": "3", "memory": "2Gi"}),
+            MEMORY_BAND,
+            START,
+            "app cpu request 3.00 above the upper bound 2.00 (target 1.00); "
+            "app memory request 2.00Gi above the upper bound 1.00Gi (target 450.0Mi)",
+        ),
+        # 1 byte below the bound: shown apart (6 decimals of Mi), not "400.0Mi below 400.0Mi"
+        (
+            make_pod(requests={"cpu": "1", "memory": str(400 * 2**20 - 1)}),
+            MEMORY_BAND,
+            START,
+            "app memory request 399.999999Mi below the lower bound 400.000000Mi (target 450.0Mi)",
+        ),
+        # no memory request at all: outside the range (upstream sets both flags)
+        (
+            make_pod(requests={"cpu": "1"}),
+            MEMORY_BAND,
+            START,
+            "app memory request unset (target 450.0Mi)",
+        ),
+        # in range, young (11 h < 12 h), but OOM-killed after 2 min < --evict-after-oom-threshold
+        # 10 min; diff |4 - 5| / 4 = 0.25 > 0
+        (
+            make_pod(
+                requests={"cpu": "4"},
+                statuses=[
+                    oom_status(
+                        "app", ran=timedelta(minutes=2), finished=QUICK_NOW - timedelta(minutes=3)
+                    )
+                ],
+            ),
+            entry(target={"cpu": "5"}, lower={"cpu": "1"}, upper={"cpu": "6"}),
+            QUICK_NOW,
+            "app OOM-killed after running 2m0s, within --evict-after-oom-threshold 10m0s",
+        ),
+        # in range [500m, 2] after exactly 12 h: diff |1000 - 1100| / 1000 = 0.10 >= 0.1
+        (
+            make_pod(requests={"cpu": "1"}),
+            IN_RANGE,
+            START + timedelta(hours=12),
+            "requests 0.10 from the target (--pod-update-threshold 0.1) after running 12h0m0s "
+            "(--in-recommendation-bounds-eviction-lifetime-threshold 12h0m0s)",
+        ),
+        # in range and 1 s short of 12 h: not accepted, no reason
+        (make_pod(requests={"cpu": "1"}), IN_RANGE, START + timedelta(hours=12, seconds=-1), None),
+        # on no node (one-brain): diff |1000 - 350| / 1000 = 0.65, no lifetime needed
+        (
+            _unplaced(make_pod(requests={"cpu": "1"}, start=None)),
+            YOUNG,
+            START,
+            "requests 0.65 from the target (--pod-update-threshold 0.1), not scheduled",
+        ),
+    ],
+)
+def test_the_reason_a_pod_is_accepted(
+    pod: dict[str, Any], rec: dict[str, Any], now: datetime, reason: str | None
+) -> None:
+    assert _reason(pod, rec, now) == reason

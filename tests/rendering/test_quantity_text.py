@@ -1,4 +1,4 @@
-"""The summary's units (kubescale/sim/scenario/decision_log.py): Kubernetes' notation, by table."""
+"""Quantities as people read them (kubescale/rendering/quantity_text.py), by table."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubescale.sim.scenario.decision_log import apart, human_bytes, human_cores
+from kubescale.rendering.quantity_text import apart, human_bytes, human_cores
 
 
 @pytest.mark.parametrize(
