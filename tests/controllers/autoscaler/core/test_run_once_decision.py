@@ -5,9 +5,9 @@ answered done, as ``--dry-run`` does) or by answering chosen intents otherwise.
 Upstream's ``RunOnce`` (``core/static_autoscaler.go``; reference §1) decides in this order:
 ``cleanUpIfRequired`` (first loop), ``updateClusterState``, ``removeOldUnregisteredNodes``, the
 health check (an unhealthy cluster ends the loop), ``deleteCreatedNodesWithErrors``,
-``fixNodeGroupSize`` (a fix ends the loop), the scale-up, the scale-down, and — deferred, whatever
-happened — ``WriteStatusConfigMap``. kubescale's ``--enforce-node-group-min-size`` comes after
-its scale-down (module docstring of ``run_once_decision``).
+``fixNodeGroupSize`` (a fix ends the loop), the scale-up, the scale-down,
+``--enforce-node-group-min-size`` (``ScaleUpToNodeGroupMinSize``), and — deferred, whatever
+happened — ``WriteStatusConfigMap``.
 
 The worlds: node group ``ng`` (Cluster API MachineDeployment), 4-CPU nodes; pods of 3 CPU, so
 one per node (3 + 3 > 4).
