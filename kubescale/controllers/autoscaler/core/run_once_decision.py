@@ -28,15 +28,16 @@ The steps, in upstream's order (``core/static_autoscaler.go`` ``RunOnce``; refer
 7. upcoming nodes into the snapshot, ``filterOutSchedulable``, ``filterOutYoungPods``,
    ``shouldScaleUp``, the scale-up (its execution receives each resize's outcome);
 8. scale-down (the planner, the soft taints, the actuator's new deletions, consolidation),
-   in cooldown after this iteration's successful scale-up;
-9. the actuator advances the deletions in progress (drains, node deletions);
-10. ``--enforce-node-group-min-size`` (``ScaleUpToNodeGroupMinSize``), on the sizes this
-    iteration's scale-up set (received, not the snapshot's);
+   in cooldown after this iteration's successful scale-up (upstream: ``ScaleDownInCooldown``
+   once ``scaleUpStatus.Result == ScaleUpSuccessful``);
+9. the actuator advances the deletions in progress (drains, node deletions) — upstream's
+   actuator does it in its own goroutines, started by the scale-down;
+10. ``--enforce-node-group-min-size`` (``ScaleUpToNodeGroupMinSize``, the last step of
+    upstream's ``RunOnce``, after the scale-down), on the target sizes this iteration's
+    scale-up set (received from it, not the snapshot's older ones: a group is not raised
+    twice for the same missing nodes);
 11. the status ConfigMap, whatever happened (upstream's deferred ``WriteStatusConfigMap``).
 
-Steps 9 and 10 are in kubescale's order: upstream runs ``ScaleUpToNodeGroupMinSize`` right
-after the scale-up (before scale-down) and drains in the actuator's goroutines; kubescale
-advances its drains within the iteration, then enforces the min sizes, as before this module.
 The drains read the pods per node as the snapshot holds them (upstream's actuator takes the
 pods to evict from its cluster snapshot too).
 """
@@ -252,12 +253,12 @@ def _iteration(snapshot: RunOnceSnapshot, memory: RunOnceMemory, now: datetime) 
         report.stopped = "FixedNodeGroupSizes"
         return
     # 7. scale-up
-    raised = yield from _scale_up(snapshot, memory, now, resized)
-    not_started, pending, simulator = raised.not_started, raised.pending, raised.simulator
+    up = yield from _scale_up(snapshot, memory, now, resized)
+    not_started, pending, simulator = up.not_started, up.pending, up.simulator
     # 8. scale-down
     if settings.scale_down_enabled:
         step = memory.cpu_clock()
-        in_cooldown = raised.scale_down_disabled or memory.scale_down.in_cooldown(
+        in_cooldown = up.scale_down_disabled or memory.scale_down.in_cooldown(
             now, memory.last_scale_up
         )
         result = yield from memory.scale_down.decision(

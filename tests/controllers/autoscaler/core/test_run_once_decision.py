@@ -5,9 +5,9 @@ answered done, as ``--dry-run`` does) or by answering chosen intents otherwise.
 Upstream's ``RunOnce`` (``core/static_autoscaler.go``; reference §1) decides in this order:
 ``cleanUpIfRequired`` (first loop), ``updateClusterState``, ``removeOldUnregisteredNodes``, the
 health check (an unhealthy cluster ends the loop), ``deleteCreatedNodesWithErrors``,
-``fixNodeGroupSize`` (a fix ends the loop), the scale-up, the scale-down, and — deferred, whatever
-happened — ``WriteStatusConfigMap``. kubescale's ``--enforce-node-group-min-size`` comes after
-its scale-down (module docstring of ``run_once_decision``).
+``fixNodeGroupSize`` (a fix ends the loop), the scale-up, the scale-down,
+``--enforce-node-group-min-size`` (``ScaleUpToNodeGroupMinSize``), and — deferred, whatever
+happened — ``WriteStatusConfigMap``.
 
 The worlds: node group ``ng`` (Cluster API MachineDeployment), 4-CPU nodes; pods of 3 CPU, so
 one per node (3 + 3 > 4).
@@ -22,6 +22,8 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
@@ -497,3 +499,30 @@ def test_a_failing_step_still_ends_with_the_status_configmap() -> None:
     with pytest.raises(RuntimeError, match="readiness unknown"):
         drive(decision, answer)
     assert lines == [RUNNING]
+
+
+# ---------------------------------------------------------------------------- properties
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    min_size=st.integers(min_value=0, max_value=5),
+    waiting=st.integers(min_value=0, max_value=4),
+    write_status=st.booleans(),
+)
+def test_an_iteration_raises_a_group_once_to_what_it_needs_and_ends_with_the_status(
+    min_size: int, waiting: int, write_status: bool
+) -> None:
+    """ng at 1 busy node, ``waiting`` pods of 3 CPU pending (one per 4-CPU node), min size
+    ``min_size``, ``--enforce-node-group-min-size``: the iteration's resizes of ng add
+    max(waiting, min − 1, 0) nodes in all — the scale-up's 1 → 1 + waiting, then the min step
+    only what the scale-up left below the min — and the status ConfigMap, when written, is its
+    one last intent."""
+    n1, app1 = busy("n1")
+    memory = memory_of(replace(SETTINGS, write_status_configmap=write_status))
+    provider = snapshot(group(NG, min_size=min_size, nodes=[n1]))
+    intents, _ = collect_plan(decide(world(provider, [n1], [app1, *pending(waiting)]), memory, NOW))
+    added = sum(i.delta for i in intents if isinstance(i, ResizeNodeGroup) and i.group == NG)
+    assert added == max(waiting, min_size - 1, 0)
+    writes = [n for n, i in enumerate(intents) if isinstance(i, WriteConfigMap)]
+    assert writes == ([len(intents) - 1] if write_status else [])
