@@ -42,7 +42,6 @@ CONDITIONS = frozenset({"c", "cond", "condition", "old", "previous"})
 # relies on a KeyError), and object construction code (patches, the webhook's responses).
 NOT_YET_CONVERTED: dict[str, int] = {
     "controllers/autoscaler/clusterstate/status_configmap.py": 1,
-    "controllers/hpa/hpa_loop.py": 1,
 }
 
 
