@@ -62,6 +62,7 @@ from kubescale.controllers.hpa.hpa_decision import (
     MetricRead,
     ScaleRead,
     ScaleReadFailed,
+    decide,
     metrics_to_read,
     zero_settings_or_none,
 )
@@ -95,8 +96,8 @@ from kubescale.kube.resources import (
 from kubescale.kube.shared_cache import SharedCache
 from kubescale.objects.selectors import LabelSelector
 from kubescale.objects.views import Meta, meta, spec_of, status_of
-from kubescale.plans.executor import Applied, Decision, PlanExecutor
-from kubescale.plans.intents import Event, Intent, WriteStatus
+from kubescale.plans.executor import Applied, Decision, PlanExecutor, collect_plan
+from kubescale.plans.intents import Event, Intent, Plan, WriteStatus
 from kubescale.prometheus.query_api import PrometheusQueryClient
 from kubescale.runtime.component import TimelineReport
 
@@ -323,11 +324,7 @@ class HpaLoop:
         for gone in set(self._in_flight) - keys:  # its reconcile has nothing left to do
             self._in_flight[gone].cancel()
         self.metrics.num_hpas.set(len(handled))
-        self.metrics_api.begin_pass()
-        self.selection = SelectionPass(self.pods.lister.list)
-        for (ns, name), state in self.states.items():  # hpaSelectors: the selectors known
-            if state.selector is not None:
-                self.selection.own(ns, name, self.selection.select(ns, state.selector))
+        self._begin_pass()
         started: dict[_Key, asyncio.Task[None]] = {}
         for hpa in sorted(handled, key=_key):
             key = _key(hpa)
@@ -337,6 +334,43 @@ class HpaLoop:
             self._in_flight[key] = started[key] = task
             task.add_done_callback(functools.partial(self._ended, key))
         return started
+
+    def _begin_pass(self) -> None:
+        """A pass's fresh reads: the metrics APIs' per-pass answers, and the pods each HPA
+        selects (upstream's ``hpaSelectors``: the selectors known so far)."""
+        self.metrics_api.begin_pass()
+        self.selection = SelectionPass(self.pods.lister.list)
+        for (ns, name), state in self.states.items():
+            if state.selector is not None:
+                self.selection.own(ns, name, self.selection.select(ns, state.selector))
+
+    async def plan(self, now: datetime) -> Plan:
+        """The plan this loop would make now for every handled HPA, in key order: each one's
+        snapshot read (:meth:`read`) and decided on its memory, every intent answered done and
+        nothing sent. The memory is left as it is -- but for a predictive HPA's demand sample,
+        recorded as a reconcile records it."""
+        handled = sorted(
+            (h for h in self.hpas.lister.list() if handles(h, self.settings)), key=_key
+        )
+        self._begin_pass()
+        plan: Plan = []
+        for shared in handled:
+            hpa = _working_copy(shared)
+            try:
+                spec = parse_hpa(hpa)
+            except HpaSpecError as err:
+                plan.append(_invalid_spec(hpa, err))
+                continue
+            kept = self.states.get(_key(hpa)) or _State(memory=HpaMemory(first_seen=now))
+            state = _State(memory=kept.memory, selector=kept.selector)  # a copy: nothing moves
+            deadline = _Deadline(self.clock, self.settings.reconcile_timeout.total_seconds())
+            try:
+                snapshot = await self.read(_Reconcile(hpa, spec, now, deadline), state)
+            finally:
+                deadline.close()
+            intents, _ = collect_plan(decide(snapshot, state.memory, now, settings=self.settings))
+            plan.extend(intents)
+        return plan
 
     async def _work(self, hpa: Mapping[str, Any], now: datetime) -> None:
         async with self._workers:  # --concurrent-horizontal-pod-autoscaler-syncs
@@ -384,10 +418,7 @@ class HpaLoop:
         HpaDecision`, pure), and apply the decision's intents through the executor as it
         yields them (:meth:`_drive`)."""
         started = self.client.clock.monotonic()
-        # the cached object is read-only: a shallow copy, the status is rebuilt, never mutated
-        hpa = dict(shared)
-        hpa.setdefault("apiVersion", _HPA_API_VERSION)
-        hpa.setdefault("kind", "HorizontalPodAutoscaler")
+        hpa = _working_copy(shared)
         key = _key(hpa)
         state = self.states.setdefault(key, _State())
         if state.memory.first_seen is None:
@@ -396,15 +427,7 @@ class HpaLoop:
         try:
             spec = parse_hpa(hpa)
         except HpaSpecError as err:
-            self.executor.note(
-                Event(
-                    actor=ACTOR,
-                    involved=hpa,
-                    type="Warning",
-                    reason="InvalidSpec",
-                    message=str(err),
-                )
-            )
+            self.executor.note(_invalid_spec(hpa, err))
             self._observe(started, "none", "spec")
             return
         deadline = _Deadline(self.clock, self.settings.reconcile_timeout.total_seconds())
@@ -588,6 +611,19 @@ class HpaLoop:
         if kind != "ReplicaSet":
             return None
         return self.informers.informer(REPLICA_SETS).lister.get(name, namespace)
+
+
+def _working_copy(shared: Mapping[str, Any]) -> dict[str, Any]:
+    """The cached object is read-only: a shallow copy, whose status is rebuilt, never
+    mutated."""
+    hpa = dict(shared)
+    hpa.setdefault("apiVersion", _HPA_API_VERSION)
+    hpa.setdefault("kind", "HorizontalPodAutoscaler")
+    return hpa
+
+
+def _invalid_spec(hpa: Mapping[str, Any], err: HpaSpecError) -> Event:
+    return Event(actor=ACTOR, involved=hpa, type="Warning", reason="InvalidSpec", message=str(err))
 
 
 def _key(hpa: Mapping[str, Any]) -> tuple[str, str]:
