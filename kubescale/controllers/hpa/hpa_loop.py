@@ -17,20 +17,23 @@ each key at the sync period, served by ``--concurrent-horizontal-pod-autoscaler-
   ``FailedGet*Metric``, ``FailedRescale`` — a rescale whose outcome is unknown counts as done);
   its status is then written under a deadline of its own.
 
-One reconcile (reference §2.1):
+One reconcile (reference §2.1) is read → decide → apply:
 
-1. resolve ``scaleTargetRef`` (:mod:`.scale_targets`) and GET ``/scale``; failure →
-   ``AbleToScale=False/FailedGetScale`` and the event, status written, done;
-2. seed the recommendation history on first sight; ``current == 0`` with ``minReplicas > 0``
-   → ``ScalingDisabled``; above max / below min → clamp without reading metrics;
-3. otherwise validate the scale's selector (``SelectorRequired``, ``InvalidSelector``,
-   ``AmbiguousSelector`` against the selectors of the other HPAs reconciled so far), fetch
-   every metric (:mod:`.metrics_sources`), compute the proposals (:mod:`.metric_proposals`)
-   and decide (:mod:`.replica_decision`, pure: the largest proposal, normalized by
-   :mod:`.normalization`); no usable answer → ``FailedComputeMetricsReplicas`` and the
-   status, done;
-4. rescale through ``/scale`` when the count changes (``SuccessfulRescale`` / ``FailedRescale``);
-5. write the status only when it changed.
+1. **read** (:meth:`HpaLoop.read`) the snapshot (:class:`~.hpa_decision.HpaSnapshot`):
+   resolve ``scaleTargetRef`` (:mod:`.scale_targets`) and read ``/scale``; when the metrics
+   decide (the count within ``[minReplicas, maxReplicas]``,
+   :func:`~.hpa_decision.metrics_to_read`), the pods of the scale's selector
+   (``SelectorRequired``, ``InvalidSelector``, ``AmbiguousSelector`` against the selectors of
+   the other HPAs of the pass) and every metric (:mod:`.metrics_sources`). A read that fails
+   is kept as upstream's failure, for the decision to report;
+2. **decide** (:class:`~.hpa_decision.HpaDecision`, pure: no client, no await) on the snapshot
+   and the HPA's memory, in upstream's order: ``FailedGetScale``; ``ScalingDisabled`` or the
+   clamp into ``[min, max]``; the proposals (:mod:`.metric_proposals`) and their
+   normalization (:mod:`.replica_decision`, :mod:`.normalization`); the ``Scale``; the status
+   (written only when it changed, also after a failed rescale); the events;
+3. **apply**: the loop drives the decision, each intent through the executor under the
+   reconcile's deadline, each outcome sent back (the status write follows the ``Scale``'s
+   outcome), and keeps the memory the decision returns.
 
 The kubescale additions hook in at step 3: scale to/from zero (:mod:`.scale_to_zero`),
 PromQL External metrics (:class:`~.metrics_sources.PromQLSource`), predictive scale-up
