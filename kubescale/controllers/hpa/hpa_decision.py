@@ -183,6 +183,8 @@ class HpaOutcome:
     """``desired_replicas`` (None: not set, the reconcile ended early)."""
     rescaled: str = ""
     """The ``SuccessfulRescale`` message (empty: no rescale)."""
+    reason: str = ""
+    """The rescale's reason."""
     previous: int = 0
     computations: tuple[MetricComputation, ...] = ()
 
@@ -273,7 +275,13 @@ class HpaDecision:
             self.error_label = "internal"
 
     def _outcome(
-        self, action: str, *, desired: int | None = None, rescaled: str = "", previous: int = 0
+        self,
+        action: str,
+        *,
+        desired: int | None = None,
+        rescaled: str = "",
+        reason: str = "",
+        previous: int = 0,
     ) -> HpaOutcome:
         return HpaOutcome(
             memory=self.memory,
@@ -281,6 +289,7 @@ class HpaDecision:
             error_label=self.error_label,
             desired=desired,
             rescaled=rescaled,
+            reason=reason,
             previous=previous,
             computations=tuple(self._computations),
         )
@@ -402,6 +411,7 @@ class HpaDecision:
             action_label(current, desired) if rescale else "none",
             desired=desired,
             rescaled=message,
+            reason=reason,
             previous=current,
         )
 

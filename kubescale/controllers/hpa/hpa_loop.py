@@ -351,7 +351,8 @@ class HpaLoop:
         """The plan this loop would make now for every handled HPA, in key order: each one's
         snapshot read (:meth:`read`) and decided on its memory, every intent answered done and
         nothing sent. The memory is left as it is -- but for a predictive HPA's demand sample,
-        recorded as a reconcile records it."""
+        recorded as a reconcile records it. Not while a pass runs: it starts a pass's reads
+        afresh (the metrics APIs' answers, the selectors)."""
         handled = sorted(
             (h for h in self.hpas.lister.list() if handles(h, self.settings)), key=_key
         )
@@ -507,7 +508,7 @@ class HpaLoop:
                     "hpa": f"{spec.namespace}/{spec.name}",
                     "old": outcome.previous,
                     "new": outcome.desired,
-                    "reason": outcome.rescaled.partition("; reason: ")[2],
+                    "reason": outcome.reason,
                 }
             },
         )
