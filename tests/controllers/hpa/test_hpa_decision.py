@@ -23,6 +23,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kubescale.controllers.hpa.hpa_config import HpaSettings
 from kubescale.controllers.hpa.hpa_decision import (
@@ -42,8 +44,9 @@ from kubescale.controllers.hpa.replica_calculator import PodMetric
 from kubescale.coordination.disruption_ledger import WriteOutcome, WriteResult, write_outcome
 from kubescale.kube.errors import KubeApiError
 from kubescale.kube.resources import DEPLOYMENTS
+from kubescale.objects.views import status_of
 from kubescale.plans.executor import Applied, Decision, collect_plan
-from kubescale.plans.intents import describe
+from kubescale.plans.intents import Intent, Scale, WriteStatus, describe
 from tests.builders.hpas import hpa, resource_metric, scale_target_ref
 from tests.builders.pods import pod
 
@@ -456,3 +459,48 @@ def test_a_failed_status_write_is_an_event() -> None:
     with pytest.raises(StopIteration) as stop:
         decision.send(Applied(WriteResult(WriteOutcome.DONE)))
     assert stop.value.value.error_label == "internal"
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    usage=st.integers(min_value=0, max_value=5_000_000),
+    seconds_ago=st.integers(min_value=0, max_value=900),
+    remembered=st.integers(min_value=1, max_value=20),
+    refused=st.booleans(),
+)
+def test_every_plan_keeps_upstreams_order(
+    usage: int, seconds_ago: int, remembered: int, refused: bool
+) -> None:
+    """For any usage and remembered recommendation, the plan is upstream's sequence: at most one
+    ``Scale``, to a count within ``[minReplicas, maxReplicas]`` = [1, 20]; exactly one status
+    write, after the ``Scale`` and its event; the desired count written is the ``Scale``'s when
+    it was done, the current one when nothing scaled; a refused ``Scale`` writes no desired
+    count (``setCurrentReplicasAndMetricsInStatus``)."""
+    decision = decide(
+        snapshot(per_pod(usage)), history(remembered, seconds_ago), NOW, settings=SETTINGS
+    )
+    intents: list[Intent] = []
+    try:
+        intent = next(decision)
+        while True:
+            intents.append(intent)
+            if refused and isinstance(intent, Scale):
+                answer = WriteResult(write_outcome(FORBIDDEN), FORBIDDEN)
+            else:
+                answer = WriteResult(WriteOutcome.DONE)
+            intent = decision.send(Applied(answer))
+    except StopIteration:
+        pass
+    kinds = [type(i).__name__ for i in intents]
+    scales = [i for i in intents if isinstance(i, Scale)]
+    [status] = [i for i in intents if isinstance(i, WriteStatus)]
+    assert len(scales) <= 1
+    written = status_of(status.body)
+    if scales:
+        assert 1 <= scales[0].replicas <= 20
+        assert kinds[:3] == ["Scale", "Event", "WriteStatus"]
+        expected = 0 if refused else scales[0].replicas
+        assert written["desiredReplicas"] == expected
+    else:
+        assert kinds == ["WriteStatus"]
+        assert written["desiredReplicas"] == written["currentReplicas"] == PODS
