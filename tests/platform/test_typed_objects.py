@@ -41,7 +41,6 @@ CONDITIONS = frozenset({"c", "cond", "condition", "old", "previous"})
 # kept apart from ``or {}`` because None and {} differ there, ``obj["metadata"]["name"]`` that
 # relies on a KeyError), and object construction code (patches, the webhook's responses).
 NOT_YET_CONVERTED: dict[str, int] = {
-    "controllers/hpa/hpa_loop.py": 1,
 }
 
 

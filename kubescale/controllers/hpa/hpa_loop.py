@@ -17,20 +17,23 @@ each key at the sync period, served by ``--concurrent-horizontal-pod-autoscaler-
   ``FailedGet*Metric``, ``FailedRescale`` — a rescale whose outcome is unknown counts as done);
   its status is then written under a deadline of its own.
 
-One reconcile (reference §2.1):
+One reconcile (reference §2.1) is read → decide → apply:
 
-1. resolve ``scaleTargetRef`` (:mod:`.scale_targets`) and GET ``/scale``; failure →
-   ``AbleToScale=False/FailedGetScale`` and the event, status written, done;
-2. seed the recommendation history on first sight; ``current == 0`` with ``minReplicas > 0``
-   → ``ScalingDisabled``; above max / below min → clamp without reading metrics;
-3. otherwise validate the scale's selector (``SelectorRequired``, ``InvalidSelector``,
-   ``AmbiguousSelector`` against the selectors of the other HPAs reconciled so far), fetch
-   every metric (:mod:`.metrics_sources`), compute the proposals (:mod:`.metric_proposals`)
-   and decide (:mod:`.replica_decision`, pure: the largest proposal, normalized by
-   :mod:`.normalization`); no usable answer → ``FailedComputeMetricsReplicas`` and the
-   status, done;
-4. rescale through ``/scale`` when the count changes (``SuccessfulRescale`` / ``FailedRescale``);
-5. write the status only when it changed.
+1. **read** (:meth:`HpaLoop.read`) the snapshot (:class:`~.hpa_decision.HpaSnapshot`):
+   resolve ``scaleTargetRef`` (:mod:`.scale_targets`) and read ``/scale``; when the metrics
+   decide (the count within ``[minReplicas, maxReplicas]``,
+   :func:`~.hpa_decision.metrics_to_read`), the pods of the scale's selector
+   (``SelectorRequired``, ``InvalidSelector``, ``AmbiguousSelector`` against the selectors of
+   the other HPAs of the pass) and every metric (:mod:`.metrics_sources`). A read that fails
+   is kept as upstream's failure, for the decision to report;
+2. **decide** (:class:`~.hpa_decision.HpaDecision`, pure: no client, no await) on the snapshot
+   and the HPA's memory, in upstream's order: ``FailedGetScale``; ``ScalingDisabled`` or the
+   clamp into ``[min, max]``; the proposals (:mod:`.metric_proposals`) and their
+   normalization (:mod:`.replica_decision`, :mod:`.normalization`); the ``Scale``; the status
+   (written only when it changed, also after a failed rescale); the events;
+3. **apply**: the loop drives the decision, each intent through the executor under the
+   reconcile's deadline, each outcome sent back (the status write follows the ``Scale``'s
+   outcome), and keeps the memory the decision returns.
 
 The kubescale additions hook in at step 3: scale to/from zero (:mod:`.scale_to_zero`),
 PromQL External metrics (:class:`~.metrics_sources.PromQLSource`), predictive scale-up
@@ -45,7 +48,7 @@ import contextlib
 import functools
 import inspect
 from collections.abc import Awaitable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Final, TypeVar
 
@@ -53,20 +56,22 @@ from kubescale.base.clock import Clock
 from kubescale.base.logs import component_logger
 from kubescale.base.tasks import cancel_and_wait
 from kubescale.controllers.hpa.hpa_config import CONTROLLER_ANNOTATION, HpaSettings
-from kubescale.controllers.hpa.hpa_metrics import HpaMetrics, action_label
+from kubescale.controllers.hpa.hpa_decision import (
+    ACTOR,
+    HpaDecision,
+    HpaMemory,
+    HpaOutcome,
+    HpaSnapshot,
+    MetricRead,
+    ScaleRead,
+    ScaleReadFailed,
+    decide,
+    metrics_to_read,
+    zero_settings_or_none,
+)
+from kubescale.controllers.hpa.hpa_metrics import HpaMetrics
 from kubescale.controllers.hpa.hpa_spec import HpaSpec, HpaSpecError, MetricSpec, parse_hpa
-from kubescale.controllers.hpa.hpa_status import (
-    ABLE_TO_SCALE,
-    SCALING_ACTIVE,
-    set_condition,
-)
-from kubescale.controllers.hpa.metric_proposals import (
-    Fetched,
-    MetricOutcome,
-    ReplicaInputs,
-    compute_metric,
-    compute_metrics,
-)
+from kubescale.controllers.hpa.metric_proposals import Fetched
 from kubescale.controllers.hpa.metrics_sources import (
     MetricFetcher,
     MetricsApiClient,
@@ -74,35 +79,17 @@ from kubescale.controllers.hpa.metrics_sources import (
     fetch_timed_out,
     promql_queries,
 )
-from kubescale.controllers.hpa.normalization import (
-    ScalingHistory,
-    initial_history,
-    store_scale_event,
-)
 from kubescale.controllers.hpa.pod_selection import SelectionPass, select_pods
-from kubescale.controllers.hpa.predictive import DemandHistory, demand_of, predictive_settings
-from kubescale.controllers.hpa.replica_calculator import Tolerances
-from kubescale.controllers.hpa.replica_decision import (
-    decide_at_zero,
-    decide_replicas,
-    failed_metrics,
-)
+from kubescale.controllers.hpa.predictive import DemandHistory
 from kubescale.controllers.hpa.scale_targets import (
     CACHED_WORKLOADS,
     ScaleTargetError,
     ScaleTargets,
 )
-from kubescale.controllers.hpa.scale_to_zero import (
-    ZeroSettings,
-    activation_value,
-    decide_zero,
-    is_active,
-    zero_settings,
-)
 from kubescale.coordination.brain import brain_of
+from kubescale.coordination.disruption_ledger import WriteResult, write_outcome
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError, KubeTransportError
-from kubescale.kube.event_correlation import format_time
 from kubescale.kube.events import EventRecorder
 from kubescale.kube.resources import (
     HORIZONTAL_POD_AUTOSCALERS,
@@ -110,12 +97,10 @@ from kubescale.kube.resources import (
     REPLICA_SETS,
 )
 from kubescale.kube.shared_cache import SharedCache
-from kubescale.objects.selectors import (
-    LabelSelector,
-)
-from kubescale.objects.views import Meta, spec_of, status_of
-from kubescale.plans.executor import PlanExecutor
-from kubescale.plans.intents import Event, ObjectRef, Scale, WriteStatus
+from kubescale.objects.selectors import LabelSelector
+from kubescale.objects.views import Meta, meta, spec_of, status_of
+from kubescale.plans.executor import Applied, Decision, PlanExecutor, collect_plan
+from kubescale.plans.intents import Event, Intent, Plan, WriteStatus
 from kubescale.prometheus.query_api import PrometheusQueryClient
 from kubescale.runtime.component import TimelineReport
 
@@ -124,8 +109,6 @@ __all__ = ["DEADLINE_EXCEEDED", "LOOP_NAME", "DeadlineExceeded", "HpaLoop", "han
 log = component_logger("hpa-controller")
 
 LOOP_NAME: Final = "hpa-controller"
-ACTOR: Final = "horizontal-pod-autoscaler"
-"""The controller's name on its intents (upstream's event source)."""
 _MAX_REPORTS: Final = 1000
 _HPA_API_VERSION: Final = "autoscaling/v2"
 DEADLINE_EXCEEDED: Final = "context deadline exceeded"
@@ -216,24 +199,22 @@ def handles(hpa: Mapping[str, Any], settings: HpaSettings) -> bool:
 
 @dataclass
 class _State:
-    """What the loop remembers about one HPA between reconciles."""
+    """What the loop keeps about one HPA between reconciles: the decision's memory, and the
+    selector last read (upstream's ``hpaSelectors``: each pass starts knowing which pods every
+    HPA selects, for ``AmbiguousSelector``)."""
 
-    history: ScalingHistory | None = None
+    memory: HpaMemory = field(default_factory=HpaMemory)
     selector: LabelSelector | None = None
-    first_seen: datetime | None = None
-    last_active: datetime | None = None
-    demand: DemandHistory | None = None
 
 
 @dataclass
 class _Reconcile:
-    """One reconcile's working copy of the status."""
+    """One reconcile: the HPA (a copy), its spec, and the deadline its reads and writes run
+    under."""
 
     hpa: dict[str, Any]
     spec: HpaSpec
     now: datetime
-    conditions: list[dict[str, Any]] = field(default_factory=list)
-    error_label: str = "none"
     deadline: _Deadline | None = None
 
     async def call(self, awaitable: Awaitable[_T]) -> _T:
@@ -241,11 +222,6 @@ class _Reconcile:
         if self.deadline is None:
             return await awaitable
         return await self.deadline.call(awaitable)
-
-    def condition(self, type: str, status: bool, reason: str, message: str) -> None:
-        self.conditions = set_condition(
-            self.conditions, type=type, status=status, reason=reason, message=message, now=self.now
-        )
 
 
 class HpaLoop:
@@ -320,9 +296,11 @@ class HpaLoop:
     def demand_history(self, namespace: str, name: str) -> DemandHistory:
         """The predictive demand history of one HPA (created empty on first use)."""
         state = self.states.setdefault((namespace, name), _State())
-        if state.demand is None:
-            state.demand = DemandHistory()
-        return state.demand
+        demand = state.memory.demand
+        if demand is None:
+            demand = DemandHistory()
+            state.memory = replace(state.memory, demand=demand)
+        return demand
 
     async def wait_for_resource_version(self, resource_version: str, *, within: float) -> bool:
         return await self.cache.wait_for_resource_version(resource_version, within=within)
@@ -349,11 +327,7 @@ class HpaLoop:
         for gone in set(self._in_flight) - keys:  # its reconcile has nothing left to do
             self._in_flight[gone].cancel()
         self.metrics.num_hpas.set(len(handled))
-        self.metrics_api.begin_pass()
-        self.selection = SelectionPass(self.pods.lister.list)
-        for (ns, name), state in self.states.items():  # hpaSelectors: the selectors known
-            if state.selector is not None:
-                self.selection.own(ns, name, self.selection.select(ns, state.selector))
+        self._begin_pass()
         started: dict[_Key, asyncio.Task[None]] = {}
         for hpa in sorted(handled, key=_key):
             key = _key(hpa)
@@ -363,6 +337,44 @@ class HpaLoop:
             self._in_flight[key] = started[key] = task
             task.add_done_callback(functools.partial(self._ended, key))
         return started
+
+    def _begin_pass(self) -> None:
+        """A pass's fresh reads: the metrics APIs' per-pass answers, and the pods each HPA
+        selects (upstream's ``hpaSelectors``: the selectors known so far)."""
+        self.metrics_api.begin_pass()
+        self.selection = SelectionPass(self.pods.lister.list)
+        for (ns, name), state in self.states.items():
+            if state.selector is not None:
+                self.selection.own(ns, name, self.selection.select(ns, state.selector))
+
+    async def plan(self, now: datetime) -> Plan:
+        """The plan this loop would make now for every handled HPA, in key order: each one's
+        snapshot read (:meth:`read`) and decided on its memory, every intent answered done and
+        nothing sent. The memory is left as it is -- but for a predictive HPA's demand sample,
+        recorded as a reconcile records it. Not while a pass runs: it starts a pass's reads
+        afresh (the metrics APIs' answers, the selectors)."""
+        handled = sorted(
+            (h for h in self.hpas.lister.list() if handles(h, self.settings)), key=_key
+        )
+        self._begin_pass()
+        plan: Plan = []
+        for shared in handled:
+            hpa = _working_copy(shared)
+            try:
+                spec = parse_hpa(hpa)
+            except HpaSpecError as err:
+                plan.append(_invalid_spec(hpa, err))
+                continue
+            kept = self.states.get(_key(hpa)) or _State(memory=HpaMemory(first_seen=now))
+            state = _State(memory=kept.memory, selector=kept.selector)  # a copy: nothing moves
+            deadline = _Deadline(self.clock, self.settings.reconcile_timeout.total_seconds())
+            try:
+                snapshot = await self.read(_Reconcile(hpa, spec, now, deadline), state)
+            finally:
+                deadline.close()
+            intents, _ = collect_plan(decide(snapshot, state.memory, now, settings=self.settings))
+            plan.extend(intents)
+        return plan
 
     async def _work(self, hpa: Mapping[str, Any], now: datetime) -> None:
         async with self._workers:  # --concurrent-horizontal-pod-autoscaler-syncs
@@ -406,62 +418,63 @@ class HpaLoop:
     # --- one reconcile ------------------------------------------------------------------------
 
     async def reconcile(self, shared: Mapping[str, Any], now: datetime) -> None:
+        """One HPA: read its snapshot (:meth:`read`), decide (:class:`~.hpa_decision.
+        HpaDecision`, pure), and apply the decision's intents through the executor as it
+        yields them (:meth:`_drive`)."""
         started = self.client.clock.monotonic()
-        # the cached object is read-only: a shallow copy, the status is rebuilt, never mutated
-        hpa = dict(shared)
-        hpa.setdefault("apiVersion", _HPA_API_VERSION)
-        hpa.setdefault("kind", "HorizontalPodAutoscaler")
+        hpa = _working_copy(shared)
         key = _key(hpa)
         state = self.states.setdefault(key, _State())
-        if state.first_seen is None:
-            state.first_seen = now
-        original_status: Mapping[str, Any] = status_of(hpa)
-        action = "none"
+        if state.memory.first_seen is None:
+            state.memory = replace(state.memory, first_seen=now)
+        action, error_label = "none", "none"
         try:
             spec = parse_hpa(hpa)
         except HpaSpecError as err:
-            self._event(hpa, "Warning", "InvalidSpec", str(err))
+            self.executor.note(_invalid_spec(hpa, err))
             self._observe(started, "none", "spec")
             return
         deadline = _Deadline(self.clock, self.settings.reconcile_timeout.total_seconds())
-        run = _Reconcile(
-            hpa=hpa,
-            spec=spec,
-            now=now,
-            conditions=list(original_status.get("conditions") or []),
-            deadline=deadline,
-        )
+        run = _Reconcile(hpa=hpa, spec=spec, now=now, deadline=deadline)
+        decision: HpaDecision | None = None
         try:
-            action = await self._reconcile(run, state, original_status)
+            snapshot = await self.read(run, state)
+            decision = HpaDecision(snapshot, state.memory, now, settings=self.settings)
+            outcome = await self._drive(run, decision.decide())
+            state.memory = outcome.memory
+            action, error_label = outcome.action, outcome.error_label
+            self._report(snapshot, outcome)
         except asyncio.CancelledError:
             raise
         except KubeError as err:
-            run.error_label = "internal"
+            error_label = "internal"
             log.warning(
                 "reconcile failed", extra={"fields": {"hpa": "/".join(key), "error": str(err)}}
             )
         except Exception as err:  # a bug, or an answer nothing above expected
             # this HPA's failure only: its condition and event, the other HPAs go on
-            run.error_label = "internal"
+            error_label = "internal"
             log.exception("reconcile failed", extra={"fields": {"hpa": "/".join(key)}})
-            await self._internal_failure(run, f"internal error: {type(err).__name__}: {err}")
+            if decision is None:  # the reads raised: nothing decided yet
+                decision = HpaDecision(
+                    HpaSnapshot(hpa=hpa, spec=spec, scale=ScaleReadFailed(message="")),
+                    state.memory,
+                    now,
+                    settings=self.settings,
+                )
+            await self._internal_failure(
+                run, decision, f"internal error: {type(err).__name__}: {err}"
+            )
         finally:
             deadline.close()
         self.reconciled += 1
-        self._observe(started, action, run.error_label)
+        self._observe(started, action, error_label)
 
-    async def _internal_failure(self, run: _Reconcile, text: str) -> None:
-        """``ScalingActive=False`` and a ``FailedComputeMetricsReplicas`` event for a reconcile
-        that raised; the status written as far as the API server takes it."""
-        self._event(run.hpa, "Warning", "FailedComputeMetricsReplicas", text)
-        run.condition(
-            SCALING_ACTIVE,
-            False,
-            "FailedComputeMetricsReplicas",
-            f"the HPA was unable to compute the replica count: {text}",
-        )
+    async def _internal_failure(self, run: _Reconcile, decision: HpaDecision, text: str) -> None:
+        """A reconcile that raised: its decision's :meth:`~.hpa_decision.HpaDecision.
+        internal_failure` plan, the status written as far as the API server takes it."""
         try:
-            await self._write_status(run, status_of(run.hpa), self._status(run.hpa, run))
+            await self._drive(run, decision.internal_failure(text))
         except asyncio.CancelledError:
             raise
         except Exception:  # the write path itself is what failed: the log has it already
@@ -472,13 +485,71 @@ class HpaLoop:
         self.metrics.reconciliations.labels(action, error).inc()
         self.metrics.reconciliation_duration.labels(action, error).observe(max(0.0, elapsed))
 
-    async def _reconcile(
-        self, run: _Reconcile, state: _State, original_status: Mapping[str, Any]
-    ) -> str:
-        spec, hpa, now = run.spec, run.hpa, run.now
-        reference = f"{spec.target_kind}/{spec.namespace}/{spec.target_name}"
+    def _report(self, snapshot: HpaSnapshot, outcome: HpaOutcome) -> None:
+        """The decision's metrics, timeline entry and log line."""
+        spec = snapshot.spec
+        for computed in outcome.computations:
+            labels = (computed.action, computed.error, computed.type)
+            self.metrics.metric_computation.labels(*labels).inc()
+            self.metrics.metric_computation_duration.labels(*labels).observe(computed.seconds)
+        if isinstance(snapshot.scale, ScaleReadFailed):
+            reference = f"{spec.target_kind}/{spec.namespace}/{spec.target_name}"
+            log.info("failed to query scale subresource", extra={"fields": {"target": reference}})
+        if outcome.desired is not None:
+            self.metrics.desired_replicas.labels(spec.namespace, spec.name).set(outcome.desired)
+        if not outcome.rescaled:
+            return
+        if len(self._reports) < _MAX_REPORTS:
+            self._reports.append(("hpa-rescale", f"{spec.namespace}/{spec.name}", outcome.rescaled))
+        log.info(
+            "successful rescale",
+            extra={
+                "fields": {
+                    "hpa": f"{spec.namespace}/{spec.name}",
+                    "old": outcome.previous,
+                    "new": outcome.desired,
+                    "reason": outcome.reason,
+                }
+            },
+        )
+
+    # --- applying a decision --------------------------------------------------------------------
+
+    async def _drive(self, run: _Reconcile, decision: Decision[_T]) -> _T:
+        """Run ``decision``: each intent it yields applied (:meth:`_apply`), its outcome sent
+        back; its return value."""
         try:
-            scale, resource = await run.call(
+            intent = next(decision)
+            while True:
+                intent = decision.send(await self._apply(run, intent))
+        except StopIteration as stop:
+            result: _T = stop.value
+            return result
+
+    async def _apply(self, run: _Reconcile, intent: Intent) -> Applied:
+        """One intent through the executor, under the reconcile's deadline: past it the write's
+        outcome is unknown (:class:`DeadlineExceeded`: no answer). The status write gets a
+        deadline of its own: the status tells what happened to the steps that timed out."""
+        if isinstance(intent, Event):
+            return self.executor.note(intent)
+        if isinstance(intent, WriteStatus) and run.deadline is not None:
+            run.deadline.restart()
+        try:
+            return await run.call(self.executor.execute(intent, now=run.now))
+        except KubeError as err:
+            return Applied(WriteResult(write_outcome(err), err))
+
+    # --- reading ---------------------------------------------------------------------------------
+
+    async def read(self, run: _Reconcile, state: _State) -> HpaSnapshot:
+        """The snapshot one reconcile decides on: the target's Scale, then — when the metrics
+        decide (:func:`~.hpa_decision.metrics_to_read`) — the selector's pods and every metric.
+        A failed read is kept as its failure (:class:`~.hpa_decision.ScaleReadFailed`, a
+        metric's ``FetchError``); a read past the reconcile's deadline fails with
+        "context deadline exceeded"."""
+        spec, hpa = run.spec, run.hpa
+        try:
+            answer, resource = await run.call(
                 self.targets.current_scale(
                     spec.target_api_version,
                     spec.target_kind,
@@ -489,255 +560,44 @@ class HpaLoop:
             )
         except (ScaleTargetError, KubeError) as err:
             text = err.message if isinstance(err, KubeApiError) else str(err)
-            run.error_label = "spec" if isinstance(err, ScaleTargetError) else "internal"
-            self._event(hpa, "Warning", "FailedGetScale", text)
-            run.condition(
-                ABLE_TO_SCALE,
-                False,
-                "FailedGetScale",
-                f"the HPA controller was unable to get the target's current scale: {text}",
-            )
-            await self._write_status(run, original_status, self._status(hpa, run))
-            log.info("failed to query scale subresource", extra={"fields": {"target": reference}})
-            return "none"
-        run.condition(
-            ABLE_TO_SCALE,
-            True,
-            "SucceededGetScale",
-            "the HPA controller was able to get the target's current scale",
+            failed = ScaleReadFailed(message=text, spec_error=isinstance(err, ScaleTargetError))
+            return HpaSnapshot(hpa=hpa, spec=spec, scale=failed)
+        scale = ScaleRead(
+            replicas=int(spec_of(answer).get("replicas") or 0),
+            status_replicas=int(status_of(answer).get("replicas") or 0),
+            resource=resource,
+            selector=str(status_of(answer).get("selector") or ""),
+            uid=meta(answer).uid,
         )
-        current = int(spec_of(scale).get("replicas") or 0)
-        status_replicas = int(status_of(scale).get("replicas") or 0)
-        if state.history is None:
-            state.history = initial_history(current, now)
-        try:
-            zero = zero_settings(hpa)
-        except HpaSpecError as err:
-            self._event(hpa, "Warning", "InvalidSpec", str(err))
-            zero = None
-        min_replicas = spec.min_replicas
-        desired = 0
-        reason = ""
-        statuses: list[dict[str, Any]] | None = None
-        rescale = True
-        if current == 0 and min_replicas != 0 and zero is None:
-            rescale = False
-            run.condition(
-                SCALING_ACTIVE,
-                False,
-                "ScalingDisabled",
-                "scaling is disabled since the replica count of the target is zero",
-            )
-        elif current > spec.max_replicas:
-            reason, desired = "Current number of replicas above Spec.MaxReplicas", spec.max_replicas
-        elif current < min_replicas and not (zero is not None and current == 0):
-            reason, desired = "Current number of replicas below Spec.MinReplicas", min_replicas
-        else:
-            computed = await self._compute(
-                run, state, scale, current=current, status_replicas=status_replicas, zero=zero
-            )
-            if computed is None:
-                return "none"
-            desired, reason, statuses = computed
-            rescale = desired != current
-        if rescale:
-            failure: KubeError | None
-            try:
-                applied = await run.call(
-                    self.executor.execute(
-                        Scale(
-                            actor=ACTOR,
-                            target=ObjectRef(resource, spec.namespace, spec.target_name),
-                            replicas=desired,
-                        ),
-                        now=now,
-                    )
-                )
-                failure = applied.error
-            except KubeError as err:
-                failure = err
-            if failure is not None:
-                text = failure.message if isinstance(failure, KubeApiError) else str(failure)
-                run.error_label = "internal"
-                self._event(
-                    hpa,
-                    "Warning",
-                    "FailedRescale",
-                    f"New size: {desired}; reason: {reason}; error: {text}",
-                )
-                run.condition(
-                    ABLE_TO_SCALE,
-                    False,
-                    "FailedUpdateScale",
-                    f"the HPA controller was unable to update the target scale: {text}",
-                )
-                if not isinstance(failure, KubeApiError) or failure.code >= 500:
-                    # outcome unknown: count it for the rate limits until proven otherwise
-                    state.history = store_scale_event(
-                        state.history, spec.behavior, previous=current, new=desired, now=now
-                    )
-                status = self._status(hpa, run)
-                status["currentReplicas"] = current
-                if statuses is not None:
-                    status["currentMetrics"] = statuses
-                await self._write_status(run, original_status, status)
-                return "none"
-            run.condition(
-                ABLE_TO_SCALE,
-                True,
-                "SucceededRescale",
-                f"the HPA controller was able to update the target scale to {desired}",
-            )
-            message = f"New size: {desired}; reason: {reason}"
-            self._event(hpa, "Normal", "SuccessfulRescale", message)
-            if len(self._reports) < _MAX_REPORTS:
-                self._reports.append(("hpa-rescale", f"{spec.namespace}/{spec.name}", message))
-            state.history = store_scale_event(
-                state.history, spec.behavior, previous=current, new=desired, now=now
-            )
-            log.info(
-                "successful rescale",
-                extra={
-                    "fields": {
-                        "hpa": f"{spec.namespace}/{spec.name}",
-                        "old": current,
-                        "new": desired,
-                        "reason": reason,
-                    }
-                },
-            )
-        else:
-            desired = current
-        self.metrics.desired_replicas.labels(spec.namespace, spec.name).set(desired)
-        status = self._status(hpa, run)
-        status["currentReplicas"] = current
-        status["desiredReplicas"] = desired
-        if statuses is not None:
-            status["currentMetrics"] = statuses
-        else:
-            status.pop("currentMetrics", None)
-        if rescale:
-            status["lastScaleTime"] = format_time(now)
-        await self._write_status(run, original_status, status)
-        return action_label(current, desired) if rescale else "none"
-
-    # --- metrics --------------------------------------------------------------------------------
-
-    async def _compute(
-        self,
-        run: _Reconcile,
-        state: _State,
-        scale: Mapping[str, Any],
-        *,
-        current: int,
-        status_replicas: int,
-        zero: ZeroSettings | None,
-    ) -> tuple[int, str, list[dict[str, Any]]] | None:
-        """Step 3; None when the reconcile ended (status written)."""
-        spec, hpa, now = run.spec, run.hpa, run.now
-        selector_text = str(status_of(scale).get("selector") or "")
-        pods = await self._selected_pods(run, state, selector_text, scale)
-        if pods is None:
-            return None
-        tolerances = self._tolerances(spec)
-        inputs = ReplicaInputs(
-            spec_replicas=current,
-            status_replicas=status_replicas,
-            pods=pods,
-            tolerances=tolerances,
-            cpu_initialization_period=self.settings.cpu_initialization_period,
-            initial_readiness_delay=self.settings.initial_readiness_delay,
-            now=now,
+        wanted = metrics_to_read(spec, scale.replicas, zero_settings_or_none(hpa))
+        if wanted is None:
+            return HpaSnapshot(hpa=hpa, spec=spec, scale=scale)
+        pods = select_pods(
+            self.selection,
+            namespace=spec.namespace,
+            hpa=spec.name,
+            selector_text=scale.selector,
+            owner_uid=scale.uid if spec.selection_strategy == "OwnerReferences" else None,
+            lookup=self._owner_lookup,
         )
+        if pods.selector is not None:
+            state.selector = pods.selector
+        if pods.pods is None:
+            return HpaSnapshot(hpa=hpa, spec=spec, scale=scale, pods=pods)
         queries = promql_queries(hpa)
-        metric_specs = spec.metrics
-        if zero is not None and current == 0:  # only activation metrics can be read at zero
-            metric_specs = tuple(m for m in spec.metrics if m.type in ("Object", "External"))
-        fetched = [
-            await self._fetch(run, m, selector=selector_text, queries=queries) for m in metric_specs
+        metrics = [
+            await self._fetch(run, m, selector=scale.selector, queries=queries) for m in wanted
         ]
-        outcomes: list[MetricOutcome] = []
-        for metric, values in zip(metric_specs, fetched, strict=True):
-            clock = self.client.clock.monotonic()
-            outcome = compute_metric(metric, values, inputs, namespace=spec.namespace)
-            outcomes.append(outcome)
-            if outcome.failed:
-                self._event(hpa, "Warning", outcome.reason, outcome.error)
-            error = (
-                "spec"
-                if outcome.reason == "InvalidMetricSourceType"
-                else ("internal" if outcome.failed else "none")
-            )
-            action = (
-                "none"
-                if outcome.failed
-                else action_label(int(status_of(hpa).get("currentReplicas") or 0), outcome.replicas)
-            )
-            self.metrics.metric_computation.labels(action, error, metric.type).inc()
-            self.metrics.metric_computation_duration.labels(action, error, metric.type).observe(
-                max(0.0, self.client.clock.monotonic() - clock)
-            )
-        activation = [
-            activation_value(v)
-            for m, v in zip(metric_specs, fetched, strict=True)
-            if m.type in ("Object", "External")
-        ]
-        zero_decision = None
-        if zero is not None:
-            zero_decision = decide_zero(
-                current=current,
-                active=is_active(activation, threshold_milli=zero.activation_threshold_milli),
-                last_active=state.last_active,
-                first_seen=state.first_seen or now,
-                min_replicas=spec.min_replicas,
-                settings=zero,
-                now=now,
-            )
-            state.last_active = zero_decision.last_active
-        if zero_decision is not None and current == 0:
-            decision = decide_at_zero(zero_decision.replicas or 0, outcomes)
-        else:
-            result = compute_metrics(outcomes, spec_replicas=current)
-            if result.replicas == -1:
-                decision = failed_metrics(result)
-            else:
-                decision = decide_replicas(
-                    result=result,
-                    spec=spec,
-                    current=current,
-                    history=state.history,
-                    zero=zero_decision,
-                    predicted=self._prediction(
-                        run,
-                        state,
-                        spec.metrics[0] if spec.metrics else None,
-                        outcomes[0] if outcomes else None,
-                        current=current,
-                    ),
-                    downscale_window=self.settings.downscale_stabilization,
-                    now=now,
-                )
-        for change in decision.conditions:
-            run.condition(change.type, change.status, change.reason, change.message)
-        if decision.error_label != "none":
-            run.error_label = decision.error_label
-        if decision.history is not None:
-            state.history = decision.history
-        if decision.replicas is None:
-            status = self._status(hpa, run)
-            status["currentReplicas"] = current
-            status["currentMetrics"] = decision.statuses
-            await self._write_status(run, status_of(hpa), status)
-            self._event(hpa, "Warning", "FailedComputeMetricsReplicas", decision.failure)
-            return None
-        return decision.replicas, decision.reason, decision.statuses
+        return HpaSnapshot(hpa=hpa, spec=spec, scale=scale, pods=pods, metrics=tuple(metrics))
 
     async def _fetch(
         self, run: _Reconcile, metric: MetricSpec, *, selector: str, queries: Mapping[str, str]
-    ) -> Fetched | None:
+    ) -> MetricRead:
         """One metric's values, or its fetch error once the reconcile's deadline has passed."""
+        started = self.client.clock.monotonic()
+        fetched: Fetched | None
         try:
-            return await run.call(
+            fetched = await run.call(
                 self.fetcher.fetch(
                     metric,
                     namespace=run.spec.namespace,
@@ -747,137 +607,29 @@ class HpaLoop:
                 ),
             )
         except DeadlineExceeded as err:
-            return fetch_timed_out(metric, queries, str(err))
-
-    def _prediction(
-        self,
-        run: _Reconcile,
-        state: _State,
-        metric: MetricSpec | None,
-        outcome: MetricOutcome | None,
-        *,
-        current: int,
-    ) -> int | None:
-        try:
-            settings = predictive_settings(run.hpa)
-        except HpaSpecError as err:
-            self._event(run.hpa, "Warning", "InvalidSpec", str(err))
-            return None
-        if settings is None or metric is None or outcome is None or outcome.failed:
-            return None
-        demand = demand_of(metric, outcome.status, ready=max(current, 1))
-        if demand is None:
-            return None
-        if state.demand is None:
-            state.demand = DemandHistory()
-        state.demand.record(run.now, demand)
-        return state.demand.proposal(run.now, lead=settings.lead)
-
-    def _tolerances(self, spec: HpaSpec) -> Tolerances:
-        """``tolerancesForHpa``: the flag, overridden per direction by ``behavior.*.tolerance``
-        when ``HPAConfigurableTolerance`` is on."""
-        down = up = self.settings.tolerance
-        if self.settings.configurable_tolerance_gate and spec.behavior is not None:
-            if spec.behavior.scale_down.tolerance is not None:
-                down = spec.behavior.scale_down.tolerance
-            if spec.behavior.scale_up.tolerance is not None:
-                up = spec.behavior.scale_up.tolerance
-        return Tolerances(scale_down=down, scale_up=up)
-
-    async def _selected_pods(
-        self, run: _Reconcile, state: _State, selector_text: str, scale: Mapping[str, Any]
-    ) -> list[dict[str, Any]] | None:
-        """``validateAndParseSelector`` then the pods; None when the reconcile ended."""
-        spec, hpa = run.spec, run.hpa
-        outcome = select_pods(
-            self.selection,
-            namespace=spec.namespace,
-            hpa=spec.name,
-            selector_text=selector_text,
-            owner_uid=str(Meta(scale).raw.get("uid") or "")
-            if spec.selection_strategy == "OwnerReferences"
-            else None,
-            lookup=self._owner_lookup,
-        )
-        if outcome.selector is not None:
-            state.selector = outcome.selector
-        if outcome.pods is not None:
-            return outcome.pods
-        self._event(hpa, "Warning", outcome.event_reason, outcome.message)
-        run.condition(SCALING_ACTIVE, False, outcome.condition_reason, outcome.condition_message)
-        message = outcome.message
-        run.error_label = "spec"
-        status = self._status(hpa, run)
-        status["currentReplicas"] = int(spec_of(scale).get("replicas") or 0)
-        await self._write_status(run, status_of(hpa), status)
-        self._event(hpa, "Warning", "FailedComputeMetricsReplicas", message)
-        return None
+            fetched = fetch_timed_out(metric, queries, str(err))
+        seconds = max(0.0, self.client.clock.monotonic() - started)
+        return MetricRead(metric=metric, fetched=fetched, seconds=seconds)
 
     def _owner_lookup(self, namespace: str, kind: str, name: str) -> Mapping[str, Any] | None:
         if kind != "ReplicaSet":
             return None
         return self.informers.informer(REPLICA_SETS).lister.get(name, namespace)
 
-    # --- writes ---------------------------------------------------------------------------------
 
-    def _status(self, hpa: Mapping[str, Any], run: _Reconcile) -> dict[str, Any]:
-        status = dict(status_of(hpa))
-        status["conditions"] = run.conditions
-        if run.spec.generation:
-            status["observedGeneration"] = run.spec.generation
-        status.setdefault("currentReplicas", 0)
-        status.setdefault("desiredReplicas", 0)
-        return status
+def _working_copy(shared: Mapping[str, Any]) -> dict[str, Any]:
+    """The cached object is read-only: a shallow copy, whose status is rebuilt, never
+    mutated."""
+    hpa = dict(shared)
+    hpa.setdefault("apiVersion", _HPA_API_VERSION)
+    hpa.setdefault("kind", "HorizontalPodAutoscaler")
+    return hpa
 
-    async def _write_status(
-        self,
-        run: _Reconcile,
-        original: Mapping[str, Any],
-        status: dict[str, Any],
-    ) -> None:
-        """``updateStatusIfNeeded``: PUT the status only when it differs."""
-        if _json_equal(original, status):
-            return
-        body = {**run.hpa, "status": status}
-        if run.deadline is not None:
-            # a deadline of its own: the status tells what happened to the steps that timed out
-            run.deadline.restart()
-        failure: KubeError | None
-        try:
-            applied = await run.call(
-                self.executor.execute(
-                    WriteStatus(actor=ACTOR, resource=HORIZONTAL_POD_AUTOSCALERS, body=body),
-                    now=run.now,
-                )
-            )
-            failure = applied.error
-        except KubeError as err:
-            failure = err
-        if failure is not None:
-            text = failure.message if isinstance(failure, KubeApiError) else str(failure)
-            self._event(run.hpa, "Warning", "FailedUpdateStatus", text)
-            run.error_label = "internal"
-            return
-        updated = applied.stored
-        if updated is None:  # a dry run: nothing was stored
-            run.hpa["status"] = status
-            return
-        run.hpa["status"] = updated.get("status") or status
-        run.hpa["metadata"] = {
-            **Meta(run.hpa).raw,
-            "resourceVersion": Meta(updated).raw.get("resourceVersion"),
-        }
 
-    def _event(self, hpa: Mapping[str, Any], type: str, reason: str, message: str) -> None:
-        self.executor.note(
-            Event(actor=ACTOR, involved=hpa, type=type, reason=reason, message=message)
-        )
+def _invalid_spec(hpa: Mapping[str, Any], err: HpaSpecError) -> Event:
+    return Event(actor=ACTOR, involved=hpa, type="Warning", reason="InvalidSpec", message=str(err))
 
 
 def _key(hpa: Mapping[str, Any]) -> tuple[str, str]:
-    meta = Meta(hpa).raw
-    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-
-
-def _json_equal(a: Any, b: Any) -> bool:
-    return bool(a == b)
+    view = meta(hpa)
+    return (view.namespace, view.name)

@@ -7,8 +7,8 @@ at the same step: a predictive proposal may raise the count above the reactive o
 remembered as a recommendation: ``recorded`` stays the reactive count), and scale to zero
 (:mod:`.scale_to_zero`) may override the floor and the result.
 
-Pure: the loop passes what it read and what it remembers, and applies the decision (conditions,
-history, events, ``/scale`` and status writes).
+Pure: :class:`~.hpa_decision.HpaDecision` passes what was read and what it remembers, and turns
+the answer into the plan (conditions, history, events, ``/scale`` and status writes).
 """
 
 from __future__ import annotations

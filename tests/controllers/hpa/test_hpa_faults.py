@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from kubescale.base.clock import VirtualClock
+from kubescale.controllers.hpa.hpa_decision import HpaDecision
 from kubescale.controllers.hpa.hpa_loop import (
     DEADLINE_EXCEEDED,
     DeadlineExceeded,
-    HpaLoop,
     _Deadline,
 )
 from tests.controllers.vpa.recommender.test_recommender_loop import Cluster, cluster
@@ -245,14 +245,14 @@ async def test_an_unexpected_error_is_its_hpas_own(
     worker(hpas, external("queue", {"type": "Value", "value": "100"}))
     hpas.cluster.api.metrics.set_external_metric(namespace=NAMESPACE, metric="queue", value="4")
     loop = await hpas.loop()
-    compute = HpaLoop._compute
+    compute = HpaDecision._compute
 
-    async def broken(self: HpaLoop, run: Any, *args: Any, **kwargs: Any) -> Any:
-        if run.spec.name == "worker":
+    def broken(self: HpaDecision, *args: Any, **kwargs: Any) -> Any:
+        if self.snapshot.spec.name == "worker":
             raise RuntimeError("boom")
-        return await compute(self, run, *args, **kwargs)
+        return compute(self, *args, **kwargs)
 
-    monkeypatch.setattr(HpaLoop, "_compute", broken)
+    monkeypatch.setattr(HpaDecision, "_compute", broken)
     await hpas.run(loop)
     assert hpas.replicas("web") == 4
     assert hpas.replicas("worker") == 4
