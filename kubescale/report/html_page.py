@@ -4,8 +4,8 @@ The style sheet, escaping and headline cards are the simulator's
 (:mod:`kubescale.rendering.html_page`), so both reports look alike; no script is needed (the
 page has no charts, only tables and inline bars). Top to bottom: totals as cards; per workload
 container the current request against the recommendation's lower/target/upper with a verdict,
-savings and risk; the VPA updater's plan (what it would evict or resize now, and why); the
-HPAs; the nodes' requests and usage against allocatable, each with a bar.
+savings and risk; the HPAs; the nodes' requests and usage against allocatable, each with a
+bar; the VPA updater's plan (what it would evict or resize now, and why).
 
 The page fits a 1,280 px window (issue 32.6): names and conditions wrap (long workload, HPA
 and node names were what widened the tables), numbers keep to one line, and a table still
@@ -230,11 +230,11 @@ def render_html(report: Mapping[str, Any]) -> str:
         f"{len(workloads)} workloads · {len(report['nodes'])} nodes</p>"
         f'<div class="cards">{"".join(cards)}</div>{notes}'
         f"<h2>Workloads</h2>{table}"
+        f"<h2>Horizontal autoscalers</h2>{_hpa_table(workloads)}"
+        f"<h2>Nodes</h2>{_node_table(report['nodes'])}"
         "<h2>VPA updater plan</h2>"
         '<p class="sub">What the VPA updater would do now, by its own decision on this '
         "reading (a dry run: nothing written).</p>"
         f"{_updater_plan(report['updater_plan'])}"
-        f"<h2>Horizontal autoscalers</h2>{_hpa_table(workloads)}"
-        f"<h2>Nodes</h2>{_node_table(report['nodes'])}"
         "</main></body></html>\n"
     )

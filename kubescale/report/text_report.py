@@ -1,9 +1,9 @@
 """``kubescale report`` on stdout: aligned tables (:mod:`kubescale.rendering.text_table`).
 
 One line of totals, then per workload container: replicas, CPU request / lower / target /
-upper / verdict, the same for memory, and the HPA; the VPA updater's plan (each eviction or
-in-place resize it would make now, with its reason); then the nodes' requests and usage against
-allocatable. CPU in millicores (``250m``), memory in MiB (``256Mi``); ``-`` where there is no
+upper / verdict, the same for memory, and the HPA; the nodes' requests and usage against
+allocatable; last, the VPA updater's plan (each eviction or in-place resize it would make now,
+with its reason). CPU in millicores (``250m``), memory in MiB (``256Mi``); ``-`` where there is no
 value. Every line fits ``width`` (the terminal's, for stdout): prose wraps, a table too wide
 splits its columns over several tables (:func:`~kubescale.rendering.text_table.fit_table`) —
 no column is cut off.
@@ -181,9 +181,9 @@ def render_text(report: Mapping[str, Any], *, width: int = WIDTH) -> str:
     hpa_rows = _hpa_rows(report["workloads"])
     if hpa_rows:
         lines += ["", *fit_table(_HPA_COLUMNS, hpa_rows, width=width)]
-    lines += ["", *_updater_plan_lines(report["updater_plan"])]
     if report["nodes"]:
         lines += ["", *fit_table(_NODE_COLUMNS, _node_rows(report["nodes"]), width=width)]
+    lines += ["", *_updater_plan_lines(report["updater_plan"])]
     return "\n".join(_wrapped(line, width) for line in lines) + "\n"
 
 
