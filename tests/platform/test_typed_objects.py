@@ -271,6 +271,8 @@ KINDS = [
     ("hpa", "HorizontalPodAutoscaler"),
     ("limit_range", "LimitRange"),
     ("pdb", "PodDisruptionBudget"),
+    ("persistent_volume_claim", "PersistentVolumeClaim"),
+    ("priority_class", "PriorityClass"),
     ("deployment", "Deployment"),
     ("replica_set", "ReplicaSet"),
     ("stateful_set", "StatefulSet"),
