@@ -4,6 +4,10 @@ Each builder returns the plain dict the API would send, with keyword-only parame
 parameter left at ``None`` leaves its field out, so a test states exactly the fields it reads.
 A module that needs other defaults passes them at the call site or keeps a module-level
 ``functools.partial`` (``tests/platform/test_test_tree.py`` rejects a second builder).
+``typed_pod``/``typed_node``/``typed_pdb`` are the same builders typed as the
+:mod:`kubescale.objects` TypedDicts (``Pod``, ``Node``, ``PodDisruptionBudget``), for code typed
+with them; :func:`~tests.builders.meta.json_body` turns a typed object back into the plain dict
+the simulated API server's store takes.
 """
 
 from tests.builders import (

@@ -138,6 +138,59 @@ def test_the_checker_accepts_reads_through_the_views_and_writes() -> None:
     assert raw_reads(converted) == []
 
 
+# --- no untyped alias for an API object (descheduler, scheduling, coordination, extender) ----
+
+UNTYPED_ALIAS_VALUES = frozenset({"Mapping[str, Any]", "dict[str, Any]"})
+ALIAS_FREE_FOLDERS: dict[str, int] = {
+    "controllers/descheduler/": 0,
+    "scheduling/": 0,
+    "coordination/": 0,
+    "extender/": 0,
+}
+"""Folder (below kubescale/) -> module-level ``X = Mapping[str, Any]`` aliases still allowed
+there; may only shrink. An API object is typed by its :mod:`kubescale.objects` TypedDict
+(``Pod``, ``Node``, …), which ``mypy --strict`` checks field names against; an alias for
+``Mapping[str, Any]`` checks nothing."""
+
+
+def untyped_aliases(source: str) -> list[tuple[int, str]]:
+    """``(line, name)`` of every module-level ``Name = Mapping[str, Any]`` (or
+    ``dict[str, Any]``) in ``source``."""
+    found: list[tuple[int, str]] = []
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
+        if isinstance(target, ast.Name) and ast.unparse(value) in UNTYPED_ALIAS_VALUES:
+            found.append((node.lineno, target.id))
+    return found
+
+
+def test_no_untyped_alias_for_api_objects_in_the_typed_folders() -> None:
+    counts = dict.fromkeys(ALIAS_FREE_FOLDERS, 0)
+    for path in sorted(PACKAGE_ROOT.rglob("*.py")):
+        relative = path.relative_to(PACKAGE_ROOT).as_posix()
+        for folder in ALIAS_FREE_FOLDERS:
+            if relative.startswith(folder):
+                counts[folder] += len(untyped_aliases(path.read_text(encoding="utf-8")))
+    assert counts == ALIAS_FREE_FOLDERS, "type API objects with kubescale.objects' TypedDicts"
+
+
+def test_the_alias_checker_finds_a_planted_alias() -> None:
+    planted = (
+        "from kubescale.objects.pod import Pod\n"
+        "Node = Mapping[str, Any]\n"
+        "Obj: TypeAlias = dict[str, Any]\n"
+        "Pods = list[Pod]\n"
+        "def f(pod: Mapping[str, Any]) -> None:\n"
+        "    Local = Mapping[str, Any]\n"
+    )
+    assert untyped_aliases(planted) == [(2, "Node"), (3, "Obj")]
+
+
 # --- one parser each -----------------------------------------------------------------------
 
 
@@ -216,6 +269,8 @@ KINDS = [
     ("hpa", "HorizontalPodAutoscaler"),
     ("limit_range", "LimitRange"),
     ("pdb", "PodDisruptionBudget"),
+    ("persistent_volume_claim", "PersistentVolumeClaim"),
+    ("priority_class", "PriorityClass"),
     ("deployment", "Deployment"),
     ("replica_set", "ReplicaSet"),
     ("stateful_set", "StatefulSet"),
