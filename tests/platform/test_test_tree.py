@@ -61,9 +61,14 @@ KINDS = frozenset(
 """Kinds :mod:`tests.builders` builds (``pods``, ``nodes``, ``vpas``, ``hpas``, ``workloads``,
 ``pdbs``, ``limit_ranges``, ``cluster_api``, ``admission``)."""
 
-DICT_WORDS = frozenset({"dict", "Mapping", "MutableMapping", "Any", "Obj"})
+DICT_WORDS = frozenset(
+    {"dict", "Mapping", "MutableMapping", "Any", "Obj"}
+    | {"Pod", "Node", "Machine", "MachineSet", "MachineDeployment", "PodDisruptionBudget"}
+    | {"Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "Namespace"}
+)
 """A return annotation of one of these types (or none) marks a function returning an API
-object; ``st.SearchStrategy[Any]`` or a parsed ``LimitRangeItem`` do not."""
+object — a kind's TypedDict of :mod:`kubescale.objects` is such a dict too;
+``st.SearchStrategy[Any]`` or a parsed ``LimitRangeItem`` do not."""
 
 PENDING: frozenset[str] = frozenset(
     {

@@ -20,9 +20,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import Any
 
 from kubescale.base.go_time import go_duration_string
 from kubescale.base.logs import component_logger
@@ -50,6 +49,7 @@ from kubescale.controllers.autoscaler.model.node_facts import (
     node_name,
     taint_time,
 )
+from kubescale.objects.node import Node
 from kubescale.plans.executor import Decision, PlanExecutor
 from kubescale.plans.intents import DeleteNodes, Event, ResizeNodeGroup, Untaint
 
@@ -101,7 +101,7 @@ class Housekeeping:
                 )
         self.reported_problems = current
 
-    async def clean_up_taints(self, nodes: Iterable[Mapping[str, Any]], now: datetime) -> None:
+    async def clean_up_taints(self, nodes: Iterable[Node], now: datetime) -> None:
         """``cleanUpIfRequired``: ToBeDeleted taints an earlier run left behind."""
         for node in nodes:
             if taint_time(node, TO_BE_DELETED_TAINT) is None:
@@ -182,7 +182,7 @@ class Housekeeping:
                 group.target_size - done <= group.min_size
             ):
                 continue
-            fake = {
+            fake: Node = {
                 "metadata": {"name": unregistered.instance_id},
                 "spec": {"providerID": unregistered.instance_id},
             }
@@ -220,7 +220,9 @@ class Housekeeping:
             failed = [i for i in group.instances if i.error is not None]
             if not failed:
                 continue
-            fakes = [{"metadata": {"name": i.id}, "spec": {"providerID": i.id}} for i in failed]
+            fakes: list[Node] = [
+                {"metadata": {"name": i.id}, "spec": {"providerID": i.id}} for i in failed
+            ]
             try:
                 await write_node_group(
                     self.executor, DeleteNodes(actor=ACTOR, group=group.id, nodes=fakes), now=now

@@ -17,7 +17,6 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Any
 
 from kubescale.base.logs import component_logger
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
@@ -51,6 +50,9 @@ from kubescale.controllers.autoscaler.scaleup.scale_up_executor import (
     record_pod_events,
 )
 from kubescale.controllers.autoscaler.simulator.template_nodes import TemplateNode
+from kubescale.objects.config_map import ConfigMap
+from kubescale.objects.node import Node
+from kubescale.objects.pod import Pod
 from kubescale.objects.views import Meta
 from kubescale.plans.executor import PlanExecutor
 from kubescale.plans.intents import ResizeNodeGroup
@@ -61,8 +63,6 @@ __all__ = ["ScaleUpOutcome", "ScaleUpPhase", "inject_upcoming", "pods_of_drainin
 
 log = component_logger("cluster-autoscaler")
 
-Node = Mapping[str, Any]
-Pod = Mapping[str, Any]
 EventSink = Callable[[str, str, str], None]
 
 
@@ -129,7 +129,7 @@ class ScaleUpPhase:
         provider: CloudProvider,
         registry: ClusterStateRegistry,
         rng: random.Random,
-        priority_config_map: Callable[[], Mapping[str, Any] | None],
+        priority_config_map: Callable[[], ConfigMap | None],
         status_event: EventSink,
         cpu_clock: Callable[[], float],
         executor: PlanExecutor,

@@ -25,10 +25,9 @@ it instead under ``--dry-run`` (answered done). The pod events are
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from kubescale.base.logs import component_logger
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
@@ -50,6 +49,7 @@ from kubescale.controllers.autoscaler.scaleup.scale_up import (
     reasons_message,
     triggered_message,
 )
+from kubescale.objects.pod import Pod
 from kubescale.plans.executor import Decision, PlanExecutor
 from kubescale.plans.intents import Event, ResizeNodeGroup
 
@@ -164,7 +164,7 @@ def record_pod_events(
     *,
     result: ScaleUpResult,
     executed: Sequence[ScaleUpInfo],
-    triggered: Sequence[Mapping[str, Any]],
+    triggered: Sequence[Pod],
     remaining: Sequence[NoScaleUpInfo],
 ) -> None:
     if result not in (ScaleUpResult.SUCCESSFUL, ScaleUpResult.ERROR):
