@@ -13,7 +13,8 @@ differently.
 * :class:`OwnerRef` — one ``ownerReferences`` entry;
 * :func:`list_meta` — a list's ``metadata`` (``resourceVersion``, ``continue``);
 * :func:`spec_of` / :func:`status_of` — ``spec`` / ``status`` as a mapping (missing or
-  malformed: empty), for readers of kinds not typed yet (typed readers get the kind's TypedDict);
+  malformed: empty); of a typed object (a :class:`HasSpec` / :class:`HasStatus`: ``Pod``,
+  ``Node``, …) it is the kind's spec/status TypedDict, so mypy checks the fields read from it;
   :func:`optional_spec_of` / :func:`optional_status_of` — the same, ``None`` when missing or
   malformed (where absent and empty differ);
 * :func:`raw_metadata` / :func:`raw_spec` / :func:`raw_status` — the field exactly as sent

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ParamSpec, cast
 
+from kubescale.objects.node import Node
 from tests.builders.meta import manifest, metadata
 
 
@@ -70,3 +71,19 @@ def node(
         creation_timestamp=creation_timestamp,
     )
     return manifest(api_version, "Node", meta, spec=spec_body, status=status_body)
+
+
+P = ParamSpec("P")
+
+
+def _typed(build: Callable[P, dict[str, Any]]) -> Callable[P, Node]:
+    def typed(*args: P.args, **kwargs: P.kwargs) -> Node:
+        # typed where the assembled JSON enters the test (as tests.builders.pods.typed_pod)
+        return cast(Node, build(*args, **kwargs))
+
+    return typed
+
+
+typed_node = _typed(node)
+""":func:`node` (same parameters), typed as the :class:`~kubescale.objects.node.Node`
+TypedDict for code that reads nodes typed (the cluster autoscaler)."""

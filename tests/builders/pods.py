@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ParamSpec, cast
 
+from kubescale.objects.pod import Pod
 from tests.builders.meta import manifest, metadata
 
 
@@ -87,3 +88,21 @@ def pod(
         spec=body,
         status=dict(status) if status is not None else None,
     )
+
+
+P = ParamSpec("P")
+
+
+def _typed(build: Callable[P, dict[str, Any]]) -> Callable[P, Pod]:
+    def typed(*args: P.args, **kwargs: P.kwargs) -> Pod:
+        # the builder assembles JSON from untyped pieces (a test may pass malformed ones on
+        # purpose): typed here, where it enters the test, as the informer types what the API
+        # server sends
+        return cast(Pod, build(*args, **kwargs))
+
+    return typed
+
+
+typed_pod = _typed(pod)
+""":func:`pod` (same parameters), typed as the :class:`~kubescale.objects.pod.Pod` TypedDict
+for code that reads pods typed (the cluster autoscaler)."""
