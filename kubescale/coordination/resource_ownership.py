@@ -73,7 +73,8 @@ def hpa_scaled_resources(
     metrics = spec.get("metrics")
     if not isinstance(metrics, list) or not metrics:
         return _CPU  # autoscaling/v2 defaulting: 80% average CPU utilisation
-    names = {_metric_resource(m) for m in metrics if isinstance(m, Mapping)}
+    entries: list[object] = list(metrics)  # a malformed entry is skipped
+    names = {_metric_resource(m) for m in entries if isinstance(m, Mapping)}
     return frozenset(name for name in names if name in CONFLICT_RESOURCES)
 
 

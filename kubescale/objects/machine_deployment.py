@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TypedDict
 
 from kubescale.objects.meta import LabelSelectorObject, ObjectMeta
+from kubescale.objects.node import Taint
 
 __all__ = [
     "MachineBootstrap",
@@ -41,6 +42,8 @@ class MachineTemplateSpecBody(TypedDict, total=False):
     failureDomain: str
     infrastructureRef: MachineInfrastructureReference
     bootstrap: MachineBootstrap
+    taints: list[Taint]
+    """The taints a new node of the group gets (the scale-from-zero template reads them)."""
 
 
 class MachineTemplateSpec(TypedDict, total=False):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from kubescale.objects.machine_deployment import MachineTemplateSpec
+from kubescale.objects.machine_deployment import MachineDeployment, MachineTemplateSpec
 from kubescale.objects.meta import LabelSelectorObject, ObjectMeta
 
-__all__ = ["MachineSet", "MachineSetSpec", "MachineSetStatus"]
+__all__ = ["MachineSet", "MachineSetSpec", "MachineSetStatus", "ScalableResource"]
 
 
 class MachineSetSpec(TypedDict, total=False):
@@ -35,3 +35,8 @@ class MachineSet(TypedDict, total=False):
     metadata: ObjectMeta
     spec: MachineSetSpec
     status: MachineSetStatus
+
+
+ScalableResource = MachineDeployment | MachineSet
+"""A Cluster API node group: a ``MachineDeployment``, or a ``MachineSet`` (alone or owned by
+one), scaled through its ``scale`` subresource."""

@@ -13,7 +13,8 @@ differently.
 * :class:`OwnerRef` — one ``ownerReferences`` entry;
 * :func:`list_meta` — a list's ``metadata`` (``resourceVersion``, ``continue``);
 * :func:`spec_of` / :func:`status_of` — ``spec`` / ``status`` as a mapping (missing or
-  malformed: empty), for readers of kinds not typed yet (typed readers get the kind's TypedDict);
+  malformed: empty); of a typed object (a :class:`HasSpec` / :class:`HasStatus`: ``Pod``,
+  ``Node``, …) it is the kind's spec/status TypedDict, so mypy checks the fields read from it;
   :func:`optional_spec_of` / :func:`optional_status_of` — the same, ``None`` when missing or
   malformed (where absent and empty differ);
 * :func:`pod_spec` / :func:`pod_status` / :func:`node_spec` / :func:`node_status` /
@@ -33,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, Generic, TypedDict, TypeVar, cast, overload
 
 from kubescale.base.times import parse_time
 from kubescale.objects.meta import ListMeta, ObjectMeta, OwnerReference
@@ -50,6 +51,8 @@ from kubescale.objects.persistent_volume_claim import (
 from kubescale.objects.pod import Pod, PodSpec, PodStatus
 
 __all__ = [
+    "HasSpec",
+    "HasStatus",
     "Meta",
     "ObjectRef",
     "OwnerRef",
@@ -91,13 +94,41 @@ def list_meta(obj: Mapping[str, Any]) -> ListMeta:
     return cast(ListMeta, mapping(obj.get("metadata")))
 
 
+SpecT = TypeVar("SpecT", bound=Mapping[str, object])
+StatusT = TypeVar("StatusT", bound=Mapping[str, object])
+
+
+class HasSpec(TypedDict, Generic[SpecT], total=False):
+    """Any typed kind with a ``spec`` (``Pod`` is a ``HasSpec[PodSpec]``): :func:`spec_of` of a
+    typed object is its kind's spec TypedDict, so ``mypy --strict`` checks the field names read
+    from it."""
+
+    spec: SpecT
+
+
+class HasStatus(TypedDict, Generic[StatusT], total=False):
+    """Any typed kind with a ``status`` (``Node`` is a ``HasStatus[NodeStatus]``)."""
+
+    status: StatusT
+
+
+@overload
+def spec_of(obj: HasSpec[SpecT]) -> SpecT: ...
+@overload
+def spec_of(obj: Mapping[str, Any]) -> Mapping[str, Any]: ...
 def spec_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    """``obj["spec"]`` as a mapping; empty when missing, ``null`` or not an object."""
+    """``obj["spec"]`` as a mapping; empty when missing, ``null`` or not an object (typed: the
+    kind's spec TypedDict)."""
     return mapping(obj.get("spec"))
 
 
+@overload
+def status_of(obj: HasStatus[StatusT]) -> StatusT: ...
+@overload
+def status_of(obj: Mapping[str, Any]) -> Mapping[str, Any]: ...
 def status_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    """``obj["status"]`` as a mapping; empty when missing, ``null`` or not an object."""
+    """``obj["status"]`` as a mapping; empty when missing, ``null`` or not an object (typed: the
+    kind's status TypedDict)."""
     return mapping(obj.get("status"))
 
 
@@ -138,11 +169,19 @@ def pvc_spec(pvc: PersistentVolumeClaim) -> PersistentVolumeClaimSpec:
     return cast(PersistentVolumeClaimSpec, mapping(pvc.get("spec")))
 
 
+@overload
+def optional_spec_of(obj: HasSpec[SpecT]) -> SpecT | None: ...
+@overload
+def optional_spec_of(obj: Mapping[str, Any]) -> Mapping[str, Any] | None: ...
 def optional_spec_of(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """``obj["spec"]`` when it is a mapping, else ``None`` (missing, ``null``, malformed)."""
     return optional_mapping(obj.get("spec"))
 
 
+@overload
+def optional_status_of(obj: HasStatus[StatusT]) -> StatusT | None: ...
+@overload
+def optional_status_of(obj: Mapping[str, Any]) -> Mapping[str, Any] | None: ...
 def optional_status_of(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """``obj["status"]`` when it is a mapping, else ``None`` (missing, ``null``, malformed)."""
     return optional_mapping(obj.get("status"))

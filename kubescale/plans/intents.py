@@ -21,6 +21,7 @@ from typing import Any, Final, Literal
 
 from kubescale.kube.api_paths import ApiPath
 from kubescale.kube.resources import CONFIG_MAPS, NODES, PODS, ResourceType
+from kubescale.objects.node import Node
 from kubescale.objects.views import meta, status_of
 
 __all__ = [
@@ -249,7 +250,7 @@ class DeleteNodes:
 
     actor: str
     group: str
-    nodes: Sequence[Mapping[str, Any]] = field(compare=False)
+    nodes: Sequence[Node] = field(compare=False)
     """The nodes (an unregistered instance: a stand-in with its name and ``spec.providerID``)."""
 
     @property

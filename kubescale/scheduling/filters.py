@@ -37,6 +37,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import (
     DOES_NOT_EXIST,
     EXISTS,
@@ -287,7 +288,7 @@ class NodeState:
     allocatable: Amounts
     requested: Amounts = field(default_factory=dict)
     non_zero_requested: Amounts = field(default_factory=dict)
-    pods: list[Mapping[str, Any]] = field(default_factory=list)
+    pods: list[Pod] = field(default_factory=list)
     used_ports: UsedPorts = field(default_factory=UsedPorts)
     """The host ports the pods on it hold (NodePorts; kept by the snapshot)."""
 

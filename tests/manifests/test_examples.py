@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+from typing import cast
 
 from kubescale.controllers.autoscaler.expander.priority_expander import (
     PRIORITY_CONFIG_MAP,
     parse_priorities,
 )
+from kubescale.objects.config_map import ConfigMap
 
 from .manifest_files import EXAMPLES, load_documents
 
@@ -20,7 +22,8 @@ def _priority(priorities: list[tuple[int, list[re.Pattern[str]]]], group: str) -
 
 
 def test_the_priority_expander_example_parses_and_ranks_groups() -> None:
-    (config_map,) = load_documents(EXAMPLES / "priority-expander.yaml")
+    (document,) = load_documents(EXAMPLES / "priority-expander.yaml")
+    config_map = cast(ConfigMap, document)  # the YAML as the API server would serve it
     assert config_map["metadata"]["name"] == PRIORITY_CONFIG_MAP
     priorities = parse_priorities(config_map)
     # highest matching priority: reserved-* 100 (also matches .* at 10), spot 50, the rest 10

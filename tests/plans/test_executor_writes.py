@@ -18,6 +18,7 @@ from kubescale.coordination.disruption_ledger import WriteOutcome
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import NotLeaderError
 from kubescale.kube.resources import CONFIG_MAPS
+from kubescale.objects.node import Node
 from kubescale.plans.intents import (
     DeleteNodes,
     DeleteObject,
@@ -66,7 +67,7 @@ class Groups:
             raise self.fail
 
 
-def a_node(name: str) -> dict[str, object]:
+def a_node(name: str) -> Node:
     return {"metadata": {"name": name}, "spec": {"providerID": f"capi://{name}"}}
 
 

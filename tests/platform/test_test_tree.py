@@ -63,11 +63,12 @@ KINDS = frozenset(
 
 DICT_WORDS = frozenset(
     {"dict", "Mapping", "MutableMapping", "Any", "Obj"}
-    | {"Pod", "Node", "Namespace", "PodDisruptionBudget"}  # kubescale.objects' TypedDicts
+    | {"Pod", "Node", "Machine", "MachineSet", "MachineDeployment", "PodDisruptionBudget"}
+    | {"Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "Namespace"}
 )
 """A return annotation of one of these types (or none) marks a function returning an API
-object (a typed one too); ``st.SearchStrategy[Any]`` or a parsed ``LimitRangeItem`` do
-not."""
+object — a kind's TypedDict of :mod:`kubescale.objects` is such a dict too;
+``st.SearchStrategy[Any]`` or a parsed ``LimitRangeItem`` do not."""
 
 PENDING: frozenset[str] = frozenset(
     {

@@ -40,8 +40,7 @@ CONDITIONS = frozenset({"c", "cond", "condition", "old", "previous"})
 # Most are reads of a field of a raw object that is not the whole spec/status (``x.get("spec")``
 # kept apart from ``or {}`` because None and {} differ there, ``obj["metadata"]["name"]`` that
 # relies on a KeyError), and object construction code (patches, the webhook's responses).
-NOT_YET_CONVERTED: dict[str, int] = {
-}
+NOT_YET_CONVERTED: dict[str, int] = {}
 
 
 def _of_a_condition(field: object, receiver: ast.expr) -> bool:
@@ -280,6 +279,8 @@ KINDS = [
     ("machine_deployment", "MachineDeployment"),
     ("machine_set", "MachineSet"),
     ("machine", "Machine"),
+    ("config_map", "ConfigMap"),
+    ("priority_class", "PriorityClass"),
     ("admission_review", "AdmissionReview"),
     ("lease", "Lease"),
     ("event", "Event"),
@@ -296,3 +297,51 @@ def test_each_kind_is_an_all_optional_typeddict(module: str, kind: str) -> None:
     if kind not in ("AdmissionReview", "ExtenderArgs", "ExtenderFilterResult"):
         # an API object: metadata is an ObjectMeta (the views read it)
         assert get_type_hints(cls)["metadata"] is ObjectMeta
+
+
+# --- the cluster autoscaler: no untyped aliases for API objects ---------------------------------
+
+AUTOSCALER = "controllers/autoscaler/"
+
+
+def mapping_aliases(source: str) -> list[tuple[int, str]]:
+    """``(line, name)`` of every module-level ``X = Mapping[str, Any]`` (or ``X: TypeAlias =
+    Mapping[str, Any]``): an alias that hides an API object from mypy's field-name checks
+    (``Pod = Mapping[str, Any]``); the object's TypedDict of :mod:`kubescale.objects` is used
+    instead."""
+    found: list[tuple[int, str]] = []
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
+        text = ast.unparse(value).replace(" ", "")
+        if isinstance(target, ast.Name) and text.rsplit(".", 1)[-1] == "Mapping[str,Any]":
+            found.append((node.lineno, target.id))
+    return found
+
+
+def test_the_cluster_autoscaler_has_no_mapping_aliases_for_api_objects() -> None:
+    found = {
+        relative: aliases
+        for relative, path in _product_modules().items()
+        if relative.startswith(AUTOSCALER)
+        and (aliases := mapping_aliases(path.read_text(encoding="utf-8")))
+    }
+    assert found == {}, "use the TypedDicts of kubescale.objects (Pod, Node, ...)"
+
+
+def test_the_alias_check_finds_planted_aliases() -> None:
+    planted = (
+        "from collections.abc import Mapping\n"
+        "import typing\n"
+        "from typing import Any, TypeAlias\n"
+        "Pod = Mapping[str, Any]\n"
+        "Node: TypeAlias = typing.Mapping[str, Any]\n"
+        "Status = dict[str, Any]\n"
+        "def f(pod: Mapping[str, Any]) -> None:\n"
+        "    local = Mapping[str, Any]\n"
+    )
+    assert mapping_aliases(planted) == [(4, "Pod"), (5, "Node")]

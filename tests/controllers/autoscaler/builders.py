@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
     Instance,
@@ -13,6 +12,9 @@ from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
     ProviderSnapshot,
 )
 from kubescale.controllers.autoscaler.config.autoscaler_config import NodeGroupDefaults
+from kubescale.objects.meta import ObjectMeta
+from kubescale.objects.node import Node, NodeSpec, Taint
+from kubescale.objects.pod import Pod, PodSpec, PodStatus, Toleration, Volume
 
 NOW = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
 GI = 1024**3
@@ -30,25 +32,25 @@ def node(
     pods: int = 110,
     ready: bool = True,
     labels: Mapping[str, str] | None = None,
-    taints: Sequence[Mapping[str, Any]] = (),
+    taints: Sequence[Taint] = (),
     created: datetime | None = None,
     unschedulable: bool = False,
     annotations: Mapping[str, str] | None = None,
     provider_id: str | None = None,
     capacity: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
+) -> Node:
     created = created or NOW - timedelta(hours=1)
     allocatable = {"cpu": cpu, "memory": memory, "pods": str(pods)}
-    meta: dict[str, Any] = {
+    meta: ObjectMeta = {
         "name": name,
         "creationTimestamp": stamp(created),
         "labels": {"kubernetes.io/hostname": name, **(labels or {})},
     }
     if annotations:
         meta["annotations"] = dict(annotations)
-    spec: dict[str, Any] = {"providerID": provider_id or f"sim://{name}"}
+    spec: NodeSpec = {"providerID": provider_id or f"sim://{name}"}
     if taints:
-        spec["taints"] = [dict(t) for t in taints]
+        spec["taints"] = [t.copy() for t in taints]
     if unschedulable:
         spec["unschedulable"] = True
     return {
@@ -84,13 +86,13 @@ def pod(
     created: datetime | None = None,
     unschedulable: bool = False,
     node_selector: Mapping[str, str] | None = None,
-    tolerations: Sequence[Mapping[str, Any]] = (),
-    volumes: Sequence[Mapping[str, Any]] = (),
+    tolerations: Sequence[Toleration] = (),
+    volumes: Sequence[Volume] = (),
     phase: str = "Running",
-    extra_spec: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+    extra_spec: PodSpec | None = None,
+) -> Pod:
     created = created or NOW - timedelta(minutes=30)
-    meta: dict[str, Any] = {
+    meta: ObjectMeta = {
         "name": name,
         "namespace": namespace,
         "uid": f"uid-{namespace}-{name}",
@@ -114,7 +116,7 @@ def pod(
         requests["cpu"] = cpu
     if memory:
         requests["memory"] = memory
-    spec: dict[str, Any] = {
+    spec: PodSpec = {
         "containers": [{"name": "app", "resources": {"requests": requests}}],
     }
     if node_name:
@@ -124,12 +126,12 @@ def pod(
     if node_selector:
         spec["nodeSelector"] = dict(node_selector)
     if tolerations:
-        spec["tolerations"] = [dict(t) for t in tolerations]
+        spec["tolerations"] = [t.copy() for t in tolerations]
     if volumes:
-        spec["volumes"] = [dict(v) for v in volumes]
+        spec["volumes"] = [v.copy() for v in volumes]
     if extra_spec:
         spec.update(extra_spec)
-    status: dict[str, Any] = {"phase": phase if node_name else "Pending"}
+    status: PodStatus = {"phase": phase if node_name else "Pending"}
     if unschedulable:
         status["conditions"] = [
             {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
@@ -143,9 +145,9 @@ def group(
     min_size: int = 0,
     max_size: int = 10,
     target: int | None = None,
-    nodes: Sequence[Mapping[str, Any]] = (),
+    nodes: Sequence[Node] = (),
     extra_instances: Sequence[Instance] = (),
-    template: Mapping[str, Any] | None = None,
+    template: Node | None = None,
     price: float | None = None,
     options: NodeGroupDefaults | None = None,
 ) -> NodeGroup:

@@ -204,7 +204,7 @@ async def test_a_drain_the_pdb_refuses_is_aborted(tmp_path: Path) -> None:
         await cluster.run_for(30)
         [solo] = cluster.running("solo")
         node_name = solo["spec"]["nodeName"]
-        node = cluster.api.store.peek(NODES, node_name)
+        node = cluster.loop.nodes.lister.get(node_name)  # the loop's cache, typed Node
         assert node is not None
         # drain it by hand: the Eviction API answers 429 (0 disruptions allowed) every time
         await cluster.loop.actuator.start(

@@ -36,6 +36,7 @@ from kubescale.controllers.autoscaler.scaleup.scale_up import (
     decide_scale_up,
 )
 from kubescale.kube.resources import DEPLOYMENTS, MACHINE_DEPLOYMENTS
+from kubescale.objects.pod import Pod
 from kubescale.runtime.https_server import make_https_app
 from kubescale.webhook.admission_routes import AdmissionWebhook
 from kubescale.webhook.webhook_config import WebhookSettings
@@ -86,7 +87,7 @@ class Hooks:
 def install(monkeypatch: pytest.MonkeyPatch, cluster: SimCluster, hold: str) -> Hooks:
     hooks = Hooks(loop_thread=threading.get_ident(), hold=hold, loop=asyncio.get_running_loop())
 
-    def snapshot_hook(pods: Iterable[dict[str, Any]]) -> PodsBySchedulability:
+    def snapshot_hook(pods: Iterable[Pod]) -> PodsBySchedulability:
         listed = list(pods)
         hooks.arrive("snapshot")
         hooks.pods_seen.append(len(listed))

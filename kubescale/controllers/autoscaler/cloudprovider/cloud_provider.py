@@ -26,10 +26,13 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from kubescale.controllers.autoscaler.config.autoscaler_settings import NodeGroupDefaults
 from kubescale.coordination.disruption_ledger import WriteOutcome
+from kubescale.objects.machine_set import ScalableResource
+from kubescale.objects.node import Node
+from kubescale.objects.pod import Pod
 from kubescale.objects.views import spec_of
 from kubescale.plans.node_groups import NodeGroupWriteError
 
@@ -84,15 +87,15 @@ class NodeGroup:
     max_size: int
     target_size: int
     instances: tuple[Instance, ...] = ()
-    template: Mapping[str, Any] | None = None
+    template: Node | None = None
     """A Node as a new machine of this group would register it (scale-from-zero), or
     ``None`` when the provider cannot tell."""
-    template_pods: tuple[Mapping[str, Any], ...] = ()
+    template_pods: tuple[Pod, ...] = ()
     """Pods every new node starts with (kube-proxy, ...)."""
     options: NodeGroupDefaults = field(default_factory=NodeGroupDefaults)
     """``GetOptions(defaults)``: the flag defaults with this group's overrides."""
     price_per_hour: float | None = None
-    source: Mapping[str, Any] | None = None
+    source: ScalableResource | None = None
     """The object events about this group are recorded on (a MachineDeployment, ...)."""
     rolling_out: bool = False
     """A rollout is under way (Cluster API: an older MachineSet of the MachineDeployment still
@@ -111,7 +114,7 @@ class ProviderProblem:
     """A node group the provider skipped, and why (shown as a Warning event)."""
 
     message: str
-    source: Mapping[str, Any] | None = None
+    source: ScalableResource | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,13 +127,13 @@ class ProviderSnapshot:
     """Instance id (a node's providerID) → node group id."""
     problems: tuple[ProviderProblem, ...] = ()
 
-    def group_for_node(self, node: Mapping[str, Any]) -> NodeGroup | None:
+    def group_for_node(self, node: Node) -> NodeGroup | None:
         """``NodeGroupForNode``: ``None`` for nodes no autoscaled group owns."""
         provider_id = str(spec_of(node).get("providerID") or "")
         group_id = self.group_by_instance.get(provider_id)
         return self.groups.get(group_id) if group_id is not None else None
 
-    def has_instance(self, node: Mapping[str, Any]) -> bool:
+    def has_instance(self, node: Node) -> bool:
         """``HasInstance``: the node's instance is known and not being deleted."""
         group = self.group_for_node(node)
         if group is None:
@@ -177,4 +180,4 @@ class CloudProvider(Protocol):
 
     async def decrease_target_size(self, group: NodeGroup, delta: int) -> None: ...
 
-    async def delete_nodes(self, group: NodeGroup, nodes: Sequence[Mapping[str, Any]]) -> None: ...
+    async def delete_nodes(self, group: NodeGroup, nodes: Sequence[Node]) -> None: ...

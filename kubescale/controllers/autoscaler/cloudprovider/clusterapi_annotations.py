@@ -43,8 +43,11 @@ from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
     InstanceState,
 )
 from kubescale.controllers.autoscaler.config.autoscaler_settings import NodeGroupDefaults
+from kubescale.objects.machine import Machine
+from kubescale.objects.machine_set import MachineSet, ScalableResource
+from kubescale.objects.node import Taint
 from kubescale.objects.quantities import Quantity, QuantityError
-from kubescale.objects.views import Meta, mapping, spec_of, status_of
+from kubescale.objects.views import Meta, spec_of, status_of
 
 __all__ = [
     "CAPACITY_PREFIX",
@@ -97,13 +100,13 @@ class AnnotationError(ValueError):
     """A malformed annotation; the message names it and its value."""
 
 
-def group_id(resource: Mapping[str, Any]) -> str:
+def group_id(resource: ScalableResource) -> str:
     """``path.Join(kind, namespace, name)``."""
     meta = Meta(resource).raw
     return f"{resource.get('kind', '')}/{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
-def _annotations(resource: Mapping[str, Any]) -> Mapping[str, str]:
+def _annotations(resource: ScalableResource) -> Mapping[str, str]:
     return Meta(resource).raw.get("annotations") or {}
 
 
@@ -130,7 +133,7 @@ def _atoi(annotations: Mapping[str, str], key: str) -> int:
     return value
 
 
-def scaling_bounds(resource: Mapping[str, Any]) -> tuple[int, int]:
+def scaling_bounds(resource: ScalableResource) -> tuple[int, int]:
     """``parseScalingBounds``: (min, max)."""
     annotations = _annotations(resource)
     low = _atoi(annotations, MIN_SIZE_ANNOTATION)
@@ -142,9 +145,9 @@ def scaling_bounds(resource: Mapping[str, Any]) -> tuple[int, int]:
     return low, high
 
 
-def parse_taints(text: str) -> list[dict[str, str]]:
+def parse_taints(text: str) -> list[Taint]:
     """``k=v:Effect,k2:Effect`` (the taints capacity annotation)."""
-    taints: list[dict[str, str]] = []
+    taints: list[Taint] = []
     for item in filter(None, (part.strip() for part in text.split(","))):
         key_value, colon, effect = item.rpartition(":")
         if not colon or effect not in _EFFECTS or not key_value:
@@ -173,7 +176,7 @@ class ScaleFromZero:
     capacity: Mapping[str, str]
     """Canonical quantities by resource name (cpu, memory, ephemeral-storage, pods, GPUs)."""
     labels: Mapping[str, str]
-    taints: tuple[Mapping[str, str], ...]
+    taints: tuple[Taint, ...]
 
 
 def _quantity(annotations: Mapping[str, str], key: str) -> Quantity | None:
@@ -195,9 +198,9 @@ def _integer(annotations: Mapping[str, str], key: str) -> int | None:
     return _go_int(CAPACITY_PREFIX + key, raw)
 
 
-def _managed_labels(resource: Mapping[str, Any]) -> dict[str, str]:
+def _managed_labels(resource: ScalableResource) -> dict[str, str]:
     """``getManagedNodeLabelsFromLabels``: template labels Cluster API propagates to nodes."""
-    template = mapping(spec_of(resource).get("template"))
+    template = spec_of(resource).get("template") or {}
     managed: dict[str, str] = {}
     for key, value in Meta(template).labels.items():
         domain = key.partition("/")[0] if "/" in key else ""
@@ -208,7 +211,7 @@ def _managed_labels(resource: Mapping[str, Any]) -> dict[str, str]:
     return managed
 
 
-def scale_from_zero(resource: Mapping[str, Any]) -> ScaleFromZero | None:
+def scale_from_zero(resource: ScalableResource) -> ScaleFromZero | None:
     """``InstanceCapacity``/``Labels``/``Taints``; ``None`` when cpu or memory is unknown."""
     annotations = _annotations(resource)
     cpu = _quantity(annotations, "cpu")
@@ -218,9 +221,9 @@ def scale_from_zero(resource: Mapping[str, Any]) -> ScaleFromZero | None:
     gpu_count = _integer(annotations, "gpu-count")
     taints_text = annotations.get(CAPACITY_PREFIX + "taints", "")
     taints = parse_taints(taints_text) if taints_text else []
-    template = mapping(spec_of(resource).get("template"))
-    spec_taints = spec_of(template).get("taints") or []
-    merged = [dict(t) for t in spec_taints if isinstance(t, Mapping)]
+    template = spec_of(resource).get("template") or {}
+    # the CRD's structural schema makes every entry an object (no malformed entry to skip)
+    merged = [t.copy() for t in spec_of(template).get("taints") or ()]
     for taint in taints:  # annotation taints override spec taints with the same key+effect
         for index, existing in enumerate(merged):
             if existing.get("key") == taint["key"] and existing.get("effect") == taint["effect"]:
@@ -243,7 +246,7 @@ def scale_from_zero(resource: Mapping[str, Any]) -> ScaleFromZero | None:
 
 
 def node_group_options(
-    resource: Mapping[str, Any], defaults: NodeGroupDefaults
+    resource: ScalableResource, defaults: NodeGroupDefaults
 ) -> tuple[NodeGroupDefaults, list[str]]:
     """``GetOptions(defaults)`` and the malformed option annotations (ignored)."""
     annotations = _annotations(resource)
@@ -266,7 +269,7 @@ def node_group_options(
     return (replace(defaults, **changes) if changes else defaults), problems
 
 
-def price_per_hour(resource: Mapping[str, Any]) -> float | None:
+def price_per_hour(resource: ScalableResource) -> float | None:
     raw = _annotations(resource).get(PRICE_ANNOTATION)
     if raw is None:
         return None
@@ -279,7 +282,7 @@ def price_per_hour(resource: Mapping[str, Any]) -> float | None:
     return value
 
 
-def machine_instance(machine: Mapping[str, Any], node_provider_id: str | None) -> Instance | None:
+def machine_instance(machine: Machine, node_provider_id: str | None) -> Instance | None:
     """The instance of a Machine (``findScalableResourceProviderIDs`` + ``Nodes``).
 
     ``node_provider_id`` is the providerID of the Node its ``status.nodeRef`` names, if that
@@ -323,7 +326,7 @@ def is_real_provider_id(instance_id: str) -> bool:
     return not instance_id.startswith(("pending-machine-", "failed-machine-", "deleting-machine-"))
 
 
-def rolling_out(machine_sets: Sequence[Mapping[str, Any]]) -> bool:
+def rolling_out(machine_sets: Sequence[MachineSet]) -> bool:
     """``IsMachineDeploymentAndRollingOut`` (``clusterapi_nodegroup.go``) over the MachineSets
     of one MachineDeployment: the latest revision is the largest integer
     ``machinedeployment.clusters.x-k8s.io/revision`` (0 when none carries it); a MachineSet at
@@ -345,8 +348,10 @@ def rolling_out(machine_sets: Sequence[Mapping[str, Any]]) -> bool:
         annotations = Meta(machine_set).raw.get("annotations") or {}
         if annotations.get(REVISION_ANNOTATION) == str(latest):
             continue  # the MachineSet of the latest revision
-        for section in ("spec", "status"):
-            replicas = (machine_set.get(section) or {}).get("replicas")
+        for replicas in (
+            spec_of(machine_set).get("replicas"),
+            status_of(machine_set).get("replicas"),
+        ):
             if isinstance(replicas, int) and not isinstance(replicas, bool) and replicas > 0:
                 return True
     return False

@@ -44,7 +44,7 @@ the next iteration reads the size back from the object; a ``GET`` left unanswere
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Final, TypeVar
+from typing import Final, TypeVar
 
 from kubescale.base.go_time import go_time_string
 from kubescale.base.logs import component_logger
@@ -90,7 +90,10 @@ from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.resources import NODES, ResourceType
 from kubescale.objects.machine import Machine
 from kubescale.objects.machine_deployment import MachineDeployment
-from kubescale.objects.machine_set import MachineSet
+from kubescale.objects.machine_set import MachineSet, ScalableResource
+from kubescale.objects.meta import ObjectMeta
+from kubescale.objects.node import Node, NodeSpec
+from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import SelectorError, label_selector_from_dict
 from kubescale.objects.views import Meta, spec_of, status_of
 
@@ -119,7 +122,7 @@ KUBE_PROXY_CPU: Final = "100m"
 T = TypeVar("T")
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+def _meta(obj: ScalableResource | Machine | Node) -> ObjectMeta:
     return Meta(obj).raw
 
 
@@ -128,14 +131,14 @@ def _normalized(provider_id: str) -> str:
     return provider_id.rsplit("/", 1)[-1]
 
 
-def _cluster_name(resource: Mapping[str, Any]) -> str:
+def _cluster_name(resource: ScalableResource | Machine) -> str:
     spec_name = spec_of(resource).get("clusterName")
     if isinstance(spec_name, str):
         return spec_name
     return str((_meta(resource).get("labels") or {}).get(CLUSTER_NAME_LABEL, ""))
 
 
-def allowed_by_discovery(resource: Mapping[str, Any], specs: Sequence[AutoDiscoverySpec]) -> bool:
+def allowed_by_discovery(resource: ScalableResource, specs: Sequence[AutoDiscoverySpec]) -> bool:
     """``allowedByAutoDiscoverySpecs``: no spec allows all; else any spec matching."""
     if not specs:
         return True
@@ -153,9 +156,9 @@ def allowed_by_discovery(resource: Mapping[str, Any], specs: Sequence[AutoDiscov
 
 def template_node(
     *,
-    resource: Mapping[str, Any],
-    existing_node: Mapping[str, Any] | None,
-) -> tuple[dict[str, Any], tuple[dict[str, Any], ...]] | None:
+    resource: ScalableResource,
+    existing_node: Node | None,
+) -> tuple[Node, tuple[Pod, ...]] | None:
     """``TemplateNodeInfo``: the Node and start-up pods of a new machine; ``None`` when the
     resource cannot scale from zero. Raises :class:`AnnotationError`."""
     hints = scale_from_zero(resource)
@@ -173,18 +176,21 @@ def template_node(
         for key in _NODE_LABELS_FROM_EXISTING:
             if node_labels.get(key):
                 labels[key] = node_labels[key]
-    node: dict[str, Any] = {
+    spec: NodeSpec = {}
+    if hints.taints:
+        spec["taints"] = [t.copy() for t in hints.taints]
+    node: Node = {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": name, "labels": labels},
-        "spec": {"taints": [dict(t) for t in hints.taints]} if hints.taints else {},
+        "spec": spec,
         "status": {
             "capacity": dict(hints.capacity),
             "allocatable": dict(hints.capacity),
             "conditions": [{"type": "Ready", "status": "True"}],
         },
     }
-    kube_proxy: dict[str, Any] = {
+    kube_proxy: Pod = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
@@ -241,9 +247,9 @@ class ClusterApiProvider:
         ) = None
         if capi_version:
             self._declare(capi_types(capi_group, capi_version))
-        self.nodes = informers.informer(NODES)
-        self._machine_by_instance: dict[str, Mapping[str, Any]] = {}
-        self._resources: dict[str, Mapping[str, Any]] = {}
+        self.nodes: Informer[Node] = informers.informer(NODES)
+        self._machine_by_instance: dict[str, Machine] = {}
+        self._resources: dict[str, ScalableResource] = {}
 
     # ------------------------------------------------------------------------- version
 
@@ -372,9 +378,9 @@ class ClusterApiProvider:
 
     # ------------------------------------------------------------------------- reading
 
-    def _scalable_resources(self) -> list[Mapping[str, Any]]:
+    def _scalable_resources(self) -> list[ScalableResource]:
         _, deployments, machine_sets, _ = self._ready()
-        resources: list[Mapping[str, Any]] = list(deployments.lister.list())
+        resources: list[ScalableResource] = list(deployments.lister.list())
         for machine_set in machine_sets.lister.list():
             owners = _meta(machine_set).get("ownerReferences") or ()
             if any(o.get("kind") == "MachineDeployment" and o.get("name") for o in owners):
@@ -382,7 +388,7 @@ class ClusterApiProvider:
             resources.append(machine_set)
         return sorted(resources, key=group_id)
 
-    def _machines_of(self, resource: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    def _machines_of(self, resource: ScalableResource) -> list[Machine]:
         """``listMachinesForScalableResource``: its selector, in its namespace and cluster."""
         try:
             selector = label_selector_from_dict(spec_of(resource).get("selector"))
@@ -390,7 +396,7 @@ class ClusterApiProvider:
             return []
         cluster = _cluster_name(resource)
         namespace = str(_meta(resource).get("namespace", ""))
-        machines = []
+        machines: list[Machine] = []
         machine_cache = self._ready()[3]
         for machine in machine_cache.lister.list(namespace=namespace, selector=selector):
             if cluster and _cluster_name(machine) not in ("", cluster):
@@ -404,8 +410,8 @@ class ClusterApiProvider:
         groups: dict[str, NodeGroup] = {}
         by_instance: dict[str, str] = {}
         problems: list[ProviderProblem] = []
-        machine_by_instance: dict[str, Mapping[str, Any]] = {}
-        resources: dict[str, Mapping[str, Any]] = {}
+        machine_by_instance: dict[str, Machine] = {}
+        resources: dict[str, ScalableResource] = {}
         nodes_by_name = {str(_meta(n).get("name")): n for n in self.nodes.lister.list()}
         nodes_by_pid = {
             str(spec_of(n).get("providerID")): n
@@ -447,10 +453,10 @@ class ClusterApiProvider:
 
     def _group(
         self,
-        resource: Mapping[str, Any],
-        nodes_by_name: Mapping[str, Mapping[str, Any]],
-        nodes_by_pid: Mapping[str, Mapping[str, Any]],
-        machine_by_instance: dict[str, Mapping[str, Any]],
+        resource: ScalableResource,
+        nodes_by_name: Mapping[str, Node],
+        nodes_by_pid: Mapping[str, Node],
+        machine_by_instance: dict[str, Machine],
         problems: list[ProviderProblem],
     ) -> NodeGroup | None:
         low, high = scaling_bounds(resource)
@@ -460,7 +466,7 @@ class ClusterApiProvider:
         if not isinstance(replicas, int):
             raise AnnotationError("spec.replicas is not set")
         instances: list[Instance] = []
-        first_node: Mapping[str, Any] | None = None
+        first_node: Node | None = None
         for machine in self._machines_of(resource):
             node_ref = status_of(machine).get("nodeRef") or {}
             node = nodes_by_name.get(str(node_ref.get("name", ""))) if node_ref else None
@@ -497,7 +503,7 @@ class ClusterApiProvider:
             rolling_out=self._rolling_out(resource),
         )
 
-    def _rolling_out(self, resource: Mapping[str, Any]) -> bool:
+    def _rolling_out(self, resource: ScalableResource) -> bool:
         """``IsMachineDeploymentAndRollingOut``: a MachineDeployment whose MachineSets (those
         labelled ``cluster.x-k8s.io/deployment-name: <name>`` in its namespace) include an
         older revision with replicas (:func:`.clusterapi_annotations.rolling_out`). Upstream's
@@ -580,7 +586,7 @@ class ClusterApiProvider:
             )
         await self._set_size(group, size + delta)
 
-    async def delete_nodes(self, group: NodeGroup, nodes: Sequence[Mapping[str, Any]]) -> None:
+    async def delete_nodes(self, group: NodeGroup, nodes: Sequence[Node]) -> None:
         replicas = await self._replicas(group)
         if replicas <= group.min_size:
             raise ProviderError("min size reached, nodes will not be deleted")
@@ -614,7 +620,7 @@ class ClusterApiProvider:
                 raise
             replicas -= 1
 
-    async def _mark(self, machine: Mapping[str, Any], marked: bool) -> None:
+    async def _mark(self, machine: Machine, marked: bool) -> None:
         """``MarkMachineForDeletion`` / ``UnmarkMachineForDeletion``: GET, annotate, PUT."""
         meta = _meta(machine)
         name, namespace = str(meta.get("name", "")), str(meta.get("namespace", ""))

@@ -37,7 +37,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any
 
 from kubescale.base.go_time import go_duration_string
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
@@ -51,6 +50,7 @@ from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
 from kubescale.controllers.autoscaler.clusterstate.backoff import BackoffEntry, ExponentialBackoff
 from kubescale.controllers.autoscaler.model.node_facts import NodeReadiness, node_name, provider_id
 from kubescale.controllers.autoscaler.model.pod_facts import creation_time
+from kubescale.objects.node import Node
 from kubescale.objects.views import status_of
 
 __all__ = [
@@ -156,7 +156,7 @@ class InstanceCreationFailed:
 StateEffect = ScaleUpTimedOut | InstanceCreationFailed
 
 
-def _suspended(node: Mapping[str, Any]) -> bool:
+def _suspended(node: Node) -> bool:
     for condition in status_of(node).get("conditions") or ():
         if condition.get("type") == "Suspended":
             return bool(condition.get("status") == "True")
@@ -228,9 +228,9 @@ class ClusterStateRegistry:
     def update(
         self,
         *,
-        nodes: Sequence[Mapping[str, Any]],
+        nodes: Sequence[Node],
         snapshot: ProviderSnapshot,
-        readiness: Callable[[Mapping[str, Any]], NodeReadiness],
+        readiness: Callable[[Node], NodeReadiness],
         now: datetime,
     ) -> list[StateEffect]:
         """``UpdateNodes`` (module docstring); the I/O the loop must do."""
@@ -263,8 +263,8 @@ class ClusterStateRegistry:
 
     def _update_readiness(
         self,
-        nodes: Sequence[Mapping[str, Any]],
-        readiness: Callable[[Mapping[str, Any]], NodeReadiness],
+        nodes: Sequence[Node],
+        readiness: Callable[[Node], NodeReadiness],
         now: datetime,
     ) -> None:
         per_group: dict[str, Readiness] = {}
@@ -487,7 +487,7 @@ class ClusterStateRegistry:
 
 def _classify(
     readiness: Readiness,
-    node: Mapping[str, Any],
+    node: Node,
     state: NodeReadiness,
     *,
     deleted: bool,

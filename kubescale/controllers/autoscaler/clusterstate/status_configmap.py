@@ -40,6 +40,7 @@ from kubescale.controllers.autoscaler.clusterstate.cluster_state import (
     ClusterStateRegistry,
     Readiness,
 )
+from kubescale.objects.config_map import ConfigMap
 from kubescale.plans.config_maps import config_map_body
 from kubescale.plans.intents import WriteConfigMap
 
@@ -263,7 +264,7 @@ def status_write(
 
 
 def status_config_map(
-    *, name: str, namespace: str, status: Mapping[str, Any], existing: Mapping[str, Any] | None
+    *, name: str, namespace: str, status: Mapping[str, Any], existing: ConfigMap | None
 ) -> dict[str, Any]:
     """The ConfigMap to write: ``existing`` updated (data ``status``, the last-updated
     annotation), or a new one (what the executor writes for :func:`status_write`)."""

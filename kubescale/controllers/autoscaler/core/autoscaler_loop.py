@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -103,6 +103,7 @@ from kubescale.controllers.autoscaler.model.node_facts import (
 from kubescale.controllers.autoscaler.model.pod_facts import OwnerRef, PriorityResolver, pod_id
 from kubescale.controllers.autoscaler.scaledown.scale_down_actuator import ScaleDownActuator
 from kubescale.controllers.autoscaler.scaledown.scale_down_planner import ScaleDownPlanner
+from kubescale.controllers.autoscaler.simulator.drainability import Controller
 from kubescale.controllers.autoscaler.simulator.template_nodes import TemplateNode, TemplateRegistry
 from kubescale.coordination.disruption_ledger import DisruptionLedger
 from kubescale.coordination.ports import DisruptionGate, RecentMoves
@@ -127,6 +128,17 @@ from kubescale.kube.resources import (
     REPLICATION_CONTROLLERS,
     STATEFUL_SETS,
 )
+from kubescale.objects.config_map import ConfigMap
+from kubescale.objects.daemon_set import DaemonSet
+from kubescale.objects.job import Job
+from kubescale.objects.namespace import Namespace
+from kubescale.objects.node import Node
+from kubescale.objects.pdb import PodDisruptionBudget
+from kubescale.objects.pod import Pod
+from kubescale.objects.priority_class import PriorityClass
+from kubescale.objects.replica_set import ReplicaSet
+from kubescale.objects.replication_controller import ReplicationController
+from kubescale.objects.stateful_set import StatefulSet
 from kubescale.objects.views import Meta, meta
 from kubescale.plans.executor import Applied, PlanExecutor
 from kubescale.plans.intents import Intent, WriteConfigMap
@@ -141,34 +153,32 @@ __all__ = ["LOOP_NAME", "AutoscalerLoop"]
 log = component_logger("cluster-autoscaler")
 
 LOOP_NAME: Final = "cluster-autoscaler"
-Node = Mapping[str, Any]
-Pod = Mapping[str, Any]
 
 
 @dataclass(frozen=True)
 class _Listed:
     """What an iteration reads of the informers, copied on the loop's thread."""
 
-    nodes: list[dict[str, Any]]
-    pods: list[dict[str, Any]]
-    priority_classes: list[dict[str, Any]]
-    namespaces: list[dict[str, Any]]
-    daemon_sets: list[dict[str, Any]]
+    nodes: list[Node]
+    pods: list[Pod]
+    priority_classes: list[PriorityClass]
+    namespaces: list[Namespace]
+    daemon_sets: list[DaemonSet]
 
 
 @dataclass(frozen=True)
 class _Built:
     """The iteration's snapshot (:meth:`AutoscalerLoop._build`)."""
 
-    nodes: list[dict[str, Any]]
-    all_pods: list[dict[str, Any]]
+    nodes: list[Node]
+    all_pods: list[Pod]
     priority: PriorityResolver
     lists: PodsBySchedulability
     journal: SnapshotJournal
     templates: dict[str, TemplateNode]
 
 
-def _pod_keys(pods: list[dict[str, Any]]) -> list[tuple[str, str]]:
+def _pod_keys(pods: Sequence[Pod]) -> list[tuple[str, str]]:
     return [(meta(p).namespace, meta(p).name) for p in pods]
 
 
@@ -228,18 +238,23 @@ class AutoscalerLoop:
             capi_version=settings.capi_version,
             deadline=self.write_deadline,
         )
-        self.nodes = informers.informer(NODES)
+        self.nodes: Informer[Node] = informers.informer(NODES)
+        # Informer[Any] until the VPA's RequestsAhead.requests_for (pods_ahead) takes a Pod
         self.pods = informers.informer(PODS)
         self.disruptions.attach(self.pods)
-        self.daemon_sets = informers.informer(DAEMON_SETS)
-        self.pdbs = informers.informer(POD_DISRUPTION_BUDGETS)
-        self.priority_classes = informers.informer(PRIORITY_CLASSES)
-        self.namespaces = informers.informer(NAMESPACES)
-        self.replica_sets = informers.informer(REPLICA_SETS)
-        self.stateful_sets = informers.informer(STATEFUL_SETS)
-        self.jobs = informers.informer(JOBS)
-        self.replication_controllers = informers.informer(REPLICATION_CONTROLLERS)
-        self.config_maps = informers.informer(CONFIG_MAPS, namespace=settings.namespace)
+        self.daemon_sets: Informer[DaemonSet] = informers.informer(DAEMON_SETS)
+        self.pdbs: Informer[PodDisruptionBudget] = informers.informer(POD_DISRUPTION_BUDGETS)
+        self.priority_classes: Informer[PriorityClass] = informers.informer(PRIORITY_CLASSES)
+        self.namespaces: Informer[Namespace] = informers.informer(NAMESPACES)
+        self.replica_sets: Informer[ReplicaSet] = informers.informer(REPLICA_SETS)
+        self.stateful_sets: Informer[StatefulSet] = informers.informer(STATEFUL_SETS)
+        self.jobs: Informer[Job] = informers.informer(JOBS)
+        self.replication_controllers: Informer[ReplicationController] = informers.informer(
+            REPLICATION_CONTROLLERS
+        )
+        self.config_maps: Informer[ConfigMap] = informers.informer(
+            CONFIG_MAPS, namespace=settings.namespace
+        )
         self.registry = ClusterStateRegistry(
             health=HealthConfig(
                 ok_total_unready_count=settings.ok_total_unready_count,
@@ -325,18 +340,18 @@ class AutoscalerLoop:
             cpu_clock=cpu_clock,
         )
         """What the iterations' decisions keep between them (:mod:`.run_once_decision`)."""
-        self._controllers: dict[str, dict[str, Mapping[str, Any]]] | None = None
+        self._controllers: dict[str, dict[str, Controller]] | None = None
         """The controllers as the iteration's scale-down read them (:meth:`_freeze_controllers`)."""
 
         self.started: datetime | None = None
         self.iterations = 0
         self._reports: list[TimelineReport] = []
 
-    def _evictions_in_flight(self, now: datetime) -> list[dict[str, Any]]:
+    def _evictions_in_flight(self, now: datetime) -> list[Pod]:
         """With ``--coordination one-brain``: the pods (as the informer shows them, not being
         deleted yet) that any system of the process has an eviction in flight for. Upstream's
         autoscaler (``separate``) counts none: it sees only the PDBs' status."""
-        pods: list[dict[str, Any]] = []
+        pods: list[Pod] = []
         for entry in self.gate.evictions_in_flight(now=now):
             pod = self.pods.lister.get(entry.name, entry.namespace)
             if pod is None or Meta(pod).raw.get("uid") != entry.uid:
@@ -422,7 +437,7 @@ class AutoscalerLoop:
             for kind, informer in self._controller_informers().items()
         }
 
-    def _controller(self, namespace: str, owner: OwnerRef) -> Mapping[str, Any] | None:
+    def _controller(self, namespace: str, owner: OwnerRef) -> Controller | None:
         if owner.kind not in self._controller_informers():
             return {}  # a kind the drainability rules do not look up
         if self._controllers is not None:

@@ -26,9 +26,8 @@ fix ends the iteration.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import Any
 
 from kubescale.base.go_time import go_duration_string
 from kubescale.base.logs import component_logger
@@ -54,6 +53,7 @@ from kubescale.controllers.autoscaler.model.node_facts import (
     node_name,
     taint_time,
 )
+from kubescale.objects.node import Node
 from kubescale.plans.executor import Decision
 from kubescale.plans.intents import DeleteNodes, Event, ResizeNodeGroup, Untaint
 
@@ -101,7 +101,7 @@ class Housekeeping:
                 )
         self.reported_problems = current
 
-    def clean_up_decision(self, nodes: Iterable[Mapping[str, Any]]) -> Decision[None]:
+    def clean_up_decision(self, nodes: Iterable[Node]) -> Decision[None]:
         """``cleanUpIfRequired``: ToBeDeleted taints an earlier run left behind."""
         for node in nodes:
             if taint_time(node, TO_BE_DELETED_TAINT) is None:
@@ -171,7 +171,7 @@ class Housekeeping:
                 group.target_size - done <= group.min_size
             ):
                 continue
-            fake = {
+            fake: Node = {
                 "metadata": {"name": unregistered.instance_id},
                 "spec": {"providerID": unregistered.instance_id},
             }
@@ -208,7 +208,9 @@ class Housekeeping:
             failed = [i for i in group.instances if i.error is not None]
             if not failed:
                 continue
-            fakes = [{"metadata": {"name": i.id}, "spec": {"providerID": i.id}} for i in failed]
+            fakes: list[Node] = [
+                {"metadata": {"name": i.id}, "spec": {"providerID": i.id}} for i in failed
+            ]
             applied = yield DeleteNodes(actor=ACTOR, group=group.id, nodes=fakes)
             err = node_group_failure(applied)
             if err is not None:

@@ -28,7 +28,6 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
-from typing import Any
 
 from kubescale.base.logs import component_logger
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
@@ -66,8 +65,13 @@ from kubescale.controllers.autoscaler.scaledown.scale_down_planner import (
     Unremovable,
 )
 from kubescale.controllers.autoscaler.scaleup.resource_limits import node_capacity
-from kubescale.controllers.autoscaler.simulator.drainability import DrainContext, PdbTracker
+from kubescale.controllers.autoscaler.simulator.drainability import (
+    Controller,
+    DrainContext,
+    PdbTracker,
+)
 from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
+from kubescale.controllers.autoscaler.simulator.template_nodes import TemplateNode
 from kubescale.controllers.autoscaler.simulator.utilization import Utilization
 from kubescale.coordination.recent_moves import (
     RECEIVED_DESCHEDULED_PODS,
@@ -75,6 +79,9 @@ from kubescale.coordination.recent_moves import (
     placed_pods,
     protected_nodes,
 )
+from kubescale.objects.node import Node
+from kubescale.objects.pdb import PodDisruptionBudget
+from kubescale.objects.pod import Pod
 from kubescale.plans.executor import Decision
 from kubescale.plans.intents import ResizeNodeGroup, Taint, Untaint
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
@@ -90,7 +97,6 @@ __all__ = [
 log = component_logger("cluster-autoscaler")
 
 MAX_BULK_SOFT_TAINT_COUNT = 10
-Node = Mapping[str, Any]
 EventSink = Callable[[str, str, str], None]
 
 
@@ -136,8 +142,8 @@ class ScaleDownReads:
     (:meth:`ScaleDownPhase.read`): the PodDisruptionBudgets, the pods other systems are
     evicting (one brain) and the descheduler's recent moves (one brain)."""
 
-    pdbs: Sequence[Mapping[str, Any]] = ()
-    in_flight: Sequence[Mapping[str, Any]] = ()
+    pdbs: Sequence[PodDisruptionBudget] = ()
+    in_flight: Sequence[Pod] = ()
     moves: Sequence[DescheduledMove] = ()
 
 
@@ -173,10 +179,10 @@ class ScaleDownPhase:
         registry: ClusterStateRegistry,
         actuator: ScaleDownActuator,
         readiness: Callable[[Node], NodeReadiness],
-        pdbs: Callable[[], list[dict[str, Any]]],
-        controller: Callable[[str, OwnerRef], Mapping[str, Any] | None],
+        pdbs: Callable[[], list[PodDisruptionBudget]],
+        controller: Callable[[str, OwnerRef], Controller | None],
         status_event: EventSink,
-        in_flight: Callable[[datetime], Sequence[Mapping[str, Any]]] = lambda _now: (),
+        in_flight: Callable[[datetime], Sequence[Pod]] = lambda _now: (),
         moves: Callable[[datetime], Sequence[DescheduledMove]] = lambda _now: (),
     ) -> None:
         self.in_flight = in_flight
@@ -238,7 +244,7 @@ class ScaleDownPhase:
         journal: SnapshotJournal,
         simulator: SchedulingSimulator,
         priority: PriorityResolver,
-        templates: Mapping[str, Any],
+        templates: Mapping[str, TemplateNode],
         in_cooldown: bool,
         pods_pending: bool,
     ) -> Decision[ScaleDownOutcome]:
@@ -333,11 +339,11 @@ class ScaleDownPhase:
 
     def _reporter(
         self, journal: SnapshotJournal
-    ) -> Callable[[str], tuple[Utilization | None, Sequence[Mapping[str, Any]]]]:
+    ) -> Callable[[str], tuple[Utilization | None, Sequence[Pod]]]:
         """A node's utilization (this loop's eligibility check) and its pods in the loop's
         snapshot: what upstream's ``scaleDownNodeToReport`` puts in the drain-start event."""
 
-        def report(name: str) -> tuple[Utilization | None, Sequence[Mapping[str, Any]]]:
+        def report(name: str) -> tuple[Utilization | None, Sequence[Pod]]:
             state = journal.snapshot.nodes.get(name)
             return self.planner.utilization.get(name), tuple(state.pods) if state else ()
 
@@ -380,7 +386,7 @@ class ScaleDownPhase:
         nodes: Sequence[Node],
         journal: SnapshotJournal,
         priority: PriorityResolver,
-        templates: Mapping[str, Any],
+        templates: Mapping[str, TemplateNode],
         destinations: set[str],
         outcome: ScaleDownOutcome,
     ) -> Decision[ConsolidationCommand | None]:

@@ -17,7 +17,6 @@ import random
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from kubescale.base.logs import component_logger
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
@@ -51,6 +50,9 @@ from kubescale.controllers.autoscaler.scaleup.scale_up_executor import (
     scale_up_decision,
 )
 from kubescale.controllers.autoscaler.simulator.template_nodes import TemplateNode
+from kubescale.objects.config_map import ConfigMap
+from kubescale.objects.node import Node
+from kubescale.objects.pod import Pod
 from kubescale.objects.views import Meta
 from kubescale.plans.executor import Decision
 from kubescale.plans.intents import ResizeNodeGroup
@@ -60,8 +62,6 @@ __all__ = ["ScaleUpOutcome", "ScaleUpPhase", "inject_upcoming", "pods_of_drainin
 
 log = component_logger("cluster-autoscaler")
 
-Node = Mapping[str, Any]
-Pod = Mapping[str, Any]
 EventSink = Callable[[str, str, str], None]
 
 
@@ -152,7 +152,7 @@ class ScaleUpPhase:
         upcoming: int,
         nodes: Sequence[Node],
         now: datetime,
-        config_map: Mapping[str, Any] | None,
+        config_map: ConfigMap | None,
         resized: Collection[str] = (),
     ) -> Decision[ScaleUpOutcome]:
         """``ScaleUpOrchestrator.ScaleUp``: ``--max-nodes-total`` is checked against the ready

@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -35,6 +35,7 @@ from kubescale.controllers.autoscaler.model.node_facts import currently_being_de
 from kubescale.controllers.autoscaler.scaledown.scale_down_actuator import ScaleDownActuator
 from kubescale.controllers.autoscaler.scaledown.scale_down_planner import ScaleDownPlanner
 from kubescale.controllers.autoscaler.scaleup.resource_limits import cores_and_memory, node_capacity
+from kubescale.objects.node import Node
 from kubescale.plans.config_maps import config_map_body
 from kubescale.plans.executor import Applied, Decision, PlanExecutor
 from kubescale.plans.intents import Event
@@ -141,7 +142,7 @@ class StatusReporter:
         registry: ClusterStateRegistry,
         planner: ScaleDownPlanner,
         actuator: ScaleDownActuator,
-        nodes: Iterable[Mapping[str, Any]],
+        nodes: Iterable[Node],
         now: datetime,
     ) -> None:
         metrics, settings = self.metrics, self.settings

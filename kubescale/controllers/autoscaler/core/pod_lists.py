@@ -18,10 +18,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Final
 
 from kubescale.controllers.autoscaler.model.pod_facts import (
     PriorityResolver,
@@ -31,6 +31,7 @@ from kubescale.controllers.autoscaler.model.pod_facts import (
     pod_scale_up_delay,
 )
 from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
+from kubescale.objects.pod import Pod
 from kubescale.objects.views import Meta, spec_of, status_of
 
 __all__ = [
@@ -47,8 +48,6 @@ __all__ = [
 POD_TIME_BUFFER: Final = timedelta(seconds=2)
 GPU_POD_TIME_BUFFER: Final = timedelta(seconds=30)
 _GPU_RESOURCES: Final = ("nvidia.com/gpu", "amd.com/gpu")
-
-Pod = Mapping[str, Any]
 
 
 @dataclass
@@ -101,8 +100,8 @@ def drop_young_pods(pods: Iterable[Pod], *, now: datetime, delay: timedelta) -> 
 def _requests_gpu(pod: Pod) -> bool:
     for container in spec_of(pod).get("containers") or ():
         resources = container.get("resources") or {}
-        for section in ("requests", "limits"):
-            if any(name in (resources.get(section) or {}) for name in _GPU_RESOURCES):
+        for section in (resources.get("requests"), resources.get("limits")):
+            if any(name in (section or {}) for name in _GPU_RESOURCES):
                 return True
     return False
 

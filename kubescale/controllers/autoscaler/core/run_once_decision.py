@@ -47,7 +47,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from kubescale.base.logs import component_logger
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import ProviderSnapshot
@@ -76,6 +76,9 @@ from kubescale.controllers.autoscaler.scaledown.scale_down_actuator import Scale
 from kubescale.controllers.autoscaler.scaleup.scale_up import ScaleUpDecision
 from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
 from kubescale.controllers.autoscaler.simulator.template_nodes import TemplateNode
+from kubescale.objects.config_map import ConfigMap
+from kubescale.objects.node import Node
+from kubescale.objects.pod import Pod
 from kubescale.objects.views import meta
 from kubescale.plans.executor import Decision
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
@@ -89,9 +92,6 @@ __all__ = [
 ]
 
 log = component_logger("cluster-autoscaler")
-
-Node = Mapping[str, Any]
-Pod = Mapping[str, Any]
 
 
 @dataclass
@@ -113,9 +113,9 @@ class BuiltSnapshot(Protocol):
     """The cluster snapshot the loop builds (``AutoscalerLoop._build``)."""
 
     @property
-    def nodes(self) -> list[dict[str, Any]]: ...
+    def nodes(self) -> list[Node]: ...
     @property
-    def all_pods(self) -> list[dict[str, Any]]: ...
+    def all_pods(self) -> list[Pod]: ...
     @property
     def priority(self) -> PriorityResolver: ...
     @property
@@ -141,7 +141,7 @@ class RunOnceSnapshot:
     """Pods (``namespace/name``) another system is evicting (one brain): the drains leave
     them."""
     scale_down: ScaleDownReads = field(default_factory=ScaleDownReads)
-    priority_config_map: Mapping[str, Any] | None = None
+    priority_config_map: ConfigMap | None = None
     """The priority expander's ConfigMap."""
 
 

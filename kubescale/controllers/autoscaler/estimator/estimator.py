@@ -32,9 +32,9 @@ that flag is set (≤ 0 → −1).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import NodeGroup
 from kubescale.controllers.autoscaler.simulator.scheduling_simulation import (
@@ -42,6 +42,7 @@ from kubescale.controllers.autoscaler.simulator.scheduling_simulation import (
     obviously_full,
 )
 from kubescale.controllers.autoscaler.simulator.template_nodes import TemplateNode
+from kubescale.objects.pod import Pod
 from kubescale.objects.views import spec_of
 from kubescale.scheduling.filters import FilterStatus, NodeState, insufficient_resources
 from kubescale.scheduling.fit import PodInfo
@@ -57,7 +58,6 @@ __all__ = [
     "pod_group_score",
 ]
 
-Pod = Mapping[str, Any]
 HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
 
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 from kubescale.controllers.autoscaler.config.autoscaler_settings import AutoscalerSettings
 from kubescale.controllers.autoscaler.expander.expanders import (
@@ -17,6 +16,7 @@ from kubescale.controllers.autoscaler.expander.expanders import (
 )
 from kubescale.controllers.autoscaler.expander.price_expander import PriceExpander
 from kubescale.controllers.autoscaler.expander.priority_expander import PriorityExpander
+from kubescale.objects.config_map import ConfigMap
 
 __all__ = ["build_expander"]
 
@@ -26,7 +26,7 @@ def build_expander(
     *,
     rng: random.Random,
     cluster_nodes: int,
-    config_map: Callable[[], Mapping[str, Any] | None],
+    config_map: Callable[[], ConfigMap | None],
 ) -> ExpanderChain:
     filters: list[ExpanderFilter] = []
     for name in settings.expander:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import NodeGroup
+from kubescale.objects.pod import Pod
 from kubescale.objects.views import spec_of
 from kubescale.scheduling.pod_resources import container_amounts
 
@@ -17,12 +16,12 @@ __all__ = ["ExpansionOption", "regular_requests"]
 class ExpansionOption:
     group: NodeGroup
     node_count: int
-    pods: tuple[Mapping[str, Any], ...]
+    pods: tuple[Pod, ...]
     similar: tuple[NodeGroup, ...] = ()
     debug: str = ""
 
 
-def regular_requests(pod: Mapping[str, Any]) -> tuple[int, int]:
+def regular_requests(pod: Pod) -> tuple[int, int]:
     """(cpu millicores, memory bytes) requested by the regular containers — what the
     expanders sum (``resourcesForPods``: init containers and overhead are not counted)."""
     cpu = memory = 0

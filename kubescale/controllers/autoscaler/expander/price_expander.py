@@ -20,15 +20,16 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 from kubescale.controllers.autoscaler.expander.expansion_option import ExpansionOption
 from kubescale.controllers.autoscaler.expander.pricing import PricingModel
 from kubescale.controllers.autoscaler.simulator.template_nodes import TemplateNode
+from kubescale.objects.pod import Pod
 
 __all__ = ["PriceExpander", "preferred_node_cpu"]
 
-STABILIZATION_POD: Final[Mapping[str, Any]] = {
+STABILIZATION_POD: Final[Pod] = {
     "metadata": {"name": "stabilize", "namespace": ""},
     "spec": {
         "containers": [

@@ -10,10 +10,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
 from kubescale.controllers.autoscaler.expander.expansion_option import regular_requests
+from kubescale.objects.pod import Pod
 from kubescale.scheduling.pod_resources import Amounts
 
 __all__ = ["CPU_PRICE_PER_HOUR", "MEMORY_PRICE_PER_GIB_HOUR", "PricingModel"]
@@ -31,7 +31,7 @@ class PricingModel:
             return price_per_hour * hours
         return self.resources_price(capacity.get("cpu", 0), capacity.get("memory", 0), hours)
 
-    def pod_price(self, pod: Mapping[str, Any], hours: float) -> float:
+    def pod_price(self, pod: Pod, hours: float) -> float:
         cpu, memory = regular_requests(pod)
         return self.resources_price(cpu, memory, hours)
 

@@ -25,12 +25,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 import yaml
 
 from kubescale.controllers.autoscaler.expander.expansion_option import ExpansionOption
 from kubescale.controllers.autoscaler.simulator.template_nodes import TemplateNode
+from kubescale.objects.config_map import ConfigMap
 
 __all__ = [
     "PRIORITY_CONFIG_MAP",
@@ -53,7 +54,7 @@ def _wrong_configuration(reason: str) -> str:
 
 
 def parse_priorities(
-    config_map: Mapping[str, Any] | None,
+    config_map: ConfigMap | None,
 ) -> list[tuple[int, list[re.Pattern[str]]]]:
     """``priority → compiled expressions``, highest priority first."""
     if config_map is None:
@@ -122,7 +123,7 @@ def parse_priorities(
 class PriorityExpander:
     """The filter; ``config_map`` reads the ConfigMap (the loop's informer cache)."""
 
-    config_map: Callable[[], Mapping[str, Any] | None]
+    config_map: Callable[[], ConfigMap | None]
     name: str = "priority"
     warnings: list[tuple[str, str]] = field(default_factory=list)
     """(reason, message) of the Warning events the last call asked for."""

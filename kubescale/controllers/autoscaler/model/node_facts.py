@@ -16,12 +16,13 @@ the node is "currently being deleted" (``eligibility``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from typing import Final
 
 from kubescale.controllers.autoscaler.model.pod_facts import parse_time
+from kubescale.objects.node import Node, Taint
 from kubescale.objects.views import Meta, spec_of, status_of
 from kubescale.scheduling.autoscaler_taints import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
 
@@ -80,19 +81,19 @@ class NodeReadiness:
     """When the Ready condition last changed (the epoch when unknown)."""
 
 
-def node_name(node: Mapping[str, Any]) -> str:
+def node_name(node: Node) -> str:
     return str(Meta(node).raw.get("name", ""))
 
 
-def provider_id(node: Mapping[str, Any]) -> str:
+def provider_id(node: Node) -> str:
     return str(spec_of(node).get("providerID") or "")
 
 
-def _taints(node: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
+def _taints(node: Node) -> Sequence[Taint]:
     return spec_of(node).get("taints") or ()
 
 
-def has_startup_taint(node: Mapping[str, Any], startup_taints: Iterable[str] = ()) -> bool:
+def has_startup_taint(node: Node, startup_taints: Iterable[str] = ()) -> bool:
     keys = set(startup_taints)
     return any(
         str(t.get("key", "")).startswith(STARTUP_TAINT_PREFIX) or t.get("key") in keys
@@ -100,7 +101,7 @@ def has_startup_taint(node: Mapping[str, Any], startup_taints: Iterable[str] = (
     )
 
 
-def node_readiness(node: Mapping[str, Any], startup_taints: Iterable[str] = ()) -> NodeReadiness:
+def node_readiness(node: Node, startup_taints: Iterable[str] = ()) -> NodeReadiness:
     """The module docstring's readiness."""
     ready_found = False
     can_be_ready = True
@@ -123,7 +124,7 @@ def node_readiness(node: Mapping[str, Any], startup_taints: Iterable[str] = ()) 
     return NodeReadiness(ready=ready_found and can_be_ready, last_transition=last)
 
 
-def taint_time(node: Mapping[str, Any], key: str) -> datetime | None:
+def taint_time(node: Node, key: str) -> datetime | None:
     """When the autoscaler's taint ``key`` was set (its value is unix seconds)."""
     for taint in _taints(node):
         if taint.get("key") == key:
@@ -134,7 +135,7 @@ def taint_time(node: Mapping[str, Any], key: str) -> datetime | None:
     return None
 
 
-def currently_being_deleted(node: Mapping[str, Any], now: datetime) -> bool:
+def currently_being_deleted(node: Node, now: datetime) -> bool:
     """A ToBeDeleted taint set less than 5 minutes ago (``IsNodeBeingDeleted``)."""
     tainted = taint_time(node, TO_BE_DELETED_TAINT)
     return tainted is not None and now - tainted < _BEING_DELETED_WINDOW

@@ -16,13 +16,16 @@ Upstream's helpers (``pkg/utils/pod``, ``pkg/utils/drain``, ``pkg/core/utils``):
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from typing import Final
 
 from kubescale.base.go_time import parse_duration
 from kubescale.base.times import parse_time
+from kubescale.objects.node import Node
+from kubescale.objects.pod import Pod
+from kubescale.objects.priority_class import PriorityClass
 from kubescale.objects.views import Meta, spec_of, status_of
 
 __all__ = [
@@ -64,22 +67,22 @@ class OwnerRef:
     api_version: str
 
 
-def pod_id(pod: Mapping[str, Any]) -> str:
+def pod_id(pod: Pod) -> str:
     """``namespace/name``."""
     meta = Meta(pod).raw
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
-def pod_annotations(pod: Mapping[str, Any]) -> Mapping[str, str]:
+def pod_annotations(pod: Pod) -> Mapping[str, str]:
     return Meta(pod).raw.get("annotations") or {}
 
 
-def creation_time(obj: Mapping[str, Any]) -> datetime:
+def creation_time(obj: Pod | Node) -> datetime:
     """``metadata.creationTimestamp`` (the epoch when missing)."""
     return parse_time(Meta(obj).raw.get("creationTimestamp")) or _EPOCH
 
 
-def controller_of(pod: Mapping[str, Any]) -> OwnerRef | None:
+def controller_of(pod: Pod) -> OwnerRef | None:
     """The ownerReference with ``controller: true``."""
     for ref in Meta(pod).raw.get("ownerReferences") or ():
         if ref.get("controller") is True:
@@ -92,11 +95,11 @@ def controller_of(pod: Mapping[str, Any]) -> OwnerRef | None:
     return None
 
 
-def is_mirror_pod(pod: Mapping[str, Any]) -> bool:
+def is_mirror_pod(pod: Pod) -> bool:
     return MIRROR_POD_ANNOTATION in pod_annotations(pod)
 
 
-def is_daemonset_pod(pod: Mapping[str, Any]) -> bool:
+def is_daemonset_pod(pod: Pod) -> bool:
     """``pod_util.IsDaemonSetPod``: controlled by a DaemonSet, or annotated as one."""
     owner = controller_of(pod)
     if owner is not None and owner.kind == "DaemonSet":
@@ -104,14 +107,14 @@ def is_daemonset_pod(pod: Mapping[str, Any]) -> bool:
     return pod_annotations(pod).get(DAEMONSET_POD_ANNOTATION) == "true"
 
 
-def is_terminal(pod: Mapping[str, Any]) -> bool:
+def is_terminal(pod: Pod) -> bool:
     return status_of(pod).get("phase") in ("Succeeded", "Failed")
 
 
 class PriorityResolver:
     """A pod's priority: ``spec.priority``, else its PriorityClass, else the global default."""
 
-    def __init__(self, priority_classes: list[dict[str, Any]] | None = None) -> None:
+    def __init__(self, priority_classes: Sequence[PriorityClass] | None = None) -> None:
         self._classes: dict[str, int] = {}
         self._default = 0
         for pc in priority_classes or ():
@@ -120,7 +123,7 @@ class PriorityResolver:
             if pc.get("globalDefault"):
                 self._default = value
 
-    def priority(self, pod: Mapping[str, Any]) -> int:
+    def priority(self, pod: Pod) -> int:
         spec = spec_of(pod)
         value = spec.get("priority")
         if isinstance(value, int):
@@ -131,7 +134,7 @@ class PriorityResolver:
         return self._default
 
 
-def pod_scale_up_delay(pod: Mapping[str, Any], default: timedelta) -> timedelta:
+def pod_scale_up_delay(pod: Pod, default: timedelta) -> timedelta:
     """The delay before ``pod`` may trigger a scale-up: the flag's, or the annotation's when
     longer (a shorter or unparsable annotation is ignored, as upstream logs and ignores it)."""
     raw = pod_annotations(pod).get(POD_SCALE_UP_DELAY_ANNOTATION)

@@ -42,7 +42,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
     NodeGroup,
@@ -70,6 +70,8 @@ from kubescale.controllers.autoscaler.scaledown.disruption_cost import (
 from kubescale.controllers.autoscaler.simulator.drainability import DrainContext, classify_node_pods
 from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
 from kubescale.controllers.autoscaler.simulator.template_nodes import TemplateNode
+from kubescale.objects.node import Node
+from kubescale.objects.pod import Pod
 from kubescale.objects.views import Meta, spec_of, status_of
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.pod_resources import pod_requests
@@ -91,12 +93,10 @@ DO_NOT_DISRUPT_ANNOTATION: Final = "karpenter.sh/do-not-disrupt"
 MAX_MULTI_NODE_CANDIDATES: Final = 100
 Method = Literal["Empty", "Delete", "Replace"]
 
-Pod = Mapping[str, Any]
-
 
 @dataclass(frozen=True, kw_only=True)
 class ConsolidationCandidate:
-    node: Mapping[str, Any]
+    node: Node
     group: NodeGroup
     pods_to_move: tuple[Pod, ...]
     price_per_hour: float
@@ -339,7 +339,7 @@ def decide_consolidation(inputs: ConsolidationInputs) -> ConsolidationCommand | 
     return _multi_node(ordered, inputs, budget) or _single_node(ordered, inputs)
 
 
-def last_change(node: Mapping[str, Any], pods: Sequence[Pod]) -> datetime:
+def last_change(node: Node, pods: Sequence[Pod]) -> datetime:
     """When the node or its pods last changed: its creation, or a pod's creation or start."""
     latest = creation_time(node)
     for pod in pods:
@@ -352,10 +352,10 @@ def last_change(node: Mapping[str, Any], pods: Sequence[Pod]) -> datetime:
 
 def consolidation_candidates(
     *,
-    nodes: Sequence[Mapping[str, Any]],
+    nodes: Sequence[Node],
     snapshot: ClusterSnapshot,
     provider: ProviderSnapshot,
-    readiness: Callable[[Mapping[str, Any]], NodeReadiness],
+    readiness: Callable[[Node], NodeReadiness],
     context: DrainContext,
     priority: PriorityResolver,
     templates: Mapping[str, TemplateNode],

@@ -18,11 +18,12 @@ A node's cost compares, in this order:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from kubescale.controllers.autoscaler.model.pod_facts import PriorityResolver, pod_annotations
+from kubescale.objects.pod import Pod
 from kubescale.objects.views import spec_of
 
 __all__ = [
@@ -35,7 +36,7 @@ __all__ = [
 POD_DELETION_COST_ANNOTATION: Final = "controller.kubernetes.io/pod-deletion-cost"
 
 
-def eviction_cost(pod: Mapping[str, Any], priority: PriorityResolver) -> float:
+def eviction_cost(pod: Pod, priority: PriorityResolver) -> float:
     """Karpenter's ``EvictionCost``."""
     cost = 1.0
     raw = pod_annotations(pod).get(POD_DELETION_COST_ANNOTATION)
@@ -46,7 +47,7 @@ def eviction_cost(pod: Mapping[str, Any], priority: PriorityResolver) -> float:
     return min(10.0, max(-10.0, cost))
 
 
-def keeps_local_data(pod: Mapping[str, Any]) -> bool:
+def keeps_local_data(pod: Pod) -> bool:
     for volume in spec_of(pod).get("volumes") or ():
         if "hostPath" in volume:
             return True
@@ -67,7 +68,7 @@ class DisruptionCost:
 
 
 def node_disruption_cost(
-    node: str, pods_to_move: Iterable[Mapping[str, Any]], priority: PriorityResolver
+    node: str, pods_to_move: Iterable[Pod], priority: PriorityResolver
 ) -> DisruptionCost:
     pods = list(pods_to_move)
     return DisruptionCost(

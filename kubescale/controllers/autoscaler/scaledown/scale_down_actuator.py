@@ -45,7 +45,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Final
 
 from kubescale.base.go_strings import go_quote
 from kubescale.base.logs import component_logger
@@ -72,6 +72,8 @@ from kubescale.coordination.disruption_ledger import DisruptionLedger, WriteOutc
 from kubescale.coordination.ports import DisruptionGate
 from kubescale.coordination.separate import OwnEvictionsOnly
 from kubescale.kube.errors import KubeApiError
+from kubescale.objects.node import Node
+from kubescale.objects.pod import Pod
 from kubescale.objects.views import Meta, spec_of
 from kubescale.plans.executor import Applied, Decision, PlanExecutor
 from kubescale.plans.intents import DeleteNodes, Event, Evict, Intent, Taint, Untaint
@@ -84,7 +86,6 @@ POD_EVICTION_HEADROOM: Final = timedelta(seconds=30)
 MAX_CLOUD_PROVIDER_NODE_DELETION_TIME: Final = timedelta(minutes=5)
 DEFAULT_GRACE: Final = 30
 
-Pod = Mapping[str, Any]
 EventSink = Callable[[str, str, str], None]
 """(type, reason, message) on the status ConfigMap."""
 
@@ -93,7 +94,7 @@ EventSink = Callable[[str, str, str], None]
 class Deletion:
     """One node on its way out."""
 
-    node: Mapping[str, Any]
+    node: Node
     group_id: str
     drain: bool
     reason: str
@@ -162,7 +163,7 @@ class ScaleDownActuator:
 
     async def start(
         self,
-        nodes: Sequence[tuple[Mapping[str, Any], str]],
+        nodes: Sequence[tuple[Node, str]],
         *,
         drain: bool,
         reason: str,
@@ -177,7 +178,7 @@ class ScaleDownActuator:
 
     def start_decision(
         self,
-        nodes: Sequence[tuple[Mapping[str, Any], str]],
+        nodes: Sequence[tuple[Node, str]],
         *,
         drain: bool,
         reason: str,
@@ -441,5 +442,5 @@ class ScaleDownActuator:
             )
 
 
-def _event(involved: Mapping[str, Any], *, type: str, reason: str, message: str) -> Intent:
+def _event(involved: Pod | Node, *, type: str, reason: str, message: str) -> Intent:
     return Event(actor=ACTOR, involved=involved, type=type, reason=reason, message=message)

@@ -33,7 +33,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import ProviderSnapshot
 from kubescale.controllers.autoscaler.config.autoscaler_settings import AutoscalerSettings
@@ -53,19 +52,20 @@ from kubescale.controllers.autoscaler.simulator.drainability import DrainContext
 from kubescale.controllers.autoscaler.simulator.removal_simulation import simulate_node_removal
 from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
 from kubescale.controllers.autoscaler.simulator.utilization import Utilization, node_utilization
+from kubescale.objects.node import Node
+from kubescale.objects.pod import Pod
 from kubescale.objects.views import Meta
+from kubescale.scheduling.fit import ClusterSnapshot
 
 __all__ = ["NodeToRemove", "ScaleDownPlanner", "Unremovable"]
-
-Node = Mapping[str, Any]
 
 
 @dataclass(frozen=True)
 class NodeToRemove:
     node: Node
     group_id: str
-    pods_to_move: tuple[Mapping[str, Any], ...]
-    daemon_set_pods: tuple[Mapping[str, Any], ...]
+    pods_to_move: tuple[Pod, ...]
+    daemon_set_pods: tuple[Pod, ...]
     utilization: float
     since: datetime
     waiting: bool = False
@@ -182,7 +182,7 @@ class ScaleDownPlanner:
         self,
         node: Node,
         now: datetime,
-        snapshot: Any,
+        snapshot: ClusterSnapshot,
         provider: ProviderSnapshot,
         readiness: Callable[[Node], NodeReadiness],
     ) -> tuple[str, str, float]:
@@ -217,7 +217,7 @@ class ScaleDownPlanner:
     def _order(
         self,
         eligible: list[tuple[Node, str, float]],
-        snapshot: Any,
+        snapshot: ClusterSnapshot,
         context: DrainContext,
         priority: PriorityResolver,
     ) -> list[tuple[Node, str, float]]:
@@ -333,5 +333,5 @@ class ScaleDownPlanner:
         return ""
 
 
-def _movable(pods: Sequence[Mapping[str, Any]], context: DrainContext) -> list[Mapping[str, Any]]:
+def _movable(pods: Sequence[Pod], context: DrainContext) -> list[Pod]:
     return classify_node_pods(pods, context).to_move

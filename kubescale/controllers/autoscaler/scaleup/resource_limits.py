@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from kubescale.controllers.autoscaler.config.autoscaler_settings import ResourceRange
+from kubescale.objects.node import Node
 from kubescale.objects.views import status_of
 from kubescale.scheduling.pod_resources import amounts_of
 
@@ -36,7 +37,7 @@ RESOURCE_MEMORY: Final = "memory"
 UNLIMITED: Final = 2**63 - 1
 
 
-def node_capacity(node: Mapping[str, Any]) -> dict[str, int]:
+def node_capacity(node: Node) -> dict[str, int]:
     """A node's ``status.capacity`` (its allocatable when it has none) as amounts."""
     status = status_of(node)
     return amounts_of(status.get("capacity") or status.get("allocatable"))

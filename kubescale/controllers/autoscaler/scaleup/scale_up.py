@@ -29,7 +29,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import NodeGroup
 from kubescale.controllers.autoscaler.clusterstate.cluster_state import ScaleUpSafety
@@ -50,6 +50,7 @@ from kubescale.controllers.autoscaler.scaleup.resource_limits import (
 )
 from kubescale.controllers.autoscaler.simulator.equivalence import build_pod_groups
 from kubescale.controllers.autoscaler.simulator.template_nodes import TemplateNode
+from kubescale.objects.pod import Pod
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 
 __all__ = [
@@ -73,8 +74,6 @@ NO_OPTIONS_REASON: Final = "no scale-up options available"
 FILTERED_OUT_REASON: Final = "expansion options filtered out by the expander"
 EXECUTION_ERROR_REASON: Final = "failed to execute scale-up"
 MAX_NODES_TOTAL_MESSAGE: Final = "max total nodes in cluster reached"
-
-Pod = Mapping[str, Any]
 
 
 class ScaleUpResult(enum.Enum):

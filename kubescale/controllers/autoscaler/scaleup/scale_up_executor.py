@@ -26,10 +26,9 @@ yields after it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from kubescale.base.logs import component_logger
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
@@ -51,6 +50,7 @@ from kubescale.controllers.autoscaler.scaleup.scale_up import (
     reasons_message,
     triggered_message,
 )
+from kubescale.objects.pod import Pod
 from kubescale.plans.executor import Decision
 from kubescale.plans.intents import Event, ResizeNodeGroup
 
@@ -145,7 +145,7 @@ def pod_events(
     *,
     result: ScaleUpResult,
     executed: Sequence[ScaleUpInfo],
-    triggered: Sequence[Mapping[str, Any]],
+    triggered: Sequence[Pod],
     remaining: Sequence[NoScaleUpInfo],
 ) -> list[Event]:
     """The pod events of a scale-up (``EventingScaleUpStatusProcessor``, module docstring)."""

@@ -35,10 +35,10 @@ Pods no rule blocks, other than DaemonSet pods and skipped ones, must be moved e
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Final
 
 from kubescale.controllers.autoscaler.model.pod_facts import (
     SAFE_TO_EVICT_ANNOTATION,
@@ -52,7 +52,14 @@ from kubescale.controllers.autoscaler.model.pod_facts import (
     pod_id,
 )
 from kubescale.controllers.autoscaler.simulator.utilization import is_long_terminating
+from kubescale.objects.daemon_set import DaemonSet
+from kubescale.objects.job import Job
+from kubescale.objects.pdb import PodDisruptionBudget
+from kubescale.objects.pod import Pod
+from kubescale.objects.replica_set import ReplicaSet
+from kubescale.objects.replication_controller import ReplicationController
 from kubescale.objects.selectors import LabelSelector, SelectorError, label_selector_from_dict
+from kubescale.objects.stateful_set import StatefulSet
 from kubescale.objects.views import Meta, spec_of, status_of
 
 __all__ = [
@@ -64,6 +71,10 @@ __all__ = [
     "classify_node_pods",
     "drainability",
 ]
+
+Controller = ReplicaSet | ReplicationController | Job | StatefulSet | DaemonSet
+"""The controllers whose existence (and, for ReplicaSets and ReplicationControllers, replica
+count) the drain rules check."""
 
 _REPLICATED_KINDS: Final = frozenset({"ReplicationController", "Job", "ReplicaSet", "StatefulSet"})
 _CHECKED_CONTROLLERS: Final = frozenset(
@@ -112,9 +123,9 @@ class PdbTracker:
 
     def __init__(
         self,
-        pdbs: Iterable[Mapping[str, Any]],
+        pdbs: Iterable[PodDisruptionBudget],
         *,
-        in_flight: Sequence[Mapping[str, Any]] = (),
+        in_flight: Sequence[Pod] = (),
     ) -> None:
         """``in_flight``: pods whose eviction (by any system of the process, on the disruption
         ledger) the informers do not show yet — with ``--coordination one-brain`` they spend
@@ -139,19 +150,19 @@ class PdbTracker:
         self._used: dict[tuple[str, str], int] = {}
         self.disrupt(in_flight)
 
-    def matching(self, pod: Mapping[str, Any]) -> list[_Pdb]:
+    def matching(self, pod: Pod) -> list[_Pdb]:
         meta = Meta(pod).raw
         namespace = str(meta.get("namespace", ""))
         labels = meta.get("labels") or {}
         return [p for p in self._pdbs if p.namespace == namespace and p.selector.matches(labels)]
 
-    def has_pdb(self, pod: Mapping[str, Any]) -> bool:
+    def has_pdb(self, pod: Pod) -> bool:
         return bool(self.matching(pod))
 
     def remaining(self, pdb: _Pdb) -> int:
         return pdb.allowed - self._used.get((pdb.namespace, pdb.name), 0)
 
-    def can_disrupt(self, pods: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    def can_disrupt(self, pods: Sequence[Pod]) -> Pod | None:
         """The first pod whose budgets would be exceeded by moving all of ``pods``."""
         wanted: dict[tuple[str, str], int] = {}
         for pod in pods:
@@ -162,7 +173,7 @@ class PdbTracker:
                     return pod
         return None
 
-    def disrupt(self, pods: Sequence[Mapping[str, Any]]) -> None:
+    def disrupt(self, pods: Sequence[Pod]) -> None:
         for pod in pods:
             for pdb in self.matching(pod):
                 key = (pdb.namespace, pdb.name)
@@ -175,7 +186,7 @@ class DrainContext:
 
     pdbs: PdbTracker
     now: datetime
-    controller: Callable[[str, OwnerRef], Mapping[str, Any] | None] = lambda namespace, ref: None
+    controller: Callable[[str, OwnerRef], Controller | None] = lambda namespace, ref: None
     """Looks up a pod's controller (namespace, owner) — ``None`` when it does not exist."""
     skip_nodes_with_system_pods: bool = True
     skip_nodes_with_local_storage: bool = True
@@ -184,7 +195,7 @@ class DrainContext:
     blocking_system_pod_timeout: timedelta = timedelta(hours=1)
 
 
-def _local_storage(pod: Mapping[str, Any]) -> bool:
+def _local_storage(pod: Pod) -> bool:
     allowed = {
         v.strip()
         for v in pod_annotations(pod).get(SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION, "").split(",")
@@ -202,7 +213,7 @@ def _local_storage(pod: Mapping[str, Any]) -> bool:
     return False
 
 
-def _terminal(pod: Mapping[str, Any]) -> bool:
+def _terminal(pod: Pod) -> bool:
     """Upstream's ``drain.IsPodTerminal``: restartPolicy ``Never`` and Succeeded or Failed;
     ``OnFailure`` and Succeeded; or Failed whatever the policy (the kubelet rejected it). A
     Succeeded pod under ``Always`` (the API server's default) will be restarted: not terminal."""
@@ -215,7 +226,7 @@ def _terminal(pod: Mapping[str, Any]) -> bool:
     return phase == "Failed"
 
 
-def drainability(pod: Mapping[str, Any], context: DrainContext) -> Drainability:
+def drainability(pod: Pod, context: DrainContext) -> Drainability:
     """The module docstring's rules, in order."""
     if is_mirror_pod(pod) or is_long_terminating(pod, context.now):
         return Drainability(Outcome.SKIP)
@@ -265,9 +276,9 @@ def drainability(pod: Mapping[str, Any], context: DrainContext) -> Drainability:
 class NodePods:
     """A node's pods sorted by what a removal does to them (``GetPodsToMove``)."""
 
-    to_move: list[Mapping[str, Any]] = field(default_factory=list)
-    daemon_sets: list[Mapping[str, Any]] = field(default_factory=list)
-    blocking: Mapping[str, Any] | None = None
+    to_move: list[Pod] = field(default_factory=list)
+    daemon_sets: list[Pod] = field(default_factory=list)
+    blocking: Pod | None = None
     reason: BlockingReason | None = None
     waiting: bool = False
     """A pod asks to finish first (``safe-to-evict: on-completion``)."""
@@ -277,7 +288,7 @@ class NodePods:
         return self.blocking is not None
 
 
-def classify_node_pods(pods: Iterable[Mapping[str, Any]], context: DrainContext) -> NodePods:
+def classify_node_pods(pods: Iterable[Pod], context: DrainContext) -> NodePods:
     """Every pod through :func:`drainability`; stops at the first blocking pod."""
     result = NodePods()
     for pod in sorted(pods, key=pod_id):

@@ -14,10 +14,12 @@ shortcut of the scheduling simulation.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Sequence
+from typing import Final
 
 from kubescale.controllers.autoscaler.model.pod_facts import controller_of
+from kubescale.objects.containers import Container
+from kubescale.objects.pod import Pod
 from kubescale.objects.views import spec_of
 
 __all__ = ["MAX_GROUPS_PER_CONTROLLER", "build_pod_groups", "equivalence_key"]
@@ -25,28 +27,25 @@ __all__ = ["MAX_GROUPS_PER_CONTROLLER", "build_pod_groups", "equivalence_key"]
 MAX_GROUPS_PER_CONTROLLER: Final = 10
 _TOKEN_VOLUME_PREFIX: Final = "kube-api-access-"
 
-Pod = Mapping[str, Any]
-
 
 def _spec_text(pod: Pod) -> str:
-    spec = dict(spec_of(pod))
+    original = spec_of(pod)
+    spec: dict[str, object] = dict(original)
     spec.pop("nodeName", None)
-    volumes = spec.get("volumes")
+    volumes = original.get("volumes")
     if volumes:
         spec["volumes"] = [
             v for v in volumes if not str(v.get("name", "")).startswith(_TOKEN_VOLUME_PREFIX)
         ]
-    containers = []
-    for original in spec.get("containers") or ():
-        container = original
+    containers: list[Container] = []
+    for original_container in original.get("containers") or ():
+        container = original_container
         mounts = container.get("volumeMounts")
         if mounts:
-            container = {
-                **container,
-                "volumeMounts": [
-                    m for m in mounts if not str(m.get("name", "")).startswith(_TOKEN_VOLUME_PREFIX)
-                ],
-            }
+            container = original_container.copy()
+            container["volumeMounts"] = [
+                m for m in mounts if not str(m.get("name", "")).startswith(_TOKEN_VOLUME_PREFIX)
+            ]
         containers.append(container)
     spec["containers"] = containers
     return json.dumps(spec, sort_keys=True, separators=(",", ":"))

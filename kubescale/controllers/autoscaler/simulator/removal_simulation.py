@@ -16,9 +16,8 @@ topology domains do not change — upstream's "ghost" node.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableSet
+from collections.abc import MutableSet
 from dataclasses import dataclass
-from typing import Any
 
 from kubescale.controllers.autoscaler.simulator.drainability import (
     BlockingReason,
@@ -27,6 +26,7 @@ from kubescale.controllers.autoscaler.simulator.drainability import (
     classify_node_pods,
 )
 from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
+from kubescale.objects.pod import Pod
 
 __all__ = ["RemovalResult", "simulate_node_removal"]
 
@@ -38,7 +38,7 @@ class RemovalResult:
     reason: str = ""
     """``BlockedByPod``, ``NoPlaceToMovePods``, ``NoNodeInfo`` (not in the snapshot) or empty."""
     blocking_reason: BlockingReason | None = None
-    placements: tuple[tuple[Mapping[str, Any], str], ...] = ()
+    placements: tuple[tuple[Pod, str], ...] = ()
     """Where each moved pod would land."""
 
 

@@ -22,17 +22,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from kubescale.controllers.autoscaler.simulator.equivalence import equivalence_key
+from kubescale.objects.pod import Pod
 from kubescale.objects.views import Meta
 from kubescale.scheduling.filters import FilterStatus, NodeState
 from kubescale.scheduling.fit import ClusterSnapshot, PodInfo, PreFilterState
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 
 __all__ = ["Placement", "SchedulingSimulator", "TryScheduleResult", "obviously_full"]
-
-Pod = Mapping[str, Any]
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
     NodeGroup,
@@ -46,6 +46,9 @@ from kubescale.controllers.autoscaler.model.pod_facts import (
     is_mirror_pod,
     is_terminal,
 )
+from kubescale.objects.daemon_set import DaemonSet
+from kubescale.objects.node import Node, Taint
+from kubescale.objects.pod import Pod
 from kubescale.objects.views import Meta, spec_of, status_of
 from kubescale.scheduling.filters import FILTERED_EFFECTS, NodeAffinity, first_untolerated_taint
 from kubescale.scheduling.pod_resources import Amounts, amounts_of, node_allocatable
@@ -61,8 +64,8 @@ class TemplateNode:
     """A sanitized node of a group and the pods it starts with."""
 
     group_id: str
-    node: Mapping[str, Any]
-    pods: tuple[Mapping[str, Any], ...]
+    node: Node
+    pods: tuple[Pod, ...]
     allocatable: Amounts
     capacity: Amounts
     source: str
@@ -77,7 +80,7 @@ def _safe_name(group_id: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-." else "-" for ch in group_id.lower())
 
 
-def _keep_taint(taint: Mapping[str, Any], startup: frozenset[str], status: frozenset[str]) -> bool:
+def _keep_taint(taint: Taint, startup: frozenset[str], status: frozenset[str]) -> bool:
     key = str(taint.get("key", ""))
     if key in _CA_TAINTS or key in NODE_CONDITION_TAINTS:
         return False
@@ -88,20 +91,22 @@ def _keep_taint(taint: Mapping[str, Any], startup: frozenset[str], status: froze
 
 def sanitize_template(
     *,
-    node: Mapping[str, Any],
-    pods: Iterable[Mapping[str, Any]],
+    node: Node,
+    pods: Iterable[Pod],
     group_id: str,
     startup_taints: Iterable[str] = (),
     status_taints: Iterable[str] = (),
     source: str,
 ) -> TemplateNode:
-    """The module docstring's sanitizing."""
+    """The module docstring's sanitizing (``managedFields`` is not among the fields kubescale
+    keeps: the projected informer caches the autoscaler reads have dropped it already)."""
     name = f"template-node-for-{_safe_name(group_id)}"
-    sanitized: dict[str, Any] = copy.deepcopy(dict(node))
+    sanitized = copy.deepcopy(node)
     meta = sanitized.setdefault("metadata", {})
     meta["name"] = name
-    for key in ("uid", "resourceVersion", "creationTimestamp", "managedFields"):
-        meta.pop(key, None)
+    meta.pop("uid", None)
+    meta.pop("resourceVersion", None)
+    meta.pop("creationTimestamp", None)
     labels = dict(meta.get("labels") or {})
     labels[HOSTNAME_LABEL] = name
     meta["labels"] = labels
@@ -109,9 +114,9 @@ def sanitize_template(
     startup, status = frozenset(startup_taints), frozenset(status_taints)
     spec["taints"] = [t for t in spec.get("taints") or () if _keep_taint(t, startup, status)]
     spec.pop("unschedulable", None)
-    renamed: list[Mapping[str, Any]] = []
+    renamed: list[Pod] = []
     for index, pod in enumerate(pods):
-        clone: dict[str, Any] = copy.deepcopy(dict(pod))
+        clone = copy.deepcopy(pod)
         pod_meta = clone.setdefault("metadata", {})
         pod_meta["name"] = f"{pod_meta.get('name', 'pod')}-{name}-{index}"
         pod_meta.pop("uid", None)
@@ -128,13 +133,13 @@ def sanitize_template(
     )
 
 
-def daemon_set_pod(daemon_set: Mapping[str, Any], node: Mapping[str, Any]) -> dict[str, Any] | None:
+def daemon_set_pod(daemon_set: DaemonSet, node: Node) -> Pod | None:
     """The pod ``daemon_set`` would run on ``node``, or ``None`` when it would not run there
     (node selector / required node affinity, or an untolerated NoSchedule/NoExecute taint)."""
-    template = (spec_of(daemon_set).get("template")) or {}
+    template = spec_of(daemon_set).get("template") or {}
     meta = Meta(daemon_set).raw
-    spec = dict(spec_of(template))
-    pod: dict[str, Any] = {
+    spec = spec_of(template).copy()
+    pod: Pod = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
@@ -177,13 +182,13 @@ class TemplateRegistry:
         self,
         *,
         snapshot: ProviderSnapshot,
-        nodes: Sequence[Mapping[str, Any]],
-        pods_by_node: Mapping[str, Sequence[Mapping[str, Any]]],
-        daemon_sets: Sequence[Mapping[str, Any]],
-        readiness: Callable[[Mapping[str, Any]], NodeReadiness],
-        being_deleted: Callable[[Mapping[str, Any]], bool],
+        nodes: Sequence[Node],
+        pods_by_node: Mapping[str, Sequence[Pod]],
+        daemon_sets: Sequence[DaemonSet],
+        readiness: Callable[[Node], NodeReadiness],
+        being_deleted: Callable[[Node], bool],
     ) -> dict[str, TemplateNode]:
-        by_group: dict[str, list[Mapping[str, Any]]] = {}
+        by_group: dict[str, list[Node]] = {}
         for node in sorted(nodes, key=node_name):
             group = snapshot.group_for_node(node)
             if group is not None:
@@ -221,8 +226,8 @@ class TemplateRegistry:
     def _template(
         self,
         group: NodeGroup,
-        node: Mapping[str, Any],
-        pods: Iterable[Mapping[str, Any]],
+        node: Node,
+        pods: Iterable[Pod],
         source: str,
     ) -> TemplateNode:
         startup = [
@@ -244,10 +249,10 @@ class TemplateRegistry:
     def _from_real_node(
         self,
         group: NodeGroup,
-        members: Sequence[Mapping[str, Any]],
-        pods_by_node: Mapping[str, Sequence[Mapping[str, Any]]],
-        readiness: Callable[[Mapping[str, Any]], NodeReadiness],
-        being_deleted: Callable[[Mapping[str, Any]], bool],
+        members: Sequence[Node],
+        pods_by_node: Mapping[str, Sequence[Pod]],
+        readiness: Callable[[Node], NodeReadiness],
+        being_deleted: Callable[[Node], bool],
     ) -> TemplateNode | None:
         for node in members:
             if spec_of(node).get("unschedulable") or being_deleted(node):
@@ -258,11 +263,11 @@ class TemplateRegistry:
         return None
 
     def _from_provider(
-        self, group: NodeGroup, daemon_sets: Sequence[Mapping[str, Any]]
+        self, group: NodeGroup, daemon_sets: Sequence[DaemonSet]
     ) -> TemplateNode | None:
         if group.template is None:
             return None
-        pods: list[Mapping[str, Any]] = list(group.template_pods)
+        pods: list[Pod] = list(group.template_pods)
         for daemon_set in sorted(
             daemon_sets,
             key=lambda d: (

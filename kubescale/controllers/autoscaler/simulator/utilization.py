@@ -11,10 +11,10 @@ error upstream: the node is ``UnexpectedError``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Final
 
 from kubescale.base.go_strings import go_float
 from kubescale.controllers.autoscaler.model.pod_facts import (
@@ -22,6 +22,7 @@ from kubescale.controllers.autoscaler.model.pod_facts import (
     is_mirror_pod,
     parse_time,
 )
+from kubescale.objects.pod import Pod
 from kubescale.objects.views import Meta, spec_of
 from kubescale.scheduling.pod_resources import Amounts, pod_requests
 
@@ -63,7 +64,7 @@ def go_utilization(used: Utilization | None) -> str:
     )
 
 
-def is_long_terminating(pod: Mapping[str, Any], now: datetime) -> bool:
+def is_long_terminating(pod: Pod, now: datetime) -> bool:
     """Being deleted for longer than its grace period plus 30 s."""
     meta = Meta(pod).raw
     deleted = parse_time(meta.get("deletionTimestamp"))
@@ -79,7 +80,7 @@ def is_long_terminating(pod: Mapping[str, Any], now: datetime) -> bool:
 def node_utilization(
     *,
     allocatable: Amounts,
-    pods: Iterable[Mapping[str, Any]],
+    pods: Iterable[Pod],
     now: datetime,
     skip_daemon_sets: bool = False,
     skip_mirror_pods: bool = False,

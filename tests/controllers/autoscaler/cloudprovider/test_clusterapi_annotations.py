@@ -10,7 +10,6 @@ underscores, Unicode digits, any size), so a value Go rejects must be rejected h
 from __future__ import annotations
 
 import string
-from typing import Any
 
 import pytest
 from hypothesis import given
@@ -25,9 +24,10 @@ from kubescale.controllers.autoscaler.cloudprovider.clusterapi_annotations impor
     scale_from_zero,
     scaling_bounds,
 )
+from kubescale.objects.machine_deployment import MachineDeployment
 
 
-def resource(min_size: str | None, max_size: str | None, **extra: str) -> dict[str, Any]:
+def resource(min_size: str | None, max_size: str | None, **extra: str) -> MachineDeployment:
     annotations = dict(extra)
     if min_size is not None:
         annotations[MIN_SIZE_ANNOTATION] = min_size

@@ -3,8 +3,6 @@ of one MachineDeployment, and the utilization text of upstream's scale-down even
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from kubescale.controllers.autoscaler.cloudprovider.clusterapi_annotations import (
@@ -12,15 +10,15 @@ from kubescale.controllers.autoscaler.cloudprovider.clusterapi_annotations impor
     rolling_out,
 )
 from kubescale.controllers.autoscaler.simulator.utilization import Utilization, go_utilization
+from kubescale.objects.machine_set import MachineSet
+from kubescale.objects.meta import ObjectMeta
 
 
-def machine_set(
-    revision: str | None, spec: int | None, status: int | None = None
-) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": f"ms-{revision}", "namespace": "default"}
+def machine_set(revision: str | None, spec: int | None, status: int | None = None) -> MachineSet:
+    meta: ObjectMeta = {"name": f"ms-{revision}", "namespace": "default"}
     if revision is not None:
         meta["annotations"] = {REVISION_ANNOTATION: revision}
-    body: dict[str, Any] = {"metadata": meta, "spec": {}, "status": {}}
+    body: MachineSet = {"metadata": meta, "spec": {}, "status": {}}
     if spec is not None:
         body["spec"]["replicas"] = spec
     if status is not None:
@@ -53,7 +51,7 @@ def machine_set(
         ([machine_set("one", 1, 1)], True),
     ],
 )
-def test_rolling_out(sets: list[dict[str, Any]], expected: bool) -> None:
+def test_rolling_out(sets: list[MachineSet], expected: bool) -> None:
     assert rolling_out(sets) is expected
 
 

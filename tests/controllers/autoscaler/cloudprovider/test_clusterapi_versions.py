@@ -37,7 +37,7 @@ from kubescale.controllers.autoscaler.config.autoscaler_settings import (
 )
 from kubescale.kube.client import connect
 from kubescale.kube.informer_set import InformerSet
-from kubescale.kube.resources import DEPLOYMENTS, MACHINE_DEPLOYMENTS, resource_type
+from kubescale.kube.resources import DEPLOYMENTS, MACHINE_DEPLOYMENTS
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.cluster.node_groups import MachineDeploymentGroup
 from kubescale.sim.scenario.runner import SimulationClientClock
@@ -163,7 +163,7 @@ async def test_the_preferred_version_is_discovered_and_used(tmp_path: Path, serv
         group = snapshot.groups[GROUP_ID]
         assert (group.min_size, group.max_size, group.target_size) == (1, 5, 2)
         assert sorted(i.id for i in group.instances) == ["sim://m0", "sim://m1"]
-        node = api.store.peek(resource_type("", "v1", "Node", "nodes", namespaced=False), "node-1")
+        node = provider.nodes.lister.get("node-1")  # the provider's cache, typed Node
         assert node is not None
         assert snapshot.group_for_node(node) is group
         await provider.delete_nodes(group, [node])

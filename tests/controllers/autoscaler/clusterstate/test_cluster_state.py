@@ -3,7 +3,7 @@ scale-up timeouts with backoff, unregistered nodes, incorrect sizes."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -25,6 +25,7 @@ from kubescale.controllers.autoscaler.clusterstate.cluster_state import (
     ScaleUpTimedOut,
 )
 from kubescale.controllers.autoscaler.model.node_facts import node_readiness
+from kubescale.objects.node import Node
 from tests.controllers.autoscaler.builders import NOW, group, node, snapshot
 
 
@@ -41,7 +42,7 @@ def registry() -> ClusterStateRegistry:
 
 def update(
     csr: ClusterStateRegistry,
-    nodes: Sequence[Mapping[str, Any]],
+    nodes: Sequence[Node],
     *groups: NodeGroup,
     at: timedelta = timedelta(0),
 ) -> list[Any]:

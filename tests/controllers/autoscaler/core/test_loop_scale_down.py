@@ -13,17 +13,18 @@ from kubescale.controllers.autoscaler.core.loop_scale_down import (
     MAX_BULK_SOFT_TAINT_COUNT,
     soft_taint_plan,
 )
+from kubescale.objects.node import Node
 from kubescale.plans.intents import describe
-from tests.builders.nodes import node
+from tests.builders.nodes import typed_node
 
 NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 STAMP = int(NOW.timestamp())
 KEY = "DeletionCandidateOfClusterAutoscaler"
 
 
-def candidate(name: str, *, tainted: bool) -> dict[str, object]:
+def candidate(name: str, *, tainted: bool) -> Node:
     taints = [{"key": KEY, "value": str(STAMP - 60), "effect": "PreferNoSchedule"}]
-    return node(name=name, taints=taints if tainted else None)
+    return typed_node(name=name, taints=taints if tainted else None)
 
 
 def taint(name: str) -> str:

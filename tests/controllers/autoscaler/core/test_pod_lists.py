@@ -21,13 +21,14 @@ from kubescale.controllers.autoscaler.model.pod_facts import (
 )
 from kubescale.controllers.autoscaler.scaleup.resource_limits import ResourceLimits, ScaleDownLimits
 from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
+from kubescale.objects.pod import Pod
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 from tests.controllers.autoscaler.builders import GI, NOW, node, pod, stamp
 
 
 def test_pods_by_schedulability() -> None:
-    pods = [
+    pods: list[Pod] = [
         pod("bound", node_name="n"),
         pod("pending", unschedulable=True),
         pod("new"),  # not yet looked at by the scheduler

@@ -16,10 +16,10 @@ one per node (3 + 3 > 4).
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pytest
 from hypothesis import given, settings
@@ -61,6 +61,8 @@ from kubescale.controllers.autoscaler.model.pod_facts import PriorityResolver
 from kubescale.controllers.autoscaler.scaledown.scale_down_actuator import ScaleDownActuator
 from kubescale.controllers.autoscaler.simulator.template_nodes import TemplateNode, TemplateRegistry
 from kubescale.coordination.disruption_ledger import WriteOutcome, WriteResult
+from kubescale.objects.node import Node, Taint
+from kubescale.objects.pod import Pod
 from kubescale.plans.executor import Applied, Decision, collect_plan
 from kubescale.plans.intents import Intent, ResizeNodeGroup, WriteConfigMap, describe
 from kubescale.scheduling.fit import ClusterSnapshot
@@ -81,15 +83,15 @@ UNANSWERED = WriteOutcomeUnknown("no answer within the 10s deadline of this iter
 class Built:
     """The cluster snapshot, as ``AutoscalerLoop._build`` makes it."""
 
-    nodes: list[dict[str, Any]]
-    all_pods: list[dict[str, Any]]
+    nodes: list[Node]
+    all_pods: list[Pod]
     priority: PriorityResolver
     lists: PodsBySchedulability
     journal: SnapshotJournal
     templates: dict[str, TemplateNode]
 
 
-def readiness(n: Mapping[str, Any]) -> NodeReadiness:
+def readiness(n: Node) -> NodeReadiness:
     return node_readiness(n, frozenset())
 
 
@@ -151,8 +153,8 @@ def memory_of(settings: AutoscalerSettings) -> RunOnceMemory:
 
 def world(
     provider: ProviderSnapshot,
-    nodes: Sequence[dict[str, Any]],
-    pods: Sequence[dict[str, Any]] = (),
+    nodes: Sequence[Node],
+    pods: Sequence[Pod] = (),
     *,
     first: bool = False,
     now: datetime = NOW,
@@ -226,16 +228,16 @@ def failed(err: ProviderError) -> Applied:
 SETTINGS = replace(AutoscalerSettings(), enforce_node_group_min_size=True)
 RUNNING = f"{STATUS} autoscalerStatus: Running"
 INITIALIZING = f"{STATUS} autoscalerStatus: Initializing"
-TO_BE_DELETED = {"key": TO_BE_DELETED_TAINT, "value": "1772442000", "effect": "NoSchedule"}
+TO_BE_DELETED: Taint = {"key": TO_BE_DELETED_TAINT, "value": "1772442000", "effect": "NoSchedule"}
 
 
-def busy(name: str) -> list[dict[str, Any]]:
+def busy(name: str) -> tuple[Node, Pod]:
     """A node of ``ng`` and the 3-CPU pod that keeps it needed (3 of 4 CPU used: above the
     0.5 utilization threshold, and its pod fits on no other node)."""
-    return [node(name, provider_id=f"sim://{name}"), pod(f"{name}-app", cpu="3", node_name=name)]
+    return node(name, provider_id=f"sim://{name}"), pod(f"{name}-app", cpu="3", node_name=name)
 
 
-def pending(count: int) -> list[dict[str, Any]]:
+def pending(count: int) -> list[Pod]:
     return [pod(f"p{i}", cpu="3", unschedulable=True) for i in range(count)]
 
 
@@ -326,7 +328,7 @@ def test_the_steps_of_one_iteration_come_in_upstreams_order(
 # ----------------------------------------------------------------------- fixNodeGroupSize
 
 
-def size_world() -> tuple[ProviderSnapshot, list[dict[str, Any]], list[dict[str, Any]]]:
+def size_world() -> tuple[ProviderSnapshot, list[Node], list[Pod]]:
     """ng targets 3 but has 1 instance, registered: registered 1 < target 3 − unregistered 0,
     an incorrect size (expected 3, current 1)."""
     n1, app1 = busy("n1")
@@ -484,7 +486,7 @@ def test_a_failing_step_still_ends_with_the_status_configmap() -> None:
     after it."""
     memory = memory_of(SETTINGS)
 
-    def broken(_node: Mapping[str, Any]) -> NodeReadiness:
+    def broken(_node: Node) -> NodeReadiness:
         raise RuntimeError("readiness unknown")
 
     memory.readiness = broken

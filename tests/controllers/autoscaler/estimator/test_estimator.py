@@ -21,6 +21,8 @@ from kubescale.controllers.autoscaler.simulator.template_nodes import (
     TemplateNode,
     sanitize_template,
 )
+from kubescale.objects.node import Node
+from kubescale.objects.pod import Pod, PodSpec, TopologySpreadConstraint
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 from tests.controllers.autoscaler.builders import group, node, pod
@@ -31,7 +33,7 @@ def template(
     cpu: str = "4",
     memory: str = "16Gi",
     pods: int = 110,
-    startup: list[dict[str, Any]] | None = None,
+    startup: list[Pod] | None = None,
 ) -> TemplateNode:
     return sanitize_template(
         node=node("t", cpu=cpu, memory=memory, pods=pods),
@@ -41,9 +43,7 @@ def template(
     )
 
 
-def pods_of(
-    count: int, *, cpu: str, memory: str, owner: str = "web", **kw: Any
-) -> list[dict[str, Any]]:
+def pods_of(count: int, *, cpu: str, memory: str, owner: str = "web", **kw: Any) -> list[Pod]:
     return [
         pod(f"{owner}-{i}", cpu=cpu, memory=memory, owner=("ReplicaSet", owner), **kw)
         for i in range(count)
@@ -52,10 +52,10 @@ def pods_of(
 
 def run(
     t: TemplateNode,
-    pods: list[dict[str, Any]],
+    pods: list[Pod],
     *,
     limiter: BinpackingLimiter | None = None,
-    existing: list[dict[str, Any]] | None = None,
+    existing: list[Node] | None = None,
 ) -> tuple[int, int]:
     snapshot = ClusterSnapshot.build(nodes=existing or [], pods=[])
     journal = SnapshotJournal(snapshot)
@@ -107,11 +107,11 @@ ANTI_AFFINITY = {
     ],
 )
 def test_binpacking_table(case: dict[str, Any], expected: tuple[int, int]) -> None:
-    startup = []
+    startup: list[Pod] = []
     if "daemonset_cpu" in case:
         startup = [pod("ds", cpu=case["daemonset_cpu"], memory="", owner=("DaemonSet", "agent"))]
     t = template(pods=case.get("max_pods", 110), startup=startup)
-    pods: list[dict[str, Any]] = []
+    pods: list[Pod] = []
     for index, (count, cpu, memory) in enumerate(case["pods"]):
         pods += pods_of(count, cpu=cpu, memory=memory, owner=f"w{index}")
     limiter = BinpackingLimiter(max_nodes=case.get("max_nodes", 0))
@@ -234,12 +234,12 @@ def estimatee(
     max_skew: int = 0,
     key: str = "",
     min_domains: int | None = None,
-) -> dict[str, Any]:
+) -> Pod:
     """``BuildTestPod("estimatee", cpu, mem, WithNamespace("universe"), WithLabels(app:
     estimatee), WithHostPort, WithMaxSkew(maxSkew, key, minDomains))``."""
-    extra: dict[str, Any] = {}
+    extra: PodSpec = {}
     if max_skew:
-        constraint: dict[str, Any] = {
+        constraint: TopologySpreadConstraint = {
             "maxSkew": max_skew,
             "topologyKey": key,
             "whenUnsatisfiable": "DoNotSchedule",
@@ -263,7 +263,7 @@ def estimatee(
 
 
 def upstream_estimate(
-    *, millicores: int, memory_mib: int, groups: list[list[dict[str, Any]]], max_nodes: int = 0
+    *, millicores: int, memory_mib: int, groups: list[list[Pod]], max_nodes: int = 0
 ) -> tuple[int, list[str]]:
     """``TestBinpackingEstimate``'s setting: the snapshot holds ``oldnode`` (100m, 100Mi, 10
     pods, zone-jupiter: a topology domain too small for most pods), the template is in
@@ -291,7 +291,7 @@ def upstream_estimate(
     return result.node_count, [p["metadata"]["name"] for p in result.pods]
 
 
-def same(count: int, **kw: Any) -> list[dict[str, Any]]:
+def same(count: int, **kw: Any) -> list[Pod]:
     return [estimatee(i, **kw) for i in range(count)]
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Any
 
 import pytest
 
@@ -25,6 +24,7 @@ from kubescale.controllers.autoscaler.simulator.template_nodes import (
     TemplateNode,
     sanitize_template,
 )
+from kubescale.objects.config_map import ConfigMap
 from tests.controllers.autoscaler.builders import group, node, pod
 
 
@@ -148,7 +148,7 @@ PRIORITIES = """
 """
 
 
-def config_map(text: str | None) -> dict[str, Any] | None:
+def config_map(text: str | None) -> ConfigMap | None:
     return None if text is None else {"data": {"priorities": text}}
 
 

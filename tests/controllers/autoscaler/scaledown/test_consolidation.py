@@ -34,6 +34,9 @@ from kubescale.controllers.autoscaler.simulator.template_nodes import (
     TemplateNode,
     sanitize_template,
 )
+from kubescale.objects.node import Node
+from kubescale.objects.pod import Pod
+from kubescale.objects.replica_set import ReplicaSet
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 from tests.controllers.autoscaler.builders import NOW, group, node, pod, snapshot
@@ -48,15 +51,18 @@ def template(group_id: str, cpu: str, memory: str) -> TemplateNode:
     )
 
 
+THREE_REPLICAS: ReplicaSet = {"spec": {"replicas": 3}}
+
+
 class Cluster:
     """Nodes of named groups with pods; builds the consolidation inputs as the loop would."""
 
     def __init__(self, spec: dict[str, tuple[str, str, float, int, int]]) -> None:
         # group → (cpu, memory, price, min, max)
         self.spec = spec
-        self.nodes: dict[str, dict[str, Any]] = {}
+        self.nodes: dict[str, Node] = {}
         self.node_group: dict[str, str] = {}
-        self.pods: list[dict[str, Any]] = []
+        self.pods: list[Pod] = []
 
     def add_node(self, name: str, group_id: str, *, created: Any = OLD, **kw: Any) -> None:
         cpu, memory, _, _, _ = self.spec[group_id]
@@ -90,7 +96,7 @@ class Cluster:
         cluster = ClusterSnapshot.build(nodes=self.nodes.values(), pods=self.pods)
         provider = snapshot(*self.groups())
         context = DrainContext(
-            pdbs=PdbTracker([]), now=NOW, controller=lambda ns, ref: {"spec": {"replicas": 3}}
+            pdbs=PdbTracker([]), now=NOW, controller=lambda ns, ref: THREE_REPLICAS
         )
         templates = self.templates()
         candidates = consolidation_candidates(
@@ -316,7 +322,7 @@ def test_every_command_lowers_the_price_and_strands_no_pod(
         for name in new:
             cluster.add_node(name, command.replacement or "")
         stays = sorted(n for n in cluster.nodes if n not in new)
-        unplaced = [{**p, "spec": {**p["spec"], "nodeName": ""}} for p in moving]
+        unplaced: list[Pod] = [{**p, "spec": {**p["spec"], "nodeName": ""}} for p in moving]
         # the scheduler may fill the old nodes first, or the new (empty) one: both must work
         for order in (stays + new, new + stays):
             snap = ClusterSnapshot.build(nodes=cluster.nodes.values(), pods=cluster.pods)

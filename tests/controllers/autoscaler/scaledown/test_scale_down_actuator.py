@@ -10,7 +10,7 @@ false.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -33,10 +33,11 @@ from kubescale.controllers.autoscaler.metrics.autoscaler_metrics import Autoscal
 from kubescale.controllers.autoscaler.scaledown.scale_down_actuator import ScaleDownActuator
 from kubescale.coordination.disruption_ledger import WriteOutcome, WriteResult
 from kubescale.kube.errors import KubeApiError
+from kubescale.objects.pod import Pod
 from kubescale.plans.executor import Applied, Decision
 from kubescale.plans.intents import DeleteNodes, Evict, Intent, Taint, describe
-from tests.builders.nodes import node
-from tests.builders.pods import pod
+from tests.builders.nodes import typed_node
+from tests.builders.pods import typed_pod
 
 R = TypeVar("R")
 
@@ -46,16 +47,16 @@ GROUP = "MachineDeployment/default/small"
 A = "cluster-autoscaler"
 DONE = Applied(WriteResult(WriteOutcome.DONE))
 PDB_429 = KubeApiError(code=429, reason="TooManyRequests", message="Cannot evict pod")
-NODE = node(name="n1", provider_id="capi://n1")
+NODE = typed_node(name="n1", provider_id="capi://n1")
 TAINTED = f"{A}: taint nodes n1 ToBeDeletedByClusterAutoscaler={STAMP}:NoSchedule cordon"
 MARKED = f'{A}: event Node n1 Normal ScaleDown "marked the node as toBeDeleted/unschedulable"'
 DELETE = f'{A}: delete-nodes node-group {GROUP} ["n1"]'
 UNTAINT = f"{A}: untaint nodes n1 ToBeDeletedByClusterAutoscaler uncordon"
 
 
-def on_n1(name: str, *, grace: int | None = None, going: bool = False, **kw: Any) -> dict[str, Any]:
+def on_n1(name: str, *, grace: int | None = None, going: bool = False, **kw: Any) -> Pod:
     spec = {"terminationGracePeriodSeconds": grace} if grace is not None else None
-    return pod(
+    return typed_pod(
         name=name,
         node_name="n1",
         spec=spec,
@@ -108,7 +109,7 @@ class Actuation:
     def step(
         self,
         seconds: float,
-        pods: Sequence[Mapping[str, Any]] = (),
+        pods: Sequence[Pod] = (),
         answer: Callable[[Intent], Applied] | None = None,
     ) -> list[str]:
         snapshot = ProviderSnapshot(

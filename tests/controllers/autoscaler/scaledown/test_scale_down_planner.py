@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -29,22 +28,27 @@ from kubescale.controllers.autoscaler.scaledown.scale_down_planner import (
 from kubescale.controllers.autoscaler.simulator.drainability import DrainContext, PdbTracker
 from kubescale.controllers.autoscaler.simulator.removal_simulation import simulate_node_removal
 from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
+from kubescale.objects.node import Node
+from kubescale.objects.pdb import PodDisruptionBudget
+from kubescale.objects.pod import Pod, PodSpec
+from kubescale.objects.replica_set import ReplicaSet
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.pod_resources import node_allocatable
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 from tests.controllers.autoscaler.builders import NOW, group, node, pod, snapshot
 
 UNNEEDED = timedelta(minutes=10)
+THREE_REPLICAS: ReplicaSet = {"spec": {"replicas": 3}}
 
 
 class World:
     def __init__(
         self,
-        nodes: list[dict[str, Any]],
-        pods: list[dict[str, Any]],
+        nodes: list[Node],
+        pods: list[Pod],
         *,
         min_size: int = 0,
-        pdbs: list[dict[str, Any]] | None = None,
+        pdbs: list[PodDisruptionBudget] | None = None,
         settings: AutoscalerSettings | None = None,
     ) -> None:
         self.nodes = nodes
@@ -69,7 +73,7 @@ class World:
             context=DrainContext(
                 pdbs=PdbTracker(self.pdbs),
                 now=NOW + at,
-                controller=lambda namespace, owner: {"spec": {"replicas": 3}},
+                controller=lambda namespace, owner: THREE_REPLICAS,
             ),
             priority=PriorityResolver(),
         )
@@ -93,7 +97,7 @@ class World:
         return self.planner.unremovable[name].reason
 
 
-def three_nodes() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def three_nodes() -> tuple[list[Node], list[Pod]]:
     nodes = [node(f"n{i}", cpu="4", memory="16Gi") for i in range(3)]
     pods = [
         pod("busy", cpu="3", memory="1Gi", node_name="n0"),  # n0: 3/4 = 0.75 > 0.5
@@ -135,7 +139,7 @@ def test_removal_simulation_outcomes(name: str, removable: bool, reason: str) ->
         context=DrainContext(
             pdbs=PdbTracker([]),
             now=NOW,
-            controller=lambda namespace, owner: {"spec": {"replicas": 3}},
+            controller=lambda namespace, owner: THREE_REPLICAS,
         ),
     )
     assert (result.removable, result.reason) == (removable, reason)
@@ -246,7 +250,7 @@ def test_pdb_lets_only_one_node_go_per_loop() -> None:
         pod("w1", node_name="n1", labels={"app": "web"}),
         pod("big", cpu="3500m", node_name="n2"),
     ]
-    pdb = {
+    pdb: PodDisruptionBudget = {
         "metadata": {"name": "web", "namespace": "default"},
         "spec": {"selector": {"matchLabels": {"app": "web"}}},
         "status": {"disruptionsAllowed": 1},
@@ -347,7 +351,7 @@ def test_node_group_of_a_node_to_remove() -> None:
     assert isinstance(world.provider.groups["g"], NodeGroup)
 
 
-def _with_host_port(made: dict[str, Any], port: int) -> dict[str, Any]:
+def _with_host_port(made: Pod, port: int) -> Pod:
     made["spec"]["containers"][0]["ports"] = [{"containerPort": port, "hostPort": port}]
     return made
 
@@ -382,7 +386,7 @@ def test_drain_simulation_respects_topology_spread() -> None:
     # web pods spread by hostname, maxSkew 1: one on each of n0, n1, n2 (n0 also runs busy 3 cpu,
     # not a candidate). Draining n1 takes web-1 off: domains n0 1, n1 0 (the node stays in the
     # snapshot until it is gone), n2 1 → on n0 or n2: 1 + 1 − 0 = 2 > 1, refused; n2 likewise
-    spread = {
+    spread: PodSpec = {
         "topologySpreadConstraints": [
             {
                 "maxSkew": 1,

@@ -32,6 +32,7 @@ from kubescale.controllers.autoscaler.simulator.template_nodes import (
     TemplateNode,
     sanitize_template,
 )
+from kubescale.objects.pod import Pod
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 from tests.controllers.autoscaler.builders import NOW, group, node, pod
@@ -48,7 +49,7 @@ def template(group_id: str, cpu: str, memory: str, **kw: Any) -> TemplateNode:
 
 def pending(
     count: int, *, cpu: str = "1", memory: str = "2Gi", owner: str = "web", **kw: Any
-) -> list[dict[str, Any]]:
+) -> list[Pod]:
     return [
         pod(
             f"{owner}-{i}",
@@ -63,7 +64,7 @@ def pending(
 
 
 def decide(
-    pods: list[dict[str, Any]],
+    pods: list[Pod],
     groups: list[NodeGroup],
     templates: dict[str, TemplateNode],
     *,

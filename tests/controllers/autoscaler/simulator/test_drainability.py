@@ -29,27 +29,32 @@ from kubescale.controllers.autoscaler.simulator.drainability import (
     drainability,
 )
 from kubescale.controllers.autoscaler.simulator.utilization import node_utilization
+from kubescale.objects.pdb import PodDisruptionBudget
+from kubescale.objects.pod import Pod, Volume
+from kubescale.objects.replica_set import ReplicaSet
 from tests.controllers.autoscaler.builders import GI, NOW, pod, stamp
 
-PDB_WEB = {
+PDB_WEB: PodDisruptionBudget = {
     "metadata": {"name": "web", "namespace": "default"},
     "spec": {"selector": {"matchLabels": {"app": "web"}}},
     "status": {"disruptionsAllowed": 1},
 }
-PDB_SYSTEM = {
+PDB_SYSTEM: PodDisruptionBudget = {
     "metadata": {"name": "dns", "namespace": "kube-system"},
     "spec": {"selector": {"matchLabels": {"app": "dns"}}},
     "status": {"disruptionsAllowed": 1},
 }
-EMPTY_DIR = {"name": "scratch", "emptyDir": {}}
-MEMORY_DIR = {"name": "cache", "emptyDir": {"medium": "Memory"}}
-HOST_PATH = {"name": "logs", "hostPath": {"path": "/var/log"}}
+PDB_WEB_EXHAUSTED: PodDisruptionBudget = {**PDB_WEB, "status": {"disruptionsAllowed": 0}}
+EMPTY_DIR: Volume = {"name": "scratch", "emptyDir": {}}
+MEMORY_DIR: Volume = {"name": "cache", "emptyDir": {"medium": "Memory"}}
+HOST_PATH: Volume = {"name": "logs", "hostPath": {"path": "/var/log"}}
 
 
-def controllers(namespace: str, owner: OwnerRef) -> dict[str, Any] | None:
+def controllers(namespace: str, owner: OwnerRef) -> ReplicaSet | None:
     if owner.name == "gone":
         return None
-    return {"spec": {"replicas": 1 if owner.name == "single" else 3}}
+    found: ReplicaSet = {"spec": {"replicas": 1 if owner.name == "single" else 3}}
+    return found
 
 
 def context(**kw: Any) -> DrainContext:
@@ -57,7 +62,7 @@ def context(**kw: Any) -> DrainContext:
     return DrainContext(pdbs=PdbTracker(pdbs), now=NOW, controller=controllers, **kw)
 
 
-def deleting(seconds_ago: int, grace: int = 30) -> dict[str, Any]:
+def deleting(seconds_ago: int, grace: int = 30) -> Pod:
     p = pod("old")
     p["metadata"]["deletionTimestamp"] = stamp(NOW - timedelta(seconds=seconds_ago))
     p["metadata"]["deletionGracePeriodSeconds"] = grace
@@ -227,7 +232,7 @@ def deleting(seconds_ago: int, grace: int = 30) -> dict[str, Any]:
         # 12. a PDB with 0 disruptions allowed
         (
             lambda: pod("w"),
-            {"pdbs": [{**PDB_WEB, "status": {"disruptionsAllowed": 0}}]},
+            {"pdbs": [PDB_WEB_EXHAUSTED]},
             (Outcome.BLOCK, BlockingReason.NOT_ENOUGH_PDB),
         ),
         # nothing applies: the pod must be moved

@@ -3,8 +3,6 @@ similar-pod shortcut and break-on-failure, and pod equivalence groups."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,6 +11,7 @@ from kubescale.controllers.autoscaler.simulator.equivalence import (
     build_pod_groups,
 )
 from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
+from kubescale.objects.pod import Pod
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 from tests.controllers.autoscaler.builders import node, pod
@@ -91,7 +90,7 @@ def test_any_sequence_of_changes_reverts_exactly(ops: list[tuple[str, int]]) -> 
     assert state(snapshot) == before
 
 
-def pods_of(count: int, owner: str, cpu: str) -> list[dict[str, Any]]:
+def pods_of(count: int, owner: str, cpu: str) -> list[Pod]:
     return [pod(f"{owner}-{i}", cpu=cpu, owner=("ReplicaSet", owner)) for i in range(count)]
 
 
