@@ -20,7 +20,7 @@ import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import given, settings
@@ -41,6 +41,7 @@ from kubescale.controllers.vpa.recommender.recommender_decision import (
 from kubescale.coordination.disruption_ledger import WriteOutcome, WriteResult
 from kubescale.kube.errors import KubeApiError
 from kubescale.objects.selectors import label_selector_from_set
+from kubescale.objects.vpa_checkpoint import VerticalPodAutoscalerCheckpoint
 from kubescale.plans.executor import Applied, Decision, collect_plan
 from kubescale.plans.intents import Intent, describe
 from tests import builders
@@ -121,7 +122,7 @@ class Row:
     checkpointed: Sequence[tuple[str, int]] = ()
     min_checkpoints: int = 10
     deadline_passed: bool = False
-    cached: Sequence[dict[str, Any]] = ()
+    cached: Sequence[VerticalPodAutoscalerCheckpoint] = ()
     existing: frozenset[tuple[str, str]] = frozenset()
     last_gc_minutes: float | None = 1.0
     """Minutes since the last checkpoint GC (None: never since start, so it is due)."""
@@ -207,6 +208,11 @@ STATUS_300M = (
 )
 
 
+def cached_checkpoint(vpa: str) -> VerticalPodAutoscalerCheckpoint:
+    """The cached checkpoint of ``vpa``'s container ``app`` (as upstream writes it)."""
+    return cast(VerticalPodAutoscalerCheckpoint, upstream_checkpoint(vpa, "app", namespace=NS))
+
+
 def checkpoint(name: str) -> str:
     return (
         f"vpa-recommender: patch-or-create verticalpodautoscalercheckpoints {NS}/{name}-app "
@@ -272,8 +278,8 @@ ROWS = {
     "orphan checkpoint: a delete": (
         Row(
             cached=[
-                upstream_checkpoint("gone", "app", namespace=NS),
-                upstream_checkpoint("web", "app", namespace=NS),
+                cached_checkpoint("gone"),
+                cached_checkpoint("web"),
             ],
             existing=frozenset({WEB}),
             last_gc_minutes=11,
@@ -283,7 +289,7 @@ ROWS = {
     # Last GC exactly 10 min ago: not more than the interval, no collection yet.
     "orphan checkpoint before the GC interval: none": (
         Row(
-            cached=[upstream_checkpoint("gone", "app", namespace=NS)],
+            cached=[cached_checkpoint("gone")],
             existing=frozenset({WEB}),
             last_gc_minutes=10,
         ),
@@ -297,7 +303,7 @@ ROWS = {
             recommendations={WEB: VpaRecommendation([entry("300m")], pod_count=1)},
             checkpointed=[("a", 2), ("c", 3)],
             min_checkpoints=0,
-            cached=[upstream_checkpoint("gone", "app", namespace=NS)],
+            cached=[cached_checkpoint("gone")],
             existing=frozenset({WEB, (NS, "a"), (NS, "c")}),
             last_gc_minutes=None,
         ),
