@@ -117,8 +117,10 @@ class RecommenderLoop:
             ledger=brain_of(cache).ledger,
             events=None,
             registry=metrics.registry,
+            dry_run=settings.dry_run,
         )
-        """The VPA status writes and the checkpoint writes and deletions go through it."""
+        """The VPA status writes and the checkpoint writes and deletions go through it (with
+        ``--dry-run`` it logs them instead)."""
         self.history = history
         self.feeder = ClusterFeeder(client=client, cache=cache, settings=settings, metrics=metrics)
         self.checkpoint_store = CheckpointStore(
