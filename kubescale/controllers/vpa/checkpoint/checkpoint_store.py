@@ -175,6 +175,11 @@ class CheckpointStore:
             skip=skip,
             min_checkpoints=self.min_checkpoints,
         )
+        return await self.write_pass(pass_, now=now)
+
+    async def write_pass(self, pass_: CheckpointPass, *, now: datetime) -> StoreResult:
+        """Drive ``pass_`` on the executor with :attr:`write_concurrency` writers at once
+        (module docstring); what it did."""
         async with asyncio.TaskGroup() as workers:
             for _ in range(self.write_concurrency):
                 workers.create_task(self.executor.drive(pass_.work(), now=now))

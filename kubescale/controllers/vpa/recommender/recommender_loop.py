@@ -46,7 +46,6 @@ simulator settle the loop's informers before an iteration.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from functools import partial
@@ -295,10 +294,7 @@ class RecommenderLoop:
         checkpoints = decision.checkpoint_pass()
         if checkpoints is None:
             return
-        async with asyncio.TaskGroup() as writers:
-            for _ in range(self.checkpoint_store.write_concurrency):
-                writers.create_task(self.executor.drive(checkpoints.work(), now=now))
-        warn_if_timed_out(checkpoints.result())
+        warn_if_timed_out(await self.checkpoint_store.write_pass(checkpoints, now=now))
         await self.executor.drive(decision.deletions(), now=now)
 
     def garbage_collect(self, now: datetime) -> None:
