@@ -1,6 +1,6 @@
-"""``serve --dry-run`` is one flag: every system that returns plans reads it (the VPA updater,
-the HPA controller, the cluster autoscaler, the descheduler) and prints its plans instead of
-writing them (``docs/plans.md``)."""
+"""``serve --dry-run`` is one flag: every system that returns plans reads it (the VPA
+recommender and updater, the HPA controller, the cluster autoscaler, the descheduler) and
+prints its plans instead of writing them (``docs/plans.md``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from kubescale.cli.main import build_parser
 from kubescale.cli.serve_config import serve_config_from_args
 
-SYSTEMS = ("vpa-updater", "hpa-controller", "cluster-autoscaler", "descheduler")
+SYSTEMS = ("vpa-recommender", "vpa-updater", "hpa-controller", "cluster-autoscaler", "descheduler")
 
 
 @pytest.mark.parametrize(("flags", "dry_run"), [([], False), (["--dry-run"], True)])

@@ -31,17 +31,23 @@ Upstream ``checkpoint/checkpoint_writer.go`` (``StoreCheckpoints``), ``utils/vpa
 * **Garbage collection** (every ``--checkpoints-gc-interval``): checkpoints outside the ignored
   namespaces whose ``spec.vpaObjectName`` names no existing VPA are deleted.
 
-Checkpoints are read from an informer (upstream's checkpoint lister); each write is an intent
-applied by the recommender's one plan executor (:mod:`kubescale.plans`): a
-:class:`~kubescale.plans.intents.PatchOrCreate` (the JSON patch, the object to create on a 404)
-and, for garbage collection, a :class:`~kubescale.plans.intents.DeleteObject` -- the executor
-checks the leader Lease before each and counts it in ``kubescale_plan_intents_total``.
+Checkpoints are read from an informer (upstream's checkpoint lister). What to write and what to
+delete is decided without the client: a :class:`CheckpointPass` worker
+(:meth:`CheckpointPass.work`) and :func:`orphan_deletions` are decisions
+(:data:`~kubescale.plans.executor.Decision`: generators that yield intents and receive each
+one's :class:`~kubescale.plans.executor.Applied`), applied by the recommender's one plan executor
+(:mod:`kubescale.plans`): a :class:`~kubescale.plans.intents.PatchOrCreate` per checkpoint (the
+JSON patch, the object to create on a 404) and a :class:`~kubescale.plans.intents.DeleteObject`
+per orphan -- the executor checks the leader Lease before each and counts it in
+``kubescale_plan_intents_total``. The recommender's iteration decision
+(:mod:`kubescale.controllers.vpa.recommender.recommender_decision`) is made of them;
+:meth:`CheckpointStore.store` and :meth:`CheckpointStore.garbage_collect` drive them alone.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
@@ -55,18 +61,27 @@ from kubescale.kube.informer import Informer
 from kubescale.kube.resources import VPA_CHECKPOINTS
 from kubescale.objects.views import meta, spec_of, status_of
 from kubescale.objects.vpa_checkpoint import VerticalPodAutoscalerCheckpoint
-from kubescale.plans.executor import Applied, PlanExecutor
+from kubescale.plans.executor import Applied, Decision, PlanExecutor
 from kubescale.plans.intents import DeleteObject, ObjectRef, PatchOrCreate
 
-__all__ = ["WRITE_CONCURRENCY", "CheckpointStore", "StoreResult", "checkpoint_write"]
+__all__ = [
+    "ACTOR",
+    "WRITE_CONCURRENCY",
+    "CheckpointPass",
+    "CheckpointStore",
+    "StoreResult",
+    "checkpoint_write",
+    "orphan_deletions",
+]
 
 log = component_logger("vpa-recommender")
 
 WRITE_CONCURRENCY: Final = 8
-ACTOR: Final = "vpa-recommender"
-"""The intents' actor (the recommender loop's name)."""
 """VPAs whose checkpoints are written at once: enough to keep requests in flight while each
 waits for its answer, few enough that one pass is not a burst the API server must queue."""
+ACTOR: Final = "vpa-recommender"
+"""The intents' actor (the recommender loop's name): its checkpoint writes and deletions, and
+its VPA status writes."""
 
 
 @dataclass(frozen=True)
@@ -152,60 +167,70 @@ class CheckpointStore:
         """``StoreCheckpoints``: oldest first until ``deadline`` (on ``clock.monotonic()``) and
         at least :attr:`min_checkpoints` checkpoints, ``write_concurrency`` VPAs at a time
         (module docstring)."""
-        pass_ = _StorePass(
-            store=self,
-            state=state,
+        pass_ = CheckpointPass.start(
+            state,
             now=now,
             clock=clock,
             deadline=deadline,
             skip=skip,
-            order=iter(state.vpa_keys_for_checkpoints()),
-            live=state.live_containers(),
             min_checkpoints=self.min_checkpoints,
         )
+        return await self.write_pass(pass_, now=now)
+
+    async def write_pass(self, pass_: CheckpointPass, *, now: datetime) -> StoreResult:
+        """Drive ``pass_`` on the executor with :attr:`write_concurrency` writers at once
+        (module docstring); what it did."""
         async with asyncio.TaskGroup() as workers:
             for _ in range(self.write_concurrency):
-                workers.create_task(pass_.work())
-        return StoreResult(
-            pass_.written,
-            pass_.failed,
-            pass_.attempted,
-            deadline_passed=pass_.stopped,
-            order=tuple(pass_.started),
-        )
+                workers.create_task(self.executor.drive(pass_.work(), now=now))
+        return pass_.result()
 
     async def garbage_collect(
         self, *, existing_vpas: Collection[tuple[str, str]], now: datetime
     ) -> int:
         """``GarbageCollectCheckpoints``: delete checkpoints of VPAs that do not exist."""
-        deleted = 0
-        for checkpoint in self.cached():
-            view = meta(checkpoint)
-            namespace = view.namespace
-            vpa_name = str(spec_of(checkpoint).get("vpaObjectName") or "")
-            if (namespace, vpa_name) in existing_vpas:
-                continue
-            name = view.name
-            applied = await self.executor.execute(
-                DeleteObject(actor=ACTOR, target=ObjectRef(VPA_CHECKPOINTS, namespace, name)),
-                now=now,
+        return await self.executor.drive(
+            orphan_deletions(self.cached(), existing_vpas=existing_vpas), now=now
+        )
+
+
+def orphan_deletions(
+    checkpoints: Sequence[VerticalPodAutoscalerCheckpoint],
+    *,
+    existing_vpas: Collection[tuple[str, str]],
+) -> Decision[int]:
+    """``GarbageCollectCheckpoints`` over ``checkpoints`` (the cached ones outside the ignored
+    namespaces): a :class:`~kubescale.plans.intents.DeleteObject` for each whose
+    ``spec.vpaObjectName`` names no VPA of ``existing_vpas`` (every VPA, whichever recommender
+    handles it); how many were deleted (one already gone is not counted, a refused or failed
+    deletion is logged as upstream's "failed to delete")."""
+    deleted = 0
+    for checkpoint in checkpoints:
+        view = meta(checkpoint)
+        namespace = view.namespace
+        vpa_name = str(spec_of(checkpoint).get("vpaObjectName") or "")
+        if (namespace, vpa_name) in existing_vpas:
+            continue
+        name = view.name
+        applied = yield DeleteObject(
+            actor=ACTOR, target=ObjectRef(VPA_CHECKPOINTS, namespace, name)
+        )
+        if applied.outcome is WriteOutcome.GONE:
+            continue
+        if applied.error is not None:
+            log.error(
+                "orphaned VPA checkpoint cleanup - failed to delete",
+                extra={
+                    "fields": {"checkpoint": f"{namespace}/{name}", "error": str(applied.error)}
+                },
             )
-            if applied.outcome is WriteOutcome.GONE:
-                continue
-            if applied.error is not None:
-                log.error(
-                    "orphaned VPA checkpoint cleanup - failed to delete",
-                    extra={
-                        "fields": {"checkpoint": f"{namespace}/{name}", "error": str(applied.error)}
-                    },
-                )
-                continue
-            deleted += 1
-            log.info(
-                "orphaned VPA checkpoint cleanup - deleting",
-                extra={"fields": {"checkpoint": f"{namespace}/{name}"}},
-            )
-        return deleted
+            continue
+        deleted += 1
+        log.info(
+            "orphaned VPA checkpoint cleanup - deleting",
+            extra={"fields": {"checkpoint": f"{namespace}/{name}"}},
+        )
+    return deleted
 
 
 def checkpoint_write(checkpoint: Mapping[str, Any]) -> PatchOrCreate:
@@ -220,15 +245,17 @@ def checkpoint_write(checkpoint: Mapping[str, Any]) -> PatchOrCreate:
 
 
 @dataclass(kw_only=True)
-class _StorePass:
-    """One :meth:`CheckpointStore.store` pass: its workers share ``order``, so each VPA is
-    taken once, oldest first, and none is taken after the deadline."""
+class CheckpointPass:
+    """One ``StoreCheckpoints`` pass (module docstring). Its workers (:meth:`work`, each a
+    decision) share ``order``, so each VPA is taken once, oldest first, and none is taken once
+    the pass should stop; one worker alone is upstream's writer, several are
+    :attr:`CheckpointStore.write_concurrency` writers."""
 
-    store: CheckpointStore
     state: ClusterState
     now: datetime
     clock: Clock
     deadline: float
+    """On ``clock.monotonic()``: ``--checkpoints-timeout`` after the iteration's start."""
     skip: Collection[tuple[str, str]]
     order: Iterator[tuple[str, str]]
     live: LiveContainers
@@ -243,11 +270,48 @@ class _StorePass:
     """A worker stopped with a VPA left (the deadline and the minimum both reached)."""
     started: list[tuple[str, str]] = field(default_factory=list)
 
+    @classmethod
+    def start(
+        cls,
+        state: ClusterState,
+        *,
+        now: datetime,
+        clock: Clock,
+        deadline: float,
+        skip: Collection[tuple[str, str]] = (),
+        min_checkpoints: int = 0,
+    ) -> CheckpointPass:
+        """A pass over ``state``'s VPAs, least recently checkpointed first
+        (``getVpasToCheckpoint``), its containers from one walk over the pods."""
+        return cls(
+            state=state,
+            now=now,
+            clock=clock,
+            deadline=deadline,
+            skip=skip,
+            order=iter(state.vpa_keys_for_checkpoints()),
+            live=state.live_containers(),
+            min_checkpoints=min_checkpoints,
+        )
+
+    def result(self) -> StoreResult:
+        return StoreResult(
+            self.written,
+            self.failed,
+            self.attempted,
+            deadline_passed=self.stopped,
+            order=tuple(self.started),
+        )
+
     def _stop(self) -> bool:
         """Upstream ``ctx.Err() != nil && minCheckpoints <= 0``."""
         return self.deadline_passed and self.tried >= self.min_checkpoints
 
-    async def work(self) -> None:
+    def work(self) -> Decision[None]:
+        """One writer: takes the next VPA until the pass stops, yields its checkpoints' writes
+        one after the other and receives each outcome (a failed write counts towards
+        ``--min-checkpoints`` as upstream's does; a written one moves the VPA's "checkpoint
+        written" time)."""
         for namespace, name in self.order:
             if self._stop():
                 self.stopped = True
@@ -265,31 +329,31 @@ class _StorePass:
                 return
             self.attempted += 1
             self.started.append((namespace, name))
-            # Built before the first await, so the next worker's check counts them.
+            # Counted before the first yield, so the next worker's check counts them.
             checkpoints = self.state.checkpoints(
                 namespace=namespace, name=name, now=self.now, live=self.live
             )
             self.tried += len(checkpoints)
-            await self._write_vpa(namespace, name, checkpoints)
+            for checkpoint in checkpoints:
+                applied = yield checkpoint_write(checkpoint)
+                self._record(namespace, name, checkpoint, applied)
 
-    async def _write_vpa(
-        self, namespace: str, name: str, checkpoints: list[dict[str, Any]]
+    def _record(
+        self, namespace: str, name: str, checkpoint: Mapping[str, Any], applied: Applied
     ) -> None:
-        state = self.state
-        for checkpoint in checkpoints:
-            err = (await self.store.write(checkpoint, now=self.now)).error
-            if err is not None:
-                self.failed += 1
-                log.error(
-                    "cannot save VPA checkpoint",
-                    extra={
-                        "fields": {
-                            "vpa": f"{namespace}/{name}",
-                            "container": spec_of(checkpoint).get("containerName"),
-                            "error": str(err),
-                        }
-                    },
-                )
-                continue
-            self.written += 1
-            state.mark_checkpoint_written(namespace=namespace, name=name, now=self.now)
+        err = applied.error
+        if err is not None:
+            self.failed += 1
+            log.error(
+                "cannot save VPA checkpoint",
+                extra={
+                    "fields": {
+                        "vpa": f"{namespace}/{name}",
+                        "container": spec_of(checkpoint).get("containerName"),
+                        "error": str(err),
+                    }
+                },
+            )
+            return
+        self.written += 1
+        self.state.mark_checkpoint_written(namespace=namespace, name=name, now=self.now)

@@ -18,6 +18,10 @@ kubescale's additions: ``--vpa-recommender auto|true|false``, whether ``serve`` 
 ``--recommendation-policy upstream|adaptive`` (default ``upstream``: upstream's estimator, bit for
 bit; ``adaptive``: :mod:`kubescale.controllers.vpa.model.policy.adaptive_estimator`).
 
+``--dry-run`` (kubescale's one flag for every system that plans, :mod:`kubescale.plans.dry_run`;
+upstream's recommender has none): the loop computes and decides as usual, and logs each status
+write, checkpoint write and checkpoint deletion instead of sending it.
+
 ``--min-checkpoints 10``: checkpoints written per loop even after ``--checkpoints-timeout``
 (upstream's rule up to VPA 1.3; deprecated there since 1.4, whose rule is ``--min-checkpoints 0``:
 :mod:`kubescale.controllers.vpa.checkpoint.checkpoint_store`).
@@ -51,6 +55,7 @@ from kubescale.controllers.vpa.recommender.prometheus_history_config import (
     password_from_flags,
 )
 from kubescale.objects.quantities import Quantity, QuantityError
+from kubescale.plans.dry_run import add_dry_run_flag
 
 __all__ = [
     "DEFAULT_RECOMMENDER_NAME",
@@ -86,6 +91,8 @@ class RecommenderSettings:
     """Seconds from the start of an iteration after which no further checkpoint is written."""
     min_checkpoints: int = 10
     """``--min-checkpoints``: checkpoints written per iteration even after the timeout."""
+    dry_run: bool = False
+    """``--dry-run``: the loop's intents are logged, not sent (:mod:`kubescale.plans.dry_run`)."""
     storage: str = ""
     vpa_object_namespace: str = ""
     ignored_namespaces: tuple[str, ...] = ()
@@ -164,6 +171,7 @@ def add_recommender_arguments(parser: argparse.ArgumentParser) -> None:
         kind=int,
     )
     add_vpa_namespace_arguments(loop)
+    add_dry_run_flag(loop)
 
     model = parser.add_argument_group("VPA recommender model")
     model.add_argument(
@@ -407,6 +415,7 @@ def recommender_settings_from_args(args: argparse.Namespace) -> RecommenderSetti
         checkpoints_gc_interval=args.checkpoints_gc_interval,
         checkpoints_timeout=args.checkpoints_timeout,
         min_checkpoints=args.min_checkpoints,
+        dry_run=bool(args.dry_run),
         storage=storage,
         vpa_object_namespace=selected,
         ignored_namespaces=ignored,

@@ -17,23 +17,27 @@ Each iteration, in upstream's order, every step timed into
 
 1. ``LoadVPAs``, ``LoadPods``, ``LoadMetrics`` (PodMetrics, then the OOMs seen since the last
    iteration), then the pods that disappeared are deleted;
-2. ``UpdateVPAs``: one vectorised recommendation pass over every VPA; for each VPA this
-   recommender handles, the status it should have
-   (:mod:`kubescale.controllers.vpa.recommender.vpa_status`) is written if it differs from the
-   object's; VPA counts per bucket and the first-recommendation latency are recorded;
-3. ``MaintainCheckpoints``: checkpoints written oldest first until ``--checkpoints-timeout``
-   after the iteration's start, but at least ``--min-checkpoints`` of them; every
-   ``--checkpoints-gc-interval`` (the first one an interval after start-up) checkpoints of
-   deleted VPAs are removed;
+2. ``UpdateVPAs``: one vectorised recommendation pass over every VPA (VPA counts per bucket
+   and the first-recommendation latency are recorded); then the snapshot is read (the VPAs,
+   the cached checkpoints, every VPA's key) and the decision
+   (:mod:`kubescale.controllers.vpa.recommender.recommender_decision`, no client, no await)
+   yields each handled VPA's status where it changed
+   (:mod:`kubescale.controllers.vpa.recommender.vpa_status`);
+3. ``MaintainCheckpoints``: the decision's checkpoint writes, oldest first until
+   ``--checkpoints-timeout`` after the iteration's start, but at least ``--min-checkpoints`` of
+   them; every ``--checkpoints-gc-interval`` (the first one an interval after start-up) the
+   deletions of the checkpoints of deleted VPAs;
 4. ``GarbageCollect``: aggregate states, at most once an hour (the first at the first
-   iteration, as upstream's GC clock starts at the epoch).
+   iteration, as upstream's GC clock starts at the epoch): the model only, no write.
+
+Every intent goes through the loop's one :class:`~kubescale.plans.executor.PlanExecutor` (the
+Lease checked before each write).
 
 ``LoadPods``, the model half of ``LoadMetrics`` and the recommendation pass of ``UpdateVPAs``
 compute on the loop's worker thread (:class:`~kubescale.runtime.off_loop.OffLoop`, issue 27
 item 11: at 30,000 pods they are seconds of Python that held the webhook, the extender and
-``/healthz``), over copies taken on the event loop's thread; reads of the API and every write
-(statuses through the plan executor, the Lease checked before each; checkpoints) stay on the
-loop.
+``/healthz``), over copies taken on the event loop's thread; reads of the API, the decision and
+every write stay on the loop.
 
 Times come from the ``now`` the caller passes (the runner's clock) and the deadline from the
 client's clock; nothing here sleeps. :meth:`RecommenderLoop.wait_for_resource_version` lets the
@@ -50,28 +54,27 @@ from typing import Any, Final
 from kubescale.base.logs import component_logger
 from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.checkpoint.checkpoint_store import CheckpointStore
+from kubescale.controllers.vpa.model.cluster_state import VpaRecommendation
 from kubescale.controllers.vpa.recommender.cluster_feeder import ClusterFeeder
 from kubescale.controllers.vpa.recommender.oom_observer import OomInfo
 from kubescale.controllers.vpa.recommender.prometheus_history import HistoryProvider, load_history
 from kubescale.controllers.vpa.recommender.recommender_config import RecommenderSettings
+from kubescale.controllers.vpa.recommender.recommender_decision import (
+    RecommenderDecision,
+    RecommenderMemory,
+    RecommenderSnapshot,
+    warn_if_timed_out,
+)
 from kubescale.controllers.vpa.recommender.recommender_metrics import (
     ExecutionTimer,
     ObjectCounter,
     RecommenderMetrics,
 )
-from kubescale.controllers.vpa.recommender.vpa_status import (
-    FETCHING_HISTORY,
-    condition_active,
-    desired_status,
-    had_recommendation,
-    status_changed,
-    status_patch,
-)
+from kubescale.controllers.vpa.recommender.vpa_status import had_recommendation
 from kubescale.coordination.brain import brain_of
 from kubescale.kube.client import KubeClient
-from kubescale.kube.errors import KubeApiError
 from kubescale.kube.shared_cache import SharedCache
-from kubescale.objects.views import Meta, optional_status_of, spec_of
+from kubescale.objects.views import Meta, spec_of
 from kubescale.plans.executor import PlanExecutor
 from kubescale.runtime.component import TimelineReport
 from kubescale.runtime.off_loop import OffLoop
@@ -113,8 +116,10 @@ class RecommenderLoop:
             ledger=brain_of(cache).ledger,
             events=None,
             registry=metrics.registry,
+            dry_run=settings.dry_run,
         )
-        """The VPA status writes and the checkpoint writes and deletions go through it."""
+        """The VPA status writes and the checkpoint writes and deletions go through it (with
+        ``--dry-run`` it logs them instead)."""
         self.history = history
         self.feeder = ClusterFeeder(client=client, cache=cache, settings=settings, metrics=metrics)
         self.checkpoint_store = CheckpointStore(
@@ -128,15 +133,23 @@ class RecommenderLoop:
         self.checkpoints_loaded = 0
         """Checkpoints the last start-up loaded into the model."""
         self.iterations = 0
-        self.status_writes = 0
-        self.written: list[tuple[tuple[str, str], dict[str, Any]]] = []
-        """The statuses the last iteration wrote, by VPA (namespace, name)."""
+        self.memory = RecommenderMemory(model=self.feeder.state)
+        """The model and what the last iteration wrote (:mod:`.recommender_decision`)."""
         self._targets: dict[tuple[str, str, str], str] = {}
         self._reports: list[TimelineReport] = []
-        self._last_checkpoint_gc: datetime | None = None
         self._last_aggregate_gc: datetime | None = None
         self.off_loop = OffLoop(LOOP_NAME)
         """The model's steps run on this worker (:mod:`kubescale.runtime.off_loop`)."""
+
+    @property
+    def status_writes(self) -> int:
+        """VPA statuses written since start."""
+        return self.memory.status_writes
+
+    @property
+    def written(self) -> list[tuple[tuple[str, str], dict[str, Any]]]:
+        """The statuses the last iteration wrote, by VPA (namespace, name)."""
+        return self.memory.written
 
     def close(self) -> None:
         """Stop the worker thread (its current step, if any, finishes first)."""
@@ -154,7 +167,8 @@ class RecommenderLoop:
             self.checkpoints_loaded = self.checkpoint_store.load_into(self.feeder.state)
         elif self.history is not None:
             await load_history(self.history, self.feeder.state, now=now)
-        self._last_checkpoint_gc = now
+        self.memory.model = self.feeder.state
+        self.memory.last_checkpoint_gc = now
         self._last_aggregate_gc = None
         self.initialized = True
 
@@ -177,9 +191,23 @@ class RecommenderLoop:
         items, ooms = await feeder.fetch_real_time_metrics()
         await self.off_loop.run(partial(self._feed_metrics, items, ooms))
         timer.observe_step("LoadMetrics")
-        await self.update_vpas(now)
+        # UpdateVPAs, MaintainCheckpoints, GarbageCollect: upstream recommender.go RunOnce's
+        # order. The recommendation pass feeds the decision, which yields the writes of the
+        # first two steps (recommender_decision); GarbageCollect trims the model only.
+        recommendations = await self.off_loop.run(partial(feeder.state.recommendations, now=now))
+        self._observe_vpas(recommendations, now)
+        decision = RecommenderDecision(
+            self._snapshot(recommendations),
+            self.memory,
+            now,
+            settings=self.settings,
+            clock=self.client.clock,
+            deadline=deadline,
+        )
+        await self.executor.drive(decision.statuses(), now=now)
+        self._report_targets()
         timer.observe_step("UpdateVPAs")
-        await self.maintain_checkpoints(now, deadline=deadline)
+        await self._maintain_checkpoints(decision, now)
         timer.observe_step("MaintainCheckpoints")
         self.garbage_collect(now)
         timer.observe_step("GarbageCollect")
@@ -190,20 +218,32 @@ class RecommenderLoop:
         self.feeder.feed_real_time_metrics(items, ooms)
         self.feeder.delete_removed_pods()
 
-    async def update_vpas(self, now: datetime) -> None:
-        """``UpdateVPAs`` (module docstring)."""
-        state = self.feeder.state
-        self.written = []
-        recommendations = await self.off_loop.run(partial(state.recommendations, now=now))
+    def _snapshot(
+        self, recommendations: Mapping[tuple[str, str], VpaRecommendation]
+    ) -> RecommenderSnapshot:
+        """What the decision reads: the VPAs ``LoadVPAs`` listed, the recommendation pass and,
+        with checkpoints, the cached checkpoints and every VPA (their garbage collection)."""
+        feeder = self.feeder
+        if not self.settings.use_checkpoints:
+            return RecommenderSnapshot(vpas=feeder.observed, recommendations=recommendations)
+        return RecommenderSnapshot(
+            vpas=feeder.observed,
+            recommendations=recommendations,
+            checkpoints=self.checkpoint_store.cached(),
+            existing_vpas=feeder.all_vpa_keys(),
+        )
+
+    def _observe_vpas(
+        self, recommendations: Mapping[tuple[str, str], VpaRecommendation], now: datetime
+    ) -> None:
+        """``UpdateVPAs``' metrics: VPA counts per bucket, and the latency of each VPA's first
+        recommendation."""
         counter = ObjectCounter()
         for observed in self.feeder.observed:
             recommendation = recommendations.get(observed.key)
             if recommendation is None:
                 continue
             vpa = observed.vpa
-            status = desired_status(
-                vpa, recommendation, unsupported=observed.check.unsupported, now=now
-            )
             if recommendation.has_recommendation and not had_recommendation(vpa):
                 created = Meta(vpa).raw.get("creationTimestamp")
                 self._observe_latency(created, now)
@@ -215,36 +255,7 @@ class RecommenderLoop:
                 matches_pods=recommendation.has_matching_pods,
                 unsupported_config=observed.check.unsupported is not None,
             )
-            if not status_changed(optional_status_of(vpa), status):
-                continue
-            applied = await self.executor.execute(
-                status_patch(vpa, status, actor=LOOP_NAME), now=now
-            )
-            failure = applied.error
-            if isinstance(failure, KubeApiError):
-                namespace, name = observed.key
-                if failure.not_found:  # deleted while this iteration worked on it: nothing to do
-                    log.info(
-                        "VPA object is gone, its status is not updated",
-                        extra={"fields": {"vpa": f"{namespace}/{name}"}},
-                    )
-                    continue
-                log.error(
-                    "cannot update VPA object",
-                    extra={"fields": {"vpa": f"{namespace}/{name}", "error": str(failure)}},
-                )
-                continue
-            if failure is not None:
-                namespace, name = observed.key
-                log.error(
-                    "cannot update VPA object",
-                    extra={"fields": {"vpa": f"{namespace}/{name}", "error": str(failure)}},
-                )
-                continue
-            self.status_writes += 1
-            self.written.append((observed.key, status))
         counter.observe(self.metrics.vpa_objects)
-        self._report_targets()
 
     def _report_targets(self) -> None:
         """Record each container whose target changed in a status this iteration wrote."""
@@ -277,30 +288,14 @@ class RecommenderLoop:
             return
         self.metrics.recommendation_latency.observe((now - moment).total_seconds())
 
-    async def maintain_checkpoints(self, now: datetime, *, deadline: float) -> None:
-        """``MaintainCheckpoints`` (module docstring)."""
-        if not self.settings.use_checkpoints:
+    async def _maintain_checkpoints(self, decision: RecommenderDecision, now: datetime) -> None:
+        """``MaintainCheckpoints``: the decision's checkpoint pass, its workers run by
+        ``write_concurrency`` writers at once (issue 11), then its orphan deletions."""
+        checkpoints = decision.checkpoint_pass()
+        if checkpoints is None:
             return
-        fetching = {
-            entry.key
-            for entry in self.feeder.observed
-            if condition_active(entry.vpa, FETCHING_HISTORY)
-        }
-        result = await self.checkpoint_store.store(
-            self.feeder.state, now=now, clock=self.client.clock, deadline=deadline, skip=fetching
-        )
-        if result.deadline_passed:
-            log.warning(
-                "checkpoints timeout: not every VPA's checkpoints were written",
-                extra={"fields": {"written": result.written, "vpas": result.vpas}},
-            )
-        last = self._last_checkpoint_gc
-        interval = timedelta(seconds=self.settings.checkpoints_gc_interval)
-        if last is None or now - last > interval:
-            self._last_checkpoint_gc = now
-            await self.checkpoint_store.garbage_collect(
-                existing_vpas=self.feeder.all_vpa_keys(), now=now
-            )
+        warn_if_timed_out(await self.checkpoint_store.write_pass(checkpoints, now=now))
+        await self.executor.drive(decision.deletions(), now=now)
 
     def garbage_collect(self, now: datetime) -> None:
         """``RateLimitedGarbageCollectAggregateCollectionStates``."""
