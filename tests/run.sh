@@ -80,6 +80,8 @@ mypy_pid=$!
 # nothing (kube 51 s either way, webhook 37 -> 32 s, coordination 22 -> 30 s, extender
 # 26 -> 37 s: each worker imports and collects everything), so they are opt-in until a whole-suite
 # run shows a gain. --dist loadgroup keeps an xdist_group("...") on one worker.
+# Hypothesis runs its "ci" profile (tests/conftest.py: at most 100 examples a property);
+# `bash tests/run.sh --hypothesis-profile thorough` runs each property's own count.
 echo "== pytest"
 pytest_log=$(mktemp)
 pytest_rc=0

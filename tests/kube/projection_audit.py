@@ -39,6 +39,14 @@ class ProjectionAudit:
     """Every field the readers read from projected kinds' caches (``Kind``-first paths)."""
 
     read: set[Path] = field(default_factory=set)
+    _noted: dict[Path, set[object]] = field(default_factory=dict, repr=False)
+    """The names read so far under each path: a read already recorded costs one set lookup,
+    not a new tuple hashed into :attr:`read` (readers read the same fields over and over)."""
+
+    def noted(self, path: Path) -> set[object]:
+        """The names recorded so far under ``path`` (one set per path, shared by every object
+        wrapped at that path)."""
+        return self._noted.setdefault(path, set())
 
     def dropped(self, projections: Mapping[str, Projection] = DECLARED) -> set[Path]:
         """The reads ``projections`` would not serve (module docstring)."""
@@ -78,14 +86,17 @@ def _served(path: Path, projections: Mapping[str, Projection]) -> bool:
 class _Traced(dict[str, Any]):
     """A cached object (or a nested object of it) that records reads by name."""
 
-    __slots__ = ("_audit", "_path", "_projection")
+    __slots__ = ("_audit", "_noted", "_path", "_projection")
 
     _audit: ProjectionAudit
+    _noted: set[object]
     _path: Path
     _projection: Projection
 
     def _note(self, key: object) -> None:
-        self._audit.read.add((*self._path, str(key)))
+        if key not in self._noted:
+            self._noted.add(key)
+            self._audit.read.add((*self._path, str(key)))
 
     def __getitem__(self, key: str) -> Any:
         self._note(key)
@@ -112,6 +123,7 @@ def _wrap_dict(
 ) -> _Traced:
     traced = _Traced(value)
     traced._audit, traced._path, traced._projection = audit, path, projection
+    traced._noted = audit.noted(path)
     return traced
 
 

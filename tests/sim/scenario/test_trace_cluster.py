@@ -16,6 +16,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kubescale.cli.main import main
 from kubescale.sim.cluster.trace_replay import load_trace
 from kubescale.sim.scenario.scenario_format import ScenarioError
 from kubescale.sim.scenario.scenario_validation import load_scenario
@@ -356,22 +357,38 @@ def test_one_line_form_runs_the_three_way_comparison(tmp_path: Path) -> None:
     assert report.is_file()
 
 
-def test_bad_input_on_the_command_line_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
+def _simulate_here(*argv: str) -> int:
+    """``kubescale simulate --quiet ARGV`` in this process (``python -m kubescale`` is
+    ``sys.exit(main())``): its exit code, from ``main``'s return or argparse's exit. The bad
+    input tests need no process of their own (a child costs an interpreter start and the whole
+    simulator's imports); the end-to-end run above keeps its subprocess (issue 32.7)."""
+    try:
+        return main(["simulate", "--quiet", *argv])
+    except SystemExit as exit_:
+        code = exit_.code
+    assert isinstance(code, int)
+    return code
+
+
+def test_bad_input_on_the_command_line_is_one_line_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     _write(tmp_path, trace=TRACE.replace(",0.3,", ",-0.3,"))
+    monkeypatch.chdir(tmp_path)
     html = tmp_path / "r.html"
-    done = _simulate(
+    returncode = _simulate_here(
         "--trace", "usage.csv", "--node-group", "instanceType=m5.xlarge,cpu=4,memory=8Gi",
-        "--report-html", str(html), cwd=tmp_path,
+        "--report-html", str(html),
     )  # fmt: skip
-    assert done.returncode == 2
-    assert done.stderr == (
+    assert returncode == 2
+    assert capsys.readouterr().err == (
         f"kubescale simulate: usage.csv: trace: {(tmp_path / 'usage.csv').resolve()}:3: "
         "cpu_cores -0.3 is negative\n"
     )
     assert not html.exists()
-    bad_group = _simulate("--trace", "usage.csv", "--node-group", "cpu=4,gpus=1", cwd=tmp_path)
-    assert bad_group.returncode == 2
-    assert bad_group.stderr == (
+    returncode = _simulate_here("--trace", "usage.csv", "--node-group", "cpu=4,gpus=1")
+    assert returncode == 2
+    assert capsys.readouterr().err == (
         "kubescale simulate: error: --node-group: 'gpus=1' is not KEY=VALUE with KEY one of "
         "instanceType, cpu, memory, price, min, max, pods\n"
     )
