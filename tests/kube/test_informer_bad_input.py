@@ -25,6 +25,7 @@ copy, bounded by the server's 256 KiB cap.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -33,7 +34,7 @@ import pytest
 
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError
-from kubescale.kube.informer import EventHandlers
+from kubescale.kube.informer import EventHandlers, InformerSettings
 from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.resources import (
     DAEMON_SETS,
@@ -50,6 +51,7 @@ from kubescale.kube.resources import (
     VERTICAL_POD_AUTOSCALERS,
     ResourceType,
 )
+from kubescale.kube.watch_stream import MAX_WATCH_EVENT_BYTES
 from kubescale.objects.projection import projection_for
 from kubescale.sim.apiserver.server import ApiServer
 from tests import builders
@@ -257,3 +259,45 @@ async def test_ten_thousand_largest_labels_are_cached_once_and_the_watch_streams
         assert deep_size(cached) < 400 * 10_000
     finally:
         await informers.stop()
+
+
+async def test_a_watch_event_over_the_cap_ends_the_watch_and_the_informer_relists(
+    apiserver: ApiServer, client: KubeClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A cap of 64 KiB (the default is 8 MiB, above anything kube-apiserver stores) against a
+    # pod carrying 262,096 bytes of annotation: its ADDED line is ~262 KB > 65,536.
+    cap = 64 * 1024
+    settings = dataclasses.replace(FAST_INFORMER, max_watch_event_bytes=cap)
+    informers = InformerSet(client=client, settings=settings)
+    informer = informers.informer(PODS)
+    informers.start()
+    try:
+        assert await informer.wait_synced(within=10)
+        await client.create(PODS, PAUSE_POD(name="big", annotations=LARGEST), namespace="default")
+        await client.create(PODS, PAUSE_POD(name="after"), namespace="default")
+        # the watch read at most the cap (then dropped the line), the informer re-listed: the
+        # list is not line-split, so both pods arrive from it, projected.
+        await eventually(lambda: informer.lister.get("after", "default") is not None)
+        assert informer.stats.oversized_events >= 1
+        assert informer.stats.lists >= 2
+        big = informer.lister.get("big", "default")
+        assert big is not None
+        assert LAST_APPLIED not in big["metadata"]["annotations"]
+        assert informer.synced
+    finally:
+        await informers.stop()
+    record = next(r for r in caplog.records if r.getMessage().startswith("watch event too"))
+    assert record.getMessage() == "watch event too large; dropped the watch, re-listing"
+    fields = record.__dict__["fields"]
+    assert fields["informer"] == informer.name
+    assert fields["limit_bytes"] == cap
+    assert fields["received_bytes"] > cap
+
+
+def test_the_default_watch_event_cap_is_above_anything_kube_apiserver_stores() -> None:
+    # etcd's request limit 1.5 MiB (1,572,864) < kube-apiserver's body limit 3 MiB (3,145,728)
+    # < the cap 8 MiB (8,388,608)
+    assert 1_572_864 < 3 * 1024 * 1024 < MAX_WATCH_EVENT_BYTES == 8 * 1024 * 1024
+    assert InformerSettings().max_watch_event_bytes == MAX_WATCH_EVENT_BYTES
+    with pytest.raises(ValueError, match="max_watch_event_bytes must be positive"):
+        InformerSettings(max_watch_event_bytes=0)
