@@ -37,7 +37,7 @@ from kubescale.kube.transport import (
     Transport,
     send_gate_trace,
 )
-from kubescale.kube.watch_stream import WatchStream
+from kubescale.kube.watch_stream import MAX_WATCH_EVENT_BYTES, WatchStream
 from kubescale.objects.views import Meta, list_meta
 
 __all__ = ["ClientSettings", "KubeClient", "ListResult", "PatchType", "connect"]
@@ -241,6 +241,7 @@ class KubeClient:
         query: Sequence[tuple[str, str]],
         inactivity_timeout: float,
         connect_timeout: float | None = None,
+        max_event_bytes: int = MAX_WATCH_EVENT_BYTES,
     ) -> WatchStream:
         """Open a watch (see :meth:`Transport.open_watch`)."""
         return await self.transport.open_watch(
@@ -249,6 +250,7 @@ class KubeClient:
             query=query,
             inactivity_timeout=inactivity_timeout,
             connect_timeout=connect_timeout,
+            max_event_bytes=max_event_bytes,
         )
 
     # -- verbs -------------------------------------------------------------------------------

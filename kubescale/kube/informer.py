@@ -86,7 +86,7 @@ from kubescale.kube.indexes import IndexedCache, IndexFunc, object_key
 from kubescale.kube.listers import Lister, ObjectT
 from kubescale.kube.resources import ResourceType
 from kubescale.kube.served_resources import api_name
-from kubescale.kube.watch_stream import WatchInactive
+from kubescale.kube.watch_stream import MAX_WATCH_EVENT_BYTES, WatchEventTooLarge, WatchInactive
 from kubescale.objects.projection import Projection, project
 from kubescale.objects.views import Meta
 
@@ -117,12 +117,16 @@ class InformerSettings:
     connect_timeout: float = 10.0
     page_size: int = 500
     backoff: BackoffPolicy = field(default_factory=BackoffPolicy)
+    max_watch_event_bytes: int = MAX_WATCH_EVENT_BYTES
+    """The longest watch event read; a longer one ends the watch and the informer re-lists."""
 
     def __post_init__(self) -> None:
         if not 1.0 <= self.min_watch_timeout <= self.max_watch_timeout:
             raise ValueError("watch timeouts need 1 <= min_watch_timeout <= max_watch_timeout")
         if self.inactivity_timeout <= 0 or self.connect_timeout <= 0:
             raise ValueError("inactivity_timeout and connect_timeout must be positive")
+        if self.max_watch_event_bytes <= 0:
+            raise ValueError("max_watch_event_bytes must be positive")
 
 
 @dataclass
@@ -138,6 +142,8 @@ class InformerStats:
     inactivity_reconnects: int = 0
     errors: int = 0
     """Failed lists/watches that were backed off (5xx, 429, transport, other)."""
+    oversized_events: int = 0
+    """Watches ended by an event over ``max_watch_event_bytes`` (each followed by a re-list)."""
 
 
 class Informer(Generic[ObjectT]):
@@ -352,6 +358,24 @@ class Informer(Generic[ObjectT]):
                     await self.clock.sleep(err.retry_after)
                 else:
                     await backoff.sleep()
+            except WatchEventTooLarge as err:
+                # Re-watching from the same resourceVersion would read the same line again:
+                # start over from a list (paged), which reads the object's current state.
+                self.stats.errors += 1
+                self.stats.oversized_events += 1
+                log.warning(
+                    "watch event too large; dropped the watch, re-listing",
+                    extra={
+                        "fields": {
+                            "informer": self.name,
+                            "limit_bytes": err.limit,
+                            "received_bytes": err.received,
+                        }
+                    },
+                )
+                need_list = True
+                self._unsync("watch event too large")
+                await backoff.sleep()
             except KubeTransportError as err:
                 self.stats.errors += 1
                 # reported by the transport once per backoff step for the whole client
@@ -455,6 +479,7 @@ class Informer(Generic[ObjectT]):
             query=self._watch_query(),
             inactivity_timeout=self.settings.inactivity_timeout,
             connect_timeout=self.settings.connect_timeout,
+            max_event_bytes=self.settings.max_watch_event_bytes,
         )
         self.stats.watches += 1
         # Connection lifetime is I/O time, measured on the event loop like the timeouts.

@@ -60,7 +60,7 @@ from kubescale.kube.connection_report import ConnectionReport, describe_cause
 from kubescale.kube.errors import KubeApiError, KubeTransportError
 from kubescale.kube.rate_limit import TokenBucket
 from kubescale.kube.resources import ResourceType
-from kubescale.kube.watch_stream import WatchInactive, WatchStream
+from kubescale.kube.watch_stream import MAX_WATCH_EVENT_BYTES, WatchInactive, WatchStream
 
 log = component_logger("kube.client")
 
@@ -354,8 +354,10 @@ class Transport:
         query: Sequence[tuple[str, str]],
         inactivity_timeout: float,
         connect_timeout: float | None = None,
+        max_event_bytes: int = MAX_WATCH_EVENT_BYTES,
     ) -> WatchStream:
-        """Open a watch (not retried: the informer owns the retry policy of its loop)."""
+        """Open a watch (not retried: the informer owns the retry policy of its loop); a line
+        longer than ``max_event_bytes`` ends it (:class:`WatchEventTooLarge`)."""
         path = resource.collection_path(namespace)
         timeout = aiohttp.ClientTimeout(
             total=None,
@@ -406,4 +408,4 @@ class Transport:
                 retry_after=parse_retry_after(response.headers.get("Retry-After")),
             )
         self._answered(status, b"")
-        return WatchStream(response.response)
+        return WatchStream(response.response, max_event_bytes=max_event_bytes)

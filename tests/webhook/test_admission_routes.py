@@ -797,3 +797,42 @@ async def test_a_limit_range_override_is_one_warning_event_for_many_pods(setup: 
         "(max 300m): the request is set to 150m"
     )
     assert setup.webhook.event_throttle.suppressed == 29
+
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+@pytest.mark.parametrize("count", [10_000, 20_000])
+async def test_a_pod_at_the_largest_kube_apiserver_sends_is_answered_within_the_body_budget(
+    setup: Setup, count: int
+) -> None:
+    # kube-apiserver reads a create body of at most 3 MiB (3,145,728 bytes) and calls the
+    # webhook before etcd's 1.5 MiB applies, so that is the largest pod a review can carry.
+    # Labels at their largest (63-character keys and values: json.dumps writes
+    # '"k": "v", ' = 63 + 63 + 8 = 134 bytes each) and annotations at their 256 KiB cap:
+    # 10,000 labels = 1,340,000 + 262,144 bytes ~ 1.6 MB (the case); 20,000 labels =
+    # 2,680,000 + 262,144 ~ 2.94 MB, under 3 MiB; both under the webhook's 5 MiB budget.
+    labels = {"app": "web"} | {
+        f"label-{index:05d}".ljust(63, "k"): f"value-{index:05d}".ljust(63, "v")
+        for index in range(count)
+    }
+    annotations = {LAST_APPLIED: "x" * (256 * 1024 - len(LAST_APPLIED))}
+    pod = web_pod(labels=labels, annotations=annotations)
+    body = json.dumps(
+        admission_review(
+            uid="huge", namespace="default", request={"object": pod, "oldObject": None}
+        )
+    ).encode()
+    assert len(body) < 3 * 1024 * 1024  # what kube-apiserver can send; the budget is 5 MiB
+    answer = await setup.post(body)
+    assert answer["response"]["uid"] == "huge"
+    assert answer["response"]["allowed"] is True
+    mutated = _patched(answer, pod)
+    assert mutated["spec"]["containers"][0]["resources"]["requests"] == {
+        "cpu": "250m",
+        "memory": "200Mi",
+    }
+    # the question (the body less its uid) is over MAX_QUESTION_BYTES: not remembered, and the
+    # memo stays within its byte bound
+    assert setup.webhook.memo.answers() == 0
+    assert setup.webhook.memo.bytes <= setup.webhook.memo.max_bytes

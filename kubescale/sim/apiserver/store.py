@@ -223,7 +223,11 @@ class ObjectStore(Storage):
                     )
                 ],
             )
-        causes = strategy.validate_name(rt, str(name)) + strategy.validate_annotations_size(obj)
+        causes = (
+            strategy.validate_name(rt, str(name))
+            + strategy.validate_labels(obj)
+            + strategy.validate_annotations_size(obj)
+        )
         if causes:
             raise errors.invalid(rt, str(name), causes)
         if meta.get("resourceVersion"):
@@ -408,7 +412,7 @@ class ObjectStore(Storage):
                     ],
                 )
         causes = strategy.validate_update(rt, old, obj, subresource=subresource)
-        causes += strategy.validate_annotations_size(obj)
+        causes += strategy.validate_labels(obj) + strategy.validate_annotations_size(obj)
         if causes:
             raise errors.invalid(rt, name, causes)
         strategy.fill_status_zero_values(rt, obj)

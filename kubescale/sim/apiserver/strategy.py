@@ -5,6 +5,8 @@ What the generic store needs to know about a kind, each rule taken from the upst
 (``pkg/apis/*/v1/defaults.go``):
 
 * annotations: 256 KiB of keys and values at most (``ValidateAnnotationsSize``);
+* labels: each key a qualified name, each value at most 63 characters of the label-value
+  alphabet (``ValidateLabels``); their number is not limited;
 * name validation: DNS-1123 subdomain for most kinds, DNS-1123 label for namespaces, a path
   segment for custom resources (``ValidatePathSegmentName``: custom resource names may contain
   upper case);
@@ -26,6 +28,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 
 from kubescale.kube.resources import ResourceType
+from kubescale.objects.label_validation import label_value_errors, qualified_name_errors
 
 from .errors import FieldCause
 from .limit_ranger import default_limit_range_items
@@ -40,6 +43,7 @@ __all__ = [
     "pod_qos_class",
     "reset_status_on_create",
     "spec_changed",
+    "validate_labels",
     "validate_name",
     "validate_update",
 ]
@@ -143,6 +147,28 @@ def validate_annotations_size(obj: dict[str, Any]) -> list[FieldCause]:
             f"Too long: must have at most {TOTAL_ANNOTATION_SIZE_LIMIT_B} bytes",
         )
     ]
+
+
+def validate_labels(obj: dict[str, Any]) -> list[FieldCause]:
+    """``ValidateLabels`` (apimachinery ``pkg/apis/meta/v1/validation``, part of
+    ``ValidateObjectMeta``, every kind, create and update): each key must pass
+    ``IsQualifiedName`` and each value ``IsValidLabelValue`` (at most 63 characters), each
+    failure a ``field.Invalid`` on ``metadata.labels`` with the offending key or value. There
+    is no limit on how many labels an object has. Keys are checked in sorted order (Go's map
+    order is random; sorted makes the message stable)."""
+    labels = (obj.get("metadata") or {}).get("labels")
+    if not isinstance(labels, dict):
+        return []
+    causes: list[FieldCause] = []
+    for key in sorted(labels, key=str):
+        value = labels[key]
+        for message in qualified_name_errors(str(key)):
+            shown = f"Invalid value: {_json_quote(str(key))}: {message}"
+            causes.append(("FieldValueInvalid", "metadata.labels", shown))
+        for message in label_value_errors(str(value)):
+            shown = f"Invalid value: {_json_quote(str(value))}: {message}"
+            causes.append(("FieldValueInvalid", "metadata.labels", shown))
+    return causes
 
 
 POD_UPDATE_FORBIDDEN: Final = (
