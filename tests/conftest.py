@@ -30,6 +30,17 @@ def ci_examples(asked: int, profile: str) -> int:
     return min(asked, CI_MAX_EXAMPLES) if profile == "ci" else asked
 
 
+FULL_EXAMPLES = "full_examples"
+"""A property marked ``@pytest.mark.full_examples`` keeps its own count under ``ci`` too: one
+whose planted bug was shown to slip through at the capped count (issue 32.7's check)."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"{FULL_EXAMPLES}: the property runs its own max_examples under every profile"
+    )
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under the ``ci`` profile, cap each property's ``@settings(max_examples=…)`` (an
     explicit count outranks any profile in Hypothesis, so the cap is applied here)."""
@@ -37,6 +48,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         test = getattr(item, "function", None)
         if test is None or not hasattr(test, "hypothesis"):
+            continue
+        if item.get_closest_marker(FULL_EXAMPLES) is not None:
             continue
         # where @given keeps the test's settings (read when the test runs): fail loudly, not
         # silently run uncapped, if a Hypothesis release moves it

@@ -16,6 +16,7 @@ from __future__ import annotations
 from copy import deepcopy
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -218,6 +219,9 @@ def clusters(draw: st.DrawFn) -> tuple[DeschedulerPolicy, list[Any], list[Any], 
     return the_policy, nodes, pods, pending
 
 
+# full_examples: the copy that ignores the pod's own requests got through 100 examples on one
+# of five seeds; 300 caught it (issue 32.7)
+@pytest.mark.full_examples
 @settings(
     max_examples=300,
     deadline=None,
