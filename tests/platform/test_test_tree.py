@@ -74,7 +74,6 @@ PENDING: frozenset[str] = frozenset(
     {
         "tests/controllers/autoscaler/builders.py::node",
         "tests/controllers/autoscaler/builders.py::pod",
-        "tests/controllers/autoscaler/cloudprovider/test_clusterapi_rollout.py::machine_set",
         "tests/controllers/autoscaler/sim_harness.py::deployment",
         "tests/controllers/autoscaler/sim_harness.py::pdb",
         "tests/controllers/descheduler/builders.py::node",
