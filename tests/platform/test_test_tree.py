@@ -83,8 +83,6 @@ PENDING: frozenset[str] = frozenset(
         "tests/controllers/vpa/api/test_pod_admission.py::make_vpa",
         "tests/controllers/vpa/api/test_vpa_matching.py::vpa",
         "tests/controllers/vpa/recommender/test_oom_observer.py::pod",
-        "tests/controllers/vpa/updater/test_update_priority.py::make_pod",
-        "tests/controllers/vpa/updater/test_update_priority.py::make_vpa",
         "tests/scheduling/builders.py::make_node",
         "tests/scheduling/builders.py::make_pod",
         "tests/sim/cluster/test_scheduler_extenders.py::node",
