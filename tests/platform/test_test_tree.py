@@ -79,7 +79,6 @@ PENDING: frozenset[str] = frozenset(
         "tests/controllers/descheduler/builders.py::node",
         "tests/controllers/descheduler/builders.py::pod",
         "tests/controllers/hpa/pod_builders.py::pod",
-        "tests/controllers/vpa/recommender/test_oom_observer.py::pod",
         "tests/scheduling/builders.py::make_node",
         "tests/scheduling/builders.py::make_pod",
         "tests/sim/cluster/test_scheduler_extenders.py::node",
