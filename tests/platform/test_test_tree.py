@@ -85,11 +85,6 @@ PENDING: frozenset[str] = frozenset(
         "tests/sim/cluster/test_scheduler_filters.py::node",
         "tests/sim/cluster/test_scheduler_filters.py::pod",
         "tests/sim/cluster/test_scheduler_queue.py::node",
-        "tests/sim/cluster/test_workload_controllers.py::deployment",
-        "tests/sim/cluster/test_workload_controllers_daemonsets.py::daemon_set",
-        "tests/sim/cluster/test_workload_controllers_jobs.py::job",
-        "tests/sim/cluster/test_workload_controllers_pod_rules.py::pod",
-        "tests/sim/cluster/test_workload_controllers_statefulsets.py::stateful_set",
         "tests/webhook/test_webhook_fuzz.py::_review",
     }
 )
