@@ -258,12 +258,3 @@ def deployment(
             },
         },
     }
-
-
-def pdb(name: str, *, app: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"selector": {"matchLabels": {"app": app}}, **spec},
-    }

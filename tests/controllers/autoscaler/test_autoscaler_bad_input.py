@@ -21,8 +21,9 @@ from kubescale.controllers.autoscaler.config.autoscaler_config import (
 from kubescale.controllers.autoscaler.model.node_facts import TO_BE_DELETED_TAINT
 from kubescale.kube.resources import CONFIG_MAPS, MACHINE_DEPLOYMENTS, MACHINES, NODES
 from kubescale.sim.cluster.node_groups import MachineDeploymentGroup
+from tests import builders
 
-from .sim_harness import SimCluster, deployment, pdb, sim_cluster, template
+from .sim_harness import SimCluster, deployment, sim_cluster, template
 
 SMALL = MachineDeploymentGroup(
     name="small",
@@ -198,7 +199,7 @@ async def test_a_drain_the_pdb_refuses_is_aborted(tmp_path: Path) -> None:
         settings=FAST,
         objects=[
             deployment("solo", replicas=1, cpu="100m"),
-            pdb("solo", app="solo", minAvailable=1),
+            builders.pdbs.pdb(name="solo", match_labels={"app": "solo"}, min_available=1),
         ],
     ) as cluster:
         await cluster.run_for(30)
