@@ -74,7 +74,6 @@ PENDING: frozenset[str] = frozenset(
     {
         "tests/controllers/autoscaler/builders.py::node",
         "tests/controllers/autoscaler/builders.py::pod",
-        "tests/controllers/autoscaler/sim_harness.py::deployment",
         "tests/controllers/descheduler/builders.py::node",
         "tests/controllers/descheduler/builders.py::pod",
         "tests/controllers/hpa/pod_builders.py::pod",
