@@ -79,7 +79,6 @@ PENDING: frozenset[str] = frozenset(
         "tests/controllers/hpa/pod_builders.py::pod",
         "tests/scheduling/builders.py::make_node",
         "tests/scheduling/builders.py::make_pod",
-        "tests/sim/cluster/test_scheduler_filters.py::pod",
         "tests/webhook/test_webhook_fuzz.py::_review",
     }
 )
