@@ -79,7 +79,6 @@ PENDING: frozenset[str] = frozenset(
         "tests/controllers/hpa/pod_builders.py::pod",
         "tests/scheduling/builders.py::make_node",
         "tests/scheduling/builders.py::make_pod",
-        "tests/webhook/test_webhook_fuzz.py::_review",
     }
 )
 """``path::name`` of private builders not converted to :mod:`tests.builders` yet."""
