@@ -76,7 +76,6 @@ PENDING: frozenset[str] = frozenset(
         "tests/controllers/autoscaler/builders.py::pod",
         "tests/controllers/descheduler/builders.py::node",
         "tests/controllers/descheduler/builders.py::pod",
-        "tests/controllers/hpa/pod_builders.py::pod",
         "tests/scheduling/builders.py::make_node",
         "tests/scheduling/builders.py::make_pod",
     }
