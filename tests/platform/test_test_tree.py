@@ -76,8 +76,6 @@ PENDING: frozenset[str] = frozenset(
         "tests/controllers/autoscaler/builders.py::pod",
         "tests/controllers/descheduler/builders.py::node",
         "tests/controllers/descheduler/builders.py::pod",
-        "tests/scheduling/builders.py::make_node",
-        "tests/scheduling/builders.py::make_pod",
     }
 )
 """``path::name`` of private builders not converted to :mod:`tests.builders` yet."""
