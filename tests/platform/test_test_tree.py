@@ -74,8 +74,6 @@ PENDING: frozenset[str] = frozenset(
     {
         "tests/controllers/autoscaler/builders.py::node",
         "tests/controllers/autoscaler/builders.py::pod",
-        "tests/controllers/descheduler/builders.py::node",
-        "tests/controllers/descheduler/builders.py::pod",
     }
 )
 """``path::name`` of private builders not converted to :mod:`tests.builders` yet."""
