@@ -70,7 +70,7 @@ DICT_WORDS = frozenset(
 object — a kind's TypedDict of :mod:`kubescale.objects` is such a dict too;
 ``st.SearchStrategy[Any]`` or a parsed ``LimitRangeItem`` do not."""
 
-PENDING: frozenset[str] = frozenset({})
+PENDING: frozenset[str] = frozenset()
 """``path::name`` of private builders not converted to :mod:`tests.builders` yet."""
 
 
