@@ -217,9 +217,17 @@ async def cluster() -> AsyncIterator[SimCluster]:
         controllers.close()
 
 
-def web_deployment(name: str = "web", *, replicas: int = 3) -> dict[str, Any]:
+def web_deployment(
+    name: str = "web",
+    *,
+    replicas: int = 3,
+    image: str = "nginx:1",
+    strategy: dict[str, Any] | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
     """Deployment ``name`` of ``replicas`` pods labelled ``app: name`` (template annotated
-    ``team: blue``, one container ``app`` running ``nginx:1``), over the shared builders."""
+    ``team: blue``, one container ``app`` running ``image``), ``strategy`` and further
+    ``spec`` fields when given, over the shared builders."""
     labels = {"app": name}
     return builders.workloads.deployment(
         name=name,
@@ -228,8 +236,9 @@ def web_deployment(name: str = "web", *, replicas: int = 3) -> dict[str, Any]:
         template=builders.workloads.pod_template(
             labels=labels,
             annotations={"team": "blue"},
-            containers=[builders.pods.container(image="nginx:1")],
+            containers=[builders.pods.container(image=image)],
         ),
+        spec={**spec, **({"strategy": strategy} if strategy is not None else {})},
     )
 
 
