@@ -6,8 +6,9 @@ A module that needs other defaults passes them at the call site or keeps a modul
 ``functools.partial`` (``tests/platform/test_test_tree.py`` rejects a second builder).
 ``typed_pod``/``typed_node``/``typed_pdb`` are the same builders typed as the
 :mod:`kubescale.objects` TypedDicts (``Pod``, ``Node``, ``PodDisruptionBudget``), for code typed
-with them; :func:`~tests.builders.meta.json_body` turns a typed object back into the plain dict
-the simulated API server's store takes.
+with them (``typed_machine_set`` likewise); :func:`~tests.builders.nodes.sim_node` is the Node the
+simulated cloud's kubelet registers; :func:`~tests.builders.meta.json_body` turns a typed
+object back into the plain dict the simulated API server's store takes.
 """
 
 from tests.builders import (

@@ -14,7 +14,7 @@ def admission_review(
     operation: str = "CREATE",
     group: str = "",
     version: str = "v1",
-    kind: str = "Pod",
+    kind: str | None = "Pod",
     resource: str = "pods",
     sub_resource: str | None = None,
     namespace: str | None = None,
@@ -25,12 +25,12 @@ def admission_review(
 ) -> dict[str, Any]:
     """An ``AdmissionReview`` with a ``request``: ``kind``/``resource`` from the given group,
     version, kind and resource; ``object``/``oldObject``/``namespace``/``name``/``dryRun``/
-    ``subResource`` when given; ``request`` adds further request fields."""
-    body: dict[str, Any] = {
-        "uid": uid,
-        "kind": {"group": group, "version": version, "kind": kind},
-        "resource": {"group": group, "version": version, "resource": resource},
-    }
+    ``subResource`` when given; ``request`` adds further request fields (``kind=None`` leaves
+    out ``request.kind``)."""
+    body: dict[str, Any] = {"uid": uid}
+    if kind is not None:
+        body["kind"] = {"group": group, "version": version, "kind": kind}
+    body["resource"] = {"group": group, "version": version, "resource": resource}
     if sub_resource is not None:
         body["subResource"] = sub_resource
     if namespace is not None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tests.builders.meta import manifest, metadata
+from kubescale.objects.machine_set import MachineSet
+from tests.builders.meta import manifest, metadata, typed_builder
 
 CAPI_API_VERSION = "cluster.x-k8s.io/v1beta1"
 
@@ -127,3 +128,7 @@ def machine(
         status=status,
         api_version=api_version,
     )
+
+
+typed_machine_set = typed_builder(machine_set, MachineSet)
+"""``machine_set()`` typed as :class:`kubescale.objects.machine_set.MachineSet`."""

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kubescale.objects.node import Node
+from kubescale.sim.cluster.node_templates import NodeTemplate, build_node
 from tests.builders.meta import manifest, metadata, typed_builder
 
 
@@ -75,3 +76,37 @@ def node(
 
 typed_node = typed_builder(node, Node)
 """``node()`` typed as :class:`kubescale.objects.node.Node`."""
+
+
+def sim_node(
+    *,
+    name: str = "n1",
+    instance_type: str = "test",
+    cpu: str = "4",
+    memory: str = "8Gi",
+    pods: int = 110,
+    labels: Mapping[str, str] | None = None,
+    taints: Sequence[Mapping[str, Any]] = (),
+    zone: str = "zone-a",
+    unschedulable: bool = False,
+    ready_since: str = "2026-01-01T00:00:00Z",
+) -> dict[str, Any]:
+    """The Node the simulated cloud's kubelet registers for a machine of this instance type
+    (:func:`kubescale.sim.cluster.node_templates.build_node`: capacity = allocatable, zone and
+    instance-type labels, Ready since ``ready_since``), provider ID ``sim://<name>``, address
+    ``10.0.0.1``; ``unschedulable`` cordons it."""
+    template = NodeTemplate(
+        instance_type=instance_type, cpu=cpu, memory=memory, pods=pods, taints=tuple(taints)
+    )
+    body = build_node(
+        name=name,
+        template=template,
+        zone=zone,
+        provider_id=f"sim://{name}",
+        address="10.0.0.1",
+        labels=labels,
+        ready_since=ready_since,
+    )
+    if unschedulable:
+        body["spec"]["unschedulable"] = True
+    return body

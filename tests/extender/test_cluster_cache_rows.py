@@ -42,7 +42,7 @@ from kubescale.scheduling.policy.utilization_args import LowNodeUtilizationArgs
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.scenario.runner import SimulationClientClock
 from tests.builders.meta import json_body
-from tests.controllers.descheduler.builders import NOW, node, pod, policy
+from tests.controllers.descheduler.builders import NOW, cycle_node, cycle_pod, policy
 
 # cpu 20/50 (the issue's 50 % check)
 POLICY = policy(
@@ -70,7 +70,7 @@ def name(i: int) -> str:
 def running_pods() -> list[Pod]:
     """One pod per node: 100m (2.5 % of 4 cores), and 3250m on the hot node (81.25 %)."""
     return [
-        pod(f"p{i:03d}", name(i), cpu="3250m" if i == HOT else "100m", owners=[])
+        cycle_pod(f"p{i:03d}", name(i), cpu="3250m" if i == HOT else "100m", owners=[])
         for i in range(NODES)
     ]
 
@@ -117,7 +117,7 @@ async def test_pods_listed_before_their_nodes_are_all_counted(
     passed."""
     api, client = api_client
     for i in range(NODES):
-        store(api, node(name(i)))
+        store(api, cycle_node(name(i)))
     for running in running_pods():
         store(api, running)
     informers = InformerSet(client=client, rng=random.Random(1))
@@ -148,7 +148,7 @@ async def test_pods_listed_before_their_nodes_are_all_counted(
         server = TestServer(app, host="127.0.0.1")
         await server.start_server()
         try:
-            pending = pod("new", None, cpu="100m")
+            pending = cycle_pod("new", None, cpu="100m")
             body = {"Pod": pending, "NodeNames": [name(HOT), name(0)]}
             async with (
                 aiohttp.ClientSession() as session,
@@ -188,7 +188,7 @@ def arrivals(draw: st.DrawFn) -> tuple[int, list[tuple[str, int]]]:
 
 def pod_number(j: int, nodes: int) -> Pod:
     # pod j on node (j * 7) % nodes, (j % 9 + 1) × 10m
-    return pod(f"q{j:04d}", name((j * 7) % nodes), cpu=f"{(j % 9 + 1) * 10}m", owners=[])
+    return cycle_pod(f"q{j:04d}", name((j * 7) % nodes), cpu=f"{(j % 9 + 1) * 10}m", owners=[])
 
 
 @settings(max_examples=60, deadline=None)
@@ -199,7 +199,7 @@ def test_usage_is_the_sum_of_the_pods_present(drawn: tuple[int, list[tuple[str, 
     present: dict[int, Pod] = {}
     for kind, i in events:
         if kind == "node":
-            cache.upsert_node(node(name(i)))
+            cache.upsert_node(cycle_node(name(i)))
         elif kind == "pod":
             present[i] = pod_number(i, nodes)
             cache.upsert_pod(present[i])
@@ -225,10 +225,10 @@ def test_a_quantity_beyond_int64_is_held_at_the_cap_not_an_error() -> None:
     by label but before its usage was counted. Now it counts, at the cap (2^52 millicores), and
     the node is simply full."""
     cache = ClusterCache(policy=POLICY, now=lambda: NOW)
-    cache.upsert_node(node(name(0)))
-    huge = pod("huge", name(0), cpu="99999999999999999999", owners=[])
+    cache.upsert_node(cycle_node(name(0)))
+    huge = cycle_pod("huge", name(0), cpu="99999999999999999999", owners=[])
     cache.upsert_pod(huge)
-    cache.upsert_pod(pod("small", name(0), cpu="100m", owners=[]))
+    cache.upsert_pod(cycle_pod("small", name(0), cpu="100m", owners=[]))
     arrays = cache.utilization(lnu_args())
     assert arrays is not None
     row, cpu = arrays.index[name(0)], arrays.column["cpu"]

@@ -37,7 +37,7 @@ from kubescale.coordination.placement_rules import PlacementRules
 from kubescale.extender.cluster_cache import ClusterCache
 from kubescale.extender.extender_config import ExtenderSettings
 from kubescale.extender.extender_routes import SchedulerExtender
-from tests.controllers.descheduler.builders import NOW, node, pod, policy
+from tests.controllers.descheduler.builders import NOW, cycle_node, cycle_pod, policy
 
 POLICY = policy(
     ("deschedule", "RemovePodsViolatingNodeTaints", {"includePreferNoSchedule": True}),
@@ -62,10 +62,10 @@ POLICY = policy(
 SOFT = {"key": "maintenance", "value": "soon", "effect": "PreferNoSchedule"}
 NODE_NAMES = ["n1", "n2", "n3", "n4"]
 NODES = [
-    node("n1", taints=[SOFT], labels={"zone": "a"}),
-    node("n2", labels={"zone": "a"}),
-    node("n3", labels={"zone": "b"}),
-    node("n4", labels={"zone": "b", "disk": "ssd"}),
+    cycle_node("n1", taints=[SOFT], labels={"zone": "a"}),
+    cycle_node("n2", labels={"zone": "a"}),
+    cycle_node("n3", labels={"zone": "b"}),
+    cycle_node("n4", labels={"zone": "b", "disk": "ssd"}),
 ]
 SPREAD = {
     "maxSkew": 1,
@@ -74,15 +74,15 @@ SPREAD = {
     "labelSelector": {"matchLabels": {"app": "web"}},
 }
 RUNNING = [
-    pod(
+    cycle_pod(
         "busy",
         "n2",
         cpu="3000m",
         labels={"app": "web"},
         spec={"topologySpreadConstraints": [SPREAD]},
     ),
-    pod("light", "n3", cpu="100m", labels={"app": "web"}),
-    pod("medium", "n4", cpu="1000m", labels={"app": "db"}),
+    cycle_pod("light", "n3", cpu="100m", labels={"app": "web"}),
+    cycle_pod("medium", "n4", cpu="1000m", labels={"app": "db"}),
 ]
 
 # -- values ----------------------------------------------------------------------------------
@@ -466,7 +466,7 @@ class Harness:
         clock = VirtualClock(NOW)
         cache = ClusterCache(policy=POLICY, now=clock.now).load(nodes=NODES, pods=RUNNING)
         memory = EvictionMemory(duration=timedelta(minutes=10))
-        memory.record(pod("old", "n4"), "n4", NOW - timedelta(minutes=1))
+        memory.record(cycle_pod("old", "n4"), "n4", NOW - timedelta(minutes=1))
         self.extender = SchedulerExtender(
             cache=cache,
             rules=PlacementRules.from_policy(POLICY),
@@ -680,7 +680,7 @@ def test_duplicate_node_names_keep_the_all_refused_fallback(harness: Harness) ->
     the policy: with only those offered none is refused (never strand a pod). Offered with
     duplicates ``[n1, n2, n1]`` the dict of refusals had 2 entries against 3 names, and the
     fallback did not fire: every node was refused."""
-    the_pod = pod("web-9", None, cpu="500m")
+    the_pod = cycle_pod("web-9", None, cpu="500m")
     for names in (["n1", "n2"], ["n1", "n2", "n1"], ["n2", "n2"]):
         body = json.dumps({"Pod": the_pod, "NodeNames": names}).encode()
         check(harness, body)

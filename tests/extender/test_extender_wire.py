@@ -16,7 +16,7 @@ import pytest
 
 from kubescale.base.clock import VirtualClock
 from tests.builders.meta import json_body
-from tests.controllers.descheduler.builders import NOW, node, pod, policy
+from tests.controllers.descheduler.builders import NOW, cycle_node, cycle_pod, policy
 
 from .extender_fixtures import running_extender
 
@@ -29,18 +29,18 @@ POLICY = policy(
         {"thresholds": {"cpu": 20}, "targetThresholds": {"cpu": 50}},
     ),
 )
-NODES = [node("n1", taints=[SOFT]), node("n2"), node("n3"), node("n4")]
+NODES = [cycle_node("n1", taints=[SOFT]), cycle_node("n2"), cycle_node("n3"), cycle_node("n4")]
 RUNNING = [
-    pod("busy", "n2", cpu="3000m"),
-    pod("light", "n3", cpu="100m"),
-    pod("medium", "n4", cpu="1000m"),
+    cycle_pod("busy", "n2", cpu="3000m"),
+    cycle_pod("light", "n3", cpu="100m"),
+    cycle_pod("medium", "n4", cpu="1000m"),
 ]
 
 
 def scheduler_pod() -> dict[str, Any]:
     """A pending pod as kube-scheduler serializes it (defaults applied, fields the extender
     does not read included)."""
-    the_pod = json_body(pod("web-7d9f-abcde", None, cpu="500m", memory="256Mi"))
+    the_pod = json_body(cycle_pod("web-7d9f-abcde", None, cpu="500m", memory="256Mi"))
     the_pod["metadata"].update(
         {
             "generateName": "web-7d9f-",
@@ -230,7 +230,7 @@ async def test_prioritize_prefers_under_utilized_nodes(candidates: list[str]) ->
 async def test_recently_descheduled_nodes_are_unresolvable() -> None:
     the_pod = scheduler_pod()
     async with running_extender(POLICY, nodes=NODES, pods=RUNNING) as ext:
-        ext.memory.record(pod("old", "n3"), "n3", NOW - timedelta(minutes=1))
+        ext.memory.record(cycle_pod("old", "n3"), "n3", NOW - timedelta(minutes=1))
         _, answer = await ext.post("filter", {"Pod": the_pod, "NodeNames": ["n3", "n4"]})
         assert answer["NodeNames"] == ["n4"]
         assert answer["FailedAndUnresolvableNodes"] == {
@@ -254,8 +254,8 @@ async def test_policy_never_strands_a_pod() -> None:
 
 
 async def test_five_thousand_node_names() -> None:
-    nodes = [node(f"node-{i:04d}") for i in range(5000)]
-    pods = [pod(f"p{i}", f"node-{i:04d}", cpu="3000m", owners=[]) for i in range(0, 5000, 7)]
+    nodes = [cycle_node(f"node-{i:04d}") for i in range(5000)]
+    pods = [cycle_pod(f"p{i}", f"node-{i:04d}", cpu="3000m", owners=[]) for i in range(0, 5000, 7)]
     names = [f"node-{i:04d}" for i in range(5000)]
     async with running_extender(POLICY, nodes=nodes, pods=pods) as ext:
         _, answer = await ext.post("filter", {"Pod": scheduler_pod(), "NodeNames": names})

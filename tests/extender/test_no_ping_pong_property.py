@@ -26,7 +26,7 @@ from kubescale.extender.cluster_cache import ClusterCache
 from kubescale.extender.extender_decisions import decide_filter
 from kubescale.scheduling.cycle_view import CycleView, cycle_nodes
 from kubescale.scheduling.policy.policy_loading import DeschedulerPolicy
-from tests.controllers.descheduler.builders import NOW, node, owner, pod, policy, stamp
+from tests.controllers.descheduler.builders import NOW, cycle_node, cycle_pod, owner, policy, stamp
 
 PLACEMENT = {
     "RemovePodsViolatingNodeTaints",
@@ -122,7 +122,7 @@ def clusters(draw: st.DrawFn) -> tuple[DeschedulerPolicy, list[Any], list[Any], 
     for i in range(count):
         taints = [t for t in TAINTS if draw(st.integers(0, 3)) == 0]
         nodes.append(
-            node(
+            cycle_node(
                 f"n{i}",
                 cpu=str(draw(st.integers(2, 8))),
                 pods=str(draw(st.integers(4, 20))),
@@ -135,7 +135,7 @@ def clusters(draw: st.DrawFn) -> tuple[DeschedulerPolicy, list[Any], list[Any], 
     for j in range(draw(st.integers(0, 10))):
         app = draw(st.sampled_from(APPS))
         pods.append(
-            pod(
+            cycle_pod(
                 f"p{j}",
                 f"n{draw(st.integers(0, count - 1))}",
                 cpu=f"{draw(st.integers(1, 20)) * 100}m",
@@ -207,7 +207,7 @@ def clusters(draw: st.DrawFn) -> tuple[DeschedulerPolicy, list[Any], list[Any], 
         )
     the_policy = policy(*plugins)
     app = draw(st.sampled_from(APPS))
-    pending = pod(
+    pending = cycle_pod(
         "new",
         None,
         cpu=f"{draw(st.integers(1, 20)) * 100}m",

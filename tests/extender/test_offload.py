@@ -17,7 +17,7 @@ import pytest
 
 from kubescale.extender.extender_config import ExtenderSettings
 from kubescale.extender.offload import DecisionThread, DeferredMemory, DeferredUsage, DeferredWrites
-from tests.controllers.descheduler.builders import NOW, pod
+from tests.controllers.descheduler.builders import NOW, cycle_pod
 
 from .extender_fixtures import running_extender
 from .test_extender_wire import NODES, POLICY, RUNNING, scheduler_pod
@@ -133,7 +133,7 @@ def test_the_memory_and_usage_go_through_the_writes() -> None:
 
     usage = DeferredUsage(Receiver(), writes)
     writes.begin()
-    memory.record(pod("p", "n1", cpu="100m"), "n1", NOW)
+    memory.record(cycle_pod("p", "n1", cpu="100m"), "n1", NOW)
     usage.set_node_metrics({"n1": {"cpu": 1}})
     assert len(memory) == 0
     assert received == []

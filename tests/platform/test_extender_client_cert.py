@@ -41,7 +41,7 @@ from kubescale.extender.extender_config import ExtenderSettings
 from kubescale.extender.extender_metrics import ExtenderMetrics
 from kubescale.extender.extender_routes import SchedulerExtender
 from kubescale.runtime.process import Server, serve
-from tests.controllers.descheduler.builders import NOW, node, policy
+from tests.controllers.descheduler.builders import NOW, cycle_node, policy
 
 BOTH_EVENT_LOOPS = True
 SERVER_NAME = "kubescale.kube-system.svc"
@@ -100,7 +100,7 @@ async def running(cert_dir: Path, clients: Clients, tmp_path: Path) -> AsyncIter
     clock = VirtualClock(NOW)
     registry = CollectorRegistry()
     extender = SchedulerExtender(
-        cache=ClusterCache(policy=POLICY, now=clock.now).load(nodes=[node("n1")]),
+        cache=ClusterCache(policy=POLICY, now=clock.now).load(nodes=[cycle_node("n1")]),
         rules=PlacementRules.from_policy(POLICY),
         veto=None,
         settings=ExtenderSettings(),

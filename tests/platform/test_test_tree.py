@@ -70,41 +70,7 @@ DICT_WORDS = frozenset(
 object — a kind's TypedDict of :mod:`kubescale.objects` is such a dict too;
 ``st.SearchStrategy[Any]`` or a parsed ``LimitRangeItem`` do not."""
 
-PENDING: frozenset[str] = frozenset(
-    {
-        "tests/controllers/autoscaler/builders.py::node",
-        "tests/controllers/autoscaler/builders.py::pod",
-        "tests/controllers/autoscaler/cloudprovider/test_clusterapi_rollout.py::machine_set",
-        "tests/controllers/autoscaler/sim_harness.py::deployment",
-        "tests/controllers/autoscaler/sim_harness.py::pdb",
-        "tests/controllers/descheduler/builders.py::node",
-        "tests/controllers/descheduler/builders.py::pod",
-        "tests/controllers/hpa/pod_builders.py::pod",
-        "tests/controllers/vpa/api/test_controller_refs.py::pod",
-        "tests/controllers/vpa/api/test_pod_admission.py::make_pod",
-        "tests/controllers/vpa/api/test_pod_admission.py::make_vpa",
-        "tests/controllers/vpa/api/test_vpa_matching.py::vpa",
-        "tests/controllers/vpa/recommender/test_oom_observer.py::pod",
-        "tests/controllers/vpa/updater/test_eviction_restriction.py::make_pod",
-        "tests/controllers/vpa/updater/test_eviction_restriction.py::replica_set",
-        "tests/controllers/vpa/updater/test_eviction_restriction.py::vpa",
-        "tests/controllers/vpa/updater/test_update_priority.py::make_pod",
-        "tests/controllers/vpa/updater/test_update_priority.py::make_vpa",
-        "tests/scheduling/builders.py::make_node",
-        "tests/scheduling/builders.py::make_pod",
-        "tests/sim/apiserver/test_kubectl_conformance.py::deployment",
-        "tests/sim/cluster/test_scheduler_extenders.py::node",
-        "tests/sim/cluster/test_scheduler_filters.py::node",
-        "tests/sim/cluster/test_scheduler_filters.py::pod",
-        "tests/sim/cluster/test_scheduler_queue.py::node",
-        "tests/sim/cluster/test_workload_controllers.py::deployment",
-        "tests/sim/cluster/test_workload_controllers_daemonsets.py::daemon_set",
-        "tests/sim/cluster/test_workload_controllers_jobs.py::job",
-        "tests/sim/cluster/test_workload_controllers_pod_rules.py::pod",
-        "tests/sim/cluster/test_workload_controllers_statefulsets.py::stateful_set",
-        "tests/webhook/test_webhook_fuzz.py::_review",
-    }
-)
+PENDING: frozenset[str] = frozenset()
 """``path::name`` of private builders not converted to :mod:`tests.builders` yet."""
 
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tests import builders
+
 FOO = {"matchExpressions": [{"key": "foo", "operator": "Exists"}]}
 BAR = {"matchExpressions": [{"key": "bar", "operator": "Exists"}]}
 
 
-def make_node(
+def fit_node(
     name: str,
     labels: Mapping[str, str] | None = None,
     *,
@@ -19,14 +21,16 @@ def make_node(
     memory: str = "64Gi",
     pods: int = 110,
 ) -> dict[str, Any]:
-    spec: dict[str, Any] = {}
-    if taints:
-        spec["taints"] = [dict(t) for t in taints]
-    return {
-        "metadata": {"name": name, "labels": dict(labels or {})},
-        "spec": spec,
-        "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": str(pods)}},
-    }
+    """``st.MakeNode().Name(name).Label(…).Taints(…).Capacity(…)``: labels (always present),
+    taints when given, allocatable cpu/memory/pods, over :func:`tests.builders.nodes.node`."""
+    return builders.nodes.node(
+        name=name,
+        labels=labels or {},
+        taints=taints or None,
+        spec={},
+        allocatable={"cpu": cpu, "memory": memory, "pods": str(pods)},
+        api_version=None,
+    )
 
 
 def spread(
@@ -56,7 +60,7 @@ def spread(
     return raw
 
 
-def make_pod(
+def fit_pod(
     name: str,
     *,
     node: str | None = None,
@@ -73,25 +77,22 @@ def make_pod(
     cpu: str = "100m",
     tolerations: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
-    """``ports`` are upstream's ``"PROTOCOL/hostIP/hostPort"`` strings (``newPod``)."""
-    meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": dict(labels or {})}
-    if terminating:
-        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    container: dict[str, Any] = {"name": "c", "resources": {"requests": {"cpu": cpu}}}
+    """``st.MakePod()``: a Running pod of one container ``c`` requesting ``cpu``; ``ports`` are
+    upstream's ``"PROTOCOL/hostIP/hostPort"`` strings (``newPod``); over
+    :func:`tests.builders.pods.pod`."""
+    container_fields: dict[str, Any] = {}
     if ports:
-        container["ports"] = [_port(p) for p in ports]
-    spec: dict[str, Any] = {"containers": [container]}
+        container_fields["ports"] = [_port(p) for p in ports]
     init: list[dict[str, Any]] = []
     if sidecar_ports:
         init.append(
-            {"name": "side", "restartPolicy": "Always", "ports": [_port(p) for p in sidecar_ports]}
+            builders.pods.container(
+                "side", restartPolicy="Always", ports=[_port(p) for p in sidecar_ports]
+            )
         )
     if init_ports:
-        init.append({"name": "init", "ports": [_port(p) for p in init_ports]})
-    if init:
-        spec["initContainers"] = init
-    if node is not None:
-        spec["nodeName"] = node
+        init.append(builders.pods.container("init", ports=[_port(p) for p in init_ports]))
+    spec: dict[str, Any] = {}
     if constraints:
         spec["topologySpreadConstraints"] = [dict(c) for c in constraints]
     if node_selector:
@@ -114,7 +115,18 @@ def make_pod(
                     }
                 }
             }
-    return {"metadata": meta, "spec": spec, "status": {"phase": "Running"}}
+    return builders.pods.pod(
+        name=name,
+        namespace=namespace,
+        labels=labels or {},
+        deletion_timestamp="2026-01-01T00:00:00Z" if terminating else None,
+        containers=[builders.pods.container("c", requests={"cpu": cpu}, **container_fields)],
+        init_containers=init or None,
+        node_name=node,
+        spec=spec,
+        status={"phase": "Running"},
+        api_version=None,
+    )
 
 
 def _port(text: str) -> dict[str, Any]:

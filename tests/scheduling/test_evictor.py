@@ -13,9 +13,9 @@ from kubescale.scheduling.cycle_view import CycleView
 from kubescale.scheduling.evictor import DefaultEvictor, EvictorError
 from kubescale.scheduling.policy.evictor_args import read_default_evictor_args
 from kubescale.scheduling.policy.fields import PolicyError
-from tests.controllers.descheduler.builders import NOW, node, owner, pod, stamp
+from tests.controllers.descheduler.builders import NOW, cycle_node, cycle_pod, owner, stamp
 
-NODES = [node("n1"), node("n2", labels={"pool": "b"})]
+NODES = [cycle_node("n1"), cycle_node("n2", labels={"pool": "b"})]
 EVICT = "descheduler.alpha.kubernetes.io/evict"
 PREFER = "descheduler.alpha.kubernetes.io/prefer-no-eviction"
 
@@ -32,81 +32,91 @@ PVC = {"volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "data"}}
 
 # (case, pod, evictor args, evictable)
 CASES: list[tuple[str, Pod, dict[str, Any] | None, bool]] = [
-    ("replica set pod", pod("p"), None, True),
-    ("bare pod", pod("p", owners=[]), None, False),
-    ("bare failed pod, FailedBarePods on", pod("p", owners=[], phase="Failed"), None, False),
+    ("replica set pod", cycle_pod("p"), None, True),
+    ("bare pod", cycle_pod("p", owners=[]), None, False),
+    ("bare failed pod, FailedBarePods on", cycle_pod("p", owners=[], phase="Failed"), None, False),
     (
         "bare failed pod, FailedBarePods off",
-        pod("p", owners=[], phase="Failed"),
+        cycle_pod("p", owners=[], phase="Failed"),
         {"podProtections": {"defaultDisabled": ["FailedBarePods"]}},
         True,
     ),
     (
         "bare running pod, FailedBarePods off",
-        pod("p", owners=[]),
+        cycle_pod("p", owners=[]),
         {"podProtections": {"defaultDisabled": ["FailedBarePods"]}},
         False,
     ),
-    ("daemonset pod", pod("p", owners=[owner("DaemonSet", "ds")]), None, False),
-    ("hostPath", pod("p", spec=HOST_PATH), None, False),
-    ("emptyDir", pod("p", spec=EMPTY_DIR), None, False),
+    ("daemonset pod", cycle_pod("p", owners=[owner("DaemonSet", "ds")]), None, False),
+    ("hostPath", cycle_pod("p", spec=HOST_PATH), None, False),
+    ("emptyDir", cycle_pod("p", spec=EMPTY_DIR), None, False),
     (
         "emptyDir, evictLocalStoragePods",
-        pod("p", spec=EMPTY_DIR),
+        cycle_pod("p", spec=EMPTY_DIR),
         {"evictLocalStoragePods": True},
         True,
     ),
-    ("mirror pod", pod("p", annotations={"kubernetes.io/config.mirror": "x"}), None, False),
-    ("static pod", pod("p", annotations={"kubernetes.io/config.source": "file"}), None, False),
-    ("api-sourced pod", pod("p", annotations={"kubernetes.io/config.source": "api"}), None, True),
+    ("mirror pod", cycle_pod("p", annotations={"kubernetes.io/config.mirror": "x"}), None, False),
+    (
+        "static pod",
+        cycle_pod("p", annotations={"kubernetes.io/config.source": "file"}),
+        None,
+        False,
+    ),
+    (
+        "api-sourced pod",
+        cycle_pod("p", annotations={"kubernetes.io/config.source": "api"}),
+        None,
+        True,
+    ),
     # 2000000000 = system-cluster-critical: protected; one below passes the default threshold
-    ("system critical", pod("p", priority=2_000_000_000), None, False),
-    ("just below critical", pod("p", priority=1_999_999_999), None, True),
+    ("system critical", cycle_pod("p", priority=2_000_000_000), None, False),
+    ("just below critical", cycle_pod("p", priority=1_999_999_999), None, True),
     (
         "critical, protection off",
-        pod("p", priority=2_000_000_000),
+        cycle_pod("p", priority=2_000_000_000),
         {"evictSystemCriticalPods": True},
         True,
     ),
     # threshold 100: priority must be < 100
-    ("at threshold", pod("p", priority=100), {"priorityThreshold": {"value": 100}}, False),
-    ("below threshold", pod("p", priority=99), {"priorityThreshold": {"value": 100}}, True),
-    ("no priority, threshold", pod("p"), {"priorityThreshold": {"value": 100}}, True),
-    ("PVC, default", pod("p", spec=PVC), None, True),
-    ("PVC, PodsWithPVC", pod("p", spec=PVC), {"ignorePvcPods": True}, False),
+    ("at threshold", cycle_pod("p", priority=100), {"priorityThreshold": {"value": 100}}, False),
+    ("below threshold", cycle_pod("p", priority=99), {"priorityThreshold": {"value": 100}}, True),
+    ("no priority, threshold", cycle_pod("p"), {"priorityThreshold": {"value": 100}}, True),
+    ("PVC, default", cycle_pod("p", spec=PVC), None, True),
+    ("PVC, PodsWithPVC", cycle_pod("p", spec=PVC), {"ignorePvcPods": True}, False),
     (
         "resource claims",
-        pod("p", spec={"resourceClaims": [{"name": "gpu"}]}),
+        cycle_pod("p", spec={"resourceClaims": [{"name": "gpu"}]}),
         {"podProtections": {"extraEnabled": ["PodsWithResourceClaims"]}},
         False,
     ),
     (
         "evict annotation beats everything",
-        pod("p", owners=[], spec=HOST_PATH, annotations={EVICT: ""}),
+        cycle_pod("p", owners=[], spec=HOST_PATH, annotations={EVICT: ""}),
         None,
         True,
     ),
     (
         "prefer-no-eviction, Preferred",
-        pod("p", annotations={PREFER: ""}),
+        cycle_pod("p", annotations={PREFER: ""}),
         {"noEvictionPolicy": "Preferred"},
         True,
     ),
     (
         "prefer-no-eviction, Mandatory",
-        pod("p", annotations={PREFER: ""}),
+        cycle_pod("p", annotations={PREFER: ""}),
         {"noEvictionPolicy": "Mandatory"},
         False,
     ),
     (
         "label selector matches",
-        pod("p", labels={"tier": "web"}),
+        cycle_pod("p", labels={"tier": "web"}),
         {"labelSelector": {"matchLabels": {"tier": "web"}}},
         True,
     ),
     (
         "label selector misses",
-        pod("p", labels={"tier": "db"}),
+        cycle_pod("p", labels={"tier": "db"}),
         {"labelSelector": {"matchLabels": {"tier": "web"}}},
         False,
     ),
@@ -119,32 +129,32 @@ def test_filter(case: str, the_pod: Pod, args: dict[str, Any] | None, expected: 
 
 
 def test_terminating_pods_are_never_evicted() -> None:
-    the_pod = pod("p")
+    the_pod = cycle_pod("p")
     the_pod["metadata"]["deletionTimestamp"] = stamp(NOW)
     assert evictor().filter(the_pod) is False
 
 
 def test_min_replicas_counts_pods_of_the_single_owner() -> None:
     rs = owner(name="web")
-    pods = [pod(f"p{i}", owners=[rs]) for i in range(2)]
+    pods = [cycle_pod(f"p{i}", owners=[rs]) for i in range(2)]
     # 2 pods share the owner's uid: minReplicas 2 → 2 >= 2 passes, 3 → protected
     assert evictor({"minReplicas": 2}, pods=pods).filter(pods[0]) is True
     assert evictor({"minReplicas": 3}, pods=pods).filter(pods[0]) is False
     # minReplicas 1 is inactive; two ownerReferences skip the check
     assert evictor({"minReplicas": 1}, pods=pods[:1]).filter(pods[0]) is True
-    two = pod("x", owners=[rs, owner("StatefulSet", "db")])
+    two = cycle_pod("x", owners=[rs, owner("StatefulSet", "db")])
     assert evictor({"minReplicas": 5}, pods=[two]).filter(two) is True
 
 
 def test_min_pod_age_uses_start_time() -> None:
-    started = pod("p", status={"startTime": stamp(NOW - timedelta(minutes=10))})
+    started = cycle_pod("p", status={"startTime": stamp(NOW - timedelta(minutes=10))})
     assert evictor({"minPodAge": "5m"}).filter(started) is True  # 10 min >= 5
     assert evictor({"minPodAge": "15m"}).filter(started) is False
-    assert evictor({"minPodAge": "1s"}).filter(pod("p")) is False  # no startTime
+    assert evictor({"minPodAge": "1s"}).filter(cycle_pod("p")) is False  # no startTime
 
 
 def test_pods_without_pdb_protection() -> None:
-    the_pod = pod("p", labels={"app": "web"})
+    the_pod = cycle_pod("p", labels={"app": "web"})
     pdb = {
         "metadata": {"name": "web", "namespace": "default"},
         "spec": {"selector": {"matchLabels": {"app": "web"}}},
@@ -155,7 +165,7 @@ def test_pods_without_pdb_protection() -> None:
 
 
 def test_protected_storage_classes() -> None:
-    the_pod = pod("p", spec=PVC)
+    the_pod = cycle_pod("p", spec=PVC)
     args = {
         "podProtections": {
             "extraEnabled": ["PodsWithPVC"],
@@ -174,15 +184,15 @@ def test_priority_threshold_by_class_name() -> None:
     args = {"priorityThreshold": {"name": "batch"}}
     made = evictor(args, priority_classes={"batch": 1000})
     assert made.threshold == 1000
-    assert made.filter(pod("p", priority=999)) is True
-    assert made.filter(pod("q", priority=1000)) is False
+    assert made.filter(cycle_pod("p", priority=999)) is True
+    assert made.filter(cycle_pod("q", priority=1000)) is False
     with pytest.raises(EvictorError, match="priorityClass 'batch' of priorityThreshold not found"):
         evictor(args)
 
 
 def test_pre_eviction_filter_node_fit_and_namespace_labels() -> None:
     # n2 can take the 1-cpu pod → fits another node; a 5-cpu pod fits nowhere else.
-    small, big = pod("small", "n1", cpu="1"), pod("big", "n1", cpu="5")
+    small, big = cycle_pod("small", "n1", cpu="1"), cycle_pod("big", "n1", cpu="5")
     made = evictor({"nodeFit": True}, pods=[small, big])
     assert made.pre_eviction_filter(small) is True
     assert made.pre_eviction_filter(big) is False
@@ -228,7 +238,7 @@ def test_validation_names_the_field(args: dict[str, Any], message: str) -> None:
 
 
 def _exporter(name: str, node_name: str) -> Pod:
-    made = pod(name, node_name, cpu="100m")
+    made = cycle_pod(name, node_name, cpu="100m")
     made["spec"]["containers"][0]["ports"] = [{"containerPort": 9100, "hostPort": 9100}]
     return made
 
@@ -239,7 +249,7 @@ def test_node_fit_refuses_a_node_whose_host_port_is_taken() -> None:
     mine = _exporter("exporter-1", "n1")
     taken = evictor({"nodeFit": True}, pods=[mine, _exporter("exporter-2", "n2")])
     assert taken.pre_eviction_filter(mine) is False
-    free = evictor({"nodeFit": True}, pods=[mine, pod("other", "n2", cpu="100m")])
+    free = evictor({"nodeFit": True}, pods=[mine, cycle_pod("other", "n2", cpu="100m")])
     assert free.pre_eviction_filter(mine) is True
 
 
@@ -254,7 +264,7 @@ def test_node_fit_counts_topology_spread_without_the_pod() -> None:
             "whenUnsatisfiable": "DoNotSchedule",
             "labelSelector": {"matchLabels": {"app": "web"}},
         }
-        return pod(
+        return cycle_pod(
             name,
             node_name,
             cpu="100m",
@@ -272,7 +282,9 @@ def test_a_cached_pod_with_resource_claims_stays_protected() -> None:
     # PodsWithResourceClaims: a pod with spec.resourceClaims is not evictable. The loop's
     # informer caches hold projected pods (kubescale/objects/projection.py): the pod as the
     # cache holds it must still carry its claims.
-    claimed = pod("p", spec={"resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu-0"}]})
+    claimed = cycle_pod(
+        "p", spec={"resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu-0"}]}
+    )
     cached: Pod = project(claimed, projection_of(Pod))  # project() returns the JSON as sent
     args = {"podProtections": {"extraEnabled": ["PodsWithResourceClaims"]}}
     assert evictor(args, pods=[cached]).filter(cached) is False

@@ -15,15 +15,15 @@ from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.node_ports import REASON_NODE_PORTS, HostPort, UsedPorts, host_ports
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 
-from .builders import make_node, make_pod
+from .builders import fit_node, fit_pod
 
 REFUSED = FilterStatus((REASON_NODE_PORTS,), unresolvable=False)  # fwk.Unschedulable
 
 
 def _verdict(wanted: dict[str, Any], existing: list[str]) -> FilterStatus | None:
     snapshot = ClusterSnapshot.build(
-        nodes=[make_node("m1")],
-        pods=[make_pod("existing", node="m1", ports=existing)] if existing else [],
+        nodes=[fit_node("m1")],
+        pods=[fit_pod("existing", node="m1", ports=existing)] if existing else [],
     )
     return snapshot.filter(snapshot.pod_info(wanted), "m1")
 
@@ -93,24 +93,24 @@ NODE_PORTS_CASES: list[tuple[str, list[str], list[str], FilterStatus | None]] = 
 def test_node_ports_table(
     wanted: list[str], existing: list[str], expected: FilterStatus | None
 ) -> None:
-    assert _verdict(make_pod("p", ports=wanted), existing) == expected
+    assert _verdict(fit_pod("p", ports=wanted), existing) == expected
 
 
 def test_sidecar_ports_count_and_plain_init_container_ports_do_not() -> None:
     # "non-sidecar initContainer using hostPort": PreFilter Skip, the pod fits
-    assert _verdict(make_pod("p", init_ports=["TCP//8001"]), ["TCP/0.0.0.0/8001"]) is None
+    assert _verdict(fit_pod("p", init_ports=["TCP//8001"]), ["TCP/0.0.0.0/8001"]) is None
     # "TCP hostPort conflict from sidecar initContainer"
-    assert _verdict(make_pod("p", sidecar_ports=["TCP//8001"]), ["TCP/0.0.0.0/8001"]) == REFUSED
+    assert _verdict(fit_pod("p", sidecar_ports=["TCP//8001"]), ["TCP/0.0.0.0/8001"]) == REFUSED
     # a placed pod's sidecar holds its port too
     snapshot = ClusterSnapshot.build(
-        nodes=[make_node("m1")], pods=[make_pod("held", node="m1", sidecar_ports=["TCP//8001"])]
+        nodes=[fit_node("m1")], pods=[fit_pod("held", node="m1", sidecar_ports=["TCP//8001"])]
     )
-    assert snapshot.filter(snapshot.pod_info(make_pod("p", ports=["TCP//8001"])), "m1") == REFUSED
+    assert snapshot.filter(snapshot.pod_info(fit_pod("p", ports=["TCP//8001"])), "m1") == REFUSED
 
 
 def test_a_pod_without_host_ports_skips_the_filter() -> None:
     # containerPort without hostPort is no host port ("skip filter")
-    pod = make_pod("p")
+    pod = fit_pod("p")
     pod["spec"]["containers"][0]["ports"] = [{"containerPort": 8080}]
     assert host_ports(pod) == ()
     assert _verdict(pod, ["TCP/0.0.0.0/8080"]) is None
@@ -120,18 +120,18 @@ def test_filter_order_ports_before_resources() -> None:
     # NodePorts runs before NodeResourcesFit: a node both full and holding the port reports
     # the port (the first rejection is the verdict)
     snapshot = ClusterSnapshot.build(
-        nodes=[make_node("m1", cpu="1")],
-        pods=[make_pod("held", node="m1", ports=["TCP//80"], cpu="1")],
+        nodes=[fit_node("m1", cpu="1")],
+        pods=[fit_pod("held", node="m1", ports=["TCP//80"], cpu="1")],
     )
-    status = snapshot.filter(snapshot.pod_info(make_pod("p", ports=["TCP//80"], cpu="1")), "m1")
+    status = snapshot.filter(snapshot.pod_info(fit_pod("p", ports=["TCP//80"], cpu="1")), "m1")
     assert status == REFUSED
 
 
 def test_ports_are_released_and_restored_with_their_pods() -> None:
-    a = make_pod("a", node="m1", ports=["TCP//80"])
-    b = make_pod("b", node="m1", ports=["TCP//80"])  # two holders of the same port
-    snapshot = ClusterSnapshot.build(nodes=[make_node("m1")], pods=[a, b])
-    wanted = snapshot.pod_info(make_pod("p", ports=["TCP//80"]))
+    a = fit_pod("a", node="m1", ports=["TCP//80"])
+    b = fit_pod("b", node="m1", ports=["TCP//80"])  # two holders of the same port
+    snapshot = ClusterSnapshot.build(nodes=[fit_node("m1")], pods=[a, b])
+    wanted = snapshot.pod_info(fit_pod("p", ports=["TCP//80"]))
     journal = SnapshotJournal(snapshot)
     journal.fork()
     assert journal.remove_pod("m1", a)

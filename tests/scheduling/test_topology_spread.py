@@ -23,7 +23,7 @@ from kubescale.scheduling.topology_spread import (
     REASON_SPREAD_LABEL,
 )
 
-from .builders import BAR, make_node, make_pod, spread
+from .builders import BAR, fit_node, fit_pod, spread
 
 OK, UNSCHED, UNRESOLVABLE = "Success", "Unschedulable", "UnschedulableAndUnresolvable"
 FOO_LABEL = {"foo": ""}
@@ -31,7 +31,7 @@ TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
 
 
 def zoned(*names_zones: tuple[str, str]) -> list[dict[str, Any]]:
-    return [make_node(n, {"zone": z, "node": n}) for n, z in names_zones]
+    return [fit_node(n, {"zone": z, "node": n}) for n, z in names_zones]
 
 
 FOUR = zoned(("node-a", "zone1"), ("node-b", "zone1"), ("node-x", "zone2"), ("node-y", "zone2"))
@@ -40,7 +40,7 @@ FOUR = zoned(("node-a", "zone1"), ("node-b", "zone1"), ("node-x", "zone2"), ("no
 def placed(counts: Mapping[str, int], labels: Mapping[str, str] = FOO_LABEL) -> list[Any]:
     """``counts[node]`` pods with ``labels`` on each node."""
     return [
-        make_pod(f"p-{node}-{i}", node=node, labels=labels)
+        fit_pod(f"p-{node}-{i}", node=node, labels=labels)
         for node, count in counts.items()
         for i in range(count)
     ]
@@ -72,14 +72,14 @@ def _code(status: FilterStatus | None) -> str:
 SINGLE: list[tuple[str, dict[str, Any], list[Any], list[Any], dict[str, str]]] = [
     (
         "no existing pods",  # zones 0/0: 0+1-0 = 1 <= 1 everywhere
-        make_pod("p", labels=FOO_LABEL, constraints=[spread(1, "zone")]),
+        fit_pod("p", labels=FOO_LABEL, constraints=[spread(1, "zone")]),
         FOUR,
         [],
         dict.fromkeys(("node-a", "node-b", "node-x", "node-y"), OK),
     ),
     (
         "no existing pods, incoming pod doesn't match itself",
-        make_pod("p", labels=FOO_LABEL, constraints=[spread(1, "zone", BAR)]),
+        fit_pod("p", labels=FOO_LABEL, constraints=[spread(1, "zone", BAR)]),
         FOUR,
         [],
         dict.fromkeys(("node-a", "node-b", "node-x", "node-y"), OK),
@@ -87,11 +87,11 @@ SINGLE: list[tuple[str, dict[str, Any], list[Any], list[Any], dict[str, str]]] =
     (
         # ns1/ns2 pods on node-a are not counted: zones 0/2 → zone2: 2+1-0 = 3 > 1
         "existing pods in a different namespace do not count",
-        make_pod("p", labels=FOO_LABEL, constraints=[spread(1, "zone")]),
+        fit_pod("p", labels=FOO_LABEL, constraints=[spread(1, "zone")]),
         FOUR,
         [
-            make_pod("p-a1", namespace="ns1", node="node-a", labels=FOO_LABEL),
-            make_pod("p-b1", namespace="ns2", node="node-a", labels=FOO_LABEL),
+            fit_pod("p-a1", namespace="ns1", node="node-a", labels=FOO_LABEL),
+            fit_pod("p-b1", namespace="ns2", node="node-a", labels=FOO_LABEL),
             *placed({"node-x": 1, "node-y": 1}),
         ],
         {"node-a": OK, "node-b": OK, "node-x": UNSCHED, "node-y": UNSCHED},
@@ -99,14 +99,14 @@ SINGLE: list[tuple[str, dict[str, Any], list[Any], list[Any], dict[str, str]]] =
     (
         # a null selector selects nothing: counts 0/0 and no self-match → skew 0
         "existing pods do not match null selector",
-        make_pod("p", labels=FOO_LABEL, constraints=[spread(1, "zone", None)]),
+        fit_pod("p", labels=FOO_LABEL, constraints=[spread(1, "zone", None)]),
         FOUR,
         placed({"node-x": 1, "node-y": 1}),
         dict.fromkeys(("node-a", "node-b", "node-x", "node-y"), OK),
     ),
     (
         "pods spread across zones as 3/3, all nodes fit",  # 3+1-3 = 1
-        make_pod("p", labels=FOO_LABEL, constraints=[spread(1, "zone")]),
+        fit_pod("p", labels=FOO_LABEL, constraints=[spread(1, "zone")]),
         FOUR,
         placed({"node-a": 2, "node-b": 1, "node-y": 3}),
         dict.fromkeys(("node-a", "node-b", "node-x", "node-y"), OK),
@@ -115,19 +115,19 @@ SINGLE: list[tuple[str, dict[str, Any], list[Any], list[Any], dict[str, str]]] =
         # node-b lacks "zone": not counted (zones 1/2) and refused as unresolvable;
         # zone2: 2+1-1 = 2 > 1
         "pods spread across zones as 1/2 due to absence of label 'zone' on node-b",
-        make_pod("p", labels=FOO_LABEL, constraints=[spread(1, "zone")]),
+        fit_pod("p", labels=FOO_LABEL, constraints=[spread(1, "zone")]),
         [
-            make_node("node-a", {"zone": "zone1", "node": "node-a"}),
-            make_node("node-b", {"zon": "zone1", "node": "node-b"}),
-            make_node("node-x", {"zone": "zone2", "node": "node-x"}),
-            make_node("node-y", {"zone": "zone2", "node": "node-y"}),
+            fit_node("node-a", {"zone": "zone1", "node": "node-a"}),
+            fit_node("node-b", {"zon": "zone1", "node": "node-b"}),
+            fit_node("node-x", {"zone": "zone2", "node": "node-x"}),
+            fit_node("node-y", {"zone": "zone2", "node": "node-y"}),
         ],
         placed({"node-a": 1, "node-b": 1, "node-x": 1, "node-y": 1}),
         {"node-a": OK, "node-b": UNRESOLVABLE, "node-x": UNSCHED, "node-y": UNSCHED},
     ),
     (
         "pod cannot be scheduled as all nodes don't have label 'rack'",
-        make_pod("p", labels=FOO_LABEL, constraints=[spread(1, "rack")]),
+        fit_pod("p", labels=FOO_LABEL, constraints=[spread(1, "rack")]),
         zoned(("node-a", "zone1"), ("node-x", "zone2")),
         [],
         {"node-a": UNRESOLVABLE, "node-x": UNRESOLVABLE},
@@ -135,14 +135,14 @@ SINGLE: list[tuple[str, dict[str, Any], list[Any], list[Any], dict[str, str]]] =
     (
         # nodes 2/1/0/3, min 0: a 3 > 1, b 2 > 1, x 1, y 4 > 1
         "pods spread across nodes as 2/1/0/3, only node-x fits",
-        make_pod("p", labels=FOO_LABEL, constraints=[spread(1, "node")]),
+        fit_pod("p", labels=FOO_LABEL, constraints=[spread(1, "node")]),
         FOUR,
         placed({"node-a": 2, "node-b": 1, "node-y": 3}),
         {"node-a": UNSCHED, "node-b": UNSCHED, "node-x": OK, "node-y": UNSCHED},
     ),
     (
         "pods spread across nodes as 2/1/0/3, maxSkew is 2, node-b and node-x fit",  # b: 2 <= 2
-        make_pod("p", labels=FOO_LABEL, constraints=[spread(2, "node")]),
+        fit_pod("p", labels=FOO_LABEL, constraints=[spread(2, "node")]),
         FOUR,
         placed({"node-a": 2, "node-b": 1, "node-y": 3}),
         {"node-a": UNSCHED, "node-b": OK, "node-x": OK, "node-y": UNSCHED},
@@ -150,7 +150,7 @@ SINGLE: list[tuple[str, dict[str, Any], list[Any], list[Any], dict[str, str]]] =
     (
         # no self-match: a 2-0 = 2 > 1, b 1, x 0, y 3 > 1
         "pods spread across nodes as 2/1/0/3, but pod doesn't match itself",
-        make_pod("p", labels={"bar": ""}, constraints=[spread(1, "node")]),
+        fit_pod("p", labels={"bar": ""}, constraints=[spread(1, "node")]),
         FOUR,
         placed({"node-a": 2, "node-b": 1, "node-y": 3}),
         {"node-a": UNSCHED, "node-b": OK, "node-x": OK, "node-y": UNSCHED},
@@ -159,7 +159,7 @@ SINGLE: list[tuple[str, dict[str, Any], list[Any], list[Any], dict[str, str]]] =
         # only node-a and node-y pass the affinity (Honor): domains 2/3, min 2 → a: 2+1-2 = 1;
         # b and x are not domains (count 0): 0+1-2 < 1 (the NodeAffinity filter refuses them)
         "incoming pod has nodeAffinity, pods spread as 2/~1~/~0~/3, hence node-a fits",
-        make_pod(
+        fit_pod(
             "p",
             labels=FOO_LABEL,
             affinity_in=("node", ["node-a", "node-y"]),
@@ -171,18 +171,18 @@ SINGLE: list[tuple[str, dict[str, Any], list[Any], list[Any], dict[str, str]]] =
     ),
     (
         "terminating Pods should be excluded",  # a: 0 (terminating), b: 1 → b: 1+1-0 = 2 > 1
-        make_pod("p", labels=FOO_LABEL, constraints=[spread(1, "node")]),
-        [make_node("node-a", {"node": "node-a"}), make_node("node-b", {"node": "node-b"})],
+        fit_pod("p", labels=FOO_LABEL, constraints=[spread(1, "node")]),
+        [fit_node("node-a", {"node": "node-a"}), fit_node("node-b", {"node": "node-b"})],
         [
-            make_pod("p-a", node="node-a", labels=FOO_LABEL, terminating=True),
-            make_pod("p-b", node="node-b", labels=FOO_LABEL),
+            fit_pod("p-a", node="node-a", labels=FOO_LABEL, terminating=True),
+            fit_pod("p-b", node="node-b", labels=FOO_LABEL),
         ],
         {"node-a": OK, "node-b": UNSCHED},
     ),
     (
         # node-b left out by NotIn: zones 0/1 → zone2: 1+1-0 = 2 > 1
         "incoming pod has nodeAffinity, pods spread as 0/~2~/0/1, hence node-a fits",
-        make_pod(
+        fit_pod(
             "p",
             labels=FOO_LABEL,
             affinity_not_in=("node", ["node-b"]),
@@ -195,30 +195,30 @@ SINGLE: list[tuple[str, dict[str, Any], list[Any], list[Any], dict[str, str]]] =
     (
         # 3 domains < minDomains 4 → min 0: a, b 2+1-0 = 3 > 2; c 1+1-0 = 2
         "pods spread across nodes as 2/2/1, maxSkew is 2, domains < minDomains, c fits",
-        make_pod("p", labels=FOO_LABEL, constraints=[spread(2, "node", min_domains=4)]),
-        [make_node(n, {"node": n}) for n in ("node-a", "node-b", "node-c")],
+        fit_pod("p", labels=FOO_LABEL, constraints=[spread(2, "node", min_domains=4)]),
+        [fit_node(n, {"node": n}) for n in ("node-a", "node-b", "node-c")],
         placed({"node-a": 2, "node-b": 2, "node-c": 1}),
         {"node-a": UNSCHED, "node-b": UNSCHED, "node-c": OK},
     ),
     (
         # 3 domains >= 2 → min 1: 2+1-1 = 2 <= 2
         "pods spread across nodes as 2/2/1, maxSkew is 2, domains > minDomains, all fit",
-        make_pod("p", labels=FOO_LABEL, constraints=[spread(2, "node", min_domains=2)]),
-        [make_node(n, {"node": n}) for n in ("node-a", "node-b", "node-c")],
+        fit_pod("p", labels=FOO_LABEL, constraints=[spread(2, "node", min_domains=2)]),
+        [fit_node(n, {"node": n}) for n in ("node-a", "node-b", "node-c")],
         placed({"node-a": 2, "node-b": 2, "node-c": 1}),
         dict.fromkeys(("node-a", "node-b", "node-c"), OK),
     ),
     (
         # zones 2/1, 2 domains < 3 → min 0: zone1 2+1 = 3 > 2, zone2 1+1 = 2
         "pods spread across zone as 2/1, maxSkew 2, domains < minDomains, x and y fit",
-        make_pod("p", labels=FOO_LABEL, constraints=[spread(2, "zone", min_domains=3)]),
+        fit_pod("p", labels=FOO_LABEL, constraints=[spread(2, "zone", min_domains=3)]),
         FOUR,
         placed({"node-a": 1, "node-b": 1, "node-y": 1}),
         {"node-a": UNSCHED, "node-b": UNSCHED, "node-x": OK, "node-y": OK},
     ),
     (
         "pods spread across zone as 2/1, maxSkew 2, domains > minDomains, all fit",  # 3-1 = 2
-        make_pod("p", labels=FOO_LABEL, constraints=[spread(2, "zone", min_domains=1)]),
+        fit_pod("p", labels=FOO_LABEL, constraints=[spread(2, "zone", min_domains=1)]),
         FOUR,
         placed({"node-a": 1, "node-b": 1, "node-y": 1}),
         dict.fromkeys(("node-a", "node-b", "node-x", "node-y"), OK),
@@ -226,10 +226,10 @@ SINGLE: list[tuple[str, dict[str, Any], list[Any], list[Any], dict[str, str]]] =
     (
         # node-y fails the nodeSelector: domains 1/1/0 → a, b 1+1-0 = 2 > 1; y not a domain
         "NodeAffinityPolicy honored with labelSelectors",
-        make_pod("p", labels=FOO_LABEL, node_selector={"foo": ""}, constraints=[spread(1, "node")]),
+        fit_pod("p", labels=FOO_LABEL, node_selector={"foo": ""}, constraints=[spread(1, "node")]),
         [
-            *(make_node(n, {"node": n, "foo": ""}) for n in ("node-a", "node-b", "node-x")),
-            make_node("node-y", {"node": "node-y"}),
+            *(fit_node(n, {"node": n, "foo": ""}) for n in ("node-a", "node-b", "node-x")),
+            fit_node("node-y", {"node": "node-y"}),
         ],
         placed({"node-a": 1, "node-b": 1, "node-y": 1}),
         {"node-a": UNSCHED, "node-b": UNSCHED, "node-x": OK, "node-y": OK},
@@ -237,40 +237,40 @@ SINGLE: list[tuple[str, dict[str, Any], list[Any], list[Any], dict[str, str]]] =
     (
         # Ignore: node-y is a domain with 1 → y 1+1-0 = 2 > 1
         "NodeAffinityPolicy ignored with labelSelectors",
-        make_pod(
+        fit_pod(
             "p",
             labels=FOO_LABEL,
             node_selector={"foo": ""},
             constraints=[spread(1, "node", affinity_policy="Ignore")],
         ),
         [
-            *(make_node(n, {"node": n, "foo": ""}) for n in ("node-a", "node-b", "node-x")),
-            make_node("node-y", {"node": "node-y"}),
+            *(fit_node(n, {"node": n, "foo": ""}) for n in ("node-a", "node-b", "node-x")),
+            fit_node("node-y", {"node": "node-y"}),
         ],
         placed({"node-a": 1, "node-b": 1, "node-y": 1}),
         {"node-a": UNSCHED, "node-b": UNSCHED, "node-x": OK, "node-y": UNSCHED},
     ),
     (
         "NodeAffinityPolicy honored with nodeAffinity",
-        make_pod("p", labels=FOO_LABEL, affinity_in=("foo", [""]), constraints=[spread(1, "node")]),
+        fit_pod("p", labels=FOO_LABEL, affinity_in=("foo", [""]), constraints=[spread(1, "node")]),
         [
-            *(make_node(n, {"node": n, "foo": ""}) for n in ("node-a", "node-b", "node-x")),
-            make_node("node-y", {"node": "node-y"}),
+            *(fit_node(n, {"node": n, "foo": ""}) for n in ("node-a", "node-b", "node-x")),
+            fit_node("node-y", {"node": "node-y"}),
         ],
         placed({"node-a": 1, "node-b": 1, "node-y": 1}),
         {"node-a": UNSCHED, "node-b": UNSCHED, "node-x": OK, "node-y": OK},
     ),
     (
         "NodeAffinityPolicy ignored with nodeAffinity",
-        make_pod(
+        fit_pod(
             "p",
             labels=FOO_LABEL,
             affinity_in=("foo", [""]),
             constraints=[spread(1, "node", affinity_policy="Ignore")],
         ),
         [
-            *(make_node(n, {"node": n, "foo": ""}) for n in ("node-a", "node-b", "node-x")),
-            make_node("node-y", {"node": "node-y"}),
+            *(fit_node(n, {"node": n, "foo": ""}) for n in ("node-a", "node-b", "node-x")),
+            fit_node("node-y", {"node": "node-y"}),
         ],
         placed({"node-a": 1, "node-b": 1, "node-y": 1}),
         {"node-a": UNSCHED, "node-b": UNSCHED, "node-x": OK, "node-y": UNSCHED},
@@ -278,20 +278,20 @@ SINGLE: list[tuple[str, dict[str, Any], list[Any], list[Any], dict[str, str]]] =
     (
         # Honor taints: node-y's untolerated NoSchedule taint leaves it out → 1/1/0
         "NodeTaintsPolicy honored",
-        make_pod("p", labels=FOO_LABEL, constraints=[spread(1, "node", taints_policy="Honor")]),
+        fit_pod("p", labels=FOO_LABEL, constraints=[spread(1, "node", taints_policy="Honor")]),
         [
-            *(make_node(n, {"node": n, "foo": ""}) for n in ("node-a", "node-b", "node-x")),
-            make_node("node-y", {"node": "node-y"}, taints=[TAINT]),
+            *(fit_node(n, {"node": n, "foo": ""}) for n in ("node-a", "node-b", "node-x")),
+            fit_node("node-y", {"node": "node-y"}, taints=[TAINT]),
         ],
         placed({"node-a": 1, "node-b": 1, "node-y": 1}),
         {"node-a": UNSCHED, "node-b": UNSCHED, "node-x": OK, "node-y": OK},
     ),
     (
         "NodeTaintsPolicy ignored",  # unset is Ignore: node-y counts (1) → 2 > 1
-        make_pod("p", labels=FOO_LABEL, constraints=[spread(1, "node")]),
+        fit_pod("p", labels=FOO_LABEL, constraints=[spread(1, "node")]),
         [
-            *(make_node(n, {"node": n, "foo": ""}) for n in ("node-a", "node-b", "node-x")),
-            make_node("node-y", {"node": "node-y"}, taints=[TAINT]),
+            *(fit_node(n, {"node": n, "foo": ""}) for n in ("node-a", "node-b", "node-x")),
+            fit_node("node-y", {"node": "node-y"}, taints=[TAINT]),
         ],
         placed({"node-a": 1, "node-b": 1, "node-y": 1}),
         {"node-a": UNSCHED, "node-b": UNSCHED, "node-x": OK, "node-y": UNSCHED},
@@ -300,7 +300,7 @@ SINGLE: list[tuple[str, dict[str, Any], list[Any], list[Any], dict[str, str]]] =
     (
         # zone 3/3 → all; node 2/1/0/3 → x
         "two Constraints on zone and node, spreads = [3/3, 2/1/0/3]",
-        make_pod("p", labels=FOO_LABEL, constraints=[spread(1, "zone"), spread(1, "node")]),
+        fit_pod("p", labels=FOO_LABEL, constraints=[spread(1, "zone"), spread(1, "node")]),
         FOUR,
         placed({"node-a": 2, "node-b": 1, "node-y": 3}),
         {"node-a": UNSCHED, "node-b": UNSCHED, "node-x": OK, "node-y": UNSCHED},
@@ -308,7 +308,7 @@ SINGLE: list[tuple[str, dict[str, Any], list[Any], list[Any], dict[str, str]]] =
     (
         # zone 3/4 → zone1 only; node 2/1/0/4 → x only: nothing
         "two Constraints on zone and node, spreads = [3/4, 2/1/0/4]",
-        make_pod("p", labels=FOO_LABEL, constraints=[spread(1, "zone"), spread(1, "node")]),
+        fit_pod("p", labels=FOO_LABEL, constraints=[spread(1, "zone"), spread(1, "node")]),
         FOUR,
         placed({"node-a": 2, "node-b": 1, "node-y": 4}),
         dict.fromkeys(("node-a", "node-b", "node-x", "node-y"), UNSCHED),
@@ -316,7 +316,7 @@ SINGLE: list[tuple[str, dict[str, Any], list[Any], list[Any], dict[str, str]]] =
     (
         # foo by zone 1/0 → zone2; bar by node 0/0/0/1 → a, b, x: x
         "Constraints hold different labelSelectors, spreads = [1/0, 1/0/0/1]",
-        make_pod(
+        fit_pod(
             "p",
             labels={"foo": "", "bar": ""},
             constraints=[spread(1, "zone"), spread(1, "node", BAR)],
@@ -329,12 +329,12 @@ SINGLE: list[tuple[str, dict[str, Any], list[Any], list[Any], dict[str, str]]] =
         # matchLabelKeys: only pods with the incoming pod's "rev" value count → node-a's 2
         # old pods are ignored, node-x holds 1 of rev 2: a 0+1-0, x 1+1-0 = 2 > 1
         "matchLabelKeys merges the pod's own label into the selector",
-        make_pod(
+        fit_pod(
             "p",
             labels={"foo": "", "rev": "2"},
             constraints=[spread(1, "node", match_label_keys=["rev"])],
         ),
-        [make_node(n, {"node": n}) for n in ("node-a", "node-x")],
+        [fit_node(n, {"node": n}) for n in ("node-a", "node-x")],
         [
             *placed({"node-a": 2}, {"foo": "", "rev": "1"}),
             *placed({"node-x": 1}, {"foo": "", "rev": "2"}),
@@ -343,7 +343,7 @@ SINGLE: list[tuple[str, dict[str, Any], list[Any], list[Any], dict[str, str]]] =
     ),
     (
         "ScheduleAnyway constraints do not filter",
-        make_pod("p", labels=FOO_LABEL, constraints=[spread(1, "node", when="ScheduleAnyway")]),
+        fit_pod("p", labels=FOO_LABEL, constraints=[spread(1, "node", when="ScheduleAnyway")]),
         FOUR,
         placed({"node-a": 3}),
         dict.fromkeys(("node-a", "node-b", "node-x", "node-y"), OK),
@@ -365,7 +365,7 @@ def test_pod_topology_spread_plugin_table(
 def test_schedule_anyway_only_skips_the_prefilter() -> None:
     snapshot = ClusterSnapshot.build(nodes=FOUR, pods=placed({"node-a": 3}))
     info = snapshot.pod_info(
-        make_pod("p", labels=FOO_LABEL, constraints=[spread(1, "node", when="ScheduleAnyway")])
+        fit_pod("p", labels=FOO_LABEL, constraints=[spread(1, "node", when="ScheduleAnyway")])
     )
     assert snapshot.spread(info) is None
     assert snapshot.feasible(info.pod)[0] == ["node-a", "node-b", "node-x", "node-y"]
@@ -379,7 +379,7 @@ AFFINITY_REFUSED = FilterStatus((REASON_NODE_AFFINITY,), unresolvable=True)
 def test_whole_fit_runs_node_affinity_before_spread() -> None:
     # the upstream case "incoming pod has nodeAffinity ... hence node-a fits" with every
     # filter: node-b and node-x are refused by NodeAffinity ("in real case, it's false")
-    pod = make_pod(
+    pod = fit_pod(
         "p",
         labels=FOO_LABEL,
         affinity_in=("node", ["node-a", "node-y"]),
@@ -398,7 +398,7 @@ def test_whole_fit_runs_node_affinity_before_spread() -> None:
 
 
 def test_whole_fit_missing_label_is_unresolvable() -> None:
-    pod = make_pod("p", labels=FOO_LABEL, constraints=[spread(1, "rack")])
+    pod = fit_pod("p", labels=FOO_LABEL, constraints=[spread(1, "rack")])
     snapshot = ClusterSnapshot.build(nodes=FOUR, pods=[])
     feasible, statuses = snapshot.feasible(pod)
     assert feasible == []
@@ -408,16 +408,16 @@ def test_whole_fit_missing_label_is_unresolvable() -> None:
 def test_cordoned_nodes_are_domains() -> None:
     # every node of the snapshot is counted, a cordoned one too: its empty domain holds the
     # minimum at 0, so node-b (1 pod) refuses a second: 1+1-0 = 2 > 1
-    nodes = [make_node("node-a", {"node": "node-a"}), make_node("node-b", {"node": "node-b"})]
+    nodes = [fit_node("node-a", {"node": "node-a"}), fit_node("node-b", {"node": "node-b"})]
     nodes[0]["spec"]["unschedulable"] = True
     snapshot = ClusterSnapshot.build(nodes=nodes, pods=placed({"node-b": 1}))
-    pod = make_pod("p", labels=FOO_LABEL, constraints=[spread(1, "node")])
+    pod = fit_pod("p", labels=FOO_LABEL, constraints=[spread(1, "node")])
     assert snapshot.feasible(pod)[0] == []
 
 
 def test_invalid_selector_fits_nowhere() -> None:
     bad = {"matchExpressions": [{"key": "foo", "operator": "Bogus"}]}
-    pod = make_pod("p", labels=FOO_LABEL, constraints=[spread(1, "node", bad)])
+    pod = fit_pod("p", labels=FOO_LABEL, constraints=[spread(1, "node", bad)])
     snapshot = ClusterSnapshot.build(nodes=FOUR, pods=[])
     feasible, statuses = snapshot.feasible(pod)
     assert feasible == []
@@ -428,18 +428,18 @@ def test_counts_follow_pods_placed_one_by_one() -> None:
     # a binpacking places pods one at a time: the counts must see each placement.
     # nodes a, b; maxSkew 1 by node; each new pod goes to the first fitting node:
     # a(0+1-0) → b(0+1-0; a would be 1+1-0) → a (1+1-1) → b → ...
-    snapshot = ClusterSnapshot.build(nodes=[make_node(n, {"node": n}) for n in ("a", "b")], pods=[])
+    snapshot = ClusterSnapshot.build(nodes=[fit_node(n, {"node": n}) for n in ("a", "b")], pods=[])
     journal = SnapshotJournal(snapshot)
     journal.fork()
     order = []
     for i in range(6):
-        pod = make_pod(f"w-{i}", labels=FOO_LABEL, constraints=[spread(1, "node")])
+        pod = fit_pod(f"w-{i}", labels=FOO_LABEL, constraints=[spread(1, "node")])
         feasible, _ = snapshot.feasible(pod)
         journal.add_pod(feasible[0], pod)
         order.append(feasible[0])
     assert order == ["a", "b", "a", "b", "a", "b"]
     journal.revert()
-    pod = make_pod("w", labels=FOO_LABEL, constraints=[spread(1, "node")])
+    pod = fit_pod("w", labels=FOO_LABEL, constraints=[spread(1, "node")])
     assert snapshot.spread(snapshot.pod_info(pod)) is not None
     # the revert took every placement back out of the kept counts
     assert snapshot.spread_matches("default", _foo_selector(snapshot)) == {}
@@ -457,13 +457,13 @@ _change = st.tuples(
 
 def _foo_selector(snapshot: ClusterSnapshot) -> LabelSelector:
     constraints = snapshot.pod_info(
-        make_pod("w", labels=FOO_LABEL, constraints=[spread(1, "node")])
+        fit_pod("w", labels=FOO_LABEL, constraints=[spread(1, "node")])
     ).spread
     assert constraints
     return constraints[0].selector
 
 
-_ASKING = make_pod(
+_ASKING = fit_pod(
     "w",
     labels=FOO_LABEL,
     affinity_in=("node", ["a"]),
@@ -495,9 +495,9 @@ def recount(snapshot: ClusterSnapshot, namespace: str, labels_key: str) -> dict[
 @settings(max_examples=300, deadline=None)
 @given(changes=st.lists(_change, max_size=25), copy_at=st.integers(0, 25))
 def test_kept_counts_equal_a_recount(changes: list[tuple[str, str, int]], copy_at: int) -> None:
-    snapshot = ClusterSnapshot.build(nodes=[make_node(n, {"node": n}) for n in _NODES], pods=[])
+    snapshot = ClusterSnapshot.build(nodes=[fit_node(n, {"node": n}) for n in _NODES], pods=[])
     pods = [
-        make_pod(
+        fit_pod(
             f"p{i}",
             labels={"foo": ""} if i % 2 == 0 else {"bar": ""},
             namespace="default" if i < 4 else "other",
@@ -537,7 +537,7 @@ def test_kept_counts_equal_a_recount(changes: list[tuple[str, str, int]], copy_a
         # the whole PreFilter (kept domains, affinity-admitted nodes) against a fresh snapshot
         assert _domains(snapshot) == _domains(
             ClusterSnapshot.build(
-                nodes=[make_node(n, {"node": n}) for n in snapshot.nodes],
+                nodes=[fit_node(n, {"node": n}) for n in snapshot.nodes],
                 pods=[
                     {**p, "spec": {**p["spec"], "nodeName": n}}
                     for n, state in snapshot.nodes.items()
@@ -548,9 +548,9 @@ def test_kept_counts_equal_a_recount(changes: list[tuple[str, str, int]], copy_a
 
 
 def test_selector_table_is_bounded() -> None:
-    snapshot = ClusterSnapshot.build(nodes=[make_node("a", {"node": "a"})], pods=[])
+    snapshot = ClusterSnapshot.build(nodes=[fit_node("a", {"node": "a"})], pods=[])
     for i in range(MAX_SPREAD_SELECTORS + 5):
-        pod = make_pod(
+        pod = fit_pod(
             "w",
             labels={"app": f"v{i}"},
             constraints=[spread(1, "node", {"matchLabels": {"app": f"v{i}"}})],

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import json
 import random
 from collections.abc import Iterator
@@ -28,6 +29,7 @@ from kubescale.sim.apiserver.patching import PatchError, apply_json_patch
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.webhook.admission_routes import AdmissionWebhook
 from kubescale.webhook.webhook_config import WebhookSettings
+from tests import builders
 
 from .api_fixtures import build_caches
 
@@ -138,31 +140,20 @@ VPAS = st.fixed_dictionaries(
 )
 
 
-def _review(obj: Any, *, group: str, resource: str, operation: str, old: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "fuzz",
-            "resource": {"group": group, "version": "v1", "resource": resource},
-            "namespace": "default",
-            "operation": operation,
-            "object": obj,
-            "oldObject": old,
-        },
-    }
-
-
-POD_REVIEWS = PODS.map(
-    lambda pod: _review(pod, group="", resource="pods", operation="CREATE", old=None)
+review = functools.partial(
+    builders.admission.admission_review, uid="fuzz", namespace="default", kind=None
 )
+"""A review of a fuzzed object (no ``request.kind``; ``oldObject`` given, ``null`` included)."""
+
+
+POD_REVIEWS = PODS.map(lambda pod: review(obj=pod, resource="pods", request={"oldObject": None}))
 VPA_REVIEWS = st.tuples(VPAS, st.sampled_from(["CREATE", "UPDATE"]), st.none() | VPAS).map(
-    lambda t: _review(
-        t[0],
+    lambda t: review(
+        obj=t[0],
         group="autoscaling.k8s.io",
         resource="verticalpodautoscalers",
         operation=t[1],
-        old=t[2],
+        request={"oldObject": t[2]},
     )
 )
 JSON_VALUES = st.recursive(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
     Instance,
@@ -12,9 +13,9 @@ from kubescale.controllers.autoscaler.cloudprovider.cloud_provider import (
     ProviderSnapshot,
 )
 from kubescale.controllers.autoscaler.config.autoscaler_config import NodeGroupDefaults
-from kubescale.objects.meta import ObjectMeta
-from kubescale.objects.node import Node, NodeSpec, Taint
-from kubescale.objects.pod import Pod, PodSpec, PodStatus, Toleration, Volume
+from kubescale.objects.node import Node, Taint
+from kubescale.objects.pod import Pod, PodSpec, Toleration, Volume
+from tests import builders
 
 NOW = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
 GI = 1024**3
@@ -24,7 +25,7 @@ def stamp(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def node(
+def ca_node(
     name: str,
     *,
     cpu: str = "4",
@@ -39,40 +40,29 @@ def node(
     provider_id: str | None = None,
     capacity: Mapping[str, str] | None = None,
 ) -> Node:
+    """A Node of the sim cloud (hostname label, provider ID ``sim://<name>``, Ready since
+    ``created``) over :func:`tests.builders.nodes.typed_node`."""
     created = created or NOW - timedelta(hours=1)
     allocatable = {"cpu": cpu, "memory": memory, "pods": str(pods)}
-    meta: ObjectMeta = {
-        "name": name,
-        "creationTimestamp": stamp(created),
-        "labels": {"kubernetes.io/hostname": name, **(labels or {})},
-    }
-    if annotations:
-        meta["annotations"] = dict(annotations)
-    spec: NodeSpec = {"providerID": provider_id or f"sim://{name}"}
-    if taints:
-        spec["taints"] = [t.copy() for t in taints]
-    if unschedulable:
-        spec["unschedulable"] = True
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": meta,
-        "spec": spec,
-        "status": {
-            "capacity": dict(capacity or allocatable),
-            "allocatable": allocatable,
-            "conditions": [
-                {
-                    "type": "Ready",
-                    "status": "True" if ready else "False",
-                    "lastTransitionTime": stamp(created),
-                }
-            ],
-        },
-    }
+    return builders.nodes.typed_node(
+        name=name,
+        creation_timestamp=stamp(created),
+        labels={"kubernetes.io/hostname": name, **(labels or {})},
+        annotations=dict(annotations) if annotations else None,
+        provider_id=provider_id or f"sim://{name}",
+        taints=[t.copy() for t in taints] or None,
+        unschedulable=True if unschedulable else None,
+        capacity=dict(capacity or allocatable),
+        allocatable=allocatable,
+        conditions=[
+            builders.nodes.ready_condition(
+                "True" if ready else "False", last_transition_time=stamp(created)
+            )
+        ],
+    )
 
 
-def pod(
+def ca_pod(
     name: str,
     *,
     cpu: str = "100m",
@@ -91,36 +81,15 @@ def pod(
     phase: str = "Running",
     extra_spec: PodSpec | None = None,
 ) -> Pod:
+    """A pod owned by ``owner`` (kind, name), Pending unless ``node_name`` is given, over
+    :func:`tests.builders.pods.typed_pod`."""
     created = created or NOW - timedelta(minutes=30)
-    meta: ObjectMeta = {
-        "name": name,
-        "namespace": namespace,
-        "uid": f"uid-{namespace}-{name}",
-        "creationTimestamp": stamp(created),
-        "labels": dict(labels or {"app": "web"}),
-    }
-    if owner is not None:
-        meta["ownerReferences"] = [
-            {
-                "apiVersion": "apps/v1",
-                "kind": owner[0],
-                "name": owner[1],
-                "uid": f"uid-{owner[0]}-{owner[1]}",
-                "controller": True,
-            }
-        ]
-    if annotations:
-        meta["annotations"] = dict(annotations)
     requests: dict[str, str] = {}
     if cpu:
         requests["cpu"] = cpu
     if memory:
         requests["memory"] = memory
-    spec: PodSpec = {
-        "containers": [{"name": "app", "resources": {"requests": requests}}],
-    }
-    if node_name:
-        spec["nodeName"] = node_name
+    spec: dict[str, Any] = {}
     if priority is not None:
         spec["priority"] = priority
     if node_selector:
@@ -129,14 +98,27 @@ def pod(
         spec["tolerations"] = [t.copy() for t in tolerations]
     if volumes:
         spec["volumes"] = [v.copy() for v in volumes]
-    if extra_spec:
-        spec.update(extra_spec)
-    status: PodStatus = {"phase": phase if node_name else "Pending"}
+    spec.update(extra_spec or {})
+    status: dict[str, Any] = {"phase": phase if node_name else "Pending"}
     if unschedulable:
         status["conditions"] = [
             {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
         ]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
+    return builders.pods.typed_pod(
+        name=name,
+        namespace=namespace,
+        uid=f"uid-{namespace}-{name}",
+        creation_timestamp=stamp(created),
+        labels=labels or {"app": "web"},
+        annotations=dict(annotations) if annotations else None,
+        owner_references=(
+            None if owner is None else [builders.meta.owner_reference(kind=owner[0], name=owner[1])]
+        ),
+        containers=[builders.pods.container("app", requests=requests)],
+        node_name=node_name or None,
+        spec=spec,
+        status=status,
+    )
 
 
 def group(

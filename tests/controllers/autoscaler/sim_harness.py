@@ -41,6 +41,7 @@ from kubescale.sim.cluster.scheduler import Scheduler
 from kubescale.sim.cluster.usage_models import UsageBook
 from kubescale.sim.cluster.workload_controllers import WorkloadControllers
 from kubescale.sim.scenario.runner import SimulationClientClock
+from tests import builders
 
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
@@ -232,38 +233,22 @@ async def sim_cluster(
                 await scheduler.close()
 
 
-def deployment(
+def app_deployment(
     name: str, *, replicas: int, cpu: str, memory: str = "256Mi", **pod_spec: Any
 ) -> dict[str, Any]:
+    """Deployment ``name`` (labelled ``app: name``, as are its pods) of ``replicas`` pods, one
+    container ``app`` requesting ``cpu``/``memory``; ``pod_spec`` adds pod spec fields."""
     labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": "default", "labels": labels},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "app",
-                            "image": "app",
-                            "resources": {"requests": {"cpu": cpu, "memory": memory}},
-                        }
-                    ],
-                    **pod_spec,
-                },
-            },
-        },
-    }
-
-
-def pdb(name: str, *, app: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"selector": {"matchLabels": {"app": app}}, **spec},
-    }
+    return builders.workloads.deployment(
+        name=name,
+        labels=labels,
+        replicas=replicas,
+        match_labels=labels,
+        template=builders.workloads.pod_template(
+            labels=labels,
+            containers=[
+                builders.pods.container(image="app", requests={"cpu": cpu, "memory": memory})
+            ],
+            spec=pod_spec,
+        ),
+    )

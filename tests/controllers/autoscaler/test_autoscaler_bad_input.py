@@ -21,8 +21,9 @@ from kubescale.controllers.autoscaler.config.autoscaler_config import (
 from kubescale.controllers.autoscaler.model.node_facts import TO_BE_DELETED_TAINT
 from kubescale.kube.resources import CONFIG_MAPS, MACHINE_DEPLOYMENTS, MACHINES, NODES
 from kubescale.sim.cluster.node_groups import MachineDeploymentGroup
+from tests import builders
 
-from .sim_harness import SimCluster, deployment, pdb, sim_cluster, template
+from .sim_harness import SimCluster, app_deployment, sim_cluster, template
 
 SMALL = MachineDeploymentGroup(
     name="small",
@@ -76,7 +77,7 @@ async def test_a_malformed_node_group_is_reported_and_the_rest_works(tmp_path: P
         tmp_path,
         machine_deployments=[SMALL],
         settings=FAST,
-        objects=[BROKEN, deployment("burst", replicas=6, cpu="500m")],
+        objects=[BROKEN, app_deployment("burst", replicas=6, cpu="500m")],
     ) as cluster:
         await cluster.run_until(lambda: replicas(cluster, "small") == 2, limit=60, what="scale-up")
         events = list(cluster.events_with("InvalidNodeGroup"))
@@ -98,7 +99,7 @@ async def test_a_pod_no_template_fits(tmp_path: Path) -> None:
         tmp_path,
         machine_deployments=[SMALL, large],
         settings=FAST,
-        objects=[deployment("huge", replicas=1, cpu="16")],
+        objects=[app_deployment("huge", replicas=1, cpu="16")],
     ) as cluster:
         await cluster.run_for(30)
         # both templates reject it for cpu: "1 Insufficient cpu" per group
@@ -115,7 +116,7 @@ async def test_a_scale_up_that_times_out_backs_off(tmp_path: Path) -> None:
         tmp_path,
         machine_deployments=[starved],
         settings=FAST,
-        objects=[deployment("burst", replicas=6, cpu="500m")],
+        objects=[app_deployment("burst", replicas=6, cpu="500m")],
     ) as cluster:
         await cluster.run_until(lambda: replicas(cluster, "small") == 2, limit=60, what="scale-up")
         # 3 minutes later (max-node-provision-time) the request times out: the target goes back
@@ -145,7 +146,7 @@ async def test_machines_that_fail_are_deleted_and_back_the_group_off(tmp_path: P
         tmp_path,
         machine_deployments=[failing],
         settings=FAST,
-        objects=[deployment("burst", replicas=6, cpu="500m")],
+        objects=[app_deployment("burst", replicas=6, cpu="500m")],
     ) as cluster:
         await cluster.run_until(
             lambda: bool(messages(cluster, "ScaleUpFailed")), limit=180, what="failure seen"
@@ -168,7 +169,7 @@ async def test_a_failing_provider_call_is_an_event_and_the_loop_goes_on(tmp_path
         tmp_path,
         machine_deployments=[SMALL],
         settings=FAST,
-        objects=[deployment("burst", replicas=6, cpu="500m")],
+        objects=[app_deployment("burst", replicas=6, cpu="500m")],
     ) as cluster:
         cluster.api.faults.add(
             verb="patch", resource="machinedeployments/scale", status=500, count=None
@@ -197,8 +198,8 @@ async def test_a_drain_the_pdb_refuses_is_aborted(tmp_path: Path) -> None:
         machine_deployments=[replace(SMALL, replicas=2)],
         settings=FAST,
         objects=[
-            deployment("solo", replicas=1, cpu="100m"),
-            pdb("solo", app="solo", minAvailable=1),
+            app_deployment("solo", replicas=1, cpu="100m"),
+            builders.pdbs.pdb(name="solo", match_labels={"app": "solo"}, min_available=1),
         ],
     ) as cluster:
         await cluster.run_for(30)

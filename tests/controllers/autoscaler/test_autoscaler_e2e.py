@@ -20,8 +20,9 @@ from kubescale.controllers.autoscaler.config.autoscaler_config import (
 )
 from kubescale.kube.resources import CONFIG_MAPS, DEPLOYMENTS, MACHINE_DEPLOYMENTS, MACHINES
 from kubescale.sim.cluster.node_groups import MachineDeploymentGroup
+from tests import builders
 
-from .sim_harness import SimCluster, deployment, pdb, sim_cluster, template
+from .sim_harness import SimCluster, app_deployment, sim_cluster, template
 
 SMALL = MachineDeploymentGroup(
     name="small",
@@ -65,7 +66,7 @@ async def test_scale_up_then_drain_and_delete(tmp_path: Path) -> None:
         tmp_path,
         machine_deployments=[SMALL, LARGE],
         settings=SETTINGS,
-        objects=[deployment("burst", replicas=6, cpu="500m")],
+        objects=[app_deployment("burst", replicas=6, cpu="500m")],
     ) as cluster:
         # ---------------------------------------------------------------- scale-up
         # one 2-cpu node holds 4 × 500m; 2 pods pend. least-waste: a small node wastes
@@ -95,8 +96,10 @@ async def test_scale_up_then_drain_and_delete(tmp_path: Path) -> None:
         # ------------------------------------------------------------ load gone
         scale(cluster, "burst", 0)
         await cluster.run_for(60)
-        cluster.api.store.create(pdb("steady", app="steady", maxUnavailable=1))
-        cluster.api.store.create(deployment("steady", replicas=2, cpu="100m"))
+        cluster.api.store.create(
+            builders.pdbs.pdb(name="steady", match_labels={"app": "steady"}, max_unavailable=1)
+        )
+        cluster.api.store.create(app_deployment("steady", replicas=2, cpu="100m"))
         await cluster.run_for(30)
         steady = cluster.running("steady")
         # least-allocated scoring spreads the two pods over the two empty nodes
@@ -166,8 +169,8 @@ async def test_no_scale_down_while_the_pdb_forbids_it(tmp_path: Path) -> None:
         machine_deployments=[two],
         settings=settings,
         objects=[
-            deployment("steady", replicas=2, cpu="100m"),
-            pdb("steady", app="steady", minAvailable=2),
+            app_deployment("steady", replicas=2, cpu="100m"),
+            builders.pdbs.pdb(name="steady", match_labels={"app": "steady"}, min_available=2),
         ],
     ) as cluster:
         seen: set[tuple[str, str]] = set()

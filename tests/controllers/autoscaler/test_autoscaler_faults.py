@@ -29,7 +29,7 @@ from kubescale.kube.resources import MACHINE_DEPLOYMENTS, MACHINES
 from kubescale.sim.apiserver.request_log import RequestRecord
 from kubescale.sim.cluster.node_groups import MachineDeploymentGroup
 
-from .sim_harness import START, SimCluster, deployment, sim_cluster, template
+from .sim_harness import START, SimCluster, app_deployment, sim_cluster, template
 
 FAST = AutoscalerSettings(
     initial_node_group_backoff_duration=timedelta(minutes=2),
@@ -82,8 +82,8 @@ async def test_max_nodes_total_counts_the_nodes_still_booting(tmp_path: Path) ->
         machine_deployments=[pool("pool-a", "a", replicas=1), pool("pool-b", "b", replicas=0)],
         settings=settings,
         objects=[
-            deployment("wa", replicas=10, cpu="3", nodeSelector={"pool": "a"}),
-            deployment("wb", replicas=9, cpu="3", nodeSelector={"pool": "b"}),
+            app_deployment("wa", replicas=10, cpu="3", nodeSelector={"pool": "a"}),
+            app_deployment("wb", replicas=9, cpu="3", nodeSelector={"pool": "b"}),
         ],
     ) as cluster:
         totals: list[int] = []
@@ -118,7 +118,7 @@ async def test_a_new_leader_does_not_repeat_a_scale_up_in_flight(tmp_path: Path)
         tmp_path,
         machine_deployments=[SMALL],
         settings=FAST,
-        objects=[deployment("burst", replicas=6, cpu="900m")],
+        objects=[app_deployment("burst", replicas=6, cpu="900m")],
     ) as cluster:
         await cluster.run_until(lambda: replicas(cluster, "small") == 3, limit=60, what="scale-up")
         scale_ups = len(messages(cluster, "ScaledUpGroup"))
@@ -151,7 +151,7 @@ async def test_a_new_leader_removes_machines_that_never_register_once(tmp_path: 
         tmp_path,
         machine_deployments=[starved],
         settings=FAST,
-        objects=[deployment("burst", replicas=6, cpu="900m")],
+        objects=[app_deployment("burst", replicas=6, cpu="900m")],
     ) as cluster:
         await cluster.run_until(lambda: replicas(cluster, "small") == 3, limit=60, what="scale-up")
         first = {m["metadata"]["name"] for m in machines(cluster)}
@@ -202,7 +202,7 @@ async def test_a_hung_scale_write_is_given_up_at_the_iterations_deadline(
         tmp_path,
         machine_deployments=[SMALL],
         settings=FAST,
-        objects=[deployment("burst", replicas=6, cpu="900m")],
+        objects=[app_deployment("burst", replicas=6, cpu="900m")],
         write_clock=write_clock,
     ) as cluster:
         group = "MachineDeployment/default/small"

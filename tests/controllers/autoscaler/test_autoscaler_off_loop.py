@@ -41,7 +41,7 @@ from kubescale.runtime.https_server import make_https_app
 from kubescale.webhook.admission_routes import AdmissionWebhook
 from kubescale.webhook.webhook_config import WebhookSettings
 
-from .sim_harness import SimCluster, deployment, sim_cluster
+from .sim_harness import SimCluster, app_deployment, sim_cluster
 from .test_autoscaler_e2e import SETTINGS, SMALL
 
 REVIEW = {
@@ -147,7 +147,7 @@ async def test_steps_compute_on_a_worker_while_the_webhook_answers(
         tmp_path,
         machine_deployments=[SMALL],
         settings=SETTINGS,
-        objects=[deployment("burst", replicas=6, cpu="500m")],
+        objects=[app_deployment("burst", replicas=6, cpu="500m")],
     ) as cluster:
         await pending_pods(cluster)
         webhook = AdmissionWebhook(settings=WebhookSettings(), registry=CollectorRegistry())
@@ -189,7 +189,7 @@ async def test_cancelling_the_loop_while_the_decision_computes_writes_nothing(
         tmp_path,
         machine_deployments=[SMALL],
         settings=SETTINGS,
-        objects=[deployment("burst", replicas=6, cpu="500m")],
+        objects=[app_deployment("burst", replicas=6, cpu="500m")],
     ) as cluster:
         await pending_pods(cluster)
         hooks = install(monkeypatch, cluster, hold="scale-up")
@@ -221,7 +221,7 @@ async def test_the_snapshot_is_not_affected_by_pods_arriving_meanwhile(
         tmp_path,
         machine_deployments=[SMALL],
         settings=SETTINGS,
-        objects=[deployment("burst", replicas=6, cpu="500m")],
+        objects=[app_deployment("burst", replicas=6, cpu="500m")],
     ) as cluster:
         await pending_pods(cluster)
         hooks = install(monkeypatch, cluster, hold="snapshot")

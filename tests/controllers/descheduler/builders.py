@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
 import yaml
 
@@ -25,6 +25,7 @@ from kubescale.scheduling.policy.policy_loading import (
     DeschedulerPolicy,
     parse_policy,
 )
+from tests import builders
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 Obj = dict[str, Any]
@@ -34,7 +35,7 @@ def stamp(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def node(
+def cycle_node(
     name: str,
     *,
     cpu: str = "4",
@@ -46,24 +47,19 @@ def node(
     ready: bool | None = True,
     extra: Mapping[str, str] | None = None,
 ) -> Node:
+    """A Node (hostname label, allocatable = capacity, Ready ``ready`` unless ``None``) over
+    :func:`tests.builders.nodes.typed_node`."""
     allocatable = {"cpu": cpu, "memory": memory, "pods": pods, **(extra or {})}
-    conditions = [] if ready is None else [{"type": "Ready", "status": str(ready)}]
-    spec: Obj = {}
-    if taints:
-        spec["taints"] = [dict(t) for t in taints]
-    if unschedulable:
-        spec["unschedulable"] = True
-    built: Obj = {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {"kubernetes.io/hostname": name, **(labels or {})},
-        },
-        "spec": spec,
-        "status": {"allocatable": allocatable, "capacity": allocatable, "conditions": conditions},
-    }
-    return cast(Node, built)  # the one exit: the dict built above is a core/v1 Node
+    return builders.nodes.typed_node(
+        name=name,
+        labels={"kubernetes.io/hostname": name, **(labels or {})},
+        taints=taints or None,
+        unschedulable=True if unschedulable else None,
+        spec={},
+        allocatable=allocatable,
+        capacity=allocatable,
+        conditions=[] if ready is None else [{"type": "Ready", "status": str(ready)}],
+    )
 
 
 def owner(kind: str = "ReplicaSet", name: str = "web", uid: str | None = None) -> Obj:
@@ -76,7 +72,7 @@ def owner(kind: str = "ReplicaSet", name: str = "web", uid: str | None = None) -
     }
 
 
-def pod(
+def cycle_pod(
     name: str,
     node_name: str | None = "n1",
     *,
@@ -101,30 +97,19 @@ def pod(
         resources["requests"] = requests
     if limits:
         resources["limits"] = dict(limits)
-    body: Obj = {"containers": [{"name": "app", "image": image, "resources": resources}]}
-    if node_name:
-        body["nodeName"] = node_name
-    if priority is not None:
-        body["priority"] = priority
-    body.update(spec or {})
-    metadata: Obj = {
-        "name": name,
-        "namespace": namespace,
-        "uid": f"uid-pod-{namespace}-{name}",
-        "creationTimestamp": stamp(created or NOW - timedelta(hours=2)),
-        "labels": dict(labels or {}),
-        "ownerReferences": [dict(o) for o in (owners if owners is not None else [owner()])],
-    }
-    if annotations:
-        metadata["annotations"] = dict(annotations)
-    built: Obj = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": metadata,
-        "spec": body,
-        "status": {"phase": phase, **(status or {})},
-    }
-    return cast(Pod, built)  # the one exit: the dict built above is a core/v1 Pod
+    return builders.pods.typed_pod(
+        name=name,
+        namespace=namespace,
+        uid=f"uid-pod-{namespace}-{name}",
+        creation_timestamp=stamp(created or NOW - timedelta(hours=2)),
+        labels=labels or {},
+        annotations=annotations or None,
+        owner_references=owners if owners is not None else [owner()],
+        containers=[builders.pods.container("app", image=image, resources=resources)],
+        node_name=node_name or None,
+        spec={**({"priority": priority} if priority is not None else {}), **(spec or {})},
+        status={"phase": phase, **(status or {})},
+    )
 
 
 def policy(

@@ -11,27 +11,29 @@ from kubescale.controllers.descheduler.descheduling_cycle import descheduling_cy
 from kubescale.controllers.descheduler.framework.eviction import EvictionRequest, EvictionResult
 from kubescale.scheduling.policy.policy_loading import parse_policy
 
-from .builders import NOW, evicted, node, pod, policy, run, view
+from .builders import NOW, cycle_node, cycle_pod, evicted, policy, run, view
 
 TAINT = {"key": "bad", "effect": "NoSchedule"}
 TAINTS = ("deschedule", "RemovePodsViolatingNodeTaints", None)
 
 
 def test_at_most_one_node_skips_the_cycle() -> None:
-    report = run(policy(TAINTS), [node("n1", taints=[TAINT])], [pod("a", "n1")])
+    report = run(policy(TAINTS), [cycle_node("n1", taints=[TAINT])], [cycle_pod("a", "n1")])
     assert report.skipped.startswith("The cluster size is 0 or 1")
     assert evicted(report) == []
 
 
 def test_nodes_are_ready_nodes_matching_the_node_selector_cordoned_kept() -> None:
     nodes = [
-        node("n1", taints=[TAINT], labels={"pool": "a"}),
-        node("n2", taints=[TAINT], labels={"pool": "a"}, ready=False),  # not ready: left out
-        node("n3", taints=[TAINT], labels={"pool": "a"}, unschedulable=True),  # cordoned: kept
-        node("n4", taints=[TAINT], labels={"pool": "b"}),  # not selected
-        node("n5", labels={"pool": "a"}, ready=None),  # no Ready condition: kept
+        cycle_node("n1", taints=[TAINT], labels={"pool": "a"}),
+        cycle_node("n2", taints=[TAINT], labels={"pool": "a"}, ready=False),  # not ready: left out
+        cycle_node(
+            "n3", taints=[TAINT], labels={"pool": "a"}, unschedulable=True
+        ),  # cordoned: kept
+        cycle_node("n4", taints=[TAINT], labels={"pool": "b"}),  # not selected
+        cycle_node("n5", labels={"pool": "a"}, ready=None),  # no Ready condition: kept
     ]
-    pods = [pod(f"p{i}", f"n{i}") for i in range(1, 5)]
+    pods = [cycle_pod(f"p{i}", f"n{i}") for i in range(1, 5)]
     the_policy = policy(TAINTS, nodeSelector="pool=a")
     assert [n["metadata"]["name"] for n in view(nodes, pods, the_policy=the_policy).nodes] == [
         "n1",
@@ -58,8 +60,13 @@ def test_deschedule_plugins_of_every_profile_run_before_balance_plugins() -> Non
         ],
     }
     the_policy = parse_policy(document)
-    nodes = [node("n1", taints=[TAINT]), node("n2"), node("n3")]
-    pods = [pod("t", "n1", image="a"), pod("d1", "n2"), pod("d2", "n2"), pod("d3", "n2")]
+    nodes = [cycle_node("n1", taints=[TAINT]), cycle_node("n2"), cycle_node("n3")]
+    pods = [
+        cycle_pod("t", "n1", image="a"),
+        cycle_pod("d1", "n2"),
+        cycle_pod("d2", "n2"),
+        cycle_pod("d3", "n2"),
+    ]
     report = run(the_policy, nodes, pods)
     # second's taint plugin first (t), then first's duplicates: 3 copies of web/nginx on n2;
     # the copies do not tolerate n1's taint → 2 target nodes (n2, n3) → upperAvg ceil(3/2) = 2
@@ -75,13 +82,13 @@ def test_deschedule_plugins_of_every_profile_run_before_balance_plugins() -> Non
 
 
 def taint_cluster() -> tuple[list[Any], list[Any]]:
-    nodes = [node("n1", taints=[TAINT]), node("n2", taints=[TAINT]), node("n3")]
+    nodes = [cycle_node("n1", taints=[TAINT]), cycle_node("n2", taints=[TAINT]), cycle_node("n3")]
     pods = [
-        pod("a1", "n1", namespace="a"),
-        pod("a2", "n1", namespace="a"),
-        pod("b1", "n1", namespace="b"),
-        pod("a3", "n2", namespace="a"),
-        pod("b2", "n2", namespace="b"),
+        cycle_pod("a1", "n1", namespace="a"),
+        cycle_pod("a2", "n1", namespace="a"),
+        cycle_pod("b1", "n1", namespace="b"),
+        cycle_pod("a3", "n2", namespace="a"),
+        cycle_pod("b2", "n2", namespace="b"),
     ]
     return nodes, pods
 

@@ -22,7 +22,7 @@ from kubescale.extender.extender_config import (
 )
 from tests.scheduling.policy.test_policy_loading import REFERENCE_EXAMPLE
 
-from .builders import NOW, owner, pod
+from .builders import NOW, cycle_pod, owner
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -133,11 +133,11 @@ def test_extender_flag_errors(argv: list[str], message: str) -> None:
 
 def test_eviction_memory_per_owner_and_node_bounded_by_age_and_size() -> None:
     memory = EvictionMemory(duration=timedelta(minutes=5), max_entries=3)
-    web, api = pod("web-1", "n1"), pod("api-1", "n1", owners=[owner(name="api")])
+    web, api = cycle_pod("web-1", "n1"), cycle_pod("api-1", "n1", owners=[owner(name="api")])
     memory.record(web, "n1", NOW)
     memory.record(web, "n2", NOW + timedelta(minutes=1))
     memory.record(api, "n1", NOW + timedelta(minutes=2))
-    replacement = pod("web-2", None)
+    replacement = cycle_pod("web-2", None)
     assert set(memory.refused_nodes(replacement, NOW + timedelta(minutes=3))) == {"n1", "n2"}
     # 5 minutes after the first eviction, n1 is open again for web (age is exclusive)
     assert set(memory.refused_nodes(replacement, NOW + timedelta(minutes=5))) == {"n2"}
@@ -150,8 +150,8 @@ def test_eviction_memory_per_owner_and_node_bounded_by_age_and_size() -> None:
         "n4",
     }
     # bare pods cannot be tied to a replacement
-    memory.record(pod("bare", "n1", owners=[]), "n1", NOW)
-    assert memory.refused_nodes(pod("bare", None, owners=[]), NOW) == {}
+    memory.record(cycle_pod("bare", "n1", owners=[]), "n1", NOW)
+    assert memory.refused_nodes(cycle_pod("bare", None, owners=[]), NOW) == {}
 
 
 @pytest.mark.parametrize(

@@ -44,7 +44,7 @@ from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.scenario.runner import SimulationClientClock
 from tests.builders.meta import json_body
 
-from .builders import node, owner, pod
+from .builders import cycle_node, cycle_pod, owner
 
 START = datetime(2026, 3, 1, 12, tzinfo=UTC)
 TAINT = {"key": "maintenance", "effect": "NoSchedule"}
@@ -87,14 +87,14 @@ def create_pod(api: ApiServer, typed_pod: Pod) -> None:
 
 
 def cluster(api: ApiServer) -> None:
-    for made in (node("n1", taints=[TAINT]), node("n2")):
+    for made in (cycle_node("n1", taints=[TAINT]), cycle_node("n2")):
         api.store.create(json_body(made))
     for name in ("web-0", "web-1"):
-        create_pod(api, pod(name, "n1", cpu="100m", labels={"app": "web"}))
+        create_pod(api, cycle_pod(name, "n1", cpu="100m", labels={"app": "web"}))
     create_pod(
-        api, pod("api-0", "n1", cpu="100m", labels={"app": "api"}, owners=[owner(name="api")])
+        api, cycle_pod("api-0", "n1", cpu="100m", labels={"app": "api"}, owners=[owner(name="api")])
     )
-    create_pod(api, pod("bare", "n1", cpu="100m", owners=[]))
+    create_pod(api, cycle_pod("bare", "n1", cpu="100m", owners=[]))
     created = api.store.create(
         {
             "apiVersion": "policy/v1",
@@ -237,7 +237,7 @@ async def test_evicts_through_the_eviction_api(setup: Setup) -> None:
         ]
         assert warnings == [("api-0", "EvictionFailed")]
         # the extender's memory now refuses n1 to web's pods
-        assert set(made.memory.refused_nodes(pod("web-9", None), setup.clock.now())) == {"n1"}
+        assert set(made.memory.refused_nodes(cycle_pod("web-9", None), setup.clock.now())) == {"n1"}
     finally:
         await made.events.close()
         await made.informers.stop()
@@ -270,10 +270,10 @@ async def test_low_node_utilization_from_node_metrics(setup: Setup) -> None:
     # 200m (5%). PodMetrics: each of n1's pods uses 900m. thresholds 20/50: n1 over, n2 under;
     # n1 may hold 2000m; 3600 → 2700 → 1800 → stop: two evictions (headroom 2000−200 = 1800
     # → 900 → 0, then the node is no longer above anyway).
-    for made_node in (node("n1"), node("n2")):
+    for made_node in (cycle_node("n1"), cycle_node("n2")):
         setup.api.store.create(json_body(made_node))
     for i in range(4):
-        create_pod(setup.api, pod(f"w{i}", "n1", labels={"app": "web"}))
+        create_pod(setup.api, cycle_pod(f"w{i}", "n1", labels={"app": "web"}))
         setup.api.metrics.set_pod_metrics(
             namespace="default", name=f"w{i}", containers={"app": {"cpu": "900m", "memory": 0}}
         )
@@ -325,10 +325,10 @@ async def test_one_brain_evicts_only_pods_with_somewhere_to_go(
     Separate (upstream, nodeFit off): both evicted, big's replacement has nowhere to run.
     One brain: small only; big's refusal is counted under its result label; small's eviction
     is on the process's ledger as the descheduler's."""
-    setup.api.store.create(json_body(node("n1", taints=[TAINT])))
-    setup.api.store.create(json_body(node("n2", cpu="500m")))
-    create_pod(setup.api, pod("big", "n1", cpu="1", labels={"app": "web"}))
-    create_pod(setup.api, pod("small", "n1", cpu="100m", labels={"app": "web"}))
+    setup.api.store.create(json_body(cycle_node("n1", taints=[TAINT])))
+    setup.api.store.create(json_body(cycle_node("n2", cpu="500m")))
+    create_pod(setup.api, cycle_pod("big", "n1", cpu="1", labels={"app": "web"}))
+    create_pod(setup.api, cycle_pod("small", "n1", cpu="100m", labels={"app": "web"}))
     ledger = DisruptionLedger(shared=one_brain)
     made = await make_loop(setup, taints_policy(), disruptions=ledger, one_brain=one_brain)
     try:
@@ -364,8 +364,8 @@ async def test_one_brain_namespace_limit_counts_missing_pods(setup: Setup, one_b
     starts at 0, web-0 is evicted (then the limit), 2 of 3 down. One brain: the limit counts
     the missing pod, read against the ReplicaSet's spec through the process's shared cache —
     1 missing + 0 in flight is not below 1: nothing is evicted."""
-    setup.api.store.create(json_body(node("n1", taints=[TAINT])))
-    setup.api.store.create(json_body(node("n2", cpu="8")))
+    setup.api.store.create(json_body(cycle_node("n1", taints=[TAINT])))
+    setup.api.store.create(json_body(cycle_node("n2", cpu="8")))
     replica_set = setup.api.store.create(
         {
             "apiVersion": "apps/v1",
@@ -380,7 +380,9 @@ async def test_one_brain_namespace_limit_counts_missing_pods(setup: Setup, one_b
     )
     rs_ref = owner("ReplicaSet", "web", uid=replica_set["metadata"]["uid"])
     for name in ("web-0", "web-1"):
-        create_pod(setup.api, pod(name, "n1", cpu="100m", labels={"app": "web"}, owners=[rs_ref]))
+        create_pod(
+            setup.api, cycle_pod(name, "n1", cpu="100m", labels={"app": "web"}, owners=[rs_ref])
+        )
     coordination = Coordination.ONE_BRAIN if one_brain else Coordination.SEPARATE
     cache = SharedCache(client=setup.client, clock=setup.clock, coordination=coordination)
     policy = taints_policy(maxNoOfPodsToEvictPerNamespace=1)

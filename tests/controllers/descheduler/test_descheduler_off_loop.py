@@ -31,7 +31,7 @@ from kubescale.webhook.admission_routes import AdmissionWebhook
 from kubescale.webhook.webhook_config import WebhookSettings
 
 from . import test_descheduler_loop as base
-from .builders import pod
+from .builders import cycle_pod
 
 setup = base.setup  # the API server and client fixture
 Setup = base.Setup
@@ -197,7 +197,7 @@ async def test_the_cycle_decides_on_its_snapshot_not_on_events_arriving_meanwhil
         # While the cycle computes: a new pod on the tainted node reaches the informer, and
         # another system records an eviction on the ledger (the cycle reads a detached copy,
         # refreshed after each of its evictions; no limit is set, so it changes no answer).
-        base.create_pod(setup.api, pod("web-2", "n1", cpu="100m", labels={"app": "web"}))
+        base.create_pod(setup.api, cycle_pod("web-2", "n1", cpu="100m", labels={"app": "web"}))
         await _settle(setup, made)
         assert made.loop.pods.lister.get("web-2", "default") is not None
         ledger.record(

@@ -27,15 +27,15 @@ from kubescale.plans.executor import DRY_RUN_PREFIX, Applied, Decision
 from kubescale.plans.intents import Event, Evict, Intent
 from kubescale.sim.apiserver.faults import WRITE_VERBS
 
-from .builders import NOW, node, pod, policy, view
+from .builders import NOW, cycle_node, cycle_pod, policy, view
 from .test_descheduler_loop import Setup, cluster, make_loop, run, setup, terminating
 
 __all__ = ["setup"]  # the fixture, re-exported for pytest
 
 STRATEGY = "RemovePodsViolatingNodeTaints"
 TAINT = {"key": "bad", "effect": "NoSchedule"}
-NODES = [node("n1", taints=[TAINT]), node("n2")]
-PODS = [pod(name, "n1") for name in ("a", "b", "c")]
+NODES = [cycle_node("n1", taints=[TAINT]), cycle_node("n2")]
+PODS = [cycle_pod(name, "n1") for name in ("a", "b", "c")]
 DONE = WriteOutcome.DONE
 
 

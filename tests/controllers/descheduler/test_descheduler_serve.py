@@ -39,7 +39,7 @@ from kubescale.sim.apiserver.server import ApiServer
 from tests.builders.meta import json_body
 
 from ...conftest import only_components
-from .builders import node, pod
+from .builders import cycle_node, cycle_pod
 
 TAINT = {"key": "maintenance", "effect": "NoSchedule"}
 POLICY = """
@@ -67,10 +67,10 @@ def _create_pod(api: ApiServer, typed_pod: Pod) -> None:
 @pytest.fixture
 async def apiserver(tmp_path: Path) -> AsyncIterator[tuple[ApiServer, Path]]:
     async with ApiServer() as api:
-        for made in (node("n1", taints=[TAINT]), node("n2"), node("n3")):
+        for made in (cycle_node("n1", taints=[TAINT]), cycle_node("n2"), cycle_node("n3")):
             api.store.create(json_body(made))
         for name in ("web-0", "web-1"):
-            _create_pod(api, pod(name, "n1", cpu="100m", labels={"app": "web"}))
+            _create_pod(api, cycle_pod(name, "n1", cpu="100m", labels={"app": "web"}))
         path = tmp_path / "kubeconfig"
         api.write_kubeconfig(path)
         yield api, path
@@ -122,7 +122,7 @@ async def _filter(server: Server, cert_dir: Path) -> dict[str, Any]:
     """The filter call as kube-scheduler makes it (nodeCacheCapable: names only), over TLS."""
     assert any(isinstance(c, ExtenderComponent) for c in server.components)
     context = ssl.create_default_context(cafile=str(cert_dir / "caCert.pem"))
-    replacement = pod("web-2", None, cpu="100m", labels={"app": "web"})
+    replacement = cycle_pod("web-2", None, cpu="100m", labels={"app": "web"})
     body = {"Pod": replacement, "NodeNames": ["n1", "n2", "n3"]}
     connector = aiohttp.TCPConnector(ssl=context)
     async with (

@@ -44,7 +44,7 @@ from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.scenario.runner import SimulationClientClock
 from tests.builders.meta import json_body
 
-from .builders import node, pod
+from .builders import cycle_node, cycle_pod
 from .test_descheduler_loop import TAINT, Setup, create_pod, setup, taints_policy
 
 __all__ = ["setup"]  # the fixture, shared with the loop's tests
@@ -88,10 +88,10 @@ async def test_an_eviction_retried_after_no_answer_counts_against_the_limit(
     setup: Setup, tmp_path: Path, limit: str, first: str, retry: int
 ) -> None:
     api = setup.api
-    api.store.create(json_body(node("n1", taints=[TAINT])))
-    api.store.create(json_body(node("n2")))
+    api.store.create(json_body(cycle_node("n1", taints=[TAINT])))
+    api.store.create(json_body(cycle_node("n2")))
     for name in ("web-0", "web-1"):
-        create_pod(api, pod(name, "n1", cpu="100m", labels={"app": "web"}))
+        create_pod(api, cycle_pod(name, "n1", cpu="100m", labels={"app": "web"}))
     policy = taints_policy(**{limit: 1, "gracePeriodSeconds": 0})
     # A timeout of 0.25 s against an answer 1.5 s late: the client gives up on the first POST
     # (a transport error), which the API server has stored already.

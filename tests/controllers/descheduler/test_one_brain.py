@@ -31,7 +31,7 @@ from kubescale.objects.pdb import PodDisruptionBudget
 from kubescale.objects.pod import Pod
 from tests import builders
 
-from .builders import NOW, Obj, node, pod, policy, view
+from .builders import NOW, Obj, cycle_node, cycle_pod, policy, view
 
 MAINTENANCE = {"key": "maintenance", "effect": "NoSchedule"}
 TO_BE_DELETED = {"key": TO_BE_DELETED_TAINT, "value": "1772366400", "effect": "NoSchedule"}
@@ -109,7 +109,10 @@ NAMESPACE = EvictionResult.NAMESPACE_LIMIT.value
 ROWS = [
     pytest.param(
         # n2 has 4 CPU free: 1 CPU fits → evicted either way.
-        {"nodes": [node("n1", taints=[MAINTENANCE]), node("n2")], "pods": [pod("a", cpu="1")]},
+        {
+            "nodes": [cycle_node("n1", taints=[MAINTENANCE]), cycle_node("n2")],
+            "pods": [cycle_pod("a", cpu="1")],
+        },
         (["a"], {}),
         (["a"], {}),
         id="fits-elsewhere",
@@ -118,8 +121,8 @@ ROWS = [
         # n2 allocatable 500m < 1 CPU: nowhere to go → one brain leaves it; upstream evicts it
         # (nodeFit off by default) and the replacement is Pending.
         {
-            "nodes": [node("n1", taints=[MAINTENANCE]), node("n2", cpu="500m")],
-            "pods": [pod("a", cpu="1")],
+            "nodes": [cycle_node("n1", taints=[MAINTENANCE]), cycle_node("n2", cpu="500m")],
+            "pods": [cycle_pod("a", cpu="1")],
         },
         ([], {"a": NO_FIT}),
         (["a"], {}),
@@ -129,8 +132,8 @@ ROWS = [
         # the only node with room (n2) is one the autoscaler found unneeded (soft taint): no
         # better place — the pod would land where consolidation is about to empty.
         {
-            "nodes": [node("n1", taints=[MAINTENANCE]), node("n2", taints=[CANDIDATE])],
-            "pods": [pod("a", cpu="1")],
+            "nodes": [cycle_node("n1", taints=[MAINTENANCE]), cycle_node("n2", taints=[CANDIDATE])],
+            "pods": [cycle_pod("a", cpu="1")],
         },
         ([], {"a": NO_FIT}),
         (["a"], {}),
@@ -139,7 +142,10 @@ ROWS = [
     pytest.param(
         # n1 is being drained by the autoscaler (ToBeDeleted is a NoSchedule taint, which the
         # taints plugin evicts for too): the drain evicts its pods, not the descheduler.
-        {"nodes": [node("n1", taints=[TO_BE_DELETED]), node("n2")], "pods": [pod("a", cpu="1")]},
+        {
+            "nodes": [cycle_node("n1", taints=[TO_BE_DELETED]), cycle_node("n2")],
+            "pods": [cycle_pod("a", cpu="1")],
+        },
         ([], {"a": REMOVED}),
         (["a"], {}),
         id="node-being-removed",
@@ -148,8 +154,12 @@ ROWS = [
         # maxNoOfPodsToEvictTotal 2; the updater's eviction of u (on n2) is in flight: 1 + 1 = 2
         # → a evicted, b refused (2 + 1 > 2). Upstream's counter starts at 0: a and b.
         {
-            "nodes": [node("n1", taints=[MAINTENANCE]), node("n2", cpu="8")],
-            "pods": [pod("a", cpu="1"), pod("b", cpu="1"), pod("u", "n2", cpu="1", namespace="x")],
+            "nodes": [cycle_node("n1", taints=[MAINTENANCE]), cycle_node("n2", cpu="8")],
+            "pods": [
+                cycle_pod("a", cpu="1"),
+                cycle_pod("b", cpu="1"),
+                cycle_pod("u", "n2", cpu="1", namespace="x"),
+            ],
             "in_flight": ("u",),
             "maxNoOfPodsToEvictTotal": 2,
         },
@@ -161,8 +171,12 @@ ROWS = [
         # maxNoOfPodsToEvictPerNamespace 1; the updater is evicting u in the same namespace:
         # 1 in flight + 1 > 1 → a refused. Upstream: a evicted, b refused (own count 1).
         {
-            "nodes": [node("n1", taints=[MAINTENANCE]), node("n2", cpu="8")],
-            "pods": [pod("a", cpu="1"), pod("b", cpu="1"), pod("u", "n2", cpu="1")],
+            "nodes": [cycle_node("n1", taints=[MAINTENANCE]), cycle_node("n2", cpu="8")],
+            "pods": [
+                cycle_pod("a", cpu="1"),
+                cycle_pod("b", cpu="1"),
+                cycle_pod("u", "n2", cpu="1"),
+            ],
             "in_flight": ("u",),
             "maxNoOfPodsToEvictPerNamespace": 1,
         },
@@ -174,10 +188,10 @@ ROWS = [
         # PDB of app=web allows 1; the updater's eviction of web pod u is in flight: 1 - 1 = 0
         # → a refused. Upstream asks the API server, whose status may not count u yet.
         {
-            "nodes": [node("n1", taints=[MAINTENANCE]), node("n2", cpu="8")],
+            "nodes": [cycle_node("n1", taints=[MAINTENANCE]), cycle_node("n2", cpu="8")],
             "pods": [
-                pod("a", cpu="1", labels={"app": "web"}),
-                pod("u", "n2", cpu="1", labels={"app": "web"}),
+                cycle_pod("a", cpu="1", labels={"app": "web"}),
+                cycle_pod("u", "n2", cpu="1", labels={"app": "web"}),
             ],
             "in_flight": ("u",),
             "pdbs": (
@@ -194,8 +208,8 @@ ROWS = [
         # PDB allows 2, nothing in flight: a (2 - 0) then b (2 - 1, a's eviction now on the
         # ledger) go; a third would not (2 - 2).
         {
-            "nodes": [node("n1", taints=[MAINTENANCE]), node("n2", cpu="8")],
-            "pods": [pod(n, cpu="1", labels={"app": "web"}) for n in ("a", "b", "c")],
+            "nodes": [cycle_node("n1", taints=[MAINTENANCE]), cycle_node("n2", cpu="8")],
+            "pods": [cycle_pod(n, cpu="1", labels={"app": "web"}) for n in ("a", "b", "c")],
             "pdbs": (
                 builders.pdbs.pdb(
                     name="web", match_labels={"app": "web"}, disruptions_allowed=2, api_version=None
@@ -217,8 +231,12 @@ ROWS += [
         # b → 1 + 1 (a, on the ledger) = 2, not < 2 → refused. Upstream counts only this
         # cycle's evictions: a (0 < 2) and b (1 < 2).
         {
-            "nodes": [node("n1", taints=[MAINTENANCE]), node("n2", cpu="8")],
-            "pods": [pod("a", cpu="1"), pod("b", cpu="1"), pod("c", "n2", cpu="1")],
+            "nodes": [cycle_node("n1", taints=[MAINTENANCE]), cycle_node("n2", cpu="8")],
+            "pods": [
+                cycle_pod("a", cpu="1"),
+                cycle_pod("b", cpu="1"),
+                cycle_pod("c", "n2", cpu="1"),
+            ],
             "desired": {WEB: 4},
             "maxNoOfPodsToEvictPerNamespace": 2,
         },
@@ -230,11 +248,11 @@ ROWS += [
         # the same with c's replacement created but not Ready: healthy a, b (c is not)
         # → missing 4 - 2 = 2, not < 2 → a refused, and b.
         {
-            "nodes": [node("n1", taints=[MAINTENANCE]), node("n2", cpu="8")],
+            "nodes": [cycle_node("n1", taints=[MAINTENANCE]), cycle_node("n2", cpu="8")],
             "pods": [
-                pod("a", cpu="1"),
-                pod("b", cpu="1"),
-                pod(
+                cycle_pod("a", cpu="1"),
+                cycle_pod("b", cpu="1"),
+                cycle_pod(
                     "c",
                     "n2",
                     cpu="1",
@@ -252,8 +270,12 @@ ROWS += [
         # web's size unknown (no desired replicas: a Job, or its controller not in the cache):
         # only the namespace's in-flight count, as before — a and b (0, 1 < 2).
         {
-            "nodes": [node("n1", taints=[MAINTENANCE]), node("n2", cpu="8")],
-            "pods": [pod("a", cpu="1"), pod("b", cpu="1"), pod("c", "n2", cpu="1")],
+            "nodes": [cycle_node("n1", taints=[MAINTENANCE]), cycle_node("n2", cpu="8")],
+            "pods": [
+                cycle_pod("a", cpu="1"),
+                cycle_pod("b", cpu="1"),
+                cycle_pod("c", "n2", cpu="1"),
+            ],
             "desired": {},
             "maxNoOfPodsToEvictPerNamespace": 2,
         },
@@ -264,8 +286,8 @@ ROWS += [
     pytest.param(
         # no namespace limit: missing pods limit nothing (upstream's "no limit").
         {
-            "nodes": [node("n1", taints=[MAINTENANCE]), node("n2", cpu="8")],
-            "pods": [pod("a", cpu="1"), pod("b", cpu="1")],
+            "nodes": [cycle_node("n1", taints=[MAINTENANCE]), cycle_node("n2", cpu="8")],
+            "pods": [cycle_pod("a", cpu="1"), cycle_pod("b", cpu="1")],
             "desired": {WEB: 6},
         },
         (["a", "b"], {}),

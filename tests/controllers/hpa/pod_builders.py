@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kubescale.controllers.hpa.replica_calculator import PodMetric
+from tests import builders
 
 NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 LONG_AGO = NOW - timedelta(hours=1)
@@ -17,7 +18,7 @@ def _fmt(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def pod(
+def measured_pod(
     name: str,
     *,
     cpu: str = "1",
@@ -30,25 +31,10 @@ def pod(
     sidecars: Mapping[str, Mapping[str, str]] | None = None,
     labels: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """A pod with one container ``app`` requesting ``cpu`` (or ``containers``: name → requests),
-    Ready ``ready`` since ``ready_since`` (default: its start)."""
-    metadata: dict[str, Any] = {
-        "name": name,
-        "namespace": "ns",
-        "labels": dict(labels or {"app": "web"}),
-    }
-    if deleting:
-        metadata["deletionTimestamp"] = _fmt(NOW)
-    spec_containers = [
-        {"name": c, "resources": {"requests": dict(r)}}
-        for c, r in (containers or {"app": {"cpu": cpu}}).items()
-    ]
-    spec: dict[str, Any] = {"containers": spec_containers}
-    if sidecars:
-        spec["initContainers"] = [
-            {"name": c, "restartPolicy": "Always", "resources": {"requests": dict(r)}}
-            for c, r in sidecars.items()
-        ]
+    """Pod ``ns/<name>`` (labels ``app: web`` unless given) with one container ``app``
+    requesting ``cpu`` (or ``containers``: name → requests; ``sidecars``: restartable init
+    containers), Ready ``ready`` since ``ready_since`` (default: its start): the tables'
+    columns over :func:`tests.builders.pods.pod`."""
     status: dict[str, Any] = {"phase": phase}
     if started is not None:
         status["startTime"] = _fmt(started)
@@ -57,7 +43,26 @@ def pod(
         status["conditions"] = [
             {"type": "Ready", "status": ready, "lastTransitionTime": _fmt(since)}
         ]
-    return {"metadata": metadata, "spec": spec, "status": status}
+    return builders.pods.pod(
+        name=name,
+        namespace="ns",
+        labels=labels or {"app": "web"},
+        deletion_timestamp=_fmt(NOW) if deleting else None,
+        containers=[
+            builders.pods.container(c, requests=r)
+            for c, r in (containers or {"app": {"cpu": cpu}}).items()
+        ],
+        init_containers=(
+            [
+                builders.pods.container(c, restartPolicy="Always", requests=r)
+                for c, r in sidecars.items()
+            ]
+            if sidecars
+            else None
+        ),
+        status=status,
+        api_version=None,
+    )
 
 
 def metrics(values: Mapping[str, int], *, at: datetime = NOW) -> dict[str, PodMetric]:

@@ -26,7 +26,7 @@ from kubescale.controllers.hpa.replica_calculator import (
     resource_replicas,
 )
 
-from .pod_builders import NOW, metrics, pod
+from .pod_builders import NOW, measured_pod, metrics
 
 TOL = Tolerances(scale_down=0.1, scale_up=0.1)
 CPU_INIT = timedelta(minutes=2)
@@ -58,7 +58,7 @@ def cpu(
 
 
 def three(*names: str) -> list[dict[str, Any]]:
-    return [pod(n) for n in names]
+    return [measured_pod(n) for n in names]
 
 
 @pytest.mark.parametrize(
@@ -124,7 +124,7 @@ def test_missing_pods_scale_up_count_at_zero() -> None:
 
 
 def test_unready_pods_count_at_zero_only_on_scale_up() -> None:
-    pods = [pod("a"), pod("b"), pod("p", phase="Pending", ready="False")]
+    pods = [measured_pod("a"), measured_pod("b"), measured_pod("p", phase="Pending", ready="False")]
     # scale-up: 2000/2000 = 100% → 2.0; Pending pod at 0 with its 1000m request:
     # 2000/3000 = int(66.67) = 66% → 1.32; ceil(1.32 × 3) = ceil(3.96) = 4
     assert cpu(pods, {"a": 1000, "b": 1000}, target=50) == (4, 100, 1000)
@@ -149,7 +149,12 @@ def test_count_direction_guard_during_surge() -> None:
 
 
 def test_deleting_and_failed_pods_are_ignored() -> None:
-    pods = [pod("a"), pod("b"), pod("gone", deleting=True), pod("dead", phase="Failed")]
+    pods = [
+        measured_pod("a"),
+        measured_pod("b"),
+        measured_pod("gone", deleting=True),
+        measured_pod("dead", phase="Failed"),
+    ]
     # only a and b count: 1200/2000 = 60% of 30 → 2.0; ceil(2 × 2 ready) = 4
     usage = {"a": 600, "b": 600, "gone": 5000, "dead": 5000}
     assert cpu(pods, usage, target=30) == (4, 60, 600)
@@ -160,24 +165,24 @@ def test_cpu_readiness_rules() -> None:
     groups = group_pods(
         [
             # ready 50 s ago; metric window 30 s ended now → a full window since: ready
-            pod("warm", started=young, ready_since=NOW - timedelta(seconds=50)),
+            measured_pod("warm", started=young, ready_since=NOW - timedelta(seconds=50)),
             # ready 10 s ago: now < (now-10s) + 30s → no full window yet: unready
-            pod("fresh", started=young, ready_since=NOW - timedelta(seconds=10)),
+            measured_pod("fresh", started=young, ready_since=NOW - timedelta(seconds=10)),
             # inside the period and not ready: unready
-            pod("booting", started=young, ready="False"),
+            measured_pod("booting", started=young, ready="False"),
             # after the period, not ready, last change 5 s after start (< 10 s delay): never
             # ready → unready
-            pod(
+            measured_pod(
                 "never",
                 ready="False",
                 started=NOW - timedelta(minutes=10),
                 ready_since=NOW - timedelta(minutes=10) + timedelta(seconds=5),
             ),
             # after the period, not ready, but was ready after the delay: counts as ready
-            pod("flapped", ready="False", ready_since=NOW - timedelta(minutes=1)),
+            measured_pod("flapped", ready="False", ready_since=NOW - timedelta(minutes=1)),
             # no Ready condition: unready; no startTime: unready
-            pod("nocond", ready=None),
-            pod("nostart", started=None),
+            measured_pod("nocond", ready=None),
+            measured_pod("nostart", started=None),
         ],
         metrics(
             dict.fromkeys(
@@ -197,7 +202,7 @@ def test_cpu_readiness_rules() -> None:
 def test_readiness_applies_to_cpu_only() -> None:
     # memory: an unready (Ready False) running pod with a metric counts as ready
     groups = group_pods(
-        [pod("a", ready="False", started=NOW - timedelta(seconds=5))],
+        [measured_pod("a", ready="False", started=NOW - timedelta(seconds=5))],
         metrics({"a": 1}),
         resource="memory",
         cpu_initialization_period=CPU_INIT,
@@ -208,20 +213,22 @@ def test_readiness_applies_to_cpu_only() -> None:
 
 
 def test_requests_include_sidecars_and_named_container() -> None:
-    pods = [pod("a", containers={"app": {"cpu": "500m"}}, sidecars={"proxy": {"cpu": "100m"}})]
+    pods = [
+        measured_pod("a", containers={"app": {"cpu": "500m"}}, sidecars={"proxy": {"cpu": "100m"}})
+    ]
     # restartable init container (sidecar) counts: 500 + 100
     assert calculate_requests(pods, container="", resource="cpu") == {"a": 600}
     assert calculate_requests(pods, container="app", resource="cpu") == {"a": 500}
     with pytest.raises(ReplicaCalcError, match="container web not found in Pod a"):
         calculate_requests(pods, container="web", resource="cpu")
-    no_request = [pod("b", containers={"app": {"memory": "1Gi"}})]
+    no_request = [measured_pod("b", containers={"app": {"memory": "1Gi"}})]
     with pytest.raises(ReplicaCalcError, match="missing request for cpu in container app of Pod b"):
         calculate_requests(no_request, container="", resource="cpu")
 
 
 def test_request_milli_rounds_up() -> None:
     # 0.1m → MilliValue() rounds up to 1
-    pods = [pod("a", containers={"app": {"cpu": "100u"}})]
+    pods = [measured_pod("a", containers={"app": {"cpu": "100u"}})]
     assert calculate_requests(pods, container="", resource="cpu") == {"a": 1}
 
 
@@ -229,15 +236,15 @@ def test_errors() -> None:
     with pytest.raises(ReplicaCalcError, match="no pods returned by selector"):
         cpu([], {"a": 1}, target=50, current=1)
     with pytest.raises(ReplicaCalcError, match=r"did not receive metrics for targeted pods"):
-        cpu([pod("p", phase="Pending")], {"p": 1}, target=50)
+        cpu([measured_pod("p", phase="Pending")], {"p": 1}, target=50)
     with pytest.raises(ReplicaCalcError, match="no metrics returned matched known pods"):
         # the only metric is of a pod the selector did not return (a is missing)
-        cpu([pod("a")], {"x": 1}, target=50)
+        cpu([measured_pod("a")], {"x": 1}, target=50)
 
 
 def test_superfluous_metrics_are_skipped() -> None:
     # metric of a pod the selector did not return: not in requests → skipped in the ratio
-    assert cpu([pod("a")], {"a": 500, "other": 9000}, target=50) == (1, 50, 500)
+    assert cpu([measured_pod("a")], {"a": 500, "other": 9000}, target=50) == (1, 50, 500)
 
 
 def plain(
@@ -272,7 +279,7 @@ def test_pods_metric_missing_pod_scale_down_counts_at_target() -> None:
 
 
 def test_object_and_external_value() -> None:
-    pods = [pod("a"), pod("b"), pod("c", ready="False")]
+    pods = [measured_pod("a"), measured_pod("b"), measured_pod("c", ready="False")]
     # 20/15 = 1.333; Running+Ready pods = 2; ceil(1.333 × 2) = ceil(2.667) = 3
     assert object_replicas(current=3, usage=20000, target=15000, tolerances=TOL, pods=pods) == 3
     # from zero: ceil(20/15) = 2, no pods needed, no tolerance (TestScaleUpFromZeroCMObject)
@@ -330,9 +337,9 @@ def test_missing_or_unready_pods_never_reverse_the_direction(
     """With pods lacking metrics (a rollout's surge pods, pods starting), the proposal never
     moves against the measured direction: ratio < 1 never scales up, ratio > 1 never down."""
     names = [f"r{i}" for i in range(len(reported))]
-    pods = [pod(n) for n in names]
-    pods += [pod(f"m{i}") for i in range(missing)]
-    pods += [pod(f"p{i}", phase="Pending", ready="False") for i in range(pending)]
+    pods = [measured_pod(n) for n in names]
+    pods += [measured_pod(f"m{i}") for i in range(missing)]
+    pods += [measured_pod(f"p{i}", phase="Pending", ready="False") for i in range(pending)]
     replicas, utilization, _ = cpu(
         pods, dict(zip(names, reported, strict=True)), target=target, current=current
     )

@@ -27,7 +27,7 @@ from kubescale.kube.events import EventRecorder
 from kubescale.kube.informer_set import InformerSet
 from kubescale.scheduling.policy.policy_loading import parse_policy
 from tests.builders.meta import json_body
-from tests.controllers.descheduler.builders import node, pod
+from tests.controllers.descheduler.builders import cycle_node, cycle_pod
 from tests.controllers.descheduler.test_descheduler_loop import (
     TAINT,
     Setup,
@@ -137,10 +137,10 @@ async def test_a_bad_prometheus_url_that_got_through_stops_only_its_plugins(
     LowNodeUtilization plugin that queries Prometheus has no values this cycle; the node
     taints plugin of the same policy still evicts web-0 and web-1 from the tainted n1."""
     api = setup.api
-    api.store.create(json_body(node("n1", taints=[TAINT])))
-    api.store.create(json_body(node("n2")))
+    api.store.create(json_body(cycle_node("n1", taints=[TAINT])))
+    api.store.create(json_body(cycle_node("n2")))
     for name in ("web-0", "web-1"):
-        create_pod(api, pod(name, "n1", cpu="100m", labels={"app": "web"}))
+        create_pod(api, cycle_pod(name, "n1", cpu="100m", labels={"app": "web"}))
     policy = parse_policy(
         {
             "apiVersion": "descheduler/v1alpha2",

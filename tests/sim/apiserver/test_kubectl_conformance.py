@@ -128,7 +128,7 @@ async def kubectl(tmp_path: Path) -> AsyncIterator[Kubectl]:
         yield Kubectl(server=server, kubeconfig=kubeconfig, home=tmp_path)
 
 
-def deployment(kubectl: Kubectl) -> dict[str, Any]:
+def stored_deployment(kubectl: Kubectl) -> dict[str, Any]:
     return kubectl.server.store.get(DEPLOYMENTS, "web", "default")
 
 
@@ -177,7 +177,7 @@ async def test_apply_creates_then_updates(kubectl: Kubectl) -> None:
         "-",
         stdin=DEPLOYMENT_YAML.format(replicas=2, image="nginx:1"),
     )
-    created = deployment(kubectl)
+    created = stored_deployment(kubectl)
     assert created["spec"]["replicas"] == 2
     last_applied = created["metadata"]["annotations"][
         "kubectl.kubernetes.io/last-applied-configuration"
@@ -191,7 +191,7 @@ async def test_apply_creates_then_updates(kubectl: Kubectl) -> None:
         stdin=DEPLOYMENT_YAML.format(replicas=3, image="nginx:2"),
     )
     assert "deployment.apps/web configured" in result.stdout
-    updated = deployment(kubectl)
+    updated = stored_deployment(kubectl)
     assert updated["spec"]["replicas"] == 3
     assert updated["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:2"
     assert updated["metadata"]["uid"] == created["metadata"]["uid"]
@@ -210,7 +210,7 @@ async def test_apply_validates_against_the_servers_openapi(kubectl: Kubectl) -> 
     # kubectl < 1.27 validates on the client against protobuf /openapi/v2; later ones ask
     # /openapi/v3 whether the server validates (fieldValidation). Both must let apply through.
     await kubectl.ok("apply", "-f", "-", stdin=DEPLOYMENT_YAML.format(replicas=2, image="nginx:1"))
-    assert deployment(kubectl)["spec"]["replicas"] == 2
+    assert stored_deployment(kubectl)["spec"]["replicas"] == 2
 
 
 async def test_strict_validation_rejects_unknown_fields(kubectl: Kubectl) -> None:
@@ -233,7 +233,7 @@ async def test_patch_strategic_merge_and_json(kubectl: Kubectl) -> None:
 
     strategic = {"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "n:3"}]}}}}
     await kubectl.ok("patch", "deployment", "web", "-n", "default", "-p", json.dumps(strategic))
-    [container] = deployment(kubectl)["spec"]["template"]["spec"]["containers"]
+    [container] = stored_deployment(kubectl)["spec"]["template"]["spec"]["containers"]
     assert container["image"] == "n:3"
     assert container["ports"] == [{"containerPort": 80}]  # merged by name, not replaced
 
@@ -241,13 +241,13 @@ async def test_patch_strategic_merge_and_json(kubectl: Kubectl) -> None:
     await kubectl.ok(
         "patch", "deployment", "web", "-n", "default", "--type=merge", "-p", json.dumps(merge)
     )
-    assert deployment(kubectl)["metadata"]["labels"] == {"app": "web", "tier": "front"}
+    assert stored_deployment(kubectl)["metadata"]["labels"] == {"app": "web", "tier": "front"}
 
     operations = [{"op": "replace", "path": "/spec/replicas", "value": 4}]
     await kubectl.ok(
         "patch", "deployment", "web", "-n", "default", "--type=json", "-p", json.dumps(operations)
     )
-    assert deployment(kubectl)["spec"]["replicas"] == 4
+    assert stored_deployment(kubectl)["spec"]["replicas"] == 4
 
 
 async def test_scale(kubectl: Kubectl) -> None:
@@ -258,7 +258,7 @@ async def test_scale(kubectl: Kubectl) -> None:
         stdin=DEPLOYMENT_YAML.format(replicas=2, image="nginx:1"),
     )
     await kubectl.ok("scale", "deployment", "web", "-n", "default", "--replicas=5")
-    assert deployment(kubectl)["spec"]["replicas"] == 5
+    assert stored_deployment(kubectl)["spec"]["replicas"] == 5
 
 
 async def test_delete(kubectl: Kubectl) -> None:

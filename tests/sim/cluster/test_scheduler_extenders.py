@@ -31,7 +31,6 @@ from kubescale.base.clock import VirtualClock
 from kubescale.certs.authority import KeyPair, generate_ca, issue_serving_certificate
 from kubescale.kube.resources import PODS
 from kubescale.sim.apiserver.server import ApiServer
-from kubescale.sim.cluster.node_templates import NodeTemplate, build_node
 from kubescale.sim.cluster.scheduler import Scheduler
 from kubescale.sim.cluster.scheduler_extenders import ExtenderConfig, parse_duration
 from tests import builders
@@ -113,15 +112,8 @@ async def extender(authority: tuple[KeyPair, KeyPair], tmp_path: Path) -> AsyncI
         await runner.cleanup()
 
 
-def node(name: str, *, taints: tuple[dict[str, str], ...] = (), cpu: str = "4") -> dict[str, Any]:
-    return build_node(
-        name=name,
-        template=NodeTemplate(instance_type="m", cpu=cpu, memory="8Gi", taints=taints),
-        zone="zone-a",
-        provider_id=f"sim://{name}",
-        address="10.0.0.1",
-        ready_since="2026-01-01T00:00:00Z",
-    )
+node = functools.partial(builders.nodes.sim_node, instance_type="m")
+"""A simulated ``m`` node: 4 CPUs, 8Gi."""
 
 
 async def schedule(
@@ -161,7 +153,9 @@ async def test_node_cache_capable_filter_sends_names_and_its_verdict_counts(
     }
     config = extender.config(filterVerb="filter", nodeCacheCapable=True)
     api = await schedule(
-        [config], [node("n0", taints=TAINT), node("n1"), node("n2"), node("n3")], POD(name="web")
+        [config],
+        [node(name="n0", taints=TAINT), node(name="n1"), node(name="n2"), node(name="n3")],
+        POD(name="web"),
     )
     assert outcome(api, "web") == "n3"
     (args,) = extender.calls("filter")
@@ -179,7 +173,9 @@ async def test_filter_reasons_enter_the_unschedulable_message(extender: Extender
     }
     config = extender.config(filterVerb="filter", nodeCacheCapable=True)
     api = await schedule(
-        [config], [node("n0", cpu="500m"), node("n1"), node("n2"), node("n3")], POD(name="web")
+        [config],
+        [node(name="n0", cpu="500m"), node(name="n1"), node(name="n2"), node(name="n3")],
+        POD(name="web"),
     )
     assert outcome(api, "web") == (
         "Unschedulable: 0/4 nodes are available: 1 Insufficient cpu, 1 hot node, "
@@ -198,7 +194,7 @@ async def test_node_list_extender_gets_node_objects_and_may_answer_in_lower_case
 
     extender.answers["filter"] = answer
     config = extender.config(filterVerb="filter")
-    api = await schedule([config], [node("n1"), node("n2")], POD(name="web"))
+    api = await schedule([config], [node(name="n1"), node(name="n2")], POD(name="web"))
     assert outcome(api, "web") == "n2"
     (args,) = extender.calls("filter")
     assert args["NodeNames"] is None
@@ -209,14 +205,14 @@ async def test_node_list_extender_gets_node_objects_and_may_answer_in_lower_case
 async def test_a_missing_node_list_filters_out_every_node(extender: Extender) -> None:
     extender.answers["filter"] = lambda args: {"FailedNodes": {}}
     config = extender.config(filterVerb="filter", nodeCacheCapable=True)
-    api = await schedule([config], [node("n1")], POD(name="web"))
+    api = await schedule([config], [node(name="n1")], POD(name="web"))
     assert outcome(api, "web").startswith("Unschedulable: 0/1 nodes are available:")
 
 
 async def test_naming_a_node_not_sent_is_an_error(extender: Extender) -> None:
     extender.answers["filter"] = lambda args: {"NodeNames": ["elsewhere"]}
     config = extender.config(filterVerb="filter", nodeCacheCapable=True)
-    api = await schedule([config], [node("n1")], POD(name="web"))
+    api = await schedule([config], [node(name="n1")], POD(name="web"))
     assert outcome(api, "web") == (
         f'SchedulerError: extender "{extender.url}/scheduler/" claims a filtered node '
         '"elsewhere" which is not found in the input node list'
@@ -226,7 +222,7 @@ async def test_naming_a_node_not_sent_is_an_error(extender: Extender) -> None:
 async def test_an_error_field_fails_the_pod(extender: Extender) -> None:
     extender.answers["filter"] = lambda args: {"NodeNames": ["n1"], "Error": "policy store down"}
     config = extender.config(filterVerb="filter", nodeCacheCapable=True)
-    api = await schedule([config], [node("n1")], POD(name="web"))
+    api = await schedule([config], [node(name="n1")], POD(name="web"))
     assert outcome(api, "web") == "SchedulerError: policy store down"
 
 
@@ -236,7 +232,7 @@ async def test_http_errors_fail_the_pod_unless_ignorable(
 ) -> None:
     extender.status["filter"] = 500
     config = extender.config(filterVerb="filter", nodeCacheCapable=True, ignorable=ignorable)
-    api = await schedule([config], [node("n1")], POD(name="web"))
+    api = await schedule([config], [node(name="n1")], POD(name="web"))
     expected = (
         "n1"
         if ignorable
@@ -256,7 +252,7 @@ async def test_http_timeout(extender: Extender, ignorable: bool) -> None:
         filterVerb="filter", nodeCacheCapable=True, ignorable=ignorable, httpTimeout="150ms"
     )
     assert config.timeout == pytest.approx(0.15)
-    api = await schedule([config], [node("n1")], POD(name="web"))
+    api = await schedule([config], [node(name="n1")], POD(name="web"))
     if ignorable:
         assert outcome(api, "web") == "n1"
     else:
@@ -291,7 +287,7 @@ async def test_prioritize_scores_count_times_weight_times_ten(
     config = extender.config(prioritizeVerb="prioritize", weight=weight, nodeCacheCapable=True)
     api = await schedule(
         [config],
-        [node("n1"), node("n2")],
+        [node(name="n1"), node(name="n2")],
         POD(
             name="busy",
             containers=[builders.pods.container(image="nginx", requests={"cpu": "2"})],
@@ -309,10 +305,10 @@ async def test_prioritize_errors_are_ignored_and_one_feasible_node_is_not_scored
 ) -> None:
     extender.status["prioritize"] = 500
     config = extender.config(prioritizeVerb="prioritize", weight=5, nodeCacheCapable=True)
-    api = await schedule([config], [node("n1"), node("n2")], POD(name="web"))
+    api = await schedule([config], [node(name="n1"), node(name="n2")], POD(name="web"))
     assert outcome(api, "web") == "n1"
     assert len(extender.calls("prioritize")) == 1
-    api = await schedule([config], [node("n1")], POD(name="solo"))
+    api = await schedule([config], [node(name="n1")], POD(name="solo"))
     assert outcome(api, "solo") == "n1"
     assert len(extender.calls("prioritize")) == 1
 
@@ -335,7 +331,7 @@ async def test_managed_resources_limit_interest_and_can_be_ignored_by_the_schedu
             )
         ],
     )
-    api = await schedule([config], [node("n1")], plain, foo)
+    api = await schedule([config], [node(name="n1")], plain, foo)
     # the node has no example.com/foo: only ignoredByScheduler lets the pod fit
     assert (outcome(api, "plain"), outcome(api, "foo")) == ("n1", "n1")
     assert [a["Pod"]["metadata"]["name"] for a in extender.calls("filter")] == ["foo"]
@@ -352,7 +348,7 @@ async def test_tls_is_verified_against_ca_data_unless_insecure(extender: Extende
             "tlsConfig": {"caData": base64.b64encode(other.cert_pem).decode()},
         }
     )
-    api = await schedule([wrong], [node("n1")], POD(name="web"))
+    api = await schedule([wrong], [node(name="n1")], POD(name="web"))
     assert outcome(api, "web").startswith(f'SchedulerError: Post "{extender.url}/scheduler/filter"')
     assert "certificate verify failed" in outcome(api, "web")
     insecure = ExtenderConfig.from_dict(
@@ -363,7 +359,7 @@ async def test_tls_is_verified_against_ca_data_unless_insecure(extender: Extende
             "tlsConfig": {"insecure": True},
         }
     )
-    api = await schedule([insecure], [node("n1")], POD(name="web"))
+    api = await schedule([insecure], [node(name="n1")], POD(name="web"))
     assert outcome(api, "web") == "n1"
 
 
@@ -384,6 +380,8 @@ async def test_extenders_run_in_turn_on_the_survivors(extender: Extender) -> Non
         extender.config(filterVerb="filter", nodeCacheCapable=True),
         extender.config(filterVerb="second", nodeCacheCapable=True),
     ]
-    api = await schedule(configs, [node("n1"), node("n2"), node("n3")], POD(name="web"))
+    api = await schedule(
+        configs, [node(name="n1"), node(name="n2"), node(name="n3")], POD(name="web")
+    )
     assert calls == [["n1", "n2", "n3"], ["n2", "n3"]]
     assert outcome(api, "web") == "n3"

@@ -8,7 +8,8 @@ built from upstream's reason strings (``Insufficient cpu``, ``node(s) had untole
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,39 +18,15 @@ import pytest
 from kubescale.base.clock import VirtualClock
 from kubescale.kube.resources import NODES, PODS
 from kubescale.sim.apiserver.server import ApiServer
-from kubescale.sim.cluster.node_templates import NodeTemplate, build_node
 from kubescale.sim.cluster.scheduler import Scheduler
+from tests import builders
 
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NO_VICTIMS = "No preemption victims found for incoming pod"
 
 
-def node(
-    name: str,
-    *,
-    cpu: str = "4",
-    memory: str = "8Gi",
-    pods: int = 110,
-    labels: Mapping[str, str] | None = None,
-    taints: Sequence[Mapping[str, Any]] = (),
-    zone: str = "zone-a",
-    unschedulable: bool = False,
-) -> dict[str, Any]:
-    template = NodeTemplate(
-        instance_type="test", cpu=cpu, memory=memory, pods=pods, taints=tuple(taints)
-    )
-    obj = build_node(
-        name=name,
-        template=template,
-        zone=zone,
-        provider_id=f"sim://{name}",
-        address="10.0.0.1",
-        labels=labels,
-        ready_since="2026-01-01T00:00:00Z",
-    )
-    if unschedulable:
-        obj["spec"]["unschedulable"] = True
-    return obj
+node = builders.nodes.sim_node
+"""A simulated node (``test`` instance type: 4 CPUs, 8Gi, 110 pods by default)."""
 
 
 def container(
@@ -62,25 +39,9 @@ def container(
     return body
 
 
-def pod(
-    name: str,
-    *,
-    cpu: str | None = None,
-    memory: str | None = None,
-    namespace: str = "default",
-    labels: Mapping[str, str] | None = None,
-    node_name: str | None = None,
-    **spec: Any,
-) -> dict[str, Any]:
-    body: dict[str, Any] = {"containers": [container(cpu=cpu, memory=memory)], **spec}
-    if node_name:
-        body["nodeName"] = node_name
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})},
-        "spec": body,
-    }
+pod = functools.partial(builders.pods.pod, labels={}, containers=[container()])
+"""A pod (``default`` namespace, no labels) of one container ``app`` running ``nginx`` with no
+requests; ``containers=[container(cpu=…)]`` for requests, ``spec`` for further fields."""
 
 
 @dataclass(frozen=True)
@@ -124,72 +85,82 @@ def running(p: dict[str, Any], phase: str = "Running") -> dict[str, Any]:
 
 
 RESOURCES = [
-    Case("cpu fits", [node("n1")], pod("p", cpu="3"), "n1"),
+    Case("cpu fits", [node(name="n1")], pod(name="p", containers=[container(cpu="3")]), "n1"),
     Case(
         "cpu too big",
-        [node("n1")],
-        pod("p", cpu="5"),
+        [node(name="n1")],
+        pod(name="p", containers=[container(cpu="5")]),
         unfit(1, "1 Insufficient cpu", f"1 {NO_VICTIMS}"),
     ),
     Case(
         "memory too big",
-        [node("n1", memory="8Gi")],
-        pod("p", memory="9Gi"),
+        [node(name="n1", memory="8Gi")],
+        pod(name="p", containers=[container(memory="9Gi")]),
         unfit(1, "1 Insufficient memory", f"1 {NO_VICTIMS}"),
     ),
     Case(
         "both too big: every insufficient resource is a reason",
-        [node("n1")],
-        pod("p", cpu="5", memory="9Gi"),
+        [node(name="n1")],
+        pod(name="p", containers=[container(cpu="5", memory="9Gi")]),
         unfit(1, "1 Insufficient cpu, 1 Insufficient memory", f"1 {NO_VICTIMS}"),
     ),
     Case(
         "an init container larger than the containers sets the request",
-        [node("n1")],
-        pod("p", cpu="1", initContainers=[container("init", cpu="5")]),
+        [node(name="n1")],
+        pod(
+            name="p",
+            containers=[container(cpu="1")],
+            spec={"initContainers": [container("init", cpu="5")]},
+        ),
         unfit(1, "1 Insufficient cpu", f"1 {NO_VICTIMS}"),
     ),
     Case(
         "an init container smaller than the containers does not add",
-        [node("n1")],
-        pod("p", cpu="3", initContainers=[container("init", cpu="2")]),
+        [node(name="n1")],
+        pod(
+            name="p",
+            containers=[container(cpu="3")],
+            spec={"initContainers": [container("init", cpu="2")]},
+        ),
         "n1",
     ),
     Case(
         "a sidecar (restartPolicy Always) adds to the containers",
-        [node("n1")],
+        [node(name="n1")],
         pod(
-            "p",
-            cpu="3",
-            initContainers=[{**container("proxy", cpu="2"), "restartPolicy": "Always"}],
+            name="p",
+            containers=[container(cpu="3")],
+            spec={"initContainers": [{**container("proxy", cpu="2"), "restartPolicy": "Always"}]},
         ),
         unfit(1, "1 Insufficient cpu", f"1 {NO_VICTIMS}"),
     ),
     Case(
         "requests of pods already on the node count",
-        [node("n1")],
-        pod("p", cpu="2"),
+        [node(name="n1")],
+        pod(name="p", containers=[container(cpu="2")]),
         unfit(1, "1 Insufficient cpu", f"1 {NO_VICTIMS}"),
-        existing=[pod("old", cpu="3", node_name="n1")],
+        existing=[pod(name="old", node_name="n1", containers=[container(cpu="3")])],
     ),
     Case(
         "a finished pod frees its requests",
-        [node("n1")],
-        pod("p", cpu="2"),
+        [node(name="n1")],
+        pod(name="p", containers=[container(cpu="2")]),
         "n1",
-        existing=[running(pod("old", cpu="3", node_name="n1"), "Succeeded")],
+        existing=[
+            running(pod(name="old", node_name="n1", containers=[container(cpu="3")]), "Succeeded")
+        ],
     ),
     Case(
         "pods per node: the node's allocatable pods",
-        [node("n1", pods=2)],
-        pod("p"),
+        [node(name="n1", pods=2)],
+        pod(name="p"),
         unfit(1, "1 Too many pods", f"1 {NO_VICTIMS}"),
-        existing=[pod("a", node_name="n1"), pod("b", node_name="n1")],
+        existing=[pod(name="a", node_name="n1"), pod(name="b", node_name="n1")],
     ),
     Case(
         "a pod without requests fits any node with a pod slot",
-        [node("n1", cpu="100m", memory="1Mi")],
-        pod("p"),
+        [node(name="n1", cpu="100m", memory="1Mi")],
+        pod(name="p"),
         "n1",
     ),
 ]
@@ -207,68 +178,77 @@ GPU = taint("dedicated", "gpu", "NoSchedule")
 UNTOLERATED_GPU = unfit(1, "1 node(s) had untolerated taint {dedicated: gpu}", f"1 {NOT_HELPFUL}")
 
 TAINTS = [
-    Case("untolerated NoSchedule", [node("n1", taints=[GPU])], pod("p"), UNTOLERATED_GPU),
+    Case("untolerated NoSchedule", [node(name="n1", taints=[GPU])], pod(name="p"), UNTOLERATED_GPU),
     Case(
         "Equal with the same value",
-        [node("n1", taints=[GPU])],
+        [node(name="n1", taints=[GPU])],
         pod(
-            "p",
-            tolerations=tol(key="dedicated", operator="Equal", value="gpu", effect="NoSchedule"),
+            name="p",
+            spec={
+                "tolerations": tol(
+                    key="dedicated", operator="Equal", value="gpu", effect="NoSchedule"
+                )
+            },
         ),
         "n1",
     ),
     Case(
         "operator defaults to Equal",
-        [node("n1", taints=[GPU])],
-        pod("p", tolerations=tol(key="dedicated", value="gpu")),
+        [node(name="n1", taints=[GPU])],
+        pod(name="p", spec={"tolerations": tol(key="dedicated", value="gpu")}),
         "n1",
     ),
     Case(
         "Equal with another value",
-        [node("n1", taints=[GPU])],
-        pod("p", tolerations=tol(key="dedicated", operator="Equal", value="cpu")),
+        [node(name="n1", taints=[GPU])],
+        pod(name="p", spec={"tolerations": tol(key="dedicated", operator="Equal", value="cpu")}),
         UNTOLERATED_GPU,
     ),
     Case(
         "Exists on the key",
-        [node("n1", taints=[GPU])],
-        pod("p", tolerations=tol(key="dedicated", operator="Exists")),
+        [node(name="n1", taints=[GPU])],
+        pod(name="p", spec={"tolerations": tol(key="dedicated", operator="Exists")}),
         "n1",
     ),
     Case(
         "Exists without a key tolerates everything",
-        [node("n1", taints=[GPU, taint("x", "y", "NoExecute")])],
-        pod("p", tolerations=tol(operator="Exists")),
+        [node(name="n1", taints=[GPU, taint("x", "y", "NoExecute")])],
+        pod(name="p", spec={"tolerations": tol(operator="Exists")}),
         "n1",
     ),
     Case(
         "an effect that is not the taint's does not tolerate it",
-        [node("n1", taints=[GPU])],
-        pod("p", tolerations=tol(key="dedicated", operator="Exists", effect="NoExecute")),
+        [node(name="n1", taints=[GPU])],
+        pod(
+            name="p",
+            spec={"tolerations": tol(key="dedicated", operator="Exists", effect="NoExecute")},
+        ),
         UNTOLERATED_GPU,
     ),
     Case(
         "untolerated NoExecute",
-        [node("n1", taints=[taint("evict", "", "NoExecute")])],
-        pod("p"),
+        [node(name="n1", taints=[taint("evict", "", "NoExecute")])],
+        pod(name="p"),
         unfit(1, "1 node(s) had untolerated taint {evict: }", f"1 {NOT_HELPFUL}"),
     ),
     Case(
         "NoExecute tolerated",
-        [node("n1", taints=[taint("evict", "", "NoExecute")])],
-        pod("p", tolerations=tol(key="evict", operator="Exists", effect="NoExecute")),
+        [node(name="n1", taints=[taint("evict", "", "NoExecute")])],
+        pod(
+            name="p", spec={"tolerations": tol(key="evict", operator="Exists", effect="NoExecute")}
+        ),
         "n1",
     ),
     Case(
         "PreferNoSchedule does not filter",
-        [node("n1", taints=[taint("soft", "x", "PreferNoSchedule")])],
-        pod("p"),
+        [node(name="n1", taints=[taint("soft", "x", "PreferNoSchedule")])],
+        pod(name="p"),
         "n1",
     ),
     Case(
         "the first untolerated taint is the one reported",
-        [node("n1", taints=[GPU, taint("second", "b", "NoSchedule")])],
-        pod("p", tolerations=tol(key="dedicated", operator="Exists")),
+        [node(name="n1", taints=[GPU, taint("second", "b", "NoSchedule")])],
+        pod(name="p", spec={"tolerations": tol(key="dedicated", operator="Exists")}),
         unfit(1, "1 node(s) had untolerated taint {second: b}", f"1 {NOT_HELPFUL}"),
     ),
 ]
@@ -295,8 +275,8 @@ def expr(key: str, operator: str, *values: str) -> dict[str, Any]:
 def affinity_case(case_id: str, term: dict[str, Any], matches: bool) -> Case:
     return Case(
         case_id,
-        [node("n1", labels=GOLD)],
-        pod("p", affinity=required(term)),
+        [node(name="n1", labels=GOLD)],
+        pod(name="p", spec={"affinity": required(term)}),
         "n1" if matches else NOT_SELECTED,
     )
 
@@ -304,20 +284,20 @@ def affinity_case(case_id: str, term: dict[str, Any], matches: bool) -> Case:
 NODE_SELECTION = [
     Case(
         "nodeSelector matches",
-        [node("n1", labels={"disk": "ssd"})],
-        pod("p", nodeSelector={"disk": "ssd"}),
+        [node(name="n1", labels={"disk": "ssd"})],
+        pod(name="p", spec={"nodeSelector": {"disk": "ssd"}}),
         "n1",
     ),
     Case(
         "nodeSelector differs",
-        [node("n1", labels={"disk": "hdd"})],
-        pod("p", nodeSelector={"disk": "ssd"}),
+        [node(name="n1", labels={"disk": "hdd"})],
+        pod(name="p", spec={"nodeSelector": {"disk": "ssd"}}),
         NOT_SELECTED,
     ),
     Case(
         "nodeSelector key missing",
-        [node("n1")],
-        pod("p", nodeSelector={"disk": "ssd"}),
+        [node(name="n1")],
+        pod(name="p", spec={"nodeSelector": {"disk": "ssd"}}),
         NOT_SELECTED,
     ),
     affinity_case("In with the value", expr("tier", "In", "silver", "gold"), True),
@@ -357,14 +337,19 @@ NODE_SELECTION = [
     affinity_case("an empty term matches nothing", {}, False),
     Case(
         "terms are ORed",
-        [node("n1", labels=GOLD)],
-        pod("p", affinity=required(expr("gpu", "Exists"), expr("tier", "In", "gold"))),
+        [node(name="n1", labels=GOLD)],
+        pod(
+            name="p", spec={"affinity": required(expr("gpu", "Exists"), expr("tier", "In", "gold"))}
+        ),
         "n1",
     ),
     Case(
         "nodeSelector and affinity must both match",
-        [node("n1", labels=GOLD)],
-        pod("p", nodeSelector={"disk": "ssd"}, affinity=required(expr("tier", "Exists"))),
+        [node(name="n1", labels=GOLD)],
+        pod(
+            name="p",
+            spec={"nodeSelector": {"disk": "ssd"}, "affinity": required(expr("tier", "Exists"))},
+        ),
         NOT_SELECTED,
     ),
 ]
@@ -388,74 +373,80 @@ ZONE = "topology.kubernetes.io/zone"
 ANTI_AFFINITY = [
     Case(
         "by hostname: the node without a matching pod",
-        [node("n1"), node("n2")],
-        pod("p", labels=WEB, affinity=anti(HOST)),
+        [node(name="n1"), node(name="n2")],
+        pod(name="p", labels=WEB, spec={"affinity": anti(HOST)}),
         "n2",
-        existing=[pod("web-0", labels=WEB, node_name="n1")],
+        existing=[pod(name="web-0", labels=WEB, node_name="n1")],
     ),
     Case(
         "by hostname: every node taken",
-        [node("n1"), node("n2")],
-        pod("p", labels=WEB, affinity=anti(HOST)),
+        [node(name="n1"), node(name="n2")],
+        pod(name="p", labels=WEB, spec={"affinity": anti(HOST)}),
         unfit(2, "2 node(s) didn't match pod anti-affinity rules", f"2 {NO_VICTIMS}"),
         existing=[
-            pod("web-0", labels=WEB, node_name="n1"),
-            pod("web-1", labels=WEB, node_name="n2"),
+            pod(name="web-0", labels=WEB, node_name="n1"),
+            pod(name="web-1", labels=WEB, node_name="n2"),
         ],
     ),
     Case(
         "by zone: a node of another zone",
-        [node("n1", zone="a"), node("n2", zone="a"), node("n3", zone="b")],
-        pod("p", labels=WEB, affinity=anti(ZONE)),
+        [node(name="n1", zone="a"), node(name="n2", zone="a"), node(name="n3", zone="b")],
+        pod(name="p", labels=WEB, spec={"affinity": anti(ZONE)}),
         "n3",
-        existing=[pod("web-0", labels=WEB, node_name="n1")],
+        existing=[pod(name="web-0", labels=WEB, node_name="n1")],
     ),
     Case(
         "by zone: one zone only",
-        [node("n1", zone="a"), node("n2", zone="a")],
-        pod("p", labels=WEB, affinity=anti(ZONE)),
+        [node(name="n1", zone="a"), node(name="n2", zone="a")],
+        pod(name="p", labels=WEB, spec={"affinity": anti(ZONE)}),
         unfit(2, "2 node(s) didn't match pod anti-affinity rules", f"2 {NO_VICTIMS}"),
-        existing=[pod("web-0", labels=WEB, node_name="n1")],
+        existing=[pod(name="web-0", labels=WEB, node_name="n1")],
     ),
     Case(
         "pods of other namespaces do not count by default",
-        [node("n1")],
-        pod("p", labels=WEB, affinity=anti(HOST)),
+        [node(name="n1")],
+        pod(name="p", labels=WEB, spec={"affinity": anti(HOST)}),
         "n1",
-        existing=[pod("web-0", labels=WEB, node_name="n1", namespace="kube-system")],
+        existing=[pod(name="web-0", labels=WEB, node_name="n1", namespace="kube-system")],
     ),
     Case(
         "namespaceSelector {} covers every namespace",
-        [node("n1")],
-        pod("p", labels=WEB, affinity=anti(HOST, namespaceSelector={})),
+        [node(name="n1")],
+        pod(name="p", labels=WEB, spec={"affinity": anti(HOST, namespaceSelector={})}),
         unfit(1, "1 node(s) didn't match pod anti-affinity rules", f"1 {NO_VICTIMS}"),
-        existing=[pod("web-0", labels=WEB, node_name="n1", namespace="kube-system")],
+        existing=[pod(name="web-0", labels=WEB, node_name="n1", namespace="kube-system")],
     ),
     Case(
         "an existing pod's anti-affinity keeps the new pod away",
-        [node("n1"), node("n2")],
-        pod("p", labels=WEB),
+        [node(name="n1"), node(name="n2")],
+        pod(name="p", labels=WEB),
         "n2",
-        existing=[pod("guard", labels={"app": "db"}, node_name="n1", affinity=anti(HOST))],
+        existing=[
+            pod(name="guard", labels={"app": "db"}, node_name="n1", spec={"affinity": anti(HOST)})
+        ],
     ),
     Case(
         "an existing pod's anti-affinity, no other node",
-        [node("n1")],
-        pod("p", labels=WEB),
+        [node(name="n1")],
+        pod(name="p", labels=WEB),
         unfit(1, "1 node(s) didn't satisfy existing pods anti-affinity rules", f"1 {NO_VICTIMS}"),
-        existing=[pod("guard", labels={"app": "db"}, node_name="n1", affinity=anti(HOST))],
+        existing=[
+            pod(name="guard", labels={"app": "db"}, node_name="n1", spec={"affinity": anti(HOST)})
+        ],
     ),
     Case(
         "required pod affinity: the first pod of a self-affine group goes anywhere",
-        [node("n1")],
+        [node(name="n1")],
         pod(
-            "p",
+            name="p",
             labels=WEB,
-            affinity={
-                "podAffinity": {
-                    "requiredDuringSchedulingIgnoredDuringExecution": [
-                        {"labelSelector": {"matchLabels": WEB}, "topologyKey": HOST}
-                    ]
+            spec={
+                "affinity": {
+                    "podAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": [
+                            {"labelSelector": {"matchLabels": WEB}, "topologyKey": HOST}
+                        ]
+                    }
                 }
             },
         ),
@@ -466,25 +457,27 @@ ANTI_AFFINITY = [
 CORDONED = [
     Case(
         "a cordoned node",
-        [node("n1", unschedulable=True)],
-        pod("p"),
+        [node(name="n1", unschedulable=True)],
+        pod(name="p"),
         unfit(1, "1 node(s) were unschedulable", f"1 {NOT_HELPFUL}"),
     ),
     Case(
         "tolerating node.kubernetes.io/unschedulable",
-        [node("n1", unschedulable=True)],
+        [node(name="n1", unschedulable=True)],
         pod(
-            "p",
-            tolerations=tol(
-                key="node.kubernetes.io/unschedulable", operator="Exists", effect="NoSchedule"
-            ),
+            name="p",
+            spec={
+                "tolerations": tol(
+                    key="node.kubernetes.io/unschedulable", operator="Exists", effect="NoSchedule"
+                )
+            },
         ),
         "n1",
     ),
     Case(
         "the cordoned node is skipped for another",
-        [node("n1", unschedulable=True), node("n2")],
-        pod("p"),
+        [node(name="n1", unschedulable=True), node(name="n2")],
+        pod(name="p"),
         "n2",
     ),
 ]
@@ -493,11 +486,11 @@ MIXED = [
     Case(
         "upstream's example: one tainted node, two too small",
         [
-            node("n1", taints=[taint("machine-check-exception", "memory", "NoSchedule")]),
-            node("n2", cpu="1"),
-            node("n3", cpu="1"),
+            node(name="n1", taints=[taint("machine-check-exception", "memory", "NoSchedule")]),
+            node(name="n2", cpu="1"),
+            node(name="n3", cpu="1"),
         ],
-        pod("p", cpu="2"),
+        pod(name="p", containers=[container(cpu="2")]),
         unfit(
             3,
             "1 node(s) had untolerated taint {machine-check-exception: memory}, 2 Insufficient cpu",
@@ -506,8 +499,8 @@ MIXED = [
     ),
     Case(
         "the first failing plugin decides a node's reason",
-        [node("n1", taints=[GPU], cpu="1"), node("n2", unschedulable=True, cpu="1")],
-        pod("p", cpu="2"),
+        [node(name="n1", taints=[GPU], cpu="1"), node(name="n2", unschedulable=True, cpu="1")],
+        pod(name="p", containers=[container(cpu="2")]),
         unfit(
             2,
             "1 node(s) had untolerated taint {dedicated: gpu}, 1 node(s) were unschedulable",
@@ -551,9 +544,9 @@ async def test_least_allocated_prefers_the_emptier_node_and_ties_go_by_name() ->
     clock = VirtualClock()
     api = ApiServer(clock=clock, crd_dirs=[])
     for name in ("n3", "n2", "n1"):
-        api.store.create(node(name))
-    api.store.create(pod("busy", cpu="3", node_name="n1"))
-    api.store.create(pod("p", cpu="500m"))
+        api.store.create(node(name=name))
+    api.store.create(pod(name="busy", node_name="n1", containers=[container(cpu="3")]))
+    api.store.create(pod(name="p", containers=[container(cpu="500m")]))
     await Scheduler(api).step(clock.now())
     # n1 is 3/4 used; n2 and n3 are empty and score the same: n2 comes first by name
     assert api.store.get(PODS, "p", "default")["spec"]["nodeName"] == "n2"
@@ -562,7 +555,7 @@ async def test_least_allocated_prefers_the_emptier_node_and_ties_go_by_name() ->
 async def test_no_nodes() -> None:
     clock = VirtualClock()
     api = ApiServer(clock=clock, crd_dirs=[])
-    api.store.create(pod("p"))
+    api.store.create(pod(name="p"))
     await Scheduler(api).step(clock.now())
     (condition,) = api.store.get(PODS, "p", "default")["status"]["conditions"]
     assert condition["reason"] == "Unschedulable"
@@ -590,38 +583,44 @@ def spread_by(key: str, max_skew: int = 1, **extra: Any) -> list[dict[str, Any]]
 PORTS_AND_SPREAD = [
     Case(
         "host port: the node where it is free",
-        [node("n1"), node("n2")],
-        with_host_port(pod("p"), 80),
+        [node(name="n1"), node(name="n2")],
+        with_host_port(pod(name="p"), 80),
         "n2",
-        existing=[with_host_port(pod("holder", node_name="n1"), 80)],
+        existing=[with_host_port(pod(name="holder", node_name="n1"), 80)],
     ),
     Case(
         "host port: taken on the only node (NodePorts, Unschedulable)",
-        [node("n1")],
-        with_host_port(pod("p"), 80),
-        unfit(1, "1 node(s) didn't have free ports for the requested pod ports", f"1 {NO_VICTIMS}"),
-        existing=[with_host_port(pod("holder", node_name="n1"), 80)],
+        [node(name="n1")],
+        with_host_port(pod(name="p"), 80),
+        unfit(
+            1,
+            "1 node(s) didn't have free ports for the requested pod ports",
+            f"1 {NO_VICTIMS}",
+        ),
+        existing=[with_host_port(pod(name="holder", node_name="n1"), 80)],
     ),
     Case(
         # hostname domains n1 1, n2 0: n1 1+1-0 = 2 > 1, n2 0+1-0 = 1
         "hostname spread: the emptier domain",
-        [node("n1"), node("n2")],
-        pod("p", labels=WEB, topologySpreadConstraints=spread_by(HOST)),
+        [node(name="n1"), node(name="n2")],
+        pod(name="p", labels=WEB, spec={"topologySpreadConstraints": spread_by(HOST)}),
         "n2",
-        existing=[pod("web-0", labels=WEB, node_name="n1")],
+        existing=[pod(name="web-0", labels=WEB, node_name="n1")],
     ),
     Case(
         # one domain (n1: 1) < minDomains 2 → min 0: 1+1-0 = 2 > 1
         "minDomains above the domains there are",
-        [node("n1")],
-        pod("p", labels=WEB, topologySpreadConstraints=spread_by(HOST, minDomains=2)),
+        [node(name="n1")],
+        pod(
+            name="p", labels=WEB, spec={"topologySpreadConstraints": spread_by(HOST, minDomains=2)}
+        ),
         unfit(1, "1 node(s) didn't match pod topology spread constraints", f"1 {NO_VICTIMS}"),
-        existing=[pod("web-0", labels=WEB, node_name="n1")],
+        existing=[pod(name="web-0", labels=WEB, node_name="n1")],
     ),
     Case(
         "a node without the topology key (UnschedulableAndUnresolvable)",
-        [node("n1")],
-        pod("p", labels=WEB, topologySpreadConstraints=spread_by("rack")),
+        [node(name="n1")],
+        pod(name="p", labels=WEB, spec={"topologySpreadConstraints": spread_by("rack")}),
         unfit(
             1,
             "1 node(s) didn't match pod topology spread constraints (missing required label)",

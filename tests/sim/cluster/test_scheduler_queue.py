@@ -16,7 +16,6 @@ from kubescale.base.clock import VirtualClock
 from kubescale.kube.client import connect
 from kubescale.kube.resources import NODES, PODS, PRIORITY_CLASSES
 from kubescale.sim.apiserver.server import ApiServer
-from kubescale.sim.cluster.node_templates import NodeTemplate, build_node
 from kubescale.sim.cluster.scheduler import Scheduler
 from tests import builders
 
@@ -31,15 +30,8 @@ ONE_CPU_NODE_FULL = (
 )
 
 
-def node(name: str, *, cpu: str = "1", taints: tuple[dict[str, str], ...] = ()) -> dict[str, Any]:
-    return build_node(
-        name=name,
-        template=NodeTemplate(instance_type="small", cpu=cpu, memory="4Gi", taints=taints),
-        zone="zone-a",
-        provider_id=f"sim://{name}",
-        address="10.0.0.1",
-        ready_since="2026-01-01T00:00:00Z",
-    )
+node = functools.partial(builders.nodes.sim_node, instance_type="small", cpu="1", memory="4Gi")
+"""A simulated ``small`` node: 1 CPU, 4Gi."""
 
 
 def where(api: ApiServer, name: str) -> str | None:
@@ -56,7 +48,7 @@ def scheduled_condition(api: ApiServer, name: str) -> dict[str, Any]:
 async def test_higher_priority_binds_first_even_if_younger() -> None:
     clock = VirtualClock()
     api = ApiServer(clock=clock, crd_dirs=[])
-    api.store.create(node("n1"))
+    api.store.create(node(name="n1"))
     api.store.create(POD(name="old-low", spec={"priority": 0}))
     await clock.advance(10)
     api.store.create(POD(name="new-high", spec={"priority": 1000}))
@@ -69,7 +61,7 @@ async def test_higher_priority_binds_first_even_if_younger() -> None:
 async def test_equal_priority_binds_the_older_pod_first() -> None:
     clock = VirtualClock()
     api = ApiServer(clock=clock, crd_dirs=[])
-    api.store.create(node("n1"))
+    api.store.create(node(name="n1"))
     api.store.create(POD(name="b-older"))
     await clock.advance(10)
     api.store.create(POD(name="a-younger"))
@@ -91,7 +83,7 @@ async def test_priority_class_names_and_the_global_default_resolve_to_values() -
             }
         )
     assert len(api.store.list(PRIORITY_CLASSES)) == 2
-    api.store.create(node("n1", cpu="2"))
+    api.store.create(node(name="n1", cpu="2"))
     api.store.create(POD(name="first-no-class"))  # the global default: 10
     await clock.advance(1)
     api.store.create(POD(name="second-critical", spec={"priorityClassName": "critical"}))
@@ -107,7 +99,7 @@ async def test_unschedulable_condition_written_once_then_replaced_by_the_binding
     clock = VirtualClock()
     api = ApiServer(clock=clock, crd_dirs=[])
     scheduler = Scheduler(api)
-    api.store.create(node("n1"))
+    api.store.create(node(name="n1"))
     api.store.create(POD(name="hog"))
     await scheduler.step(clock.now())
     api.store.create(POD(name="waiting"))
@@ -127,7 +119,7 @@ async def test_unschedulable_condition_written_once_then_replaced_by_the_binding
     assert api.store.resource_version == version  # same verdict: nothing written
 
     api.store.create(
-        node("n0-tainted", taints=({"key": "k", "value": "v", "effect": "NoSchedule"},))
+        node(name="n0-tainted", taints=({"key": "k", "value": "v", "effect": "NoSchedule"},))
     )
     await scheduler.step(clock.now())
     assert scheduled_condition(api, "waiting")["message"] == (
@@ -137,7 +129,7 @@ async def test_unschedulable_condition_written_once_then_replaced_by_the_binding
     )
 
     await clock.advance(60)
-    api.store.create(node("n2"))
+    api.store.create(node(name="n2"))
     await scheduler.step(clock.now())
     assert where(api, "waiting") == "n2"
     assert scheduled_condition(api, "waiting") == {
@@ -152,7 +144,7 @@ async def test_unschedulable_condition_written_once_then_replaced_by_the_binding
 async def test_preemption_policy_never_is_not_eligible() -> None:
     clock = VirtualClock()
     api = ApiServer(clock=clock, crd_dirs=[])
-    api.store.create(node("n1"))
+    api.store.create(node(name="n1"))
     api.store.create(
         POD(
             name="big",
@@ -170,7 +162,7 @@ async def test_preemption_policy_never_is_not_eligible() -> None:
 async def test_pods_of_other_schedulers_gated_or_deleting_are_left_alone() -> None:
     clock = VirtualClock()
     api = ApiServer(clock=clock, crd_dirs=[])
-    api.store.create(node("n1", cpu="8"))
+    api.store.create(node(name="n1", cpu="8"))
     api.store.create(POD(name="other", spec={"schedulerName": "my-scheduler"}))
     api.store.create(POD(name="gated", spec={"schedulingGates": [{"name": "example.com/wait"}]}))
     api.store.create(POD(name="mine"))
@@ -187,7 +179,7 @@ async def test_bindings_are_what_api_clients_read(tmp_path: Path) -> None:
     async with ApiServer(clock=clock, crd_dirs=[]) as api:
         api.write_kubeconfig(tmp_path / "kubeconfig")
         async with await connect(kubeconfig=tmp_path / "kubeconfig", clock=clock) as kube:
-            await kube.create(NODES, node("n1", cpu="2"))
+            await kube.create(NODES, node(name="n1", cpu="2"))
             await kube.create(PODS, POD(name="web"), namespace="default")
             await Scheduler(api).step(clock.now())
             read = await kube.get(PODS, "web", namespace="default")

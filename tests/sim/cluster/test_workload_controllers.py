@@ -34,6 +34,7 @@ from kubescale.sim.apiserver.store import PreparedUpdate
 from kubescale.sim.cluster.usage_models import POD_INDEX_ANNOTATION, RUN_SECONDS_ANNOTATION
 from kubescale.sim.cluster.workload_controllers import WorkloadControllers
 from kubescale.sim.cluster.workload_pods import controller_ref, is_active, parse_timestamp
+from tests import builders
 from tests.sim.apiserver.test_admission import (
     SERVICE,
     SERVICE_NAMESPACE,
@@ -216,7 +217,7 @@ async def cluster() -> AsyncIterator[SimCluster]:
         controllers.close()
 
 
-def deployment(
+def web_deployment(
     name: str = "web",
     *,
     replicas: int = 3,
@@ -224,23 +225,21 @@ def deployment(
     strategy: dict[str, Any] | None = None,
     **spec: Any,
 ) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}, "annotations": {"team": "blue"}},
-                "spec": {"containers": [{"name": "app", "image": image}]},
-            },
-            **spec,
-        },
-    }
-    if strategy is not None:
-        body["spec"]["strategy"] = strategy
-    return body
+    """Deployment ``name`` of ``replicas`` pods labelled ``app: name`` (template annotated
+    ``team: blue``, one container ``app`` running ``image``), ``strategy`` and further
+    ``spec`` fields when given, over the shared builders."""
+    labels = {"app": name}
+    return builders.workloads.deployment(
+        name=name,
+        replicas=replicas,
+        match_labels=labels,
+        template=builders.workloads.pod_template(
+            labels=labels,
+            annotations={"team": "blue"},
+            containers=[builders.pods.container(image=image)],
+        ),
+        spec={**spec, **({"strategy": strategy} if strategy is not None else {})},
+    )
 
 
 def with_image(obj: dict[str, Any], image: str) -> dict[str, Any]:
@@ -266,7 +265,7 @@ def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
 
 async def test_a_quiet_cluster_costs_no_writes_and_no_syncs(cluster: SimCluster) -> None:
     for name in ("a", "b", "c"):
-        cluster.create(deployment(name, replicas=4))
+        cluster.create(web_deployment(name, replicas=4))
     await cluster.step(3)
     revision, syncs = cluster.api.store.resource_version, cluster.controllers.syncs
     await cluster.step(30)
@@ -277,8 +276,8 @@ async def test_a_quiet_cluster_costs_no_writes_and_no_syncs(cluster: SimCluster)
 async def test_deleting_a_deployment_collects_its_replica_sets_and_pods(
     cluster: SimCluster,
 ) -> None:
-    cluster.create(deployment(replicas=2))
-    cluster.create(deployment("other", replicas=1))
+    cluster.create(web_deployment(replicas=2))
+    cluster.create(web_deployment("other", replicas=1))
     await cluster.step(2)
     cluster.api.store.delete(DEPLOYMENTS, "web", "default")
     await cluster.step()
@@ -302,7 +301,7 @@ async def test_pods_are_created_through_the_admission_chain(
     cluster.create(
         configuration("deny", webhook("deny.example.com", "/deny", ca=ca), validating=True)
     )
-    cluster.create(deployment(replicas=2))
+    cluster.create(web_deployment(replicas=2))
     await cluster.step()
     assert cluster.pods() == []  # denied: retried next step
     cluster.api.store.delete(VALIDATING_WEBHOOK_CONFIGURATIONS, "deny")
@@ -313,7 +312,7 @@ async def test_pods_are_created_through_the_admission_chain(
 
 
 async def test_nodes_do_not_wake_deployments(cluster: SimCluster) -> None:
-    cluster.create(deployment(replicas=1))
+    cluster.create(web_deployment(replicas=1))
     await cluster.step(2)
     syncs = cluster.controllers.syncs
     cluster.add_node("node-b")

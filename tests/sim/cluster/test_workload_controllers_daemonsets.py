@@ -3,11 +3,13 @@ tolerations, node selectors, nodes coming and going, rolling updates."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from kubescale.kube.resources import DAEMON_SETS, NODES
 from kubescale.sim.cluster.daemon_sets import DAEMON_TOLERATIONS, target_node
 from kubescale.sim.cluster.usage_models import WORKLOAD_LABEL
+from tests import builders
 from tests.sim.cluster.test_workload_controllers import SimCluster, cluster, with_image
 
 __all__ = ["cluster"]
@@ -15,19 +17,21 @@ __all__ = ["cluster"]
 GPU_TAINT = {"key": "gpu", "value": "true", "effect": "NoSchedule"}
 
 
-def daemon_set(**template_spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {"name": "agent", "namespace": "default"},
-        "spec": {
-            "selector": {"matchLabels": {"app": "agent"}},
-            "template": {
-                "metadata": {"labels": {"app": "agent"}},
-                "spec": {"containers": [{"name": "agent", "image": "agent:1"}], **template_spec},
-            },
-        },
-    }
+def agent_template(**spec: Any) -> dict[str, Any]:
+    """The agent's pod template: ``app: agent``, one container ``agent:1``, ``spec`` added."""
+    return builders.workloads.pod_template(
+        labels={"app": "agent"},
+        containers=[builders.pods.container("agent", image="agent:1")],
+        spec=spec,
+    )
+
+
+daemon_set = functools.partial(
+    builders.workloads.daemon_set,
+    name="agent",
+    match_labels={"app": "agent"},
+    template=agent_template(),
+)
 
 
 def placement(cluster: SimCluster) -> dict[str, int]:
@@ -83,7 +87,7 @@ async def test_a_toleration_admits_the_tainted_node(cluster: SimCluster) -> None
     cluster.add_node("node-1")
     cluster.add_node("gpu-1", taints=[GPU_TAINT])
     toleration = {"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
-    cluster.create(daemon_set(tolerations=[toleration]))
+    cluster.create(daemon_set(template=agent_template(tolerations=[toleration])))
     await cluster.controllers_only()
     assert placement(cluster) == {"node-1": 1, "gpu-1": 1}
 
@@ -115,7 +119,7 @@ async def test_new_nodes_get_a_pod_and_removed_nodes_lose_it(cluster: SimCluster
 async def test_node_selector_and_label_changes(cluster: SimCluster) -> None:
     cluster.add_node("node-1", labels={"disk": "ssd"})
     cluster.add_node("node-2", labels={"disk": "hdd"})
-    cluster.create(daemon_set(nodeSelector={"disk": "ssd"}))
+    cluster.create(daemon_set(template=agent_template(nodeSelector={"disk": "ssd"})))
     await cluster.step(2)
     assert placement(cluster) == {"node-1": 1}
     node = cluster.get(NODES, "node-2", None)

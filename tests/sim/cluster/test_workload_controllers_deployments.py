@@ -15,8 +15,8 @@ from tests.sim.cluster.test_workload_controllers import (
     SimCluster,
     cluster,
     condition,
-    deployment,
     indexes,
+    web_deployment,
 )
 
 __all__ = ["cluster"]
@@ -25,7 +25,7 @@ __all__ = ["cluster"]
 async def test_deployment_creates_a_replica_set_and_labelled_owned_pods(
     cluster: SimCluster,
 ) -> None:
-    d = cluster.create(deployment(replicas=3))
+    d = cluster.create(web_deployment(replicas=3))
     await cluster.controllers_only()
     [rs] = cluster.owned(d, REPLICA_SETS)
     pod_hash = rs["metadata"]["labels"]["pod-template-hash"]
@@ -76,7 +76,7 @@ async def test_deployment_creates_a_replica_set_and_labelled_owned_pods(
 
 
 async def test_status_follows_the_pods_and_the_rollout_completes(cluster: SimCluster) -> None:
-    cluster.create(deployment(replicas=2))
+    cluster.create(web_deployment(replicas=2))
     await cluster.step()  # controllers create, the kubelet starts the pods
     status = cluster.get(DEPLOYMENTS, "web")["status"]
     assert status.get("readyReplicas", 0) == 0  # the kubelet ran after the controllers
@@ -114,7 +114,7 @@ async def test_status_follows_the_pods_and_the_rollout_completes(cluster: SimClu
 
 
 async def test_the_scale_subresource_changes_the_pod_count(cluster: SimCluster) -> None:
-    cluster.create(deployment(replicas=2))
+    cluster.create(web_deployment(replicas=2))
     await cluster.step(2)
     configuration_ = client.Configuration()
     load: Any = config.load_kube_config_from_dict
@@ -136,7 +136,7 @@ async def test_the_scale_subresource_changes_the_pod_count(cluster: SimCluster) 
 
 
 async def test_a_deleted_or_evicted_pod_is_replaced(cluster: SimCluster) -> None:
-    cluster.create(deployment(replicas=3))
+    cluster.create(web_deployment(replicas=3))
     await cluster.step(2)
     victim = cluster.pods()[0]["metadata"]["name"]
     cluster.api.store.delete(PODS, victim, "default")  # graceful: the pod is bound
@@ -165,7 +165,7 @@ async def test_a_deleted_or_evicted_pod_is_replaced(cluster: SimCluster) -> None
 async def test_min_ready_seconds_delays_availability_without_other_events(
     cluster: SimCluster,
 ) -> None:
-    cluster.create(deployment(replicas=2, minReadySeconds=150))
+    cluster.create(web_deployment(replicas=2, minReadySeconds=150))
     await cluster.step(2)
     d = cluster.get(DEPLOYMENTS, "web")
     assert d["status"]["readyReplicas"] == 2
@@ -179,7 +179,7 @@ async def test_min_ready_seconds_delays_availability_without_other_events(
 
 async def test_a_rollout_without_progress_times_out(cluster: SimCluster) -> None:
     cluster.kubelet.stuck.add("nginx:broken")
-    cluster.create(deployment(replicas=1, image="nginx:broken", progressDeadlineSeconds=300))
+    cluster.create(web_deployment(replicas=1, image="nginx:broken", progressDeadlineSeconds=300))
     await cluster.step()
     [rs] = cluster.owned(cluster.get(DEPLOYMENTS, "web"), REPLICA_SETS)
     progressing = condition(cluster.get(DEPLOYMENTS, "web"), "Progressing")

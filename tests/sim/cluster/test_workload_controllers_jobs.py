@@ -3,6 +3,7 @@ pod-failure backoff, Indexed completion, activeDeadlineSeconds, suspend."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
@@ -13,28 +14,31 @@ from kubescale.sim.cluster.usage_models import (
     RUN_SECONDS_ANNOTATION,
     WORKLOAD_LABEL,
 )
+from tests import builders
 from tests.sim.cluster.test_workload_controllers import SimCluster, cluster, condition
 
 __all__ = ["cluster"]
 
 
-def job(*, image: str = "batch:1", run_seconds: int | None = 150, **spec: Any) -> dict[str, Any]:
-    annotations = {RUN_SECONDS_ANNOTATION: str(run_seconds)} if run_seconds is not None else {}
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": "report", "namespace": "default", "annotations": annotations},
-        "spec": {
-            "template": {
-                "metadata": {"labels": {"app": "report"}},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [{"name": "main", "image": image}],
-                },
-            },
-            **spec,
-        },
-    }
+def report_template(image: str = "batch:1") -> dict[str, Any]:
+    """The report's pod template: ``app: report``, ``restartPolicy: Never``, container
+    ``main`` running ``image``."""
+    return builders.workloads.pod_template(
+        labels={"app": "report"},
+        containers=[builders.pods.container("main", image=image)],
+        spec={"restartPolicy": "Never"},
+    )
+
+
+def run_seconds(seconds: int) -> dict[str, str]:
+    """The annotation that makes each simulated pod of the Job run ``seconds``."""
+    return {RUN_SECONDS_ANNOTATION: str(seconds)}
+
+
+job = functools.partial(
+    builders.workloads.job, name="report", annotations=run_seconds(150), template=report_template()
+)
+"""Job ``report``: its pods run 150 s each."""
 
 
 def phases(cluster: SimCluster) -> dict[str, int]:
@@ -55,7 +59,7 @@ async def test_a_job_completes_after_the_run_time_with_completions_and_paralleli
     spec: dict[str, Any] = {"parallelism": parallelism}
     if completions is not None:
         spec["completions"] = completions
-    created = cluster.create(job(**spec))
+    created = cluster.create(job(spec=spec))
     most_active = 0
     steps = 0
     while steps < 20 and not cluster.get(JOBS, "report").get("status", {}).get("completionTime"):
@@ -94,7 +98,7 @@ async def test_a_job_completes_after_the_run_time_with_completions_and_paralleli
 
 async def test_failures_beyond_the_backoff_limit_fail_the_job(cluster: SimCluster) -> None:
     cluster.kubelet.failing.add("batch:broken")
-    cluster.create(job(image="batch:broken", backoffLimit=2))
+    cluster.create(job(template=report_template("batch:broken"), spec={"backoffLimit": 2}))
     created_at: list[float] = []
     seen: set[str] = set()
     for _ in range(12):
@@ -118,7 +122,7 @@ async def test_failures_beyond_the_backoff_limit_fail_the_job(cluster: SimCluste
 
 
 async def test_indexed_jobs_run_every_index_once(cluster: SimCluster) -> None:
-    cluster.create(job(completions=4, parallelism=2, completionMode="Indexed"))
+    cluster.create(job(spec={"completions": 4, "parallelism": 2, "completionMode": "Indexed"}))
     await cluster.controllers_only()
     first = sorted(
         p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
@@ -139,7 +143,9 @@ async def test_indexed_jobs_run_every_index_once(cluster: SimCluster) -> None:
 
 
 async def test_the_active_deadline_ends_a_long_job(cluster: SimCluster) -> None:
-    cluster.create(job(run_seconds=3600, activeDeadlineSeconds=200, parallelism=2))
+    cluster.create(
+        job(annotations=run_seconds(3600), spec={"activeDeadlineSeconds": 200, "parallelism": 2})
+    )
     await cluster.step(4)  # started at 60 s: 180 s in
     assert cluster.get(JOBS, "report")["status"]["active"] == 2
     await cluster.step()
@@ -153,7 +159,7 @@ async def test_the_active_deadline_ends_a_long_job(cluster: SimCluster) -> None:
 
 
 async def test_suspend_removes_the_active_pods_until_resumed(cluster: SimCluster) -> None:
-    cluster.create(job(run_seconds=600, parallelism=2, completions=2))
+    cluster.create(job(annotations=run_seconds(600), spec={"parallelism": 2, "completions": 2}))
     await cluster.step()
     suspended = cluster.get(JOBS, "report")
     suspended["spec"]["suspend"] = True

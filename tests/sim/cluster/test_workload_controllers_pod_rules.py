@@ -17,9 +17,10 @@ from kubescale.sim.cluster.workload_pods import (
     scaled_value,
     template_hash,
 )
+from tests import builders
 
 
-def pod(
+def ranked_pod(
     name: str,
     *,
     node: str = "n1",
@@ -29,40 +30,50 @@ def pod(
     restarts: int = 0,
     cost: str | None = None,
 ) -> dict[str, Any]:
-    annotations = {"controller.kubernetes.io/pod-deletion-cost": cost} if cost else {}
-    conditions = (
-        [{"type": "Ready", "status": "True", "lastTransitionTime": ready}]
-        if ready
-        else [{"type": "Ready", "status": "False"}]
-    )
-    return {
-        "metadata": {"name": name, "creationTimestamp": created, "annotations": annotations},
-        "spec": {"nodeName": node} if node else {},
-        "status": {
+    """A pod as the deletion order reads it (the table's columns over
+    :func:`builders.pods.pod`): node (``""``: unscheduled), phase, Ready since ``ready``
+    (``None``: not ready), creation time, restarts, pod-deletion-cost."""
+    return builders.pods.pod(
+        name=name,
+        namespace=None,
+        creation_timestamp=created,
+        annotations={"controller.kubernetes.io/pod-deletion-cost": cost} if cost else {},
+        containers=None,
+        node_name=node or None,
+        status={
             "phase": phase,
-            "conditions": conditions,
+            "conditions": [
+                builders.nodes.ready_condition(last_transition_time=ready)
+                if ready
+                else builders.nodes.ready_condition("False")
+            ],
             "containerStatuses": [{"name": "app", "restartCount": restarts}],
         },
-    }
+        api_version=None,
+    )
 
 
 @pytest.mark.parametrize(
     ("first", "second", "why"),
     [
-        (pod("a", node=""), pod("b"), "an unscheduled pod goes before a scheduled one"),
-        (pod("a", phase="Pending"), pod("b"), "Pending before Running"),
-        (pod("a", phase="Unknown"), pod("b"), "Unknown before Running"),
-        (pod("a", ready=None), pod("b"), "not ready before ready"),
-        (pod("a", cost="-5"), pod("b", cost="10"), "lower pod-deletion-cost first"),
         (
-            pod("a", ready="2026-01-01T01:00:00Z"),
-            pod("b", ready="2026-01-01T00:00:00Z"),
+            ranked_pod("a", node=""),
+            ranked_pod("b"),
+            "an unscheduled pod goes before a scheduled one",
+        ),
+        (ranked_pod("a", phase="Pending"), ranked_pod("b"), "Pending before Running"),
+        (ranked_pod("a", phase="Unknown"), ranked_pod("b"), "Unknown before Running"),
+        (ranked_pod("a", ready=None), ranked_pod("b"), "not ready before ready"),
+        (ranked_pod("a", cost="-5"), ranked_pod("b", cost="10"), "lower pod-deletion-cost first"),
+        (
+            ranked_pod("a", ready="2026-01-01T01:00:00Z"),
+            ranked_pod("b", ready="2026-01-01T00:00:00Z"),
             "ready for less time first",
         ),
-        (pod("a", restarts=3), pod("b", restarts=1), "more restarts first"),
+        (ranked_pod("a", restarts=3), ranked_pod("b", restarts=1), "more restarts first"),
         (
-            pod("a", created="2026-01-02T00:00:00Z"),
-            pod("b", created="2026-01-01T00:00:00Z"),
+            ranked_pod("a", created="2026-01-02T00:00:00Z"),
+            ranked_pod("b", created="2026-01-01T00:00:00Z"),
             "newer first",
         ),
     ],
@@ -74,7 +85,7 @@ def test_deletion_order_follows_active_pods_with_ranks(
 
 
 def test_pods_doubled_up_on_a_node_go_first() -> None:
-    crowded = [pod("a", node="n1"), pod("b", node="n1"), pod("c", node="n2")]
+    crowded = [ranked_pod("a", node="n1"), ranked_pod("b", node="n1"), ranked_pod("c", node="n2")]
     assert [p["metadata"]["name"] for p in deletion_order(crowded)][:2] == ["a", "b"]
 
 
@@ -165,4 +176,6 @@ def test_a_pod_from_a_template_is_owned_and_indexed() -> None:
     ],
 )
 def test_availability_waits_min_ready_seconds(min_ready: int, now: str, expected: bool) -> None:
-    assert is_available(pod("a"), min_ready_seconds=min_ready, now=parse_time(now)) is expected
+    assert (
+        is_available(ranked_pod("a"), min_ready_seconds=min_ready, now=parse_time(now)) is expected
+    )

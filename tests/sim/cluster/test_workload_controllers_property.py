@@ -19,7 +19,7 @@ from kubescale.sim.cluster.workload_controllers import WorkloadControllers
 from tests.sim.cluster.test_workload_controllers import (
     SimCluster,
     StandInKubelet,
-    deployment,
+    web_deployment,
     with_image,
 )
 
@@ -44,7 +44,7 @@ async def _converges(sequence: list[tuple[int, bool, int]]) -> None:
     api = ApiServer(clock=clock, crd_dirs=[], seed=3)  # in-process: no listener needed
     controllers = WorkloadControllers(api=api)
     cluster = SimCluster(api=api, clock=clock, controllers=controllers, kubelet=StandInKubelet(api))
-    cluster.create(deployment(replicas=2))
+    cluster.create(web_deployment(replicas=2))
     await cluster.step(2)
     version = 1
     try:

@@ -14,7 +14,7 @@ from tests.sim.cluster.test_workload_controllers import (
     SimCluster,
     cluster,
     condition,
-    deployment,
+    web_deployment,
     with_image,
 )
 
@@ -75,7 +75,7 @@ async def test_rolling_update_stays_within_surge_and_unavailability(
     if unavailable is not None:
         rolling["maxUnavailable"] = unavailable
     strategy = {"type": "RollingUpdate", "rollingUpdate": rolling}
-    cluster.create(deployment(replicas=replicas, strategy=strategy))
+    cluster.create(web_deployment(replicas=replicas, strategy=strategy))
     await cluster.step(2)
     assert image_counts(cluster, ready_only=True) == {"nginx:1": replicas}
     cluster.api.store.update(with_image(cluster.get(DEPLOYMENTS, "web"), "nginx:2"))
@@ -97,7 +97,7 @@ async def test_rolling_update_stays_within_surge_and_unavailability(
 
 
 async def test_recreate_stops_every_old_pod_before_starting_new_ones(cluster: SimCluster) -> None:
-    cluster.create(deployment(replicas=3, strategy={"type": "Recreate"}))
+    cluster.create(web_deployment(replicas=3, strategy={"type": "Recreate"}))
     await cluster.step(2)
     cluster.api.store.update(with_image(cluster.get(DEPLOYMENTS, "web"), "nginx:2"))
     seen: list[dict[str, int]] = []
@@ -116,7 +116,7 @@ async def test_proportional_scaling_matches_the_documented_example(cluster: SimC
     to the old ReplicaSet and 2 to the new one (11 and 7)."""
     cluster.kubelet.stuck.add("nginx:sometag")
     strategy = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 3, "maxUnavailable": 2}}
-    cluster.create(deployment(replicas=10, strategy=strategy))
+    cluster.create(web_deployment(replicas=10, strategy=strategy))
     await cluster.step(2)
     cluster.api.store.update(with_image(cluster.get(DEPLOYMENTS, "web"), "nginx:sometag"))
     await cluster.step(3)
@@ -137,7 +137,7 @@ async def test_proportional_scaling_matches_the_documented_example(cluster: SimC
 async def test_a_scale_up_without_a_rollout_goes_to_the_one_active_replica_set(
     cluster: SimCluster,
 ) -> None:
-    cluster.create(deployment(replicas=2))
+    cluster.create(web_deployment(replicas=2))
     await cluster.step(2)
     d = cluster.get(DEPLOYMENTS, "web")
     d["spec"]["replicas"] = 6
@@ -149,7 +149,7 @@ async def test_a_scale_up_without_a_rollout_goes_to_the_one_active_replica_set(
 
 
 async def test_old_replica_sets_beyond_the_history_limit_are_deleted(cluster: SimCluster) -> None:
-    cluster.create(deployment(replicas=1, revisionHistoryLimit=1))
+    cluster.create(web_deployment(replicas=1, revisionHistoryLimit=1))
     await cluster.step(2)
     for version in (2, 3, 4):
         cluster.api.store.update(with_image(cluster.get(DEPLOYMENTS, "web"), f"nginx:{version}"))
@@ -162,7 +162,7 @@ async def test_old_replica_sets_beyond_the_history_limit_are_deleted(cluster: Si
 async def test_a_rollback_reuses_the_old_replica_set_with_a_new_revision(
     cluster: SimCluster,
 ) -> None:
-    cluster.create(deployment(replicas=2))
+    cluster.create(web_deployment(replicas=2))
     await cluster.step(2)
     cluster.api.store.update(with_image(cluster.get(DEPLOYMENTS, "web"), "nginx:2"))
     await cluster.step(4)

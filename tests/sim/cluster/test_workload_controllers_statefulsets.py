@@ -2,31 +2,31 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from kubescale.kube.resources import PERSISTENT_VOLUME_CLAIMS, PODS, STATEFUL_SETS
 from kubescale.sim.cluster.usage_models import POD_INDEX_ANNOTATION, WORKLOAD_LABEL
+from tests import builders
 from tests.sim.cluster.test_workload_controllers import SimCluster, cluster, with_image
 
 __all__ = ["cluster"]
 
 
-def stateful_set(replicas: int = 3, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": {"name": "db", "namespace": "default"},
-        "spec": {
-            "replicas": replicas,
-            "serviceName": "db-headless",
-            "selector": {"matchLabels": {"app": "db"}},
-            "template": {
-                "metadata": {"labels": {"app": "db"}},
-                "spec": {"containers": [{"name": "postgres", "image": "postgres:15"}]},
-            },
-            **spec,
-        },
-    }
+DB = {"app": "db"}
+build_stateful_set = functools.partial(
+    builders.workloads.stateful_set,
+    name="db",
+    match_labels=DB,
+    template=builders.workloads.pod_template(
+        labels=DB, containers=[builders.pods.container("postgres", image="postgres:15")]
+    ),
+)
+
+
+def db_spec(**spec: Any) -> dict[str, Any]:
+    """StatefulSet ``db``'s further spec fields: its headless Service, then ``spec``."""
+    return {"serviceName": "db-headless", **spec}
 
 
 def names(cluster: SimCluster) -> list[str]:
@@ -36,7 +36,7 @@ def names(cluster: SimCluster) -> list[str]:
 async def test_ordered_ready_creates_one_pod_at_a_time_in_ordinal_order(
     cluster: SimCluster,
 ) -> None:
-    sts = cluster.create(stateful_set(replicas=3))
+    sts = cluster.create(build_stateful_set(replicas=3, spec=db_spec()))
     seen = []
     for _ in range(4):
         await cluster.step()
@@ -59,13 +59,13 @@ async def test_ordered_ready_creates_one_pod_at_a_time_in_ordinal_order(
 
 async def test_an_unready_pod_blocks_the_next_ordinal(cluster: SimCluster) -> None:
     cluster.kubelet.stuck.add("postgres:15")
-    cluster.create(stateful_set(replicas=3))
+    cluster.create(build_stateful_set(replicas=3, spec=db_spec()))
     await cluster.step(3)
     assert names(cluster) == ["db-0"]
 
 
 async def test_parallel_creates_every_pod_at_once(cluster: SimCluster) -> None:
-    cluster.create(stateful_set(replicas=3, podManagementPolicy="Parallel"))
+    cluster.create(build_stateful_set(replicas=3, spec=db_spec(podManagementPolicy="Parallel")))
     await cluster.controllers_only()
     assert names(cluster) == ["db-0", "db-1", "db-2"]
 
@@ -73,7 +73,7 @@ async def test_parallel_creates_every_pod_at_once(cluster: SimCluster) -> None:
 async def test_scale_down_removes_the_highest_ordinal_first_one_at_a_time(
     cluster: SimCluster,
 ) -> None:
-    cluster.create(stateful_set(replicas=4))
+    cluster.create(build_stateful_set(replicas=4, spec=db_spec()))
     await cluster.step(5)
     sts = cluster.get(STATEFUL_SETS, "db")
     sts["spec"]["replicas"] = 1
@@ -91,7 +91,7 @@ async def test_scale_down_removes_the_highest_ordinal_first_one_at_a_time(
 
 
 async def test_a_deleted_pod_comes_back_with_its_name(cluster: SimCluster) -> None:
-    cluster.create(stateful_set(replicas=2))
+    cluster.create(build_stateful_set(replicas=2, spec=db_spec()))
     await cluster.step(3)
     cluster.api.store.delete(PODS, "db-1", "default")
     await cluster.step(2)
@@ -105,7 +105,7 @@ async def test_volume_claim_templates_become_claims_mounted_by_the_pods(
         "metadata": {"name": "data"},
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
     }
-    cluster.create(stateful_set(replicas=2, volumeClaimTemplates=[claim]))
+    cluster.create(build_stateful_set(replicas=2, spec=db_spec(volumeClaimTemplates=[claim])))
     await cluster.step(3)
     claims = cluster.api.store.list(PERSISTENT_VOLUME_CLAIMS, namespace="default")
     assert sorted(c["metadata"]["name"] for c in claims) == ["data-db-0", "data-db-1"]
@@ -117,7 +117,7 @@ async def test_volume_claim_templates_become_claims_mounted_by_the_pods(
 
 
 async def test_rolling_update_replaces_pods_from_the_highest_ordinal(cluster: SimCluster) -> None:
-    cluster.create(stateful_set(replicas=3))
+    cluster.create(build_stateful_set(replicas=3, spec=db_spec()))
     await cluster.step(4)
     old_revision = cluster.get(STATEFUL_SETS, "db")["status"]["updateRevision"]
     cluster.api.store.update(with_image(cluster.get(STATEFUL_SETS, "db"), "postgres:16"))
@@ -137,7 +137,7 @@ async def test_rolling_update_replaces_pods_from_the_highest_ordinal(cluster: Si
 
 async def test_a_partition_keeps_the_lower_ordinals(cluster: SimCluster) -> None:
     strategy = {"type": "RollingUpdate", "rollingUpdate": {"partition": 2}}
-    cluster.create(stateful_set(replicas=3, updateStrategy=strategy))
+    cluster.create(build_stateful_set(replicas=3, spec=db_spec(updateStrategy=strategy)))
     await cluster.step(4)
     cluster.api.store.update(with_image(cluster.get(STATEFUL_SETS, "db"), "postgres:16"))
     await cluster.step(6)

@@ -11,19 +11,19 @@ from kubescale.controllers.autoscaler.cloudprovider.clusterapi_annotations impor
 )
 from kubescale.controllers.autoscaler.simulator.utilization import Utilization, go_utilization
 from kubescale.objects.machine_set import MachineSet
-from kubescale.objects.meta import ObjectMeta
+from tests.builders.cluster_api import typed_machine_set
 
 
-def machine_set(revision: str | None, spec: int | None, status: int | None = None) -> MachineSet:
-    meta: ObjectMeta = {"name": f"ms-{revision}", "namespace": "default"}
-    if revision is not None:
-        meta["annotations"] = {REVISION_ANNOTATION: revision}
-    body: MachineSet = {"metadata": meta, "spec": {}, "status": {}}
-    if spec is not None:
-        body["spec"]["replicas"] = spec
-    if status is not None:
-        body["status"]["replicas"] = status
-    return body
+def revision(name: str | None, spec: int | None, status: int | None = None) -> MachineSet:
+    """A row of the table: MachineSet ``ms-<name>`` with revision annotation ``name`` (when
+    given) and ``replicas`` in its spec and status (each when given; both always present)."""
+    return typed_machine_set(
+        name=f"ms-{name}",
+        annotations=None if name is None else {REVISION_ANNOTATION: name},
+        spec={} if spec is None else {"replicas": spec},
+        status={} if status is None else {"replicas": status},
+        api_version=None,
+    )
 
 
 @pytest.mark.parametrize(
@@ -32,23 +32,23 @@ def machine_set(revision: str | None, spec: int | None, status: int | None = Non
         # no MachineSet: not rolling out
         ([], False),
         # one MachineSet at the latest revision (3) with replicas: steady
-        ([machine_set("3", 3, 3)], False),
+        ([revision("3", 3, 3)], False),
         # revision 1 still has 2 replicas next to revision 2: rolling out
-        ([machine_set("1", 2, 2), machine_set("2", 1, 1)], True),
+        ([revision("1", 2, 2), revision("2", 1, 1)], True),
         # revision 1 scaled to 0 in spec but 1 machine left in status: still rolling out
-        ([machine_set("1", 0, 1), machine_set("2", 3, 2)], True),
+        ([revision("1", 0, 1), revision("2", 3, 2)], True),
         # revision 1 at 0 in spec and status: the rollout is over
-        ([machine_set("1", 0, 0), machine_set("2", 3, 3)], False),
+        ([revision("1", 0, 0), revision("2", 3, 3)], False),
         # latest revision is the largest integer (10 > 9), not the last string ("9" > "10")
-        ([machine_set("10", 3, 3), machine_set("9", 0, 0)], False),
-        ([machine_set("10", 0, 0), machine_set("9", 1, 1)], True),
+        ([revision("10", 3, 3), revision("9", 0, 0)], False),
+        ([revision("10", 0, 0), revision("9", 1, 1)], True),
         # a MachineSet without the annotation never equals the latest revision ("" != "0"):
         # with replicas it counts as an old one, even alone (upstream compares the strings)
-        ([machine_set(None, 2, 2)], True),
-        ([machine_set(None, 0, 0), machine_set("1", 2, 2)], False),
+        ([revision(None, 2, 2)], True),
+        ([revision(None, 0, 0), revision("1", 2, 2)], False),
         # a revision that is not an integer: upstream's ParseInt fails, the group's nodes are
         # skipped as candidates
-        ([machine_set("one", 1, 1)], True),
+        ([revision("one", 1, 1)], True),
     ],
 )
 def test_rolling_out(sets: list[MachineSet], expected: bool) -> None:

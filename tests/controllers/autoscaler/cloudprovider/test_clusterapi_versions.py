@@ -41,7 +41,7 @@ from kubescale.kube.resources import DEPLOYMENTS, MACHINE_DEPLOYMENTS
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.cluster.node_groups import MachineDeploymentGroup
 from kubescale.sim.scenario.runner import SimulationClientClock
-from tests.controllers.autoscaler.sim_harness import deployment, sim_cluster, template
+from tests.controllers.autoscaler.sim_harness import app_deployment, sim_cluster, template
 
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 V1BETA2_CRDS = Path(kubescale.sim.cluster.__file__).parent / "capi_v1beta2_crds"
@@ -286,7 +286,7 @@ async def test_the_loop_decides_nothing_without_the_cluster_api_version(tmp_path
         tmp_path,
         machine_deployments=[group],
         settings=settings,
-        objects=[deployment("burst", replicas=6, cpu="500m")],
+        objects=[app_deployment("burst", replicas=6, cpu="500m")],
     ) as cluster:
         for _ in range(6):
             await cluster.step()
@@ -321,7 +321,7 @@ async def test_scale_up_and_down_on_cluster_api_v1beta2(tmp_path: Path) -> None:
         tmp_path,
         machine_deployments=[group],
         settings=settings,
-        objects=[deployment("burst", replicas=6, cpu="500m")],
+        objects=[app_deployment("burst", replicas=6, cpu="500m")],
         crd_dirs=[V1BETA2_CRDS],
     ) as cluster:
 

@@ -26,7 +26,7 @@ from kubescale.controllers.autoscaler.clusterstate.cluster_state import (
 )
 from kubescale.controllers.autoscaler.model.node_facts import node_readiness
 from kubescale.objects.node import Node
-from tests.controllers.autoscaler.builders import NOW, group, node, snapshot
+from tests.controllers.autoscaler.builders import NOW, ca_node, group, snapshot
 
 
 def registry() -> ClusterStateRegistry:
@@ -68,7 +68,7 @@ OLD = NOW - timedelta(hours=1)  # created long before: unready means Unready, no
 )
 def test_cluster_health(total: int, unready: int, healthy: bool) -> None:
     csr = registry()
-    nodes = [node(f"n{i}", ready=i >= unready, created=OLD) for i in range(total)]
+    nodes = [ca_node(f"n{i}", ready=i >= unready, created=OLD) for i in range(total)]
     update(csr, nodes)
     assert csr.is_cluster_healthy() is healthy
 
@@ -76,7 +76,7 @@ def test_cluster_health(total: int, unready: int, healthy: bool) -> None:
 def test_young_unready_nodes_are_not_started_not_unready() -> None:
     csr = registry()
     # created 10 minutes ago, < max-node-startup-time 15m: NotStarted, not counted as unready
-    nodes = [node(f"n{i}", ready=False, created=NOW - timedelta(minutes=10)) for i in range(5)]
+    nodes = [ca_node(f"n{i}", ready=False, created=NOW - timedelta(minutes=10)) for i in range(5)]
     update(csr, nodes)
     assert len(csr.total.not_started) == 5
     assert csr.total.unready == []
@@ -84,14 +84,14 @@ def test_young_unready_nodes_are_not_started_not_unready() -> None:
 
 
 def test_startup_taint_makes_a_node_not_ready() -> None:
-    tainted = node(
+    tainted = ca_node(
         "n0",
         taints=[
             {"key": "startup-taint.cluster-autoscaler.kubernetes.io/cni", "effect": "NoSchedule"}
         ],
     )
     assert node_readiness(tainted).ready is False
-    custom = node("n1", taints=[{"key": "example.com/warming", "effect": "NoSchedule"}])
+    custom = ca_node("n1", taints=[{"key": "example.com/warming", "effect": "NoSchedule"}])
     assert node_readiness(custom).ready is True
     assert node_readiness(custom, ("example.com/warming",)).ready is False
 
@@ -131,9 +131,9 @@ def test_upcoming_nodes_come_from_target_size_against_registered_nodes(
 ) -> None:
     csr = registry()
     nodes = (
-        [node(f"a-r{i}") for i in range(ready)]
-        + [node(f"a-u{i}", ready=False, created=OLD) for i in range(unready)]
-        + [node(f"a-n{i}", ready=False, created=BOOTING) for i in range(not_started)]
+        [ca_node(f"a-r{i}") for i in range(ready)]
+        + [ca_node(f"a-u{i}", ready=False, created=OLD) for i in range(unready)]
+        + [ca_node(f"a-n{i}", ready=False, created=BOOTING) for i in range(not_started)]
     )
     extra = tuple(replace(PENDING, id=f"{PENDING.id}{i}") for i in range(pending))
     g = group("a", nodes=nodes, target=target, extra_instances=extra)
@@ -156,7 +156,7 @@ def test_upcoming_nodes_come_from_target_size_against_registered_nodes(
 
 def test_long_unregistered_instances_are_not_upcoming() -> None:
     csr = registry()
-    existing = [node("a-0")]
+    existing = [ca_node("a-0")]
     g = group("a", nodes=existing, target=3, extra_instances=(PENDING,))
     update(csr, existing, g)  # the pending machine is first seen now
     assert csr.upcoming_nodes()[0] == {"a": 2}  # 3 − 1 ready
@@ -191,7 +191,7 @@ def test_scale_up_times_out_after_max_node_provision_time() -> None:
 
 def test_fulfilled_requests_are_removed_without_effect() -> None:
     csr = registry()
-    nodes = [node("a-0"), node("a-1")]
+    nodes = [ca_node("a-0"), ca_node("a-1")]
     g = group("a", nodes=nodes)
     csr.register_scale_up(g, 2, NOW)
     assert update(csr, nodes, g, at=timedelta(minutes=3)) == []
@@ -201,7 +201,7 @@ def test_fulfilled_requests_are_removed_without_effect() -> None:
 def test_unregistered_instances_turn_long_unregistered() -> None:
     csr = registry()
     instance = Instance(id="sim://a-1", state=InstanceState.RUNNING)
-    registered = node("a-0")
+    registered = ca_node("a-0")
     g = group("a", nodes=[registered], extra_instances=[instance])
     update(csr, [registered], g)
     assert csr.per_group["a"].unregistered == ["sim://a-1"]
@@ -217,7 +217,7 @@ def test_unregistered_instances_turn_long_unregistered() -> None:
 
 def test_incorrect_size_keeps_its_first_observation() -> None:
     csr = registry()
-    nodes = [node("a-0")]
+    nodes = [ca_node("a-0")]
     # target 3 but one instance known and registered: 1 < 3 − 0 unregistered
     g = group("a", nodes=nodes, target=3)
     update(csr, nodes, g)
@@ -226,7 +226,7 @@ def test_incorrect_size_keeps_its_first_observation() -> None:
     update(csr, nodes, g, at=timedelta(minutes=5))
     assert csr.incorrect_sizes["a"].first_observed == NOW
     # a different mismatch restarts the clock
-    two = [node("a-0"), node("a-1")]
+    two = [ca_node("a-0"), ca_node("a-1")]
     update(csr, two, group("a", nodes=two, target=3), at=timedelta(minutes=6))
     assert csr.incorrect_sizes["a"].first_observed == NOW + timedelta(minutes=6)
 
@@ -246,7 +246,7 @@ def test_incorrect_size_keeps_its_first_observation() -> None:
 )
 def test_node_group_health(target: int, ready: int, unready: int, healthy: bool) -> None:
     csr = registry()
-    nodes = [node(f"a-{i}", ready=i < ready, created=OLD) for i in range(ready + unready)]
+    nodes = [ca_node(f"a-{i}", ready=i < ready, created=OLD) for i in range(ready + unready)]
     update(csr, nodes, group("a", nodes=nodes, target=target))
     assert csr.is_node_group_healthy("a") is healthy
 

@@ -26,7 +26,7 @@ from kubescale.controllers.autoscaler.clusterstate.status_configmap import (
     status_config_map,
 )
 from kubescale.controllers.autoscaler.model.node_facts import node_readiness
-from tests.controllers.autoscaler.builders import NOW, group, node, snapshot
+from tests.controllers.autoscaler.builders import NOW, ca_node, group, snapshot
 
 ZERO_TIMES = {"lastProbeTime": None, "lastTransitionTime": None}
 
@@ -87,7 +87,7 @@ def registry() -> ClusterStateRegistry:
 
 def test_status_of_a_backed_off_group_and_candidates() -> None:
     csr = registry()
-    nodes = [node("a-0"), node("a-1")]
+    nodes = [ca_node("a-0"), ca_node("a-1")]
     a = group("MachineDeployment/default/a", min_size=1, max_size=5, nodes=nodes)
     b = group("MachineDeployment/default/b", max_size=3, target=0)
     csr.update(nodes=nodes, snapshot=snapshot(a, b), readiness=node_readiness, now=NOW)
@@ -135,7 +135,7 @@ def test_status_of_a_backed_off_group_and_candidates() -> None:
 
 def test_transition_time_is_kept_while_the_status_holds() -> None:
     csr = registry()
-    nodes = [node("a-0")]
+    nodes = [ca_node("a-0")]
     a = group("a", nodes=nodes)
     history = StatusHistory()
     csr.update(nodes=nodes, snapshot=snapshot(a), readiness=node_readiness, now=NOW)

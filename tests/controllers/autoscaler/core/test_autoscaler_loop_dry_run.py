@@ -32,7 +32,12 @@ from kubescale.kube.resources import CONFIG_MAPS, MACHINE_DEPLOYMENTS, MACHINES,
 from kubescale.plans.executor import DRY_RUN_PREFIX
 from kubescale.sim.apiserver.faults import WRITE_VERBS
 from kubescale.sim.cluster.node_groups import MachineDeploymentGroup
-from tests.controllers.autoscaler.sim_harness import SimCluster, deployment, sim_cluster, template
+from tests.controllers.autoscaler.sim_harness import (
+    SimCluster,
+    app_deployment,
+    sim_cluster,
+    template,
+)
 
 ACTOR = f"{DRY_RUN_PREFIX}cluster-autoscaler"
 SMALL = MachineDeploymentGroup(
@@ -103,7 +108,7 @@ async def test_scale_up_is_printed_and_nothing_written(
         tmp_path,
         machine_deployments=[SMALL, LARGE],
         settings=SETTINGS,
-        objects=[deployment("burst", replicas=6, cpu="500m")],
+        objects=[app_deployment("burst", replicas=6, cpu="500m")],
     ) as cluster:
         await prepare(cluster, 3)
         caplog.set_level(logging.INFO, logger="kubescale.plans")

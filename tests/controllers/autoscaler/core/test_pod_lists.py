@@ -24,18 +24,18 @@ from kubescale.controllers.autoscaler.simulator.scheduling_simulation import Sch
 from kubescale.objects.pod import Pod
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
-from tests.controllers.autoscaler.builders import GI, NOW, node, pod, stamp
+from tests.controllers.autoscaler.builders import GI, NOW, ca_node, ca_pod, stamp
 
 
 def test_pods_by_schedulability() -> None:
     pods: list[Pod] = [
-        pod("bound", node_name="n"),
-        pod("pending", unschedulable=True),
-        pod("new"),  # not yet looked at by the scheduler
-        pod("done", node_name="n", phase="Succeeded"),
+        ca_pod("bound", node_name="n"),
+        ca_pod("pending", unschedulable=True),
+        ca_pod("new"),  # not yet looked at by the scheduler
+        ca_pod("done", node_name="n", phase="Succeeded"),
         {
-            **pod("leaving", unschedulable=True),
-            "metadata": {**pod("leaving")["metadata"], "deletionTimestamp": "x"},
+            **ca_pod("leaving", unschedulable=True),
+            "metadata": {**ca_pod("leaving")["metadata"], "deletionTimestamp": "x"},
         },
     ]
     result = pods_by_schedulability(pods)
@@ -46,10 +46,10 @@ def test_pods_by_schedulability() -> None:
 def test_expendable_pods_are_dropped_below_the_cutoff() -> None:
     resolver = PriorityResolver([{"metadata": {"name": "low"}, "value": -20}])
     pods = [
-        pod("default"),  # priority 0
-        pod("at-cutoff", priority=-10),  # -10 is not below -10
-        pod("below", priority=-11),
-        pod("by-class", extra_spec={"priorityClassName": "low"}),
+        ca_pod("default"),  # priority 0
+        ca_pod("at-cutoff", priority=-10),  # -10 is not below -10
+        ca_pod("below", priority=-11),
+        ca_pod("by-class", extra_spec={"priorityClassName": "low"}),
     ]
     kept = drop_expendable(pods, cutoff=-10, priority=resolver)
     assert [p["metadata"]["name"] for p in kept] == ["default", "at-cutoff"]
@@ -72,26 +72,26 @@ def test_expendable_pods_are_dropped_below_the_cutoff() -> None:
 )
 def test_young_pods(age: timedelta, delay: timedelta, annotation: str | None, kept: bool) -> None:
     annotations = {POD_SCALE_UP_DELAY_ANNOTATION: annotation} if annotation else None
-    p = pod("p", created=NOW - age, annotations=annotations)
+    p = ca_pod("p", created=NOW - age, annotations=annotations)
     assert bool(drop_young_pods([p], now=NOW, delay=delay)) is kept
 
 
 def test_all_pods_are_new() -> None:
-    assert all_pods_are_new([pod("a", created=NOW - timedelta(seconds=1))], now=NOW)
-    assert not all_pods_are_new([pod("a", created=NOW - timedelta(seconds=2))], now=NOW)
-    gpu = pod("g", created=NOW - timedelta(seconds=10))
+    assert all_pods_are_new([ca_pod("a", created=NOW - timedelta(seconds=1))], now=NOW)
+    assert not all_pods_are_new([ca_pod("a", created=NOW - timedelta(seconds=2))], now=NOW)
+    gpu = ca_pod("g", created=NOW - timedelta(seconds=10))
     gpu["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": "1"}
     assert all_pods_are_new([gpu], now=NOW)  # 10 s < 30 s for GPU pods
     assert not all_pods_are_new([], now=NOW)
 
 
 def test_filter_out_schedulable_places_by_priority() -> None:
-    snapshot = ClusterSnapshot.build(nodes=[node("n", cpu="2")], pods=[])
+    snapshot = ClusterSnapshot.build(nodes=[ca_node("n", cpu="2")], pods=[])
     journal = SnapshotJournal(snapshot)
     pods = [
-        pod("low", cpu="2", priority=0, owner=("ReplicaSet", "a")),
-        pod("high", cpu="2", priority=100, owner=("ReplicaSet", "b")),
-        pod("ds", cpu="1", owner=("DaemonSet", "agent")),
+        ca_pod("low", cpu="2", priority=0, owner=("ReplicaSet", "a")),
+        ca_pod("high", cpu="2", priority=100, owner=("ReplicaSet", "b")),
+        ca_pod("ds", cpu="1", owner=("DaemonSet", "agent")),
     ]
     left, placed = filter_out_schedulable(
         pods, simulator=SchedulingSimulator(journal), priority=PriorityResolver()
@@ -143,16 +143,16 @@ def test_pods_of_draining_nodes_count_each_pod_once() -> None:
     """Pods still on a node being drained need room elsewhere; one already evicted
     (terminating) leaves the node but is not counted: its replacement is pending already; a
     pod no controller recreates, and DaemonSet pods, are not counted either."""
-    evicted = pod("evicted", node_name="n1")
+    evicted = ca_pod("evicted", node_name="n1")
     evicted["metadata"]["deletionTimestamp"] = stamp(NOW)
     pods = [
-        pod("stays", node_name="n1"),
+        ca_pod("stays", node_name="n1"),
         evicted,
-        pod("bare", node_name="n1", owner=None),
-        pod("agent", node_name="n1", owner=("DaemonSet", "agent")),
-        pod("other", node_name="n2"),
+        ca_pod("bare", node_name="n1", owner=None),
+        ca_pod("agent", node_name="n1", owner=("DaemonSet", "agent")),
+        ca_pod("other", node_name="n2"),
     ]
-    snapshot = ClusterSnapshot.build(nodes=[node("n1"), node("n2")], pods=pods)
+    snapshot = ClusterSnapshot.build(nodes=[ca_node("n1"), ca_node("n2")], pods=pods)
     journal = SnapshotJournal(snapshot)
     moved = pods_of_draining_nodes(journal, ["n1"])
     assert [p["metadata"]["name"] for p in moved] == ["stays"]

@@ -67,7 +67,7 @@ from kubescale.plans.executor import Applied, Decision, collect_plan
 from kubescale.plans.intents import Intent, ResizeNodeGroup, WriteConfigMap, describe
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
-from tests.controllers.autoscaler.builders import NOW, group, node, pod, snapshot
+from tests.controllers.autoscaler.builders import NOW, ca_node, ca_pod, group, snapshot
 
 R = TypeVar("R")
 
@@ -234,11 +234,13 @@ TO_BE_DELETED: Taint = {"key": TO_BE_DELETED_TAINT, "value": "1772442000", "effe
 def busy(name: str) -> tuple[Node, Pod]:
     """A node of ``ng`` and the 3-CPU pod that keeps it needed (3 of 4 CPU used: above the
     0.5 utilization threshold, and its pod fits on no other node)."""
-    return node(name, provider_id=f"sim://{name}"), pod(f"{name}-app", cpu="3", node_name=name)
+    return ca_node(name, provider_id=f"sim://{name}"), ca_pod(
+        f"{name}-app", cpu="3", node_name=name
+    )
 
 
 def pending(count: int) -> list[Pod]:
-    return [pod(f"p{i}", cpu="3", unschedulable=True) for i in range(count)]
+    return [ca_pod(f"p{i}", cpu="3", unschedulable=True) for i in range(count)]
 
 
 def scaled(before: int, after: int, maximum: int = 10) -> list[str]:
@@ -259,8 +261,8 @@ def triggered(pods: int, before: int, after: int, maximum: int = 10) -> list[str
 
 def order_worlds() -> list[tuple[str, RunOnceSnapshot, AutoscalerSettings, list[str]]]:
     n1, app1 = busy("n1")
-    left = node("n1", provider_id="sim://n1", taints=[TO_BE_DELETED])
-    unready = [node(f"u{i}", ready=False, provider_id=f"sim://u{i}") for i in range(4)]
+    left = ca_node("n1", provider_id="sim://n1", taints=[TO_BE_DELETED])
+    unready = [ca_node(f"u{i}", ready=False, provider_id=f"sim://u{i}") for i in range(4)]
     return [
         (
             # cleanUpIfRequired on the first loop, after the Initializing status; ng at its

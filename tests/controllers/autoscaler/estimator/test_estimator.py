@@ -25,7 +25,7 @@ from kubescale.objects.node import Node
 from kubescale.objects.pod import Pod, PodSpec, TopologySpreadConstraint
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
-from tests.controllers.autoscaler.builders import group, node, pod
+from tests.controllers.autoscaler.builders import ca_node, ca_pod, group
 
 
 def template(
@@ -36,7 +36,7 @@ def template(
     startup: list[Pod] | None = None,
 ) -> TemplateNode:
     return sanitize_template(
-        node=node("t", cpu=cpu, memory=memory, pods=pods),
+        node=ca_node("t", cpu=cpu, memory=memory, pods=pods),
         pods=startup or [],
         group_id="ng",
         source="provider",
@@ -45,7 +45,7 @@ def template(
 
 def pods_of(count: int, *, cpu: str, memory: str, owner: str = "web", **kw: Any) -> list[Pod]:
     return [
-        pod(f"{owner}-{i}", cpu=cpu, memory=memory, owner=("ReplicaSet", owner), **kw)
+        ca_pod(f"{owner}-{i}", cpu=cpu, memory=memory, owner=("ReplicaSet", owner), **kw)
         for i in range(count)
     ]
 
@@ -109,7 +109,7 @@ ANTI_AFFINITY = {
 def test_binpacking_table(case: dict[str, Any], expected: tuple[int, int]) -> None:
     startup: list[Pod] = []
     if "daemonset_cpu" in case:
-        startup = [pod("ds", cpu=case["daemonset_cpu"], memory="", owner=("DaemonSet", "agent"))]
+        startup = [ca_pod("ds", cpu=case["daemonset_cpu"], memory="", owner=("DaemonSet", "agent"))]
     t = template(pods=case.get("max_pods", 110), startup=startup)
     pods: list[Pod] = []
     for index, (count, cpu, memory) in enumerate(case["pods"]):
@@ -128,13 +128,13 @@ def test_required_anti_affinity_on_hostname_puts_one_pod_per_node() -> None:
 
 def test_existing_nodes_are_not_used() -> None:
     # the cluster has a free 4-cpu node, but the estimate only counts new template nodes
-    free = node("existing", cpu="4", memory="16Gi")
+    free = ca_node("existing", cpu="4", memory="16Gi")
     assert run(template(), pods_of(4, cpu="1", memory="1Gi"), existing=[free]) == (1, 4)
 
 
 def test_pod_group_score_uses_regular_containers_against_allocatable() -> None:
     t = template(cpu="4", memory="16Gi")
-    p = pod("p", cpu="1", memory="4Gi")
+    p = ca_pod("p", cpu="1", memory="4Gi")
     # 1000/4000 + 4Gi/16Gi = 0.25 + 0.25
     assert pod_group_score(p, t) == 0.5
 
@@ -248,7 +248,7 @@ def estimatee(
         if min_domains is not None:
             constraint["minDomains"] = min_domains
         extra["topologySpreadConstraints"] = [constraint]
-    made = pod(
+    made = ca_pod(
         f"{owner}-{index}",
         cpu=f"{millicores}m",
         memory=str(memory_bytes),
@@ -268,9 +268,9 @@ def upstream_estimate(
     """``TestBinpackingEstimate``'s setting: the snapshot holds ``oldnode`` (100m, 100Mi, 10
     pods, zone-jupiter: a topology domain too small for most pods), the template is in
     zone-mars with 10 pods per node."""
-    oldnode = node("oldnode", cpu="100m", memory="100Mi", pods=10, labels={ZONE: "zone-jupiter"})
+    oldnode = ca_node("oldnode", cpu="100m", memory="100Mi", pods=10, labels={ZONE: "zone-jupiter"})
     t = sanitize_template(
-        node=node(
+        node=ca_node(
             "template",
             cpu=f"{millicores}m",
             memory=f"{memory_mib}Mi",

@@ -25,12 +25,12 @@ from kubescale.controllers.autoscaler.simulator.template_nodes import (
     sanitize_template,
 )
 from kubescale.objects.config_map import ConfigMap
-from tests.controllers.autoscaler.builders import group, node, pod
+from tests.controllers.autoscaler.builders import ca_node, ca_pod, group
 
 
 def template(name: str, cpu: str, memory: str) -> TemplateNode:
     return sanitize_template(
-        node=node(name, cpu=cpu, memory=memory), pods=[], group_id=name, source="node"
+        node=ca_node(name, cpu=cpu, memory=memory), pods=[], group_id=name, source="node"
     )
 
 
@@ -46,7 +46,7 @@ def option(
     return ExpansionOption(
         group=group(name, price=price),
         node_count=count,
-        pods=tuple(pod(f"{name}-p{i}", cpu=cpu, memory=memory) for i in range(pods)),
+        pods=tuple(ca_pod(f"{name}-p{i}", cpu=cpu, memory=memory) for i in range(pods)),
     )
 
 

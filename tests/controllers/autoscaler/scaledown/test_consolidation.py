@@ -39,7 +39,7 @@ from kubescale.objects.pod import Pod
 from kubescale.objects.replica_set import ReplicaSet
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
-from tests.controllers.autoscaler.builders import NOW, group, node, pod, snapshot
+from tests.controllers.autoscaler.builders import NOW, ca_node, ca_pod, group, snapshot
 
 ON = ConsolidationSettings(policy="WhenEmptyOrUnderutilized", budgets=parse_budgets("nodes=100%"))
 OLD = NOW - timedelta(hours=2)
@@ -47,7 +47,7 @@ OLD = NOW - timedelta(hours=2)
 
 def template(group_id: str, cpu: str, memory: str) -> TemplateNode:
     return sanitize_template(
-        node=node(group_id, cpu=cpu, memory=memory), pods=[], group_id=group_id, source="node"
+        node=ca_node(group_id, cpu=cpu, memory=memory), pods=[], group_id=group_id, source="node"
     )
 
 
@@ -66,13 +66,13 @@ class Cluster:
 
     def add_node(self, name: str, group_id: str, *, created: Any = OLD, **kw: Any) -> None:
         cpu, memory, _, _, _ = self.spec[group_id]
-        self.nodes[name] = node(name, cpu=cpu, memory=memory, created=created, **kw)
+        self.nodes[name] = ca_node(name, cpu=cpu, memory=memory, created=created, **kw)
         self.node_group[name] = group_id
 
     def add_pods(self, node_name: str, count: int, cpu: str, **kw: Any) -> None:
         for i in range(count):
             self.pods.append(
-                pod(
+                ca_pod(
                     f"{node_name}-p{i}",
                     cpu=cpu,
                     memory="100Mi",
@@ -225,7 +225,7 @@ def test_candidates_exclude_young_protected_and_busy_nodes() -> None:
     cluster.add_node("pod-pinned", "large")
     cluster.add_pods("pod-pinned", 1, "1", annotations={DO_NOT_DISRUPT_ANNOTATION: "true"})
     cluster.add_node("churning", "large")
-    cluster.pods.append(pod("fresh", node_name="churning", created=NOW - timedelta(minutes=1)))
+    cluster.pods.append(ca_pod("fresh", node_name="churning", created=NOW - timedelta(minutes=1)))
     cluster.add_node("blocked", "large")
     cluster.add_pods("blocked", 1, "1", owner=None)  # not replicated
     cluster.add_node("fine", "large")
@@ -305,7 +305,7 @@ def test_every_command_lowers_the_price_and_strands_no_pod(
         cluster.add_node(name, group_id)
         for j, cpu in enumerate(pods):
             cluster.pods.append(
-                pod(f"{name}-p{j}", cpu=cpu, memory="100Mi", node_name=name, created=OLD)
+                ca_pod(f"{name}-p{j}", cpu=cpu, memory="100Mi", node_name=name, created=OLD)
             )
     settings = with_consolidation()
     for step in range(12):

@@ -35,7 +35,7 @@ from kubescale.objects.replica_set import ReplicaSet
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.pod_resources import node_allocatable
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
-from tests.controllers.autoscaler.builders import NOW, group, node, pod, snapshot
+from tests.controllers.autoscaler.builders import NOW, ca_node, ca_pod, group, snapshot
 
 UNNEEDED = timedelta(minutes=10)
 THREE_REPLICAS: ReplicaSet = {"spec": {"replicas": 3}}
@@ -98,10 +98,10 @@ class World:
 
 
 def three_nodes() -> tuple[list[Node], list[Pod]]:
-    nodes = [node(f"n{i}", cpu="4", memory="16Gi") for i in range(3)]
+    nodes = [ca_node(f"n{i}", cpu="4", memory="16Gi") for i in range(3)]
     pods = [
-        pod("busy", cpu="3", memory="1Gi", node_name="n0"),  # n0: 3/4 = 0.75 > 0.5
-        pod("light", cpu="1", memory="1Gi", node_name="n1"),  # n1: 1/4 = 0.25
+        ca_pod("busy", cpu="3", memory="1Gi", node_name="n0"),  # n0: 3/4 = 0.75 > 0.5
+        ca_pod("light", cpu="1", memory="1Gi", node_name="n1"),  # n1: 1/4 = 0.25
     ]
     return nodes, pods  # n2 empty
 
@@ -155,10 +155,10 @@ def test_empty_nodes_are_simulated_first() -> None:
     nowhere to go (NoPlaceToMovePods) — three empty deletions, no eviction. By name only, n0
     came first (its pods onto n1), then n1 (the moved pods onto n2), n2 (onto n3), and n3 had
     nowhere left: one node to drain (n0, 2 evictions) and no empty node at all."""
-    nodes = [node(f"n{i}", cpu="4", memory="16Gi") for i in range(4)]
+    nodes = [ca_node(f"n{i}", cpu="4", memory="16Gi") for i in range(4)]
     pods = [
-        pod("w1", cpu="1", memory="1Gi", node_name="n0"),
-        pod("w2", cpu="1", memory="1Gi", node_name="n0"),
+        ca_pod("w1", cpu="1", memory="1Gi", node_name="n0"),
+        ca_pod("w2", cpu="1", memory="1Gi", node_name="n0"),
     ]
     world = World(nodes, pods)
     found = world.update()
@@ -209,8 +209,8 @@ def test_parallelism_budgets() -> None:
 
 def test_eligibility_reasons() -> None:
     nodes = [
-        node("disabled", annotations={SCALE_DOWN_DISABLED_ANNOTATION: "true"}),
-        node(
+        ca_node("disabled", annotations={SCALE_DOWN_DISABLED_ANNOTATION: "true"}),
+        ca_node(
             "deleting",
             taints=[
                 {
@@ -220,7 +220,7 @@ def test_eligibility_reasons() -> None:
                 }
             ],
         ),
-        node("other", provider_id="elsewhere://x"),
+        ca_node("other", provider_id="elsewhere://x"),
     ]
     world = World(nodes, [])
     world.provider = snapshot(group("g", nodes=nodes[:2]))
@@ -231,8 +231,8 @@ def test_eligibility_reasons() -> None:
 
 
 def test_blocked_nodes_are_not_rechecked_for_a_while() -> None:
-    nodes = [node("a"), node("b")]
-    pods = [pod("bare", owner=None, node_name="a")]
+    nodes = [ca_node("a"), ca_node("b")]
+    pods = [ca_pod("bare", owner=None, node_name="a")]
     world = World(nodes, pods)
     world.update()
     assert world.planner.unremovable["a"].reason == "BlockedByPod"
@@ -244,11 +244,11 @@ def test_blocked_nodes_are_not_rechecked_for_a_while() -> None:
 
 
 def test_pdb_lets_only_one_node_go_per_loop() -> None:
-    nodes = [node(f"n{i}", cpu="4") for i in range(3)]
+    nodes = [ca_node(f"n{i}", cpu="4") for i in range(3)]
     pods = [
-        pod("w0", node_name="n0", labels={"app": "web"}),
-        pod("w1", node_name="n1", labels={"app": "web"}),
-        pod("big", cpu="3500m", node_name="n2"),
+        ca_pod("w0", node_name="n0", labels={"app": "web"}),
+        ca_pod("w1", node_name="n1", labels={"app": "web"}),
+        ca_pod("big", cpu="3500m", node_name="n2"),
     ]
     pdb: PodDisruptionBudget = {
         "metadata": {"name": "web", "namespace": "default"},
@@ -263,11 +263,11 @@ def test_pdb_lets_only_one_node_go_per_loop() -> None:
 
 
 def test_disruption_cost_picks_the_cheapest_node_to_drain() -> None:
-    nodes = [node(f"n{i}", cpu="4") for i in range(3)]
+    nodes = [ca_node(f"n{i}", cpu="4") for i in range(3)]
     pods = [
-        pod("vip", cpu="1", node_name="n0", priority=10**9),
-        pod("batch", cpu="1", node_name="n1", priority=0),
-        pod("filler", cpu="2500m", node_name="n2"),
+        ca_pod("vip", cpu="1", node_name="n0", priority=10**9),
+        ca_pod("batch", cpu="1", node_name="n1", priority=0),
+        ca_pod("filler", cpu="2500m", node_name="n2"),
     ]
     later = UNNEEDED + timedelta(minutes=1)
     # default order: by unneeded time, then name → n0 (the VIP pod) drains first
@@ -292,9 +292,9 @@ def test_disruption_cost_picks_the_cheapest_node_to_drain() -> None:
 def test_moved_pods_fit_on_nodes_that_stay(loads: list[list[int]]) -> None:
     """Property: after planning, every node's requests still fit its allocatable, and every
     moved pod landed on a node that is not planned for removal."""
-    nodes = [node(f"n{i}", cpu="4", memory="64Gi") for i in range(len(loads))]
+    nodes = [ca_node(f"n{i}", cpu="4", memory="64Gi") for i in range(len(loads))]
     pods = [
-        pod(
+        ca_pod(
             f"p{i}-{j}",
             cpu=f"{m}m",
             memory="10Mi",
@@ -326,9 +326,9 @@ def test_every_empty_node_is_unneeded_and_stays_empty(loads: list[list[int]]) ->
     """Property (upstream's EmptySorting first): an empty node is simulated before any pod can
     be moved onto it, so every node without pods is found unneeded, with nothing to move, and
     no planned move lands on it."""
-    nodes = [node(f"n{i}", cpu="4", memory="64Gi") for i in range(len(loads))]
+    nodes = [ca_node(f"n{i}", cpu="4", memory="64Gi") for i in range(len(loads))]
     pods = [
-        pod(f"p{i}-{j}", cpu=f"{m}m", memory="10Mi", node_name=f"n{i}")
+        ca_pod(f"p{i}-{j}", cpu=f"{m}m", memory="10Mi", node_name=f"n{i}")
         for i, load in enumerate(loads)
         for j, m in enumerate(load)
     ]
@@ -360,17 +360,17 @@ def test_drain_simulation_respects_host_ports() -> None:
     # n0: busy 2 cpu + exporter 500m holding host port 9100 → 2.5/4 = 0.625, not a candidate.
     # n1: only an exporter (500m, port 9100) → 0.125, a candidate; its exporter would fit n0 by
     # cpu (1.5 free) but NodePorts refuses it there → n1 cannot go
-    nodes = [node("n0", cpu="4", memory="16Gi"), node("n1", cpu="4", memory="16Gi")]
+    nodes = [ca_node("n0", cpu="4", memory="16Gi"), ca_node("n1", cpu="4", memory="16Gi")]
     pods = [
-        pod("busy", cpu="2", memory="1Gi", node_name="n0"),
+        ca_pod("busy", cpu="2", memory="1Gi", node_name="n0"),
         _with_host_port(
-            pod(
+            ca_pod(
                 "exporter-a", cpu="500m", memory="100Mi", node_name="n0", owner=("ReplicaSet", "x")
             ),
             9100,
         ),
         _with_host_port(
-            pod(
+            ca_pod(
                 "exporter-b", cpu="500m", memory="100Mi", node_name="n1", owner=("ReplicaSet", "x")
             ),
             9100,
@@ -396,11 +396,11 @@ def test_drain_simulation_respects_topology_spread() -> None:
             }
         ]
     }
-    nodes = [node(f"n{i}", cpu="4", memory="16Gi") for i in range(3)]
+    nodes = [ca_node(f"n{i}", cpu="4", memory="16Gi") for i in range(3)]
     pods = [
-        pod("busy", cpu="3", memory="1Gi", node_name="n0", owner=("ReplicaSet", "b"), labels={}),
+        ca_pod("busy", cpu="3", memory="1Gi", node_name="n0", owner=("ReplicaSet", "b"), labels={}),
         *(
-            pod(f"web-{i}", cpu="100m", memory="100Mi", node_name=f"n{i}", extra_spec=spread)
+            ca_pod(f"web-{i}", cpu="100m", memory="100Mi", node_name=f"n{i}", extra_spec=spread)
             for i in range(3)
         ),
     ]

@@ -22,7 +22,12 @@ from kubescale.controllers.autoscaler.config.autoscaler_config import (
 )
 from kubescale.kube.resources import MACHINE_DEPLOYMENTS, MACHINE_SETS, NODES
 from kubescale.sim.cluster.node_groups import MachineDeploymentGroup
-from tests.controllers.autoscaler.sim_harness import SimCluster, deployment, sim_cluster, template
+from tests.controllers.autoscaler.sim_harness import (
+    SimCluster,
+    app_deployment,
+    sim_cluster,
+    template,
+)
 
 SETTINGS = AutoscalerSettings(
     scale_down_delay_after_add=timedelta(minutes=2),
@@ -79,7 +84,7 @@ async def test_empty_nodes_are_deleted_first_and_nothing_is_evicted(tmp_path: Pa
         tmp_path,
         machine_deployments=[pool(1)],
         settings=settings,
-        objects=[deployment("work", replicas=2, cpu="400m")],
+        objects=[app_deployment("work", replicas=2, cpu="400m")],
     ) as cluster:
         await cluster.run_until(
             lambda: len(cluster.running("work")) == 2, limit=60, what="pods running"
@@ -177,7 +182,7 @@ async def test_drain_start_and_end_events_have_upstreams_texts(tmp_path: Path) -
         tmp_path,
         machine_deployments=[pool(2)],
         settings=SETTINGS,
-        objects=[deployment("steady", replicas=2, cpu="100m", memory="256Mi")],
+        objects=[app_deployment("steady", replicas=2, cpu="100m", memory="256Mi")],
     ) as cluster:
         await cluster.run_until(
             lambda: len(cluster.running("steady")) == 2, limit=60, what="pods running"

@@ -18,11 +18,11 @@ from kubescale.controllers.autoscaler.simulator.template_nodes import (
     TemplateNode,
     sanitize_template,
 )
-from tests.controllers.autoscaler.builders import group, node
+from tests.controllers.autoscaler.builders import ca_node, group
 
 
 def template(name: str, **kw: Any) -> TemplateNode:
-    return sanitize_template(node=node(name, **kw), pods=[], group_id=name, source="node")
+    return sanitize_template(node=ca_node(name, **kw), pods=[], group_id=name, source="node")
 
 
 BASE: dict[str, Any] = {"cpu": "4", "memory": "16Gi", "labels": {"pool": "web"}}

@@ -35,7 +35,7 @@ from kubescale.controllers.autoscaler.simulator.template_nodes import (
 from kubescale.objects.pod import Pod
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
-from tests.controllers.autoscaler.builders import NOW, group, node, pod
+from tests.controllers.autoscaler.builders import NOW, ca_node, ca_pod, group
 
 SAFE = ScaleUpSafety(safe=True, healthy=True, backoff=None)
 BATCH_TAINT = {"key": "dedicated", "value": "batch", "effect": "NoSchedule"}
@@ -43,7 +43,10 @@ BATCH_TAINT = {"key": "dedicated", "value": "batch", "effect": "NoSchedule"}
 
 def template(group_id: str, cpu: str, memory: str, **kw: Any) -> TemplateNode:
     return sanitize_template(
-        node=node(group_id, cpu=cpu, memory=memory, **kw), pods=[], group_id=group_id, source="node"
+        node=ca_node(group_id, cpu=cpu, memory=memory, **kw),
+        pods=[],
+        group_id=group_id,
+        source="node",
     )
 
 
@@ -51,7 +54,7 @@ def pending(
     count: int, *, cpu: str = "1", memory: str = "2Gi", owner: str = "web", **kw: Any
 ) -> list[Pod]:
     return [
-        pod(
+        ca_pod(
             f"{owner}-{i}",
             cpu=cpu,
             memory=memory,
@@ -227,7 +230,9 @@ def test_zero_or_max_groups_go_to_max() -> None:
 
 
 def test_reasons_message_for_the_node_total() -> None:
-    info = NoScaleUpInfo(pod=pod("p"), rejected={}, skipped={"a": ("max node group size reached",)})
+    info = NoScaleUpInfo(
+        pod=ca_pod("p"), rejected={}, skipped={"a": ("max node group size reached",)}
+    )
     assert reasons_message(info, ScaleUpResult.LIMITED_BY_MAX_NODES_TOTAL) == (
         "max total nodes in cluster reached"
     )

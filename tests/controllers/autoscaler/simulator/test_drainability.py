@@ -32,7 +32,7 @@ from kubescale.controllers.autoscaler.simulator.utilization import node_utilizat
 from kubescale.objects.pdb import PodDisruptionBudget
 from kubescale.objects.pod import Pod, Volume
 from kubescale.objects.replica_set import ReplicaSet
-from tests.controllers.autoscaler.builders import GI, NOW, pod, stamp
+from tests.controllers.autoscaler.builders import GI, NOW, ca_pod, stamp
 
 PDB_WEB: PodDisruptionBudget = {
     "metadata": {"name": "web", "namespace": "default"},
@@ -63,7 +63,7 @@ def context(**kw: Any) -> DrainContext:
 
 
 def deleting(seconds_ago: int, grace: int = 30) -> Pod:
-    p = pod("old")
+    p = ca_pod("old")
     p["metadata"]["deletionTimestamp"] = stamp(NOW - timedelta(seconds=seconds_ago))
     p["metadata"]["deletionGracePeriodSeconds"] = grace
     return p
@@ -74,7 +74,7 @@ def deleting(seconds_ago: int, grace: int = 30) -> Pod:
     [
         # 1. mirror pod: skipped, even if nothing else would let it go
         (
-            lambda: pod("m", owner=None, annotations={MIRROR_POD_ANNOTATION: "x"}),
+            lambda: ca_pod("m", owner=None, annotations={MIRROR_POD_ANNOTATION: "x"}),
             {},
             (Outcome.SKIP, None),
         ),
@@ -84,21 +84,21 @@ def deleting(seconds_ago: int, grace: int = 30) -> Pod:
         (lambda: deleting(60), {}, (Outcome.UNDEFINED, None)),
         # 3. its ReplicaSet is gone
         (
-            lambda: pod("p", owner=("ReplicaSet", "gone")),
+            lambda: ca_pod("p", owner=("ReplicaSet", "gone")),
             {},
             (Outcome.BLOCK, BlockingReason.CONTROLLER_NOT_FOUND),
         ),
         # 3. 1 replica < --min-replica-count 2
         (
-            lambda: pod("p", owner=("ReplicaSet", "single")),
+            lambda: ca_pod("p", owner=("ReplicaSet", "single")),
             {"min_replica_count": 2},
             (Outcome.BLOCK, BlockingReason.MIN_REPLICAS_REACHED),
         ),
         # 4. DaemonSet pod: fine to drain (listed apart)
-        (lambda: pod("d", owner=("DaemonSet", "agent")), {}, (Outcome.DRAIN_OK, None)),
+        (lambda: ca_pod("d", owner=("DaemonSet", "agent")), {}, (Outcome.DRAIN_OK, None)),
         # 5. safe-to-evict true short-circuits rules 6-12: even with local storage, no owner
         (
-            lambda: pod(
+            lambda: ca_pod(
                 "s", owner=None, annotations={SAFE_TO_EVICT_ANNOTATION: "true"}, volumes=[HOST_PATH]
             ),
             {},
@@ -107,7 +107,7 @@ def deleting(seconds_ago: int, grace: int = 30) -> Pod:
         # 6. terminal pod without owner (upstream drain.IsPodTerminal): Succeeded under
         # restartPolicy Never or OnFailure, Failed under any policy
         (
-            lambda: pod(
+            lambda: ca_pod(
                 "f",
                 owner=None,
                 node_name="n",
@@ -118,7 +118,7 @@ def deleting(seconds_ago: int, grace: int = 30) -> Pod:
             (Outcome.DRAIN_OK, None),
         ),
         (
-            lambda: pod(
+            lambda: ca_pod(
                 "f",
                 owner=None,
                 node_name="n",
@@ -129,7 +129,7 @@ def deleting(seconds_ago: int, grace: int = 30) -> Pod:
             (Outcome.DRAIN_OK, None),
         ),
         (
-            lambda: pod(
+            lambda: ca_pod(
                 "f",
                 owner=None,
                 node_name="n",
@@ -141,7 +141,7 @@ def deleting(seconds_ago: int, grace: int = 30) -> Pod:
         ),
         # 6. ... Succeeded under Always (will be restarted) is not terminal: rule 8 blocks it
         (
-            lambda: pod(
+            lambda: ca_pod(
                 "f",
                 owner=None,
                 node_name="n",
@@ -153,38 +153,38 @@ def deleting(seconds_ago: int, grace: int = 30) -> Pod:
         ),
         # 7. on-completion
         (
-            lambda: pod("c", annotations={SAFE_TO_EVICT_ANNOTATION: "on-completion"}),
+            lambda: ca_pod("c", annotations={SAFE_TO_EVICT_ANNOTATION: "on-completion"}),
             {},
             (Outcome.WAIT, None),
         ),
         # 8. no controller
-        (lambda: pod("bare", owner=None), {}, (Outcome.BLOCK, BlockingReason.NOT_REPLICATED)),
+        (lambda: ca_pod("bare", owner=None), {}, (Outcome.BLOCK, BlockingReason.NOT_REPLICATED)),
         # 8. a custom controller kind does not count while --skip-nodes-with-custom-controller-pods
         (
-            lambda: pod("x", owner=("Rollout", "r")),
+            lambda: ca_pod("x", owner=("Rollout", "r")),
             {},
             (Outcome.BLOCK, BlockingReason.NOT_REPLICATED),
         ),
         (
-            lambda: pod("x", owner=("Rollout", "r")),
+            lambda: ca_pod("x", owner=("Rollout", "r")),
             {"skip_nodes_with_custom_controller_pods": False},
             (Outcome.UNDEFINED, None),
         ),
         # 9. kube-system pod without PDB, 30 min old (< 1h)
         (
-            lambda: pod("k", namespace="kube-system", labels={"app": "metrics"}),
+            lambda: ca_pod("k", namespace="kube-system", labels={"app": "metrics"}),
             {},
             (Outcome.BLOCK, BlockingReason.UNMOVABLE_KUBE_SYSTEM_POD),
         ),
         # 9. ... with a PDB it may go
         (
-            lambda: pod("k", namespace="kube-system", labels={"app": "dns"}),
+            lambda: ca_pod("k", namespace="kube-system", labels={"app": "dns"}),
             {},
             (Outcome.UNDEFINED, None),
         ),
         # 9. ... older than --blocking-system-pod-distruption-timeout it may go too
         (
-            lambda: pod(
+            lambda: ca_pod(
                 "k",
                 namespace="kube-system",
                 labels={"app": "metrics"},
@@ -195,27 +195,27 @@ def deleting(seconds_ago: int, grace: int = 30) -> Pod:
         ),
         # 10. safe-to-evict false
         (
-            lambda: pod("n", annotations={SAFE_TO_EVICT_ANNOTATION: "false"}),
+            lambda: ca_pod("n", annotations={SAFE_TO_EVICT_ANNOTATION: "false"}),
             {},
             (Outcome.BLOCK, BlockingReason.NOT_SAFE_TO_EVICT_ANNOTATION),
         ),
         # 11. emptyDir on disk
         (
-            lambda: pod("l", volumes=[EMPTY_DIR]),
+            lambda: ca_pod("l", volumes=[EMPTY_DIR]),
             {},
             (Outcome.BLOCK, BlockingReason.LOCAL_STORAGE_REQUESTED),
         ),
         # 11. hostPath
         (
-            lambda: pod("l", volumes=[HOST_PATH]),
+            lambda: ca_pod("l", volumes=[HOST_PATH]),
             {},
             (Outcome.BLOCK, BlockingReason.LOCAL_STORAGE_REQUESTED),
         ),
         # 11. emptyDir in memory is not local storage
-        (lambda: pod("l", volumes=[MEMORY_DIR]), {}, (Outcome.UNDEFINED, None)),
+        (lambda: ca_pod("l", volumes=[MEMORY_DIR]), {}, (Outcome.UNDEFINED, None)),
         # 11. listed in safe-to-evict-local-volumes
         (
-            lambda: pod(
+            lambda: ca_pod(
                 "l",
                 volumes=[EMPTY_DIR],
                 annotations={SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION: "scratch"},
@@ -225,18 +225,18 @@ def deleting(seconds_ago: int, grace: int = 30) -> Pod:
         ),
         # 11. the flag off
         (
-            lambda: pod("l", volumes=[EMPTY_DIR]),
+            lambda: ca_pod("l", volumes=[EMPTY_DIR]),
             {"skip_nodes_with_local_storage": False},
             (Outcome.UNDEFINED, None),
         ),
         # 12. a PDB with 0 disruptions allowed
         (
-            lambda: pod("w"),
+            lambda: ca_pod("w"),
             {"pdbs": [PDB_WEB_EXHAUSTED]},
             (Outcome.BLOCK, BlockingReason.NOT_ENOUGH_PDB),
         ),
         # nothing applies: the pod must be moved
-        (lambda: pod("w"), {}, (Outcome.UNDEFINED, None)),
+        (lambda: ca_pod("w"), {}, (Outcome.UNDEFINED, None)),
     ],
 )
 def test_rules_in_order(
@@ -248,16 +248,16 @@ def test_rules_in_order(
 
 def test_node_pods_are_sorted_and_the_first_blocker_stops() -> None:
     pods = [
-        pod("a", node_name="n"),
-        pod("ds", node_name="n", owner=("DaemonSet", "agent")),
-        pod("mirror", node_name="n", owner=None, annotations={MIRROR_POD_ANNOTATION: "x"}),
-        pod("done", node_name="n", phase="Succeeded", extra_spec={"restartPolicy": "Never"}),
+        ca_pod("a", node_name="n"),
+        ca_pod("ds", node_name="n", owner=("DaemonSet", "agent")),
+        ca_pod("mirror", node_name="n", owner=None, annotations={MIRROR_POD_ANNOTATION: "x"}),
+        ca_pod("done", node_name="n", phase="Succeeded", extra_spec={"restartPolicy": "Never"}),
     ]
     classified = classify_node_pods(pods, context())
     # upstream's GetPodsToMove lists DrainOk pods (the terminal "done") with the Undefined ones
     assert [p["metadata"]["name"] for p in classified.to_move] == ["a", "done"]
     assert [p["metadata"]["name"] for p in classified.daemon_sets] == ["ds"]
-    blocked = classify_node_pods([*pods, pod("bare", owner=None)], context())
+    blocked = classify_node_pods([*pods, ca_pod("bare", owner=None)], context())
     assert blocked.blocked
     assert blocked.reason is BlockingReason.NOT_REPLICATED
 
@@ -274,7 +274,7 @@ def test_node_pods_are_sorted_and_the_first_blocker_stops() -> None:
     ],
 )
 def test_terminal_pods_are_listed_to_move(phase: str, policy: str) -> None:
-    finished = pod("job-1", node_name="n", phase=phase, extra_spec={"restartPolicy": policy})
+    finished = ca_pod("job-1", node_name="n", phase=phase, extra_spec={"restartPolicy": policy})
     classified = classify_node_pods([finished], context())
     assert drainability(finished, context()).outcome is Outcome.DRAIN_OK
     assert [p["metadata"]["name"] for p in classified.to_move] == ["job-1"]
@@ -283,22 +283,22 @@ def test_terminal_pods_are_listed_to_move(phase: str, policy: str) -> None:
 
 def test_pdb_tracker_counts_planned_disruptions() -> None:
     tracker = PdbTracker([PDB_WEB])
-    assert tracker.can_disrupt([pod("w1")]) is None
+    assert tracker.can_disrupt([ca_pod("w1")]) is None
     # two pods of one PDB allowing 1: the second is the first too many
-    assert tracker.can_disrupt([pod("w1"), pod("w2")])["metadata"]["name"] == "w2"  # type: ignore[index]
-    tracker.disrupt([pod("w1")])
-    assert tracker.can_disrupt([pod("w2")]) is not None
-    assert tracker.can_disrupt([pod("other", labels={"app": "db"})]) is None
+    assert tracker.can_disrupt([ca_pod("w1"), ca_pod("w2")])["metadata"]["name"] == "w2"  # type: ignore[index]
+    tracker.disrupt([ca_pod("w1")])
+    assert tracker.can_disrupt([ca_pod("w2")]) is not None
+    assert tracker.can_disrupt([ca_pod("other", labels={"app": "db"})]) is None
 
 
 def test_pdb_tracker_counts_evictions_in_flight() -> None:
     # --coordination one-brain: the VPA updater has evicted w9 (on the ledger, the PDB's
     # status still says 1 allowed): 1 - 1 = 0 left, the drain of w1 waits.
-    tracker = PdbTracker([PDB_WEB], in_flight=[pod("w9")])
-    assert tracker.can_disrupt([pod("w1")]) is not None
+    tracker = PdbTracker([PDB_WEB], in_flight=[ca_pod("w9")])
+    assert tracker.can_disrupt([ca_pod("w1")]) is not None
     # a pod under no PDB in flight spends nothing
-    tracker = PdbTracker([PDB_WEB], in_flight=[pod("x", labels={"app": "db"})])
-    assert tracker.can_disrupt([pod("w1")]) is None
+    tracker = PdbTracker([PDB_WEB], in_flight=[ca_pod("x", labels={"app": "db"})])
+    assert tracker.can_disrupt([ca_pod("w1")]) is None
 
 
 @pytest.mark.parametrize(
@@ -318,7 +318,7 @@ def test_utilization(
     pods: list[tuple[str, str, bool]], kw: dict[str, Any], expected: tuple[float, float]
 ) -> None:
     made = [
-        pod(
+        ca_pod(
             f"p{i}", cpu=cpu, memory=memory, owner=("DaemonSet", "a") if ds else ("ReplicaSet", "r")
         )
         for i, (cpu, memory, ds) in enumerate(pods)
@@ -352,17 +352,17 @@ def test_no_utilization_without_allocatable() -> None:
 def test_eviction_cost(priority: int, deletion_cost: str | None, expected: float) -> None:
     annotations = {POD_DELETION_COST_ANNOTATION: deletion_cost} if deletion_cost else None
     assert (
-        eviction_cost(pod("p", priority=priority, annotations=annotations), PriorityResolver())
+        eviction_cost(ca_pod("p", priority=priority, annotations=annotations), PriorityResolver())
         == expected
     )
 
 
 def test_node_disruption_cost_orders_local_data_first() -> None:
     resolver = PriorityResolver()
-    few_with_disk = node_disruption_cost("a", [pod("x", volumes=[EMPTY_DIR])], resolver)
-    many_plain = node_disruption_cost("b", [pod(f"p{i}") for i in range(5)], resolver)
-    important = node_disruption_cost("c", [pod("v", priority=2**26)], resolver)  # cost 3
-    cheap = node_disruption_cost("d", [pod("p"), pod("q")], resolver)  # cost 2
+    few_with_disk = node_disruption_cost("a", [ca_pod("x", volumes=[EMPTY_DIR])], resolver)
+    many_plain = node_disruption_cost("b", [ca_pod(f"p{i}") for i in range(5)], resolver)
+    important = node_disruption_cost("c", [ca_pod("v", priority=2**26)], resolver)  # cost 3
+    cheap = node_disruption_cost("d", [ca_pod("p"), ca_pod("q")], resolver)  # cost 2
     assert sorted([few_with_disk, many_plain, important, cheap]) == [
         cheap,
         important,

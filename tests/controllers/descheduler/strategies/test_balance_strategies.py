@@ -5,7 +5,15 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from tests.controllers.descheduler.builders import NOW, evicted, node, owner, pod, policy, run
+from tests.controllers.descheduler.builders import (
+    NOW,
+    cycle_node,
+    cycle_pod,
+    evicted,
+    owner,
+    policy,
+    run,
+)
 
 DUPLICATES = ("balance", "RemoveDuplicates", None)
 
@@ -13,7 +21,9 @@ DUPLICATES = ("balance", "RemoveDuplicates", None)
 def copies(prefix: str, node_name: str, count: int, *, start: int = 0, **extra: Any) -> list[Any]:
     """``count`` pods of ReplicaSet ``web``, created a minute apart (listing order = index)."""
     return [
-        pod(f"{prefix}{i}", node_name, created=NOW - timedelta(minutes=100 - start - i), **extra)
+        cycle_pod(
+            f"{prefix}{i}", node_name, created=NOW - timedelta(minutes=100 - start - i), **extra
+        )
         for i in range(count)
     ]
 
@@ -21,7 +31,7 @@ def copies(prefix: str, node_name: str, count: int, *, start: int = 0, **extra: 
 def test_duplicates_are_spread_to_the_average() -> None:
     # 4 copies: n1 has 3 (original + 2 duplicates), n2 1. Three nodes match the duplicates'
     # placement → upperAvg = ceil(4 / 3) = 2; n1: 2 dups + 1 = 3 > 2 → evict dups[2−1:] = [a2].
-    nodes = [node("n1"), node("n2"), node("n3")]
+    nodes = [cycle_node("n1"), cycle_node("n2"), cycle_node("n3")]
     pods = copies("a", "n1", 3) + copies("b", "n2", 1, start=10)
     assert evicted(run(policy(DUPLICATES), nodes, pods)) == ["a2"]
     # 4 copies all on n1: upperAvg 2, dups 3 → evict dups[1:] = [a2, a3]
@@ -32,21 +42,21 @@ def test_duplicates_are_spread_to_the_average() -> None:
 def test_duplicates_need_two_target_nodes() -> None:
     # n2 and n3 tainted: the duplicates' class matches only n1 (1 node, not > 1) → no targets.
     taint = {"key": "x", "effect": "NoSchedule"}
-    nodes = [node("n1"), node("n2", taints=[taint]), node("n3", taints=[taint])]
+    nodes = [cycle_node("n1"), cycle_node("n2", taints=[taint]), cycle_node("n3", taints=[taint])]
     assert evicted(run(policy(DUPLICATES), nodes, copies("a", "n1", 4))) == []
     # a cordoned node still counts as a target (only taints and affinity are checked)
-    nodes = [node("n1"), node("n2", unschedulable=True)]
+    nodes = [cycle_node("n1"), cycle_node("n2", unschedulable=True)]
     assert evicted(run(policy(DUPLICATES), nodes, copies("a", "n1", 4))) == ["a2", "a3"]
 
 
 def test_duplicates_key_on_owner_and_images() -> None:
-    nodes = [node("n1"), node("n2")]
+    nodes = [cycle_node("n1"), cycle_node("n2")]
     pods = [
         *copies("a", "n1", 2),
-        pod("other-image", "n1", image="redis"),
-        pod("other-owner", "n1", owners=[owner(name="api")]),
-        pod("job", "n1", owners=[owner("Job", "batch")]),
-        pod("job2", "n1", owners=[owner("Job", "batch")]),
+        cycle_pod("other-image", "n1", image="redis"),
+        cycle_pod("other-owner", "n1", owners=[owner(name="api")]),
+        cycle_pod("job", "n1", owners=[owner("Job", "batch")]),
+        cycle_pod("job2", "n1", owners=[owner("Job", "batch")]),
     ]
     # web×2 on n1: occurrences 2, targets 2, upperAvg 1 → dups [a1] → 2 > 1 → evict a1.
     # Job batch×2: same → evict job2 unless Jobs are excluded.
@@ -72,12 +82,12 @@ def spread(
 
 
 TSC = ("balance", "RemovePodsViolatingTopologySpreadConstraint", None)
-ZONES = [node("n1", labels={"zone": "a"}), node("n2", labels={"zone": "b"})]
+ZONES = [cycle_node("n1", labels={"zone": "a"}), cycle_node("n2", labels={"zone": "b"})]
 
 
 def web(name: str, node_name: str, minute: int, **extra: Any) -> Any:
     spec = extra.pop("spec", None) or spread()
-    return pod(
+    return cycle_pod(
         name,
         node_name,
         labels={"app": "web"},
@@ -136,7 +146,10 @@ def test_topology_balance_node_fit() -> None:
     # topologyBalanceNodeFit (default) it is counted as moved but not evicted.
     pods = [web(f"a{i}", "n1", i, cpu="3") for i in range(4)]
     pods.append(web("b0", "n2", 10, cpu="2"))
-    nodes = [node("n1", cpu="16", labels={"zone": "a"}), node("n2", labels={"zone": "b"})]
+    nodes = [
+        cycle_node("n1", cpu="16", labels={"zone": "a"}),
+        cycle_node("n2", labels={"zone": "b"}),
+    ]
     assert evicted(run(policy(TSC), nodes, pods)) == []
     off = (
         "balance",
@@ -151,7 +164,7 @@ def test_topology_spread_node_inclusion_policies() -> None:
     # skew 3 − 0 > 1 → zone a gives pods. Honor: zone c is not a domain; a 3 vs b 1, maxSkew 2
     # → balanced.
     taint = {"key": "x", "effect": "NoSchedule"}
-    nodes = [*ZONES, node("n3", labels={"zone": "c"}, taints=[taint])]
+    nodes = [*ZONES, cycle_node("n3", labels={"zone": "c"}, taints=[taint])]
     pods = [web(f"a{i}", "n1", i, spec=spread(skew=2)) for i in range(3)]
     pods.append(web("b0", "n2", 10, spec=spread(skew=2)))
     # Ignore: sorted [c 0, b 1, a 3], avg 4/3; i=c, j=a: skew 3 > 2, move = min(ceil(3 − 1.33)

@@ -28,7 +28,7 @@ from kubescale.scheduling.utilization_arrays import (
     lnu_vector,
 )
 from kubescale.scheduling.utilization_math import node_capacity
-from tests.controllers.descheduler.builders import NOW, node, owner, pod, policy, run
+from tests.controllers.descheduler.builders import NOW, cycle_node, cycle_pod, owner, policy, run
 
 TAINT = {"key": "bad", "effect": "NoSchedule"}
 PROTECTED: dict[str, dict[str, Any]] = {
@@ -42,12 +42,14 @@ PROTECTED: dict[str, dict[str, Any]] = {
 @st.composite
 def limited_clusters(draw: st.DrawFn) -> tuple[Any, list[Any], list[Any], dict[str, int]]:
     count = draw(st.integers(2, 4))
-    nodes = [node(f"n{i}", taints=[TAINT] if draw(st.booleans()) else []) for i in range(count)]
+    nodes = [
+        cycle_node(f"n{i}", taints=[TAINT] if draw(st.booleans()) else []) for i in range(count)
+    ]
     pods = []
     for j in range(draw(st.integers(0, 25))):
         kind = draw(st.sampled_from(["plain", "plain", "plain", *PROTECTED]))
         pods.append(
-            pod(
+            cycle_pod(
                 f"{kind}-{j}",
                 f"n{draw(st.integers(0, count - 1))}",
                 namespace=draw(st.sampled_from(["a", "b", "c"])),
@@ -100,7 +102,7 @@ def test_limits_and_protections_hold(
 def utilization_cases(draw: st.DrawFn) -> tuple[Any, list[Any], dict[str, dict[str, int]]]:
     count = draw(st.integers(1, 8))
     nodes = [
-        node(
+        cycle_node(
             f"n{i}",
             cpu=str(draw(st.integers(1, 16))),
             pods=str(draw(st.integers(0, 30))),
@@ -191,7 +193,7 @@ def _naive_fits_any(view: Any, pod: Any, names: list[str]) -> bool:
 def affinity_clusters(draw: st.DrawFn) -> tuple[list[Any], list[Any]]:
     count = draw(st.integers(2, 5))
     nodes = [
-        node(f"n{i}", cpu="4", labels={"zone": draw(st.sampled_from(["a", "b"]))})
+        cycle_node(f"n{i}", cpu="4", labels={"zone": draw(st.sampled_from(["a", "b"]))})
         for i in range(count)
     ]
     pods = []
@@ -221,7 +223,7 @@ def affinity_clusters(draw: st.DrawFn) -> tuple[list[Any], list[Any]]:
                 }
             ]
         pods.append(
-            pod(
+            cycle_pod(
                 f"p{j}",
                 f"n{draw(st.integers(0, count - 1))}",
                 cpu=f"{draw(st.integers(1, 15)) * 100}m",

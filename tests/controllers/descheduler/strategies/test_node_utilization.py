@@ -12,7 +12,14 @@ from typing import Any
 import pytest
 
 from kubescale.scheduling.policy.fields import PolicyError
-from tests.controllers.descheduler.builders import evicted, node, owner, pod, policy, run
+from tests.controllers.descheduler.builders import (
+    cycle_node,
+    cycle_pod,
+    evicted,
+    owner,
+    policy,
+    run,
+)
 
 LNU = "LowNodeUtilization"
 
@@ -30,15 +37,19 @@ def test_static_thresholds_evict_until_the_node_is_back_under_its_target() -> No
     # cpu 2000−400 = 1600m, pods 5−1 = 4. Evicting 400m pods: after p0 cpu 2800 pods 7,
     # headroom 1200/3; p1 2400/6, 800/2; p2 2000/5, 400/1 — cpu no longer above 2000 but
     # pods 5 > 4, so go on; p3 1600/4, headroom 0/0 → stop. Four pods.
-    nodes = [node("n1", pods="9"), node("n2", pods="10")]
-    pods = [pod(f"p{i}", "n1", cpu="400m") for i in range(8)] + [pod("q", "n2", cpu="400m")]
+    nodes = [cycle_node("n1", pods="9"), cycle_node("n2", pods="10")]
+    pods = [cycle_pod(f"p{i}", "n1", cpu="400m") for i in range(8)] + [
+        cycle_pod("q", "n2", cpu="400m")
+    ]
     assert evicted(run(policy(lnu(**STATIC)), nodes, pods)) == ["p0", "p1", "p2", "p3"]
 
 
 def test_a_cordoned_node_is_never_under_utilized() -> None:
     # n2 would be under (10%) but is cordoned: no under node → nothing to do.
-    nodes = [node("n1", pods="9"), node("n2", pods="10", unschedulable=True)]
-    pods = [pod(f"p{i}", "n1", cpu="400m") for i in range(8)] + [pod("q", "n2", cpu="400m")]
+    nodes = [cycle_node("n1", pods="9"), cycle_node("n2", pods="10", unschedulable=True)]
+    pods = [cycle_pod(f"p{i}", "n1", cpu="400m") for i in range(8)] + [
+        cycle_pod("q", "n2", cpu="400m")
+    ]
     assert evicted(run(policy(lnu(**STATIC)), nodes, pods)) == []
 
 
@@ -50,19 +61,23 @@ def test_a_cordoned_node_is_never_under_utilized() -> None:
     ],
 )
 def test_number_of_nodes(number_of_nodes: int, expected: int) -> None:
-    nodes = [node("n1", pods="9"), node("n2", pods="10")]
-    pods = [pod(f"p{i}", "n1", cpu="400m") for i in range(8)] + [pod("q", "n2", cpu="400m")]
+    nodes = [cycle_node("n1", pods="9"), cycle_node("n2", pods="10")]
+    pods = [cycle_pod(f"p{i}", "n1", cpu="400m") for i in range(8)] + [
+        cycle_pod("q", "n2", cpu="400m")
+    ]
     args = {**STATIC, "numberOfNodes": number_of_nodes}
     assert len(evicted(run(policy(lnu(**args)), nodes, pods))) == expected
 
 
 def test_every_node_under_or_none_over_aborts() -> None:
     # both 10% → both under → "all nodes are underutilized"
-    nodes = [node("n1"), node("n2")]
-    pods = [pod("a", "n1", cpu="400m"), pod("b", "n2", cpu="400m")]
+    nodes = [cycle_node("n1"), cycle_node("n2")]
+    pods = [cycle_pod("a", "n1", cpu="400m"), cycle_pod("b", "n2", cpu="400m")]
     assert evicted(run(policy(lnu(**STATIC)), nodes, pods)) == []
     # n1 at 40% (between 30 and 50) is appropriately used; n2 under; no over node
-    pods = [pod(f"a{i}", "n1", cpu="400m") for i in range(4)] + [pod("b", "n2", cpu="400m")]
+    pods = [cycle_pod(f"a{i}", "n1", cpu="400m") for i in range(4)] + [
+        cycle_pod("b", "n2", cpu="400m")
+    ]
     assert evicted(run(policy(lnu(**STATIC)), nodes, pods)) == []
 
 
@@ -71,10 +86,10 @@ def test_pods_sorted_low_to_high_priority_then_qos() -> None:
     # int(0.5×4000) − 0 = 2000. Order: no priority first ("none"), then priority 1 by QoS
     # (Burstable "low" before Guaranteed "guaranteed"), then priority 10. Evicting 700m:
     # 3500→2800 (headroom 1300) →2100 (600) →1400, no longer above 2000 → stop.
-    nodes = [node("n1"), node("n2")]
+    nodes = [cycle_node("n1"), cycle_node("n2")]
     pods = [
-        pod("high", "n1", cpu="700m", priority=10),
-        pod(
+        cycle_pod("high", "n1", cpu="700m", priority=10),
+        cycle_pod(
             "guaranteed",
             "n1",
             cpu="700m",
@@ -82,9 +97,9 @@ def test_pods_sorted_low_to_high_priority_then_qos() -> None:
             limits={"cpu": "700m", "memory": "1Gi"},
             memory="1Gi",
         ),
-        pod("low", "n1", cpu="700m", priority=1),
-        pod("none", "n1", cpu="700m"),
-        pod("high2", "n1", cpu="700m", priority=10),
+        cycle_pod("low", "n1", cpu="700m", priority=1),
+        cycle_pod("none", "n1", cpu="700m"),
+        cycle_pod("high2", "n1", cpu="700m", priority=10),
     ]
     args = {"thresholds": {"cpu": 30}, "targetThresholds": {"cpu": 50}}
     assert evicted(run(policy(lnu(**args)), nodes, pods)) == ["none", "low", "guaranteed"]
@@ -99,27 +114,30 @@ def test_a_pod_must_tolerate_every_taint_of_some_under_node() -> None:
     toleration = {"key": "dedicated", "operator": "Exists"}
     args = {"thresholds": {"cpu": 30}, "targetThresholds": {"cpu": 50}}
     pods = [
-        pod("plain", "n1", cpu="1500m"),
-        pod("tolerant", "n1", cpu="1500m", spec={"tolerations": [toleration]}),
+        cycle_pod("plain", "n1", cpu="1500m"),
+        cycle_pod("tolerant", "n1", cpu="1500m", spec={"tolerations": [toleration]}),
     ]
-    nodes = [node("n1"), node("n2", taints=[taint])]
+    nodes = [cycle_node("n1"), cycle_node("n2", taints=[taint])]
     assert evicted(run(policy(lnu(**args)), nodes, pods)) == ["tolerant"]
     two = [taint, {"key": "other", "effect": "PreferNoSchedule"}]
     pods = [
-        pod("wildcard", "n1", cpu="1500m", spec={"tolerations": [{"operator": "Exists"}]}),
-        pod("filler", "n1", cpu="1500m", owners=[]),  # bare: not evictable
+        cycle_pod("wildcard", "n1", cpu="1500m", spec={"tolerations": [{"operator": "Exists"}]}),
+        cycle_pod("filler", "n1", cpu="1500m", owners=[]),  # bare: not evictable
     ]
-    assert evicted(run(policy(lnu(**args)), [node("n1"), node("n2", taints=two)], pods)) == []
+    assert (
+        evicted(run(policy(lnu(**args)), [cycle_node("n1"), cycle_node("n2", taints=two)], pods))
+        == []
+    )
 
 
 def test_eviction_limits_node_and_evictable_namespaces() -> None:
     # n1 3 × 1200m = 90% → over; limit 1 per node → one eviction; the kube-system pod is first
     # by priority order (none) but its namespace is excluded.
-    nodes = [node("n1"), node("n2")]
+    nodes = [cycle_node("n1"), cycle_node("n2")]
     pods = [
-        pod("sys", "n1", cpu="1200m", namespace="kube-system"),
-        pod("a", "n1", cpu="1200m", priority=1),
-        pod("b", "n1", cpu="1200m", priority=2),
+        cycle_pod("sys", "n1", cpu="1200m", namespace="kube-system"),
+        cycle_pod("a", "n1", cpu="1200m", priority=1),
+        cycle_pod("b", "n1", cpu="1200m", priority=2),
     ]
     args = {
         "thresholds": {"cpu": 30},
@@ -136,9 +154,9 @@ def test_deviation_thresholds() -> None:
     # n3 under. n1 may hold int(47.5×0.01×4000) = 1900m; headroom: n2 1900−1000 = 900,
     # n3 1900−500 = 1400 → 2300. Evicting 1000m pods: 3000→2000 (still > 1900), →1000 stop.
     # Headroom 2300→1300→300, still positive.
-    nodes = [node("n1"), node("n2"), node("n3")]
-    pods = [pod(f"p{i}", "n1", cpu="1000m") for i in range(3)]
-    pods += [pod("q", "n2", cpu="1000m"), pod("r", "n3", cpu="500m")]
+    nodes = [cycle_node("n1"), cycle_node("n2"), cycle_node("n3")]
+    pods = [cycle_pod(f"p{i}", "n1", cpu="1000m") for i in range(3)]
+    pods += [cycle_pod("q", "n2", cpu="1000m"), cycle_pod("r", "n3", cpu="500m")]
     args = {
         "useDeviationThresholds": True,
         "thresholds": {"cpu": 10},
@@ -152,9 +170,9 @@ def test_over_nodes_by_descending_usage_sum_and_the_total_headroom() -> None:
     # n1 3000+0+3 = 3003, n2 2500+0+5 = 2505 → n1 first. Under n3 (0%): headroom cpu 2000.
     # n1: 1000m pods: 3000→2000 (headroom 1000), →... 2000 not > 2000 and pods 2 ok → stop.
     # n2: 500m pods: 2500 > 2000 → evict one (headroom 500), usage 2000 → stop.
-    nodes = [node("n1"), node("n2"), node("n3")]
-    pods = [pod(f"a{i}", "n1", cpu="1000m") for i in range(3)]
-    pods += [pod(f"b{i}", "n2", cpu="500m") for i in range(5)]
+    nodes = [cycle_node("n1"), cycle_node("n2"), cycle_node("n3")]
+    pods = [cycle_pod(f"a{i}", "n1", cpu="1000m") for i in range(3)]
+    pods += [cycle_pod(f"b{i}", "n2", cpu="500m") for i in range(5)]
     args = {"thresholds": {"cpu": 30}, "targetThresholds": {"cpu": 50}}
     assert evicted(run(policy(lnu(**args)), nodes, pods)) == ["a0", "b0"]
 
@@ -163,8 +181,8 @@ def test_metrics_utilization_from_node_metrics() -> None:
     # Requests say n1 is empty; real usage says 3600m of 4000 = 90% → over, n2 400m = 10% under.
     # Pod usage from PodMetrics: each 900m. Available int(0.5×4000) = 2000, headroom 2000−400 =
     # 1600. 3600→2700→1800 (stop: no longer above); headroom 1600→700→−200.
-    nodes = [node("n1"), node("n2")]
-    pods = [pod(f"p{i}", "n1") for i in range(4)] + [pod("q", "n2")]
+    nodes = [cycle_node("n1"), cycle_node("n2")]
+    pods = [cycle_pod(f"p{i}", "n1") for i in range(4)] + [cycle_pod("q", "n2")]
     the_policy = policy(
         lnu(
             thresholds={"cpu": 30},
@@ -186,8 +204,8 @@ def test_metrics_utilization_from_node_metrics() -> None:
 def test_prometheus_usage_evicts_one_pod_per_node_without_a_limit() -> None:
     # MetricResource = int(0.9×100) = 90 > 50 → n1 over; n2 int(0.1×100) = 10 <= 30 under.
     # The pod's share is unknown: one eviction per over node, or evictionLimits.node of them.
-    nodes = [node("n1"), node("n2")]
-    pods = [pod(f"p{i}", "n1") for i in range(3)] + [pod("q", "n2")]
+    nodes = [cycle_node("n1"), cycle_node("n2")]
+    pods = [cycle_pod(f"p{i}", "n1") for i in range(3)] + [cycle_pod("q", "n2")]
     base = {
         "thresholds": {"MetricResource": 30},
         "targetThresholds": {"MetricResource": 50},
@@ -261,12 +279,12 @@ def test_high_node_utilization_empties_the_least_used_nodes() -> None:
     # destination. Sources by ascending usage sum: n2 (200+0+1 pods) before n1 (500+0+2).
     # Headroom = n3's capacity − usage: cpu 4000−3000 = 1000, memory, pods 110−1.
     # n2: "c" 200m → headroom 800; n1: "a" 250m → 550, "b" 250m → 300. All positive.
-    nodes = [node("n1"), node("n2"), node("n3")]
+    nodes = [cycle_node("n1"), cycle_node("n2"), cycle_node("n3")]
     pods = [
-        pod("a", "n1", cpu="250m"),
-        pod("b", "n1", cpu="250m"),
-        pod("c", "n2", cpu="200m"),
-        pod("big", "n3", cpu="3000m"),
+        cycle_pod("a", "n1", cpu="250m"),
+        cycle_pod("b", "n1", cpu="250m"),
+        cycle_pod("c", "n2", cpu="200m"),
+        cycle_pod("big", "n3", cpu="3000m"),
     ]
     assert evicted(run(policy(hnu(thresholds={"cpu": 20})), nodes, pods)) == ["c", "a", "b"]
 
@@ -274,11 +292,11 @@ def test_high_node_utilization_empties_the_least_used_nodes() -> None:
 def test_high_node_utilization_cordoned_sources_and_only_thresholding_resources() -> None:
     # n1 cordoned but under → still a source; n2 (75%) destination. "nocpu" requests no cpu:
     # skipped with OnlyThresholdingResources.
-    nodes = [node("n1", unschedulable=True), node("n2")]
+    nodes = [cycle_node("n1", unschedulable=True), cycle_node("n2")]
     pods = [
-        pod("nocpu", "n1", memory="1Gi"),
-        pod("cpu", "n1", cpu="100m"),
-        pod("big", "n2", cpu="3000m"),
+        cycle_pod("nocpu", "n1", memory="1Gi"),
+        cycle_pod("cpu", "n1", cpu="100m"),
+        cycle_pod("big", "n2", cpu="3000m"),
     ]
     args = {"thresholds": {"cpu": 20}, "evictionModes": ["OnlyThresholdingResources"]}
     assert evicted(run(policy(hnu(**args)), nodes, pods)) == ["cpu"]
@@ -289,14 +307,14 @@ def test_high_node_utilization_cordoned_sources_and_only_thresholding_resources(
 
 def test_high_node_utilization_needs_a_destination_and_enough_headroom() -> None:
     # every node under → abort
-    nodes = [node("n1"), node("n2")]
-    pods = [pod("a", "n1", cpu="100m"), pod("b", "n2", cpu="100m")]
+    nodes = [cycle_node("n1"), cycle_node("n2")]
+    pods = [cycle_pod("a", "n1", cpu="100m"), cycle_pod("b", "n2", cpu="100m")]
     assert evicted(run(policy(hnu(thresholds={"cpu": 20})), nodes, pods)) == []
     # destination full on pods: n2 allows 2 pods and holds 2 → headroom pods 0 → nothing moves
-    nodes = [node("n1"), node("n2", pods="2")]
+    nodes = [cycle_node("n1"), cycle_node("n2", pods="2")]
     pods = [
-        pod("a", "n1", cpu="100m"),
-        pod("x", "n2", cpu="2000m"),
-        pod("y", "n2", cpu="2000m", owners=[owner(name="other")]),
+        cycle_pod("a", "n1", cpu="100m"),
+        cycle_pod("x", "n2", cpu="2000m"),
+        cycle_pod("y", "n2", cpu="2000m", owners=[owner(name="other")]),
     ]
     assert evicted(run(policy(hnu(thresholds={"cpu": 20})), nodes, pods)) == []

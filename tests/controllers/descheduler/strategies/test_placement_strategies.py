@@ -8,7 +8,14 @@ from typing import Any
 import pytest
 
 from kubescale.scheduling.policy.fields import PolicyError
-from tests.controllers.descheduler.builders import evicted, node, owner, pod, policy, run
+from tests.controllers.descheduler.builders import (
+    cycle_node,
+    cycle_pod,
+    evicted,
+    owner,
+    policy,
+    run,
+)
 
 NO_SCHEDULE = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
 PREFER = {"key": "soft", "value": "x", "effect": "PreferNoSchedule"}
@@ -42,23 +49,23 @@ def taints(**args: Any) -> tuple[str, str, dict[str, Any]]:
 def test_node_taints(
     node_taints: list[dict[str, str]], args: dict[str, Any], expected: list[str]
 ) -> None:
-    nodes = [node("n1", taints=node_taints), node("n2")]
+    nodes = [cycle_node("n1", taints=node_taints), cycle_node("n2")]
     tolerate_gpu = {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}
     pods = [
-        pod("plain", "n1"),
-        pod("tolerates-gpu", "n1", spec={"tolerations": [tolerate_gpu]}),
-        pod("tolerates-all", "n1", spec={"tolerations": [{"operator": "Exists"}]}),
+        cycle_pod("plain", "n1"),
+        cycle_pod("tolerates-gpu", "n1", spec={"tolerations": [tolerate_gpu]}),
+        cycle_pod("tolerates-all", "n1", spec={"tolerations": [{"operator": "Exists"}]}),
     ]
     assert evicted(run(policy(taints(**args)), nodes, pods)) == expected
 
 
 def test_node_taints_scope_and_evictor() -> None:
-    nodes = [node("n1", taints=[NO_SCHEDULE]), node("n2")]
+    nodes = [cycle_node("n1", taints=[NO_SCHEDULE]), cycle_node("n2")]
     pods = [
-        pod("a", "n1", namespace="team", labels={"app": "a"}),
-        pod("b", "n1", namespace="other", labels={"app": "a"}),
-        pod("c", "n1", namespace="team", labels={"app": "c"}),
-        pod("bare", "n1", namespace="team", labels={"app": "a"}, owners=[]),
+        cycle_pod("a", "n1", namespace="team", labels={"app": "a"}),
+        cycle_pod("b", "n1", namespace="other", labels={"app": "a"}),
+        cycle_pod("c", "n1", namespace="team", labels={"app": "c"}),
+        cycle_pod("bare", "n1", namespace="team", labels={"app": "a"}, owners=[]),
     ]
     args = {"namespaces": {"include": ["team"]}, "labelSelector": {"matchLabels": {"app": "a"}}}
     # b: namespace not included; c: labels do not match; bare: the evictor protects it
@@ -110,35 +117,35 @@ PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
 
 def test_required_node_affinity() -> None:
-    nodes = [node("n1", labels={"disk": "hdd"}), node("n2", labels={"disk": "ssd"})]
+    nodes = [cycle_node("n1", labels={"disk": "hdd"}), cycle_node("n2", labels={"disk": "ssd"})]
     pods = [
         # wants ssd, runs on hdd, fits n2 → evicted
-        pod("wrong", "n1", cpu="1", spec=required_affinity("disk", "ssd")),
+        cycle_pod("wrong", "n1", cpu="1", spec=required_affinity("disk", "ssd")),
         # wants hdd, is on hdd → stays
-        pod("right", "n1", cpu="1", spec=required_affinity("disk", "hdd")),
+        cycle_pod("right", "n1", cpu="1", spec=required_affinity("disk", "hdd")),
         # wants nvme: fits no node → stays (PodFitsAnyNode)
-        pod("nowhere", "n1", cpu="1", spec=required_affinity("disk", "nvme")),
+        cycle_pod("nowhere", "n1", cpu="1", spec=required_affinity("disk", "nvme")),
         # a nodeSelector alone is not "required node affinity"
-        pod("selector", "n1", cpu="1", spec={"nodeSelector": {"disk": "ssd"}}),
+        cycle_pod("selector", "n1", cpu="1", spec={"nodeSelector": {"disk": "ssd"}}),
     ]
     assert evicted(run(policy(affinity(REQUIRED)), nodes, pods)) == ["wrong"]
     # too big for n2 (8 cpu of 4) → does not fit anywhere → stays
-    big = [pod("wrong", "n1", cpu="8", spec=required_affinity("disk", "ssd"))]
+    big = [cycle_pod("wrong", "n1", cpu="8", spec=required_affinity("disk", "ssd"))]
     assert evicted(run(policy(affinity(REQUIRED)), nodes, big)) == []
 
 
 def test_preferred_node_affinity() -> None:
     nodes = [
-        node("n1", labels={"disk": "hdd", "zone": "a"}),
-        node("n2", labels={"disk": "ssd", "zone": "a"}),
+        cycle_node("n1", labels={"disk": "hdd", "zone": "a"}),
+        cycle_node("n2", labels={"disk": "ssd", "zone": "a"}),
     ]
     pods = [
         # weights: n1 = 0 + 5 (zone a) = 5, n2 = 20 + 5 = 25 → best 25 > 5 → evicted
-        pod("better", "n1", spec=preferred_affinity((20, "disk", "ssd"), (5, "zone", "a"))),
+        cycle_pod("better", "n1", spec=preferred_affinity((20, "disk", "ssd"), (5, "zone", "a"))),
         # n1 = 5, n2 = 5 → not better → stays
-        pod("equal", "n1", spec=preferred_affinity((5, "zone", "a"))),
+        cycle_pod("equal", "n1", spec=preferred_affinity((5, "zone", "a"))),
         # on its best node already
-        pod("best", "n2", spec=preferred_affinity((20, "disk", "ssd"))),
+        cycle_pod("best", "n2", spec=preferred_affinity((20, "disk", "ssd"))),
     ]
     assert evicted(run(policy(affinity(PREFERRED)), nodes, pods)) == ["better"]
 
@@ -169,11 +176,11 @@ def test_inter_pod_anti_affinity_lowest_priority_goes_and_leaves_the_set() -> No
     # p1 (prio 100) and p2 (prio 10) on n1 both refuse "app=web" next to them, and both are
     # web. Low → high priority: p2 first: p1 matches → p2 evicted and leaves the set; then p1:
     # no other web pod on n1 → stays. p3 on n2 alone → stays.
-    nodes = [node("n1"), node("n2")]
+    nodes = [cycle_node("n1"), cycle_node("n2")]
     pods = [
-        pod("p1", "n1", labels={"app": "web"}, priority=100, spec=anti_affinity("web")),
-        pod("p2", "n1", labels={"app": "web"}, priority=10, spec=anti_affinity("web")),
-        pod("p3", "n2", labels={"app": "web"}, spec=anti_affinity("web")),
+        cycle_pod("p1", "n1", labels={"app": "web"}, priority=100, spec=anti_affinity("web")),
+        cycle_pod("p2", "n1", labels={"app": "web"}, priority=10, spec=anti_affinity("web")),
+        cycle_pod("p3", "n2", labels={"app": "web"}, spec=anti_affinity("web")),
     ]
     assert evicted(run(policy(ANTI), nodes, pods)) == ["p2"]
     # When the eviction fails (a PDB), p2 stays in the set and p1 violates too.
@@ -184,15 +191,15 @@ def test_inter_pod_anti_affinity_lowest_priority_goes_and_leaves_the_set() -> No
 def test_inter_pod_anti_affinity_topology_and_namespaces() -> None:
     # zone topology: n1 and n2 share zone a; "db" on n2 is in zone a → "app" on n1 violates.
     nodes = [
-        node("n1", labels={"zone": "a"}),
-        node("n2", labels={"zone": "a"}),
-        node("n3", labels={"zone": "b"}),
+        cycle_node("n1", labels={"zone": "a"}),
+        cycle_node("n2", labels={"zone": "a"}),
+        cycle_node("n3", labels={"zone": "b"}),
     ]
     pods = [
-        pod("app", "n1", spec=anti_affinity("db", "zone"), owners=[owner(name="app")]),
-        pod("db", "n2", labels={"app": "db"}, owners=[owner(name="db")]),
-        pod("far", "n3", spec=anti_affinity("db", "zone"), owners=[owner(name="far")]),
+        cycle_pod("app", "n1", spec=anti_affinity("db", "zone"), owners=[owner(name="app")]),
+        cycle_pod("db", "n2", labels={"app": "db"}, owners=[owner(name="db")]),
+        cycle_pod("far", "n3", spec=anti_affinity("db", "zone"), owners=[owner(name="far")]),
         # another namespace's db does not count (term namespaces default to the pod's own)
-        pod("other-app", "n1", namespace="other", spec=anti_affinity("db", "zone")),
+        cycle_pod("other-app", "n1", namespace="other", spec=anti_affinity("db", "zone")),
     ]
     assert evicted(run(policy(ANTI), nodes, pods)) == ["app"]

@@ -10,16 +10,16 @@ import pytest
 from kubescale.scheduling.policy.fields import PolicyError
 from tests.controllers.descheduler.builders import (
     NOW,
+    cycle_node,
+    cycle_pod,
     evicted,
-    node,
     owner,
-    pod,
     policy,
     run,
     stamp,
 )
 
-NODES = [node("n1"), node("n2")]
+NODES = [cycle_node("n1"), cycle_node("n2")]
 
 
 def container_status(
@@ -44,15 +44,15 @@ def restarts(**args: Any) -> tuple[str, str, dict[str, Any]]:
 def test_too_many_restarts_threshold_init_containers_and_order() -> None:
     pods = [
         # 3 + 2 = 5 restarts
-        pod(
+        cycle_pod(
             "five",
             "n1",
             status={"containerStatuses": [container_status(3), container_status(2, name="b")]},
         ),
         # 9 restarts
-        pod("nine", "n1", status={"containerStatuses": [container_status(9)]}),
+        cycle_pod("nine", "n1", status={"containerStatuses": [container_status(9)]}),
         # 1 restart + 6 in an init container: 1 without, 7 with includingInitContainers
-        pod(
+        cycle_pod(
             "init",
             "n1",
             status={
@@ -69,13 +69,13 @@ def test_too_many_restarts_threshold_init_containers_and_order() -> None:
 
 def test_too_many_restarts_states() -> None:
     pods = [
-        pod(
+        cycle_pod(
             "crashing",
             "n1",
             status={"containerStatuses": [container_status(4, waiting="CrashLoopBackOff")]},
         ),
-        pod("running", "n1", status={"containerStatuses": [container_status(6)]}),
-        pod(
+        cycle_pod("running", "n1", status={"containerStatuses": [container_status(6)]}),
+        cycle_pod(
             "pending",
             "n1",
             phase="Pending",
@@ -101,10 +101,10 @@ def lifetime(**args: Any) -> tuple[str, str, dict[str, Any]]:
 
 def test_pod_lifetime_age_is_strictly_greater_and_oldest_first() -> None:
     pods = [
-        pod("exactly", "n1", created=NOW - timedelta(seconds=600)),  # 600 > 600? no
-        pod("older", "n2", created=NOW - timedelta(seconds=900)),
-        pod("old", "n1", created=NOW - timedelta(seconds=601)),
-        pod("future", "n1", created=NOW + timedelta(seconds=60)),
+        cycle_pod("exactly", "n1", created=NOW - timedelta(seconds=600)),  # 600 > 600? no
+        cycle_pod("older", "n2", created=NOW - timedelta(seconds=900)),
+        cycle_pod("old", "n1", created=NOW - timedelta(seconds=601)),
+        cycle_pod("future", "n1", created=NOW + timedelta(seconds=60)),
     ]
     args = {"maxPodLifeTimeSeconds": 600}
     assert evicted(run(policy(lifetime(**args)), NODES, pods)) == ["older", "old"]
@@ -113,28 +113,28 @@ def test_pod_lifetime_age_is_strictly_greater_and_oldest_first() -> None:
 def test_pod_lifetime_filters_are_anded_values_ored() -> None:
     old = NOW - timedelta(hours=3)
     pods = [
-        pod(
+        cycle_pod(
             "pulling",
             "n1",
             created=old,
             phase="Pending",
             status={"containerStatuses": [container_status(waiting="ImagePullBackOff")]},
         ),
-        pod(
+        cycle_pod(
             "oom",
             "n1",
             created=old,
             status={"containerStatuses": [container_status(terminated=("OOMKilled", 137))]},
         ),
-        pod(
+        cycle_pod(
             "young-pulling",
             "n1",
             created=NOW - timedelta(minutes=1),
             phase="Pending",
             status={"containerStatuses": [container_status(waiting="ImagePullBackOff")]},
         ),
-        pod("running", "n1", created=old),
-        pod("reason", "n1", created=old, status={"reason": "NodeLost"}),
+        cycle_pod("running", "n1", created=old),
+        cycle_pod("reason", "n1", created=old, status={"reason": "NodeLost"}),
     ]
     # older than an hour AND (ImagePullBackOff OR OOMKilled OR NodeLost); equal ages keep the
     # node's listing order (creation time, then name)
@@ -153,9 +153,11 @@ def test_pod_lifetime_conditions_and_owner_kinds() -> None:
         "lastTransitionTime": changed,
     }
     pods = [
-        pod("unready", "n1", status={"conditions": [unready]}),
-        pod("unready-job", "n1", status={"conditions": [unready]}, owners=[owner("Job", "batch")]),
-        pod("ready", "n1", status={"conditions": [{**unready, "status": "True"}]}),
+        cycle_pod("unready", "n1", status={"conditions": [unready]}),
+        cycle_pod(
+            "unready-job", "n1", status={"conditions": [unready]}, owners=[owner("Job", "batch")]
+        ),
+        cycle_pod("ready", "n1", status={"conditions": [{**unready, "status": "True"}]}),
     ]
     condition = {"type": "Ready", "status": "False", "minTimeSinceLastTransitionSeconds": 1200}
     # 30 minutes = 1800 s >= 1200
@@ -186,9 +188,11 @@ def failed(**args: Any) -> tuple[str, str, dict[str, Any] | None]:
 
 def test_remove_failed_pods_default_min_lifetime_is_an_hour() -> None:
     pods = [
-        pod("recent", "n1", phase="Failed", created=NOW - timedelta(seconds=3599)),
-        pod("hour", "n1", phase="Failed", created=NOW - timedelta(seconds=3600)),  # 3600 >= 3600
-        pod("running", "n1", created=NOW - timedelta(days=1)),
+        cycle_pod("recent", "n1", phase="Failed", created=NOW - timedelta(seconds=3599)),
+        cycle_pod(
+            "hour", "n1", phase="Failed", created=NOW - timedelta(seconds=3600)
+        ),  # 3600 >= 3600
+        cycle_pod("running", "n1", created=NOW - timedelta(days=1)),
     ]
     assert evicted(run(policy(failed()), NODES, pods)) == ["hour"]
     # node listing order: created first, listed first
@@ -198,21 +202,21 @@ def test_remove_failed_pods_default_min_lifetime_is_an_hour() -> None:
 def test_remove_failed_pods_reasons_exit_codes_owner_kinds() -> None:
     # created an hour apart, oldest first: the node lists them in this order
     pods = [
-        pod(
+        cycle_pod(
             "oom",
             "n1",
             phase="Failed",
             created=NOW - timedelta(hours=5),
             status={"containerStatuses": [container_status(terminated=("OOMKilled", 137))]},
         ),
-        pod(
+        cycle_pod(
             "evicted",
             "n1",
             phase="Failed",
             created=NOW - timedelta(hours=4),
             status={"reason": "Evicted"},
         ),
-        pod(
+        cycle_pod(
             "job",
             "n1",
             phase="Failed",
@@ -220,7 +224,7 @@ def test_remove_failed_pods_reasons_exit_codes_owner_kinds() -> None:
             created=NOW - timedelta(hours=3),
             status={"containerStatuses": [container_status(terminated=("Error", 1))]},
         ),
-        pod(
+        cycle_pod(
             "init",
             "n1",
             phase="Failed",
@@ -244,7 +248,7 @@ def test_remove_failed_pods_reasons_exit_codes_owner_kinds() -> None:
 
 
 def test_failed_bare_pods_need_the_protection_disabled() -> None:
-    pods = [pod("bare", "n1", phase="Failed", owners=[])]
+    pods = [cycle_pod("bare", "n1", phase="Failed", owners=[])]
     assert evicted(run(policy(failed(minPodLifetimeSeconds=0)), NODES, pods)) == []
     evictor = {"podProtections": {"defaultDisabled": ["FailedBarePods"]}}
     the_policy = policy(failed(minPodLifetimeSeconds=0), evictor=evictor)

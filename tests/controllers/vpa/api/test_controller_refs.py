@@ -9,6 +9,7 @@ scalable custom resource becomes the answer (its Scale carries no owners, so the
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from kubescale.controllers.vpa.api.controller_refs import (
     controller_owner_ref,
     topmost_controller,
 )
+from tests import builders
 
 NS = "test-namespace"
 Objects = dict[tuple[str, str], dict[str, Any]]  # (kind, name) -> object
@@ -46,8 +48,9 @@ def obj(kind: str, name: str, *owners: dict[str, Any]) -> dict[str, Any]:
     return {"kind": kind, "metadata": metadata}
 
 
-def pod(*owners: dict[str, Any]) -> dict[str, Any]:
-    return obj("Pod", "test-pod", *owners)
+pod = functools.partial(
+    builders.pods.pod, name="test-pod", namespace=NS, containers=None, api_version=None
+)
 
 
 def resolve(
@@ -80,56 +83,56 @@ REPLICA_SET = obj("ReplicaSet", "test-rs", owner("Deployment", "test-deployment"
     [
         pytest.param(pod(), [], frozenset(), None, id="no owner: not under any VPA"),
         pytest.param(
-            pod(owner("Deployment", "test-deployment", controller=False)),
+            pod(owner_references=[owner("Deployment", "test-deployment", controller=False)]),
             [DEPLOYMENT],
             frozenset(),
             None,
             id="owner without controller=true is ignored",
         ),
         pytest.param(
-            pod(owner("Deployment", "test-deployment")),
+            pod(owner_references=[owner("Deployment", "test-deployment")]),
             [],
             frozenset(),
             None,
             id="deployment doesn't exist: error, no controller",
         ),
         pytest.param(
-            pod(owner("Deployment", "test-deployment")),
+            pod(owner_references=[owner("Deployment", "test-deployment")]),
             [DEPLOYMENT],
             frozenset(),
             ref("Deployment", "test-deployment"),
             id="deployment no parent",
         ),
         pytest.param(
-            pod(owner("ReplicaSet", "test-rs")),
+            pod(owner_references=[owner("ReplicaSet", "test-rs")]),
             [DEPLOYMENT, REPLICA_SET],
             frozenset(),
             ref("Deployment", "test-deployment"),
             id="replicaset with deployment parent",
         ),
         pytest.param(
-            pod(owner("ReplicaSet", "test-rs")),
+            pod(owner_references=[owner("ReplicaSet", "test-rs")]),
             [REPLICA_SET],
             frozenset(),
             None,
             id="replicaset whose deployment is missing: error",
         ),
         pytest.param(
-            pod(owner("StatefulSet", "test-statefulset")),
+            pod(owner_references=[owner("StatefulSet", "test-statefulset")]),
             [obj("StatefulSet", "test-statefulset")],
             frozenset(),
             ref("StatefulSet", "test-statefulset"),
             id="StatefulSet",
         ),
         pytest.param(
-            pod(owner("DaemonSet", "test-daemonset")),
+            pod(owner_references=[owner("DaemonSet", "test-daemonset")]),
             [obj("DaemonSet", "test-daemonset")],
             frozenset(),
             ref("DaemonSet", "test-daemonset"),
             id="DaemonSet",
         ),
         pytest.param(
-            pod(owner("Job", "test-job", "batch/v1")),
+            pod(owner_references=[owner("Job", "test-job", "batch/v1")]),
             [
                 obj("Job", "test-job", owner("CronJob", "test-cronjob", "batch/v1")),
                 obj("CronJob", "test-cronjob"),
@@ -139,21 +142,21 @@ REPLICA_SET = obj("ReplicaSet", "test-rs", owner("Deployment", "test-deployment"
             id="Job owned by CronJob",
         ),
         pytest.param(
-            pod(owner("ReplicationController", "test-rc", "v1")),
+            pod(owner_references=[owner("ReplicationController", "test-rc", "v1")]),
             [obj("ReplicationController", "test-rc")],
             frozenset(),
             ref("ReplicationController", "test-rc", "v1"),
             id="rc no parent",
         ),
         pytest.param(
-            pod(owner("Deployment", "test-deployment")),
+            pod(owner_references=[owner("Deployment", "test-deployment")]),
             [obj("Deployment", "test-deployment", owner("Deployment", "test-deployment"))],
             frozenset(),
             None,
             id="deployment cycle in ownership",
         ),
         pytest.param(
-            pod(owner("ReplicaSet", "a")),
+            pod(owner_references=[owner("ReplicaSet", "a")]),
             [
                 obj("ReplicaSet", "a", owner("Deployment", "b")),
                 obj("Deployment", "b", owner("ReplicaSet", "a")),
@@ -163,14 +166,14 @@ REPLICA_SET = obj("ReplicaSet", "test-rs", owner("Deployment", "test-deployment"
             id="two-object cycle",
         ),
         pytest.param(
-            pod(owner("Deployment", "test-deployment")),
+            pod(owner_references=[owner("Deployment", "test-deployment")]),
             [obj("Deployment", "test-deployment", owner("Foo", "bah", "Foo/Foo"))],
             frozenset(),
             ref("Deployment", "test-deployment"),
             id="deployment, parent with no scale subresource: itself",
         ),
         pytest.param(
-            pod(owner("Deployment", "test-deployment")),
+            pod(owner_references=[owner("Deployment", "test-deployment")]),
             [
                 obj("Deployment", "test-deployment", owner("Scale", "iCanScale", "Foo/Foo")),
                 obj("Scale", "iCanScale", owner("Deployment", "higher")),
@@ -180,49 +183,49 @@ REPLICA_SET = obj("ReplicaSet", "test-rs", owner("Deployment", "test-deployment"
             id="deployment, parent not well known with scale subresource (walk stops there)",
         ),
         pytest.param(
-            pod(owner("Deployment", "test-deployment")),
+            pod(owner_references=[owner("Deployment", "test-deployment")]),
             [obj("Deployment", "test-deployment", owner("Scale", "gone", "Foo/Foo"))],
             frozenset({"Scale"}),
             ref("Deployment", "test-deployment"),
             id="scalable kind whose object is absent is not the answer",
         ),
         pytest.param(
-            pod(owner("Deployment", "test-deployment")),
+            pod(owner_references=[owner("Deployment", "test-deployment")]),
             [obj("Deployment", "test-deployment", owner("Node", "node", "v1"))],
             frozenset({"Node"}),
             None,
             id="parent is node: error, no controller",
         ),
         pytest.param(
-            pod(owner("Node", "node-1", "v1")),
+            pod(owner_references=[owner("Node", "node-1", "v1")]),
             [obj("Node", "node-1")],
             frozenset({"Node"}),
             None,
             id="static pod owned by a node",
         ),
         pytest.param(
-            pod(owner("Foo", "bah", "Foo/Foo")),
+            pod(owner_references=[owner("Foo", "bah", "Foo/Foo")]),
             [obj("Foo", "bah")],
             frozenset(),
             None,
             id="custom resource with no scale subresource",
         ),
         pytest.param(
-            pod(owner("Rollout", "r", "argoproj.io/v1alpha1")),
+            pod(owner_references=[owner("Rollout", "r", "argoproj.io/v1alpha1")]),
             [obj("Rollout", "r")],
             frozenset({"Rollout"}),
             ref("Rollout", "r", "argoproj.io/v1alpha1"),
             id="pod directly under a scalable custom resource",
         ),
         pytest.param(
-            pod(owner("ReplicaSet", "test-rs"), owner("StatefulSet", "sts")),
+            pod(owner_references=[owner("ReplicaSet", "test-rs"), owner("StatefulSet", "sts")]),
             [DEPLOYMENT, REPLICA_SET, obj("StatefulSet", "sts")],
             frozenset(),
             ref("StatefulSet", "sts"),
             id="two controller refs on the pod: the last wins",
         ),
         pytest.param(
-            pod(owner("ReplicaSet", "rs2")),
+            pod(owner_references=[owner("ReplicaSet", "rs2")]),
             [
                 obj(
                     "ReplicaSet", "rs2", owner("Deployment", "first"), owner("Deployment", "second")
@@ -246,7 +249,8 @@ def test_topmost_controller(
 
 
 def test_owner_ref_takes_the_pods_namespace() -> None:
-    assert controller_owner_ref(pod(owner("ReplicaSet", "test-rs"))) == ref("ReplicaSet", "test-rs")
+    the_pod = pod(owner_references=[owner("ReplicaSet", "test-rs")])
+    assert controller_owner_ref(the_pod) == ref("ReplicaSet", "test-rs")
 
 
 def test_malformed_owner_references_are_ignored() -> None:
@@ -272,7 +276,7 @@ def test_walk_always_ends(links: list[str], loop_back: bool) -> None:
         if loop_back and i + 1 == len(links) and links:
             parents = [owner(links[0], names[0])]
         objects.append(obj(kind, names[i], *parents))
-    start = pod(owner(links[0], names[0])) if links else pod()
+    start = pod(owner_references=[owner(links[0], names[0])]) if links else pod()
     result = resolve(start, objects, frozenset({"Scale"}))
     assert result is None or (result.kind, result.name) in {
         (k, n) for k, n in zip(links, names, strict=True)

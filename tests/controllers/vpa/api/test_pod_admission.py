@@ -12,6 +12,7 @@ app 250m / 256Mi and sidecar 25m / 64Mi.
 from __future__ import annotations
 
 import copy
+import functools
 from typing import Any
 
 import pytest
@@ -37,43 +38,26 @@ EMPTY_ANNOTATIONS = add("/metadata/annotations", {})
 OBSERVED = add("/metadata/annotations/vpaObservedContainers", "app, sidecar")
 
 
-def make_pod(*, extra_container: bool = False) -> dict[str, Any]:
-    containers: list[dict[str, Any]] = [
-        {
-            "name": "app",
-            "image": "app:1",
-            "resources": {
-                "requests": {"cpu": "100m", "memory": "100Mi"},
-                "limits": {"cpu": "200m", "memory": "200Mi"},
-            },
-        },
-        {
-            "name": "sidecar",
-            "image": "proxy:1",
-            "resources": {"requests": {"cpu": "50m"}, "limits": {"memory": "128Mi"}},
-        },
-    ]
-    if extra_container:
-        containers.append({"name": "bare", "image": "bare:1"})
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "generateName": "web-7c9f-",
-            "namespace": "default",
-            "labels": {"app": "web"},
-            "ownerReferences": [
-                {
-                    "apiVersion": "apps/v1",
-                    "kind": "ReplicaSet",
-                    "name": "web-7c9f",
-                    "uid": "u1",
-                    "controller": True,
-                }
-            ],
-        },
-        "spec": {"containers": containers},
-    }
+CONTAINERS = (
+    builders.pods.container(
+        "app",
+        image="app:1",
+        requests={"cpu": "100m", "memory": "100Mi"},
+        limits={"cpu": "200m", "memory": "200Mi"},
+    ),
+    builders.pods.container(
+        "sidecar", image="proxy:1", requests={"cpu": "50m"}, limits={"memory": "128Mi"}
+    ),
+)
+build_pod = functools.partial(
+    builders.pods.pod,
+    name=None,
+    labels={"app": "web"},
+    owner_references=[builders.meta.owner_reference(name="web-7c9f", uid="u1")],
+    metadata_extra={"generateName": "web-7c9f-"},
+    containers=CONTAINERS,
+)
+"""The pod of the module docstring, as a ReplicaSet creates it (``generateName``, no name)."""
 
 
 def recommendation(*containers: tuple[str, str, str]) -> dict[str, Any]:
@@ -94,32 +78,16 @@ def recommendation(*containers: tuple[str, str, str]) -> dict[str, Any]:
 DEFAULT_RECOMMENDATION = recommendation(("app", "250m", "256Mi"), ("sidecar", "25m", "64Mi"))
 
 
-def make_vpa(
-    mode: str | None = "Recreate",
-    *,
-    policies: list[dict[str, Any]] | None = None,
-    status: dict[str, Any] | None = None,
-    spec_extra: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}
-    }
-    if mode is not None:
-        spec["updatePolicy"] = {"updateMode": mode}
-    if policies is not None:
-        spec["resourcePolicy"] = {"containerPolicies": policies}
-    spec.update(spec_extra or {})
-    return {
-        "apiVersion": "autoscaling.k8s.io/v1",
-        "kind": "VerticalPodAutoscaler",
-        "metadata": {
-            "name": "web-vpa",
-            "namespace": "default",
-            "creationTimestamp": "2024-01-01T00:00:00Z",
-        },
-        "spec": spec,
-        "status": {"recommendation": DEFAULT_RECOMMENDATION} if status is None else status,
-    }
+build_vpa = functools.partial(
+    builders.vpas.vpa,
+    name="web-vpa",
+    creation_timestamp="2024-01-01T00:00:00Z",
+    target=builders.vpas.target_ref(),
+    update_mode="Recreate",
+    status={"recommendation": DEFAULT_RECOMMENDATION},
+)
+"""VPA ``web-vpa`` on Deployment ``web`` in Recreate mode recommending
+:data:`DEFAULT_RECOMMENDATION` (``status`` replaces that status)."""
 
 
 def hpa_on(resource: str, name: str = "web") -> dict[str, Any]:
@@ -176,31 +144,35 @@ CASES = [
         PodAdmission(patches=[], vpa=None, applied=False, skipped_resources=frozenset()),
         id="no VPA: nothing, not applied",
     ),
-    pytest.param({"vpa": make_vpa("Recreate")}, admission(FULL_PATCH), id="Recreate"),
+    pytest.param({"vpa": build_vpa(update_mode="Recreate")}, admission(FULL_PATCH), id="Recreate"),
     pytest.param(
-        {"vpa": make_vpa("Initial")}, admission(FULL_PATCH), id="Initial: same patch at creation"
+        {"vpa": build_vpa(update_mode="Initial")},
+        admission(FULL_PATCH),
+        id="Initial: same patch at creation",
     ),
     pytest.param(
-        {"vpa": make_vpa(None)}, admission(FULL_PATCH), id="no updatePolicy (default mode)"
+        {"vpa": build_vpa(update_mode=None)},
+        admission(FULL_PATCH),
+        id="no updatePolicy (default mode)",
     ),
     pytest.param(
         {
-            "vpa": make_vpa(
-                "Off", spec_extra={"startupBoost": {"cpu": {"type": "Factor", "factor": 2}}}
+            "vpa": build_vpa(
+                update_mode="Off", spec={"startupBoost": {"cpu": {"type": "Factor", "factor": 2}}}
             )
         },
         admission([EMPTY_ANNOTATIONS, OBSERVED]),
         id="Off (matched for its startup boost): no requests, no limits, observed only",
     ),
     pytest.param(
-        {"vpa": make_vpa(status={})},
+        {"vpa": build_vpa(status={})},
         admission([EMPTY_ANNOTATIONS, OBSERVED]),
         id="no recommendation yet: observed containers only",
     ),
     pytest.param(
         {
-            "vpa": make_vpa(
-                policies=[{"containerName": "sidecar", "mode": "Off"}],
+            "vpa": build_vpa(
+                container_policies=[{"containerName": "sidecar", "mode": "Off"}],
                 status={"recommendation": recommendation(("app", "250m", "256Mi"))},
             )
         },
@@ -214,7 +186,11 @@ CASES = [
         id="container mode Off: no recommendation for it, left alone",
     ),
     pytest.param(
-        {"vpa": make_vpa(policies=[{"containerName": "*", "controlledValues": "RequestsOnly"}])},
+        {
+            "vpa": build_vpa(
+                container_policies=[{"containerName": "*", "controlledValues": "RequestsOnly"}]
+            )
+        },
         admission(
             [
                 EMPTY_ANNOTATIONS,
@@ -233,7 +209,11 @@ CASES = [
         id="RequestsOnly: capped to the container limit, limits untouched",
     ),
     pytest.param(
-        {"vpa": make_vpa(policies=[{"containerName": "app", "controlledResources": ["memory"]}])},
+        {
+            "vpa": build_vpa(
+                container_policies=[{"containerName": "app", "controlledResources": ["memory"]}]
+            )
+        },
         # Admission sets what the recommendation holds (cpu too), as upstream: only the
         # recommender reads controlledResources.
         admission(FULL_PATCH),
@@ -241,8 +221,8 @@ CASES = [
     ),
     pytest.param(
         {
-            "vpa": make_vpa(
-                policies=[
+            "vpa": build_vpa(
+                container_policies=[
                     {
                         "containerName": "app",
                         "maxAllowed": {"cpu": "150m"},
@@ -273,7 +253,7 @@ CASES = [
     ),
     pytest.param(
         {
-            "vpa": make_vpa(),
+            "vpa": build_vpa(),
             "limit_ranges": [
                 builders.limit_ranges.limit_range(
                     items=[{"type": "Container", "max": {"cpu": "400m"}}]
@@ -301,7 +281,7 @@ CASES = [
     ),
     pytest.param(
         {
-            "vpa": make_vpa(),
+            "vpa": build_vpa(),
             "limit_ranges": [
                 builders.limit_ranges.limit_range(
                     items=[{"type": "Container", "default": {"cpu": "300m", "memory": "300Mi"}}]
@@ -327,7 +307,7 @@ CASES = [
         id="LimitRange default limit stands in for a missing limit",
     ),
     pytest.param(
-        {"vpa": make_vpa(), "hpas": [hpa_on("cpu")], "avoid_hpa_conflict": True},
+        {"vpa": build_vpa(), "hpas": [hpa_on("cpu")], "avoid_hpa_conflict": True},
         admission(
             [
                 EMPTY_ANNOTATIONS,
@@ -346,17 +326,17 @@ CASES = [
         id="HPA on cpu with the conflict check on: cpu left alone",
     ),
     pytest.param(
-        {"vpa": make_vpa(), "hpas": [hpa_on("cpu")], "avoid_hpa_conflict": False},
+        {"vpa": build_vpa(), "hpas": [hpa_on("cpu")], "avoid_hpa_conflict": False},
         admission(FULL_PATCH),
         id="HPA on cpu with the conflict check off: upstream behaviour",
     ),
     pytest.param(
-        {"vpa": make_vpa(), "hpas": [hpa_on("cpu", name="other")], "avoid_hpa_conflict": True},
+        {"vpa": build_vpa(), "hpas": [hpa_on("cpu", name="other")], "avoid_hpa_conflict": True},
         admission(FULL_PATCH),
         id="HPA on another workload: no conflict",
     ),
     pytest.param(
-        {"vpa": make_vpa(), "largest_node_allocatable": {"cpu": q("200m"), "memory": q("1Gi")}},
+        {"vpa": build_vpa(), "largest_node_allocatable": {"cpu": q("200m"), "memory": q("1Gi")}},
         admission(
             [
                 EMPTY_ANNOTATIONS,
@@ -380,12 +360,12 @@ CASES = [
         id="node fit on: cpu scaled to the largest node",
     ),
     pytest.param(
-        {"vpa": make_vpa(), "largest_node_allocatable": {"cpu": q("4"), "memory": q("16Gi")}},
+        {"vpa": build_vpa(), "largest_node_allocatable": {"cpu": q("4"), "memory": q("16Gi")}},
         admission(FULL_PATCH),
         id="node fit on, pod fits: unchanged",
     ),
     pytest.param(
-        {"vpa": make_vpa(), "largest_node_allocatable": None},
+        {"vpa": build_vpa(), "largest_node_allocatable": None},
         admission(FULL_PATCH),
         id="node fit off",
     ),
@@ -394,7 +374,7 @@ CASES = [
 
 @pytest.mark.parametrize(("kwargs", "expected"), CASES)
 def test_admit_pod(kwargs: dict[str, Any], expected: PodAdmission) -> None:
-    the_pod = make_pod()
+    the_pod = build_pod()
     before = copy.deepcopy(the_pod)
     arguments: dict[str, Any] = {"limit_ranges": [], **kwargs}
     result = admit_pod(pod=the_pod, **arguments)
@@ -406,8 +386,8 @@ def test_admit_pod(kwargs: dict[str, Any], expected: PodAdmission) -> None:
 def test_container_without_resources_and_nothing_to_set_is_not_listed() -> None:
     """Upstream gives a container with neither requests nor limits ``resources: {}`` and an
     empty ``container i: `` entry even when nothing is set on it; kubescale writes neither."""
-    the_pod = make_pod(extra_container=True)
-    result = admit_pod(pod=the_pod, vpa=make_vpa(status={}), limit_ranges=[])
+    the_pod = build_pod(containers=[*CONTAINERS, builders.pods.container("bare", image="bare:1")])
+    result = admit_pod(pod=the_pod, vpa=build_vpa(status={}), limit_ranges=[])
     assert result.patches == [
         EMPTY_ANNOTATIONS,
         add("/metadata/annotations/vpaObservedContainers", "app, sidecar, bare"),
@@ -415,8 +395,8 @@ def test_container_without_resources_and_nothing_to_set_is_not_listed() -> None:
 
 
 def test_applied_patch_gives_the_pod_upstreams_resources() -> None:
-    the_pod = make_pod()
-    result = admit_pod(pod=the_pod, vpa=make_vpa(), limit_ranges=[])
+    the_pod = build_pod()
+    result = admit_pod(pod=the_pod, vpa=build_vpa(), limit_ranges=[])
     patched = apply_json_patch(the_pod, result.patches)
     assert patched["spec"]["containers"][0]["resources"] == {
         "requests": {"cpu": "250m", "memory": "256Mi"},
@@ -430,6 +410,6 @@ def test_applied_patch_gives_the_pod_upstreams_resources() -> None:
 
 
 def test_malformed_recommendation_raises_admission_error() -> None:
-    vpa = make_vpa(status={"recommendation": recommendation(("app", "lots", "256Mi"))})
+    vpa = build_vpa(status={"recommendation": recommendation(("app", "lots", "256Mi"))})
     with pytest.raises(PodAdmissionError):
-        admit_pod(pod=make_pod(), vpa=vpa, limit_ranges=[])
+        admit_pod(pod=build_pod(), vpa=vpa, limit_ranges=[])

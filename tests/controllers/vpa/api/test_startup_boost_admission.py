@@ -26,8 +26,8 @@ from tests.controllers.vpa.api.test_pod_admission import (
     NO_CPU_LIMIT,
     OBSERVED,
     add,
-    make_pod,
-    make_vpa,
+    build_pod,
+    build_vpa,
     updates,
 )
 
@@ -89,15 +89,15 @@ def test_boosted_cpu_errors(cpu: dict[str, Any], message: str) -> None:
 
 
 def test_the_annotation_is_the_original_resources_as_go_marshals_them() -> None:
-    app, sidecar = make_pod()["spec"]["containers"]
+    app, sidecar = build_pod()["spec"]["containers"]
     assert original_resources_value(app) == APP_ORIGINAL
     assert original_resources_value(sidecar) == SIDECAR_ORIGINAL
     assert original_resources_value({"name": "bare"}) == '{"requests":{},"limits":{}}'
 
 
 def test_gate_off_changes_nothing() -> None:
-    vpa = make_vpa(spec_extra={"startupBoost": boost(factor=2)})
-    admitted = admit_pod(pod=make_pod(), vpa=vpa, limit_ranges=[])
+    vpa = build_vpa(spec={"startupBoost": boost(factor=2)})
+    admitted = admit_pod(pod=build_pod(), vpa=vpa, limit_ranges=[])
     assert admitted.patches == [*FULL_PATCH]
 
 
@@ -105,8 +105,8 @@ def test_pod_level_factor_boosts_every_container_after_the_recommendation() -> N
     # app: base = recommended 250m; x2 = 500m; RequestsAndLimits: limit 200m * 500m / 100m =
     #      1000m = "1" (NewMilliQuantity prints whole cores). Memory as without the boost.
     # sidecar: base = recommended 25m; x2 = 50m; no cpu limit -> none to scale.
-    vpa = make_vpa(spec_extra={"startupBoost": boost(factor=2)})
-    admitted = admit_pod(pod=make_pod(), vpa=vpa, limit_ranges=[], startup_boost=ON)
+    vpa = build_vpa(spec={"startupBoost": boost(factor=2)})
+    admitted = admit_pod(pod=build_pod(), vpa=vpa, limit_ranges=[], startup_boost=ON)
     assert admitted.patches == [
         EMPTY_ANNOTATIONS,
         app_boost(APP_ORIGINAL),
@@ -134,8 +134,8 @@ def test_container_policy_wins_and_mode_off_containers_are_not_boosted() -> None
         {"containerName": "app", "startupBoost": boost("Quantity", quantity="1")},
         {"containerName": "sidecar", "mode": "Off"},
     ]
-    vpa = make_vpa(policies=policies, spec_extra={"startupBoost": boost(factor=4)})
-    admitted = admit_pod(pod=make_pod(), vpa=vpa, limit_ranges=[], startup_boost=ON)
+    vpa = build_vpa(container_policies=policies, spec={"startupBoost": boost(factor=4)})
+    admitted = admit_pod(pod=build_pod(), vpa=vpa, limit_ranges=[], startup_boost=ON)
     assert admitted.patches[1] == app_boost(APP_ORIGINAL)
     assert add("/spec/containers/0/resources/requests/cpu", "1250m") in admitted.patches
     assert add("/spec/containers/0/resources/limits/cpu", "2500m") in admitted.patches
@@ -147,8 +147,8 @@ def test_requests_only_caps_the_boost_1m_below_the_limit() -> None:
     # app RequestsOnly: 250m x 4 = 1000m > limit 200m -> 200m - 1m = 199m; limits untouched.
     # (The recommendation's RequestsOnly cap already set the memory target <= 200Mi limit.)
     policies = [{"containerName": "app", "controlledValues": "RequestsOnly"}]
-    vpa = make_vpa(policies=policies, spec_extra={"startupBoost": boost(factor=4)})
-    admitted = admit_pod(pod=make_pod(), vpa=vpa, limit_ranges=[], startup_boost=ON)
+    vpa = build_vpa(container_policies=policies, spec={"startupBoost": boost(factor=4)})
+    admitted = admit_pod(pod=build_pod(), vpa=vpa, limit_ranges=[], startup_boost=ON)
     assert add("/spec/containers/0/resources/requests/cpu", "199m") in admitted.patches
     assert not any(
         p["path"].startswith("/spec/containers/0/resources/limits") for p in admitted.patches
@@ -158,8 +158,8 @@ def test_requests_only_caps_the_boost_1m_below_the_limit() -> None:
 def test_mode_off_applies_only_the_boost_from_the_original_request() -> None:
     # Mode Off: no recommendation applied; base = the container's own request.
     # app: 100m x 3 = 300m; limit 200m * 300 / 100 = 600m. sidecar: 50m x 3 = 150m, no cpu limit.
-    vpa = make_vpa("Off", spec_extra={"startupBoost": boost(factor=3)})
-    admitted = admit_pod(pod=make_pod(), vpa=vpa, limit_ranges=[], startup_boost=ON)
+    vpa = build_vpa(update_mode="Off", spec={"startupBoost": boost(factor=3)})
+    admitted = admit_pod(pod=build_pod(), vpa=vpa, limit_ranges=[], startup_boost=ON)
     assert admitted.patches == [
         EMPTY_ANNOTATIONS,
         app_boost(APP_ORIGINAL),
@@ -174,21 +174,21 @@ def test_mode_off_applies_only_the_boost_from_the_original_request() -> None:
 
 def test_max_allowed_cpu_boost_caps_the_request() -> None:
     # app: 250m x 10 = 2500m > cap 400m -> 400m; limit 200m * 400 / 100 = 800m.
-    vpa = make_vpa(spec_extra={"startupBoost": boost(factor=10)})
+    vpa = build_vpa(spec={"startupBoost": boost(factor=10)})
     settings = StartupBoostSettings(max_allowed_cpu_boost=q("400m"))
-    admitted = admit_pod(pod=make_pod(), vpa=vpa, limit_ranges=[], startup_boost=settings)
+    admitted = admit_pod(pod=build_pod(), vpa=vpa, limit_ranges=[], startup_boost=settings)
     assert add("/spec/containers/0/resources/requests/cpu", "400m") in admitted.patches
     assert add("/spec/containers/0/resources/limits/cpu", "800m") in admitted.patches
 
 
 def test_an_invalid_boost_admits_the_pod_unchanged() -> None:
-    vpa = make_vpa(spec_extra={"startupBoost": boost(factor=0)})
+    vpa = build_vpa(spec={"startupBoost": boost(factor=0)})
     with pytest.raises(PodAdmissionError, match="boost factor must be >= 1"):
-        admit_pod(pod=make_pod(), vpa=vpa, limit_ranges=[], startup_boost=ON)
+        admit_pod(pod=build_pod(), vpa=vpa, limit_ranges=[], startup_boost=ON)
 
 
 def _ready_pod(since: str, annotations: dict[str, str]) -> dict[str, Any]:
-    pod = make_pod()
+    pod = build_pod()
     pod["metadata"]["annotations"] = annotations
     pod["status"] = {
         "phase": "Running",
@@ -200,9 +200,11 @@ def _ready_pod(since: str, annotations: dict[str, str]) -> dict[str, Any]:
 def test_expiry_counts_from_ready() -> None:
     keys = {"vpaCpuStartupBoost/app": APP_ORIGINAL, "vpaCpuStartupBoost/sidecar": "{}"}
     pod = _ready_pod("2024-01-01T00:00:00Z", keys)
-    vpa = make_vpa(
-        policies=[{"containerName": "sidecar", "startupBoost": boost(factor=2, durationSeconds=0)}],
-        spec_extra={"startupBoost": boost(factor=2, durationSeconds=60)},
+    vpa = build_vpa(
+        container_policies=[
+            {"containerName": "sidecar", "startupBoost": boost(factor=2, durationSeconds=0)}
+        ],
+        spec={"startupBoost": boost(factor=2, durationSeconds=60)},
     )
     at = datetime(2024, 1, 1, 0, 1, tzinfo=UTC)  # exactly 60 s after Ready: not past it yet
     assert expired_boost_annotations(pod, vpa, now=at) == ["vpaCpuStartupBoost/sidecar"]

@@ -35,31 +35,14 @@ POD = functools.partial(
 STS = ControllerRef(api_version="apps/v1", kind="StatefulSet", name="sts", namespace="default")
 
 
-def vpa(
-    name: str,
-    mode: str | None = "Auto",
-    *,
-    created: str = "2024-01-01T00:00:00Z",
-    namespace: str = "default",
-    target: ControllerRef | None = STS,
-    spec_extra: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {}
-    if target is not None:
-        spec["targetRef"] = {
-            "apiVersion": target.api_version,
-            "kind": target.kind,
-            "name": target.name,
-        }
-    if mode is not None:
-        spec["updatePolicy"] = {"updateMode": mode}
-    spec.update(spec_extra or {})
-    return {
-        "apiVersion": "autoscaling.k8s.io/v1",
-        "kind": "VerticalPodAutoscaler",
-        "metadata": {"name": name, "namespace": namespace, "creationTimestamp": created},
-        "spec": spec,
-    }
+build_vpa = functools.partial(
+    builders.vpas.vpa,
+    update_mode="Auto",
+    creation_timestamp="2024-01-01T00:00:00Z",
+    target=builders.vpas.target_ref(api_version=STS.api_version, kind=STS.kind, name=STS.name),
+    spec={},
+)
+"""A VPA in Auto mode created 2024-01-01 aiming at :data:`STS` (``spec`` always present)."""
 
 
 def choose(
@@ -86,23 +69,43 @@ def choose(
     ("the_pod", "vpas", "selector", "controller", "expected"),
     [
         pytest.param(
-            POD(), [vpa("auto-vpa")], "app = test", STS, "auto-vpa", id="matching selector"
+            POD(),
+            [build_vpa(name="auto-vpa")],
+            "app = test",
+            STS,
+            "auto-vpa",
+            id="matching selector",
         ),
         pytest.param(
             POD(),
-            [vpa("auto-vpa")],
+            [build_vpa(name="auto-vpa")],
             "app = test",
             None,
             None,
             id="matching selector but not match ownerRef (orphan pod)",
         ),
         pytest.param(
-            POD(), [vpa("auto-vpa")], "app = differentApp", STS, None, id="not matching selector"
+            POD(),
+            [build_vpa(name="auto-vpa")],
+            "app = differentApp",
+            STS,
+            None,
+            id="not matching selector",
         ),
-        pytest.param(POD(), [vpa("off-vpa", "Off")], "app = test", STS, None, id="off mode"),
         pytest.param(
             POD(),
-            [vpa("off-vpa", "Off"), vpa("auto-vpa", "Auto")],
+            [build_vpa(name="off-vpa", update_mode="Off")],
+            "app = test",
+            STS,
+            None,
+            id="off mode",
+        ),
+        pytest.param(
+            POD(),
+            [
+                build_vpa(name="off-vpa", update_mode="Off"),
+                build_vpa(name="auto-vpa", update_mode="Auto"),
+            ],
             "app = test",
             STS,
             "auto-vpa",
@@ -110,7 +113,7 @@ def choose(
         ),
         pytest.param(
             POD(),
-            [vpa("initial-vpa", "Initial")],
+            [build_vpa(name="initial-vpa", update_mode="Initial")],
             "app = test",
             STS,
             "initial-vpa",
@@ -119,7 +122,7 @@ def choose(
         pytest.param(POD(), [], "app = test", STS, None, id="no vpa objects"),
         pytest.param(
             POD(),
-            [vpa("default-mode", None)],
+            [build_vpa(name="default-mode", update_mode=None)],
             "app = test",
             STS,
             "default-mode",
@@ -127,7 +130,7 @@ def choose(
         ),
         pytest.param(
             POD(),
-            [vpa("empty-mode", "")],
+            [build_vpa(name="empty-mode", update_mode="")],
             "app = test",
             STS,
             "empty-mode",
@@ -136,10 +139,10 @@ def choose(
         pytest.param(
             POD(),
             [
-                vpa(
-                    "boosted-off",
-                    "Off",
-                    spec_extra={"startupBoost": {"cpu": {"type": "Factor", "factor": 2}}},
+                build_vpa(
+                    name="boosted-off",
+                    update_mode="Off",
+                    spec={"startupBoost": {"cpu": {"type": "Factor", "factor": 2}}},
                 )
             ],
             "app = test",
@@ -150,10 +153,10 @@ def choose(
         pytest.param(
             POD(),
             [
-                vpa(
-                    "boosted-container",
-                    "Off",
-                    spec_extra={
+                build_vpa(
+                    name="boosted-container",
+                    update_mode="Off",
+                    spec={
                         "resourcePolicy": {
                             "containerPolicies": [
                                 {
@@ -170,10 +173,12 @@ def choose(
             "boosted-container",
             id="off mode with container startup boost is kept",
         ),
-        pytest.param(POD(), [vpa("no-selector")], None, STS, None, id="selector cannot be fetched"),
+        pytest.param(
+            POD(), [build_vpa(name="no-selector")], None, STS, None, id="selector cannot be fetched"
+        ),
         pytest.param(
             POD(namespace="other"),
-            [vpa("auto-vpa")],
+            [build_vpa(name="auto-vpa")],
             "app = test",
             ControllerRef(api_version="apps/v1", kind="StatefulSet", name="sts", namespace="other"),
             None,
@@ -181,7 +186,7 @@ def choose(
         ),
         pytest.param(
             POD(),
-            [vpa("no-target", target=None)],
+            [build_vpa(name="no-target", target=None)],
             "app = test",
             STS,
             None,
@@ -189,14 +194,26 @@ def choose(
         ),
         pytest.param(
             POD(),
-            [vpa("other-target", target=ControllerRef("apps/v1", "Deployment", "sts", "default"))],
+            [
+                build_vpa(
+                    name="other-target",
+                    target=builders.vpas.target_ref(
+                        api_version="apps/v1", kind="Deployment", name="sts"
+                    ),
+                )
+            ],
             "app = test",
             STS,
             None,
             id="VPA indexed under another controller",
         ),
         pytest.param(
-            POD(), [vpa("everything")], "", STS, "everything", id="empty selector selects every pod"
+            POD(),
+            [build_vpa(name="everything")],
+            "",
+            STS,
+            "everything",
+            id="empty selector selects every pod",
         ),
     ],
 )
@@ -215,40 +232,51 @@ def test_choose_vpa(
     [
         pytest.param(
             [
-                vpa("newer", created="2024-01-02T00:00:00Z"),
-                vpa("older", created="2024-01-01T00:00:00Z"),
+                build_vpa(name="newer", creation_timestamp="2024-01-02T00:00:00Z"),
+                build_vpa(name="older", creation_timestamp="2024-01-01T00:00:00Z"),
             ],
             "older",
             id="earliest creationTimestamp wins",
         ),
         pytest.param(
             [
-                vpa("older", created="2024-01-01T00:00:00Z"),
-                vpa("newer", created="2024-01-01T00:00:01Z"),
+                build_vpa(name="older", creation_timestamp="2024-01-01T00:00:00Z"),
+                build_vpa(name="newer", creation_timestamp="2024-01-01T00:00:01Z"),
             ],
             "older",
             id="one second is enough",
         ),
         pytest.param(
-            [vpa("b", created="2024-01-01T00:00:00Z"), vpa("a", created="2024-01-01T00:00:00Z")],
+            [
+                build_vpa(name="b", creation_timestamp="2024-01-01T00:00:00Z"),
+                build_vpa(name="a", creation_timestamp="2024-01-01T00:00:00Z"),
+            ],
             "a",
             id="same timestamp: lexicographically smaller name",
         ),
         pytest.param(
-            [vpa("B", created="2024-01-01T00:00:00Z"), vpa("a", created="2024-01-01T00:00:00Z")],
+            [
+                build_vpa(name="B", creation_timestamp="2024-01-01T00:00:00Z"),
+                build_vpa(name="a", creation_timestamp="2024-01-01T00:00:00Z"),
+            ],
             "B",
             id="name order is byte order (upper case first)",
         ),
         pytest.param(
             [
-                vpa("z-old", "Off", created="2020-01-01T00:00:00Z"),
-                vpa("a-new", created="2024-01-01T00:00:00Z"),
+                build_vpa(
+                    name="z-old", update_mode="Off", creation_timestamp="2020-01-01T00:00:00Z"
+                ),
+                build_vpa(name="a-new", creation_timestamp="2024-01-01T00:00:00Z"),
             ],
             "a-new",
             id="an older Off VPA does not win",
         ),
         pytest.param(
-            [vpa("dated", created="2024-01-01T00:00:00Z"), vpa("undated", created="")],
+            [
+                build_vpa(name="dated", creation_timestamp="2024-01-01T00:00:00Z"),
+                build_vpa(name="undated", creation_timestamp=""),
+            ],
             "undated",
             id="missing creationTimestamp is the zero time (earliest)",
         ),
@@ -260,9 +288,9 @@ def test_stronger_vpa_wins(vpas: list[dict[str, Any]], expected: str) -> None:
 
 
 def test_helpers() -> None:
-    assert update_mode(vpa("x", None)) == "Recreate"
-    assert update_mode(vpa("x", "Initial")) == "Initial"
-    assert not has_startup_boost(vpa("x"))
-    assert has_startup_boost(vpa("x", spec_extra={"startupBoost": {}}))
-    assert target_ref_of(vpa("x")) == STS
-    assert target_ref_of(vpa("x", target=None)) is None
+    assert update_mode(build_vpa(name="x", update_mode=None)) == "Recreate"
+    assert update_mode(build_vpa(name="x", update_mode="Initial")) == "Initial"
+    assert not has_startup_boost(build_vpa(name="x"))
+    assert has_startup_boost(build_vpa(name="x", spec={"startupBoost": {}}))
+    assert target_ref_of(build_vpa(name="x")) == STS
+    assert target_ref_of(build_vpa(name="x", target=None)) is None

@@ -23,6 +23,7 @@ from kubescale.controllers.vpa.recommender.oom_observer import (
 )
 from kubescale.kube.resources import PODS
 from kubescale.objects.selectors import label_selector_from_set
+from tests import builders
 from tests.controllers.vpa.recommender.test_recommender_loop import (
     NAMESPACE,
     START,
@@ -42,7 +43,7 @@ ERROR = {"terminated": {"reason": "Error", "exitCode": 1, "finishedAt": FINISHED
 WAITING = {"waiting": {"reason": "CrashLoopBackOff"}}
 
 
-def pod(
+def observed_pod(
     state: dict[str, Any],
     *,
     restarts: int = 0,
@@ -51,17 +52,22 @@ def pod(
     applied: str | None = None,
     name: str = "app",
 ) -> dict[str, Any]:
+    """Pod ``ns/web-1`` with one container ``name`` requesting memory ``request`` (no
+    requests when ``None``) and its status (``state``, ``restarts``, ``last``, the applied
+    memory request): the table's columns over :func:`builders.pods.pod`."""
     status: dict[str, Any] = {"name": name, "restartCount": restarts, "state": state}
     if last is not None:
         status["lastState"] = last
     if applied is not None:
         status["resources"] = {"requests": {"memory": applied}}
     resources = {"requests": {"memory": request}} if request is not None else {}
-    return {
-        "metadata": {"namespace": "ns", "name": "web-1"},
-        "spec": {"containers": [{"name": name, "resources": resources}]},
-        "status": {"containerStatuses": [status]},
-    }
+    return builders.pods.pod(
+        name="web-1",
+        namespace="ns",
+        containers=[builders.pods.container(name, resources=resources)],
+        status={"containerStatuses": [status]},
+        api_version=None,
+    )
 
 
 def oom(memory: int, *, at: datetime = FINISHED_AT, container: str = "app") -> OomInfo:
@@ -72,34 +78,42 @@ def oom(memory: int, *, at: datetime = FINISHED_AT, container: str = "app") -> O
     ("old", "new", "expected"),
     [
         # Running → Terminated OOMKilled: an OOM at finishedAt with the request (512Mi).
-        (pod(RUNNING), pod(OOM), [oom(536870912)]),
+        (observed_pod(RUNNING), observed_pod(OOM), [oom(536870912)]),
         # Already terminated by an OOM and still: the same OOM, not a new one.
-        (pod(OOM), pod(OOM), []),
+        (observed_pod(OOM), observed_pod(OOM), []),
         # Terminated → Terminated OOMKilled with more restarts: a fast-failing container.
-        (pod(OOM, restarts=1), pod(OOM, restarts=2), [oom(536870912)]),
+        (observed_pod(OOM, restarts=1), observed_pod(OOM, restarts=2), [oom(536870912)]),
         # Terminated by something else.
-        (pod(RUNNING), pod(ERROR), []),
+        (observed_pod(RUNNING), observed_pod(ERROR), []),
         # Running → Running, restarted, last state OOMKilled: the kubelet skipped Terminated.
-        (pod(RUNNING), pod(RUNNING, restarts=1, last=OOM), [oom(536870912)]),
+        (observed_pod(RUNNING), observed_pod(RUNNING, restarts=1, last=OOM), [oom(536870912)]),
         # ... but Waiting (CrashLoopBackOff) → Running is the same OOM seen before.
-        (pod(WAITING, restarts=1, last=OOM), pod(RUNNING, restarts=1, last=OOM), []),
-        (pod(WAITING, restarts=1, last=OOM), pod(RUNNING, restarts=2, last=OOM), []),
+        (
+            observed_pod(WAITING, restarts=1, last=OOM),
+            observed_pod(RUNNING, restarts=1, last=OOM),
+            [],
+        ),
+        (
+            observed_pod(WAITING, restarts=1, last=OOM),
+            observed_pod(RUNNING, restarts=2, last=OOM),
+            [],
+        ),
         # Restarted without an OOM.
-        (pod(RUNNING), pod(RUNNING, restarts=1, last=ERROR), []),
+        (observed_pod(RUNNING), observed_pod(RUNNING, restarts=1, last=ERROR), []),
         # The memory is Quantity.Value(): rounded up to a whole byte.
-        (pod(RUNNING, request="1.5"), pod(OOM, request="1.5"), [oom(2)]),
+        (observed_pod(RUNNING, request="1.5"), observed_pod(OOM, request="1.5"), [oom(2)]),
         # No request: 0 (the model then uses the container's peak).
-        (pod(RUNNING, request=None), pod(OOM, request=None), [oom(0)]),
+        (observed_pod(RUNNING, request=None), observed_pod(OOM, request=None), [oom(0)]),
         # The resources the kubelet applied (status) win over the spec's.
-        (pod(RUNNING), pod(OOM, applied="1Gi"), [oom(1073741824)]),
+        (observed_pod(RUNNING), observed_pod(OOM, applied="1Gi"), [oom(1073741824)]),
         # A previous OOM happened with the *old* pod's resources.
         (
-            pod(RUNNING, request="256Mi"),
-            pod(RUNNING, restarts=1, last=OOM, request="1Gi"),
+            observed_pod(RUNNING, request="256Mi"),
+            observed_pod(RUNNING, restarts=1, last=OOM, request="1Gi"),
             [oom(268435456)],
         ),
         # A container the old pod did not report is not compared.
-        (pod(RUNNING, name="other"), pod(OOM), []),
+        (observed_pod(RUNNING, name="other"), observed_pod(OOM), []),
     ],
 )
 def test_pod_transitions(old: dict[str, Any], new: dict[str, Any], expected: list[OomInfo]) -> None:
@@ -178,7 +192,9 @@ def test_only_evicted_events_of_pods_count() -> None:
 def test_the_buffer_keeps_order_and_drops_when_full() -> None:
     observer = OomObserver(capacity=2)
     for restarts in range(3):
-        observer.on_pod_update(pod(OOM, restarts=restarts), pod(OOM, restarts=restarts + 1))
+        observer.on_pod_update(
+            observed_pod(OOM, restarts=restarts), observed_pod(OOM, restarts=restarts + 1)
+        )
     assert len(observer) == 2
     assert observer.dropped == 1
     assert observer.drain() == [oom(536870912), oom(536870912)]

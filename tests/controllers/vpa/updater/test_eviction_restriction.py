@@ -5,6 +5,7 @@ loops still in flight."""
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,12 +18,13 @@ from kubescale.controllers.vpa.updater.eviction_restriction import (
     configured_replicas,
 )
 from kubescale.coordination.disruption_ledger import DisruptionKind
+from tests import builders
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 NS = "default"
 
 
-def make_pod(
+def live_pod(
     name: str,
     *,
     kind: str = "ReplicaSet",
@@ -31,30 +33,22 @@ def make_pod(
     conditions: list[dict[str, Any]] | None = None,
     restart_container: bool = False,
 ) -> dict[str, Any]:
-    """A live pod owned by ``kind/owner``."""
-    container: dict[str, Any] = {"name": "app"}
+    """A live pod owned by ``kind/owner`` (the table's columns over :func:`builders.pods.pod`)."""
+    fields: dict[str, Any] = {}
     if restart_container:
-        container["resizePolicy"] = [
-            {"resourceName": "memory", "restartPolicy": "RestartContainer"}
-        ]
-    return {
-        "metadata": {
-            "name": name,
-            "namespace": NS,
-            "ownerReferences": [{"kind": kind, "name": owner, "controller": True}],
-        },
-        "spec": {"containers": [container]},
-        "status": {"phase": phase, "conditions": conditions or []},
-    }
+        fields["resizePolicy"] = [{"resourceName": "memory", "restartPolicy": "RestartContainer"}]
+    return builders.pods.pod(
+        name=name,
+        namespace=NS,
+        owner_references=[{"kind": kind, "name": owner, "controller": True}],
+        containers=[builders.pods.container(**fields)],
+        status={"phase": phase, "conditions": conditions or []},
+        api_version=None,
+    )
 
 
-def replica_set(replicas: int | None) -> dict[str, Any]:
-    return {"spec": {} if replicas is None else {"replicas": replicas}}
-
-
-def vpa(min_replicas: int | None = None) -> dict[str, Any]:
-    policy = {} if min_replicas is None else {"minReplicas": min_replicas}
-    return {"spec": {"updatePolicy": policy}}
+replica_set = functools.partial(builders.workloads.replica_set, spec={}, api_version=None)
+vpa = functools.partial(builders.vpas.vpa, spec={"updatePolicy": {}}, api_version=None)
 
 
 RS = ControllerKey(namespace=NS, kind="ReplicaSet", name="web")
@@ -102,20 +96,22 @@ def evict_all(restriction: EvictionRestriction, pods: list[dict[str, Any]]) -> l
 def test_budget_table(case: tuple[int, int, int, float, int | None, int]) -> None:
     """``case``: configured, running, pending, tolerance, per-VPA minReplicas, evictions."""
     configured, running, pending, tolerance, min_replicas, expected = case
-    pods = [make_pod(f"p{i}") for i in range(running)]
-    pods += [make_pod(f"q{i}", phase="Pending") for i in range(pending)]
+    pods = [live_pod(f"p{i}") for i in range(running)]
+    pods += [live_pod(f"q{i}", phase="Pending") for i in range(pending)]
     restriction = EvictionRestriction.build(
         pods=pods,
-        controllers={RS: replica_set(configured)},
-        vpa=vpa(min_replicas),
+        controllers={RS: replica_set(replicas=configured)},
+        vpa=vpa()
+        if min_replicas is None
+        else vpa(spec={"updatePolicy": {"minReplicas": min_replicas}}),
         eviction_tolerance=tolerance,
     )
     assert len(evict_all(restriction, pods)) == expected
 
 
 def test_min_replicas_flag_and_vpa_override() -> None:
-    pods = [make_pod(f"p{i}") for i in range(3)]
-    controllers = {RS: replica_set(3)}
+    pods = [live_pod(f"p{i}") for i in range(3)]
+    controllers = {RS: replica_set(replicas=3)}
     by_flag = EvictionRestriction.build(
         pods=pods, controllers=controllers, vpa=vpa(), min_replicas=4
     )
@@ -123,19 +119,22 @@ def test_min_replicas_flag_and_vpa_override() -> None:
     assert by_flag.skipped[0].reason == "too few replicas: 3 live, 4 required"
     assert evict_all(by_flag, pods) == []
     overridden = EvictionRestriction.build(
-        pods=pods, controllers=controllers, vpa=vpa(3), min_replicas=4
+        pods=pods,
+        controllers=controllers,
+        vpa=vpa(spec={"updatePolicy": {"minReplicas": 3}}),
+        min_replicas=4,
     )
     assert evict_all(overridden, pods) == ["p0"]
 
 
 def test_groups_are_budgeted_separately_and_orphans_never_evicted() -> None:
-    web = [make_pod(f"w{i}", owner="web") for i in range(2)]
-    api = [make_pod(f"a{i}", owner="api") for i in range(2)]
-    orphan = make_pod("lonely")
+    web = [live_pod(f"w{i}", owner="web") for i in range(2)]
+    api = [live_pod(f"a{i}", owner="api") for i in range(2)]
+    orphan = live_pod("lonely")
     orphan["metadata"]["ownerReferences"] = []
     controllers = {
-        RS: replica_set(2),
-        ControllerKey(namespace=NS, kind="ReplicaSet", name="api"): replica_set(2),
+        RS: replica_set(replicas=2),
+        ControllerKey(namespace=NS, kind="ReplicaSet", name="api"): replica_set(replicas=2),
     }
     restriction = EvictionRestriction.build(
         pods=[*web, *api, orphan], controllers=controllers, vpa=vpa()
@@ -144,8 +143,10 @@ def test_groups_are_budgeted_separately_and_orphans_never_evicted() -> None:
 
 
 def test_same_pod_is_not_evicted_twice() -> None:
-    pods = [make_pod(f"p{i}") for i in range(4)]
-    restriction = EvictionRestriction.build(pods=pods, controllers={RS: replica_set(4)}, vpa=vpa())
+    pods = [live_pod(f"p{i}") for i in range(4)]
+    restriction = EvictionRestriction.build(
+        pods=pods, controllers={RS: replica_set(replicas=4)}, vpa=vpa()
+    )
     assert evict_all(restriction, [pods[0], pods[0], pods[0]]) == ["p0"]
 
 
@@ -188,7 +189,7 @@ def test_configured_replicas(
 
 
 def test_job_uses_live_pods_as_configured() -> None:
-    pods = [make_pod(f"j{i}", kind="Job", owner="batch") for i in range(4)]
+    pods = [live_pod(f"j{i}", kind="Job", owner="batch") for i in range(4)]
     restriction = EvictionRestriction.build(pods=pods, controllers={}, vpa=vpa())
     stats = restriction.groups[ControllerKey(namespace=NS, kind="Job", name="batch")]
     assert (stats.configured, stats.eviction_tolerance) == (4, 2)
@@ -196,7 +197,7 @@ def test_job_uses_live_pods_as_configured() -> None:
 
 
 def test_daemonset_lagging_number_ready_is_sized_by_its_pods() -> None:
-    pods = [make_pod(f"d{i}", kind="DaemonSet", owner="agent") for i in range(4)]
+    pods = [live_pod(f"d{i}", kind="DaemonSet", owner="agent") for i in range(4)]
     key = ControllerKey(namespace=NS, kind="DaemonSet", name="agent")
     # numberReady 2 lags 4 running pods. Upstream: tolerance 1, shouldBeAlive 1 → 3 of 4 go.
     # kubescale: max(2, 4) = 4, tolerance 2, shouldBeAlive 2 → 4 > 2, 3 > 2: 2 go.
@@ -212,7 +213,7 @@ def test_daemonset_lagging_number_ready_is_sized_by_its_pods() -> None:
 
 
 def test_a_custom_kind_is_budgeted_by_its_scale() -> None:
-    pods = [make_pod(f"c{i}", kind="CloneSet", owner="web") for i in range(6)]
+    pods = [live_pod(f"c{i}", kind="CloneSet", owner="web") for i in range(6)]
     key = ControllerKey(namespace=NS, kind="CloneSet", name="web")
     # /scale spec.replicas 6: tolerance 3, shouldBeAlive 3 → 6, 5, 4 > 3: 3 go (upstream's 0
     # configured made shouldBeAlive 0: all 6).
@@ -244,10 +245,10 @@ def test_a_custom_kind_is_budgeted_by_its_scale() -> None:
 def test_disruptions_in_flight_count_and_are_not_repeated(
     in_flight: dict[str, DisruptionKind], expected: list[str]
 ) -> None:
-    pods = [make_pod(f"p{i}") for i in range(6)]
+    pods = [live_pod(f"p{i}") for i in range(6)]
     restriction = EvictionRestriction.build(
         pods=pods,
-        controllers={RS: replica_set(6)},
+        controllers={RS: replica_set(replicas=6)},
         vpa=vpa(),
         in_flight={f"{NS}/{name}": kind for name, kind in in_flight.items()},
     )
@@ -259,10 +260,10 @@ def test_disruptions_in_flight_count_and_are_not_repeated(
 
 def test_a_disruption_in_flight_spends_the_at_least_one_pod() -> None:
     # 3 × 0.1: tolerance 0, the "at least one" rule — already used by the pod in flight.
-    pods = [make_pod(f"p{i}") for i in range(3)]
+    pods = [live_pod(f"p{i}") for i in range(3)]
     restriction = EvictionRestriction.build(
         pods=pods,
-        controllers={RS: replica_set(3)},
+        controllers={RS: replica_set(replicas=3)},
         vpa=vpa(),
         eviction_tolerance=0.1,
         in_flight={f"{NS}/p0": DisruptionKind.EVICTION},
@@ -286,7 +287,7 @@ def test_a_disruption_in_flight_spends_the_at_least_one_pod() -> None:
 def test_pods_being_deleted_still_size_their_group(
     kind: str, controller: dict[str, Any] | None, expected: list[str]
 ) -> None:
-    pods = [make_pod(f"p{i}", kind=kind, owner="web") for i in range(3)]
+    pods = [live_pod(f"p{i}", kind=kind, owner="web") for i in range(3)]
     key = ControllerKey(namespace=NS, kind=kind, name="web")
     restriction = EvictionRestriction.build(
         pods=pods,
@@ -303,10 +304,8 @@ def test_pods_being_deleted_still_size_their_group(
 
 
 def test_nil_replicas_skips_group_with_reason() -> None:
-    pods = [make_pod(f"p{i}") for i in range(3)]
-    restriction = EvictionRestriction.build(
-        pods=pods, controllers={RS: replica_set(None)}, vpa=vpa()
-    )
+    pods = [live_pod(f"p{i}") for i in range(3)]
+    restriction = EvictionRestriction.build(pods=pods, controllers={RS: replica_set()}, vpa=vpa())
     assert evict_all(restriction, pods) == []
     assert [s.reason for s in restriction.skipped] == [
         "ReplicaSet default/web has no replicas config"
@@ -346,8 +345,10 @@ def test_in_place_decision_table(
     fall_back: bool,
     expected: InPlaceDecision,
 ) -> None:
-    pods = [make_pod("p0", conditions=conditions), make_pod("p1"), make_pod("p2")]
-    restriction = EvictionRestriction.build(pods=pods, controllers={RS: replica_set(3)}, vpa=vpa())
+    pods = [live_pod("p0", conditions=conditions), live_pod("p1"), live_pod("p2")]
+    restriction = EvictionRestriction.build(
+        pods=pods, controllers={RS: replica_set(replicas=3)}, vpa=vpa()
+    )
     attempt = None if attempt_age is None else NOW - attempt_age
     decision = restriction.in_place_decision(
         pods[0], now=NOW, last_in_place_attempt=attempt, fall_back_to_eviction=fall_back
@@ -356,8 +357,8 @@ def test_in_place_decision_table(
 
 
 def test_in_place_budget_skip_and_restart_policy() -> None:
-    pods = [make_pod("p0"), make_pod("p1"), make_pod("p2", restart_container=True)]
-    controllers = {RS: replica_set(3)}
+    pods = [live_pod("p0"), live_pod("p1"), live_pod("p2", restart_container=True)]
+    controllers = {RS: replica_set(replicas=3)}
     strict = EvictionRestriction.build(pods=pods, controllers=controllers, vpa=vpa())
     assert strict.in_place_decision(pods[0], now=NOW) is InPlaceDecision.APPROVED
     strict.record_in_place_update(pods[0])
@@ -375,10 +376,12 @@ def test_in_place_budget_skip_and_restart_policy() -> None:
 
 
 def test_in_place_deferred_for_pending_unknown_and_infeasible_without_budget() -> None:
-    infeasible = make_pod("p0", conditions=resize_pending("Infeasible"))
-    pods = [infeasible, make_pod("p1"), make_pod("p2", phase="Pending")]
-    restriction = EvictionRestriction.build(pods=pods, controllers={RS: replica_set(3)}, vpa=vpa())
-    stranger = make_pod("x", owner="other")
+    infeasible = live_pod("p0", conditions=resize_pending("Infeasible"))
+    pods = [infeasible, live_pod("p1"), live_pod("p2", phase="Pending")]
+    restriction = EvictionRestriction.build(
+        pods=pods, controllers={RS: replica_set(replicas=3)}, vpa=vpa()
+    )
+    stranger = live_pod("x", owner="other")
     assert restriction.in_place_decision(stranger, now=NOW) is InPlaceDecision.DEFERRED
     assert restriction.in_place_decision(pods[2], now=NOW) is InPlaceDecision.DEFERRED
     restriction.record_eviction(pods[1])
@@ -388,10 +391,10 @@ def test_in_place_deferred_for_pending_unknown_and_infeasible_without_budget() -
 
 
 def test_below_min_replicas_group_kept_for_in_place_skip_budget_only() -> None:
-    pods = [make_pod("p0")]
+    pods = [live_pod("p0")]
     restriction = EvictionRestriction.build(
         pods=pods,
-        controllers={RS: replica_set(1)},
+        controllers={RS: replica_set(replicas=1)},
         vpa=vpa(),
         in_place_mode=True,
         in_place_skip_disruption_budget=True,
@@ -404,4 +407,4 @@ def test_below_min_replicas_group_kept_for_in_place_skip_budget_only() -> None:
 def test_record_eviction_of_unknown_pod_is_an_error() -> None:
     restriction = EvictionRestriction.build(pods=[], controllers={}, vpa=vpa())
     with pytest.raises(ValueError, match="not in any budgeted group"):
-        restriction.record_eviction(make_pod("ghost"))
+        restriction.record_eviction(live_pod("ghost"))

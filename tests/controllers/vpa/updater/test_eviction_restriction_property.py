@@ -18,7 +18,7 @@ from kubescale.controllers.vpa.updater.eviction_restriction import (
     EvictionRestriction,
 )
 from kubescale.coordination.disruption_ledger import DisruptionKind
-from tests.controllers.vpa.updater.test_eviction_restriction import NOW, NS, make_pod
+from tests.controllers.vpa.updater.test_eviction_restriction import NOW, NS, live_pod
 
 group_strategy = st.tuples(
     st.integers(min_value=1, max_value=8),  # configured replicas
@@ -62,8 +62,8 @@ def test_one_loop_never_exceeds_budget(
         controllers[ControllerKey(namespace=NS, kind="ReplicaSet", name=owner)] = {
             "spec": {"replicas": configured}
         }
-        pods += [make_pod(f"{owner}-r{i}", owner=owner) for i in range(running)]
-        pods += [make_pod(f"{owner}-p{i}", owner=owner, phase="Pending") for i in range(pending)]
+        pods += [live_pod(f"{owner}-r{i}", owner=owner) for i in range(running)]
+        pods += [live_pod(f"{owner}-p{i}", owner=owner, phase="Pending") for i in range(pending)]
         in_flight.update(
             (f"{NS}/{owner}-r{i}", DisruptionKind.EVICTION) for i in range(min(flying, running))
         )

@@ -5,6 +5,7 @@ scaling_direction_pod_eviction_admission_test.go). Pure: no API server."""
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -27,6 +28,7 @@ from kubescale.controllers.vpa.updater.update_priority import (
     update_priority,
     vpa_is_updated,
 )
+from tests import builders
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 SETTINGS = UpdateSettings()
@@ -36,7 +38,7 @@ def _ts(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def make_pod(
+def running_pod(
     name: str = "pod",
     *,
     requests: dict[str, str] | None = None,
@@ -45,21 +47,26 @@ def make_pod(
     statuses: list[dict[str, Any]] | None = None,
     start: datetime | None = START,
 ) -> dict[str, Any]:
-    if containers is None:
-        containers = [{"name": "app", "resources": {"requests": requests or {}}}]
+    """A Running pod on ``n1`` (these columns over :func:`builders.pods.pod`): one container
+    ``app`` requesting ``requests`` unless ``containers`` are given; ``startTime`` from
+    ``start`` and ``containerStatuses`` from ``statuses`` when given."""
     status: dict[str, Any] = {"phase": "Running"}
     if start is not None:
         status["startTime"] = _ts(start)
     if statuses is not None:
         status["containerStatuses"] = statuses
-    metadata: dict[str, Any] = {"name": name, "namespace": "default"}
-    if annotations is not None:
-        metadata["annotations"] = annotations
-    return {
-        "metadata": metadata,
-        "spec": {"nodeName": "n1", "containers": containers},
-        "status": status,
-    }
+    return builders.pods.pod(
+        name=name,
+        annotations=annotations,
+        containers=(
+            containers
+            if containers is not None
+            else [builders.pods.container(requests=requests or {})]
+        ),
+        node_name="n1",
+        status=status,
+        api_version=None,
+    )
 
 
 def entry(
@@ -81,17 +88,8 @@ def recommendation(*entries: dict[str, Any]) -> dict[str, Any]:
     return {"containerRecommendations": list(entries)}
 
 
-def make_vpa(
-    *entries: dict[str, Any], update_policy: dict[str, Any] | None = None, spec: Any = None
-) -> dict[str, Any]:
-    vpa_spec: dict[str, Any] = dict(spec or {})
-    if update_policy is not None:
-        vpa_spec["updatePolicy"] = update_policy
-    return {
-        "metadata": {"name": "vpa", "namespace": "default"},
-        "spec": vpa_spec,
-        "status": {"recommendation": recommendation(*entries)},
-    }
+build_vpa = functools.partial(builders.vpas.vpa, spec={}, recommendations=[], api_version=None)
+"""A VPA ``default/vpa`` with a (possibly empty) spec and recommendation."""
 
 
 def oom_status(name: str, *, ran: timedelta, finished: datetime) -> dict[str, Any]:
@@ -125,7 +123,7 @@ def oom_status(name: str, *, ran: timedelta, finished: datetime) -> dict[str, An
 )
 def test_vpa_modes_acted_on(mode: str | None, gate: bool, expected: bool) -> None:
     policy = {} if mode is None else {"updateMode": mode}
-    vpa = make_vpa(update_policy=policy)
+    vpa = build_vpa(spec={"updatePolicy": policy})
     assert vpa_is_updated(vpa, in_place_gate=gate) is expected
 
 
@@ -148,7 +146,7 @@ def test_update_mode_defaults_to_recreate() -> None:
     ],
 )
 def test_pods_looked_at(change: dict[str, dict[str, Any]], expected: bool) -> None:
-    pod = make_pod(requests={"cpu": "1"})
+    pod = running_pod(requests={"cpu": "1"})
     for key, value in change.items():
         if key == "spec" and "nodeName" not in value:
             pod["spec"].pop("nodeName")
@@ -180,12 +178,12 @@ def test_parse_observed_containers(value: str, expected: frozenset[str] | None) 
 
 
 def test_observed_containers_of_pod() -> None:
-    assert observed_containers(make_pod()) is None
-    assert observed_containers(make_pod(annotations={"other": "x"})) is None
+    assert observed_containers(running_pod()) is None
+    assert observed_containers(running_pod(annotations={"other": "x"})) is None
     assert observed_containers(
-        make_pod(annotations={"vpaObservedContainers": "a, b"})
+        running_pod(annotations={"vpaObservedContainers": "a, b"})
     ) == frozenset({"a", "b"})
-    assert observed_containers(make_pod(annotations={"vpaObservedContainers": "B_"})) is None
+    assert observed_containers(running_pod(annotations={"vpaObservedContainers": "B_"})) is None
 
 
 # -- GetUpdatePriority --------------------------------------------------------------------------
@@ -244,13 +242,13 @@ def test_update_priority_single_container(
     requests: dict[str, str], rec: dict[str, Any], expected: UpdatePriority
 ) -> None:
     assert (
-        update_priority(pod=make_pod(requests=requests), recommendation=recommendation(rec))
+        update_priority(pod=running_pod(requests=requests), recommendation=recommendation(rec))
         == expected
     )
 
 
 def test_update_priority_sums_over_containers() -> None:
-    pod = make_pod(
+    pod = running_pod(
         containers=[
             {"name": "a", "resources": {"requests": {"cpu": "1"}}},
             {"name": "b", "resources": {"requests": {"cpu": "3"}}},
@@ -262,14 +260,14 @@ def test_update_priority_sums_over_containers() -> None:
 
 
 def test_update_priority_uses_applied_resources_from_status() -> None:
-    pod = make_pod(requests={"cpu": "1"})
+    pod = running_pod(requests={"cpu": "1"})
     pod["status"]["containerStatuses"] = [{"name": "app", "resources": {"requests": {"cpu": "4"}}}]
     rec = recommendation(entry(target={"cpu": "4"}))
     assert update_priority(pod=pod, recommendation=rec) == UpdatePriority(False, False, 0.0)
 
 
 def test_update_priority_counts_init_containers() -> None:
-    pod = make_pod(requests={"cpu": "1"})
+    pod = running_pod(requests={"cpu": "1"})
     pod["spec"]["initContainers"] = [{"name": "init", "resources": {"requests": {"cpu": "1"}}}]
     rec = recommendation(entry(target={"cpu": "1"}), entry("init", target={"cpu": "3"}))
     assert update_priority(pod=pod, recommendation=rec) == UpdatePriority(False, True, 1.0)
@@ -288,7 +286,7 @@ def test_update_priority_counts_init_containers() -> None:
 def test_update_priority_observed_containers(
     annotation: str | None, expected: UpdatePriority
 ) -> None:
-    pod = make_pod(
+    pod = running_pod(
         containers=[
             {"name": "a", "resources": {"requests": {"cpu": "1"}}},
             {"name": "b", "resources": {"requests": {"cpu": "1"}}},
@@ -305,7 +303,7 @@ def test_update_priority_observed_containers(
 
 def _accepted(pod: dict[str, Any], rec: dict[str, Any], now: datetime, **kw: Any) -> bool:
     settings = UpdateSettings(**kw)
-    vpa = make_vpa(rec)
+    vpa = build_vpa(recommendations=[rec])
     return (
         pod_priority(
             vpa=vpa, pod=pod, recommendation=recommendation(rec), now=now, settings=settings
@@ -330,19 +328,19 @@ IN_RANGE = entry(target={"cpu": "1100m"}, lower={"cpu": "500m"}, upper={"cpu": "
 def test_lifetime_and_min_change_thresholds(
     request_cpu: str, age: timedelta, expected: bool
 ) -> None:
-    pod = make_pod(requests={"cpu": request_cpu})
+    pod = running_pod(requests={"cpu": request_cpu})
     assert _accepted(pod, IN_RANGE, START + age) is expected
 
 
 def test_missing_start_time_rejects_in_range_pod() -> None:
-    pod = make_pod(requests={"cpu": "1"}, start=None)
+    pod = running_pod(requests={"cpu": "1"}, start=None)
     assert not _accepted(pod, IN_RANGE, START + timedelta(days=2))
 
 
 def test_outside_range_accepted_young_and_without_start_time() -> None:
     rec = entry(target={"cpu": "5"}, lower={"cpu": "1"}, upper={"cpu": "6"})
-    assert _accepted(make_pod(requests={"cpu": "10"}), rec, START + timedelta(hours=11))
-    assert _accepted(make_pod(requests={"cpu": "10"}, start=None), rec, START)
+    assert _accepted(running_pod(requests={"cpu": "10"}), rec, START + timedelta(hours=11))
+    assert _accepted(running_pod(requests={"cpu": "10"}, start=None), rec, START)
 
 
 def _unplaced(pod: dict[str, Any]) -> dict[str, Any]:
@@ -376,25 +374,25 @@ YOUNG = entry(target={"cpu": "350m"}, lower={"cpu": "25m"}, upper={"cpu": "100"}
 def test_a_pod_on_no_node_needs_only_the_min_change(request_cpu: str, expected: bool) -> None:
     # one-brain offers unschedulable pods (pod_is_updatable(unschedulable_too=True)): no start
     # time and no age — it runs nowhere, the lifetime threshold protects nothing.
-    pod = _unplaced(make_pod(requests={"cpu": request_cpu}, start=None))
+    pod = _unplaced(running_pod(requests={"cpu": request_cpu}, start=None))
     assert _accepted(pod, YOUNG, START) is expected
     # the same pod running (young, within range) is left alone, as upstream does
-    assert not _accepted(make_pod(requests={"cpu": request_cpu}), YOUNG, START)
+    assert not _accepted(running_pod(requests={"cpu": request_cpu}), YOUNG, START)
 
 
 def test_a_pod_on_no_node_outside_the_range_is_accepted_whatever_the_change() -> None:
     # request 100.5 above the upper bound 100: outside the range, accepted as upstream accepts
     # it, though diff |100.5 - 99| / 100.5 = 0.0149 < 0.1
     rec = entry(target={"cpu": "99"}, lower={"cpu": "25m"}, upper={"cpu": "100"})
-    assert _accepted(_unplaced(make_pod(requests={"cpu": "100500m"}, start=None)), rec, START)
+    assert _accepted(_unplaced(running_pod(requests={"cpu": "100500m"}, start=None)), rec, START)
 
 
 def test_min_change_priority_from_settings() -> None:
     # upstream TestUpdateLonglivedPods: MinChangePriority 0.5, 13 h: diff 0.25 no, 4.0 yes
     rec = entry(target={"cpu": "5"}, lower={"cpu": "1"}, upper={"cpu": "6"})
     now = START + timedelta(hours=13)
-    assert not _accepted(make_pod(requests={"cpu": "4"}), rec, now, pod_update_threshold=0.5)
-    assert _accepted(make_pod(requests={"cpu": "1"}), rec, now, pod_update_threshold=0.5)
+    assert not _accepted(running_pod(requests={"cpu": "4"}), rec, now, pod_update_threshold=0.5)
+    assert _accepted(running_pod(requests={"cpu": "1"}), rec, now, pod_update_threshold=0.5)
 
 
 QUICK_NOW = START + timedelta(hours=11)
@@ -410,18 +408,18 @@ QUICK_NOW = START + timedelta(hours=11)
     ],
 )
 def test_quick_oom_threshold(ran: timedelta, expected: bool) -> None:
-    pod = make_pod(
+    pod = running_pod(
         requests={"cpu": "4"},
         statuses=[oom_status("app", ran=ran, finished=QUICK_NOW - timedelta(minutes=3))],
     )
     rec = entry(target={"cpu": "5"}, lower={"cpu": "1"}, upper={"cpu": "6"})
-    assert quick_oom(pod=pod, vpa=make_vpa(rec), settings=SETTINGS) is expected
+    assert quick_oom(pod=pod, vpa=build_vpa(recommendations=[rec]), settings=SETTINGS) is expected
     # young pod, in range, diff 0.25: accepted only through the quick OOM
     assert _accepted(pod, rec, QUICK_NOW) is expected
 
 
 def test_quick_oom_without_resource_change_is_rejected() -> None:
-    pod = make_pod(
+    pod = running_pod(
         requests={"cpu": "4", "memory": "8Gi"},
         statuses=[oom_status("app", ran=timedelta(minutes=2), finished=QUICK_NOW)],
     )
@@ -430,21 +428,21 @@ def test_quick_oom_without_resource_change_is_rejected() -> None:
         lower={"cpu": "2", "memory": "5Gi"},
         upper={"cpu": "5", "memory": "10Gi"},
     )
-    assert quick_oom(pod=pod, vpa=make_vpa(rec), settings=SETTINGS)
+    assert quick_oom(pod=pod, vpa=build_vpa(recommendations=[rec]), settings=SETTINGS)
     assert not _accepted(pod, rec, QUICK_NOW)
 
 
 def test_quick_oom_other_reason_ignored() -> None:
     status = oom_status("app", ran=timedelta(minutes=1), finished=QUICK_NOW)
     status["lastState"]["terminated"]["reason"] = "Error"
-    pod = make_pod(requests={"cpu": "4"}, statuses=[status])
-    assert not quick_oom(pod=pod, vpa=make_vpa(), settings=SETTINGS)
+    pod = running_pod(requests={"cpu": "4"}, statuses=[status])
+    assert not quick_oom(pod=pod, vpa=build_vpa(), settings=SETTINGS)
 
 
 def test_quick_oom_missing_timestamps_is_zero_duration() -> None:
     status = {"name": "app", "lastState": {"terminated": {"reason": "OOMKilled"}}}
-    pod = make_pod(requests={"cpu": "4"}, statuses=[status])
-    assert quick_oom(pod=pod, vpa=make_vpa(), settings=SETTINGS)
+    pod = running_pod(requests={"cpu": "4"}, statuses=[status])
+    assert quick_oom(pod=pod, vpa=build_vpa(), settings=SETTINGS)
 
 
 @pytest.mark.parametrize(
@@ -452,12 +450,12 @@ def test_quick_oom_missing_timestamps_is_zero_duration() -> None:
     [(None, True), ("app", True), ("", False), ("other", False), ("Bad_Name", True)],
 )
 def test_quick_oom_observed_containers(annotation: str | None, expected: bool) -> None:
-    pod = make_pod(
+    pod = running_pod(
         requests={"cpu": "4"},
         annotations=None if annotation is None else {"vpaObservedContainers": annotation},
         statuses=[oom_status("app", ran=timedelta(minutes=2), finished=QUICK_NOW)],
     )
-    assert quick_oom(pod=pod, vpa=make_vpa(), settings=SETTINGS) is expected
+    assert quick_oom(pod=pod, vpa=build_vpa(), settings=SETTINGS) is expected
 
 
 @pytest.mark.parametrize(
@@ -470,21 +468,21 @@ def test_quick_oom_observed_containers(annotation: str | None, expected: bool) -
     ],
 )
 def test_quick_oom_container_mode_off(policy: dict[str, Any], expected: bool) -> None:
-    pod = make_pod(
+    pod = running_pod(
         requests={"cpu": "4"},
         statuses=[oom_status("app", ran=timedelta(minutes=2), finished=QUICK_NOW)],
     )
-    vpa = make_vpa(spec={"resourcePolicy": {"containerPolicies": [policy]}})
+    vpa = build_vpa(spec={"resourcePolicy": {"containerPolicies": [policy]}})
     assert quick_oom(pod=pod, vpa=vpa, settings=SETTINGS) is expected
 
 
 @pytest.mark.parametrize(("gate", "expected"), [(False, True), (True, False)])
 def test_per_vpa_evict_after_oom_seconds(gate: bool, expected: bool) -> None:
-    pod = make_pod(
+    pod = running_pod(
         requests={"cpu": "4"},
         statuses=[oom_status("app", ran=timedelta(minutes=2), finished=QUICK_NOW)],
     )
-    vpa = make_vpa(update_policy={"evictAfterOOMSeconds": 60})
+    vpa = build_vpa(spec={"updatePolicy": {"evictAfterOOMSeconds": 60}})
     settings = UpdateSettings(per_vpa_config=gate)
     assert quick_oom(pod=pod, vpa=vpa, settings=settings) is expected
 
@@ -498,12 +496,12 @@ def _names(result: list[Any]) -> list[str]:
 
 def test_order_by_resource_diff() -> None:
     # upstream TestSortPriority: target 10 cpu; requests 2, 4, 1, 3 -> diffs 4, 1.5, 9, 2.33
-    vpa = make_vpa(entry(target={"cpu": "10"}))
+    vpa = build_vpa(recommendations=[entry(target={"cpu": "10"})])
     pods = [
-        make_pod("POD1", requests={"cpu": "2"}),
-        make_pod("POD2", requests={"cpu": "4"}),
-        make_pod("POD3", requests={"cpu": "1"}),
-        make_pod("POD4", requests={"cpu": "3"}),
+        running_pod("POD1", requests={"cpu": "2"}),
+        running_pod("POD2", requests={"cpu": "4"}),
+        running_pod("POD3", requests={"cpu": "1"}),
+        running_pod("POD4", requests={"cpu": "3"}),
     ]
     result = prioritized_pods(
         vpa=vpa, pods=pods, now=START + timedelta(hours=24), settings=SETTINGS
@@ -514,11 +512,11 @@ def test_order_by_resource_diff() -> None:
 def test_scale_up_first() -> None:
     # upstream TestSortPriorityResourcesDecrease: the scale-up pod has the smallest diff yet
     # comes first: POD1 cpu 4->5 (0.25), POD2 8->5 (0.375), POD3 10->5 (0.5)
-    vpa = make_vpa(entry(target={"cpu": "5"}))
+    vpa = build_vpa(recommendations=[entry(target={"cpu": "5"})])
     pods = [
-        make_pod("POD2", requests={"cpu": "8"}),
-        make_pod("POD3", requests={"cpu": "10"}),
-        make_pod("POD1", requests={"cpu": "4"}),
+        running_pod("POD2", requests={"cpu": "8"}),
+        running_pod("POD3", requests={"cpu": "10"}),
+        running_pod("POD1", requests={"cpu": "4"}),
     ]
     result = prioritized_pods(
         vpa=vpa, pods=pods, now=START + timedelta(hours=24), settings=SETTINGS
@@ -528,8 +526,8 @@ def test_scale_up_first() -> None:
 
 
 def test_ties_ordered_by_name_whatever_the_input_order() -> None:
-    vpa = make_vpa(entry(target={"cpu": "2"}))
-    pods = [make_pod(name, requests={"cpu": "1"}) for name in ("c", "a", "b")]
+    vpa = build_vpa(recommendations=[entry(target={"cpu": "2"})])
+    pods = [running_pod(name, requests={"cpu": "1"}) for name in ("c", "a", "b")]
     now = START + timedelta(hours=24)
     assert _names(prioritized_pods(vpa=vpa, pods=pods, now=now, settings=SETTINGS)) == [
         "a",
@@ -540,8 +538,8 @@ def test_ties_ordered_by_name_whatever_the_input_order() -> None:
 
 def test_recommendation_is_capped_before_priority() -> None:
     # maxAllowed 1 caps the target 4 to 1 == request: nothing to do
-    vpa = make_vpa(
-        entry(target={"cpu": "4"}),
+    vpa = build_vpa(
+        recommendations=[entry(target={"cpu": "4"})],
         spec={
             "resourcePolicy": {
                 "containerPolicies": [{"containerName": "app", "maxAllowed": {"cpu": "1"}}]
@@ -551,17 +549,17 @@ def test_recommendation_is_capped_before_priority() -> None:
     now = START + timedelta(hours=24)
     assert (
         prioritized_pods(
-            vpa=vpa, pods=[make_pod(requests={"cpu": "1"})], now=now, settings=SETTINGS
+            vpa=vpa, pods=[running_pod(requests={"cpu": "1"})], now=now, settings=SETTINGS
         )
         == []
     )
     # a container LimitRange max (limit 1:1 with the request) works the same way
-    limited = make_pod(
+    limited = running_pod(
         containers=[
             {"name": "app", "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}}
         ]
     )
-    plain = make_vpa(entry(target={"cpu": "4"}))
+    plain = build_vpa(recommendations=[entry(target={"cpu": "4"})])
     lr = merged_limit_range_item(
         [{"spec": {"limits": [{"type": "Container", "max": {"cpu": "1"}}]}}], item_type="Container"
     )
@@ -576,7 +574,7 @@ def test_recommendation_is_capped_before_priority() -> None:
         == []
     )
     result = prioritized_pods(
-        vpa=plain, pods=[make_pod(requests={"cpu": "1"})], now=now, settings=SETTINGS
+        vpa=plain, pods=[running_pod(requests={"cpu": "1"})], now=now, settings=SETTINGS
     )
     assert [p.priority for p in result] == [UpdatePriority(False, True, 3.0)]
 
@@ -585,13 +583,18 @@ def test_recommendation_is_capped_before_priority() -> None:
 def test_order_invariant(request_and_target: list[tuple[int, int]]) -> None:
     """Accepted pods come ScaleUp first, then by non-increasing ResourceDiff."""
     pods = [
-        make_pod(
+        running_pod(
             f"p{i}", containers=[{"name": f"c{i}", "resources": {"requests": {"cpu": f"{r}m"}}}]
         )
         for i, (r, _) in enumerate(request_and_target)
     ]
-    vpa = make_vpa(
-        *(entry(f"c{i}", target={"cpu": f"{t}m"}) for i, (_, t) in enumerate(request_and_target))
+    vpa = build_vpa(
+        recommendations=[
+            *(
+                entry(f"c{i}", target={"cpu": f"{t}m"})
+                for i, (_, t) in enumerate(request_and_target)
+            )
+        ]
     )
     result = prioritized_pods(vpa=vpa, pods=pods, now=START + timedelta(days=1), settings=SETTINGS)
     keys = [(not p.priority.scale_up, -p.priority.resource_diff) for p in result]
@@ -684,23 +687,23 @@ LOWER_MEM = {"resources": ["memory"], "changeRequirement": "TargetLowerThanReque
 def test_eviction_requirements(
     policy: dict[str, Any] | None, requests: dict[str, str], target: dict[str, str], expected: bool
 ) -> None:
-    vpa = make_vpa(update_policy=policy)
+    vpa = build_vpa(spec={"updatePolicy": policy})
     rec = recommendation(entry(target=target))
     assert (
-        eviction_requirements_admit(vpa=vpa, pod=make_pod(requests=requests), recommendation=rec)
+        eviction_requirements_admit(vpa=vpa, pod=running_pod(requests=requests), recommendation=rec)
         is expected
     )
 
 
 def test_eviction_requirements_one_container_is_enough() -> None:
-    pod = make_pod(
+    pod = running_pod(
         containers=[
             {"name": "a", "resources": {"requests": {"cpu": "2", "memory": "1Gi"}}},
             {"name": "b", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}},
             {"name": "off", "resources": {}},  # no recommendation (mode Off): skipped
         ]
     )
-    vpa = make_vpa(update_policy={"evictionRequirements": [HIGHER_CPU]})
+    vpa = build_vpa(spec={"updatePolicy": {"evictionRequirements": [HIGHER_CPU]}})
     both = recommendation(
         entry("a", target={"cpu": "1", "memory": "1Gi"}),
         entry("b", target={"cpu": "2", "memory": "1Gi"}),
@@ -711,13 +714,13 @@ def test_eviction_requirements_one_container_is_enough() -> None:
 
 
 def test_prioritized_pods_drops_pods_refused_by_requirements() -> None:
-    vpa = make_vpa(
-        entry(target={"cpu": "5", "memory": "1Gi"}),
-        update_policy={"updateMode": "Recreate", "evictionRequirements": [HIGHER_CPU]},
+    vpa = build_vpa(
+        recommendations=[entry(target={"cpu": "5", "memory": "1Gi"})],
+        spec={"updatePolicy": {"updateMode": "Recreate", "evictionRequirements": [HIGHER_CPU]}},
     )
     pods = [
-        make_pod("up", requests={"cpu": "1", "memory": "1Gi"}),
-        make_pod("down", requests={"cpu": "10", "memory": "1Gi"}),
+        running_pod("up", requests={"cpu": "1", "memory": "1Gi"}),
+        running_pod("down", requests={"cpu": "10", "memory": "1Gi"}),
     ]
     result = prioritized_pods(vpa=vpa, pods=pods, now=START + timedelta(days=1), settings=SETTINGS)
     assert _names(result) == ["up"]
@@ -728,7 +731,11 @@ def test_prioritized_pods_drops_pods_refused_by_requirements() -> None:
 
 def _reason(pod: dict[str, Any], rec: dict[str, Any], now: datetime) -> str | None:
     accepted = pod_priority(
-        vpa=make_vpa(rec), pod=pod, recommendation=recommendation(rec), now=now, settings=SETTINGS
+        vpa=build_vpa(recommendations=[rec]),
+        pod=pod,
+        recommendation=recommendation(rec),
+        now=now,
+        settings=SETTINGS,
     )
     return None if accepted is None else accepted.reason
 
@@ -746,14 +753,14 @@ MEMORY_BAND = entry(
         # upstream AddPod, first rule: outside the recommended range, at any age.
         # memory 362Mi < lowerBound 400Mi (cpu 1 within [500m, 2])
         (
-            make_pod(requests={"cpu": "1", "memory": "362Mi"}),
+            running_pod(requests={"cpu": "1", "memory": "362Mi"}),
             MEMORY_BAND,
             START,
             "app memory request 362.0Mi below the lower bound 400.0Mi (target 450.0Mi)",
         ),
         # cpu 3 > upperBound 2 and memory 2Gi > 1Gi: both said, in resource order
         (
-            make_pod(requests={"cpu": "3", "memory": "2Gi"}),
+            running_pod(requests={"cpu": "3", "memory": "2Gi"}),
             MEMORY_BAND,
             START,
             "app cpu request 3.00 above the upper bound 2.00 (target 1.00); "
@@ -761,14 +768,14 @@ MEMORY_BAND = entry(
         ),
         # 1 byte below the bound: shown apart (6 decimals of Mi), not "400.0Mi below 400.0Mi"
         (
-            make_pod(requests={"cpu": "1", "memory": str(400 * 2**20 - 1)}),
+            running_pod(requests={"cpu": "1", "memory": str(400 * 2**20 - 1)}),
             MEMORY_BAND,
             START,
             "app memory request 399.999999Mi below the lower bound 400.000000Mi (target 450.0Mi)",
         ),
         # no memory request at all: outside the range (upstream sets both flags)
         (
-            make_pod(requests={"cpu": "1"}),
+            running_pod(requests={"cpu": "1"}),
             MEMORY_BAND,
             START,
             "app memory request unset (target 450.0Mi)",
@@ -776,7 +783,7 @@ MEMORY_BAND = entry(
         # in range, young (11 h < 12 h), but OOM-killed after 2 min < --evict-after-oom-threshold
         # 10 min; diff |4 - 5| / 4 = 0.25 > 0
         (
-            make_pod(
+            running_pod(
                 requests={"cpu": "4"},
                 statuses=[
                     oom_status(
@@ -790,17 +797,22 @@ MEMORY_BAND = entry(
         ),
         # in range [500m, 2] after exactly 12 h: diff |1000 - 1100| / 1000 = 0.10 >= 0.1
         (
-            make_pod(requests={"cpu": "1"}),
+            running_pod(requests={"cpu": "1"}),
             IN_RANGE,
             START + timedelta(hours=12),
             "requests 0.10 from the target (--pod-update-threshold 0.1) after running 12h0m0s "
             "(--in-recommendation-bounds-eviction-lifetime-threshold 12h0m0s)",
         ),
         # in range and 1 s short of 12 h: not accepted, no reason
-        (make_pod(requests={"cpu": "1"}), IN_RANGE, START + timedelta(hours=12, seconds=-1), None),
+        (
+            running_pod(requests={"cpu": "1"}),
+            IN_RANGE,
+            START + timedelta(hours=12, seconds=-1),
+            None,
+        ),
         # on no node (one-brain): diff |1000 - 350| / 1000 = 0.65, no lifetime needed
         (
-            _unplaced(make_pod(requests={"cpu": "1"}, start=None)),
+            _unplaced(running_pod(requests={"cpu": "1"}, start=None)),
             YOUNG,
             START,
             "requests 0.65 from the target (--pod-update-threshold 0.1), not scheduled",
