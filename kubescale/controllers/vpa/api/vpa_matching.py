@@ -100,7 +100,7 @@ def _labels(pod: Mapping[str, Any]) -> dict[str, str]:
 
 
 def choose_vpa(
-    pod: dict[str, Any],
+    pod: Mapping[str, Any],
     *,
     controller: ControllerRef | None,
     candidate_vpas: Sequence[dict[str, Any]],

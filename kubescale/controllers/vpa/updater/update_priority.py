@@ -45,6 +45,7 @@ from kubescale.controllers.vpa.api.current_resources import (
 from kubescale.controllers.vpa.api.limit_ranges import LimitRangeItem
 from kubescale.controllers.vpa.api.pod_resources import capped_recommendation
 from kubescale.controllers.vpa.api.vpa_policy import container_policy, update_mode
+from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity
 from kubescale.objects.views import Meta, mapping, spec_of, status_of
 from kubescale.rendering.quantity_text import apart, human_bytes, human_cores
@@ -157,7 +158,7 @@ class UpdatePriority:
 class PodPriority:
     """A pod accepted for update, with its priority and the capped recommendation used."""
 
-    pod: Mapping[str, Any] = field(hash=False)
+    pod: Pod = field(hash=False)
     priority: UpdatePriority
     recommendation: Mapping[str, Any] = field(hash=False)
     """The capped ``status.recommendation``-shaped dict (``containerRecommendations``)."""
@@ -394,7 +395,7 @@ def _duration(delta: timedelta) -> str:
 def pod_priority(
     *,
     vpa: Mapping[str, Any],
-    pod: Mapping[str, Any],
+    pod: Pod,
     recommendation: Mapping[str, Any],
     now: datetime,
     settings: UpdateSettings,
@@ -508,7 +509,7 @@ def _order_key(entry: PodPriority) -> tuple[bool, float, str, str]:
 def prioritized_pods(
     *,
     vpa: Mapping[str, Any],
-    pods: Iterable[Mapping[str, Any]],
+    pods: Iterable[Pod],
     now: datetime,
     settings: UpdateSettings,
     container_limit_range: LimitRangeItem | None = None,

@@ -50,6 +50,7 @@ from kubescale.coordination.resource_ownership import (
 )
 from kubescale.kube.errors import KubeApiError
 from kubescale.objects.hpa import HorizontalPodAutoscaler
+from kubescale.objects.pod import Pod
 from kubescale.objects.views import Meta, status_of
 from kubescale.plans.executor import Decision
 from kubescale.plans.intents import Event
@@ -92,7 +93,7 @@ class VpaSnapshot:
     """One VPA the updater acts on, and what its decision reads."""
 
     vpa: dict[str, Any]
-    pods: list[dict[str, Any]]
+    pods: list[Pod]
     """Its updatable pods, matched as admission matches them, by ``namespace/name``."""
     controllers: Mapping[ControllerKey, dict[str, Any]] = field(default_factory=dict)
     """The pods' controllers (their replicas make the eviction budget)."""
@@ -194,7 +195,7 @@ def _hpa_scaled(
 
 def _unboost(
     entry: VpaSnapshot,
-    pods: Sequence[dict[str, Any]],
+    pods: Sequence[Pod],
     boosted: set[str],
     *,
     restriction: EvictionRestriction,
@@ -283,7 +284,7 @@ def _update_vpa(
     )
     metrics.evictable_pods.labels(size).set(len(candidates))
     for candidate in candidates:
-        pod = dict(candidate.pod)
+        pod = candidate.pod
         if in_place:
             last = memory.last_in_place_attempt.get(pod_id(pod))
             decision = restriction.in_place_decision(

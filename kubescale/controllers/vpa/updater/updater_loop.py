@@ -90,6 +90,7 @@ from kubescale.coordination.brain import brain_of
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.events import EventRecorder
+from kubescale.kube.informer import Informer
 from kubescale.kube.resources import (
     HORIZONTAL_POD_AUTOSCALERS,
     LEASES,
@@ -98,6 +99,7 @@ from kubescale.kube.resources import (
     VERTICAL_POD_AUTOSCALERS,
 )
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import LabelSelector
 from kubescale.objects.views import Meta, meta, spec_of
 from kubescale.plans.executor import Applied, PlanExecutor, collect_plan
@@ -149,7 +151,7 @@ class UpdaterLoop:
         self.events = events
         informers = cache.informers
         self.vpas = informers.informer(VERTICAL_POD_AUTOSCALERS)
-        self.pods = informers.informer(PODS)
+        self.pods: Informer[Pod] = informers.informer(PODS)
         self.limit_ranges = informers.informer(LIMIT_RANGES)
         brain = brain_of(cache)
         self.ownership = brain.ownership
@@ -346,13 +348,13 @@ class UpdaterLoop:
         self,
         vpas: Sequence[dict[str, Any]],
         selectors: Mapping[tuple[str, str, str], LabelSelector],
-    ) -> tuple[dict[tuple[str, str], list[dict[str, Any]]], Counter[ControllerKey]]:
+    ) -> tuple[dict[tuple[str, str], list[Pod]], Counter[ControllerKey]]:
         """Each VPA's updatable pods; and per controller, its pods being deleted."""
 
         def selector_of(ref: ControllerRef) -> LabelSelector | None:
             return selectors.get((ref.namespace, ref.kind, ref.name))
 
-        matched: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        matched: dict[tuple[str, str], list[Pod]] = {}
         terminating: Counter[ControllerKey] = Counter()
         if not vpas:
             return matched, terminating
@@ -386,7 +388,7 @@ class UpdaterLoop:
                 matched.setdefault(vpa_key(vpa), []).append(pod)
         return matched, terminating
 
-    def _controllers(self, pods: Sequence[dict[str, Any]]) -> dict[ControllerKey, dict[str, Any]]:
+    def _controllers(self, pods: Sequence[Pod]) -> dict[ControllerKey, dict[str, Any]]:
         found: dict[ControllerKey, dict[str, Any]] = {}
         for pod in pods:
             key = controller_of(pod)

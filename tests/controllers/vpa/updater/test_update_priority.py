@@ -27,6 +27,8 @@ from kubescale.controllers.vpa.updater.update_priority import (
     update_priority,
     vpa_is_updated,
 )
+from kubescale.objects.pod import Pod
+from tests import builders
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 SETTINGS = UpdateSettings()
@@ -44,7 +46,7 @@ def make_pod(
     annotations: dict[str, str] | None = None,
     statuses: list[dict[str, Any]] | None = None,
     start: datetime | None = START,
-) -> dict[str, Any]:
+) -> Pod:
     if containers is None:
         containers = [{"name": "app", "resources": {"requests": requests or {}}}]
     status: dict[str, Any] = {"phase": "Running"}
@@ -52,14 +54,15 @@ def make_pod(
         status["startTime"] = _ts(start)
     if statuses is not None:
         status["containerStatuses"] = statuses
-    metadata: dict[str, Any] = {"name": name, "namespace": "default"}
-    if annotations is not None:
-        metadata["annotations"] = annotations
-    return {
-        "metadata": metadata,
-        "spec": {"nodeName": "n1", "containers": containers},
-        "status": status,
-    }
+    return builders.pods.typed_pod(
+        name=name,
+        namespace="default",
+        annotations=annotations,
+        containers=containers,
+        node_name="n1",
+        status=status,
+        api_version=None,
+    )
 
 
 def entry(
@@ -148,7 +151,7 @@ def test_update_mode_defaults_to_recreate() -> None:
     ],
 )
 def test_pods_looked_at(change: dict[str, dict[str, Any]], expected: bool) -> None:
-    pod = make_pod(requests={"cpu": "1"})
+    pod = builders.meta.json_body(make_pod(requests={"cpu": "1"}))
     for key, value in change.items():
         if key == "spec" and "nodeName" not in value:
             pod["spec"].pop("nodeName")
@@ -303,7 +306,7 @@ def test_update_priority_observed_containers(
 # -- AddPod acceptance --------------------------------------------------------------------------
 
 
-def _accepted(pod: dict[str, Any], rec: dict[str, Any], now: datetime, **kw: Any) -> bool:
+def _accepted(pod: Pod, rec: dict[str, Any], now: datetime, **kw: Any) -> bool:
     settings = UpdateSettings(**kw)
     vpa = make_vpa(rec)
     return (
@@ -345,7 +348,7 @@ def test_outside_range_accepted_young_and_without_start_time() -> None:
     assert _accepted(make_pod(requests={"cpu": "10"}, start=None), rec, START)
 
 
-def _unplaced(pod: dict[str, Any]) -> dict[str, Any]:
+def _unplaced(pod: Pod) -> Pod:
     """``pod`` as the scheduler left it: no node, no start time, PodScheduled False."""
     pod["spec"].pop("nodeName")
     pod["status"] = {
@@ -726,7 +729,7 @@ def test_prioritized_pods_drops_pods_refused_by_requirements() -> None:
 # -- why a pod is accepted: PodPriority.reason ---------------------------------------------------
 
 
-def _reason(pod: dict[str, Any], rec: dict[str, Any], now: datetime) -> str | None:
+def _reason(pod: Pod, rec: dict[str, Any], now: datetime) -> str | None:
     accepted = pod_priority(
         vpa=make_vpa(rec), pod=pod, recommendation=recommendation(rec), now=now, settings=SETTINGS
     )
@@ -808,6 +811,6 @@ MEMORY_BAND = entry(
     ],
 )
 def test_the_reason_a_pod_is_accepted(
-    pod: dict[str, Any], rec: dict[str, Any], now: datetime, reason: str | None
+    pod: Pod, rec: dict[str, Any], now: datetime, reason: str | None
 ) -> None:
     assert _reason(pod, rec, now) == reason
