@@ -55,7 +55,7 @@ from kubescale.kube.informer import EventHandlers, Informer
 from kubescale.kube.resources import PODS
 from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity, QuantityError
-from kubescale.objects.views import meta, pod_spec
+from kubescale.objects.views import mapping, meta, pod_spec, raw_spec
 
 __all__ = [
     "HISTORY_MAX_AGE",
@@ -431,7 +431,8 @@ def resize_targets(
     """The requests and limits each container touched by ``patches`` (JSON patch operations
     on ``/spec/containers/<i>/resources[/<requests|limits>[/<resource>]]``) has once they are
     applied to ``pod``. Operations on other paths are ignored."""
-    containers = list(pod_spec(pod).get("containers") or ())
+    raw = mapping(raw_spec(pod)).get("containers")  # entries may be malformed
+    containers = [c for c in raw or () if isinstance(c, dict)]
     resources: list[dict[str, Any]] = [
         copy.deepcopy(dict(c.get("resources") or {})) for c in containers
     ]
@@ -485,7 +486,8 @@ def _apply(
 def resize_applied(pod: Pod, targets: ContainerResources) -> bool:
     """Whether every container of ``targets`` has, in ``pod``'s spec, the requests and limits
     asked (compared as quantities: ``"0.5"`` is ``"500m"``)."""
-    by_name = {str(c.get("name") or ""): c for c in pod_spec(pod).get("containers") or ()}
+    raw = mapping(raw_spec(pod)).get("containers")  # entries may be malformed
+    by_name = {str(c.get("name") or ""): c for c in raw or () if isinstance(c, Mapping)}
     for name, wanted in targets.items():
         container = by_name.get(name)
         if container is None:

@@ -22,10 +22,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal
 
 from kubescale.coordination.disruption_ledger import resize_targets
-from kubescale.objects.containers import Container, ResourceRequirements
+from kubescale.objects.containers import ResourceRequirements
 from kubescale.objects.pod import Pod, PodSpec
 from kubescale.objects.quantities import Quantity, QuantityError
-from kubescale.objects.views import pod_spec
+from kubescale.objects.views import mapping, pod_spec, raw_spec
 
 __all__ = ["pod_with_admitted_resources"]
 
@@ -43,10 +43,12 @@ def pod_with_admitted_resources(
     targets = resize_targets(pod, patches)
     if not targets:
         return pod
-    containers = pod_spec(pod).get("containers") or []
-    changed: dict[int, Container] = {}
+    containers: list[Any] = list(mapping(raw_spec(pod)).get("containers") or [])
+    changed: dict[int, dict[str, Any]] = {}
     for index, container in enumerate(containers):
-        wanted = targets.get(container.get("name") or "")
+        if not isinstance(container, Mapping):  # a malformed entry: left as it is
+            continue
+        wanted = targets.get(str(container.get("name") or ""))
         if wanted is None:
             continue
         resources = copy.deepcopy(container.get("resources") or ResourceRequirements())

@@ -47,7 +47,7 @@ from kubescale.controllers.vpa.api.pod_resources import capped_recommendation
 from kubescale.controllers.vpa.api.vpa_policy import container_policy, update_mode
 from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity
-from kubescale.objects.views import Meta, mapping, spec_of, status_of
+from kubescale.objects.views import Meta, mapping, raw_status, spec_of, status_of
 from kubescale.rendering.quantity_text import apart, human_bytes, human_cores
 
 __all__ = [
@@ -183,7 +183,7 @@ def vpa_is_updated(vpa: Mapping[str, Any], *, in_place_gate: bool = False) -> bo
     return mode in _EVICTING_MODES or (mode == _IN_PLACE_MODE and in_place_gate)
 
 
-def is_terminating(pod: Mapping[str, Any]) -> bool:
+def is_terminating(pod: Pod) -> bool:
     """Being deleted and not finished: a pod that is going, still counted in its group's size
     (:func:`kubescale.controllers.vpa.updater.eviction_restriction.configured_replicas`)."""
     if status_of(pod).get("phase") in _FINISHED_PHASES:
@@ -191,7 +191,7 @@ def is_terminating(pod: Mapping[str, Any]) -> bool:
     return Meta(pod).raw.get("deletionTimestamp") is not None
 
 
-def pod_is_updatable(pod: Mapping[str, Any], *, unschedulable_too: bool = False) -> bool:
+def pod_is_updatable(pod: Pod, *, unschedulable_too: bool = False) -> bool:
     """Scheduled, not terminated, not being deleted (updater.go's pod filter).
 
     ``unschedulable_too`` (``--coordination one-brain``): also a pod the scheduler could not
@@ -206,18 +206,19 @@ def pod_is_updatable(pod: Mapping[str, Any], *, unschedulable_too: bool = False)
     return Meta(pod).raw.get("deletionTimestamp") is None
 
 
-def _unschedulable(pod: Mapping[str, Any]) -> bool:
+def _unschedulable(pod: Pod) -> bool:
     status = status_of(pod)
     if status.get("phase") not in (None, "Pending"):
         return False
     if Meta(pod).raw.get("deletionTimestamp") is not None:
         return False
+    conditions = mapping(raw_status(pod)).get("conditions")  # entries may be malformed
     return any(
         isinstance(c, Mapping)
         and c.get("type") == "PodScheduled"
         and c.get("status") == "False"
         and c.get("reason") == "Unschedulable"
-        for c in status.get("conditions") or ()
+        for c in conditions or ()
     )
 
 
@@ -236,7 +237,7 @@ def parse_observed_containers(value: str) -> frozenset[str] | None:
     return frozenset(names)
 
 
-def observed_containers(pod: Mapping[str, Any]) -> frozenset[str] | None:
+def observed_containers(pod: Pod) -> frozenset[str] | None:
     """The containers the priority looks at; ``None`` means all (no or unparseable annotation)."""
     value = mapping(Meta(pod).raw.get("annotations")).get(OBSERVED_CONTAINERS_ANNOTATION)
     if not isinstance(value, str):
@@ -247,7 +248,7 @@ def observed_containers(pod: Mapping[str, Any]) -> frozenset[str] | None:
 # -- priority -----------------------------------------------------------------------------------
 
 
-def _container_names(pod: Mapping[str, Any], key: str) -> list[str]:
+def _container_names(pod: Pod, key: str) -> list[str]:
     containers = spec_of(pod).get(key)
     names: list[str] = []
     for container in containers if isinstance(containers, list) else ():
@@ -271,7 +272,7 @@ def _resource_list(value: object) -> ResourceList:
     return {str(k): Quantity.from_json(v) for k, v in mapping(value).items()}
 
 
-def update_priority(*, pod: Mapping[str, Any], recommendation: Mapping[str, Any]) -> UpdatePriority:
+def update_priority(*, pod: Pod, recommendation: Mapping[str, Any]) -> UpdatePriority:
     """GetUpdatePriority of ``pod`` against an (already capped) recommendation.
 
     Per observed container with a recommendation, per resource in its Target: ScaleUp if the
@@ -338,7 +339,7 @@ def _oom_threshold(vpa: Mapping[str, Any], settings: UpdateSettings) -> timedelt
     return settings.evict_after_oom_threshold
 
 
-def quick_oom(*, pod: Mapping[str, Any], vpa: Mapping[str, Any], settings: UpdateSettings) -> bool:
+def quick_oom(*, pod: Pod, vpa: Mapping[str, Any], settings: UpdateSettings) -> bool:
     """Some observed, non-``Off`` container was OOMKilled after running less than the threshold.
 
     Reads ``status.containerStatuses[].lastState.terminated``; a missing ``startedAt`` /
@@ -347,9 +348,7 @@ def quick_oom(*, pod: Mapping[str, Any], vpa: Mapping[str, Any], settings: Updat
     return quick_oom_reason(pod=pod, vpa=vpa, settings=settings) is not None
 
 
-def quick_oom_reason(
-    *, pod: Mapping[str, Any], vpa: Mapping[str, Any], settings: UpdateSettings
-) -> str | None:
+def quick_oom_reason(*, pod: Pod, vpa: Mapping[str, Any], settings: UpdateSettings) -> str | None:
     """:func:`quick_oom` as the reason it gives: the first such container, how long it ran
     and the threshold; ``None`` when there is none."""
     observed = observed_containers(pod)
@@ -472,7 +471,7 @@ def _requirement_holds(
 
 
 def eviction_requirements_admit(
-    *, vpa: Mapping[str, Any], pod: Mapping[str, Any], recommendation: Mapping[str, Any]
+    *, vpa: Mapping[str, Any], pod: Pod, recommendation: Mapping[str, Any]
 ) -> bool:
     """scalingDirectionPodEvictionAdmission.Admit.
 

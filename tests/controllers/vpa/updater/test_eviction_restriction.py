@@ -17,6 +17,8 @@ from kubescale.controllers.vpa.updater.eviction_restriction import (
     configured_replicas,
 )
 from kubescale.coordination.disruption_ledger import DisruptionKind
+from kubescale.objects.pod import Pod
+from tests import builders
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 NS = "default"
@@ -30,22 +32,21 @@ def make_pod(
     phase: str = "Running",
     conditions: list[dict[str, Any]] | None = None,
     restart_container: bool = False,
-) -> dict[str, Any]:
+) -> Pod:
     """A live pod owned by ``kind/owner``."""
     container: dict[str, Any] = {"name": "app"}
     if restart_container:
         container["resizePolicy"] = [
             {"resourceName": "memory", "restartPolicy": "RestartContainer"}
         ]
-    return {
-        "metadata": {
-            "name": name,
-            "namespace": NS,
-            "ownerReferences": [{"kind": kind, "name": owner, "controller": True}],
-        },
-        "spec": {"containers": [container]},
-        "status": {"phase": phase, "conditions": conditions or []},
-    }
+    return builders.pods.typed_pod(
+        name=name,
+        namespace=NS,
+        owner_references=[{"kind": kind, "name": owner, "controller": True}],
+        containers=[container],
+        status={"phase": phase, "conditions": conditions or []},
+        api_version=None,
+    )
 
 
 def replica_set(replicas: int | None) -> dict[str, Any]:
@@ -60,7 +61,7 @@ def vpa(min_replicas: int | None = None) -> dict[str, Any]:
 RS = ControllerKey(namespace=NS, kind="ReplicaSet", name="web")
 
 
-def evict_all(restriction: EvictionRestriction, pods: list[dict[str, Any]]) -> list[str]:
+def evict_all(restriction: EvictionRestriction, pods: list[Pod]) -> list[str]:
     """Try every pod once, in order, recording what the budget allowed."""
     evicted = []
     for pod in pods:

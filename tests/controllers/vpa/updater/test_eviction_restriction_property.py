@@ -18,6 +18,7 @@ from kubescale.controllers.vpa.updater.eviction_restriction import (
     EvictionRestriction,
 )
 from kubescale.coordination.disruption_ledger import DisruptionKind
+from kubescale.objects.pod import Pod
 from tests.controllers.vpa.updater.test_eviction_restriction import NOW, NS, make_pod
 
 group_strategy = st.tuples(
@@ -54,7 +55,7 @@ def test_one_loop_never_exceeds_budget(
     per_vpa_min: int | None,
     tries: list[int],
 ) -> None:
-    pods: list[dict[str, Any]] = []
+    pods: list[Pod] = []
     controllers: dict[ControllerKey, dict[str, Any]] = {}
     in_flight: dict[str, DisruptionKind] = {}
     for index, (configured, running, pending, flying) in enumerate(groups):

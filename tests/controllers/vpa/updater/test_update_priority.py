@@ -157,7 +157,7 @@ def test_pods_looked_at(change: dict[str, dict[str, Any]], expected: bool) -> No
             pod["spec"].pop("nodeName")
         else:
             pod[key].update(value)
-    assert pod_is_updatable(pod) is expected
+    assert pod_is_updatable(builders.meta.stored_as(pod, Pod)) is expected
 
 
 # -- vpaObservedContainers ----------------------------------------------------------------------
