@@ -30,6 +30,7 @@ from kubescale.kube.resources import (
     ResourceType,
 )
 from kubescale.objects.pod import Pod
+from kubescale.objects.vpa import VerticalPodAutoscaler
 
 __all__ = ["NODE_METRICS", "WORKLOAD_TYPES", "ClusterReading", "read_cluster"]
 
@@ -53,7 +54,7 @@ class ClusterReading:
     workloads: list[dict[str, Any]] = field(default_factory=list)
     """Deployments, StatefulSets and DaemonSets, each with ``kind`` and ``apiVersion`` set."""
     pods: list[Pod] = field(default_factory=list)
-    vpas: list[dict[str, Any]] = field(default_factory=list)
+    vpas: list[VerticalPodAutoscaler] = field(default_factory=list)
     hpas: list[dict[str, Any]] = field(default_factory=list)
     nodes: list[dict[str, Any]] = field(default_factory=list)
     pod_metrics: list[dict[str, Any]] = field(default_factory=list)
@@ -92,7 +93,10 @@ async def read_cluster(client: KubeClient, *, namespace: str | None) -> ClusterR
         workloads=workloads,
         # The transport boundary: the listed JSON as the typed pods.
         pods=cast(list[Pod], await _items(client, PODS, namespace, missing)),
-        vpas=await _items(client, VERTICAL_POD_AUTOSCALERS, namespace, missing),
+        vpas=cast(
+            list[VerticalPodAutoscaler],
+            await _items(client, VERTICAL_POD_AUTOSCALERS, namespace, missing),
+        ),
         hpas=await _items(client, HORIZONTAL_POD_AUTOSCALERS, namespace, missing),
         nodes=await _items(client, NODES, None, missing),
         pod_metrics=await _items(client, POD_METRICS, namespace, missing),

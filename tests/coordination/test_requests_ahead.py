@@ -13,12 +13,6 @@ from kubescale.objects.views import pod_spec
 from tests import builders
 
 
-def _pod(**requests: str) -> Pod:
-    return builders.pods.typed_pod(
-        containers=[builders.pods.container(name="app", requests=requests)]
-    )
-
-
 def _set(resource: str, quantity: str) -> dict[str, Any]:
     return {
         "op": "add",
@@ -38,7 +32,9 @@ def _set(resource: str, quantity: str) -> dict[str, Any]:
     ],
 )
 def test_the_pod_gets_the_admitted_requests(only_raise: bool, expected: dict[str, str]) -> None:
-    pod = _pod(cpu="100m", memory="100Mi")
+    pod = builders.pods.typed_pod(
+        containers=[builders.pods.container(requests={"cpu": "100m", "memory": "100Mi"})]
+    )
     patches = [_set("cpu", "250m"), _set("memory", "50Mi")]
     ahead = pod_with_admitted_resources(pod, patches, only_raise=only_raise)
     resources = (pod_spec(ahead).get("containers") or [])[0].get("resources") or {}
@@ -59,7 +55,7 @@ def test_the_pod_gets_the_admitted_requests(only_raise: bool, expected: dict[str
     ],
 )
 def test_nothing_changes_the_same_object(patches: list[dict[str, Any]], only_raise: bool) -> None:
-    pod = _pod(cpu="100m")
+    pod = builders.pods.typed_pod(containers=[builders.pods.container(requests={"cpu": "100m"})])
     assert pod_with_admitted_resources(pod, patches, only_raise=only_raise) is pod
 
 

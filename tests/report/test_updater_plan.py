@@ -54,7 +54,7 @@ def _reading(
         )
         for i in range(replicas)
     ]
-    vpa = builders.vpas.vpa(
+    vpa = builders.vpas.typed_vpa(
         name="web-vpa",
         target=builders.vpas.target_ref(),
         update_mode=mode,

@@ -36,6 +36,7 @@ from kubescale.base.logs import component_logger
 from kubescale.coordination.disruption_ledger import DisruptionKind
 from kubescale.objects.pod import Pod
 from kubescale.objects.views import meta, spec_of, status_of
+from kubescale.objects.vpa import VerticalPodAutoscaler
 
 _log = component_logger("vpa-updater")
 
@@ -185,7 +186,7 @@ def configured_replicas(
     return max(declared, live)
 
 
-def required_replicas(*, vpa: Mapping[str, Any], min_replicas: int) -> int:
+def required_replicas(*, vpa: VerticalPodAutoscaler, min_replicas: int) -> int:
     """``--min-replicas`` unless the VPA sets ``spec.updatePolicy.minReplicas``."""
     policy = spec_of(vpa).get("updatePolicy") or {}
     per_vpa = policy.get("minReplicas")
@@ -208,7 +209,7 @@ class EvictionRestriction:
         *,
         pods: Iterable[Pod],
         controllers: Mapping[ControllerKey, Mapping[str, Any]],
-        vpa: Mapping[str, Any],
+        vpa: VerticalPodAutoscaler,
         min_replicas: int = DEFAULT_MIN_REPLICAS,
         eviction_tolerance: float = DEFAULT_EVICTION_TOLERANCE,
         in_place_skip_disruption_budget: bool = False,

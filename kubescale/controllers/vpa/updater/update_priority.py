@@ -48,6 +48,7 @@ from kubescale.controllers.vpa.api.vpa_policy import container_policy, update_mo
 from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity
 from kubescale.objects.views import Meta, mapping, raw_status, spec_of, status_of
+from kubescale.objects.vpa import VerticalPodAutoscaler
 from kubescale.rendering.quantity_text import apart, human_bytes, human_cores
 
 __all__ = [
@@ -172,12 +173,12 @@ class PodPriority:
 # -- VPAs and pods ------------------------------------------------------------------------------
 
 
-def _update_policy(vpa: Mapping[str, Any]) -> Mapping[str, Any] | None:
+def _update_policy(vpa: VerticalPodAutoscaler) -> Mapping[str, Any] | None:
     policy = spec_of(vpa).get("updatePolicy")
     return policy if isinstance(policy, Mapping) else None
 
 
-def vpa_is_updated(vpa: Mapping[str, Any], *, in_place_gate: bool = False) -> bool:
+def vpa_is_updated(vpa: VerticalPodAutoscaler, *, in_place_gate: bool = False) -> bool:
     """Whether the updater acts on this VPA's pods (Off and Initial: never)."""
     mode = update_mode(vpa)
     return mode in _EVICTING_MODES or (mode == _IN_PLACE_MODE and in_place_gate)
@@ -331,7 +332,7 @@ def update_priority(*, pod: Pod, recommendation: Mapping[str, Any]) -> UpdatePri
     )
 
 
-def _oom_threshold(vpa: Mapping[str, Any], settings: UpdateSettings) -> timedelta:
+def _oom_threshold(vpa: VerticalPodAutoscaler, settings: UpdateSettings) -> timedelta:
     """getEvictOOMThreshold: per-VPA ``evictAfterOOMSeconds`` only with PerVPAConfig."""
     seconds = mapping(_update_policy(vpa)).get("evictAfterOOMSeconds")
     if settings.per_vpa_config and isinstance(seconds, int) and not isinstance(seconds, bool):
@@ -339,7 +340,7 @@ def _oom_threshold(vpa: Mapping[str, Any], settings: UpdateSettings) -> timedelt
     return settings.evict_after_oom_threshold
 
 
-def quick_oom(*, pod: Pod, vpa: Mapping[str, Any], settings: UpdateSettings) -> bool:
+def quick_oom(*, pod: Pod, vpa: VerticalPodAutoscaler, settings: UpdateSettings) -> bool:
     """Some observed, non-``Off`` container was OOMKilled after running less than the threshold.
 
     Reads ``status.containerStatuses[].lastState.terminated``; a missing ``startedAt`` /
@@ -348,7 +349,9 @@ def quick_oom(*, pod: Pod, vpa: Mapping[str, Any], settings: UpdateSettings) -> 
     return quick_oom_reason(pod=pod, vpa=vpa, settings=settings) is not None
 
 
-def quick_oom_reason(*, pod: Pod, vpa: Mapping[str, Any], settings: UpdateSettings) -> str | None:
+def quick_oom_reason(
+    *, pod: Pod, vpa: VerticalPodAutoscaler, settings: UpdateSettings
+) -> str | None:
     """:func:`quick_oom` as the reason it gives: the first such container, how long it ran
     and the threshold; ``None`` when there is none."""
     observed = observed_containers(pod)
@@ -393,7 +396,7 @@ def _duration(delta: timedelta) -> str:
 
 def pod_priority(
     *,
-    vpa: Mapping[str, Any],
+    vpa: VerticalPodAutoscaler,
     pod: Pod,
     recommendation: Mapping[str, Any],
     now: datetime,
@@ -445,7 +448,7 @@ def pod_priority(
     return PodPriority(pod=pod, priority=priority, recommendation=recommendation, reason=reason)
 
 
-def _eviction_requirements(vpa: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
+def _eviction_requirements(vpa: VerticalPodAutoscaler) -> list[Mapping[str, Any]] | None:
     """``None`` without an updatePolicy (everything admitted), else its requirements."""
     policy = _update_policy(vpa)
     if policy is None:
@@ -471,7 +474,7 @@ def _requirement_holds(
 
 
 def eviction_requirements_admit(
-    *, vpa: Mapping[str, Any], pod: Pod, recommendation: Mapping[str, Any]
+    *, vpa: VerticalPodAutoscaler, pod: Pod, recommendation: Mapping[str, Any]
 ) -> bool:
     """scalingDirectionPodEvictionAdmission.Admit.
 
@@ -507,7 +510,7 @@ def _order_key(entry: PodPriority) -> tuple[bool, float, str, str]:
 
 def prioritized_pods(
     *,
-    vpa: Mapping[str, Any],
+    vpa: VerticalPodAutoscaler,
     pods: Iterable[Pod],
     now: datetime,
     settings: UpdateSettings,

@@ -41,6 +41,7 @@ from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.objects.hpa import HorizontalPodAutoscaler
 from kubescale.objects.pod import Pod
 from kubescale.objects.views import mapping, meta, raw_spec
+from kubescale.objects.vpa import VerticalPodAutoscaler
 from kubescale.plans.executor import Applied, Decision
 from kubescale.plans.intents import Event, Evict, PatchObject, Resize, pod_ref
 
@@ -92,7 +93,7 @@ class PodActions:
         self.metrics = metrics
 
     def evict(
-        self, pod: Pod, vpa: Mapping[str, Any], *, size: str, reason: str = ""
+        self, pod: Pod, vpa: VerticalPodAutoscaler, *, size: str, reason: str = ""
     ) -> Decision[Applied]:
         """Evict ``pod`` (``reason``: why, :attr:`~.update_priority.PodPriority.reason`)."""
         result = yield Evict(actor=ACTOR, pod=pod, reason=reason)
@@ -130,7 +131,7 @@ class PodActions:
     def unboost(
         self,
         pod: Pod,
-        vpa: Mapping[str, Any],
+        vpa: VerticalPodAutoscaler,
         limit_ranges: Sequence[dict[str, Any]],
         expired: Sequence[str],
         *,
@@ -188,7 +189,7 @@ class PodActions:
     def resize(
         self,
         pod: Pod,
-        vpa: Mapping[str, Any],
+        vpa: VerticalPodAutoscaler,
         limit_ranges: Sequence[dict[str, Any]],
         *,
         size: str,

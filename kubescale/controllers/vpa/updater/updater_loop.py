@@ -102,6 +102,7 @@ from kubescale.kube.shared_cache import SharedCache
 from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import LabelSelector
 from kubescale.objects.views import Meta, meta, spec_of
+from kubescale.objects.vpa import VerticalPodAutoscaler
 from kubescale.plans.executor import Applied, PlanExecutor, collect_plan
 from kubescale.plans.intents import Intent, Plan
 from kubescale.runtime.component import TimelineReport
@@ -150,7 +151,7 @@ class UpdaterLoop:
         self.metrics = metrics
         self.events = events
         informers = cache.informers
-        self.vpas = informers.informer(VERTICAL_POD_AUTOSCALERS)
+        self.vpas: Informer[VerticalPodAutoscaler] = informers.informer(VERTICAL_POD_AUTOSCALERS)
         self.pods: Informer[Pod] = informers.informer(PODS)
         self.limit_ranges = informers.informer(LIMIT_RANGES)
         brain = brain_of(cache)
@@ -328,7 +329,7 @@ class UpdaterLoop:
         return UpdaterSnapshot(vpas=entries, terminating=terminating)
 
     async def _selectors(
-        self, vpas: Sequence[dict[str, Any]]
+        self, vpas: Sequence[VerticalPodAutoscaler]
     ) -> dict[tuple[str, str, str], LabelSelector]:
         checks = [self.targets.check(vpa) for vpa in vpas]
         if self.targets.pending:
@@ -346,7 +347,7 @@ class UpdaterLoop:
 
     def _match_pods(
         self,
-        vpas: Sequence[dict[str, Any]],
+        vpas: Sequence[VerticalPodAutoscaler],
         selectors: Mapping[tuple[str, str, str], LabelSelector],
     ) -> tuple[dict[tuple[str, str], list[Pod]], Counter[ControllerKey]]:
         """Each VPA's updatable pods; and per controller, its pods being deleted."""
@@ -362,7 +363,7 @@ class UpdaterLoop:
         # name of spec.targetRef), and a pod's candidates are the VPAs indexed under its
         # controller; choose_vpa skips any other VPA. Passing every VPA for every pod made the
         # matching pods x VPAs (30 million targetRef reads at 30,000 pods and 1,000 VPAs).
-        by_target: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+        by_target: dict[tuple[str, str, str], list[VerticalPodAutoscaler]] = {}
         for candidate in vpas:
             ref = target_ref_of(candidate)
             if ref is not None:

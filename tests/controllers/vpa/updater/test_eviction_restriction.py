@@ -18,6 +18,7 @@ from kubescale.controllers.vpa.updater.eviction_restriction import (
 )
 from kubescale.coordination.disruption_ledger import DisruptionKind
 from kubescale.objects.pod import Pod
+from kubescale.objects.vpa import PodUpdatePolicy, VerticalPodAutoscaler
 from tests import builders
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -53,8 +54,8 @@ def replica_set(replicas: int | None) -> dict[str, Any]:
     return {"spec": {} if replicas is None else {"replicas": replicas}}
 
 
-def vpa(min_replicas: int | None = None) -> dict[str, Any]:
-    policy = {} if min_replicas is None else {"minReplicas": min_replicas}
+def vpa(min_replicas: int | None = None) -> VerticalPodAutoscaler:
+    policy: PodUpdatePolicy = {} if min_replicas is None else {"minReplicas": min_replicas}
     return {"spec": {"updatePolicy": policy}}
 
 

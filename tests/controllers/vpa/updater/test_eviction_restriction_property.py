@@ -19,6 +19,7 @@ from kubescale.controllers.vpa.updater.eviction_restriction import (
 )
 from kubescale.coordination.disruption_ledger import DisruptionKind
 from kubescale.objects.pod import Pod
+from kubescale.objects.vpa import PodUpdatePolicy
 from tests.controllers.vpa.updater.test_eviction_restriction import NOW, NS, make_pod
 
 group_strategy = st.tuples(
@@ -68,7 +69,7 @@ def test_one_loop_never_exceeds_budget(
         in_flight.update(
             (f"{NS}/{owner}-r{i}", DisruptionKind.EVICTION) for i in range(min(flying, running))
         )
-    policy = {} if per_vpa_min is None else {"minReplicas": per_vpa_min}
+    policy: PodUpdatePolicy = {} if per_vpa_min is None else {"minReplicas": per_vpa_min}
     restriction = EvictionRestriction.build(
         pods=pods,
         controllers=controllers,

@@ -28,6 +28,7 @@ from kubescale.controllers.vpa.updater.update_priority import (
     vpa_is_updated,
 )
 from kubescale.objects.pod import Pod
+from kubescale.objects.vpa import VerticalPodAutoscaler
 from tests import builders
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -86,15 +87,17 @@ def recommendation(*entries: dict[str, Any]) -> dict[str, Any]:
 
 def make_vpa(
     *entries: dict[str, Any], update_policy: dict[str, Any] | None = None, spec: Any = None
-) -> dict[str, Any]:
+) -> VerticalPodAutoscaler:
     vpa_spec: dict[str, Any] = dict(spec or {})
     if update_policy is not None:
         vpa_spec["updatePolicy"] = update_policy
-    return {
-        "metadata": {"name": "vpa", "namespace": "default"},
-        "spec": vpa_spec,
-        "status": {"recommendation": recommendation(*entries)},
-    }
+    return builders.vpas.typed_vpa(
+        name="vpa",
+        namespace="default",
+        spec=vpa_spec,
+        status={"recommendation": recommendation(*entries)},
+        api_version=None,
+    )
 
 
 def oom_status(name: str, *, ran: timedelta, finished: datetime) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from kubescale.controllers.vpa.updater.updater_decision import (
 from kubescale.controllers.vpa.updater.updater_metrics import UpdaterMetrics
 from kubescale.coordination.disruption_ledger import DisruptionKind
 from kubescale.objects.pod import Pod
+from kubescale.objects.vpa import VerticalPodAutoscaler
 from kubescale.plans.executor import DRY_RUN_PREFIX, collect_plan
 from kubescale.plans.intents import Evict, describe
 from kubescale.sim.apiserver.faults import WRITE_VERBS
@@ -92,8 +93,8 @@ def web_pod(index: int) -> Pod:
     )
 
 
-def web_vpa(mode: str) -> dict[str, Any]:
-    return builders.vpas.vpa(
+def web_vpa(mode: str) -> VerticalPodAutoscaler:
+    return builders.vpas.typed_vpa(
         name="web",
         namespace=NS,
         uid="vpa-uid",
