@@ -29,6 +29,7 @@ import pytest
 import kubescale
 from kubescale.objects.meta import ObjectMeta
 from kubescale.objects.pod import Pod
+from kubescale.objects.vpa import VerticalPodAutoscaler
 
 PACKAGE_ROOT = Path(kubescale.__file__).resolve().parent
 RAW_FIELDS = frozenset({"metadata", "spec", "status"})
@@ -393,3 +394,18 @@ def test_the_pod_annotation_check_tells_pod_from_a_mapping() -> None:
     assert _annotation("coordination.disruption_ledger", "DisruptionLedger.recent", "pod") is None
     assert _annotation("plans.intents", "ObjectRef", "name") is not Pod
     assert _annotation("coordination.descheduler_budget", "desired_replicas", "controller") != Pod
+
+
+VPA_TYPED: list[tuple[str, str, str]] = [
+    ("controllers.vpa.updater.updater_decision", "VpaSnapshot", "vpa"),
+    ("controllers.vpa.updater.updater_decision", "vpa_key", "vpa"),
+    ("controllers.vpa.updater.eviction_restriction", "EvictionRestriction.build", "vpa"),
+    ("controllers.vpa.updater.update_priority", "prioritized_pods", "vpa"),
+    ("controllers.vpa.updater.updater_actions", "PodActions.evict", "vpa"),
+]
+"""The VPA updater's VPAs: typed :class:`~kubescale.objects.vpa.VerticalPodAutoscaler`."""
+
+
+@pytest.mark.parametrize(("module", "name", "parameter"), VPA_TYPED)
+def test_the_updaters_vpas_are_typed(module: str, name: str, parameter: str) -> None:
+    assert _annotation(module, name, parameter) is VerticalPodAutoscaler, f"{module}.{name}"
