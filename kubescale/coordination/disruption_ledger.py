@@ -46,7 +46,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from kubescale.base.logs import component_logger
 from kubescale.kube.client import KubeClient
@@ -55,7 +55,7 @@ from kubescale.kube.informer import EventHandlers, Informer
 from kubescale.kube.resources import PODS
 from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity, QuantityError
-from kubescale.objects.views import meta, spec_of
+from kubescale.objects.views import mapping, meta, pod_spec, raw_spec
 
 __all__ = [
     "HISTORY_MAX_AGE",
@@ -85,7 +85,7 @@ HISTORY_MAX_AGE: Final = timedelta(hours=1)
 ContainerResources = Mapping[str, Mapping[str, Mapping[str, str]]]
 """Container name → ``{"requests": {resource: quantity}, "limits": {...}}``."""
 
-_RESOURCE_KINDS: Final = ("requests", "limits")
+_RESOURCE_KINDS: Final[tuple[Literal["requests"], Literal["limits"]]] = ("requests", "limits")
 
 
 class DisruptionKind(enum.Enum):
@@ -178,7 +178,7 @@ class Disruption:
     """The pod's controller (ownerReference with ``controller: true``), if any: its
     replacement is the controller's next pod."""
 
-    def shown_by(self, pod: Mapping[str, Any]) -> bool:
+    def shown_by(self, pod: Pod) -> bool:
         """Whether ``pod`` (the same uid, as an informer shows it) shows the effect."""
         if meta(pod).deleting:
             return True  # evicted, or going anyway: a resize no longer matters
@@ -245,9 +245,7 @@ class DisruptionLedger:
                 extra={"fields": {"pod": f"{dropped.namespace}/{dropped.name}"}},
             )
 
-    def pending(
-        self, pod: Mapping[str, Any], *, now: datetime, actor: str | None = None
-    ) -> Disruption | None:
+    def pending(self, pod: Pod, *, now: datetime, actor: str | None = None) -> Disruption | None:
         """The disruption of this pod (by uid) that ``pod`` does not show yet, if any; asked
         by ``actor`` in a ledger that is not :attr:`shared`, only that actor's own."""
         uid = meta(pod).uid
@@ -294,13 +292,13 @@ class DisruptionLedger:
         self._attached.add(id(informer))
         informer.add_handlers(EventHandlers(on_update=self._on_update, on_delete=self._on_delete))
 
-    def _on_update(self, _old: dict[str, Any], new: dict[str, Any]) -> None:
+    def _on_update(self, _old: Pod, new: Pod) -> None:
         uid = meta(new).uid
         entry = self._entries.get(uid) if uid else None
         if entry is not None and entry.shown_by(new):
             del self._entries[uid]
 
-    def _on_delete(self, pod: dict[str, Any]) -> None:
+    def _on_delete(self, pod: Pod) -> None:
         self.forget(meta(pod).uid)
 
     def _expire(self, now: datetime) -> None:
@@ -319,7 +317,7 @@ class DisruptionLedger:
 async def evict_pod(
     client: KubeClient,
     ledger: DisruptionLedger,
-    pod: Mapping[str, Any],
+    pod: Pod,
     *,
     now: datetime,
     grace_period_seconds: int | None = None,
@@ -358,7 +356,7 @@ async def evict_pod(
 async def resize_pod(
     client: KubeClient,
     ledger: DisruptionLedger,
-    pod: Mapping[str, Any],
+    pod: Pod,
     patches: Sequence[Mapping[str, Any]],
     *,
     now: datetime,
@@ -400,7 +398,7 @@ async def resize_pod(
 
 def _disruption(
     kind: DisruptionKind,
-    pod: Mapping[str, Any],
+    pod: Pod,
     *,
     now: datetime,
     confirmed: bool,
@@ -418,7 +416,7 @@ def _disruption(
         confirmed=confirmed,
         resources=resources or {},
         actor=actor,
-        node=str(spec_of(pod).get("nodeName") or ""),
+        node=pod_spec(pod).get("nodeName") or "",
         owner_kind=controller.kind if controller is not None else "",
         owner_name=controller.name if controller is not None else "",
     )
@@ -428,12 +426,13 @@ def _disruption(
 
 
 def resize_targets(
-    pod: Mapping[str, Any], patches: Sequence[Mapping[str, Any]]
+    pod: Pod, patches: Sequence[Mapping[str, Any]]
 ) -> dict[str, dict[str, dict[str, str]]]:
     """The requests and limits each container touched by ``patches`` (JSON patch operations
     on ``/spec/containers/<i>/resources[/<requests|limits>[/<resource>]]``) has once they are
     applied to ``pod``. Operations on other paths are ignored."""
-    containers = [c for c in spec_of(pod).get("containers") or () if isinstance(c, dict)]
+    raw = mapping(raw_spec(pod)).get("containers")  # entries may be malformed
+    containers = [c for c in raw or () if isinstance(c, dict)]
     resources: list[dict[str, Any]] = [
         copy.deepcopy(dict(c.get("resources") or {})) for c in containers
     ]
@@ -484,14 +483,11 @@ def _apply(
         holder[rest[0]] = value
 
 
-def resize_applied(pod: Mapping[str, Any], targets: ContainerResources) -> bool:
+def resize_applied(pod: Pod, targets: ContainerResources) -> bool:
     """Whether every container of ``targets`` has, in ``pod``'s spec, the requests and limits
     asked (compared as quantities: ``"0.5"`` is ``"500m"``)."""
-    by_name = {
-        str(c.get("name") or ""): c
-        for c in spec_of(pod).get("containers") or ()
-        if isinstance(c, Mapping)
-    }
+    raw = mapping(raw_spec(pod)).get("containers")  # entries may be malformed
+    by_name = {str(c.get("name") or ""): c for c in raw or () if isinstance(c, Mapping)}
     for name, wanted in targets.items():
         container = by_name.get(name)
         if container is None:

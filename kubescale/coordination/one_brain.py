@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from kubescale.objects.hpa import HorizontalPodAutoscaler
 from kubescale.objects.pod import Pod
@@ -42,7 +41,7 @@ class LedgerGate:
 
     ledger: DisruptionLedger
 
-    def already_going(self, pod: Mapping[str, Any], *, now: datetime) -> bool:
+    def already_going(self, pod: Pod, *, now: datetime) -> bool:
         return self.ledger.pending(pod, now=now) is not None
 
     def evictions_in_flight(self, *, now: datetime) -> list[Disruption]:

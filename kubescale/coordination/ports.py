@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Protocol
 
 from kubescale.objects.hpa import HorizontalPodAutoscaler
 from kubescale.objects.pod import Pod
@@ -51,9 +51,8 @@ __all__ = [
 class DisruptionGate(Protocol):
     """The disruptions of the other systems a system's own drain must count."""
 
-    def already_going(self, pod: Mapping[str, Any], *, now: datetime) -> bool:
-        """Whether another system's eviction of ``pod`` is in flight (do not evict it again).
-        (Untyped: the autoscaler's pods are not typed yet.)"""
+    def already_going(self, pod: Pod, *, now: datetime) -> bool:
+        """Whether another system's eviction of ``pod`` is in flight (do not evict it again)."""
         ...
 
     def evictions_in_flight(self, *, now: datetime) -> list[Disruption]:
@@ -112,7 +111,7 @@ class ResourceOwnership(Protocol):
 class RequestsAhead(Protocol):
     """What the VPA will give a pod (the webhook's decision): the VPA provides it."""
 
-    def requests_for(self, pod: dict[str, Any]) -> dict[str, Any]:
+    def requests_for(self, pod: Pod) -> Pod:
         """``pod`` with the requests the VPA will give it, or ``pod`` itself."""
         ...
 

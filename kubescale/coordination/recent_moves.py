@@ -40,9 +40,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Final
 
 from kubescale.coordination.disruption_ledger import Disruption, DisruptionKind
+from kubescale.objects.pod import Pod
 from kubescale.objects.views import meta
 
 __all__ = [
@@ -159,7 +160,7 @@ def moves_from_ledger(entries: Iterable[Disruption]) -> list[DescheduledMove]:
     ]
 
 
-def placed_pods(pods_by_node: Mapping[str, Iterable[Mapping[str, Any]]]) -> list[PlacedPod]:
+def placed_pods(pods_by_node: Mapping[str, Iterable[Pod]]) -> list[PlacedPod]:
     """Every pod of ``pods_by_node`` (node → its pods) that has a controller."""
     placed: list[PlacedPod] = []
     for node, pods in pods_by_node.items():

@@ -19,37 +19,39 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final, Literal
 
 from kubescale.coordination.disruption_ledger import resize_targets
+from kubescale.objects.containers import ResourceRequirements
+from kubescale.objects.pod import Pod, PodSpec
 from kubescale.objects.quantities import Quantity, QuantityError
-from kubescale.objects.views import spec_of
+from kubescale.objects.views import mapping, pod_spec, raw_spec
 
 __all__ = ["pod_with_admitted_resources"]
 
-_KINDS = ("requests", "limits")
+_KINDS: Final[tuple[Literal["requests"], Literal["limits"]]] = ("requests", "limits")
 
 
 def pod_with_admitted_resources(
-    pod: Mapping[str, Any],
+    pod: Pod,
     patches: Sequence[Mapping[str, Any]],
     *,
     only_raise: bool,
-) -> Mapping[str, Any]:
+) -> Pod:
     """``pod`` with the container resources ``patches`` set (``only_raise``: only where they
     are larger than the pod's); ``pod`` itself when nothing changes."""
     targets = resize_targets(pod, patches)
     if not targets:
         return pod
-    containers = spec_of(pod).get("containers") or []
+    containers: list[Any] = list(mapping(raw_spec(pod)).get("containers") or [])
     changed: dict[int, dict[str, Any]] = {}
     for index, container in enumerate(containers):
-        if not isinstance(container, Mapping):
+        if not isinstance(container, Mapping):  # a malformed entry: left as it is
             continue
         wanted = targets.get(str(container.get("name") or ""))
         if wanted is None:
             continue
-        resources = copy.deepcopy(dict(container.get("resources") or {}))
+        resources = copy.deepcopy(container.get("resources") or ResourceRequirements())
         touched = False
         for kind in _KINDS:
             have = dict(resources.get(kind) or {})
@@ -65,8 +67,10 @@ def pod_with_admitted_resources(
             changed[index] = {**container, "resources": resources}
     if not changed:
         return pod
-    spec = dict(spec_of(pod))
-    spec["containers"] = [changed.get(i, c) for i, c in enumerate(containers)]
+    spec: PodSpec = {
+        **pod_spec(pod),
+        "containers": [changed.get(i, c) for i, c in enumerate(containers)],
+    }
     return {**pod, "spec": spec}
 
 

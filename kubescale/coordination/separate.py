@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any
 
 from kubescale.objects.hpa import HorizontalPodAutoscaler
 from kubescale.objects.pod import Pod
@@ -29,7 +28,7 @@ __all__ = ["NoMoves", "NoVeto", "OwnBudgets", "OwnEvictionsOnly", "SpecRequests"
 class OwnEvictionsOnly:
     """:class:`~.ports.DisruptionGate`: upstream's autoscaler sees only the PDBs' status."""
 
-    def already_going(self, pod: Mapping[str, Any], *, now: datetime) -> bool:
+    def already_going(self, pod: Pod, *, now: datetime) -> bool:
         return False
 
     def evictions_in_flight(self, *, now: datetime) -> list[Disruption]:

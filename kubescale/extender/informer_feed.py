@@ -31,7 +31,7 @@ __all__ = ["feed"]
 Handler = Callable[[Any], None]
 
 
-def _handlers(upsert: Handler, delete: Handler) -> EventHandlers:
+def _handlers(upsert: Handler, delete: Handler) -> EventHandlers[Any]:
     return EventHandlers(on_add=upsert, on_update=lambda old, new: upsert(new), on_delete=delete)
 
 

@@ -75,7 +75,7 @@ import logging
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic
+from typing import Any, Generic, cast
 
 from kubescale.base.logs import component_logger
 from kubescale.base.tasks import cancel_and_wait
@@ -92,17 +92,18 @@ from kubescale.objects.views import Meta
 
 log = component_logger("kube.informer")
 
-ObjectHandler = Callable[[dict[str, Any]], None]
-UpdateHandler = Callable[[dict[str, Any], dict[str, Any]], None]
+ObjectHandler = Callable[[ObjectT], None]
+UpdateHandler = Callable[[ObjectT, ObjectT], None]
 
 
 @dataclass(frozen=True, kw_only=True)
-class EventHandlers:
-    """Callbacks for changes in an informer's cache; any of them may be omitted."""
+class EventHandlers(Generic[ObjectT]):
+    """Callbacks for changes in an informer's cache; any of them may be omitted. Typed with
+    the informer's objects (``EventHandlers[Pod]`` for an ``Informer[Pod]``)."""
 
-    on_add: ObjectHandler | None = None
-    on_update: UpdateHandler | None = None
-    on_delete: ObjectHandler | None = None
+    on_add: ObjectHandler[ObjectT] | None = None
+    on_update: UpdateHandler[ObjectT] | None = None
+    on_delete: ObjectHandler[ObjectT] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -179,7 +180,7 @@ class Informer(Generic[ObjectT]):
         self.cache = IndexedCache(indexers)
         self.lister: Lister[ObjectT] = Lister(self.cache, resource)
         self.stats = InformerStats()
-        self._handlers: list[EventHandlers] = []
+        self._handlers: list[EventHandlers[ObjectT]] = []
         self._synced = asyncio.Event()
         self._ever_synced = False
         self._absent = False
@@ -219,7 +220,7 @@ class Informer(Generic[ObjectT]):
         """The resourceVersion the cache reflects (the next watch starts after it)."""
         return self._resource_version
 
-    def add_handlers(self, handlers: EventHandlers) -> None:
+    def add_handlers(self, handlers: EventHandlers[ObjectT]) -> None:
         self._handlers.append(handlers)
         if handlers.on_add is not None:
             for obj in self.cache.values():
@@ -579,15 +580,19 @@ class Informer(Generic[ObjectT]):
             if handlers.on_delete is not None:
                 self._call(handlers.on_delete, obj)
 
-    def _call(self, handler: ObjectHandler, obj: dict[str, Any]) -> None:
+    def _call(self, handler: ObjectHandler[ObjectT], obj: dict[str, Any]) -> None:
         try:
-            handler(obj)
+            # The transport boundary: the cache's JSON as the informer's typed objects.
+            handler(cast(ObjectT, obj))
         except Exception:
             log.exception("event handler failed", extra={"fields": {"informer": self.name}})
 
-    def _call2(self, handler: UpdateHandler, old: dict[str, Any], new: dict[str, Any]) -> None:
+    def _call2(
+        self, handler: UpdateHandler[ObjectT], old: dict[str, Any], new: dict[str, Any]
+    ) -> None:
         try:
-            handler(old, new)
+            # The transport boundary, as in _call.
+            handler(cast(ObjectT, old), cast(ObjectT, new))
         except Exception:
             log.exception("event handler failed", extra={"fields": {"informer": self.name}})
 

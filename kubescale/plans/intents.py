@@ -22,6 +22,7 @@ from typing import Any, Final, Literal
 from kubescale.kube.api_paths import ApiPath
 from kubescale.kube.resources import CONFIG_MAPS, NODES, PODS, ResourceType
 from kubescale.objects.node import Node
+from kubescale.objects.pod import Pod
 from kubescale.objects.views import meta, status_of
 
 __all__ = [
@@ -70,7 +71,7 @@ class ObjectRef:
         return f"{self.resource.plural} {where}"
 
 
-def pod_ref(pod: Mapping[str, Any]) -> ObjectRef:
+def pod_ref(pod: Pod) -> ObjectRef:
     view = meta(pod)
     return ObjectRef(PODS, view.namespace, view.name)
 
@@ -85,7 +86,7 @@ class Evict:
     """``POST pods/<name>/eviction`` (uid precondition), recorded on the disruption ledger."""
 
     actor: str
-    pod: Mapping[str, Any] = field(compare=False)
+    pod: Pod = field(compare=False)
     """The pod as the decision saw it (its uid, node and controller go to the ledger)."""
     grace_period_seconds: int | None = None
     annotations: Mapping[str, str] | None = None
@@ -104,7 +105,7 @@ class Resize:
     """JSON-patch ``pods/<name>/resize`` (in-place), recorded on the disruption ledger."""
 
     actor: str
-    pod: Mapping[str, Any] = field(compare=False)
+    pod: Pod = field(compare=False)
     patches: Sequence[Mapping[str, Any]]
     reason: str = ""
     """Why the decision resizes the pod, one line (as :attr:`Evict.reason`)."""

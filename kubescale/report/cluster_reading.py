@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from kubescale.controllers.vpa.recommender.cluster_feeder import POD_METRICS
 from kubescale.kube.client import KubeClient
@@ -29,6 +29,8 @@ from kubescale.kube.resources import (
     VERTICAL_POD_AUTOSCALERS,
     ResourceType,
 )
+from kubescale.objects.pod import Pod
+from kubescale.objects.vpa import VerticalPodAutoscaler
 
 __all__ = ["NODE_METRICS", "WORKLOAD_TYPES", "ClusterReading", "read_cluster"]
 
@@ -51,8 +53,8 @@ class ClusterReading:
 
     workloads: list[dict[str, Any]] = field(default_factory=list)
     """Deployments, StatefulSets and DaemonSets, each with ``kind`` and ``apiVersion`` set."""
-    pods: list[dict[str, Any]] = field(default_factory=list)
-    vpas: list[dict[str, Any]] = field(default_factory=list)
+    pods: list[Pod] = field(default_factory=list)
+    vpas: list[VerticalPodAutoscaler] = field(default_factory=list)
     hpas: list[dict[str, Any]] = field(default_factory=list)
     nodes: list[dict[str, Any]] = field(default_factory=list)
     pod_metrics: list[dict[str, Any]] = field(default_factory=list)
@@ -89,8 +91,12 @@ async def read_cluster(client: KubeClient, *, namespace: str | None) -> ClusterR
         workloads.extend(await _items(client, rt, namespace, missing))
     return ClusterReading(
         workloads=workloads,
-        pods=await _items(client, PODS, namespace, missing),
-        vpas=await _items(client, VERTICAL_POD_AUTOSCALERS, namespace, missing),
+        # The transport boundary: the listed JSON as the typed pods.
+        pods=cast(list[Pod], await _items(client, PODS, namespace, missing)),
+        vpas=cast(
+            list[VerticalPodAutoscaler],
+            await _items(client, VERTICAL_POD_AUTOSCALERS, namespace, missing),
+        ),
         hpas=await _items(client, HORIZONTAL_POD_AUTOSCALERS, namespace, missing),
         nodes=await _items(client, NODES, None, missing),
         pod_metrics=await _items(client, POD_METRICS, namespace, missing),

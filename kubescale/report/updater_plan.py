@@ -51,6 +51,7 @@ from kubescale.controllers.vpa.updater.updater_decision import (
     vpa_key,
 )
 from kubescale.controllers.vpa.updater.updater_metrics import UpdaterMetrics
+from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import SelectorError, label_selector_from_dict
 from kubescale.objects.views import meta, spec_of
 from kubescale.plans.executor import collect_plan
@@ -61,9 +62,7 @@ from kubescale.report.model_recommendations import workload_key
 __all__ = ["updater_plan", "updater_snapshot"]
 
 
-def _workload_pods(
-    workload: Mapping[str, Any], pods: Sequence[dict[str, Any]]
-) -> list[dict[str, Any]]:
+def _workload_pods(workload: Mapping[str, Any], pods: Sequence[Pod]) -> list[Pod]:
     """The workload's pods by its selector, in its namespace, sorted by ``namespace/name``."""
     namespace = workload_key(workload)[0]
     selector_spec = spec_of(workload).get("selector")
@@ -108,7 +107,7 @@ def updater_snapshot(reading: ClusterReading, settings: UpdaterSettings) -> Upda
         workload = workloads.get((ref.namespace, ref.kind, ref.name)) if ref else None
         if workload is None:
             continue
-        pods: list[dict[str, Any]] = []
+        pods: list[Pod] = []
         for pod in _workload_pods(workload, reading.pods):
             if pod_is_updatable(pod):
                 pods.append(pod)

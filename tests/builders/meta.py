@@ -106,6 +106,13 @@ def json_body(obj: Mapping[str, Any]) -> dict[str, Any]:
     return dict(obj)
 
 
+def stored_as(obj: Mapping[str, Any], kind: type[T]) -> T:
+    """``obj`` as read back from the simulated API server (its store's or the client's JSON)
+    typed as ``kind``, its :mod:`kubescale.objects` TypedDict: the tests' transport boundary,
+    as the informer is the product's."""
+    return cast(T, obj)
+
+
 def typed_builder(build: Callable[P, dict[str, Any]], kind: type[T]) -> Callable[P, T]:
     """``build`` (a builder returning the plain dict) as a builder of ``kind``, the
     :mod:`kubescale.objects` TypedDict of the object it builds, with the same parameters: the

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tests.builders.meta import manifest, metadata
+from kubescale.objects.vpa import VerticalPodAutoscaler
+from tests.builders.meta import manifest, metadata, typed_builder
 
 VPA_API_VERSION = "autoscaling.k8s.io/v1"
 
@@ -97,3 +98,7 @@ def vpa(
     )
     spec_body = body if body or spec is not None else None
     return manifest(api_version, "VerticalPodAutoscaler", meta, spec=spec_body, status=status_body)
+
+
+typed_vpa = typed_builder(vpa, VerticalPodAutoscaler)
+"""``vpa()`` typed as :class:`kubescale.objects.vpa.VerticalPodAutoscaler`."""

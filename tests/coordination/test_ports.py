@@ -54,6 +54,7 @@ from kubescale.coordination.separate import (
     VpaOwnsAll,
 )
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.objects.containers import ResourceRequirements
 from kubescale.objects.hpa import HorizontalPodAutoscaler
 from kubescale.objects.node import Node, Taint
 from kubescale.objects.pdb import PodDisruptionBudget
@@ -321,8 +322,12 @@ def test_resource_ownership(
 class _Webhook:
     """The VPA's provider, as the wiring plugs it in: 250m for every pod."""
 
-    def requests_for(self, pod: dict[str, Any]) -> dict[str, Any]:
-        return {**pod, "requests": "250m"}
+    def requests_for(self, pod: Pod) -> Pod:
+        return {**pod, "spec": {"containers": [{"name": "app", "resources": _250M}]}}
+
+
+_250M: ResourceRequirements = {"requests": {"cpu": "250m"}}
+_PENDING = builders.pods.typed_pod(name="p", containers=[builders.pods.container(name="app")])
 
 
 def _policy(one_brain: bool) -> RequestsAheadPolicy:
@@ -333,13 +338,18 @@ def _policy(one_brain: bool) -> RequestsAheadPolicy:
     ("one_brain", "built", "answer", "replaces_pending"),
     [
         # one brain: the provider is built (once) and answers with the webhook's requests
-        (True, 1, {"name": "p", "requests": "250m"}, True),
+        (
+            True,
+            1,
+            {**_PENDING, "spec": {"containers": [{"name": "app", "resources": _250M}]}},
+            True,
+        ),
         # separate: the pods' own requests; the provider (its informers) is never built
         (False, 0, None, False),
     ],
 )
 def test_requests_ahead(
-    one_brain: bool, built: int, answer: dict[str, Any] | None, replaces_pending: bool
+    one_brain: bool, built: int, answer: Pod | None, replaces_pending: bool
 ) -> None:
     builds: list[RequestsAhead] = []
 
@@ -350,7 +360,7 @@ def test_requests_ahead(
     policy = _policy(one_brain)
     provider = policy.provider(build)
     assert len(builds) == built
-    assert (provider.requests_for({"name": "p"}) if provider else None) == answer
+    assert (provider.requests_for(_PENDING) if provider else None) == answer
     assert policy.provider(None) is None
     assert policy.updater_replaces_pending is replaces_pending
 

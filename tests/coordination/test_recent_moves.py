@@ -26,7 +26,7 @@ from kubescale.coordination.recent_moves import (
 from tests import builders
 
 MOVED_POD = functools.partial(
-    builders.pods.pod,
+    builders.pods.typed_pod,
     creation_timestamp="2026-03-02T11:57:00Z",
     owner_references=[builders.meta.owner_reference(uid="rs")],
     containers=None,

@@ -28,7 +28,7 @@ class HandlerLog:
         self.calls: list[tuple[str, str]] = []
         self.violations: list[str] = []
 
-    def handlers(self) -> EventHandlers:
+    def handlers(self) -> EventHandlers[dict[str, Any]]:
         return EventHandlers(on_add=self.on_add, on_update=self.on_update, on_delete=self.on_delete)
 
     def on_add(self, obj: dict[str, Any]) -> None:

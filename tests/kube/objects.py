@@ -10,6 +10,9 @@ from tests import builders
 
 PAUSE = "registry.k8s.io/pause:3.9"
 PAUSE_POD = functools.partial(builders.pods.pod, containers=[builders.pods.container(image=PAUSE)])
+TYPED_PAUSE_POD = functools.partial(
+    builders.pods.typed_pod, containers=[builders.pods.container(image=PAUSE)]
+)
 
 
 def config_map(

@@ -29,9 +29,12 @@ from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeTransportError
 from kubescale.kube.informer import Informer
 from kubescale.kube.resources import POD_DISRUPTION_BUDGETS, PODS
+from kubescale.objects.containers import ResourceRequirements
+from kubescale.objects.pod import Pod
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.scenario.runner import SimulationClientClock
-from tests.kube.objects import PAUSE_POD
+from tests.builders.meta import stored_as
+from tests.kube.objects import PAUSE_POD, TYPED_PAUSE_POD
 
 from .conftest import FAST_INFORMER, new_client
 from .informer_checks import eventually
@@ -89,11 +92,11 @@ def _eviction(uid: str, name: str, at: datetime) -> Disruption:
 def test_pending_until_the_pod_is_going_and_only_for_the_same_uid() -> None:
     ledger = DisruptionLedger()
     ledger.record(_eviction("u1", "web-0", NOW))
-    assert ledger.pending(PAUSE_POD(name="web-0", uid="u1"), now=NOW) is not None
+    assert ledger.pending(TYPED_PAUSE_POD(name="web-0", uid="u1"), now=NOW) is not None
     # A StatefulSet's pod recreated under the same name is another pod.
-    assert ledger.pending(PAUSE_POD(name="web-0", uid="u2"), now=NOW) is None
+    assert ledger.pending(TYPED_PAUSE_POD(name="web-0", uid="u2"), now=NOW) is None
     # Once the pod is being deleted the eviction shows: forgotten.
-    going = PAUSE_POD(name="web-0", uid="u1", deletion_timestamp="2026-01-05T00:00:00Z")
+    going = TYPED_PAUSE_POD(name="web-0", uid="u1", deletion_timestamp="2026-01-05T00:00:00Z")
     assert ledger.pending(going, now=NOW) is None
     assert len(ledger) == 0
 
@@ -102,13 +105,17 @@ def test_entries_expire_after_max_age_and_the_oldest_go_first_when_full() -> Non
     ledger = DisruptionLedger(max_age=timedelta(minutes=5), max_entries=2)
     ledger.record(_eviction("u1", "a", NOW))
     # 4m59s later it is still believed; at 5m it is not (the write did not happen after all).
-    assert ledger.pending(PAUSE_POD(name="a", uid="u1"), now=NOW + timedelta(minutes=4, seconds=59))
-    assert ledger.pending(PAUSE_POD(name="a", uid="u1"), now=NOW + timedelta(minutes=5)) is None
+    assert ledger.pending(
+        TYPED_PAUSE_POD(name="a", uid="u1"), now=NOW + timedelta(minutes=4, seconds=59)
+    )
+    assert (
+        ledger.pending(TYPED_PAUSE_POD(name="a", uid="u1"), now=NOW + timedelta(minutes=5)) is None
+    )
     for index, uid in enumerate(("u2", "u3", "u4")):
         ledger.record(_eviction(uid, f"p{index}", NOW + timedelta(seconds=index)))
     assert len(ledger) == 2  # u2, the oldest, was dropped
-    assert ledger.pending(PAUSE_POD(name="p0", uid="u2"), now=NOW) is None
-    assert ledger.pending(PAUSE_POD(name="p1", uid="u3"), now=NOW) is not None
+    assert ledger.pending(TYPED_PAUSE_POD(name="p0", uid="u2"), now=NOW) is None
+    assert ledger.pending(TYPED_PAUSE_POD(name="p1", uid="u3"), now=NOW) is not None
     # Recording expires what is older than max_age without being asked.
     ledger.record(_eviction("u5", "p5", NOW + timedelta(minutes=10)))
     assert len(ledger) == 1
@@ -117,9 +124,9 @@ def test_entries_expire_after_max_age_and_the_oldest_go_first_when_full() -> Non
 # -- what a resize asks ---------------------------------------------------------------------
 
 
-def _sized(requests: dict[str, str] | None, limits: dict[str, str] | None = None) -> dict[str, Any]:
-    body = PAUSE_POD(name="web-0")
-    resources: dict[str, Any] = {}
+def _sized(requests: dict[str, str] | None, limits: dict[str, str] | None = None) -> Pod:
+    body = TYPED_PAUSE_POD(name="web-0")
+    resources: ResourceRequirements = {}
     if requests is not None:
         resources["requests"] = requests
     if limits is not None:
@@ -171,7 +178,7 @@ def test_resize_applied_compares_quantities(requests: dict[str, str], applied: b
 # -- through the API server ---------------------------------------------------------------------
 
 
-def _running(apiserver: ApiServer, name: str) -> dict[str, Any]:
+def _running(apiserver: ApiServer, name: str) -> Pod:
     created = apiserver.store.create(
         {
             **PAUSE_POD(name=name, labels={"app": "web"}, node_name="node-1"),
@@ -187,12 +194,13 @@ def _running(apiserver: ApiServer, name: str) -> dict[str, Any]:
             },
         }
     )
-    return apiserver.store.update_status(
+    running = apiserver.store.update_status(
         {
             **created,
             "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
         }
     )
+    return stored_as(running, Pod)
 
 
 @pytest.mark.parametrize("status", [500, 504])
@@ -273,10 +281,10 @@ async def test_eviction_outcomes_through_the_api_server(
     apiserver.store.delete(POD_DISRUPTION_BUDGETS, "web", "default")
     # Another pod under the same name now (uid precondition, 409) and no pod at all (404):
     # the pod evicted is gone either way; nothing to remember.
-    replaced = {**refused, "metadata": {**refused["metadata"], "uid": "an-older-uid"}}
+    replaced: Pod = {**refused, "metadata": {**refused["metadata"], "uid": "an-older-uid"}}
     result = await evict_pod(client, ledger, replaced, now=NOW)
     assert (result.outcome, result.counts) == (WriteOutcome.GONE, True)
-    missing = PAUSE_POD(name="missing", uid="uid-x")
+    missing = TYPED_PAUSE_POD(name="missing", uid="uid-x")
     result = await evict_pod(client, ledger, missing, now=NOW)
     assert (result.outcome, result.counts) == (WriteOutcome.GONE, True)
     assert not result.maybe_ours  # gone before this write: not this write's eviction
@@ -300,7 +308,7 @@ async def test_a_resize_is_pending_until_the_pod_shows_it(
     assert entry.kind is DisruptionKind.RESIZE
     stored = apiserver.store.get(PODS, "web-0", "default")
     assert stored["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "500m"
-    assert ledger.pending(stored, now=NOW) is None
+    assert ledger.pending(stored_as(stored, Pod), now=NOW) is None
 
 
 async def test_an_attached_informer_drops_entries_as_it_sees_pods_go(

@@ -23,6 +23,7 @@ from kubescale.kube.client import KubeClient, connect
 from kubescale.kube.errors import KubeApiError, NotLeaderError
 from kubescale.kube.events import EventRecorder
 from kubescale.kube.resources import CORE_EVENTS, DEPLOYMENTS, NODES, PODS
+from kubescale.objects.pod import Pod
 from kubescale.plans.executor import (
     DRY_RUN_PREFIX,
     Applied,
@@ -47,6 +48,7 @@ from kubescale.plans.intents import (
 from kubescale.plans.node_taints import tainted
 from kubescale.sim.apiserver.faults import WRITE_VERBS
 from kubescale.sim.apiserver.server import ApiServer
+from tests.builders.meta import stored_as
 
 NOW = datetime(2026, 1, 5, tzinfo=UTC)
 ACTOR = "test-system"
@@ -70,7 +72,7 @@ async def client(apiserver: ApiServer, tmp_path: Path) -> AsyncIterator[KubeClie
         await kube.close()
 
 
-def running(apiserver: ApiServer, name: str) -> dict[str, Any]:
+def running(apiserver: ApiServer, name: str) -> Pod:
     created = apiserver.store.create(
         {
             "apiVersion": "v1",
@@ -88,12 +90,13 @@ def running(apiserver: ApiServer, name: str) -> dict[str, Any]:
             },
         }
     )
-    return apiserver.store.update_status(
+    running = apiserver.store.update_status(
         {
             **created,
             "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
         }
     )
+    return stored_as(running, Pod)
 
 
 def writes(apiserver: ApiServer) -> dict[str, int]:
@@ -278,7 +281,7 @@ async def test_a_dry_run_prints_each_intent_and_writes_nothing(
 
 
 def test_collect_plan_answers_each_intent_done_without_an_executor() -> None:
-    pod = {"metadata": {"name": "web-0", "namespace": "default", "uid": "u"}}
+    pod: Pod = {"metadata": {"name": "web-0", "namespace": "default", "uid": "u"}}
 
     def decision() -> Decision[int]:
         done = 0

@@ -9,7 +9,6 @@ the journal holds the first ``detailed_per_kind`` of each (actor, kind) and coun
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 import pytest
 from hypothesis import given
@@ -18,6 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from kubescale.kube.client import KubeClient
 from kubescale.kube.resources import PODS
+from kubescale.objects.pod import Pod
 from kubescale.plans.executor import observe_plans
 from kubescale.plans.intents import DeleteObject, Event, Evict, Intent, ObjectRef, Resize
 from kubescale.plans.journal import DETAILED_PER_KIND, JournalEntry, PlanJournal
@@ -48,7 +48,7 @@ async def test_every_executor_on_the_registry_reports_each_intent_and_outcome(
     applying, events, _ = executor(client.gated(lambda: holding[0]), registry)
     printing, _, _ = executor(client, registry, dry_run=True, sink=lambda line: None)
     first, third = running(apiserver, "web-0"), running(apiserver, "web-2")
-    second = {**first, "metadata": {**first["metadata"], "name": "web-1"}}  # never created
+    second: Pod = {**first, "metadata": {**first["metadata"], "name": "web-1"}}  # never created
     try:
         await applying.execute(Evict(actor=ACTOR, pod=first, reason="below"), now=NOW)
         clock.t = 60.0
@@ -93,7 +93,7 @@ def _intent(actor: str, kind: str, n: int) -> Intent:
     target = ObjectRef(PODS, "default", f"p{n}")
     if kind == "Delete":
         return DeleteObject(actor=actor, target=target)
-    pod: dict[str, Any] = {"metadata": {"namespace": "default", "name": f"p{n}"}}
+    pod: Pod = {"metadata": {"namespace": "default", "name": f"p{n}"}}
     return Evict(actor=actor, pod=pod, reason=f"r{n}")
 
 

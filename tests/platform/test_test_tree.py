@@ -64,6 +64,7 @@ KINDS = frozenset(
 DICT_WORDS = frozenset(
     {"dict", "Mapping", "MutableMapping", "Any", "Obj"}
     | {"Pod", "Node", "Machine", "MachineSet", "MachineDeployment", "PodDisruptionBudget"}
+    | {"VerticalPodAutoscaler"}
     | {"Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "Namespace"}
 )
 """A return annotation of one of these types (or none) marks a function returning an API

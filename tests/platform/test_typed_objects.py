@@ -28,6 +28,8 @@ import pytest
 
 import kubescale
 from kubescale.objects.meta import ObjectMeta
+from kubescale.objects.pod import Pod
+from kubescale.objects.vpa import VerticalPodAutoscaler
 
 PACKAGE_ROOT = Path(kubescale.__file__).resolve().parent
 RAW_FIELDS = frozenset({"metadata", "spec", "status"})
@@ -345,3 +347,65 @@ def test_the_alias_check_finds_planted_aliases() -> None:
         "    local = Mapping[str, Any]\n"
     )
     assert mapping_aliases(planted) == [(4, "Pod"), (5, "Node")]
+
+
+# --- the ports and writes other systems feed pods to take a typed Pod (issue 28 item 3) -------
+
+POD_TYPED: list[tuple[str, str, str]] = [
+    # (module below kubescale, callable ("Class.method" or "function"), parameter or "return")
+    ("coordination.ports", "DisruptionGate.already_going", "pod"),
+    ("coordination.ports", "RequestsAhead.requests_for", "pod"),
+    ("coordination.ports", "RequestsAhead.requests_for", "return"),
+    ("coordination.disruption_ledger", "DisruptionLedger.pending", "pod"),
+    ("coordination.disruption_ledger", "Disruption.shown_by", "pod"),
+    ("coordination.disruption_ledger", "evict_pod", "pod"),
+    ("coordination.disruption_ledger", "resize_pod", "pod"),
+    ("coordination.disruption_ledger", "resize_targets", "pod"),
+    ("coordination.disruption_ledger", "resize_applied", "pod"),
+    ("coordination.requests_ahead", "pod_with_admitted_resources", "pod"),
+    ("coordination.requests_ahead", "pod_with_admitted_resources", "return"),
+    ("plans.intents", "Evict", "pod"),
+    ("plans.intents", "Resize", "pod"),
+    ("plans.intents", "pod_ref", "pod"),
+    ("controllers.vpa.requests_ahead", "WebhookRequestsAhead.requests_for", "pod"),
+    ("controllers.vpa.updater.updater_actions", "PodActions.evict", "pod"),
+    ("controllers.vpa.updater.updater_actions", "PodActions.resize", "pod"),
+    ("controllers.vpa.updater.update_priority", "PodPriority", "pod"),
+]
+"""Where a pod crosses from one system to the coordination layer or the executor: typed
+:class:`~kubescale.objects.pod.Pod`, so that ``mypy --strict`` checks its field names there
+(``Mapping[str, Any]`` checks none)."""
+
+
+def _annotation(module: str, name: str, parameter: str) -> object:
+    target: object = importlib.import_module(f"kubescale.{module}")
+    for part in name.split("."):
+        target = getattr(target, part)
+    return get_type_hints(target).get(parameter)
+
+
+@pytest.mark.parametrize(("module", "name", "parameter"), POD_TYPED)
+def test_pods_crossing_systems_are_typed(module: str, name: str, parameter: str) -> None:
+    assert _annotation(module, name, parameter) is Pod, f"{module}.{name}: {parameter}"
+
+
+def test_the_pod_annotation_check_tells_pod_from_a_mapping() -> None:
+    # DisruptionLedger.recent takes no pod; ObjectRef's fields are not Pods.
+    assert _annotation("coordination.disruption_ledger", "DisruptionLedger.recent", "pod") is None
+    assert _annotation("plans.intents", "ObjectRef", "name") is not Pod
+    assert _annotation("coordination.descheduler_budget", "desired_replicas", "controller") != Pod
+
+
+VPA_TYPED: list[tuple[str, str, str]] = [
+    ("controllers.vpa.updater.updater_decision", "VpaSnapshot", "vpa"),
+    ("controllers.vpa.updater.updater_decision", "vpa_key", "vpa"),
+    ("controllers.vpa.updater.eviction_restriction", "EvictionRestriction.build", "vpa"),
+    ("controllers.vpa.updater.update_priority", "prioritized_pods", "vpa"),
+    ("controllers.vpa.updater.updater_actions", "PodActions.evict", "vpa"),
+]
+"""The VPA updater's VPAs: typed :class:`~kubescale.objects.vpa.VerticalPodAutoscaler`."""
+
+
+@pytest.mark.parametrize(("module", "name", "parameter"), VPA_TYPED)
+def test_the_updaters_vpas_are_typed(module: str, name: str, parameter: str) -> None:
+    assert _annotation(module, name, parameter) is VerticalPodAutoscaler, f"{module}.{name}"

@@ -44,7 +44,7 @@ def _reading(
         owner_references=[builders.meta.owner_reference(kind="Deployment", name="web")],
     )
     pods = [
-        builders.pods.pod(
+        builders.pods.typed_pod(
             name=f"web-1-{i}",
             labels=labels,
             owner_references=[builders.meta.owner_reference(kind="ReplicaSet", name="web-1")],
@@ -54,7 +54,7 @@ def _reading(
         )
         for i in range(replicas)
     ]
-    vpa = builders.vpas.vpa(
+    vpa = builders.vpas.typed_vpa(
         name="web-vpa",
         target=builders.vpas.target_ref(),
         update_mode=mode,

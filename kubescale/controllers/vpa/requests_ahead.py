@@ -11,8 +11,6 @@ applied by the pure :func:`~kubescale.coordination.requests_ahead.pod_with_admit
 
 from __future__ import annotations
 
-from typing import Any
-
 from kubescale.controllers.vpa.admission.admission_caches import AdmissionCaches
 from kubescale.controllers.vpa.admission.cached_pod_admission import (
     AdmissionOptions,
@@ -22,7 +20,8 @@ from kubescale.controllers.vpa.api.pod_admission import PodAdmissionError
 from kubescale.controllers.vpa.api.pod_patches import OBSERVED_CONTAINERS_ANNOTATION
 from kubescale.coordination.requests_ahead import pod_with_admitted_resources
 from kubescale.kube.shared_cache import SharedCache
-from kubescale.objects.views import Meta, spec_of
+from kubescale.objects.pod import Pod
+from kubescale.objects.views import Meta, pod_spec
 
 __all__ = ["WebhookRequestsAhead"]
 
@@ -39,17 +38,18 @@ class WebhookRequestsAhead:
                 settings=AdmissionOptions(avoid_hpa_conflict=True),
             )
 
-    def requests_for(self, pod: dict[str, Any]) -> dict[str, Any]:
+    def requests_for(self, pod: Pod) -> Pod:
         """``pod`` with the requests the VPA will give it (a pending pod: the webhook's; a
         scheduled one: the larger of its own and the webhook's), or ``pod`` itself."""
-        scheduled = bool(spec_of(pod).get("nodeName"))
+        scheduled = bool(pod_spec(pod).get("nodeName"))
         annotations = Meta(pod).annotations
         if scheduled and OBSERVED_CONTAINERS_ANNOTATION not in annotations:
             return pod  # never admitted with a VPA: no VPA update coming (and no cost)
         try:
-            decision = self.admission.decide(pod, may_wait=False)
+            # A plain dict until the admission path takes a typed Pod (the webhook's items).
+            decision = self.admission.decide(dict(pod), may_wait=False)
         except PodAdmissionError:
             return pod
         if not decision.patches:
             return pod
-        return dict(pod_with_admitted_resources(pod, decision.patches, only_raise=scheduled))
+        return pod_with_admitted_resources(pod, decision.patches, only_raise=scheduled)

@@ -201,7 +201,7 @@ class AutoscalerLoop:
         disruptions: DisruptionLedger | None = None,
         gate: DisruptionGate | None = None,
         recent_moves: RecentMoves | None = None,
-        pods_ahead: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        pods_ahead: Callable[[Pod], Pod] | None = None,
         write_clock: Clock | None = None,
         off_loop: OffLoop | None = None,
     ) -> None:
@@ -239,8 +239,7 @@ class AutoscalerLoop:
             deadline=self.write_deadline,
         )
         self.nodes: Informer[Node] = informers.informer(NODES)
-        # Informer[Any] until the VPA's RequestsAhead.requests_for (pods_ahead) takes a Pod
-        self.pods = informers.informer(PODS)
+        self.pods: Informer[Pod] = informers.informer(PODS)
         self.disruptions.attach(self.pods)
         self.daemon_sets: Informer[DaemonSet] = informers.informer(DAEMON_SETS)
         self.pdbs: Informer[PodDisruptionBudget] = informers.informer(POD_DISRUPTION_BUDGETS)

@@ -358,7 +358,7 @@ class AdmissionCaches:
             self._largest_valid = True
         return self._largest
 
-    def _nodes_changed(self, _node: dict[str, Any]) -> None:
+    def _nodes_changed(self, _node: Node) -> None:
         self._invalidate()
 
     def _invalidate(self) -> None:
@@ -406,11 +406,11 @@ class AdmissionCaches:
         self._limit_range_changed(old)
         self._limit_range_changed(new)
 
-    def _hpa_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+    def _hpa_updated(self, old: HorizontalPodAutoscaler, new: HorizontalPodAutoscaler) -> None:
         self._hpa_changed(old)
         self._hpa_changed(new)
 
-    def _hpa_changed(self, hpa: dict[str, Any]) -> None:
+    def _hpa_changed(self, hpa: HorizontalPodAutoscaler) -> None:
         namespace = _namespace_of(hpa)
         for listener in self._listeners:
             listener.forget_namespace(namespace)

@@ -100,7 +100,7 @@ class _NoController(Exception):
 
 
 def topmost_controller(
-    pod: dict[str, Any],
+    pod: Mapping[str, Any],
     *,
     lookup: OwnerLookup,
     scalable_kinds: Callable[[str, str], bool],

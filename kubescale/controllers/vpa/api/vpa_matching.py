@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef
@@ -34,6 +34,9 @@ __all__ = [
     "has_startup_boost",
     "target_ref_of",
 ]
+
+VpaT = TypeVar("VpaT", bound=Mapping[str, Any])
+"""A VPA as the caller holds it (the updater's typed ``VerticalPodAutoscaler``)."""
 
 # GetUpdateMode: an unset or empty mode means the default (Recreate since Auto's deprecation;
 # before it, Auto -- both mean "not Off", which is all admission asks).
@@ -100,12 +103,12 @@ def _labels(pod: Mapping[str, Any]) -> dict[str, str]:
 
 
 def choose_vpa(
-    pod: dict[str, Any],
+    pod: Mapping[str, Any],
     *,
     controller: ControllerRef | None,
-    candidate_vpas: Sequence[dict[str, Any]],
+    candidate_vpas: Sequence[VpaT],
     selector_of: Callable[[ControllerRef], LabelSelector | None],
-) -> dict[str, Any] | None:
+) -> VpaT | None:
     """The VPA controlling ``pod``, or ``None``.
 
     ``controller`` is the pod's top-most well-known or scalable controller (``None``: the pod
@@ -118,7 +121,7 @@ def choose_vpa(
     raw_namespace = Meta(pod).raw.get("namespace")
     pod_namespace = raw_namespace if isinstance(raw_namespace, str) else ""
     labels = _labels(pod)
-    controlling: dict[str, Any] | None = None
+    controlling: VpaT | None = None
     for vpa in candidate_vpas:
         target = target_ref_of(vpa)
         if target is None:

@@ -34,7 +34,9 @@ from typing import Any
 
 from kubescale.base.logs import component_logger
 from kubescale.coordination.disruption_ledger import DisruptionKind
+from kubescale.objects.pod import Pod
 from kubescale.objects.views import meta, spec_of, status_of
+from kubescale.objects.vpa import VerticalPodAutoscaler
 
 _log = component_logger("vpa-updater")
 
@@ -99,13 +101,13 @@ class InPlaceDecision(enum.Enum):
     EVICT = "Evict"
 
 
-def pod_id(pod: Mapping[str, Any]) -> str:
+def pod_id(pod: Pod) -> str:
     """``getPodID``: ``namespace/name``."""
     view = meta(pod)
     return f"{view.namespace}/{view.name}"
 
 
-def controller_of(pod: Mapping[str, Any]) -> ControllerKey | None:
+def controller_of(pod: Pod) -> ControllerKey | None:
     """The owner reference with ``controller: true`` (``managingControllerRef``), if any."""
     view = meta(pod)
     ref = view.controller
@@ -114,18 +116,18 @@ def controller_of(pod: Mapping[str, Any]) -> ControllerKey | None:
     return ControllerKey(namespace=view.namespace, kind=ref.kind, name=ref.name)
 
 
-def _is_pending(pod: Mapping[str, Any]) -> bool:
+def _is_pending(pod: Pod) -> bool:
     return status_of(pod).get("phase") == "Pending"
 
 
-def _condition(pod: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+def _condition(pod: Pod, kind: str) -> Mapping[str, Any] | None:
     for cond in status_of(pod).get("conditions") or ():
         if cond.get("type") == kind and cond.get("status") == "True":
             return dict(cond)
     return None
 
 
-def is_in_place_updating(pod: Mapping[str, Any]) -> bool:
+def is_in_place_updating(pod: Pod) -> bool:
     """A resize is outstanding: condition ``PodResizePending`` or ``PodResizeInProgress`` True."""
     return (
         _condition(pod, "PodResizePending") is not None
@@ -133,7 +135,7 @@ def is_in_place_updating(pod: Mapping[str, Any]) -> bool:
     )
 
 
-def is_non_disruptive_resize(pod: Mapping[str, Any]) -> bool:
+def is_non_disruptive_resize(pod: Pod) -> bool:
     """``IsNonDisruptiveResize``: no container asks ``RestartContainer`` for any resource."""
     for container in spec_of(pod).get("containers") or ():
         for policy in container.get("resizePolicy") or ():
@@ -184,7 +186,7 @@ def configured_replicas(
     return max(declared, live)
 
 
-def required_replicas(*, vpa: Mapping[str, Any], min_replicas: int) -> int:
+def required_replicas(*, vpa: VerticalPodAutoscaler, min_replicas: int) -> int:
     """``--min-replicas`` unless the VPA sets ``spec.updatePolicy.minReplicas``."""
     policy = spec_of(vpa).get("updatePolicy") or {}
     per_vpa = policy.get("minReplicas")
@@ -205,9 +207,9 @@ class EvictionRestriction:
     def build(
         cls,
         *,
-        pods: Iterable[Mapping[str, Any]],
+        pods: Iterable[Pod],
         controllers: Mapping[ControllerKey, Mapping[str, Any]],
-        vpa: Mapping[str, Any],
+        vpa: VerticalPodAutoscaler,
         min_replicas: int = DEFAULT_MIN_REPLICAS,
         eviction_tolerance: float = DEFAULT_EVICTION_TOLERANCE,
         in_place_skip_disruption_budget: bool = False,
@@ -228,7 +230,7 @@ class EvictionRestriction:
         ``boosted`` (pod ``namespace/name``): pods with a CPU startup boost in progress; a group
         holding one is kept below minReplicas too (marked ``below_min_replicas``, never
         evicted), so that its pods can be unboosted (upstream's creator maps)."""
-        live: dict[ControllerKey, list[Mapping[str, Any]]] = {}
+        live: dict[ControllerKey, list[Pod]] = {}
         for pod in pods:
             key = controller_of(pod)
             if key is None:
@@ -295,13 +297,13 @@ class EvictionRestriction:
             _touched=touched,
         )
 
-    def _stats(self, pod: Mapping[str, Any]) -> GroupStats | None:
+    def _stats(self, pod: Pod) -> GroupStats | None:
         key = self.pod_groups.get(pod_id(pod))
         return None if key is None else self.groups.get(key)
 
     def can_evict(
         self,
-        pod: Mapping[str, Any],
+        pod: Pod,
         *,
         now: datetime,
         last_in_place_attempt: datetime | None = None,
@@ -322,7 +324,7 @@ class EvictionRestriction:
             )
         return stats.is_pod_disruptable()
 
-    def record_eviction(self, pod: Mapping[str, Any]) -> None:
+    def record_eviction(self, pod: Pod) -> None:
         """Spend budget for an eviction the caller made; pending pods are not counted."""
         stats = self._stats(pod)
         if stats is None:
@@ -333,7 +335,7 @@ class EvictionRestriction:
 
     def in_place_decision(
         self,
-        pod: Mapping[str, Any],
+        pod: Pod,
         *,
         now: datetime,
         last_in_place_attempt: datetime | None = None,
@@ -355,7 +357,7 @@ class EvictionRestriction:
             return InPlaceDecision.APPROVED
         return InPlaceDecision.DEFERRED
 
-    def can_unboost(self, pod: Mapping[str, Any]) -> bool:
+    def can_unboost(self, pod: Pod) -> bool:
         """``CanUnboost`` past its gate and expiry checks: not Pending, not touched this loop,
         no resize outstanding, and the group may lose one more pod for a moment."""
         stats = self._stats(pod)
@@ -365,7 +367,7 @@ class EvictionRestriction:
             return False
         return stats.is_pod_disruptable()
 
-    def record_in_place_update(self, pod: Mapping[str, Any]) -> None:
+    def record_in_place_update(self, pod: Pod) -> None:
         """Count a resize the caller issued (``inPlaceUpdateInitiated``)."""
         stats = self._stats(pod)
         if stats is None:
@@ -375,7 +377,7 @@ class EvictionRestriction:
 
     @staticmethod
     def _can_evict_resizing(
-        pod: Mapping[str, Any],
+        pod: Pod,
         *,
         stats: GroupStats,
         now: datetime,

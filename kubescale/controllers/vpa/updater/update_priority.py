@@ -45,8 +45,10 @@ from kubescale.controllers.vpa.api.current_resources import (
 from kubescale.controllers.vpa.api.limit_ranges import LimitRangeItem
 from kubescale.controllers.vpa.api.pod_resources import capped_recommendation
 from kubescale.controllers.vpa.api.vpa_policy import container_policy, update_mode
+from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity
-from kubescale.objects.views import Meta, mapping, spec_of, status_of
+from kubescale.objects.views import Meta, mapping, raw_status, spec_of, status_of
+from kubescale.objects.vpa import VerticalPodAutoscaler
 from kubescale.rendering.quantity_text import apart, human_bytes, human_cores
 
 __all__ = [
@@ -157,7 +159,7 @@ class UpdatePriority:
 class PodPriority:
     """A pod accepted for update, with its priority and the capped recommendation used."""
 
-    pod: Mapping[str, Any] = field(hash=False)
+    pod: Pod = field(hash=False)
     priority: UpdatePriority
     recommendation: Mapping[str, Any] = field(hash=False)
     """The capped ``status.recommendation``-shaped dict (``containerRecommendations``)."""
@@ -171,18 +173,18 @@ class PodPriority:
 # -- VPAs and pods ------------------------------------------------------------------------------
 
 
-def _update_policy(vpa: Mapping[str, Any]) -> Mapping[str, Any] | None:
+def _update_policy(vpa: VerticalPodAutoscaler) -> Mapping[str, Any] | None:
     policy = spec_of(vpa).get("updatePolicy")
     return policy if isinstance(policy, Mapping) else None
 
 
-def vpa_is_updated(vpa: Mapping[str, Any], *, in_place_gate: bool = False) -> bool:
+def vpa_is_updated(vpa: VerticalPodAutoscaler, *, in_place_gate: bool = False) -> bool:
     """Whether the updater acts on this VPA's pods (Off and Initial: never)."""
     mode = update_mode(vpa)
     return mode in _EVICTING_MODES or (mode == _IN_PLACE_MODE and in_place_gate)
 
 
-def is_terminating(pod: Mapping[str, Any]) -> bool:
+def is_terminating(pod: Pod) -> bool:
     """Being deleted and not finished: a pod that is going, still counted in its group's size
     (:func:`kubescale.controllers.vpa.updater.eviction_restriction.configured_replicas`)."""
     if status_of(pod).get("phase") in _FINISHED_PHASES:
@@ -190,7 +192,7 @@ def is_terminating(pod: Mapping[str, Any]) -> bool:
     return Meta(pod).raw.get("deletionTimestamp") is not None
 
 
-def pod_is_updatable(pod: Mapping[str, Any], *, unschedulable_too: bool = False) -> bool:
+def pod_is_updatable(pod: Pod, *, unschedulable_too: bool = False) -> bool:
     """Scheduled, not terminated, not being deleted (updater.go's pod filter).
 
     ``unschedulable_too`` (``--coordination one-brain``): also a pod the scheduler could not
@@ -205,18 +207,19 @@ def pod_is_updatable(pod: Mapping[str, Any], *, unschedulable_too: bool = False)
     return Meta(pod).raw.get("deletionTimestamp") is None
 
 
-def _unschedulable(pod: Mapping[str, Any]) -> bool:
+def _unschedulable(pod: Pod) -> bool:
     status = status_of(pod)
     if status.get("phase") not in (None, "Pending"):
         return False
     if Meta(pod).raw.get("deletionTimestamp") is not None:
         return False
+    conditions = mapping(raw_status(pod)).get("conditions")  # entries may be malformed
     return any(
         isinstance(c, Mapping)
         and c.get("type") == "PodScheduled"
         and c.get("status") == "False"
         and c.get("reason") == "Unschedulable"
-        for c in status.get("conditions") or ()
+        for c in conditions or ()
     )
 
 
@@ -235,7 +238,7 @@ def parse_observed_containers(value: str) -> frozenset[str] | None:
     return frozenset(names)
 
 
-def observed_containers(pod: Mapping[str, Any]) -> frozenset[str] | None:
+def observed_containers(pod: Pod) -> frozenset[str] | None:
     """The containers the priority looks at; ``None`` means all (no or unparseable annotation)."""
     value = mapping(Meta(pod).raw.get("annotations")).get(OBSERVED_CONTAINERS_ANNOTATION)
     if not isinstance(value, str):
@@ -246,7 +249,7 @@ def observed_containers(pod: Mapping[str, Any]) -> frozenset[str] | None:
 # -- priority -----------------------------------------------------------------------------------
 
 
-def _container_names(pod: Mapping[str, Any], key: str) -> list[str]:
+def _container_names(pod: Pod, key: str) -> list[str]:
     containers = spec_of(pod).get(key)
     names: list[str] = []
     for container in containers if isinstance(containers, list) else ():
@@ -270,7 +273,7 @@ def _resource_list(value: object) -> ResourceList:
     return {str(k): Quantity.from_json(v) for k, v in mapping(value).items()}
 
 
-def update_priority(*, pod: Mapping[str, Any], recommendation: Mapping[str, Any]) -> UpdatePriority:
+def update_priority(*, pod: Pod, recommendation: Mapping[str, Any]) -> UpdatePriority:
     """GetUpdatePriority of ``pod`` against an (already capped) recommendation.
 
     Per observed container with a recommendation, per resource in its Target: ScaleUp if the
@@ -329,7 +332,7 @@ def update_priority(*, pod: Mapping[str, Any], recommendation: Mapping[str, Any]
     )
 
 
-def _oom_threshold(vpa: Mapping[str, Any], settings: UpdateSettings) -> timedelta:
+def _oom_threshold(vpa: VerticalPodAutoscaler, settings: UpdateSettings) -> timedelta:
     """getEvictOOMThreshold: per-VPA ``evictAfterOOMSeconds`` only with PerVPAConfig."""
     seconds = mapping(_update_policy(vpa)).get("evictAfterOOMSeconds")
     if settings.per_vpa_config and isinstance(seconds, int) and not isinstance(seconds, bool):
@@ -337,7 +340,7 @@ def _oom_threshold(vpa: Mapping[str, Any], settings: UpdateSettings) -> timedelt
     return settings.evict_after_oom_threshold
 
 
-def quick_oom(*, pod: Mapping[str, Any], vpa: Mapping[str, Any], settings: UpdateSettings) -> bool:
+def quick_oom(*, pod: Pod, vpa: VerticalPodAutoscaler, settings: UpdateSettings) -> bool:
     """Some observed, non-``Off`` container was OOMKilled after running less than the threshold.
 
     Reads ``status.containerStatuses[].lastState.terminated``; a missing ``startedAt`` /
@@ -347,7 +350,7 @@ def quick_oom(*, pod: Mapping[str, Any], vpa: Mapping[str, Any], settings: Updat
 
 
 def quick_oom_reason(
-    *, pod: Mapping[str, Any], vpa: Mapping[str, Any], settings: UpdateSettings
+    *, pod: Pod, vpa: VerticalPodAutoscaler, settings: UpdateSettings
 ) -> str | None:
     """:func:`quick_oom` as the reason it gives: the first such container, how long it ran
     and the threshold; ``None`` when there is none."""
@@ -393,8 +396,8 @@ def _duration(delta: timedelta) -> str:
 
 def pod_priority(
     *,
-    vpa: Mapping[str, Any],
-    pod: Mapping[str, Any],
+    vpa: VerticalPodAutoscaler,
+    pod: Pod,
     recommendation: Mapping[str, Any],
     now: datetime,
     settings: UpdateSettings,
@@ -445,7 +448,7 @@ def pod_priority(
     return PodPriority(pod=pod, priority=priority, recommendation=recommendation, reason=reason)
 
 
-def _eviction_requirements(vpa: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
+def _eviction_requirements(vpa: VerticalPodAutoscaler) -> list[Mapping[str, Any]] | None:
     """``None`` without an updatePolicy (everything admitted), else its requirements."""
     policy = _update_policy(vpa)
     if policy is None:
@@ -471,7 +474,7 @@ def _requirement_holds(
 
 
 def eviction_requirements_admit(
-    *, vpa: Mapping[str, Any], pod: Mapping[str, Any], recommendation: Mapping[str, Any]
+    *, vpa: VerticalPodAutoscaler, pod: Pod, recommendation: Mapping[str, Any]
 ) -> bool:
     """scalingDirectionPodEvictionAdmission.Admit.
 
@@ -507,8 +510,8 @@ def _order_key(entry: PodPriority) -> tuple[bool, float, str, str]:
 
 def prioritized_pods(
     *,
-    vpa: Mapping[str, Any],
-    pods: Iterable[Mapping[str, Any]],
+    vpa: VerticalPodAutoscaler,
+    pods: Iterable[Pod],
     now: datetime,
     settings: UpdateSettings,
     container_limit_range: LimitRangeItem | None = None,

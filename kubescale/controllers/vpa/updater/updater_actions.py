@@ -39,7 +39,9 @@ from kubescale.controllers.vpa.updater.updater_metrics import UpdaterMetrics
 from kubescale.coordination.disruption_ledger import WriteOutcome, WriteResult
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.objects.hpa import HorizontalPodAutoscaler
-from kubescale.objects.views import meta, spec_of
+from kubescale.objects.pod import Pod
+from kubescale.objects.views import mapping, meta, raw_spec
+from kubescale.objects.vpa import VerticalPodAutoscaler
 from kubescale.plans.executor import Applied, Decision
 from kubescale.plans.intents import Event, Evict, PatchObject, Resize, pod_ref
 
@@ -67,9 +69,9 @@ def resize_patches(patches: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
     ]
 
 
-def _container_names(pod: Mapping[str, Any]) -> list[str]:
+def _container_names(pod: Pod) -> list[str]:
     """Each ``spec.containers`` entry's name, in order (``""`` for a malformed entry)."""
-    containers = spec_of(pod).get("containers")
+    containers = mapping(raw_spec(pod)).get("containers")  # entries may be malformed
     return [
         str(c.get("name") or "") if isinstance(c, Mapping) else ""
         for c in (containers if isinstance(containers, list) else [])
@@ -91,7 +93,7 @@ class PodActions:
         self.metrics = metrics
 
     def evict(
-        self, pod: Mapping[str, Any], vpa: Mapping[str, Any], *, size: str, reason: str = ""
+        self, pod: Pod, vpa: VerticalPodAutoscaler, *, size: str, reason: str = ""
     ) -> Decision[Applied]:
         """Evict ``pod`` (``reason``: why, :attr:`~.update_priority.PodPriority.reason`)."""
         result = yield Evict(actor=ACTOR, pod=pod, reason=reason)
@@ -128,8 +130,8 @@ class PodActions:
 
     def unboost(
         self,
-        pod: Mapping[str, Any],
-        vpa: Mapping[str, Any],
+        pod: Pod,
+        vpa: VerticalPodAutoscaler,
         limit_ranges: Sequence[dict[str, Any]],
         expired: Sequence[str],
         *,
@@ -186,8 +188,8 @@ class PodActions:
 
     def resize(
         self,
-        pod: Mapping[str, Any],
-        vpa: Mapping[str, Any],
+        pod: Pod,
+        vpa: VerticalPodAutoscaler,
         limit_ranges: Sequence[dict[str, Any]],
         *,
         size: str,
@@ -239,7 +241,7 @@ class PodActions:
 
     def _after_resize(
         self,
-        pod: Mapping[str, Any],
+        pod: Pod,
         annotations: Mapping[str, str | None],
         *,
         size: str,

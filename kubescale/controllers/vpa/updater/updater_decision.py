@@ -50,7 +50,9 @@ from kubescale.coordination.resource_ownership import (
 )
 from kubescale.kube.errors import KubeApiError
 from kubescale.objects.hpa import HorizontalPodAutoscaler
+from kubescale.objects.pod import Pod
 from kubescale.objects.views import Meta, status_of
+from kubescale.objects.vpa import VerticalPodAutoscaler
 from kubescale.plans.executor import Decision
 from kubescale.plans.intents import Event
 from kubescale.runtime.component import TimelineReport
@@ -77,12 +79,12 @@ _NEVER_EVICTS = "InPlace"
 """Mode ``InPlace`` (feature gate ``InPlace``) resizes in place and never falls back to eviction."""
 
 
-def has_recommendation(vpa: Mapping[str, Any]) -> bool:
+def has_recommendation(vpa: VerticalPodAutoscaler) -> bool:
     recommendation = status_of(vpa).get("recommendation") or {}
     return bool(recommendation.get("containerRecommendations"))
 
 
-def vpa_key(vpa: Mapping[str, Any]) -> tuple[str, str]:
+def vpa_key(vpa: VerticalPodAutoscaler) -> tuple[str, str]:
     metadata = Meta(vpa).raw
     return (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
 
@@ -91,8 +93,8 @@ def vpa_key(vpa: Mapping[str, Any]) -> tuple[str, str]:
 class VpaSnapshot:
     """One VPA the updater acts on, and what its decision reads."""
 
-    vpa: dict[str, Any]
-    pods: list[dict[str, Any]]
+    vpa: VerticalPodAutoscaler
+    pods: list[Pod]
     """Its updatable pods, matched as admission matches them, by ``namespace/name``."""
     controllers: Mapping[ControllerKey, dict[str, Any]] = field(default_factory=dict)
     """The pods' controllers (their replicas make the eviction budget)."""
@@ -194,7 +196,7 @@ def _hpa_scaled(
 
 def _unboost(
     entry: VpaSnapshot,
-    pods: Sequence[dict[str, Any]],
+    pods: Sequence[Pod],
     boosted: set[str],
     *,
     restriction: EvictionRestriction,
@@ -283,7 +285,7 @@ def _update_vpa(
     )
     metrics.evictable_pods.labels(size).set(len(candidates))
     for candidate in candidates:
-        pod = dict(candidate.pod)
+        pod = candidate.pod
         if in_place:
             last = memory.last_in_place_attempt.get(pod_id(pod))
             decision = restriction.in_place_decision(

@@ -90,6 +90,7 @@ from kubescale.coordination.brain import brain_of
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.events import EventRecorder
+from kubescale.kube.informer import Informer
 from kubescale.kube.resources import (
     HORIZONTAL_POD_AUTOSCALERS,
     LEASES,
@@ -98,8 +99,10 @@ from kubescale.kube.resources import (
     VERTICAL_POD_AUTOSCALERS,
 )
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import LabelSelector
 from kubescale.objects.views import Meta, meta, spec_of
+from kubescale.objects.vpa import VerticalPodAutoscaler
 from kubescale.plans.executor import Applied, PlanExecutor, collect_plan
 from kubescale.plans.intents import Intent, Plan
 from kubescale.runtime.component import TimelineReport
@@ -148,8 +151,8 @@ class UpdaterLoop:
         self.metrics = metrics
         self.events = events
         informers = cache.informers
-        self.vpas = informers.informer(VERTICAL_POD_AUTOSCALERS)
-        self.pods = informers.informer(PODS)
+        self.vpas: Informer[VerticalPodAutoscaler] = informers.informer(VERTICAL_POD_AUTOSCALERS)
+        self.pods: Informer[Pod] = informers.informer(PODS)
         self.limit_ranges = informers.informer(LIMIT_RANGES)
         brain = brain_of(cache)
         self.ownership = brain.ownership
@@ -326,7 +329,7 @@ class UpdaterLoop:
         return UpdaterSnapshot(vpas=entries, terminating=terminating)
 
     async def _selectors(
-        self, vpas: Sequence[dict[str, Any]]
+        self, vpas: Sequence[VerticalPodAutoscaler]
     ) -> dict[tuple[str, str, str], LabelSelector]:
         checks = [self.targets.check(vpa) for vpa in vpas]
         if self.targets.pending:
@@ -344,15 +347,15 @@ class UpdaterLoop:
 
     def _match_pods(
         self,
-        vpas: Sequence[dict[str, Any]],
+        vpas: Sequence[VerticalPodAutoscaler],
         selectors: Mapping[tuple[str, str, str], LabelSelector],
-    ) -> tuple[dict[tuple[str, str], list[dict[str, Any]]], Counter[ControllerKey]]:
+    ) -> tuple[dict[tuple[str, str], list[Pod]], Counter[ControllerKey]]:
         """Each VPA's updatable pods; and per controller, its pods being deleted."""
 
         def selector_of(ref: ControllerRef) -> LabelSelector | None:
             return selectors.get((ref.namespace, ref.kind, ref.name))
 
-        matched: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        matched: dict[tuple[str, str], list[Pod]] = {}
         terminating: Counter[ControllerKey] = Counter()
         if not vpas:
             return matched, terminating
@@ -360,7 +363,7 @@ class UpdaterLoop:
         # name of spec.targetRef), and a pod's candidates are the VPAs indexed under its
         # controller; choose_vpa skips any other VPA. Passing every VPA for every pod made the
         # matching pods x VPAs (30 million targetRef reads at 30,000 pods and 1,000 VPAs).
-        by_target: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+        by_target: dict[tuple[str, str, str], list[VerticalPodAutoscaler]] = {}
         for candidate in vpas:
             ref = target_ref_of(candidate)
             if ref is not None:
@@ -386,7 +389,7 @@ class UpdaterLoop:
                 matched.setdefault(vpa_key(vpa), []).append(pod)
         return matched, terminating
 
-    def _controllers(self, pods: Sequence[dict[str, Any]]) -> dict[ControllerKey, dict[str, Any]]:
+    def _controllers(self, pods: Sequence[Pod]) -> dict[ControllerKey, dict[str, Any]]:
         found: dict[ControllerKey, dict[str, Any]] = {}
         for pod in pods:
             key = controller_of(pod)

@@ -18,6 +18,7 @@ from kubescale.controllers.vpa.updater.eviction_restriction import (
     configured_replicas,
 )
 from kubescale.coordination.disruption_ledger import DisruptionKind
+from kubescale.objects.pod import Pod
 from tests import builders
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -32,12 +33,12 @@ def live_pod(
     phase: str = "Running",
     conditions: list[dict[str, Any]] | None = None,
     restart_container: bool = False,
-) -> dict[str, Any]:
+) -> Pod:
     """A live pod owned by ``kind/owner`` (the table's columns over :func:`builders.pods.pod`)."""
     fields: dict[str, Any] = {}
     if restart_container:
         fields["resizePolicy"] = [{"resourceName": "memory", "restartPolicy": "RestartContainer"}]
-    return builders.pods.pod(
+    return builders.pods.typed_pod(
         name=name,
         namespace=NS,
         owner_references=[{"kind": kind, "name": owner, "controller": True}],
@@ -48,13 +49,13 @@ def live_pod(
 
 
 replica_set = functools.partial(builders.workloads.replica_set, spec={}, api_version=None)
-vpa = functools.partial(builders.vpas.vpa, spec={"updatePolicy": {}}, api_version=None)
+vpa = functools.partial(builders.vpas.typed_vpa, spec={"updatePolicy": {}}, api_version=None)
 
 
 RS = ControllerKey(namespace=NS, kind="ReplicaSet", name="web")
 
 
-def evict_all(restriction: EvictionRestriction, pods: list[dict[str, Any]]) -> list[str]:
+def evict_all(restriction: EvictionRestriction, pods: list[Pod]) -> list[str]:
     """Try every pod once, in order, recording what the budget allowed."""
     evicted = []
     for pod in pods:

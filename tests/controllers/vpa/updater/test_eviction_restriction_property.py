@@ -18,6 +18,8 @@ from kubescale.controllers.vpa.updater.eviction_restriction import (
     EvictionRestriction,
 )
 from kubescale.coordination.disruption_ledger import DisruptionKind
+from kubescale.objects.pod import Pod
+from kubescale.objects.vpa import PodUpdatePolicy
 from tests.controllers.vpa.updater.test_eviction_restriction import NOW, NS, live_pod
 
 group_strategy = st.tuples(
@@ -54,7 +56,7 @@ def test_one_loop_never_exceeds_budget(
     per_vpa_min: int | None,
     tries: list[int],
 ) -> None:
-    pods: list[dict[str, Any]] = []
+    pods: list[Pod] = []
     controllers: dict[ControllerKey, dict[str, Any]] = {}
     in_flight: dict[str, DisruptionKind] = {}
     for index, (configured, running, pending, flying) in enumerate(groups):
@@ -67,7 +69,7 @@ def test_one_loop_never_exceeds_budget(
         in_flight.update(
             (f"{NS}/{owner}-r{i}", DisruptionKind.EVICTION) for i in range(min(flying, running))
         )
-    policy = {} if per_vpa_min is None else {"minReplicas": per_vpa_min}
+    policy: PodUpdatePolicy = {} if per_vpa_min is None else {"minReplicas": per_vpa_min}
     restriction = EvictionRestriction.build(
         pods=pods,
         controllers=controllers,

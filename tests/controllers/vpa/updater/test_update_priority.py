@@ -28,6 +28,7 @@ from kubescale.controllers.vpa.updater.update_priority import (
     update_priority,
     vpa_is_updated,
 )
+from kubescale.objects.pod import Pod
 from tests import builders
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -46,7 +47,7 @@ def running_pod(
     annotations: dict[str, str] | None = None,
     statuses: list[dict[str, Any]] | None = None,
     start: datetime | None = START,
-) -> dict[str, Any]:
+) -> Pod:
     """A Running pod on ``n1`` (these columns over :func:`builders.pods.pod`): one container
     ``app`` requesting ``requests`` unless ``containers`` are given; ``startTime`` from
     ``start`` and ``containerStatuses`` from ``statuses`` when given."""
@@ -55,7 +56,7 @@ def running_pod(
         status["startTime"] = _ts(start)
     if statuses is not None:
         status["containerStatuses"] = statuses
-    return builders.pods.pod(
+    return builders.pods.typed_pod(
         name=name,
         annotations=annotations,
         containers=(
@@ -88,7 +89,9 @@ def recommendation(*entries: dict[str, Any]) -> dict[str, Any]:
     return {"containerRecommendations": list(entries)}
 
 
-build_vpa = functools.partial(builders.vpas.vpa, spec={}, recommendations=[], api_version=None)
+build_vpa = functools.partial(
+    builders.vpas.typed_vpa, spec={}, recommendations=[], api_version=None
+)
 """A VPA ``default/vpa`` with a (possibly empty) spec and recommendation."""
 
 
@@ -146,13 +149,13 @@ def test_update_mode_defaults_to_recreate() -> None:
     ],
 )
 def test_pods_looked_at(change: dict[str, dict[str, Any]], expected: bool) -> None:
-    pod = running_pod(requests={"cpu": "1"})
+    pod = builders.meta.json_body(running_pod(requests={"cpu": "1"}))
     for key, value in change.items():
         if key == "spec" and "nodeName" not in value:
             pod["spec"].pop("nodeName")
         else:
             pod[key].update(value)
-    assert pod_is_updatable(pod) is expected
+    assert pod_is_updatable(builders.meta.stored_as(pod, Pod)) is expected
 
 
 # -- vpaObservedContainers ----------------------------------------------------------------------
@@ -301,7 +304,7 @@ def test_update_priority_observed_containers(
 # -- AddPod acceptance --------------------------------------------------------------------------
 
 
-def _accepted(pod: dict[str, Any], rec: dict[str, Any], now: datetime, **kw: Any) -> bool:
+def _accepted(pod: Pod, rec: dict[str, Any], now: datetime, **kw: Any) -> bool:
     settings = UpdateSettings(**kw)
     vpa = build_vpa(recommendations=[rec])
     return (
@@ -343,7 +346,7 @@ def test_outside_range_accepted_young_and_without_start_time() -> None:
     assert _accepted(running_pod(requests={"cpu": "10"}, start=None), rec, START)
 
 
-def _unplaced(pod: dict[str, Any]) -> dict[str, Any]:
+def _unplaced(pod: Pod) -> Pod:
     """``pod`` as the scheduler left it: no node, no start time, PodScheduled False."""
     pod["spec"].pop("nodeName")
     pod["status"] = {
@@ -729,7 +732,7 @@ def test_prioritized_pods_drops_pods_refused_by_requirements() -> None:
 # -- why a pod is accepted: PodPriority.reason ---------------------------------------------------
 
 
-def _reason(pod: dict[str, Any], rec: dict[str, Any], now: datetime) -> str | None:
+def _reason(pod: Pod, rec: dict[str, Any], now: datetime) -> str | None:
     accepted = pod_priority(
         vpa=build_vpa(recommendations=[rec]),
         pod=pod,
@@ -820,6 +823,6 @@ MEMORY_BAND = entry(
     ],
 )
 def test_the_reason_a_pod_is_accepted(
-    pod: dict[str, Any], rec: dict[str, Any], now: datetime, reason: str | None
+    pod: Pod, rec: dict[str, Any], now: datetime, reason: str | None
 ) -> None:
     assert _reason(pod, rec, now) == reason

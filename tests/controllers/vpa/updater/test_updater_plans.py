@@ -34,6 +34,8 @@ from kubescale.controllers.vpa.updater.updater_decision import (
 )
 from kubescale.controllers.vpa.updater.updater_metrics import UpdaterMetrics
 from kubescale.coordination.disruption_ledger import DisruptionKind
+from kubescale.objects.pod import Pod
+from kubescale.objects.vpa import VerticalPodAutoscaler
 from kubescale.plans.executor import DRY_RUN_PREFIX, collect_plan
 from kubescale.plans.intents import Evict, describe
 from kubescale.sim.apiserver.faults import WRITE_VERBS
@@ -69,9 +71,9 @@ RECOMMENDATION = {
 }
 
 
-def web_pod(index: int) -> dict[str, Any]:
+def web_pod(index: int) -> Pod:
     started = (NOW - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return builders.pods.pod(
+    return builders.pods.typed_pod(
         name=f"web-{index}",
         namespace=NS,
         uid=f"uid-{index}",
@@ -91,8 +93,8 @@ def web_pod(index: int) -> dict[str, Any]:
     )
 
 
-def web_vpa(mode: str) -> dict[str, Any]:
-    return builders.vpas.vpa(
+def web_vpa(mode: str) -> VerticalPodAutoscaler:
+    return builders.vpas.typed_vpa(
         name="web",
         namespace=NS,
         uid="vpa-uid",
