@@ -45,6 +45,7 @@ from kubescale.coordination.ports import (
     ResourceOwnership,
 )
 from kubescale.coordination.recent_moves import DescheduledMove
+from kubescale.coordination.requests_ahead import AheadAnswer
 from kubescale.coordination.separate import (
     NoMoves,
     NoVeto,
@@ -325,7 +326,13 @@ class _Webhook:
     """The VPA's provider, as the wiring plugs it in: 250m for every pod."""
 
     def requests_for(self, pod: dict[str, Any]) -> dict[str, Any]:
-        return {**pod, "requests": "250m"}
+        return self.answer_for(pod).pod
+
+    def answer_for(self, pod: dict[str, Any]) -> AheadAnswer:
+        return AheadAnswer(pod={**pod, "requests": "250m"}, pod_only=True)
+
+    def still_current(self, answer: AheadAnswer) -> bool:
+        return answer.pod_only
 
 
 def _policy(one_brain: bool) -> RequestsAheadPolicy:

@@ -82,7 +82,11 @@ from kubescale.controllers.autoscaler.core.pod_lists import (
     drop_expendable,
     drop_young_pods,
     filter_out_schedulable,
-    pods_by_schedulability,
+)
+from kubescale.controllers.autoscaler.core.snapshot_cache import (
+    NodePieces,
+    PodFactsCache,
+    PodListing,
 )
 from kubescale.controllers.autoscaler.expander.priority_expander import PRIORITY_CONFIG_MAP
 from kubescale.controllers.autoscaler.metrics.autoscaler_metrics import AutoscalerMetrics
@@ -100,7 +104,7 @@ from kubescale.controllers.autoscaler.scaleup.scale_up import ScaleUpDecision
 from kubescale.controllers.autoscaler.simulator.scheduling_simulation import SchedulingSimulator
 from kubescale.controllers.autoscaler.simulator.template_nodes import TemplateNode, TemplateRegistry
 from kubescale.coordination.disruption_ledger import DisruptionLedger
-from kubescale.coordination.ports import DisruptionGate, RecentMoves
+from kubescale.coordination.ports import DisruptionGate, RecentMoves, RequestsAhead
 from kubescale.coordination.recent_moves import (
     DescheduledMove,
 )
@@ -126,8 +130,7 @@ from kubescale.objects.views import Meta, meta
 from kubescale.plans.executor import PlanExecutor
 from kubescale.runtime.component import TimelineReport
 from kubescale.runtime.off_loop import OffLoop
-from kubescale.scheduling.fit import ClusterSnapshot
-from kubescale.scheduling.pod_resources import RequestCache
+from kubescale.scheduling.pod_resources import NON_MISSING_DEFAULTS, RequestCache
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 
 __all__ = ["LOOP_NAME", "AutoscalerLoop", "LoopReport"]
@@ -159,8 +162,8 @@ class _Listed:
     """What an iteration reads of the informers, copied on the loop's thread."""
 
     nodes: list[dict[str, Any]]
-    pods: list[dict[str, Any]]
-    priority_classes: list[dict[str, Any]]
+    pods: PodListing
+    """Each pod's facts, kept across scans (:mod:`.snapshot_cache`)."""
     namespaces: list[dict[str, Any]]
     daemon_sets: list[dict[str, Any]]
 
@@ -175,10 +178,8 @@ class _Built:
     lists: PodsBySchedulability
     journal: SnapshotJournal
     templates: dict[str, TemplateNode]
-
-
-def _pod_keys(pods: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    return [(meta(p).namespace, meta(p).name) for p in pods]
+    pod_keys: list[tuple[str, str]]
+    """``(namespace, name)`` of every listed pod."""
 
 
 class AutoscalerLoop:
@@ -200,7 +201,7 @@ class AutoscalerLoop:
         disruptions: DisruptionLedger | None = None,
         gate: DisruptionGate | None = None,
         recent_moves: RecentMoves | None = None,
-        pods_ahead: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        requests_ahead: RequestsAhead | None = None,
         write_clock: Clock | None = None,
         off_loop: OffLoop | None = None,
     ) -> None:
@@ -211,9 +212,12 @@ class AutoscalerLoop:
         """How long each iteration's provider calls may wait on the API server in all
         (``--scan-interval``), on the real clock unless one is injected: it bounds real I/O
         (:mod:`.write_deadline`)."""
-        self.pods_ahead = pods_ahead
-        """``--coordination one-brain``: each pod as the VPA will make it (the requests the
+        self.pod_facts = PodFactsCache(requests_ahead)
+        """Each pod's facts across scans (:mod:`.snapshot_cache`); with ``--coordination
+        one-brain`` ``requests_ahead`` gives each pod as the VPA will make it (the requests the
         webhook gives it), for binpacking and scale-down."""
+        self.node_pieces = NodePieces()
+        """Each node's snapshot piece across scans (:mod:`.snapshot_cache`)."""
         self.disruptions = (
             disruptions if disruptions is not None else DisruptionLedger(shared=False)
         )
@@ -326,6 +330,7 @@ class AutoscalerLoop:
             off_loop=self.off_loop,
         )
         self.requests = RequestCache()
+        self.non_zero = RequestCache(non_missing=NON_MISSING_DEFAULTS)
         self.hints: dict[tuple[str, str], str] = {}
         self._controllers: dict[str, dict[str, Mapping[str, Any]]] | None = None
         """The controllers as the iteration's scale-down read them (:meth:`_freeze_controllers`)."""
@@ -479,22 +484,30 @@ class AutoscalerLoop:
     def _build(self, now: datetime, snapshot: ProviderSnapshot, listed: _Listed) -> _Built:
         """The iteration's snapshot, from the copies in ``listed`` (on the worker thread)."""
         nodes = sorted(listed.nodes, key=node_name)
-        all_pods = listed.pods
-        priority = PriorityResolver(listed.priority_classes)
-        lists = pods_by_schedulability(all_pods)
-        cutoff = self.settings.expendable_pods_priority_cutoff
-        cluster = ClusterSnapshot.build(
+        listing = listed.pods
+        all_pods = listing.pods
+        priority = listing.priority
+        lists = listing.by_schedulability()
+        # Upstream builds the snapshot of the nodes and the non-expendable scheduled pods anew
+        # each RunOnce; this is the same snapshot, from the nodes whose pods did not change
+        # since the last scan and the others built again (:mod:`.snapshot_cache`).
+        cluster = self.node_pieces.snapshot(
             nodes=nodes,
-            pods=drop_expendable(lists.scheduled, cutoff=cutoff, priority=priority),
+            listing=listing,
+            cutoff=self.settings.expendable_pods_priority_cutoff,
             namespace_labels={meta(n).name: dict(meta(n).labels) for n in listed.namespaces},
             requests=self.requests,
+            non_zero=self.non_zero,
         )
-        self.requests.forget_missing(_pod_keys(all_pods))
+        pod_keys = listing.keys
+        if self.pod_facts.released or len(self.requests) > len(pod_keys):
+            self.requests.forget_missing(pod_keys)
+            self.non_zero.forget_missing(pod_keys)
         journal = SnapshotJournal(cluster)
         templates = self.templates.recompute(
             snapshot=snapshot,
             nodes=nodes,
-            pods_by_node={name: list(state.pods) for name, state in cluster.nodes.items()},
+            pods_by_node={name: state.pods for name, state in cluster.nodes.items()},
             daemon_sets=listed.daemon_sets,
             readiness=self.readiness,
             being_deleted=lambda n: currently_being_deleted(n, now),
@@ -506,6 +519,7 @@ class AutoscalerLoop:
             lists=lists,
             journal=journal,
             templates=templates,
+            pod_keys=pod_keys,
         )
 
     def _pending(
@@ -527,7 +541,7 @@ class AutoscalerLoop:
         step = self.cpu_clock()
         pending, _ = filter_out_schedulable(pending, simulator=simulator, priority=priority)
         self._timed("filterOutSchedulable", step)
-        simulator.forget_hints(_pod_keys(built.all_pods))
+        simulator.forget_hints(built.pod_keys)
         return not_started, pending, simulator
 
     async def _run(self, now: datetime, snapshot: ProviderSnapshot) -> None:
@@ -537,18 +551,20 @@ class AutoscalerLoop:
         # change them) and the VPA's requests (the webhook's cache); the snapshot is built
         # from them on the loop's worker thread (kubescale.runtime.off_loop), so the serving
         # loop answers meanwhile.
-        all_pods = self.pods.lister.list()
-        if self.pods_ahead is not None:
-            all_pods = [self.pods_ahead(pod) for pod in all_pods]
+        # Each pod's facts (with the VPA's requests) are kept across scans while the pod and
+        # the VPA's answer are the same: only what changed is derived again
+        # (kubescale/controllers/autoscaler/core/snapshot_cache.py).
+        pods = self.pod_facts.refresh(
+            self.pods.lister.list(), priority_classes=self.priority_classes.lister.list()
+        )
         listed = _Listed(
             nodes=self.nodes.lister.list(),
-            pods=all_pods,
-            priority_classes=self.priority_classes.lister.list(),
+            pods=pods,
             namespaces=self.namespaces.lister.list(),
             daemon_sets=self.daemon_sets.lister.list(),
         )
         built = await self.off_loop.run(partial(self._build, now, snapshot, listed))
-        nodes, all_pods, journal = built.nodes, built.all_pods, built.journal
+        nodes, journal = built.nodes, built.journal
         priority, templates = built.priority, built.templates
         effects = self.registry.update(
             nodes=nodes, snapshot=snapshot, readiness=self.readiness, now=now
