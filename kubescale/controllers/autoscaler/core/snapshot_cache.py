@@ -113,6 +113,12 @@ def priority_context(priority_classes: Iterable[Mapping[str, Any]]) -> Hashable:
     )
 
 
+def _uid(pod: Mapping[str, Any]) -> str:
+    """The cache's key of ``pod``: its uid (``namespace/name`` without one)."""
+    meta = Meta(pod)
+    return meta.uid or f"{meta.namespace}/{meta.name}"
+
+
 class PodFactsCache:
     """Per-pod facts across scans (module docstring); on the loop's thread (the VPA's answers
     read the shared caches)."""
@@ -120,6 +126,9 @@ class PodFactsCache:
     def __init__(self, ahead: RequestsAhead | None = None) -> None:
         self.ahead = ahead
         self._entries: dict[str, PodFacts] = {}
+        self._by_object: dict[int, PodFacts] = {}
+        """The same entries by ``id()`` of their source object (each entry keeps its source
+        alive: an id found here whose entry's source is the very object is that pod's)."""
         self._context: Hashable = None
         self.computed = 0
         """Pods whose facts the last scan computed (0 on a scan where nothing changed)."""
@@ -138,35 +147,39 @@ class PodFactsCache:
         holds and releasing those of pods not listed."""
         priority = PriorityResolver(list(priority_classes))
         context = priority_context(priority_classes)
-        old = self._entries
+        previous = self._entries
+        old, by_object = previous, self._by_object
         if context != self._context:
-            old = {}
+            old, by_object = {}, {}
             self._context = context
         entries: dict[str, PodFacts] = {}
+        objects: dict[int, PodFacts] = {}
         facts: list[PodFacts] = []
         computed = 0
         ahead = self.ahead
         for pod in pods:
-            raw = Meta(pod).raw
-            uid = str(raw.get("uid") or "") or f"{raw.get('namespace', '')}/{raw.get('name', '')}"
-            entry = old.get(uid)
-            if entry is None or not self._holds(entry, pod, raw.get("resourceVersion"), ahead):
-                entry = self._facts(pod, uid, priority)
+            # The informer replaces an object when it changes, never edits it: the same object
+            # is the same resourceVersion, found without reading its metadata.
+            entry = by_object.get(id(pod))
+            if entry is None or entry.source is not pod:
+                entry = old.get(_uid(pod))
+                version = Meta(pod).resource_version
+                if entry is None or not (version and entry.resource_version == version):
+                    entry = None
+            if entry is not None and not (
+                ahead is None or entry.answer.pod_only or ahead.still_current(entry.answer)
+            ):
+                entry = None
+            if entry is None:
+                entry = self._facts(pod, _uid(pod), priority)
                 computed += 1
-            entries[uid] = entry
+            entries[entry.uid] = entry
+            objects[id(pod)] = entry
             facts.append(entry)
-        self.released = sum(1 for uid in self._entries if uid not in entries)
-        self._entries = entries
+        self.released = sum(1 for uid in previous if uid not in entries)
+        self._entries, self._by_object = entries, objects
         self.computed = computed
         return PodListing(facts=facts, priority=priority)
-
-    @staticmethod
-    def _holds(
-        entry: PodFacts, pod: Mapping[str, Any], version: object, ahead: RequestsAhead | None
-    ) -> bool:
-        if entry.source is not pod and not (version and entry.resource_version == version):
-            return False
-        return ahead is None or entry.answer.pod_only or ahead.still_current(entry.answer)
 
     def _facts(self, pod: dict[str, Any], uid: str, priority: PriorityResolver) -> PodFacts:
         answer = (
