@@ -36,6 +36,7 @@ from .descheduler_budget import ClusterView, EvictionBudget, WorkloadKey
 from .disruption_ledger import Disruption
 from .eviction_memory import Remembered
 from .recent_moves import DescheduledMove
+from .requests_ahead import AheadAnswer
 
 __all__ = [
     "DeschedulerBudgets",
@@ -113,6 +114,15 @@ class RequestsAhead(Protocol):
 
     def requests_for(self, pod: Pod) -> Pod:
         """``pod`` with the requests the VPA will give it, or ``pod`` itself."""
+        ...
+
+    def answer_for(self, pod: Pod) -> AheadAnswer:
+        """:meth:`requests_for`'s answer with what it was decided from."""
+        ...
+
+    def still_current(self, answer: AheadAnswer) -> bool:
+        """Whether the same pod would get ``answer`` again now (an answer that depends on the
+        pod alone always would)."""
         ...
 
 

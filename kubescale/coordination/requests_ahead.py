@@ -13,12 +13,19 @@ through the webhook's cached path), not the stale ones in the pod spec:
 
 Pure: a pod and the webhook's JSON patches in, a pod out (the same object when nothing changes,
 so per-pod caches keyed by the object stay valid).
+
+An answer comes with what it was decided from (:class:`AheadAnswer`): the autoscaler keeps a
+pod's answer across scans while the pod is the same (its resourceVersion) and the provider says
+the answer still holds (:meth:`~.ports.RequestsAhead.still_current`: for the webhook, the VPA
+and the other objects its match read are the informers' same objects), instead of asking again
+for every pod every scan.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from kubescale.coordination.disruption_ledger import resize_targets
@@ -27,9 +34,22 @@ from kubescale.objects.pod import Pod, PodSpec
 from kubescale.objects.quantities import Quantity, QuantityError
 from kubescale.objects.views import mapping, pod_spec, raw_spec
 
-__all__ = ["pod_with_admitted_resources"]
+__all__ = ["AheadAnswer", "pod_with_admitted_resources"]
 
 _KINDS: Final[tuple[Literal["requests"], Literal["limits"]]] = ("requests", "limits")
+
+
+@dataclass(frozen=True, slots=True)
+class AheadAnswer:
+    """A pod as the VPA will make it, with what that answer was decided from."""
+
+    pod: Pod
+    """The pod with the requests the VPA will give it (the pod itself when none)."""
+    pod_only: bool = False
+    """The answer depends on the pod alone: the same pod always gets it."""
+    basis: object | None = None
+    """What the provider checks the answer against (its own type); ``None`` with
+    ``pod_only`` false: nothing to check it by, ask again."""
 
 
 def pod_with_admitted_resources(

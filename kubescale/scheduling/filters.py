@@ -303,6 +303,21 @@ class NodeState:
             allocatable=allocatable,
         )
 
+    def copy(self) -> NodeState:
+        """An independent state with the same node and pods (what a snapshot changes —
+        requests, pods, ports — copied; the node's own fields shared, never changed)."""
+        return NodeState(
+            name=self.name,
+            labels=self.labels,
+            taints=self.taints,
+            unschedulable=self.unschedulable,
+            allocatable=self.allocatable,
+            requested=dict(self.requested),
+            non_zero_requested=dict(self.non_zero_requested),
+            pods=list(self.pods),
+            used_ports=self.used_ports.copy(),
+        )
+
 
 def _is_scalar_resource(name: str) -> bool:
     """Resources NodeResourcesFit checks besides cpu/memory/ephemeral-storage."""

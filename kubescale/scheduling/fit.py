@@ -179,17 +179,7 @@ class ClusterSnapshot:
             non_zero=self._non_zero,
         )
         for name, state in self.nodes.items():
-            clone.nodes[name] = NodeState(
-                name=state.name,
-                labels=state.labels,
-                taints=state.taints,
-                unschedulable=state.unschedulable,
-                allocatable=state.allocatable,
-                requested=dict(state.requested),
-                non_zero_requested=dict(state.non_zero_requested),
-                pods=list(state.pods),
-                used_ports=state.used_ports.copy(),
-            )
+            clone.nodes[name] = state.copy()
         clone._anti_affinity_pods = self._anti_affinity_pods
         clone._anti_affinity_placed = {
             name: dict(pods) for name, pods in self._anti_affinity_placed.items()
@@ -255,6 +245,31 @@ class ClusterSnapshot:
         self.nodes[name] = state
         self._spread.node_changed()
         return state
+
+    def add_node_state(
+        self,
+        state: NodeState,
+        *,
+        anti_affinity: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
+    ) -> None:
+        """Add (or replace) a node with the pods ``state`` counts, as :meth:`add_node` then
+        :meth:`add_pod` for each of them would (the snapshot takes ``state``): a node put
+        together elsewhere, e.g. kept from an earlier snapshot. ``anti_affinity``: its pods
+        with required anti-affinity terms by key, when the caller knows them
+        (:meth:`anti_affinity_pods`), else found here."""
+        self.remove_node(state.name)
+        self.nodes[state.name] = state
+        placed = anti_affinity
+        if placed is None:
+            placed = {pod_key(p): p for p in state.pods if _has_anti_affinity(p)}
+        if placed:
+            self._anti_affinity_pods += len(placed)
+            self._anti_affinity_placed[state.name] = dict(placed)
+        self._spread.node_changed(state, added=True)
+
+    def anti_affinity_pods(self, node_name: str) -> Mapping[tuple[str, str], Mapping[str, Any]]:
+        """The pods with required anti-affinity terms placed on ``node_name``, by key."""
+        return self._anti_affinity_placed.get(node_name, {})
 
     def restore_node(self, state: NodeState) -> None:
         """Put back a node (with its pods) that :meth:`remove_node` returned: undoing a

@@ -198,6 +198,9 @@ class RequestCache:
         self._entries[key] = (pod, amounts)
         return amounts
 
+    def __len__(self) -> int:
+        return len(self._entries)
+
     def forget_missing(self, present: Iterable[tuple[str, str]]) -> None:
         """Drop entries of pods that are gone (keeps the cache as small as the cluster)."""
         keep = set(present)

@@ -23,6 +23,7 @@ def node(
     *,
     name: str = "n1",
     uid: str | None = None,
+    resource_version: str | None = None,
     labels: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
     creation_timestamp: str | None = None,
@@ -67,6 +68,7 @@ def node(
     meta = metadata(
         name=name,
         uid=uid,
+        resource_version=resource_version,
         labels=labels,
         annotations=annotations,
         creation_timestamp=creation_timestamp,

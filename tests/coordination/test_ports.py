@@ -45,6 +45,7 @@ from kubescale.coordination.ports import (
     ResourceOwnership,
 )
 from kubescale.coordination.recent_moves import DescheduledMove
+from kubescale.coordination.requests_ahead import AheadAnswer
 from kubescale.coordination.separate import (
     NoMoves,
     NoVeto,
@@ -323,7 +324,16 @@ class _Webhook:
     """The VPA's provider, as the wiring plugs it in: 250m for every pod."""
 
     def requests_for(self, pod: Pod) -> Pod:
-        return {**pod, "spec": {"containers": [{"name": "app", "resources": _250M}]}}
+        return self.answer_for(pod).pod
+
+    def answer_for(self, pod: Pod) -> AheadAnswer:
+        return AheadAnswer(
+            pod={**pod, "spec": {"containers": [{"name": "app", "resources": _250M}]}},
+            pod_only=True,
+        )
+
+    def still_current(self, answer: AheadAnswer) -> bool:
+        return answer.pod_only
 
 
 _250M: ResourceRequirements = {"requests": {"cpu": "250m"}}

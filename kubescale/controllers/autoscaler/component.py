@@ -119,9 +119,7 @@ class AutoscalerComponent(BaseComponent):
             disruptions=self.brain.ledger,
             gate=self.brain.gate,
             recent_moves=self.brain.recent_moves,
-            pods_ahead=self.requests_ahead.requests_for
-            if self.requests_ahead is not None
-            else None,
+            requests_ahead=self.requests_ahead,
             off_loop=self.off_loop,  # one worker thread for every term's loop
         )
 

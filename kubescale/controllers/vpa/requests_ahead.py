@@ -12,13 +12,14 @@ applied by the pure :func:`~kubescale.coordination.requests_ahead.pod_with_admit
 from __future__ import annotations
 
 from kubescale.controllers.vpa.admission.admission_caches import AdmissionCaches
+from kubescale.controllers.vpa.admission.admission_memo import Answered
 from kubescale.controllers.vpa.admission.cached_pod_admission import (
     AdmissionOptions,
     CachedPodAdmission,
 )
 from kubescale.controllers.vpa.api.pod_admission import PodAdmissionError
 from kubescale.controllers.vpa.api.pod_patches import OBSERVED_CONTAINERS_ANNOTATION
-from kubescale.coordination.requests_ahead import pod_with_admitted_resources
+from kubescale.coordination.requests_ahead import AheadAnswer, pod_with_admitted_resources
 from kubescale.kube.shared_cache import SharedCache
 from kubescale.objects.pod import Pod
 from kubescale.objects.views import Meta, pod_spec
@@ -41,15 +42,34 @@ class WebhookRequestsAhead:
     def requests_for(self, pod: Pod) -> Pod:
         """``pod`` with the requests the VPA will give it (a pending pod: the webhook's; a
         scheduled one: the larger of its own and the webhook's), or ``pod`` itself."""
+        return self.answer_for(pod).pod
+
+    def answer_for(self, pod: Pod) -> AheadAnswer:
+        """:meth:`requests_for`'s answer; its basis is the webhook's remembered answer
+        (:attr:`~.admission.cached_pod_admission.PodDecision.answered`) when the match was
+        made from informers only, else none (asked again next time)."""
         scheduled = bool(pod_spec(pod).get("nodeName"))
         annotations = Meta(pod).annotations
         if scheduled and OBSERVED_CONTAINERS_ANNOTATION not in annotations:
-            return pod  # never admitted with a VPA: no VPA update coming (and no cost)
+            # never admitted with a VPA: no VPA update coming (and no cost)
+            return AheadAnswer(pod=pod, pod_only=True)
         try:
             # A plain dict until the admission path takes a typed Pod (the webhook's items).
             decision = self.admission.decide(dict(pod), may_wait=False)
         except PodAdmissionError:
-            return pod
+            return AheadAnswer(pod=pod)
+        basis = decision.answered
         if not decision.patches:
-            return pod
-        return pod_with_admitted_resources(pod, decision.patches, only_raise=scheduled)
+            return AheadAnswer(pod=pod, basis=basis)
+        ahead = pod_with_admitted_resources(pod, decision.patches, only_raise=scheduled)
+        return AheadAnswer(pod=ahead, basis=basis)
+
+    def still_current(self, answer: AheadAnswer) -> bool:
+        """Whether the same pod gets ``answer`` again: the caches are synced and the objects its
+        decision read are still theirs (:meth:`CachedPodAdmission.current`)."""
+        if answer.pod_only:
+            return True
+        basis = answer.basis
+        if not isinstance(basis, Answered) or not self.admission.caches.synced:
+            return False
+        return self.admission.current(basis)

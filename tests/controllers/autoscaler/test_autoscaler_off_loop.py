@@ -4,19 +4,20 @@ One MachineDeployment ``small`` (2-cpu nodes, 1 replica) and a Deployment of 6 �
 holds 4, the scheduler marks 2 Unschedulable; upstream's loop scales ``small`` 1 → 2 (a 2-cpu
 node holds both: 2 × 500m ≤ 2 cpu) with one ``TriggeredScaleUp`` per pod helped.
 
-Test hooks wrap the steps that now run on the loop's worker thread — the snapshot
-(``pods_by_schedulability`` is its first call), the scale-up decision (``decide_scale_up``), the
-scale-down planner — recording the thread; a hook that must hold a step waits on a
-``threading.Event`` the test releases only after checking what the loop did meanwhile. On the
-event loop's own thread a hook fails at once (waiting there would hang the loop that must
-release it): that is the code before the change, where every step ran on the loop.
+Test hooks wrap the steps that now run on the loop's worker thread — the snapshot (the node
+pieces' ``snapshot``, :mod:`~.core.snapshot_cache`), the scale-up decision
+(``decide_scale_up``), the scale-down planner — recording the thread; a hook that must hold a
+step waits on a ``threading.Event`` the test releases only after checking what the loop did
+meanwhile. On the event loop's own thread a hook fails at once (waiting there would hang the
+loop that must release it): that is the code before the change, where every step ran on the
+loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,19 +26,16 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry
 
-from kubescale.controllers.autoscaler.core import autoscaler_loop, loop_scale_up
-from kubescale.controllers.autoscaler.core.pod_lists import (
-    PodsBySchedulability,
-    pods_by_schedulability,
-)
+from kubescale.controllers.autoscaler.core import loop_scale_up
+from kubescale.controllers.autoscaler.core.snapshot_cache import PodListing
 from kubescale.controllers.autoscaler.scaleup.scale_up import (
     ScaleUpDecision,
     ScaleUpInputs,
     decide_scale_up,
 )
 from kubescale.kube.resources import DEPLOYMENTS, MACHINE_DEPLOYMENTS
-from kubescale.objects.pod import Pod
 from kubescale.runtime.https_server import make_https_app
+from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.webhook.admission_routes import AdmissionWebhook
 from kubescale.webhook.webhook_config import WebhookSettings
 
@@ -87,11 +85,14 @@ class Hooks:
 def install(monkeypatch: pytest.MonkeyPatch, cluster: SimCluster, hold: str) -> Hooks:
     hooks = Hooks(loop_thread=threading.get_ident(), hold=hold, loop=asyncio.get_running_loop())
 
-    def snapshot_hook(pods: Iterable[Pod]) -> PodsBySchedulability:
-        listed = list(pods)
+    pieces = cluster.loop.node_pieces
+    snapshot: Callable[..., ClusterSnapshot] = pieces.snapshot
+
+    def snapshot_hook(**kwargs: Any) -> ClusterSnapshot:
+        listing: PodListing = kwargs["listing"]
         hooks.arrive("snapshot")
-        hooks.pods_seen.append(len(listed))
-        return pods_by_schedulability(listed)
+        hooks.pods_seen.append(len(listing.facts))
+        return snapshot(**kwargs)
 
     def decision_hook(inputs: ScaleUpInputs) -> ScaleUpDecision:
         hooks.arrive("scale-up")
@@ -104,7 +105,7 @@ def install(monkeypatch: pytest.MonkeyPatch, cluster: SimCluster, hold: str) -> 
         hooks.arrive("scale-down")
         return update(**kwargs)
 
-    monkeypatch.setattr(autoscaler_loop, "pods_by_schedulability", snapshot_hook)
+    monkeypatch.setattr(pieces, "snapshot", snapshot_hook)
     monkeypatch.setattr(loop_scale_up, "decide_scale_up", decision_hook)
     monkeypatch.setattr(planner, "update", planner_hook)
     return hooks

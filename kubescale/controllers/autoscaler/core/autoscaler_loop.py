@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -83,14 +83,17 @@ from kubescale.controllers.autoscaler.core.loop_scale_up import (
 from kubescale.controllers.autoscaler.core.loop_status import StatusReporter
 from kubescale.controllers.autoscaler.core.pod_lists import (
     PodsBySchedulability,
-    drop_expendable,
-    pods_by_schedulability,
 )
 from kubescale.controllers.autoscaler.core.run_once_decision import (
     LoopReport,
     RunOnceMemory,
     RunOnceSnapshot,
     decide,
+)
+from kubescale.controllers.autoscaler.core.snapshot_cache import (
+    NodePieces,
+    PodFactsCache,
+    PodListing,
 )
 from kubescale.controllers.autoscaler.expander.priority_expander import PRIORITY_CONFIG_MAP
 from kubescale.controllers.autoscaler.metrics.autoscaler_metrics import AutoscalerMetrics
@@ -106,7 +109,7 @@ from kubescale.controllers.autoscaler.scaledown.scale_down_planner import ScaleD
 from kubescale.controllers.autoscaler.simulator.drainability import Controller
 from kubescale.controllers.autoscaler.simulator.template_nodes import TemplateNode, TemplateRegistry
 from kubescale.coordination.disruption_ledger import DisruptionLedger
-from kubescale.coordination.ports import DisruptionGate, RecentMoves
+from kubescale.coordination.ports import DisruptionGate, RecentMoves, RequestsAhead
 from kubescale.coordination.recent_moves import (
     DescheduledMove,
 )
@@ -144,8 +147,7 @@ from kubescale.plans.executor import Applied, PlanExecutor
 from kubescale.plans.intents import Intent, WriteConfigMap
 from kubescale.runtime.component import TimelineReport
 from kubescale.runtime.off_loop import OffLoop
-from kubescale.scheduling.fit import ClusterSnapshot
-from kubescale.scheduling.pod_resources import RequestCache
+from kubescale.scheduling.pod_resources import NON_MISSING_DEFAULTS, RequestCache
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 
 __all__ = ["LOOP_NAME", "AutoscalerLoop"]
@@ -160,8 +162,8 @@ class _Listed:
     """What an iteration reads of the informers, copied on the loop's thread."""
 
     nodes: list[Node]
-    pods: list[Pod]
-    priority_classes: list[PriorityClass]
+    pods: PodListing
+    """Each pod's facts, kept across scans (:mod:`.snapshot_cache`)."""
     namespaces: list[Namespace]
     daemon_sets: list[DaemonSet]
 
@@ -176,10 +178,8 @@ class _Built:
     lists: PodsBySchedulability
     journal: SnapshotJournal
     templates: dict[str, TemplateNode]
-
-
-def _pod_keys(pods: Sequence[Pod]) -> list[tuple[str, str]]:
-    return [(meta(p).namespace, meta(p).name) for p in pods]
+    pod_keys: list[tuple[str, str]]
+    """``(namespace, name)`` of every listed pod."""
 
 
 class AutoscalerLoop:
@@ -201,7 +201,7 @@ class AutoscalerLoop:
         disruptions: DisruptionLedger | None = None,
         gate: DisruptionGate | None = None,
         recent_moves: RecentMoves | None = None,
-        pods_ahead: Callable[[Pod], Pod] | None = None,
+        requests_ahead: RequestsAhead | None = None,
         write_clock: Clock | None = None,
         off_loop: OffLoop | None = None,
     ) -> None:
@@ -212,9 +212,12 @@ class AutoscalerLoop:
         """How long each iteration's provider calls may wait on the API server in all
         (``--scan-interval``), on the real clock unless one is injected: it bounds real I/O
         (:mod:`.write_deadline`)."""
-        self.pods_ahead = pods_ahead
-        """``--coordination one-brain``: each pod as the VPA will make it (the requests the
+        self.pod_facts = PodFactsCache(requests_ahead)
+        """Each pod's facts across scans (:mod:`.snapshot_cache`); with ``--coordination
+        one-brain`` ``requests_ahead`` gives each pod as the VPA will make it (the requests the
         webhook gives it), for binpacking and scale-down."""
+        self.node_pieces = NodePieces()
+        """Each node's snapshot piece across scans (:mod:`.snapshot_cache`)."""
         self.disruptions = (
             disruptions if disruptions is not None else DisruptionLedger(shared=False)
         )
@@ -326,6 +329,7 @@ class AutoscalerLoop:
             moves=self._descheduled_moves,
         )
         self.requests = RequestCache()
+        self.non_zero = RequestCache(non_missing=NON_MISSING_DEFAULTS)
         self.memory = RunOnceMemory(
             settings=settings,
             metrics=metrics,
@@ -496,22 +500,30 @@ class AutoscalerLoop:
     def _build(self, now: datetime, snapshot: ProviderSnapshot, listed: _Listed) -> _Built:
         """The iteration's snapshot, from the copies in ``listed`` (on the worker thread)."""
         nodes = sorted(listed.nodes, key=node_name)
-        all_pods = listed.pods
-        priority = PriorityResolver(listed.priority_classes)
-        lists = pods_by_schedulability(all_pods)
-        cutoff = self.settings.expendable_pods_priority_cutoff
-        cluster = ClusterSnapshot.build(
+        listing = listed.pods
+        all_pods = listing.pods
+        priority = listing.priority
+        lists = listing.by_schedulability()
+        # Upstream builds the snapshot of the nodes and the non-expendable scheduled pods anew
+        # each RunOnce; this is the same snapshot, from the nodes whose pods did not change
+        # since the last scan and the others built again (:mod:`.snapshot_cache`).
+        cluster = self.node_pieces.snapshot(
             nodes=nodes,
-            pods=drop_expendable(lists.scheduled, cutoff=cutoff, priority=priority),
+            listing=listing,
+            cutoff=self.settings.expendable_pods_priority_cutoff,
             namespace_labels={meta(n).name: dict(meta(n).labels) for n in listed.namespaces},
             requests=self.requests,
+            non_zero=self.non_zero,
         )
-        self.requests.forget_missing(_pod_keys(all_pods))
+        pod_keys = listing.keys
+        if self.pod_facts.released or len(self.requests) > len(pod_keys):
+            self.requests.forget_missing(pod_keys)
+            self.non_zero.forget_missing(pod_keys)
         journal = SnapshotJournal(cluster)
         templates = self.templates.recompute(
             snapshot=snapshot,
             nodes=nodes,
-            pods_by_node={name: list(state.pods) for name, state in cluster.nodes.items()},
+            pods_by_node={name: state.pods for name, state in cluster.nodes.items()},
             daemon_sets=listed.daemon_sets,
             readiness=self.readiness,
             being_deleted=lambda n: currently_being_deleted(n, now),
@@ -523,6 +535,7 @@ class AutoscalerLoop:
             lists=lists,
             journal=journal,
             templates=templates,
+            pod_keys=pod_keys,
         )
 
     async def _run(self, now: datetime, snapshot: ProviderSnapshot, *, first: bool) -> None:
@@ -530,13 +543,15 @@ class AutoscalerLoop:
         # change them) and the VPA's requests (the webhook's cache); the snapshot is built
         # from them on the loop's worker thread (kubescale.runtime.off_loop), so the serving
         # loop answers meanwhile.
-        all_pods = self.pods.lister.list()
-        if self.pods_ahead is not None:
-            all_pods = [self.pods_ahead(pod) for pod in all_pods]
+        # Each pod's facts (with the VPA's requests) are kept across scans while the pod and
+        # the VPA's answer are the same: only what changed is derived again
+        # (kubescale/controllers/autoscaler/core/snapshot_cache.py).
+        pods = self.pod_facts.refresh(
+            self.pods.lister.list(), priority_classes=self.priority_classes.lister.list()
+        )
         listed = _Listed(
             nodes=self.nodes.lister.list(),
-            pods=all_pods,
-            priority_classes=self.priority_classes.lister.list(),
+            pods=pods,
             namespaces=self.namespaces.lister.list(),
             daemon_sets=self.daemon_sets.lister.list(),
         )

@@ -36,13 +36,17 @@ from kubescale.objects.views import Meta, spec_of, status_of
 
 __all__ = [
     "GPU_POD_TIME_BUFFER",
+    "NEITHER",
     "POD_TIME_BUFFER",
+    "SCHEDULED",
+    "UNSCHEDULABLE",
     "PodsBySchedulability",
     "all_pods_are_new",
     "drop_expendable",
     "drop_young_pods",
     "filter_out_schedulable",
     "pods_by_schedulability",
+    "schedulability",
 ]
 
 POD_TIME_BUFFER: Final = timedelta(seconds=2)
@@ -65,14 +69,33 @@ def _unschedulable(pod: Pod) -> bool:
     return False
 
 
+SCHEDULED: Final = 1
+"""Bound to a node (``spec.nodeName``), not finished."""
+UNSCHEDULABLE: Final = 2
+"""Not bound, not being deleted, ``PodScheduled=False`` with reason ``Unschedulable``."""
+NEITHER: Final = 0
+"""Finished, or neither of the above: in no list."""
+
+
+def schedulability(pod: Pod) -> int:
+    """The list :func:`pods_by_schedulability` puts ``pod`` in (:data:`SCHEDULED`,
+    :data:`UNSCHEDULABLE` or :data:`NEITHER`)."""
+    if is_terminal(pod):
+        return NEITHER
+    if spec_of(pod).get("nodeName"):
+        return SCHEDULED
+    if not Meta(pod).raw.get("deletionTimestamp") and _unschedulable(pod):
+        return UNSCHEDULABLE
+    return NEITHER
+
+
 def pods_by_schedulability(pods: Iterable[Pod]) -> PodsBySchedulability:
     result = PodsBySchedulability()
     for pod in pods:
-        if is_terminal(pod):
-            continue
-        if spec_of(pod).get("nodeName"):
+        kind = schedulability(pod)
+        if kind == SCHEDULED:
             result.scheduled.append(pod)
-        elif not Meta(pod).raw.get("deletionTimestamp") and _unschedulable(pod):
+        elif kind == UNSCHEDULABLE:
             result.unschedulable.append(pod)
     return result
 

@@ -79,7 +79,6 @@ from kubescale.controllers.autoscaler.simulator.template_nodes import TemplateNo
 from kubescale.objects.config_map import ConfigMap
 from kubescale.objects.node import Node
 from kubescale.objects.pod import Pod
-from kubescale.objects.views import meta
 from kubescale.plans.executor import Decision
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 
@@ -124,6 +123,8 @@ class BuiltSnapshot(Protocol):
     def journal(self) -> SnapshotJournal: ...
     @property
     def templates(self) -> dict[str, TemplateNode]: ...
+    @property
+    def pod_keys(self) -> list[tuple[str, str]]: ...
 
 
 @dataclass(frozen=True)
@@ -171,10 +172,6 @@ class RunOnceMemory:
         self.metrics.function_duration_seconds.labels(function).observe(self.cpu_clock() - started)
 
 
-def _pod_keys(pods: Sequence[Pod]) -> list[tuple[str, str]]:
-    return [(meta(p).namespace, meta(p).name) for p in pods]
-
-
 def pending_pods(
     built: BuiltSnapshot,
     memory: RunOnceMemory,
@@ -197,7 +194,7 @@ def pending_pods(
     step = memory.cpu_clock()
     pending, _ = filter_out_schedulable(pending, simulator=simulator, priority=priority)
     memory.timed("filterOutSchedulable", step)
-    simulator.forget_hints(_pod_keys(built.all_pods))
+    simulator.forget_hints(built.pod_keys)
     return not_started, pending, simulator
 
 

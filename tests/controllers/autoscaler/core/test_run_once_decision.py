@@ -63,6 +63,7 @@ from kubescale.controllers.autoscaler.simulator.template_nodes import TemplateNo
 from kubescale.coordination.disruption_ledger import WriteOutcome, WriteResult
 from kubescale.objects.node import Node, Taint
 from kubescale.objects.pod import Pod
+from kubescale.objects.views import meta
 from kubescale.plans.executor import Applied, Decision, collect_plan
 from kubescale.plans.intents import Intent, ResizeNodeGroup, WriteConfigMap, describe
 from kubescale.scheduling.fit import ClusterSnapshot
@@ -89,6 +90,7 @@ class Built:
     lists: PodsBySchedulability
     journal: SnapshotJournal
     templates: dict[str, TemplateNode]
+    pod_keys: list[tuple[str, str]]
 
 
 def readiness(n: Node) -> NodeReadiness:
@@ -178,6 +180,7 @@ def world(
         lists=lists,
         journal=SnapshotJournal(cluster),
         templates=templates,
+        pod_keys=[(meta(p).namespace, meta(p).name) for p in pods],
     )
     by_node = {
         node_name(n): [p for p in pods if p["spec"].get("nodeName") == node_name(n)]
