@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import get_type_hints, is_typeddict
 
 import pytest
+from mypy import api
 
 import kubescale
 from kubescale.objects.meta import ObjectMeta
@@ -409,3 +410,46 @@ VPA_TYPED: list[tuple[str, str, str]] = [
 @pytest.mark.parametrize(("module", "name", "parameter"), VPA_TYPED)
 def test_the_updaters_vpas_are_typed(module: str, name: str, parameter: str) -> None:
     assert _annotation(module, name, parameter) is VerticalPodAutoscaler, f"{module}.{name}"
+
+
+# -- a misspelt field in .get is a mypy error ------------------------------------------------
+
+_PLANTED = """\
+from kubescale.objects.pod import Pod
+
+
+def read(pod: Pod) -> object:
+    return pod.get("metadata"), pod.get("{key}")
+"""
+
+
+def _mypy_on(source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """mypy (the project's configuration, with its plugin) on one module importing the typed
+    objects; its report."""
+    root = Path(kubescale.__file__).resolve().parents[1]
+    planted = tmp_path / "planted.py"
+    planted.write_text(source, encoding="utf-8")
+    monkeypatch.chdir(root)
+    report, errors, _status = api.run(
+        [
+            "--config-file",
+            str(root / "pyproject.toml"),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            str(planted),
+        ]
+    )
+    return report + errors
+
+
+def test_mypy_reports_a_misspelt_key_in_get_on_a_typed_object(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``tools/mypy_typeddict_keys.py`` (enabled in pyproject.toml): mypy alone lets
+    ``pod.get("metdata")`` through; with the plugin it is an error naming the key, and a
+    known key is not."""
+    misspelt = _mypy_on(_PLANTED.format(key="metdata"), tmp_path, monkeypatch)
+    assert 'TypedDict "Pod" has no key "metdata" (in .get)' in misspelt
+    assert "metadata" not in misspelt.replace('"metdata"', "")
+    known = _mypy_on(_PLANTED.format(key="spec"), tmp_path, monkeypatch)
+    assert "Success: no issues found in 1 source file" in known
