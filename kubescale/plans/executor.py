@@ -370,15 +370,19 @@ class PlanExecutor:
                 observer(intent, outcome)
 
 
-def collect_plan(decision: Decision[R]) -> tuple[Plan, R]:
-    """Run ``decision`` without an executor, answering each intent done as a dry run: the
-    plan it makes for its snapshot (``simulate``/``report``/tests read plans this way)."""
+def collect_plan(
+    decision: Decision[R], answer: Callable[[Intent], Applied] | None = None
+) -> tuple[Plan, R]:
+    """Run ``decision`` without an executor, answering each intent done as a dry run — or
+    with ``answer(intent)`` when given (a decision test's chosen outcomes): the plan it makes
+    for its snapshot (``simulate``/``report``/tests read plans this way) and its result."""
     plan: Plan = []
     try:
         intent = next(decision)
         while True:
             plan.append(intent)
-            intent = decision.send(Applied(_DONE, dry_run=True))
+            reply = Applied(_DONE, dry_run=True) if answer is None else answer(intent)
+            intent = decision.send(reply)
     except StopIteration as stop:
         result: R = stop.value
         return plan, result

@@ -18,7 +18,12 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from kubescale.coordination.disruption_ledger import DisruptionKind, DisruptionLedger, WriteOutcome
+from kubescale.coordination.disruption_ledger import (
+    DisruptionKind,
+    DisruptionLedger,
+    WriteOutcome,
+    WriteResult,
+)
 from kubescale.kube.client import KubeClient, connect
 from kubescale.kube.errors import KubeApiError, NotLeaderError
 from kubescale.kube.events import EventRecorder
@@ -293,6 +298,29 @@ def test_collect_plan_answers_each_intent_done_without_an_executor() -> None:
     plan, done = collect_plan(decision())
     assert [describe(i) for i in plan] == ["test-system: evict pods default/web-0"] * 2
     assert done == 2
+
+
+def test_collect_plan_sends_the_chosen_outcomes_in_order() -> None:
+    """With ``answer``, each intent gets ``answer(intent)`` (a decision test's outcomes): the
+    first eviction refused (403: not counted), the second unanswered (counts as done)."""
+    pod: Pod = {"metadata": {"name": "web-0", "namespace": "default", "uid": "u"}}
+    outcomes = iter([WriteOutcome.REFUSED, WriteOutcome.UNKNOWN])
+    asked: list[str] = []
+
+    def decision() -> Decision[int]:
+        done = 0
+        for _ in range(2):
+            applied = yield Evict(actor=ACTOR, pod=pod)
+            done += applied.counts
+        return done
+
+    def answer(intent: Intent) -> Applied:
+        asked.append(describe(intent))
+        return Applied(WriteResult(next(outcomes)))
+
+    plan, done = collect_plan(decision(), answer)
+    assert asked == [describe(i) for i in plan] == ["test-system: evict pods default/web-0"] * 2
+    assert done == 1  # refused 0 + unknown 1
 
 
 def test_an_event_of_another_type_is_refused_when_planned() -> None:

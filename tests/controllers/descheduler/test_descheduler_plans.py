@@ -23,7 +23,7 @@ from kubescale.controllers.descheduler.descheduling_cycle import descheduling_cy
 from kubescale.coordination.disruption_ledger import WriteOutcome, WriteResult
 from kubescale.coordination.eviction_memory import EvictionMemory
 from kubescale.kube.errors import KubeApiError
-from kubescale.plans.executor import DRY_RUN_PREFIX, Applied, Decision
+from kubescale.plans.executor import DRY_RUN_PREFIX, Applied, Decision, collect_plan
 from kubescale.plans.intents import Event, Evict, Intent
 from kubescale.sim.apiserver.faults import WRITE_VERBS
 
@@ -51,15 +51,13 @@ def answer(outcome: WriteOutcome) -> Applied:
 def drive(decision: Decision[Any], outcomes: Mapping[str, WriteOutcome]) -> list[Intent]:
     """Run ``decision``, answering each eviction of pod ``name`` with ``outcomes[name]`` (done
     by default) and every event done."""
-    plan: list[Intent] = []
-    try:
-        intent = next(decision)
-        while True:
-            plan.append(intent)
-            name = intent.target.name if isinstance(intent, Evict) else ""
-            intent = decision.send(answer(outcomes.get(name, DONE)))
-    except StopIteration:
-        return plan
+
+    def reply(intent: Intent) -> Applied:
+        name = intent.target.name if isinstance(intent, Evict) else ""
+        return answer(outcomes.get(name, DONE))
+
+    plan, _ = collect_plan(decision, reply)
+    return plan
 
 
 def summary(plan: list[Intent]) -> list[tuple[str, ...]]:

@@ -33,7 +33,7 @@ from kubescale.controllers.autoscaler.config.autoscaler_settings import Autoscal
 from kubescale.controllers.autoscaler.core.loop_housekeeping import Housekeeping
 from kubescale.controllers.autoscaler.metrics.autoscaler_metrics import AutoscalerMetrics
 from kubescale.coordination.disruption_ledger import WriteOutcome, WriteResult
-from kubescale.plans.executor import Applied, Decision
+from kubescale.plans.executor import Applied, Decision, collect_plan
 from kubescale.plans.intents import DeleteNodes, Intent, describe
 
 R = TypeVar("R")
@@ -64,15 +64,8 @@ def first_answered(first: Applied) -> Callable[[Intent], Applied]:
 
 
 def drive(decision: Decision[R], answer: Callable[[Intent], Applied]) -> tuple[list[str], R]:
-    lines: list[str] = []
-    try:
-        intent = next(decision)
-        while True:
-            lines.append(describe(intent))
-            intent = decision.send(answer(intent))
-    except StopIteration as stop:
-        result: R = stop.value
-        return lines, result
+    plan, result = collect_plan(decision, answer)
+    return [describe(intent) for intent in plan], result
 
 
 def housekeeping(settings: AutoscalerSettings, status: list[tuple[str, str, str]]) -> Housekeeping:

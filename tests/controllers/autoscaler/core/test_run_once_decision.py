@@ -204,15 +204,8 @@ def plan(snapshot: RunOnceSnapshot, memory: RunOnceMemory, now: datetime = NOW) 
 
 
 def drive(decision: Decision[R], answer: Callable[[Intent], Applied]) -> tuple[list[str], R]:
-    lines: list[str] = []
-    try:
-        intent = next(decision)
-        while True:
-            lines.append(line(intent))
-            intent = decision.send(answer(intent))
-    except StopIteration as stop:
-        result: R = stop.value
-        return lines, result
+    plan, result = collect_plan(decision, answer)
+    return [line(intent) for intent in plan], result
 
 
 def resizes_answered(applied: Applied) -> Callable[[Intent], Applied]:

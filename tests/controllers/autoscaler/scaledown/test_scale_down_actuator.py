@@ -34,7 +34,7 @@ from kubescale.controllers.autoscaler.scaledown.scale_down_actuator import Scale
 from kubescale.coordination.disruption_ledger import WriteOutcome, WriteResult
 from kubescale.kube.errors import KubeApiError
 from kubescale.objects.pod import Pod
-from kubescale.plans.executor import Applied, Decision
+from kubescale.plans.executor import Applied, Decision, collect_plan
 from kubescale.plans.intents import DeleteNodes, Evict, Intent, Taint, describe
 from tests.builders.nodes import typed_node
 from tests.builders.pods import typed_pod
@@ -81,15 +81,8 @@ def answer_all(applied: Applied) -> Callable[[Intent], Applied]:
 def drive(decision: Decision[R], answer: Callable[[Intent], Applied]) -> tuple[list[str], R]:
     """Run ``decision`` answering each intent with ``answer(intent)``: its plan as
     ``describe`` lines, and its result."""
-    lines: list[str] = []
-    try:
-        intent = next(decision)
-        while True:
-            lines.append(describe(intent))
-            intent = decision.send(answer(intent))
-    except StopIteration as stop:
-        result: R = stop.value
-        return lines, result
+    plan, result = collect_plan(decision, answer)
+    return [describe(intent) for intent in plan], result
 
 
 @dataclass

@@ -35,7 +35,7 @@ from kubescale.controllers.autoscaler.scaleup.scale_up_executor import (
 )
 from kubescale.coordination.disruption_ledger import WriteOutcome, WriteResult
 from kubescale.kube.errors import NotLeaderError
-from kubescale.plans.executor import Applied, Decision
+from kubescale.plans.executor import Applied, Decision, collect_plan
 from kubescale.plans.intents import Intent, ResizeNodeGroup, describe
 
 R = TypeVar("R")
@@ -62,15 +62,8 @@ def failed(error: ProviderError) -> Applied:
 
 
 def drive(decision: Decision[R], answer: Callable[[Intent], Applied]) -> tuple[list[str], R]:
-    lines: list[str] = []
-    try:
-        intent = next(decision)
-        while True:
-            lines.append(describe(intent))
-            intent = decision.send(answer(intent))
-    except StopIteration as stop:
-        result: R = stop.value
-        return lines, result
+    plan, result = collect_plan(decision, answer)
+    return [describe(intent) for intent in plan], result
 
 
 def answers(small: Applied, large: Applied = DONE) -> Callable[[Intent], Applied]:

@@ -170,15 +170,8 @@ def drive(
     decision: Decision[IterationResult], answers: Iterable[Applied]
 ) -> tuple[list[str], IterationResult]:
     replies = iter(answers)
-    lines: list[str] = []
-    try:
-        intent = next(decision)
-        while True:
-            lines.append(shown(intent))
-            intent = decision.send(next(replies))
-    except StopIteration as stop:
-        result: IterationResult = stop.value
-        return lines, result
+    plan, result = collect_plan(decision, lambda _intent: next(replies))
+    return [shown(intent) for intent in plan], result
 
 
 def shown(intent: Intent) -> str:
