@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import get_type_hints, is_typeddict
@@ -381,15 +382,22 @@ def _mypy_on(source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> st
     planted = tmp_path / "planted.py"
     planted.write_text(source, encoding="utf-8")
     monkeypatch.chdir(root)
-    report, errors, _status = api.run(
-        [
-            "--config-file",
-            str(root / "pyproject.toml"),
-            "--cache-dir",
-            str(tmp_path / "cache"),
-            str(planted),
-        ]
-    )
+    # mypy's main raises the interpreter's recursion limit (to 2**14) for good: put it back,
+    # or a later test that relies on the default limit (a policy file nested 3,000 deep
+    # refused as "nested too deeply") sees no RecursionError
+    limit = sys.getrecursionlimit()
+    try:
+        report, errors, _status = api.run(
+            [
+                "--config-file",
+                str(root / "pyproject.toml"),
+                "--cache-dir",
+                str(tmp_path / "cache"),
+                str(planted),
+            ]
+        )
+    finally:
+        sys.setrecursionlimit(limit)
     return report + errors
 
 
