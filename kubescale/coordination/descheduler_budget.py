@@ -57,17 +57,7 @@ from kubescale.objects.node import Node
 from kubescale.objects.pdb import PodDisruptionBudget
 from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import LabelSelector, SelectorError, label_selector_from_dict
-from kubescale.objects.views import (
-    Meta,
-    meta,
-    node_spec,
-    pdb_spec,
-    pdb_status,
-    pod_spec,
-    pod_status,
-    spec_of,
-    status_of,
-)
+from kubescale.objects.views import Meta, meta, spec_of, status_of
 from kubescale.scheduling.autoscaler_taints import (
     AUTOSCALER_MARKS,
     DELETION_CANDIDATE_TAINT,
@@ -224,16 +214,16 @@ def workload_key(pod: Pod) -> WorkloadKey | None:
 
 def is_available(pod: Pod) -> bool:
     """Running, ready (when it says) and not being deleted: counted healthy."""
-    if meta(pod).deleting or pod_status(pod).get("phase") != "Running":
+    if meta(pod).deleting or status_of(pod).get("phase") != "Running":
         return False
-    for condition in pod_status(pod).get("conditions") or ():
+    for condition in status_of(pod).get("conditions") or ():
         if condition.get("type") == "Ready":
             return bool(condition.get("status") == "True")
     return True
 
 
 def _taint_keys(node: Node) -> set[str]:
-    return {str(t.get("key", "")) for t in node_spec(node).get("taints") or ()}
+    return {str(t.get("key", "")) for t in spec_of(node).get("taints") or ()}
 
 
 def marked_by_autoscaler(node: Node, marks: Set[str] = AUTOSCALER_MARKS) -> bool:
@@ -277,14 +267,14 @@ class LedgerBudget:
         self._pdbs: list[tuple[str, LabelSelector, int]] = []
         for pdb in view.pdbs:
             try:
-                selector = label_selector_from_dict(pdb_spec(pdb).get("selector"))
+                selector = label_selector_from_dict(spec_of(pdb).get("selector"))
             except SelectorError:
                 continue
             self._pdbs.append(
                 (
                     str(Meta(pdb).raw.get("namespace", "")),
                     selector,
-                    int(pdb_status(pdb).get("disruptionsAllowed") or 0),
+                    int(status_of(pdb).get("disruptionsAllowed") or 0),
                 )
             )
 
@@ -332,7 +322,7 @@ class LedgerBudget:
         )
 
     def refuse(self, pod: Pod) -> Refusal | None:
-        current = str(pod_spec(pod).get("nodeName") or "")
+        current = str(spec_of(pod).get("nodeName") or "")
         node = self.view.node_by_name.get(current)
         if node is not None and marked_by_autoscaler(node, {TO_BE_DELETED_TAINT}):
             return Refusal.NODE_REMOVED

@@ -55,7 +55,7 @@ from kubescale.kube.informer import EventHandlers, Informer
 from kubescale.kube.resources import PODS
 from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity, QuantityError
-from kubescale.objects.views import mapping, meta, pod_spec, raw_spec
+from kubescale.objects.views import mapping, meta, raw_spec, spec_of
 
 __all__ = [
     "HISTORY_MAX_AGE",
@@ -416,7 +416,7 @@ def _disruption(
         confirmed=confirmed,
         resources=resources or {},
         actor=actor,
-        node=pod_spec(pod).get("nodeName") or "",
+        node=spec_of(pod).get("nodeName") or "",
         owner_kind=controller.kind if controller is not None else "",
         owner_name=controller.name if controller is not None else "",
     )

@@ -32,7 +32,7 @@ from kubescale.coordination.disruption_ledger import resize_targets
 from kubescale.objects.containers import ResourceRequirements
 from kubescale.objects.pod import Pod, PodSpec
 from kubescale.objects.quantities import Quantity, QuantityError
-from kubescale.objects.views import mapping, pod_spec, raw_spec
+from kubescale.objects.views import mapping, raw_spec, spec_of
 
 __all__ = ["AheadAnswer", "pod_with_admitted_resources"]
 
@@ -88,7 +88,7 @@ def pod_with_admitted_resources(
     if not changed:
         return pod
     spec: PodSpec = {
-        **pod_spec(pod),
+        **spec_of(pod),
         "containers": [changed.get(i, c) for i, c in enumerate(containers)],
     }
     return {**pod, "spec": spec}

@@ -34,7 +34,7 @@ from kubescale.objects.persistent_volume_claim import PersistentVolumeClaim
 from kubescale.objects.pod import Pod
 from kubescale.objects.priority_class import PriorityClass
 from kubescale.objects.selectors import LabelSelector
-from kubescale.objects.views import Meta, node_spec, pod_spec
+from kubescale.objects.views import Meta, spec_of
 from kubescale.scheduling.cycle_view import cycle_nodes, node_name
 from kubescale.scheduling.fit import pod_key
 from kubescale.scheduling.pods import is_terminal, owner_refs, requests_of
@@ -116,7 +116,7 @@ class ClusterCache:
         row = self._row(name)
         offered = node_capacity(node)
         self._capacity[row] = [offered.get(r, 0) for r in self.resources]
-        spec = node_spec(node)
+        spec = spec_of(node)
         self._unschedulable[row] = bool(spec.get("unschedulable"))
         self._taints[name] = list(spec.get("taints") or ())
         self.node_version += 1
@@ -166,7 +166,7 @@ class ClusterCache:
             uid = str(ref.get("uid") or "")
             if uid:
                 self._owner_counts[uid] = self._owner_counts.get(uid, 0) + 1
-        node = str(pod_spec(pod).get("nodeName") or "")
+        node = str(spec_of(pod).get("nodeName") or "")
         if node and not is_terminal(pod):
             self._bound.setdefault(key[0], {})[key[1]] = pod
             for label, value in (Meta(pod).raw.get("labels") or {}).items():

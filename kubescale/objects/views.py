@@ -17,10 +17,6 @@ differently.
   ``Node``, …) it is the kind's spec/status TypedDict, so mypy checks the fields read from it;
   :func:`optional_spec_of` / :func:`optional_status_of` — the same, ``None`` when missing or
   malformed (where absent and empty differ);
-* :func:`pod_spec` / :func:`pod_status` / :func:`node_spec` / :func:`node_status` /
-  :func:`pdb_spec` / :func:`pdb_status` / :func:`pvc_spec` — ``spec`` / ``status`` of a typed
-  object as its kind's TypedDict (``PodSpec``, ``NodeStatus``, …), so ``mypy --strict`` checks
-  the field names read from it; missing or malformed: empty, as :func:`spec_of`;
 * :func:`raw_metadata` / :func:`raw_spec` / :func:`raw_status` — the field exactly as sent
   (``None`` when absent), typed ``object`` so the caller must check its type: for code that keeps
   a malformed value as it is (the admission memo's key, a status written back unchanged);
@@ -38,17 +34,6 @@ from typing import Any, Generic, TypedDict, TypeVar, cast, overload
 
 from kubescale.base.times import parse_time
 from kubescale.objects.meta import ListMeta, ObjectMeta, OwnerReference
-from kubescale.objects.node import Node, NodeSpec, NodeStatus
-from kubescale.objects.pdb import (
-    PodDisruptionBudget,
-    PodDisruptionBudgetSpec,
-    PodDisruptionBudgetStatus,
-)
-from kubescale.objects.persistent_volume_claim import (
-    PersistentVolumeClaim,
-    PersistentVolumeClaimSpec,
-)
-from kubescale.objects.pod import Pod, PodSpec, PodStatus
 
 __all__ = [
     "HasSpec",
@@ -59,16 +44,9 @@ __all__ = [
     "list_meta",
     "mapping",
     "meta",
-    "node_spec",
-    "node_status",
     "optional_mapping",
     "optional_spec_of",
     "optional_status_of",
-    "pdb_spec",
-    "pdb_status",
-    "pod_spec",
-    "pod_status",
-    "pvc_spec",
     "raw_metadata",
     "raw_spec",
     "raw_status",
@@ -130,43 +108,6 @@ def status_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     """``obj["status"]`` as a mapping; empty when missing, ``null`` or not an object (typed: the
     kind's status TypedDict)."""
     return mapping(obj.get("status"))
-
-
-def pod_spec(pod: Pod) -> PodSpec:
-    """A pod's ``spec`` as :class:`~kubescale.objects.pod.PodSpec`; empty when missing,
-    ``null`` or not an object (the cast: the informer's JSON as its TypedDict, as :class:`Meta`
-    reads ``metadata``)."""
-    return cast(PodSpec, mapping(pod.get("spec")))
-
-
-def pod_status(pod: Pod) -> PodStatus:
-    """A pod's ``status`` as :class:`~kubescale.objects.pod.PodStatus` (empty likewise)."""
-    return cast(PodStatus, mapping(pod.get("status")))
-
-
-def node_spec(node: Node) -> NodeSpec:
-    """A node's ``spec`` as :class:`~kubescale.objects.node.NodeSpec` (empty likewise)."""
-    return cast(NodeSpec, mapping(node.get("spec")))
-
-
-def node_status(node: Node) -> NodeStatus:
-    """A node's ``status`` as :class:`~kubescale.objects.node.NodeStatus` (empty likewise)."""
-    return cast(NodeStatus, mapping(node.get("status")))
-
-
-def pdb_spec(pdb: PodDisruptionBudget) -> PodDisruptionBudgetSpec:
-    """A PodDisruptionBudget's ``spec`` (empty likewise)."""
-    return cast(PodDisruptionBudgetSpec, mapping(pdb.get("spec")))
-
-
-def pdb_status(pdb: PodDisruptionBudget) -> PodDisruptionBudgetStatus:
-    """A PodDisruptionBudget's ``status`` (empty likewise)."""
-    return cast(PodDisruptionBudgetStatus, mapping(pdb.get("status")))
-
-
-def pvc_spec(pvc: PersistentVolumeClaim) -> PersistentVolumeClaimSpec:
-    """A PersistentVolumeClaim's ``spec`` (empty likewise)."""
-    return cast(PersistentVolumeClaimSpec, mapping(pvc.get("spec")))
 
 
 @overload

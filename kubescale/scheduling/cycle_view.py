@@ -36,7 +36,7 @@ from kubescale.objects.pdb import PodDisruptionBudget
 from kubescale.objects.persistent_volume_claim import PersistentVolumeClaim
 from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import LabelSelector
-from kubescale.objects.views import Meta, pod_spec
+from kubescale.objects.views import Meta, spec_of
 from kubescale.scheduling.filters import is_node_ready
 from kubescale.scheduling.fit import ClusterSnapshot, PodInfo, PreFilterState, pod_key
 from kubescale.scheduling.inter_pod_affinity import TopologyCounts
@@ -108,7 +108,7 @@ class CycleView:
             self.node_by_name.setdefault(node_name(node), node)
         self._all_pods_by_node: dict[str, list[Pod]] = {}
         for pod in sorted(self.pods, key=_pod_order):
-            bound = pod_spec(pod).get("nodeName")
+            bound = spec_of(pod).get("nodeName")
             if bound:
                 self._all_pods_by_node.setdefault(str(bound), []).append(pod)
         self._live_pods_by_node: dict[str, list[Pod]] = {
@@ -179,7 +179,7 @@ class CycleView:
         """``PodFitsAnyNode`` / ``PodFitsAnyOtherNode`` (``other_nodes_only``) over
         ``candidates``, through the scheduler's filters (module docstring)."""
         snapshot = self.snapshot
-        current = str(pod_spec(pod).get("nodeName") or "")
+        current = str(spec_of(pod).get("nodeName") or "")
         known = self._candidate_names.get(id(candidates))
         if known is None or known[0] is not candidates:
             listed = [node_name(n) for n in candidates]
@@ -210,7 +210,7 @@ class CycleView:
         (its node's topology values for the terms that select the pod itself) is then taken
         off, which is exactly what counting without it gives."""
         meta = Meta(pod).raw
-        affinity = pod_spec(pod).get("affinity") or {}
+        affinity = spec_of(pod).get("affinity") or {}
         signature = (
             str(meta.get("namespace", "")),
             tuple(sorted((meta.get("labels") or {}).items())),

@@ -29,7 +29,7 @@ from kubescale.objects.node import Node, Taint
 from kubescale.objects.pod import NodeAffinity as NodeAffinitySpec
 from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import LabelSelector
-from kubescale.objects.views import pod_spec
+from kubescale.objects.views import spec_of
 
 from .cycle_view import node_labels, node_name
 from .filters import tolerates
@@ -95,7 +95,7 @@ def violating_taint(
     pod: Pod, taints: Sequence[Taint], args: RemovePodsViolatingNodeTaintsArgs
 ) -> Taint | None:
     """The first considered taint of ``taints`` the pod does not tolerate, if any."""
-    tolerations = pod_spec(pod).get("tolerations") or ()
+    tolerations = spec_of(pod).get("tolerations") or ()
     for taint in considered_taints(taints, args):
         if not any(tolerates(t, taint) for t in tolerations):
             return taint
@@ -109,7 +109,7 @@ def taint_text(taint: Taint) -> str:
 
 def node_affinity_of(pod: Pod) -> NodeAffinitySpec:
     """The pod's ``affinity.nodeAffinity`` (empty when none)."""
-    return (pod_spec(pod).get("affinity") or {}).get("nodeAffinity") or {}
+    return (spec_of(pod).get("affinity") or {}).get("nodeAffinity") or {}
 
 
 def has_required_affinity(pod: Pod) -> bool:
@@ -174,7 +174,7 @@ def forbidden_domains(
             for other in pods:
                 if pod_key(other) == own or not term.matches(other, namespace_labels):
                     continue
-                name = str(pod_spec(other).get("nodeName") or "")
+                name = str(spec_of(other).get("nodeName") or "")
                 other_node = nodes.get(name)
                 if other_node is None:
                     continue

@@ -39,13 +39,7 @@ from kubescale.objects.pdb import PodDisruptionBudget
 from kubescale.objects.persistent_volume_claim import PersistentVolumeClaim
 from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import SelectorError, label_selector_from_dict
-from kubescale.objects.views import (
-    Meta,
-    pdb_spec,
-    pod_spec,
-    pod_status,
-    pvc_spec,
-)
+from kubescale.objects.views import Meta, spec_of, status_of
 from kubescale.scheduling.cycle_view import node_labels
 from kubescale.scheduling.filters import is_node_ready
 from kubescale.scheduling.pods import (
@@ -173,7 +167,7 @@ class DefaultEvictor:
         if FAILED_BARE in enabled:
             if not refs:
                 return False
-        elif not refs and pod_status(pod).get("phase") != "Failed":
+        elif not refs and status_of(pod).get("phase") != "Failed":
             return False
         if LOCAL_STORAGE in enabled and has_local_storage(pod):
             return False
@@ -183,7 +177,7 @@ class DefaultEvictor:
             return False
         if WITHOUT_PDB in enabled and not self._has_pdb(pod):
             return False
-        if RESOURCE_CLAIMS in enabled and pod_spec(pod).get("resourceClaims"):
+        if RESOURCE_CLAIMS in enabled and spec_of(pod).get("resourceClaims"):
             return False
         if args.label_selector is not None and not args.label_selector.matches(
             Meta(pod).raw.get("labels") or {}
@@ -194,7 +188,7 @@ class DefaultEvictor:
             if self.view.owner_count(uid) < args.min_replicas:
                 return False
         if args.min_pod_age is not None and not self.ignore_age:
-            started = parse_time(pod_status(pod).get("startTime"))
+            started = parse_time(status_of(pod).get("startTime"))
             if started is None:
                 return False
             if (self.view.now - started).total_seconds() < args.min_pod_age:
@@ -211,7 +205,7 @@ class DefaultEvictor:
             pvc = self.view.pvcs.get((namespace, claim))
             if pvc is None:
                 return True
-            storage_class = pvc_spec(pvc).get("storageClassName") or Meta(pvc).annotations.get(
+            storage_class = spec_of(pvc).get("storageClassName") or Meta(pvc).annotations.get(
                 _STORAGE_CLASS_ANNOTATION
             )
             if not storage_class or storage_class in self.args.protected_storage_classes:
@@ -224,7 +218,7 @@ class DefaultEvictor:
         for pdb in self.view.pdbs:
             if Meta(pdb).raw.get("namespace") != namespace:
                 continue
-            raw = pdb_spec(pdb).get("selector")
+            raw = spec_of(pdb).get("selector")
             if raw is None:
                 continue
             try:

@@ -27,7 +27,7 @@ from kubescale.base.times import parse_time
 from kubescale.objects.meta import OwnerReference
 from kubescale.objects.node import Taint
 from kubescale.objects.pod import Pod, Toleration, Volume
-from kubescale.objects.views import Meta, pod_spec, pod_status
+from kubescale.objects.views import Meta, spec_of, status_of
 from kubescale.scheduling.filters import tolerates
 from kubescale.scheduling.pod_resources import Amounts, amounts_of, pod_requests
 
@@ -82,7 +82,7 @@ def owner_refs(pod: Pod) -> list[OwnerReference]:
 
 def is_terminal(pod: Pod) -> bool:
     """``Succeeded`` or ``Failed``: left out by ``ListPodsOnANode``."""
-    return pod_status(pod).get("phase") in _TERMINAL
+    return status_of(pod).get("phase") in _TERMINAL
 
 
 def is_terminating(pod: Pod) -> bool:
@@ -105,7 +105,7 @@ def is_daemonset_pod(pod: Pod) -> bool:
 
 
 def _volumes(pod: Pod) -> list[Volume]:
-    return list(pod_spec(pod).get("volumes") or ())
+    return list(spec_of(pod).get("volumes") or ())
 
 
 def has_local_storage(pod: Pod) -> bool:
@@ -127,7 +127,7 @@ def pvc_names(pod: Pod) -> list[str]:
 
 def pod_priority(pod: Pod) -> int | None:
     """``spec.priority`` (admission stamps it from the PriorityClass); ``None`` when unset."""
-    value = pod_spec(pod).get("priority")
+    value = spec_of(pod).get("priority")
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
 
@@ -142,7 +142,7 @@ def requests_of(pod: Pod) -> Amounts:
 
 def restart_count(pod: Pod, *, including_init: bool) -> int:
     """Σ ``containerStatuses[].restartCount`` (+ init containers' when asked)."""
-    status = pod_status(pod)
+    status = status_of(pod)
     statuses = [*(status.get("containerStatuses") or ())]
     if including_init:
         statuses += status.get("initContainerStatuses") or ()
@@ -152,7 +152,7 @@ def restart_count(pod: Pod, *, including_init: bool) -> int:
 def _qos_from_spec(pod: Pod) -> str:
     """``qos.ComputePodQOS`` on cpu and memory; a container's missing request counts as its
     limit (the API server's defaulting)."""
-    spec = pod_spec(pod)
+    spec = spec_of(pod)
     requests: Amounts = {}
     limits: Amounts = {}
     guaranteed = True
@@ -187,7 +187,7 @@ def _qos_from_spec(pod: Pod) -> str:
 
 def qos_class(pod: Pod) -> str:
     """``status.qosClass``, else computed from the spec (module docstring)."""
-    reported = pod_status(pod).get("qosClass")
+    reported = status_of(pod).get("qosClass")
     if reported in _QOS_RANK:
         return str(reported)
     return _qos_from_spec(pod)
@@ -215,7 +215,7 @@ def tolerates_all(tolerations: Sequence[Toleration], taints: Iterable[Taint]) ->
 
 def tolerates_taints_of_any(pod: Pod, taints_by_node: Mapping[str, Sequence[Taint]]) -> bool:
     """``PodToleratesTaints`` (module docstring)."""
-    tolerations = list(pod_spec(pod).get("tolerations") or ())
+    tolerations = list(spec_of(pod).get("tolerations") or ())
     for taints in taints_by_node.values():
         if len(tolerations) >= len(taints) and tolerates_all(tolerations, taints):
             return True

@@ -34,7 +34,7 @@ from kubescale.objects.selectors import (
     label_selector_from_dict,
     new_requirement,
 )
-from kubescale.objects.views import Meta, node_spec, pod_spec
+from kubescale.objects.views import Meta, spec_of
 
 from .cycle_view import node_labels, node_name
 from .filters import FILTERED_EFFECTS, NodeAffinity, first_untolerated_taint
@@ -89,7 +89,7 @@ def spread_constraint(raw: TopologySpreadConstraint, pod: Pod) -> SpreadConstrai
         selector = _merged_selector(raw, pod)
     except SelectorError:
         return None
-    spec = pod_spec(pod)
+    spec = spec_of(pod)
     affinity_policy = raw.get("nodeAffinityPolicy") or HONOR
     taints_policy = raw.get("nodeTaintsPolicy") or "Ignore"
     node_affinity = NodeAffinity.of_pod(pod) if affinity_policy == HONOR else None
@@ -120,7 +120,7 @@ def spread_constraint(raw: TopologySpreadConstraint, pod: Pod) -> SpreadConstrai
 def spread_constraints(pod: Pod, kinds: Sequence[str]) -> list[SpreadConstraint]:
     """The pod's constraints of the ``whenUnsatisfiable`` kinds in ``kinds``."""
     found = []
-    for raw in pod_spec(pod).get("topologySpreadConstraints") or ():
+    for raw in spec_of(pod).get("topologySpreadConstraints") or ():
         if raw.get("whenUnsatisfiable") not in kinds:
             continue
         constraint = spread_constraint(raw, pod)
@@ -139,7 +139,7 @@ def node_included(constraint: SpreadConstraint, node: Node) -> bool:
     ):
         return False
     if constraint.tolerations is not None:
-        taints = node_spec(node).get("taints") or ()
+        taints = spec_of(node).get("taints") or ()
         if first_untolerated_taint(taints, constraint.tolerations, FILTERED_EFFECTS) is not None:
             return False
     return True
@@ -184,7 +184,7 @@ def domain_counts(
             Meta(pod).raw.get("labels") or {}
         ):
             continue
-        bound = nodes.get(str(pod_spec(pod).get("nodeName") or ""))
+        bound = nodes.get(str(spec_of(pod).get("nodeName") or ""))
         if bound is None:
             continue
         value = node_labels(bound).get(key)

@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kubescale.objects.node import Node, Taint
-from kubescale.objects.views import Meta, node_spec
+from kubescale.objects.views import Meta, spec_of
 
 from .policy.utilization_args import HighNodeUtilizationArgs, LowNodeUtilizationArgs
 
@@ -78,9 +78,9 @@ class UtilizationArrays:
                 [[int(capacity[n].get(r, 0)) for r in resources] for n in names], dtype=np.int64
             ).reshape(len(names), len(resources)),
             unschedulable=np.array(
-                [bool(node_spec(n).get("unschedulable")) for n in nodes], dtype=np.bool_
+                [bool(spec_of(n).get("unschedulable")) for n in nodes], dtype=np.bool_
             ),
-            taints=[list(node_spec(n).get("taints") or ()) for n in nodes],
+            taints=[list(spec_of(n).get("taints") or ()) for n in nodes],
         )
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from kubescale.coordination.requests_ahead import pod_with_admitted_resources
 from kubescale.objects.pod import Pod
-from kubescale.objects.views import pod_spec
+from kubescale.objects.views import spec_of
 from tests import builders
 
 
@@ -37,10 +37,10 @@ def test_the_pod_gets_the_admitted_requests(only_raise: bool, expected: dict[str
     )
     patches = [_set("cpu", "250m"), _set("memory", "50Mi")]
     ahead = pod_with_admitted_resources(pod, patches, only_raise=only_raise)
-    resources = (pod_spec(ahead).get("containers") or [])[0].get("resources") or {}
+    resources = (spec_of(ahead).get("containers") or [])[0].get("resources") or {}
     assert resources.get("requests") == expected
     # the pod itself is left as it was
-    assert (pod_spec(pod).get("containers") or [])[0].get("resources") == {
+    assert (spec_of(pod).get("containers") or [])[0].get("resources") == {
         "requests": {"cpu": "100m", "memory": "100Mi"}
     }
 
@@ -64,6 +64,6 @@ def test_a_malformed_container_entry_is_left_as_it_is() -> None:
     body["spec"]["containers"].append("junk")
     pod = builders.meta.stored_as(body, Pod)
     ahead = pod_with_admitted_resources(pod, [_set("cpu", "250m")], only_raise=False)
-    containers: list[Any] = list(pod_spec(ahead).get("containers") or [])
+    containers: list[Any] = list(spec_of(ahead).get("containers") or [])
     assert containers[1] == "junk"
     assert containers[0]["resources"] == {"requests": {"cpu": "250m"}}

@@ -22,7 +22,7 @@ from kubescale.controllers.vpa.api.pod_patches import OBSERVED_CONTAINERS_ANNOTA
 from kubescale.coordination.requests_ahead import AheadAnswer, pod_with_admitted_resources
 from kubescale.kube.shared_cache import SharedCache
 from kubescale.objects.pod import Pod
-from kubescale.objects.views import Meta, pod_spec
+from kubescale.objects.views import Meta, spec_of
 
 __all__ = ["WebhookRequestsAhead"]
 
@@ -48,7 +48,7 @@ class WebhookRequestsAhead:
         """:meth:`requests_for`'s answer; its basis is the webhook's remembered answer
         (:attr:`~.admission.cached_pod_admission.PodDecision.answered`) when the match was
         made from informers only, else none (asked again next time)."""
-        scheduled = bool(pod_spec(pod).get("nodeName"))
+        scheduled = bool(spec_of(pod).get("nodeName"))
         annotations = Meta(pod).annotations
         if scheduled and OBSERVED_CONTAINERS_ANNOTATION not in annotations:
             # never admitted with a VPA: no VPA update coming (and no cost)

@@ -45,7 +45,7 @@ from kubescale.coordination.disruption_arbiter import (
     workload_allowance,
 )
 from kubescale.objects.pod import Pod
-from kubescale.objects.views import Meta, pod_spec
+from kubescale.objects.views import Meta, spec_of
 from kubescale.scheduling.pods import pod_id
 
 __all__ = [
@@ -187,7 +187,7 @@ class PodEvictor:
 
     def evict(self, pod: Pod, *, strategy: str, profile: str, reason: str = "") -> Evicting:
         """Check the limits, then hand the eviction to the driver (module docstring)."""
-        node = str(pod_spec(pod).get("nodeName") or "")
+        node = str(spec_of(pod).get("nodeName") or "")
         request = EvictionRequest(
             pod=pod, node=node, strategy=strategy, profile=profile, reason=reason
         )

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from kubescale.objects.views import Meta, node_spec
+from kubescale.objects.views import Meta, spec_of
 from kubescale.scheduling.cycle_view import node_name
 from kubescale.scheduling.descheduler_rules import (
     NODE_TAINTS,
@@ -41,7 +41,7 @@ def remove_pods_violating_node_taints(
     ctx: StrategyContext, args: RemovePodsViolatingNodeTaintsArgs
 ) -> StrategyRun:
     for node in ctx.view.nodes:
-        taints = list(node_spec(node).get("taints") or ())
+        taints = list(spec_of(node).get("taints") or ())
         if not considered_taints(taints, args):
             continue
         name = node_name(node)

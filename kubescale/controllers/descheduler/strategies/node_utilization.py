@@ -44,7 +44,7 @@ from typing import Final
 
 from kubescale.objects.node import Node
 from kubescale.objects.pod import Pod
-from kubescale.objects.views import Meta, node_spec
+from kubescale.objects.views import Meta, spec_of
 from kubescale.scheduling.cycle_view import node_name
 from kubescale.scheduling.descheduler_rules import HIGH_NODE_UTILIZATION, LOW_NODE_UTILIZATION
 from kubescale.scheduling.pods import requests_of, sort_low_to_high, tolerates_taints_of_any
@@ -252,7 +252,7 @@ def lnu_classification(
     under, over = [], []
     for node in nodes:
         name = node_name(node)
-        if not node_spec(node).get("unschedulable") and is_below(percent[name], low):
+        if not spec_of(node).get("unschedulable") and is_below(percent[name], low):
             under.append(name)
         elif is_above(percent[name], high):
             over.append(name)
@@ -315,7 +315,7 @@ def high_node_utilization(ctx: StrategyContext, args: HighNodeUtilizationArgs) -
         percent = usage_percent(source.usage[name], node_capacity(node))
         if is_below(percent, args.thresholds):
             under.append(name)
-        elif not node_spec(node).get("unschedulable"):
+        elif not spec_of(node).get("unschedulable"):
             schedulable.append(name)
     if not under or len(under) <= args.number_of_nodes or len(under) == len(view.nodes):
         return
@@ -380,7 +380,7 @@ def _evict_from_sources(
                     "terminating eviction"
                 )
             headroom[name] = headroom.get(name, 0) + node.available.get(name, 0) - node.usage[name]
-    taints = {n.name: list(node_spec(n.node).get("taints") or ()) for n in destinations}
+    taints = {n.name: list(spec_of(n.node).get("taints") or ()) for n in destinations}
     for node in sources:
         removable = sort_low_to_high(p for p in node.pods if pod_filter(p))
         if not removable or not keep_going(node, headroom):

@@ -39,7 +39,7 @@ from typing import Any, Final
 
 from kubescale.base.times import parse_time
 from kubescale.objects.pod import ContainerStatus, Pod
-from kubescale.objects.views import Meta, pod_status
+from kubescale.objects.views import Meta, status_of
 from kubescale.scheduling.cycle_view import node_name
 from kubescale.scheduling.pods import creation_time, owner_refs, restart_count
 from kubescale.scheduling.policy.common_args import labels_match
@@ -69,7 +69,7 @@ FAILED_PODS: Final = "RemoveFailedPods"
 
 
 def _statuses(pod: Pod, *, init: bool, ephemeral: bool = False) -> Iterator[ContainerStatus]:
-    status = pod_status(pod)
+    status = status_of(pod)
     yield from status.get("containerStatuses") or ()
     if init:
         yield from status.get("initContainerStatuses") or ()
@@ -88,7 +88,7 @@ def _in_scope(pod: Pod, namespaces: Any, selector: Any) -> bool:
 def _restart_states_match(pod: Pod, args: RemovePodsHavingTooManyRestartsArgs) -> bool:
     if not args.states:
         return True
-    if pod_status(pod).get("phase") in args.states:
+    if status_of(pod).get("phase") in args.states:
         return True
     for cs in _statuses(pod, init=args.including_init_containers):
         waiting = (cs.get("state") or {}).get("waiting")
@@ -143,7 +143,7 @@ def _exit_codes(pod: Pod, *, init: bool, ephemeral: bool = False) -> set[int]:
 
 
 def _condition_matches(pod: Pod, wanted: PodConditionFilter, now: datetime) -> bool:
-    for condition in pod_status(pod).get("conditions") or ():
+    for condition in status_of(pod).get("conditions") or ():
         if wanted.type and condition.get("type") != wanted.type:
             continue
         if wanted.status and condition.get("status") != wanted.status:
@@ -177,7 +177,7 @@ def pod_lifetime_eligible(pod: Pod, args: PodLifeTimeArgs, now: datetime) -> boo
             return False
     init, ephemeral = args.including_init_containers, args.including_ephemeral_containers
     if args.states:
-        status = pod_status(pod)
+        status = status_of(pod)
         seen = _reasons(pod, init=init, ephemeral=ephemeral)
         seen.update(str(v) for v in (status.get("phase"), status.get("reason")) if v)
         if not seen & set(args.states):
@@ -209,7 +209,7 @@ def pod_lifetime(ctx: StrategyContext, args: PodLifeTimeArgs) -> StrategyRun:
 
 
 def _failed_pod_eligible(pod: Pod, args: RemoveFailedPodsArgs, now: datetime) -> bool:
-    status = pod_status(pod)
+    status = status_of(pod)
     if status.get("phase") != "Failed":
         return False
     created = creation_time(pod)

@@ -25,7 +25,7 @@ from typing import Final
 
 from kubescale.objects.node import Node
 from kubescale.objects.pod import Pod
-from kubescale.objects.views import Meta, node_spec, pod_spec
+from kubescale.objects.views import Meta, spec_of
 from kubescale.scheduling.cycle_view import node_labels, node_name
 from kubescale.scheduling.filters import FILTERED_EFFECTS, NodeAffinity, first_untolerated_taint
 from kubescale.scheduling.pods import owner_refs
@@ -42,7 +42,7 @@ OwnerKey = tuple[str, str, str, str]
 
 
 def _images(pod: Pod) -> list[str]:
-    return sorted(str(c.get("image", "")) for c in pod_spec(pod).get("containers") or ())
+    return sorted(str(c.get("image", "")) for c in spec_of(pod).get("containers") or ())
 
 
 def owner_keys(pod: Pod) -> list[OwnerKey]:
@@ -65,7 +65,7 @@ def _key_list(pod: Pod) -> str:
 
 
 def _placement_class(pod: Pod) -> str:
-    spec = pod_spec(pod)
+    spec = spec_of(pod)
     affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution"
     )
@@ -76,14 +76,12 @@ def _placement_class(pod: Pod) -> str:
 
 def _class_nodes(pod: Pod, nodes: Sequence[Node]) -> list[str]:
     """The nodes one placement class could run on."""
-    tolerations = pod_spec(pod).get("tolerations") or ()
+    tolerations = spec_of(pod).get("tolerations") or ()
     affinity = NodeAffinity.of_pod(pod)
     return [
         node_name(node)
         for node in nodes
-        if first_untolerated_taint(
-            node_spec(node).get("taints") or (), tolerations, FILTERED_EFFECTS
-        )
+        if first_untolerated_taint(spec_of(node).get("taints") or (), tolerations, FILTERED_EFFECTS)
         is None
         and affinity.matches(node_name(node), node_labels(node))
     ]

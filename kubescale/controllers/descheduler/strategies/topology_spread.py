@@ -38,7 +38,7 @@ from typing import Final
 from kubescale.objects.node import Node
 from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import LabelSelector
-from kubescale.objects.views import Meta, pod_spec
+from kubescale.objects.views import Meta, spec_of
 from kubescale.scheduling.cycle_view import node_labels, node_name
 from kubescale.scheduling.descheduler_rules import TOPOLOGY_SPREAD
 from kubescale.scheduling.fit import pod_key
@@ -64,7 +64,7 @@ NAME: Final = TOPOLOGY_SPREAD
 
 
 def _has_selector_or_affinity(pod: Pod) -> bool:
-    spec = pod_spec(pod)
+    spec = spec_of(pod)
     return spec.get("nodeSelector") is not None or bool(
         (spec.get("affinity") or {}).get("nodeAffinity")
     )
@@ -201,7 +201,7 @@ def remove_pods_violating_topology_spread_constraint(
                 marked.setdefault(pod_key(pod), pod)
     limited: set[str] = set()
     for pod in marked.values():
-        node = str(pod_spec(pod).get("nodeName") or "")
+        node = str(spec_of(pod).get("nodeName") or "")
         if node in limited or not in_scope(pod) or not ctx.pre_eviction_filter(pod):
             continue
         result = yield from ctx.evict(pod, "pod's topology spread constraint is violated")
