@@ -39,7 +39,6 @@ from kubescale.controllers.vpa.updater.eviction_restriction import (
 from kubescale.controllers.vpa.updater.update_priority import (
     is_terminating,
     pod_is_updatable,
-    vpa_is_updated,
 )
 from kubescale.controllers.vpa.updater.updater_config import UpdaterSettings
 from kubescale.controllers.vpa.updater.updater_decision import (
@@ -47,7 +46,7 @@ from kubescale.controllers.vpa.updater.updater_decision import (
     UpdaterSnapshot,
     VpaSnapshot,
     decide,
-    has_recommendation,
+    looked_at,
     vpa_key,
 )
 from kubescale.controllers.vpa.updater.updater_metrics import UpdaterMetrics
@@ -98,10 +97,7 @@ def updater_snapshot(reading: ClusterReading, settings: UpdaterSettings) -> Upda
     entries: list[VpaSnapshot] = []
     terminating: Counter[ControllerKey] = Counter()
     for vpa in sorted(reading.vpas, key=vpa_key):
-        if not (
-            vpa_is_updated(vpa, in_place_gate=settings.priority.in_place_gate)
-            and has_recommendation(vpa)
-        ):
+        if not looked_at(vpa, settings):
             continue
         ref = target_ref_of(vpa)
         workload = workloads.get((ref.namespace, ref.kind, ref.name)) if ref else None

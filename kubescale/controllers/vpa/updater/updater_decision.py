@@ -84,6 +84,15 @@ def has_recommendation(vpa: VerticalPodAutoscaler) -> bool:
     return bool(recommendation.get("containerRecommendations"))
 
 
+def looked_at(vpa: VerticalPodAutoscaler, settings: UpdaterSettings) -> bool:
+    """``RunOnce`` step 1: a VPA the updater works on — updated by it (its mode) with a
+    recommendation, or, with the ``CPUStartupBoost`` gate, one with a startup boost."""
+    return (
+        vpa_is_updated(vpa, in_place_gate=settings.priority.in_place_gate)
+        and has_recommendation(vpa)
+    ) or (settings.priority.cpu_startup_boost and has_startup_boost(vpa))
+
+
 def vpa_key(vpa: VerticalPodAutoscaler) -> tuple[str, str]:
     metadata = Meta(vpa).raw
     return (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))

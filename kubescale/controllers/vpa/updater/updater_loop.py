@@ -60,7 +60,6 @@ from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef, topmost_controller
 from kubescale.controllers.vpa.api.vpa_matching import (
     choose_vpa,
-    has_startup_boost,
     target_ref_of,
 )
 from kubescale.controllers.vpa.api.vpa_targets import VpaTargets, target_ref
@@ -73,7 +72,6 @@ from kubescale.controllers.vpa.updater.eviction_restriction import (
 from kubescale.controllers.vpa.updater.update_priority import (
     is_terminating,
     pod_is_updatable,
-    vpa_is_updated,
 )
 from kubescale.controllers.vpa.updater.updater_actions import ACTOR
 from kubescale.controllers.vpa.updater.updater_config import UpdaterSettings
@@ -82,7 +80,7 @@ from kubescale.controllers.vpa.updater.updater_decision import (
     UpdaterSnapshot,
     VpaSnapshot,
     decide,
-    has_recommendation,
+    looked_at,
     vpa_key,
 )
 from kubescale.controllers.vpa.updater.updater_metrics import UpdaterMetrics
@@ -287,16 +285,7 @@ class UpdaterLoop:
                 )
             )
             return None
-        boost_gate = self.settings.priority.cpu_startup_boost
-        vpas = [
-            vpa
-            for vpa in self.vpas.lister.list()
-            if (
-                vpa_is_updated(vpa, in_place_gate=self.settings.priority.in_place_gate)
-                and has_recommendation(vpa)
-            )
-            or (boost_gate and has_startup_boost(vpa))
-        ]
+        vpas = [vpa for vpa in self.vpas.lister.list() if looked_at(vpa, self.settings)]
         selectors = await self._selectors(vpas)
         if timer is not None:
             timer.observe_step("ListVPAs")
