@@ -273,11 +273,14 @@ class ClusterSnapshot:
 
     def restore_node(self, state: NodeState) -> None:
         """Put back a node (with its pods) that :meth:`remove_node` returned: undoing a
-        simulated removal."""
-        self.remove_node(state.name)
-        self.nodes[state.name] = state
-        self._anti_affinity_pods += sum(1 for p in state.pods if _has_anti_affinity(p))
-        self._spread.node_changed(state, added=True)
+        simulated removal.
+
+        The whole node comes back, its placed pods with required anti-affinity included, as
+        upstream's ``DeltaSnapshotStore.Revert`` returns to the base data whose ``NodeInfo``
+        still lists them (``havePodsWithRequiredAntiAffinity``, which InterPodAffinity's
+        PreFilter reads for a pod without affinity terms of its own): :meth:`remove_node`
+        dropped them from :meth:`anti_affinity_pods`, so they are found again here."""
+        self.add_node_state(state)
 
     def add_pod(self, node_name: str, pod: Mapping[str, Any]) -> None:
         """Count ``pod`` on ``node_name`` (which must be in the snapshot)."""

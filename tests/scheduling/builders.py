@@ -6,7 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kubescale.objects.node import Node
+from kubescale.objects.pod import Pod
 from tests import builders
+from tests.builders.meta import typed_builder
 
 FOO = {"matchExpressions": [{"key": "foo", "operator": "Exists"}]}
 BAR = {"matchExpressions": [{"key": "bar", "operator": "Exists"}]}
@@ -76,10 +79,12 @@ def fit_pod(
     init_ports: Sequence[str] = (),
     cpu: str = "100m",
     tolerations: Sequence[Mapping[str, Any]] = (),
+    affinity: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``st.MakePod()``: a Running pod of one container ``c`` requesting ``cpu``; ``ports`` are
-    upstream's ``"PROTOCOL/hostIP/hostPort"`` strings (``newPod``); over
-    :func:`tests.builders.pods.pod`."""
+    upstream's ``"PROTOCOL/hostIP/hostPort"`` strings (``newPod``); ``affinity`` is further
+    ``spec.affinity`` (pod affinity, anti-affinity), merged with ``affinity_in``/``_not_in``;
+    over :func:`tests.builders.pods.pod`."""
     container_fields: dict[str, Any] = {}
     if ports:
         container_fields["ports"] = [_port(p) for p in ports]
@@ -115,6 +120,8 @@ def fit_pod(
                     }
                 }
             }
+    if affinity is not None:
+        spec["affinity"] = {**spec.get("affinity", {}), **affinity}
     return builders.pods.pod(
         name=name,
         namespace=namespace,
@@ -137,3 +144,10 @@ def _port(text: str) -> dict[str, Any]:
     if ip:
         entry["hostIP"] = ip
     return entry
+
+
+typed_fit_node = typed_builder(fit_node, Node)
+"""``fit_node()`` typed as :class:`kubescale.objects.node.Node`."""
+
+typed_fit_pod = typed_builder(fit_pod, Pod)
+"""``fit_pod()`` typed as :class:`kubescale.objects.pod.Pod`."""
