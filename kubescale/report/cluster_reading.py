@@ -29,6 +29,7 @@ from kubescale.kube.resources import (
     VERTICAL_POD_AUTOSCALERS,
     ResourceType,
 )
+from kubescale.objects.node import Node
 from kubescale.objects.pod import Pod
 from kubescale.objects.vpa import VerticalPodAutoscaler
 
@@ -56,7 +57,7 @@ class ClusterReading:
     pods: list[Pod] = field(default_factory=list)
     vpas: list[VerticalPodAutoscaler] = field(default_factory=list)
     hpas: list[dict[str, Any]] = field(default_factory=list)
-    nodes: list[dict[str, Any]] = field(default_factory=list)
+    nodes: list[Node] = field(default_factory=list)
     pod_metrics: list[dict[str, Any]] = field(default_factory=list)
     node_metrics: list[dict[str, Any]] = field(default_factory=list)
     replica_sets: list[dict[str, Any]] = field(default_factory=list)
@@ -91,14 +92,14 @@ async def read_cluster(client: KubeClient, *, namespace: str | None) -> ClusterR
         workloads.extend(await _items(client, rt, namespace, missing))
     return ClusterReading(
         workloads=workloads,
-        # The transport boundary: the listed JSON as the typed pods.
+        # The transport boundary: the listed JSON as the typed pods (and nodes below).
         pods=cast(list[Pod], await _items(client, PODS, namespace, missing)),
         vpas=cast(
             list[VerticalPodAutoscaler],
             await _items(client, VERTICAL_POD_AUTOSCALERS, namespace, missing),
         ),
         hpas=await _items(client, HORIZONTAL_POD_AUTOSCALERS, namespace, missing),
-        nodes=await _items(client, NODES, None, missing),
+        nodes=cast(list[Node], await _items(client, NODES, None, missing)),
         pod_metrics=await _items(client, POD_METRICS, namespace, missing),
         node_metrics=await _items(client, NODE_METRICS, None, missing),
         replica_sets=await _items(client, REPLICA_SETS, namespace, missing),

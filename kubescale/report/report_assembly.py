@@ -30,10 +30,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from kubescale.base.times import format_time
 from kubescale.controllers.vpa.model.cluster_state import VpaRecommendation
+from kubescale.objects.containers import Container
 from kubescale.objects.selectors import SelectorError, label_selector_from_dict
 from kubescale.objects.views import Meta, raw_spec, spec_of, status_of
 from kubescale.rendering.kube_columns import hpa_targets
@@ -111,7 +112,7 @@ def _bounds(entry: Mapping[str, Any] | None, resource: str) -> dict[str, int | N
 
 
 def _container(
-    container: Mapping[str, Any], recommendation: Mapping[str, Any] | None, replicas: int
+    container: Container, recommendation: Mapping[str, Any] | None, replicas: int
 ) -> dict[str, Any]:
     requests = container_amounts(container, "requests")
     limits = container_amounts(container, "limits")
@@ -264,7 +265,8 @@ def assemble_report(
         replicas = _replicas(workload, pods)
         template: Any = raw_spec(spec_of(workload).get("template") or {}) or {}
         containers = [
-            _container(c, entries.get(str(c.get("name") or "")), replicas)
+            # the workloads are read untyped: a container of the template as the typed one
+            _container(cast(Container, c), entries.get(str(c.get("name") or "")), replicas)
             for c in template.get("containers") or []
             if isinstance(c, Mapping)
         ]

@@ -18,7 +18,6 @@ A property test holds the counts to :meth:`ClusterSnapshot.topology`'s.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from kubescale.objects.pod import Pod
 from kubescale.objects.views import Meta
@@ -27,9 +26,8 @@ from kubescale.scheduling.inter_pod_affinity import AffinityTerm, TopologyCounts
 
 __all__ = ["AffinityIndex"]
 
-Placed = tuple[Mapping[str, Any], Mapping[str, str]]
-"""A placed pod and its node's labels (the snapshot's pods: :class:`~.fit.ClusterSnapshot`,
-shared with the cluster autoscaler, still holds them untyped)."""
+Placed = tuple[Pod, Mapping[str, str]]
+"""A placed pod and its node's labels."""
 
 
 class AffinityIndex:

@@ -29,7 +29,6 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from kubescale.objects.node import Node
 from kubescale.objects.pdb import PodDisruptionBudget
@@ -117,7 +116,7 @@ class CycleView:
         }
         self._owner_counts: dict[str, int] | None = None
         self._snapshot: ClusterSnapshot | None = None
-        self._topologies: dict[tuple[str, tuple[tuple[str, str], ...], str], Any] = {}
+        self._topologies: dict[tuple[str, tuple[tuple[str, str], ...], str], TopologyCounts] = {}
         self._spec_requests: dict[int, tuple[Pod, Amounts]] = {}
         self._candidate_names: dict[int, tuple[Iterable[Node], list[str]]] = {}
         self._affinity_index: AffinityIndex | None = None
@@ -222,9 +221,7 @@ class CycleView:
             if self._affinity_index is None:
                 self._affinity_index = AffinityIndex(self.snapshot, self.namespace_labels)
             self._topologies[signature] = self._affinity_index.counts(pod, info)
-        base: TopologyCounts | None = self._topologies[signature]
-        if base is None:
-            return None
+        base = self._topologies[signature]
         if not info.affinity and not info.anti_affinity:
             return base  # the pod's own share is nothing: the shared counts are its counts
         counts = TopologyCounts(pod=pod, affinity=info.affinity, anti_affinity=info.anti_affinity)

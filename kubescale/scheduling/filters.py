@@ -35,9 +35,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
-from kubescale.objects.pod import Pod
+from kubescale.objects.meta import LabelSelectorRequirement
+from kubescale.objects.node import Node, Taint
+from kubescale.objects.pod import NodeSelectorTerm as NodeSelectorTermObject
+from kubescale.objects.pod import Pod, Toleration
 from kubescale.objects.selectors import (
     DOES_NOT_EXIST,
     EXISTS,
@@ -91,7 +94,7 @@ class FilterStatus:
 # ----------------------------------------------------------------------------- taints
 
 
-def is_node_ready(node: Mapping[str, Any]) -> bool:
+def is_node_ready(node: Node) -> bool:
     """The descheduler's ``IsReady`` (also the one-brain budget's destinations): no ``Ready``
     condition with a status other than ``True``."""
     for condition in status_of(node).get("conditions") or ():
@@ -100,7 +103,7 @@ def is_node_ready(node: Mapping[str, Any]) -> bool:
     return True
 
 
-def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+def tolerates(toleration: Toleration, taint: Taint) -> bool:
     """``Toleration.ToleratesTaint``: effect (empty = any), key (empty = any), then
     ``Exists`` or ``Equal`` (the default) on the value."""
     effect = toleration.get("effect") or ""
@@ -118,10 +121,10 @@ def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
 
 
 def first_untolerated_taint(
-    taints: Iterable[Mapping[str, Any]],
-    tolerations: Sequence[Mapping[str, Any]],
+    taints: Iterable[Taint],
+    tolerations: Sequence[Toleration],
     effects: Sequence[str] = FILTERED_EFFECTS,
-) -> Mapping[str, Any] | None:
+) -> Taint | None:
     """``FindMatchingUntoleratedTaint``: the first taint (in node order) nothing tolerates."""
     for taint in taints:
         if taint.get("effect") not in effects:
@@ -143,7 +146,7 @@ _NODE_SELECTOR_OPERATORS: Final = {
 }
 
 
-def _requirement(expression: Mapping[str, Any]) -> Requirement:
+def _requirement(expression: LabelSelectorRequirement) -> Requirement:
     operator = _NODE_SELECTOR_OPERATORS.get(str(expression.get("operator")))
     if operator is None:
         raise SelectorError(f"{expression.get('operator')!r} is not a valid node selector operator")
@@ -165,7 +168,7 @@ NodeSelectorTerm = _Term
 """One ``NodeSelectorTerm``: its label expressions and ``metadata.name`` fields, ANDed."""
 
 
-def parse_node_selector_term(term: Mapping[str, Any]) -> NodeSelectorTerm | None:
+def parse_node_selector_term(term: NodeSelectorTermObject) -> NodeSelectorTerm | None:
     """A ``NodeSelectorTerm``; ``None`` when it matches no node (empty, invalid, or a field
     other than ``metadata.name``)."""
     expressions = term.get("matchExpressions") or []
@@ -190,7 +193,7 @@ class PreferredNodeAffinity:
     terms: tuple[tuple[int, NodeSelectorTerm | None], ...] = ()
 
     @classmethod
-    def of_pod(cls, pod: Mapping[str, Any]) -> PreferredNodeAffinity:
+    def of_pod(cls, pod: Pod) -> PreferredNodeAffinity:
         affinity = (spec_of(pod).get("affinity") or {}).get("nodeAffinity") or {}
         preferred = affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []
         return cls(
@@ -241,7 +244,7 @@ class NodeAffinity:
     terms: tuple[_Term, ...] | None = None  # None: no required node affinity
 
     @classmethod
-    def of_pod(cls, pod: Mapping[str, Any]) -> NodeAffinity:
+    def of_pod(cls, pod: Pod) -> NodeAffinity:
         spec = spec_of(pod)
         selector = tuple(sorted((spec.get("nodeSelector") or {}).items()))
         required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
@@ -283,7 +286,7 @@ class NodeState:
 
     name: str
     labels: Mapping[str, str]
-    taints: tuple[Mapping[str, Any], ...]
+    taints: tuple[Taint, ...]
     unschedulable: bool
     allocatable: Amounts
     requested: Amounts = field(default_factory=dict)
@@ -293,7 +296,7 @@ class NodeState:
     """The host ports the pods on it hold (NodePorts; kept by the snapshot)."""
 
     @classmethod
-    def of_node(cls, node: Mapping[str, Any], allocatable: Amounts) -> NodeState:
+    def of_node(cls, node: Node, allocatable: Amounts) -> NodeState:
         spec = spec_of(node)
         return cls(
             name=meta(node).name,

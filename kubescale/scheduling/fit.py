@@ -30,9 +30,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, cast
+from typing import Final
 
-from kubescale.objects.pod import Pod
+from kubescale.objects.node import Node, Taint
+from kubescale.objects.pod import Pod, Toleration
 from kubescale.objects.selectors import LabelSelector
 from kubescale.objects.views import Meta, spec_of, status_of
 
@@ -68,10 +69,10 @@ __all__ = [
 ]
 
 _TERMINAL: Final = ("Succeeded", "Failed")
-_UNSCHEDULABLE_TOLERATION_TAINT: Final = {"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}
+_UNSCHEDULABLE_TOLERATION_TAINT: Final[Taint] = {"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}
 
 
-def pod_key(pod: Mapping[str, Any]) -> tuple[str, str]:
+def pod_key(pod: Pod) -> tuple[str, str]:
     """``(namespace, name)`` of a pod."""
     meta = Meta(pod).raw
     return str(meta.get("namespace", "")), str(meta["name"])
@@ -81,11 +82,11 @@ def pod_key(pod: Mapping[str, Any]) -> tuple[str, str]:
 class PodInfo:
     """What filtering needs of the pod being placed (kube-scheduler's PreFilter state)."""
 
-    pod: Mapping[str, Any]
+    pod: Pod
     requests: Amounts
     non_zero: Amounts
     """Requests with a container's missing cpu/memory counted as 100m / 200 MiB (scoring)."""
-    tolerations: tuple[Mapping[str, Any], ...]
+    tolerations: tuple[Toleration, ...]
     node_affinity: NodeAffinity
     affinity: tuple[AffinityTerm, ...]
     anti_affinity: tuple[AffinityTerm, ...]
@@ -129,10 +130,10 @@ class ClusterSnapshot:
         self._anti_affinity_pods = 0
         """Placed pods with required anti-affinity terms: when 0, a pod without affinity terms
         needs no topology counting at all."""
-        self._anti_affinity_placed: dict[str, dict[tuple[str, str], Mapping[str, Any]]] = {}
+        self._anti_affinity_placed: dict[str, dict[tuple[str, str], Pod]] = {}
         """Node → the placed pods with required anti-affinity terms (a pod without affinity
         terms of its own is checked against these only)."""
-        self._anti_terms: dict[tuple[str, str], tuple[Mapping[str, Any], tuple[AffinityTerm, ...]]]
+        self._anti_terms: dict[tuple[str, str], tuple[Pod, tuple[AffinityTerm, ...]]]
         self._anti_terms = {}
         """The parsed anti-affinity terms per pod snapshot."""
         self._spread = SpreadIndex()
@@ -142,13 +143,13 @@ class ClusterSnapshot:
     def build(
         cls,
         *,
-        nodes: Iterable[Mapping[str, Any]],
-        pods: Iterable[Mapping[str, Any]],
+        nodes: Iterable[Node],
+        pods: Iterable[Pod],
         namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
         ignored_resources: frozenset[str] = frozenset(),
         requests: RequestCache | None = None,
         non_zero: RequestCache | None = None,
-        allocatable: Callable[[Mapping[str, Any]], Amounts] = node_allocatable,
+        allocatable: Callable[[Node], Amounts] = node_allocatable,
     ) -> ClusterSnapshot:
         """The snapshot of ``nodes`` with every bound, unfinished pod of ``pods`` on its node
         (pods bound to a node not in ``nodes`` are left out); ``allocatable`` reads what a node
@@ -198,7 +199,7 @@ class ClusterSnapshot:
 
     # ------------------------------------------------------------------------ changes
 
-    def add_node(self, node: Mapping[str, Any], *, allocatable: Amounts | None = None) -> NodeState:
+    def add_node(self, node: Node, *, allocatable: Amounts | None = None) -> NodeState:
         """Add (or replace, empty) a node; ``allocatable`` defaults to the node's status."""
         name = str(Meta(node).raw["name"])
         self.remove_node(name)
@@ -250,7 +251,7 @@ class ClusterSnapshot:
         self,
         state: NodeState,
         *,
-        anti_affinity: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
+        anti_affinity: Mapping[tuple[str, str], Pod] | None = None,
     ) -> None:
         """Add (or replace) a node with the pods ``state`` counts, as :meth:`add_node` then
         :meth:`add_pod` for each of them would (the snapshot takes ``state``): a node put
@@ -267,7 +268,7 @@ class ClusterSnapshot:
             self._anti_affinity_placed[state.name] = dict(placed)
         self._spread.node_changed(state, added=True)
 
-    def anti_affinity_pods(self, node_name: str) -> Mapping[tuple[str, str], Mapping[str, Any]]:
+    def anti_affinity_pods(self, node_name: str) -> Mapping[tuple[str, str], Pod]:
         """The pods with required anti-affinity terms placed on ``node_name``, by key."""
         return self._anti_affinity_placed.get(node_name, {})
 
@@ -282,16 +283,12 @@ class ClusterSnapshot:
         dropped them from :meth:`anti_affinity_pods`, so they are found again here."""
         self.add_node_state(state)
 
-    def add_pod(self, node_name: str, pod: Mapping[str, Any]) -> None:
+    def add_pod(self, node_name: str, pod: Pod) -> None:
         """Count ``pod`` on ``node_name`` (which must be in the snapshot)."""
         state = self.nodes[node_name]
         add_into(state.requested, self._requests.requests(pod))
         add_into(state.non_zero_requested, self._non_zero.requests(pod))
-        # The one place pods enter the snapshot's typed store: the descheduler's cycle view and
-        # the simulated scheduler still hand them over as untyped JSON (issue 28.3 converts
-        # them; then this parameter narrows to Pod and the cast goes). A TypedDict is the same
-        # dict at run time, so nothing is copied.
-        state.pods.append(cast(Pod, pod))
+        state.pods.append(pod)
         ports = host_ports(pod)
         if ports:
             state.used_ports.add(ports)
@@ -300,7 +297,7 @@ class ClusterSnapshot:
             self._anti_affinity_placed.setdefault(node_name, {})[pod_key(pod)] = pod
         self._spread.pod_added(node_name, pod)
 
-    def remove_pod(self, node_name: str, pod: Mapping[str, Any]) -> bool:
+    def remove_pod(self, node_name: str, pod: Pod) -> bool:
         """Stop counting the pod (matched by namespace/name) on ``node_name``; whether it was
         there."""
         state = self.nodes.get(node_name)
@@ -342,7 +339,7 @@ class ClusterSnapshot:
 
     # ----------------------------------------------------------------------- questions
 
-    def pod_info(self, pod: Mapping[str, Any]) -> PodInfo:
+    def pod_info(self, pod: Pod) -> PodInfo:
         spec = spec_of(pod)
         return PodInfo(
             pod=pod,
@@ -407,7 +404,7 @@ class ClusterSnapshot:
             namespace_labels=self.namespace_labels,
         )
 
-    def _terms_of(self, pod: Mapping[str, Any]) -> tuple[AffinityTerm, ...]:
+    def _terms_of(self, pod: Pod) -> tuple[AffinityTerm, ...]:
         """A placed pod's required anti-affinity terms, parsed once per snapshot of it."""
         key = pod_key(pod)
         cached = self._anti_terms.get(key)
@@ -454,7 +451,7 @@ class ClusterSnapshot:
         return affinity.filter(node) if affinity is not None else None
 
     def feasible(
-        self, pod: Mapping[str, Any], *, nodes: Iterable[str] | None = None
+        self, pod: Pod, *, nodes: Iterable[str] | None = None
     ) -> tuple[list[str], dict[str, FilterStatus]]:
         """The nodes (sorted by name; ``nodes`` limits the candidates) where ``pod`` fits, and
         why each other candidate was rejected."""
@@ -472,7 +469,7 @@ class ClusterSnapshot:
                 statuses[name] = status
         return feasible, statuses
 
-    def fits(self, pod: Mapping[str, Any], node_name: str) -> bool:
+    def fits(self, pod: Pod, node_name: str) -> bool:
         """Whether ``pod`` passes every filter on ``node_name``."""
         info = self.pod_info(pod)
         return self.filter(info, node_name, self.prefilter(info)) is None
@@ -492,7 +489,7 @@ def least_allocated_score(non_zero: Mapping[str, int], node: NodeState) -> int:
     return total // weights if weights else 0
 
 
-def _has_anti_affinity(pod: Mapping[str, Any]) -> bool:
+def _has_anti_affinity(pod: Pod) -> bool:
     affinity = spec_of(pod).get("affinity") or {}
     section = affinity.get("podAntiAffinity") or {}
     return bool(section.get("requiredDuringSchedulingIgnoredDuringExecution"))

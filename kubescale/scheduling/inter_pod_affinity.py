@@ -27,8 +27,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final, Literal
 
+from kubescale.objects.pod import Pod, PodAffinityTerm
 from kubescale.objects.selectors import LabelSelector, SelectorError, label_selector_from_dict
 from kubescale.objects.views import Meta, spec_of
 
@@ -38,6 +39,7 @@ __all__ = [
     "REASON_AFFINITY",
     "REASON_ANTI_AFFINITY",
     "REASON_EXISTING_ANTI_AFFINITY",
+    "AffinityKind",
     "AffinityTerm",
     "TopologyCounts",
     "required_terms",
@@ -48,6 +50,8 @@ REASON_ANTI_AFFINITY: Final = "node(s) didn't match pod anti-affinity rules"
 REASON_EXISTING_ANTI_AFFINITY: Final = "node(s) didn't satisfy existing pods anti-affinity rules"
 
 Pair = tuple[str, str]
+AffinityKind = Literal["podAffinity", "podAntiAffinity"]
+"""Which of ``spec.affinity``'s pod sections :func:`required_terms` reads."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +64,7 @@ class AffinityTerm:
     topology_key: str
 
     @classmethod
-    def parse(cls, term: Mapping[str, Any], *, owner_namespace: str) -> AffinityTerm | None:
+    def parse(cls, term: PodAffinityTerm, *, owner_namespace: str) -> AffinityTerm | None:
         """The term, or ``None`` when its selectors do not parse (it then matches nothing)."""
         try:
             selector = label_selector_from_dict(term.get("labelSelector"))
@@ -80,9 +84,7 @@ class AffinityTerm:
             topology_key=str(term.get("topologyKey") or ""),
         )
 
-    def matches(
-        self, pod: Mapping[str, Any], namespace_labels: Mapping[str, Mapping[str, str]]
-    ) -> bool:
+    def matches(self, pod: Pod, namespace_labels: Mapping[str, Mapping[str, str]]) -> bool:
         """``AffinityTerm.Matches``: the pod's namespace is in scope and its labels match."""
         meta = Meta(pod).raw
         namespace = str(meta.get("namespace", ""))
@@ -93,7 +95,7 @@ class AffinityTerm:
         return in_scope and self.selector.matches(meta.get("labels") or {})
 
 
-def required_terms(pod: Mapping[str, Any], kind: str) -> tuple[AffinityTerm, ...]:
+def required_terms(pod: Pod, kind: AffinityKind) -> tuple[AffinityTerm, ...]:
     """The pod's required ``podAffinity`` or ``podAntiAffinity`` (``kind``) terms."""
     affinity = spec_of(pod).get("affinity")
     if not affinity:
@@ -115,7 +117,7 @@ class TopologyCounts:
     def __init__(
         self,
         *,
-        pod: Mapping[str, Any],
+        pod: Pod,
         affinity: tuple[AffinityTerm, ...],
         anti_affinity: tuple[AffinityTerm, ...],
     ) -> None:
@@ -131,7 +133,7 @@ class TopologyCounts:
     def build(
         cls,
         *,
-        pod: Mapping[str, Any],
+        pod: Pod,
         affinity: tuple[AffinityTerm, ...],
         anti_affinity: tuple[AffinityTerm, ...],
         nodes: Iterable[NodeState],
@@ -159,7 +161,7 @@ class TopologyCounts:
     def of_existing(
         cls,
         *,
-        pod: Mapping[str, Any],
+        pod: Pod,
         existing: Iterable[tuple[Mapping[str, str], tuple[AffinityTerm, ...]]],
         namespace_labels: Mapping[str, Mapping[str, str]],
     ) -> TopologyCounts:

@@ -19,9 +19,11 @@ holding the same port leaves it in use.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from collections.abc import Iterable
+from typing import Final
 
+from kubescale.objects.containers import Container
+from kubescale.objects.pod import Pod
 from kubescale.objects.views import spec_of
 
 __all__ = ["BIND_ALL", "REASON_NODE_PORTS", "HostPort", "UsedPorts", "host_ports"]
@@ -34,7 +36,7 @@ HostPort = tuple[str, str, int]
 """``(hostIP, protocol, hostPort)``, sanitized."""
 
 
-def _container_ports(container: Mapping[str, Any]) -> Iterable[HostPort]:
+def _container_ports(container: Container) -> Iterable[HostPort]:
     for port in container.get("ports") or ():
         try:
             number = int(port.get("hostPort") or 0)
@@ -47,7 +49,7 @@ def _container_ports(container: Mapping[str, Any]) -> Iterable[HostPort]:
         yield (ip, protocol, number)
 
 
-def host_ports(pod: Mapping[str, Any]) -> tuple[HostPort, ...]:
+def host_ports(pod: Pod) -> tuple[HostPort, ...]:
     """The host ports ``pod`` binds (``GetHostPorts``: containers, then sidecars)."""
     spec = spec_of(pod)
     found: list[HostPort] = []

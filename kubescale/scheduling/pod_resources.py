@@ -25,8 +25,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from typing import Final, Literal
 
+from kubescale.objects.containers import Container
+from kubescale.objects.node import Node
+from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity, QuantityError
 from kubescale.objects.views import Meta, spec_of, status_of
 
@@ -77,14 +80,16 @@ def _text_amount(milli: bool, text: str) -> int:
     return quantity.milli_value() if milli else quantity.value()
 
 
-def amounts_of(resource_list: Mapping[str, Any] | None) -> Amounts:
+def amounts_of(resource_list: Mapping[str, object] | None) -> Amounts:
     """A ``ResourceList`` (``{"cpu": "250m", "memory": "64Mi"}``) as amounts."""
     if not resource_list:
         return {}
     return {name: quantity_amount(name, value) for name, value in resource_list.items()}
 
 
-def container_amounts(container: Mapping[str, Any], key: str = "requests") -> Amounts:
+def container_amounts(
+    container: Container, key: Literal["requests", "limits"] = "requests"
+) -> Amounts:
     """A container's ``resources.requests`` (or ``limits``) as amounts."""
     resources = container.get("resources") or {}
     return amounts_of(resources.get(key))
@@ -101,7 +106,7 @@ def _max_into(total: Amounts, other: Mapping[str, int]) -> None:
             total[name] = amount
 
 
-def is_resize_infeasible(pod: Mapping[str, Any]) -> bool:
+def is_resize_infeasible(pod: Pod) -> bool:
     """The pod carries ``PodResizePending`` with reason ``Infeasible``."""
     for condition in status_of(pod).get("conditions") or []:
         if condition.get("type") == "PodResizePending" and condition.get("reason") == "Infeasible":
@@ -109,12 +114,12 @@ def is_resize_infeasible(pod: Mapping[str, Any]) -> bool:
     return False
 
 
-def _status_requests(pod: Mapping[str, Any]) -> dict[str, Amounts]:
+def _status_requests(pod: Pod) -> dict[str, Amounts]:
     """Container name → what the kubelet reports it holds (resources.requests, allocated)."""
     held: dict[str, Amounts] = {}
     status = status_of(pod)
-    for list_name in ("containerStatuses", "initContainerStatuses"):
-        for cs in status.get(list_name) or []:
+    for statuses in (status.get("containerStatuses"), status.get("initContainerStatuses")):
+        for cs in statuses or []:
             amounts = amounts_of((cs.get("resources") or {}).get("requests"))
             _max_into(amounts, amounts_of(cs.get("allocatedResources")))
             if amounts:
@@ -123,7 +128,7 @@ def _status_requests(pod: Mapping[str, Any]) -> dict[str, Amounts]:
 
 
 def pod_requests(
-    pod: Mapping[str, Any],
+    pod: Pod,
     *,
     use_status: bool = True,
     non_missing: Mapping[str, int] | None = None,
@@ -138,7 +143,7 @@ def pod_requests(
     held = _status_requests(pod) if use_status else {}
     infeasible = use_status and is_resize_infeasible(pod)
 
-    def requests_of(container: Mapping[str, Any]) -> Amounts:
+    def requests_of(container: Container) -> Amounts:
         wanted = container_amounts(container)
         actual = held.get(str(container.get("name")))
         if actual is not None:
@@ -173,7 +178,7 @@ def pod_requests(
     return total
 
 
-def node_allocatable(node: Mapping[str, Any]) -> Amounts:
+def node_allocatable(node: Node) -> Amounts:
     """What the scheduler may place on a node: ``status.allocatable``, else ``capacity``."""
     status = status_of(node)
     offered = status.get("allocatable") or status.get("capacity") or {}
@@ -185,9 +190,9 @@ class RequestCache:
 
     def __init__(self, *, non_missing: Mapping[str, int] | None = None) -> None:
         self._non_missing = non_missing
-        self._entries: dict[tuple[str, str], tuple[Mapping[str, Any], Amounts]] = {}
+        self._entries: dict[tuple[str, str], tuple[Pod, Amounts]] = {}
 
-    def requests(self, pod: Mapping[str, Any]) -> Amounts:
+    def requests(self, pod: Pod) -> Amounts:
         """The (shared: do not mutate) requests of ``pod``, a stored snapshot."""
         meta = Meta(pod).raw
         key = (str(meta.get("namespace", "")), str(meta["name"]))

@@ -10,9 +10,10 @@ each one; forks nest (a commit hands the undo records to the enclosing fork).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
+from kubescale.objects.node import Node
+from kubescale.objects.pod import Pod
 from kubescale.objects.views import Meta
 
 from .filters import NodeState
@@ -56,12 +57,12 @@ class SnapshotJournal:
 
     # ------------------------------------------------------------------------ changes
 
-    def add_pod(self, node_name: str, pod: Mapping[str, Any]) -> None:
+    def add_pod(self, node_name: str, pod: Pod) -> None:
         snapshot = self.snapshot
         snapshot.add_pod(node_name, pod)
         self._record(lambda: snapshot.remove_pod(node_name, pod))
 
-    def remove_pod(self, node_name: str, pod: Mapping[str, Any]) -> bool:
+    def remove_pod(self, node_name: str, pod: Pod) -> bool:
         snapshot = self.snapshot
         state = snapshot.nodes.get(node_name)
         if state is None:
@@ -73,7 +74,7 @@ class SnapshotJournal:
         self._record(lambda: snapshot.add_pod(node_name, placed))
         return True
 
-    def add_node(self, node: Mapping[str, Any], *, allocatable: Amounts | None = None) -> NodeState:
+    def add_node(self, node: Node, *, allocatable: Amounts | None = None) -> NodeState:
         snapshot = self.snapshot
         name = str(Meta(node).raw["name"])
         previous = snapshot.nodes.get(name)

@@ -22,8 +22,9 @@ constraints pay nothing.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from typing import Final
 
+from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import LabelSelector
 from kubescale.objects.views import Meta
 
@@ -39,7 +40,7 @@ LabelKey = tuple[str, str, str]
 """``(namespace, label key, label value)``."""
 
 
-def _meta(pod: Mapping[str, Any]) -> tuple[str, str, Mapping[str, str]]:
+def _meta(pod: Pod) -> tuple[str, str, Mapping[str, str]]:
     meta = Meta(pod).raw
     return str(meta.get("namespace", "")), str(meta.get("name", "")), meta.get("labels") or {}
 
@@ -65,11 +66,11 @@ class SpreadIndex:
 
     # --------------------------------------------------------------------- changes
 
-    def pod_added(self, node: str, pod: Mapping[str, Any]) -> None:
+    def pod_added(self, node: str, pod: Pod) -> None:
         if self._pods is not None and not is_terminating(pod):
             self._change(node, pod, 1)
 
-    def pod_removed(self, node: str, pod: Mapping[str, Any]) -> None:
+    def pod_removed(self, node: str, pod: Pod) -> None:
         if self._pods is not None and not is_terminating(pod):
             self._change(node, pod, -1)
 
@@ -86,7 +87,7 @@ class SpreadIndex:
             else:
                 self.pod_removed(state.name, pod)
 
-    def _change(self, node: str, pod: Mapping[str, Any], delta: int) -> None:
+    def _change(self, node: str, pod: Pod, delta: int) -> None:
         assert self._pods is not None
         namespace, name, labels = _meta(pod)
         for key, value in labels.items():

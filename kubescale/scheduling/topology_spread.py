@@ -33,8 +33,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
+from kubescale.objects.pod import Pod, Toleration, TopologySpreadConstraint
 from kubescale.objects.selectors import (
     EQUALS,
     LabelSelector,
@@ -83,7 +84,7 @@ class SpreadConstraint:
     honor_taints: bool = False
 
 
-def _merged_selector(raw: Mapping[str, Any], labels: Mapping[str, str]) -> LabelSelector:
+def _merged_selector(raw: TopologySpreadConstraint, labels: Mapping[str, str]) -> LabelSelector:
     """``labelSelector`` with ``matchLabelKeys`` merged in (``mergeLabelSetWithSelector``)."""
     selector = label_selector_from_dict(raw.get("labelSelector"))
     keys = raw.get("matchLabelKeys") or ()
@@ -95,9 +96,7 @@ def _merged_selector(raw: Mapping[str, Any], labels: Mapping[str, str]) -> Label
     )
 
 
-def required_spread_constraints(
-    pod: Mapping[str, Any],
-) -> tuple[SpreadConstraint, ...] | None:
+def required_spread_constraints(pod: Pod) -> tuple[SpreadConstraint, ...] | None:
     """The pod's ``DoNotSchedule`` constraints; ``None`` when a selector does not parse."""
     raw_constraints = spec_of(pod).get("topologySpreadConstraints") or ()
     if not raw_constraints:
@@ -125,7 +124,7 @@ def required_spread_constraints(
     return tuple(found)
 
 
-def is_terminating(pod: Mapping[str, Any]) -> bool:
+def is_terminating(pod: Pod) -> bool:
     """The pod has a deletion timestamp (it is not counted in any domain, #87621)."""
     return bool(Meta(pod).raw.get("deletionTimestamp"))
 
@@ -182,7 +181,7 @@ class SpreadCounts:
         constraints: Sequence[SpreadConstraint],
         pod_labels: Mapping[str, str],
         node_affinity: NodeAffinity,
-        tolerations: Sequence[Mapping[str, Any]],
+        tolerations: Sequence[Toleration],
         nodes: Mapping[str, NodeState],
         keyed: KeyedNodes,
         affine: Callable[[], KeyedNodes],

@@ -9,7 +9,6 @@ from typing import Any
 from kubescale.objects.node import Node
 from kubescale.objects.pod import Pod
 from tests import builders
-from tests.builders.meta import typed_builder
 
 FOO = {"matchExpressions": [{"key": "foo", "operator": "Exists"}]}
 BAR = {"matchExpressions": [{"key": "bar", "operator": "Exists"}]}
@@ -23,10 +22,10 @@ def fit_node(
     cpu: str = "32",
     memory: str = "64Gi",
     pods: int = 110,
-) -> dict[str, Any]:
+) -> Node:
     """``st.MakeNode().Name(name).Label(…).Taints(…).Capacity(…)``: labels (always present),
     taints when given, allocatable cpu/memory/pods, over :func:`tests.builders.nodes.node`."""
-    return builders.nodes.node(
+    return builders.nodes.typed_node(
         name=name,
         labels=labels or {},
         taints=taints or None,
@@ -80,7 +79,7 @@ def fit_pod(
     cpu: str = "100m",
     tolerations: Sequence[Mapping[str, Any]] = (),
     affinity: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> Pod:
     """``st.MakePod()``: a Running pod of one container ``c`` requesting ``cpu``; ``ports`` are
     upstream's ``"PROTOCOL/hostIP/hostPort"`` strings (``newPod``); ``affinity`` is further
     ``spec.affinity`` (pod affinity, anti-affinity), merged with ``affinity_in``/``_not_in``;
@@ -122,7 +121,7 @@ def fit_pod(
             }
     if affinity is not None:
         spec["affinity"] = {**spec.get("affinity", {}), **affinity}
-    return builders.pods.pod(
+    return builders.pods.typed_pod(
         name=name,
         namespace=namespace,
         labels=labels or {},
@@ -144,10 +143,3 @@ def _port(text: str) -> dict[str, Any]:
     if ip:
         entry["hostIP"] = ip
     return entry
-
-
-typed_fit_node = typed_builder(fit_node, Node)
-"""``fit_node()`` typed as :class:`kubescale.objects.node.Node`."""
-
-typed_fit_pod = typed_builder(fit_pod, Pod)
-"""``fit_pod()`` typed as :class:`kubescale.objects.pod.Pod`."""

@@ -23,7 +23,7 @@ from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.inter_pod_affinity import REASON_EXISTING_ANTI_AFFINITY
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 
-from .builders import typed_fit_node, typed_fit_pod
+from .builders import fit_node, fit_pod
 
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
@@ -44,12 +44,12 @@ def _anti(topology_key: str, app: str) -> Affinity:
 
 
 def _app_pod(name: str, app: str, *, node: str | None = None, anti: Affinity | None = None) -> Pod:
-    return typed_fit_pod(name, node=node, labels={"app": app}, affinity=anti)
+    return fit_pod(name, node=node, labels={"app": app}, affinity=anti)
 
 
 def _snapshot(pods: Sequence[Pod]) -> ClusterSnapshot:
     return ClusterSnapshot.build(
-        nodes=[typed_fit_node(n, {HOST: n, ZONE: z}) for n, z in sorted(ZONES.items())], pods=pods
+        nodes=[fit_node(n, {HOST: n, ZONE: z}) for n, z in sorted(ZONES.items())], pods=pods
     )
 
 

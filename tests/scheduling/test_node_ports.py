@@ -4,12 +4,11 @@ as pods come and go; and ``CheckConflict`` held to its definition by a property.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kubescale.objects.pod import Pod
 from kubescale.scheduling.filters import FilterStatus
 from kubescale.scheduling.fit import ClusterSnapshot
 from kubescale.scheduling.node_ports import REASON_NODE_PORTS, HostPort, UsedPorts, host_ports
@@ -20,7 +19,7 @@ from .builders import fit_node, fit_pod
 REFUSED = FilterStatus((REASON_NODE_PORTS,), unresolvable=False)  # fwk.Unschedulable
 
 
-def _verdict(wanted: dict[str, Any], existing: list[str]) -> FilterStatus | None:
+def _verdict(wanted: Pod, existing: list[str]) -> FilterStatus | None:
     snapshot = ClusterSnapshot.build(
         nodes=[fit_node("m1")],
         pods=[fit_pod("existing", node="m1", ports=existing)] if existing else [],

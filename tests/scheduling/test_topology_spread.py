@@ -13,6 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kubescale.objects.node import Node
+from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import LabelSelector, label_selector_from_dict
 from kubescale.scheduling.filters import REASON_NODE_AFFINITY, FilterStatus
 from kubescale.scheduling.fit import MAX_SPREAD_SELECTORS, ClusterSnapshot
@@ -30,14 +32,14 @@ FOO_LABEL = {"foo": ""}
 TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
 
 
-def zoned(*names_zones: tuple[str, str]) -> list[dict[str, Any]]:
+def zoned(*names_zones: tuple[str, str]) -> list[Node]:
     return [fit_node(n, {"zone": z, "node": n}) for n, z in names_zones]
 
 
 FOUR = zoned(("node-a", "zone1"), ("node-b", "zone1"), ("node-x", "zone2"), ("node-y", "zone2"))
 
 
-def placed(counts: Mapping[str, int], labels: Mapping[str, str] = FOO_LABEL) -> list[Any]:
+def placed(counts: Mapping[str, int], labels: Mapping[str, str] = FOO_LABEL) -> list[Pod]:
     """``counts[node]`` pods with ``labels`` on each node."""
     return [
         fit_pod(f"p-{node}-{i}", node=node, labels=labels)
@@ -46,9 +48,7 @@ def placed(counts: Mapping[str, int], labels: Mapping[str, str] = FOO_LABEL) -> 
     ]
 
 
-def plugin_codes(
-    pod: dict[str, Any], nodes: Sequence[dict[str, Any]], pods: Sequence[dict[str, Any]]
-) -> dict[str, str]:
+def plugin_codes(pod: Pod, nodes: Sequence[Node], pods: Sequence[Pod]) -> dict[str, str]:
     """PreFilter then Filter of PodTopologySpread alone, per node (upstream's test harness)."""
     snapshot = ClusterSnapshot.build(nodes=nodes, pods=pods)
     info = snapshot.pod_info(pod)
@@ -69,7 +69,7 @@ def _code(status: FilterStatus | None) -> str:
 
 # (name, pod, nodes, existing pods, expected code per node). Arithmetic: skew = domain count
 # + 1 (the pod matches itself) − min over domains; refused when > maxSkew.
-SINGLE: list[tuple[str, dict[str, Any], list[Any], list[Any], dict[str, str]]] = [
+SINGLE: list[tuple[str, Pod, list[Node], list[Pod], dict[str, str]]] = [
     (
         "no existing pods",  # zones 0/0: 0+1-0 = 1 <= 1 everywhere
         fit_pod("p", labels=FOO_LABEL, constraints=[spread(1, "zone")]),
@@ -357,7 +357,7 @@ SINGLE: list[tuple[str, dict[str, Any], list[Any], list[Any], dict[str, str]]] =
     ids=[case[0] for case in SINGLE if case[0] != "ScheduleAnyway constraints do not filter"],
 )
 def test_pod_topology_spread_plugin_table(
-    pod: dict[str, Any], nodes: list[Any], pods: list[Any], expected: dict[str, str]
+    pod: Pod, nodes: list[Node], pods: list[Pod], expected: dict[str, str]
 ) -> None:
     assert plugin_codes(pod, nodes, pods) == expected
 

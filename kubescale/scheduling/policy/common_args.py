@@ -8,10 +8,9 @@ filters nothing; ``{}`` selects everything.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
+from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import LabelSelector
 from kubescale.objects.views import Meta
 
@@ -50,7 +49,7 @@ def read_namespaces(
     return Namespaces(include=include, exclude=exclude)
 
 
-def labels_match(selector: LabelSelector | None, pod: Mapping[str, Any]) -> bool:
+def labels_match(selector: LabelSelector | None, pod: Pod) -> bool:
     """``podutil.WithLabelSelector``: no selector filters nothing."""
     if selector is None:
         return True

@@ -25,9 +25,10 @@ scheduled, misscheduled, ready, available, unavailable, observedGeneration.
 from __future__ import annotations
 
 import copy
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from kubescale.kube.resources import DAEMON_SETS
+from kubescale.objects.pod import Pod
 from kubescale.scheduling.filters import NodeAffinity, first_untolerated_taint
 
 from .controller_context import ControllerContext
@@ -98,7 +99,9 @@ def target_node(pod: dict[str, Any]) -> str | None:
 
 def _placement(template_spec: dict[str, Any], node: dict[str, Any]) -> tuple[bool, bool]:
     """(should run, should continue running) on ``node``."""
-    probe = {"spec": template_spec}
+    # a pod of the template (``NewPod``): the store's untyped JSON read as the typed Pod it is
+    # by the shared node affinity (a TypedDict is the same dict at run time)
+    probe = cast(Pod, {"spec": template_spec})
     name = str(node["metadata"]["name"])
     labels = node["metadata"].get("labels") or {}
     if not NodeAffinity.of_pod(probe).matches(name, labels):

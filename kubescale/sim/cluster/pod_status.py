@@ -26,8 +26,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, cast
 
+from kubescale.objects.node import Node
+from kubescale.objects.pod import Pod
 from kubescale.scheduling.pod_resources import Amounts, add_into, node_allocatable, pod_requests
 
 __all__ = [
@@ -62,8 +64,13 @@ def judge_resize(
     others: Iterable[Mapping[str, Any]],
 ) -> ResizeVerdict:
     """Whether the node can give the pod its resized requests (see the module docstring)."""
-    wanted = pod_requests(pod, use_status=False)
-    capacity = node_allocatable(node)
+    # The simulated kubelet holds the store's untyped JSON; the shared pod_resources reads it
+    # as the typed objects it is (a TypedDict is the same dict at run time, nothing copied).
+    typed_pod, typed_node, typed_others = cast(
+        tuple[Pod, Node, list[Pod]], (pod, node, list(others))
+    )
+    wanted = pod_requests(typed_pod, use_status=False)
+    capacity = node_allocatable(typed_node)
     cpu, memory = wanted.get("cpu", 0), wanted.get("memory", 0)
     cpu_cap, memory_cap = capacity.get("cpu", 0), capacity.get("memory", 0)
     if memory > memory_cap:
@@ -78,7 +85,7 @@ def judge_resize(
             f"Node didn't have enough capacity: cpu, requested: {cpu}, capacity: {cpu_cap}",
         )
     used: Amounts = {}
-    for other in others:
+    for other in typed_others:
         add_into(used, pod_requests(other))
     for resource in ("cpu", "memory"):
         requested = wanted.get(resource, 0)

@@ -34,10 +34,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from kubescale.base.logs import component_logger
 from kubescale.kube.resources import NAMESPACES, NODES, PODS, PRIORITY_CLASSES
+from kubescale.objects.node import Node
+from kubescale.objects.pod import Pod
 from kubescale.scheduling.filters import FilterStatus, fit_error_message
 from kubescale.scheduling.fit import ClusterSnapshot, PodInfo, least_allocated_score, pod_key
 from kubescale.scheduling.pod_resources import Amounts, node_allocatable
@@ -73,7 +75,7 @@ class Scheduler:
         self._ignored_resources = frozenset(
             name for config in extenders for name in config.ignored_resources()
         )
-        self._allocatable: dict[str, tuple[Mapping[str, Any], Amounts]] = {}
+        self._allocatable: dict[str, tuple[Node, Amounts]] = {}
         self._snapshot = ClusterSnapshot(ignored_resources=self._ignored_resources)
         """Reused across steps for its request caches; rebuilt from the store each step."""
         self._bound = 0
@@ -90,10 +92,10 @@ class Scheduler:
 
     # ---------------------------------------------------------------------------- step
 
-    def _pending(self, pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    def _pending(self, pods: Sequence[Pod]) -> list[Pod]:
         pending = []
         for pod in pods:
-            spec = pod.get("spec") or {}
+            spec: Mapping[str, Any] = pod.get("spec") or {}  # schedulingGates: not typed
             if spec.get("nodeName") or spec.get("schedulingGates"):
                 continue
             if (spec.get("schedulerName") or DEFAULT_SCHEDULER_NAME) != self._name:
@@ -105,7 +107,7 @@ class Scheduler:
             pending.append(pod)
         return pending
 
-    def _priority(self, pod: Mapping[str, Any], classes: Mapping[str, int], default: int) -> int:
+    def _priority(self, pod: Pod, classes: Mapping[str, int], default: int) -> int:
         spec = pod.get("spec") or {}
         if isinstance(spec.get("priority"), int):
             return int(spec["priority"])
@@ -114,7 +116,7 @@ class Scheduler:
             return classes[name]
         return default
 
-    def _queue(self, pending: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    def _queue(self, pending: list[Pod]) -> list[Pod]:
         """PrioritySort: higher priority first, then older, then by namespace/name."""
         classes: dict[str, int] = {}
         default = 0
@@ -134,13 +136,13 @@ class Scheduler:
 
     def _build_snapshot(
         self,
-        nodes: Sequence[Mapping[str, Any]],
-        pods: Sequence[Mapping[str, Any]],
+        nodes: Sequence[Node],
+        pods: Sequence[Pod],
         namespace_labels: Mapping[str, Mapping[str, str]],
     ) -> ClusterSnapshot:
-        allocatable: dict[str, tuple[Mapping[str, Any], Amounts]] = {}
+        allocatable: dict[str, tuple[Node, Amounts]] = {}
 
-        def offered(node: Mapping[str, Any]) -> Amounts:
+        def offered(node: Node) -> Amounts:
             name = node["metadata"]["name"]
             cached = self._allocatable.get(name)
             if cached is None or cached[0] is not node:
@@ -161,11 +163,15 @@ class Scheduler:
         return self._snapshot
 
     async def step(self, now: datetime) -> None:
-        pods = self._store.snapshots(PODS)
+        # The store's objects are untyped JSON; the shared fit (kubescale.scheduling) reads
+        # them as the typed Pods and Nodes they are. A TypedDict is the same dict at run time:
+        # nothing is copied. These casts (and the bound pod's in _schedule_one) are the
+        # boundary.
+        pods = cast(list[Pod], self._store.snapshots(PODS))
         pending = self._pending(pods)
         if not pending:
             return
-        nodes = self._store.snapshots(NODES)
+        nodes = cast(list[Node], self._store.snapshots(NODES))
         node_objects = {n["metadata"]["name"]: n for n in nodes}
         namespace_labels = {
             ns["metadata"]["name"]: dict(ns["metadata"].get("labels") or {})
@@ -180,9 +186,9 @@ class Scheduler:
 
     async def _schedule_one(
         self,
-        pod: Mapping[str, Any],
+        pod: Pod,
         snapshot: ClusterSnapshot,
-        node_objects: Mapping[str, Mapping[str, Any]],
+        node_objects: Mapping[str, Node],
         now: datetime,
     ) -> None:
         if not snapshot.nodes:
@@ -209,7 +215,7 @@ class Scheduler:
             message = fit_error_message(
                 num_nodes=len(snapshot.nodes),
                 statuses=statuses,
-                preemption_policy=(pod.get("spec") or {}).get("preemptionPolicy"),
+                preemption_policy=_preemption_policy(pod),
             )
             mark_unschedulable(self._store, pod, reason="Unschedulable", message=message, now=now)
             return
@@ -222,13 +228,14 @@ class Scheduler:
         if bind_pod(self._store, pod, chosen, now):
             self._bound += 1
             namespace, name = pod_key(pod)
-            snapshot.add_pod(chosen, self._store.peek(PODS, name, namespace) or pod)
+            bound = cast(Pod | None, self._store.peek(PODS, name, namespace))
+            snapshot.add_pod(chosen, bound or pod)
 
     async def _run_extender_filters(
         self,
-        pod: Mapping[str, Any],
+        pod: Pod,
         feasible: list[str],
-        node_objects: Mapping[str, Mapping[str, Any]],
+        node_objects: Mapping[str, Node],
         statuses: dict[str, FilterStatus],
     ) -> list[str]:
         """``findNodesThatPassExtenders``: each interested extender on the survivors in turn."""
@@ -264,7 +271,7 @@ class Scheduler:
         info: PodInfo,
         feasible: list[str],
         snapshot: ClusterSnapshot,
-        node_objects: Mapping[str, Mapping[str, Any]],
+        node_objects: Mapping[str, Node],
     ) -> dict[str, int]:
         scores = {
             name: least_allocated_score(info.non_zero, snapshot.nodes[name]) for name in feasible
@@ -294,3 +301,11 @@ class Scheduler:
                 if name in scores:
                     scores[name] += score
         return scores
+
+
+def _preemption_policy(pod: Pod) -> str | None:
+    """``spec.preemptionPolicy`` (not a field the typed Pod names: only the simulated
+    scheduler's FitError message reads it)."""
+    spec: Mapping[str, Any] = pod.get("spec") or {}
+    policy = spec.get("preemptionPolicy")
+    return policy if isinstance(policy, str) else None

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Any
+from typing import Any, cast
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kubescale.base.clock import VirtualClock
 from kubescale.kube.resources import NODES, PODS
+from kubescale.objects.node import Node
+from kubescale.objects.pod import Pod
 from kubescale.scheduling.filters import first_untolerated_taint
 from kubescale.scheduling.pod_resources import node_allocatable, pod_requests
 from kubescale.sim.apiserver.server import ApiServer
@@ -99,7 +101,7 @@ def placement(api: ApiServer) -> dict[str, str | None]:
     return {p["metadata"]["name"]: p["spec"].get("nodeName") for p in api.store.list(PODS)}
 
 
-def fits(pod: dict[str, Any], node: dict[str, Any], placed: list[dict[str, Any]]) -> bool:
+def fits(pod: Pod, node: Node, placed: list[Pod]) -> bool:
     if first_untolerated_taint(
         node["spec"].get("taints") or [], pod["spec"].get("tolerations") or []
     ):
@@ -121,8 +123,9 @@ def test_one_pass_never_overcommits_and_explains_every_pending_pod(
     nodes: list[tuple[int, int, int, bool]], pods: list[tuple[int, int, bool, int]]
 ) -> None:
     api = build(nodes, pods)
-    all_pods = api.store.list(PODS)
-    node_objects = {n["metadata"]["name"]: n for n in api.store.list(NODES)}
+    # the store's JSON as the typed objects the shared fit reads
+    all_pods = cast(list[Pod], api.store.list(PODS))
+    node_objects = {n["metadata"]["name"]: n for n in cast(list[Node], api.store.list(NODES))}
     for name, node in node_objects.items():
         placed = [p for p in all_pods if p["spec"].get("nodeName") == name]
         offered = node_allocatable(node)

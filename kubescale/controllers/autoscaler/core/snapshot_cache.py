@@ -30,7 +30,6 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from kubescale.controllers.autoscaler.core.pod_lists import (
     SCHEDULED,
@@ -210,7 +209,7 @@ class _Piece:
     placed: tuple[PodFacts, ...]
     state: NodeState
     """Never handed out: each snapshot gets a copy."""
-    anti_affinity: Mapping[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
+    anti_affinity: Mapping[tuple[str, str], Pod] = field(default_factory=dict)
 
 
 def _same(a: Sequence[PodFacts], b: Sequence[PodFacts]) -> bool:
