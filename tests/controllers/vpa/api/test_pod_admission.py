@@ -50,7 +50,7 @@ CONTAINERS = (
     ),
 )
 build_pod = functools.partial(
-    builders.pods.pod,
+    builders.pods.typed_pod,
     name=None,
     labels={"app": "web"},
     owner_references=[builders.meta.owner_reference(name="web-7c9f", uid="u1")],
@@ -79,7 +79,7 @@ DEFAULT_RECOMMENDATION = recommendation(("app", "250m", "256Mi"), ("sidecar", "2
 
 
 build_vpa = functools.partial(
-    builders.vpas.vpa,
+    builders.vpas.typed_vpa,
     name="web-vpa",
     creation_timestamp="2024-01-01T00:00:00Z",
     target=builders.vpas.target_ref(),
@@ -255,7 +255,7 @@ CASES = [
         {
             "vpa": build_vpa(),
             "limit_ranges": [
-                builders.limit_ranges.limit_range(
+                builders.limit_ranges.typed_limit_range(
                     items=[{"type": "Container", "max": {"cpu": "400m"}}]
                 )
             ],
@@ -283,7 +283,7 @@ CASES = [
         {
             "vpa": build_vpa(),
             "limit_ranges": [
-                builders.limit_ranges.limit_range(
+                builders.limit_ranges.typed_limit_range(
                     items=[{"type": "Container", "default": {"cpu": "300m", "memory": "300Mi"}}]
                 )
             ],
