@@ -45,19 +45,19 @@ class PodUpdatePolicy(TypedDict, total=False):
 
 
 class StartupBoostCPU(TypedDict, total=False):
-    """The CPU part of a ``startupBoost``: ``type`` (``Factor``/``Quantity``), ``factor``,
-    ``quantity``."""
+    """The CPU part of a ``startupBoost`` (upstream's ``GenericStartupBoost``): ``type``
+    (``Factor``/``Quantity``), ``factor``, ``quantity``, ``durationSeconds``."""
 
     type: str
-    factor: float
+    factor: int
     quantity: str
+    durationSeconds: int
 
 
 class StartupBoost(TypedDict, total=False):
     """``StartupBoost`` (VPA-level or per container)."""
 
     cpu: StartupBoostCPU
-    durationSeconds: int
 
 
 class ContainerResourcePolicy(TypedDict, total=False):

@@ -29,6 +29,7 @@ from kubescale.kube.resources import (
     VERTICAL_POD_AUTOSCALERS,
     ResourceType,
 )
+from kubescale.objects.limit_range import LimitRange
 from kubescale.objects.node import Node
 from kubescale.objects.pod import Pod
 from kubescale.objects.vpa import VerticalPodAutoscaler
@@ -62,7 +63,7 @@ class ClusterReading:
     node_metrics: list[dict[str, Any]] = field(default_factory=list)
     replica_sets: list[dict[str, Any]] = field(default_factory=list)
     """The pods' controllers under Deployments (their replicas size the updater's budget)."""
-    limit_ranges: list[dict[str, Any]] = field(default_factory=list)
+    limit_ranges: list[LimitRange] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     """Collections the cluster does not serve, e.g. ``metrics.k8s.io/v1beta1 pods (404 ...)``."""
 
@@ -103,6 +104,6 @@ async def read_cluster(client: KubeClient, *, namespace: str | None) -> ClusterR
         pod_metrics=await _items(client, POD_METRICS, namespace, missing),
         node_metrics=await _items(client, NODE_METRICS, None, missing),
         replica_sets=await _items(client, REPLICA_SETS, namespace, missing),
-        limit_ranges=await _items(client, LIMIT_RANGES, namespace, missing),
+        limit_ranges=cast(list[LimitRange], await _items(client, LIMIT_RANGES, namespace, missing)),
         missing=missing,
     )

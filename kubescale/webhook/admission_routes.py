@@ -60,7 +60,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -88,7 +88,9 @@ from kubescale.coordination.resource_ownership import (
     hpa_scaled_resources,
 )
 from kubescale.kube.events import EventRecorder
+from kubescale.objects.pod import Pod
 from kubescale.objects.views import Meta, raw_metadata
+from kubescale.objects.vpa import VerticalPodAutoscaler
 from kubescale.runtime.https_server import lean_routes
 from kubescale.runtime.lean_requests import LeanAnswer
 from kubescale.webhook.admission_reviews import (
@@ -441,7 +443,8 @@ class AdmissionWebhook:
                 ),
                 resource="Pod",
             )
-        pod = _with_namespace(request.object, request.namespace)
+        # the boundary: request.object is an object (checked above), read as the Pod it claims
+        pod = cast(Pod, _with_namespace(request.object, request.namespace))
         caches = self.caches
         if caches is None:
             decision = PodDecision(not_matched="caches-not-synced")
@@ -512,7 +515,7 @@ class AdmissionWebhook:
             override.vpa, type="Warning", reason=LIMIT_RANGE_CONFLICT_REASON, message=message
         )
 
-    def _record(self, vpa: dict[str, Any], *, type: str, reason: str, message: str) -> None:
+    def _record(self, vpa: VerticalPodAutoscaler, *, type: str, reason: str, message: str) -> None:
         """One event per VPA and message per throttle window (every pod of a ReplicaSet
         triggers the same one)."""
         if self.recorder is None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tests.builders.meta import manifest, metadata
+from kubescale.objects.limit_range import LimitRange
+from tests.builders.meta import manifest, metadata, typed_builder
 
 
 def limit_range_item(
@@ -40,3 +41,6 @@ def limit_range(
     """A LimitRange with ``spec.limits`` = ``items``."""
     meta = metadata(name=name, namespace=namespace)
     return manifest(api_version, "LimitRange", meta, spec={"limits": [dict(i) for i in items]})
+
+
+typed_limit_range = typed_builder(limit_range, LimitRange)

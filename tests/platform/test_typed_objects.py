@@ -22,6 +22,7 @@ import ast
 import importlib
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import get_type_hints, is_typeddict
 
@@ -29,9 +30,16 @@ import pytest
 from mypy import api
 
 import kubescale
+from kubescale.objects.containers import Container
+from kubescale.objects.limit_range import LimitRange
 from kubescale.objects.meta import ObjectMeta
 from kubescale.objects.pod import Pod
-from kubescale.objects.vpa import VerticalPodAutoscaler
+from kubescale.objects.vpa import (
+    ContainerResourcePolicy,
+    PodResourcePolicy,
+    RecommendedPodResources,
+    VerticalPodAutoscaler,
+)
 
 PACKAGE_ROOT = Path(kubescale.__file__).resolve().parent
 RAW_FIELDS = frozenset({"metadata", "spec", "status"})
@@ -362,6 +370,144 @@ VPA_TYPED: list[tuple[str, str, str]] = [
 @pytest.mark.parametrize(("module", "name", "parameter"), VPA_TYPED)
 def test_the_updaters_vpas_are_typed(module: str, name: str, parameter: str) -> None:
     assert _annotation(module, name, parameter) is VerticalPodAutoscaler, f"{module}.{name}"
+
+
+# -- the VPA's admission path takes typed objects (issue 28 item 3) ----------------------------
+
+ADMISSION_PATH = ("controllers/vpa/api/", "controllers/vpa/admission/")
+RAW_JSON_ON_THE_ADMISSION_PATH: dict[str, int] = {
+    # JSON patch operations being built and handed out (the webhook encodes them as they are)
+    "controllers/vpa/api/pod_patches.py": 7,
+    "controllers/vpa/api/pod_admission.py": 1,
+    "controllers/vpa/admission/admission_memo.py": 2,
+    "controllers/vpa/admission/cached_pod_admission.py": 1,
+    # a controller of any kind, as the controller lookups (kube/) hand it out
+    "controllers/vpa/api/vpa_targets.py": 1,
+}
+"""``Mapping[str, Any]`` / ``dict[str, Any]`` left on the admission path, file by file, where
+raw JSON is the honest type; every API object there is a :mod:`kubescale.objects` TypedDict.
+The counts may only shrink (a new one, or a stale count, fails). 75 ``Mapping[str, Any]`` and
+61 ``dict[str, Any]`` in these two folders before issue 28's last session."""
+
+_UNTYPED = ("Mapping[str,Any]", "dict[str,Any]")
+
+
+def untyped_annotations(source: str) -> list[tuple[int, str]]:
+    """``(line, text)`` of every annotation (parameter, return, variable, field) and every
+    module-level alias in ``source`` that spells ``Mapping[str, Any]`` or ``dict[str, Any]``."""
+    found: list[tuple[int, str]] = []
+    tree = ast.parse(source)
+    nodes: list[tuple[int, ast.expr]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg) and node.annotation is not None:
+            nodes.append((node.lineno, node.annotation))
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.returns:
+            nodes.append((node.lineno, node.returns))
+        elif isinstance(node, ast.AnnAssign):
+            nodes.append((node.lineno, node.annotation))
+    for statement in tree.body:
+        if isinstance(statement, ast.Assign):
+            nodes.append((statement.lineno, statement.value))
+    for line, expr in nodes:
+        text = ast.unparse(expr).replace(" ", "").replace("typing.", "")
+        if any(untyped in text for untyped in _UNTYPED):
+            found.append((line, ast.unparse(expr)))
+    return sorted(found)
+
+
+def test_the_admission_path_types_its_api_objects() -> None:
+    counts = {
+        relative: len(found)
+        for relative, path in _product_modules().items()
+        if relative.startswith(ADMISSION_PATH)
+        and (found := untyped_annotations(path.read_text(encoding="utf-8")))
+    }
+    assert counts == RAW_JSON_ON_THE_ADMISSION_PATH, (
+        "type the admission path's API objects with kubescale.objects' TypedDicts "
+        "(or lower a stale count)"
+    )
+
+
+def test_the_annotation_checker_finds_planted_untyped_objects() -> None:
+    planted = (
+        "OwnerRead = tuple[str, dict[str, Any]]\n"
+        "def admit(pod: Mapping[str, Any], *, vpa: typing.Mapping[str, Any] | None) -> Pod:\n"
+        "    ranges: list[dict[str, Any]] = []\n"
+        "def patches(pod: Pod) -> list[dict[str, Any]]:\n"
+        "    return []\n"
+        "class Conflict:\n"
+        "    vpa: dict[str, Any]\n"
+        "    pod: Pod\n"
+        "def fine(pod: Pod, obj: Mapping[str, object]) -> VerticalPodAutoscaler: ...\n"
+    )
+    assert [line for line, _ in untyped_annotations(planted)] == [1, 2, 2, 3, 4, 7]
+
+
+ADMISSION_TYPED: list[tuple[str, str, str, object]] = [
+    # (module below kubescale, callable, parameter or "return", the annotation)
+    ("controllers.vpa.api.pod_admission", "admit_pod", "pod", Pod),
+    ("controllers.vpa.api.pod_admission", "admit_pod", "vpa", VerticalPodAutoscaler | None),
+    ("controllers.vpa.api.pod_admission", "admit_pod", "limit_ranges", Sequence[LimitRange]),
+    ("controllers.vpa.admission.cached_pod_admission", "CachedPodAdmission.decide", "pod", Pod),
+    ("controllers.vpa.admission.cached_pod_admission", "HpaConflict", "vpa", VerticalPodAutoscaler),
+    ("controllers.vpa.admission.admission_memo", "admit_cached", "pod", Pod),
+    ("controllers.vpa.admission.admission_memo", "admit_cached", "vpa", VerticalPodAutoscaler),
+    ("controllers.vpa.admission.admission_memo", "decision_pod", "return", Pod),
+    (
+        "controllers.vpa.admission.admission_caches",
+        "AdmissionCaches.limit_ranges",
+        "return",
+        list[LimitRange],
+    ),
+    (
+        "controllers.vpa.admission.admission_caches",
+        "AdmissionCaches.vpas_for",
+        "return",
+        list[VerticalPodAutoscaler],
+    ),
+    ("controllers.vpa.api.vpa_matching", "choose_vpa", "pod", Pod),
+    (
+        "controllers.vpa.api.capping",
+        "cap_recommendation",
+        "recommendation",
+        RecommendedPodResources | None,
+    ),
+    (
+        "controllers.vpa.api.capping",
+        "cap_recommendation",
+        "resource_policy",
+        PodResourcePolicy | None,
+    ),
+    ("controllers.vpa.api.pod_resources", "pod_resources", "vpa", VerticalPodAutoscaler),
+    (
+        "controllers.vpa.api.pod_resources",
+        "capped_recommendation",
+        "return",
+        RecommendedPodResources,
+    ),
+    (
+        "controllers.vpa.api.vpa_policy",
+        "container_policy",
+        "return",
+        ContainerResourcePolicy | None,
+    ),
+    ("controllers.vpa.api.startup_boost", "boosted_container", "container", Container),
+    (
+        "controllers.vpa.api.limit_ranges",
+        "merged_limit_range_item",
+        "limit_ranges",
+        Sequence[LimitRange],
+    ),
+]
+"""``admit_pod`` and its inputs, typed with the TypedDicts of :mod:`kubescale.objects` so that
+``mypy --strict`` checks the field names read from them (``Mapping[str, Any]`` checks none)."""
+
+
+@pytest.mark.parametrize(("module", "name", "parameter", "expected"), ADMISSION_TYPED)
+def test_admit_pod_and_its_inputs_are_typed(
+    module: str, name: str, parameter: str, expected: object
+) -> None:
+    assert _annotation(module, name, parameter) == expected, f"{module}.{name}: {parameter}"
 
 
 # -- a misspelt field in .get is a mypy error ------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,12 +29,15 @@ from kubescale.kube.resources import (
 )
 from kubescale.kube.scale_lookups import LookupLimits, ScaleLookups
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.objects.node import Node
+from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import parse_label_selector
 from kubescale.runtime.cache_loops import scale_lookups_loop
 from kubescale.runtime.loop_runner import LoopRunner
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.webhook.webhook_config import WebhookSettings
 from tests import builders
+from tests.builders.meta import stored_as
 
 from .api_fixtures import build_caches
 
@@ -111,7 +114,7 @@ READY = {"type": "Ready", "status": "True"}
 NOT_READY = {"type": "Ready", "status": "False"}
 
 
-def _names(objects: list[dict[str, Any]]) -> list[str]:
+def _names(objects: Sequence[Mapping[str, Any]]) -> list[str]:
     return sorted(str(obj["metadata"]["name"]) for obj in objects)
 
 
@@ -315,7 +318,7 @@ LARGEST_CASES: list[tuple[str, list[dict[str, Any]], dict[str, str] | None]] = [
     ids=[case[0] for case in LARGEST_CASES],
 )
 def test_largest_allocatable(nodes: list[dict[str, Any]], expected: dict[str, str] | None) -> None:
-    largest = largest_allocatable(nodes)
+    largest = largest_allocatable([stored_as(node, Node) for node in nodes])
     if expected is None:
         assert largest is None
     else:
@@ -586,5 +589,7 @@ async def test_replication_controllers_are_informed_and_give_their_selector(setu
     pod = {"metadata": {"namespace": "default", "ownerReferences": [
         {"apiVersion": "v1", "kind": "ReplicationController", "name": "legacy",
          "uid": created["metadata"]["uid"], "controller": True}]}}  # fmt: skip
-    top = topmost_controller(pod, lookup=caches.owner, scalable_kinds=caches.is_scalable)
+    top = topmost_controller(
+        stored_as(pod, Pod), lookup=caches.owner, scalable_kinds=caches.is_scalable
+    )
     assert top == target

@@ -54,8 +54,7 @@ class WebhookRequestsAhead:
             # never admitted with a VPA: no VPA update coming (and no cost)
             return AheadAnswer(pod=pod, pod_only=True)
         try:
-            # A plain dict until the admission path takes a typed Pod (the webhook's items).
-            decision = self.admission.decide(dict(pod), may_wait=False)
+            decision = self.admission.decide(pod, may_wait=False)  # reads it, never changes it
         except PodAdmissionError:
             return AheadAnswer(pod=pod)
         basis = decision.answered

@@ -69,10 +69,13 @@ from kubescale.kube.resources import (
 )
 from kubescale.kube.shared_cache import SharedCache
 from kubescale.objects.hpa import HorizontalPodAutoscaler
+from kubescale.objects.limit_range import LimitRange
+from kubescale.objects.namespace import Namespace
 from kubescale.objects.node import Node
 from kubescale.objects.quantities import Quantity, QuantityError
 from kubescale.objects.selectors import LabelSelector
 from kubescale.objects.views import Meta, ObjectRef, spec_of, status_of
+from kubescale.objects.vpa import VerticalPodAutoscaler
 
 __all__ = [
     "HPA_TARGET_INDEX",
@@ -89,8 +92,6 @@ _MAX_SELECTORS_KEPT: Final = 100_000
 _MAX_NAMESPACES_KEPT: Final = 10_000
 """Namespaces whose sorted LimitRanges are kept between changes (then all are read again)."""
 HPA_TARGET_INDEX: Final = "hpa-target"
-_KnownSelector = tuple[dict[str, Any], LabelSelector | None]
-"""A controller object and its parsed selector."""
 
 
 def target_key(namespace: str, kind: str, name: str) -> str:
@@ -98,7 +99,7 @@ def target_key(namespace: str, kind: str, name: str) -> str:
 
 
 def _ref_index(spec_field: str) -> IndexFunc:
-    def index(obj: Mapping[str, Any]) -> Iterable[str]:
+    def index(obj: Mapping[str, object]) -> Iterable[str]:  # a VPA or an HPA
         ref = spec_of(obj).get(spec_field)
         if not isinstance(ref, Mapping):
             return ()
@@ -112,14 +113,15 @@ VPA_TARGET_INDEX_FUNC: Final = _ref_index("targetRef")
 HPA_TARGET_INDEX_FUNC: Final = _ref_index("scaleTargetRef")
 
 
-def _is_ready(node: Mapping[str, Any]) -> bool:
-    for condition in status_of(node).get("conditions") or ():
+def _is_ready(node: Node) -> bool:
+    conditions: object = status_of(node).get("conditions") or ()  # as sent: entries checked
+    for condition in conditions if isinstance(conditions, list | tuple) else ():
         if isinstance(condition, Mapping) and condition.get("type") == "Ready":
             return condition.get("status") == "True"
     return False
 
 
-def largest_allocatable(nodes: Iterable[Mapping[str, Any]]) -> dict[str, Quantity] | None:
+def largest_allocatable(nodes: Iterable[Node]) -> dict[str, Quantity] | None:
     """Per resource, the largest allocatable over Ready nodes; ``None`` without Ready nodes."""
     largest: dict[str, Quantity] = {}
     ready = False
@@ -127,7 +129,7 @@ def largest_allocatable(nodes: Iterable[Mapping[str, Any]]) -> dict[str, Quantit
         if not _is_ready(node):
             continue
         ready = True
-        allocatable = status_of(node).get("allocatable") or {}
+        allocatable: object = status_of(node).get("allocatable") or {}  # as sent: checked
         if not isinstance(allocatable, Mapping):
             continue
         for resource, raw in allocatable.items():
@@ -150,11 +152,11 @@ class InputListener(Protocol):
     def clear(self) -> None: ...
 
 
-def _uid(obj: Mapping[str, Any]) -> str:
+def _uid(obj: VerticalPodAutoscaler) -> str:
     return str(Meta(obj).raw.get("uid") or "")
 
 
-def _namespace_of(obj: Mapping[str, Any]) -> str:
+def _namespace_of(obj: LimitRange | HorizontalPodAutoscaler) -> str:
     return str(Meta(obj).raw.get("namespace") or "")
 
 
@@ -174,7 +176,7 @@ class AdmissionCaches:
         self._synced = False
         self.controllers: ControllerLookups = cache.controllers
         self._selectors: dict[
-            str, dict[tuple[str, str], tuple[dict[str, Any], LabelSelector | None]]
+            str, dict[tuple[str, str], tuple[Mapping[str, object], LabelSelector | None]]
         ]
         self._selectors = {}
         """Parsed selectors of informed VPA targets: namespace → (kind, name) → (object,
@@ -182,7 +184,7 @@ class AdmissionCaches:
         self._selector_count = 0
         self.ignored_namespaces = frozenset(ignored_namespaces)
         informers = cache.informers
-        self._vpas = informers.informer(
+        self._vpas: Informer[VerticalPodAutoscaler] = informers.informer(
             VERTICAL_POD_AUTOSCALERS,
             namespace=vpa_object_namespace or None,
             indexes={VPA_TARGET_INDEX: VPA_TARGET_INDEX_FUNC},
@@ -194,8 +196,8 @@ class AdmissionCaches:
                 on_delete=self._vpa_changed,
             )
         )
-        self._limit_ranges = informers.informer(LIMIT_RANGES)
-        self._limit_ranges_by_namespace: dict[str, list[dict[str, Any]]] = {}
+        self._limit_ranges: Informer[LimitRange] = informers.informer(LIMIT_RANGES)
+        self._limit_ranges_by_namespace: dict[str, list[LimitRange]] = {}
         self._limit_ranges.add_handlers(
             EventHandlers(
                 on_add=self._limit_range_changed,
@@ -220,7 +222,7 @@ class AdmissionCaches:
                 EventHandlers(on_delete=self._controller_deleted_handler(kind))
             )
         self._namespace_listeners: list[Callable[[str], None]] = []
-        self._namespaces = informers.informer(NAMESPACES)
+        self._namespaces: Informer[Namespace] = informers.informer(NAMESPACES)
         self._namespaces.add_handlers(EventHandlers(on_delete=self._namespace_deleted))
         self._nodes: Informer[Node] | None = None
         self._largest: dict[str, Quantity] | None = None
@@ -236,11 +238,12 @@ class AdmissionCaches:
             )
 
     @property
-    def informers(self) -> list[Informer[Any]]:
+    def informers(self) -> list[Informer[Any]]:  # of several kinds
         """The informers the admission path reads (and only these: another system's caches
         never hold the webhook)."""
-        used = [self._vpas, self._limit_ranges, *self.controllers.informers]
-        return used + [i for i in (self._hpas, self._nodes) if i is not None]
+        used: list[Informer[Any]] = [self._vpas, self._limit_ranges, *self.controllers.informers]
+        optional: tuple[Informer[Any] | None, ...] = (self._hpas, self._nodes)
+        return used + [i for i in optional if i is not None]
 
     @property
     def synced(self) -> bool:
@@ -260,7 +263,7 @@ class AdmissionCaches:
 
     def owner(
         self, api_version: str, kind: str, namespace: str, name: str
-    ) -> dict[str, Any] | None:
+    ) -> Mapping[str, object] | None:
         """:data:`kubescale.controllers.vpa.api.controller_refs.OwnerLookup` over the caches."""
         return self.controllers.owner(api_version, kind, namespace, name)
 
@@ -307,8 +310,8 @@ class AdmissionCaches:
         """Namespaces this object keeps state for (sorted LimitRanges, parsed selectors)."""
         return set(self._limit_ranges_by_namespace) | set(self._selectors)
 
-    def _controller_deleted_handler(self, kind: str) -> Callable[[dict[str, Any]], None]:
-        def deleted(obj: dict[str, Any]) -> None:
+    def _controller_deleted_handler(self, kind: str) -> Callable[[Mapping[str, object]], None]:
+        def deleted(obj: Mapping[str, object]) -> None:
             metadata = Meta(obj).raw
             namespace = str(metadata.get("namespace") or "")
             in_namespace = self._selectors.get(namespace)
@@ -323,14 +326,14 @@ class AdmissionCaches:
 
     # -- VPAs, LimitRanges, HPAs ---------------------------------------------------------------
 
-    def vpas_for(self, controller: ObjectRef) -> list[dict[str, Any]]:
+    def vpas_for(self, controller: ObjectRef) -> list[VerticalPodAutoscaler]:
         """VPAs whose targetRef names ``controller`` (namespace, kind, name)."""
         if controller.namespace in self.ignored_namespaces:
             return []
         key = target_key(controller.namespace, controller.kind, controller.name)
         return self._vpas.lister.by_index(VPA_TARGET_INDEX, key)
 
-    def limit_ranges(self, namespace: str) -> list[dict[str, Any]]:
+    def limit_ranges(self, namespace: str) -> list[LimitRange]:
         """The namespace's LimitRanges by name (callers must not modify the list)."""
         known = self._limit_ranges_by_namespace.get(namespace)
         if known is not None:
@@ -377,7 +380,7 @@ class AdmissionCaches:
         the input listeners released what they kept for it."""
         self._namespace_listeners.append(forget)
 
-    def _namespace_deleted(self, namespace_obj: dict[str, Any]) -> None:
+    def _namespace_deleted(self, namespace_obj: Namespace) -> None:
         namespace = str(Meta(namespace_obj).raw.get("name") or "")
         if not namespace:
             return
@@ -388,21 +391,21 @@ class AdmissionCaches:
         for forget in self._namespace_listeners:
             forget(namespace)
 
-    def _vpa_updated(self, old: dict[str, Any], _new: dict[str, Any]) -> None:
+    def _vpa_updated(self, old: VerticalPodAutoscaler, _new: VerticalPodAutoscaler) -> None:
         self._vpa_changed(old)
 
-    def _vpa_changed(self, vpa: dict[str, Any]) -> None:
+    def _vpa_changed(self, vpa: VerticalPodAutoscaler) -> None:
         uid = _uid(vpa)
         for listener in self._listeners:
             listener.forget_vpa(uid)
 
-    def _limit_range_changed(self, limit_range: dict[str, Any]) -> None:
+    def _limit_range_changed(self, limit_range: LimitRange) -> None:
         namespace = _namespace_of(limit_range)
         self._limit_ranges_by_namespace.pop(namespace, None)
         for listener in self._listeners:
             listener.forget_namespace(namespace)
 
-    def _limit_range_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+    def _limit_range_updated(self, old: LimitRange, new: LimitRange) -> None:
         self._limit_range_changed(old)
         self._limit_range_changed(new)
 

@@ -59,7 +59,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import orjson
 
@@ -69,8 +69,11 @@ from kubescale.controllers.vpa.api.pod_admission import admit_pod
 from kubescale.controllers.vpa.api.startup_boost import StartupBoostSettings
 from kubescale.kube.resources import CRON_JOBS
 from kubescale.objects.hpa import HorizontalPodAutoscaler
+from kubescale.objects.limit_range import LimitRange
+from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity
 from kubescale.objects.views import Meta, raw_metadata, raw_spec, raw_status
+from kubescale.objects.vpa import VerticalPodAutoscaler
 
 __all__ = [
     "DEFAULT_MAX_AGE",
@@ -115,9 +118,10 @@ _CONTAINER_FIELDS: Final = ("name", "resources")
 _INIT_CONTAINER_FIELDS: Final = ("name", "resources", "restartPolicy")
 _STATUS_FIELDS: Final = ("name", "resources")
 
-OwnerRead = tuple[str, str, str, str, dict[str, Any]]
-"""``(apiVersion, kind, namespace, name, object)``: one informer read of a match."""
-Lookup = Callable[[str, str, str, str], dict[str, Any] | None]
+OwnerRead = tuple[str, str, str, str, Mapping[str, object]]
+"""``(apiVersion, kind, namespace, name, object)``: one informer read of a match (a controller
+of any kind)."""
+Lookup = Callable[[str, str, str, str], Mapping[str, object] | None]
 AnswerTemplate = Callable[[str], tuple[bytes, bytes]]
 """The review answering a pod with an encoded patch, as its bytes before and after the uid's
 JSON string (the webhook's; the autoscaler needs none)."""
@@ -136,7 +140,7 @@ def _project_list(value: object, fields: Sequence[str]) -> object:
     ]
 
 
-def decision_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
+def decision_pod(pod: Pod) -> Pod:
     """The parts of ``pod`` :func:`admit_pod` reads, as a pod (see the module docstring).
 
     Present keys stay present and absent ones absent (``null`` and absent read alike today, but
@@ -144,10 +148,11 @@ def decision_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
     decision sees the same malformation. Annotations are reduced to "there is a map" because
     only that is read (whether the patch must create ``/metadata/annotations``).
     """
-    projected: dict[str, Any] = {}
+    # Built from the fields as sent (kept malformed), so typed as a Pod once, at the return.
+    projected: dict[str, object] = {}
     metadata = raw_metadata(pod)
     if isinstance(metadata, dict):
-        meta: dict[str, Any] = {}
+        meta: dict[str, object] = {}
         if "namespace" in metadata:
             meta["namespace"] = metadata["namespace"]
         if "annotations" in metadata:
@@ -158,7 +163,7 @@ def decision_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
         projected["metadata"] = metadata
     spec = raw_spec(pod)
     if isinstance(spec, dict):
-        spec_out: dict[str, Any] = {}
+        spec_out: dict[str, object] = {}
         if "containers" in spec:
             spec_out["containers"] = _project_list(spec["containers"], _CONTAINER_FIELDS)
         if "initContainers" in spec:
@@ -172,17 +177,17 @@ def decision_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
         projected["spec"] = spec
     status = raw_status(pod)
     if isinstance(status, dict):
-        status_out: dict[str, Any] = {}
+        status_out: dict[str, object] = {}
         for name in ("containerStatuses", "initContainerStatuses"):
             if name in status:
                 status_out[name] = _project_list(status[name], _STATUS_FIELDS)
         projected["status"] = status_out
     elif "status" in pod:
         projected["status"] = status
-    return projected
+    return cast(Pod, projected)
 
 
-def pod_text(projected: Mapping[str, Any]) -> bytes | str:
+def pod_text(projected: Pod) -> bytes | str:
     """The projection as JSON text: an exact, hashable key (key order included, so two pods
     that differ only in key order are two entries, never one wrong one)."""
     try:
@@ -191,7 +196,7 @@ def pod_text(projected: Mapping[str, Any]) -> bytes | str:
         return repr(projected)
 
 
-def object_version(obj: Mapping[str, Any]) -> tuple[str, str, str] | None:
+def object_version(obj: Mapping[str, object]) -> tuple[str, str, str] | None:
     """``(name, uid, resourceVersion)`` of an informer object; ``None`` without a
     resourceVersion (such an object cannot be keyed: its decision is not remembered)."""
     view = Meta(obj)
@@ -202,7 +207,7 @@ def object_version(obj: Mapping[str, Any]) -> tuple[str, str, str] | None:
 
 
 def object_versions(
-    objects: Sequence[Mapping[str, Any]],
+    objects: Sequence[Mapping[str, object]],
 ) -> tuple[tuple[str, str, str], ...] | None:
     """:func:`object_version` of each object; ``None`` when one has none."""
     versions = []
@@ -226,9 +231,9 @@ def decision_inputs(
     *,
     pod: bytes | str,
     namespace: str,
-    vpa: Mapping[str, Any],
-    limit_ranges: Sequence[Mapping[str, Any]],
-    hpas: Sequence[Mapping[str, Any]],
+    vpa: VerticalPodAutoscaler,
+    limit_ranges: Sequence[LimitRange],
+    hpas: Sequence[HorizontalPodAutoscaler],
     avoid_hpa_conflict: bool,
     largest_node_allocatable: Mapping[str, Quantity] | None,
     cap_to_largest_node: bool,
@@ -259,7 +264,7 @@ def decision_inputs(
     )
 
 
-def match_fields(kind: str, obj: Mapping[str, Any]) -> tuple[object, ...]:
+def match_fields(kind: str, obj: Mapping[str, object]) -> tuple[object, ...]:
     """What a match reads of a controller object of ``kind``: its uid, its owner references
     (the walk up) and where its selector comes from (``spec.selector``; a CronJob's job
     template labels — read of a CronJob only, as ``well_known_selector`` does: other kinds
@@ -286,7 +291,7 @@ class Decided:
     """``admit_pod``'s answer for one set of inputs, shared by every request that gets it."""
 
     patches: tuple[dict[str, Any], ...]
-    """The JSON patch operations (callers must not modify them)."""
+    """The JSON patch operations (raw JSON; callers must not modify them)."""
     encoded_patch: str
     """The patch as the review carries it (base64 of the compact JSON); ``""`` without one."""
     skipped_resources: frozenset[str]
@@ -302,10 +307,10 @@ class Match:
     """Which VPA a pod gets, and what that was read from."""
 
     controller: ControllerRef | None
-    vpa: dict[str, Any] | None
+    vpa: VerticalPodAutoscaler | None
     reads: tuple[OwnerRead, ...]
     """Every controller object read, in order."""
-    vpas: tuple[dict[str, Any], ...]
+    vpas: tuple[VerticalPodAutoscaler, ...]
     """The VPAs indexed under ``controller`` when the match was made."""
 
 
@@ -317,7 +322,7 @@ class Answered:
     inputs: tuple[Hashable, ...] | None
     """The decision's inputs (:func:`decision_inputs`); ``None`` when no VPA matched."""
     match: Match
-    limit_ranges: Sequence[Mapping[str, Any]] = ()
+    limit_ranges: Sequence[LimitRange] = ()
     """The LimitRanges as read for the decision (the list the admission caches gave: while
     they give the same list, its versions are the same)."""
     target: ControllerRef | None = None
@@ -334,7 +339,7 @@ def match_unchanged(
     match: Match,
     *,
     lookup: Lookup,
-    vpas_for: Callable[[ControllerRef], Sequence[dict[str, Any]]],
+    vpas_for: Callable[[ControllerRef], Sequence[VerticalPodAutoscaler]],
 ) -> bool:
     """Whether every object ``match`` read is still what the informers hold (``lookup`` reads
     the controllers' informers, ``vpas_for`` the VPA index): the same object, or one that
@@ -353,7 +358,7 @@ def match_unchanged(
     return all(a is b for a, b in zip(current, match.vpas, strict=True))
 
 
-def encode_patch(patches: Sequence[Mapping[str, Any]]) -> str:
+def encode_patch(patches: Sequence[Mapping[str, object]]) -> str:
     """The review's ``patch``: base64 of the compact JSON (``""`` for no patch)."""
     if not patches:
         return ""
@@ -586,10 +591,10 @@ class AdmissionMemo:
 def admit_cached(
     memo: AdmissionMemo,
     *,
-    pod: Mapping[str, Any],
+    pod: Pod,
     namespace: str,
-    vpa: dict[str, Any],
-    limit_ranges: Sequence[dict[str, Any]],
+    vpa: VerticalPodAutoscaler,
+    limit_ranges: Sequence[LimitRange],
     hpas: Sequence[HorizontalPodAutoscaler],
     avoid_hpa_conflict: bool,
     largest_node_allocatable: Mapping[str, Quantity] | None,

@@ -59,8 +59,10 @@ from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict
 from kubescale.controllers.vpa.api.startup_boost import StartupBoostSettings
 from kubescale.controllers.vpa.api.vpa_matching import choose_vpa, target_ref_of
 from kubescale.objects.hpa import HorizontalPodAutoscaler
+from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import LabelSelector
 from kubescale.objects.views import Meta
+from kubescale.objects.vpa import VerticalPodAutoscaler
 
 __all__ = [
     "AdmissionOptions",
@@ -76,7 +78,7 @@ __all__ = [
 class HpaConflict:
     """Resources left alone for HPAs on the VPA's target (``--avoid-hpa-conflict``)."""
 
-    vpa: dict[str, Any]
+    vpa: VerticalPodAutoscaler
     target: ControllerRef
     hpas: tuple[HorizontalPodAutoscaler, ...]
     resources: frozenset[str]
@@ -86,7 +88,7 @@ class HpaConflict:
 class LimitRangeOverride:
     """Where the namespace's LimitRanges overrode what the VPA wanted for a pod."""
 
-    vpa: dict[str, Any]
+    vpa: VerticalPodAutoscaler
     target: ControllerRef | None
     conflicts: tuple[LimitRangeConflict, ...]
 
@@ -111,7 +113,7 @@ class PodDecision:
 
     @property
     def patches(self) -> tuple[dict[str, Any], ...]:
-        """The JSON patch (shared with the memo: never modify it)."""
+        """The JSON patch (shared with the memo: never modify it; raw JSON operations)."""
         return self.decided.patches if self.decided is not None else ()
 
     @property
@@ -121,7 +123,7 @@ class PodDecision:
         return self.decided.encoded_patch if self.decided is not None else ""
 
 
-def pod_namespace(pod: Mapping[str, Any]) -> str:
+def pod_namespace(pod: Pod) -> str:
     """``metadata.namespace`` of a pod (its namespace set), ``""`` when missing."""
     namespace = Meta(pod).raw.get("namespace")
     return namespace if isinstance(namespace, str) else ""
@@ -155,7 +157,7 @@ class CachedPodAdmission:
         self.memo = memo if memo is not None else AdmissionMemo()
         caches.on_input_change(self.memo)
 
-    def decide(self, pod: dict[str, Any], *, may_wait: bool) -> PodDecision:
+    def decide(self, pod: Pod, *, may_wait: bool) -> PodDecision:
         """The decision for ``pod`` (its namespace set); may raise ``PodAdmissionError``."""
         caches = self.caches
         if not caches.synced:
@@ -165,7 +167,9 @@ class CachedPodAdmission:
         reads: list[OwnerRead] = []
         cacheable = True
 
-        def owner(api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        def owner(
+            api_version: str, kind: str, namespace: str, name: str
+        ) -> Mapping[str, object] | None:
             nonlocal cacheable
             found = caches.owner(api_version, kind, namespace, name)
             if not caches.informs(kind):
@@ -208,8 +212,8 @@ class CachedPodAdmission:
             caches.owner(direct.api_version, direct.kind, direct.namespace, direct.name)
             cacheable = False
         controller = topmost_controller(pod, lookup=owner, scalable_kinds=is_scalable)
-        vpa: dict[str, Any] | None = None
-        candidates: list[dict[str, Any]] = []
+        vpa: VerticalPodAutoscaler | None = None
+        candidates: list[VerticalPodAutoscaler] = []
         if controller is not None:
             candidates = caches.vpas_for(controller)
             vpa = choose_vpa(
@@ -267,8 +271,8 @@ class CachedPodAdmission:
 
     def _patch(
         self,
-        pod: dict[str, Any],
-        vpa: dict[str, Any],
+        pod: Pod,
+        vpa: VerticalPodAutoscaler,
         *,
         not_matched: str | None,
         match: Match | None,

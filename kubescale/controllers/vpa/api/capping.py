@@ -36,7 +36,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
 
 from kubescale.controllers.vpa.api.current_resources import (
     CPU,
@@ -67,7 +66,14 @@ from kubescale.controllers.vpa.api.vpa_policy import (
     container_policy,
     controlled_values,
 )
+from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity
+from kubescale.objects.vpa import (
+    ContainerResourcePolicy,
+    PodResourcePolicy,
+    RecommendedContainerResources,
+    RecommendedPodResources,
+)
 
 __all__ = [
     "BOUNDS",
@@ -101,7 +107,7 @@ class ContainerRecommendation:
     target: Mapping[str, Quantity] | None
     lower_bound: Mapping[str, Quantity] | None
     upper_bound: Mapping[str, Quantity] | None
-    source: Mapping[str, Any]
+    source: RecommendedContainerResources
     """The input entry (``{}`` for one inserted for the pod LimitRange); capping keeps its other
     fields, e.g. ``uncappedTarget``, as they are."""
 
@@ -110,14 +116,17 @@ class ContainerRecommendation:
             name
         ]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> RecommendedContainerResources:
         """The entry as the API writes it, capped bounds in place of the original ones."""
-        entry = dict(self.source)
+        entry: RecommendedContainerResources = {**self.source}
         entry["containerName"] = self.container_name
-        for name in BOUNDS:
-            resources = self.bound(name)
-            if resources is not None:
-                entry[name] = resource_list_json(resources)
+        # BOUNDS' order: a bound the source lacks is added after its other fields
+        if self.target is not None:
+            entry["target"] = resource_list_json(self.target)
+        if self.lower_bound is not None:
+            entry["lowerBound"] = resource_list_json(self.lower_bound)
+        if self.upper_bound is not None:
+            entry["upperBound"] = resource_list_json(self.upper_bound)
         return entry
 
 
@@ -224,7 +233,7 @@ def _container_limit_range_bounds(
     return _Bounds(min_allowed, max_allowed, _CAPPED_TO_LIMIT_RANGE_MIN, _CAPPED_TO_LIMIT_RANGE_MAX)
 
 
-def _policy_bounds(policy: Mapping[str, Any] | None) -> _Bounds | None:
+def _policy_bounds(policy: ContainerResourcePolicy | None) -> _Bounds | None:
     """applyVPAPolicy's bounds: the container policy's minAllowed and maxAllowed."""
     if policy is None:
         return None
@@ -290,7 +299,7 @@ def _limit_range_wins(
 def _cap_container(
     entry: WorkingRecommendation,
     pod: PodContainers,
-    resource_policy: Mapping[str, Any] | None,
+    resource_policy: PodResourcePolicy | None,
     limit_range: LimitRangeItem | None,
 ) -> tuple[list[str], list[tuple[str, str]]]:
     """getCappedRecommendationForContainer (in place): the Target's annotations and its
@@ -329,9 +338,9 @@ def _frozen(resources: ResourceList | None) -> Mapping[str, Quantity] | None:
 
 def cap_recommendation(
     *,
-    recommendation: Mapping[str, Any] | None,
-    resource_policy: Mapping[str, Any] | None,
-    pod: Mapping[str, Any],
+    recommendation: RecommendedPodResources | None,
+    resource_policy: PodResourcePolicy | None,
+    pod: Pod,
     container_limit_range: LimitRangeItem | None,
     pod_limit_range: LimitRangeItem | None,
     containers: PodContainers | None = None,

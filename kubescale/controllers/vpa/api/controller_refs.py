@@ -28,9 +28,11 @@ Pure: the caller passes cache lookups; no I/O happens here.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import cast
 
-from kubescale.objects.views import Meta, ObjectRef
+from kubescale.objects.meta import OwnerReference
+from kubescale.objects.pod import Pod
+from kubescale.objects.views import Meta, ObjectRef, text
 
 __all__ = [
     "WELL_KNOWN_CONTROLLER_KINDS",
@@ -62,32 +64,37 @@ ControllerRef = ObjectRef
 """A controller: upstream's ``controllerfetcher.ControllerKeyWithAPIVersion``."""
 
 
-OwnerLookup = Callable[[str, str, str, str], dict[str, Any] | None]
-"""``(apiVersion, kind, namespace, name)`` -> the cached object, or ``None`` when absent."""
+OwnerLookup = Callable[[str, str, str, str], Mapping[str, object] | None]
+"""``(apiVersion, kind, namespace, name)`` -> the cached object, or ``None`` when absent (a
+controller of any kind: only its ``metadata`` is read, through :class:`Meta`)."""
 
 
-def _controller_refs(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def _controller_refs(obj: Mapping[str, object]) -> list[OwnerReference]:
     refs: object = Meta(obj).raw.get("ownerReferences")  # as sent: checked below
     if not isinstance(refs, list):
         return []
-    return [ref for ref in refs if isinstance(ref, Mapping) and ref.get("controller") is True]
+    # Checked entry by entry (a malformed one is skipped), then read as OwnerReference.
+    return [
+        cast(OwnerReference, ref)
+        for ref in refs
+        if isinstance(ref, Mapping) and ref.get("controller") is True
+    ]
 
 
-def _ref(owner: Mapping[str, Any], namespace: str) -> ControllerRef:
-    def text(key: str) -> str:
-        value = owner.get(key)
-        return value if isinstance(value, str) else ""
-
+def _ref(owner: OwnerReference, namespace: str) -> ControllerRef:
     return ControllerRef(
-        api_version=text("apiVersion"), kind=text("kind"), name=text("name"), namespace=namespace
+        api_version=text(owner.get("apiVersion")),
+        kind=text(owner.get("kind")),
+        name=text(owner.get("name")),
+        namespace=namespace,
     )
 
 
-def _namespace(obj: Mapping[str, Any]) -> str:
+def _namespace(obj: Pod) -> str:
     return Meta(obj).namespace
 
 
-def controller_owner_ref(pod: Mapping[str, Any]) -> ControllerRef | None:
+def controller_owner_ref(pod: Pod) -> ControllerRef | None:
     """The pod's direct controller (FindParentControllerForPod: the last controller ref)."""
     refs = _controller_refs(pod)
     if not refs:
@@ -100,7 +107,7 @@ class _NoController(Exception):
 
 
 def topmost_controller(
-    pod: Mapping[str, Any],
+    pod: Pod,
     *,
     lookup: OwnerLookup,
     scalable_kinds: Callable[[str, str], bool],

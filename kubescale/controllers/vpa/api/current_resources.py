@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
 
+from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity
 from kubescale.objects.views import optional_spec_of, optional_status_of
 
@@ -78,8 +78,9 @@ def ordered_names(names: Iterable[str]) -> list[str]:
     return [name for name in _FIRST if name in present] + sorted(present.difference(_FIRST))
 
 
-def _named(entries: object, name: str) -> Mapping[str, Any] | None:
-    """The first entry of a list of objects whose ``name`` is ``name``."""
+def _named(entries: object, name: str) -> Mapping[str, object] | None:
+    """The first entry of a list of objects whose ``name`` is ``name`` (a ``Container`` or a
+    ``ContainerStatus``, read as sent: a malformed entry is skipped)."""
     if not isinstance(entries, list):
         return None
     for entry in entries:
@@ -89,16 +90,14 @@ def _named(entries: object, name: str) -> Mapping[str, Any] | None:
 
 
 def container_requests_and_limits(
-    pod: Mapping[str, Any], container_name: str, *, init: bool = False
+    pod: Pod, container_name: str, *, init: bool = False
 ) -> tuple[ResourceList | None, ResourceList | None]:
     """resourcehelpers.ContainerRequestsAndLimits: (requests, limits), status before spec."""
     status = optional_status_of(pod)
     spec = optional_spec_of(pod)
-    statuses = (
-        status.get("initContainerStatuses" if init else "containerStatuses")
-        if isinstance(status, Mapping)
-        else None
-    )
+    statuses: object = None
+    if status is not None:
+        statuses = status.get("initContainerStatuses") if init else status.get("containerStatuses")
     container_status = _named(statuses, container_name)
     if container_status is not None:
         applied = container_status.get("resources")
@@ -107,9 +106,9 @@ def container_requests_and_limits(
                 parse_resource_list(applied.get("requests")),
                 parse_resource_list(applied.get("limits")),
             )
-    containers = (
-        spec.get("initContainers" if init else "containers") if isinstance(spec, Mapping) else None
-    )
+    containers: object = None
+    if spec is not None:
+        containers = spec.get("initContainers") if init else spec.get("containers")
     container = _named(containers, container_name)
     if container is None:
         return None, None
@@ -132,9 +131,9 @@ class PodContainers:
     current: Mapping[str, tuple[ResourceList | None, ResourceList | None]]
 
     @classmethod
-    def of(cls, pod: Mapping[str, Any]) -> PodContainers:
+    def of(cls, pod: Pod) -> PodContainers:
         spec = optional_spec_of(pod)
-        containers = spec.get("containers") if spec is not None else None
+        containers: object = spec.get("containers") if spec is not None else None
         names: list[str] = []
         current: dict[str, tuple[ResourceList | None, ResourceList | None]] = {}
         for container in containers if isinstance(containers, list) else ():

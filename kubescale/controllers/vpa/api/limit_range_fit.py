@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import cast
 
 from kubescale.controllers.vpa.api.current_resources import (
     CPU,
@@ -56,6 +56,8 @@ from kubescale.controllers.vpa.api.limit_range_rules import (
     pod_totals,
     ratio_holds,
 )
+from kubescale.objects.containers import Container
+from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity
 from kubescale.objects.views import optional_spec_of
 
@@ -110,7 +112,7 @@ class _Values:
         return self.request if self.request is not None else self.limit
 
 
-def _spec_resources(container: Mapping[str, Any]) -> tuple[ResourceList, ResourceList]:
+def _spec_resources(container: Container) -> tuple[ResourceList, ResourceList]:
     resources = container.get("resources")
     if not isinstance(resources, Mapping):
         return {}, {}
@@ -119,14 +121,16 @@ def _spec_resources(container: Mapping[str, Any]) -> tuple[ResourceList, Resourc
     return requests, limits
 
 
-def _spec_list(pod: Mapping[str, Any], name: str) -> list[Mapping[str, Any]]:
-    spec = optional_spec_of(pod)
-    items = spec.get(name) if spec is not None else None
-    return [c if isinstance(c, Mapping) else {} for c in items] if isinstance(items, list) else []
+def _spec_list(items: object) -> list[Container]:
+    """``spec.containers`` / ``spec.initContainers`` as sent: a malformed entry reads as an
+    empty container, a malformed list as none."""
+    if not isinstance(items, list):
+        return []
+    return cast(list[Container], [c if isinstance(c, Mapping) else {} for c in items])
 
 
-def _container_name(container: Mapping[str, Any]) -> str:
-    name = container.get("name")
+def _container_name(container: Container) -> str:
+    name: object = container.get("name")
     return name if isinstance(name, str) else ""
 
 
@@ -356,7 +360,7 @@ def _fit_resource(
 
 def fit_to_limit_ranges(
     *,
-    pod: Mapping[str, Any],
+    pod: Pod,
     requests: Sequence[Mapping[str, Quantity] | None],
     limits: Sequence[Mapping[str, Quantity]],
     limit_ranges: NamespaceLimits,
@@ -366,12 +370,13 @@ def fit_to_limit_ranges(
     ``requests`` and ``limits`` are what admission would set, one entry per
     ``pod.spec.containers`` entry (``None``: the container is not touched).
     """
-    containers = _spec_list(pod, "containers")
+    spec = optional_spec_of(pod)
+    containers = _spec_list(spec.get("containers") if spec is not None else None)
     names = [_container_name(c) for c in containers]
     originals = [_spec_resources(c) for c in containers]
     init = [
         (*_spec_resources(c), c.get("restartPolicy") == "Always")
-        for c in _spec_list(pod, "initContainers")
+        for c in _spec_list(spec.get("initContainers") if spec is not None else None)
     ]
     step = _Step(names, limit_ranges)
     new_requests = [dict(r) if r is not None else None for r in requests]

@@ -31,9 +31,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Final
 
 from kubescale.controllers.vpa.api.current_resources import ResourceList, parse_resource_list
+from kubescale.objects.limit_range import LimitRange
 from kubescale.objects.quantities import Quantity
 from kubescale.objects.views import optional_spec_of
 
@@ -84,7 +85,7 @@ class NamespaceLimits:
     pod: Bounds = field(default_factory=Bounds)
 
     @classmethod
-    def of(cls, limit_ranges: Sequence[Mapping[str, Any]]) -> NamespaceLimits:
+    def of(cls, limit_ranges: Sequence[LimitRange]) -> NamespaceLimits:
         """The strictest bounds of these LimitRange objects (malformed quantities raise
         :class:`~kubescale.objects.quantities.QuantityError`; the API server stores none)."""
         collected: dict[str, tuple[dict[str, Quantity], ...]] = {
@@ -93,7 +94,9 @@ class NamespaceLimits:
         }
         for limit_range in limit_ranges:
             spec = optional_spec_of(limit_range)
-            items = spec.get("limits") if spec is not None else None
+            # as sent: each item is checked (a LimitRange is validated by the API server, but
+            # a malformed item reads as none rather than failing the pod)
+            items: object = spec.get("limits") if spec is not None else None
             for item in items if isinstance(items, list) else ():
                 if not isinstance(item, Mapping) or item.get("type") not in collected:
                     continue

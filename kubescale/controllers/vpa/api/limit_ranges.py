@@ -28,9 +28,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
 
 from kubescale.controllers.vpa.api.current_resources import parse_resource_list
+from kubescale.objects.limit_range import LimitRange
 from kubescale.objects.quantities import Quantity
 from kubescale.objects.views import optional_spec_of
 
@@ -102,7 +102,7 @@ def _frozen(resources: dict[str, Quantity] | None) -> Mapping[str, Quantity]:
 
 
 def merged_limit_range_item(
-    limit_ranges: Sequence[dict[str, Any]], *, item_type: str
+    limit_ranges: Sequence[LimitRange], *, item_type: str
 ) -> LimitRangeItem | None:
     """The merged ``item_type`` (``"Container"`` or ``"Pod"``) item of these LimitRanges."""
     maximum: dict[str, Quantity] | None = None
@@ -112,7 +112,8 @@ def merged_limit_range_item(
     ratio: dict[str, Quantity] | None = None
     for limit_range in limit_ranges:
         spec = optional_spec_of(limit_range)
-        items = spec.get("limits") if spec is not None else None
+        # as sent: each item is checked (a malformed item reads as none)
+        items: object = spec.get("limits") if spec is not None else None
         if not isinstance(items, list):
             continue
         for item in items:

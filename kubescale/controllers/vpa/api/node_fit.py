@@ -26,7 +26,6 @@ Pure; current requests are the container status's when set, like everywhere in t
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from kubescale.controllers.vpa.api.current_resources import (
     CPU,
@@ -36,6 +35,7 @@ from kubescale.controllers.vpa.api.current_resources import (
     ordered_names,
     parse_resource_list,
 )
+from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity
 from kubescale.objects.views import optional_spec_of
 
@@ -52,13 +52,13 @@ def _quantity(name: str, units: int, like: Quantity) -> Quantity:
     return Quantity.from_int(units, like.format)
 
 
-def _always_there(pod: Mapping[str, Any]) -> list[ResourceList]:
+def _always_there(pod: Pod) -> list[ResourceList]:
     """The requests present for the pod's whole life: overhead and sidecars."""
     spec = optional_spec_of(pod)
     if spec is None:
         return []
     lists = [parse_resource_list(spec.get("overhead")) or {}]
-    init_containers = spec.get("initContainers")
+    init_containers: object = spec.get("initContainers")  # as sent: entries checked
     for container in init_containers if isinstance(init_containers, list) else ():
         if not isinstance(container, Mapping) or container.get("restartPolicy") != "Always":
             continue
@@ -86,7 +86,7 @@ def _fixed_units(
 
 def fit_requests_to_node(
     *,
-    pod: Mapping[str, Any],
+    pod: Pod,
     recommended: Sequence[Mapping[str, Quantity] | None],
     allocatable: Mapping[str, Quantity],
 ) -> list[tuple[ResourceList | None, tuple[str, ...]]]:

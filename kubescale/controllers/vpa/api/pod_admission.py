@@ -52,8 +52,11 @@ from kubescale.controllers.vpa.api.startup_boost import StartupBoostSettings
 from kubescale.controllers.vpa.api.vpa_matching import target_ref_of
 from kubescale.coordination.resource_ownership import hpas_scaled_resources
 from kubescale.objects.hpa import HorizontalPodAutoscaler
+from kubescale.objects.limit_range import LimitRange
+from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity
 from kubescale.objects.views import Meta
+from kubescale.objects.vpa import VerticalPodAutoscaler
 
 __all__ = ["PodAdmission", "PodAdmissionError", "admit_pod"]
 
@@ -66,7 +69,7 @@ class PodAdmissionError(ValueError):
 class PodAdmission:
     """The decision for one pod."""
 
-    patches: list[dict[str, Any]]
+    patches: list[dict[str, Any]]  # JSON patch operations: raw JSON
     """JSON patch operations, in upstream's order; empty when no VPA controls the pod."""
     vpa: str | None
     """Name of the controlling VPA, or ``None``."""
@@ -79,15 +82,15 @@ class PodAdmission:
     the caller records an Event on the VPA)."""
 
 
-def _vpa_name(vpa: Mapping[str, Any]) -> str:
+def _vpa_name(vpa: VerticalPodAutoscaler) -> str:
     return Meta(vpa).name
 
 
 def admit_pod(
     *,
-    pod: dict[str, Any],
-    vpa: dict[str, Any] | None,
-    limit_ranges: Sequence[dict[str, Any]],
+    pod: Pod,
+    vpa: VerticalPodAutoscaler | None,
+    limit_ranges: Sequence[LimitRange],
     hpas: Sequence[HorizontalPodAutoscaler] = (),
     avoid_hpa_conflict: bool = False,
     largest_node_allocatable: Mapping[str, Quantity] | None = None,

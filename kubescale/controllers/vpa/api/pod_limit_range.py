@@ -29,7 +29,7 @@ Pure: works on the caller's working copies.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import cast
 
 from kubescale.controllers.vpa.api.current_resources import (
     CPU,
@@ -47,6 +47,7 @@ from kubescale.controllers.vpa.api.limit_scaling import (
 )
 from kubescale.objects.quantities import Quantity
 from kubescale.objects.views import mapping
+from kubescale.objects.vpa import RecommendedContainerResources, RecommendedPodResources
 
 __all__ = [
     "BOUNDS",
@@ -73,16 +74,20 @@ class WorkingRecommendation:
     __slots__ = ("bounds", "name", "source")
 
     def __init__(
-        self, name: str, bounds: dict[str, ResourceList | None], source: Mapping[str, Any]
+        self,
+        name: str,
+        bounds: dict[str, ResourceList | None],
+        source: RecommendedContainerResources,
     ) -> None:
         self.name = name
         self.bounds = bounds
         self.source = source
 
 
-def parse_entries(recommendation: Mapping[str, Any] | None) -> list[WorkingRecommendation]:
+def parse_entries(recommendation: RecommendedPodResources | None) -> list[WorkingRecommendation]:
     """Working copies of a ``status.recommendation``'s entries (garbage entries skipped)."""
-    entries = mapping(recommendation).get("containerRecommendations")
+    # as sent (the recommender's status is not validated): checked entry by entry
+    entries: object = mapping(recommendation).get("containerRecommendations")
     working: list[WorkingRecommendation] = []
     if not isinstance(entries, list):
         return working
@@ -91,7 +96,8 @@ def parse_entries(recommendation: Mapping[str, Any] | None) -> list[WorkingRecom
             continue
         name = entry.get("containerName")
         bounds = {bound: parse_resource_list(entry.get(bound)) for bound in BOUNDS}
-        working.append(WorkingRecommendation(name if isinstance(name, str) else "", bounds, entry))
+        source = cast(RecommendedContainerResources, entry)
+        working.append(WorkingRecommendation(name if isinstance(name, str) else "", bounds, source))
     return working
 
 

@@ -51,11 +51,13 @@ Pure: takes the pod and the computed resources, returns the patch operations.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from kubescale.controllers.vpa.api.current_resources import ordered_names
 from kubescale.controllers.vpa.api.pod_resources import ContainerResources, PodResources
 from kubescale.controllers.vpa.api.startup_boost import boost_annotation
+from kubescale.objects.containers import Container
+from kubescale.objects.pod import ContainerStatus, Pod
 from kubescale.objects.quantities import Quantity
 from kubescale.objects.views import Meta, mapping, spec_of, status_of
 
@@ -77,19 +79,20 @@ def escape_json_pointer(segment: str) -> str:
     return segment.replace("~", "~0").replace("/", "~1")
 
 
-def _containers(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    containers = spec_of(pod).get("containers")
+def _containers(pod: Pod) -> list[Container]:
+    # as sent: a malformed entry reads as an empty container, a malformed list as none
+    containers: object = spec_of(pod).get("containers")
     if not isinstance(containers, list):
         return []
-    return [c if isinstance(c, Mapping) else {} for c in containers]
+    return cast(list[Container], [c if isinstance(c, Mapping) else {} for c in containers])
 
 
-def _container_name(container: Mapping[str, Any]) -> str:
-    name = container.get("name")
+def _container_name(container: Container | ContainerStatus) -> str:
+    name: object = container.get("name")
     return name if isinstance(name, str) else ""
 
 
-def _current_lists_set(pod: Mapping[str, Any]) -> dict[str, tuple[bool, bool]]:
+def _current_lists_set(pod: Pod) -> dict[str, tuple[bool, bool]]:
     """Per container name: are its current requests / limits set (non-nil)?
 
     resourcehelpers.ContainerRequestsAndLimits, reduced to what the patch needs (the same rule as
@@ -97,17 +100,18 @@ def _current_lists_set(pod: Mapping[str, Any]) -> dict[str, tuple[bool, bool]]:
     parsing the quantities): the first status entry of that name wins when it has ``resources``,
     else the first container of that name in the spec.
     """
-    statuses: dict[str, Mapping[str, Any]] = {}
-    raw_statuses = status_of(pod).get("containerStatuses")
-    for status in raw_statuses if isinstance(raw_statuses, list) else []:
-        if isinstance(status, Mapping):
+    statuses: dict[str, ContainerStatus] = {}
+    raw_statuses: object = status_of(pod).get("containerStatuses")  # as sent: entries checked
+    for entry in raw_statuses if isinstance(raw_statuses, list) else []:
+        if isinstance(entry, Mapping):
+            status = cast(ContainerStatus, entry)
             statuses.setdefault(_container_name(status), status)
     result: dict[str, tuple[bool, bool]] = {}
     for container in _containers(pod):
         name = _container_name(container)
         if name in result:
             continue
-        applied = statuses.get(name, {}).get("resources")
+        applied: object = statuses.get(name, {}).get("resources")
         holder = mapping(applied if isinstance(applied, Mapping) else container.get("resources"))
         result[name] = (
             isinstance(holder.get("requests"), Mapping),
@@ -116,11 +120,12 @@ def _current_lists_set(pod: Mapping[str, Any]) -> dict[str, tuple[bool, bool]]:
     return result
 
 
-def observed_containers_value(pod: Mapping[str, Any]) -> str:
+def observed_containers_value(pod: Pod) -> str:
     """annotations.GetVpaObservedContainersValue: container names joined by ``", "``."""
     return _OBSERVED_SEPARATOR.join(_container_name(c) for c in _containers(pod))
 
 
+# A JSON patch operation being built: raw JSON is its honest type (the webhook encodes it).
 def _add(path: str, value: Any) -> dict[str, Any]:
     return {"op": "add", "path": path, "value": value}
 
@@ -187,9 +192,7 @@ def _container_patches(
 _NOTHING = ContainerResources()  # upstream's zero ContainerResources: nothing to set
 
 
-def pod_patches(
-    *, pod: dict[str, Any], vpa_name: str, resources: PodResources
-) -> list[dict[str, Any]]:
+def pod_patches(*, pod: Pod, vpa_name: str, resources: PodResources) -> list[dict[str, Any]]:
     """The whole patch sequence for a pod a VPA named ``vpa_name`` controls.
 
     ``resources.containers`` has one entry per ``pod.spec.containers`` entry, in order (empty
@@ -197,8 +200,8 @@ def pod_patches(
     texts the recommendation pipeline produced for it.
     """
     patches: list[dict[str, Any]] = []
-    metadata = Meta(pod).raw
-    if not isinstance(metadata.get("annotations"), Mapping):
+    annotations: object = Meta(pod).raw.get("annotations")  # as sent: null is no map
+    if not isinstance(annotations, Mapping):
         patches.append(_add("/metadata/annotations", {}))
 
     updates: list[str] = []

@@ -63,7 +63,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import cast
 
 from kubescale.controllers.vpa.api.capping import (
     REQUESTS_AND_LIMITS,
@@ -86,8 +86,11 @@ from kubescale.controllers.vpa.api.startup_boost import (
     boosted_container,
 )
 from kubescale.controllers.vpa.api.vpa_policy import UPDATE_MODE_OFF, update_mode
+from kubescale.objects.containers import Container
+from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity
-from kubescale.objects.views import optional_mapping, optional_spec_of, optional_status_of, spec_of
+from kubescale.objects.views import optional_spec_of, optional_status_of, spec_of
+from kubescale.objects.vpa import PodResourcePolicy, RecommendedPodResources, VerticalPodAutoscaler
 
 __all__ = [
     "NODE_FIT_ACTION",
@@ -150,12 +153,27 @@ def _requests_to_set(
     return requests
 
 
+def _recommendation_of(vpa: VerticalPodAutoscaler) -> RecommendedPodResources | None:
+    """``status.recommendation``; ``None`` when missing or not an object (as sent: the
+    recommender's status is not validated)."""
+    status = optional_status_of(vpa)
+    recommendation = status.get("recommendation") if status is not None else None
+    return recommendation if isinstance(recommendation, Mapping) else None
+
+
+def _resource_policy_of(vpa: VerticalPodAutoscaler) -> PodResourcePolicy | None:
+    """``spec.resourcePolicy``; ``None`` when missing or not an object."""
+    spec = optional_spec_of(vpa)
+    policy = spec.get("resourcePolicy") if spec is not None else None
+    return policy if isinstance(policy, Mapping) else None
+
+
 def _recommended_requests(
     *,
-    pod: dict[str, Any],
-    vpa: dict[str, Any],
+    pod: Pod,
+    vpa: VerticalPodAutoscaler,
     containers_of_pod: PodContainers,
-    resource_policy: Mapping[str, Any] | None,
+    resource_policy: PodResourcePolicy | None,
     container_limit_range: LimitRangeItem | None,
     pod_limit_range: LimitRangeItem | None,
     skip_resources: frozenset[str],
@@ -164,8 +182,7 @@ def _recommended_requests(
     and the capping conflicts."""
     names = containers_of_pod.names
     nothing: list[ResourceList | None] = [None for _ in names]
-    status = optional_status_of(vpa) or {}
-    recommendation = optional_mapping(status.get("recommendation"))
+    recommendation = _recommendation_of(vpa)
     if update_mode(vpa) == UPDATE_MODE_OFF or recommendation is None:
         return nothing, {}, ()
     capped = cap_recommendation(
@@ -192,9 +209,9 @@ def _recommended_requests(
 
 def _boost(
     *,
-    pod: dict[str, Any],
-    vpa: dict[str, Any],
-    resource_policy: Mapping[str, Any] | None,
+    pod: Pod,
+    vpa: VerticalPodAutoscaler,
+    resource_policy: PodResourcePolicy | None,
     requests_per_container: list[ResourceList | None],
     limits_per_container: list[ResourceList],
     skip_resources: frozenset[str],
@@ -206,11 +223,12 @@ def _boost(
     if CPU in skip_resources:
         return {}
     boosts: dict[int, str] = {}
-    containers = spec_of(pod).get("containers")
-    for index, container in enumerate(containers if isinstance(containers, list) else ()):
-        if not isinstance(container, Mapping):
+    containers: object = spec_of(pod).get("containers")  # as sent: entries checked
+    for index, entry in enumerate(containers if isinstance(containers, list) else ()):
+        if not isinstance(entry, Mapping):
             continue
-        name = container.get("name")
+        container = cast(Container, entry)
+        name: object = container.get("name")
         boosted = boosted_container(
             container=container,
             vpa=vpa,
@@ -229,8 +247,8 @@ def _boost(
 
 def pod_resources(
     *,
-    pod: dict[str, Any],
-    vpa: dict[str, Any],
+    pod: Pod,
+    vpa: VerticalPodAutoscaler,
     container_limit_range: LimitRangeItem | None,
     pod_limit_range: LimitRangeItem | None,
     skip_resources: frozenset[str] = frozenset(),
@@ -246,7 +264,7 @@ def pod_resources(
     """
     containers_of_pod = PodContainers.of(pod)
     names = containers_of_pod.names
-    resource_policy = optional_mapping((optional_spec_of(vpa) or {}).get("resourcePolicy"))
+    resource_policy = _resource_policy_of(vpa)
     requests_per_container, annotations, capped_conflicts = _recommended_requests(
         pod=pod,
         vpa=vpa,
@@ -345,11 +363,11 @@ def pod_resources(
 
 def capped_recommendation(
     *,
-    vpa: dict[str, Any],
-    pod: dict[str, Any],
+    vpa: VerticalPodAutoscaler,
+    pod: Pod,
     container_limit_range: LimitRangeItem | None,
     pod_limit_range: LimitRangeItem | None,
-) -> dict[str, Any]:
+) -> RecommendedPodResources:
     """The capping processor's output for ``pod`` as a ``status.recommendation``-shaped dict.
 
     ``{"containerRecommendations": [...]}`` with capped ``target``/``lowerBound``/``upperBound``
@@ -357,10 +375,9 @@ def capped_recommendation(
     recommendation nor a resource policy. Annotations are dropped (the updater, reference §3.4,
     does not use them).
     """
-    status = optional_status_of(vpa) or {}
     capped = cap_recommendation(
-        recommendation=optional_mapping(status.get("recommendation")),
-        resource_policy=optional_mapping((optional_spec_of(vpa) or {}).get("resourcePolicy")),
+        recommendation=_recommendation_of(vpa),
+        resource_policy=_resource_policy_of(vpa),
         pod=pod,
         container_limit_range=container_limit_range,
         pod_limit_range=pod_limit_range,

@@ -40,14 +40,17 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Final
 
 from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.api.current_resources import ResourceList
 from kubescale.controllers.vpa.api.limit_scaling import proportional_limits
 from kubescale.controllers.vpa.api.vpa_policy import container_policy
+from kubescale.objects.containers import Container
+from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import DECIMAL_SI, Quantity, QuantityError
 from kubescale.objects.views import Meta, mapping, spec_of, status_of
+from kubescale.objects.vpa import StartupBoost, VerticalPodAutoscaler
 
 __all__ = [
     "STARTUP_BOOST_ANNOTATION_PREFIX",
@@ -90,45 +93,46 @@ def boost_annotation(container: str) -> str:
     return STARTUP_BOOST_ANNOTATION_PREFIX + container
 
 
-def has_boost_in_progress(pod: Mapping[str, Any]) -> bool:
+def has_boost_in_progress(pod: Pod) -> bool:
     """``PodHasCPUBoostInProgressAnnotation``."""
     annotations = mapping(Meta(pod).raw.get("annotations"))
     return any(str(key).startswith(STARTUP_BOOST_ANNOTATION_PREFIX) for key in annotations)
 
 
-def startup_boost_policy(container: str, vpa: Mapping[str, Any]) -> Mapping[str, Any] | None:
+def startup_boost_policy(container: str, vpa: VerticalPodAutoscaler) -> StartupBoost | None:
     """The ``startupBoost`` that applies to ``container`` (``None``: not boosted)."""
     spec = spec_of(vpa)
-    policy = container_policy(container, mapping(spec.get("resourcePolicy")))
+    policy = container_policy(container, spec.get("resourcePolicy"))
     if policy is not None and policy.get("mode") == "Off":
         return None
     boost = policy.get("startupBoost") if policy is not None else None
     if boost is None:
         boost = spec.get("startupBoost")
+    # as sent: a malformed (non-object) boost is no boost
     return boost if isinstance(boost, Mapping) else None
 
 
-def boost_duration_seconds(container: str, vpa: Mapping[str, Any]) -> int:
+def boost_duration_seconds(container: str, vpa: VerticalPodAutoscaler) -> int:
     """``getContainerCPUStartupBoostDuration``: the container policy's ``durationSeconds``,
     else the VPA's, else 0."""
     spec = spec_of(vpa)
-    duration = mapping(mapping(spec.get("startupBoost")).get("cpu")).get("durationSeconds")
-    policy = container_policy(container, mapping(spec.get("resourcePolicy")))
+    duration: object = mapping(mapping(spec.get("startupBoost")).get("cpu")).get("durationSeconds")
+    policy = container_policy(container, spec.get("resourcePolicy"))
     if policy is not None:
-        own = mapping(mapping(policy.get("startupBoost")).get("cpu")).get("durationSeconds")
+        own: object = mapping(mapping(policy.get("startupBoost")).get("cpu")).get("durationSeconds")
         if own is not None:
             duration = own
     return duration if isinstance(duration, int) and not isinstance(duration, bool) else 0
 
 
 def boosted_cpu(
-    base: Quantity, boost: Mapping[str, Any], *, max_allowed: Quantity | None = None
+    base: Quantity, boost: StartupBoost, *, max_allowed: Quantity | None = None
 ) -> Quantity:
     """``calculateBoostedCPUValue`` then the ``--max-allowed-cpu-boost`` cap."""
     cpu = mapping(boost.get("cpu"))
-    kind = cpu.get("type") or FACTOR
+    kind: object = cpu.get("type") or FACTOR
     if kind == FACTOR:
-        factor = cpu.get("factor")
+        factor: object = cpu.get("factor")
         if not isinstance(factor, int) or isinstance(factor, bool):
             raise StartupBoostError(
                 "startupBoost.CPU.Factor is required when Type is Factor or not specified"
@@ -152,7 +156,7 @@ def boosted_cpu(
     return boosted
 
 
-def original_resources(container: Mapping[str, Any]) -> tuple[ResourceList, ResourceList]:
+def original_resources(container: Container) -> tuple[ResourceList, ResourceList]:
     """The container's own CPU and memory requests and limits (its spec)."""
     resources = mapping(container.get("resources"))
     found: list[ResourceList] = []
@@ -164,7 +168,7 @@ def original_resources(container: Mapping[str, Any]) -> tuple[ResourceList, Reso
     return found[0], found[1]
 
 
-def original_resources_value(container: Mapping[str, Any]) -> str:
+def original_resources_value(container: Container) -> str:
     """``GetOriginalResourcesAnnotationValue``: the annotation's JSON, as Go marshals it."""
     requests, limits = original_resources(container)
     document = {
@@ -176,8 +180,8 @@ def original_resources_value(container: Mapping[str, Any]) -> str:
 
 def boosted_container(
     *,
-    container: Mapping[str, Any],
-    vpa: Mapping[str, Any],
+    container: Container,
+    vpa: VerticalPodAutoscaler,
     requests: ResourceList | None,
     limits: ResourceList,
     controlled_values: str,
@@ -185,7 +189,7 @@ def boosted_container(
 ) -> tuple[ResourceList, ResourceList, str] | None:
     """``applyCPUStartupBoost`` for one container: its new requests and limits and the
     annotation value, or ``None`` when no boost applies to it."""
-    name = container.get("name")
+    name: object = container.get("name")
     boost = startup_boost_policy(name if isinstance(name, str) else "", vpa)
     if boost is None:
         return None
@@ -213,8 +217,8 @@ def boosted_container(
     return new_requests, new_limits, original_resources_value(container)
 
 
-def _ready_since(pod: Mapping[str, Any]) -> datetime | None:
-    conditions = status_of(pod).get("conditions")
+def _ready_since(pod: Pod) -> datetime | None:
+    conditions: object = status_of(pod).get("conditions")
     for condition in conditions if isinstance(conditions, list) else ():
         if isinstance(condition, Mapping) and condition.get("type") == "Ready":
             if condition.get("status") != "True":
@@ -223,9 +227,7 @@ def _ready_since(pod: Mapping[str, Any]) -> datetime | None:
     return None
 
 
-def expired_boost_annotations(
-    pod: Mapping[str, Any], vpa: Mapping[str, Any], *, now: datetime
-) -> list[str]:
+def expired_boost_annotations(pod: Pod, vpa: VerticalPodAutoscaler, *, now: datetime) -> list[str]:
     """``GetExpiredStartupCPUBoostAnnotations``: the boost annotations whose duration has
     passed since the pod became Ready (sorted; none while it is not Ready)."""
     ready = _ready_since(pod)
@@ -243,7 +245,7 @@ def expired_boost_annotations(
 
 
 def unboosted_resources(
-    pod: Mapping[str, Any], containers: Sequence[str]
+    pod: Pod, containers: Sequence[str]
 ) -> dict[str, tuple[ResourceList, ResourceList]]:
     """Per boosted container: the original CPU request and limit its annotation recorded
     (what the unboost restores when there is no recommendation to apply)."""

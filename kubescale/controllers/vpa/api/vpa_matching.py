@@ -21,13 +21,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef
 from kubescale.controllers.vpa.api.vpa_policy import UPDATE_MODE_OFF, update_mode
+from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import LabelSelector
 from kubescale.objects.views import Meta, mapping, spec_of
+from kubescale.objects.vpa import VerticalPodAutoscaler
 
 __all__ = [
     "choose_vpa",
@@ -35,20 +37,20 @@ __all__ = [
     "target_ref_of",
 ]
 
-VpaT = TypeVar("VpaT", bound=Mapping[str, Any])
-"""A VPA as the caller holds it (the updater's typed ``VerticalPodAutoscaler``)."""
+VpaT = TypeVar("VpaT", bound=VerticalPodAutoscaler)
+"""The candidates' type comes back as the answer's."""
 
 # GetUpdateMode: an unset or empty mode means the default (Recreate since Auto's deprecation;
 # before it, Auto -- both mean "not Off", which is all admission asks).
 _ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
 
 
-def has_startup_boost(vpa: Mapping[str, Any]) -> bool:
+def has_startup_boost(vpa: VerticalPodAutoscaler) -> bool:
     """vpa_api_util.HasStartupBoost: a pod-level or any container-level ``startupBoost``."""
     spec = spec_of(vpa)
     if spec.get("startupBoost") is not None:
         return True
-    policies = mapping(spec.get("resourcePolicy")).get("containerPolicies")
+    policies: object = mapping(spec.get("resourcePolicy")).get("containerPolicies")
     if not isinstance(policies, list):
         return False
     return any(
@@ -57,7 +59,7 @@ def has_startup_boost(vpa: Mapping[str, Any]) -> bool:
     )
 
 
-def target_ref_of(vpa: Mapping[str, Any]) -> ControllerRef | None:
+def target_ref_of(vpa: VerticalPodAutoscaler) -> ControllerRef | None:
     """The VPA's ``spec.targetRef`` as a controller in the VPA's namespace (``None`` if unset)."""
     target = spec_of(vpa).get("targetRef")
     if not isinstance(target, Mapping):
@@ -74,18 +76,18 @@ def target_ref_of(vpa: Mapping[str, Any]) -> ControllerRef | None:
     )
 
 
-def _creation_time(obj: Mapping[str, Any]) -> datetime:
+def _creation_time(obj: VerticalPodAutoscaler) -> datetime:
     # metav1.Time: RFC 3339 at second precision; unset is the zero time (earliest of all).
     moment = parse_time(Meta(obj).raw.get("creationTimestamp"))
     return moment if moment is not None else _ZERO_TIME
 
 
-def _name(obj: Mapping[str, Any]) -> str:
+def _name(obj: VerticalPodAutoscaler) -> str:
     name = Meta(obj).raw.get("name")
     return name if isinstance(name, str) else ""
 
 
-def _stronger(a: Mapping[str, Any], b: Mapping[str, Any] | None) -> bool:
+def _stronger(a: VerticalPodAutoscaler, b: VerticalPodAutoscaler | None) -> bool:
     """api.go ``Stronger``: is ``a`` before ``b`` in the order to control a pod."""
     if b is None:
         return True
@@ -95,7 +97,7 @@ def _stronger(a: Mapping[str, Any], b: Mapping[str, Any] | None) -> bool:
     return _name(a) < _name(b)
 
 
-def _labels(pod: Mapping[str, Any]) -> dict[str, str]:
+def _labels(pod: Pod) -> dict[str, str]:
     labels: object = Meta(pod).raw.get("labels")  # malformed labels read empty
     if not isinstance(labels, Mapping):
         return {}
@@ -103,7 +105,7 @@ def _labels(pod: Mapping[str, Any]) -> dict[str, str]:
 
 
 def choose_vpa(
-    pod: Mapping[str, Any],
+    pod: Pod,
     *,
     controller: ControllerRef | None,
     candidate_vpas: Sequence[VpaT],

@@ -19,10 +19,15 @@ the updater all apply to a VPA object:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final, cast
 
 from kubescale.objects.quantities import Quantity, QuantityError
 from kubescale.objects.views import mapping, spec_of
+from kubescale.objects.vpa import (
+    ContainerResourcePolicy,
+    PodResourcePolicy,
+    VerticalPodAutoscaler,
+)
 
 __all__ = [
     "DEFAULT_CONTAINER_POLICY",
@@ -45,23 +50,25 @@ REQUESTS_AND_LIMITS: Final = "RequestsAndLimits"
 REQUESTS_ONLY: Final = "RequestsOnly"
 
 
-def update_mode(vpa: Mapping[str, Any]) -> str:
+def update_mode(vpa: VerticalPodAutoscaler) -> str:
     """``GetUpdateMode``: ``spec.updatePolicy.updateMode``, or ``Recreate``."""
-    mode = mapping(mapping(spec_of(vpa).get("updatePolicy"))).get("updateMode")
+    mode: object = mapping(spec_of(vpa).get("updatePolicy")).get("updateMode")
     return mode if isinstance(mode, str) and mode else DEFAULT_UPDATE_MODE
 
 
 def container_policy(
-    container_name: str, resource_policy: Mapping[str, Any] | None
-) -> Mapping[str, Any] | None:
+    container_name: str, resource_policy: PodResourcePolicy | None
+) -> ContainerResourcePolicy | None:
     """``GetContainerResourcePolicy``: the entry named after the container, else the ``*``
     one."""
-    policies = mapping(resource_policy).get("containerPolicies")
-    default: Mapping[str, Any] | None = None
+    # Read as sent: a malformed list or entry reads as none (an unvalidated VPA object).
+    policies: object = mapping(resource_policy).get("containerPolicies")
+    default: ContainerResourcePolicy | None = None
     if isinstance(policies, list):
-        for policy in policies:
-            if not isinstance(policy, Mapping):
+        for entry in policies:
+            if not isinstance(entry, Mapping):
                 continue
+            policy = cast(ContainerResourcePolicy, entry)
             if policy.get("containerName") == container_name:
                 return policy
             if policy.get("containerName") == DEFAULT_CONTAINER_POLICY:
@@ -69,10 +76,10 @@ def container_policy(
     return default
 
 
-def controlled_values(container_name: str, resource_policy: Mapping[str, Any] | None) -> str:
+def controlled_values(container_name: str, resource_policy: PodResourcePolicy | None) -> str:
     """``GetContainerControlledValues``: the policy's value; ``RequestsAndLimits`` when unset."""
     policy = container_policy(container_name, resource_policy)
-    value = policy.get("controlledValues") if policy is not None else None
+    value: object = policy.get("controlledValues") if policy is not None else None
     return value if isinstance(value, str) and value else REQUESTS_AND_LIMITS
 
 
@@ -109,7 +116,7 @@ def _quantities(value: object) -> dict[str, Quantity]:
 
 
 def allowed_bounds(
-    policy: Mapping[str, Any] | None,
+    policy: ContainerResourcePolicy | None,
 ) -> tuple[dict[str, Quantity], dict[str, Quantity]]:
     """A container policy's ``(minAllowed, maxAllowed)`` (empty without a policy)."""
     if policy is None:

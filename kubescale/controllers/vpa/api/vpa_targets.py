@@ -32,6 +32,7 @@ from kubescale.controllers.vpa.api.controller_refs import ControllerRef, topmost
 from kubescale.kube.controller_lookups import ControllerLookups, well_known_selector
 from kubescale.objects.selectors import LabelSelector
 from kubescale.objects.views import Meta, optional_spec_of
+from kubescale.objects.vpa import VerticalPodAutoscaler
 
 __all__ = ["TargetCheck", "VpaTargets", "target_text"]
 
@@ -48,7 +49,7 @@ def _text(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
-def target_ref(vpa: Mapping[str, Any]) -> ControllerRef | None:
+def target_ref(vpa: VerticalPodAutoscaler) -> ControllerRef | None:
     """The VPA's ``spec.targetRef`` as a controller key in the VPA's namespace."""
     spec = optional_spec_of(vpa)
     ref = spec.get("targetRef") if spec is not None else None
@@ -76,7 +77,7 @@ class VpaTargets:
 
     def owner(
         self, api_version: str, kind: str, namespace: str, name: str
-    ) -> dict[str, Any] | None:
+    ) -> dict[str, Any] | None:  # the controller lookups' objects: a controller of any kind
         """The cached controller object
         (:data:`kubescale.controllers.vpa.api.controller_refs.OwnerLookup`)."""
         return self.controllers.owner(api_version, kind, namespace, name)
@@ -84,7 +85,7 @@ class VpaTargets:
     def is_scalable(self, api_version: str, kind: str) -> bool:
         return self.controllers.is_scalable(api_version, kind)
 
-    def check(self, vpa: Mapping[str, Any]) -> TargetCheck:
+    def check(self, vpa: VerticalPodAutoscaler) -> TargetCheck:
         """``getSelector``: the selector of a supported target, else the unsupported message."""
         ref = target_ref(vpa)
         if ref is None:

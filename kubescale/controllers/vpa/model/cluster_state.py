@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from kubescale.base.logs import component_logger
 from kubescale.base.times import parse_time
@@ -60,6 +60,7 @@ from kubescale.controllers.vpa.model.policy.adaptive_estimator import (
 from kubescale.controllers.vpa.model.recommendation import build_recommendation
 from kubescale.objects.selectors import DOUBLE_EQUALS, EQUALS, IN, NOTHING, LabelSelector
 from kubescale.objects.views import Meta, meta, spec_of, status_of
+from kubescale.objects.vpa import PodResourcePolicy
 
 __all__ = ["AggregateKey", "ClusterState", "VpaRecommendation"]
 
@@ -134,7 +135,7 @@ class _Vpa:
     initial_state: dict[str, AggregateContainerState] = field(default_factory=dict)
     pod_count: int = 0
     annotations: dict[str, str] = field(default_factory=dict)
-    resource_policy: Mapping[str, Any] | None = None
+    resource_policy: PodResourcePolicy | None = None
     update_mode: str | None = None
     target_ref: Mapping[str, Any] | None = None
     checkpoint_written_us: int = 0
@@ -444,8 +445,8 @@ class ClusterState:
         state.update_mode = (
             update_policy.get("updateMode") if isinstance(update_policy, Mapping) else None
         )
-        policy = spec.get("resourcePolicy")
-        policy = policy if isinstance(policy, Mapping) else None
+        raw_policy = spec.get("resourcePolicy")  # as sent: a malformed policy is none
+        policy = cast(PodResourcePolicy, raw_policy) if isinstance(raw_policy, Mapping) else None
         if policy != state.resource_policy:
             state.resource_policy = policy
             for aggregate_key, aggregate in state.aggregates.items():

@@ -42,6 +42,7 @@ from kubescale.controllers.vpa.model.aggregate_state import AggregateContainerSt
 from kubescale.controllers.vpa.model.estimators import ContainerEstimate, estimate
 from kubescale.controllers.vpa.model.model_config import CPU, MEMORY, RecommenderConfig
 from kubescale.objects.quantities import BINARY_SI, DECIMAL_SI, Quantity, parse_quantity
+from kubescale.objects.vpa import PodResourcePolicy
 
 __all__ = [
     "INTEGER_CPU_ANNOTATION_PREFIX",
@@ -168,7 +169,7 @@ def apply_integer_cpu(
 
 def apply_policy_caps(
     entries: list[dict[str, Any]],
-    resource_policy: Mapping[str, Any] | None,
+    resource_policy: PodResourcePolicy | None,
     global_max_allowed: Mapping[str, Quantity] | None,
 ) -> list[dict[str, Any]]:
     """ApplyVPAPolicy (recommender capping post-processor)."""
@@ -209,7 +210,7 @@ def build_recommendation(
     controlled: Mapping[str, Sequence[str]],
     *,
     config: RecommenderConfig,
-    resource_policy: Mapping[str, Any] | None,
+    resource_policy: PodResourcePolicy | None,
     annotations: Mapping[str, str] | None,
 ) -> list[dict[str, Any]]:
     """Steps 3 and 4: the sorted API entries, then the post-processors."""
@@ -226,7 +227,7 @@ def recommend_for_vpa(
     states: Mapping[str, AggregateContainerState],
     *,
     config: RecommenderConfig,
-    resource_policy: Mapping[str, Any] | None,
+    resource_policy: PodResourcePolicy | None,
     annotations: Mapping[str, str] | None,
 ) -> list[dict[str, Any]]:
     """The VPA's ``containerRecommendations`` from its merged aggregates per container name

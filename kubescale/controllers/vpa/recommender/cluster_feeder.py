@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from kubescale.base.logs import component_logger
 from kubescale.base.times import parse_time
@@ -65,8 +65,10 @@ from kubescale.kube.resources import (
     ResourceType,
 )
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity, QuantityError
 from kubescale.objects.views import Meta, optional_spec_of, status_of
+from kubescale.objects.vpa import VerticalPodAutoscaler
 
 __all__ = [
     "POD_METRICS",
@@ -167,7 +169,8 @@ def container_requests(pod: Mapping[str, Any]) -> dict[str, dict[str, int]]:
         if not isinstance(name, str) or name in result:
             continue
         try:
-            requests, _ = container_requests_and_limits(pod, name)
+            # the recommender's pods are not typed yet: they are the informer's Pods
+            requests, _ = container_requests_and_limits(cast(Pod, pod), name)
         except QuantityError:
             requests = None
         requests = requests or {}
@@ -285,13 +288,14 @@ class ClusterFeeder:
     async def load_vpas(self) -> None:
         """``LoadVPAs`` (module docstring)."""
         vpas = self._handled()
-        checks = [self.targets.check(vpa) for vpa in vpas]
+        # the recommender's VPAs are not typed yet: they are the informer's VPAs
+        checks = [self.targets.check(cast(VerticalPodAutoscaler, vpa)) for vpa in vpas]
         if self.targets.pending:
             try:
                 await self.targets.refresh()
             except KubeError as err:
                 log.warning("cannot look up VPA targets", extra={"fields": {"error": str(err)}})
-            checks = [self.targets.check(vpa) for vpa in vpas]
+            checks = [self.targets.check(cast(VerticalPodAutoscaler, vpa)) for vpa in vpas]
         observed = [ObservedVpa(vpa, check) for vpa, check in zip(vpas, checks, strict=True)]
         for entry in observed:
             self.state.add_or_update_vpa(entry.vpa, selector=entry.check.selector)

@@ -35,11 +35,12 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from kubescale.base.logs import component_logger
 from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.api.current_resources import MEMORY, container_requests_and_limits
+from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity, QuantityError
 from kubescale.objects.views import Meta, mapping, status_of
 
@@ -98,7 +99,8 @@ def _state(status: Mapping[str, Any], field: str, phase: str) -> Mapping[str, An
 def _memory_request(pod: Mapping[str, Any], container: str) -> int:
     """The container's memory request as ``Quantity.Value()``; 0 without one."""
     try:
-        requests, _ = container_requests_and_limits(pod, container)
+        # the recommender's pods are not typed yet: they are the informer's Pods
+        requests, _ = container_requests_and_limits(cast(Pod, pod), container)
     except QuantityError:
         return 0
     if not requests or MEMORY not in requests:

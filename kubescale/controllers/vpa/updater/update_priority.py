@@ -531,9 +531,9 @@ def prioritized_pods(
     """
     accepted: list[PodPriority] = []
     for pod in pods:
-        recommendation = capped_recommendation(
-            vpa=dict(vpa),
-            pod=dict(pod),
+        recommendation: Mapping[str, Any] = capped_recommendation(
+            vpa=vpa,
+            pod=pod,
             container_limit_range=container_limit_range,
             pod_limit_range=pod_limit_range,
         )

@@ -39,6 +39,7 @@ from kubescale.controllers.vpa.updater.updater_metrics import UpdaterMetrics
 from kubescale.coordination.disruption_ledger import WriteOutcome, WriteResult
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.objects.hpa import HorizontalPodAutoscaler
+from kubescale.objects.limit_range import LimitRange
 from kubescale.objects.pod import Pod
 from kubescale.objects.views import mapping, meta, raw_spec
 from kubescale.objects.vpa import VerticalPodAutoscaler
@@ -132,7 +133,7 @@ class PodActions:
         self,
         pod: Pod,
         vpa: VerticalPodAutoscaler,
-        limit_ranges: Sequence[dict[str, Any]],
+        limit_ranges: Sequence[LimitRange],
         expired: Sequence[str],
         *,
         size: str,
@@ -145,7 +146,7 @@ class PodActions:
         patches: list[dict[str, Any]] = []
         if update_mode(vpa) != UPDATE_MODE_OFF:
             try:
-                admitted = admit_pod(pod=dict(pod), vpa=dict(vpa), limit_ranges=limit_ranges)
+                admitted = admit_pod(pod=pod, vpa=vpa, limit_ranges=limit_ranges)
             except PodAdmissionError as err:
                 log.info(
                     "cannot compute the recommendation for an unboost",
@@ -190,7 +191,7 @@ class PodActions:
         self,
         pod: Pod,
         vpa: VerticalPodAutoscaler,
-        limit_ranges: Sequence[dict[str, Any]],
+        limit_ranges: Sequence[LimitRange],
         *,
         size: str,
         hpas: Sequence[HorizontalPodAutoscaler] = (),
@@ -201,8 +202,8 @@ class PodActions:
         why, :attr:`~.update_priority.PodPriority.reason`)."""
         try:
             admitted = admit_pod(
-                pod=dict(pod),
-                vpa=dict(vpa),
+                pod=pod,
+                vpa=vpa,
                 limit_ranges=limit_ranges,
                 hpas=hpas,
                 avoid_hpa_conflict=bool(hpas),

@@ -50,6 +50,7 @@ from kubescale.coordination.resource_ownership import (
 )
 from kubescale.kube.errors import KubeApiError
 from kubescale.objects.hpa import HorizontalPodAutoscaler
+from kubescale.objects.limit_range import LimitRange
 from kubescale.objects.pod import Pod
 from kubescale.objects.views import Meta, status_of
 from kubescale.objects.vpa import VerticalPodAutoscaler
@@ -107,7 +108,7 @@ class VpaSnapshot:
     """Its updatable pods, matched as admission matches them, by ``namespace/name``."""
     controllers: Mapping[ControllerKey, dict[str, Any]] = field(default_factory=dict)
     """The pods' controllers (their replicas make the eviction budget)."""
-    limit_ranges: Sequence[dict[str, Any]] = ()
+    limit_ranges: Sequence[LimitRange] = ()
     hpas: Sequence[HorizontalPodAutoscaler] | None = None
     """``--coordination one-brain``: the namespace's HPAs; ``None`` with ``separate``."""
     in_flight: Mapping[str, DisruptionKind] = field(default_factory=dict)

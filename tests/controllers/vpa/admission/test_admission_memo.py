@@ -22,7 +22,7 @@ ownership and selector rows and the property.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ from kubescale.kube.resources import (
     VERTICAL_POD_AUTOSCALERS,
     ResourceType,
 )
+from kubescale.objects.vpa import VerticalPodAutoscaler
 from kubescale.webhook.admission_routes import AdmissionWebhook
 from kubescale.webhook.webhook_config import WebhookSettings
 from tests import builders
@@ -258,7 +259,7 @@ async def test_an_answered_pod_does_not_parse_the_vpa_target_again(
     parsed: list[object] = []
     real = target_ref_of
 
-    def counting(vpa: Mapping[str, Any]) -> ControllerRef | None:
+    def counting(vpa: VerticalPodAutoscaler) -> ControllerRef | None:
         parsed.append(vpa)
         return real(vpa)
 
@@ -382,7 +383,7 @@ def _memo_with_answers(max_entries: int) -> tuple[AdmissionMemo, dict[str, Answe
     for name in ("a", "b"):
         inputs = (name.encode(), "default")
         memo.remember_decision(inputs, memo.no_patch, vpa_uid=f"v{name}", namespace="default")
-        vpa = {"metadata": {"uid": f"v{name}"}}
+        vpa: VerticalPodAutoscaler = {"metadata": {"uid": f"v{name}"}}
         match = Match(controller=None, vpa=vpa, reads=(), vpas=())
         answers[name] = Answered(decided=memo.no_patch, inputs=inputs, match=match)
         memo.remember_answer(f"q{name}".encode(), answers[name], namespace="default")

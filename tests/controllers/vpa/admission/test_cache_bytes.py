@@ -22,8 +22,10 @@ from kubescale.controllers.vpa.admission.admission_memo import (
     Match,
     admit_cached,
 )
+from kubescale.objects.pod import Pod
 from kubescale.webhook.admission_reviews import pod_answer_template
 from tests import builders
+from tests.builders.meta import stored_as
 
 CONTAINERS = 60
 
@@ -56,9 +58,9 @@ def test_the_memo_keeps_its_byte_budget_for_large_pods() -> None:
     for index in range(asked):
         admit_cached(
             memo,
-            pod=_big_pod(index),
+            pod=stored_as(_big_pod(index), Pod),
             namespace="default",
-            vpa=builders.vpas.vpa(
+            vpa=builders.vpas.typed_vpa(
                 name="v",
                 uid="u",
                 resource_version="1",

@@ -29,8 +29,12 @@ from kubescale.controllers.vpa.admission.admission_memo import (
 )
 from kubescale.controllers.vpa.api.pod_admission import PodAdmissionError, admit_pod
 from kubescale.objects.hpa import HorizontalPodAutoscaler
+from kubescale.objects.limit_range import LimitRange
+from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity
+from kubescale.objects.vpa import VerticalPodAutoscaler
 from tests import builders
+from tests.builders.meta import stored_as
 from tests.controllers.vpa.api.test_limit_range_property import (
     limit_ranges,
     pods,
@@ -130,6 +134,13 @@ class World:
         self.hpas: list[HorizontalPodAutoscaler] = []
         self.largest: dict[str, Quantity] | None = None
 
+    # hypothesis-built JSON (malformed on purpose at times), typed as an informer's objects
+    def typed_vpa(self) -> VerticalPodAutoscaler:
+        return stored_as(self.vpa, VerticalPodAutoscaler)
+
+    def typed_ranges(self) -> list[LimitRange]:
+        return [stored_as(r, LimitRange) for r in self.ranges]
+
     def stamp(self, obj: dict[str, Any], *, uid: str) -> dict[str, Any]:
         self.version += 1
         stamped = copy.deepcopy(obj)
@@ -141,9 +152,9 @@ class World:
 def expected(pod: dict[str, Any], world: World, *, avoid: bool, cap: bool) -> Any:
     try:
         result = admit_pod(
-            pod=copy.deepcopy(pod),
-            vpa=world.vpa,
-            limit_ranges=world.ranges,
+            pod=stored_as(copy.deepcopy(pod), Pod),
+            vpa=world.typed_vpa(),
+            limit_ranges=world.typed_ranges(),
             hpas=world.hpas,
             avoid_hpa_conflict=avoid,
             largest_node_allocatable=world.largest if cap else None,
@@ -164,10 +175,10 @@ def cached(
     try:
         answer, _ = admit_cached(
             cache,
-            pod=pod,
+            pod=stored_as(pod, Pod),
             namespace="default",
-            vpa=world.vpa,
-            limit_ranges=world.ranges,
+            vpa=world.typed_vpa(),
+            limit_ranges=world.typed_ranges(),
             hpas=world.hpas,
             avoid_hpa_conflict=avoid,
             largest_node_allocatable=world.largest,
@@ -321,7 +332,7 @@ def test_an_edit_is_seen_by_the_next_request(
 
 
 VPA_OF_WEB = functools.partial(
-    builders.vpas.vpa,
+    builders.vpas.typed_vpa,
     name="v",
     uid="u",
     resource_version="1",
@@ -332,9 +343,9 @@ VPA_OF_WEB = functools.partial(
 """The VPA of the memo's keys (``resource_version``/``uid`` vary)."""
 
 
-def _with_requests(requests: dict[str, str]) -> dict[str, Any]:
+def _with_requests(requests: dict[str, str]) -> Pod:
     """Pod ``a`` whose container ``app`` requests ``requests``."""
-    return builders.pods.pod(
+    return builders.pods.typed_pod(
         name="a",
         labels={"x": "1"},
         containers=[builders.pods.container(image="i", resources={"requests": requests})],
@@ -435,7 +446,7 @@ def test_the_projection_keeps_what_the_decision_reads() -> None:
         },
         "status": {"containerStatuses": [{"name": "app", "resources": {}, "ready": True}]},
     }
-    assert decision_pod(pod) == {
+    assert decision_pod(stored_as(pod, Pod)) == {
         "metadata": {"namespace": "ns", "annotations": {}},
         "spec": {
             "containers": [{"name": "app", "resources": {"limits": {}}}, "odd"],
@@ -451,7 +462,7 @@ def test_size_age_and_invalidation() -> None:
     cache = AdmissionMemo(max_entries=2, max_age=10.0, now=lambda: now[0])
     pods = [_with_requests({"cpu": f"{i + 1}00m"}) for i in range(3)]
 
-    def ask(pod: dict[str, Any], vpa: dict[str, Any] | None = None) -> None:
+    def ask(pod: Pod, vpa: VerticalPodAutoscaler | None = None) -> None:
         admit_cached(
             cache,
             pod=pod,

@@ -19,10 +19,12 @@ import pytest
 
 from kubescale.controllers.vpa.admission.admission_memo import AdmissionMemo
 from kubescale.kube.resources import DEPLOYMENTS, REPLICA_SETS, VERTICAL_POD_AUTOSCALERS
+from kubescale.objects.pod import Pod
 from kubescale.webhook.admission_reviews import split_uid
 from kubescale.webhook.webhook_config import WebhookSettings
 from tests.builders import vpas
 from tests.builders.admission import admission_review
+from tests.builders.meta import stored_as
 from tests.controllers.vpa.admission.test_decision_cache_informers import (
     _caught_up,
     _patch,
@@ -47,7 +49,7 @@ async def _ask(setup: Setup, index: int, pod: dict[str, Any] | None = None) -> l
         )
     ).encode()
     answer = await setup.webhook.admit(body, content_type="application/json")
-    reference = _uncached(setup).decide(pod, may_wait=False)
+    reference = _uncached(setup).decide(stored_as(pod, Pod), may_wait=False)  # the body's pod
     assert answer.review["response"].get("patch", "") == reference.encoded_patch
     return _patch(await setup.post(body))
 
@@ -167,7 +169,8 @@ async def test_labels_are_part_of_the_key(setup: Setup) -> None:
 async def test_a_pod_without_controller_is_not_remembered(setup: Setup) -> None:
     pod = web_pod()
     pod["metadata"]["ownerReferences"] = []
-    assert setup.webhook._pod_decider(setup.caches).decide(pod, may_wait=False).answered is None
+    decider = setup.webhook._pod_decider(setup.caches)
+    assert decider.decide(stored_as(pod, Pod), may_wait=False).answered is None
 
 
 async def test_a_replicasets_status_update_keeps_the_match(setup: Setup) -> None:

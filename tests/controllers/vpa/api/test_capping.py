@@ -29,10 +29,16 @@ from kubescale.controllers.vpa.api.capping import (
 )
 from kubescale.controllers.vpa.api.current_resources import parse_resource_list
 from kubescale.controllers.vpa.api.limit_ranges import LimitRangeItem
+from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity
+from kubescale.objects.vpa import (
+    PodResourcePolicy,
+    RecommendedContainerResources,
+    RecommendedPodResources,
+)
 from tests import builders
 
-POD = functools.partial(builders.pods.pod, name="pod1", api_version=None)
+POD = functools.partial(builders.pods.typed_pod, name="pod1", api_version=None)
 
 Resources = dict[str, str]
 
@@ -53,15 +59,18 @@ def entry(
     target: Resources | None = None,
     lower: Resources | None = None,
     upper: Resources | None = None,
-) -> dict[str, Any]:
-    result: dict[str, Any] = {"containerName": name}
-    for key, value in (("target", target), ("lowerBound", lower), ("upperBound", upper)):
-        if value is not None:
-            result[key] = value
+) -> RecommendedContainerResources:
+    result: RecommendedContainerResources = {"containerName": name}
+    if target is not None:
+        result["target"] = target
+    if lower is not None:
+        result["lowerBound"] = lower
+    if upper is not None:
+        result["upperBound"] = upper
     return result
 
 
-def recommendation(*entries: dict[str, Any]) -> dict[str, Any]:
+def recommendation(*entries: RecommendedContainerResources) -> RecommendedPodResources:
     return {"containerRecommendations": list(entries)}
 
 
@@ -77,10 +86,10 @@ def texts(resources: Mapping[str, Quantity] | None) -> Resources | None:
 
 
 def cap(
-    rec: dict[str, Any] | None,
-    the_pod: dict[str, Any],
+    rec: RecommendedPodResources | None,
+    the_pod: Pod,
     *,
-    policy: dict[str, Any] | None = None,
+    policy: PodResourcePolicy | None = None,
     container_lr: LimitRangeItem | None = None,
     pod_lr: LimitRangeItem | None = None,
 ) -> CappedRecommendation:
@@ -99,8 +108,10 @@ def targets(capped: CappedRecommendation) -> dict[str, Resources | None]:
     return {c.container_name: texts(c.target) for c in capped.containers}
 
 
-REQUESTS_ONLY = {"containerPolicies": [{"containerName": "*", "controlledValues": "RequestsOnly"}]}
-REQUESTS_AND_LIMITS = {
+REQUESTS_ONLY: PodResourcePolicy = {
+    "containerPolicies": [{"containerName": "*", "controlledValues": "RequestsOnly"}]
+}
+REQUESTS_AND_LIMITS: PodResourcePolicy = {
     "containerPolicies": [{"containerName": "*", "controlledValues": "RequestsAndLimits"}]
 }
 
@@ -165,8 +176,8 @@ LIMIT_CAPPING_REC = recommendation(
 @dataclass(frozen=True)
 class LimitCappingCase:
     name: str
-    pod: dict[str, Any]
-    policy: dict[str, Any]
+    pod: Pod
+    policy: PodResourcePolicy
     target: Resources
     upper: Resources
     annotations: tuple[str, ...] = ()
@@ -235,7 +246,7 @@ def test_recommendation_capped_to_min_max_policy() -> None:
             upper={"cpu": "500", "memory": "55000"},
         )
     )
-    policy = {
+    policy: PodResourcePolicy = {
         "containerPolicies": [
             {
                 "containerName": "ctr-name",
@@ -258,7 +269,7 @@ def test_recommendation_capped_to_min_max_policy() -> None:
 
 def test_zero_min_and_max_allowed_are_ignored() -> None:
     rec = recommendation(entry("c", target={"cpu": "300m", "memory": "1Gi"}))
-    policy = {
+    policy: PodResourcePolicy = {
         "containerPolicies": [
             {"containerName": "c", "minAllowed": {"cpu": "0"}, "maxAllowed": {"memory": "0"}}
         ]
@@ -269,7 +280,7 @@ def test_zero_min_and_max_allowed_are_ignored() -> None:
 
 
 def test_container_policy_lookup_exact_name_wins_over_default() -> None:
-    policy = {
+    policy: PodResourcePolicy = {
         "containerPolicies": [
             {"containerName": "*", "maxAllowed": {"cpu": "1"}},
             {
@@ -510,13 +521,13 @@ def test_pod_limit_range_writes_a_zero_for_a_resource_the_recommendation_lacks()
 @dataclass(frozen=True)
 class MinToRequestCase:
     name: str
-    rec: dict[str, Any]
-    pod: dict[str, Any]
+    rec: RecommendedPodResources
+    pod: Pod
     expect: dict[str, Resources]
     annotations: dict[str, tuple[str, ...]]
     container_lr: LimitRangeItem | None = None
     pod_lr: LimitRangeItem | None = None
-    policy: dict[str, Any] | None = field(default=None)
+    policy: PodResourcePolicy | None = field(default=None)
 
 
 ONE_CONTAINER = POD(
@@ -719,7 +730,9 @@ def test_capped_entry_json_keeps_other_fields() -> None:
             "lowerBound": {"cpu": "1"},
         }
     )
-    policy = {"containerPolicies": [{"containerName": "c", "maxAllowed": {"cpu": "2"}}]}
+    policy: PodResourcePolicy = {
+        "containerPolicies": [{"containerName": "c", "maxAllowed": {"cpu": "2"}}]
+    }
     capped = cap(rec, POD(containers=[container("c")]), policy=policy)
     assert capped.containers[0].to_json() == {
         "containerName": "c",
@@ -777,7 +790,7 @@ def _limit_range(draw: st.DrawFn) -> LimitRangeItem | None:
 def _capping_case(
     draw: st.DrawFn,
 ) -> tuple[
-    dict[str, Any], dict[str, Any], dict[str, Any], LimitRangeItem | None, LimitRangeItem | None
+    RecommendedPodResources, Pod, PodResourcePolicy, LimitRangeItem | None, LimitRangeItem | None
 ]:
     names = [f"c{index}" for index in range(draw(st.integers(min_value=1, max_value=3)))]
     the_pod = POD(
@@ -790,7 +803,7 @@ def _capping_case(
     ]
     cpu_bounds = sorted((draw(_CPU), draw(_CPU)))
     memory_bounds = sorted((draw(_MEMORY), draw(_MEMORY)))
-    policy = {
+    policy: PodResourcePolicy = {
         "containerPolicies": [
             {
                 "containerName": "*",
@@ -805,7 +818,11 @@ def _capping_case(
 @given(_capping_case())
 def test_capped_values_are_within_the_policy_unless_the_limit_range_wins(
     case: tuple[
-        dict[str, Any], dict[str, Any], dict[str, Any], LimitRangeItem | None, LimitRangeItem | None
+        RecommendedPodResources,
+        Pod,
+        PodResourcePolicy,
+        LimitRangeItem | None,
+        LimitRangeItem | None,
     ],
 ) -> None:
     rec, the_pod, policy, container_lr, pod_lr = case

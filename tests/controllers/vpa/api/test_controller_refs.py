@@ -21,7 +21,9 @@ from kubescale.controllers.vpa.api.controller_refs import (
     controller_owner_ref,
     topmost_controller,
 )
+from kubescale.objects.pod import Pod
 from tests import builders
+from tests.builders.meta import stored_as
 
 NS = "test-namespace"
 Objects = dict[tuple[str, str], dict[str, Any]]  # (kind, name) -> object
@@ -49,12 +51,12 @@ def obj(kind: str, name: str, *owners: dict[str, Any]) -> dict[str, Any]:
 
 
 pod = functools.partial(
-    builders.pods.pod, name="test-pod", namespace=NS, containers=None, api_version=None
+    builders.pods.typed_pod, name="test-pod", namespace=NS, containers=None, api_version=None
 )
 
 
 def resolve(
-    the_pod: dict[str, Any], objects: list[dict[str, Any]], scalable: frozenset[str] = frozenset()
+    the_pod: Pod, objects: list[dict[str, Any]], scalable: frozenset[str] = frozenset()
 ) -> ControllerRef | None:
     store: Objects = {(o["kind"], o["metadata"]["name"]): o for o in objects}
     looked_up: list[tuple[str, str, str, str]] = []
@@ -240,7 +242,7 @@ REPLICA_SET = obj("ReplicaSet", "test-rs", owner("Deployment", "test-deployment"
     ],
 )
 def test_topmost_controller(
-    the_pod: dict[str, Any],
+    the_pod: Pod,
     objects: list[dict[str, Any]],
     scalable: frozenset[str],
     expected: ControllerRef | None,
@@ -257,7 +259,7 @@ def test_malformed_owner_references_are_ignored() -> None:
     broken: dict[str, Any] = {
         "metadata": {"namespace": NS, "ownerReferences": ["x", {"controller": "true"}]}
     }
-    assert resolve(broken, []) is None
+    assert resolve(stored_as(broken, Pod), []) is None  # malformed on purpose
 
 
 @settings(max_examples=200, deadline=None)

@@ -25,7 +25,10 @@ from hypothesis import strategies as st
 
 from kubescale.controllers.vpa.api.pod_admission import admit_pod
 from kubescale.kube.resources import PODS
+from kubescale.objects.limit_range import LimitRange
+from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity
+from kubescale.objects.vpa import VerticalPodAutoscaler
 from kubescale.sim.apiserver.limit_ranger import (
     default_limit_range_items,
     limit_range_violation,
@@ -34,6 +37,7 @@ from kubescale.sim.apiserver.limit_ranger import (
 from kubescale.sim.apiserver.patching import apply_json_patch
 from kubescale.sim.apiserver.pod_validation import pod_resource_causes
 from kubescale.sim.apiserver.strategy import apply_defaults
+from tests.builders.meta import stored_as
 
 RESOURCES = ("cpu", "memory")
 NAMES = ("app", "sidecar", "proxy")
@@ -209,10 +213,10 @@ def test_a_pod_the_api_server_accepts_unmutated_is_accepted_after_the_patch(
 ) -> None:
     seen = as_the_webhook_sees_it(posted, ranges)
     assume(refusal(seen, ranges) is None)
-    admission = admit_pod(
-        pod=seen,
-        vpa=vpa,
-        limit_ranges=ranges,
+    admission = admit_pod(  # the JSON the simulated API server holds, as the webhook types it
+        pod=stored_as(seen, Pod),
+        vpa=stored_as(vpa, VerticalPodAutoscaler),
+        limit_ranges=[stored_as(r, LimitRange) for r in ranges],
         largest_node_allocatable=(
             {name: Quantity.parse(value) for name, value in node.items()} if node else None
         ),

@@ -16,7 +16,10 @@ from typing import Any
 from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict
 from kubescale.controllers.vpa.api.pod_admission import admit_pod
 from kubescale.kube.resources import PODS
+from kubescale.objects.limit_range import LimitRange
+from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity
+from kubescale.objects.vpa import VerticalPodAutoscaler
 from kubescale.sim.apiserver.limit_ranger import (
     default_limit_range_items,
     limit_range_violation,
@@ -26,6 +29,7 @@ from kubescale.sim.apiserver.patching import apply_json_patch
 from kubescale.sim.apiserver.pod_validation import pod_resource_causes
 from kubescale.sim.apiserver.strategy import apply_defaults
 from tests import builders
+from tests.builders.meta import stored_as
 
 VPA = functools.partial(builders.vpas.vpa, name="vpa", target=builders.vpas.target_ref())
 
@@ -90,7 +94,12 @@ def admitted(
     **options: Any,
 ) -> tuple[list[dict[str, Any]], tuple[LimitRangeConflict, ...]]:
     assert refusal(pod, ranges) is None  # the API server takes the pod as it comes
-    result = admit_pod(pod=pod, vpa=the_vpa, limit_ranges=ranges, **options)
+    result = admit_pod(
+        pod=stored_as(pod, Pod),
+        vpa=stored_as(the_vpa, VerticalPodAutoscaler),
+        limit_ranges=[stored_as(r, LimitRange) for r in ranges],
+        **options,
+    )
     assert refusal(apply_json_patch(pod, result.patches), ranges) is None  # and as patched
     return result.patches, result.limit_range_conflicts
 

@@ -14,11 +14,13 @@ from typing import Any
 import pytest
 
 from kubescale.controllers.vpa.api.limit_ranges import LimitRangeItem, merged_limit_range_item
+from kubescale.objects.limit_range import LimitRange
 from kubescale.objects.quantities import Quantity, QuantityError
 from tests import builders
+from tests.builders.meta import stored_as
 
 LIMIT_RANGE = functools.partial(
-    builders.limit_ranges.limit_range, name="lr", namespace=None, api_version=None
+    builders.limit_ranges.typed_limit_range, name="lr", namespace=None, api_version=None
 )
 
 
@@ -255,7 +257,8 @@ def test_default_request_and_ratio_are_carried() -> None:
 
 def test_malformed_objects_are_ignored_and_bad_quantities_raise() -> None:
     ranges: list[dict[str, Any]] = [{"spec": None}, {"spec": {"limits": "x"}}, {}]
-    assert merged_limit_range_item(ranges, item_type="Container") is None
+    malformed = [stored_as(r, LimitRange) for r in ranges]  # as a cache could hold them
+    assert merged_limit_range_item(malformed, item_type="Container") is None
     with pytest.raises(QuantityError):
         merged_limit_range_item(
             [LIMIT_RANGE(items=[{"type": "Container", "max": {"cpu": "two"}}])],

@@ -16,10 +16,11 @@ from hypothesis import strategies as st
 
 from kubescale.controllers.vpa.api.current_resources import parse_resource_list
 from kubescale.controllers.vpa.api.node_fit import fit_requests_to_node
+from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity
 from tests import builders
 
-POD = functools.partial(builders.pods.pod, name="p", namespace=None, api_version=None)
+POD = functools.partial(builders.pods.typed_pod, name="p", namespace=None, api_version=None)
 
 Resources = dict[str, str]
 
@@ -36,7 +37,7 @@ def quantities(resources: Resources | None) -> dict[str, Quantity] | None:
 
 
 def fit(
-    the_pod: dict[str, Any], recommended: list[Resources | None], allocatable: Resources
+    the_pod: Pod, recommended: list[Resources | None], allocatable: Resources
 ) -> list[tuple[Resources | None, tuple[str, ...]]]:
     fitted = fit_requests_to_node(
         pod=the_pod,
@@ -151,7 +152,7 @@ _BYTES = st.integers(min_value=0, max_value=2**42)
 
 
 @st.composite
-def _case(draw: st.DrawFn) -> tuple[dict[str, Any], list[Resources | None], Resources]:
+def _case(draw: st.DrawFn) -> tuple[Pod, list[Resources | None], Resources]:
     count = draw(st.integers(min_value=1, max_value=5))
     containers = []
     recommended: list[Resources | None] = []
@@ -181,7 +182,7 @@ def _current(the_pod: Mapping[str, Any], index: int) -> dict[str, Quantity]:
 
 @given(_case())
 def test_fitted_requests_never_exceed_the_allocatable_nor_grow(
-    case: tuple[dict[str, Any], list[Resources | None], Resources],
+    case: tuple[Pod, list[Resources | None], Resources],
 ) -> None:
     the_pod, recommended, allocatable = case
     before = [quantities(requests) for requests in recommended]

@@ -11,16 +11,30 @@ app 250m / 256Mi and sidecar 25m / 64Mi.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kubescale.controllers.vpa.api.pod_admission import PodAdmission, PodAdmissionError, admit_pod
+from kubescale.controllers.vpa.api.startup_boost import StartupBoostSettings
+from kubescale.objects.limit_range import LimitRange
+from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity
+from kubescale.objects.vpa import VerticalPodAutoscaler
 from kubescale.sim.apiserver.patching import apply_json_patch
 from tests import builders
+from tests.builders.meta import stored_as
+from tests.controllers.vpa.api.test_limit_range_property import (
+    NODES,
+    limit_ranges,
+    pods,
+    vpas,
+)
 
 q = Quantity.parse
 NO_CPU_LIMIT = "cpu: limit NOT set since originalLimit is nil or 0"
@@ -50,7 +64,7 @@ CONTAINERS = (
     ),
 )
 build_pod = functools.partial(
-    builders.pods.pod,
+    builders.pods.typed_pod,
     name=None,
     labels={"app": "web"},
     owner_references=[builders.meta.owner_reference(name="web-7c9f", uid="u1")],
@@ -79,7 +93,7 @@ DEFAULT_RECOMMENDATION = recommendation(("app", "250m", "256Mi"), ("sidecar", "2
 
 
 build_vpa = functools.partial(
-    builders.vpas.vpa,
+    builders.vpas.typed_vpa,
     name="web-vpa",
     creation_timestamp="2024-01-01T00:00:00Z",
     target=builders.vpas.target_ref(),
@@ -255,7 +269,7 @@ CASES = [
         {
             "vpa": build_vpa(),
             "limit_ranges": [
-                builders.limit_ranges.limit_range(
+                builders.limit_ranges.typed_limit_range(
                     items=[{"type": "Container", "max": {"cpu": "400m"}}]
                 )
             ],
@@ -283,7 +297,7 @@ CASES = [
         {
             "vpa": build_vpa(),
             "limit_ranges": [
-                builders.limit_ranges.limit_range(
+                builders.limit_ranges.typed_limit_range(
                     items=[{"type": "Container", "default": {"cpu": "300m", "memory": "300Mi"}}]
                 )
             ],
@@ -413,3 +427,42 @@ def test_malformed_recommendation_raises_admission_error() -> None:
     vpa = build_vpa(status={"recommendation": recommendation(("app", "lots", "256Mi"))})
     with pytest.raises(PodAdmissionError):
         admit_pod(pod=build_pod(), vpa=vpa, limit_ranges=[])
+
+
+# -- admit_pod reads its inputs and never writes them ------------------------------------------
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    posted=pods(),
+    ranges=limit_ranges(),
+    vpa=vpas(),
+    node=NODES,
+    boost=st.booleans(),
+)
+def test_admit_pod_leaves_its_inputs_as_they_were(
+    posted: dict[str, Any],
+    ranges: list[dict[str, Any]],
+    vpa: dict[str, Any],
+    node: dict[str, str] | None,
+    boost: bool,
+) -> None:
+    """The callers hand ``admit_pod`` the informers' own objects (the updater, the autoscaler's
+    requests-ahead) or the request's pod, uncopied: admission must not change any of them
+    (nor a nested part: a shallow copy would not have protected those either)."""
+    the_pod = stored_as(copy.deepcopy(posted), Pod)
+    the_vpa = stored_as(copy.deepcopy(vpa), VerticalPodAutoscaler)
+    the_ranges = [stored_as(copy.deepcopy(r), LimitRange) for r in ranges]
+    with contextlib.suppress(PodAdmissionError):  # refused input is not changed either
+        admit_pod(
+            pod=the_pod,
+            vpa=the_vpa,
+            limit_ranges=the_ranges,
+            largest_node_allocatable=(
+                {name: Quantity.parse(value) for name, value in node.items()} if node else None
+            ),
+            startup_boost=StartupBoostSettings() if boost else None,
+        )
+    assert the_pod == posted
+    assert the_vpa == vpa
+    assert the_ranges == ranges

@@ -24,11 +24,13 @@ from kubescale.controllers.vpa.api.pod_patches import (
     pod_patches,
 )
 from kubescale.controllers.vpa.api.pod_resources import ContainerResources, PodResources
+from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity
 from kubescale.sim.apiserver.patching import apply_json_patch
 from tests import builders
+from tests.builders.meta import stored_as
 
-POD = functools.partial(builders.pods.pod, name="p", api_version=None)
+POD = functools.partial(builders.pods.typed_pod, name="p", api_version=None)
 
 q = Quantity.parse
 
@@ -253,9 +255,7 @@ CASES = [
 
 
 @pytest.mark.parametrize(("the_pod", "computed", "expected"), CASES)
-def test_pod_patches(
-    the_pod: dict[str, Any], computed: PodResources, expected: list[dict[str, Any]]
-) -> None:
+def test_pod_patches(the_pod: Pod, computed: PodResources, expected: list[dict[str, Any]]) -> None:
     assert pod_patches(pod=the_pod, vpa_name="name", resources=computed) == expected
 
 
@@ -369,7 +369,10 @@ def test_current_lists_follow_the_shared_resourcehelpers_rule(
     """The patch's nil checks agree with webhook.current_resources on every pod shape."""
     containers = [{"name": n, **({} if r is None else {"resources": r})} for n, r in specs]
     status_entries = [{"name": n, **({} if r is None else {"resources": r})} for n, r in statuses]
-    the_pod = {"spec": {"containers": containers}, "status": {"containerStatuses": status_entries}}
+    # hypothesis-built JSON (resources possibly malformed), read as the Pod it stands for
+    the_pod = stored_as(
+        {"spec": {"containers": containers}, "status": {"containerStatuses": status_entries}}, Pod
+    )
     current = _current_lists_set(the_pod)
     for name, _ in specs:
         requests, limits = container_requests_and_limits(the_pod, name)

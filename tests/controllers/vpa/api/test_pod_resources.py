@@ -26,14 +26,17 @@ from kubescale.controllers.vpa.api.pod_resources import (
     capped_recommendation,
     pod_resources,
 )
+from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity
+from kubescale.objects.vpa import VerticalPodAutoscaler, VerticalPodAutoscalerStatus
 from tests import builders
+from tests.builders.meta import stored_as
 
 POD = functools.partial(
-    builders.pods.pod, name="pod", labels={"app": "testingApp"}, api_version=None
+    builders.pods.typed_pod, name="pod", labels={"app": "testingApp"}, api_version=None
 )
 VPA = functools.partial(
-    builders.vpas.vpa,
+    builders.vpas.typed_vpa,
     name="vpa1",
     target=builders.vpas.target_ref(name="app"),
     status={},
@@ -69,8 +72,8 @@ def texts(resources: Mapping[str, Quantity]) -> Resources:
 
 
 def run(
-    the_pod: dict[str, Any],
-    the_vpa: dict[str, Any],
+    the_pod: Pod,
+    the_vpa: VerticalPodAutoscaler,
     *,
     container_lr: LimitRangeItem | None = None,
     pod_lr: LimitRangeItem | None = None,
@@ -107,7 +110,7 @@ def base_vpa(
     min_allowed: Resources | None = None,
     max_allowed: Resources | None = None,
     controlled_values: str | None = None,
-) -> dict[str, Any]:
+) -> VerticalPodAutoscaler:
     fields: dict[str, Any] = {
         "minAllowed": BASE_MIN if min_allowed is None else min_allowed,
         "maxAllowed": BASE_MAX if max_allowed is None else max_allowed,
@@ -149,8 +152,8 @@ LIMITS_NO_REQUESTS = POD(containers=[container(NAME, limits={"cpu": "2", "memory
 @dataclass(frozen=True)
 class Case:
     name: str
-    pod: dict[str, Any]
-    vpa: dict[str, Any]
+    pod: Pod
+    vpa: VerticalPodAutoscaler
     requests: Resources
     limits: Resources = field(default_factory=dict)
     annotations: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -160,7 +163,7 @@ class Case:
 EMPTY_RECOMMENDATION = base_vpa()
 EMPTY_RECOMMENDATION["status"]["recommendation"] = {}
 NIL_RECOMMENDATION = base_vpa()
-NIL_RECOMMENDATION["status"]["recommendation"] = None
+NIL_RECOMMENDATION["status"] = stored_as({"recommendation": None}, VerticalPodAutoscalerStatus)
 
 UPDATE_CASES = [
     Case("uninitialized pod", UNINITIALIZED, base_vpa(), {"cpu": "2", "memory": "200Mi"}),

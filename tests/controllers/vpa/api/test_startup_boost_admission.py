@@ -19,7 +19,9 @@ from kubescale.controllers.vpa.api.startup_boost import (
     expired_boost_annotations,
     original_resources_value,
 )
+from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity
+from kubescale.objects.vpa import StartupBoostCPU
 from tests.controllers.vpa.api.test_pod_admission import (
     EMPTY_ANNOTATIONS,
     FULL_PATCH,
@@ -69,7 +71,7 @@ def sidecar_boost(value: str) -> dict[str, Any]:
         ("2", {"type": "Factor", "factor": 4}, "0", "8"),
     ],
 )
-def test_boosted_cpu_table(base: str, cpu: dict[str, Any], cap: str | None, expected: str) -> None:
+def test_boosted_cpu_table(base: str, cpu: StartupBoostCPU, cap: str | None, expected: str) -> None:
     boosted = boosted_cpu(q(base), {"cpu": cpu}, max_allowed=q(cap) if cap else None)
     assert str(boosted) == expected
 
@@ -83,7 +85,7 @@ def test_boosted_cpu_table(base: str, cpu: dict[str, Any], cap: str | None, expe
         ({"type": "Other", "factor": 2}, "unsupported startup boost type: Other"),
     ],
 )
-def test_boosted_cpu_errors(cpu: dict[str, Any], message: str) -> None:
+def test_boosted_cpu_errors(cpu: StartupBoostCPU, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         boosted_cpu(q("1"), {"cpu": cpu})
 
@@ -187,7 +189,7 @@ def test_an_invalid_boost_admits_the_pod_unchanged() -> None:
         admit_pod(pod=build_pod(), vpa=vpa, limit_ranges=[], startup_boost=ON)
 
 
-def _ready_pod(since: str, annotations: dict[str, str]) -> dict[str, Any]:
+def _ready_pod(since: str, annotations: dict[str, str]) -> Pod:
     pod = build_pod()
     pod["metadata"]["annotations"] = annotations
     pod["status"] = {

@@ -20,7 +20,7 @@ import pytest
 from kubescale.controllers.vpa.api.pod_admission import admit_pod
 from tests import builders
 
-VPA = functools.partial(builders.vpas.vpa, name="vpa", target=builders.vpas.target_ref())
+VPA = functools.partial(builders.vpas.typed_vpa, name="vpa", target=builders.vpas.target_ref())
 
 
 def add(path: str, value: Any) -> dict[str, Any]:
@@ -67,7 +67,7 @@ MEMORY_ONLY = [
 def test_admission_sets_what_the_recommendation_holds(policy: dict[str, Any]) -> None:
     the_vpa = VPA(targets={"app": {"memory": "300Mi"}}, container_policies=[policy])
     result = admit_pod(
-        pod=builders.pods.pod(containers=[{"name": "app", "image": "app"}]),
+        pod=builders.pods.typed_pod(containers=[{"name": "app", "image": "app"}]),
         vpa=the_vpa,
         limit_ranges=[],
     )
@@ -85,7 +85,7 @@ def test_c_a_mode_off_container_is_capped_by_the_pod_limit_range(name: str) -> N
     policies = [{"containerName": name, "mode": "Off"}]
     if name == "*":
         policies.insert(0, {"containerName": "app", "mode": "Auto"})
-    the_pod = builders.pods.pod(
+    the_pod = builders.pods.typed_pod(
         containers=[
             container("app", requests={"cpu": "100m"}, limits={"cpu": "200m"}),
             container("sidecar", requests={"cpu": "100m"}, limits={"cpu": "200m"}),
@@ -95,7 +95,7 @@ def test_c_a_mode_off_container_is_capped_by_the_pod_limit_range(name: str) -> N
         pod=the_pod,
         vpa=VPA(targets={"app": {"cpu": "500m"}}, container_policies=policies),
         limit_ranges=[
-            builders.limit_ranges.limit_range(items=[{"type": "Pod", "max": {"cpu": "600m"}}])
+            builders.limit_ranges.typed_limit_range(items=[{"type": "Pod", "max": {"cpu": "600m"}}])
         ],
     )
     assert result.patches == [
@@ -115,7 +115,7 @@ def test_c_a_mode_off_container_is_capped_by_the_pod_limit_range(name: str) -> N
 def test_c_minallowed_raises_a_mode_off_container_with_a_recommendation() -> None:
     # A stale recommendation of 100m for a container now in mode Off with minAllowed 300m:
     # applyVPAPolicy raises it to 300m; the limit keeps the 1:2 ratio, 200m x 300m / 100m.
-    the_pod = builders.pods.pod(
+    the_pod = builders.pods.typed_pod(
         containers=[container("app", requests={"cpu": "100m"}, limits={"cpu": "200m"})]
     )
     the_vpa = VPA(
@@ -137,7 +137,7 @@ def test_c_minallowed_raises_a_mode_off_container_with_a_recommendation() -> Non
 def test_d_a_container_given_nothing_gets_no_entry_and_no_patch() -> None:
     # Upstream adds "resources: {}" to "bare" and writes "container 1: " -- an entry naming no
     # update. kubescale leaves "bare" out of the patch and the annotation.
-    the_pod = builders.pods.pod(
+    the_pod = builders.pods.typed_pod(
         containers=[container("app", requests={"cpu": "100m"}), {"name": "bare", "image": "b"}]
     )
     result = admit_pod(pod=the_pod, vpa=VPA(targets={"app": {"cpu": "250m"}}), limit_ranges=[])
@@ -150,6 +150,6 @@ def test_d_a_container_given_nothing_gets_no_entry_and_no_patch() -> None:
 
 
 def test_d_no_entry_at_all_when_no_container_gets_anything() -> None:
-    the_pod = builders.pods.pod(containers=[{"name": "bare", "image": "b"}])
+    the_pod = builders.pods.typed_pod(containers=[{"name": "bare", "image": "b"}])
     result = admit_pod(pod=the_pod, vpa=VPA(targets={}), limit_ranges=[])
     assert result.patches == [NEW_ANNOTATIONS, observed("bare")]

@@ -10,7 +10,6 @@ selector cannot be fetched is skipped, namespaces must be equal).
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 import pytest
 
@@ -21,11 +20,13 @@ from kubescale.controllers.vpa.api.vpa_matching import (
     target_ref_of,
 )
 from kubescale.controllers.vpa.api.vpa_policy import update_mode
+from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import LabelSelector, parse_label_selector
+from kubescale.objects.vpa import VerticalPodAutoscaler
 from tests import builders
 
 POD = functools.partial(
-    builders.pods.pod,
+    builders.pods.typed_pod,
     name="test-pod",
     labels={"app": "test"},
     containers=[builders.pods.container("i-am-container")],
@@ -36,7 +37,7 @@ STS = ControllerRef(api_version="apps/v1", kind="StatefulSet", name="sts", names
 
 
 build_vpa = functools.partial(
-    builders.vpas.vpa,
+    builders.vpas.typed_vpa,
     update_mode="Auto",
     creation_timestamp="2024-01-01T00:00:00Z",
     target=builders.vpas.target_ref(api_version=STS.api_version, kind=STS.kind, name=STS.name),
@@ -46,8 +47,8 @@ build_vpa = functools.partial(
 
 
 def choose(
-    the_pod: dict[str, Any],
-    vpas: list[dict[str, Any]],
+    the_pod: Pod,
+    vpas: list[VerticalPodAutoscaler],
     selector: str | None = "app = test",
     controller: ControllerRef | None = STS,
 ) -> str | None:
@@ -218,8 +219,8 @@ def choose(
     ],
 )
 def test_choose_vpa(
-    the_pod: dict[str, Any],
-    vpas: list[dict[str, Any]],
+    the_pod: Pod,
+    vpas: list[VerticalPodAutoscaler],
     selector: str | None,
     controller: ControllerRef | None,
     expected: str | None,
@@ -282,7 +283,7 @@ def test_choose_vpa(
         ),
     ],
 )
-def test_stronger_vpa_wins(vpas: list[dict[str, Any]], expected: str) -> None:
+def test_stronger_vpa_wins(vpas: list[VerticalPodAutoscaler], expected: str) -> None:
     assert choose(POD(), vpas) == expected
     assert choose(POD(), list(reversed(vpas))) == expected
 

@@ -17,6 +17,8 @@ import pytest
 
 from kubescale.controllers.vpa.api.vpa_matching import choose_vpa
 from kubescale.controllers.vpa.updater import updater_loop
+from kubescale.objects.pod import Pod
+from kubescale.objects.vpa import VerticalPodAutoscaler
 from tests.controllers.vpa.recommender.test_recommender_loop import Cluster, cluster
 
 from .test_updater_loop import (
@@ -49,7 +51,7 @@ async def test_each_pod_is_matched_against_its_controllers_vpas_only(
     status_lease(cluster, renewed_ago=timedelta(seconds=5))
     candidates: list[int] = []
 
-    def counting(pod: dict[str, Any], **kwargs: Any) -> dict[str, Any] | None:
+    def counting(pod: Pod, **kwargs: Any) -> VerticalPodAutoscaler | None:
         candidates.append(len(kwargs["candidate_vpas"]))
         return choose_vpa(pod, **kwargs)
 

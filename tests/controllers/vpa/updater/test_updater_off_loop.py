@@ -24,6 +24,8 @@ from prometheus_client import CollectorRegistry
 from kubescale.controllers.vpa.api.vpa_matching import choose_vpa
 from kubescale.controllers.vpa.updater import updater_loop
 from kubescale.controllers.vpa.updater.updater_decision import decide
+from kubescale.objects.pod import Pod
+from kubescale.objects.vpa import VerticalPodAutoscaler
 from kubescale.runtime.https_server import make_https_app
 from kubescale.webhook.admission_routes import AdmissionWebhook
 from kubescale.webhook.webhook_config import WebhookSettings
@@ -145,7 +147,7 @@ async def test_a_pod_meets_only_the_vpas_indexed_under_its_controller(
     candidates: list[list[str]] = []
     original = choose_vpa
 
-    def counted(pod: dict[str, Any], **kwargs: Any) -> dict[str, Any] | None:
+    def counted(pod: Pod, **kwargs: Any) -> VerticalPodAutoscaler | None:
         candidates.append(sorted(v["metadata"]["name"] for v in kwargs["candidate_vpas"]))
         return original(pod, **kwargs)
 

@@ -40,6 +40,7 @@ from kubescale.controllers.vpa.model.policy.oom_log import (
 )
 from kubescale.controllers.vpa.model.recommendation import build_recommendation
 from kubescale.objects.quantities import Quantity
+from kubescale.objects.vpa import PodResourcePolicy
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
 GIB = 1 << 30
@@ -340,7 +341,7 @@ def test_never_above_max_allowed(
 ) -> None:
     state, now_us = drawn
     estimates = {"app": estimate_adaptive(state, CONFIG, now_us=now_us, containers=1)}
-    policy = {
+    policy: PodResourcePolicy = {
         "containerPolicies": [
             {
                 "containerName": "app",
