@@ -9,7 +9,8 @@ to ``bench/results/simulate_trace.json`` (``--out`` to change). It also prints t
 workload-day and what 500 workloads × 30 days would take at that rate (a linear extrapolation:
 the simulator's per-step work grows with the pods, so it is a lower bound).
 
-Usage: ``.venv/bin/python bench/simulate_trace.py [--workloads 5] [--hours 6] [--out FILE]``
+Usage: ``.venv/bin/python bench/simulate_trace.py [--workloads 5] [--hours 6] [--out FILE]
+[--event-loop asyncio|uvloop]``; where the CPU goes: ``docs/simulate-speed.md``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from kubescale.runtime import event_loop
 from kubescale.sim.scenario.comparison import compare_reports, run_variants
 from kubescale.sim.scenario.scenario_validation import parse_scenario
 
@@ -142,6 +144,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--node-cpu", default="16", help="allocatable CPU of a node")
     parser.add_argument("--node-memory", default="64Gi", help="allocatable memory of a node")
     parser.add_argument("--price", type=float, default=0.768, help="per node-hour")
+    parser.add_argument(
+        "--event-loop",
+        choices=("asyncio", "uvloop"),
+        default="asyncio",
+        help="the loop the runs are on: asyncio's (what `kubescale simulate` uses) or uvloop "
+        "(an experiment: same figures, but the report's plans differ, docs/simulate-speed.md)",
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as scratch:
         trace = Path(scratch) / "slice.csv"
@@ -164,7 +173,9 @@ def main(argv: list[str] | None = None) -> int:
         }
         cpu_before = time.process_time()
         scenario = parse_scenario(document, base_dir=Path(scratch))
-        reports = asyncio.run(run_variants(scenario, progress=_Progress(cpu_before)))
+        factory = event_loop.loop_factory({}) if args.event_loop == "uvloop" else None
+        with asyncio.Runner(loop_factory=factory) as runner:
+            reports = runner.run(run_variants(scenario, progress=_Progress(cpu_before)))
         cpu = time.process_time() - cpu_before
     details = {
         variant: {
@@ -180,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "workloads": workloads,
         "window": args.window,
+        "event_loop": args.event_loop,
         "node_group": {
             "instance_type": args.instance_type,
             "allocatable": {"cpu": args.node_cpu, "memory": args.node_memory},
