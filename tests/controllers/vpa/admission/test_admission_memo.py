@@ -45,6 +45,7 @@ from kubescale.kube.resources import (
     VERTICAL_POD_AUTOSCALERS,
     ResourceType,
 )
+from kubescale.objects.admission_review import AdmissionReview
 from kubescale.webhook.admission_routes import AdmissionWebhook
 from kubescale.webhook.webhook_config import WebhookSettings
 from tests import builders
@@ -81,7 +82,7 @@ def _detach_handlers(setup: Setup) -> None:
 
 async def _answer(
     setup: Setup, reference: AdmissionWebhook, uid: str, pod: dict[str, Any] | None = None
-) -> dict[str, Any]:
+) -> AdmissionReview:
     """The route's answer, after checking its bytes against ``reference``'s (the route without
     a memo over the same informers)."""
     body = json.dumps(
