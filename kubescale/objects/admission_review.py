@@ -3,7 +3,7 @@ writes in its response."""
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from kubescale.objects.meta import ObjectMeta
 
@@ -13,7 +13,10 @@ __all__ = [
     "AdmissionReview",
     "GroupVersionKind",
     "GroupVersionResource",
+    "JsonPatchOperation",
     "Status",
+    "StatusCause",
+    "StatusDetails",
 ]
 
 
@@ -56,20 +59,55 @@ class AdmissionRequest(TypedDict, total=False):
     dryRun: bool
 
 
-class Status(TypedDict, total=False):
-    """``metav1.Status`` as a response's ``result``."""
+class StatusCause(TypedDict, total=False):
+    """``metav1.StatusCause``: one field's error."""
 
-    code: int
+    reason: str
+    message: str
+    field: str
+
+
+class StatusDetails(TypedDict, total=False):
+    """``metav1.StatusDetails``."""
+
+    name: str
+    group: str
+    kind: str
+    causes: list[StatusCause]
+
+
+class ListMeta(TypedDict, total=False):
+    """``metav1.ListMeta`` (a Status's ``metadata``; kubescale writes it empty)."""
+
+    resourceVersion: str
+
+
+class Status(TypedDict, total=False):
+    """``metav1.Status``, as a response's ``status`` (Go field ``Result``)."""
+
+    metadata: ListMeta
+    status: str
     message: str
     reason: str
+    details: StatusDetails
+    code: int
+
+
+class JsonPatchOperation(TypedDict):
+    """One RFC 6902 operation of a response's ``patch`` (``patchType: JSONPatch``)."""
+
+    op: str
+    path: str
+    value: NotRequired[Any]
+    """Any JSON value: what the patched field holds (a string, a map, a whole object)."""
 
 
 class AdmissionResponse(TypedDict, total=False):
-    """``AdmissionResponse``."""
+    """``AdmissionResponse``. Upstream's Go field ``Result`` is the JSON key ``status``."""
 
     uid: str
     allowed: bool
-    result: Status
+    status: Status
     patch: str
     patchType: str
     warnings: list[str]

@@ -42,6 +42,7 @@ class PodUpdatePolicy(TypedDict, total=False):
     updateMode: str
     minReplicas: int
     evictionRequirements: list[EvictionRequirement]
+    evictAfterOOMSeconds: int
 
 
 class StartupBoostCPU(TypedDict, total=False):
@@ -71,6 +72,8 @@ class ContainerResourcePolicy(TypedDict, total=False):
     controlledValues: str
     oomBumpUpRatio: str
     oomMinBumpUp: str
+    memoryAggregationIntervalSeconds: int
+    memoryAggregationIntervalCount: int
     startupBoost: StartupBoost
 
 

@@ -16,9 +16,10 @@ __all__ = [
 
 
 class HistogramCheckpoint(TypedDict, total=False):
-    """``HistogramCheckpoint``: bucket index (as a string key) → weight."""
+    """``HistogramCheckpoint``: bucket index (as a string key) → weight. The times are
+    ``metav1.Time``: a zero time is written as ``null``."""
 
-    referenceTimestamp: str
+    referenceTimestamp: str | None
     bucketWeights: dict[str, int]
     totalWeight: float
 
@@ -31,14 +32,15 @@ class VerticalPodAutoscalerCheckpointSpec(TypedDict, total=False):
 
 
 class VerticalPodAutoscalerCheckpointStatus(TypedDict, total=False):
-    """``VerticalPodAutoscalerCheckpointStatus``."""
+    """``VerticalPodAutoscalerCheckpointStatus`` (a zero ``metav1.Time`` is written as
+    ``null``)."""
 
-    lastUpdateTime: str
+    lastUpdateTime: str | None
     version: str
     cpuHistogram: HistogramCheckpoint
     memoryHistogram: HistogramCheckpoint
-    firstSampleStart: str
-    lastSampleStart: str
+    firstSampleStart: str | None
+    lastSampleStart: str | None
     totalSamplesCount: int
 
 

@@ -23,11 +23,18 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 import orjson
+
+from kubescale.objects.admission_review import (
+    AdmissionResponse,
+    AdmissionReview,
+    JsonPatchOperation,
+    Status,
+)
 
 __all__ = [
     "ADMISSION_REVIEW_VERSION",
@@ -80,9 +87,11 @@ class ReviewRequest:
     operation: str
     namespace: str
     name: str
-    object: Any
-    """``request.object`` as sent (not checked to be an object: the handler checks)."""
-    old_object: Any
+    old_object: object
+    """``request.oldObject`` as sent (declared before ``object``, whose name hides the type)."""
+    object: object
+    """``request.object`` as sent: untrusted JSON, not checked to be an object (the handler
+    decodes it)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,16 +107,16 @@ def _text(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
-def decode_json(body: bytes) -> Any:
+def decode_json(body: bytes) -> object:
     """``json.loads(body)``, by orjson when it can (module docstring); raises ``ValueError`` or
-    ``RecursionError`` as ``json.loads`` does."""
+    ``RecursionError`` as ``json.loads`` does. Untrusted JSON: the caller checks what it got."""
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError:
         return json.loads(body)
 
 
-def encode_json(document: Any) -> bytes:
+def encode_json(document: object) -> bytes:
     """Compact UTF-8 JSON of a review (orjson; the standard library for what orjson cannot
     write: an integer beyond 64 bits, a lone surrogate read from a ``\\ud800`` escape)."""
     try:
@@ -156,19 +165,19 @@ def review_response(
     *,
     uid: str,
     allowed: bool = True,
-    patches: Sequence[Mapping[str, Any]] = (),
+    patches: Sequence[JsonPatchOperation] = (),
     encoded_patch: str = "",
-    status: Mapping[str, Any] | None = None,
+    status: Status | None = None,
     warnings: Sequence[str] = (),
-) -> dict[str, Any]:
+) -> AdmissionReview:
     """The AdmissionReview answering request ``uid``.
 
     The patch is ``patches``, or ``encoded_patch`` when it is already encoded (base64 of the
     compact JSON, as a cached pod decision keeps it).
     """
-    response: dict[str, Any] = {"uid": uid, "allowed": allowed}
+    response: AdmissionResponse = {"uid": uid, "allowed": allowed}
     if status is not None:
-        response["status"] = dict(status)
+        response["status"] = status
     if patches and not encoded_patch:
         encoded = json.dumps(list(patches), separators=(",", ":")).encode()
         encoded_patch = base64.b64encode(encoded).decode("ascii")

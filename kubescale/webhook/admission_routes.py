@@ -58,9 +58,9 @@ minutes, however many pods of a ReplicaSet trigger it.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, cast
+from typing import Final, cast
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -88,6 +88,7 @@ from kubescale.coordination.resource_ownership import (
     hpa_scaled_resources,
 )
 from kubescale.kube.events import EventRecorder
+from kubescale.objects.admission_review import AdmissionReview
 from kubescale.objects.pod import Pod
 from kubescale.objects.views import Meta, raw_metadata
 from kubescale.objects.vpa import VerticalPodAutoscaler
@@ -139,10 +140,10 @@ class AdmissionMetrics:
     """Upstream's admission metrics plus kubescale's counters of unprocessed requests."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self._observers: dict[tuple[str, str], Any] = {}
-        self._pod_counters: dict[bool, Any] = {}
-        self._bad_counters: dict[str, Any] = {}
-        self._not_matched_counters: dict[str, Any] = {}
+        self._observers: dict[tuple[str, str], Histogram] = {}
+        self._pod_counters: dict[bool, Counter] = {}
+        self._bad_counters: dict[str, Counter] = {}
+        self._not_matched_counters: dict[str, Counter] = {}
         self.pods = Counter(
             "vpa_admission_controller_admission_pods",
             "Number of Pods processed by VPA Admission Controller.",
@@ -208,13 +209,14 @@ class AdmissionAnswer:
     resource: str
     """``Pod``, ``VPA`` or ``unknown``."""
     bad_reason: str | None = None
-    patches: list[dict[str, Any]] = field(default_factory=list)
+    patches: Sequence[Mapping[str, object]] = field(default_factory=list)
+    """The JSON patch sent (its operations, as the pod or the VPA admission built them)."""
 
     @property
-    def review(self) -> dict[str, Any]:
+    def review(self) -> AdmissionReview:
         """The AdmissionReview sent, read back (for tests and logs; not on the hot path)."""
-        review: dict[str, Any] = decode_json(self.body)
-        return review
+        # our own encoding of review_response's AdmissionReview, not untrusted input
+        return cast(AdmissionReview, decode_json(self.body))
 
 
 class AdmissionWebhook:
@@ -577,9 +579,10 @@ def limit_range_override_message(
     return f"a LimitRange of the namespace wins over this VPA{pods}: {reasons}"
 
 
-def _with_namespace(pod: dict[str, Any], namespace: str) -> dict[str, Any]:
+def _with_namespace(pod: dict[str, object], namespace: str) -> dict[str, object]:
     """The pod with ``metadata.namespace`` filled from the request when missing (the pod handler
-    sets it for a pod created from ``generateName``)."""
+    sets it for a pod created from ``generateName``). Untrusted JSON: the pod admission
+    decodes it."""
     metadata = raw_metadata(pod)
     if not isinstance(metadata, dict):
         return {**pod, "metadata": {"namespace": namespace}}

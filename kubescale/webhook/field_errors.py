@@ -25,9 +25,9 @@ Pure values and functions.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from kubescale.base.go_strings import go_float, go_quote
+from kubescale.objects.admission_review import Status, StatusCause, StatusDetails
 
 __all__ = [
     "FieldError",
@@ -176,21 +176,21 @@ def _aggregate(errors: list[FieldError]) -> str:
     return "[" + ", ".join(seen) + "]"
 
 
-def invalid_status(*, group: str, kind: str, name: str, errors: list[FieldError]) -> dict[str, Any]:
+def invalid_status(*, group: str, kind: str, name: str, errors: list[FieldError]) -> Status:
     """The ``metav1.Status`` of ``apierrors.NewInvalid(GroupKind{group, kind}, name, errors)``."""
     qualified = f"{kind}.{group}" if group else kind
     message = f"{qualified} {go_quote(name)} is invalid"
     if errors:
         message = f"{message}: {_aggregate(errors)}"
-    details: dict[str, Any] = {}
+    details: StatusDetails = {}
     if name:
         details["name"] = name
     if group:
         details["group"] = group
     details["kind"] = kind
-    causes = []
+    causes: list[StatusCause] = []
     for error in errors:
-        cause = {"reason": error.type, "message": error.body()}
+        cause: StatusCause = {"reason": error.type, "message": error.body()}
         if error.field:
             cause["field"] = error.field
         causes.append(cause)

@@ -46,6 +46,13 @@ from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError, failure_log_level
 from kubescale.kube.resources import MUTATING_WEBHOOK_CONFIGURATIONS
 from kubescale.kube.writes import update_with_retry
+from kubescale.objects.admission_review import JsonPatchOperation
+from kubescale.objects.meta import LabelSelectorObject, LabelSelectorRequirement, ObjectMeta
+from kubescale.objects.mutating_webhook_configuration import (
+    MutatingWebhook,
+    MutatingWebhookConfiguration,
+    WebhookClientConfig,
+)
 from kubescale.objects.views import Meta
 from kubescale.webhook.webhook_config import WebhookSettings
 
@@ -87,7 +94,8 @@ def read_ca_bundle(path: Path) -> bytes:
     return data
 
 
-def _namespace_selector(settings: WebhookSettings) -> dict[str, Any]:
+def _namespace_selector(settings: WebhookSettings) -> LabelSelectorObject:
+    expression: LabelSelectorRequirement
     if settings.ignored_vpa_object_namespaces:
         expression = {
             "key": NAMESPACE_NAME_LABEL,
@@ -105,9 +113,11 @@ def _namespace_selector(settings: WebhookSettings) -> dict[str, Any]:
     return {}
 
 
-def webhook_configuration(settings: WebhookSettings, *, ca_bundle: bytes) -> dict[str, Any]:
+def webhook_configuration(
+    settings: WebhookSettings, *, ca_bundle: bytes
+) -> MutatingWebhookConfiguration:
     """The MutatingWebhookConfiguration upstream's ``selfRegistration`` creates."""
-    client_config: dict[str, Any] = {"caBundle": base64.b64encode(ca_bundle).decode("ascii")}
+    client_config: WebhookClientConfig = {"caBundle": base64.b64encode(ca_bundle).decode("ascii")}
     if settings.register_by_url:
         client_config["url"] = settings.url
     else:
@@ -115,10 +125,10 @@ def webhook_configuration(settings: WebhookSettings, *, ca_bundle: bytes) -> dic
             "namespace": settings.service_namespace,
             "name": settings.service_name,
         }
-    metadata: dict[str, Any] = {"name": WEBHOOK_CONFIG_NAME}
+    metadata: ObjectMeta = {"name": WEBHOOK_CONFIG_NAME}
     if settings.labels:
         metadata["labels"] = dict(settings.labels)
-    hook = {
+    hook: MutatingWebhook = {
         "name": WEBHOOK_NAME,
         "admissionReviewVersions": ["v1"],
         "rules": [
@@ -152,11 +162,13 @@ def webhook_configuration(settings: WebhookSettings, *, ca_bundle: bytes) -> dic
 async def register_webhook(
     client: KubeClient, settings: WebhookSettings, *, ca_bundle: bytes
 ) -> dict[str, Any]:
-    """Create the configuration, or replace an existing one in place; the stored object."""
+    """Create the configuration, or replace an existing one in place; the stored object (as
+    the client returns it: the server's JSON, untyped)."""
     desired = webhook_configuration(settings, ca_bundle=ca_bundle)
 
+    # the stored object as the server sent it (update_with_retry's Mutation)
     def replace(current: dict[str, Any]) -> dict[str, Any]:
-        metadata = dict(Meta(current).raw)
+        metadata = Meta(current).raw.copy()
         metadata["labels"] = dict(settings.labels)
         return {**desired, "metadata": metadata}
 
@@ -177,11 +189,12 @@ async def register_webhook(
     return stored
 
 
-def ca_bundle_patch(configuration: Mapping[str, Any], ca_bundle: bytes) -> list[dict[str, Any]]:
+def ca_bundle_patch(configuration: Mapping[str, Any], ca_bundle: bytes) -> list[JsonPatchOperation]:
     """JSON patch replacing the caBundle of every ``vpa.k8s.io`` webhook (each guarded by a
-    ``test`` of its name, so a concurrent reordering fails instead of patching another hook)."""
+    ``test`` of its name, so a concurrent reordering fails instead of patching another hook).
+    ``configuration`` is the stored object as read (its hooks checked, not assumed)."""
     encoded = base64.b64encode(ca_bundle).decode("ascii")
-    patch: list[dict[str, Any]] = []
+    patch: list[JsonPatchOperation] = []
     for index, hook in enumerate(configuration.get("webhooks") or []):
         if not isinstance(hook, Mapping) or hook.get("name") != WEBHOOK_NAME:
             continue

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
-from typing import Any
 
 from kubescale.base.clock import Clock
 from kubescale.base.logs import component_logger
@@ -30,6 +29,7 @@ from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError, failure_log_level
 from kubescale.kube.lease_record import format_micro_time
 from kubescale.kube.resources import LEASES
+from kubescale.objects.lease import Lease
 from kubescale.objects.views import spec_of
 
 __all__ = ["StatusLease"]
@@ -63,7 +63,7 @@ class StatusLease:
         self.renewals = 0
         self.failures = 0
 
-    def _new_lease(self) -> dict[str, Any]:
+    def _new_lease(self) -> Lease:
         return {
             "apiVersion": LEASES.group_version,
             "kind": LEASES.kind,

@@ -15,6 +15,12 @@ the fields by type:
 * a quantity that does not parse is ``resource.Quantity.UnmarshalJSON``'s error, returned at
   once (``quantities must match the regular expression ...``).
 
+:func:`decode_vpa` is the boundary: the raw object, once it decodes, comes back as the typed
+:class:`~kubescale.objects.vpa.VerticalPodAutoscaler` the rules read, with what Go's decoder
+would have made of it: a ``null`` field left out (unset), a quantity as its text (a bare JSON
+number as :meth:`~kubescale.objects.quantities.Quantity.from_json` reads it, a ``null`` map value
+as ``"0"``, the zero quantity), a ``null`` list item as its type's zero value (``""``, ``{}``).
+
 Only ``spec`` is walked: object metadata is decoded (and rejected) by the API server itself,
 and ``status`` is not written through this webhook. Go's decoder also matches keys
 case-insensitively; a structural CRD prunes such keys before admission, so exact names are used.
@@ -27,10 +33,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import cast
 
 from kubescale.objects.quantities import Quantity, QuantityError
+from kubescale.objects.vpa import VerticalPodAutoscaler
 
-__all__ = ["vpa_decode_error"]
+__all__ = ["VpaDecodeError", "decode_vpa", "vpa_decode_error"]
 
 # resource.ErrFormatWrong / ErrNumeric / ErrSuffix.
 _FORMAT_WRONG = (
@@ -252,3 +260,50 @@ def vpa_decode_error(vpa: object) -> str | None:
     except _QuantityFailure as failure:
         return str(failure)
     return errors[0] if errors else None
+
+
+@dataclass(frozen=True)
+class VpaDecodeError:
+    """Why a VPA does not decode: upstream's decoder message."""
+
+    message: str
+
+
+def _zero(schema: _Schema) -> object:
+    """Go's zero value of a list item that is ``null``: ``""`` for a string, ``{}`` for a
+    struct (a nil pointer for the pointer slices, counted all the same)."""
+    return {} if isinstance(schema, _Struct) else ""
+
+
+def _decoded(value: object, schema: _Schema) -> object:
+    """``value``, which :func:`_walk` found to decode, as the typed objects hold it (module
+    docstring)."""
+    if isinstance(schema, _Quantity):
+        return "0" if value is None else _quantity_text(value)
+    if isinstance(schema, _Slice) and isinstance(value, list):
+        return [
+            _zero(schema.element) if item is None else _decoded(item, schema.element)
+            for item in value
+        ]
+    if isinstance(schema, _Map) and isinstance(value, Mapping):
+        return {key: _decoded(item, schema.value) for key, item in value.items()}
+    if isinstance(schema, _Struct) and isinstance(value, Mapping):
+        decoded: dict[object, object] = {}
+        for key, item in value.items():
+            if item is None:
+                continue  # null: the field stays unset
+            field = schema.fields.get(key) if isinstance(key, str) else None
+            decoded[key] = item if field is None else _decoded(item, field)
+        return decoded
+    return value  # a string or an integer in range (checked)
+
+
+def decode_vpa(raw: object) -> VerticalPodAutoscaler | VpaDecodeError:
+    """``json.Unmarshal`` of the raw admitted object (untrusted JSON) into a VPA: the typed
+    VPA (module docstring), or the error upstream reports."""
+    message = vpa_decode_error(raw)
+    if message is not None:
+        return VpaDecodeError(message)
+    # _walk checked every field of the spec against upstream's Go types, which
+    # kubescale.objects.vpa names: the decoded dict is that TypedDict.
+    return cast(VerticalPodAutoscaler, _decoded(raw, _VPA))

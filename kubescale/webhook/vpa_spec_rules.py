@@ -25,8 +25,9 @@ string types, shown as JSON strings (``Unsupported value: "broken"``); quantitie
 as ``String()`` and shown with ``%q``.
 
 Upstream iterates ``minAllowed``/``maxAllowed`` as Go maps (random order); here resources are
-visited sorted by name, so several errors in one map come out in a fixed order. Fields are read
-after :mod:`kubescale.webhook.vpa_decoding` has checked their JSON types.
+visited sorted by name, so several errors in one map come out in a fixed order. The VPA is the
+typed object :func:`kubescale.webhook.vpa_decoding.decode_vpa` made of the request (its fields
+of upstream's Go types, ``null`` fields left out, quantities as text).
 
 Pure.
 """
@@ -35,10 +36,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
+from kubescale.objects.meta import ResourceList
 from kubescale.objects.quantities import Quantity
-from kubescale.objects.views import optional_spec_of, spec_of
+from kubescale.objects.views import spec_of
+from kubescale.objects.vpa import (
+    ContainerResourcePolicy,
+    PodUpdatePolicy,
+    StartupBoost,
+    VerticalPodAutoscaler,
+    VerticalPodAutoscalerSpec,
+)
 from kubescale.webhook.field_errors import (
     FieldError,
     forbidden,
@@ -89,46 +97,30 @@ class _Options:
 
 
 # ---------------------------------------------------------------------------------------------
-# Reading decoded fields (types were checked by the decoder; absent and null read as unset).
+# Reading decoded fields.
 
 
-def _obj(value: object) -> Mapping[str, Any] | None:
-    return value if isinstance(value, Mapping) else None
+def _quantity(text: str) -> Quantity:
+    # resource.Quantity.UnmarshalJSON; the decoder already proved this parses (and wrote a
+    # bare number, or a null map value, as its text).
+    return Quantity.parse(text)
 
 
-def _field(holder: Mapping[str, Any] | None, key: str) -> Any:
-    return holder.get(key) if holder is not None else None
-
-
-def _list(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _quantity(value: object) -> Quantity:
-    # resource.Quantity.UnmarshalJSON; the decoder already proved this parses.
-    if value is None:
-        return Quantity(nanos=0)  # a null map value decodes as the zero quantity
-    if isinstance(value, str):
-        return Quantity.parse(value.strip())
-    return Quantity.from_json(value)
-
-
-def _policies(spec: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
-    policies = _list(_field(_obj(_field(spec, "resourcePolicy")), "containerPolicies"))
-    return [p if isinstance(p, Mapping) else {} for p in policies]
+def _policies(spec: VerticalPodAutoscalerSpec) -> list[ContainerResourcePolicy]:
+    return spec.get("resourcePolicy", {}).get("containerPolicies", [])
 
 
 # ---------------------------------------------------------------------------------------------
 # Validation options (getValidationOptionsForVPA).
 
 
-def _options(old_vpa: Mapping[str, Any], gates: Mapping[str, bool]) -> _Options:
-    spec = optional_spec_of(old_vpa)
+def _options(old_vpa: VerticalPodAutoscaler, gates: Mapping[str, bool]) -> _Options:
+    spec = spec_of(old_vpa)
     policies = _policies(spec)
-    boost = _obj(_field(spec, "startupBoost"))
-    update_policy = _obj(_field(spec, "updatePolicy"))
+    boost = spec.get("startupBoost", {})
+    update_policy = spec.get("updatePolicy", {})
     allow_boost = gates.get(CPU_STARTUP_BOOST_GATE, False) or (
-        _field(boost, "cpu") is not None or any(p.get("startupBoost") is not None for p in policies)
+        boost.get("cpu") is not None or any(p.get("startupBoost") is not None for p in policies)
     )
     per_vpa_fields = (
         "oomBumpUpRatio",
@@ -137,17 +129,13 @@ def _options(old_vpa: Mapping[str, Any], gates: Mapping[str, bool]) -> _Options:
         "memoryAggregationIntervalSeconds",
     )
     allow_per_vpa = gates.get(PER_VPA_CONFIG_GATE, False) or (
-        _field(update_policy, "evictAfterOOMSeconds") is not None
+        update_policy.get("evictAfterOOMSeconds") is not None
         or any(p.get(name) is not None for p in policies for name in per_vpa_fields)
     )
-    allow_in_place = (
-        gates.get(IN_PLACE_GATE, False) or _field(update_policy, "updateMode") == _IN_PLACE
-    )
+    allow_in_place = gates.get(IN_PLACE_GATE, False) or update_policy.get("updateMode") == _IN_PLACE
+    # A null item (decoded as "") is left out, as it always was here.
     existing = frozenset(
-        name
-        for p in policies
-        for name in _list(p.get("controlledResources"))
-        if isinstance(name, str)
+        name for p in policies for name in p.get("controlledResources", []) if name
     )
     return _Options(
         allow_cpu_startup_boost=bool(allow_boost),
@@ -162,7 +150,7 @@ def _options(old_vpa: Mapping[str, Any], gates: Mapping[str, bool]) -> _Options:
 
 
 def _update_policy(
-    policy: Mapping[str, Any], path: str, opts: _Options, errors: list[FieldError]
+    policy: PodUpdatePolicy, path: str, opts: _Options, errors: list[FieldError]
 ) -> list[str]:
     warnings: list[str] = []
     mode = policy.get("updateMode")
@@ -223,13 +211,12 @@ def _cpu_resolution(path: str, value: Quantity) -> list[FieldError]:
     return []
 
 
-def _resource_list(value: object) -> dict[str, Quantity]:
-    holder = _obj(value) or {}
-    return {name: _quantity(raw) for name, raw in sorted(holder.items())}
+def _resource_list(resources: ResourceList | None) -> dict[str, Quantity]:
+    return {name: _quantity(text) for name, text in sorted((resources or {}).items())}
 
 
 def _container_policy(
-    policy: Mapping[str, Any], path: str, opts: _Options, errors: list[FieldError]
+    policy: ContainerResourcePolicy, path: str, opts: _Options, errors: list[FieldError]
 ) -> list[str]:
     warnings: list[str] = []
     if not policy.get("containerName"):
@@ -262,8 +249,7 @@ def _container_policy(
         )
     controlled = policy.get("controlledResources")
     if controlled is not None:
-        for index, raw in enumerate(_list(controlled)):
-            resource = raw if isinstance(raw, str) else ""  # a null entry decodes as ""
+        for index, resource in enumerate(controlled):  # a null entry decoded as ""
             if resource in _CONTROLLED_RESOURCES:
                 continue
             resource_path = f"{path}.controlledResources[{index}]"
@@ -281,12 +267,12 @@ def _container_policy(
     _per_vpa_policy_fields(policy, path, opts, errors)
     boost = policy.get("startupBoost")
     if boost is not None:
-        errors.extend(_startup_boost(_obj(boost) or {}, f"{path}.startupBoost", opts))
+        errors.extend(_startup_boost(boost, f"{path}.startupBoost", opts))
     return warnings
 
 
 def _per_vpa_policy_fields(
-    policy: Mapping[str, Any], path: str, opts: _Options, errors: list[FieldError]
+    policy: ContainerResourcePolicy, path: str, opts: _Options, errors: list[FieldError]
 ) -> None:
     ratio_raw = policy.get("oomBumpUpRatio")
     if ratio_raw is not None:
@@ -314,8 +300,11 @@ def _per_vpa_policy_fields(
                 errors.append(
                     invalid(f"{path}.oomMinBumpUp", str(bump), "must be greater than or equal to 0")
                 )
-    for name in ("memoryAggregationIntervalSeconds", "memoryAggregationIntervalCount"):
-        number = policy.get(name)
+    intervals = (
+        ("memoryAggregationIntervalSeconds", policy.get("memoryAggregationIntervalSeconds")),
+        ("memoryAggregationIntervalCount", policy.get("memoryAggregationIntervalCount")),
+    )
+    for name, number in intervals:
         if number is None:
             continue
         if not opts.allow_per_vpa_config:
@@ -326,7 +315,7 @@ def _per_vpa_policy_fields(
             )
 
 
-def _startup_boost(boost: Mapping[str, Any], path: str, opts: _Options) -> list[FieldError]:
+def _startup_boost(boost: StartupBoost, path: str, opts: _Options) -> list[FieldError]:
     # validateVPASpecStartupBoost.
     if not opts.allow_cpu_startup_boost:
         return [
@@ -336,7 +325,7 @@ def _startup_boost(boost: Mapping[str, Any], path: str, opts: _Options) -> list[
                 f" {CPU_STARTUP_BOOST_GATE} in the admission-controller args",
             )
         ]
-    cpu = _obj(boost.get("cpu"))
+    cpu = boost.get("cpu")
     if cpu is None:
         return []
     cpu_path = f"{path}.cpu"
@@ -359,12 +348,13 @@ def _startup_boost(boost: Mapping[str, Any], path: str, opts: _Options) -> list[
 
 
 def validate_vpa(
-    vpa: Mapping[str, Any],
+    vpa: VerticalPodAutoscaler,
     *,
-    old_vpa: Mapping[str, Any],
+    old_vpa: VerticalPodAutoscaler,
     feature_gates: Mapping[str, bool],
 ) -> tuple[list[FieldError], list[str]]:
-    """validateVPA: ``(errors, warnings)`` for a decoded VPA.
+    """validateVPA: ``(errors, warnings)`` for a VPA :func:`~kubescale.webhook.vpa_decoding.
+    decode_vpa` decoded.
 
     ``old_vpa`` is the object being replaced, ``{}`` on CREATE (upstream passes an empty VPA,
     never nil, so ``spec.targetRef: Required value`` cannot fire here).
@@ -373,17 +363,16 @@ def validate_vpa(
     errors: list[FieldError] = []
     warnings: list[str] = []
     spec = spec_of(vpa)
-    update_policy = _obj(spec.get("updatePolicy"))
+    update_policy = spec.get("updatePolicy")
     if update_policy is not None:
         warnings += _update_policy(update_policy, "spec.updatePolicy", opts, errors)
-    if _obj(spec.get("resourcePolicy")) is not None:
-        for index, policy in enumerate(_policies(spec)):
-            path = f"spec.resourcePolicy.containerPolicies[{index}]"
-            warnings += _container_policy(policy, path, opts, errors)
-    boost = _obj(spec.get("startupBoost"))
+    for index, policy in enumerate(_policies(spec)):
+        path = f"spec.resourcePolicy.containerPolicies[{index}]"
+        warnings += _container_policy(policy, path, opts, errors)
+    boost = spec.get("startupBoost")
     if boost is not None:
         errors.extend(_startup_boost(boost, "spec.startupBoost", opts))
-    recommenders = _list(spec.get("recommenders"))
+    recommenders = spec.get("recommenders", [])
     if len(recommenders) > 1:
         errors.append(too_many("spec.recommenders", len(recommenders), 1))
     return errors, warnings

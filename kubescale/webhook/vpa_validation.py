@@ -1,7 +1,8 @@
-"""VPA object admission: upstream's ``resource/vpa/handler.go`` on raw API dicts.
+"""VPA object admission: upstream's ``resource/vpa/handler.go`` on the request's raw objects.
 
-* the object (and on UPDATE the old object) is decoded first; a decoding failure is one
-  ``InternalError`` at field path ``.`` (:mod:`kubescale.webhook.vpa_decoding`);
+* the object (and on UPDATE the old object) is decoded first, the one place the untrusted JSON
+  is read; a decoding failure is one ``InternalError`` at field path ``.``
+  (:func:`kubescale.webhook.vpa_decoding.decode_vpa`); the rules read the typed VPA it gives;
 * the old object is an empty VPA on CREATE, not nil -- so ``spec.targetRef: Required value``
   never fires from the webhook (the CRD schema requires ``targetRef`` instead) -- and decides,
   with the feature gates, which gated fields are allowed;
@@ -22,11 +23,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
+from kubescale.objects.admission_review import JsonPatchOperation, Status
 from kubescale.objects.views import Meta, spec_of
+from kubescale.objects.vpa import VerticalPodAutoscaler
 from kubescale.webhook.field_errors import FieldError, internal_error, invalid_status
-from kubescale.webhook.vpa_decoding import vpa_decode_error
+from kubescale.webhook.vpa_decoding import VpaDecodeError, decode_vpa
 from kubescale.webhook.vpa_spec_rules import (
     CPU_STARTUP_BOOST_GATE,
     IN_PLACE_GATE,
@@ -57,20 +59,16 @@ class VpaAdmission:
     """The decision for one VPA CREATE or UPDATE."""
 
     allowed: bool
-    status: dict[str, Any] | None
+    status: Status | None
     """``metav1.Status`` (``apierrors.NewInvalid``) when denied, else ``None``."""
     warnings: tuple[str, ...]
-    patches: list[dict[str, Any]]
+    patches: list[JsonPatchOperation]
     """The defaulting JSON patch (empty when denied or nothing to default)."""
 
 
-def _obj(value: object) -> Mapping[str, Any] | None:
-    return value if isinstance(value, Mapping) else None
-
-
 def _name(vpa: object) -> str:
-    obj = _obj(vpa)
-    return Meta(obj).name if obj is not None else ""
+    # the raw object (untrusted): its metadata.name as Meta reads it, if it is an object
+    return Meta(vpa).name if isinstance(vpa, Mapping) else ""
 
 
 def _denied(vpa: object, errors: list[FieldError], warnings: list[str]) -> VpaAdmission:
@@ -81,32 +79,33 @@ def _denied(vpa: object, errors: list[FieldError], warnings: list[str]) -> VpaAd
 def admit_vpa(
     *,
     operation: str,
-    vpa: dict[str, Any],
-    old_vpa: dict[str, Any] | None,
+    vpa: object,
+    old_vpa: object,
     feature_gates: Mapping[str, bool],
 ) -> VpaAdmission:
-    """Validate and default one VPA (the admission request's ``object``/``oldObject``).
+    """Validate and default one VPA (the admission request's ``object``/``oldObject``, raw JSON
+    as sent: ``None`` when the request had none).
 
     ``operation`` is the AdmissionRequest's (``CREATE``/``UPDATE``); the old object is read
     only on UPDATE. ``feature_gates`` maps ``InPlace``, ``PerVPAConfig`` and
     ``CPUStartupBoost`` to on/off (missing = off, their default).
     """
-    decode_error = vpa_decode_error(vpa)
-    if decode_error is not None:
-        return _denied(vpa, [internal_error(".", decode_error)], [])
-    old: Mapping[str, Any] = {}
+    decoded = decode_vpa(vpa)
+    if isinstance(decoded, VpaDecodeError):
+        return _denied(vpa, [internal_error(".", decoded.message)], [])
+    old: VerticalPodAutoscaler = {}
     if operation == "UPDATE":
         if old_vpa is None:
             return _denied(vpa, [internal_error(".", "unexpected end of JSON input")], [])
-        old_error = vpa_decode_error(old_vpa)
-        if old_error is not None:
-            return _denied(vpa, [internal_error(".", old_error)], [])
-        old = old_vpa
-    errors, warnings = validate_vpa(vpa, old_vpa=old, feature_gates=feature_gates)
+        old_decoded = decode_vpa(old_vpa)
+        if isinstance(old_decoded, VpaDecodeError):
+            return _denied(vpa, [internal_error(".", old_decoded.message)], [])
+        old = old_decoded
+    errors, warnings = validate_vpa(decoded, old_vpa=old, feature_gates=feature_gates)
     if errors:
         return _denied(vpa, errors, warnings)
-    patches: list[dict[str, Any]] = []
-    spec = spec_of(vpa)
+    patches: list[JsonPatchOperation] = []
+    spec = spec_of(decoded)
     if spec.get("updatePolicy") is None:
         # Sets the default updatePolicy (Recreate since Auto's deprecation).
         patches.append(

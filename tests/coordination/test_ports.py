@@ -9,6 +9,7 @@ counts every system's disruptions, ``separate`` gives upstream's answers.
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -69,26 +70,26 @@ UPDATER = "vpa-updater"
 Obj = dict[str, Any]
 
 
-def running_pod_of_web(name: str, node: str = "n1", namespace: str = "default") -> Pod:
-    return builders.pods.typed_pod(
-        name=name,
-        namespace=namespace,
-        uid=f"uid-{name}",
-        owner_references=[builders.meta.owner_reference(uid="rs")],
-        containers=None,
-        node_name=node,
-        status={"phase": "Running", "conditions": [builders.nodes.ready_condition()]},
-        api_version=None,
-    )
+running_pod_of_web = functools.partial(
+    builders.pods.typed_pod,
+    namespace="default",
+    owner_references=[builders.meta.owner_reference(uid="rs")],
+    containers=None,
+    node_name="n1",
+    status={"phase": "Running", "conditions": [builders.nodes.ready_condition()]},
+    api_version=None,
+)
+"""A Running, Ready pod of ReplicaSet ``rs`` (uid ``rs``) on ``n1`` (each test names it and
+gives it the uid ``uid-<name>``)."""
 
 
-def ready_node(name: str, taints: Sequence[Taint] = ()) -> Node:
-    return builders.nodes.typed_node(
-        name=name,
-        taints=list(taints),
-        conditions=[builders.nodes.ready_condition()],
-        api_version=None,
-    )
+ready_node = functools.partial(
+    builders.nodes.typed_node,
+    taints=[],
+    conditions=[builders.nodes.ready_condition()],
+    api_version=None,
+)
+"""A Ready node (no taint unless given)."""
 
 
 def _disruption(
@@ -133,7 +134,7 @@ def _gate(one_brain: bool, ledger: DisruptionLedger) -> DisruptionGate:
 def test_disruption_gate(
     one_brain: bool, going: bool, untouched: bool, in_flight: list[str]
 ) -> None:
-    a, b, c = running_pod_of_web("a"), running_pod_of_web("b"), running_pod_of_web("c")
+    a, b, c = (running_pod_of_web(name=name, uid=f"uid-{name}") for name in "abc")
     ledger = DisruptionLedger(shared=one_brain)
     ledger.record(_disruption(a, actor=UPDATER))
     ledger.record(_disruption(b, actor=UPDATER, kind=DisruptionKind.RESIZE))
@@ -205,15 +206,19 @@ def test_descheduler_budgets(
     refusals: dict[str, Refusal | None],
     asked_desired: bool,
 ) -> None:
-    a, b, c = running_pod_of_web("a"), running_pod_of_web("b"), running_pod_of_web("c")
+    a, b, c = (running_pod_of_web(name=name, uid=f"uid-{name}") for name in "abc")
     big, e = (
-        running_pod_of_web("big", namespace="other"),
-        running_pod_of_web("e", node="n2", namespace="other"),
+        running_pod_of_web(name="big", uid="uid-big", namespace="other"),
+        running_pod_of_web(name="e", uid="uid-e", node_name="n2", namespace="other"),
     )
     big["metadata"]["ownerReferences"] = e["metadata"]["ownerReferences"] = []
     view = _View(
         pods=[a, b, c, big, e],
-        all_nodes=[ready_node("n1"), ready_node("n2", taints=[DRAINING]), ready_node("n3")],
+        all_nodes=[
+            ready_node(name="n1"),
+            ready_node(name="n2", taints=[DRAINING]),
+            ready_node(name="n3"),
+        ],
         fits_nowhere=frozenset({"big"}),
     )
     ledger = DisruptionLedger(shared=one_brain)
@@ -235,10 +240,10 @@ def test_descheduler_budgets(
 
 def test_the_descheduler_budget_leaves_out_its_own_cycle() -> None:
     """One brain: this cycle's own evictions (``exclude``) are counted by the cycle itself."""
-    a = running_pod_of_web("a")
+    a = running_pod_of_web(name="a", uid="uid-a")
     ledger = DisruptionLedger(shared=True)
     ledger.record(_disruption(a, actor=DESCHEDULER))
-    view = _View(pods=[a], all_nodes=[ready_node("n1"), ready_node("n3")])
+    view = _View(pods=[a], all_nodes=[ready_node(name="n1"), ready_node(name="n3")])
     budget = LedgerBudgets(ledger).budget(view=view, now=NOW, desired=dict)
     assert budget.in_flight(node="n1", namespace="default", exclude=frozenset()) == InFlight(
         total=1, node=1, namespace=1
@@ -268,8 +273,16 @@ def test_recent_moves(
     one_brain: bool, within: timedelta, expected: list[tuple[str, str, datetime]]
 ) -> None:
     ledger = DisruptionLedger(shared=one_brain)
-    ledger.record(_disruption(running_pod_of_web("a"), actor=DESCHEDULER, ago=timedelta(minutes=2)))
-    ledger.record(_disruption(running_pod_of_web("b"), actor=UPDATER, ago=timedelta(minutes=1)))
+    ledger.record(
+        _disruption(
+            running_pod_of_web(name="a", uid="uid-a"), actor=DESCHEDULER, ago=timedelta(minutes=2)
+        )
+    )
+    ledger.record(
+        _disruption(
+            running_pod_of_web(name="b", uid="uid-b"), actor=UPDATER, ago=timedelta(minutes=1)
+        )
+    )
     moves: list[DescheduledMove] = _moves(one_brain, ledger).descheduled_moves(
         now=NOW, within=within
     )
@@ -281,10 +294,10 @@ def test_recent_moves(
 WEB = ObjectRef(api_version="apps/v1", kind="Deployment", namespace="default", name="web")
 
 
-def scaler_of(metrics: list[Obj], target: str = "web") -> Obj:
-    return builders.hpas.hpa(
-        name=f"hpa-{target}", target=builders.hpas.scale_target_ref(name=target), metrics=metrics
-    )
+web_scaler = functools.partial(
+    builders.hpas.hpa, name="hpa-web", target=builders.hpas.scale_target_ref(name="web")
+)
+"""An HPA of Deployment ``web`` (its metrics given by each row)."""
 
 
 CPU = {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization"}}}
@@ -299,14 +312,24 @@ def _ownership(one_brain: bool) -> ResourceOwnership:
     ("one_brain", "requested", "leaves", "hpas", "owned"),
     [
         # one brain: the HPA on cpu owns cpu; the VPA leaves it alone without the flag
-        (True, False, True, [scaler_of([CPU])], {"cpu"}),
-        (True, True, True, [scaler_of([CPU, MEMORY])], {"cpu", "memory"}),
+        (True, False, True, [web_scaler(metrics=[CPU])], {"cpu"}),
+        (True, True, True, [web_scaler(metrics=[CPU, MEMORY])], {"cpu", "memory"}),
         # an HPA of another workload owns nothing of web's
-        (True, False, True, [scaler_of([CPU], target="api")], set()),
+        (
+            True,
+            False,
+            True,
+            [
+                builders.hpas.hpa(
+                    name="hpa-api", target=builders.hpas.scale_target_ref(name="api"), metrics=[CPU]
+                )
+            ],
+            set(),
+        ),
         # separate: the VPA does not know about the HPA; only --avoid-hpa-conflict makes the
         # webhook look (upstream's flag)
-        (False, False, False, [scaler_of([CPU])], set()),
-        (False, True, True, [scaler_of([CPU])], set()),
+        (False, False, False, [web_scaler(metrics=[CPU])], set()),
+        (False, True, True, [web_scaler(metrics=[CPU])], set()),
     ],
 )
 def test_resource_ownership(
@@ -399,9 +422,11 @@ def test_placement_veto(
     brain = Brain.build(Coordination.ONE_BRAIN if one_brain else Coordination.SEPARATE)
     if extender:
         brain.board.memory = EvictionMemory(duration=timedelta(minutes=10))
-    brain.board.record(running_pod_of_web("a", node="n1"), "n1", NOW - timedelta(minutes=1))
+    brain.board.record(running_pod_of_web(name="a", uid="uid-a"), "n1", NOW - timedelta(minutes=1))
     veto: PlacementVeto = brain.placement_veto
-    answer = veto.refused_nodes(running_pod_of_web("b", node="n2"), NOW + asked_after)
+    answer = veto.refused_nodes(
+        running_pod_of_web(name="b", uid="uid-b", node_name="n2"), NOW + asked_after
+    )
     assert {node: why.describe() for node, why in answer.items()} == refused
 
 
@@ -500,9 +525,12 @@ def test_one_brain_never_allows_what_upstream_refuses(
     only adds counts and refusals): whatever pods are in flight, by whichever system, whatever
     this cycle counted already and the limits."""
     pods = [
-        running_pod_of_web(f"p{i}", node=node, namespace=ns) for i, (node, ns) in enumerate(placed)
+        running_pod_of_web(name=f"p{i}", uid=f"uid-p{i}", node_name=node, namespace=ns)
+        for i, (node, ns) in enumerate(placed)
     ]
-    view = _View(pods=pods, all_nodes=[ready_node("n1"), ready_node("n2"), ready_node("n3")])
+    view = _View(
+        pods=pods, all_nodes=[ready_node(name="n1"), ready_node(name="n2"), ready_node(name="n3")]
+    )
     ledger = DisruptionLedger(shared=True)
     for index, actor in going:
         if index < len(pods):

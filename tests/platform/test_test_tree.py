@@ -13,6 +13,10 @@
   :mod:`tests.builders` instead (a module-level ``functools.partial`` with other defaults is
   fine: it is not a second builder). :data:`PENDING` lists the builders not converted yet; it
   may only shrink.
+- Nor does a test module wrap one: no module-level function whose body is a single ``return``
+  of a call to a :mod:`tests.builders` function (``def running_pod(name): return
+  builders.pods.pod(name=name, …)``); a test calls the builder itself, with a
+  ``functools.partial`` for the defaults its rows share.
 
 Both checks are functions of a directory, so the planted violations below run them on a tree
 made for the purpose.
@@ -165,6 +169,57 @@ def builder_violations(tests_root: Path) -> list[str]:
     return found
 
 
+def _builder_imports(tree: ast.Module) -> tuple[set[str], set[str]]:
+    """The names a module binds to :mod:`tests.builders` modules (``builders``, ``pods``) and to
+    its functions (``typed_pod``)."""
+    modules: set[str] = set()
+    functions: set[str] = set()
+    for node in tree.body:
+        if not isinstance(node, ast.ImportFrom) or not node.module or node.level:
+            continue
+        if node.module == "tests":
+            modules.update(a.asname or a.name for a in node.names if a.name == "builders")
+        elif node.module == "tests.builders":
+            modules.update(a.asname or a.name for a in node.names)
+        elif node.module.startswith("tests.builders."):
+            functions.update(a.asname or a.name for a in node.names)
+    return modules, functions
+
+
+def _root_name(expr: ast.expr) -> str | None:
+    while isinstance(expr, ast.Attribute):
+        expr = expr.value
+    return expr.id if isinstance(expr, ast.Name) else None
+
+
+def wrapper_violations(tests_root: Path) -> list[str]:
+    """``path::name`` of module-level functions of test modules (``test_*.py``) whose body,
+    docstring aside, is one ``return`` of a call to a :mod:`tests.builders` function (not
+    decorated: a fixture or a strategy is no wrapper)."""
+    found: list[str] = []
+    for path in sorted(tests_root.rglob("test_*.py")):
+        rel = path.relative_to(tests_root)
+        if rel.parts[0] == "builders" or "__pycache__" in rel.parts:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        modules, functions = _builder_imports(tree)
+        for node in tree.body:
+            if not isinstance(node, ast.FunctionDef) or node.decorator_list:
+                continue
+            body = node.body[1:] if ast.get_docstring(node) is not None else node.body
+            if len(body) != 1 or not isinstance(body[0], ast.Return):
+                continue
+            call = body[0].value
+            if not isinstance(call, ast.Call):
+                continue
+            func = call.func
+            if (isinstance(func, ast.Name) and func.id in functions) or (
+                isinstance(func, ast.Attribute) and _root_name(func) in modules
+            ):
+                found.append(f"tests/{rel.as_posix()}::{node.name}")
+    return found
+
+
 def test_every_test_folder_mirrors_a_package() -> None:
     assert mirror_violations(TESTS_ROOT, PACKAGE_ROOT) == []
     assert deeper_violations(TESTS_ROOT, PACKAGE_ROOT) == []
@@ -174,6 +229,59 @@ def test_no_test_module_defines_its_own_builder() -> None:
     found = set(builder_violations(TESTS_ROOT))
     assert sorted(found - PENDING) == [], "use tests.builders instead"
     assert sorted(PENDING - found) == [], "converted: remove from PENDING"
+
+
+def test_no_test_module_wraps_a_builder() -> None:
+    """The 14 such wrappers of batch 7 (``running_pod_of_web``, ``ranked_pod``, ``revision``,
+    …) are direct builder calls now."""
+    assert wrapper_violations(TESTS_ROOT) == [], "call the builder (functools.partial for rows)"
+
+
+PLANTED_WRAPPERS = '''\
+import functools
+from tests import builders
+from tests.builders import pods as built
+from tests.builders.pods import pod as build
+from kubescale.objects.views import meta
+def running_pod(name: str) -> dict:
+    return builders.pods.pod(name=name)
+def live_pod(name: str) -> dict:
+    """A live pod."""
+    return built.pod(name=name)
+def bound_pod(name: str) -> dict:
+    return build(name=name)
+ready_pod = functools.partial(builders.pods.pod, name="a")
+def pending_pod(name: str) -> dict:
+    pod = build(name=name)
+    return pod
+def name_of(pod: dict) -> str:
+    return meta(pod).name
+@pytest.fixture
+def web_pod() -> dict:
+    return build(name="web")
+'''
+"""Three wrappers, and what is not one: a partial, a body of more than the return, a call of
+another module, a fixture."""
+
+
+def test_the_wrapper_check_catches_planted_wrappers(tmp_path: Path) -> None:
+    tests = tmp_path / "tests"
+    (tests / "kube").mkdir(parents=True)
+    (tests / "builders").mkdir()
+    (tests / "builders" / "pods.py").write_text(
+        "def pod(*, name: str) -> dict:\n    return {}\n"
+        "def running_pod(name: str) -> dict:\n    return pod(name=name)\n"
+    )
+    (tests / "kube" / "test_wraps.py").write_text(PLANTED_WRAPPERS)
+    (tests / "kube" / "helpers.py").write_text(
+        "from tests import builders\n"
+        "def fit_node(name: str) -> dict:\n    return builders.nodes.node(name=name)\n"
+    )
+    assert wrapper_violations(tests) == [
+        "tests/kube/test_wraps.py::running_pod",
+        "tests/kube/test_wraps.py::live_pod",
+        "tests/kube/test_wraps.py::bound_pod",
+    ]
 
 
 def test_the_checks_catch_planted_violations(tmp_path: Path) -> None:

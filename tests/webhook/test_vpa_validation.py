@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from kubescale.objects.vpa import VerticalPodAutoscaler
+from kubescale.webhook.vpa_decoding import VpaDecodeError, decode_vpa
 from kubescale.webhook.vpa_spec_rules import validate_vpa
 
 TARGET = {"kind": "Deployment", "name": "my-app"}
@@ -26,10 +28,17 @@ def policy(**fields: Any) -> dict[str, Any]:
     return {"resourcePolicy": {"containerPolicies": [{"containerName": "loot box", **fields}]}}
 
 
+def decoded(raw: dict[str, Any]) -> VerticalPodAutoscaler:
+    """The typed VPA the rules read: ``raw`` through the webhook's decoder (it decodes)."""
+    vpa = decode_vpa(raw)
+    assert not isinstance(vpa, VpaDecodeError), vpa
+    return vpa
+
+
 def messages(
     vpa: dict[str, Any], gates: dict[str, bool] | None = None, old: dict[str, Any] | None = None
 ) -> list[str]:
-    errors, _ = validate_vpa(vpa, old_vpa=old or {}, feature_gates=gates or {})
+    errors, _ = validate_vpa(decoded(vpa), old_vpa=decoded(old or {}), feature_gates=gates or {})
     return [error.message() for error in errors]
 
 
@@ -527,7 +536,7 @@ def test_very_invalid_vpa_reports_every_field() -> None:
             "recommenders": [{"name": "test1"}, {"name": "test2"}],
         }
     }
-    errors, warnings = validate_vpa(vpa, old_vpa={}, feature_gates={})
+    errors, warnings = validate_vpa(decoded(vpa), old_vpa={}, feature_gates={})
     assert [error.field for error in errors] == [
         "spec.updatePolicy.updateMode",
         "spec.updatePolicy.minReplicas",

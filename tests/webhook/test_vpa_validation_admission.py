@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kubescale.objects.admission_review import JsonPatchOperation
 from kubescale.webhook.field_errors import FieldError, invalid_status
 from kubescale.webhook.vpa_validation import SUPPORTED_UPDATE_MODES, VpaAdmission, admit_vpa
 from tests import builders
@@ -23,7 +24,9 @@ from tests import builders
 VPA = functools.partial(builders.vpas.vpa, name="web-vpa", target=builders.vpas.target_ref())
 
 TARGET = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}
-DEFAULT_PATCH = [{"op": "add", "path": "/spec/updatePolicy", "value": {"updateMode": "Recreate"}}]
+DEFAULT_PATCH: list[JsonPatchOperation] = [
+    {"op": "add", "path": "/spec/updatePolicy", "value": {"updateMode": "Recreate"}}
+]
 AUTO_WARNING = (
     'spec.updatePolicy: "Auto" mode is deprecated and will be removed in a future API version. Use'
     " explicit update modes like: [InPlace InPlaceOrRecreate Initial Off Recreate]. See"

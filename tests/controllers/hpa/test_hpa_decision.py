@@ -18,6 +18,7 @@ rules (reference §2; ``replica_calculator.go`` ``GetMetricReplicas`` / ``calcPl
 
 from __future__ import annotations
 
+import functools
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -67,23 +68,21 @@ EVENT = f"{ACTOR}: event HorizontalPodAutoscaler shop/web"
 STATUS = f"{ACTOR}: write-status horizontalpodautoscalers shop/web"
 
 
-def the_hpa(metric: dict[str, Any], *, behavior: dict[str, Any] | None = None) -> dict[str, Any]:
-    return hpa(
-        name="web",
-        namespace="shop",
-        target=scale_target_ref(name="web"),
-        min_replicas=1,
-        max_replicas=20,
-        metrics=[metric],
-        behavior=behavior,
-    )
+the_hpa = functools.partial(
+    hpa,
+    name="web",
+    namespace="shop",
+    target=scale_target_ref(name="web"),
+    min_replicas=1,
+    max_replicas=20,
+)
 
 
 def snapshot(
     fetched: Fetched, *, metric: dict[str, Any] = REQUESTS, behavior: dict[str, Any] | None = None
 ) -> HpaSnapshot:
     """10 replicas, 10 running pods, the one metric read as ``fetched``."""
-    obj = the_hpa(metric, behavior=behavior)
+    obj = the_hpa(metrics=[metric], behavior=behavior)
     spec = parse_hpa(obj)
     pods = [
         pod(name=f"web-{i}", namespace="shop", status={"phase": "Running"}) for i in range(PODS)
@@ -323,8 +322,8 @@ ROWS: list[tuple[str, HpaSnapshot, HpaMemory | None, list[str]]] = [
         # status, nothing else
         "scale read failed",
         HpaSnapshot(
-            hpa=the_hpa(REQUESTS),
-            spec=parse_hpa(the_hpa(REQUESTS)),
+            hpa=the_hpa(metrics=[REQUESTS]),
+            spec=parse_hpa(the_hpa(metrics=[REQUESTS])),
             scale=ScaleReadFailed(message='deployments.apps "web" not found'),
         ),
         None,

@@ -4,7 +4,6 @@ tolerations, node selectors, nodes coming and going, rolling updates."""
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 from kubescale.kube.resources import DAEMON_SETS, NODES
 from kubescale.sim.cluster.daemon_sets import DAEMON_TOLERATIONS, target_node
@@ -17,13 +16,12 @@ __all__ = ["cluster"]
 GPU_TAINT = {"key": "gpu", "value": "true", "effect": "NoSchedule"}
 
 
-def agent_template(**spec: Any) -> dict[str, Any]:
-    """The agent's pod template: ``app: agent``, one container ``agent:1``, ``spec`` added."""
-    return builders.workloads.pod_template(
-        labels={"app": "agent"},
-        containers=[builders.pods.container("agent", image="agent:1")],
-        spec=spec,
-    )
+agent_template = functools.partial(
+    builders.workloads.pod_template,
+    labels={"app": "agent"},
+    containers=[builders.pods.container("agent", image="agent:1")],
+)
+"""The agent's pod template: ``app: agent``, one container ``agent:1``, ``spec`` added."""
 
 
 daemon_set = functools.partial(
@@ -87,7 +85,7 @@ async def test_a_toleration_admits_the_tainted_node(cluster: SimCluster) -> None
     cluster.add_node("node-1")
     cluster.add_node("gpu-1", taints=[GPU_TAINT])
     toleration = {"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
-    cluster.create(daemon_set(template=agent_template(tolerations=[toleration])))
+    cluster.create(daemon_set(template=agent_template(spec={"tolerations": [toleration]})))
     await cluster.controllers_only()
     assert placement(cluster) == {"node-1": 1, "gpu-1": 1}
 
@@ -119,7 +117,7 @@ async def test_new_nodes_get_a_pod_and_removed_nodes_lose_it(cluster: SimCluster
 async def test_node_selector_and_label_changes(cluster: SimCluster) -> None:
     cluster.add_node("node-1", labels={"disk": "ssd"})
     cluster.add_node("node-2", labels={"disk": "hdd"})
-    cluster.create(daemon_set(template=agent_template(nodeSelector={"disk": "ssd"})))
+    cluster.create(daemon_set(template=agent_template(spec={"nodeSelector": {"disk": "ssd"}})))
     await cluster.step(2)
     assert placement(cluster) == {"node-1": 1}
     node = cluster.get(NODES, "node-2", None)

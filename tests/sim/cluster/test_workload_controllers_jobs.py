@@ -20,14 +20,14 @@ from tests.sim.cluster.test_workload_controllers import SimCluster, cluster, con
 __all__ = ["cluster"]
 
 
-def report_template(image: str = "batch:1") -> dict[str, Any]:
-    """The report's pod template: ``app: report``, ``restartPolicy: Never``, container
-    ``main`` running ``image``."""
-    return builders.workloads.pod_template(
-        labels={"app": "report"},
-        containers=[builders.pods.container("main", image=image)],
-        spec={"restartPolicy": "Never"},
-    )
+report_template = functools.partial(
+    builders.workloads.pod_template,
+    labels={"app": "report"},
+    containers=[builders.pods.container("main", image="batch:1")],
+    spec={"restartPolicy": "Never"},
+)
+"""The report's pod template: ``app: report``, ``restartPolicy: Never``, container ``main``
+running ``batch:1``."""
 
 
 def run_seconds(seconds: int) -> dict[str, str]:
@@ -98,7 +98,14 @@ async def test_a_job_completes_after_the_run_time_with_completions_and_paralleli
 
 async def test_failures_beyond_the_backoff_limit_fail_the_job(cluster: SimCluster) -> None:
     cluster.kubelet.failing.add("batch:broken")
-    cluster.create(job(template=report_template("batch:broken"), spec={"backoffLimit": 2}))
+    cluster.create(
+        job(
+            template=report_template(
+                containers=[builders.pods.container("main", image="batch:broken")]
+            ),
+            spec={"backoffLimit": 2},
+        )
+    )
     created_at: list[float] = []
     seen: set[str] = set()
     for _ in range(12):

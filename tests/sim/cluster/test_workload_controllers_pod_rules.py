@@ -3,6 +3,7 @@ hashes, pods made from templates."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
@@ -19,61 +20,81 @@ from kubescale.sim.cluster.workload_pods import (
 )
 from tests import builders
 
+DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+SINCE = "2026-01-01T00:00:00Z"
 
-def ranked_pod(
-    name: str,
-    *,
-    node: str = "n1",
-    phase: str = "Running",
-    ready: str | None = "2026-01-01T00:00:00Z",
-    created: str = "2026-01-01T00:00:00Z",
-    restarts: int = 0,
-    cost: str | None = None,
+
+def ranked_status(
+    *, phase: str = "Running", ready: str | None = SINCE, restarts: int = 0
 ) -> dict[str, Any]:
-    """A pod as the deletion order reads it (the table's columns over
-    :func:`builders.pods.pod`): node (``""``: unscheduled), phase, Ready since ``ready``
-    (``None``: not ready), creation time, restarts, pod-deletion-cost."""
-    return builders.pods.pod(
-        name=name,
-        namespace=None,
-        creation_timestamp=created,
-        annotations={"controller.kubernetes.io/pod-deletion-cost": cost} if cost else {},
-        containers=None,
-        node_name=node or None,
-        status={
-            "phase": phase,
-            "conditions": [
-                builders.nodes.ready_condition(last_transition_time=ready)
-                if ready
-                else builders.nodes.ready_condition("False")
-            ],
-            "containerStatuses": [{"name": "app", "restartCount": restarts}],
-        },
-        api_version=None,
-    )
+    """The status the deletion order reads: phase, Ready since ``ready`` (``None``: not ready),
+    the restarts of container ``app``."""
+    return {
+        "phase": phase,
+        "conditions": [
+            builders.nodes.ready_condition(last_transition_time=ready)
+            if ready
+            else builders.nodes.ready_condition("False")
+        ],
+        "containerStatuses": [{"name": "app", "restartCount": restarts}],
+    }
+
+
+ranked_pod = functools.partial(
+    builders.pods.pod,
+    namespace=None,
+    creation_timestamp=SINCE,
+    annotations={},
+    containers=None,
+    node_name="n1",
+    status=ranked_status(),
+    api_version=None,
+)
+"""A pod as the deletion order reads it: on ``n1``, created and Ready at ``SINCE``, Running, no
+restart, no pod-deletion-cost (each row changes one of them)."""
 
 
 @pytest.mark.parametrize(
     ("first", "second", "why"),
     [
         (
-            ranked_pod("a", node=""),
-            ranked_pod("b"),
+            ranked_pod(name="a", node_name=None),
+            ranked_pod(name="b"),
             "an unscheduled pod goes before a scheduled one",
         ),
-        (ranked_pod("a", phase="Pending"), ranked_pod("b"), "Pending before Running"),
-        (ranked_pod("a", phase="Unknown"), ranked_pod("b"), "Unknown before Running"),
-        (ranked_pod("a", ready=None), ranked_pod("b"), "not ready before ready"),
-        (ranked_pod("a", cost="-5"), ranked_pod("b", cost="10"), "lower pod-deletion-cost first"),
         (
-            ranked_pod("a", ready="2026-01-01T01:00:00Z"),
-            ranked_pod("b", ready="2026-01-01T00:00:00Z"),
+            ranked_pod(name="a", status=ranked_status(phase="Pending")),
+            ranked_pod(name="b"),
+            "Pending before Running",
+        ),
+        (
+            ranked_pod(name="a", status=ranked_status(phase="Unknown")),
+            ranked_pod(name="b"),
+            "Unknown before Running",
+        ),
+        (
+            ranked_pod(name="a", status=ranked_status(ready=None)),
+            ranked_pod(name="b"),
+            "not ready before ready",
+        ),
+        (
+            ranked_pod(name="a", annotations={DELETION_COST: "-5"}),
+            ranked_pod(name="b", annotations={DELETION_COST: "10"}),
+            "lower pod-deletion-cost first",
+        ),
+        (
+            ranked_pod(name="a", status=ranked_status(ready="2026-01-01T01:00:00Z")),
+            ranked_pod(name="b", status=ranked_status(ready="2026-01-01T00:00:00Z")),
             "ready for less time first",
         ),
-        (ranked_pod("a", restarts=3), ranked_pod("b", restarts=1), "more restarts first"),
         (
-            ranked_pod("a", created="2026-01-02T00:00:00Z"),
-            ranked_pod("b", created="2026-01-01T00:00:00Z"),
+            ranked_pod(name="a", status=ranked_status(restarts=3)),
+            ranked_pod(name="b", status=ranked_status(restarts=1)),
+            "more restarts first",
+        ),
+        (
+            ranked_pod(name="a", creation_timestamp="2026-01-02T00:00:00Z"),
+            ranked_pod(name="b", creation_timestamp="2026-01-01T00:00:00Z"),
             "newer first",
         ),
     ],
@@ -85,7 +106,11 @@ def test_deletion_order_follows_active_pods_with_ranks(
 
 
 def test_pods_doubled_up_on_a_node_go_first() -> None:
-    crowded = [ranked_pod("a", node="n1"), ranked_pod("b", node="n1"), ranked_pod("c", node="n2")]
+    crowded = [
+        ranked_pod(name="a", node_name="n1"),
+        ranked_pod(name="b", node_name="n1"),
+        ranked_pod(name="c", node_name="n2"),
+    ]
     assert [p["metadata"]["name"] for p in deletion_order(crowded)][:2] == ["a", "b"]
 
 
@@ -177,5 +202,6 @@ def test_a_pod_from_a_template_is_owned_and_indexed() -> None:
 )
 def test_availability_waits_min_ready_seconds(min_ready: int, now: str, expected: bool) -> None:
     assert (
-        is_available(ranked_pod("a"), min_ready_seconds=min_ready, now=parse_time(now)) is expected
+        is_available(ranked_pod(name="a"), min_ready_seconds=min_ready, now=parse_time(now))
+        is expected
     )

@@ -4,6 +4,7 @@ files loading as a valid scenario."""
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -54,10 +55,9 @@ def typed_node(name: str, instance_type: str, *, cpu: str = "2", zone: str = "",
                 allocatable={"cpu": cpu, "memory": "8Gi", "pods": "110"})  # fmt: skip
 
 
-def web_scaler(target: str, metrics: list[dict[str, Any]] | None) -> dict[str, Any]:
-    return hpa(name=target, namespace="shop", target=scale_target_ref(name=target),
-               min_replicas=1, max_replicas=5, metrics=metrics,
-               status={"currentReplicas": 2})  # fmt: skip
+shop_scaler = functools.partial(hpa, namespace="shop", min_replicas=1, max_replicas=5,
+                                status={"currentReplicas": 2})  # fmt: skip
+"""An HPA in ``shop`` at 2 replicas of 1..5 (its name, target and metrics given by each test)."""
 
 
 CPU_METRIC = {"type": "Resource", "resource": {"name": "cpu", "target": {
@@ -88,7 +88,8 @@ def test_workloads_objects_and_node_groups_as_found() -> None:
     cluster = LiveCluster(
         workloads=[shop_workload("web", nodeSelector={"disk": "ssd"}, priorityClassName="high"),
                    shop_workload("api", replicas=1)],
-        hpas=[web_scaler("web", [CPU_METRIC, PODS_METRIC])],
+        hpas=[shop_scaler(name="web", target=scale_target_ref(name="web"),
+                         metrics=[CPU_METRIC, PODS_METRIC])],
         vpas=[{"apiVersion": "autoscaling.k8s.io/v1", "kind": "VerticalPodAutoscaler",
                "metadata": {"name": "web-vpa", "namespace": "shop"},
                "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
@@ -147,7 +148,7 @@ def test_workloads_objects_and_node_groups_as_found() -> None:
 def test_what_is_left_out_is_said() -> None:
     cluster = LiveCluster(
         workloads=[shop_workload("web"), shop_workload("api")],
-        hpas=[web_scaler("gone", None)],
+        hpas=[shop_scaler(name="gone", target=scale_target_ref(name="gone"))],
         vpas=[{"apiVersion": "autoscaling.k8s.io/v1", "kind": "VerticalPodAutoscaler",
                "metadata": {"name": "v", "namespace": "shop"},
                "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment",
@@ -167,7 +168,8 @@ def test_what_is_left_out_is_said() -> None:
 
 
 def test_an_hpa_without_a_replica_history_is_an_error_naming_the_metric() -> None:
-    cluster = LiveCluster(workloads=[shop_workload("web")], hpas=[web_scaler("web", [CPU_METRIC])],
+    scaler = shop_scaler(name="web", target=scale_target_ref(name="web"), metrics=[CPU_METRIC])
+    cluster = LiveCluster(workloads=[shop_workload("web")], hpas=[scaler],
                           nodes=[typed_node("a", "m5.large")])  # fmt: skip
     with pytest.raises(CaptureError) as caught:
         capture(cluster, {WEB: history()})
@@ -196,7 +198,7 @@ def test_nothing_to_simulate_is_an_error(
 def test_the_written_files_are_a_valid_scenario_and_trace(tmp_path: Path) -> None:
     cluster = LiveCluster(
         workloads=[shop_workload("web"), shop_workload("api", replicas=1)],
-        hpas=[web_scaler("web", [CPU_METRIC])],
+        hpas=[shop_scaler(name="web", target=scale_target_ref(name="web"), metrics=[CPU_METRIC])],
         nodes=[typed_node("a", "m5.large")],
     )
     got = capture(cluster, {WEB: history(replicas=[(TIMES[0], 2)]), API: history()})

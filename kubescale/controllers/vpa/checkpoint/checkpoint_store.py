@@ -47,10 +47,10 @@ per orphan -- the executor checks the leader Lease before each and counts it in
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final
+from typing import Final
 
 from kubescale.base.clock import Clock
 from kubescale.base.logs import component_logger
@@ -99,7 +99,7 @@ class StoreResult:
     """The VPAs attempted, (namespace, name), in the order they were started."""
 
 
-def _sort_key(obj: Mapping[str, Any]) -> tuple[str, str]:
+def _sort_key(obj: VerticalPodAutoscalerCheckpoint) -> tuple[str, str]:
     view = meta(obj)
     return (view.namespace, view.name)
 
@@ -151,7 +151,7 @@ class CheckpointStore:
         log.info("loaded VPA checkpoints", extra={"fields": {"loaded": loaded}})
         return loaded
 
-    async def write(self, checkpoint: Mapping[str, Any], *, now: datetime) -> Applied:
+    async def write(self, checkpoint: VerticalPodAutoscalerCheckpoint, *, now: datetime) -> Applied:
         """``CreateOrUpdateVpaCheckpoint``: replace ``/status``, or create on 404."""
         return await self.executor.execute(checkpoint_write(checkpoint), now=now)
 
@@ -208,7 +208,7 @@ def orphan_deletions(
     for checkpoint in checkpoints:
         view = meta(checkpoint)
         namespace = view.namespace
-        vpa_name = str(spec_of(checkpoint).get("vpaObjectName") or "")
+        vpa_name = spec_of(checkpoint).get("vpaObjectName") or ""
         if (namespace, vpa_name) in existing_vpas:
             continue
         name = view.name
@@ -233,7 +233,7 @@ def orphan_deletions(
     return deleted
 
 
-def checkpoint_write(checkpoint: Mapping[str, Any]) -> PatchOrCreate:
+def checkpoint_write(checkpoint: VerticalPodAutoscalerCheckpoint) -> PatchOrCreate:
     """``CreateOrUpdateVpaCheckpoint`` as an intent: a JSON patch replacing ``/status``, the
     whole checkpoint created when it is not there."""
     return PatchOrCreate(
@@ -339,7 +339,11 @@ class CheckpointPass:
                 self._record(namespace, name, checkpoint, applied)
 
     def _record(
-        self, namespace: str, name: str, checkpoint: Mapping[str, Any], applied: Applied
+        self,
+        namespace: str,
+        name: str,
+        checkpoint: VerticalPodAutoscalerCheckpoint,
+        applied: Applied,
     ) -> None:
         err = applied.error
         if err is not None:

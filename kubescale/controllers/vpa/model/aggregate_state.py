@@ -52,6 +52,7 @@ from kubescale.controllers.vpa.model.model_config import CPU, MEMORY, Aggregatio
 from kubescale.controllers.vpa.model.policy.oom_log import OomLog
 from kubescale.controllers.vpa.model.policy.recent_peaks import RecentPeaks
 from kubescale.objects.views import mapping
+from kubescale.objects.vpa_checkpoint import VerticalPodAutoscalerCheckpointStatus
 
 __all__ = [
     "DEFAULT_CONTROLLED_RESOURCES",
@@ -313,9 +314,9 @@ class AggregateContainerState:
 
     # -- checkpoints --------------------------------------------------------------------------
 
-    def save_to_checkpoint(self) -> dict[str, Any]:
+    def save_to_checkpoint(self) -> VerticalPodAutoscalerCheckpointStatus:
         """SaveToCheckpoint: the checkpoint ``status`` (without ``lastUpdateTime``)."""
-        status: dict[str, Any] = {
+        status: VerticalPodAutoscalerCheckpointStatus = {
             "version": SUPPORTED_CHECKPOINT_VERSION,
             "cpuHistogram": self.cpu.save_to_checkpoint(),
             "memoryHistogram": self.memory.save_to_checkpoint(),

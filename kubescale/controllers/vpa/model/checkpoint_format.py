@@ -23,6 +23,11 @@ from typing import Any
 
 from kubescale.base.times import parse_time as parse_metav1_time
 from kubescale.controllers.vpa.model.go_math import GO_ZERO_TIME, from_go_micros, go_micros
+from kubescale.objects.vpa_checkpoint import (
+    HistogramCheckpoint,
+    VerticalPodAutoscalerCheckpoint,
+    VerticalPodAutoscalerCheckpointStatus,
+)
 
 __all__ = [
     "CHECKPOINT_API_VERSION",
@@ -90,9 +95,9 @@ def parse_histogram(checkpoint: Mapping[str, Any]) -> tuple[dict[int, int], floa
 
 def histogram_json(
     bucket_weights: Mapping[int, int], total_weight: float, reference_us: int
-) -> dict[str, Any]:
+) -> HistogramCheckpoint:
     """A ``HistogramCheckpoint`` as encoding/json writes it (``omitempty`` fields dropped)."""
-    result: dict[str, Any] = {"referenceTimestamp": format_time(reference_us)}
+    result: HistogramCheckpoint = {"referenceTimestamp": format_time(reference_us)}
     if bucket_weights:
         result["bucketWeights"] = {
             str(bucket): weight for bucket, weight in sorted(bucket_weights.items())
@@ -108,13 +113,17 @@ def checkpoint_name(vpa_name: str, container_name: str) -> str:
 
 
 def checkpoint_object(
-    *, namespace: str, vpa_name: str, container_name: str, status: Mapping[str, Any]
-) -> dict[str, Any]:
+    *,
+    namespace: str,
+    vpa_name: str,
+    container_name: str,
+    status: VerticalPodAutoscalerCheckpointStatus,
+) -> VerticalPodAutoscalerCheckpoint:
     """The ``VerticalPodAutoscalerCheckpoint`` object the checkpoint writer creates."""
     return {
         "apiVersion": CHECKPOINT_API_VERSION,
         "kind": CHECKPOINT_KIND,
         "metadata": {"name": checkpoint_name(vpa_name, container_name), "namespace": namespace},
         "spec": {"vpaObjectName": vpa_name, "containerName": container_name},
-        "status": dict(status),
+        "status": status,
     }

@@ -61,6 +61,10 @@ from kubescale.controllers.vpa.model.recommendation import build_recommendation
 from kubescale.objects.selectors import DOUBLE_EQUALS, EQUALS, IN, NOTHING, LabelSelector
 from kubescale.objects.views import Meta, meta, spec_of, status_of
 from kubescale.objects.vpa import PodResourcePolicy
+from kubescale.objects.vpa_checkpoint import (
+    VerticalPodAutoscalerCheckpoint,
+    VerticalPodAutoscalerCheckpointStatus,
+)
 
 __all__ = ["AggregateKey", "ClusterState", "VpaRecommendation"]
 
@@ -640,7 +644,7 @@ class ClusterState:
 
     def checkpoints(
         self, *, namespace: str, name: str, now: datetime, live: LiveContainers | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[VerticalPodAutoscalerCheckpoint]:
         """The VPA's ``VerticalPodAutoscalerCheckpoint`` objects (``StoreCheckpoints``), one per
         container name, sorted by name, with each live container's in-progress memory peak
         subtracted (``subtractCurrentContainerMemoryPeak``). ``live`` is
@@ -666,7 +670,9 @@ class ClusterState:
                     )
             result = []
             for container_name in sorted(merged):
-                status = {"lastUpdateTime": format_time(now_us)}
+                status: VerticalPodAutoscalerCheckpointStatus = {
+                    "lastUpdateTime": format_time(now_us)
+                }
                 status.update(merged[container_name].save_to_checkpoint())
                 result.append(
                     checkpoint_object(

@@ -62,6 +62,7 @@ from kubescale.controllers.vpa.model.go_math import (
     saturating_sub_ns,
 )
 from kubescale.controllers.vpa.model.histogram_rows import BucketRows
+from kubescale.objects.vpa_checkpoint import HistogramCheckpoint
 
 __all__ = [
     "CPU_HISTOGRAM_OPTIONS",
@@ -616,7 +617,7 @@ class DecayingHistogram:
         theirs = other._store.row_weights(other._row)[low : high + 1]
         return bool(np.all(np.abs(mine - theirs) <= 1e-15))
 
-    def save_to_checkpoint(self) -> dict[str, Any]:
+    def save_to_checkpoint(self) -> HistogramCheckpoint:
         """The ``HistogramCheckpoint`` JSON (:func:`checkpoint_format.histogram_json`)."""
         buckets, total = self._store.save_row(self._row)
         return histogram_json(buckets, total, self.reference_us)

@@ -10,20 +10,7 @@ from kubescale.controllers.autoscaler.cloudprovider.clusterapi_annotations impor
     rolling_out,
 )
 from kubescale.controllers.autoscaler.simulator.utilization import Utilization, go_utilization
-from kubescale.objects.machine_set import MachineSet
 from tests.builders.cluster_api import typed_machine_set
-
-
-def revision(name: str | None, spec: int | None, status: int | None = None) -> MachineSet:
-    """A row of the table: MachineSet ``ms-<name>`` with revision annotation ``name`` (when
-    given) and ``replicas`` in its spec and status (each when given; both always present)."""
-    return typed_machine_set(
-        name=f"ms-{name}",
-        annotations=None if name is None else {REVISION_ANNOTATION: name},
-        spec={} if spec is None else {"replicas": spec},
-        status={} if status is None else {"replicas": status},
-        api_version=None,
-    )
 
 
 @pytest.mark.parametrize(
@@ -32,27 +19,39 @@ def revision(name: str | None, spec: int | None, status: int | None = None) -> M
         # no MachineSet: not rolling out
         ([], False),
         # one MachineSet at the latest revision (3) with replicas: steady
-        ([revision("3", 3, 3)], False),
+        ([("3", 3, 3)], False),
         # revision 1 still has 2 replicas next to revision 2: rolling out
-        ([revision("1", 2, 2), revision("2", 1, 1)], True),
+        ([("1", 2, 2), ("2", 1, 1)], True),
         # revision 1 scaled to 0 in spec but 1 machine left in status: still rolling out
-        ([revision("1", 0, 1), revision("2", 3, 2)], True),
+        ([("1", 0, 1), ("2", 3, 2)], True),
         # revision 1 at 0 in spec and status: the rollout is over
-        ([revision("1", 0, 0), revision("2", 3, 3)], False),
+        ([("1", 0, 0), ("2", 3, 3)], False),
         # latest revision is the largest integer (10 > 9), not the last string ("9" > "10")
-        ([revision("10", 3, 3), revision("9", 0, 0)], False),
-        ([revision("10", 0, 0), revision("9", 1, 1)], True),
+        ([("10", 3, 3), ("9", 0, 0)], False),
+        ([("10", 0, 0), ("9", 1, 1)], True),
         # a MachineSet without the annotation never equals the latest revision ("" != "0"):
         # with replicas it counts as an old one, even alone (upstream compares the strings)
-        ([revision(None, 2, 2)], True),
-        ([revision(None, 0, 0), revision("1", 2, 2)], False),
+        ([(None, 2, 2)], True),
+        ([(None, 0, 0), ("1", 2, 2)], False),
         # a revision that is not an integer: upstream's ParseInt fails, the group's nodes are
         # skipped as candidates
-        ([revision("one", 1, 1)], True),
+        ([("one", 1, 1)], True),
     ],
 )
-def test_rolling_out(sets: list[MachineSet], expected: bool) -> None:
-    assert rolling_out(sets) is expected
+def test_rolling_out(sets: list[tuple[str | None, int, int]], expected: bool) -> None:
+    """Each row's MachineSets: ``(revision annotation or None, spec replicas, status
+    replicas)``, the MachineSet named ``ms-<revision>``."""
+    machine_sets = [
+        typed_machine_set(
+            name=f"ms-{name}",
+            annotations=None if name is None else {REVISION_ANNOTATION: name},
+            spec={"replicas": spec},
+            status={"replicas": status},
+            api_version=None,
+        )
+        for name, spec, status in sets
+    ]
+    assert rolling_out(machine_sets) is expected
 
 
 @pytest.mark.parametrize(

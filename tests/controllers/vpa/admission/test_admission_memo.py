@@ -45,12 +45,14 @@ from kubescale.kube.resources import (
     VERTICAL_POD_AUTOSCALERS,
     ResourceType,
 )
+from kubescale.objects.admission_review import AdmissionReview
 from kubescale.objects.vpa import VerticalPodAutoscaler
 from kubescale.webhook.admission_routes import AdmissionWebhook
 from kubescale.webhook.webhook_config import WebhookSettings
 from tests import builders
 from tests.builders import vpas
 from tests.builders.admission import admission_review
+from tests.builders.limit_ranges import limit_range, limit_range_item
 from tests.controllers.vpa.admission.test_decision_cache_informers import (
     _caught_up,
     _patch,
@@ -82,7 +84,7 @@ def _detach_handlers(setup: Setup) -> None:
 
 async def _answer(
     setup: Setup, reference: AdmissionWebhook, uid: str, pod: dict[str, Any] | None = None
-) -> dict[str, Any]:
+) -> AdmissionReview:
     """The route's answer, after checking its bytes against ``reference``'s (the route without
     a memo over the same informers)."""
     body = json.dumps(
@@ -120,25 +122,15 @@ async def _delete(setup: Setup, resource: ResourceType, name: str, namespace: st
             raise
 
 
-def limits_capping_cpu(max_cpu: str, namespace: str = "default") -> dict[str, Any]:
-    return builders.limit_ranges.limit_range(
-        namespace=namespace,
-        items=[builders.limit_ranges.limit_range_item(maximum={"cpu": max_cpu, "memory": "1Gi"})],
-    )
-
-
-def scaler_on(target: str, resource: str) -> dict[str, Any]:
-    return builders.hpas.hpa(
+async def _put_hpa(setup: Setup, target: str, resource: str) -> None:
+    scaler = builders.hpas.hpa(
         name=f"{target}-hpa",
         target=builders.hpas.scale_target_ref(name=target),
         min_replicas=1,
         max_replicas=5,
         metrics=[builders.hpas.resource_metric(resource, utilization=60)],
     )
-
-
-async def _put_hpa(setup: Setup, target: str, resource: str) -> None:
-    await _upsert(setup, HORIZONTAL_POD_AUTOSCALERS, scaler_on(target, resource))
+    await _upsert(setup, HORIZONTAL_POD_AUTOSCALERS, scaler)
 
 
 async def _recommend(setup: Setup, cpu: str) -> None:
@@ -221,7 +213,11 @@ ROWS: list[tuple[str, Edit, bool]] = [
     # (what changed, the edit, the next pod is answered from the memo)
     ("the VPA's recommendation", lambda s: _recommend(s, "300m"), False),
     ("the VPA's updateMode", lambda s: _update_mode(s, "Off"), False),
-    ("a LimitRange created", lambda s: _upsert(s, LIMIT_RANGES, limits_capping_cpu("1")), False),
+    ("a LimitRange created", lambda s: _upsert(
+        s,
+        LIMIT_RANGES,
+        limit_range(items=[limit_range_item(maximum={"cpu": "1", "memory": "1Gi"})]),
+    ), False),
     ("a second VPA on the Deployment", lambda s: _second_vpa(s, True), False),
     ("the ReplicaSet orphaned", lambda s: _rs_owned(s, False), False),
     ("the Deployment's selector", lambda s: _selector(s, "other"), False),
@@ -283,7 +279,11 @@ async def test_an_answered_pod_does_not_parse_the_vpa_target_again(
 
 async def test_a_limit_range_edited_or_deleted_is_seen_without_the_handlers(setup: Setup) -> None:
     memo, reference = setup.webhook.memo, _without_memo(setup)
-    await _upsert(setup, LIMIT_RANGES, limits_capping_cpu("1"))
+    await _upsert(
+        setup,
+        LIMIT_RANGES,
+        limit_range(items=[limit_range_item(maximum={"cpu": "1", "memory": "1Gi"})]),
+    )
     await _caught_up(setup)
     # the first answer is decided, the next a lookup; the max (1) is over the limit the VPA
     # wants (250m × 200m/100m = 500m): the VPA's target stands
@@ -293,13 +293,23 @@ async def test_a_limit_range_edited_or_deleted_is_seen_without_the_handlers(setu
     _detach_handlers(setup)
     # edited: the max (200m) is now under the limit the VPA wants (500m): capped to 200m, the
     # request keeps its ratio 250m × 200/500 = 100m
-    await _upsert(setup, LIMIT_RANGES, limits_capping_cpu("200m"))
+    await _upsert(
+        setup,
+        LIMIT_RANGES,
+        limit_range(items=[limit_range_item(maximum={"cpu": "200m", "memory": "1Gi"})]),
+    )
     await _caught_up(setup)
     assert _requests(_patch(await _answer(setup, reference, "req-3")))["cpu"] == "100m"
     assert memo.answer_hits == 1
     # in another namespace: nothing the answer reads
     await _other_namespace(setup)
-    await _upsert(setup, LIMIT_RANGES, limits_capping_cpu("100m", namespace="other"))
+    await _upsert(
+        setup,
+        LIMIT_RANGES,
+        limit_range(
+            namespace="other", items=[limit_range_item(maximum={"cpu": "100m", "memory": "1Gi"})]
+        ),
+    )
     await _caught_up(setup)
     assert _requests(_patch(await _answer(setup, reference, "req-4")))["cpu"] == "100m"
     assert memo.answer_hits == 2
@@ -315,7 +325,13 @@ async def test_a_limit_range_edited_or_deleted_is_seen_without_the_handlers(setu
 EDITS: list[Callable[[Setup, int], Awaitable[None]]] = [
     lambda s, n: _recommend(s, f"{200 + 50 * n}m"),
     lambda s, n: _update_mode(s, ("Auto", "Off", "Initial")[n % 3]),
-    lambda s, n: _upsert(s, LIMIT_RANGES, limits_capping_cpu(("150m", "300m", "2")[n % 3])),
+    lambda s, n: _upsert(
+        s,
+        LIMIT_RANGES,
+        limit_range(
+            items=[limit_range_item(maximum={"cpu": ("150m", "300m", "2")[n % 3], "memory": "1Gi"})]
+        ),
+    ),
     lambda s, n: _delete(s, LIMIT_RANGES, "limits", "default"),
     lambda s, n: _second_vpa(s, n % 2 == 0),
     lambda s, n: _rs_owned(s, n % 2 == 0),

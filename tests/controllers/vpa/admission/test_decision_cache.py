@@ -343,14 +343,8 @@ VPA_OF_WEB = functools.partial(
 """The VPA of the memo's keys (``resource_version``/``uid`` vary)."""
 
 
-def _with_requests(requests: dict[str, str]) -> Pod:
-    """Pod ``a`` whose container ``app`` requests ``requests``."""
-    return builders.pods.typed_pod(
-        name="a",
-        labels={"x": "1"},
-        containers=[builders.pods.container(image="i", resources={"requests": requests})],
-        api_version=None,
-    )
+pod_a = functools.partial(builders.pods.typed_pod, name="a", labels={"x": "1"}, api_version=None)
+"""Pod ``a`` (its container ``app`` given by each row)."""
 
 
 def _range(rv: str, name: str = "lr") -> dict[str, Any]:
@@ -361,7 +355,7 @@ def _range(rv: str, name: str = "lr") -> dict[str, Any]:
 
 
 BASE: dict[str, Any] = {
-    "pod": _with_requests({"cpu": "100m"}),
+    "pod": pod_a(containers=[builders.pods.container(image="i", requests={"cpu": "100m"})]),
     "vpa": VPA_OF_WEB(),
     "limit_ranges": [_range("5")],
     "hpas": [],
@@ -380,12 +374,36 @@ BASE: dict[str, Any] = {
         ({"limit_ranges": [_range("6")]}, True),  # the LimitRange was written
         ({"limit_ranges": []}, True),  # ... deleted
         ({"limit_ranges": [_range("5"), _range("7", "more")]}, True),  # ... one added
-        ({"pod": _with_requests({"cpu": "200m"})}, True),  # other requests
-        ({"pod": _with_requests({"cpu": "0.1"})}, True),  # same value, other text
+        (
+            {
+                "pod": pod_a(
+                    containers=[builders.pods.container(image="i", requests={"cpu": "200m"})]
+                )
+            },
+            True,
+        ),  # other requests
+        (
+            {
+                "pod": pod_a(
+                    containers=[builders.pods.container(image="i", requests={"cpu": "0.1"})]
+                )
+            },
+            True,
+        ),  # same value, other text
         ({"avoid": True}, True),  # the flags
         ({"cap": True, "largest": {"cpu": Quantity.parse("4")}}, True),
         # what it does not read: the same entry
-        ({"pod": {**_with_requests({"cpu": "100m"}), "kind": "Pod"}}, False),
+        (
+            {
+                "pod": {
+                    **pod_a(
+                        containers=[builders.pods.container(image="i", requests={"cpu": "100m"})]
+                    ),
+                    "kind": "Pod",
+                }
+            },
+            False,
+        ),
         (
             {
                 "pod": {
@@ -460,7 +478,10 @@ def test_the_projection_keeps_what_the_decision_reads() -> None:
 def test_size_age_and_invalidation() -> None:
     now = [0.0]
     cache = AdmissionMemo(max_entries=2, max_age=10.0, now=lambda: now[0])
-    pods = [_with_requests({"cpu": f"{i + 1}00m"}) for i in range(3)]
+    pods = [
+        pod_a(containers=[builders.pods.container(image="i", requests={"cpu": f"{i + 1}00m"})])
+        for i in range(3)
+    ]
 
     def ask(pod: Pod, vpa: VerticalPodAutoscaler | None = None) -> None:
         admit_cached(

@@ -24,6 +24,7 @@ from kubescale.controllers.vpa.admission.cached_pod_admission import (
     CachedPodAdmission,
 )
 from kubescale.kube.resources import LIMIT_RANGES, VERTICAL_POD_AUTOSCALERS
+from kubescale.objects.admission_review import AdmissionReview
 from kubescale.webhook.webhook_config import WebhookSettings
 from tests.builders.admission import admission_review
 from tests.webhook.test_admission_routes import Setup, _recommendation, _setup, web_pod
@@ -35,7 +36,7 @@ async def setup(tmp_path: Path) -> AsyncIterator[Setup]:
         yield value
 
 
-def _patch(answer: dict[str, Any]) -> list[dict[str, Any]]:
+def _patch(answer: AdmissionReview) -> list[dict[str, Any]]:
     encoded = answer["response"].get("patch")
     return json.loads(base64.b64decode(encoded)) if encoded else []
 

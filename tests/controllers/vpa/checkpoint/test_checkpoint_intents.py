@@ -15,6 +15,7 @@ from kubescale.controllers.vpa.checkpoint.checkpoint_store import CheckpointStor
 from kubescale.coordination.disruption_ledger import DisruptionLedger
 from kubescale.kube.resources import VPA_CHECKPOINTS
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.objects.vpa_checkpoint import VerticalPodAutoscalerCheckpoint
 from kubescale.plans.executor import PlanExecutor
 from kubescale.plans.intents import describe
 from kubescale.sim.apiserver.faults import WRITE_VERBS
@@ -38,7 +39,7 @@ def counted(registry: CollectorRegistry, intent: str, outcome: str) -> float | N
 
 
 def test_a_checkpoint_write_is_one_patch_or_create() -> None:
-    checkpoint = {
+    checkpoint: VerticalPodAutoscalerCheckpoint = {
         "metadata": {"name": "web-app", "namespace": NAMESPACE},
         "spec": {"vpaObjectName": "web", "containerName": "app"},
         "status": {"version": "v3", "totalSamplesCount": 1},

@@ -25,27 +25,23 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 NS = "default"
 
 
-def live_pod(
-    name: str,
-    *,
-    kind: str = "ReplicaSet",
-    owner: str = "web",
-    phase: str = "Running",
-    conditions: list[dict[str, Any]] | None = None,
-    restart_container: bool = False,
-) -> Pod:
-    """A live pod owned by ``kind/owner`` (the table's columns over :func:`builders.pods.pod`)."""
-    fields: dict[str, Any] = {}
-    if restart_container:
-        fields["resizePolicy"] = [{"resourceName": "memory", "restartPolicy": "RestartContainer"}]
-    return builders.pods.typed_pod(
-        name=name,
-        namespace=NS,
-        owner_references=[{"kind": kind, "name": owner, "controller": True}],
-        containers=[builders.pods.container(**fields)],
-        status={"phase": phase, "conditions": conditions or []},
-        api_version=None,
-    )
+def controlled_by(kind: str = "ReplicaSet", name: str = "web") -> list[dict[str, Any]]:
+    """A pod's ``ownerReferences``: controlled by ``kind/name``."""
+    return [{"kind": kind, "name": name, "controller": True}]
+
+
+RESTART_ON_MEMORY = [{"resourceName": "memory", "restartPolicy": "RestartContainer"}]
+
+live_pod = functools.partial(
+    builders.pods.typed_pod,
+    namespace=NS,
+    owner_references=controlled_by(),
+    containers=[builders.pods.container()],
+    status={"phase": "Running", "conditions": []},
+    api_version=None,
+)
+"""A Running pod of ReplicaSet ``web`` (each row names it and changes its owner, status or
+container)."""
 
 
 replica_set = functools.partial(builders.workloads.replica_set, spec={}, api_version=None)
@@ -97,8 +93,11 @@ def evict_all(restriction: EvictionRestriction, pods: list[Pod]) -> list[str]:
 def test_budget_table(case: tuple[int, int, int, float, int | None, int]) -> None:
     """``case``: configured, running, pending, tolerance, per-VPA minReplicas, evictions."""
     configured, running, pending, tolerance, min_replicas, expected = case
-    pods = [live_pod(f"p{i}") for i in range(running)]
-    pods += [live_pod(f"q{i}", phase="Pending") for i in range(pending)]
+    pods = [live_pod(name=f"p{i}") for i in range(running)]
+    pods += [
+        live_pod(name=f"q{i}", status={"phase": "Pending", "conditions": []})
+        for i in range(pending)
+    ]
     restriction = EvictionRestriction.build(
         pods=pods,
         controllers={RS: replica_set(replicas=configured)},
@@ -111,7 +110,7 @@ def test_budget_table(case: tuple[int, int, int, float, int | None, int]) -> Non
 
 
 def test_min_replicas_flag_and_vpa_override() -> None:
-    pods = [live_pod(f"p{i}") for i in range(3)]
+    pods = [live_pod(name=f"p{i}") for i in range(3)]
     controllers = {RS: replica_set(replicas=3)}
     by_flag = EvictionRestriction.build(
         pods=pods, controllers=controllers, vpa=vpa(), min_replicas=4
@@ -129,9 +128,9 @@ def test_min_replicas_flag_and_vpa_override() -> None:
 
 
 def test_groups_are_budgeted_separately_and_orphans_never_evicted() -> None:
-    web = [live_pod(f"w{i}", owner="web") for i in range(2)]
-    api = [live_pod(f"a{i}", owner="api") for i in range(2)]
-    orphan = live_pod("lonely")
+    web = [live_pod(name=f"w{i}", owner_references=controlled_by(name="web")) for i in range(2)]
+    api = [live_pod(name=f"a{i}", owner_references=controlled_by(name="api")) for i in range(2)]
+    orphan = live_pod(name="lonely")
     orphan["metadata"]["ownerReferences"] = []
     controllers = {
         RS: replica_set(replicas=2),
@@ -144,7 +143,7 @@ def test_groups_are_budgeted_separately_and_orphans_never_evicted() -> None:
 
 
 def test_same_pod_is_not_evicted_twice() -> None:
-    pods = [live_pod(f"p{i}") for i in range(4)]
+    pods = [live_pod(name=f"p{i}") for i in range(4)]
     restriction = EvictionRestriction.build(
         pods=pods, controllers={RS: replica_set(replicas=4)}, vpa=vpa()
     )
@@ -190,7 +189,9 @@ def test_configured_replicas(
 
 
 def test_job_uses_live_pods_as_configured() -> None:
-    pods = [live_pod(f"j{i}", kind="Job", owner="batch") for i in range(4)]
+    pods = [
+        live_pod(name=f"j{i}", owner_references=controlled_by("Job", "batch")) for i in range(4)
+    ]
     restriction = EvictionRestriction.build(pods=pods, controllers={}, vpa=vpa())
     stats = restriction.groups[ControllerKey(namespace=NS, kind="Job", name="batch")]
     assert (stats.configured, stats.eviction_tolerance) == (4, 2)
@@ -198,7 +199,10 @@ def test_job_uses_live_pods_as_configured() -> None:
 
 
 def test_daemonset_lagging_number_ready_is_sized_by_its_pods() -> None:
-    pods = [live_pod(f"d{i}", kind="DaemonSet", owner="agent") for i in range(4)]
+    pods = [
+        live_pod(name=f"d{i}", owner_references=controlled_by("DaemonSet", "agent"))
+        for i in range(4)
+    ]
     key = ControllerKey(namespace=NS, kind="DaemonSet", name="agent")
     # numberReady 2 lags 4 running pods. Upstream: tolerance 1, shouldBeAlive 1 → 3 of 4 go.
     # kubescale: max(2, 4) = 4, tolerance 2, shouldBeAlive 2 → 4 > 2, 3 > 2: 2 go.
@@ -214,7 +218,9 @@ def test_daemonset_lagging_number_ready_is_sized_by_its_pods() -> None:
 
 
 def test_a_custom_kind_is_budgeted_by_its_scale() -> None:
-    pods = [live_pod(f"c{i}", kind="CloneSet", owner="web") for i in range(6)]
+    pods = [
+        live_pod(name=f"c{i}", owner_references=controlled_by("CloneSet", "web")) for i in range(6)
+    ]
     key = ControllerKey(namespace=NS, kind="CloneSet", name="web")
     # /scale spec.replicas 6: tolerance 3, shouldBeAlive 3 → 6, 5, 4 > 3: 3 go (upstream's 0
     # configured made shouldBeAlive 0: all 6).
@@ -246,7 +252,7 @@ def test_a_custom_kind_is_budgeted_by_its_scale() -> None:
 def test_disruptions_in_flight_count_and_are_not_repeated(
     in_flight: dict[str, DisruptionKind], expected: list[str]
 ) -> None:
-    pods = [live_pod(f"p{i}") for i in range(6)]
+    pods = [live_pod(name=f"p{i}") for i in range(6)]
     restriction = EvictionRestriction.build(
         pods=pods,
         controllers={RS: replica_set(replicas=6)},
@@ -261,7 +267,7 @@ def test_disruptions_in_flight_count_and_are_not_repeated(
 
 def test_a_disruption_in_flight_spends_the_at_least_one_pod() -> None:
     # 3 × 0.1: tolerance 0, the "at least one" rule — already used by the pod in flight.
-    pods = [live_pod(f"p{i}") for i in range(3)]
+    pods = [live_pod(name=f"p{i}") for i in range(3)]
     restriction = EvictionRestriction.build(
         pods=pods,
         controllers={RS: replica_set(replicas=3)},
@@ -288,7 +294,7 @@ def test_a_disruption_in_flight_spends_the_at_least_one_pod() -> None:
 def test_pods_being_deleted_still_size_their_group(
     kind: str, controller: dict[str, Any] | None, expected: list[str]
 ) -> None:
-    pods = [live_pod(f"p{i}", kind=kind, owner="web") for i in range(3)]
+    pods = [live_pod(name=f"p{i}", owner_references=controlled_by(kind, "web")) for i in range(3)]
     key = ControllerKey(namespace=NS, kind=kind, name="web")
     restriction = EvictionRestriction.build(
         pods=pods,
@@ -305,7 +311,7 @@ def test_pods_being_deleted_still_size_their_group(
 
 
 def test_nil_replicas_skips_group_with_reason() -> None:
-    pods = [live_pod(f"p{i}") for i in range(3)]
+    pods = [live_pod(name=f"p{i}") for i in range(3)]
     restriction = EvictionRestriction.build(pods=pods, controllers={RS: replica_set()}, vpa=vpa())
     assert evict_all(restriction, pods) == []
     assert [s.reason for s in restriction.skipped] == [
@@ -346,7 +352,11 @@ def test_in_place_decision_table(
     fall_back: bool,
     expected: InPlaceDecision,
 ) -> None:
-    pods = [live_pod("p0", conditions=conditions), live_pod("p1"), live_pod("p2")]
+    pods = [
+        live_pod(name="p0", status={"phase": "Running", "conditions": conditions}),
+        live_pod(name="p1"),
+        live_pod(name="p2"),
+    ]
     restriction = EvictionRestriction.build(
         pods=pods, controllers={RS: replica_set(replicas=3)}, vpa=vpa()
     )
@@ -358,7 +368,11 @@ def test_in_place_decision_table(
 
 
 def test_in_place_budget_skip_and_restart_policy() -> None:
-    pods = [live_pod("p0"), live_pod("p1"), live_pod("p2", restart_container=True)]
+    pods = [
+        live_pod(name="p0"),
+        live_pod(name="p1"),
+        live_pod(name="p2", containers=[builders.pods.container(resizePolicy=RESTART_ON_MEMORY)]),
+    ]
     controllers = {RS: replica_set(replicas=3)}
     strict = EvictionRestriction.build(pods=pods, controllers=controllers, vpa=vpa())
     assert strict.in_place_decision(pods[0], now=NOW) is InPlaceDecision.APPROVED
@@ -377,12 +391,18 @@ def test_in_place_budget_skip_and_restart_policy() -> None:
 
 
 def test_in_place_deferred_for_pending_unknown_and_infeasible_without_budget() -> None:
-    infeasible = live_pod("p0", conditions=resize_pending("Infeasible"))
-    pods = [infeasible, live_pod("p1"), live_pod("p2", phase="Pending")]
+    infeasible = live_pod(
+        name="p0", status={"phase": "Running", "conditions": resize_pending("Infeasible")}
+    )
+    pods = [
+        infeasible,
+        live_pod(name="p1"),
+        live_pod(name="p2", status={"phase": "Pending", "conditions": []}),
+    ]
     restriction = EvictionRestriction.build(
         pods=pods, controllers={RS: replica_set(replicas=3)}, vpa=vpa()
     )
-    stranger = live_pod("x", owner="other")
+    stranger = live_pod(name="x", owner_references=controlled_by(name="other"))
     assert restriction.in_place_decision(stranger, now=NOW) is InPlaceDecision.DEFERRED
     assert restriction.in_place_decision(pods[2], now=NOW) is InPlaceDecision.DEFERRED
     restriction.record_eviction(pods[1])
@@ -392,7 +412,7 @@ def test_in_place_deferred_for_pending_unknown_and_infeasible_without_budget() -
 
 
 def test_below_min_replicas_group_kept_for_in_place_skip_budget_only() -> None:
-    pods = [live_pod("p0")]
+    pods = [live_pod(name="p0")]
     restriction = EvictionRestriction.build(
         pods=pods,
         controllers={RS: replica_set(replicas=1)},
@@ -408,4 +428,4 @@ def test_below_min_replicas_group_kept_for_in_place_skip_budget_only() -> None:
 def test_record_eviction_of_unknown_pod_is_an_error() -> None:
     restriction = EvictionRestriction.build(pods=[], controllers={}, vpa=vpa())
     with pytest.raises(ValueError, match="not in any budgeted group"):
-        restriction.record_eviction(live_pod("ghost"))
+        restriction.record_eviction(live_pod(name="ghost"))

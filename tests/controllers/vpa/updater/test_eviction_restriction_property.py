@@ -20,7 +20,12 @@ from kubescale.controllers.vpa.updater.eviction_restriction import (
 from kubescale.coordination.disruption_ledger import DisruptionKind
 from kubescale.objects.pod import Pod
 from kubescale.objects.vpa import PodUpdatePolicy
-from tests.controllers.vpa.updater.test_eviction_restriction import NOW, NS, live_pod
+from tests.controllers.vpa.updater.test_eviction_restriction import (
+    NOW,
+    NS,
+    controlled_by,
+    live_pod,
+)
 
 group_strategy = st.tuples(
     st.integers(min_value=1, max_value=8),  # configured replicas
@@ -64,8 +69,18 @@ def test_one_loop_never_exceeds_budget(
         controllers[ControllerKey(namespace=NS, kind="ReplicaSet", name=owner)] = {
             "spec": {"replicas": configured}
         }
-        pods += [live_pod(f"{owner}-r{i}", owner=owner) for i in range(running)]
-        pods += [live_pod(f"{owner}-p{i}", owner=owner, phase="Pending") for i in range(pending)]
+        pods += [
+            live_pod(name=f"{owner}-r{i}", owner_references=controlled_by(name=owner))
+            for i in range(running)
+        ]
+        pods += [
+            live_pod(
+                name=f"{owner}-p{i}",
+                owner_references=controlled_by(name=owner),
+                status={"phase": "Pending", "conditions": []},
+            )
+            for i in range(pending)
+        ]
         in_flight.update(
             (f"{NS}/{owner}-r{i}", DisruptionKind.EVICTION) for i in range(min(flying, running))
         )

@@ -39,35 +39,29 @@ def _ts(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def running_pod(
-    name: str = "pod",
-    *,
-    requests: dict[str, str] | None = None,
-    containers: list[dict[str, Any]] | None = None,
-    annotations: dict[str, str] | None = None,
-    statuses: list[dict[str, Any]] | None = None,
-    start: datetime | None = START,
-) -> Pod:
-    """A Running pod on ``n1`` (these columns over :func:`builders.pods.pod`): one container
-    ``app`` requesting ``requests`` unless ``containers`` are given; ``startTime`` from
-    ``start`` and ``containerStatuses`` from ``statuses`` when given."""
+def running_status(
+    *, start: datetime | None = START, statuses: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """A Running pod's status: ``startTime`` from ``start`` and ``containerStatuses`` from
+    ``statuses``, each when given."""
     status: dict[str, Any] = {"phase": "Running"}
     if start is not None:
         status["startTime"] = _ts(start)
     if statuses is not None:
         status["containerStatuses"] = statuses
-    return builders.pods.typed_pod(
-        name=name,
-        annotations=annotations,
-        containers=(
-            containers
-            if containers is not None
-            else [builders.pods.container(requests=requests or {})]
-        ),
-        node_name="n1",
-        status=status,
-        api_version=None,
-    )
+    return status
+
+
+running_pod = functools.partial(
+    builders.pods.typed_pod,
+    name="pod",
+    containers=[builders.pods.container(requests={})],
+    node_name="n1",
+    status=running_status(),
+    api_version=None,
+)
+"""A Running pod ``pod`` on ``n1``, started at ``START``, one container ``app`` requesting
+nothing (each row gives its containers, annotations, status)."""
 
 
 def entry(
@@ -149,7 +143,9 @@ def test_update_mode_defaults_to_recreate() -> None:
     ],
 )
 def test_pods_looked_at(change: dict[str, dict[str, Any]], expected: bool) -> None:
-    pod = builders.meta.json_body(running_pod(requests={"cpu": "1"}))
+    pod = builders.meta.json_body(
+        running_pod(containers=[builders.pods.container(requests={"cpu": "1"})])
+    )
     for key, value in change.items():
         if key == "spec" and "nodeName" not in value:
             pod["spec"].pop("nodeName")
@@ -245,7 +241,10 @@ def test_update_priority_single_container(
     requests: dict[str, str], rec: dict[str, Any], expected: UpdatePriority
 ) -> None:
     assert (
-        update_priority(pod=running_pod(requests=requests), recommendation=recommendation(rec))
+        update_priority(
+            pod=running_pod(containers=[builders.pods.container(requests=requests)]),
+            recommendation=recommendation(rec),
+        )
         == expected
     )
 
@@ -263,14 +262,14 @@ def test_update_priority_sums_over_containers() -> None:
 
 
 def test_update_priority_uses_applied_resources_from_status() -> None:
-    pod = running_pod(requests={"cpu": "1"})
+    pod = running_pod(containers=[builders.pods.container(requests={"cpu": "1"})])
     pod["status"]["containerStatuses"] = [{"name": "app", "resources": {"requests": {"cpu": "4"}}}]
     rec = recommendation(entry(target={"cpu": "4"}))
     assert update_priority(pod=pod, recommendation=rec) == UpdatePriority(False, False, 0.0)
 
 
 def test_update_priority_counts_init_containers() -> None:
-    pod = running_pod(requests={"cpu": "1"})
+    pod = running_pod(containers=[builders.pods.container(requests={"cpu": "1"})])
     pod["spec"]["initContainers"] = [{"name": "init", "resources": {"requests": {"cpu": "1"}}}]
     rec = recommendation(entry(target={"cpu": "1"}), entry("init", target={"cpu": "3"}))
     assert update_priority(pod=pod, recommendation=rec) == UpdatePriority(False, True, 1.0)
@@ -331,19 +330,33 @@ IN_RANGE = entry(target={"cpu": "1100m"}, lower={"cpu": "500m"}, upper={"cpu": "
 def test_lifetime_and_min_change_thresholds(
     request_cpu: str, age: timedelta, expected: bool
 ) -> None:
-    pod = running_pod(requests={"cpu": request_cpu})
+    pod = running_pod(containers=[builders.pods.container(requests={"cpu": request_cpu})])
     assert _accepted(pod, IN_RANGE, START + age) is expected
 
 
 def test_missing_start_time_rejects_in_range_pod() -> None:
-    pod = running_pod(requests={"cpu": "1"}, start=None)
+    pod = running_pod(
+        containers=[builders.pods.container(requests={"cpu": "1"})],
+        status=running_status(start=None),
+    )
     assert not _accepted(pod, IN_RANGE, START + timedelta(days=2))
 
 
 def test_outside_range_accepted_young_and_without_start_time() -> None:
     rec = entry(target={"cpu": "5"}, lower={"cpu": "1"}, upper={"cpu": "6"})
-    assert _accepted(running_pod(requests={"cpu": "10"}), rec, START + timedelta(hours=11))
-    assert _accepted(running_pod(requests={"cpu": "10"}, start=None), rec, START)
+    assert _accepted(
+        running_pod(containers=[builders.pods.container(requests={"cpu": "10"})]),
+        rec,
+        START + timedelta(hours=11),
+    )
+    assert _accepted(
+        running_pod(
+            containers=[builders.pods.container(requests={"cpu": "10"})],
+            status=running_status(start=None),
+        ),
+        rec,
+        START,
+    )
 
 
 def _unplaced(pod: Pod) -> Pod:
@@ -377,25 +390,53 @@ YOUNG = entry(target={"cpu": "350m"}, lower={"cpu": "25m"}, upper={"cpu": "100"}
 def test_a_pod_on_no_node_needs_only_the_min_change(request_cpu: str, expected: bool) -> None:
     # one-brain offers unschedulable pods (pod_is_updatable(unschedulable_too=True)): no start
     # time and no age — it runs nowhere, the lifetime threshold protects nothing.
-    pod = _unplaced(running_pod(requests={"cpu": request_cpu}, start=None))
+    pod = _unplaced(
+        running_pod(
+            containers=[builders.pods.container(requests={"cpu": request_cpu})],
+            status=running_status(start=None),
+        )
+    )
     assert _accepted(pod, YOUNG, START) is expected
     # the same pod running (young, within range) is left alone, as upstream does
-    assert not _accepted(running_pod(requests={"cpu": request_cpu}), YOUNG, START)
+    assert not _accepted(
+        running_pod(containers=[builders.pods.container(requests={"cpu": request_cpu})]),
+        YOUNG,
+        START,
+    )
 
 
 def test_a_pod_on_no_node_outside_the_range_is_accepted_whatever_the_change() -> None:
     # request 100.5 above the upper bound 100: outside the range, accepted as upstream accepts
     # it, though diff |100.5 - 99| / 100.5 = 0.0149 < 0.1
     rec = entry(target={"cpu": "99"}, lower={"cpu": "25m"}, upper={"cpu": "100"})
-    assert _accepted(_unplaced(running_pod(requests={"cpu": "100500m"}, start=None)), rec, START)
+    assert _accepted(
+        _unplaced(
+            running_pod(
+                containers=[builders.pods.container(requests={"cpu": "100500m"})],
+                status=running_status(start=None),
+            )
+        ),
+        rec,
+        START,
+    )
 
 
 def test_min_change_priority_from_settings() -> None:
     # upstream TestUpdateLonglivedPods: MinChangePriority 0.5, 13 h: diff 0.25 no, 4.0 yes
     rec = entry(target={"cpu": "5"}, lower={"cpu": "1"}, upper={"cpu": "6"})
     now = START + timedelta(hours=13)
-    assert not _accepted(running_pod(requests={"cpu": "4"}), rec, now, pod_update_threshold=0.5)
-    assert _accepted(running_pod(requests={"cpu": "1"}), rec, now, pod_update_threshold=0.5)
+    assert not _accepted(
+        running_pod(containers=[builders.pods.container(requests={"cpu": "4"})]),
+        rec,
+        now,
+        pod_update_threshold=0.5,
+    )
+    assert _accepted(
+        running_pod(containers=[builders.pods.container(requests={"cpu": "1"})]),
+        rec,
+        now,
+        pod_update_threshold=0.5,
+    )
 
 
 QUICK_NOW = START + timedelta(hours=11)
@@ -412,8 +453,10 @@ QUICK_NOW = START + timedelta(hours=11)
 )
 def test_quick_oom_threshold(ran: timedelta, expected: bool) -> None:
     pod = running_pod(
-        requests={"cpu": "4"},
-        statuses=[oom_status("app", ran=ran, finished=QUICK_NOW - timedelta(minutes=3))],
+        containers=[builders.pods.container(requests={"cpu": "4"})],
+        status=running_status(
+            statuses=[oom_status("app", ran=ran, finished=QUICK_NOW - timedelta(minutes=3))]
+        ),
     )
     rec = entry(target={"cpu": "5"}, lower={"cpu": "1"}, upper={"cpu": "6"})
     assert quick_oom(pod=pod, vpa=build_vpa(recommendations=[rec]), settings=SETTINGS) is expected
@@ -423,8 +466,10 @@ def test_quick_oom_threshold(ran: timedelta, expected: bool) -> None:
 
 def test_quick_oom_without_resource_change_is_rejected() -> None:
     pod = running_pod(
-        requests={"cpu": "4", "memory": "8Gi"},
-        statuses=[oom_status("app", ran=timedelta(minutes=2), finished=QUICK_NOW)],
+        containers=[builders.pods.container(requests={"cpu": "4", "memory": "8Gi"})],
+        status=running_status(
+            statuses=[oom_status("app", ran=timedelta(minutes=2), finished=QUICK_NOW)]
+        ),
     )
     rec = entry(
         target={"cpu": "4", "memory": "8Gi"},
@@ -438,13 +483,19 @@ def test_quick_oom_without_resource_change_is_rejected() -> None:
 def test_quick_oom_other_reason_ignored() -> None:
     status = oom_status("app", ran=timedelta(minutes=1), finished=QUICK_NOW)
     status["lastState"]["terminated"]["reason"] = "Error"
-    pod = running_pod(requests={"cpu": "4"}, statuses=[status])
+    pod = running_pod(
+        containers=[builders.pods.container(requests={"cpu": "4"})],
+        status=running_status(statuses=[status]),
+    )
     assert not quick_oom(pod=pod, vpa=build_vpa(), settings=SETTINGS)
 
 
 def test_quick_oom_missing_timestamps_is_zero_duration() -> None:
     status = {"name": "app", "lastState": {"terminated": {"reason": "OOMKilled"}}}
-    pod = running_pod(requests={"cpu": "4"}, statuses=[status])
+    pod = running_pod(
+        containers=[builders.pods.container(requests={"cpu": "4"})],
+        status=running_status(statuses=[status]),
+    )
     assert quick_oom(pod=pod, vpa=build_vpa(), settings=SETTINGS)
 
 
@@ -454,9 +505,11 @@ def test_quick_oom_missing_timestamps_is_zero_duration() -> None:
 )
 def test_quick_oom_observed_containers(annotation: str | None, expected: bool) -> None:
     pod = running_pod(
-        requests={"cpu": "4"},
+        containers=[builders.pods.container(requests={"cpu": "4"})],
         annotations=None if annotation is None else {"vpaObservedContainers": annotation},
-        statuses=[oom_status("app", ran=timedelta(minutes=2), finished=QUICK_NOW)],
+        status=running_status(
+            statuses=[oom_status("app", ran=timedelta(minutes=2), finished=QUICK_NOW)]
+        ),
     )
     assert quick_oom(pod=pod, vpa=build_vpa(), settings=SETTINGS) is expected
 
@@ -472,8 +525,10 @@ def test_quick_oom_observed_containers(annotation: str | None, expected: bool) -
 )
 def test_quick_oom_container_mode_off(policy: dict[str, Any], expected: bool) -> None:
     pod = running_pod(
-        requests={"cpu": "4"},
-        statuses=[oom_status("app", ran=timedelta(minutes=2), finished=QUICK_NOW)],
+        containers=[builders.pods.container(requests={"cpu": "4"})],
+        status=running_status(
+            statuses=[oom_status("app", ran=timedelta(minutes=2), finished=QUICK_NOW)]
+        ),
     )
     vpa = build_vpa(spec={"resourcePolicy": {"containerPolicies": [policy]}})
     assert quick_oom(pod=pod, vpa=vpa, settings=SETTINGS) is expected
@@ -482,8 +537,10 @@ def test_quick_oom_container_mode_off(policy: dict[str, Any], expected: bool) ->
 @pytest.mark.parametrize(("gate", "expected"), [(False, True), (True, False)])
 def test_per_vpa_evict_after_oom_seconds(gate: bool, expected: bool) -> None:
     pod = running_pod(
-        requests={"cpu": "4"},
-        statuses=[oom_status("app", ran=timedelta(minutes=2), finished=QUICK_NOW)],
+        containers=[builders.pods.container(requests={"cpu": "4"})],
+        status=running_status(
+            statuses=[oom_status("app", ran=timedelta(minutes=2), finished=QUICK_NOW)]
+        ),
     )
     vpa = build_vpa(spec={"updatePolicy": {"evictAfterOOMSeconds": 60}})
     settings = UpdateSettings(per_vpa_config=gate)
@@ -501,10 +558,10 @@ def test_order_by_resource_diff() -> None:
     # upstream TestSortPriority: target 10 cpu; requests 2, 4, 1, 3 -> diffs 4, 1.5, 9, 2.33
     vpa = build_vpa(recommendations=[entry(target={"cpu": "10"})])
     pods = [
-        running_pod("POD1", requests={"cpu": "2"}),
-        running_pod("POD2", requests={"cpu": "4"}),
-        running_pod("POD3", requests={"cpu": "1"}),
-        running_pod("POD4", requests={"cpu": "3"}),
+        running_pod(name="POD1", containers=[builders.pods.container(requests={"cpu": "2"})]),
+        running_pod(name="POD2", containers=[builders.pods.container(requests={"cpu": "4"})]),
+        running_pod(name="POD3", containers=[builders.pods.container(requests={"cpu": "1"})]),
+        running_pod(name="POD4", containers=[builders.pods.container(requests={"cpu": "3"})]),
     ]
     result = prioritized_pods(
         vpa=vpa, pods=pods, now=START + timedelta(hours=24), settings=SETTINGS
@@ -517,9 +574,9 @@ def test_scale_up_first() -> None:
     # comes first: POD1 cpu 4->5 (0.25), POD2 8->5 (0.375), POD3 10->5 (0.5)
     vpa = build_vpa(recommendations=[entry(target={"cpu": "5"})])
     pods = [
-        running_pod("POD2", requests={"cpu": "8"}),
-        running_pod("POD3", requests={"cpu": "10"}),
-        running_pod("POD1", requests={"cpu": "4"}),
+        running_pod(name="POD2", containers=[builders.pods.container(requests={"cpu": "8"})]),
+        running_pod(name="POD3", containers=[builders.pods.container(requests={"cpu": "10"})]),
+        running_pod(name="POD1", containers=[builders.pods.container(requests={"cpu": "4"})]),
     ]
     result = prioritized_pods(
         vpa=vpa, pods=pods, now=START + timedelta(hours=24), settings=SETTINGS
@@ -530,7 +587,10 @@ def test_scale_up_first() -> None:
 
 def test_ties_ordered_by_name_whatever_the_input_order() -> None:
     vpa = build_vpa(recommendations=[entry(target={"cpu": "2"})])
-    pods = [running_pod(name, requests={"cpu": "1"}) for name in ("c", "a", "b")]
+    pods = [
+        running_pod(name=name, containers=[builders.pods.container(requests={"cpu": "1"})])
+        for name in ("c", "a", "b")
+    ]
     now = START + timedelta(hours=24)
     assert _names(prioritized_pods(vpa=vpa, pods=pods, now=now, settings=SETTINGS)) == [
         "a",
@@ -552,7 +612,10 @@ def test_recommendation_is_capped_before_priority() -> None:
     now = START + timedelta(hours=24)
     assert (
         prioritized_pods(
-            vpa=vpa, pods=[running_pod(requests={"cpu": "1"})], now=now, settings=SETTINGS
+            vpa=vpa,
+            pods=[running_pod(containers=[builders.pods.container(requests={"cpu": "1"})])],
+            now=now,
+            settings=SETTINGS,
         )
         == []
     )
@@ -577,7 +640,10 @@ def test_recommendation_is_capped_before_priority() -> None:
         == []
     )
     result = prioritized_pods(
-        vpa=plain, pods=[running_pod(requests={"cpu": "1"})], now=now, settings=SETTINGS
+        vpa=plain,
+        pods=[running_pod(containers=[builders.pods.container(requests={"cpu": "1"})])],
+        now=now,
+        settings=SETTINGS,
     )
     assert [p.priority for p in result] == [UpdatePriority(False, True, 3.0)]
 
@@ -587,7 +653,8 @@ def test_order_invariant(request_and_target: list[tuple[int, int]]) -> None:
     """Accepted pods come ScaleUp first, then by non-increasing ResourceDiff."""
     pods = [
         running_pod(
-            f"p{i}", containers=[{"name": f"c{i}", "resources": {"requests": {"cpu": f"{r}m"}}}]
+            name=f"p{i}",
+            containers=[{"name": f"c{i}", "resources": {"requests": {"cpu": f"{r}m"}}}],
         )
         for i, (r, _) in enumerate(request_and_target)
     ]
@@ -693,7 +760,11 @@ def test_eviction_requirements(
     vpa = build_vpa(spec={"updatePolicy": policy})
     rec = recommendation(entry(target=target))
     assert (
-        eviction_requirements_admit(vpa=vpa, pod=running_pod(requests=requests), recommendation=rec)
+        eviction_requirements_admit(
+            vpa=vpa,
+            pod=running_pod(containers=[builders.pods.container(requests=requests)]),
+            recommendation=rec,
+        )
         is expected
     )
 
@@ -722,8 +793,13 @@ def test_prioritized_pods_drops_pods_refused_by_requirements() -> None:
         spec={"updatePolicy": {"updateMode": "Recreate", "evictionRequirements": [HIGHER_CPU]}},
     )
     pods = [
-        running_pod("up", requests={"cpu": "1", "memory": "1Gi"}),
-        running_pod("down", requests={"cpu": "10", "memory": "1Gi"}),
+        running_pod(
+            name="up", containers=[builders.pods.container(requests={"cpu": "1", "memory": "1Gi"})]
+        ),
+        running_pod(
+            name="down",
+            containers=[builders.pods.container(requests={"cpu": "10", "memory": "1Gi"})],
+        ),
     ]
     result = prioritized_pods(vpa=vpa, pods=pods, now=START + timedelta(days=1), settings=SETTINGS)
     assert _names(result) == ["up"]
@@ -756,14 +832,18 @@ MEMORY_BAND = entry(
         # upstream AddPod, first rule: outside the recommended range, at any age.
         # memory 362Mi < lowerBound 400Mi (cpu 1 within [500m, 2])
         (
-            running_pod(requests={"cpu": "1", "memory": "362Mi"}),
+            running_pod(
+                containers=[builders.pods.container(requests={"cpu": "1", "memory": "362Mi"})]
+            ),
             MEMORY_BAND,
             START,
             "app memory request 362.0Mi below the lower bound 400.0Mi (target 450.0Mi)",
         ),
         # cpu 3 > upperBound 2 and memory 2Gi > 1Gi: both said, in resource order
         (
-            running_pod(requests={"cpu": "3", "memory": "2Gi"}),
+            running_pod(
+                containers=[builders.pods.container(requests={"cpu": "3", "memory": "2Gi"})]
+            ),
             MEMORY_BAND,
             START,
             "app cpu request 3.00 above the upper bound 2.00 (target 1.00); "
@@ -771,14 +851,18 @@ MEMORY_BAND = entry(
         ),
         # 1 byte below the bound: shown apart (6 decimals of Mi), not "400.0Mi below 400.0Mi"
         (
-            running_pod(requests={"cpu": "1", "memory": str(400 * 2**20 - 1)}),
+            running_pod(
+                containers=[
+                    builders.pods.container(requests={"cpu": "1", "memory": str(400 * 2**20 - 1)})
+                ]
+            ),
             MEMORY_BAND,
             START,
             "app memory request 399.999999Mi below the lower bound 400.000000Mi (target 450.0Mi)",
         ),
         # no memory request at all: outside the range (upstream sets both flags)
         (
-            running_pod(requests={"cpu": "1"}),
+            running_pod(containers=[builders.pods.container(requests={"cpu": "1"})]),
             MEMORY_BAND,
             START,
             "app memory request unset (target 450.0Mi)",
@@ -787,12 +871,16 @@ MEMORY_BAND = entry(
         # 10 min; diff |4 - 5| / 4 = 0.25 > 0
         (
             running_pod(
-                requests={"cpu": "4"},
-                statuses=[
-                    oom_status(
-                        "app", ran=timedelta(minutes=2), finished=QUICK_NOW - timedelta(minutes=3)
-                    )
-                ],
+                containers=[builders.pods.container(requests={"cpu": "4"})],
+                status=running_status(
+                    statuses=[
+                        oom_status(
+                            "app",
+                            ran=timedelta(minutes=2),
+                            finished=QUICK_NOW - timedelta(minutes=3),
+                        )
+                    ]
+                ),
             ),
             entry(target={"cpu": "5"}, lower={"cpu": "1"}, upper={"cpu": "6"}),
             QUICK_NOW,
@@ -800,7 +888,7 @@ MEMORY_BAND = entry(
         ),
         # in range [500m, 2] after exactly 12 h: diff |1000 - 1100| / 1000 = 0.10 >= 0.1
         (
-            running_pod(requests={"cpu": "1"}),
+            running_pod(containers=[builders.pods.container(requests={"cpu": "1"})]),
             IN_RANGE,
             START + timedelta(hours=12),
             "requests 0.10 from the target (--pod-update-threshold 0.1) after running 12h0m0s "
@@ -808,14 +896,19 @@ MEMORY_BAND = entry(
         ),
         # in range and 1 s short of 12 h: not accepted, no reason
         (
-            running_pod(requests={"cpu": "1"}),
+            running_pod(containers=[builders.pods.container(requests={"cpu": "1"})]),
             IN_RANGE,
             START + timedelta(hours=12, seconds=-1),
             None,
         ),
         # on no node (one-brain): diff |1000 - 350| / 1000 = 0.65, no lifetime needed
         (
-            _unplaced(running_pod(requests={"cpu": "1"}, start=None)),
+            _unplaced(
+                running_pod(
+                    containers=[builders.pods.container(requests={"cpu": "1"})],
+                    status=running_status(start=None),
+                )
+            ),
             YOUNG,
             START,
             "requests 0.65 from the target (--pod-update-threshold 0.1), not scheduled",

@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -35,7 +34,6 @@ from kubescale.controllers.vpa.updater.updater_decision import (
 from kubescale.controllers.vpa.updater.updater_metrics import UpdaterMetrics
 from kubescale.coordination.disruption_ledger import DisruptionKind
 from kubescale.objects.pod import Pod
-from kubescale.objects.vpa import VerticalPodAutoscaler
 from kubescale.plans.executor import DRY_RUN_PREFIX, collect_plan
 from kubescale.plans.intents import Evict, describe
 from kubescale.sim.apiserver.faults import WRITE_VERBS
@@ -93,32 +91,26 @@ def web_pod(index: int) -> Pod:
     )
 
 
-def web_vpa(mode: str) -> VerticalPodAutoscaler:
-    return builders.vpas.typed_vpa(
-        name="web",
-        namespace=NS,
-        uid="vpa-uid",
-        target=builders.hpas.scale_target_ref(),
-        update_mode=mode,
-        status={"recommendation": RECOMMENDATION},
-    )
-
-
-def web_replica_set(replicas: int) -> dict[str, Any]:
-    return builders.workloads.replica_set(
-        name=RS.name, namespace=NS, uid="rs-uid", replicas=replicas
-    )
-
-
 def snapshot(
     *, mode: str = "Recreate", replicas: int = 4, in_flight: Mapping[str, DisruptionKind] = {}
 ) -> UpdaterSnapshot:
     return UpdaterSnapshot(
         vpas=[
             VpaSnapshot(
-                vpa=web_vpa(mode),
+                vpa=builders.vpas.typed_vpa(
+                    name="web",
+                    namespace=NS,
+                    uid="vpa-uid",
+                    target=builders.hpas.scale_target_ref(),
+                    update_mode=mode,
+                    status={"recommendation": RECOMMENDATION},
+                ),
                 pods=[web_pod(i) for i in range(replicas)],
-                controllers={RS: web_replica_set(replicas)},
+                controllers={
+                    RS: builders.workloads.replica_set(
+                        name=RS.name, namespace=NS, uid="rs-uid", replicas=replicas
+                    )
+                },
                 in_flight=dict(in_flight),
             )
         ]
