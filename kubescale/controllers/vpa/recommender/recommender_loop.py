@@ -181,12 +181,13 @@ class RecommenderLoop:
         feeder = self.feeder
         await feeder.load_vpas()
         timer.observe_step("LoadVPAs")
-        # The model's CPU-heavy steps (every pod, every sample, the recommendation pass) run on
-        # the loop's worker thread over copies taken here, on the event loop's thread: the
-        # informers' list and the metrics API's answer (kubescale.runtime.off_loop). The model
-        # is this loop's alone and each step is awaited, so one thread touches it at a time.
-        pods = feeder.pods.lister.list()
-        await self.off_loop.run(partial(feeder.feed_pods, pods, now=now))
+        # The model's CPU-heavy steps (the pods that changed, every sample, the recommendation
+        # pass) run on the loop's worker thread over copies taken here, on the event loop's
+        # thread: the informers' pods and the metrics API's answer (kubescale.runtime.off_loop).
+        # The model is this loop's alone and each step is awaited, so one thread touches it at
+        # a time.
+        changes = feeder.take_pods()
+        await self.off_loop.run(partial(feeder.feed, changes, now=now))
         timer.observe_step("LoadPods")
         items, ooms = await feeder.fetch_real_time_metrics()
         await self.off_loop.run(partial(self._feed_metrics, items, ooms))

@@ -23,9 +23,11 @@ from kubescale.controllers.vpa.recommender.recommender_config import Recommender
 from kubescale.controllers.vpa.recommender.recommender_metrics import RecommenderMetrics
 from kubescale.kube.client import ClientSettings, connect
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.objects.pod import Pod
 from kubescale.sim.apiserver.kubeconfig import build_kubeconfig, write_kubeconfig_file
 from kubescale.sim.scenario.scenario_components import component_settings
 from tests import builders
+from tests.builders.meta import stored_as
 from tests.controllers.vpa.recommender.test_recommender_loop import (
     NAMESPACE,
     Cluster,
@@ -96,7 +98,7 @@ def test_requests_come_from_the_status_before_the_spec_and_round_up() -> None:
         },
     }
     # MilliValue() and Value() round up; init containers are not tracked.
-    assert container_requests(pod) == {
+    assert container_requests(stored_as(pod, Pod)) == {
         "app": {"cpu": 300, "memory": 2},
         "sidecar": {"cpu": 1, "memory": 0},
         "bare": {"cpu": 0, "memory": 0},
