@@ -22,6 +22,7 @@ from kubescale.controllers.vpa.recommender.cluster_feeder import (
 from kubescale.controllers.vpa.recommender.recommender_config import RecommenderSettings
 from kubescale.controllers.vpa.recommender.recommender_metrics import RecommenderMetrics
 from kubescale.kube.client import ClientSettings, connect
+from kubescale.kube.resources import PODS
 from kubescale.kube.shared_cache import SharedCache
 from kubescale.objects.pod import Pod
 from kubescale.sim.apiserver.kubeconfig import build_kubeconfig, write_kubeconfig_file
@@ -197,3 +198,36 @@ def _recommender_settings(flags: Mapping[str, Any]) -> RecommenderSettings:
     assert spec is not None
     settings: RecommenderSettings = component_settings(spec, flags)
     return settings
+
+
+async def test_a_steady_iteration_feeds_no_pod(cluster: Cluster) -> None:
+    """Issue 29: ``LoadPods`` feeds the pods that changed since the last iteration, counted by
+    ``ClusterFeeder.pods_fed``; the model holds what the from-scratch path would."""
+    cluster.deployment("web")
+    for name in ("web-1", "web-2", "web-3"):
+        cluster.pod(name, labels={"app": "web"}, containers={"app": {"cpu": "500m"}})
+    cluster.vpa("web")
+    loop = await cluster.recommender()
+    await cluster.run(loop)
+    feeder = loop.feeder
+    assert feeder.pods_fed == 3  # start-up: every pod
+    await cluster.advance(60)
+    await cluster.run(loop)
+    assert feeder.pods_fed == 0  # nothing changed: no pod fed
+    await cluster.advance(60)
+    await cluster.run(loop)
+    assert feeder.pods_fed == 0
+    # web-2 gets another label (a new label set: its aggregate is another), web-3 goes
+    pod = cluster.api.store.get(PODS, "web-2", NAMESPACE)
+    pod["metadata"]["labels"]["track"] = "canary"
+    cluster.api.store.update(pod)
+    cluster.api.store.delete(PODS, "web-3", NAMESPACE, grace_period_seconds=0)
+    await cluster.advance(60)
+    await cluster.run(loop)
+    assert feeder.pods_fed == 1
+    assert feeder.state.pod_keys() == [(NAMESPACE, "web-1"), (NAMESPACE, "web-2")]
+    assert [key.labels for key in feeder.state.aggregate_keys()] == [
+        "app=web",
+        "app=web,track=canary",
+    ]
+    assert feeder.state.vpa_pod_count(namespace=NAMESPACE, name="web") == 2
