@@ -71,6 +71,7 @@ from kubescale.kube.shared_cache import SharedCache
 from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity, QuantityError
 from kubescale.objects.views import Meta, optional_spec_of
+from kubescale.objects.vpa import VerticalPodAutoscaler
 
 __all__ = [
     "POD_METRICS",
@@ -110,16 +111,16 @@ class ObservedVpa:
         return (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
 
 
-def _recommender_names(vpa: Mapping[str, Any]) -> list[str]:
+def _recommender_names(vpa: VerticalPodAutoscaler) -> list[str]:
     spec = optional_spec_of(vpa)
-    selectors = spec.get("recommenders") if spec is not None else None
+    selectors: object = spec.get("recommenders") if spec is not None else None
     if not isinstance(selectors, list):
         return []
     return [str(s.get("name") or "") for s in selectors if isinstance(s, Mapping)]
 
 
 def handles_vpa(
-    vpa: Mapping[str, Any],
+    vpa: VerticalPodAutoscaler,
     *,
     recommender_name: str,
     vpa_object_namespace: str = "",

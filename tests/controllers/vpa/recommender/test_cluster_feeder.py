@@ -25,6 +25,7 @@ from kubescale.kube.client import ClientSettings, connect
 from kubescale.kube.resources import PODS
 from kubescale.kube.shared_cache import SharedCache
 from kubescale.objects.pod import Pod
+from kubescale.objects.vpa import VerticalPodAutoscaler
 from kubescale.sim.apiserver.kubeconfig import build_kubeconfig, write_kubeconfig_file
 from kubescale.sim.scenario.scenario_components import component_settings
 from tests import builders
@@ -65,14 +66,17 @@ def test_which_vpas_a_recommender_handles(
 ) -> None:
     assert (
         handles_vpa(
-            builders.vpas.vpa(
-                name="web",
-                namespace="shop",
-                target=builders.vpas.target_ref(api_version=None),
-                spec=None
-                if recommenders is None
-                else {"recommenders": [{"name": n} for n in recommenders]},
-                api_version=None,
+            stored_as(
+                builders.vpas.vpa(
+                    name="web",
+                    namespace="shop",
+                    target=builders.vpas.target_ref(api_version=None),
+                    spec=None
+                    if recommenders is None
+                    else {"recommenders": [{"name": n} for n in recommenders]},
+                    api_version=None,
+                ),
+                VerticalPodAutoscaler,
             ),
             recommender_name=name,
             vpa_object_namespace=selected,
