@@ -35,13 +35,13 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final, Literal, cast
+from typing import Final, Literal, cast
 
 from kubescale.base.logs import component_logger
 from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.api.current_resources import MEMORY, container_requests_and_limits
 from kubescale.objects.event import Event
-from kubescale.objects.pod import ContainerStatus, Pod
+from kubescale.objects.pod import ContainerStateTerminated, ContainerStatus, Pod
 from kubescale.objects.quantities import Quantity, QuantityError
 from kubescale.objects.views import Meta, mapping, status_of
 
@@ -91,12 +91,17 @@ def _restart_count(status: ContainerStatus) -> int:
     return count if isinstance(count, int) else 0
 
 
-def _state(
-    status: ContainerStatus, field: Literal["state", "lastState"], phase: str
-) -> Mapping[str, Any] | None:
-    """``status.<field>.<phase>`` (e.g. ``state.terminated``), ``None`` when unset."""
-    value = mapping(status.get(field)).get(phase)
-    return value if isinstance(value, Mapping) else None
+def _terminated(
+    status: ContainerStatus, field: Literal["state", "lastState"]
+) -> ContainerStateTerminated | None:
+    """``status.<field>.terminated``, ``None`` when unset."""
+    value: object = mapping(status.get(field)).get("terminated")
+    return cast(ContainerStateTerminated, value) if isinstance(value, Mapping) else None
+
+
+def _running(status: ContainerStatus) -> bool:
+    """``status.state.running`` is set."""
+    return isinstance(mapping(status.get("state")).get("running"), Mapping)
 
 
 def _memory_request(pod: Pod, container: str) -> int:
@@ -123,16 +128,16 @@ def ooms_from_pod_update(old: Pod, new: Pod) -> list[OomInfo]:
         if old_status is None or not isinstance(name, str):
             continue
         restarted = _restart_count(status) > _restart_count(old_status)
-        terminated = _state(status, "state", "terminated")
+        terminated = _terminated(status, "state")
         is_new_oom = (
             terminated is not None
             and terminated.get("reason") == OOM_KILLED
-            and (_state(old_status, "state", "terminated") is None or restarted)
+            and (_terminated(old_status, "state") is None or restarted)
         )
-        last_terminated = _state(status, "lastState", "terminated")
+        last_terminated = _terminated(status, "lastState")
         is_previous_oom = (
-            _state(status, "state", "running") is not None
-            and _state(old_status, "state", "running") is not None
+            _running(status)
+            and _running(old_status)
             and restarted
             and last_terminated is not None
             and last_terminated.get("reason") == OOM_KILLED
