@@ -21,10 +21,13 @@ The steps, each called by
   target's selector, or none when the target is unusable (``ConfigUnsupported``); VPAs gone
   from the cache leave it. Targets whose kind or ``/scale`` was unknown are looked up on the API
   server and checked again in the same pass.
-* :meth:`ClusterFeeder.load_pods` (``LoadPods``): every cached pod with its labels, phase and
+* :meth:`ClusterFeeder.load_pods` (``LoadPods``): cached pods with their labels, phase and
   each app container's current requests (``ContainerRequestsAndLimits``: CPU as
   ``MilliValue()``, memory as ``Value()``); init containers are not tracked, so their samples
-  are dropped. Pods gone from the cache are deleted only after the OOMs are recorded
+  are dropped. Upstream feeds every pod each loop; here only the pods the informer changed
+  since the last iteration (:mod:`.pod_feed`, the same model; every pod at start-up), split
+  into :meth:`ClusterFeeder.take_pods` on the event loop and :meth:`ClusterFeeder.feed` on the
+  worker. Pods gone from the cache are deleted only after the OOMs are recorded
   (:meth:`delete_removed_pods`), as upstream does.
 * :meth:`ClusterFeeder.load_real_time_metrics` (``LoadRealTimeMetrics``): one LIST of
   ``metrics.k8s.io/v1beta1`` PodMetrics; each container's CPU (``MilliValue()``) and memory
