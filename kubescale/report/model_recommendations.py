@@ -33,6 +33,7 @@ from kubescale.controllers.vpa.recommender.prometheus_history import (
     HistoryProvider,
     load_history,
 )
+from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import SelectorError, label_selector_from_dict
 from kubescale.objects.views import Meta, spec_of, status_of
 
@@ -84,7 +85,7 @@ def _synthetic_vpa(workload: Mapping[str, Any], now: datetime) -> dict[str, Any]
 async def model_recommendations(
     *,
     workloads: Sequence[Mapping[str, Any]],
-    pods: Sequence[Mapping[str, Any]],
+    pods: Sequence[Pod],
     pod_metrics: Sequence[Mapping[str, Any]],
     now: datetime,
     history: HistoryProvider | None = None,

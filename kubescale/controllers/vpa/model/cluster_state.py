@@ -143,6 +143,8 @@ class _Vpa:
     update_mode: str | None = None
     target_ref: Mapping[str, Any] | None = None
     checkpoint_written_us: int = 0
+    order: int = 0
+    """When it entered the model (the order of ``ClusterState._vpas``)."""
 
     def matches(self, namespace: str, labels: Mapping[str, str]) -> bool:
         """PodLabelsMatchVPA."""
@@ -238,6 +240,7 @@ class ClusterState:
         self._pods: dict[tuple[str, str], _Pod] = {}
         self._vpas: dict[tuple[str, str], _Vpa] = {}
         self._vpa_index = _VpaIndex()
+        self._vpa_order = 0
         self._aggregates: dict[AggregateKey, AggregateContainerState] = {}
         self._labels: dict[str, dict[str, str]] = {}
         self._pending_creation: list[AggregateContainerState] = []
@@ -320,7 +323,11 @@ class ClusterState:
             if creation_us == 0:
                 self._pending_creation.append(state)
             self._aggregates[key] = state
-            for vpa in self._vpas.values():
+            # UseAggregationIfMatching over every VPA (upstream's loop), tried only on the VPAs
+            # that can match the pod (_VpaIndex), in the same order (of the VPAs' creation):
+            # when several match, the last one's update mode and policy stay, as upstream's.
+            candidates = self._vpa_index.candidates(pod.namespace, pod.labels)
+            for vpa in sorted(candidates, key=lambda vpa: vpa.order):
                 self._use_if_matching(vpa, key, state)
         return state
 
@@ -435,7 +442,9 @@ class ClusterState:
                 selector=effective,
                 config_unsupported=unsupported,
                 created_us=_time_us(created),
+                order=self._vpa_order,
             )
+            self._vpa_order += 1
             self._vpas[key] = state
             self._vpa_index.add(key, state)
             for aggregate_key, aggregate in self._aggregates.items():

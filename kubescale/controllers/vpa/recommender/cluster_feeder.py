@@ -21,10 +21,13 @@ The steps, each called by
   target's selector, or none when the target is unusable (``ConfigUnsupported``); VPAs gone
   from the cache leave it. Targets whose kind or ``/scale`` was unknown are looked up on the API
   server and checked again in the same pass.
-* :meth:`ClusterFeeder.load_pods` (``LoadPods``): every cached pod with its labels, phase and
+* :meth:`ClusterFeeder.load_pods` (``LoadPods``): cached pods with their labels, phase and
   each app container's current requests (``ContainerRequestsAndLimits``: CPU as
   ``MilliValue()``, memory as ``Value()``); init containers are not tracked, so their samples
-  are dropped. Pods gone from the cache are deleted only after the OOMs are recorded
+  are dropped. Upstream feeds every pod each loop; here only the pods the informer changed
+  since the last iteration (:mod:`.pod_feed`, the same model; every pod at start-up), split
+  into :meth:`ClusterFeeder.take_pods` on the event loop and :meth:`ClusterFeeder.feed` on the
+  worker. Pods gone from the cache are deleted only after the OOMs are recorded
   (:meth:`delete_removed_pods`), as upstream does.
 * :meth:`ClusterFeeder.load_real_time_metrics` (``LoadRealTimeMetrics``): one LIST of
   ``metrics.k8s.io/v1beta1`` PodMetrics; each container's CPU (``MilliValue()``) and memory
@@ -41,14 +44,17 @@ from typing import Any, Final, cast
 
 from kubescale.base.logs import component_logger
 from kubescale.base.times import parse_time
-from kubescale.controllers.vpa.api.current_resources import (
-    CPU,
-    MEMORY,
-    container_requests_and_limits,
-)
+from kubescale.controllers.vpa.api.current_resources import CPU, MEMORY
 from kubescale.controllers.vpa.api.vpa_targets import TargetCheck, VpaTargets
 from kubescale.controllers.vpa.model.cluster_state import ClusterState
 from kubescale.controllers.vpa.recommender.oom_observer import OomInfo, OomObserver
+from kubescale.controllers.vpa.recommender.pod_feed import (
+    PENDING,
+    PodChanges,
+    PodFeed,
+    container_requests,
+    phase,
+)
 from kubescale.controllers.vpa.recommender.recommender_config import (
     DEFAULT_RECOMMENDER_NAME,
     RecommenderSettings,
@@ -67,7 +73,7 @@ from kubescale.kube.resources import (
 from kubescale.kube.shared_cache import SharedCache
 from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity, QuantityError
-from kubescale.objects.views import Meta, optional_spec_of, status_of
+from kubescale.objects.views import Meta, optional_spec_of
 from kubescale.objects.vpa import VerticalPodAutoscaler
 
 __all__ = [
@@ -90,7 +96,6 @@ POD_METRICS: Final = ResourceType(
     verbs=("get", "list"),
 )
 """metrics-server's resource metrics API (``PodMetricses`` in the Go client)."""
-PENDING: Final = "Pending"
 EVICTION_EVENTS: Final = "reason=Evicted"
 
 Sample = tuple[str, str, str, str, int, datetime]
@@ -109,20 +114,16 @@ class ObservedVpa:
         return (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
 
 
-def _phase(pod: Mapping[str, Any]) -> str:
-    return str(status_of(pod).get("phase") or "")
-
-
-def _recommender_names(vpa: Mapping[str, Any]) -> list[str]:
+def _recommender_names(vpa: VerticalPodAutoscaler) -> list[str]:
     spec = optional_spec_of(vpa)
-    selectors = spec.get("recommenders") if spec is not None else None
+    selectors: object = spec.get("recommenders") if spec is not None else None
     if not isinstance(selectors, list):
         return []
     return [str(s.get("name") or "") for s in selectors if isinstance(s, Mapping)]
 
 
 def handles_vpa(
-    vpa: Mapping[str, Any],
+    vpa: VerticalPodAutoscaler,
     *,
     recommender_name: str,
     vpa_object_namespace: str = "",
@@ -151,34 +152,6 @@ def ignores_namespace(
     if vpa_object_namespace and namespace != vpa_object_namespace:
         return True
     return namespace in ignored
-
-
-def _amount(quantity: Quantity | None, *, milli: bool) -> int:
-    if quantity is None:
-        return 0
-    return quantity.milli_value() if milli else quantity.value()
-
-
-def container_requests(pod: Mapping[str, Any]) -> dict[str, dict[str, int]]:
-    """Each app container's current requests in ResourceAmounts (calculateRequestedResources)."""
-    spec = optional_spec_of(pod)
-    containers = spec.get("containers") if spec is not None else None
-    result: dict[str, dict[str, int]] = {}
-    for container in containers if isinstance(containers, list) else ():
-        name = container.get("name") if isinstance(container, Mapping) else None
-        if not isinstance(name, str) or name in result:
-            continue
-        try:
-            # the recommender's pods are not typed yet: they are the informer's Pods
-            requests, _ = container_requests_and_limits(cast(Pod, pod), name)
-        except QuantityError:
-            requests = None
-        requests = requests or {}
-        result[name] = {
-            CPU: _amount(requests.get(CPU), milli=True),
-            MEMORY: _amount(requests.get(MEMORY), milli=False),
-        }
-    return result
 
 
 def pod_metrics_samples(items: Iterable[Mapping[str, Any]]) -> list[Sample]:
@@ -241,19 +214,27 @@ class ClusterFeeder:
         self.events.add_handlers(EventHandlers(on_add=self.oom.on_event))
         self.state = ClusterState(config=settings.model)
         self.observed: list[ObservedVpa] = []
-        self._pods_to_delete: list[tuple[str, str]] = []
+        self.pod_feed = PodFeed(memory_saver=settings.model.memory_saver)
+        """Which pods each ``LoadPods`` feeds (:mod:`.pod_feed`: the changed ones)."""
+        self.pods.add_handlers(
+            EventHandlers(
+                on_add=self.pod_feed.changed,
+                on_update=lambda _old, new: self.pod_feed.changed(new),
+                on_delete=self.pod_feed.changed,
+            )
+        )
 
-    def _pod_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+    def _pod_updated(self, old: Pod, new: Pod) -> None:
         # Upstream's pod informer lists status.phase!=Pending: a pod leaving Pending is an ADD
         # there, not an update, and a pending pod is never seen.
-        if _phase(old) != PENDING and _phase(new) != PENDING:
+        if phase(old) != PENDING and phase(new) != PENDING:
             self.oom.on_pod_update(old, new)
 
     def reset(self) -> None:
         """A fresh model, as a restarted recommender has (OOMs seen so far are dropped)."""
         self.state = ClusterState(config=self.settings.model)
         self.observed = []
-        self._pods_to_delete = []
+        self.pod_feed.reset()
         self.oom.drain()
 
     def ignores_namespace(self, namespace: str) -> bool:
@@ -304,35 +285,33 @@ class ClusterFeeder:
             if (namespace, name) not in keys:
                 log.info("deleting VPA", extra={"fields": {"vpa": f"{namespace}/{name}"}})
                 self.state.delete_vpa(namespace=namespace, name=name)
+        self.pod_feed.vpas_loaded((entry.key, entry.check.selector) for entry in observed)
         self.observed = observed
 
     def load_pods(self, *, now: datetime) -> None:
-        """``LoadPods`` (module docstring)."""
-        self.feed_pods(self.pods.lister.list(), now=now)
+        """``LoadPods`` (module docstring), the pods taken and fed at once."""
+        self.feed(self.take_pods(), now=now)
 
-    def feed_pods(self, pods: Sequence[dict[str, Any]], *, now: datetime) -> None:
-        """``LoadPods`` over ``pods``, a list taken from the informer (``lister.list()``: a
-        new list of the cached objects, which informers replace and never change in place):
-        touches only the model, so it may run on the loop's worker thread."""
-        listed: dict[tuple[str, str], dict[str, Any]] = {}
-        for pod in pods:
-            if _phase(pod) == PENDING:
-                continue
-            metadata = Meta(pod).raw
-            key = (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
-            listed[key] = pod
-        self._pods_to_delete = [key for key in self.state.pod_keys() if key not in listed]
-        for key in sorted(listed):
-            pod = listed[key]
-            metadata = Meta(pod).raw
-            self.state.add_or_update_pod(
-                namespace=key[0],
-                name=key[1],
-                labels=dict(metadata.get("labels") or {}),
-                phase=str(status_of(pod).get("phase") or ""),
-                containers=container_requests(pod),
-                now=now,
-            )
+    def take_pods(self) -> PodChanges:
+        """The pods ``LoadPods`` feeds next (:meth:`.pod_feed.PodFeed.take`), read from the
+        informer on the event loop's thread."""
+        return self.pod_feed.take(self.pods.lister)
+
+    def feed(self, changes: PodChanges, *, now: datetime) -> None:
+        """``LoadPods`` over what :meth:`take_pods` took: touches only the model, so it may
+        run on the loop's worker thread."""
+        self.pod_feed.feed(self.state, changes, now=now)
+
+    def feed_pods(self, pods: Sequence[Pod], *, now: datetime) -> None:
+        """``LoadPods`` over ``pods``, every pod (the from-scratch path): a list taken from
+        the informer (``lister.list()``: a new list of the cached objects, which informers
+        replace and never change in place). Touches only the model."""
+        self.pod_feed.feed_all(self.state, pods, now=now)
+
+    @property
+    def pods_fed(self) -> int:
+        """Pods the last ``LoadPods`` fed into the model (``add_or_update_pod`` calls)."""
+        return self.pod_feed.fed
 
     async def load_real_time_metrics(self) -> int:
         """``LoadRealTimeMetrics``; returns how many samples the model accepted."""
@@ -381,9 +360,7 @@ class ClusterFeeder:
 
     def delete_removed_pods(self) -> None:
         """``DeleteRemovedPods``: pods missing from the last :meth:`load_pods`."""
-        for namespace, name in self._pods_to_delete:
-            self.state.delete_pod(namespace=namespace, name=name)
-        self._pods_to_delete = []
+        self.pod_feed.delete_removed(self.state)
 
     def controller_exists(self, namespace: str, target_ref: Mapping[str, Any] | None) -> bool:
         """For aggregate GC: does the VPA's target controller exist (unknown kinds: assumed)."""

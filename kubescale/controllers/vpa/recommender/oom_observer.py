@@ -35,12 +35,13 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final, cast
+from typing import Final, Literal, cast
 
 from kubescale.base.logs import component_logger
 from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.api.current_resources import MEMORY, container_requests_and_limits
-from kubescale.objects.pod import Pod
+from kubescale.objects.event import Event
+from kubescale.objects.pod import ContainerStateTerminated, ContainerStatus, Pod
 from kubescale.objects.quantities import Quantity, QuantityError
 from kubescale.objects.views import Meta, mapping, status_of
 
@@ -71,36 +72,42 @@ class OomInfo:
     memory: int
 
 
-def _statuses(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    statuses = status_of(pod).get("containerStatuses")
+def _statuses(pod: Pod) -> list[ContainerStatus]:
+    statuses: object = status_of(pod).get("containerStatuses")  # cached JSON, not validated
     if not isinstance(statuses, list):
         return []
-    return [status for status in statuses if isinstance(status, Mapping)]
+    return [cast(ContainerStatus, status) for status in statuses if isinstance(status, Mapping)]
 
 
-def _find(name: object, statuses: list[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+def _find(name: object, statuses: list[ContainerStatus]) -> ContainerStatus | None:
     for status in statuses:
         if status.get("name") == name:
             return status
     return None
 
 
-def _restart_count(status: Mapping[str, Any]) -> int:
-    count = status.get("restartCount")
+def _restart_count(status: ContainerStatus) -> int:
+    count: object = status.get("restartCount")
     return count if isinstance(count, int) else 0
 
 
-def _state(status: Mapping[str, Any], field: str, phase: str) -> Mapping[str, Any] | None:
-    """``status.<field>.<phase>`` (e.g. ``state.terminated``), ``None`` when unset."""
-    value = mapping(status.get(field)).get(phase)
-    return value if isinstance(value, Mapping) else None
+def _terminated(
+    status: ContainerStatus, field: Literal["state", "lastState"]
+) -> ContainerStateTerminated | None:
+    """``status.<field>.terminated``, ``None`` when unset."""
+    value: object = mapping(status.get(field)).get("terminated")
+    return cast(ContainerStateTerminated, value) if isinstance(value, Mapping) else None
 
 
-def _memory_request(pod: Mapping[str, Any], container: str) -> int:
+def _running(status: ContainerStatus) -> bool:
+    """``status.state.running`` is set."""
+    return isinstance(mapping(status.get("state")).get("running"), Mapping)
+
+
+def _memory_request(pod: Pod, container: str) -> int:
     """The container's memory request as ``Quantity.Value()``; 0 without one."""
     try:
-        # the recommender's pods are not typed yet: they are the informer's Pods
-        requests, _ = container_requests_and_limits(cast(Pod, pod), container)
+        requests, _ = container_requests_and_limits(pod, container)
     except QuantityError:
         return 0
     if not requests or MEMORY not in requests:
@@ -108,7 +115,7 @@ def _memory_request(pod: Mapping[str, Any], container: str) -> int:
     return requests[MEMORY].value()
 
 
-def ooms_from_pod_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[OomInfo]:
+def ooms_from_pod_update(old: Pod, new: Pod) -> list[OomInfo]:
     """``observer.OnUpdate``: the OOMs a pod update reveals (see the module docstring)."""
     metadata = Meta(new).raw
     namespace = str(metadata.get("namespace") or "")
@@ -121,16 +128,16 @@ def ooms_from_pod_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list
         if old_status is None or not isinstance(name, str):
             continue
         restarted = _restart_count(status) > _restart_count(old_status)
-        terminated = _state(status, "state", "terminated")
+        terminated = _terminated(status, "state")
         is_new_oom = (
             terminated is not None
             and terminated.get("reason") == OOM_KILLED
-            and (_state(old_status, "state", "terminated") is None or restarted)
+            and (_terminated(old_status, "state") is None or restarted)
         )
-        last_terminated = _state(status, "lastState", "terminated")
+        last_terminated = _terminated(status, "lastState")
         is_previous_oom = (
-            _state(status, "state", "running") is not None
-            and _state(old_status, "state", "running") is not None
+            _running(status)
+            and _running(old_status)
             and restarted
             and last_terminated is not None
             and last_terminated.get("reason") == OOM_KILLED
@@ -157,7 +164,7 @@ def ooms_from_pod_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list
     return found
 
 
-def _split(annotations: Mapping[str, Any], key: str) -> list[str]:
+def _split(annotations: Mapping[str, object], key: str) -> list[str]:
     """``extractArray``: an absent annotation is an empty list, a present one split on ``,``."""
     value = annotations.get(key)
     if not isinstance(value, str):
@@ -165,7 +172,7 @@ def _split(annotations: Mapping[str, Any], key: str) -> list[str]:
     return value.split(",")
 
 
-def ooms_from_eviction_event(event: Mapping[str, Any]) -> list[OomInfo]:
+def ooms_from_eviction_event(event: Event) -> list[OomInfo]:
     """``parseEvictionEvent``: the memory OOMs an ``Evicted`` Event of a Pod carries."""
     involved = mapping(event.get("involvedObject"))
     if event.get("reason") != EVICTED or involved.get("kind") != "Pod":
@@ -226,11 +233,11 @@ class OomObserver:
                 continue
             self._queue.append(oom)
 
-    def on_pod_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+    def on_pod_update(self, old: Pod, new: Pod) -> None:
         """The pod informer's ``on_update``."""
         self._put(ooms_from_pod_update(old, new))
 
-    def on_event(self, event: dict[str, Any]) -> None:
+    def on_event(self, event: Event) -> None:
         """The ``reason=Evicted`` Event informer's ``on_add`` (upstream handles ADDED only)."""
         self._put(ooms_from_eviction_event(event))
 

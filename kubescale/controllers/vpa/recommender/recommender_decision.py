@@ -66,6 +66,7 @@ __all__ = [
     "RecommenderDecision",
     "RecommenderMemory",
     "RecommenderSnapshot",
+    "checkpoint_gc_due",
     "decide",
 ]
 
@@ -83,9 +84,11 @@ class RecommenderSnapshot:
     recommendations: Mapping[VpaKey, VpaRecommendation]
     """This iteration's recommendation pass over the model, by VPA."""
     checkpoints: Sequence[VerticalPodAutoscalerCheckpoint] = ()
-    """The cached checkpoints outside the ignored namespaces (for their garbage collection)."""
+    """The cached checkpoints outside the ignored namespaces (for their garbage collection;
+    listed only when :func:`checkpoint_gc_due`)."""
     existing_vpas: Collection[VpaKey] = frozenset()
-    """Every cached VPA, whichever recommender it names (their checkpoints are kept)."""
+    """Every cached VPA, whichever recommender it names (their checkpoints are kept; listed
+    only when :func:`checkpoint_gc_due`)."""
 
 
 @dataclass(kw_only=True)
@@ -196,11 +199,7 @@ class RecommenderDecision:
         """``GarbageCollectCheckpoints``, when ``--checkpoints-gc-interval`` has passed since
         the last one (upstream: ``time.Since(lastCheckpointGC) > checkpointsGCInterval``);
         how many orphans were deleted."""
-        if not self.settings.use_checkpoints:
-            return 0
-        last = self.memory.last_checkpoint_gc
-        interval = timedelta(seconds=self.settings.checkpoints_gc_interval)
-        if last is not None and self.now - last <= interval:
+        if not checkpoint_gc_due(self.memory, self.now, settings=self.settings):
             return 0
         self.memory.last_checkpoint_gc = self.now
         return (
@@ -208,6 +207,21 @@ class RecommenderDecision:
                 self.snapshot.checkpoints, existing_vpas=self.snapshot.existing_vpas
             )
         )
+
+
+def checkpoint_gc_due(
+    memory: RecommenderMemory, now: datetime, *, settings: RecommenderSettings
+) -> bool:
+    """Whether this iteration collects orphan checkpoints (``GarbageCollectCheckpoints``):
+    with checkpoints, once ``--checkpoints-gc-interval`` has passed since the last collection
+    (upstream: ``time.Since(lastCheckpointGC) > checkpointsGCInterval``). Only then does the
+    loop list the cached checkpoints and every VPA for the snapshot, as upstream lists them in
+    its garbage collection only."""
+    if not settings.use_checkpoints:
+        return False
+    last = memory.last_checkpoint_gc
+    interval = timedelta(seconds=settings.checkpoints_gc_interval)
+    return last is None or now - last > interval
 
 
 def warn_if_timed_out(result: StoreResult) -> None:

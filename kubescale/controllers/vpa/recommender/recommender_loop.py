@@ -18,8 +18,9 @@ Each iteration, in upstream's order, every step timed into
 1. ``LoadVPAs``, ``LoadPods``, ``LoadMetrics`` (PodMetrics, then the OOMs seen since the last
    iteration), then the pods that disappeared are deleted;
 2. ``UpdateVPAs``: one vectorised recommendation pass over every VPA (VPA counts per bucket
-   and the first-recommendation latency are recorded); then the snapshot is read (the VPAs,
-   the cached checkpoints, every VPA's key) and the decision
+   and the first-recommendation latency are recorded); then the snapshot is read (the VPAs;
+   when checkpoints are collected this iteration, the cached checkpoints and every VPA's key)
+   and the decision
    (:mod:`kubescale.controllers.vpa.recommender.recommender_decision`, no client, no await)
    yields each handled VPA's status where it changed
    (:mod:`kubescale.controllers.vpa.recommender.vpa_status`);
@@ -63,6 +64,7 @@ from kubescale.controllers.vpa.recommender.recommender_decision import (
     RecommenderDecision,
     RecommenderMemory,
     RecommenderSnapshot,
+    checkpoint_gc_due,
     warn_if_timed_out,
 )
 from kubescale.controllers.vpa.recommender.recommender_metrics import (
@@ -133,6 +135,8 @@ class RecommenderLoop:
         self.checkpoints_loaded = 0
         """Checkpoints the last start-up loaded into the model."""
         self.iterations = 0
+        self.checkpoint_listings = 0
+        """Iterations that listed the cached checkpoints (those that collect orphans)."""
         self.memory = RecommenderMemory(model=self.feeder.state)
         """The model and what the last iteration wrote (:mod:`.recommender_decision`)."""
         self._targets: dict[tuple[str, str, str], str] = {}
@@ -181,12 +185,13 @@ class RecommenderLoop:
         feeder = self.feeder
         await feeder.load_vpas()
         timer.observe_step("LoadVPAs")
-        # The model's CPU-heavy steps (every pod, every sample, the recommendation pass) run on
-        # the loop's worker thread over copies taken here, on the event loop's thread: the
-        # informers' list and the metrics API's answer (kubescale.runtime.off_loop). The model
-        # is this loop's alone and each step is awaited, so one thread touches it at a time.
-        pods = feeder.pods.lister.list()
-        await self.off_loop.run(partial(feeder.feed_pods, pods, now=now))
+        # The model's CPU-heavy steps (the pods that changed, every sample, the recommendation
+        # pass) run on the loop's worker thread over copies taken here, on the event loop's
+        # thread: the informers' pods and the metrics API's answer (kubescale.runtime.off_loop).
+        # The model is this loop's alone and each step is awaited, so one thread touches it at
+        # a time.
+        changes = feeder.take_pods()
+        await self.off_loop.run(partial(feeder.feed, changes, now=now))
         timer.observe_step("LoadPods")
         items, ooms = await feeder.fetch_real_time_metrics()
         await self.off_loop.run(partial(self._feed_metrics, items, ooms))
@@ -197,7 +202,7 @@ class RecommenderLoop:
         recommendations = await self.off_loop.run(partial(feeder.state.recommendations, now=now))
         self._observe_vpas(recommendations, now)
         decision = RecommenderDecision(
-            self._snapshot(recommendations),
+            self._snapshot(recommendations, now),
             self.memory,
             now,
             settings=self.settings,
@@ -219,13 +224,14 @@ class RecommenderLoop:
         self.feeder.delete_removed_pods()
 
     def _snapshot(
-        self, recommendations: Mapping[tuple[str, str], VpaRecommendation]
+        self, recommendations: Mapping[tuple[str, str], VpaRecommendation], now: datetime
     ) -> RecommenderSnapshot:
         """What the decision reads: the VPAs ``LoadVPAs`` listed, the recommendation pass and,
-        with checkpoints, the cached checkpoints and every VPA (their garbage collection)."""
+        when checkpoints are collected this iteration, the cached checkpoints and every VPA."""
         feeder = self.feeder
-        if not self.settings.use_checkpoints:
+        if not checkpoint_gc_due(self.memory, now, settings=self.settings):
             return RecommenderSnapshot(vpas=feeder.observed, recommendations=recommendations)
+        self.checkpoint_listings += 1
         return RecommenderSnapshot(
             vpas=feeder.observed,
             recommendations=recommendations,

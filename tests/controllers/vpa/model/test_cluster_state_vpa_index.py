@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kubescale.controllers.vpa.model import cluster_state
+from kubescale.controllers.vpa.model.aggregate_state import AggregateContainerState
 from kubescale.controllers.vpa.model.cluster_state import ClusterState
 from kubescale.controllers.vpa.model.model_config import RecommenderConfig
 from kubescale.objects.selectors import (
@@ -121,3 +122,77 @@ def test_pod_counts_are_upstreams_brute_force_counts(
             if pod_namespace == namespace and selector is not None and selector.matches(labels)
         )
         assert state.vpa_pod_count(namespace=namespace, name=name) == expected, name
+
+
+class BruteForce(ClusterState):
+    """Upstream's linking of a new aggregate: ``UseAggregationIfMatching`` tried on every VPA
+    of the model, in order (the model's own code before the index was used there)."""
+
+    def _find_or_create_aggregate(
+        self, pod: cluster_state._Pod, container: str, creation_us: int = 0
+    ) -> AggregateContainerState:
+        key = cluster_state.AggregateKey(pod.namespace, container, pod.label_key)
+        state = self._aggregates.get(key)
+        if state is None:
+            state = AggregateContainerState(self.stores, creation_time_us=creation_us)
+            if creation_us == 0:
+                self._pending_creation.append(state)
+            self._aggregates[key] = state
+            for vpa in self._vpas.values():
+                self._use_if_matching(vpa, key, state)
+        return state
+
+
+def _links(state: ClusterState) -> tuple[object, ...]:
+    return (
+        [(key, list(vpa.aggregates)) for key, vpa in state._vpas.items()],
+        [(key, a.is_under_vpa, a.update_mode) for key, a in state._aggregates.items()],
+    )
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    vpas=st.lists(
+        st.tuples(
+            st.sampled_from(["ns", "other"]),
+            _selector | st.none(),
+            st.sampled_from(["Off", "Initial", "Recreate", "Auto"]),
+        ),
+        max_size=8,
+    ),
+    pods=st.lists(st.tuples(st.sampled_from(["ns", "other"]), _labels), max_size=10),
+    deleted=st.sets(st.integers(min_value=0, max_value=7)),
+    readded=st.sets(st.integers(min_value=0, max_value=7)),
+)
+def test_new_aggregates_are_linked_to_the_vpas_upstream_links_them_to(
+    vpas: list[tuple[str, dict[str, object] | None, str]],
+    pods: list[tuple[str, dict[str, str]]],
+    deleted: set[int],
+    readded: set[int],
+) -> None:
+    """A new aggregate goes to each VPA matching its pod; when several match, the update mode
+    of the last one in the model's order stays (issue 29: found through the index)."""
+    states = [ClusterState(config=RecommenderConfig()), BruteForce(config=RecommenderConfig())]
+    for state in states:
+
+        def add(index: int, state: ClusterState = state) -> None:
+            namespace, raw, mode = vpas[index]
+            selector = None if raw is None else label_selector_from_dict(raw)
+            vpa = VPA(name=f"v{index}", namespace=namespace, update_mode=mode)
+            state.add_or_update_vpa(vpa, selector=selector)
+
+        for index in range(len(vpas)):
+            add(index)
+        half = len(pods) // 2
+        for index, (namespace, labels) in enumerate(pods[:half]):
+            _pod(state, f"p{index}", labels, namespace)
+        for index in sorted(deleted):
+            if index < len(vpas):
+                state.delete_vpa(namespace=vpas[index][0], name=f"v{index}")
+        for index in sorted(readded):  # back at the end of the model's order
+            if index < len(vpas):
+                add(index)
+        for index, (namespace, labels) in enumerate(pods[half:], start=half):
+            _pod(state, f"p{index}", labels, namespace)
+            _pod(state, f"q{index}", {**labels, "extra": "1"}, namespace)
+    assert _links(states[0]) == _links(states[1])

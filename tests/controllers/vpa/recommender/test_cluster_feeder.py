@@ -22,10 +22,14 @@ from kubescale.controllers.vpa.recommender.cluster_feeder import (
 from kubescale.controllers.vpa.recommender.recommender_config import RecommenderSettings
 from kubescale.controllers.vpa.recommender.recommender_metrics import RecommenderMetrics
 from kubescale.kube.client import ClientSettings, connect
+from kubescale.kube.resources import PODS
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.objects.pod import Pod
+from kubescale.objects.vpa import VerticalPodAutoscaler
 from kubescale.sim.apiserver.kubeconfig import build_kubeconfig, write_kubeconfig_file
 from kubescale.sim.scenario.scenario_components import component_settings
 from tests import builders
+from tests.builders.meta import stored_as
 from tests.controllers.vpa.recommender.test_recommender_loop import (
     NAMESPACE,
     Cluster,
@@ -62,14 +66,17 @@ def test_which_vpas_a_recommender_handles(
 ) -> None:
     assert (
         handles_vpa(
-            builders.vpas.vpa(
-                name="web",
-                namespace="shop",
-                target=builders.vpas.target_ref(api_version=None),
-                spec=None
-                if recommenders is None
-                else {"recommenders": [{"name": n} for n in recommenders]},
-                api_version=None,
+            stored_as(
+                builders.vpas.vpa(
+                    name="web",
+                    namespace="shop",
+                    target=builders.vpas.target_ref(api_version=None),
+                    spec=None
+                    if recommenders is None
+                    else {"recommenders": [{"name": n} for n in recommenders]},
+                    api_version=None,
+                ),
+                VerticalPodAutoscaler,
             ),
             recommender_name=name,
             vpa_object_namespace=selected,
@@ -96,7 +103,7 @@ def test_requests_come_from_the_status_before_the_spec_and_round_up() -> None:
         },
     }
     # MilliValue() and Value() round up; init containers are not tracked.
-    assert container_requests(pod) == {
+    assert container_requests(stored_as(pod, Pod)) == {
         "app": {"cpu": 300, "memory": 2},
         "sidecar": {"cpu": 1, "memory": 0},
         "bare": {"cpu": 0, "memory": 0},
@@ -195,3 +202,36 @@ def _recommender_settings(flags: Mapping[str, Any]) -> RecommenderSettings:
     assert spec is not None
     settings: RecommenderSettings = component_settings(spec, flags)
     return settings
+
+
+async def test_a_steady_iteration_feeds_no_pod(cluster: Cluster) -> None:
+    """Issue 29: ``LoadPods`` feeds the pods that changed since the last iteration, counted by
+    ``ClusterFeeder.pods_fed``; the model holds what the from-scratch path would."""
+    cluster.deployment("web")
+    for name in ("web-1", "web-2", "web-3"):
+        cluster.pod(name, labels={"app": "web"}, containers={"app": {"cpu": "500m"}})
+    cluster.vpa("web")
+    loop = await cluster.recommender()
+    await cluster.run(loop)
+    feeder = loop.feeder
+    assert feeder.pods_fed == 3  # start-up: every pod
+    await cluster.advance(60)
+    await cluster.run(loop)
+    assert feeder.pods_fed == 0  # nothing changed: no pod fed
+    await cluster.advance(60)
+    await cluster.run(loop)
+    assert feeder.pods_fed == 0
+    # web-2 gets another label (a new label set: its aggregate is another), web-3 goes
+    pod = cluster.api.store.get(PODS, "web-2", NAMESPACE)
+    pod["metadata"]["labels"]["track"] = "canary"
+    cluster.api.store.update(pod)
+    cluster.api.store.delete(PODS, "web-3", NAMESPACE, grace_period_seconds=0)
+    await cluster.advance(60)
+    await cluster.run(loop)
+    assert feeder.pods_fed == 1
+    assert feeder.state.pod_keys() == [(NAMESPACE, "web-1"), (NAMESPACE, "web-2")]
+    assert [key.labels for key in feeder.state.aggregate_keys()] == [
+        "app=web",
+        "app=web,track=canary",
+    ]
+    assert feeder.state.vpa_pod_count(namespace=NAMESPACE, name="web") == 2

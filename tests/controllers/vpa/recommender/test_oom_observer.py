@@ -22,8 +22,11 @@ from kubescale.controllers.vpa.recommender.oom_observer import (
     ooms_from_pod_update,
 )
 from kubescale.kube.resources import PODS
+from kubescale.objects.event import Event
+from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import label_selector_from_set
 from tests import builders
+from tests.builders.meta import stored_as
 from tests.controllers.vpa.recommender.test_recommender_loop import (
     NAMESPACE,
     START,
@@ -117,7 +120,7 @@ def oom(memory: int, *, at: datetime = FINISHED_AT, container: str = "app") -> O
     ],
 )
 def test_pod_transitions(old: dict[str, Any], new: dict[str, Any], expected: list[OomInfo]) -> None:
-    assert ooms_from_pod_update(old, new) == expected
+    assert ooms_from_pod_update(stored_as(old, Pod), stored_as(new, Pod)) == expected
 
 
 def event(
@@ -176,7 +179,7 @@ def event(
     ],
 )
 def test_eviction_events(annotations: dict[str, str] | None, expected: list[OomInfo]) -> None:
-    assert ooms_from_eviction_event(event(annotations)) == expected
+    assert ooms_from_eviction_event(stored_as(event(annotations), Event)) == expected
 
 
 def test_only_evicted_events_of_pods_count() -> None:
@@ -185,15 +188,16 @@ def test_only_evicted_events_of_pods_count() -> None:
         "offending_containers_usage": "1Gi",
         "starved_resource": "memory",
     }
-    assert ooms_from_eviction_event(event(annotations, kind="Node")) == []
-    assert ooms_from_eviction_event(event(annotations, reason="Preempted")) == []
+    assert ooms_from_eviction_event(stored_as(event(annotations, kind="Node"), Event)) == []
+    assert ooms_from_eviction_event(stored_as(event(annotations, reason="Preempted"), Event)) == []
 
 
 def test_the_buffer_keeps_order_and_drops_when_full() -> None:
     observer = OomObserver(capacity=2)
     for restarts in range(3):
         observer.on_pod_update(
-            observed_pod(OOM, restarts=restarts), observed_pod(OOM, restarts=restarts + 1)
+            stored_as(observed_pod(OOM, restarts=restarts), Pod),
+            stored_as(observed_pod(OOM, restarts=restarts + 1), Pod),
         )
     assert len(observer) == 2
     assert observer.dropped == 1
