@@ -85,7 +85,8 @@ async def _settle(api: ApiServer, cache: SharedCache) -> None:
     raise RuntimeError("the informers did not catch up")
 
 
-async def measure(args: argparse.Namespace) -> dict[str, Any]:
+async def measure(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    """The report, and the profile's text (empty without ``--profile``)."""
     shape = Shape(args.pods)
     api = ApiServer(history_window=max(10_000, args.pods))
     api.store.load(_objects(shape))
@@ -158,11 +159,10 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                 loop.close()
                 await client.close()
     report["load_average_end"] = os.getloadavg()[0]
+    text = io.StringIO()
     if profiler is not None:
-        text = io.StringIO()
         pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(40)
-        Path(args.profile).write_text(text.getvalue())
-    return report
+    return report, text.getvalue()
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -178,7 +178,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    report = asyncio.run(measure(args))
+    report, profile = asyncio.run(measure(args))
+    if args.profile:
+        Path(args.profile).write_text(profile)
     text = json.dumps(report, indent=2)
     if args.out:
         Path(args.out).write_text(text + "\n")
