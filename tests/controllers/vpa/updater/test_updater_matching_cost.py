@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from kubescale.controllers.vpa.api.vpa_matching import choose_vpa
+from kubescale.controllers.vpa.updater import pod_matching
 from kubescale.controllers.vpa.updater.updater_config import UpdaterSettings
 from kubescale.kube.resources import PODS, VERTICAL_POD_AUTOSCALERS
-from kubescale.controllers.vpa.updater import pod_matching
 from tests.controllers.vpa.recommender.test_recommender_loop import NAMESPACE, Cluster, cluster
 
 from .test_updater_loop import (
