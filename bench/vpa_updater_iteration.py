@@ -13,7 +13,8 @@ changed (a label update, as the scale bench's churn) before each but the first.
 
 Measured: ``time.process_time()`` (CPU seconds of this process, the API server's share of the
 churn's watch events and the informers' included) of each step, and how many pods the iteration
-matched anew (``UpdaterLoop.matcher.matched``, where the loop has one). ``--profile FILE``
+matched anew (``UpdaterLoop.matcher.matched``) and priced anew
+(``UpdaterMemory.priorities.priced``), where the loop keeps them. ``--profile FILE``
 writes a cProfile of the steady iterations (``pstats`` text, top 40 by cumulative time).
 
     .venv/bin/python bench/vpa_updater_iteration.py --pods 50000 --iterations 4 --churn 500
@@ -147,6 +148,9 @@ async def measure(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
                             "snapshot_cpu_seconds": round(snapshot_seconds, 3),
                             "decide_cpu_seconds": round(decide_seconds, 3),
                             "matched_anew": getattr(matcher, "matched", None),
+                            "priced_anew": getattr(
+                                getattr(loop.memory, "priorities", None), "priced", None
+                            ),
                             "vpas": len(snapshot.vpas),
                             "pods": sum(len(entry.pods) for entry in snapshot.vpas),
                             "intents": len(plan),
