@@ -10,6 +10,7 @@ VPA), and the outcome is the same.
 
 from __future__ import annotations
 
+import copy
 from datetime import timedelta
 from typing import Any
 
@@ -76,21 +77,27 @@ async def test_a_steady_iteration_matches_no_pod_anew(
     updater = await start_updater(cluster, updaters, settings)
     matcher = updater.loop.matcher
     await run(cluster, updater)
-    # the first iteration: 4 pods matched, 1 walk (ReplicaSet web-7d9f → Deployment web)
-    assert (matcher.matched, matcher.walked) == (4, 1)
+    priorities = updater.loop.memory.priorities
+    # the first iteration: 4 pods matched, 1 walk (ReplicaSet web-7d9f → Deployment web), 4
+    # pods priced (each below the lower bound 400m: outside its range)
+    assert (matcher.matched, matcher.walked, priorities.priced) == (4, 1, 4)
     await run(cluster, updater)
-    assert (matcher.matched, matcher.walked) == (0, 0)  # nothing changed: nothing re-matched
+    # nothing changed: nothing re-matched, nothing priced again
+    assert (matcher.matched, matcher.walked, priorities.priced) == (0, 0, 0)
     pod = cluster.api.store.get(PODS, "web-1", NAMESPACE)
     cluster.api.store.update(
         {**pod, "metadata": {**pod["metadata"], "labels": {"app": "web", "churn": "1"}}}
     )
     await run(cluster, updater)
-    assert (matcher.matched, matcher.walked) == (1, 0)  # the one pod written
+    assert (matcher.matched, matcher.walked, priorities.priced) == (1, 0, 1)  # the pod written
     status = cluster.api.store.get(VERTICAL_POD_AUTOSCALERS, "web", NAMESPACE)
-    cluster.api.store.update_status({**status, "status": {"recommendation": RECOMMENDATION}})
+    rewritten: dict[str, Any] = copy.deepcopy(RECOMMENDATION)
+    rewritten["containerRecommendations"][0]["target"]["cpu"] = "600m"
+    cluster.api.store.update_status({**status, "status": {"recommendation": rewritten}})
     await run(cluster, updater)
-    # the recommender's rewrite of the VPA's status changes nothing the matching reads
-    assert (matcher.matched, matcher.walked) == (0, 0)
+    # the recommender's rewrite of the VPA's status changes nothing the matching reads; the
+    # pods are priced against the new recommendation
+    assert (matcher.matched, matcher.walked, priorities.priced) == (0, 0, 4)
     cluster.api.store.delete(PODS, "web-2", NAMESPACE, grace_period_seconds=0)
     await run(cluster, updater)
     # the deleted pod's entry released: one per live pod
