@@ -153,7 +153,10 @@ class _PodEntry:
     resource_version: str
     pod_id: str
     updatable: bool
-    terminating_owner: ControllerKey | None
+    owner: ControllerKey | None
+    """:func:`controller_of` the pod."""
+    terminating: bool
+    """Not updatable and being deleted: counted in its owner's terminating pods."""
     start: ControllerRef | None
     """The pod's direct controller reference (``None``: no controller, no VPA)."""
     walk: _Walk | None = None
@@ -279,7 +282,8 @@ class PodMatcher:
                         resource_version=entry.resource_version,
                         pod_id=entry.pod_id,
                         updatable=True,
-                        terminating_owner=None,
+                        owner=entry.owner,
+                        terminating=False,
                         start=entry.start,
                         walk=walk,
                         candidates=mine,
@@ -288,8 +292,8 @@ class PodMatcher:
                     self.matched += 1
                 if entry.vpa is not None:
                     groups.setdefault(entry.vpa, []).append((entry.pod_id, pod))
-            elif entry.terminating_owner is not None:
-                terminating[entry.terminating_owner] += 1
+            elif entry.terminating and entry.owner is not None:
+                terminating[entry.owner] += 1
             entries[entry.uid] = entry
             objects[id(pod)] = entry
         self.released = sum(1 for uid in previous if uid not in entries)
@@ -298,6 +302,14 @@ class PodMatcher:
             key: [pod for _, pod in sorted(members, key=_first)] for key, members in groups.items()
         }
         return matched, terminating
+
+    def controller_key(self, pod: Pod) -> ControllerKey | None:
+        """:func:`controller_of` ``pod``, from its entry when the last :meth:`match` listed
+        this very object."""
+        entry = self._by_object.get(id(pod))
+        if entry is not None and entry.source is pod:
+            return entry.owner
+        return controller_of(pod)
 
     def _refresh_candidates(
         self,
@@ -316,16 +328,14 @@ class PodMatcher:
 
     def _facts(self, pod: Pod) -> _PodEntry:
         updatable = pod_is_updatable(pod, unschedulable_too=self.unschedulable_too)
-        owner = None
-        if not updatable and is_terminating(pod):
-            owner = controller_of(pod)
         return _PodEntry(
             source=pod,
             uid=_uid(pod),
             resource_version=Meta(pod).resource_version,
             pod_id=pod_id(pod),
             updatable=updatable,
-            terminating_owner=owner,
+            owner=controller_of(pod),
+            terminating=not updatable and is_terminating(pod),
             start=controller_owner_ref(pod) if updatable else None,
         )
 
@@ -375,7 +385,8 @@ def _rebase(entry: _PodEntry, pod: Pod) -> _PodEntry:
         resource_version=entry.resource_version,
         pod_id=entry.pod_id,
         updatable=entry.updatable,
-        terminating_owner=entry.terminating_owner,
+        owner=entry.owner,
+        terminating=entry.terminating,
         start=entry.start,
         walk=entry.walk,
         candidates=entry.candidates,

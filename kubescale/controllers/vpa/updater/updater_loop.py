@@ -64,7 +64,6 @@ from kubescale.controllers.vpa.api.vpa_targets import VpaTargets, target_ref
 from kubescale.controllers.vpa.recommender.recommender_metrics import ExecutionTimer
 from kubescale.controllers.vpa.updater.eviction_restriction import (
     ControllerKey,
-    controller_of,
     pod_id,
 )
 from kubescale.controllers.vpa.updater.pod_matching import PodMatcher
@@ -350,7 +349,7 @@ class UpdaterLoop:
     def _controllers(self, pods: Sequence[Pod]) -> dict[ControllerKey, dict[str, Any]]:
         found: dict[ControllerKey, dict[str, Any]] = {}
         for pod in pods:
-            key = controller_of(pod)
+            key = self.matcher.controller_key(pod)  # controller_of, kept per pod
             if key is None or key in found:
                 continue
             ref = meta(pod).controller

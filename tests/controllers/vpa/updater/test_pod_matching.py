@@ -25,7 +25,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubescale.controllers.vpa.updater.eviction_restriction import pod_id
+from kubescale.controllers.vpa.updater.eviction_restriction import controller_of, pod_id
 from kubescale.controllers.vpa.updater.pod_matching import (
     Matches,
     PodMatcher,
@@ -330,6 +330,8 @@ def test_incremental_matching_answers_as_from_scratch(steps: list[tuple[Any, ...
         apply(world, step)
         same(incremental(world, matcher), scratch(world))
         assert len(matcher) <= len(world.pods)  # entries of deleted pods released
+        for pod in world.listed():
+            assert matcher.controller_key(pod) == controller_of(pod)
 
 
 def test_matching_counts_what_changed() -> None:
