@@ -11,8 +11,9 @@ ones that changed.
 :class:`PodMatcher` gives the same answer from facts kept across iterations, revisited only when
 what they were derived from changed:
 
-* per pod (by uid): whether it is updatable (:func:`pod_is_updatable`), its controller when it
-  is being deleted, its direct controller reference, and the VPA it was matched to. The entry
+* per pod (by uid): whether it is updatable (:func:`pod_is_updatable`) or being deleted, its
+  controller (:func:`controller_of`, which the snapshot reads too: :meth:`PodMatcher.
+  controller_key`), its direct controller reference, and the VPA it was matched to. The entry
   holds while the informer's object is the same (the same object, or the same uid and
   resourceVersion: the informer replaces an object when it changes, never edits it), its walk
   still holds and its controller's candidates are the same;

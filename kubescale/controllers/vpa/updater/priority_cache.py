@@ -153,7 +153,8 @@ class PriorityCache:
         return accepted
 
     def release(self) -> None:
-        """The iteration ended: drop the entries of pods it did not price."""
+        """The iteration ended: drop the entries of pods it did not price (a decision left
+        unfinished releases nothing; the next finished one does)."""
         before = len(self._entries)
         self._entries = {uid: e for uid, e in self._entries.items() if uid in self._seen}
         self.released = before - len(self._entries)
