@@ -38,7 +38,8 @@ from kubescale.controllers.vpa.updater.eviction_restriction import (
     InPlaceDecision,
     pod_id,
 )
-from kubescale.controllers.vpa.updater.update_priority import prioritized_pods, vpa_is_updated
+from kubescale.controllers.vpa.updater.priority_cache import PriorityCache
+from kubescale.controllers.vpa.updater.update_priority import vpa_is_updated
 from kubescale.controllers.vpa.updater.updater_actions import ACTOR, PodActions
 from kubescale.controllers.vpa.updater.updater_config import UpdaterSettings
 from kubescale.controllers.vpa.updater.updater_metrics import UpdaterMetrics, size_log2
@@ -138,6 +139,8 @@ class UpdaterMemory:
     resized: list[str] = field(default_factory=list)
     """Pods resized in place by the last iteration, in order."""
     reports: list[TimelineReport] = field(default_factory=list)
+    priorities: PriorityCache = field(default_factory=PriorityCache)
+    """Each pod's update priority, kept while its inputs hold (:mod:`.priority_cache`)."""
 
     @classmethod
     def for_settings(cls, settings: UpdaterSettings) -> UpdaterMemory:
@@ -161,6 +164,7 @@ def decide(
 ) -> Decision[None]:
     """Step 4 of ``RunOnce`` for every VPA of ``snapshot`` (module docstring)."""
     actions = PodActions(metrics=metrics)
+    memory.priorities.start()
     for entry in snapshot.vpas:
         size = size_log2(len(entry.pods))
         metrics.controlled_pods.labels(size).set(len(entry.pods))
@@ -174,6 +178,7 @@ def decide(
                 metrics=metrics,
                 actions=actions,
             )
+    memory.priorities.release()  # the pods not priced in this iteration
 
 
 def _hpa_scaled(
@@ -284,7 +289,8 @@ def _update_vpa(
         and has_recommendation(vpa)
     ):
         return
-    candidates = prioritized_pods(
+    # prioritized_pods, from the answers that still hold (PriorityCache)
+    candidates = memory.priorities.prioritized(
         vpa=vpa,
         pods=pods,
         now=now,

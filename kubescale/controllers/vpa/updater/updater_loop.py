@@ -13,7 +13,10 @@ Each iteration (reference §3.2), the steps timed into
    recommendation; their target selectors (:class:`VpaTargets`).
 3. Pods: :func:`pod_is_updatable`, matched to their controlling VPA as admission matches them
    (top-most controller == ``targetRef``, selector,
-   :func:`kubescale.controllers.vpa.api.vpa_matching.choose_vpa`).
+   :func:`kubescale.controllers.vpa.api.vpa_matching.choose_vpa`). Upstream asks that anew of
+   every pod each loop; :class:`~.pod_matching.PodMatcher` gives the same answer from facts
+   kept per pod (uid + resourceVersion), per controller walk and per target's candidates, so
+   a steady iteration matches only the pods whose inputs changed (issue 29).
 4. Per VPA (:func:`~.updater_decision.decide`, on the snapshot read in steps 1-3 -- the pods'
    controllers, LimitRanges, HPAs and in-flight disruptions too -- driven by the
    :class:`~kubescale.plans.executor.PlanExecutor`, or printed by ``--dry-run``):
@@ -57,22 +60,13 @@ from typing import Any, Final
 
 from kubescale.base.logs import component_logger
 from kubescale.base.times import parse_time
-from kubescale.controllers.vpa.api.controller_refs import ControllerRef, topmost_controller
-from kubescale.controllers.vpa.api.vpa_matching import (
-    choose_vpa,
-    target_ref_of,
-)
 from kubescale.controllers.vpa.api.vpa_targets import VpaTargets, target_ref
 from kubescale.controllers.vpa.recommender.recommender_metrics import ExecutionTimer
 from kubescale.controllers.vpa.updater.eviction_restriction import (
     ControllerKey,
-    controller_of,
     pod_id,
 )
-from kubescale.controllers.vpa.updater.update_priority import (
-    is_terminating,
-    pod_is_updatable,
-)
+from kubescale.controllers.vpa.updater.pod_matching import PodMatcher
 from kubescale.controllers.vpa.updater.updater_actions import ACTOR
 from kubescale.controllers.vpa.updater.updater_config import UpdaterSettings
 from kubescale.controllers.vpa.updater.updater_decision import (
@@ -175,6 +169,8 @@ class UpdaterLoop:
         )
         self.targets = VpaTargets(controllers=cache.controllers)
         self.memory = UpdaterMemory.for_settings(settings)
+        self.matcher = PodMatcher(unschedulable_too=self.replaces_pending)
+        """Pods matched to VPAs, kept across iterations (:mod:`.pod_matching`)."""
         self.iterations = 0
         self.skipped_stale_status = 0
         self._reports: list[TimelineReport] = []
@@ -339,49 +335,21 @@ class UpdaterLoop:
         vpas: Sequence[VerticalPodAutoscaler],
         selectors: Mapping[tuple[str, str, str], LabelSelector],
     ) -> tuple[dict[tuple[str, str], list[Pod]], Counter[ControllerKey]]:
-        """Each VPA's updatable pods; and per controller, its pods being deleted."""
-
-        def selector_of(ref: ControllerRef) -> LabelSelector | None:
-            return selectors.get((ref.namespace, ref.kind, ref.name))
-
-        matched: dict[tuple[str, str], list[Pod]] = {}
-        terminating: Counter[ControllerKey] = Counter()
-        if not vpas:
-            return matched, terminating
-        # Upstream's VPA lister is indexed by target (TargetRefIndexFunc: namespace, kind and
-        # name of spec.targetRef), and a pod's candidates are the VPAs indexed under its
-        # controller; choose_vpa skips any other VPA. Passing every VPA for every pod made the
-        # matching pods x VPAs (30 million targetRef reads at 30,000 pods and 1,000 VPAs).
-        by_target: dict[tuple[str, str, str], list[VerticalPodAutoscaler]] = {}
-        for candidate in vpas:
-            ref = target_ref_of(candidate)
-            if ref is not None:
-                by_target.setdefault((ref.namespace, ref.kind, ref.name), []).append(candidate)
-        for pod in sorted(self.pods.lister.list(), key=pod_id):
-            if not pod_is_updatable(pod, unschedulable_too=self.replaces_pending):
-                owner = controller_of(pod)
-                if owner is not None and is_terminating(pod):
-                    terminating[owner] += 1
-                continue
-            controller = topmost_controller(
-                pod, lookup=self.targets.owner, scalable_kinds=self.targets.is_scalable
-            )
-            candidates = (
-                by_target.get((controller.namespace, controller.kind, controller.name), [])
-                if controller is not None
-                else []
-            )
-            vpa = choose_vpa(
-                pod, controller=controller, candidate_vpas=candidates, selector_of=selector_of
-            )
-            if vpa is not None:
-                matched.setdefault(vpa_key(vpa), []).append(pod)
-        return matched, terminating
+        """Each VPA's updatable pods; and per controller, its pods being deleted
+        (:class:`~.pod_matching.PodMatcher`: only what changed since the last iteration is
+        matched anew)."""
+        return self.matcher.match(
+            self.pods.lister.list(),
+            vpas,
+            selectors,
+            lookup=self.targets.owner,
+            scalable_kinds=self.targets.is_scalable,
+        )
 
     def _controllers(self, pods: Sequence[Pod]) -> dict[ControllerKey, dict[str, Any]]:
         found: dict[ControllerKey, dict[str, Any]] = {}
         for pod in pods:
-            key = controller_of(pod)
+            key = self.matcher.controller_key(pod)  # controller_of, kept per pod
             if key is None or key in found:
                 continue
             ref = meta(pod).controller

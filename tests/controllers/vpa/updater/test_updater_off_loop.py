@@ -22,7 +22,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry
 
 from kubescale.controllers.vpa.api.vpa_matching import choose_vpa
-from kubescale.controllers.vpa.updater import updater_loop
+from kubescale.controllers.vpa.updater import pod_matching, updater_loop
 from kubescale.controllers.vpa.updater.updater_decision import decide
 from kubescale.objects.pod import Pod
 from kubescale.objects.vpa import VerticalPodAutoscaler
@@ -151,7 +151,7 @@ async def test_a_pod_meets_only_the_vpas_indexed_under_its_controller(
         candidates.append(sorted(v["metadata"]["name"] for v in kwargs["candidate_vpas"]))
         return original(pod, **kwargs)
 
-    monkeypatch.setattr(updater_loop, "choose_vpa", counted)
+    monkeypatch.setattr(pod_matching, "choose_vpa", counted)
     try:
         await run(cluster, updater)
         # 4 pods, each offered the one VPA targeting its top-most controller (Deployment web);
