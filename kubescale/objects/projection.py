@@ -52,9 +52,11 @@ __all__ = [
     "PROJECTIONS",
     "UNREAD_ANNOTATIONS",
     "Projection",
+    "covers",
     "project",
     "projection_for",
     "projection_of",
+    "widest",
 ]
 
 UNREAD_ANNOTATIONS: frozenset[str] = frozenset(
@@ -302,6 +304,52 @@ PROJECTIONS: Mapping[tuple[str, str], Projection] = {
     ("policy", "PodDisruptionBudget"): projection_of(PodDisruptionBudget),
 }
 """The kinds whose caches hold projected objects, by ``(group, kind)`` (module docstring)."""
+
+
+def widest(first: Projection, second: Projection) -> Projection:
+    """A projection keeping everything either keeps (two readers' declared reads of one kind)."""
+    if first is second:
+        return first
+    if first.fields is not None and second.fields is not None:
+        fields = dict(first.fields)
+        for name, sub in second.fields.items():
+            fields[name] = widest(fields[name], sub) if name in fields else sub
+        return Projection(fields=fields, name=first.name or second.name)
+    if first.items is not None and second.items is not None:
+        return Projection(items=widest(first.items, second.items))
+    if first.values is not None and second.values is not None:
+        return Projection(
+            values=widest(first.values, second.values),
+            name=first.name,
+            annotations=first.annotations and second.annotations,
+        )
+    return KEEP  # kept as sent by one of them, or declared differently: keep it whole
+
+
+def covers(have: Projection | None, want: Projection | None) -> bool:
+    """Whether a cache projected by ``have`` keeps everything ``want`` keeps (``None``: whole
+    objects)."""
+    if have is None or _keeps_all(have):
+        return True
+    if want is None or _keeps_all(want):
+        return False
+    if want.fields is not None:
+        return have.fields is not None and all(
+            name in have.fields and covers(have.fields[name], sub)
+            for name, sub in want.fields.items()
+        )
+    if want.items is not None:
+        return have.items is not None and covers(have.items, want.items)
+    assert want.values is not None
+    return (
+        have.values is not None
+        and covers(have.values, want.values)
+        and (want.annotations or not have.annotations)
+    )
+
+
+def _keeps_all(projection: Projection) -> bool:
+    return projection.fields is None and projection.items is None and projection.values is None
 
 
 def projection_for(group: str, kind: str) -> Projection | None:
