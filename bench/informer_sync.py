@@ -62,6 +62,24 @@ def _resource(plural: str) -> ResourceType:
     raise SystemExit(f"--kinds: unknown resource {plural!r}")
 
 
+def deep_size(value: object, seen: set[int]) -> int:
+    """Bytes held by ``value`` and everything it references, each object counted once in
+    ``seen`` (shared, interned strings count for the first cache that holds them)."""
+    total, stack = 0, [value]
+    while stack:
+        each = stack.pop()
+        if id(each) in seen:
+            continue
+        seen.add(id(each))
+        total += sys.getsizeof(each)
+        if isinstance(each, dict):
+            stack.extend(each.keys())
+            stack.extend(each.values())
+        elif isinstance(each, list | tuple):
+            stack.extend(each)
+    return total
+
+
 async def sync_once(kubeconfig: Path, kinds: list[str], page_size: int | None) -> dict[str, Any]:
     client = await connect(kubeconfig=kubeconfig)
     try:
@@ -77,6 +95,10 @@ async def sync_once(kubeconfig: Path, kinds: list[str], page_size: int | None) -
         cpu, wall = time.process_time() - cpu, time.monotonic() - wall
         status = cluster.proc_status(os.getpid())
         objects = {i.name: len(i.cache) for i in informers.informers}
+        seen: set[int] = set()
+        sizes = {
+            i.name: round(deep_size(i.cache.values(), seen) / 2**20, 2) for i in informers.informers
+        }
         await informers.stop()
     finally:
         await client.close()
@@ -86,6 +108,7 @@ async def sync_once(kubeconfig: Path, kinds: list[str], page_size: int | None) -
         "rss_mib": status.get("VmRSS"),
         "peak_rss_mib": status.get("VmHWM"),
         "objects": objects,
+        "cache_mib": sizes,
     }
 
 

@@ -48,7 +48,7 @@ async def _cached(informers: InformerSet) -> dict[str, Any]:
     informers.start()
     try:
         await informer.wait_synced()
-        cached = informer.lister.get("web", "default")
+        cached: dict[str, Any] | None = informer.lister.get("web", "default")
     finally:
         await informers.stop()
     assert cached is not None
