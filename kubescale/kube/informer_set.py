@@ -92,8 +92,9 @@ class InformerSet:
         own). An informer caches the widest projection its requesters read
         (:func:`~kubescale.objects.projection.widest`); one requester that did not say what it
         reads gets the kind's own projection (or whole objects) for everyone. Decided when the
-        informers start: a request after that which needs more fields than an informer caches
-        raises ``RuntimeError`` (a programming error: the cache would miss fields)."""
+        informers start: a request after that, by a requester (:meth:`requested_by`), which
+        needs more fields than an informer caches raises ``RuntimeError`` (a programming error:
+        the cache would miss fields); a lookup outside ``requested_by`` declares nothing."""
         previous, self._reads_now = self._reads_now, {**self._reads_now, **reads}
         try:
             yield
@@ -139,6 +140,8 @@ class InformerSet:
                 self._note_reads(key, informer)
 
     def _note_reads(self, key: _Key, informer: Informer[Any]) -> None:
+        if self._started and self._requester is None:
+            return  # a lookup of a running informer (a loop's), not a component declaring
         resource = informer.resource
         narrow = self._reads_now.get((resource.group, resource.kind))
         per_requester = self._reads.setdefault(key, {})

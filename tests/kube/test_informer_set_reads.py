@@ -137,3 +137,15 @@ async def test_a_wider_request_after_start_is_refused(client: KubeClient) -> Non
             informers.informer(DEPLOYMENTS)
     finally:
         await informers.stop()
+
+
+async def test_a_lookup_after_start_declares_nothing(client: KubeClient) -> None:
+    informers = InformerSet(client=client, settings=FAST_INFORMER)
+    with informers.requested_by("webhook"), informers.reading(LOOKUP_READS):
+        narrow = informers.informer(DEPLOYMENTS)
+    informers.start()
+    try:
+        assert informers.informer(DEPLOYMENTS) is narrow  # a loop's lookup: no error
+        assert narrow.projection is LOOKUP_READS[DEPLOYMENT]
+    finally:
+        await informers.stop()
