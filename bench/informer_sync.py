@@ -5,8 +5,9 @@ on ``pods / 30`` nodes with their Deployments, ReplicaSets, VPAs, HPAs and PDBs)
 in-process API server in a child process, so the CPU measured here is the client's only. This
 process builds one :class:`~kubescale.kube.informer_set.InformerSet` (projected, as ``serve``
 builds it) with an informer per ``--kinds`` collection, starts it and waits until every informer
-has synced. No component runs: no event handler, no index but the namespace one — the cost of
-the access layer alone.
+has synced. No component runs: no event handler, only the built-in indexes — the cost of the
+access layer alone. ``--lookup-reads``: the controller kinds are requested as the webhook alone
+requests them (``InformerSet.reading(LOOKUP_READS)``: no pod template).
 
 Measured, per run: ``cpu_seconds`` (``time.process_time()`` of this process from start to
 synced), ``wall_seconds``, ``rss_mib`` (``VmRSS``) and ``peak_rss_mib`` (``VmHWM``) when synced;
@@ -39,6 +40,7 @@ if __package__ in (None, ""):
 import scale_cluster as cluster
 
 from kubescale.kube.client import connect
+from kubescale.kube.controller_lookups import LOOKUP_READS
 from kubescale.kube.informer import InformerSettings
 from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.resources import ALL, ResourceType
@@ -80,15 +82,18 @@ def deep_size(value: object, seen: set[int]) -> int:
     return total
 
 
-async def sync_once(kubeconfig: Path, kinds: list[str], page_size: int | None) -> dict[str, Any]:
+async def sync_once(
+    kubeconfig: Path, kinds: list[str], page_size: int | None, *, lookup_reads: bool = False
+) -> dict[str, Any]:
     client = await connect(kubeconfig=kubeconfig)
     try:
         settings = InformerSettings()
         if page_size is not None:
             settings = replace(settings, page_size=page_size)
         informers = InformerSet(client=client, settings=settings)
-        for plural in kinds:
-            informers.informer(_resource(plural))
+        with informers.reading(LOOKUP_READS if lookup_reads else {}):
+            for plural in kinds:
+                informers.informer(_resource(plural))
         cpu, wall = time.process_time(), time.monotonic()
         informers.start()
         await informers.wait_synced()
@@ -131,7 +136,9 @@ async def run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         summary = io.StringIO()
         if profiler is not None:
             profiler.enable()
-        result = await sync_once(work / "kubeconfig", args.kinds, args.page_size)
+        result = await sync_once(
+            work / "kubeconfig", args.kinds, args.page_size, lookup_reads=args.lookup_reads
+        )
         if profiler is not None:
             profiler.disable()
             stats = pstats.Stats(profiler, stream=summary)
@@ -156,6 +163,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kinds", nargs="+", default=list(DEFAULT_KINDS))
     parser.add_argument("--page-size", type=int, help="LIST page size (default: the informer's)")
     parser.add_argument("--profile", help="write a cProfile summary of the sync to this file")
+    parser.add_argument(
+        "--lookup-reads",
+        action="store_true",
+        help="cache the controller kinds as the controller lookups read them (the webhook alone)",
+    )
     parser.add_argument("--label", default="current")
     parser.add_argument("--work", default="/tmp/kubescale-informer-sync")
     args = parser.parse_args(argv)

@@ -17,9 +17,21 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-from kubescale.objects.meta import ObjectMeta
+from kubescale.objects.meta import ObjectMeta, OwnerReference
 
-__all__ = ["ControllerSelectorSpec", "WorkloadController"]
+__all__ = ["ControllerMeta", "ControllerSelectorSpec", "WorkloadController"]
+
+
+class ControllerMeta(TypedDict, total=False):
+    """A controller's identity and owners (its labels and annotations are not read: the
+    informer diffs by uid and resourceVersion, the lookups key by namespace and name)."""
+
+    name: str
+    namespace: str
+    uid: str
+    resourceVersion: str
+    deletionTimestamp: str
+    ownerReferences: list[OwnerReference]
 
 
 class _TemplateMetadata(TypedDict, total=False):
@@ -47,5 +59,5 @@ class WorkloadController(TypedDict, total=False):
 
     apiVersion: str
     kind: str
-    metadata: ObjectMeta
+    metadata: ControllerMeta
     spec: ControllerSelectorSpec
