@@ -102,7 +102,7 @@ async def sync_once(
         objects = {i.name: len(i.cache) for i in informers.informers}
         seen: set[int] = set()
         sizes = {
-            i.name: round(deep_size(i.cache.values(), seen) / 2**20, 2) for i in informers.informers
+            i.name: round(deep_size(i.cache.values(), seen) / 2**20, 4) for i in informers.informers
         }
         await informers.stop()
     finally:
