@@ -37,6 +37,7 @@ from kubescale.kube.resources import (
     ResourceType,
 )
 from kubescale.kube.scale_lookups import ScaleLookups
+from kubescale.objects.projection import Projection, projection_of
 from kubescale.objects.selectors import (
     LabelSelector,
     SelectorError,
@@ -44,8 +45,9 @@ from kubescale.objects.selectors import (
     label_selector_from_set,
 )
 from kubescale.objects.views import Meta, ObjectRef, meta, raw_spec, spec_of
+from kubescale.objects.workload_controller import WorkloadController
 
-__all__ = ["WELL_KNOWN_INFORMED", "ControllerLookups", "well_known_selector"]
+__all__ = ["LOOKUP_READS", "WELL_KNOWN_INFORMED", "ControllerLookups", "well_known_selector"]
 
 WELL_KNOWN_INFORMED: Final[Mapping[str, ResourceType]] = {
     rt.kind: rt
@@ -60,6 +62,13 @@ WELL_KNOWN_INFORMED: Final[Mapping[str, ResourceType]] = {
     )
 }
 """Controller kinds read from informers, by kind (upstream keys its informer map by kind)."""
+
+LOOKUP_READS: Final[Mapping[tuple[str, str], Projection]] = {
+    (rt.group, rt.kind): projection_of(WorkloadController) for rt in WELL_KNOWN_INFORMED.values()
+}
+"""What the lookups read of each well-known kind (metadata and selector,
+:mod:`kubescale.objects.workload_controller`): a component that reads these kinds only through
+the lookups requests them inside ``InformerSet.reading(LOOKUP_READS)``."""
 
 
 def well_known_selector(kind: str, obj: Mapping[str, Any]) -> LabelSelector | None:

@@ -30,9 +30,11 @@ from kubescale.kube.indexes import IndexFunc
 from kubescale.kube.informer import Informer, InformerSettings
 from kubescale.kube.listers import Lister
 from kubescale.kube.resources import ResourceType
-from kubescale.objects.projection import projection_for
+from kubescale.objects.projection import Projection, covers, projection_for, widest
 
 _Key = tuple[tuple[str, str], str | None, str | None, str | None]
+_Kind = tuple[str, str]
+"""``(group, kind)``, as :data:`kubescale.objects.projection.PROJECTIONS` keys kinds."""
 
 
 class InformerSet:
@@ -58,6 +60,10 @@ class InformerSet:
         self._requester: str | None = None
         self._optional_depth = 0
         self._optional: set[tuple[_Key, str]] = set()
+        self._reads_now: Mapping[_Kind, Projection] = {}
+        self._reads: dict[_Key, dict[str | None, Projection | None]] = {}
+        """Per collection, per requester: the fields it reads (``None``: the kind's own
+        projection, :meth:`reading`)."""
         self._started = False
 
     @contextlib.contextmanager
@@ -79,6 +85,22 @@ class InformerSet:
         finally:
             self._optional_depth -= 1
 
+    @contextlib.contextmanager
+    def reading(self, reads: Mapping[_Kind, Projection]) -> Iterator[None]:
+        """Collections of the kinds in ``reads`` requested (or claimed) inside the block are
+        read by the requester only through these projections (fewer fields than the kinds'
+        own). An informer caches the widest projection its requesters read
+        (:func:`~kubescale.objects.projection.widest`); one requester that did not say what it
+        reads gets the kind's own projection (or whole objects) for everyone. Decided when the
+        informers start: a request after that, by a requester (:meth:`requested_by`), which
+        needs more fields than an informer caches raises ``RuntimeError`` (a programming error:
+        the cache would miss fields); a lookup outside ``requested_by`` declares nothing."""
+        previous, self._reads_now = self._reads_now, {**self._reads_now, **reads}
+        try:
+            yield
+        finally:
+            self._reads_now = previous
+
     def informer(
         self,
         resource: ResourceType,
@@ -95,6 +117,7 @@ class InformerSet:
         key: _Key = (resource.key, ns, label_selector or None, field_selector or None)
         informer = self._lookup_or_create(key, resource, ns, label_selector, field_selector)
         self._attribute(key)
+        self._note_reads(key, informer)
         for name, func in (indexes or {}).items():
             known = self._indexers.get((key, name))
             if known is None:
@@ -114,6 +137,42 @@ class InformerSet:
             key = keys.get(id(informer))
             if key is not None:
                 self._attribute(key)
+                self._note_reads(key, informer)
+
+    def _note_reads(self, key: _Key, informer: Informer[Any]) -> None:
+        if self._started and self._requester is None:
+            return  # a lookup of a running informer (a loop's), not a component declaring
+        resource = informer.resource
+        narrow = self._reads_now.get((resource.group, resource.kind))
+        per_requester = self._reads.setdefault(key, {})
+        requester = self._requester
+        if requester not in per_requester:
+            per_requester[requester] = narrow
+        else:
+            known = per_requester[requester]
+            per_requester[requester] = (
+                None if known is None or narrow is None else widest(known, narrow)
+            )
+        if not self._started:
+            return
+        if not covers(informer.projection, self._projection(key, resource)):
+            raise RuntimeError(
+                f"{informer.name} is already cached with other fields than {requester or 'a'}"
+                " reader reads: request it before the informers start"
+            )
+
+    def _projection(self, key: _Key, resource: ResourceType) -> Projection | None:
+        """What the collection's informer caches (:meth:`reading`)."""
+        if not self.projected:
+            return None
+        reads = list(self._reads.get(key, {}).values())
+        narrow = [r for r in reads if r is not None]
+        if not reads or len(narrow) < len(reads):
+            return projection_for(resource.group, resource.kind)
+        merged = narrow[0]
+        for each in narrow[1:]:
+            merged = widest(merged, each)
+        return merged
 
     def _attribute(self, key: _Key) -> None:
         requester = self._requester
@@ -149,9 +208,11 @@ class InformerSet:
                 continue
             requesters.remove(requester)
             self._optional.discard((key, requester))
+            self._reads.get(key, {}).pop(requester, None)
             if not requesters:
                 removed.append(self._informers.pop(key).name)
                 del self._requesters[key]
+                self._reads.pop(key, None)
                 for index_key in [k for k in self._indexers if k[0] == key]:
                     del self._indexers[index_key]
         return removed
@@ -180,6 +241,10 @@ class InformerSet:
             )
             self._informers[key] = informer
             if self._started:
+                self._reads[key] = {
+                    self._requester: self._reads_now.get((resource.group, resource.kind))
+                }
+                informer.projection = self._projection(key, resource)
                 informer.start()
         return informer
 
@@ -199,7 +264,9 @@ class InformerSet:
 
     def start(self) -> None:
         self._started = True
-        for informer in self._informers.values():
+        for key, informer in self._informers.items():
+            if not informer.running:
+                informer.projection = self._projection(key, informer.resource)
             informer.start()
 
     async def stop(self) -> None:

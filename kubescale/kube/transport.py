@@ -40,7 +40,6 @@ by :func:`kubescale.kube.api_paths.api_path` (through a
 from __future__ import annotations
 
 import contextvars
-import json
 import math
 import random
 from collections.abc import Callable, Sequence
@@ -53,6 +52,7 @@ from kubernetes.aio.client.exceptions import ApiException
 from prometheus_client import CollectorRegistry, Histogram
 
 from kubescale.base.clock import Clock, RealClock
+from kubescale.base.json_decoding import decode_json
 from kubescale.base.logs import component_logger
 from kubescale.kube.api_paths import ApiPath
 from kubescale.kube.backoff import Backoff, BackoffPolicy, parse_retry_after
@@ -313,7 +313,7 @@ class Transport:
             )
             self._answered(status, payload)
             if 200 <= status < 300:
-                return json.loads(payload) if payload else {}
+                return decode_json(payload) if payload else {}
             err_ = KubeApiError.from_response(
                 code=status,
                 body=payload,

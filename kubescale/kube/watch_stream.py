@@ -21,11 +21,11 @@ without end, and the informer starts over from a list.
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import aiohttp
 
+from kubescale.base.json_decoding import decode_json
 from kubescale.kube.errors import KubeTransportError
 
 WATCH_EVENT_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"})
@@ -113,7 +113,7 @@ class WatchStream:
 
     def _decode(self, line: bytes) -> dict[str, Any]:
         try:
-            event = json.loads(line)
+            event = decode_json(line)
         except ValueError as err:
             raise WatchBroken(f"undecodable watch line: {line[:80]!r}") from err
         if (

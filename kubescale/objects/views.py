@@ -250,10 +250,14 @@ class Meta:
 
     @property
     def controller(self) -> OwnerRef | None:
-        """``metav1.GetControllerOf``: the first owner reference with ``controller: true``."""
-        for ref in self.owner_references:
-            if ref.controller:
-                return ref
+        """``metav1.GetControllerOf``: the first owner reference with ``controller: true``
+        (only that one is read: every informer indexes every object by it)."""
+        refs: object = self._raw.get("ownerReferences")
+        if not isinstance(refs, list):
+            return None
+        for ref in refs:
+            if isinstance(ref, Mapping) and ref.get("controller") is True:
+                return OwnerRef.of(ref)
         return None
 
     @property

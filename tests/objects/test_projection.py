@@ -9,6 +9,9 @@ scalar as sent, and interns repeated strings.
 from __future__ import annotations
 
 import copy
+import json
+import sys
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,6 +20,9 @@ from hypothesis import strategies as st
 
 from kubescale.objects.pod import Pod
 from kubescale.objects.projection import (
+    INTERN_MAX_LENGTH,
+    KEEP,
+    NOT_INTERNED,
     PROJECTIONS,
     UNREAD_ANNOTATIONS,
     Projection,
@@ -186,3 +192,132 @@ def test_a_pod_keeps_its_resource_claims() -> None:
     claims = [{"name": "gpu", "resourceClaimTemplateName": "gpu-template"}]
     body = builders.pods.pod(name="trainer-0", spec={"resourceClaims": claims})
     assert project(body, POD)["spec"]["resourceClaims"] == claims
+
+
+def _reference(value: Any, projection: Projection, key: str = "") -> Any:
+    """:func:`project` as its docstring defines it, interpreted value by value (the
+    implementation compiles the projection to closures; this is the definition it must keep)."""
+    if isinstance(value, str):
+        if key not in NOT_INTERNED and len(value) <= INTERN_MAX_LENGTH:
+            return sys.intern(value)
+        return value
+    if projection.fields is not None:
+        if not isinstance(value, dict):
+            return value
+        return {
+            n: _reference(v, projection.fields[n], n)
+            for n, v in value.items()
+            if n in projection.fields
+        }
+    if projection.items is not None:
+        if not isinstance(value, list):
+            return value
+        return [_reference(item, projection.items, key) for item in value]
+    if projection.values is not None:
+        if not isinstance(value, dict):
+            return value
+        drop = UNREAD_ANNOTATIONS if projection.annotations else frozenset()
+        return {n: _reference(v, projection.values, n) for n, v in value.items() if n not in drop}
+    if isinstance(value, list):
+        return [_reference(item, KEEP, key) for item in value]
+    if isinstance(value, dict):
+        return {k: _reference(v, KEEP, k) for k, v in value.items()}
+    return value
+
+
+_NAMES = ["a", "name", "uid", "spec", LAST_APPLIED, "message"]
+_projections = st.recursive(
+    st.just(KEEP),
+    lambda children: (
+        st.builds(
+            lambda fields: Projection(fields=fields),
+            st.dictionaries(st.sampled_from(_NAMES), children, max_size=4),
+        )
+        | st.builds(lambda items: Projection(items=items), children)
+        | st.builds(
+            lambda values, annotations: Projection(values=values, annotations=annotations),
+            children,
+            st.booleans(),
+        )
+    ),
+    max_leaves=8,
+)
+_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False)
+    | st.text(min_size=2, max_size=3)
+    | st.text(min_size=INTERN_MAX_LENGTH + 1, max_size=INTERN_MAX_LENGTH + 2),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.dictionaries(st.sampled_from(_NAMES), children, max_size=4)
+    ),
+    max_leaves=16,
+)
+
+
+def _walk(value: Any) -> Iterator[Any]:
+    yield value
+    if isinstance(value, dict):
+        for each in value.values():
+            yield from _walk(each)
+    elif isinstance(value, list):
+        for each in value:
+            yield from _walk(each)
+
+
+def _same_strings(got: Any, want: Any) -> bool:
+    """Equal, and each string interned exactly where the definition interns it (every string
+    of the test has an interned twin already, so ``sys.intern`` only looks it up here)."""
+    if isinstance(want, str):
+        return got == want and (got is sys.intern(got)) == (want is sys.intern(want))
+    if isinstance(want, dict):
+        return (
+            isinstance(got, dict)
+            and list(got) == list(want)
+            and all(_same_strings(got[k], v) for k, v in want.items())
+        )
+    if isinstance(want, list):
+        return (
+            isinstance(got, list)
+            and len(got) == len(want)
+            and all(_same_strings(g, w) for g, w in zip(got, want, strict=True))
+        )
+    return type(got) is type(want) and bool(got == want)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_projections, _values, st.sampled_from(["", "name", "uid"]))
+def test_the_compiled_projection_keeps_the_definition(
+    projection: Projection, value: Any, key: str
+) -> None:
+    """For any projection and any JSON value, :func:`project` returns what the definition does
+    (same keys in the same order, same scalars, strings interned at the same places) in new
+    containers where the definition builds new ones."""
+    for each in _walk(value):
+        if isinstance(each, str):
+            sys.intern(each)  # the twin: decoded strings below are other objects
+    fresh = json.loads(json.dumps(value))
+    got, want = project(fresh, projection, key=key), _reference(fresh, projection, key)
+    assert _same_strings(got, want)
+    decoded = {id(each) for each in _walk(fresh) if isinstance(each, dict | list)}
+
+    def kept(value: Any) -> set[int]:
+        return {id(each) for each in _walk(value) if id(each) in decoded}
+
+    assert kept(got) == kept(want)  # a value the projection does not apply to is kept as sent
+
+
+def test_a_projection_that_contains_itself_compiles_once() -> None:
+    """A TypedDict that names itself (recursively) projects to any depth."""
+    fields: dict[str, Projection] = {}
+    tree = Projection(fields=fields)
+    fields["child"] = tree
+    fields["name"] = KEEP
+    deep: dict[str, Any] = {"name": "leaf", "drop": 1}
+    for depth in range(50):
+        deep = {"name": f"n{depth}", "child": deep, "drop": depth}
+    projected = project(deep, tree)
+    assert projected == _reference(deep, tree)
+    assert "drop" not in projected

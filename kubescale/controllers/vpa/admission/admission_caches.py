@@ -54,6 +54,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Protocol
 
 from kubescale.kube.controller_lookups import (
+    LOOKUP_READS,
     WELL_KNOWN_INFORMED,
     ControllerLookups,
     well_known_selector,
@@ -174,7 +175,11 @@ class AdmissionCaches:
     ) -> None:
         self.cache = cache
         self._synced = False
-        self.controllers: ControllerLookups = cache.controllers
+        # Of the workload controllers, the admission path reads what the lookups read (the
+        # owner chain and the selector; upstream's admission controller no more): without
+        # another reader in the process, their caches hold no pod template (issue 29).
+        with cache.informers.reading(LOOKUP_READS):
+            self.controllers: ControllerLookups = cache.controllers
         self._selectors: dict[
             str, dict[tuple[str, str], tuple[Mapping[str, object], LabelSelector | None]]
         ]
@@ -217,10 +222,11 @@ class AdmissionCaches:
                     on_delete=self._hpa_changed,
                 )
             )
-        for kind, resource in WELL_KNOWN_INFORMED.items():
-            informers.informer(resource).add_handlers(
-                EventHandlers(on_delete=self._controller_deleted_handler(kind))
-            )
+        with informers.reading(LOOKUP_READS):
+            for kind, resource in WELL_KNOWN_INFORMED.items():
+                informers.informer(resource).add_handlers(
+                    EventHandlers(on_delete=self._controller_deleted_handler(kind))
+                )
         self._namespace_listeners: list[Callable[[str], None]] = []
         self._namespaces: Informer[Namespace] = informers.informer(NAMESPACES)
         self._namespaces.add_handlers(EventHandlers(on_delete=self._namespace_deleted))
