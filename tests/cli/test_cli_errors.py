@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 
 from kubescale.base.clock import VirtualClock
-from kubescale.cli.main import build_parser, main
+from kubescale.cli.main import build_parser
 from kubescale.cli.serve_config import serve_config_from_args
 from kubescale.kube.connection_report import ConnectionReport
 from kubescale.kube.errors import KubeApiError, KubeTransportError, failure_log_level
 from kubescale.kube.rate_limit import TokenBucket
+from tests.cli.in_process import run_main
 
 GUARD = 600.0
 """Seconds a child may take before the test fails: only a hung child gets there. No test here
@@ -67,31 +68,12 @@ async def _run(*args: str, home: Path, slots: asyncio.Semaphore) -> tuple[int, s
 def _run_here(
     *args: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, home: Path
 ) -> tuple[int, str, str]:
-    """``kubescale ARGS`` in this process, as ``python -m kubescale`` runs it
-    (``sys.exit(main())``): the exit code from ``main``'s return or argparse's exit, and what it
-    wrote. ``report`` routes logging to one stderr handler (``configure_logging``); the root
-    logger's handlers and levels are put back after, so no handler outlives the captured
-    stream."""
+    """``kubescale ARGS`` in this process (:func:`tests.cli.in_process.run_main`), with the
+    child's environment."""
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("KUBECONFIG", "")
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    own_level = logging.getLogger("kubescale").level
-    capsys.readouterr()  # only this command's output
-    try:
-        code = main(list(args))
-    except SystemExit as exit_:
-        code = exit_.code  # type: ignore[assignment]
-    finally:
-        for handler in list(root.handlers):
-            root.removeHandler(handler)
-        for handler in handlers:
-            root.addHandler(handler)
-        root.setLevel(level)
-        logging.getLogger("kubescale").setLevel(own_level)
-    out, err = capsys.readouterr()
-    assert isinstance(code, int)
-    return code, out, err
+    done = run_main(args, capsys)
+    return done.returncode, done.stdout, done.stderr
 
 
 def _check(name: str, code: int, wanted: str, result: tuple[int, str, str]) -> None:

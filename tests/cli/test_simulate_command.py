@@ -10,14 +10,14 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 import pytest
 
-from kubescale.cli.main import build_parser, main
+from kubescale.cli.main import build_parser
 from kubescale.cli.simulate_command import ProgressReporter, demo_scenario_path
+from tests.cli.in_process import Done, run_main
 
 ROOT = Path(__file__).resolve().parents[2]
 GUARD = 900.0
@@ -37,32 +37,14 @@ def _simulate(
     )  # fmt: skip
 
 
-@dataclass(frozen=True)
-class Done:
-    """What ``kubescale simulate`` did in this process: its exit code and output."""
-
-    returncode: int
-    stdout: str
-    stderr: str
-
-
 def _simulate_here(
     *argv: str, cwd: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> Done:
-    """``kubescale simulate ARGV`` in this process from ``cwd`` (``python -m kubescale`` is
-    ``sys.exit(main())``): its exit code, from ``main``'s return or argparse's exit, and what it
-    wrote. A child costs an interpreter start and the whole simulator's imports (about 2.5 s of
-    CPU each); the entry point itself keeps its subprocess tests (the demo end to end and the
-    byte-identical reports across interpreter hash seeds; issue 32.7)."""
+    """``kubescale simulate ARGV`` in this process from ``cwd``
+    (:func:`tests.cli.in_process.run_main`); the entry point itself keeps its subprocess tests
+    (the demo end to end and the byte-identical reports across interpreter hash seeds)."""
     monkeypatch.chdir(cwd)
-    capsys.readouterr()  # only this command's output
-    try:
-        code = main(["simulate", *argv])
-    except SystemExit as exit_:
-        code = exit_.code  # type: ignore[assignment]
-    out, err = capsys.readouterr()
-    assert isinstance(code, int)
-    return Done(code, out, err)
+    return run_main(["simulate", *argv], capsys)
 
 
 DEMO_HASH_SEED = "2"
