@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from kubescale.sim.apiserver.request_log import RequestRecord
+from kubescale.sim.scenario.runner import SimulationRun
 from kubescale.sim.scenario.scenario_format import Scenario
 
 T = TypeVar("T")
@@ -40,3 +43,21 @@ async def shared_run(driver: Callable[[Scenario], Awaitable[T]], scenario: Scena
         _RUNS[key] = await driver(scenario)
     result: T = copy.deepcopy(_RUNS[key])
     return result
+
+
+@dataclass(frozen=True)
+class RunToEnd:
+    """A run stepped from start to end with nothing between the steps: its report (what
+    ``run_scenario`` returns) and every request the API server answered (verb, resource, …)."""
+
+    report: dict[str, Any]
+    requests: frozenset[RequestRecord]
+
+
+async def run_to_end(scenario: Scenario) -> RunToEnd:
+    """The driver of tests that only read a whole run's report or requests: the RBAC audit
+    (every request the systems make), the autoscaler's consolidation example, the recommender's
+    reproducibility check. Read it through :func:`shared_run`."""
+    async with SimulationRun(scenario) as run:
+        report = await run.run()
+        return RunToEnd(report=report, requests=frozenset(run.api.requests.counts()))
