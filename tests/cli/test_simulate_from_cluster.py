@@ -27,6 +27,7 @@ import yaml
 
 from kubescale.sim.apiserver.server import ApiServer
 from tests.builders.workloads import deployment, pod_template
+from tests.cli.in_process import run_main
 from tests.prometheus.prometheus_fixtures import (
     RealPrometheus,
     Series,
@@ -147,6 +148,18 @@ async def run_cli(*args: str) -> tuple[int, str, str]:
     return process.returncode, out.decode(), err.decode()
 
 
+async def run_here(
+    *args: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> tuple[int, str, str]:
+    """``kubescale simulate ARGS`` in this process (:func:`tests.cli.in_process.run_main`), on
+    a thread of its own (``main`` runs its own event loop; the test's serves the API server),
+    with the child's environment. The what-if test above keeps the real child (issue 32.7)."""
+    monkeypatch.setenv("HOME", "/nonexistent")
+    monkeypatch.setenv("KUBECONFIG", "")
+    done = await asyncio.to_thread(run_main, ["simulate", *args], capsys)
+    return done.returncode, done.stdout, done.stderr
+
+
 def _args(kubeconfig: Path, prometheus: str, out: Path) -> tuple[str, ...]:
     return ("--from-cluster", "--kubeconfig", str(kubeconfig), "--prometheus-address", prometheus,
             "--history-length", "2h", "--history-step", "5m", "--write-scenario", str(out),
@@ -200,12 +213,17 @@ async def test_from_cluster_writes_the_scenario_reads_only_and_runs_the_what_if(
 
 
 async def test_an_hpa_without_kube_state_metrics_is_one_line_and_nothing_is_written(
-    cluster: tuple[ApiServer, Path], tmp_path: Path
+    cluster: tuple[ApiServer, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     _, kubeconfig = cluster
     out = tmp_path / "captured"
     async with await prometheus_with(tmp_path, history(int(time.time()), replicas=False)) as prom:
-        code, stdout, stderr = await run_cli(*_args(kubeconfig, prom.address, out))
+        code, stdout, stderr = await run_here(
+            *_args(kubeconfig, prom.address, out), capsys=capsys, monkeypatch=monkeypatch
+        )
     assert (code, stdout) == (1, "")
     assert stderr == (
         "kubescale simulate: error: shop/Deployment/web has an HorizontalPodAutoscaler: its "
@@ -216,12 +234,17 @@ async def test_an_hpa_without_kube_state_metrics_is_one_line_and_nothing_is_writ
 
 
 async def test_a_prometheus_without_container_metrics_is_one_line(
-    cluster: tuple[ApiServer, Path], tmp_path: Path
+    cluster: tuple[ApiServer, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     _, kubeconfig = cluster
     series: list[Series] = [("up", {"job": "x"}, [(int(time.time()) - 60, 1.0)])]
     async with await prometheus_with(tmp_path, series) as prom:
-        code, _, stderr = await run_cli(*_args(kubeconfig, prom.address, tmp_path / "o"))
+        code, _, stderr = await run_here(
+            *_args(kubeconfig, prom.address, tmp_path / "o"), capsys=capsys, monkeypatch=monkeypatch
+        )
     assert code == 1
     assert stderr == (
         f"kubescale simulate: error: Prometheus at {prom.address} has no "
@@ -231,10 +254,17 @@ async def test_a_prometheus_without_container_metrics_is_one_line(
 
 
 async def test_an_unreachable_prometheus_is_one_line(
-    cluster: tuple[ApiServer, Path], tmp_path: Path
+    cluster: tuple[ApiServer, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     _, kubeconfig = cluster
-    code, _, stderr = await run_cli(*_args(kubeconfig, "http://127.0.0.1:1", tmp_path / "o"))
+    code, _, stderr = await run_here(
+        *_args(kubeconfig, "http://127.0.0.1:1", tmp_path / "o"),
+        capsys=capsys,
+        monkeypatch=monkeypatch,
+    )
     assert code == 1
     (line,) = stderr.splitlines()
     assert line.startswith(
@@ -257,9 +287,12 @@ async def test_an_unreachable_prometheus_is_one_line(
     ],
 )  # fmt: skip
 async def test_bad_flags_are_one_line_before_anything_is_read(
-    extra: tuple[str, ...], message: str
+    extra: tuple[str, ...],
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     args = ("--from-cluster", "--kubeconfig", "/nonexistent/kubeconfig",
             "--prometheus-address", "http://127.0.0.1:1", *extra)  # fmt: skip
-    code, _, stderr = await run_cli(*args)
+    code, _, stderr = await run_here(*args, capsys=capsys, monkeypatch=monkeypatch)
     assert (code, stderr) == (1, f"kubescale simulate: error: {message}\n")

@@ -41,10 +41,10 @@ from kubescale.runtime.tls_secret import Action, generate
 from kubescale.sim.apiserver.request_log import RequestRecord
 from kubescale.sim.apiserver.served_kinds import SERVED
 from kubescale.sim.apiserver.server import ApiServer
-from kubescale.sim.scenario.runner import SimulationRun
 from kubescale.sim.scenario.scenario_validation import load_scenario
 from kubescale.webhook.registration import webhook_configuration
 from kubescale.webhook.webhook_config import WebhookSettings
+from tests.sim.scenario.shared_runs import run_to_end, shared_run
 
 from .manifest_files import MANIFESTS, find, install_namespace, load_documents, render
 from .rbac_rules import Request, ServiceAccountRef, allowed, rule_allows
@@ -249,10 +249,10 @@ async def _scenario_records(tmp_path: Path) -> set[RequestRecord]:
     for path, hours in runs:
         scenario = load_scenario(path)
         scenario = replace(scenario, duration=min(scenario.duration, hours * 3600.0))
-        async with SimulationRun(scenario) as run:
-            while not run.done:
-                await run.step()
-            records |= set(run.api.requests.counts())
+        # the same run as another test's where one reads it whole (the autoscaler's
+        # consolidation example, the recommender's first hour): made once a process
+        # (tests.sim.scenario.shared_runs; issue 32.7)
+        records |= (await shared_run(run_to_end, scenario)).requests
     return records
 
 

@@ -24,6 +24,7 @@ from kubescale.sim.scenario.decision_log import decisions
 from kubescale.sim.scenario.runner import SimulationRun
 from kubescale.sim.scenario.scenario_format import Scenario, ScenarioError
 from kubescale.sim.scenario.scenario_validation import load_scenario, parse_scenario
+from tests.sim.scenario.shared_runs import run_key, shared_run
 
 EXAMPLE = (
     Path(__file__).resolve().parents[3]
@@ -128,7 +129,9 @@ async def test_pods_converge_one_at_a_time(step: float) -> None:
     """At the example's 30 s step and at the default 1-minute one: the webhook's status Lease
     (renewed every 10 s) runs within each step before the updater reads it, so no updater loop
     after the first (at t = 0 the Lease does not exist yet) is skipped as stale."""
-    result, unavailable = await _run(replace(load_scenario(EXAMPLE), step=step))
+    # step=30.0 is the example as written: the same run as the journal test's below, made once
+    # (tests.sim.scenario.shared_runs)
+    result, unavailable = await shared_run(_run, replace(load_scenario(EXAMPLE), step=step))
     skipped = [e["time"] for e in result["report"]["events"] if e["kind"] == "vpa-updater-skipped"]
     assert skipped == [0.0]
     live = [pod for pod in result["pods"] if not pod["metadata"].get("deletionTimestamp")]
@@ -139,6 +142,13 @@ async def test_pods_converge_one_at_a_time(step: float) -> None:
     assert len(_evictions(result["report"])) == REPLICAS
     assert unavailable
     assert max(unavailable) == 1
+
+
+def test_the_journal_test_reads_the_30s_convergence_run() -> None:
+    # the example's own step is 30 s: one run serves both tests (no second simulation)
+    example = load_scenario(EXAMPLE)
+    assert run_key(_run, replace(example, step=30.0)) == run_key(_run, example)
+    assert run_key(_run, replace(example, step=60.0)) != run_key(_run, example)
 
 
 async def test_without_the_webhook_nothing_is_evicted() -> None:
@@ -166,7 +176,7 @@ RECORDED_REASON = (
 
 
 async def test_the_run_records_the_plans_the_updater_executed() -> None:
-    result, _ = await _run(load_scenario(EXAMPLE))
+    result, _ = await shared_run(_run, load_scenario(EXAMPLE))
     report = result["report"]
     plans = report["plans"]
     evicts = [
