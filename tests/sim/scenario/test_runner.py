@@ -342,3 +342,36 @@ async def test_each_shipped_example_runs(example: str) -> None:
     assert {name for name, steps in running.items() if steps > 0} == {
         w.name for w in shortened.workloads
     } - waiting
+
+
+async def _burst_report(*, slow_list: str | None) -> dict[str, Any]:
+    shortened = load_scenario(EXAMPLES / "cluster-autoscaler-burst.yaml").with_overrides(
+        duration=30.0
+    )
+    async with SimulationRun(shortened) as run:
+        if slow_list is not None:
+            # a server slower to answer this list than to run the event loop's next callbacks:
+            # what uvloop's callback order did to the first list of the Cluster API informers
+            run.api.faults.add(verb="list", resource=slow_list, status=0, delay=0.05)
+        return await run.run()
+
+
+@pytest.mark.parametrize("resource", ["machinedeployments", "machinesets", "machines"])
+async def test_a_collection_declared_by_a_loop_is_synced_before_the_loop_decides(
+    resource: str,
+) -> None:
+    """Issue 30: the cluster autoscaler declares the Cluster API informers at its first
+    iteration and waits for them on the client's clock, whose sleeps take no simulated time; the
+    report must not depend on whether their first list answers before the event loop's next
+    callbacks (it did: a late answer made the first iteration stop at CloudProviderNotReady)."""
+    plain = await _burst_report(slow_list=None)
+    slow = await _burst_report(slow_list=resource)
+    # the autoscaler writes its status ConfigMap at 0 s (its first iteration decided), 10 s, 20 s
+    written = [
+        entry["time"]
+        for entry in slow["plans"]["entries"]
+        if entry["actor"] == "cluster-autoscaler" and entry["intent"] == "WriteConfigMap"
+    ]
+    assert written[0] == 0.0
+    assert slow["plans"] == plain["plans"]
+    assert dumps_report(slow) == dumps_report(plain)
