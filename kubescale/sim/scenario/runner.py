@@ -42,7 +42,10 @@ to them, as before a loop runs). Each step at ``t`` (``0, step, 2·step, ...`` w
 Determinism: all time is the VirtualClock's and all randomness comes from the scenario seed; the
 actors iterate in sorted order. kubescale's client sees the virtual time, but its waits (retry
 back-off) take no simulated time — the simulation moves time only between steps, and a loop
-must finish before the step ends, so a run never depends on how fast the machine is.
+must finish before the step ends, so a run never depends on how fast the machine is. A wait
+first lets the informers declared since (the Cluster API caches the cluster autoscaler declares
+at its first iteration) list, so what a loop decides does not depend on the event loop's
+callback order either (:class:`SimulationClientClock`).
 """
 
 from __future__ import annotations
