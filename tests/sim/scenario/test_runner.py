@@ -3,6 +3,7 @@ and kubescale loops run at their interval through a real ``kubernetes.aio`` Kube
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -16,7 +17,12 @@ from kubescale.kube.errors import KubeApiError
 from kubescale.kube.resources import CONFIG_MAPS, DEPLOYMENTS, MACHINE_DEPLOYMENTS, NODES, PODS
 from kubescale.runtime.component import BaseComponent, Component, LoopSpec, Runtime
 from kubescale.sim.scenario.json_report import dumps_report
-from kubescale.sim.scenario.runner import SimulationError, SimulationRun, run_scenario
+from kubescale.sim.scenario.runner import (
+    _INFORMER_TASK,
+    SimulationError,
+    SimulationRun,
+    run_scenario,
+)
 from kubescale.sim.scenario.scenario_format import Scenario
 from kubescale.sim.scenario.scenario_validation import load_scenario, parse_scenario
 
@@ -375,3 +381,14 @@ async def test_a_collection_declared_by_a_loop_is_synced_before_the_loop_decides
     assert written[0] == 0.0
     assert slow["plans"] == plain["plans"]
     assert dumps_report(slow) == dumps_report(plain)
+
+
+async def test_the_informer_tasks_are_named_as_the_wait_hook_expects() -> None:
+    """``SimulationRun.sync_declared`` tells an informer's own back-off (which must not wait
+    for the caches) by its task's name, ``informer:<name>`` (``Informer.start``)."""
+    burst = load_scenario(EXAMPLES / "cluster-autoscaler-burst.yaml")
+    async with SimulationRun(burst) as run:
+        informers = run.runtime.cache.informers.informers
+        tasks = {task.get_name() for task in asyncio.all_tasks()}
+        assert informers
+        assert {f"{_INFORMER_TASK}{informer.name}" for informer in informers} <= tasks
