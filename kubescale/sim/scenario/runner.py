@@ -42,7 +42,10 @@ to them, as before a loop runs). Each step at ``t`` (``0, step, 2·step, ...`` w
 Determinism: all time is the VirtualClock's and all randomness comes from the scenario seed; the
 actors iterate in sorted order. kubescale's client sees the virtual time, but its waits (retry
 back-off) take no simulated time — the simulation moves time only between steps, and a loop
-must finish before the step ends, so a run never depends on how fast the machine is.
+must finish before the step ends, so a run never depends on how fast the machine is. A wait
+first lets the informers declared since (the Cluster API caches the cluster autoscaler declares
+at its first iteration) list, so what a loop decides does not depend on the event loop's
+callback order either (:class:`SimulationClientClock`).
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ import asyncio
 import contextlib
 import random
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -118,6 +121,8 @@ _SETTLE_WAIT: Final = 0.1
 """Event-loop seconds to wait for the informers after each round of bookmarks: a watch being
 re-opened at that moment misses a round and gets the next one."""
 _CACHE_SYNC_TIMEOUT: Final = 30.0
+_INFORMER_TASK: Final = "informer:"
+"""How :meth:`kubescale.kube.informer.Informer.start` names an informer's list/watch task."""
 IDENTITY: Final = "kubescale-simulated"
 """The simulated replica's name (Leases, event sources)."""
 
@@ -131,10 +136,19 @@ class SimulationClientClock:
 
     A loop's request retried after an injected fault would otherwise sleep on the VirtualClock,
     which only moves between steps, while the step waits for the loop: the run would stall.
+
+    A wait takes no simulated time, but it lets the caches catch up first: before it returns,
+    :attr:`before_wake` (the run's :meth:`SimulationRun.sync_declared`) waits until the
+    collections declared since the last wait have listed. In a real process a wait of seconds
+    gives a fresh informer time for its first list (the cluster autoscaler waits up to 10 s for
+    the Cluster API caches it declares at its first iteration, upstream's
+    ``WaitForCacheSync`` in ``newMachineController``); without this, whether the list answered
+    before a zero-time wait ended depended on the event loop's callback order (issue 30).
     """
 
     def __init__(self, clock: VirtualClock) -> None:
         self._clock = clock
+        self.before_wake: Callable[[], Awaitable[None]] | None = None
 
     def now(self) -> datetime:
         return self._clock.now()
@@ -143,6 +157,8 @@ class SimulationClientClock:
         return self._clock.monotonic()
 
     async def sleep(self, seconds: float) -> None:
+        if self.before_wake is not None:
+            await self.before_wake()
         await asyncio.sleep(0)
 
 
@@ -357,9 +373,11 @@ class SimulationRun:
         directory = Path(self._stack.enter_context(tempfile.TemporaryDirectory()))
         kubeconfig = directory / "kubeconfig"
         self.api.write_kubeconfig(kubeconfig)
+        clock = SimulationClientClock(self.clock)
+        clock.before_wake = self.sync_declared
         return await connect(
             kubeconfig=kubeconfig,
-            clock=SimulationClientClock(self.clock),
+            clock=clock,
             registry=CollectorRegistry(),
             rng=random.Random(f"client:{self.scenario.seed}"),
         )
@@ -451,10 +469,48 @@ class SimulationRun:
             for name, state in sorted(self.loops.items())
         ]
 
+    async def sync_declared(self) -> None:
+        """Wait until every informer of the shared cache that has not synced yet — one a loop
+        declared during its iteration — has synced, is absent (its resource not served), or
+        had its list fail (it retries on its own): what a loop's wait on the client's clock
+        does first (:class:`SimulationClientClock`). An informer's own back-off waits for
+        nothing (it decides nothing, and two failing lists would wait for each other). A fresh
+        informer lists the store as it is, so once synced it is settled."""
+        if self._cache is None:
+            return
+        current = asyncio.current_task()
+        if current is not None and current.get_name().startswith(_INFORMER_TASK):
+            return
+        waiting = [
+            informer
+            for informer in self._cache.informers.informers
+            if not informer.synced and not informer.absent
+        ]
+        failures = {id(informer): informer.stats.errors for informer in waiting}
+        for _ in range(_SETTLE_ATTEMPTS):
+            waiting = [
+                informer
+                for informer in waiting
+                if not informer.synced
+                and not informer.absent
+                and informer.stats.errors == failures[id(informer)]
+            ]
+            if not waiting:
+                return
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_SETTLE_WAIT):
+                    await asyncio.gather(*(informer.wait_synced() for informer in waiting))
+        log.warning(
+            "declared caches did not sync; the loop goes on without them",
+            extra={"fields": {"informers": sorted(informer.name for informer in waiting)}},
+        )
+
     async def settle(self) -> bool:
-        """Make the shared cache reflect the store as it is now."""
+        """Make the shared cache reflect the store as it is now (its informers declared since
+        the last settle included: they must have listed)."""
         if self._cache is None:
             return True
+        await self.sync_declared()
         version = self.api.store.resource_version
         if version == self._settled_version:
             return True

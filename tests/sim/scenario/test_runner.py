@@ -3,6 +3,7 @@ and kubescale loops run at their interval through a real ``kubernetes.aio`` Kube
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -16,7 +17,12 @@ from kubescale.kube.errors import KubeApiError
 from kubescale.kube.resources import CONFIG_MAPS, DEPLOYMENTS, MACHINE_DEPLOYMENTS, NODES, PODS
 from kubescale.runtime.component import BaseComponent, Component, LoopSpec, Runtime
 from kubescale.sim.scenario.json_report import dumps_report
-from kubescale.sim.scenario.runner import SimulationError, SimulationRun, run_scenario
+from kubescale.sim.scenario.runner import (
+    _INFORMER_TASK,
+    SimulationError,
+    SimulationRun,
+    run_scenario,
+)
 from kubescale.sim.scenario.scenario_format import Scenario
 from kubescale.sim.scenario.scenario_validation import load_scenario, parse_scenario
 
@@ -342,3 +348,47 @@ async def test_each_shipped_example_runs(example: str) -> None:
     assert {name for name, steps in running.items() if steps > 0} == {
         w.name for w in shortened.workloads
     } - waiting
+
+
+async def _burst_report(*, slow_list: str | None) -> dict[str, Any]:
+    shortened = load_scenario(EXAMPLES / "cluster-autoscaler-burst.yaml").with_overrides(
+        duration=30.0
+    )
+    async with SimulationRun(shortened) as run:
+        if slow_list is not None:
+            # a server slower to answer this list than to run the event loop's next callbacks:
+            # what uvloop's callback order did to the first list of the Cluster API informers
+            run.api.faults.add(verb="list", resource=slow_list, status=0, delay=0.05)
+        return await run.run()
+
+
+@pytest.mark.parametrize("resource", ["machinedeployments", "machinesets", "machines"])
+async def test_a_collection_declared_by_a_loop_is_synced_before_the_loop_decides(
+    resource: str,
+) -> None:
+    """Issue 30: the cluster autoscaler declares the Cluster API informers at its first
+    iteration and waits for them on the client's clock, whose sleeps take no simulated time; the
+    report must not depend on whether their first list answers before the event loop's next
+    callbacks (it did: a late answer made the first iteration stop at CloudProviderNotReady)."""
+    plain = await _burst_report(slow_list=None)
+    slow = await _burst_report(slow_list=resource)
+    # the autoscaler writes its status ConfigMap at 0 s (its first iteration decided), 10 s, 20 s
+    written = [
+        entry["time"]
+        for entry in slow["plans"]["entries"]
+        if entry["actor"] == "cluster-autoscaler" and entry["intent"] == "WriteConfigMap"
+    ]
+    assert written[0] == 0.0
+    assert slow["plans"] == plain["plans"]
+    assert dumps_report(slow) == dumps_report(plain)
+
+
+async def test_the_informer_tasks_are_named_as_the_wait_hook_expects() -> None:
+    """``SimulationRun.sync_declared`` tells an informer's own back-off (which must not wait
+    for the caches) by its task's name, ``informer:<name>`` (``Informer.start``)."""
+    burst = load_scenario(EXAMPLES / "cluster-autoscaler-burst.yaml")
+    async with SimulationRun(burst) as run:
+        informers = run.runtime.cache.informers.informers
+        tasks = {task.get_name() for task in asyncio.all_tasks()}
+        assert informers
+        assert {f"{_INFORMER_TASK}{informer.name}" for informer in informers} <= tasks
