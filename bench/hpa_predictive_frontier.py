@@ -60,6 +60,7 @@ from kubescale.controllers.hpa.predictive import (
     coverage_from_target,
 )
 from kubescale.controllers.hpa.replica_calculator import PodMetric, Tolerances, resource_replicas
+from kubescale.objects.pod import Pod, PodStatus
 
 HERE: Final = Path(__file__).resolve().parent
 TRACES: Final = Path("/work/shared/traces")
@@ -169,10 +170,10 @@ def _fmt(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _pod(name: str, created: datetime, ready: bool) -> dict[str, Any]:
+def _pod(name: str, created: datetime, ready: bool) -> Pod:
     ready_at = created + STARTUP
     if not ready:
-        status: dict[str, Any] = {"phase": "Pending"}
+        status: PodStatus = {"phase": "Pending"}
     else:
         status = {
             "phase": "Running",
@@ -199,7 +200,7 @@ def simulate(
     same max-of-proposals rule as ``replica_decision.decide_replicas``."""
     start = trace[0][0] - timedelta(hours=1)
     pods: list[tuple[str, datetime]] = [("p0", start)]
-    objects: dict[tuple[str, bool], dict[str, Any]] = {}
+    objects: dict[tuple[str, bool], Pod] = {}
     serial = 1
     history: ScalingHistory | None = None
     demand = (
@@ -212,7 +213,7 @@ def simulate(
     for now, requests in trace:
         cores = requests / 60.0 * cpu_seconds
         states = [(name, now >= created + STARTUP, created) for name, created in pods]
-        current_objects = []
+        current_objects: list[Pod] = []
         for name, ready, created in states:
             key = (name, ready)
             if key not in objects:

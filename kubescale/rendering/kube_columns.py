@@ -4,9 +4,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
+from kubescale.objects.hpa import (
+    HorizontalPodAutoscaler,
+    MetricSpec,
+    MetricStatus,
+    MetricTarget,
+    MetricValueStatus,
+)
 from kubescale.objects.quantities import Quantity, QuantityError
 from kubescale.objects.views import spec_of, status_of
 
@@ -47,22 +53,58 @@ def human_duration(seconds: float) -> str:
     return f"{years}y"
 
 
-def _quantity_text(value: Any) -> str:
+def _quantity_text(value: object) -> str:
     try:
         return str(Quantity.from_json(value))
     except QuantityError:
         return str(value)
 
 
-def _metric_target(spec: Mapping[str, Any], status: Mapping[str, Any] | None, source: str) -> str:
+def _source(
+    spec: MetricSpec, status: MetricStatus | None, source: str
+) -> tuple[str, MetricTarget, MetricValueStatus]:
+    """The metric's name, its target and its current value, from the ``source`` block of the
+    spec and of the status (``{}`` when missing)."""
+    current = status or MetricStatus()
+    if source == "resource":
+        resource = spec.get("resource") or {}
+        return (
+            str(resource.get("name") or ""),
+            resource.get("target") or {},
+            (current.get("resource") or {}).get("current") or {},
+        )
+    if source == "containerResource":
+        container = spec.get("containerResource") or {}
+        return (
+            str(container.get("name") or ""),
+            container.get("target") or {},
+            (current.get("containerResource") or {}).get("current") or {},
+        )
+    if source == "pods":
+        pods = spec.get("pods") or {}
+        return (
+            str((pods.get("metric") or {}).get("name") or ""),
+            pods.get("target") or {},
+            (current.get("pods") or {}).get("current") or {},
+        )
+    if source == "object":
+        obj = spec.get("object") or {}
+        return (
+            str((obj.get("metric") or {}).get("name") or ""),
+            obj.get("target") or {},
+            (current.get("object") or {}).get("current") or {},
+        )
+    external = spec.get("external") or {}
+    return (
+        str((external.get("metric") or {}).get("name") or ""),
+        external.get("target") or {},
+        (current.get("external") or {}).get("current") or {},
+    )
+
+
+def _metric_target(spec: MetricSpec, status: MetricStatus | None, source: str) -> str:
     """One ``formatHPAMetrics`` entry for an Object/External/Pods/Resource source."""
-    target = (spec.get(source) or {}).get("target") or {}
-    current = ((status or {}).get(source) or {}).get("current") or {}
-    name = ""
-    if source in ("resource", "containerResource"):
-        name = str((spec.get(source) or {}).get("name") or "")
-    else:
-        name = str(((spec.get(source) or {}).get("metric") or {}).get("name") or "")
+    name, target, current = _source(spec, status, source)
     if source in ("resource", "containerResource") and target.get("averageValue") is None:
         utilization = current.get("averageUtilization")
         now = f"{utilization}%" if utilization is not None else "<unknown>"
@@ -90,7 +132,7 @@ _HPA_SOURCES: Final = {
 }
 
 
-def hpa_targets(hpa: Mapping[str, Any]) -> str:
+def hpa_targets(hpa: HorizontalPodAutoscaler) -> str:
     """``formatHPAMetrics``: each metric ``name: current/target`` in spec order, the status
     entry at the same index as its current value, at most two then ``+ N more...``."""
     specs = spec_of(hpa).get("metrics") or []

@@ -35,6 +35,7 @@ from typing import Any, Final, cast
 from kubescale.base.times import format_time
 from kubescale.controllers.vpa.model.cluster_state import VpaRecommendation
 from kubescale.objects.containers import Container
+from kubescale.objects.hpa import HorizontalPodAutoscaler
 from kubescale.objects.selectors import SelectorError, label_selector_from_dict
 from kubescale.objects.views import Meta, raw_spec, spec_of, status_of
 from kubescale.rendering.kube_columns import hpa_targets
@@ -135,7 +136,7 @@ def _container(
     return result
 
 
-def _hpa(hpa: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def _hpa(hpa: HorizontalPodAutoscaler | None) -> dict[str, Any] | None:
     if hpa is None:
         return None
     spec, status = spec_of(hpa), status_of(hpa)

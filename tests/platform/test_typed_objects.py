@@ -32,11 +32,15 @@ from mypy import api
 import kubescale
 from kubescale.objects.admission_review import AdmissionReview, JsonPatchOperation, Status
 from kubescale.objects.containers import Container
+from kubescale.objects.hpa import HorizontalPodAutoscaler, HorizontalPodAutoscalerStatus
+from kubescale.objects.hpa import MetricStatus as HpaMetricStatus
 from kubescale.objects.lease import Lease
 from kubescale.objects.limit_range import LimitRange
-from kubescale.objects.meta import ObjectMeta
+from kubescale.objects.meta import Condition, LabelSelectorObject, ObjectMeta
+from kubescale.objects.metrics_api import PodMetrics
 from kubescale.objects.mutating_webhook_configuration import MutatingWebhookConfiguration
 from kubescale.objects.pod import Pod
+from kubescale.objects.scale import Scale
 from kubescale.objects.vpa import (
     ContainerResourcePolicy,
     PodResourcePolicy,
@@ -207,16 +211,75 @@ def test_the_alias_checker_finds_planted_aliases() -> None:
     assert untyped_aliases(planted) == [(3, "Node"), (4, "Obj"), (5, "Spec")]
 
 
+HPA_TYPED: list[tuple[str, str, str, object]] = [
+    # replica calculation: the pods the selector returned
+    ("controllers.hpa.replica_calculator", "group_pods", "pods", Sequence[Pod]),
+    ("controllers.hpa.replica_calculator", "calculate_requests", "pods", Sequence[Pod]),
+    ("controllers.hpa.replica_calculator", "resource_replicas", "pods", Sequence[Pod]),
+    ("controllers.hpa.replica_calculator", "plain_metric_replicas", "pods", Sequence[Pod]),
+    ("controllers.hpa.replica_calculator", "is_pod_ready", "pod", Pod),
+    ("controllers.hpa.metric_proposals", "ReplicaInputs", "pods", Sequence[Pod]),
+    # pod selection
+    ("controllers.hpa.pod_selection", "SelectionPass.select", "return", list[Pod]),
+    ("controllers.hpa.pod_selection", "owned_pods", "pods", Sequence[Pod]),
+    ("controllers.hpa.pod_selection", "owned_pods", "return", list[Pod]),
+    ("controllers.hpa.pod_selection", "SelectorOutcome", "pods", list[Pod] | None),
+    # the HPA read, its spec and the decision
+    ("controllers.hpa.hpa_spec", "parse_hpa", "hpa", HorizontalPodAutoscaler),
+    ("controllers.hpa.hpa_loop", "HpaLoop.reconcile", "shared", HorizontalPodAutoscaler),
+    ("controllers.hpa.hpa_loop", "handles", "hpa", HorizontalPodAutoscaler),
+    ("controllers.hpa.hpa_decision", "HpaSnapshot", "hpa", HorizontalPodAutoscaler),
+    ("controllers.hpa.hpa_decision", "zero_settings_or_none", "hpa", HorizontalPodAutoscaler),
+    ("controllers.hpa.predictive", "predictive_settings", "hpa", HorizontalPodAutoscaler),
+    ("controllers.hpa.metrics_sources", "promql_queries", "hpa", HorizontalPodAutoscaler),
+    # status: conditions, metric statuses, the status written
+    ("controllers.hpa.hpa_status", "set_condition", "conditions", Sequence[Condition]),
+    ("controllers.hpa.hpa_status", "set_condition", "return", list[Condition]),
+    (
+        "controllers.hpa.hpa_status",
+        "go_selector_text",
+        "selector",
+        LabelSelectorObject | None,
+    ),
+    ("controllers.hpa.metric_proposals", "MetricOutcome", "status", HpaMetricStatus),
+    ("controllers.hpa.metric_proposals", "MetricsResult", "statuses", list[HpaMetricStatus]),
+    ("controllers.hpa.replica_decision", "ReplicaDecision", "statuses", list[HpaMetricStatus]),
+    ("controllers.hpa.predictive", "demand_of", "status", HpaMetricStatus),
+    (
+        "controllers.hpa.hpa_decision",
+        "HpaDecision._status",
+        "return",
+        HorizontalPodAutoscalerStatus,
+    ),
+    # what the HPA reads of its target and of the metrics APIs
+    ("controllers.hpa.scale_targets", "scale_view", "return", Scale),
+    ("controllers.hpa.metrics_sources", "MetricsApiClient._pod_usages", "items", list[PodMetrics]),
+    ("rendering.kube_columns", "hpa_targets", "hpa", HorizontalPodAutoscaler),
+]
+"""The HPA's entry points (replica calculation, pod selection, the spec, status and decision)
+take and return the TypedDicts of :mod:`kubescale.objects`, so ``mypy --strict`` checks the
+field names read from them (``Mapping[str, Any]`` checks none)."""
+
+
+@pytest.mark.parametrize(("module", "name", "parameter", "expected"), HPA_TYPED)
+def test_the_hpa_and_its_inputs_are_typed(
+    module: str, name: str, parameter: str, expected: object
+) -> None:
+    assert _annotation(module, name, parameter) == expected, f"{module}.{name}: {parameter}"
+
+
 # --- what is left untyped, folder by folder (issue 28 item 3) --------------------------------
 
 ANY_BUDGET: dict[str, int] = {
     "webhook/": 4,
     "controllers/vpa/checkpoint/": 0,
+    "controllers/hpa/": 0,
 }
 """Uses of ``typing.Any`` (annotations, casts, ``Mapping[str, Any]`` …; not the import) in the
 modules below a folder: at most this many. The webhook keeps ``Any`` only for untrusted JSON
 (before it is decoded) and for JSON patches; the checkpoint store uses the checkpoint
-TypedDict. The budgets may only shrink (a stale one fails: lower it)."""
+TypedDict; the HPA reads untrusted JSON (its spec, the metrics APIs' answers) as ``object``
+and types it once checked. The budgets may only shrink (a stale one fails: lower it)."""
 
 
 def any_uses(source: str) -> int:
@@ -327,6 +390,8 @@ KINDS = [
     ("vpa", "VerticalPodAutoscaler"),
     ("vpa_checkpoint", "VerticalPodAutoscalerCheckpoint"),
     ("hpa", "HorizontalPodAutoscaler"),
+    ("scale", "Scale"),
+    ("metrics_api", "PodMetrics"),
     ("limit_range", "LimitRange"),
     ("pdb", "PodDisruptionBudget"),
     ("persistent_volume_claim", "PersistentVolumeClaim"),

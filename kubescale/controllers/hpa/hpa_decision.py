@@ -40,10 +40,9 @@ copy it every reconcile.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Final
+from typing import Final
 
 from kubescale.controllers.hpa.hpa_config import HpaSettings
 from kubescale.controllers.hpa.hpa_metrics import action_label
@@ -79,6 +78,12 @@ from kubescale.controllers.hpa.scale_to_zero import (
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.event_correlation import format_time
 from kubescale.kube.resources import HORIZONTAL_POD_AUTOSCALERS, ResourceType
+from kubescale.objects.hpa import (
+    HorizontalPodAutoscaler,
+    HorizontalPodAutoscalerStatus,
+    MetricStatus,
+)
+from kubescale.objects.meta import Condition
 from kubescale.objects.views import status_of
 from kubescale.plans.executor import Decision
 from kubescale.plans.intents import Event, ObjectRef, Scale, WriteStatus
@@ -140,7 +145,7 @@ class MetricRead:
 class HpaSnapshot:
     """What one reconcile decides on (module docstring)."""
 
-    hpa: Mapping[str, Any]
+    hpa: HorizontalPodAutoscaler
     """The HPA as read (with ``apiVersion`` and ``kind``); its status is the original one."""
     spec: HpaSpec
     scale: ScaleRead | ScaleReadFailed
@@ -189,7 +194,7 @@ class HpaOutcome:
     computations: tuple[MetricComputation, ...] = ()
 
 
-def zero_settings_or_none(hpa: Mapping[str, Any]) -> ZeroSettings | None:
+def zero_settings_or_none(hpa: HorizontalPodAutoscaler) -> ZeroSettings | None:
     """The HPA's scale-to-zero settings; None when off or invalid (the decision says why)."""
     try:
         return zero_settings(hpa)
@@ -234,9 +239,7 @@ class HpaDecision:
         self.memory = memory
         self.now = now
         self.settings = settings
-        self.conditions: list[dict[str, Any]] = list(
-            status_of(snapshot.hpa).get("conditions") or []
-        )
+        self.conditions: list[Condition] = list(status_of(snapshot.hpa).get("conditions") or [])
         self.error_label = "none"
         self._computations: list[MetricComputation] = []
 
@@ -252,8 +255,8 @@ class HpaDecision:
             actor=ACTOR, involved=self.snapshot.hpa, type=type, reason=reason, message=message
         )
 
-    def _status(self) -> dict[str, Any]:
-        status = dict(status_of(self.snapshot.hpa))
+    def _status(self) -> HorizontalPodAutoscalerStatus:
+        status = HorizontalPodAutoscalerStatus(**status_of(self.snapshot.hpa))
         status["conditions"] = self.conditions
         if self.snapshot.spec.generation:
             status["observedGeneration"] = self.snapshot.spec.generation
@@ -261,7 +264,7 @@ class HpaDecision:
         status.setdefault("desiredReplicas", 0)
         return status
 
-    def _write_status(self, status: dict[str, Any]) -> Decision[None]:
+    def _write_status(self, status: HorizontalPodAutoscalerStatus) -> Decision[None]:
         """``updateStatusIfNeeded``: the status write only when it differs from the one read;
         a failed write is a ``FailedUpdateStatus`` event."""
         hpa = self.snapshot.hpa
@@ -338,7 +341,7 @@ class HpaDecision:
         except HpaSpecError as err:
             yield self._event("Warning", "InvalidSpec", str(err))
             zero = None
-        statuses: list[dict[str, Any]] | None = None
+        statuses: list[MetricStatus] | None = None
         bounded = _bounded(spec, current, zero)
         if bounded is not None:
             reason, desired = bounded
@@ -427,7 +430,7 @@ class HpaDecision:
 
     def _compute(
         self, scale: ScaleRead, zero: ZeroSettings | None
-    ) -> Decision[tuple[int, str, list[dict[str, Any]]] | None]:
+    ) -> Decision[tuple[int, str, list[MetricStatus]] | None]:
         """Step 3; None when the reconcile ended (status written)."""
         snapshot, spec, now = self.snapshot, self.snapshot.spec, self.now
         current = scale.replicas

@@ -50,7 +50,7 @@ import inspect
 from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Final, TypeVar
+from typing import Final, TypeVar
 
 from kubescale.base.clock import Clock
 from kubescale.base.logs import component_logger
@@ -97,6 +97,8 @@ from kubescale.kube.resources import (
     REPLICA_SETS,
 )
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.objects.hpa import HorizontalPodAutoscaler
+from kubescale.objects.replica_set import ReplicaSet
 from kubescale.objects.selectors import LabelSelector
 from kubescale.objects.views import Meta, meta, spec_of, status_of
 from kubescale.plans.executor import Applied, Decision, PlanExecutor, collect_plan
@@ -189,7 +191,7 @@ class _Deadline:
                 self._task.uncancel()
 
 
-def handles(hpa: Mapping[str, Any], settings: HpaSettings) -> bool:
+def handles(hpa: HorizontalPodAutoscaler, settings: HpaSettings) -> bool:
     """Whether this process reconciles ``hpa`` (coexistence with kube-controller-manager)."""
     owner = (Meta(hpa).raw.get("annotations") or {}).get(CONTROLLER_ANNOTATION)
     if settings.selection == "all":
@@ -212,7 +214,7 @@ class _Reconcile:
     """One reconcile: the HPA (a copy), its spec, and the deadline its reads and writes run
     under."""
 
-    hpa: dict[str, Any]
+    hpa: HorizontalPodAutoscaler
     spec: HpaSpec
     now: datetime
     deadline: _Deadline | None = None
@@ -376,7 +378,7 @@ class HpaLoop:
             plan.extend(intents)
         return plan
 
-    async def _work(self, hpa: Mapping[str, Any], now: datetime) -> None:
+    async def _work(self, hpa: HorizontalPodAutoscaler, now: datetime) -> None:
         async with self._workers:  # --concurrent-horizontal-pod-autoscaler-syncs
             await self.reconcile(hpa, now)
 
@@ -417,7 +419,7 @@ class HpaLoop:
 
     # --- one reconcile ------------------------------------------------------------------------
 
-    async def reconcile(self, shared: Mapping[str, Any], now: datetime) -> None:
+    async def reconcile(self, shared: HorizontalPodAutoscaler, now: datetime) -> None:
         """One HPA: read its snapshot (:meth:`read`), decide (:class:`~.hpa_decision.
         HpaDecision`, pure), and apply the decision's intents through the executor as it
         yields them (:meth:`_drive`)."""
@@ -611,25 +613,25 @@ class HpaLoop:
         seconds = max(0.0, self.client.clock.monotonic() - started)
         return MetricRead(metric=metric, fetched=fetched, seconds=seconds)
 
-    def _owner_lookup(self, namespace: str, kind: str, name: str) -> Mapping[str, Any] | None:
+    def _owner_lookup(self, namespace: str, kind: str, name: str) -> ReplicaSet | None:
         if kind != "ReplicaSet":
             return None
         return self.informers.informer(REPLICA_SETS).lister.get(name, namespace)
 
 
-def _working_copy(shared: Mapping[str, Any]) -> dict[str, Any]:
+def _working_copy(shared: HorizontalPodAutoscaler) -> HorizontalPodAutoscaler:
     """The cached object is read-only: a shallow copy, whose status is rebuilt, never
     mutated."""
-    hpa = dict(shared)
+    hpa = HorizontalPodAutoscaler(**shared)
     hpa.setdefault("apiVersion", _HPA_API_VERSION)
     hpa.setdefault("kind", "HorizontalPodAutoscaler")
     return hpa
 
 
-def _invalid_spec(hpa: Mapping[str, Any], err: HpaSpecError) -> Event:
+def _invalid_spec(hpa: HorizontalPodAutoscaler, err: HpaSpecError) -> Event:
     return Event(actor=ACTOR, involved=hpa, type="Warning", reason="InvalidSpec", message=str(err))
 
 
-def _key(hpa: Mapping[str, Any]) -> tuple[str, str]:
+def _key(hpa: HorizontalPodAutoscaler) -> tuple[str, str]:
     view = meta(hpa)
     return (view.namespace, view.name)

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final, cast
 
+from kubescale.objects.hpa import HorizontalPodAutoscaler
+from kubescale.objects.meta import CrossVersionObjectReference, LabelSelectorObject
 from kubescale.objects.quantities import Quantity, QuantityError
 from kubescale.objects.views import Meta, spec_of
 
@@ -69,14 +71,15 @@ class MetricSpec:
     """One ``spec.metrics[]`` entry."""
 
     type: str
-    source: Mapping[str, Any] = field(default_factory=dict)
-    """The raw ``resource``/``pods``/``object``/``containerResource``/``external`` block."""
+    source: Mapping[str, object] = field(default_factory=dict)
+    """The raw ``resource``/``pods``/``object``/``containerResource``/``external`` block (as
+    sent: its fields are read, validated, into the ones below)."""
     target: MetricTarget | None = None
     resource_name: str = ""
     container: str = ""
     metric_name: str = ""
-    metric_selector: Mapping[str, Any] | None = None
-    described_object: Mapping[str, Any] | None = None
+    metric_selector: LabelSelectorObject | None = None
+    described_object: CrossVersionObjectReference | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -137,25 +140,25 @@ def default_scale_down_rules() -> ScalingRules:
     )
 
 
-def hpa_key(hpa: Mapping[str, Any]) -> tuple[str, str]:
+def hpa_key(hpa: HorizontalPodAutoscaler) -> tuple[str, str]:
     meta = Meta(hpa).raw
     return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
 
-def _int(value: Any, path: str) -> int:
+def _int(value: object, path: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise HpaSpecError(f"{path}: must be an integer, got {value!r}")
     return value
 
 
-def _milli(value: Any, path: str) -> int:
+def _milli(value: object, path: str) -> int:
     try:
         return Quantity.from_json(value).milli_value()
     except QuantityError as err:
         raise HpaSpecError(f"{path}: {err}") from None
 
 
-def _target(raw: Any, path: str) -> MetricTarget | None:
+def _target(raw: object, path: str) -> MetricTarget | None:
     if not isinstance(raw, Mapping):
         return None
     value = raw.get("value")
@@ -182,7 +185,7 @@ _SOURCE_FIELDS: Final = {
 }
 
 
-def _metric(raw: Any, index: int) -> MetricSpec:
+def _metric(raw: object, index: int) -> MetricSpec:
     path = f"spec.metrics[{index}]"
     if not isinstance(raw, Mapping):
         raise HpaSpecError(f"{path}: must be an object")
@@ -204,12 +207,17 @@ def _metric(raw: Any, index: int) -> MetricSpec:
         resource_name=str(source.get("name") or ""),
         container=str(source.get("container") or ""),
         metric_name=str(metric.get("name") or ""),
-        metric_selector=selector if isinstance(selector, Mapping) else None,
-        described_object=described if isinstance(described, Mapping) else None,
+        # Checked to be JSON objects; their fields are read through the TypedDicts (``get``).
+        metric_selector=cast(LabelSelectorObject, selector)
+        if isinstance(selector, Mapping)
+        else None,
+        described_object=cast(CrossVersionObjectReference, described)
+        if isinstance(described, Mapping)
+        else None,
     )
 
 
-def _rules(raw: Any, defaults: ScalingRules, path: str) -> ScalingRules:
+def _rules(raw: object, defaults: ScalingRules, path: str) -> ScalingRules:
     """``copyHPAScalingRules``: every field set in ``raw`` overrides the default."""
     if not isinstance(raw, Mapping):
         return defaults
@@ -251,10 +259,13 @@ def _rules(raw: Any, defaults: ScalingRules, path: str) -> ScalingRules:
     )
 
 
-def parse_hpa(hpa: Mapping[str, Any]) -> HpaSpec:
-    """The HPA's spec, defaulted as ``autoscaling/v2`` defaults it (module docstring)."""
+def parse_hpa(hpa: HorizontalPodAutoscaler) -> HpaSpec:
+    """The HPA's spec, defaulted as ``autoscaling/v2`` defaults it (module docstring).
+
+    The HPA is the API server's JSON, typed but not yet validated: this is where its spec is
+    checked, so the spec is read as plain JSON (``object`` values, each checked) here."""
     meta = Meta(hpa).raw
-    spec = spec_of(hpa)
+    spec: Mapping[str, object] = spec_of(hpa)
     if not isinstance(spec, Mapping):
         raise HpaSpecError("spec: must be an object")
     ref = spec.get("scaleTargetRef") or {}

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, Final
+from typing import Final
 
 from kubescale.kube.event_correlation import format_time
+from kubescale.objects.meta import Condition, LabelSelectorObject
 from kubescale.objects.quantities import Quantity
 
 __all__ = [
@@ -33,22 +34,22 @@ SCALING_LIMITED: Final = "ScalingLimited"
 
 
 def set_condition(
-    conditions: Sequence[Mapping[str, Any]],
+    conditions: Sequence[Condition],
     *,
     type: str,
     status: bool,
     reason: str,
     message: str,
     now: datetime,
-) -> list[dict[str, Any]]:
+) -> list[Condition]:
     """``setConditionInList`` (module docstring); returns a new list."""
     text = "True" if status else "False"
-    result = [dict(c) for c in conditions]
+    result = [Condition(**c) for c in conditions]
     for condition in result:
         if condition.get("type") == type:
             break
     else:
-        condition = {"type": type}
+        condition = Condition(type=type)
         result.append(condition)
     if condition.get("status") != text:
         condition["lastTransitionTime"] = format_time(now)
@@ -63,12 +64,12 @@ def milli_quantity(milli: int) -> str:
     return Quantity.from_milli(milli).to_json()
 
 
-def _go_string_map(labels: Mapping[str, Any]) -> str:
+def _go_string_map(labels: Mapping[str, str]) -> str:
     items = "".join(f"{k}: {labels[k]}," for k in sorted(labels))
     return f"map[string]string{{{items}}}"
 
 
-def go_selector_text(selector: Mapping[str, Any] | None) -> str:
+def go_selector_text(selector: LabelSelectorObject | None) -> str:
     """``fmt.Sprintf("%+v", selector)`` of a ``*metav1.LabelSelector`` (``<nil>`` when unset)."""
     if selector is None:
         return "<nil>"

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Final
 
 from kubescale.controllers.hpa.hpa_spec import MetricSpec
 from kubescale.controllers.hpa.hpa_status import go_selector_text, milli_quantity
@@ -33,6 +33,9 @@ from kubescale.controllers.hpa.replica_calculator import (
     plain_metric_replicas,
     resource_replicas,
 )
+from kubescale.objects.hpa import MetricIdentifier, MetricStatus, MetricValueStatus
+from kubescale.objects.meta import CrossVersionObjectReference, LabelSelectorObject
+from kubescale.objects.pod import Pod
 
 __all__ = [
     "ExternalValues",
@@ -78,7 +81,7 @@ class ReplicaInputs:
 
     spec_replicas: int
     status_replicas: int
-    pods: Sequence[Mapping[str, Any]]
+    pods: Sequence[Pod]
     tolerances: Tolerances
     cpu_initialization_period: timedelta
     initial_readiness_delay: timedelta
@@ -89,7 +92,7 @@ class ReplicaInputs:
 class MetricOutcome:
     replicas: int = 0
     name: str = ""
-    status: dict[str, Any] = field(default_factory=dict)
+    status: MetricStatus = field(default_factory=MetricStatus)
     reason: str = ""
     """On failure: the condition and event reason (``FailedGetResourceMetric``...)."""
     error: str = ""
@@ -127,10 +130,10 @@ def _failure(reason: str, inner: str, outer: str) -> MetricOutcome:
     return MetricOutcome(reason=reason, error=inner, outer_error=outer)
 
 
-def _identifier(metric: MetricSpec) -> dict[str, Any]:
-    identifier: dict[str, Any] = {"name": metric.metric_name}
+def _identifier(metric: MetricSpec) -> MetricIdentifier:
+    identifier = MetricIdentifier(name=metric.metric_name)
     if metric.metric_selector is not None:
-        identifier["selector"] = dict(metric.metric_selector)
+        identifier["selector"] = LabelSelectorObject(**metric.metric_selector)
     return identifier
 
 
@@ -169,7 +172,7 @@ def _resource(metric: MetricSpec, fetched: Fetched | None, inputs: ReplicaInputs
         }
         if average_value is not None:
             replicas, raw = plain_metric_replicas(target_usage=average_value, **common)  # type: ignore[arg-type]
-            current: dict[str, Any] = {"averageValue": milli_quantity(raw)}
+            current: MetricValueStatus = {"averageValue": milli_quantity(raw)}
         else:
             assert utilization is not None
             result = resource_replicas(
@@ -186,7 +189,7 @@ def _resource(metric: MetricSpec, fetched: Fetched | None, inputs: ReplicaInputs
         inner = f"failed to get {resource} {what}: {err}"
         return _failure(reason, inner, outer + inner)
     if metric.type == "ContainerResource":
-        status = {
+        status: MetricStatus = {
             "type": "ContainerResource",
             "containerResource": {
                 "name": resource,
@@ -224,7 +227,7 @@ def _pods(metric: MetricSpec, fetched: Fetched | None, inputs: ReplicaInputs) ->
         )
     except ReplicaCalcError as err:
         return _failure(reason, str(err), outer + str(err))
-    status = {
+    status: MetricStatus = {
         "type": "Pods",
         "pods": {"metric": _identifier(metric), "current": {"averageValue": milli_quantity(usage)}},
     }
@@ -236,7 +239,7 @@ def _object(
 ) -> MetricOutcome:
     reason, outer = "FailedGetObjectMetric", "failed to get object metric value: "
     target = metric.target
-    described = dict(metric.described_object or {})
+    described = CrossVersionObjectReference(**(metric.described_object or {}))
     value_target = (
         target.value_milli
         if target is not None and target.type == "Value" and target.value_milli
@@ -276,7 +279,7 @@ def _object(
             )
         except ReplicaCalcError as err:
             return _failure(reason, str(err), outer + str(err))
-        current = {"value": milli_quantity(fetched.value)}
+        current: MetricValueStatus = {"value": milli_quantity(fetched.value)}
     else:
         assert average_target is not None
         replicas, usage = object_per_pod_replicas(
@@ -286,7 +289,7 @@ def _object(
             tolerances=inputs.tolerances,
         )
         current = {"averageValue": milli_quantity(usage)}
-    status = {
+    status: MetricStatus = {
         "type": "Object",
         "object": {"metric": _identifier(metric), "current": current, "describedObject": described},
     }
@@ -325,7 +328,7 @@ def _external(
             target=average_target,
             tolerances=inputs.tolerances,
         )
-        current = {"averageValue": milli_quantity(usage)}
+        current: MetricValueStatus = {"averageValue": milli_quantity(usage)}
     else:
         assert value_target is not None
         try:
@@ -340,7 +343,10 @@ def _external(
             wrapped = f"failed to get external metric {metric.metric_name}: {err}"
             return _failure(reason, str(err), outer + wrapped)
         current = {"value": milli_quantity(usage)}
-    status = {"type": "External", "external": {"metric": _identifier(metric), "current": current}}
+    status: MetricStatus = {
+        "type": "External",
+        "external": {"metric": _identifier(metric), "current": current},
+    }
     return MetricOutcome(replicas=replicas, name=metric_display_name(metric), status=status)
 
 
@@ -384,7 +390,7 @@ class MetricsResult:
     replicas: int
     """-1: do not scale (all metrics failed, or some failed and the rest would scale down)."""
     metric_name: str
-    statuses: list[dict[str, Any]]
+    statuses: list[MetricStatus]
     outcomes: list[MetricOutcome]
     first_failure: MetricOutcome | None
     error: str
@@ -397,10 +403,10 @@ def compute_metrics(outcomes: Sequence[MetricOutcome], *, spec_replicas: int) ->
     name = ""
     invalid = 0
     first: MetricOutcome | None = None
-    statuses: list[dict[str, Any]] = []
+    statuses: list[MetricStatus] = []
     for outcome in outcomes:
         # a failed metric leaves a zero MetricStatus behind, as upstream's slice does
-        statuses.append(outcome.status if not outcome.failed else {"type": ""})
+        statuses.append(outcome.status if not outcome.failed else MetricStatus(type=""))
         if outcome.failed:
             if first is None:
                 first = outcome

@@ -34,7 +34,7 @@ import json
 import math
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Final, cast
 
 from kubescale.base.go_time import parse_duration
 from kubescale.base.times import parse_time
@@ -51,6 +51,9 @@ from kubescale.kube.api_paths import ApiPath, InvalidPathSegment, metrics_api_pa
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.resources import ResourceType, by_kind
+from kubescale.objects.hpa import HorizontalPodAutoscaler
+from kubescale.objects.meta import CrossVersionObjectReference, LabelSelectorObject
+from kubescale.objects.metrics_api import ExternalMetricValue, MetricValue, PodMetrics
 from kubescale.objects.quantities import Quantity, QuantityError
 from kubescale.objects.selectors import (
     SelectorError,
@@ -99,7 +102,7 @@ class _BadAnswer(Exception):
     fails the whole decode (one bad value fails the list), so the fetch fails."""
 
 
-def _decoded_milli(value: Any) -> int:
+def _decoded_milli(value: object) -> int:
     """A value of an answer's item in milli; an unparseable one fails the answer, as
     ``resource.Quantity``'s ``UnmarshalJSON`` fails upstream's decode (``"NaN"``, garbage), and
     so does one beyond ``MilliValue``'s int64 (``1e400``). An absent or ``null`` value decodes
@@ -115,9 +118,10 @@ def _decoded_milli(value: Any) -> int:
     return milli
 
 
-def _items(answer: Mapping[str, Any], kind: str) -> list[dict[str, Any]]:
+def _items(answer: Mapping[str, object], kind: str) -> list[dict[str, object]]:
     """A list answer's ``items``: ``null`` is an empty list (Go decodes it so); anything else
-    that is not a list of objects fails the decode."""
+    that is not a list of objects fails the decode. The callers type the checked items with
+    :mod:`kubescale.objects.metrics_api` (one cast each)."""
     items = answer.get("items")
     if items is None:
         return []
@@ -134,7 +138,7 @@ def _items(answer: Mapping[str, Any], kind: str) -> list[dict[str, Any]]:
     return items
 
 
-def _json_kind(value: Any) -> str:
+def _json_kind(value: object) -> str:
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, int | float):
@@ -148,7 +152,7 @@ def _error_text(err: KubeError) -> str:
     return err.message if isinstance(err, KubeApiError) else str(err)
 
 
-def _selector_text(selector: Mapping[str, Any] | None) -> str:
+def _selector_text(selector: LabelSelectorObject | None) -> str:
     return str(label_selector_from_dict(selector)) if selector else ""
 
 
@@ -163,13 +167,15 @@ class MetricsApiClient:
 
     def __init__(self, client: KubeClient) -> None:
         self.client = client
-        self._pod_metrics: dict[str, asyncio.Future[LabelIndex | FetchError | None]] = {}
+        self._pod_metrics: dict[
+            str, asyncio.Future[LabelIndex[PodMetrics] | FetchError | None]
+        ] = {}
 
     def begin_pass(self) -> None:
         """Forget the resource metrics listed by the previous pass."""
         self._pod_metrics = {}
 
-    async def _namespace_pod_metrics(self, namespace: str) -> LabelIndex | FetchError:
+    async def _namespace_pod_metrics(self, namespace: str) -> LabelIndex[PodMetrics] | FetchError:
         """The namespace's list, made once per pass: the first reconcile that needs it lists,
         the others wait for that answer. When the lister is cancelled (its own deadline, the
         loop stopping) the answer is ``None`` and the next waiter lists in its place, so one
@@ -185,13 +191,13 @@ class MetricsApiClient:
                 del self._pod_metrics[namespace]
         pending = asyncio.get_running_loop().create_future()
         self._pod_metrics[namespace] = pending
-        listed: LabelIndex | FetchError
+        listed: LabelIndex[PodMetrics] | FetchError
         try:
             path = metrics_api_path(
                 group="metrics.k8s.io", version="v1beta1", namespace=namespace, segments=["pods"]
             )
             answer = await self._get(_RESOURCE_API, path, [])
-            listed = LabelIndex(_items(answer, "PodMetricsList"))
+            listed = LabelIndex(cast(list[PodMetrics], _items(answer, "PodMetricsList")))
         except _BadAnswer as err:
             listed = FetchError(f"unable to fetch metrics from resource metrics API: {err}")
         except KubeError as err:
@@ -210,10 +216,10 @@ class MetricsApiClient:
 
     async def _get(
         self, resource: ResourceType, path: ApiPath, query: list[tuple[str, str]]
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         """The answer as an object; :class:`_BadAnswer` when the 200's body is not one."""
         try:
-            answer: Any = await self.client.request(
+            answer: object = await self.client.request(
                 verb="get", method="GET", resource=resource, path=path, query=query
             )
         except ValueError as err:  # the body of a 200 is not JSON
@@ -245,7 +251,7 @@ class MetricsApiClient:
 
     @staticmethod
     def _pod_usages(
-        items: list[dict[str, Any]], *, namespace: str, resource: str, container: str
+        items: list[PodMetrics], *, namespace: str, resource: str, container: str
     ) -> dict[str, PodMetric] | FetchError:
         result: dict[str, PodMetric] = {}
         for item in items:
@@ -286,7 +292,7 @@ class MetricsApiClient:
         namespace: str,
         metric: str,
         selector: str,
-        metric_selector: Mapping[str, Any] | None,
+        metric_selector: LabelSelectorObject | None,
     ) -> dict[str, PodMetric] | FetchError:
         """``GetRawMetric``: a per-pod custom metric."""
         query = [("labelSelector", selector)]
@@ -296,7 +302,7 @@ class MetricsApiClient:
         try:
             path = _custom_path(namespace, ["pods", "*", metric])
             answer = await self._get(_CUSTOM_API, path, query)
-            items = _items(answer, "MetricValueList")
+            items = cast(list[MetricValue], _items(answer, "MetricValueList"))
             values = [_decoded_milli(item.get("value")) for item in items]
         except _BadAnswer as err:
             return FetchError(f"unable to fetch metrics from custom metrics API: {err}")
@@ -325,9 +331,9 @@ class MetricsApiClient:
         self,
         *,
         namespace: str,
-        described: Mapping[str, Any],
+        described: CrossVersionObjectReference,
         metric: str,
-        metric_selector: Mapping[str, Any] | None,
+        metric_selector: LabelSelectorObject | None,
     ) -> ObjectValue | FetchError:
         """``GetObjectMetric``: one object's value."""
         kind = str(described.get("kind") or "")
@@ -350,7 +356,7 @@ class MetricsApiClient:
         try:
             path = _custom_path(namespace, segments)
             answer = await self._get(_CUSTOM_API, path, query)
-            items = _items(answer, "MetricValueList")
+            items = cast(list[MetricValue], _items(answer, "MetricValueList"))
             values = [_decoded_milli(item.get("value")) for item in items]
         except _BadAnswer as err:
             return FetchError(f"unable to fetch metrics from custom metrics API: {err}")
@@ -368,7 +374,7 @@ class MetricsApiClient:
         return ObjectValue(values[0])
 
     async def external_metric(
-        self, *, namespace: str, metric: str, metric_selector: Mapping[str, Any] | None
+        self, *, namespace: str, metric: str, metric_selector: LabelSelectorObject | None
     ) -> ExternalValues | FetchError:
         """``GetExternalMetric``: the value of every series."""
         try:
@@ -386,7 +392,9 @@ class MetricsApiClient:
             # (FailedGetExternalMetric, no scaling); dropping it could sum the rest to 0
             values = [
                 _decoded_milli(item.get("value"))
-                for item in _items(answer, "ExternalMetricValueList")
+                for item in cast(
+                    list[ExternalMetricValue], _items(answer, "ExternalMetricValueList")
+                )
             ]
         except _BadAnswer as err:
             return FetchError(f"unable to fetch metrics from external metrics API: {err}")
@@ -401,7 +409,7 @@ class MetricsApiClient:
         return ExternalValues(tuple(values))
 
 
-def promql_queries(hpa: Mapping[str, Any]) -> dict[str, str]:
+def promql_queries(hpa: HorizontalPodAutoscaler) -> dict[str, str]:
     """The HPA's ``hpa.kubescale.io/promql`` annotation: metric name → PromQL (invalid: none)."""
     text = (Meta(hpa).raw.get("annotations") or {}).get(PROMQL_ANNOTATION)
     if not isinstance(text, str):

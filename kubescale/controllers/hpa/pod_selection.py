@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final, Generic, TypeVar, cast
 
+from kubescale.objects.meta import OwnerReference
+from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import (
     DOUBLE_EQUALS,
     EQUALS,
@@ -36,21 +38,26 @@ __all__ = [
 
 MAX_OWNER_DEPTH: Final = 10
 
-OwnerLookup = Callable[[str, str, str], Mapping[str, Any] | None]
-"""(namespace, kind, name) → the owner object, or None."""
+OwnerLookup = Callable[[str, str, str], Mapping[str, object] | None]
+"""(namespace, kind, name) → the owner object (any controller kind: only its metadata is
+read), or None."""
+
+T = TypeVar("T", bound=Mapping[str, object])
+"""What a :class:`LabelIndex` holds: pods, or the metrics API's PodMetrics items."""
 
 
-def _owners(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def _owners(obj: Mapping[str, object]) -> list[OwnerReference]:
     refs: Iterable[object] = Meta(obj).raw.get("ownerReferences") or ()
-    return [r for r in refs if isinstance(r, Mapping)]
+    # API JSON: an entry that is not an object is skipped, as before.
+    return [cast(OwnerReference, r) for r in refs if isinstance(r, Mapping)]
 
 
-def _owned_by(pod: Mapping[str, Any], target_uid: str, lookup: OwnerLookup) -> bool:
+def _owned_by(pod: Pod, target_uid: str, lookup: OwnerLookup) -> bool:
     namespace = str(Meta(pod).raw.get("namespace") or "")
     frontier = _owners(pod)
     seen: set[str] = set()
     for _ in range(MAX_OWNER_DEPTH):
-        following: list[Mapping[str, Any]] = []
+        following: list[OwnerReference] = []
         for ref in frontier:
             uid = str(ref.get("uid") or "")
             if uid == target_uid:
@@ -67,16 +74,14 @@ def _owned_by(pod: Mapping[str, Any], target_uid: str, lookup: OwnerLookup) -> b
     return False
 
 
-def owned_pods(
-    pods: Sequence[dict[str, Any]], target_uid: str, lookup: OwnerLookup
-) -> list[dict[str, Any]]:
+def owned_pods(pods: Sequence[Pod], target_uid: str, lookup: OwnerLookup) -> list[Pod]:
     """The pods whose owner chain reaches ``target_uid`` (module docstring)."""
     if not target_uid:
         return []
     return [pod for pod in pods if _owned_by(pod, target_uid, lookup)]
 
 
-class LabelIndex:
+class LabelIndex(Generic[T]):
     """Objects of one namespace indexed by their ``key=value`` label pairs, for one pass.
 
     A selector with an equality (or one-value ``in``) requirement is answered from the
@@ -86,20 +91,20 @@ class LabelIndex:
 
     def __init__(
         self,
-        objects: Sequence[dict[str, Any]],
-        labels: Callable[[Mapping[str, Any]], Mapping[str, str]] = lambda o: (
+        objects: Sequence[T],
+        labels: Callable[[Mapping[str, object]], Mapping[str, str]] = lambda o: (
             Meta(o).raw.get("labels") or {}
         ),
     ) -> None:
         self.objects = list(objects)
         self._labels = labels
-        self._buckets: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self._buckets: dict[tuple[str, str], list[T]] = {}
         for obj in self.objects:
             for pair in labels(obj).items():
                 self._buckets.setdefault(pair, []).append(obj)
 
-    def select(self, selector: LabelSelector) -> list[dict[str, Any]]:
-        candidates: list[dict[str, Any]] | None = None
+    def select(self, selector: LabelSelector) -> list[T]:
+        candidates: list[T] | None = None
         for requirement in selector.requirements:
             if requirement.operator in (EQUALS, DOUBLE_EQUALS, IN) and len(requirement.values) == 1:
                 bucket = self._buckets.get((requirement.key, requirement.values[0]), [])
@@ -114,25 +119,25 @@ class SelectionPass:
     upstream's ``hpaSelectors`` reverse look-up (pod → the HPAs whose last known selector
     selects it) for the AmbiguousSelector check."""
 
-    def __init__(self, list_pods: Callable[..., list[dict[str, Any]]]) -> None:
+    def __init__(self, list_pods: Callable[..., list[Pod]]) -> None:
         self._list_pods = list_pods
-        self._index: dict[str, LabelIndex] = {}
+        self._index: dict[str, LabelIndex[Pod]] = {}
         self._owners: dict[tuple[str, str], set[str]] = {}
 
-    def select(self, namespace: str, selector: LabelSelector) -> list[dict[str, Any]]:
+    def select(self, namespace: str, selector: LabelSelector) -> list[Pod]:
         """The namespace's pods the selector matches."""
         index = self._index.get(namespace)
         if index is None:
             index = self._index[namespace] = LabelIndex(self._list_pods(namespace=namespace))
         return index.select(selector)
 
-    def own(self, namespace: str, hpa: str, pods: Sequence[Mapping[str, Any]]) -> None:
+    def own(self, namespace: str, hpa: str, pods: Sequence[Pod]) -> None:
         """Record that HPA ``hpa``'s selector selects ``pods``."""
         for pod in pods:
             name = str(Meta(pod).raw.get("name") or "")
             self._owners.setdefault((namespace, name), set()).add(f"{namespace}/{hpa}")
 
-    def selecting_hpas(self, namespace: str, pods: Sequence[Mapping[str, Any]]) -> list[str]:
+    def selecting_hpas(self, namespace: str, pods: Sequence[Pod]) -> list[str]:
         """``hpasControllingPodsUnderSelector``: the HPAs (``ns/name``) selecting any of these
         pods, sorted."""
         found: set[str] = set()
@@ -148,7 +153,7 @@ class SelectorOutcome:
     (``event_reason`` is the Warning event's reason, ``message`` its text; the condition is
     ``ScalingActive=False/InvalidSelector`` or ``AmbiguousSelector``, ``condition_message``)."""
 
-    pods: list[dict[str, Any]] | None
+    pods: list[Pod] | None
     selector: LabelSelector | None = None
     event_reason: str = ""
     condition_reason: str = ""

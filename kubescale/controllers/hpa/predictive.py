@@ -60,12 +60,12 @@ from __future__ import annotations
 import bisect
 import math
 from collections import deque
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from kubescale.controllers.hpa.hpa_spec import HpaSpecError, MetricSpec
+from kubescale.objects.hpa import HorizontalPodAutoscaler, MetricStatus, MetricValueStatus
 from kubescale.objects.quantities import Quantity, QuantityError
 from kubescale.objects.views import Meta
 
@@ -110,7 +110,7 @@ class PredictiveSettings:
     lead: timedelta = DEFAULT_LEAD
 
 
-def predictive_settings(hpa: Mapping[str, Any]) -> PredictiveSettings | None:
+def predictive_settings(hpa: HorizontalPodAutoscaler) -> PredictiveSettings | None:
     annotations = Meta(hpa).raw.get("annotations") or {}
     if str(annotations.get(PREDICTIVE_ANNOTATION, "")).lower() != "true":
         return None
@@ -240,14 +240,21 @@ class DemandHistory:
         return math.ceil(value * self.quantile() - 1e-9)
 
 
-def demand_of(metric: MetricSpec, status: Mapping[str, Any], *, ready: int) -> float | None:
+def demand_of(metric: MetricSpec, status: MetricStatus, *, ready: int) -> float | None:
     """The metric's total over the pods in units of its target (module docstring), from its
     ``MetricStatus``; None when the status has no usable value."""
     target = metric.target
     if target is None:
         return None
-    body: Mapping[str, Any] = next(iter(v for k, v in status.items() if k != "type"), {})
-    current = body.get("current") or {}
+    # The one source block the status's ``type`` names (statuses are the proposals' own).
+    body = (
+        status.get("resource")
+        or status.get("containerResource")
+        or status.get("pods")
+        or status.get("object")
+        or status.get("external")
+    )
+    current: MetricValueStatus = (body.get("current") if body else None) or {}
     from_quantity = _quantity_milli
     if target.average_utilization:
         utilization = current.get("averageUtilization")
@@ -264,7 +271,7 @@ def demand_of(metric: MetricSpec, status: Mapping[str, Any], *, ready: int) -> f
     return None
 
 
-def _quantity_milli(value: Any) -> int | None:
+def _quantity_milli(value: object) -> int | None:
     try:
         return Quantity.from_json(value).milli_value()
     except QuantityError:

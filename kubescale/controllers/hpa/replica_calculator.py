@@ -13,9 +13,12 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Final, cast
 
 from kubescale.base.times import parse_time
+from kubescale.objects.containers import Container
+from kubescale.objects.meta import Condition
+from kubescale.objects.pod import Pod, PodSpec
 from kubescale.objects.quantities import Quantity, QuantityError
 from kubescale.objects.views import Meta, spec_of, status_of
 
@@ -85,22 +88,24 @@ def ceil_to_int32(value: float) -> int:
 # --- pods -------------------------------------------------------------------------------------
 
 
-def _name(pod: Mapping[str, Any]) -> str:
+def _name(pod: Pod) -> str:
     return str(Meta(pod).raw.get("name") or "")
 
 
-def _phase(pod: Mapping[str, Any]) -> str:
+def _phase(pod: Pod) -> str:
     return str(status_of(pod).get("phase") or "")
 
 
-def _ready_condition(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    for condition in status_of(pod).get("conditions") or ():
+def _ready_condition(pod: Pod) -> Condition | None:
+    # The pod is the API server's JSON: an entry that is not an object is skipped, as before.
+    entries: list[object] = list(status_of(pod).get("conditions") or ())
+    for condition in entries:
         if isinstance(condition, Mapping) and condition.get("type") == "Ready":
-            return condition
+            return cast(Condition, condition)
     return None
 
 
-def is_pod_ready(pod: Mapping[str, Any]) -> bool:
+def is_pod_ready(pod: Pod) -> bool:
     """``podutil.IsPodReady``: the Ready condition is True."""
     condition = _ready_condition(pod)
     return condition is not None and condition.get("status") == "True"
@@ -117,7 +122,7 @@ class PodGroups:
 
 
 def group_pods(
-    pods: Sequence[Mapping[str, Any]],
+    pods: Sequence[Pod],
     metrics: Mapping[str, PodMetric],
     *,
     resource: str,
@@ -174,7 +179,7 @@ def group_pods(
     )
 
 
-def _request_milli(container: Mapping[str, Any], resource: str) -> int | None:
+def _request_milli(container: Container | PodSpec, resource: str) -> int | None:
     requests = (container.get("resources") or {}).get("requests") or {}
     if resource not in requests:
         return None
@@ -184,9 +189,7 @@ def _request_milli(container: Mapping[str, Any], resource: str) -> int | None:
         return None
 
 
-def calculate_requests(
-    pods: Sequence[Mapping[str, Any]], *, container: str, resource: str
-) -> dict[str, int]:
+def calculate_requests(pods: Sequence[Pod], *, container: str, resource: str) -> dict[str, int]:
     """``calculatePodRequests``: milli request per pod name (reference §1.4).
 
     Pod-level ``spec.resources.requests`` when set for the resource and no container is named;
@@ -270,7 +273,7 @@ class ResourceReplicas:
 
 
 def _active_metrics(
-    pods: Sequence[Mapping[str, Any]],
+    pods: Sequence[Pod],
     metrics: Mapping[str, PodMetric],
     *,
     resource: str,
@@ -317,7 +320,7 @@ def resource_replicas(
     resource: str,
     container: str,
     tolerances: Tolerances,
-    pods: Sequence[Mapping[str, Any]],
+    pods: Sequence[Pod],
     metrics: Mapping[str, PodMetric],
     cpu_initialization_period: timedelta,
     initial_readiness_delay: timedelta,
@@ -369,7 +372,7 @@ def plain_metric_replicas(
     target_usage: int,
     resource: str,
     tolerances: Tolerances,
-    pods: Sequence[Mapping[str, Any]],
+    pods: Sequence[Pod],
     metrics: Mapping[str, PodMetric],
     cpu_initialization_period: timedelta,
     initial_readiness_delay: timedelta,
@@ -415,7 +418,7 @@ def plain_metric_replicas(
     return replicas, usage
 
 
-def ready_pod_count(pods: Sequence[Mapping[str, Any]]) -> int:
+def ready_pod_count(pods: Sequence[Pod]) -> int:
     """``getReadyPodsCount``: pods Running with Ready True; no pods at all is an error."""
     if not pods:
         raise ReplicaCalcError(f"unable to calculate ready pods: {NO_PODS}")
@@ -423,7 +426,7 @@ def ready_pod_count(pods: Sequence[Mapping[str, Any]]) -> int:
 
 
 def usage_ratio_replica_count(
-    *, current: int, ratio: float, tolerances: Tolerances, pods: Sequence[Mapping[str, Any]]
+    *, current: int, ratio: float, tolerances: Tolerances, pods: Sequence[Pod]
 ) -> int:
     """``getUsageRatioReplicaCount``: from zero, ``ceil(ratio)`` ignoring tolerance and pods."""
     if current != 0:
@@ -439,7 +442,7 @@ def object_replicas(
     usage: int,
     target: int,
     tolerances: Tolerances,
-    pods: Sequence[Mapping[str, Any]],
+    pods: Sequence[Pod],
 ) -> int:
     """``GetObjectMetricReplicas`` (target Value) after the fetch; ``current`` is spec.replicas."""
     return usage_ratio_replica_count(
@@ -460,7 +463,7 @@ def external_replicas(
     values: Sequence[int],
     target: int,
     tolerances: Tolerances,
-    pods: Sequence[Mapping[str, Any]],
+    pods: Sequence[Pod],
 ) -> tuple[int, int]:
     """``GetExternalMetricReplicas``: the series are summed; (replicas, usage)."""
     usage = _sum_capped(values)

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from kubescale.controllers.hpa.hpa_spec import HpaSpec
 from kubescale.controllers.hpa.hpa_status import ABLE_TO_SCALE, SCALING_ACTIVE, SCALING_LIMITED
 from kubescale.controllers.hpa.metric_proposals import MetricOutcome, MetricsResult
 from kubescale.controllers.hpa.normalization import ScalingHistory, initial_history, normalize
 from kubescale.controllers.hpa.scale_to_zero import ZeroDecision
+from kubescale.objects.hpa import MetricStatus
 
 __all__ = [
     "ConditionChange",
@@ -56,7 +56,7 @@ class ReplicaDecision:
 
     replicas: int | None
     reason: str
-    statuses: list[dict[str, Any]]
+    statuses: list[MetricStatus]
     conditions: tuple[ConditionChange, ...]
     history: ScalingHistory | None = None
     error_label: str = "none"
@@ -66,7 +66,7 @@ class ReplicaDecision:
 def decide_at_zero(replicas: int, outcomes: list[MetricOutcome]) -> ReplicaDecision:
     """At zero replicas only the activation metrics are read: scale from zero when one is
     above its threshold, else stay at zero (``ScaledToZero``)."""
-    statuses = [o.status if not o.failed else {"type": ""} for o in outcomes]
+    statuses = [o.status if not o.failed else MetricStatus(type="") for o in outcomes]
     if replicas > 0:
         active = ConditionChange(
             type=SCALING_ACTIVE,

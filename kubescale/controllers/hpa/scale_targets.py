@@ -13,15 +13,19 @@ apiVersion, ``no matches for kind "<k>" in group "<g>"`` for an unknown kind.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final, cast
 
 from kubescale.kube.api_paths import InvalidPathSegment, api_path
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError
 from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.resources import ALL, DEPLOYMENTS, REPLICA_SETS, STATEFUL_SETS, ResourceType
+from kubescale.objects.deployment import Deployment
+from kubescale.objects.meta import ObjectMeta
+from kubescale.objects.replica_set import ReplicaSet
+from kubescale.objects.scale import Scale, ScaleStatus
 from kubescale.objects.selectors import SelectorError, label_selector_from_dict
+from kubescale.objects.stateful_set import StatefulSet
 from kubescale.objects.views import Meta, spec_of, status_of
 
 __all__ = [
@@ -88,7 +92,7 @@ class ScaleTargets:
 
     async def current_scale(
         self, api_version: str, kind: str, *, name: str, namespace: str, informers: InformerSet
-    ) -> tuple[dict[str, Any], ResourceType]:
+    ) -> tuple[Scale, ResourceType]:
         """The target's Scale and the resource it was read from: from the informer cache for
         :data:`CACHED_WORKLOADS`, else ``GET /scale`` on each mapping in turn (the first error is
         raised when every mapping fails). A cached workload is never read with ``GET /scale``
@@ -119,7 +123,8 @@ class ScaleTargets:
             except KubeError as err:
                 error = error or err
                 continue
-            return scale, resource
+            # the API server's autoscaling/v1 Scale; read through ScaleSpec/ScaleStatus
+            return cast(Scale, scale), resource
         assert error is not None
         raise error
 
@@ -143,7 +148,7 @@ class ScaleTargets:
             raise
         except KubeError:
             raise
-        entries: list[Any] = list(document.get("resources") or [])
+        entries: list[object] = list(document.get("resources") or [])
         names = {str(e.get("name") or "") for e in entries if isinstance(e, dict)}
         for entry in entries:
             if not isinstance(entry, dict):
@@ -165,7 +170,7 @@ class ScaleTargets:
         return ()
 
 
-def scale_view(obj: Mapping[str, Any]) -> dict[str, Any]:
+def scale_view(obj: Deployment | StatefulSet | ReplicaSet) -> Scale:
     """The ``autoscaling/v1`` Scale of a Deployment, StatefulSet or ReplicaSet: its replicas,
     status replicas and ``spec.selector`` as selector text."""
     meta = Meta(obj).raw
@@ -176,13 +181,16 @@ def scale_view(obj: Mapping[str, Any]) -> dict[str, Any]:
         selector = str(label_selector_from_dict(raw)) if raw is not None else ""
     except SelectorError:
         selector = ""
-    status: dict[str, Any] = {"replicas": int(status_of(obj).get("replicas") or 0)}
+    status = ScaleStatus(replicas=int(status_of(obj).get("replicas") or 0))
     if selector:
         status["selector"] = selector
     return {
         "apiVersion": "autoscaling/v1",
         "kind": "Scale",
-        "metadata": {k: meta[k] for k in ("name", "namespace", "uid") if k in meta},
+        # the workload's own name, namespace and uid (ObjectMeta fields, copied as they are)
+        "metadata": cast(
+            ObjectMeta, {k: meta[k] for k in ("name", "namespace", "uid") if k in meta}
+        ),
         "spec": {"replicas": int(spec.get("replicas") or 0)},
         "status": status,
     }

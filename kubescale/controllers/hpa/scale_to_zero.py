@@ -26,13 +26,14 @@ When an activation metric cannot be read, activity is unknown and nothing crosse
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Final
 
 from kubescale.controllers.hpa.hpa_spec import HpaSpecError
 from kubescale.controllers.hpa.metric_proposals import ExternalValues, Fetched, ObjectValue
+from kubescale.objects.hpa import HorizontalPodAutoscaler
 from kubescale.objects.quantities import Quantity, QuantityError
 from kubescale.objects.views import Meta
 
@@ -60,7 +61,7 @@ class ZeroSettings:
     cooldown: timedelta = DEFAULT_COOLDOWN
 
 
-def zero_settings(hpa: Mapping[str, Any]) -> ZeroSettings | None:
+def zero_settings(hpa: HorizontalPodAutoscaler) -> ZeroSettings | None:
     """The HPA's scale-to-zero settings, or None when not enabled; bad values name the field."""
     annotations = Meta(hpa).raw.get("annotations") or {}
     if str(annotations.get(SCALE_TO_ZERO_ANNOTATION, "")).lower() != "true":

@@ -22,10 +22,11 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from kubescale.base.times import parse_time
 from kubescale.kube.resources import ResourceType
+from kubescale.objects.hpa import HorizontalPodAutoscaler
 from kubescale.objects.selectors import SelectorError, label_selector_from_dict
 from kubescale.rendering.kube_columns import hpa_targets, human_duration
 
@@ -352,7 +353,7 @@ def _hpa_cells(hpa: Mapping[str, Any], now: datetime) -> list[Any]:
     return [
         (hpa.get("metadata") or {}).get("name", ""),
         f"{ref.get('kind', '')}/{ref.get('name', '')}",
-        hpa_targets(hpa),
+        hpa_targets(cast(HorizontalPodAutoscaler, hpa)),  # the stored HPA, as JSON
         "<unset>" if minimum is None else str(minimum),
         str(spec.get("maxReplicas", 0)),
         str(status.get("currentReplicas", 0)),

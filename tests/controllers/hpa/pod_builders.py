@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from kubescale.controllers.hpa.replica_calculator import PodMetric
+from kubescale.objects.pod import Pod
 from tests import builders
 
 NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
@@ -30,7 +31,7 @@ def measured_pod(
     containers: Mapping[str, Mapping[str, str]] | None = None,
     sidecars: Mapping[str, Mapping[str, str]] | None = None,
     labels: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
+) -> Pod:
     """Pod ``ns/<name>`` (labels ``app: web`` unless given) with one container ``app``
     requesting ``cpu`` (or ``containers``: name → requests; ``sidecars``: restartable init
     containers), Ready ``ready`` since ``ready_since`` (default: its start): the tables'
@@ -43,25 +44,29 @@ def measured_pod(
         status["conditions"] = [
             {"type": "Ready", "status": ready, "lastTransitionTime": _fmt(since)}
         ]
-    return builders.pods.pod(
-        name=name,
-        namespace="ns",
-        labels=labels or {"app": "web"},
-        deletion_timestamp=_fmt(NOW) if deleting else None,
-        containers=[
-            builders.pods.container(c, requests=r)
-            for c, r in (containers or {"app": {"cpu": cpu}}).items()
-        ],
-        init_containers=(
-            [
-                builders.pods.container(c, restartPolicy="Always", requests=r)
-                for c, r in sidecars.items()
-            ]
-            if sidecars
-            else None
+    # the shared builder's JSON, a Pod
+    return cast(
+        Pod,
+        builders.pods.pod(
+            name=name,
+            namespace="ns",
+            labels=labels or {"app": "web"},
+            deletion_timestamp=_fmt(NOW) if deleting else None,
+            containers=[
+                builders.pods.container(c, requests=r)
+                for c, r in (containers or {"app": {"cpu": cpu}}).items()
+            ],
+            init_containers=(
+                [
+                    builders.pods.container(c, restartPolicy="Always", requests=r)
+                    for c, r in sidecars.items()
+                ]
+                if sidecars
+                else None
+            ),
+            status=status,
+            api_version=None,
         ),
-        status=status,
-        api_version=None,
     )
 
 

@@ -18,10 +18,9 @@ rules (reference §2; ``replica_calculator.go`` ``GetMetricReplicas`` / ``calcPl
 
 from __future__ import annotations
 
-import functools
 import json
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import given, settings
@@ -45,6 +44,8 @@ from kubescale.controllers.hpa.replica_calculator import PodMetric
 from kubescale.coordination.disruption_ledger import WriteOutcome, WriteResult, write_outcome
 from kubescale.kube.errors import KubeApiError
 from kubescale.kube.resources import DEPLOYMENTS
+from kubescale.objects.hpa import HorizontalPodAutoscaler
+from kubescale.objects.pod import Pod
 from kubescale.objects.views import status_of
 from kubescale.plans.executor import Applied, Decision, collect_plan
 from kubescale.plans.intents import Intent, Scale, WriteStatus, describe
@@ -68,14 +69,17 @@ EVENT = f"{ACTOR}: event HorizontalPodAutoscaler shop/web"
 STATUS = f"{ACTOR}: write-status horizontalpodautoscalers shop/web"
 
 
-the_hpa = functools.partial(
-    hpa,
-    name="web",
-    namespace="shop",
-    target=scale_target_ref(name="web"),
-    min_replicas=1,
-    max_replicas=20,
-)
+def the_hpa(**fields: Any) -> HorizontalPodAutoscaler:
+    """HPA shop/web over Deployment web, 1..20 replicas, with ``fields`` (the builder's JSON,
+    an HPA)."""
+    defaults: dict[str, Any] = {
+        "name": "web",
+        "namespace": "shop",
+        "target": scale_target_ref(name="web"),
+        "min_replicas": 1,
+        "max_replicas": 20,
+    }
+    return cast(HorizontalPodAutoscaler, hpa(**{**defaults, **fields}))
 
 
 def snapshot(
@@ -85,7 +89,8 @@ def snapshot(
     obj = the_hpa(metrics=[metric], behavior=behavior)
     spec = parse_hpa(obj)
     pods = [
-        pod(name=f"web-{i}", namespace="shop", status={"phase": "Running"}) for i in range(PODS)
+        cast(Pod, pod(name=f"web-{i}", namespace="shop", status={"phase": "Running"}))
+        for i in range(PODS)
     ]
     return HpaSnapshot(
         hpa=obj,

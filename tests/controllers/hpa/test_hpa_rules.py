@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 from datetime import timedelta
+from typing import cast
 
 import pytest
 from hypothesis import given, settings
@@ -24,6 +25,7 @@ from kubescale.controllers.hpa.scale_to_zero import (
     is_active,
     zero_settings,
 )
+from kubescale.objects.hpa import HorizontalPodAutoscaler
 
 from .pod_builders import NOW
 
@@ -57,10 +59,15 @@ def test_v2_defaulting() -> None:
     assert partial.behavior.scale_down.policies == ()
     with pytest.raises(HpaSpecError, match=r"spec.behavior.scaleUp.policies\[0\].value"):
         parse_hpa(
-            {
-                "metadata": {"name": "h"},
-                "spec": {"behavior": {"scaleUp": {"policies": [{"type": "Pods", "value": "x"}]}}},
-            }
+            cast(  # deliberately malformed JSON: a string where the API has an integer
+                HorizontalPodAutoscaler,
+                {
+                    "metadata": {"name": "h"},
+                    "spec": {
+                        "behavior": {"scaleUp": {"policies": [{"type": "Pods", "value": "x"}]}}
+                    },
+                },
+            )
         )
 
 
@@ -133,7 +140,7 @@ def test_flags_defaults_and_errors() -> None:
     )
 
 
-def annotated(**notes: str) -> dict[str, object]:
+def annotated(**notes: str) -> HorizontalPodAutoscaler:
     return {"metadata": {"annotations": {f"hpa.kubescale.io/{k}": v for k, v in notes.items()}}}
 
 

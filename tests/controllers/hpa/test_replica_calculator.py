@@ -7,7 +7,6 @@ initialization period is 2 m and the initial readiness delay 10 s (upstream's te
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -25,6 +24,7 @@ from kubescale.controllers.hpa.replica_calculator import (
     plain_metric_replicas,
     resource_replicas,
 )
+from kubescale.objects.pod import Pod
 
 from .pod_builders import NOW, measured_pod, metrics
 
@@ -34,7 +34,7 @@ DELAY = timedelta(seconds=10)
 
 
 def cpu(
-    pods: list[dict[str, Any]],
+    pods: list[Pod],
     usage: dict[str, int],
     *,
     target: int,
@@ -57,7 +57,7 @@ def cpu(
     return result.replicas, result.utilization, result.raw_average
 
 
-def three(*names: str) -> list[dict[str, Any]]:
+def three(*names: str) -> list[Pod]:
     return [measured_pod(n) for n in names]
 
 
@@ -90,7 +90,7 @@ def three(*names: str) -> list[dict[str, Any]]:
     ],
 )
 def test_resource_utilization(
-    pods: list[dict[str, Any]],
+    pods: list[Pod],
     usage: dict[str, int],
     target: int,
     current: int | None,
@@ -247,9 +247,7 @@ def test_superfluous_metrics_are_skipped() -> None:
     assert cpu([measured_pod("a")], {"a": 500, "other": 9000}, target=50) == (1, 50, 500)
 
 
-def plain(
-    pods: list[dict[str, Any]], usage: dict[str, int], *, target: int, current: int
-) -> tuple[int, int]:
+def plain(pods: list[Pod], usage: dict[str, int], *, target: int, current: int) -> tuple[int, int]:
     return plain_metric_replicas(
         current=current,
         target_usage=target,
