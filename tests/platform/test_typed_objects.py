@@ -22,7 +22,7 @@ import ast
 import importlib
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import get_type_hints, is_typeddict
 
@@ -30,16 +30,20 @@ import pytest
 from mypy import api
 
 import kubescale
+from kubescale.controllers.vpa.updater.eviction_restriction import ControllerKey
 from kubescale.objects.admission_review import AdmissionReview, JsonPatchOperation, Status
 from kubescale.objects.containers import Container
 from kubescale.objects.lease import Lease
 from kubescale.objects.limit_range import LimitRange
-from kubescale.objects.meta import ObjectMeta
+from kubescale.objects.meta import Condition, ObjectMeta
 from kubescale.objects.mutating_webhook_configuration import MutatingWebhookConfiguration
 from kubescale.objects.pod import Pod
+from kubescale.objects.scale import ReplicaCountedController
 from kubescale.objects.vpa import (
     ContainerResourcePolicy,
+    EvictionRequirement,
     PodResourcePolicy,
+    PodUpdatePolicy,
     RecommendedPodResources,
     VerticalPodAutoscaler,
 )
@@ -605,6 +609,89 @@ def test_the_webhook_is_typed(module: str, name: str, parameter: str, expected: 
     if isinstance(target, property):
         target = target.fget
     assert get_type_hints(target).get(parameter) == expected, f"{module}.{name}: {parameter}"
+
+
+UPDATER_TYPED: list[tuple[str, str, str, object]] = [
+    (
+        "controllers.vpa.updater.update_priority",
+        "update_priority",
+        "recommendation",
+        RecommendedPodResources,
+    ),
+    (
+        "controllers.vpa.updater.update_priority",
+        "pod_priority",
+        "recommendation",
+        RecommendedPodResources,
+    ),
+    (
+        "controllers.vpa.updater.update_priority",
+        "PodPriority",
+        "recommendation",
+        RecommendedPodResources,
+    ),
+    (
+        "controllers.vpa.updater.update_priority",
+        "eviction_requirements_admit",
+        "recommendation",
+        RecommendedPodResources,
+    ),
+    (
+        "controllers.vpa.updater.update_priority",
+        "without_resources",
+        "recommendation",
+        RecommendedPodResources,
+    ),
+    (
+        "controllers.vpa.updater.update_priority",
+        "without_resources",
+        "return",
+        RecommendedPodResources,
+    ),
+    ("controllers.vpa.updater.update_priority", "_update_policy", "return", PodUpdatePolicy | None),
+    (
+        "controllers.vpa.updater.update_priority",
+        "_eviction_requirements",
+        "return",
+        list[EvictionRequirement] | None,
+    ),
+    (
+        "controllers.vpa.updater.update_priority",
+        "_requirement_holds",
+        "requirement",
+        EvictionRequirement,
+    ),
+    (
+        "controllers.vpa.updater.eviction_restriction",
+        "EvictionRestriction.build",
+        "controllers",
+        Mapping[ControllerKey, ReplicaCountedController],
+    ),
+    (
+        "controllers.vpa.updater.eviction_restriction",
+        "configured_replicas",
+        "controller",
+        ReplicaCountedController | None,
+    ),
+    ("controllers.vpa.updater.eviction_restriction", "_condition", "return", Condition | None),
+    (
+        "controllers.vpa.updater.updater_decision",
+        "VpaSnapshot",
+        "controllers",
+        Mapping[ControllerKey, ReplicaCountedController],
+    ),
+    ("controllers.vpa.updater.updater_loop", "lease_is_fresh", "lease", Lease | None),
+]
+"""The updater's priority and eviction entry points: the capped recommendation, the VPA's
+update policy, the pods' controllers and the admission status Lease are the TypedDicts of
+:mod:`kubescale.objects` (``Mapping[str, Any]`` lets ``mypy --strict`` check no field name)."""
+
+
+@pytest.mark.parametrize(("module", "name", "parameter", "expected"), UPDATER_TYPED)
+def test_the_updater_priority_and_eviction_are_typed(
+    module: str, name: str, parameter: str, expected: object
+) -> None:
+    assert _annotation(module, name, parameter) == expected, f"{module}.{name}: {parameter}"
 
 
 def test_the_decoder_hands_the_rules_a_typed_vpa() -> None:

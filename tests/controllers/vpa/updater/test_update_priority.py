@@ -29,6 +29,7 @@ from kubescale.controllers.vpa.updater.update_priority import (
     vpa_is_updated,
 )
 from kubescale.objects.pod import Pod
+from kubescale.objects.vpa import RecommendedPodResources
 from tests import builders
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -79,8 +80,10 @@ def entry(
     return result
 
 
-def recommendation(*entries: dict[str, Any]) -> dict[str, Any]:
-    return {"containerRecommendations": list(entries)}
+def recommendation(*entries: dict[str, Any]) -> RecommendedPodResources:
+    return builders.meta.stored_as(
+        {"containerRecommendations": list(entries)}, RecommendedPodResources
+    )
 
 
 build_vpa = functools.partial(
