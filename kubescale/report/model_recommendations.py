@@ -36,6 +36,7 @@ from kubescale.controllers.vpa.recommender.prometheus_history import (
 from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import SelectorError, label_selector_from_dict
 from kubescale.objects.views import Meta, spec_of, status_of
+from kubescale.objects.vpa import VerticalPodAutoscaler
 
 __all__ = ["ModelRecommendations", "WorkloadKey", "model_recommendations", "workload_key"]
 
@@ -63,7 +64,7 @@ class ModelRecommendations:
     """The Prometheus history load, when one was asked for."""
 
 
-def _synthetic_vpa(workload: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+def _synthetic_vpa(workload: Mapping[str, Any], now: datetime) -> VerticalPodAutoscaler:
     namespace, kind, name = workload_key(workload)
     return {
         "metadata": {

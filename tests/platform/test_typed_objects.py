@@ -35,7 +35,7 @@ from kubescale.objects.admission_review import AdmissionReview, JsonPatchOperati
 from kubescale.objects.containers import Container
 from kubescale.objects.lease import Lease
 from kubescale.objects.limit_range import LimitRange
-from kubescale.objects.meta import Condition, ObjectMeta
+from kubescale.objects.meta import Condition, CrossVersionObjectReference, ObjectMeta
 from kubescale.objects.mutating_webhook_configuration import MutatingWebhookConfiguration
 from kubescale.objects.pod import Pod
 from kubescale.objects.scale import ReplicaCountedController
@@ -44,10 +44,16 @@ from kubescale.objects.vpa import (
     EvictionRequirement,
     PodResourcePolicy,
     PodUpdatePolicy,
+    RecommendedContainerResources,
     RecommendedPodResources,
     VerticalPodAutoscaler,
+    VerticalPodAutoscalerStatus,
 )
-from kubescale.objects.vpa_checkpoint import VerticalPodAutoscalerCheckpoint
+from kubescale.objects.vpa_checkpoint import (
+    HistogramCheckpoint,
+    VerticalPodAutoscalerCheckpoint,
+    VerticalPodAutoscalerCheckpointStatus,
+)
 from kubescale.webhook.vpa_decoding import VpaDecodeError, decode_vpa
 from kubescale.webhook.vpa_validation import admit_vpa
 
@@ -689,6 +695,97 @@ update policy, the pods' controllers and the admission status Lease are the Type
 
 @pytest.mark.parametrize(("module", "name", "parameter", "expected"), UPDATER_TYPED)
 def test_the_updater_priority_and_eviction_are_typed(
+    module: str, name: str, parameter: str, expected: object
+) -> None:
+    assert _annotation(module, name, parameter) == expected, f"{module}.{name}: {parameter}"
+
+
+RECOMMENDER_TYPED: list[tuple[str, str, str, object]] = [
+    ("controllers.vpa.recommender.vpa_status", "desired_status", "vpa", VerticalPodAutoscaler),
+    (
+        "controllers.vpa.recommender.vpa_status",
+        "desired_status",
+        "return",
+        VerticalPodAutoscalerStatus,
+    ),
+    ("controllers.vpa.recommender.vpa_status", "status_patch", "vpa", VerticalPodAutoscaler),
+    (
+        "controllers.vpa.recommender.vpa_status",
+        "status_patch",
+        "status",
+        VerticalPodAutoscalerStatus,
+    ),
+    (
+        "controllers.vpa.recommender.vpa_status",
+        "status_changed",
+        "old",
+        VerticalPodAutoscalerStatus | None,
+    ),
+    (
+        "controllers.vpa.recommender.vpa_status",
+        "status_changed",
+        "new",
+        VerticalPodAutoscalerStatus,
+    ),
+    ("controllers.vpa.recommender.vpa_status", "condition_active", "vpa", VerticalPodAutoscaler),
+    ("controllers.vpa.recommender.vpa_status", "had_recommendation", "vpa", VerticalPodAutoscaler),
+    ("controllers.vpa.recommender.vpa_status", "_conditions", "return", list[Condition]),
+    ("controllers.vpa.recommender.cluster_feeder", "ObservedVpa", "vpa", VerticalPodAutoscaler),
+    (
+        "controllers.vpa.recommender.cluster_feeder",
+        "ClusterFeeder.controller_exists",
+        "target_ref",
+        CrossVersionObjectReference | None,
+    ),
+    (
+        "controllers.vpa.model.cluster_state",
+        "ClusterState.add_or_update_vpa",
+        "vpa",
+        VerticalPodAutoscaler,
+    ),
+    (
+        "controllers.vpa.model.cluster_state",
+        "ClusterState.load_checkpoint",
+        "checkpoint",
+        VerticalPodAutoscalerCheckpoint,
+    ),
+    (
+        "controllers.vpa.model.cluster_state",
+        "VpaRecommendation",
+        "container_recommendations",
+        list[RecommendedContainerResources],
+    ),
+    (
+        "controllers.vpa.model.aggregate_state",
+        "AggregateContainerState.load_from_checkpoint",
+        "status",
+        VerticalPodAutoscalerCheckpointStatus,
+    ),
+    (
+        "controllers.vpa.model.aggregate_state",
+        "controlled_resources",
+        "policy",
+        ContainerResourcePolicy | None,
+    ),
+    (
+        "controllers.vpa.model.histogram",
+        "DecayingHistogram.load_from_checkpoint",
+        "checkpoint",
+        HistogramCheckpoint,
+    ),
+    (
+        "controllers.vpa.model.checkpoint_format",
+        "parse_histogram",
+        "checkpoint",
+        HistogramCheckpoint,
+    ),
+]
+"""The recommender's status writer (the status it works out, compares and patches), its
+feeder and its model: the TypedDicts of :mod:`kubescale.objects`."""
+
+
+@pytest.mark.parametrize(("module", "name", "parameter", "expected"), RECOMMENDER_TYPED)
+def test_the_recommender_status_writer_and_model_are_typed(
     module: str, name: str, parameter: str, expected: object
 ) -> None:
     assert _annotation(module, name, parameter) == expected, f"{module}.{name}: {parameter}"

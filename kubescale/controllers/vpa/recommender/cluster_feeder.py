@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from kubescale.base.logs import component_logger
 from kubescale.base.times import parse_time
@@ -62,7 +62,7 @@ from kubescale.controllers.vpa.recommender.recommender_config import (
 from kubescale.controllers.vpa.recommender.recommender_metrics import RecommenderMetrics
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeError
-from kubescale.kube.informer import EventHandlers
+from kubescale.kube.informer import EventHandlers, Informer
 from kubescale.kube.resources import (
     CORE_EVENTS,
     PODS,
@@ -71,6 +71,7 @@ from kubescale.kube.resources import (
     ResourceType,
 )
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.objects.meta import CrossVersionObjectReference
 from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity, QuantityError
 from kubescale.objects.views import Meta, optional_spec_of
@@ -105,7 +106,7 @@ Sample = tuple[str, str, str, str, int, datetime]
 class ObservedVpa:
     """A VPA this recommender handles, as last listed, and what its target check said."""
 
-    vpa: dict[str, Any]
+    vpa: VerticalPodAutoscaler
     check: TargetCheck
 
     @property
@@ -202,7 +203,9 @@ class ClusterFeeder:
         self.metrics = metrics
         informers = cache.informers
         namespace = settings.vpa_object_namespace or None
-        self.vpas = informers.informer(VERTICAL_POD_AUTOSCALERS, namespace=namespace)
+        self.vpas: Informer[VerticalPodAutoscaler] = informers.informer(
+            VERTICAL_POD_AUTOSCALERS, namespace=namespace
+        )
         self.pods = informers.informer(PODS, namespace=namespace)
         self.events = informers.informer(
             CORE_EVENTS, namespace=namespace, field_selector=EVICTION_EVENTS
@@ -252,7 +255,7 @@ class ClusterFeeder:
             keys.add((str(metadata.get("namespace") or ""), str(metadata.get("name") or "")))
         return keys
 
-    def _handled(self) -> list[dict[str, Any]]:
+    def _handled(self) -> list[VerticalPodAutoscaler]:
         settings = self.settings
         handled = [
             vpa
@@ -269,14 +272,13 @@ class ClusterFeeder:
     async def load_vpas(self) -> None:
         """``LoadVPAs`` (module docstring)."""
         vpas = self._handled()
-        # the recommender's VPAs are not typed yet: they are the informer's VPAs
-        checks = [self.targets.check(cast(VerticalPodAutoscaler, vpa)) for vpa in vpas]
+        checks = [self.targets.check(vpa) for vpa in vpas]
         if self.targets.pending:
             try:
                 await self.targets.refresh()
             except KubeError as err:
                 log.warning("cannot look up VPA targets", extra={"fields": {"error": str(err)}})
-            checks = [self.targets.check(cast(VerticalPodAutoscaler, vpa)) for vpa in vpas]
+            checks = [self.targets.check(vpa) for vpa in vpas]
         observed = [ObservedVpa(vpa, check) for vpa, check in zip(vpas, checks, strict=True)]
         for entry in observed:
             self.state.add_or_update_vpa(entry.vpa, selector=entry.check.selector)
@@ -362,9 +364,11 @@ class ClusterFeeder:
         """``DeleteRemovedPods``: pods missing from the last :meth:`load_pods`."""
         self.pod_feed.delete_removed(self.state)
 
-    def controller_exists(self, namespace: str, target_ref: Mapping[str, Any] | None) -> bool:
+    def controller_exists(
+        self, namespace: str, target_ref: CrossVersionObjectReference | None
+    ) -> bool:
         """For aggregate GC: does the VPA's target controller exist (unknown kinds: assumed)."""
-        if not isinstance(target_ref, Mapping):
+        if not isinstance(target_ref, Mapping):  # none, or malformed (the VPA as sent)
             return False
         kind = str(target_ref.get("kind") or "")
         if not self.targets.is_scalable(str(target_ref.get("apiVersion") or ""), kind):

@@ -77,6 +77,7 @@ from kubescale.coordination.brain import brain_of
 from kubescale.kube.client import KubeClient
 from kubescale.kube.shared_cache import SharedCache
 from kubescale.objects.views import Meta, spec_of
+from kubescale.objects.vpa import VerticalPodAutoscalerStatus
 from kubescale.plans.executor import PlanExecutor
 from kubescale.runtime.component import TimelineReport
 from kubescale.runtime.off_loop import OffLoop
@@ -151,7 +152,7 @@ class RecommenderLoop:
         return self.memory.status_writes
 
     @property
-    def written(self) -> list[tuple[tuple[str, str], dict[str, Any]]]:
+    def written(self) -> list[tuple[tuple[str, str], VerticalPodAutoscalerStatus]]:
         """The statuses the last iteration wrote, by VPA (namespace, name)."""
         return self.memory.written
 
