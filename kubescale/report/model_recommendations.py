@@ -34,6 +34,7 @@ from kubescale.controllers.vpa.recommender.prometheus_history import (
     load_history,
 )
 from kubescale.objects.pod import Pod
+from kubescale.objects.pod_metrics import PodMetrics
 from kubescale.objects.selectors import SelectorError, label_selector_from_dict
 from kubescale.objects.views import Meta, spec_of, status_of
 from kubescale.objects.vpa import VerticalPodAutoscaler
@@ -87,7 +88,7 @@ async def model_recommendations(
     *,
     workloads: Sequence[Mapping[str, Any]],
     pods: Sequence[Pod],
-    pod_metrics: Sequence[Mapping[str, Any]],
+    pod_metrics: Sequence[PodMetrics],
     now: datetime,
     history: HistoryProvider | None = None,
     config: RecommenderConfig | None = None,

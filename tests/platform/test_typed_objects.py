@@ -22,7 +22,7 @@ import ast
 import importlib
 import sys
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import get_type_hints, is_typeddict
 
@@ -38,6 +38,7 @@ from kubescale.objects.limit_range import LimitRange
 from kubescale.objects.meta import Condition, CrossVersionObjectReference, ObjectMeta
 from kubescale.objects.mutating_webhook_configuration import MutatingWebhookConfiguration
 from kubescale.objects.pod import Pod
+from kubescale.objects.pod_metrics import PodMetrics
 from kubescale.objects.scale import ReplicaCountedController
 from kubescale.objects.vpa import (
     ContainerResourcePolicy,
@@ -731,6 +732,18 @@ RECOMMENDER_TYPED: list[tuple[str, str, str, object]] = [
     ("controllers.vpa.recommender.vpa_status", "had_recommendation", "vpa", VerticalPodAutoscaler),
     ("controllers.vpa.recommender.vpa_status", "_conditions", "return", list[Condition]),
     ("controllers.vpa.recommender.cluster_feeder", "ObservedVpa", "vpa", VerticalPodAutoscaler),
+    (
+        "controllers.vpa.recommender.cluster_feeder",
+        "pod_metrics_samples",
+        "items",
+        Iterable[PodMetrics],
+    ),
+    (
+        "controllers.vpa.recommender.cluster_feeder",
+        "ClusterFeeder.feed_real_time_metrics",
+        "items",
+        Sequence[PodMetrics],
+    ),
     (
         "controllers.vpa.recommender.cluster_feeder",
         "ClusterFeeder.controller_exists",

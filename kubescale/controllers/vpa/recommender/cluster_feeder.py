@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import Final, cast
 
 from kubescale.base.logs import component_logger
 from kubescale.base.times import parse_time
@@ -73,6 +73,7 @@ from kubescale.kube.resources import (
 from kubescale.kube.shared_cache import SharedCache
 from kubescale.objects.meta import CrossVersionObjectReference
 from kubescale.objects.pod import Pod
+from kubescale.objects.pod_metrics import PodMetrics
 from kubescale.objects.quantities import Quantity, QuantityError
 from kubescale.objects.views import Meta, optional_spec_of
 from kubescale.objects.vpa import VerticalPodAutoscaler
@@ -155,7 +156,7 @@ def ignores_namespace(
     return namespace in ignored
 
 
-def pod_metrics_samples(items: Iterable[Mapping[str, Any]]) -> list[Sample]:
+def pod_metrics_samples(items: Iterable[PodMetrics]) -> list[Sample]:
     """``createContainerMetricsSnapshots`` + ``newContainerUsageSamplesWithKey``: one CPU and
     one memory sample per container, measured at the PodMetrics ``timestamp``."""
     samples: list[Sample] = []
@@ -164,7 +165,7 @@ def pod_metrics_samples(items: Iterable[Mapping[str, Any]]) -> list[Sample]:
         namespace = str(metadata.get("namespace") or "")
         pod = str(metadata.get("name") or "")
         moment = parse_time(item.get("timestamp"))
-        containers = item.get("containers")
+        containers: object = item.get("containers")  # as metrics-server sent it: checked here
         if moment is None or not isinstance(containers, list):
             continue
         for container in containers:
@@ -320,11 +321,11 @@ class ClusterFeeder:
         items, ooms = await self.fetch_real_time_metrics()
         return self.feed_real_time_metrics(items, ooms)
 
-    async def fetch_real_time_metrics(self) -> tuple[list[dict[str, Any]], list[OomInfo]]:
+    async def fetch_real_time_metrics(self) -> tuple[list[PodMetrics], list[OomInfo]]:
         """The I/O half of ``LoadRealTimeMetrics``, on the event loop: the PodMetrics listed
         and the OOMs observed since the last call (the observer is fed by informer handlers,
         on the loop)."""
-        items: list[dict[str, Any]] = []
+        items: list[PodMetrics] = []
         try:
             listing = await self.client.list(
                 POD_METRICS, namespace=self.settings.vpa_object_namespace or None
@@ -334,12 +335,15 @@ class ClusterFeeder:
             log.error("cannot get PodMetrics", extra={"fields": {"error": str(err)}})
         else:
             self.metrics.record_metrics_server_response(error=False)
-            items = [item for item in listing.get("items") or [] if isinstance(item, dict)]
+            # a PodMetrics list's items: objects, each field checked by pod_metrics_samples
+            items = [
+                cast(PodMetrics, item)
+                for item in listing.get("items") or []
+                if isinstance(item, dict)
+            ]
         return items, self.oom.drain()
 
-    def feed_real_time_metrics(
-        self, items: Sequence[Mapping[str, Any]], ooms: Sequence[OomInfo]
-    ) -> int:
+    def feed_real_time_metrics(self, items: Sequence[PodMetrics], ooms: Sequence[OomInfo]) -> int:
         """The model half of ``LoadRealTimeMetrics`` (what :meth:`fetch_real_time_metrics`
         returned): touches only the model, so it may run on the loop's worker thread."""
         accepted = self.state.add_samples(pod_metrics_samples(items))
