@@ -120,6 +120,8 @@ class VerticalPodAutoscalerStatus(TypedDict, total=False):
 
     recommendation: RecommendedPodResources
     conditions: list[Condition]
+    observedGeneration: int
+    """The ``metadata.generation`` the recommender wrote this status for."""
 
 
 class VerticalPodAutoscaler(TypedDict, total=False):

@@ -30,6 +30,7 @@ from kubescale.kube.resources import (
     ResourceType,
 )
 from kubescale.objects.limit_range import LimitRange
+from kubescale.objects.metrics_api import PodMetrics
 from kubescale.objects.node import Node
 from kubescale.objects.pod import Pod
 from kubescale.objects.vpa import VerticalPodAutoscaler
@@ -59,7 +60,7 @@ class ClusterReading:
     vpas: list[VerticalPodAutoscaler] = field(default_factory=list)
     hpas: list[dict[str, Any]] = field(default_factory=list)
     nodes: list[Node] = field(default_factory=list)
-    pod_metrics: list[dict[str, Any]] = field(default_factory=list)
+    pod_metrics: list[PodMetrics] = field(default_factory=list)
     node_metrics: list[dict[str, Any]] = field(default_factory=list)
     replica_sets: list[dict[str, Any]] = field(default_factory=list)
     """The pods' controllers under Deployments (their replicas size the updater's budget)."""
@@ -101,7 +102,7 @@ async def read_cluster(client: KubeClient, *, namespace: str | None) -> ClusterR
         ),
         hpas=await _items(client, HORIZONTAL_POD_AUTOSCALERS, namespace, missing),
         nodes=cast(list[Node], await _items(client, NODES, None, missing)),
-        pod_metrics=await _items(client, POD_METRICS, namespace, missing),
+        pod_metrics=cast(list[PodMetrics], await _items(client, POD_METRICS, namespace, missing)),
         node_metrics=await _items(client, NODE_METRICS, None, missing),
         replica_sets=await _items(client, REPLICA_SETS, namespace, missing),
         limit_ranges=cast(list[LimitRange], await _items(client, LIMIT_RANGES, namespace, missing)),

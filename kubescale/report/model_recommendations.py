@@ -33,9 +33,11 @@ from kubescale.controllers.vpa.recommender.prometheus_history import (
     HistoryProvider,
     load_history,
 )
+from kubescale.objects.metrics_api import PodMetrics
 from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import SelectorError, label_selector_from_dict
 from kubescale.objects.views import Meta, spec_of, status_of
+from kubescale.objects.vpa import VerticalPodAutoscaler
 
 __all__ = ["ModelRecommendations", "WorkloadKey", "model_recommendations", "workload_key"]
 
@@ -63,7 +65,7 @@ class ModelRecommendations:
     """The Prometheus history load, when one was asked for."""
 
 
-def _synthetic_vpa(workload: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+def _synthetic_vpa(workload: Mapping[str, Any], now: datetime) -> VerticalPodAutoscaler:
     namespace, kind, name = workload_key(workload)
     return {
         "metadata": {
@@ -86,7 +88,7 @@ async def model_recommendations(
     *,
     workloads: Sequence[Mapping[str, Any]],
     pods: Sequence[Pod],
-    pod_metrics: Sequence[Mapping[str, Any]],
+    pod_metrics: Sequence[PodMetrics],
     now: datetime,
     history: HistoryProvider | None = None,
     config: RecommenderConfig | None = None,

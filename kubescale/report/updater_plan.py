@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from prometheus_client import CollectorRegistry
 
@@ -51,6 +51,7 @@ from kubescale.controllers.vpa.updater.updater_decision import (
 )
 from kubescale.controllers.vpa.updater.updater_metrics import UpdaterMetrics
 from kubescale.objects.pod import Pod
+from kubescale.objects.scale import ReplicaCountedController
 from kubescale.objects.selectors import SelectorError, label_selector_from_dict
 from kubescale.objects.views import meta, spec_of
 from kubescale.plans.executor import collect_plan
@@ -79,14 +80,14 @@ def _workload_pods(workload: Mapping[str, Any], pods: Sequence[Pod]) -> list[Pod
     return sorted(matched, key=pod_id)
 
 
-def _controllers(reading: ClusterReading) -> dict[ControllerKey, dict[str, Any]]:
+def _controllers(reading: ClusterReading) -> dict[ControllerKey, ReplicaCountedController]:
     """ReplicaSets and workloads by :class:`ControllerKey` (what a pod's controller names)."""
-    found: dict[ControllerKey, dict[str, Any]] = {}
+    found: dict[ControllerKey, ReplicaCountedController] = {}
     for obj in [*reading.replica_sets, *reading.workloads]:
         view = meta(obj)
         found[
             ControllerKey(namespace=view.namespace, kind=str(obj.get("kind")), name=view.name)
-        ] = obj
+        ] = cast(ReplicaCountedController, obj)  # a ReplicaSet or a workload: its kind
     return found
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kubescale.objects.vpa import VerticalPodAutoscaler
-from tests.builders.meta import manifest, metadata, typed_builder
+from kubescale.objects.vpa import RecommendedPodResources, VerticalPodAutoscaler
+from tests.builders.meta import manifest, metadata, stored_as, typed_builder
 
 VPA_API_VERSION = "autoscaling.k8s.io/v1"
 
@@ -40,6 +40,12 @@ def container_recommendation(
         if value is not None:
             entry[key] = dict(value)
     return entry
+
+
+def pod_recommendation(*entries: Mapping[str, Any]) -> RecommendedPodResources:
+    """A ``status.recommendation`` of ``entries`` (:func:`container_recommendation` or plain
+    dicts, kept as given: a test may hand a malformed one)."""
+    return stored_as({"containerRecommendations": list(entries)}, RecommendedPodResources)
 
 
 def vpa(

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tests.builders.meta import manifest, metadata
+from kubescale.objects.replica_set import ReplicaSet
+from tests.builders.meta import manifest, metadata, typed_builder
 
 
 def pod_template(
@@ -93,6 +94,9 @@ def deployment(**fields: Any) -> dict[str, Any]:
 def replica_set(**fields: Any) -> dict[str, Any]:
     """A ReplicaSet (:func:`workload`'s keywords)."""
     return workload("ReplicaSet", **fields)
+
+
+typed_replica_set = typed_builder(replica_set, ReplicaSet)
 
 
 def stateful_set(**fields: Any) -> dict[str, Any]:

@@ -22,7 +22,7 @@ import ast
 import importlib
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import get_type_hints, is_typeddict
 
@@ -30,24 +30,38 @@ import pytest
 from mypy import api
 
 import kubescale
+from kubescale.controllers.vpa.updater.eviction_restriction import ControllerKey
 from kubescale.objects.admission_review import AdmissionReview, JsonPatchOperation, Status
 from kubescale.objects.containers import Container
 from kubescale.objects.hpa import HorizontalPodAutoscaler, HorizontalPodAutoscalerStatus
 from kubescale.objects.hpa import MetricStatus as HpaMetricStatus
 from kubescale.objects.lease import Lease
 from kubescale.objects.limit_range import LimitRange
-from kubescale.objects.meta import Condition, LabelSelectorObject, ObjectMeta
+from kubescale.objects.meta import (
+    Condition,
+    CrossVersionObjectReference,
+    LabelSelectorObject,
+    ObjectMeta,
+)
 from kubescale.objects.metrics_api import PodMetrics
 from kubescale.objects.mutating_webhook_configuration import MutatingWebhookConfiguration
 from kubescale.objects.pod import Pod
-from kubescale.objects.scale import Scale
+from kubescale.objects.scale import ReplicaCountedController, Scale
 from kubescale.objects.vpa import (
     ContainerResourcePolicy,
+    EvictionRequirement,
     PodResourcePolicy,
+    PodUpdatePolicy,
+    RecommendedContainerResources,
     RecommendedPodResources,
     VerticalPodAutoscaler,
+    VerticalPodAutoscalerStatus,
 )
-from kubescale.objects.vpa_checkpoint import VerticalPodAutoscalerCheckpoint
+from kubescale.objects.vpa_checkpoint import (
+    HistogramCheckpoint,
+    VerticalPodAutoscalerCheckpoint,
+    VerticalPodAutoscalerCheckpointStatus,
+)
 from kubescale.webhook.vpa_decoding import VpaDecodeError, decode_vpa
 from kubescale.webhook.vpa_validation import admit_vpa
 
@@ -670,6 +684,192 @@ def test_the_webhook_is_typed(module: str, name: str, parameter: str, expected: 
     if isinstance(target, property):
         target = target.fget
     assert get_type_hints(target).get(parameter) == expected, f"{module}.{name}: {parameter}"
+
+
+UPDATER_TYPED: list[tuple[str, str, str, object]] = [
+    (
+        "controllers.vpa.updater.update_priority",
+        "update_priority",
+        "recommendation",
+        RecommendedPodResources,
+    ),
+    (
+        "controllers.vpa.updater.update_priority",
+        "pod_priority",
+        "recommendation",
+        RecommendedPodResources,
+    ),
+    (
+        "controllers.vpa.updater.update_priority",
+        "PodPriority",
+        "recommendation",
+        RecommendedPodResources,
+    ),
+    (
+        "controllers.vpa.updater.update_priority",
+        "eviction_requirements_admit",
+        "recommendation",
+        RecommendedPodResources,
+    ),
+    (
+        "controllers.vpa.updater.update_priority",
+        "without_resources",
+        "recommendation",
+        RecommendedPodResources,
+    ),
+    (
+        "controllers.vpa.updater.update_priority",
+        "without_resources",
+        "return",
+        RecommendedPodResources,
+    ),
+    ("controllers.vpa.updater.update_priority", "_update_policy", "return", PodUpdatePolicy | None),
+    (
+        "controllers.vpa.updater.update_priority",
+        "_eviction_requirements",
+        "return",
+        list[EvictionRequirement] | None,
+    ),
+    (
+        "controllers.vpa.updater.update_priority",
+        "_requirement_holds",
+        "requirement",
+        EvictionRequirement,
+    ),
+    (
+        "controllers.vpa.updater.eviction_restriction",
+        "EvictionRestriction.build",
+        "controllers",
+        Mapping[ControllerKey, ReplicaCountedController],
+    ),
+    (
+        "controllers.vpa.updater.eviction_restriction",
+        "configured_replicas",
+        "controller",
+        ReplicaCountedController | None,
+    ),
+    ("controllers.vpa.updater.eviction_restriction", "_condition", "return", Condition | None),
+    (
+        "controllers.vpa.updater.updater_decision",
+        "VpaSnapshot",
+        "controllers",
+        Mapping[ControllerKey, ReplicaCountedController],
+    ),
+    ("controllers.vpa.updater.updater_loop", "lease_is_fresh", "lease", Lease | None),
+]
+"""The updater's priority and eviction entry points: the capped recommendation, the VPA's
+update policy, the pods' controllers and the admission status Lease are the TypedDicts of
+:mod:`kubescale.objects` (``Mapping[str, Any]`` lets ``mypy --strict`` check no field name)."""
+
+
+@pytest.mark.parametrize(("module", "name", "parameter", "expected"), UPDATER_TYPED)
+def test_the_updater_priority_and_eviction_are_typed(
+    module: str, name: str, parameter: str, expected: object
+) -> None:
+    assert _annotation(module, name, parameter) == expected, f"{module}.{name}: {parameter}"
+
+
+RECOMMENDER_TYPED: list[tuple[str, str, str, object]] = [
+    ("controllers.vpa.recommender.vpa_status", "desired_status", "vpa", VerticalPodAutoscaler),
+    (
+        "controllers.vpa.recommender.vpa_status",
+        "desired_status",
+        "return",
+        VerticalPodAutoscalerStatus,
+    ),
+    ("controllers.vpa.recommender.vpa_status", "status_patch", "vpa", VerticalPodAutoscaler),
+    (
+        "controllers.vpa.recommender.vpa_status",
+        "status_patch",
+        "status",
+        VerticalPodAutoscalerStatus,
+    ),
+    (
+        "controllers.vpa.recommender.vpa_status",
+        "status_changed",
+        "old",
+        VerticalPodAutoscalerStatus | None,
+    ),
+    (
+        "controllers.vpa.recommender.vpa_status",
+        "status_changed",
+        "new",
+        VerticalPodAutoscalerStatus,
+    ),
+    ("controllers.vpa.recommender.vpa_status", "condition_active", "vpa", VerticalPodAutoscaler),
+    ("controllers.vpa.recommender.vpa_status", "had_recommendation", "vpa", VerticalPodAutoscaler),
+    ("controllers.vpa.recommender.vpa_status", "_conditions", "return", list[Condition]),
+    ("controllers.vpa.recommender.cluster_feeder", "ObservedVpa", "vpa", VerticalPodAutoscaler),
+    (
+        "controllers.vpa.recommender.cluster_feeder",
+        "pod_metrics_samples",
+        "items",
+        Iterable[PodMetrics],
+    ),
+    (
+        "controllers.vpa.recommender.cluster_feeder",
+        "ClusterFeeder.feed_real_time_metrics",
+        "items",
+        Sequence[PodMetrics],
+    ),
+    (
+        "controllers.vpa.recommender.cluster_feeder",
+        "ClusterFeeder.controller_exists",
+        "target_ref",
+        CrossVersionObjectReference | None,
+    ),
+    (
+        "controllers.vpa.model.cluster_state",
+        "ClusterState.add_or_update_vpa",
+        "vpa",
+        VerticalPodAutoscaler,
+    ),
+    (
+        "controllers.vpa.model.cluster_state",
+        "ClusterState.load_checkpoint",
+        "checkpoint",
+        VerticalPodAutoscalerCheckpoint,
+    ),
+    (
+        "controllers.vpa.model.cluster_state",
+        "VpaRecommendation",
+        "container_recommendations",
+        list[RecommendedContainerResources],
+    ),
+    (
+        "controllers.vpa.model.aggregate_state",
+        "AggregateContainerState.load_from_checkpoint",
+        "status",
+        VerticalPodAutoscalerCheckpointStatus,
+    ),
+    (
+        "controllers.vpa.model.aggregate_state",
+        "controlled_resources",
+        "policy",
+        ContainerResourcePolicy | None,
+    ),
+    (
+        "controllers.vpa.model.histogram",
+        "DecayingHistogram.load_from_checkpoint",
+        "checkpoint",
+        HistogramCheckpoint,
+    ),
+    (
+        "controllers.vpa.model.checkpoint_format",
+        "parse_histogram",
+        "checkpoint",
+        HistogramCheckpoint,
+    ),
+]
+"""The recommender's status writer (the status it works out, compares and patches), its
+feeder and its model: the TypedDicts of :mod:`kubescale.objects`."""
+
+
+@pytest.mark.parametrize(("module", "name", "parameter", "expected"), RECOMMENDER_TYPED)
+def test_the_recommender_status_writer_and_model_are_typed(
+    module: str, name: str, parameter: str, expected: object
+) -> None:
+    assert _annotation(module, name, parameter) == expected, f"{module}.{name}: {parameter}"
 
 
 def test_the_decoder_hands_the_rules_a_typed_vpa() -> None:

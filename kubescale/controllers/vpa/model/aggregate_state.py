@@ -29,10 +29,9 @@ upstream's int64 ResourceAmount (CPU millicores, memory bytes).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol, cast
 
 from kubescale.controllers.vpa.model.checkpoint_format import (
     SUPPORTED_CHECKPOINT_VERSION,
@@ -52,7 +51,11 @@ from kubescale.controllers.vpa.model.model_config import CPU, MEMORY, Aggregatio
 from kubescale.controllers.vpa.model.policy.oom_log import OomLog
 from kubescale.controllers.vpa.model.policy.recent_peaks import RecentPeaks
 from kubescale.objects.views import mapping
-from kubescale.objects.vpa_checkpoint import VerticalPodAutoscalerCheckpointStatus
+from kubescale.objects.vpa import ContainerResourcePolicy
+from kubescale.objects.vpa_checkpoint import (
+    HistogramCheckpoint,
+    VerticalPodAutoscalerCheckpointStatus,
+)
 
 __all__ = [
     "DEFAULT_CONTROLLED_RESOURCES",
@@ -275,9 +278,9 @@ class AggregateContainerState:
             return self.controlled_resources
         return DEFAULT_CONTROLLED_RESOURCES
 
-    def update_from_policy(self, policy: Mapping[str, Any] | None) -> None:
+    def update_from_policy(self, policy: ContainerResourcePolicy | None) -> None:
         """UpdateFromPolicy: scaling mode (Auto unless set) and controlled resources."""
-        mode = policy.get("mode") if policy is not None else None
+        mode: object = policy.get("mode") if policy is not None else None
         self.scaling_mode = mode if isinstance(mode, str) else SCALING_MODE_AUTO
         self.controlled_resources = controlled_resources(policy)
 
@@ -327,20 +330,26 @@ class AggregateContainerState:
             status["totalSamplesCount"] = self.total_samples_count
         return status
 
-    def load_from_checkpoint(self, status: Mapping[str, Any]) -> None:
+    def load_from_checkpoint(self, status: VerticalPodAutoscalerCheckpointStatus) -> None:
         """LoadFromCheckpoint: version must be ``v3``; counts and times replaced, histograms
         added to."""
-        version = status.get("version")
+        # Read as sent (a stored object, not validated): each field is checked here.
+        version: object = status.get("version")
         if version != SUPPORTED_CHECKPOINT_VERSION:
             raise CheckpointFormatError(f"unsuported checkpoint version {version}")
-        count = status.get("totalSamplesCount", 0)
+        count: object = status.get("totalSamplesCount", 0)
         if isinstance(count, bool) or not isinstance(count, int):
             raise CheckpointFormatError(f"totalSamplesCount {count!r} is not an integer")
         self.total_samples_count = count
         self.first_sample_start_us = parse_time(status.get("firstSampleStart"))
         self.last_sample_start_us = parse_time(status.get("lastSampleStart"))
-        self.memory.load_from_checkpoint(mapping(status.get("memoryHistogram")))
-        self.cpu.load_from_checkpoint(mapping(status.get("cpuHistogram")))
+        # A histogram that is not an object reads empty (parse_histogram checks its fields).
+        self.memory.load_from_checkpoint(
+            cast(HistogramCheckpoint, mapping(status.get("memoryHistogram")))
+        )
+        self.cpu.load_from_checkpoint(
+            cast(HistogramCheckpoint, mapping(status.get("cpuHistogram")))
+        )
 
     # -- datetimes for callers ----------------------------------------------------------------
 
@@ -353,10 +362,10 @@ class AggregateContainerState:
         return from_go_micros(self.last_sample_start_us) if self.last_sample_start_us else None
 
 
-def controlled_resources(policy: Mapping[str, Any] | None) -> tuple[str, ...]:
+def controlled_resources(policy: ContainerResourcePolicy | None) -> tuple[str, ...]:
     """A container policy's ``controlledResources`` as the model reads them
     (``ResourceNamesApiToModel``: only cpu and memory survive); cpu and memory when unset."""
-    resources = policy.get("controlledResources") if policy is not None else None
+    resources: object = policy.get("controlledResources") if policy is not None else None
     if isinstance(resources, list):
         return tuple(r for r in resources if r in (CPU, MEMORY))
     return DEFAULT_CONTROLLED_RESOURCES

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
 
 from kubescale.base.times import parse_time as parse_metav1_time
 from kubescale.controllers.vpa.model.go_math import GO_ZERO_TIME, from_go_micros, go_micros
@@ -73,9 +72,10 @@ def parse_time(value: object) -> int:
     return go_micros(moment) if moment != GO_ZERO_TIME else 0
 
 
-def parse_histogram(checkpoint: Mapping[str, Any]) -> tuple[dict[int, int], float, int]:
+def parse_histogram(checkpoint: HistogramCheckpoint) -> tuple[dict[int, int], float, int]:
     """A ``HistogramCheckpoint``: ``(bucketWeights, totalWeight, referenceTimestamp)``."""
-    raw_weights = checkpoint.get("bucketWeights") or {}
+    # Read as sent (a stored object, not validated): each field is checked here.
+    raw_weights: object = checkpoint.get("bucketWeights") or {}
     if not isinstance(raw_weights, Mapping):
         raise CheckpointFormatError("bucketWeights is not a map")
     weights: dict[int, int] = {}
@@ -87,7 +87,7 @@ def parse_histogram(checkpoint: Mapping[str, Any]) -> tuple[dict[int, int], floa
         if isinstance(weight, bool) or not isinstance(weight, int) or not 0 <= weight < 2**32:
             raise CheckpointFormatError(f"bucket weight {weight!r} is not a uint32")
         weights[bucket] = weight
-    total = checkpoint.get("totalWeight", 0.0)
+    total: object = checkpoint.get("totalWeight", 0.0)
     if isinstance(total, bool) or not isinstance(total, int | float):
         raise CheckpointFormatError(f"totalWeight {total!r} is not a number")
     return weights, float(total), parse_time(checkpoint.get("referenceTimestamp"))

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, cast
+from typing import cast
 
 from kubescale.base.logs import component_logger
 from kubescale.base.times import parse_time
@@ -58,9 +58,15 @@ from kubescale.controllers.vpa.model.policy.adaptive_estimator import (
     estimate_adaptive_states,
 )
 from kubescale.controllers.vpa.model.recommendation import build_recommendation
+from kubescale.objects.meta import CrossVersionObjectReference
 from kubescale.objects.selectors import DOUBLE_EQUALS, EQUALS, IN, NOTHING, LabelSelector
 from kubescale.objects.views import Meta, meta, spec_of, status_of
-from kubescale.objects.vpa import PodResourcePolicy
+from kubescale.objects.vpa import (
+    PodResourcePolicy,
+    RecommendedContainerResources,
+    RecommendedPodResources,
+    VerticalPodAutoscaler,
+)
 from kubescale.objects.vpa_checkpoint import (
     VerticalPodAutoscalerCheckpoint,
     VerticalPodAutoscalerCheckpointStatus,
@@ -87,7 +93,7 @@ class AggregateKey:
 class VpaRecommendation:
     """What one UpdateVPAs pass computed for a VPA."""
 
-    container_recommendations: list[dict[str, Any]]
+    container_recommendations: list[RecommendedContainerResources]
     """``status.recommendation.containerRecommendations``, sorted by container name."""
     pod_count: int
     """Live pods the VPA's selector matches (``Vpa.PodCount``)."""
@@ -103,7 +109,7 @@ class VpaRecommendation:
     def has_matching_pods(self) -> bool:
         return self.pod_count > 0
 
-    def recommendation(self) -> dict[str, Any]:
+    def recommendation(self) -> RecommendedPodResources:
         """The ``status.recommendation`` object."""
         return {"containerRecommendations": self.container_recommendations}
 
@@ -141,7 +147,7 @@ class _Vpa:
     annotations: dict[str, str] = field(default_factory=dict)
     resource_policy: PodResourcePolicy | None = None
     update_mode: str | None = None
-    target_ref: Mapping[str, Any] | None = None
+    target_ref: CrossVersionObjectReference | None = None
     checkpoint_written_us: int = 0
     order: int = 0
     """When it entered the model (the order of ``ClusterState._vpas``)."""
@@ -418,7 +424,9 @@ class ClusterState:
 
     # -- VPAs ---------------------------------------------------------------------------------
 
-    def add_or_update_vpa(self, vpa: dict[str, Any], *, selector: LabelSelector | None) -> None:
+    def add_or_update_vpa(
+        self, vpa: VerticalPodAutoscaler, *, selector: LabelSelector | None
+    ) -> None:
         """AddOrUpdateVpa. ``selector=None`` is the ConfigUnsupported case: the VPA matches no
         pod. A changed selector recreates the VPA (dropping its checkpointed initial state)."""
         metadata = Meta(vpa).raw
@@ -458,7 +466,7 @@ class ClusterState:
         state.update_mode = (
             update_policy.get("updateMode") if isinstance(update_policy, Mapping) else None
         )
-        raw_policy = spec.get("resourcePolicy")  # as sent: a malformed policy is none
+        raw_policy: object = spec.get("resourcePolicy")  # as sent: a malformed policy is none
         policy = cast(PodResourcePolicy, raw_policy) if isinstance(raw_policy, Mapping) else None
         if policy != state.resource_policy:
             state.resource_policy = policy
@@ -706,7 +714,7 @@ class ClusterState:
         """getVpasToCheckpoint: VPAs, least recently checkpointed first."""
         return sorted(self._vpas, key=lambda key: (self._vpas[key].checkpoint_written_us, key))
 
-    def load_checkpoint(self, checkpoint: Mapping[str, Any]) -> bool:
+    def load_checkpoint(self, checkpoint: VerticalPodAutoscalerCheckpoint) -> bool:
         """setVpaCheckpoint: the checkpoint becomes the VPA container's initial state. False
         for a VPA not in the state or a checkpoint that does not load (e.g. not ``v3``)."""
         spec = spec_of(checkpoint)
@@ -743,7 +751,7 @@ class ClusterState:
         self,
         *,
         now: datetime,
-        controller_exists: Callable[[str, Mapping[str, Any] | None], bool] | None = None,
+        controller_exists: Callable[[str, CrossVersionObjectReference | None], bool] | None = None,
     ) -> int:
         """garbageCollectAggregateCollectionStates; returns how many aggregates went.
 

@@ -622,7 +622,7 @@ class DecayingHistogram:
         buckets, total = self._store.save_row(self._row)
         return histogram_json(buckets, total, self.reference_us)
 
-    def load_from_checkpoint(self, checkpoint: Mapping[str, Any]) -> None:
+    def load_from_checkpoint(self, checkpoint: HistogramCheckpoint) -> None:
         """LoadFromCheckpoint: adds the checkpoint's weights and takes its reference time."""
         bucket_weights, total, reference_us = parse_histogram(checkpoint)
         self._store.load_row(self._row, bucket_weights, total)

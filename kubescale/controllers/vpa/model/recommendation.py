@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 from kubescale.controllers.vpa.api.vpa_policy import (
     allowed_bounds,
@@ -42,7 +42,7 @@ from kubescale.controllers.vpa.model.aggregate_state import AggregateContainerSt
 from kubescale.controllers.vpa.model.estimators import ContainerEstimate, estimate
 from kubescale.controllers.vpa.model.model_config import CPU, MEMORY, RecommenderConfig
 from kubescale.objects.quantities import BINARY_SI, DECIMAL_SI, Quantity, parse_quantity
-from kubescale.objects.vpa import PodResourcePolicy
+from kubescale.objects.vpa import PodResourcePolicy, RecommendedContainerResources
 
 __all__ = [
     "INTEGER_CPU_ANNOTATION_PREFIX",
@@ -212,7 +212,7 @@ def build_recommendation(
     config: RecommenderConfig,
     resource_policy: PodResourcePolicy | None,
     annotations: Mapping[str, str] | None,
-) -> list[dict[str, Any]]:
+) -> list[RecommendedContainerResources]:
     """Steps 3 and 4: the sorted API entries, then the post-processors."""
     entries = [
         format_container_recommendation(name, estimates[name], controlled[name], config)
@@ -220,7 +220,9 @@ def build_recommendation(
     ]
     if config.cpu_integer_post_processor_enabled:
         entries = apply_integer_cpu(entries, annotations)
-    return apply_policy_caps(entries, resource_policy, config.global_max_allowed)
+    capped = apply_policy_caps(entries, resource_policy, config.global_max_allowed)
+    # The entries format_container_recommendation built: containerName and ResourceLists.
+    return cast(list[RecommendedContainerResources], capped)
 
 
 def recommend_for_vpa(
@@ -229,7 +231,7 @@ def recommend_for_vpa(
     config: RecommenderConfig,
     resource_policy: PodResourcePolicy | None,
     annotations: Mapping[str, str] | None,
-) -> list[dict[str, Any]]:
+) -> list[RecommendedContainerResources]:
     """The VPA's ``containerRecommendations`` from its merged aggregates per container name
     (``mode: Off`` containers already removed and policies applied, see module docstring)."""
     count = len(states)

@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final, cast
+from typing import Final, cast
 
 from kubescale.base.logs import component_logger
 from kubescale.base.times import parse_time
@@ -62,7 +62,7 @@ from kubescale.controllers.vpa.recommender.recommender_config import (
 from kubescale.controllers.vpa.recommender.recommender_metrics import RecommenderMetrics
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeError
-from kubescale.kube.informer import EventHandlers
+from kubescale.kube.informer import EventHandlers, Informer
 from kubescale.kube.resources import (
     CORE_EVENTS,
     PODS,
@@ -71,6 +71,8 @@ from kubescale.kube.resources import (
     ResourceType,
 )
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.objects.meta import CrossVersionObjectReference
+from kubescale.objects.metrics_api import PodMetrics
 from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity, QuantityError
 from kubescale.objects.views import Meta, optional_spec_of
@@ -105,7 +107,7 @@ Sample = tuple[str, str, str, str, int, datetime]
 class ObservedVpa:
     """A VPA this recommender handles, as last listed, and what its target check said."""
 
-    vpa: dict[str, Any]
+    vpa: VerticalPodAutoscaler
     check: TargetCheck
 
     @property
@@ -154,7 +156,7 @@ def ignores_namespace(
     return namespace in ignored
 
 
-def pod_metrics_samples(items: Iterable[Mapping[str, Any]]) -> list[Sample]:
+def pod_metrics_samples(items: Iterable[PodMetrics]) -> list[Sample]:
     """``createContainerMetricsSnapshots`` + ``newContainerUsageSamplesWithKey``: one CPU and
     one memory sample per container, measured at the PodMetrics ``timestamp``."""
     samples: list[Sample] = []
@@ -163,7 +165,7 @@ def pod_metrics_samples(items: Iterable[Mapping[str, Any]]) -> list[Sample]:
         namespace = str(metadata.get("namespace") or "")
         pod = str(metadata.get("name") or "")
         moment = parse_time(item.get("timestamp"))
-        containers = item.get("containers")
+        containers: object = item.get("containers")  # as metrics-server sent it: checked here
         if moment is None or not isinstance(containers, list):
             continue
         for container in containers:
@@ -202,7 +204,9 @@ class ClusterFeeder:
         self.metrics = metrics
         informers = cache.informers
         namespace = settings.vpa_object_namespace or None
-        self.vpas = informers.informer(VERTICAL_POD_AUTOSCALERS, namespace=namespace)
+        self.vpas: Informer[VerticalPodAutoscaler] = informers.informer(
+            VERTICAL_POD_AUTOSCALERS, namespace=namespace
+        )
         self.pods = informers.informer(PODS, namespace=namespace)
         self.events = informers.informer(
             CORE_EVENTS, namespace=namespace, field_selector=EVICTION_EVENTS
@@ -252,7 +256,7 @@ class ClusterFeeder:
             keys.add((str(metadata.get("namespace") or ""), str(metadata.get("name") or "")))
         return keys
 
-    def _handled(self) -> list[dict[str, Any]]:
+    def _handled(self) -> list[VerticalPodAutoscaler]:
         settings = self.settings
         handled = [
             vpa
@@ -269,14 +273,13 @@ class ClusterFeeder:
     async def load_vpas(self) -> None:
         """``LoadVPAs`` (module docstring)."""
         vpas = self._handled()
-        # the recommender's VPAs are not typed yet: they are the informer's VPAs
-        checks = [self.targets.check(cast(VerticalPodAutoscaler, vpa)) for vpa in vpas]
+        checks = [self.targets.check(vpa) for vpa in vpas]
         if self.targets.pending:
             try:
                 await self.targets.refresh()
             except KubeError as err:
                 log.warning("cannot look up VPA targets", extra={"fields": {"error": str(err)}})
-            checks = [self.targets.check(cast(VerticalPodAutoscaler, vpa)) for vpa in vpas]
+            checks = [self.targets.check(vpa) for vpa in vpas]
         observed = [ObservedVpa(vpa, check) for vpa, check in zip(vpas, checks, strict=True)]
         for entry in observed:
             self.state.add_or_update_vpa(entry.vpa, selector=entry.check.selector)
@@ -318,11 +321,11 @@ class ClusterFeeder:
         items, ooms = await self.fetch_real_time_metrics()
         return self.feed_real_time_metrics(items, ooms)
 
-    async def fetch_real_time_metrics(self) -> tuple[list[dict[str, Any]], list[OomInfo]]:
+    async def fetch_real_time_metrics(self) -> tuple[list[PodMetrics], list[OomInfo]]:
         """The I/O half of ``LoadRealTimeMetrics``, on the event loop: the PodMetrics listed
         and the OOMs observed since the last call (the observer is fed by informer handlers,
         on the loop)."""
-        items: list[dict[str, Any]] = []
+        items: list[PodMetrics] = []
         try:
             listing = await self.client.list(
                 POD_METRICS, namespace=self.settings.vpa_object_namespace or None
@@ -332,12 +335,15 @@ class ClusterFeeder:
             log.error("cannot get PodMetrics", extra={"fields": {"error": str(err)}})
         else:
             self.metrics.record_metrics_server_response(error=False)
-            items = [item for item in listing.get("items") or [] if isinstance(item, dict)]
+            # a PodMetrics list's items: objects, each field checked by pod_metrics_samples
+            items = [
+                cast(PodMetrics, item)
+                for item in listing.get("items") or []
+                if isinstance(item, dict)
+            ]
         return items, self.oom.drain()
 
-    def feed_real_time_metrics(
-        self, items: Sequence[Mapping[str, Any]], ooms: Sequence[OomInfo]
-    ) -> int:
+    def feed_real_time_metrics(self, items: Sequence[PodMetrics], ooms: Sequence[OomInfo]) -> int:
         """The model half of ``LoadRealTimeMetrics`` (what :meth:`fetch_real_time_metrics`
         returned): touches only the model, so it may run on the loop's worker thread."""
         accepted = self.state.add_samples(pod_metrics_samples(items))
@@ -362,9 +368,11 @@ class ClusterFeeder:
         """``DeleteRemovedPods``: pods missing from the last :meth:`load_pods`."""
         self.pod_feed.delete_removed(self.state)
 
-    def controller_exists(self, namespace: str, target_ref: Mapping[str, Any] | None) -> bool:
+    def controller_exists(
+        self, namespace: str, target_ref: CrossVersionObjectReference | None
+    ) -> bool:
         """For aggregate GC: does the VPA's target controller exist (unknown kinds: assumed)."""
-        if not isinstance(target_ref, Mapping):
+        if not isinstance(target_ref, Mapping):  # none, or malformed (the VPA as sent)
             return False
         kind = str(target_ref.get("kind") or "")
         if not self.targets.is_scalable(str(target_ref.get("apiVersion") or ""), kind):

@@ -36,7 +36,6 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from kubescale.base.clock import Clock
 from kubescale.base.logs import component_logger
@@ -58,6 +57,7 @@ from kubescale.controllers.vpa.recommender.vpa_status import (
 )
 from kubescale.kube.errors import KubeApiError
 from kubescale.objects.views import optional_status_of
+from kubescale.objects.vpa import VerticalPodAutoscalerStatus
 from kubescale.objects.vpa_checkpoint import VerticalPodAutoscalerCheckpoint
 from kubescale.plans.executor import Decision
 
@@ -103,7 +103,7 @@ class RecommenderMemory:
     comes one ``--checkpoints-gc-interval`` later, as upstream's)."""
     status_writes: int = 0
     """VPA statuses written since start."""
-    written: list[tuple[VpaKey, dict[str, Any]]] = field(default_factory=list)
+    written: list[tuple[VpaKey, VerticalPodAutoscalerStatus]] = field(default_factory=list)
     """The statuses the last iteration wrote, by VPA (namespace, name)."""
 
 

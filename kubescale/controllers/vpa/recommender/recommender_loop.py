@@ -50,7 +50,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any, Final
+from typing import Final
 
 from kubescale.base.logs import component_logger
 from kubescale.base.times import parse_time
@@ -76,7 +76,9 @@ from kubescale.controllers.vpa.recommender.vpa_status import had_recommendation
 from kubescale.coordination.brain import brain_of
 from kubescale.kube.client import KubeClient
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.objects.metrics_api import PodMetrics
 from kubescale.objects.views import Meta, spec_of
+from kubescale.objects.vpa import VerticalPodAutoscalerStatus
 from kubescale.plans.executor import PlanExecutor
 from kubescale.runtime.component import TimelineReport
 from kubescale.runtime.off_loop import OffLoop
@@ -151,7 +153,7 @@ class RecommenderLoop:
         return self.memory.status_writes
 
     @property
-    def written(self) -> list[tuple[tuple[str, str], dict[str, Any]]]:
+    def written(self) -> list[tuple[tuple[str, str], VerticalPodAutoscalerStatus]]:
         """The statuses the last iteration wrote, by VPA (namespace, name)."""
         return self.memory.written
 
@@ -219,7 +221,7 @@ class RecommenderLoop:
         timer.observe_total()
         self.iterations += 1
 
-    def _feed_metrics(self, items: list[dict[str, Any]], ooms: list[OomInfo]) -> None:
+    def _feed_metrics(self, items: list[PodMetrics], ooms: list[OomInfo]) -> None:
         self.feeder.feed_real_time_metrics(items, ooms)
         self.feeder.delete_removed_pods()
 

@@ -28,13 +28,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Final, cast
 
 from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.model.cluster_state import VpaRecommendation
 from kubescale.kube.resources import VERTICAL_POD_AUTOSCALERS
+from kubescale.objects.meta import Condition
 from kubescale.objects.quantities import Quantity, QuantityError
 from kubescale.objects.views import Meta, mapping, status_of
+from kubescale.objects.vpa import VerticalPodAutoscaler, VerticalPodAutoscalerStatus
 from kubescale.plans.intents import ObjectRef, PatchObject
 
 __all__ = [
@@ -65,14 +67,15 @@ def _format_time(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _conditions(status: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    conditions = status.get("conditions")
+def _conditions(status: VerticalPodAutoscalerStatus) -> list[Condition]:
+    # Read as sent: a malformed list or entry reads as none (the object is not validated).
+    conditions: object = status.get("conditions")
     if not isinstance(conditions, list):
         return []
-    return [c for c in conditions if isinstance(c, Mapping)]
+    return [cast(Condition, c) for c in conditions if isinstance(c, Mapping)]
 
 
-def condition_active(vpa: Mapping[str, Any], condition_type: str) -> bool:
+def condition_active(vpa: VerticalPodAutoscaler, condition_type: str) -> bool:
     """``ConditionActive``: the VPA's status has the condition with status True."""
     for condition in _conditions(status_of(vpa)):
         if condition.get("type") == condition_type:
@@ -80,7 +83,7 @@ def condition_active(vpa: Mapping[str, Any], condition_type: str) -> bool:
     return False
 
 
-def had_recommendation(vpa: Mapping[str, Any]) -> bool:
+def had_recommendation(vpa: VerticalPodAutoscaler) -> bool:
     """Whether the model starts from a recommendation: upstream takes the object's
     ``status.recommendation`` only when ``RecommendationProvided`` is True."""
     if not condition_active(vpa, RECOMMENDATION_PROVIDED):
@@ -93,17 +96,17 @@ def had_recommendation(vpa: Mapping[str, Any]) -> bool:
 class _Conditions:
     """``vpaConditionsMap``: conditions by type, with upstream's ``Set``."""
 
-    def __init__(self, existing: list[Mapping[str, Any]], now: datetime) -> None:
-        self._by_type: dict[str, dict[str, Any]] = {}
+    def __init__(self, existing: list[Condition], now: datetime) -> None:
+        self._by_type: dict[str, Condition] = {}
         for condition in existing:
             kind = condition.get("type")
             if isinstance(kind, str):
-                self._by_type[kind] = dict(condition)
+                self._by_type[kind] = Condition(**condition)
         self._now = _format_time(now)
 
     def set(self, kind: str, status: bool, reason: str = "", message: str = "") -> None:
         text = _TRUE if status else _FALSE
-        condition: dict[str, Any] = {"type": kind, "status": text}
+        condition: Condition = {"type": kind, "status": text}
         old = self._by_type.get(kind)
         if old is not None and old.get("status") == text and old.get("lastTransitionTime"):
             condition["lastTransitionTime"] = old["lastTransitionTime"]
@@ -118,17 +121,17 @@ class _Conditions:
     def delete(self, kind: str) -> None:
         self._by_type.pop(kind, None)
 
-    def as_list(self) -> list[dict[str, Any]]:
+    def as_list(self) -> list[Condition]:
         return [self._by_type[kind] for kind in sorted(self._by_type)]
 
 
 def desired_status(
-    vpa: Mapping[str, Any],
+    vpa: VerticalPodAutoscaler,
     recommendation: VpaRecommendation,
     *,
     unsupported: str | None,
     now: datetime,
-) -> dict[str, Any]:
+) -> VerticalPodAutoscalerStatus:
     """The status upstream would write for ``vpa`` after this iteration (module docstring).
 
     ``unsupported`` is the ``ConfigUnsupported`` message of a VPA whose target could not be
@@ -153,7 +156,7 @@ def desired_status(
     else:
         conditions.set(RECOMMENDATION_PROVIDED, False, reason, message)
     entries = recommendation.container_recommendations
-    new: dict[str, Any] = {
+    new: VerticalPodAutoscalerStatus = {
         "conditions": conditions.as_list(),
         "recommendation": {"containerRecommendations": entries} if entries else {},
     }
@@ -193,7 +196,7 @@ def _text(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _canonical(status: Mapping[str, Any]) -> tuple[object, ...]:
+def _canonical(status: VerticalPodAutoscalerStatus) -> tuple[object, ...]:
     conditions = tuple(
         (
             _text(c.get("type")),
@@ -208,7 +211,7 @@ def _canonical(status: Mapping[str, Any]) -> tuple[object, ...]:
     raw = status.get("recommendation")
     recommendation: object = None
     if isinstance(raw, Mapping):
-        entries = raw.get("containerRecommendations")
+        entries: object = raw.get("containerRecommendations")  # entries may be malformed
         recommendation = tuple(
             (
                 _text(entry.get("containerName")),
@@ -223,12 +226,16 @@ def _canonical(status: Mapping[str, Any]) -> tuple[object, ...]:
     return (conditions, recommendation, _int(status.get("observedGeneration")))
 
 
-def status_changed(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
+def status_changed(
+    old: VerticalPodAutoscalerStatus | None, new: VerticalPodAutoscalerStatus
+) -> bool:
     """``!Semantic.DeepEqual(old, new)`` for two VPA statuses (module docstring)."""
     return _canonical(old or {}) != _canonical(new)
 
 
-def status_patch(vpa: Mapping[str, Any], status: Mapping[str, Any], *, actor: str) -> PatchObject:
+def status_patch(
+    vpa: VerticalPodAutoscaler, status: VerticalPodAutoscalerStatus, *, actor: str
+) -> PatchObject:
     """The intent ``add /status`` through the status subresource (a JSON patch, as upstream)."""
     metadata = Meta(vpa).raw
     return PatchObject(

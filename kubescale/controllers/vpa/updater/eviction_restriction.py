@@ -30,11 +30,15 @@ import enum
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import cast
 
 from kubescale.base.logs import component_logger
 from kubescale.coordination.disruption_ledger import DisruptionKind
+from kubescale.objects.daemon_set import DaemonSet
+from kubescale.objects.meta import Condition
 from kubescale.objects.pod import Pod
+from kubescale.objects.replica_set import ReplicaSet
+from kubescale.objects.scale import ReplicaCountedController
 from kubescale.objects.views import meta, spec_of, status_of
 from kubescale.objects.vpa import VerticalPodAutoscaler
 
@@ -120,10 +124,10 @@ def _is_pending(pod: Pod) -> bool:
     return status_of(pod).get("phase") == "Pending"
 
 
-def _condition(pod: Pod, kind: str) -> Mapping[str, Any] | None:
+def _condition(pod: Pod, kind: str) -> Condition | None:
     for cond in status_of(pod).get("conditions") or ():
         if cond.get("type") == kind and cond.get("status") == "True":
-            return dict(cond)
+            return cond
     return None
 
 
@@ -145,7 +149,7 @@ def is_non_disruptive_resize(pod: Pod) -> bool:
 
 
 def configured_replicas(
-    *, key: ControllerKey, controller: Mapping[str, Any] | None, live: int
+    *, key: ControllerKey, controller: ReplicaCountedController | None, live: int
 ) -> int | str:
     """``getReplicaCount``: the configured size of a group, or the reason it is unknown.
 
@@ -173,13 +177,14 @@ def configured_replicas(
             return f"{where} does not exist"
         return f"{where} has no scale subresource known"
     if key.kind == "DaemonSet":
-        status = status_of(controller)
+        status = status_of(cast(DaemonSet, controller))  # its kind says which object it is
         ready = int(status.get("numberReady") or 0)
         if ready <= 0:
             return f"{where} has no number ready pods"
         declared = max(ready, int(status.get("desiredNumberScheduled") or 0))
     else:
-        replicas = spec_of(controller).get("replicas")
+        # RC, ReplicaSet, StatefulSet or a Scale: each has ``spec.replicas`` (as ReplicaSet's)
+        replicas = spec_of(cast(ReplicaSet, controller)).get("replicas")
         if replicas is None or int(replicas) == 0:
             return f"{where} has no replicas config"
         declared = int(replicas)
@@ -208,7 +213,7 @@ class EvictionRestriction:
         cls,
         *,
         pods: Iterable[Pod],
-        controllers: Mapping[ControllerKey, Mapping[str, Any]],
+        controllers: Mapping[ControllerKey, ReplicaCountedController],
         vpa: VerticalPodAutoscaler,
         min_replicas: int = DEFAULT_MIN_REPLICAS,
         eviction_tolerance: float = DEFAULT_EVICTION_TOLERANCE,

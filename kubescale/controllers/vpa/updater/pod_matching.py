@@ -39,7 +39,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from kubescale.controllers.vpa.api.controller_refs import (
     ControllerRef,
@@ -136,7 +135,8 @@ class _Walk:
     """The top-most controller of one direct controller reference, and what the walk read."""
 
     controller: ControllerRef | None
-    owners: tuple[tuple[OwnerCall, Mapping[str, Any] | None], ...]
+    owners: tuple[tuple[OwnerCall, Mapping[str, object] | None], ...]
+    """What each :data:`OwnerLookup` call answered: a controller of any kind."""
     scalable: tuple[tuple[ScalableCall, bool], ...]
 
 
@@ -165,7 +165,7 @@ class _PodEntry:
     vpa: tuple[str, str] | None = None
 
 
-def _same(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
+def _same(a: Mapping[str, object] | None, b: Mapping[str, object] | None) -> bool:
     """The same object as far as the walk is concerned: the very object, or the same
     resourceVersion (an object without one is taken as changed)."""
     if a is b:

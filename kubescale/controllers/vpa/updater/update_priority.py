@@ -34,7 +34,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from typing import Final, cast
 
 from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.api.current_resources import (
@@ -48,7 +48,13 @@ from kubescale.controllers.vpa.api.vpa_policy import container_policy, update_mo
 from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity
 from kubescale.objects.views import Meta, mapping, raw_status, spec_of, status_of
-from kubescale.objects.vpa import VerticalPodAutoscaler
+from kubescale.objects.vpa import (
+    EvictionRequirement,
+    PodUpdatePolicy,
+    RecommendedContainerResources,
+    RecommendedPodResources,
+    VerticalPodAutoscaler,
+)
 from kubescale.rendering.quantity_text import apart, human_bytes, human_cores
 
 __all__ = [
@@ -161,8 +167,8 @@ class PodPriority:
 
     pod: Pod = field(hash=False)
     priority: UpdatePriority
-    recommendation: Mapping[str, Any] = field(hash=False)
-    """The capped ``status.recommendation``-shaped dict (``containerRecommendations``)."""
+    recommendation: RecommendedPodResources = field(hash=False)
+    """The capped ``status.recommendation`` (``containerRecommendations``)."""
     reason: str = field(default="", compare=False)
     """Why :func:`pod_priority` accepted it, one line, by upstream's ``AddPod`` rules in
     their order: the requests outside the recommended range (:attr:`OutOfRange.text`), a
@@ -173,7 +179,7 @@ class PodPriority:
 # -- VPAs and pods ------------------------------------------------------------------------------
 
 
-def _update_policy(vpa: VerticalPodAutoscaler) -> Mapping[str, Any] | None:
+def _update_policy(vpa: VerticalPodAutoscaler) -> PodUpdatePolicy | None:
     policy = spec_of(vpa).get("updatePolicy")
     return policy if isinstance(policy, Mapping) else None
 
@@ -258,10 +264,12 @@ def _container_names(pod: Pod, key: str) -> list[str]:
     return names
 
 
-def _recommendations_by_name(recommendation: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+def _recommendations_by_name(
+    recommendation: RecommendedPodResources,
+) -> dict[str, RecommendedContainerResources]:
     """GetRecommendationForContainer as a lookup: the first entry per container name."""
     entries = recommendation.get("containerRecommendations")
-    found: dict[str, Mapping[str, Any]] = {}
+    found: dict[str, RecommendedContainerResources] = {}
     for entry in entries if isinstance(entries, list) else ():
         name = mapping(entry).get("containerName")
         if isinstance(name, str) and name not in found:
@@ -273,7 +281,7 @@ def _resource_list(value: object) -> ResourceList:
     return {str(k): Quantity.from_json(v) for k, v in mapping(value).items()}
 
 
-def update_priority(*, pod: Pod, recommendation: Mapping[str, Any]) -> UpdatePriority:
+def update_priority(*, pod: Pod, recommendation: RecommendedPodResources) -> UpdatePriority:
     """GetUpdatePriority of ``pod`` against an (already capped) recommendation.
 
     Per observed container with a recommendation, per resource in its Target: ScaleUp if the
@@ -398,7 +406,7 @@ def pod_priority(
     *,
     vpa: VerticalPodAutoscaler,
     pod: Pod,
-    recommendation: Mapping[str, Any],
+    recommendation: RecommendedPodResources,
     now: datetime,
     settings: UpdateSettings,
 ) -> PodPriority | None:
@@ -448,21 +456,22 @@ def pod_priority(
     return PodPriority(pod=pod, priority=priority, recommendation=recommendation, reason=reason)
 
 
-def _eviction_requirements(vpa: VerticalPodAutoscaler) -> list[Mapping[str, Any]] | None:
+def _eviction_requirements(vpa: VerticalPodAutoscaler) -> list[EvictionRequirement] | None:
     """``None`` without an updatePolicy (everything admitted), else its requirements."""
     policy = _update_policy(vpa)
     if policy is None:
         return None
     requirements = policy.get("evictionRequirements")
-    return [mapping(r) for r in requirements] if isinstance(requirements, list) else []
+    return list(requirements) if isinstance(requirements, list) else []
 
 
 def _requirement_holds(
-    requirement: Mapping[str, Any], requests: ResourceList, target: ResourceList
+    requirement: EvictionRequirement, requests: ResourceList, target: ResourceList
 ) -> bool:
     """Any listed resource satisfies the change requirement (milli-values, missing = 0)."""
-    change = requirement.get("changeRequirement")
-    resources = requirement.get("resources")
+    fields = mapping(requirement)  # an entry may be malformed: a non-object reads empty
+    change = fields.get("changeRequirement")
+    resources = fields.get("resources")
     for resource in resources if isinstance(resources, list) else ():
         requested = requests[resource].milli_value() if resource in requests else 0
         recommended = target[resource].milli_value() if resource in target else 0
@@ -474,7 +483,7 @@ def _requirement_holds(
 
 
 def eviction_requirements_admit(
-    *, vpa: VerticalPodAutoscaler, pod: Pod, recommendation: Mapping[str, Any]
+    *, vpa: VerticalPodAutoscaler, pod: Pod, recommendation: RecommendedPodResources
 ) -> bool:
     """scalingDirectionPodEvictionAdmission.Admit.
 
@@ -531,7 +540,7 @@ def prioritized_pods(
     """
     accepted: list[PodPriority] = []
     for pod in pods:
-        recommendation: Mapping[str, Any] = capped_recommendation(
+        recommendation = capped_recommendation(
             vpa=vpa,
             pod=pod,
             container_limit_range=container_limit_range,
@@ -553,18 +562,29 @@ def prioritized_pods(
 
 
 def without_resources(
-    recommendation: Mapping[str, Any], resources: frozenset[str]
-) -> dict[str, Any]:
-    """``recommendation`` (``status.recommendation``-shaped) without ``resources`` in any of
-    its containers' ``target``/``lowerBound``/``upperBound``/``uncappedTarget``."""
-    containers = []
-    for container in recommendation.get("containerRecommendations") or ():
-        if not isinstance(container, Mapping):
+    recommendation: RecommendedPodResources, resources: frozenset[str]
+) -> RecommendedPodResources:
+    """``recommendation`` without ``resources`` in any of its containers'
+    ``target``/``lowerBound``/``upperBound``/``uncappedTarget``."""
+    containers: list[RecommendedContainerResources] = []
+    # Read as sent: a malformed entry is dropped (the VPA object is not validated).
+    entries: object = recommendation.get("containerRecommendations")
+    for entry in entries if isinstance(entries, list) else ():
+        if not isinstance(entry, Mapping):
             continue
-        trimmed = dict(container)
-        for key in ("target", "lowerBound", "upperBound", "uncappedTarget"):
-            values = container.get(key)
-            if isinstance(values, Mapping):
-                trimmed[key] = {k: v for k, v in values.items() if k not in resources}
+        container = cast(RecommendedContainerResources, entry)
+        trimmed = cast(RecommendedContainerResources, dict(entry))
+        if isinstance(values := container.get("target"), Mapping):
+            trimmed["target"] = _without(values, resources)
+        if isinstance(values := container.get("lowerBound"), Mapping):
+            trimmed["lowerBound"] = _without(values, resources)
+        if isinstance(values := container.get("upperBound"), Mapping):
+            trimmed["upperBound"] = _without(values, resources)
+        if isinstance(values := container.get("uncappedTarget"), Mapping):
+            trimmed["uncappedTarget"] = _without(values, resources)
         containers.append(trimmed)
     return {**recommendation, "containerRecommendations": containers}
+
+
+def _without(values: Mapping[str, str], resources: frozenset[str]) -> dict[str, str]:
+    return {k: v for k, v in values.items() if k not in resources}

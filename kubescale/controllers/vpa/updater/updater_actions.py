@@ -60,6 +60,7 @@ _NOTHING_TO_DO: Final = Applied(WriteResult(WriteOutcome.DONE))
 _REFUSED: Final = Applied(WriteResult(WriteOutcome.REFUSED))
 
 
+# JSON patch operations as :class:`PodAdmission` holds them: raw JSON.
 def resize_patches(patches: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The admission patch operations a ``resize`` applies: container resources only."""
     return [

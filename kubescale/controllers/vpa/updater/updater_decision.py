@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final
+from typing import Final
 
 from kubescale.controllers.vpa.api.limit_ranges import merged_limit_range_item
 from kubescale.controllers.vpa.api.startup_boost import (
@@ -53,6 +53,7 @@ from kubescale.kube.errors import KubeApiError
 from kubescale.objects.hpa import HorizontalPodAutoscaler
 from kubescale.objects.limit_range import LimitRange
 from kubescale.objects.pod import Pod
+from kubescale.objects.scale import ReplicaCountedController
 from kubescale.objects.views import Meta, status_of
 from kubescale.objects.vpa import VerticalPodAutoscaler
 from kubescale.plans.executor import Decision
@@ -107,7 +108,7 @@ class VpaSnapshot:
     vpa: VerticalPodAutoscaler
     pods: list[Pod]
     """Its updatable pods, matched as admission matches them, by ``namespace/name``."""
-    controllers: Mapping[ControllerKey, dict[str, Any]] = field(default_factory=dict)
+    controllers: Mapping[ControllerKey, ReplicaCountedController] = field(default_factory=dict)
     """The pods' controllers (their replicas make the eviction budget)."""
     limit_ranges: Sequence[LimitRange] = ()
     hpas: Sequence[HorizontalPodAutoscaler] | None = None

@@ -56,7 +56,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, Final
+from typing import Final, cast
 
 from kubescale.base.logs import component_logger
 from kubescale.base.times import parse_time
@@ -91,7 +91,9 @@ from kubescale.kube.resources import (
     VERTICAL_POD_AUTOSCALERS,
 )
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.objects.lease import Lease
 from kubescale.objects.pod import Pod
+from kubescale.objects.scale import ReplicaCountedController
 from kubescale.objects.selectors import LabelSelector
 from kubescale.objects.views import Meta, meta, spec_of
 from kubescale.objects.vpa import VerticalPodAutoscaler
@@ -110,9 +112,7 @@ IN_PLACE_EVENT: Final = "vpa-in-place-resize"
 SKIPPED_EVENT: Final = "vpa-updater-skipped"
 
 
-def lease_is_fresh(
-    lease: Mapping[str, Any] | None, *, now: datetime, settings: UpdaterSettings
-) -> bool:
+def lease_is_fresh(lease: Lease | None, *, now: datetime, settings: UpdaterSettings) -> bool:
     """``IsStatusValid``: the Lease exists and was renewed less than the timeout ago."""
     if lease is None:
         return False
@@ -210,7 +210,7 @@ class UpdaterLoop:
             if err.code != 404:
                 log.error("cannot read the admission status", extra={"fields": {"error": str(err)}})
             return False
-        return lease_is_fresh(lease, now=now, settings=settings)
+        return lease_is_fresh(cast(Lease, lease), now=now, settings=settings)  # a LEASES get
 
     async def run_once(self, now: datetime) -> None:
         """One ``RunOnce``; the events it recorded are written before it returns."""
@@ -346,8 +346,8 @@ class UpdaterLoop:
             scalable_kinds=self.targets.is_scalable,
         )
 
-    def _controllers(self, pods: Sequence[Pod]) -> dict[ControllerKey, dict[str, Any]]:
-        found: dict[ControllerKey, dict[str, Any]] = {}
+    def _controllers(self, pods: Sequence[Pod]) -> dict[ControllerKey, ReplicaCountedController]:
+        found: dict[ControllerKey, ReplicaCountedController] = {}
         for pod in pods:
             key = self.matcher.controller_key(pod)  # controller_of, kept per pod
             if key is None or key in found:
@@ -356,5 +356,6 @@ class UpdaterLoop:
             api_version = ref.api_version if ref is not None else ""
             obj = self.targets.owner(api_version, key.kind, key.namespace, key.name)
             if obj is not None:
-                found[key] = obj
+                # the pods' controller (a replicated kind) or its Scale
+                found[key] = cast(ReplicaCountedController, obj)
         return found

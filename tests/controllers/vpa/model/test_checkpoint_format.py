@@ -21,11 +21,13 @@ from kubescale.controllers.vpa.model.histogram import (
     CPU_HISTOGRAM_OPTIONS,
     MEMORY_HISTOGRAM_OPTIONS,
 )
+from kubescale.objects.vpa_checkpoint import VerticalPodAutoscalerCheckpointStatus
+from tests.builders.meta import stored_as
 
 T0 = datetime(2019, 11, 15, 13, 35, 11, tzinfo=UTC)
 
 # The checkpoint upstream's recommender wrote in kubernetes/autoscaler#2542, as JSON.
-UPSTREAM_STATUS = {
+UPSTREAM_STATUS: VerticalPodAutoscalerCheckpointStatus = {
     "cpuHistogram": {
         "bucketWeights": {"0": 10000, "1": 133, "2": 96, "3": 29, "4": 4, "5": 5, "7": 2},
         "referenceTimestamp": "2019-11-16T00:00:00Z",
@@ -79,7 +81,10 @@ def test_saving_what_was_loaded_gives_the_same_checkpoint() -> None:
 def test_other_versions_do_not_load(version: str | None) -> None:
     with pytest.raises(CheckpointFormatError):
         AggregateContainerState.standalone().load_from_checkpoint(
-            {**UPSTREAM_STATUS, "version": version}
+            # as read from the server: any version text, or none
+            stored_as(
+                {**UPSTREAM_STATUS, "version": version}, VerticalPodAutoscalerCheckpointStatus
+            )
         )
 
 

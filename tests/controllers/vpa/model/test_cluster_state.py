@@ -15,7 +15,7 @@ from kubescale.objects.selectors import label_selector_from_set
 from tests import builders
 
 VPA = functools.partial(
-    builders.vpas.vpa,
+    builders.vpas.typed_vpa,
     name="web",
     namespace="ns",
     target=builders.vpas.target_ref(name="web"),

@@ -29,7 +29,7 @@ from kubescale.objects.selectors import (
 from tests import builders
 
 NAMESPACE = "ns"
-VPA = functools.partial(builders.vpas.vpa, namespace=NAMESPACE, api_version=None)
+VPA = functools.partial(builders.vpas.typed_vpa, namespace=NAMESPACE, api_version=None)
 
 
 def _pod(

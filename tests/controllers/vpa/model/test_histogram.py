@@ -21,6 +21,7 @@ from kubescale.controllers.vpa.model.histogram import (
     HistogramStore,
     LinearHistogramOptions,
 )
+from kubescale.objects.vpa_checkpoint import HistogramCheckpoint
 
 HOUR = 3600 * 10**9
 DAY = 24 * HOUR
@@ -289,7 +290,7 @@ def test_load_takes_the_reference_timestamp() -> None:
         {"totalWeight": -1.0, "bucketWeights": {}},
     ],
 )
-def test_load_rejects_invalid_checkpoints(checkpoint: dict[str, object]) -> None:
+def test_load_rejects_invalid_checkpoints(checkpoint: HistogramCheckpoint) -> None:
     with pytest.raises(HistogramCheckpointError):
         _hist().load_from_checkpoint(checkpoint)
 

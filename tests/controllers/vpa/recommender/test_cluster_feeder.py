@@ -25,6 +25,7 @@ from kubescale.kube.client import ClientSettings, connect
 from kubescale.kube.resources import PODS
 from kubescale.kube.shared_cache import SharedCache
 from kubescale.objects.pod import Pod
+from kubescale.objects.metrics_api import PodMetrics
 from kubescale.objects.vpa import VerticalPodAutoscaler
 from kubescale.sim.apiserver.kubeconfig import build_kubeconfig, write_kubeconfig_file
 from kubescale.sim.scenario.scenario_components import component_settings
@@ -111,7 +112,7 @@ def test_requests_come_from_the_status_before_the_spec_and_round_up() -> None:
 
 
 def test_pod_metrics_become_samples_at_their_timestamp() -> None:
-    items: list[dict[str, Any]] = [
+    items: list[PodMetrics] = [
         {
             "metadata": {"namespace": "shop", "name": "web-1"},
             "timestamp": "2026-01-05T00:01:00Z",

@@ -31,7 +31,7 @@ from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import LabelSelector, label_selector_from_dict
 from tests.builders.meta import stored_as
 from tests.builders.pods import container, pod
-from tests.builders.vpas import target_ref, vpa
+from tests.builders.vpas import target_ref, typed_vpa
 
 START = datetime(2026, 1, 5, tzinfo=UTC)
 NAMESPACES = ("a", "b")
@@ -194,7 +194,7 @@ class World:
                 namespace, name = NAMESPACES[slot % 2], f"v{slot}"
                 selector = label_selector_from_dict(SELECTORS[choice])
                 state.add_or_update_vpa(
-                    vpa(name=name, namespace=namespace, target=target_ref()),
+                    typed_vpa(name=name, namespace=namespace, target=target_ref()),
                     selector=selector,
                 )
                 if state is self.kept:

@@ -754,7 +754,7 @@ async def test_load_history_feeds_the_cluster_state(fake: FakePrometheus) -> Non
     )
     state = ClusterState(config=RecommenderConfig())
     state.add_or_update_vpa(
-        builders.vpas.vpa(name="web", target=builders.vpas.target_ref(name="web")),
+        builders.vpas.typed_vpa(name="web", target=builders.vpas.target_ref(name="web")),
         selector=label_selector_from_dict({"matchLabels": {"app": "web"}}),
     )
     async with _provider(fake) as provider:

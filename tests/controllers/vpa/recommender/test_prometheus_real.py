@@ -168,7 +168,7 @@ def _cluster_state() -> ClusterState:
     for app in ("web", "db"):
         selector = label_selector_from_dict({"matchLabels": {"app": app}})
         state.add_or_update_vpa(
-            builders.vpas.vpa(
+            builders.vpas.typed_vpa(
                 name=app, namespace=NAMESPACE, target=builders.vpas.target_ref(name=app)
             ),
             selector=selector,

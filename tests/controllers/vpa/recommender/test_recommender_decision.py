@@ -41,6 +41,7 @@ from kubescale.controllers.vpa.recommender.recommender_decision import (
 from kubescale.coordination.disruption_ledger import WriteOutcome, WriteResult
 from kubescale.kube.errors import KubeApiError
 from kubescale.objects.selectors import label_selector_from_set
+from kubescale.objects.vpa import RecommendedContainerResources
 from kubescale.objects.vpa_checkpoint import VerticalPodAutoscalerCheckpoint
 from kubescale.plans.executor import Applied, Decision, collect_plan
 from kubescale.plans.intents import Intent, describe
@@ -52,10 +53,10 @@ NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 EARLIER = "2026-01-01T00:00:00Z"
 GC_INTERVAL = 600.0  # --checkpoints-gc-interval 10m (upstream's default)
 
-VPA = functools.partial(builders.vpas.vpa, namespace=NS, api_version=None)
+VPA = functools.partial(builders.vpas.typed_vpa, namespace=NS, api_version=None)
 
 
-def entry(cpu: str) -> dict[str, Any]:
+def entry(cpu: str) -> RecommendedContainerResources:
     """One container's recommendation (target = uncapped target, fixed bounds)."""
     return {
         "containerName": "app",

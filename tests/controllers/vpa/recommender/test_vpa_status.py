@@ -17,16 +17,18 @@ from kubescale.controllers.vpa.recommender.vpa_status import (
     had_recommendation,
     status_changed,
 )
+from kubescale.objects.vpa import RecommendedContainerResources, VerticalPodAutoscalerStatus
 from tests import builders
+from tests.builders.meta import stored_as
 
 VPA = functools.partial(
-    builders.vpas.vpa, name="web", namespace="ns", generation=3, api_version=None
+    builders.vpas.typed_vpa, name="web", namespace="ns", generation=3, api_version=None
 )
 
 NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 NOW_TEXT = "2026-01-05T12:00:00Z"
 EARLIER = "2026-01-01T00:00:00Z"
-ENTRY = {
+ENTRY: RecommendedContainerResources = {
     "containerName": "app",
     "target": {"cpu": "250m", "memory": "256Mi"},
     "lowerBound": {"cpu": "100m", "memory": "128Mi"},
@@ -35,7 +37,7 @@ ENTRY = {
 }
 
 
-def rec(entries: list[dict[str, Any]], pods: int) -> VpaRecommendation:
+def rec(entries: list[RecommendedContainerResources], pods: int) -> VpaRecommendation:
     return VpaRecommendation(container_recommendations=entries, pod_count=pods)
 
 
@@ -214,7 +216,9 @@ def test_semantic_comparison(
 ) -> None:
     if old is not None and old.get("recommendation", "keep") is None:
         old = {k: v for k, v in old.items() if k != "recommendation"}
-    assert status_changed(old, new) is changed
+    # the statuses as read back from the server
+    typed_old = None if old is None else stored_as(old, VerticalPodAutoscalerStatus)
+    assert status_changed(typed_old, stored_as(new, VerticalPodAutoscalerStatus)) is changed
 
 
 def test_the_initial_recommendation_counts_only_when_provided() -> None:

@@ -19,6 +19,7 @@ from kubescale.controllers.vpa.updater.eviction_restriction import (
 )
 from kubescale.coordination.disruption_ledger import DisruptionKind
 from kubescale.objects.pod import Pod
+from kubescale.objects.scale import ReplicaCountedController
 from tests import builders
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -44,7 +45,7 @@ live_pod = functools.partial(
 container)."""
 
 
-replica_set = functools.partial(builders.workloads.replica_set, spec={}, api_version=None)
+replica_set = functools.partial(builders.workloads.typed_replica_set, spec={}, api_version=None)
 vpa = functools.partial(builders.vpas.typed_vpa, spec={"updatePolicy": {}}, api_version=None)
 
 
@@ -182,7 +183,7 @@ def test_same_pod_is_not_evicted_twice() -> None:
     ],
 )
 def test_configured_replicas(
-    kind: str, controller: dict[str, Any] | None, live: int, expected: int | str
+    kind: str, controller: ReplicaCountedController | None, live: int, expected: int | str
 ) -> None:
     key = ControllerKey(namespace=NS, kind=kind, name="x")
     assert configured_replicas(key=key, controller=controller, live=live) == expected
@@ -292,7 +293,7 @@ def test_a_disruption_in_flight_spends_the_at_least_one_pod() -> None:
     ],
 )
 def test_pods_being_deleted_still_size_their_group(
-    kind: str, controller: dict[str, Any] | None, expected: list[str]
+    kind: str, controller: ReplicaCountedController | None, expected: list[str]
 ) -> None:
     pods = [live_pod(name=f"p{i}", owner_references=controlled_by(kind, "web")) for i in range(3)]
     key = ControllerKey(namespace=NS, kind=kind, name="web")

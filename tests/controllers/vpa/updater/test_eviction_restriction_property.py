@@ -8,8 +8,6 @@ have made) and the informer does not show yet counts as evicted and is not tried
 
 from __future__ import annotations
 
-from typing import Any
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +17,8 @@ from kubescale.controllers.vpa.updater.eviction_restriction import (
 )
 from kubescale.coordination.disruption_ledger import DisruptionKind
 from kubescale.objects.pod import Pod
+from kubescale.objects.replica_set import ReplicaSet
+from kubescale.objects.scale import ReplicaCountedController
 from kubescale.objects.vpa import PodUpdatePolicy
 from tests.controllers.vpa.updater.test_eviction_restriction import (
     NOW,
@@ -62,13 +62,12 @@ def test_one_loop_never_exceeds_budget(
     tries: list[int],
 ) -> None:
     pods: list[Pod] = []
-    controllers: dict[ControllerKey, dict[str, Any]] = {}
+    controllers: dict[ControllerKey, ReplicaCountedController] = {}
     in_flight: dict[str, DisruptionKind] = {}
     for index, (configured, running, pending, flying) in enumerate(groups):
         owner = f"rs{index}"
-        controllers[ControllerKey(namespace=NS, kind="ReplicaSet", name=owner)] = {
-            "spec": {"replicas": configured}
-        }
+        group: ReplicaSet = {"spec": {"replicas": configured}}
+        controllers[ControllerKey(namespace=NS, kind="ReplicaSet", name=owner)] = group
         pods += [
             live_pod(name=f"{owner}-r{i}", owner_references=controlled_by(name=owner))
             for i in range(running)

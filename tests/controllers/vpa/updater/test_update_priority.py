@@ -79,10 +79,6 @@ def entry(
     return result
 
 
-def recommendation(*entries: dict[str, Any]) -> dict[str, Any]:
-    return {"containerRecommendations": list(entries)}
-
-
 build_vpa = functools.partial(
     builders.vpas.typed_vpa, spec={}, recommendations=[], api_version=None
 )
@@ -243,7 +239,7 @@ def test_update_priority_single_container(
     assert (
         update_priority(
             pod=running_pod(containers=[builders.pods.container(requests=requests)]),
-            recommendation=recommendation(rec),
+            recommendation=builders.vpas.pod_recommendation(rec),
         )
         == expected
     )
@@ -257,21 +253,25 @@ def test_update_priority_sums_over_containers() -> None:
         ]
     )
     # ΣReq 4000m, ΣRec 2000m + 1000m: |4000-3000|/4000; one container scales up
-    rec = recommendation(entry("a", target={"cpu": "2"}), entry("b", target={"cpu": "1"}))
+    rec = builders.vpas.pod_recommendation(
+        entry("a", target={"cpu": "2"}), entry("b", target={"cpu": "1"})
+    )
     assert update_priority(pod=pod, recommendation=rec) == UpdatePriority(False, True, 0.25)
 
 
 def test_update_priority_uses_applied_resources_from_status() -> None:
     pod = running_pod(containers=[builders.pods.container(requests={"cpu": "1"})])
     pod["status"]["containerStatuses"] = [{"name": "app", "resources": {"requests": {"cpu": "4"}}}]
-    rec = recommendation(entry(target={"cpu": "4"}))
+    rec = builders.vpas.pod_recommendation(entry(target={"cpu": "4"}))
     assert update_priority(pod=pod, recommendation=rec) == UpdatePriority(False, False, 0.0)
 
 
 def test_update_priority_counts_init_containers() -> None:
     pod = running_pod(containers=[builders.pods.container(requests={"cpu": "1"})])
     pod["spec"]["initContainers"] = [{"name": "init", "resources": {"requests": {"cpu": "1"}}}]
-    rec = recommendation(entry(target={"cpu": "1"}), entry("init", target={"cpu": "3"}))
+    rec = builders.vpas.pod_recommendation(
+        entry(target={"cpu": "1"}), entry("init", target={"cpu": "3"})
+    )
     assert update_priority(pod=pod, recommendation=rec) == UpdatePriority(False, True, 1.0)
 
 
@@ -295,7 +295,9 @@ def test_update_priority_observed_containers(
         ],
         annotations=None if annotation is None else {"vpaObservedContainers": annotation},
     )
-    rec = recommendation(entry("a", target={"cpu": "2"}), entry("b", target={"cpu": "1"}))
+    rec = builders.vpas.pod_recommendation(
+        entry("a", target={"cpu": "2"}), entry("b", target={"cpu": "1"})
+    )
     result = update_priority(pod=pod, recommendation=rec)
     assert result == expected
 
@@ -308,7 +310,11 @@ def _accepted(pod: Pod, rec: dict[str, Any], now: datetime, **kw: Any) -> bool:
     vpa = build_vpa(recommendations=[rec])
     return (
         pod_priority(
-            vpa=vpa, pod=pod, recommendation=recommendation(rec), now=now, settings=settings
+            vpa=vpa,
+            pod=pod,
+            recommendation=builders.vpas.pod_recommendation(rec),
+            now=now,
+            settings=settings,
         )
         is not None
     )
@@ -758,7 +764,7 @@ def test_eviction_requirements(
     policy: dict[str, Any] | None, requests: dict[str, str], target: dict[str, str], expected: bool
 ) -> None:
     vpa = build_vpa(spec={"updatePolicy": policy})
-    rec = recommendation(entry(target=target))
+    rec = builders.vpas.pod_recommendation(entry(target=target))
     assert (
         eviction_requirements_admit(
             vpa=vpa,
@@ -778,11 +784,11 @@ def test_eviction_requirements_one_container_is_enough() -> None:
         ]
     )
     vpa = build_vpa(spec={"updatePolicy": {"evictionRequirements": [HIGHER_CPU]}})
-    both = recommendation(
+    both = builders.vpas.pod_recommendation(
         entry("a", target={"cpu": "1", "memory": "1Gi"}),
         entry("b", target={"cpu": "2", "memory": "1Gi"}),
     )
-    only_a = recommendation(entry("a", target={"cpu": "1", "memory": "1Gi"}))
+    only_a = builders.vpas.pod_recommendation(entry("a", target={"cpu": "1", "memory": "1Gi"}))
     assert eviction_requirements_admit(vpa=vpa, pod=pod, recommendation=both)
     assert not eviction_requirements_admit(vpa=vpa, pod=pod, recommendation=only_a)
 
@@ -812,7 +818,7 @@ def _reason(pod: Pod, rec: dict[str, Any], now: datetime) -> str | None:
     accepted = pod_priority(
         vpa=build_vpa(recommendations=[rec]),
         pod=pod,
-        recommendation=recommendation(rec),
+        recommendation=builders.vpas.pod_recommendation(rec),
         now=now,
         settings=SETTINGS,
     )

@@ -16,7 +16,6 @@ import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -31,6 +30,7 @@ from kubescale.kube.events import EventRecorder
 from kubescale.kube.lease_record import format_micro_time
 from kubescale.kube.resources import CORE_EVENTS, LEASES, PODS
 from kubescale.kube.shared_cache import SharedCache
+from kubescale.objects.lease import Lease
 from tests.controllers.vpa.recommender.test_recommender_loop import NAMESPACE, Cluster, cluster
 
 __all__ = ["cluster"]  # the fixture, re-exported for pytest
@@ -294,7 +294,7 @@ def test_lease_freshness(renew: timedelta, expected: bool) -> None:
     from datetime import UTC, datetime  # noqa: PLC0415
 
     now = datetime(2026, 1, 5, tzinfo=UTC)
-    lease: dict[str, Any] = {"spec": {"renewTime": format_micro_time(now - renew)}}
+    lease: Lease = {"spec": {"renewTime": format_micro_time(now - renew)}}
     assert lease_is_fresh(lease, now=now, settings=UpdaterSettings()) is expected
     assert lease_is_fresh(None, now=now, settings=UpdaterSettings()) is False
 

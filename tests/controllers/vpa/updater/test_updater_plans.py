@@ -107,7 +107,7 @@ def snapshot(
                 ),
                 pods=[web_pod(i) for i in range(replicas)],
                 controllers={
-                    RS: builders.workloads.replica_set(
+                    RS: builders.workloads.typed_replica_set(
                         name=RS.name, namespace=NS, uid="rs-uid", replicas=replicas
                     )
                 },
