@@ -58,7 +58,7 @@ def test_the_chart_and_the_base_ship_the_10k_row() -> None:
     # the comment table in values.yaml marks the same row
     marked = [line for line in VALUES.read_text().splitlines() if "<- these defaults" in line]
     assert len(marked) == 1
-    assert marked[0].split()[1:7] == ["10k", "333", "200", "MiB", "320Mi", "640Mi"]
+    assert marked[0].split()[1:7] == ["10k", "333", "246", "MiB", "384Mi", "768Mi"]
     assert (MANIFESTS / "base" / "deployment.yaml").is_file()
 
 
@@ -71,7 +71,7 @@ def test_every_row_leaves_room_above_the_measured_use() -> None:
         limit = parse_quantity(row["memory limit"]).as_float()
         assert request >= peak_mib * MIB * 1.3, pods
         assert limit >= request * 2, pods
-        # e.g. 10k: 2.1 CPU-s per minute = 35m steady; 100m requested
+        # e.g. 10k: 9.16 CPU-s per minute = 153m; 350m requested
         steady = float(row["steady CPU-s / min"]) / 60
         assert parse_quantity(row["CPU request"]).as_float() >= steady * 2, pods
 
