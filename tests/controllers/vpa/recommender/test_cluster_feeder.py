@@ -24,8 +24,8 @@ from kubescale.controllers.vpa.recommender.recommender_metrics import Recommende
 from kubescale.kube.client import ClientSettings, connect
 from kubescale.kube.resources import PODS
 from kubescale.kube.shared_cache import SharedCache
-from kubescale.objects.pod import Pod
 from kubescale.objects.metrics_api import PodMetrics
+from kubescale.objects.pod import Pod
 from kubescale.objects.vpa import VerticalPodAutoscaler
 from kubescale.sim.apiserver.kubeconfig import build_kubeconfig, write_kubeconfig_file
 from kubescale.sim.scenario.scenario_components import component_settings
