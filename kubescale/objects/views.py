@@ -265,6 +265,12 @@ class Meta:
         """``namespace/name`` (``name`` for cluster-scoped objects), client-go's cache key."""
         return f"{self.namespace}/{self.name}" if self.namespace else self.name
 
+    @property
+    def identity(self) -> str:
+        """The key of facts kept per object across iterations: its ``uid`` (a re-created
+        object is another one), ``namespace/name`` without one."""
+        return self.uid or f"{self.namespace}/{self.name}"
+
 
 def meta(obj: Mapping[str, Any]) -> Meta:
     """The :class:`Meta` view of ``obj``."""

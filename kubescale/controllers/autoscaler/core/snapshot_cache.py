@@ -115,12 +115,6 @@ def priority_context(priority_classes: Iterable[PriorityClass]) -> Hashable:
     )
 
 
-def _uid(pod: Pod) -> str:
-    """The cache's key of ``pod``: its uid (``namespace/name`` without one)."""
-    meta = Meta(pod)
-    return meta.uid or f"{meta.namespace}/{meta.name}"
-
-
 class PodFactsCache:
     """Per-pod facts across scans (module docstring); on the loop's thread (the VPA's answers
     read the shared caches)."""
@@ -164,7 +158,7 @@ class PodFactsCache:
             # is the same resourceVersion, found without reading its metadata.
             entry = by_object.get(id(pod))
             if entry is None or entry.source is not pod:
-                entry = old.get(_uid(pod))
+                entry = old.get(Meta(pod).identity)
                 version = Meta(pod).resource_version
                 if entry is None or not (version and entry.resource_version == version):
                     entry = None
@@ -173,7 +167,7 @@ class PodFactsCache:
             ):
                 entry = None
             if entry is None:
-                entry = self._facts(pod, _uid(pod), priority)
+                entry = self._facts(pod, Meta(pod).identity, priority)
                 computed += 1
             entries[entry.uid] = entry
             objects[id(pod)] = entry

@@ -188,11 +188,6 @@ def _vpa_facts(vpa: VerticalPodAutoscaler) -> tuple[object, ...]:
     )
 
 
-def _uid(pod: Pod) -> str:
-    view = Meta(pod)
-    return view.uid or f"{view.namespace}/{view.name}"
-
-
 class PodMatcher:
     """:func:`match_from_scratch`'s answer from facts kept across iterations (module
     docstring); on the loop's thread (the lookups read the shared caches)."""
@@ -256,7 +251,7 @@ class PodMatcher:
         for pod in pods:
             entry = by_object.get(id(pod))
             if entry is None or entry.source is not pod:
-                entry = previous.get(_uid(pod))
+                entry = previous.get(Meta(pod).identity)
                 version = Meta(pod).resource_version
                 if entry is not None and not (version and entry.resource_version == version):
                     entry = None
@@ -331,7 +326,7 @@ class PodMatcher:
         updatable = pod_is_updatable(pod, unschedulable_too=self.unschedulable_too)
         return _PodEntry(
             source=pod,
-            uid=_uid(pod),
+            uid=Meta(pod).identity,
             resource_version=Meta(pod).resource_version,
             pod_id=pod_id(pod),
             updatable=updatable,

@@ -87,11 +87,6 @@ class _Priced:
     """Priced again from then on (``None``: for as long as the inputs hold)."""
 
 
-def _uid(pod: Pod) -> str:
-    view = Meta(pod)
-    return view.uid or f"{view.namespace}/{view.name}"
-
-
 def _order_key(entry: PodPriority) -> tuple[bool, float, str, str]:
     # GetSortedPods (update_priority._order_key): ScaleUp first, then the larger
     # ResourceDiff; ties by namespace/name.
@@ -135,7 +130,7 @@ class PriorityCache:
         )
         accepted: list[PodPriority] = []
         for pod in pods:
-            uid = _uid(pod)
+            uid = Meta(pod).identity
             entry = self._entries.get(uid)
             if entry is None or not self._holds(entry, pod, context, now):
                 entry = self._price(pod, uid, context, now)
