@@ -119,15 +119,7 @@ async def sync_once(
 
 async def run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     work = Path(args.work)
-    api = await asyncio.create_subprocess_exec(
-        sys.executable, str(cluster.SELF), "apiserver",
-        "--pods", str(args.pods), "--kubeconfig-out", str(work / "kubeconfig"),
-        cwd=cluster.REPO,
-        env={**os.environ, "PYTHONPATH": str(cluster.REPO)},
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-    )  # fmt: skip
+    api = await cluster.start_apiserver(args.pods, work)
     assert api.stdout is not None
     try:
         loaded = json.loads(await api.stdout.readline())

@@ -743,9 +743,10 @@ async def steady(
     return windows
 
 
-async def measure_size(pods: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    shape = Shape(pods)
-    api = await asyncio.create_subprocess_exec(
+async def start_apiserver(pods: int, work: Path) -> asyncio.subprocess.Process:
+    """This file run as ``apiserver`` with ``pods`` bulk-loaded, its kubeconfig written to
+    ``work``; it prints one JSON line when loaded, then obeys its stdin (:func:`stop_api_child`)."""
+    return await asyncio.create_subprocess_exec(
         sys.executable, str(SELF), "apiserver",
         "--pods", str(pods), "--kubeconfig-out", str(work / "kubeconfig"),
         cwd=REPO,
@@ -754,6 +755,11 @@ async def measure_size(pods: int, args: argparse.Namespace, work: Path) -> dict[
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,
     )  # fmt: skip
+
+
+async def measure_size(pods: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    shape = Shape(pods)
+    api = await start_apiserver(pods, work)
     assert api.stdin is not None
     assert api.stdout is not None
     try:

@@ -73,15 +73,7 @@ def threads(pid: int) -> int:
 
 
 async def measure_size(pods: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    api = await asyncio.create_subprocess_exec(
-        sys.executable, str(cluster.SELF), "apiserver",
-        "--pods", str(pods), "--kubeconfig-out", str(work / "kubeconfig"),
-        cwd=cluster.REPO,
-        env={**os.environ, "PYTHONPATH": str(cluster.REPO)},
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-    )  # fmt: skip
+    api = await cluster.start_apiserver(pods, work)
     assert api.stdin is not None
     assert api.stdout is not None
     result: dict[str, Any] = {"pods": pods, "load_average_1m_before": os.getloadavg()[0]}
