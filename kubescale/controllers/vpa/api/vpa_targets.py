@@ -24,14 +24,13 @@ failures carry Go client errors; here they name what was missing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kubescale.controllers.vpa.api.controller_refs import ControllerRef, topmost_controller
+from kubescale.controllers.vpa.api.vpa_matching import target_ref_of
 from kubescale.kube.controller_lookups import ControllerLookups, well_known_selector
 from kubescale.objects.selectors import LabelSelector
-from kubescale.objects.views import Meta, optional_spec_of
 from kubescale.objects.vpa import VerticalPodAutoscaler
 
 __all__ = ["TargetCheck", "VpaTargets", "target_text"]
@@ -43,25 +42,6 @@ class TargetCheck:
 
     selector: LabelSelector | None
     unsupported: str | None = None
-
-
-def _text(value: object) -> str:
-    return value if isinstance(value, str) else ""
-
-
-def target_ref(vpa: VerticalPodAutoscaler) -> ControllerRef | None:
-    """The VPA's ``spec.targetRef`` as a controller key in the VPA's namespace."""
-    spec = optional_spec_of(vpa)
-    ref = spec.get("targetRef") if spec is not None else None
-    if not isinstance(ref, Mapping):
-        return None
-    metadata = Meta(vpa).raw
-    return ControllerRef(
-        api_version=_text(ref.get("apiVersion")),
-        kind=_text(ref.get("kind")),
-        name=_text(ref.get("name")),
-        namespace=_text(metadata.get("namespace")),
-    )
 
 
 def target_text(ref: ControllerRef) -> str:
@@ -87,7 +67,7 @@ class VpaTargets:
 
     def check(self, vpa: VerticalPodAutoscaler) -> TargetCheck:
         """``getSelector``: the selector of a supported target, else the unsupported message."""
-        ref = target_ref(vpa)
+        ref = target_ref_of(vpa)
         if ref is None:
             return _unreadable(
                 "targetRef not defined. If this is a v1beta1 object switch to v1beta2."

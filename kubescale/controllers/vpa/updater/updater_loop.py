@@ -60,7 +60,8 @@ from typing import Final, cast
 
 from kubescale.base.logs import component_logger
 from kubescale.base.times import parse_time
-from kubescale.controllers.vpa.api.vpa_targets import VpaTargets, target_ref
+from kubescale.controllers.vpa.api.vpa_matching import target_ref_of
+from kubescale.controllers.vpa.api.vpa_targets import VpaTargets
 from kubescale.controllers.vpa.recommender.recommender_metrics import ExecutionTimer
 from kubescale.controllers.vpa.updater.eviction_restriction import (
     ControllerKey,
@@ -325,7 +326,7 @@ class UpdaterLoop:
             checks = [self.targets.check(vpa) for vpa in vpas]
         selectors: dict[tuple[str, str, str], LabelSelector] = {}
         for vpa, check in zip(vpas, checks, strict=True):
-            ref = target_ref(vpa)
+            ref = target_ref_of(vpa)
             if ref is not None and check.selector is not None:
                 selectors[(ref.namespace, ref.kind, ref.name)] = check.selector
         return selectors
