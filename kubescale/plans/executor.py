@@ -25,7 +25,12 @@ For every intent, in order (the package docstring says why):
 4. **The metric** ``kubescale_plan_intents_total{actor, intent, outcome}`` counts it, the same
    way for every system (``outcome``: ``done``, ``unknown``, ``gone``, ``refused``,
    ``dry-run``), and the registry's observers (:func:`observe_plans`: ``simulate``'s journal of
-   the plans a run executed) are told the intent and that outcome.
+   the plans a run executed) are told the intent and that outcome -- **in the order the intents
+   were issued** to this executor, not the order their answers came: a decision driven by
+   several writers at once (the recommender's checkpoint pass) has its writes answered in
+   whatever order the server and the event loop finish them (asyncio's loop and uvloop differ),
+   so an intent answered early is told only once every intent issued before it has been
+   (:class:`IssueOrder`). Sequential use is unchanged: each intent is told as it is answered.
 
 With ``dry_run`` nothing is sent and no event queued: each intent is written as one line
 (:func:`~.intents.describe`) to ``sink`` -- by default a log line of the ``plans`` logger, on
@@ -82,6 +87,7 @@ __all__ = [
     "DRY_RUN_PREFIX",
     "Applied",
     "Decision",
+    "IssueOrder",
     "PlanExecutor",
     "PlanMetrics",
     "PlanObserver",
@@ -170,6 +176,41 @@ def _log_line(line: str) -> None:
     log.info(line)
 
 
+class IssueOrder:
+    """Tells what became of intents in the order they were issued, whatever the order of
+    their answers: each intent takes a turn (:meth:`issue`) before it is applied and gives it
+    back (:meth:`answered`) with what to tell, or nothing (cancelled, or failed with an error
+    that is not a write's outcome); what was answered is told once every earlier turn is back.
+    Holds at most one entry per intent in flight."""
+
+    def __init__(self, tell: Callable[[Intent, str], None]) -> None:
+        self._tell = tell
+        self._issued = 0
+        self._next = 0
+        self._answered: dict[int, tuple[Intent, str] | None] = {}
+
+    def issue(self) -> int:
+        """The next turn."""
+        turn = self._issued
+        self._issued += 1
+        return turn
+
+    def answered(self, turn: int, told: tuple[Intent, str] | None) -> None:
+        """``turn`` is back with ``told``; tell it and every later one already back, in turn
+        order, once no earlier turn is out."""
+        self._answered[turn] = told
+        while self._next in self._answered:
+            item = self._answered.pop(self._next)
+            self._next += 1
+            if item is not None:
+                self._tell(*item)
+
+    @property
+    def in_flight(self) -> int:
+        """Turns issued and not yet told (answered late ones included)."""
+        return self._issued - self._next
+
+
 class PlanExecutor:
     """Applies plans and drives decisions for one system (module docstring)."""
 
@@ -197,6 +238,8 @@ class PlanExecutor:
         self.sink = sink
         self.applied = 0
         """Intents applied (or printed) since start."""
+        self.order = IssueOrder(self._tell)
+        """The registry's observers are told in issue order (module docstring)."""
 
     async def apply(self, plan: Iterable[Intent], *, now: datetime) -> list[Applied]:
         """Apply each intent of ``plan`` in order; their results, in the same order."""
@@ -221,17 +264,39 @@ class PlanExecutor:
         """Apply one intent (module docstring)."""
         if isinstance(intent, Event):
             return self.note(intent)
+        turn = self.order.issue()
+        told: tuple[Intent, str] | None = None
+        try:
+            applied, outcome = await self._apply(intent, now=now)
+            told = (intent, outcome)
+            return applied
+        finally:  # also when cancelled or failed: later turns are not held back
+            self.order.answered(turn, told)
+
+    async def _apply(self, intent: Intent, *, now: datetime) -> tuple[Applied, str]:
+        """The intent applied (or printed, or refused) and counted; with its ``outcome``."""
         refused = self._not_applied(intent)
         if refused is not None:
             return refused
         if isinstance(intent, ResizeNodeGroup | DeleteNodes):
-            return self._counted(intent, await self._node_group_write(intent))
-        result, stored = await self._write(intent, now=now)
-        return self._counted(intent, Applied(result, stored=stored))
+            applied = await self._node_group_write(intent)
+        else:
+            result, stored = await self._write(intent, now=now)
+            applied = Applied(result, stored=stored)
+        return self._counted(intent, applied, applied.outcome.value)
 
-    def _counted(self, intent: Intent, applied: Applied) -> Applied:
-        self._count(intent, applied.outcome.value)
-        return applied
+    def _counted(self, intent: Intent, applied: Applied, outcome: str) -> tuple[Applied, str]:
+        """Count ``intent`` in the metric; ``applied`` and ``outcome`` (its label)."""
+        self.applied += 1
+        if self.metrics is not None:
+            self.metrics.intents.labels(intent.actor, type(intent).__name__, outcome).inc()
+        return applied, outcome
+
+    def _tell(self, intent: Intent, outcome: str) -> None:
+        """The registry's observers, told in issue order by :attr:`order`."""
+        if self.metrics is not None:
+            for observer in self.metrics.observers:
+                observer(intent, outcome)
 
     async def _node_group_write(self, intent: ResizeNodeGroup | DeleteNodes) -> Applied:
         """Through the node group port; its error kept as :attr:`Applied.failure`."""
@@ -250,6 +315,16 @@ class PlanExecutor:
     def note(self, intent: Event) -> Applied:
         """Queue an event on the recorder (no await: loops that are not yet plans call this
         where they decide an event), with the same gate, dry run and metric as any intent."""
+        turn = self.order.issue()
+        told: tuple[Intent, str] | None = None
+        try:
+            applied, outcome = self._note(intent)
+            told = (intent, outcome)
+            return applied
+        finally:
+            self.order.answered(turn, told)
+
+    def _note(self, intent: Event) -> tuple[Applied, str]:
         refused = self._not_applied(intent)
         if refused is not None:
             return refused
@@ -257,22 +332,19 @@ class PlanExecutor:
             self.events.event(
                 intent.involved, type=intent.type, reason=intent.reason, message=intent.message
             )
-        self._count(intent, WriteOutcome.DONE.value)
-        return Applied(_DONE)
+        return self._counted(intent, Applied(_DONE), WriteOutcome.DONE.value)
 
-    def _not_applied(self, intent: Intent) -> Applied | None:
+    def _not_applied(self, intent: Intent) -> tuple[Applied, str] | None:
         """A dry run's answer (the intent printed), or the refusal after the Lease is lost."""
         if self.dry_run:
             self.sink(DRY_RUN_PREFIX + describe(intent))
-            self._count(intent, "dry-run")
-            return Applied(_DONE, dry_run=True)
+            return self._counted(intent, Applied(_DONE, dry_run=True), "dry-run")
         if self._gate_open():
             return None
-        self._count(intent, "refused")
         error = NotLeaderError(
             f"{describe(intent)} refused: this replica does not hold the leader Lease"
         )
-        return Applied(WriteResult(WriteOutcome.REFUSED, error))
+        return self._counted(intent, Applied(WriteResult(WriteOutcome.REFUSED, error)), "refused")
 
     async def _write(
         self, intent: Intent, *, now: datetime
@@ -361,13 +433,6 @@ class PlanExecutor:
         except KubeError as err:
             return WriteResult(write_outcome(err), err), None
         return _DONE, stored
-
-    def _count(self, intent: Intent, outcome: str) -> None:
-        self.applied += 1
-        if self.metrics is not None:
-            self.metrics.intents.labels(intent.actor, type(intent).__name__, outcome).inc()
-            for observer in self.metrics.observers:
-                observer(intent, outcome)
 
 
 def collect_plan(

@@ -22,9 +22,17 @@ Upstream ``checkpoint/checkpoint_writer.go`` (``StoreCheckpoints``), ``utils/vpa
   "checkpoint written" time moves to now after each successful write.
 * **Concurrency** (deliberate difference): upstream writes one checkpoint at a time, so a pass
   over 10,000 containers is 10,000 round trips end to end. Here up to ``write_concurrency``
-  (:data:`WRITE_CONCURRENCY`) VPAs are written at once, taken strictly oldest first — the VPAs
-  the deadline leaves out are still the most recently checkpointed ones — and each VPA's
-  containers one after the other.
+  (:data:`WRITE_CONCURRENCY`) checkpoints are written at once, taken strictly in the pass's
+  order — the VPAs the deadline leaves out are still the most recently checkpointed ones.
+* **Order** (issue 30): the writes are issued in one order whatever the order their answers
+  come in, and so whatever the order the objects' events reached the recommender's caches or
+  the event loop finishes requests (asyncio and uvloop differ): upstream's
+  ``getVpasToCheckpoint`` (``checkpoint_writer.go``) sorts the VPAs by the time of their last
+  checkpoint, oldest first (``sort.Slice`` on ``CheckpointWritten``), ties broken here by
+  namespace/name (upstream's unstable sort leaves them arbitrary); within a VPA its containers
+  by name. The writers share one sequence of writes (:meth:`CheckpointPass.work`): whichever
+  writer is free issues the next one, so the n-th write issued is the same on every run; the
+  executor tells its observers (``simulate``'s plan journal) in that issue order.
 * **Load** (start-up, ``--storage`` not ``prometheus``): every cached checkpoint outside the
   ignored namespaces is offered to the model, which keeps those of VPAs it knows (so the VPAs
   are loaded first) and refuses other versions than ``v3``.
@@ -247,9 +255,9 @@ def checkpoint_write(checkpoint: VerticalPodAutoscalerCheckpoint) -> PatchOrCrea
 @dataclass(kw_only=True)
 class CheckpointPass:
     """One ``StoreCheckpoints`` pass (module docstring). Its workers (:meth:`work`, each a
-    decision) share ``order``, so each VPA is taken once, oldest first, and none is taken once
-    the pass should stop; one worker alone is upstream's writer, several are
-    :attr:`CheckpointStore.write_concurrency` writers."""
+    decision) share one sequence of writes, so each checkpoint is written once, in the pass's
+    order, and no VPA is started once the pass should stop; one worker alone is upstream's
+    writer, several are :attr:`CheckpointStore.write_concurrency` writers."""
 
     state: ClusterState
     now: datetime
@@ -269,6 +277,11 @@ class CheckpointPass:
     stopped: bool = False
     """A worker stopped with a VPA left (the deadline and the minimum both reached)."""
     started: list[tuple[str, str]] = field(default_factory=list)
+    _sequence: Iterator[tuple[str, str, VerticalPodAutoscalerCheckpoint]] = field(init=False)
+    """:meth:`_writes`, one for the whole pass: every writer takes from it."""
+
+    def __post_init__(self) -> None:
+        self._sequence = self._writes()
 
     @classmethod
     def start(
@@ -308,10 +321,19 @@ class CheckpointPass:
         return self.deadline_passed and self.tried >= self.min_checkpoints
 
     def work(self) -> Decision[None]:
-        """One writer: takes the next VPA until the pass stops, yields its checkpoints' writes
-        one after the other and receives each outcome (a failed write counts towards
-        ``--min-checkpoints`` as upstream's does; a written one moves the VPA's "checkpoint
-        written" time)."""
+        """One writer: takes the pass's next write (:meth:`_writes`, shared by every writer of
+        the pass) until the pass stops, yields it and receives its outcome (a failed write
+        counts towards ``--min-checkpoints`` as upstream's does; a written one moves the VPA's
+        "checkpoint written" time). Whichever writer is free takes the next write, so the
+        writes are issued in the pass's order whatever the order of the answers."""
+        for namespace, name, checkpoint in self._sequence:
+            applied = yield checkpoint_write(checkpoint)
+            self._record(namespace, name, checkpoint, applied)
+
+    def _writes(self) -> Iterator[tuple[str, str, VerticalPodAutoscalerCheckpoint]]:
+        """The pass's writes, in order: the VPAs oldest first, each one's containers by name;
+        before each VPA the deadline and ``--min-checkpoints`` decide whether the pass goes on
+        (module docstring)."""
         for namespace, name in self.order:
             if self._stop():
                 self.stopped = True
@@ -335,8 +357,7 @@ class CheckpointPass:
             )
             self.tried += len(checkpoints)
             for checkpoint in checkpoints:
-                applied = yield checkpoint_write(checkpoint)
-                self._record(namespace, name, checkpoint, applied)
+                yield namespace, name, checkpoint
 
     def _record(
         self,
