@@ -506,11 +506,7 @@ def test_the_updaters_vpas_are_typed(module: str, name: str, parameter: str) -> 
 
 ADMISSION_PATH = ("controllers/vpa/api/", "controllers/vpa/admission/")
 RAW_JSON_ON_THE_ADMISSION_PATH: dict[str, int] = {
-    # JSON patch operations being built and handed out (the webhook encodes them as they are)
-    "controllers/vpa/api/pod_patches.py": 7,
-    "controllers/vpa/api/pod_admission.py": 1,
-    "controllers/vpa/admission/admission_memo.py": 2,
-    "controllers/vpa/admission/cached_pod_admission.py": 1,
+    # (JSON patch operations are kubescale.objects.admission_review.JsonPatchOperation now)
     # a controller of any kind, as the controller lookups (kube/) hand it out
     "controllers/vpa/api/vpa_targets.py": 1,
 }

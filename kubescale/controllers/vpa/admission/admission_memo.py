@@ -59,7 +59,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, cast
+from typing import Final, cast
 
 import orjson
 
@@ -68,6 +68,7 @@ from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict
 from kubescale.controllers.vpa.api.pod_admission import admit_pod
 from kubescale.controllers.vpa.api.startup_boost import StartupBoostSettings
 from kubescale.kube.resources import CRON_JOBS
+from kubescale.objects.admission_review import JsonPatchOperation
 from kubescale.objects.hpa import HorizontalPodAutoscaler
 from kubescale.objects.limit_range import LimitRange
 from kubescale.objects.pod import Pod
@@ -290,7 +291,7 @@ def match_fields(kind: str, obj: Mapping[str, object]) -> tuple[object, ...]:
 class Decided:
     """``admit_pod``'s answer for one set of inputs, shared by every request that gets it."""
 
-    patches: tuple[dict[str, Any], ...]
+    patches: tuple[JsonPatchOperation, ...]
     """The JSON patch operations (raw JSON; callers must not modify them)."""
     encoded_patch: str
     """The patch as the review carries it (base64 of the compact JSON); ``""`` without one."""
@@ -427,7 +428,7 @@ class AdmissionMemo:
 
     def decided(
         self,
-        patches: tuple[dict[str, Any], ...],
+        patches: tuple[JsonPatchOperation, ...],
         *,
         skipped_resources: frozenset[str] = frozenset(),
         limit_range_conflicts: tuple[LimitRangeConflict, ...] = (),

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from kubescale.controllers.vpa.admission.admission_caches import AdmissionCaches
 from kubescale.controllers.vpa.admission.admission_memo import (
@@ -58,6 +57,7 @@ from kubescale.controllers.vpa.api.controller_refs import (
 from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict
 from kubescale.controllers.vpa.api.startup_boost import StartupBoostSettings
 from kubescale.controllers.vpa.api.vpa_matching import choose_vpa, target_ref_of
+from kubescale.objects.admission_review import JsonPatchOperation
 from kubescale.objects.hpa import HorizontalPodAutoscaler
 from kubescale.objects.pod import Pod
 from kubescale.objects.selectors import LabelSelector
@@ -112,7 +112,7 @@ class PodDecision:
     :meth:`CachedPodAdmission.current` holds for it, the same pod gets the same decision."""
 
     @property
-    def patches(self) -> tuple[dict[str, Any], ...]:
+    def patches(self) -> tuple[JsonPatchOperation, ...]:
         """The JSON patch (shared with the memo: never modify it; raw JSON operations)."""
         return self.decided.patches if self.decided is not None else ()
 

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict
 from kubescale.controllers.vpa.api.limit_range_rules import NamespaceLimits
@@ -51,6 +50,7 @@ from kubescale.controllers.vpa.api.pod_resources import pod_resources
 from kubescale.controllers.vpa.api.startup_boost import StartupBoostSettings
 from kubescale.controllers.vpa.api.vpa_matching import target_ref_of
 from kubescale.coordination.resource_ownership import hpas_scaled_resources
+from kubescale.objects.admission_review import JsonPatchOperation
 from kubescale.objects.hpa import HorizontalPodAutoscaler
 from kubescale.objects.limit_range import LimitRange
 from kubescale.objects.pod import Pod
@@ -69,7 +69,7 @@ class PodAdmissionError(ValueError):
 class PodAdmission:
     """The decision for one pod."""
 
-    patches: list[dict[str, Any]]  # JSON patch operations: raw JSON
+    patches: list[JsonPatchOperation]
     """JSON patch operations, in upstream's order; empty when no VPA controls the pod."""
     vpa: str | None
     """Name of the controlling VPA, or ``None``."""

@@ -51,11 +51,12 @@ Pure: takes the pod and the computed resources, returns the patch operations.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import cast
 
 from kubescale.controllers.vpa.api.current_resources import ordered_names
 from kubescale.controllers.vpa.api.pod_resources import ContainerResources, PodResources
 from kubescale.controllers.vpa.api.startup_boost import boost_annotation
+from kubescale.objects.admission_review import JsonPatchOperation
 from kubescale.objects.containers import Container
 from kubescale.objects.pod import ContainerStatus, Pod
 from kubescale.objects.quantities import Quantity
@@ -125,12 +126,11 @@ def observed_containers_value(pod: Pod) -> str:
     return _OBSERVED_SEPARATOR.join(_container_name(c) for c in _containers(pod))
 
 
-# A JSON patch operation being built: raw JSON is its honest type (the webhook encodes it).
-def _add(path: str, value: Any) -> dict[str, Any]:
+def _add(path: str, value: str | dict[str, str]) -> JsonPatchOperation:
     return {"op": "add", "path": path, "value": value}
 
 
-def _annotation_patch(name: str, value: str) -> dict[str, Any]:
+def _annotation_patch(name: str, value: str) -> JsonPatchOperation:
     return _add(f"/metadata/annotations/{escape_json_pointer(name)}", value)
 
 
@@ -141,7 +141,7 @@ def _resource_field_patches(
     noun: str,
     current_set: bool,
     new: Mapping[str, Quantity],
-    patches: list[dict[str, Any]],
+    patches: list[JsonPatchOperation],
     annotations: list[str],
 ) -> None:
     # appendPatchesAndAnnotations.
@@ -159,9 +159,9 @@ def _container_patches(
     current: tuple[bool, bool],
     resources: ContainerResources,
     capping_annotations: Sequence[str],
-) -> tuple[list[dict[str, Any]], str]:
+) -> tuple[list[JsonPatchOperation], str]:
     # getContainerPatch, for a container given something to set.
-    patches: list[dict[str, Any]] = []
+    patches: list[JsonPatchOperation] = []
     if not resources.requests and not resources.limits:
         return patches, ""  # no update: no "resources: {}" and no entry (upstream has both)
     requests_set, limits_set = current
@@ -192,14 +192,14 @@ def _container_patches(
 _NOTHING = ContainerResources()  # upstream's zero ContainerResources: nothing to set
 
 
-def pod_patches(*, pod: Pod, vpa_name: str, resources: PodResources) -> list[dict[str, Any]]:
+def pod_patches(*, pod: Pod, vpa_name: str, resources: PodResources) -> list[JsonPatchOperation]:
     """The whole patch sequence for a pod a VPA named ``vpa_name`` controls.
 
     ``resources.containers`` has one entry per ``pod.spec.containers`` entry, in order (empty
     maps: nothing to set); ``resources.annotations`` maps a container name to the annotation
     texts the recommendation pipeline produced for it.
     """
-    patches: list[dict[str, Any]] = []
+    patches: list[JsonPatchOperation] = []
     annotations: object = Meta(pod).raw.get("annotations")  # as sent: null is no map
     if not isinstance(annotations, Mapping):
         patches.append(_add("/metadata/annotations", {}))

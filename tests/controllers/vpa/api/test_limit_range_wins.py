@@ -16,6 +16,7 @@ from typing import Any
 from kubescale.controllers.vpa.api.limit_range_fit import LimitRangeConflict
 from kubescale.controllers.vpa.api.pod_admission import admit_pod
 from kubescale.kube.resources import PODS
+from kubescale.objects.admission_review import JsonPatchOperation
 from kubescale.objects.limit_range import LimitRange
 from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity
@@ -92,7 +93,7 @@ def admitted(
     the_vpa: dict[str, Any],
     ranges: list[dict[str, Any]],
     **options: Any,
-) -> tuple[list[dict[str, Any]], tuple[LimitRangeConflict, ...]]:
+) -> tuple[list[JsonPatchOperation], tuple[LimitRangeConflict, ...]]:
     assert refusal(pod, ranges) is None  # the API server takes the pod as it comes
     result = admit_pod(
         pod=stored_as(pod, Pod),
