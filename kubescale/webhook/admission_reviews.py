@@ -13,9 +13,10 @@ base64 JSON patch, a denial as ``response.status`` (a ``metav1.Status``), warnin
 ``response.warnings``.
 
 JSON is read and written with orjson (the standard library's decoder was a tenth of a request's
-time); whatever orjson refuses but the standard library reads — an integer beyond 64 bits, a
-lone surrogate escape, a byte-order mark, UTF-16 — is read by the standard library, so every
-body is read exactly as before.
+time), and every body is read exactly as the standard library reads it: what orjson refuses but
+the standard library reads — a lone surrogate escape, a byte-order mark, UTF-16, ``NaN`` — is
+read by the standard library, and so is a body with an integer orjson would read differently
+(:func:`decode_json`).
 """
 
 from __future__ import annotations
@@ -107,9 +108,23 @@ def _text(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
+_LONG_DIGITS: Final = re.compile(rb"[0-9]{19}")
+"""19 digits in a row: every integer literal outside orjson's exact range has them."""
+
+
 def decode_json(body: bytes) -> object:
-    """``json.loads(body)``, by orjson when it can (module docstring); raises ``ValueError`` or
-    ``RecursionError`` as ``json.loads`` does. Untrusted JSON: the caller checks what it got."""
+    """``json.loads(body)``, by orjson when it reads the body the same (module docstring);
+    raises ``ValueError`` or ``RecursionError`` as ``json.loads`` does. Untrusted JSON: the
+    caller checks what it got.
+
+    orjson does not raise on an integer outside ``[-2**63, 2**64)``: it reads it as a float
+    (``18446744073709551616`` -> ``1.8446744073709552e+19``) where ``json.loads`` keeps the
+    exact ``int`` — a quantity sent as a JSON number would change value. Such a literal has at
+    least 19 digits (``-9223372036854775809``), so a body with 19 digits in a row (an integer,
+    or digits in a string or a long fraction: read the same either way) is read by the
+    standard library."""
+    if _LONG_DIGITS.search(body) is not None:
+        return json.loads(body)
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError:
