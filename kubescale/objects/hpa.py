@@ -143,6 +143,8 @@ class HorizontalPodAutoscalerSpec(TypedDict, total=False):
     behavior: HorizontalPodAutoscalerBehavior
     targetCPUUtilizationPercentage: int
     """``autoscaling/v1`` only (an HPA read at v1 scales on CPU alone)."""
+    selectionStrategy: str
+    """``LabelSelector`` (the default) or ``OwnerReferences`` (upstream ``pod_filters.go``)."""
 
 
 class ResourceMetricStatus(TypedDict, total=False):
