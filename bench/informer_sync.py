@@ -37,8 +37,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import scale_cluster as cluster
-
+from bench import scale_cluster as cluster
 from kubescale.kube.client import connect
 from kubescale.kube.controller_lookups import LOOKUP_READS
 from kubescale.kube.informer import InformerSettings

@@ -37,8 +37,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import scale_cluster as cluster
-
+from bench import scale_cluster as cluster
 from kubescale.base.clock import RealClock
 from kubescale.certs.authority import generate_ca, issue_serving_certificate, service_dns_names
 from kubescale.certs.authority import write_key_pairs as write_certificates
