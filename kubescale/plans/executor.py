@@ -25,12 +25,12 @@ For every intent, in order (the package docstring says why):
 4. **The metric** ``kubescale_plan_intents_total{actor, intent, outcome}`` counts it, the same
    way for every system (``outcome``: ``done``, ``unknown``, ``gone``, ``refused``,
    ``dry-run``), and the registry's observers (:func:`observe_plans`: ``simulate``'s journal of
-   the plans a run executed) are told the intent and that outcome -- **in the order the intents
-   were issued** to this executor, not the order their answers came: a decision driven by
-   several writers at once (the recommender's checkpoint pass) has its writes answered in
-   whatever order the server and the event loop finish them (asyncio's loop and uvloop differ),
-   so an intent answered early is told only once every intent issued before it has been
-   (:class:`IssueOrder`). Sequential use is unchanged: each intent is told as it is answered.
+   the plans a run executed) are told the intent and that outcome as it is answered -- or,
+   within :meth:`PlanExecutor.in_issue_order`, **in the order the intents were issued**: a
+   decision driven by several writers at once (the recommender's checkpoint pass) has its
+   writes answered in whatever order the server and the event loop finish them (asyncio's loop
+   and uvloop differ), so there an intent answered early is told only once every intent issued
+   before it has been (:class:`IssueOrder`).
 
 With ``dry_run`` nothing is sent and no event queued: each intent is written as one line
 (:func:`~.intents.describe`) to ``sink`` -- by default a log line of the ``plans`` logger, on
@@ -41,7 +41,8 @@ upstream's descheduler answers an eviction in dry-run mode.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
+import contextlib
+from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, TypeVar
@@ -239,7 +240,8 @@ class PlanExecutor:
         self.applied = 0
         """Intents applied (or printed) since start."""
         self.order = IssueOrder(self._tell)
-        """The registry's observers are told in issue order (module docstring)."""
+        """Within :meth:`in_issue_order`, the registry's observers are told in issue order."""
+        self._ordered = 0
 
     async def apply(self, plan: Iterable[Intent], *, now: datetime) -> list[Applied]:
         """Apply each intent of ``plan`` in order; their results, in the same order."""
@@ -260,10 +262,25 @@ class PlanExecutor:
         gate = self.client.write_gate
         return gate is None or gate()
 
+    @contextlib.contextmanager
+    def in_issue_order(self) -> Iterator[None]:
+        """While inside, observers are told of intents in the order they were issued, whatever
+        the order of their answers (module docstring): around writers run at once, which
+        have all ended when it is left."""
+        self._ordered += 1
+        try:
+            yield
+        finally:
+            self._ordered -= 1
+
     async def execute(self, intent: Intent, *, now: datetime) -> Applied:
         """Apply one intent (module docstring)."""
         if isinstance(intent, Event):
             return self.note(intent)
+        if not self._ordered and not self.order.in_flight:
+            applied, outcome = await self._apply(intent, now=now)
+            self._tell(intent, outcome)
+            return applied
         turn = self.order.issue()
         told: tuple[Intent, str] | None = None
         try:
@@ -293,7 +310,7 @@ class PlanExecutor:
         return applied, outcome
 
     def _tell(self, intent: Intent, outcome: str) -> None:
-        """The registry's observers, told in issue order by :attr:`order`."""
+        """The registry's observers (in issue order, by :attr:`order`, when ordered)."""
         if self.metrics is not None:
             for observer in self.metrics.observers:
                 observer(intent, outcome)
@@ -315,6 +332,10 @@ class PlanExecutor:
     def note(self, intent: Event) -> Applied:
         """Queue an event on the recorder (no await: loops that are not yet plans call this
         where they decide an event), with the same gate, dry run and metric as any intent."""
+        if not self._ordered and not self.order.in_flight:
+            applied, outcome = self._note(intent)
+            self._tell(intent, outcome)
+            return applied
         turn = self.order.issue()
         told: tuple[Intent, str] | None = None
         try:

@@ -188,9 +188,10 @@ class CheckpointStore:
     async def write_pass(self, pass_: CheckpointPass, *, now: datetime) -> StoreResult:
         """Drive ``pass_`` on the executor with :attr:`write_concurrency` writers at once
         (module docstring); what it did."""
-        async with asyncio.TaskGroup() as workers:
-            for _ in range(self.write_concurrency):
-                workers.create_task(self.executor.drive(pass_.work(), now=now))
+        with self.executor.in_issue_order():  # the journal in the pass's order
+            async with asyncio.TaskGroup() as workers:
+                for _ in range(self.write_concurrency):
+                    workers.create_task(self.executor.drive(pass_.work(), now=now))
         return pass_.result()
 
     async def garbage_collect(
