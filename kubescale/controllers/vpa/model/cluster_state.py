@@ -125,6 +125,8 @@ def label_set_key(labels: Mapping[str, str]) -> str:
 
 @dataclass(slots=True)
 class _LabelSet:
+    key: str
+    """:func:`label_set_key` of the labels, one string for every pod of the set."""
     labels: dict[str, str]
     users: int = 0
     """Pods and aggregates of this label set."""
@@ -289,14 +291,15 @@ class ClusterState:
         pod = self._pods.get((namespace, name))
         creation_us = go_micros(now) if now is not None else 0
         if pod is None:
-            pod = _Pod(self, namespace, name, self._hold_labels(key, labels), key, phase)
+            held = self._hold_labels(key, labels)
+            pod = _Pod(self, namespace, name, held.labels, held.key, phase)
             self._pods[(namespace, name)] = pod
             self._count_pod(pod, 1)
         elif pod.label_key != key:
             self._count_pod(pod, -1)
-            pod.labels = self._hold_labels(key, labels)
+            held = self._hold_labels(key, labels)
             self._release_labels(pod.label_key)
-            pod.label_key = key
+            pod.labels, pod.label_key = held.labels, held.key
             for container in pod.containers:
                 self._find_or_create_aggregate(pod, container, creation_us)
             self._count_pod(pod, 1)
@@ -321,13 +324,13 @@ class ClusterState:
             self._count_pod(pod, -1)
             self._release_labels(pod.label_key)
 
-    def _hold_labels(self, key: str, labels: Mapping[str, str]) -> dict[str, str]:
-        """The shared labels of the set ``key`` (``labels``), held once more."""
+    def _hold_labels(self, key: str, labels: Mapping[str, str]) -> _LabelSet:
+        """The shared label set ``key`` (``labels``), held once more."""
         held = self._labels.get(key)
         if held is None:
-            held = self._labels[key] = _LabelSet(dict(labels))
+            held = self._labels[key] = _LabelSet(key, dict(labels))
         held.users += 1
-        return held.labels
+        return held
 
     def _release_labels(self, key: str) -> None:
         """A pod or aggregate of the set ``key`` is gone: the set goes with the last one."""
