@@ -14,14 +14,19 @@ from tests.builders.meta import stored_as
 from tests.builders.pods import container, pod
 
 
-def _pod(name: str, requests: dict[str, str], **fields: Any) -> Pod:
-    return stored_as(pod(name=name, containers=[container(requests=requests)], **fields), Pod)
-
-
 def test_pods_asking_for_the_same_share_one_answer() -> None:
     cache = RequestCache()
     answers = [
-        cache.requests(_pod(f"web-{i}", {"cpu": "250m", "memory": "64Mi"})) for i in range(100)
+        cache.requests(
+            stored_as(
+                pod(
+                    name=f"web-{i}",
+                    containers=[container(requests={"cpu": "250m", "memory": "64Mi"})],
+                ),
+                Pod,
+            )
+        )
+        for i in range(100)
     ]
     # 250m -> 250 millicores, 64Mi -> 64 * 2**20 bytes: one answer for the 100 pods
     assert answers[0] == {"cpu": 250, "memory": 64 * 2**20}
@@ -31,11 +36,16 @@ def test_pods_asking_for_the_same_share_one_answer() -> None:
 
 def test_shared_answers_go_with_the_last_pod_that_had_them() -> None:
     cache = RequestCache()
-    steady = _pod("steady", {"cpu": "1"})
+    steady = stored_as(pod(name="steady", containers=[container(requests={"cpu": "1"})]), Pod)
     cache.requests(steady)
     baseline = cache.shared_answers()
     for cycle in range(20):  # pods created with their own requests, then gone
-        cache.requests(_pod(f"gone-{cycle}", {"cpu": f"{cycle + 2}"}))
+        cache.requests(
+            stored_as(
+                pod(name=f"gone-{cycle}", containers=[container(requests={"cpu": f"{cycle + 2}"})]),
+                Pod,
+            )
+        )
     assert cache.shared_answers() == baseline + 20
     cache.forget_missing([("default", "steady")])
     assert len(cache) == 1
@@ -47,7 +57,12 @@ def test_the_table_of_shared_answers_is_bounded() -> None:
     cache = RequestCache()
     limit = RequestCache.SHARED_ANSWERS_MAX
     for index in range(limit + 10):
-        cache.requests(_pod(f"p-{index}", {"cpu": f"{index + 1}m"}))
+        cache.requests(
+            stored_as(
+                pod(name=f"p-{index}", containers=[container(requests={"cpu": f"{index + 1}m"})]),
+                Pod,
+            )
+        )
     assert cache.shared_answers() <= limit
     assert len(cache) == limit + 10
 
@@ -56,21 +71,19 @@ def test_the_table_of_shared_answers_is_bounded() -> None:
 # resources with equal amounts, which must stay apart
 _quantity = st.sampled_from(["1", "1k", "0", "bogus", "250m"])
 _resources = st.dictionaries(st.sampled_from(["cpu", "memory", "nvidia.com/gpu"]), _quantity)
-_init = st.lists(
+_init: st.SearchStrategy[list[tuple[dict[str, str], dict[str, Any]]]] = st.lists(
     st.tuples(_resources, st.sampled_from([{}, {"restartPolicy": "Always"}])), max_size=2
 )
 
 
-def _pod_of(
-    index: int,
-    requests: dict[str, str],
-    init: list[tuple[dict[str, str], dict[str, Any]]],
-    overhead: dict[str, str] | None,
-) -> Pod:
+@st.composite
+def _pods(draw: st.DrawFn) -> Pod:
+    init = draw(st.one_of(st.just([]), _init))
+    overhead = draw(st.one_of(st.none(), _resources))
     return stored_as(
         pod(
-            name=f"p{index}",
-            containers=[container(requests=requests)],
+            name=f"p{draw(st.integers(min_value=0, max_value=5))}",
+            containers=[container(requests=draw(_resources))],
             init_containers=[container(f"i{n}", requests=r, **f) for n, (r, f) in enumerate(init)],
             spec={"overhead": overhead} if overhead is not None else None,
         ),
@@ -78,19 +91,11 @@ def _pod_of(
     )
 
 
-_pods = st.lists(
-    st.builds(
-        _pod_of,
-        st.integers(min_value=0, max_value=5),
-        _resources,
-        st.one_of(st.just([]), _init),
-        st.one_of(st.none(), _resources),
-    ),
-    max_size=30,
+@given(
+    pods=st.lists(_pods(), max_size=30),
+    keep=st.sets(st.integers(min_value=0, max_value=5)),
+    non_zero=st.booleans(),
 )
-
-
-@given(pods=_pods, keep=st.sets(st.integers(min_value=0, max_value=5)), non_zero=st.booleans())
 def test_cached_answers_are_pod_requests(pods: list[Pod], keep: set[int], non_zero: bool) -> None:
     """Any pods (replacing each other by name), any forgetting: the cache answers exactly what
     ``pod_requests`` answers, in the same order of resources."""
