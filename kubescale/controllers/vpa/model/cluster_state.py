@@ -258,9 +258,10 @@ class ClusterState:
         self._vpa_order = 0
         self._aggregates: dict[AggregateKey, AggregateContainerState] = {}
         self._labels: dict[str, _LabelSet] = {}
-        """upstream's labelSetMap: each label set string's labels, one dict shared by the pods
-        and aggregates of that set, released when the last of them goes (issue 29: upstream
-        never prunes it, and a label that changes on every update grew it forever)."""
+        """upstream's labelSetMap (filled by ``getLabelSetKey``; this session found no removal
+        upstream): each label set string's labels, one dict shared by the pods and aggregates
+        of that set, released when the last of them goes (issue 29: a label that changes on
+        every update grew it forever)."""
         self._pending_creation: list[AggregateContainerState] = []
 
     # -- pods ---------------------------------------------------------------------------------
