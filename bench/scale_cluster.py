@@ -622,11 +622,19 @@ class Serve:
 
 
 async def start_serve(
-    work: Path, *, webhook_only: bool, flags: list[str], profile: Path | None = None
+    work: Path,
+    *,
+    webhook_only: bool,
+    flags: list[str],
+    profile: Path | None = None,
+    trace: Path | None = None,
 ) -> Serve:
     port, health = _free_port(), _free_port()
     # --profile: serve under bench/sampled_serve.py (SIGUSR1/SIGUSR2 bracket the steady minutes)
+    # trace: under bench/traced_serve.py (SIGUSR1 writes a tracemalloc snapshot; issue29_memory)
     launcher = [str(SELF.parent / "sampled_serve.py")] if profile else ["-m", "kubescale"]
+    if trace is not None:
+        launcher = [str(SELF.parent / "traced_serve.py")]
     argv = [
         sys.executable, *launcher, "serve",
         "--port", str(port), "--bind-address", "127.0.0.1",
@@ -652,6 +660,7 @@ async def start_serve(
                 **os.environ,
                 "PYTHONPATH": str(REPO),
                 **({"KUBESCALE_PROFILE_OUT": str(profile)} if profile else {}),
+                **({"KUBESCALE_TRACE_OUT": str(trace)} if trace else {}),
             },
             stdout=asyncio.subprocess.DEVNULL,
             stderr=stderr,

@@ -186,11 +186,20 @@ def node_allocatable(node: Node) -> Amounts:
 
 
 class RequestCache:
-    """``pod_requests`` per stored pod snapshot, recomputed only when the pod changed."""
+    """``pod_requests`` per stored pod snapshot, recomputed only when the pod changed.
+
+    Equal answers are one shared dict (issue 29): the pods of a workload ask for the same
+    requests, so a cluster has a few distinct answers, not one per pod (a dict and its ints,
+    ~250 bytes a pod in each cache). The table of shared answers keeps only those of the
+    cached pods: it is rebuilt from them at :meth:`forget_missing`, and cleared if it grows past
+    :data:`SHARED_ANSWERS_MAX` in between (the answers already handed out stay valid)."""
+
+    SHARED_ANSWERS_MAX = 4096
 
     def __init__(self, *, non_missing: Mapping[str, int] | None = None) -> None:
         self._non_missing = non_missing
         self._entries: dict[tuple[str, str], tuple[Pod, Amounts]] = {}
+        self._shared: dict[tuple[tuple[str, int], ...], Amounts] = {}
 
     def requests(self, pod: Pod) -> Amounts:
         """The (shared: do not mutate) requests of ``pod``, a stored snapshot."""
@@ -199,15 +208,31 @@ class RequestCache:
         entry = self._entries.get(key)
         if entry is not None and entry[0] is pod:
             return entry[1]
-        amounts = pod_requests(pod, non_missing=self._non_missing)
+        amounts = self._share(pod_requests(pod, non_missing=self._non_missing))
         self._entries[key] = (pod, amounts)
         return amounts
+
+    def _share(self, amounts: Amounts) -> Amounts:
+        # keyed by the items in order: a shared answer iterates as the pod's own would
+        shape = tuple(amounts.items())
+        shared = self._shared.get(shape)
+        if shared is None:
+            if len(self._shared) >= self.SHARED_ANSWERS_MAX:
+                self._shared.clear()
+            shared = self._shared[shape] = amounts
+        return shared
 
     def __len__(self) -> int:
         return len(self._entries)
 
+    def shared_answers(self) -> int:
+        """Distinct answers the table of shared ones holds."""
+        return len(self._shared)
+
     def forget_missing(self, present: Iterable[tuple[str, str]]) -> None:
-        """Drop entries of pods that are gone (keeps the cache as small as the cluster)."""
+        """Drop entries of pods that are gone (keeps the cache as small as the cluster), and
+        the shared answers no cached pod has."""
         keep = set(present)
         for key in [k for k in self._entries if k not in keep]:
             del self._entries[key]
+        self._shared = {tuple(a.items()): a for _, a in self._entries.values()}

@@ -124,6 +124,15 @@ def label_set_key(labels: Mapping[str, str]) -> str:
 
 
 @dataclass(slots=True)
+class _LabelSet:
+    key: str
+    """:func:`label_set_key` of the labels, one string for every pod of the set."""
+    labels: dict[str, str]
+    users: int = 0
+    """Pods and aggregates of this label set."""
+
+
+@dataclass(slots=True)
 class _Pod:
     cluster: ClusterState
     namespace: str
@@ -248,7 +257,11 @@ class ClusterState:
         self._vpa_index = _VpaIndex()
         self._vpa_order = 0
         self._aggregates: dict[AggregateKey, AggregateContainerState] = {}
-        self._labels: dict[str, dict[str, str]] = {}
+        self._labels: dict[str, _LabelSet] = {}
+        """upstream's labelSetMap (filled by ``getLabelSetKey``; this session found no removal
+        upstream): each label set string's labels, one dict shared by the pods and aggregates
+        of that set, released when the last of them goes (issue 29: a label that changes on
+        every update grew it forever)."""
         self._pending_creation: list[AggregateContainerState] = []
 
     # -- pods ---------------------------------------------------------------------------------
@@ -276,17 +289,18 @@ class ClusterState:
             self.delete_pod(namespace=namespace, name=name)
             return
         key = label_set_key(labels)
-        self._labels.setdefault(key, dict(labels))
         pod = self._pods.get((namespace, name))
         creation_us = go_micros(now) if now is not None else 0
         if pod is None:
-            pod = _Pod(self, namespace, name, dict(labels), key, phase)
+            held = self._hold_labels(key, labels)
+            pod = _Pod(self, namespace, name, held.labels, held.key, phase)
             self._pods[(namespace, name)] = pod
             self._count_pod(pod, 1)
         elif pod.label_key != key:
             self._count_pod(pod, -1)
-            pod.labels = dict(labels)
-            pod.label_key = key
+            held = self._hold_labels(key, labels)
+            self._release_labels(pod.label_key)
+            pod.labels, pod.label_key = held.labels, held.key
             for container in pod.containers:
                 self._find_or_create_aggregate(pod, container, creation_us)
             self._count_pod(pod, 1)
@@ -309,6 +323,23 @@ class ClusterState:
         pod = self._pods.pop((namespace, name), None)
         if pod is not None:
             self._count_pod(pod, -1)
+            self._release_labels(pod.label_key)
+
+    def _hold_labels(self, key: str, labels: Mapping[str, str]) -> _LabelSet:
+        """The shared label set ``key`` (``labels``), held once more."""
+        held = self._labels.get(key)
+        if held is None:
+            held = self._labels[key] = _LabelSet(key, dict(labels))
+        held.users += 1
+        return held
+
+    def _release_labels(self, key: str) -> None:
+        """A pod or aggregate of the set ``key`` is gone: the set goes with the last one."""
+        held = self._labels.get(key)
+        if held is not None:
+            held.users -= 1
+            if held.users <= 0:
+                del self._labels[key]
 
     def pod_keys(self) -> list[tuple[str, str]]:
         return sorted(self._pods)
@@ -326,6 +357,7 @@ class ClusterState:
         state = self._aggregates.get(key)
         if state is None:
             state = AggregateContainerState(self.stores, creation_time_us=creation_us)
+            self._hold_labels(pod.label_key, pod.labels)
             if creation_us == 0:
                 self._pending_creation.append(state)
             self._aggregates[key] = state
@@ -481,7 +513,9 @@ class ClusterState:
         """UseAggregationIfMatching."""
         if key in vpa.aggregates:
             return
-        if vpa.namespace == key.namespace and vpa.selector.matches(self._labels.get(key.labels)):
+        held = self._labels.get(key.labels)
+        labels = held.labels if held is not None else None
+        if vpa.namespace == key.namespace and vpa.selector.matches(labels):
             vpa.aggregates[key] = aggregate
             aggregate.is_under_vpa = True
             aggregate.update_mode = vpa.update_mode
@@ -784,6 +818,7 @@ class ClusterState:
         ]
         for key in doomed:
             state = self._aggregates.pop(key)
+            self._release_labels(key.labels)
             for vpa in self._vpas.values():
                 if vpa.aggregates.pop(key, None) is not None:
                     state.mark_not_autoscaled()
@@ -795,6 +830,10 @@ class ClusterState:
     def aggregate_count(self) -> int:
         """StateMapSize."""
         return len(self._aggregates)
+
+    def label_set_count(self) -> int:
+        """Label sets held (the pods' and aggregates')."""
+        return len(self._labels)
 
     def aggregate(self, key: AggregateKey) -> AggregateContainerState | None:
         return self._aggregates.get(key)

@@ -6,8 +6,10 @@ import functools
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from kubescale.controllers.vpa.model.cluster_state import ClusterState
+from kubescale.controllers.vpa.model.cluster_state import ClusterState, label_set_key
 from kubescale.controllers.vpa.model.histogram import MEMORY_HISTOGRAM_OPTIONS
 from kubescale.controllers.vpa.model.model_config import RecommenderConfig
 from kubescale.objects.quantities import Quantity
@@ -347,3 +349,106 @@ def test_batch_samples_and_recommendations_equal_the_scalar_path() -> None:
     }
     assert batch.recommendations(now=moment) == expected
     assert [e["containerName"] for e in expected[("ns", "w3")].container_recommendations] == ["a"]
+
+
+def test_label_sets_are_released_with_their_last_pod_and_aggregate() -> None:
+    """Issue 29: a label whose value changes on every update (the scale bench's churn) made a
+    new label set each time, and the model kept every one. A set stays while a pod or an
+    aggregate uses it; after the pods are gone and GC removed their (empty) aggregates, the
+    count is back to the baseline."""
+    state = _state()
+    state.add_or_update_vpa(VPA(), selector=label_selector_from_set(APP))
+    _pod(state, "steady")
+    baseline = state.label_set_count()  # {app=web}
+    assert baseline == 1
+    for cycle in range(50):
+        # one pod relabelled on every update, one created and deleted
+        state.add_or_update_pod(
+            namespace="ns",
+            name="churned",
+            labels={**APP, "churn": str(cycle)},
+            phase="Running",
+            containers={"app": {}},
+            now=T0,
+        )
+        state.add_or_update_pod(
+            namespace="ns",
+            name=f"gone-{cycle}",
+            labels={"app": f"gone-{cycle}"},
+            phase="Running",
+            containers={"app": {}},
+            now=T0,
+        )
+        state.delete_pod(namespace="ns", name=f"gone-{cycle}")
+    # every set still has its aggregate (upstream keeps an aggregate until GC)
+    assert state.label_set_count() == baseline + 50 + 50
+    # 49 old churn sets and 50 deleted pods' sets: empty aggregates no pod uses
+    assert state.garbage_collect(now=T0) == 49 + 50
+    assert state.label_set_count() == baseline + 1  # {app=web} and the live churn=49
+    state.delete_pod(namespace="ns", name="churned")
+    assert state.garbage_collect(now=T0) == 1
+    assert state.label_set_count() == baseline
+    # the remaining set still matches: a VPA added now finds the steady pod's aggregate
+    state.add_or_update_vpa(
+        VPA(name="again", target=builders.vpas.target_ref(name="again")),
+        selector=label_selector_from_set(APP),
+    )
+    assert state.vpa_pod_count(namespace="ns", name="again") == 1
+    assert state.recommendation(namespace="ns", name="again", now=T0).pod_count == 1
+
+
+_OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["update", "delete", "gc"]),
+        st.sampled_from(["p0", "p1", "p2", "p3"]),
+        st.sampled_from(["a", "b", "c"]),
+        st.booleans(),
+    ),
+    max_size=40,
+)
+
+
+@given(ops=_OPS)
+def test_held_label_sets_are_exactly_those_of_live_pods_and_aggregates(
+    ops: list[tuple[str, str, str, bool]],
+) -> None:
+    """For any pod updates (labels changing), deletions and GCs, the model holds the label
+    sets of its pods and aggregates and no other (no leak, no set dropped while in use: a VPA
+    added at the end counts every pod it matches)."""
+    state = _state()
+    labels_of: dict[str, dict[str, str]] = {}
+    for op, name, app, second_container in ops:
+        if op == "update":
+            labels_of[name] = {"app": app}
+            containers: dict[str, dict[str, int]] = {"app": {}}
+            if second_container:
+                containers["side"] = {}
+            state.add_or_update_pod(
+                namespace="ns",
+                name=name,
+                labels=labels_of[name],
+                phase="Running",
+                containers=containers,
+                now=T0,
+            )
+        elif op == "delete":
+            labels_of.pop(name, None)
+            state.delete_pod(namespace="ns", name=name)
+        else:
+            state.garbage_collect(now=T0)
+        in_use = {label_set_key(labels) for labels in labels_of.values()}
+        in_use |= {key.labels for key in state.aggregate_keys()}
+        assert state.label_set_count() == len(in_use)
+    for app in ("a", "b", "c"):
+        state.add_or_update_vpa(
+            VPA(name=app, target=builders.vpas.target_ref(name=app)),
+            selector=label_selector_from_set({"app": app}),
+        )
+        expected = sum(1 for labels in labels_of.values() if labels["app"] == app)
+        assert state.vpa_pod_count(namespace="ns", name=app) == expected
+        # the VPA took every aggregate of its label set (found by the set's held labels)
+        for key in state.aggregate_keys():
+            aggregate = state.aggregate(key)
+            assert aggregate is not None
+            if key.labels == f"app={app}":
+                assert aggregate.is_under_vpa
