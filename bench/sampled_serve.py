@@ -54,6 +54,8 @@ class Sampler:
         self.samples = 0
         self.running = threading.Event()
         self.started = 0.0
+        self.thread_cpu: dict[int, float] = {}
+        """CPU-s of each thread (by native id) when sampling started (``/proc``)."""
 
     @staticmethod
     def _where(frame: FrameType) -> str:
@@ -98,17 +100,27 @@ class Sampler:
     def start(self, *_: object) -> None:
         if not self.running.is_set():
             self.started = time.monotonic()
+            self.thread_cpu = _thread_cpu()
             self.running.set()
             threading.Thread(target=self._loop, daemon=True).start()
 
     def stop(self, *_: object) -> None:
         self.running.clear()
+        cpu = _thread_cpu()
+        names = {t.native_id: t.name for t in threading.enumerate()}
+        spent = {
+            names.get(tid, f"thread {tid}"): seconds - self.thread_cpu.get(tid, 0.0)
+            for tid, seconds in cpu.items()
+        }
         lines = [
             f"samples: {self.samples} over {time.monotonic() - self.started:.1f} s "
             f"every {INTERVAL * 1000:.0f} ms (every thread; the main thread idles in select,"
             " workers [name] in queue waits)",
             "",
         ]
+        lines += ["CPU-s by thread while sampling (/proc/self/task/*/stat, utime + stime):"]
+        lines += [f"{v:7.2f} {k}" for k, v in sorted(spent.items(), key=lambda kv: -kv[1])]
+        lines += [""]
         lines += ["busy samples by component (outermost kubescale frame; workers by thread):"]
         lines += [f"{n:7d} {where}" for where, n in self.components.most_common()]
         lines += ["", "self samples:"]
@@ -116,6 +128,19 @@ class Sampler:
         lines += ["", "cumulative samples:"]
         lines += [f"{n:7d} {where}" for where, n in self.cumulative.most_common(2 * TOP)]
         OUT.write_text("\n".join(lines) + "\n")
+
+
+def _thread_cpu() -> dict[int, float]:
+    """CPU-s (user + system) of each thread of this process, by native id."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[int, float] = {}
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the thread ended meanwhile
+        out[int(task.name)] = (int(fields[11]) + int(fields[12])) / tick
+    return out
 
 
 def _idle(frame: FrameType) -> bool:
