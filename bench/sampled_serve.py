@@ -25,6 +25,21 @@ if __package__ in (None, ""):
 from kubescale.cli.main import main as kubescale_main
 
 INTERVAL = float(os.environ.get("KUBESCALE_SAMPLE_SECONDS", "0.005"))
+TOP = int(os.environ.get("KUBESCALE_PROFILE_TOP", "40"))
+"""How many functions each list shows (the cumulative list twice as many)."""
+COMPONENTS = (
+    ("/controllers/autoscaler/", "cluster-autoscaler"),
+    ("/controllers/hpa/", "hpa-controller"),
+    ("/controllers/descheduler/", "descheduler"),
+    ("/controllers/vpa/recommender/", "vpa-recommender"),
+    ("/controllers/vpa/updater/", "vpa-updater"),
+    ("/controllers/vpa/", "vpa-other"),
+    ("/webhook/", "webhook"),
+    ("/extender/", "scheduler-extender"),
+    ("/kube/informer.py", "informers"),
+    ("/kube/leader_election.py", "leases"),
+)
+"""A sample's component: the outermost frame of its stack in one of these paths."""
 OUT = Path(os.environ.get("KUBESCALE_PROFILE_OUT", "serve-profile.txt"))
 
 
@@ -33,9 +48,14 @@ class Sampler:
         self.thread_id = thread_id
         self.own: collections.Counter[str] = collections.Counter()
         self.cumulative: collections.Counter[str] = collections.Counter()
+        self.components: collections.Counter[str] = collections.Counter()
+        """Busy samples by component (module constant ``COMPONENTS``; worker threads by
+        their name, ``decide-<component>``); idle samples are not counted."""
         self.samples = 0
         self.running = threading.Event()
         self.started = 0.0
+        self.thread_cpu: dict[int, float] = {}
+        """CPU-s of each thread (by native id) when sampling started (``/proc``)."""
 
     @staticmethod
     def _where(frame: FrameType) -> str:
@@ -61,33 +81,76 @@ class Sampler:
                 self.own[prefix + self._where(frame)] += 1
                 seen: set[str] = set()
                 walk: FrameType | None = frame
+                component = ""
                 while walk is not None:
                     where = prefix + self._where(walk)
                     if where not in seen:
                         seen.add(where)
                         self.cumulative[where] += 1
+                    for marker, name in COMPONENTS:
+                        if marker in walk.f_code.co_filename:
+                            component = name  # the outermost one wins
+                            break
                     walk = walk.f_back
+                if not _idle(frame):
+                    thread = names.get(ident, "") if ident != self.thread_id else ""
+                    self.components[thread or component or "other (I/O, event loop)"] += 1
             time.sleep(INTERVAL)
 
     def start(self, *_: object) -> None:
         if not self.running.is_set():
             self.started = time.monotonic()
+            self.thread_cpu = _thread_cpu()
             self.running.set()
             threading.Thread(target=self._loop, daemon=True).start()
 
     def stop(self, *_: object) -> None:
         self.running.clear()
+        cpu = _thread_cpu()
+        names = {t.native_id: t.name for t in threading.enumerate()}
+        spent = {
+            names.get(tid, f"thread {tid}"): seconds - self.thread_cpu.get(tid, 0.0)
+            for tid, seconds in cpu.items()
+        }
         lines = [
             f"samples: {self.samples} over {time.monotonic() - self.started:.1f} s "
             f"every {INTERVAL * 1000:.0f} ms (every thread; the main thread idles in select,"
             " workers [name] in queue waits)",
             "",
-            "self samples:",
         ]
-        lines += [f"{n:7d} {where}" for where, n in self.own.most_common(40)]
+        lines += ["CPU-s by thread while sampling (/proc/self/task/*/stat, utime + stime):"]
+        lines += [f"{v:7.2f} {k}" for k, v in sorted(spent.items(), key=lambda kv: -kv[1])]
+        lines += [""]
+        lines += ["busy samples by component (outermost kubescale frame; workers by thread):"]
+        lines += [f"{n:7d} {where}" for where, n in self.components.most_common()]
+        lines += ["", "self samples:"]
+        lines += [f"{n:7d} {where}" for where, n in self.own.most_common(TOP)]
         lines += ["", "cumulative samples:"]
-        lines += [f"{n:7d} {where}" for where, n in self.cumulative.most_common(80)]
+        lines += [f"{n:7d} {where}" for where, n in self.cumulative.most_common(2 * TOP)]
         OUT.write_text("\n".join(lines) + "\n")
+
+
+def _thread_cpu() -> dict[int, float]:
+    """CPU-s (user + system) of each thread of this process, by native id."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[int, float] = {}
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the thread ended meanwhile
+        out[int(task.name)] = (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def _idle(frame: FrameType) -> bool:
+    """The thread waits: the event loop in its select, a worker on its queue."""
+    code = frame.f_code
+    return (
+        (code.co_name == "run" and code.co_filename.endswith("asyncio/runners.py"))
+        or (code.co_name == "_work" and code.co_filename.endswith("runtime/off_loop.py"))
+        or code.co_name in ("select", "poll", "wait")
+    )
 
 
 def main() -> int:

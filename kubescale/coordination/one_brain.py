@@ -47,6 +47,11 @@ class LedgerGate:
     def evictions_in_flight(self, *, now: datetime) -> list[Disruption]:
         return [e for e in self.ledger.in_flight(now=now) if e.kind is DisruptionKind.EVICTION]
 
+    def possibly_going(self, *, now: datetime) -> list[tuple[str, str]]:
+        # already_going is True only for a pod with an entry in the ledger (by uid): the
+        # entries' pods, each recorded with its namespace and name, are every candidate.
+        return list(dict.fromkeys((e.namespace, e.name) for e in self.ledger.in_flight(now=now)))
+
 
 @dataclass(frozen=True)
 class LedgerBudgets:

@@ -60,6 +60,11 @@ class DisruptionGate(Protocol):
         """Every eviction in flight that the PodDisruptionBudgets' allowance must count."""
         ...
 
+    def possibly_going(self, *, now: datetime) -> list[tuple[str, str]]:
+        """``(namespace, name)`` of every pod :meth:`already_going` may answer True for (a
+        superset: each is asked again): a scan asks only about these, not about every pod."""
+        ...
+
 
 class DeschedulerBudgets(Protocol):
     """The descheduler's cycle budget (:mod:`.descheduler_budget`)."""

@@ -34,6 +34,9 @@ class OwnEvictionsOnly:
     def evictions_in_flight(self, *, now: datetime) -> list[Disruption]:
         return []
 
+    def possibly_going(self, *, now: datetime) -> list[tuple[str, str]]:
+        return []
+
 
 class OwnBudgets:
     """:class:`~.ports.DeschedulerBudgets`: upstream's counters, from zero each cycle."""

@@ -79,7 +79,7 @@ from kubescale.controllers.hpa.metrics_sources import (
     fetch_timed_out,
     promql_queries,
 )
-from kubescale.controllers.hpa.pod_selection import SelectionPass, select_pods
+from kubescale.controllers.hpa.pod_selection import LivePodIndex, SelectionPass, select_pods
 from kubescale.controllers.hpa.predictive import DemandHistory
 from kubescale.controllers.hpa.scale_targets import (
     CACHED_WORKLOADS,
@@ -91,6 +91,7 @@ from kubescale.coordination.disruption_ledger import WriteResult, write_outcome
 from kubescale.kube.client import KubeClient
 from kubescale.kube.errors import KubeApiError, KubeError, KubeTransportError
 from kubescale.kube.events import EventRecorder
+from kubescale.kube.informer import EventHandlers
 from kubescale.kube.resources import (
     HORIZONTAL_POD_AUTOSCALERS,
     PODS,
@@ -269,7 +270,16 @@ class HpaLoop:
         self.states: dict[tuple[str, str], _State] = {}
         self.reconciled = 0
         self._reports: list[TimelineReport] = []
-        self.selection = SelectionPass(self.pods.lister.list)
+        self.pod_index = LivePodIndex()
+        """The pods by label, kept by the pod informer's events (not rebuilt each pass)."""
+        self.pods.add_handlers(
+            EventHandlers(
+                on_add=self.pod_index.add,
+                on_update=self.pod_index.update,
+                on_delete=self.pod_index.delete,
+            )
+        )
+        self.selection = SelectionPass(self.pods.lister.list, self.pod_index)
         self._workers = asyncio.Semaphore(settings.concurrent_syncs)
         self._in_flight: dict[_Key, asyncio.Task[None]] = {}
 
@@ -344,7 +354,7 @@ class HpaLoop:
         """A pass's fresh reads: the metrics APIs' per-pass answers, and the pods each HPA
         selects (upstream's ``hpaSelectors``: the selectors known so far)."""
         self.metrics_api.begin_pass()
-        self.selection = SelectionPass(self.pods.lister.list)
+        self.selection = SelectionPass(self.pods.lister.list, self.pod_index)
         for (ns, name), state in self.states.items():
             if state.selector is not None:
                 self.selection.own(ns, name, self.selection.select(ns, state.selector))

@@ -30,6 +30,7 @@ from kubescale.objects.views import Meta
 __all__ = [
     "MAX_OWNER_DEPTH",
     "LabelIndex",
+    "LivePodIndex",
     "SelectionPass",
     "SelectorOutcome",
     "owned_pods",
@@ -114,22 +115,111 @@ class LabelIndex(Generic[T]):
         return [obj for obj in pool if selector.matches(self._labels(obj))]
 
 
+def _pod_labels(pod: Mapping[str, object]) -> Mapping[str, str]:
+    labels: Mapping[str, str] = Meta(pod).raw.get("labels") or {}
+    return labels
+
+
+def _namespaced_key(pod: Mapping[str, object]) -> tuple[str, str]:
+    raw = Meta(pod).raw
+    return (str(raw.get("namespace") or ""), str(raw.get("name") or ""))
+
+
+class LivePodIndex:
+    """The pod informer's pods by namespace and ``key=value`` label pair, kept current by the
+    informer's events (:meth:`add`, :meth:`update`, :meth:`delete`), so that a pass of 1,000
+    HPAs does not label-index every pod of their namespaces again each sync period (issue 29):
+    a steady pass indexes nothing (:attr:`indexed` counts the pods indexed).
+
+    Each bucket keeps its pods in the informer's order for the namespace (the cache's
+    namespace index: an object stored again goes last), so a selection answers the pods
+    :class:`LabelIndex` over ``lister.list(namespace=...)`` answers, in the same order. A pod
+    deleted is released at once; the index holds one entry per cached pod and label."""
+
+    def __init__(self) -> None:
+        self._buckets: dict[str, dict[tuple[str, str], dict[str, Pod]]] = {}
+        self._pods: dict[tuple[str, str], Pod] = {}
+        """What each pod was indexed as (its labels are read again to unindex it: the
+        informer's objects are never changed, only replaced)."""
+        self.indexed = 0
+        """Pods (re-)indexed since creation: constant while no pod changes."""
+
+    def __len__(self) -> int:
+        return len(self._pods)
+
+    def add(self, pod: Pod) -> None:
+        key = _namespaced_key(pod)
+        self._unindex(key)
+        namespace, name = key
+        buckets = self._buckets.setdefault(namespace, {})
+        for pair in _pod_labels(pod).items():
+            buckets.setdefault(pair, {})[name] = pod
+        self._pods[key] = pod
+        self.indexed += 1
+
+    def update(self, _old: Pod, new: Pod) -> None:
+        self.add(new)
+
+    def delete(self, pod: Pod) -> None:
+        self._unindex(_namespaced_key(pod))
+
+    def _unindex(self, key: tuple[str, str]) -> None:
+        old = self._pods.pop(key, None)
+        if old is None:
+            return
+        namespace, name = key
+        buckets = self._buckets.get(namespace)
+        if buckets is None:  # a namespace whose pods have no labels left
+            return
+        for pair in _pod_labels(old).items():
+            bucket = buckets.get(pair)
+            if bucket is not None:
+                bucket.pop(name, None)
+                if not bucket:
+                    del buckets[pair]
+        if not buckets:
+            del self._buckets[namespace]
+
+    def bucket(self, namespace: str, pair: tuple[str, str]) -> list[Pod]:
+        """The namespace's pods labelled ``pair``, in the informer's order."""
+        return list(self._buckets.get(namespace, {}).get(pair, {}).values())
+
+
 class SelectionPass:
     """One pass's view of the pods HPAs select: the pods label-indexed per namespace, and
     upstream's ``hpaSelectors`` reverse look-up (pod → the HPAs whose last known selector
-    selects it) for the AmbiguousSelector check."""
+    selects it) for the AmbiguousSelector check.
 
-    def __init__(self, list_pods: Callable[..., list[Pod]]) -> None:
+    With a :class:`LivePodIndex` (the loop's, fed by the pod informer) the pods are read from
+    it as they are now, as upstream's ``podLister.Pods(namespace).List(selector)`` reads its
+    informer at each reconcile; without one, each namespace is label-indexed once per pass."""
+
+    def __init__(
+        self, list_pods: Callable[..., list[Pod]], index: LivePodIndex | None = None
+    ) -> None:
         self._list_pods = list_pods
+        self._live = index
         self._index: dict[str, LabelIndex[Pod]] = {}
         self._owners: dict[tuple[str, str], set[str]] = {}
 
     def select(self, namespace: str, selector: LabelSelector) -> list[Pod]:
         """The namespace's pods the selector matches."""
-        index = self._index.get(namespace)
-        if index is None:
-            index = self._index[namespace] = LabelIndex(self._list_pods(namespace=namespace))
-        return index.select(selector)
+        live = self._live
+        if live is None:
+            index = self._index.get(namespace)
+            if index is None:
+                index = self._index[namespace] = LabelIndex(self._list_pods(namespace=namespace))
+            return index.select(selector)
+        # LabelIndex.select's rule: the smallest bucket of an equality requirement, checked in
+        # full; no such requirement: every pod of the namespace
+        candidates: list[Pod] | None = None
+        for requirement in selector.requirements:
+            if requirement.operator in (EQUALS, DOUBLE_EQUALS, IN) and len(requirement.values) == 1:
+                bucket = live.bucket(namespace, (requirement.key, requirement.values[0]))
+                if candidates is None or len(bucket) < len(candidates):
+                    candidates = bucket
+        pool = self._list_pods(namespace=namespace) if candidates is None else candidates
+        return [pod for pod in pool if selector.matches(_pod_labels(pod))]
 
     def own(self, namespace: str, hpa: str, pods: Sequence[Pod]) -> None:
         """Record that HPA ``hpa``'s selector selects ``pods``."""

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -142,7 +142,7 @@ from kubescale.objects.priority_class import PriorityClass
 from kubescale.objects.replica_set import ReplicaSet
 from kubescale.objects.replication_controller import ReplicationController
 from kubescale.objects.stateful_set import StatefulSet
-from kubescale.objects.views import Meta, meta
+from kubescale.objects.views import Meta, meta, spec_of
 from kubescale.plans.executor import Applied, PlanExecutor
 from kubescale.plans.intents import Intent, WriteConfigMap
 from kubescale.runtime.component import TimelineReport
@@ -150,7 +150,7 @@ from kubescale.runtime.off_loop import OffLoop
 from kubescale.scheduling.pod_resources import NON_MISSING_DEFAULTS, RequestCache
 from kubescale.scheduling.snapshot_journal import SnapshotJournal
 
-__all__ = ["LOOP_NAME", "AutoscalerLoop"]
+__all__ = ["LOOP_NAME", "AutoscalerLoop", "going_pods"]
 
 log = component_logger("cluster-autoscaler")
 
@@ -567,12 +567,7 @@ class AutoscalerLoop:
             built=built,
             first=first,
             pods_by_node=pods_by_node,
-            going=frozenset(
-                pod_id(pod)
-                for pods in pods_by_node.values()
-                for pod in pods
-                if self.gate.already_going(pod, now=now)
-            ),
+            going=going_pods(self.gate, pods_by_node, self.pods.lister.get, now=now),
             scale_down=self.scale_down.read(now),
             priority_config_map=self.config_maps.lister.get(
                 PRIORITY_CONFIG_MAP, self.settings.namespace
@@ -604,3 +599,26 @@ class AutoscalerLoop:
             raise
         finally:
             self._controllers = None  # live lookups again outside the iteration
+
+
+def going_pods(
+    gate: DisruptionGate,
+    pods_by_node: Mapping[str, Sequence[Pod]],
+    lookup: Callable[[str, str], Pod | None],
+    *,
+    now: datetime,
+) -> frozenset[str]:
+    """``pod_id`` of every pod of ``pods_by_node`` another system is evicting
+    (``gate.already_going``). Only the gate's candidates (:meth:`~kubescale.coordination.ports.
+    DisruptionGate.possibly_going`, the ledger's few entries) are looked up (``lookup(name,
+    namespace)``, the informer's pod) and asked, not every pod of the cluster each scan (issue 29):
+    a pod that is no candidate is never going, so the answer is the same."""
+    going: set[str] = set()
+    for namespace, name in gate.possibly_going(now=now):
+        pod = lookup(name, namespace)
+        if pod is None:
+            continue
+        placed = pods_by_node.get(str(spec_of(pod).get("nodeName") or ""), ())
+        if any(p is pod for p in placed) and gate.already_going(pod, now=now):
+            going.add(pod_id(pod))
+    return frozenset(going)
