@@ -11,8 +11,8 @@ requests them (``InformerSet.reading(LOOKUP_READS)``: no pod template).
 
 Measured, per run: ``cpu_seconds`` (``time.process_time()`` of this process from start to
 synced), ``server_cpu_seconds`` (the API server child's utime + stime over the same span: the
-LISTs served), ``wall_seconds``, ``rss_mib`` (``VmRSS``) and ``peak_rss_mib`` (``VmHWM``) when
-synced;
+LISTs served) and ``server_rss_mib`` (its ``VmRSS`` when synced), ``wall_seconds``, ``rss_mib``
+(``VmRSS``) and ``peak_rss_mib`` (``VmHWM``) when synced;
 with ``--profile FILE`` the sync runs under ``cProfile`` and the top functions by cumulative
 and own time are written to ``FILE`` (the profiler's own cost inflates the CPU figure then).
 
@@ -106,8 +106,10 @@ async def sync_once(
         informers.start()
         await informers.wait_synced()
         cpu, wall = time.process_time() - cpu, time.monotonic() - wall
+        server_rss = None
         if server_pid is not None:
             server = cluster.cpu_seconds(server_pid) - server
+            server_rss = cluster.proc_status(server_pid).get("VmRSS")
         status = cluster.proc_status(os.getpid())
         objects = {i.name: len(i.cache) for i in informers.informers}
         seen: set[int] = set()
@@ -120,6 +122,7 @@ async def sync_once(
     return {
         "cpu_seconds": round(cpu, 2),
         "server_cpu_seconds": round(server, 2) if server_pid is not None else None,
+        "server_rss_mib": server_rss,
         "wall_seconds": round(wall, 2),
         "rss_mib": status.get("VmRSS"),
         "peak_rss_mib": status.get("VmHWM"),
