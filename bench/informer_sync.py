@@ -10,7 +10,9 @@ access layer alone. ``--lookup-reads``: the controller kinds are requested as th
 requests them (``InformerSet.reading(LOOKUP_READS)``: no pod template).
 
 Measured, per run: ``cpu_seconds`` (``time.process_time()`` of this process from start to
-synced), ``wall_seconds``, ``rss_mib`` (``VmRSS``) and ``peak_rss_mib`` (``VmHWM``) when synced;
+synced), ``server_cpu_seconds`` (the API server child's utime + stime over the same span: the
+LISTs served) and ``server_rss_mib`` (its ``VmRSS`` when synced), ``wall_seconds``, ``rss_mib``
+(``VmRSS``) and ``peak_rss_mib`` (``VmHWM``) when synced;
 with ``--profile FILE`` the sync runs under ``cProfile`` and the top functions by cumulative
 and own time are written to ``FILE`` (the profiler's own cost inflates the CPU figure then).
 
@@ -82,7 +84,12 @@ def deep_size(value: object, seen: set[int]) -> int:
 
 
 async def sync_once(
-    kubeconfig: Path, kinds: list[str], page_size: int | None, *, lookup_reads: bool = False
+    kubeconfig: Path,
+    kinds: list[str],
+    page_size: int | None,
+    *,
+    lookup_reads: bool = False,
+    server_pid: int | None = None,
 ) -> dict[str, Any]:
     client = await connect(kubeconfig=kubeconfig)
     try:
@@ -93,10 +100,15 @@ async def sync_once(
         with informers.reading(LOOKUP_READS if lookup_reads else {}):
             for plural in kinds:
                 informers.informer(_resource(plural))
+        server = cluster.cpu_seconds(server_pid) if server_pid is not None else 0.0
         cpu, wall = time.process_time(), time.monotonic()
         informers.start()
         await informers.wait_synced()
         cpu, wall = time.process_time() - cpu, time.monotonic() - wall
+        server_rss = None
+        if server_pid is not None:
+            server = cluster.cpu_seconds(server_pid) - server
+            server_rss = cluster.proc_status(server_pid).get("VmRSS")
         status = cluster.proc_status(os.getpid())
         objects = {i.name: len(i.cache) for i in informers.informers}
         seen: set[int] = set()
@@ -108,6 +120,8 @@ async def sync_once(
         await client.close()
     return {
         "cpu_seconds": round(cpu, 2),
+        "server_cpu_seconds": round(server, 2) if server_pid is not None else None,
+        "server_rss_mib": server_rss,
         "wall_seconds": round(wall, 2),
         "rss_mib": status.get("VmRSS"),
         "peak_rss_mib": status.get("VmHWM"),
@@ -128,7 +142,11 @@ async def run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         if profiler is not None:
             profiler.enable()
         result = await sync_once(
-            work / "kubeconfig", args.kinds, args.page_size, lookup_reads=args.lookup_reads
+            work / "kubeconfig",
+            args.kinds,
+            args.page_size,
+            lookup_reads=args.lookup_reads,
+            server_pid=api.pid,
         )
         if profiler is not None:
             profiler.disable()

@@ -788,12 +788,19 @@ async def measure_size(pods: int, args: argparse.Namespace, work: Path) -> dict[
             profile = (
                 args.profile / f"serve-{mode}-{pods}.txt" if args.profile is not None else None
             )
+            server_cpu = cpu_seconds(api.pid)
             serve = await start_serve(
                 work, webhook_only=mode == "webhook", flags=flags, profile=profile
             )
             try:
                 synced = await wait_synced(serve, limit=args.sync_limit)
                 synced["rss_mib_when_synced"] = proc_status(serve.process.pid)["VmRSS"]
+                # CPU until synced, each side: kubescale's (imports and start-up included) and
+                # the API server child's (the LISTs it served meanwhile).
+                synced["cpu_seconds_to_sync"] = round(cpu_seconds(serve.process.pid), 2)
+                synced["apiserver_cpu_seconds_to_sync"] = round(
+                    cpu_seconds(api.pid) - server_cpu, 2
+                )
                 await asyncio.sleep(args.settle_seconds)
                 windows = await steady(
                     serve,

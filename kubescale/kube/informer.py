@@ -77,6 +77,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, cast
 
+from kubescale.base.collector import bulk_allocation
 from kubescale.base.logs import component_logger
 from kubescale.base.tasks import cancel_and_wait
 from kubescale.kube.backoff import Backoff, BackoffPolicy
@@ -397,16 +398,19 @@ class Informer(Generic[ObjectT]):
                 await backoff.sleep()
 
     async def _list_and_sync(self) -> None:
-        result = await self.client.list_all(
-            self.resource,
-            namespace=self.namespace,
-            label_selector=self.label_selector,
-            field_selector=self.field_selector,
-            page_size=self.settings.page_size,
-            transform=self._projected,
-        )
-        self.stats.lists += 1
-        self._reconcile(result.items)
+        # The listed collection is a burst of long-lived, acyclic containers: collect less
+        # often while it is decoded, projected, stored and handed to the handlers.
+        with bulk_allocation():
+            result = await self.client.list_all(
+                self.resource,
+                namespace=self.namespace,
+                label_selector=self.label_selector,
+                field_selector=self.field_selector,
+                page_size=self.settings.page_size,
+                transform=self._projected,
+            )
+            self.stats.lists += 1
+            self._reconcile(result.items)
         self._set_resource_version(result.resource_version)
         if self._absent:
             self._absent = False

@@ -147,6 +147,8 @@ async def test_a_tiny_run_fills_every_field(tmp_path: Path) -> None:
         assert figures["synced_seconds"] > 0
         assert 0 < figures["rss_mib"] <= figures["peak_rss_mib"]
         assert figures["rss_mib_when_synced"] > 0
+        assert figures["cpu_seconds_to_sync"] > 0  # kubescale's imports at least
+        assert figures["apiserver_cpu_seconds_to_sync"] >= 0
         assert figures["cpu_seconds_per_minute"] >= 0
         for window in figures["steady"]:
             assert set(window) == {"cpu_seconds", "cpu_seconds_per_minute", "rss_mib"}

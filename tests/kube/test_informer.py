@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import random
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -14,8 +15,9 @@ from typing import Any
 import pytest
 
 from kubescale.base.clock import VirtualClock
+from kubescale.base.collector import BULK_THRESHOLD
 from kubescale.kube.client import KubeClient
-from kubescale.kube.informer import Informer, InformerSettings
+from kubescale.kube.informer import EventHandlers, Informer, InformerSettings
 from kubescale.kube.informer_set import InformerSet
 from kubescale.kube.resources import ALL, CONFIG_MAPS, NAMESPACES, PODS, ResourceType
 from kubescale.sim.apiserver.server import ApiServer
@@ -89,6 +91,31 @@ async def test_wait_synced_times_out_while_lists_fail(
     assert not informer.synced
     apiserver.faults.clear()
     assert await informer.wait_synced(within=5)
+
+
+async def test_the_collector_runs_less_often_while_a_list_fills_the_cache(
+    apiserver: ApiServer, client: KubeClient, informer: Informer[Any]
+) -> None:
+    """The listed objects are stored and handed to the handlers inside ``bulk_allocation``
+    (kubescale.base.collector); the process's threshold is back once synced, and when the
+    informer is stopped while its LISTs fail."""
+    process = gc.get_threshold()
+    apiserver.store.create(config_map("a"))
+    seen: list[int] = []
+    informer.add_handlers(EventHandlers(on_add=lambda _: seen.append(gc.get_threshold()[0])))
+    apiserver.faults.add(verb="list", resource="configmaps", status=500, count=None)
+    informer.start()
+    assert not await informer.wait_synced(within=0.2)
+    await informer.stop()  # cancelled while LISTs fail (in a LIST or between two)
+    assert gc.get_threshold() == process
+    apiserver.faults.clear()
+    informer.start()
+    assert await informer.wait_synced(within=5)
+    assert seen == [max(process[0], BULK_THRESHOLD)]  # the sync's add, during the LIST
+    assert gc.get_threshold() == process
+    await client.create(CONFIG_MAPS, config_map("b"))
+    await eventually(lambda: len(seen) == 2)
+    assert seen[1] == process[0]  # a watch event: the ordinary threshold
 
 
 async def test_dropped_watches_resume_from_the_last_resource_version(

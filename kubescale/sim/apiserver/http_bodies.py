@@ -32,6 +32,7 @@ __all__ = [
     "MERGE_PATCH",
     "STRATEGIC_PATCH",
     "Patcher",
+    "bytes_response",
     "dry_run",
     "error_response",
     "json_response",
@@ -57,6 +58,11 @@ def json_response(
         content_type="application/json",
         headers=headers,
     )
+
+
+def bytes_response(body: bytes, *, status: int = 200) -> web.Response:
+    """An already encoded JSON body (a LIST page joined from its items' stored encodings)."""
+    return web.Response(body=body, status=status, content_type="application/json")
 
 
 def error_response(error: errors.ApiError) -> web.Response:

@@ -34,10 +34,11 @@ from kubescale.objects.selectors import (
 )
 
 from . import errors
+from .encoded import list_bytes
 from .registry import BUILTIN_GROUPS
 from .storage import Storage
 
-__all__ = ["ListPage", "Selection", "list_page", "parse_resource_version"]
+__all__ = ["ListPage", "Selection", "list_page", "list_page_bytes", "parse_resource_version"]
 
 _COMMON_FIELDS: Final = ("metadata.name", "metadata.namespace")
 _POD_FIELDS: Final = (
@@ -283,17 +284,19 @@ def list_page(
     return ListPage(items=matched, resource_version=rv, continue_token="", remaining=None)
 
 
-def list_body(rt: ResourceType, page: ListPage) -> dict[str, Any]:
-    """The ``<Kind>List`` object; items of built-in kinds carry no apiVersion/kind (as kube)."""
+def list_page_bytes(store: Storage, rt: ResourceType, page: ListPage) -> bytes:
+    """The ``<Kind>List`` document of ``page``, its items' JSON reused from ``store`` (encoded
+    once per stored object, :mod:`.encoded`); items of built-in kinds carry no
+    apiVersion/kind (as kube)."""
     meta: dict[str, Any] = {"resourceVersion": str(page.resource_version)}
     if page.continue_token:
         meta["continue"] = page.continue_token
     if page.remaining is not None:
         meta["remainingItemCount"] = page.remaining
-    if rt.group in BUILTIN_GROUPS:
-        items = [
-            {k: v for k, v in o.items() if k not in ("apiVersion", "kind")} for o in page.items
-        ]
-    else:
-        items = page.items
-    return {"kind": rt.list_kind, "apiVersion": rt.group_version, "metadata": meta, "items": items}
+    builtin = rt.group in BUILTIN_GROUPS
+    return list_bytes(
+        kind=rt.list_kind,
+        api_version=rt.group_version,
+        metadata=meta,
+        items=[store.list_item(rt, o, builtin=builtin) for o in page.items],
+    )

@@ -26,6 +26,7 @@ from .field_validation import check_fields
 from .hpa_versions import V1, v1_to_v2, v2_to_v1
 from .http_bodies import (
     APPLY_PATCH,
+    bytes_response,
     dry_run,
     error_response,
     json_response,
@@ -34,7 +35,7 @@ from .http_bodies import (
     read_json,
 )
 from .json_copy import json_copy
-from .listing import Selection, list_body, list_page
+from .listing import Selection, list_page, list_page_bytes
 from .patching import PatchError
 from .request_log import RequestRecord
 from .routing import Target, parse_target
@@ -292,7 +293,7 @@ class RestHandlers:
             resource_version=request.query.get("resourceVersion", ""),
             resource_version_match=request.query.get("resourceVersionMatch", ""),
         )
-        return json_response(list_body(target.rt, page))
+        return bytes_response(list_page_bytes(self.ctx.store, target.rt, page))
 
     async def _watch(
         self,

@@ -19,6 +19,7 @@ from kubescale.base.clock import Clock
 from kubescale.kube.resources import ResourceType
 
 from . import errors
+from .encoded import EncodedObjects
 from .history import EventLog, StoredEvent
 from .json_copy import json_copy
 from .registry import ResourceRegistry
@@ -59,6 +60,8 @@ class Storage:
         """Recent :meth:`snapshots_at` answers (a snapshot at a committed resourceVersion
         never changes), so the pages of one paged LIST sort the collection once."""
         """Called synchronously after every committed event (CRD registration hooks here)."""
+        self.encoded = EncodedObjects()
+        """Each stored object's LIST-item JSON (:mod:`.encoded`), dropped on every write."""
 
     @property
     def resource_version(self) -> int:
@@ -109,6 +112,15 @@ class Storage:
         bucket = self.bucket(rt)
         keys = sorted((k for k in bucket if namespace is None or k[0] == namespace), key=_etcd_key)
         return [bucket[k] for k in keys]
+
+    def list_item(self, rt: ResourceType, obj: dict[str, Any], *, builtin: bool) -> bytes:
+        """``obj`` (a snapshot of ``rt``) as a LIST item's JSON; encoded once while it is the
+        stored object (:mod:`.encoded`)."""
+        meta = obj["metadata"]
+        ns = str(meta.get("namespace") or "") if rt.namespaced else ""
+        name = str(meta["name"])
+        stored = self.bucket(rt).get((ns, name))
+        return self.encoded.item((rt.key, ns, name), obj, stored=stored, builtin=builtin)
 
     def snapshots_at(
         self, rt: ResourceType, namespace: str | None, rv: int
@@ -164,6 +176,7 @@ class Storage:
         self._rv += 1
         obj["metadata"]["resourceVersion"] = str(self._rv)
         self.bucket(rt)[(ns, name)] = obj
+        self.encoded.forget(rt.key, ns, name)
         self._record(
             StoredEvent(
                 type=event_type,
@@ -190,6 +203,7 @@ class Storage:
     def remove(self, rt: ResourceType, ns: str, name: str) -> None:
         """Delete from storage: a DELETED event carrying the last state at the new version."""
         previous = self.bucket(rt).pop((ns, name))
+        self.encoded.forget(rt.key, ns, name)
         self._rv += 1
         gone = json_copy(previous)
         gone["metadata"]["resourceVersion"] = str(self._rv)

@@ -35,6 +35,7 @@ from aiohttp import web
 from kubescale.base.logs import component_logger
 from kubescale.kube.resources import ResourceType
 
+from .encoded import encode_json
 from .history import CLOSE, DROP, Bookmark, StoredEvent, Subscription
 from .listing import Selection
 from .store import ObjectStore
@@ -82,7 +83,7 @@ class WatchRequest:
 
 
 def _line(event_type: str, obj: dict[str, Any]) -> bytes:
-    return (json.dumps({"type": event_type, "object": obj}, separators=(",", ":")) + "\n").encode()
+    return encode_json({"type": event_type, "object": obj}) + b"\n"
 
 
 def convert_event(selection: Selection, event: StoredEvent) -> bytes | None:
