@@ -1,5 +1,5 @@
-"""KubeClient (its own aiohttp connection) against the in-process API server: verbs, errors, retries,
-Retry-After, metrics, and both ways of connecting (kubeconfig and in-cluster)."""
+"""KubeClient (its own aiohttp connection) against the in-process API server: verbs, errors,
+retries, Retry-After, metrics, and both ways of connecting (kubeconfig and in-cluster)."""
 
 from __future__ import annotations
 
