@@ -36,7 +36,9 @@ from typing import Any
 import aiohttp
 import yaml
 
+from kubescale.base.times import parse_time
 from kubescale.kube.connection import Configuration
+from kubescale.objects.views import optional_status_of
 
 __all__ = ["KubeconfigError", "configuration_from_kubeconfig"]
 
@@ -77,13 +79,9 @@ def _file_or_data(
 
 
 def _expired(expiry: object, now: datetime.datetime) -> bool:
-    if isinstance(expiry, datetime.datetime):
-        when = expiry
-    else:
-        try:
-            when = datetime.datetime.fromisoformat(str(expiry).replace("Z", "+00:00"))
-        except ValueError:
-            return True
+    when = expiry if isinstance(expiry, datetime.datetime) else parse_time(expiry)
+    if when is None:
+        return True  # unreadable: obtain a new token
     if when.tzinfo is None:
         when = when.replace(tzinfo=datetime.UTC)
     # the library's margin: a token expiring within 5 minutes counts as expired
@@ -143,8 +141,8 @@ async def exec_credential(
         raise KubeconfigError(
             f"exec: plugin api version {data['apiVersion']} does not match {api_version}"
         )
-    status = data["status"]
-    if not isinstance(status, Mapping):
+    status = optional_status_of(data)
+    if status is None:
         raise KubeconfigError("exec: malformed response: status is not an object")
     return status
 
