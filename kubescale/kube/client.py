@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from kubernetes.aio.client import ApiClient, Configuration
 from prometheus_client import CollectorRegistry
 
 from kubescale.base.clock import Clock, RealClock
 from kubescale.kube.api_paths import ApiPath
 from kubescale.kube.config_loading import InClusterPaths, load_configuration
+from kubescale.kube.connection import ApiClient, Configuration
 from kubescale.kube.errors import NotLeaderError
 from kubescale.kube.resources import PODS, ResourceType
 from kubescale.kube.transport import (
@@ -64,7 +64,8 @@ def resolve_proxy_once(
 ) -> None:
     """Read the proxy environment once, here, instead of on every request.
 
-    ``kubernetes.aio``'s session has aiohttp's ``trust_env=True``, so every request looks up
+    A session with aiohttp's ``trust_env=True`` (the connection's default, as ``kubernetes.aio``'s)
+    looks up on every request
     ``~/.netrc`` and ``HTTPS_PROXY``/``NO_PROXY`` in a worker thread: two thread hand-offs, about
     1 ms of CPU per request (half of a checkpoint write's cost at 10,000 writes per pass). The
     environment does not change under a running process, so the proxy client-go would use
@@ -72,7 +73,7 @@ def resolve_proxy_once(
     is resolved once into ``configuration.proxy`` and the session stops trusting the
     environment. A proxy set in the kubeconfig (``proxy-url``) wins; ``~/.netrc`` credentials are
     not used for the API server (client-go does not read it either)."""
-    if getattr(configuration, "client_session_kwargs", None):
+    if configuration.client_session_kwargs:
         return  # someone configured the session already: leave it alone
     if not configuration.proxy:
         found = urllib.request.getproxies() if proxies is None else proxies
@@ -150,12 +151,8 @@ class KubeClient:
         settings: ClientSettings | None = None,
         rng: random.Random | None = None,
     ) -> KubeClient:
-        configuration.retries = None
         resolve_proxy_once(configuration)
-        configuration.trace_configs = [
-            *(getattr(configuration, "trace_configs", None) or ()),
-            send_gate_trace(),
-        ]
+        configuration.trace_configs = [*configuration.trace_configs, send_gate_trace()]
         return cls(
             api_client=ApiClient(configuration=configuration),
             clock=clock,

@@ -9,7 +9,9 @@ token file is re-read periodically rather than once: client-go's in-cluster conf
 ``transport.NewCachedFileTokenSource``, which re-reads it when its cached copy is older than one
 minute and keeps the last good token if a read fails. :class:`ServiceAccountToken` does the same,
 timed by the injected clock, and is installed as the configuration's ``refresh_api_key_hook``
-(called by ``kubernetes.aio`` before every request it authenticates).
+(called before every request, :meth:`kubescale.kube.connection.Configuration.authorization`).
+
+A kubeconfig is read by :mod:`kubescale.kube.kubeconfig` (no ``kubernetes`` library: issue 29).
 """
 
 from __future__ import annotations
@@ -21,13 +23,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import yaml
-from kubernetes.aio import config as kube_config
-from kubernetes.aio.client import Configuration
-from kubernetes.aio.config.config_exception import ConfigException
-
 from kubescale.base.clock import Clock
 from kubescale.base.logs import component_logger
+from kubescale.kube.connection import Configuration
+from kubescale.kube.kubeconfig import KubeconfigError, configuration_from_kubeconfig
+from kubescale.kube.kubeconfig import load as load_kubeconfig_file
 
 log = component_logger("kube.config")
 
@@ -83,7 +83,7 @@ class ServiceAccountToken:
             self._read_at = now
         return self._token
 
-    def refresh_hook(self, configuration: Any) -> None:
+    def refresh_hook(self, configuration: Configuration) -> None:
         """``Configuration.refresh_api_key_hook``: put the current token in place."""
         configuration.api_key["BearerToken"] = self.current()
         configuration.api_key_prefix["BearerToken"] = "Bearer"
@@ -116,8 +116,7 @@ def load_in_cluster(
     configuration = Configuration(host=f"https://{_join_host_port(host, port)}")
     configuration.ssl_ca_cert = str(paths.ca_cert)
     token.refresh_hook(configuration)
-    # Called by kubernetes.aio before every authenticated request.
-    setattr(configuration, "refresh_api_key_hook", token.refresh_hook)  # noqa: B010
+    configuration.refresh_api_key_hook = token.refresh_hook  # before every request
     return configuration
 
 
@@ -149,10 +148,9 @@ def check_server_url(host: str, *, source: str) -> None:
     del port
 
 
-def _require_mapping(path: Path) -> None:
-    """The library meets an empty file with a TypeError: say what is wrong instead."""
-    if not isinstance(yaml.safe_load(path.read_text(encoding="utf-8")), dict):
-        raise ConfigError(f"kubeconfig {path}: empty or not a YAML mapping")
+def _read_kubeconfig(path: Path) -> tuple[Mapping[str, Any], Path]:
+    """The parsed file and the directory its relative paths start from."""
+    return load_kubeconfig_file(path), path.absolute().parent
 
 
 async def load_kubeconfig(path: Path, *, context: str | None = None) -> Configuration:
@@ -162,26 +160,13 @@ async def load_kubeconfig(path: Path, *, context: str | None = None) -> Configur
     server URL or credentials file — is one :class:`ConfigError` naming the file.
     """
     _require_file(path, "kubeconfig")
-    configuration = Configuration()
     try:
-        _require_mapping(path)
-        await kube_config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=str(path),
-            context=context,
-            client_configuration=configuration,
-            persist_config=False,
-        )
-    except ConfigError:
-        raise
-    except ConfigException as err:
+        parsed, base = _read_kubeconfig(path)
+        configuration = await configuration_from_kubeconfig(parsed, base=base, context=context)
+    except KubeconfigError as err:
         raise ConfigError(f"kubeconfig {path}: {_one_line(str(err))}") from None
-    except yaml.YAMLError as err:
-        problem = getattr(err, "problem", None) or "not valid YAML"
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"kubeconfig {path}: {problem}{where}") from None
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as err:
-        # the library trips over shapes it did not expect (a list where a map belongs ...)
+        # a shape the reader did not expect (a list where a map belongs ...)
         detail = _one_line(str(err)) or type(err).__name__
         raise ConfigError(f"kubeconfig {path}: unusable: {detail}") from None
     check_server_url(str(configuration.host or ""), source=f"kubeconfig {path}")

@@ -1,8 +1,8 @@
 """The one choke point between kubescale and the API server: send, retry, measure.
 
-:class:`Transport` sends every request kubescale makes, through ``kubernetes.aio``'s
-``ApiClient`` generic path (``param_serialize`` → ``call_api``), with raw JSON in and out: no
-generated model is built per object, and the same code serves every
+:class:`Transport` sends every request kubescale makes, through one
+:class:`~kubescale.kube.connection.ApiClient` (an aiohttp session: no client library, issue 29),
+with raw JSON in and out, and the same code serves every
 :class:`~kubescale.kube.resources.ResourceType`, CRD kinds included. Here, and only here, live:
 
 - retries: ``429 Too Many Requests`` waits the server's ``Retry-After`` (client-go's
@@ -26,11 +26,10 @@ generated model is built per object, and the same code serves every
   per backoff step while they go on, one line when the server answers again; each retry itself
   is logged at debug level only.
 
-``kubernetes.aio``'s own retry machinery stays off (``Configuration.retries = None``), so nothing
-retries twice. Watches are opened here too (:meth:`Transport.open_watch`) but driven by the
-informer, with no total timeout and an aiohttp ``sock_read`` inactivity timeout instead, because
-the library's integer ``_request_timeout`` is a total that would cut every watch at a fixed
-duration. Retry sleeps use the injected clock; jitter an injectable ``random.Random``.
+The connection has no retry layer of its own, so nothing retries twice. Watches are opened here
+too (:meth:`Transport.open_watch`) but driven by the informer, with no total timeout and an
+aiohttp ``sock_read`` inactivity timeout instead (a total would cut every watch at a fixed
+duration). Retry sleeps use the injected clock; jitter an injectable ``random.Random``.
 
 Every path sent is an :data:`~kubescale.kube.api_paths.ApiPath`: built, validated and escaped
 by :func:`kubescale.kube.api_paths.api_path` (through a
@@ -47,8 +46,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
-from kubernetes.aio.client import ApiClient
-from kubernetes.aio.client.exceptions import ApiException
 from prometheus_client import CollectorRegistry, Histogram
 
 from kubescale.base.clock import Clock, RealClock
@@ -56,6 +53,7 @@ from kubescale.base.json_decoding import decode_json
 from kubescale.base.logs import component_logger
 from kubescale.kube.api_paths import ApiPath
 from kubescale.kube.backoff import Backoff, BackoffPolicy, parse_retry_after
+from kubescale.kube.connection import ApiClient
 from kubescale.kube.connection_report import ConnectionReport, describe_cause
 from kubescale.kube.errors import KubeApiError, KubeTransportError
 from kubescale.kube.rate_limit import TokenBucket
@@ -145,7 +143,7 @@ def _resource_label(resource: ResourceType, subresource: str) -> str:
 
 
 class Transport:
-    """Requests with retries and metrics over one ``kubernetes.aio`` ApiClient."""
+    """Requests with retries and metrics over one :class:`ApiClient`."""
 
     def __init__(
         self,
@@ -161,7 +159,6 @@ class Transport:
         self.rng = rng or random.Random()
         self.settings = settings or ClientSettings()
         self.metrics = ClientMetrics(registry if registry is not None else CollectorRegistry())
-        api_client.configuration.retries = None
         api_client.user_agent = self.settings.user_agent
         self.connection = ConnectionReport(server=str(api_client.configuration.host or ""))
         self.limiter: TokenBucket | None = None
@@ -184,7 +181,7 @@ class Transport:
             log.info(line)
 
     async def close(self) -> None:
-        await self.api_client.close()  # type: ignore[no-untyped-call]
+        await self.api_client.close()
 
     async def _send(
         self,
@@ -195,31 +192,17 @@ class Transport:
         body: Any,
         content_type: str,
         client_timeout: aiohttp.ClientTimeout,
-    ) -> Any:
-        """One HTTP exchange; returns the library's RESTResponse with the aiohttp response."""
+    ) -> aiohttp.ClientResponse:
+        """One HTTP exchange; the aiohttp response, its body unread."""
         headers = {"Accept": JSON, "Content-Type": content_type}
         try:
-            _, url, header_params, serialized, _ = await self.api_client.param_serialize(
-                method=method,
-                resource_path=path,
-                query_params=list(query) or None,
-                header_params=headers,
-                body=body,
-                auth_settings=["BearerToken"],
+            return await self.api_client.send(
+                method, path, query=query, headers=headers, body=body, client_timeout=client_timeout
             )
-            return await self.api_client.call_api(
-                method,
-                url,
-                header_params=header_params,
-                body=serialized,
-                _request_timeout=client_timeout,
-            )
-        except ApiException as err:  # raised only for requests it cannot even build
-            raise KubeApiError(
-                code=err.status or 0, reason=str(err.reason), message=str(err.body or "")
-            ) from err
         except (aiohttp.ClientError, TimeoutError, OSError) as err:
             raise KubeTransportError(f"{method} {path}: {describe_cause(err)}") from err
+        except ValueError as err:  # a body it cannot encode: the request cannot even be built
+            raise KubeApiError(code=0, reason="BadRequest", message=str(err)) from err
 
     async def request(
         self,
@@ -278,7 +261,7 @@ class Transport:
                 except (aiohttp.ClientError, TimeoutError, OSError) as err:
                     raise KubeTransportError(f"{method} {path}: {describe_cause(err)}") from err
                 finally:
-                    response.response.release()
+                    response.release()
             except KubeTransportError as err:
                 self.metrics.observe(
                     verb=verb,
@@ -400,7 +383,7 @@ class Transport:
             except (aiohttp.ClientError, TimeoutError, OSError):
                 payload = b""
             finally:
-                response.response.release()
+                response.release()
             self._answered(status, payload)
             raise KubeApiError.from_response(
                 code=status,
@@ -408,4 +391,4 @@ class Transport:
                 retry_after=parse_retry_after(response.headers.get("Retry-After")),
             )
         self._answered(status, b"")
-        return WatchStream(response.response, max_event_bytes=max_event_bytes)
+        return WatchStream(response, max_event_bytes=max_event_bytes)

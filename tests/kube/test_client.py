@@ -1,5 +1,5 @@
-"""KubeClient through kubernetes.aio against the in-process API server: verbs, errors, retries,
-Retry-After, metrics, and both ways of connecting (kubeconfig and in-cluster)."""
+"""KubeClient (its own aiohttp connection) against the in-process API server: verbs, errors,
+retries, Retry-After, metrics, and both ways of connecting (kubeconfig and in-cluster)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import random
 from pathlib import Path
 
 import pytest
-from kubernetes.aio.client import Configuration
 from prometheus_client import CollectorRegistry
 
 from kubescale.base.clock import VirtualClock
 from kubescale.kube.client import ClientSettings, KubeClient, connect
 from kubescale.kube.config_loading import InClusterPaths
+from kubescale.kube.connection import Configuration
 from kubescale.kube.errors import KubeApiError, KubeTransportError, NotLeaderError
 from kubescale.kube.resources import CONFIG_MAPS, DEPLOYMENTS, PODS, VERTICAL_POD_AUTOSCALERS
 from kubescale.sim.apiserver.server import ApiServer

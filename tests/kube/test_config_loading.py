@@ -30,7 +30,7 @@ async def test_in_cluster_host_ca_and_token(tmp_path: Path) -> None:
     configuration = load_in_cluster(clock=VirtualClock(), environ=env, paths=paths)
     assert configuration.host == "https://10.0.0.1:443"
     assert configuration.ssl_ca_cert == str(paths.ca_cert)
-    assert await configuration.get_api_key_with_prefix("BearerToken") == "Bearer token-1"
+    assert configuration.authorization() == "Bearer token-1"
 
 
 def test_ipv6_service_host_is_bracketed(tmp_path: Path) -> None:
@@ -46,9 +46,9 @@ async def test_token_file_is_re_read_after_the_refresh_period(tmp_path: Path) ->
     configuration = load_in_cluster(clock=clock, environ=env, paths=paths)
     paths.token.write_text("token-2\n")
     await clock.advance(59)
-    assert await configuration.get_api_key_with_prefix("BearerToken") == "Bearer token-1"
+    assert configuration.authorization() == "Bearer token-1"
     await clock.advance(1)
-    assert await configuration.get_api_key_with_prefix("BearerToken") == "Bearer token-2"
+    assert configuration.authorization() == "Bearer token-2"
 
 
 async def test_a_failed_re_read_keeps_the_last_good_token(tmp_path: Path) -> None:

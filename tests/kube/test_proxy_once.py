@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 import pytest
-from kubernetes.aio.client import Configuration
 
 from kubescale.kube.client import resolve_proxy_once
+from kubescale.kube.connection import Configuration
 
 PROXY = "http://proxy.example:3128"
 

@@ -6,7 +6,8 @@ autoscaler, the descheduler, the extender).
 The process is real: ``serve`` with ``--webhook true`` and every other system ``false``, in a
 child interpreter, against the in-process API server (the parent's), until its caches are
 synced and ``/readyz`` answers 200; then its ``sys.modules`` is compared with what a webhook
-needs. The registry (:mod:`kubescale.components`) imports each system's flags and settings
+needs — and it holds no ``kubernetes`` client library (its import alone was 18 MiB). The
+registry (:mod:`kubescale.components`) imports each system's flags and settings
 (every ``serve`` parses every flag); a system's component and everything under it only when
 that system is enabled.
 """
@@ -78,7 +79,18 @@ DECLARATIONS = (
     "update_priority",  # the updater's thresholds
     "disruption_budgets",  # the autoscaler's --...-budget flags' values
 )
-HEAVY = ("numpy", "kubescale.prometheus.query_api", "kubescale.scheduling.fit")
+HEAVY = (
+    "numpy",
+    "kubescale.prometheus.query_api",
+    "kubescale.scheduling.fit",
+    # the kubernetes client library: importing any part of it loads every generated model,
+    # the synchronous client, requests, oauthlib and pydantic (364 modules, 18 MiB); the
+    # connection is kubescale's own (kubescale.kube.connection, kubescale.kube.kubeconfig)
+    "kubernetes",
+    "pydantic",
+    "requests",
+    "oauthlib",
+)
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ Informers (from the process's :class:`~kubescale.kube.shared_cache.SharedCache`)
 - VerticalPodAutoscalers (only ``--vpa-object-namespace`` when set), indexed by
   ``namespace/targetRef.kind/targetRef.name`` (upstream ``TargetRefIndexFunc``; a VPA without a
   targetRef is not indexed); VPAs in ``--ignored-vpa-object-namespaces`` are never returned;
+  requested as :data:`ADMISSION_READS` declares (below);
 - the workload controllers, through the shared
   :class:`~kubescale.kube.controller_lookups.ControllerLookups` (informers for the kinds upstream
   watches — ReplicationControllers included — and ``/scale`` lookups for any other kind);
@@ -15,6 +16,14 @@ Informers (from the process's :class:`~kubescale.kube.shared_cache.SharedCache`)
 - HorizontalPodAutoscalers, only with ``--avoid-hpa-conflict``, indexed by
   ``namespace/scaleTargetRef.kind/scaleTargetRef.name``;
 - Nodes, only with ``--cap-to-largest-node``;
+
+VPAs and HPAs are requested inside ``InformerSet.reading(ADMISSION_READS)``: the admission path
+reads them only through the fields their TypedDicts name and never writes them back (upstream's
+admission controller only lists them), so in a process where no other component reads them
+(the webhook alone) their caches hold projected objects — no ``managedFields``, no unread
+annotations, strings shared — instead of whole ones (issue 29). With the recommender, the
+updater or the HPA controller in the process (they write VPAs and HPAs back whole and declare
+nothing), the caches keep whole objects as before.
 - Namespaces: a namespace's DELETE releases every piece of state kept for it (issue 26, item 7:
   the webhook kept the state of 2,250 deleted namespaces, +146 MiB). The namespace controller
   deletes a namespace's objects before it removes the namespace, so this runs after their own
@@ -73,12 +82,14 @@ from kubescale.objects.hpa import HorizontalPodAutoscaler
 from kubescale.objects.limit_range import LimitRange
 from kubescale.objects.namespace import Namespace
 from kubescale.objects.node import Node
+from kubescale.objects.projection import Projection, projection_of
 from kubescale.objects.quantities import Quantity, QuantityError
 from kubescale.objects.selectors import LabelSelector
 from kubescale.objects.views import Meta, ObjectRef, spec_of, status_of
 from kubescale.objects.vpa import VerticalPodAutoscaler
 
 __all__ = [
+    "ADMISSION_READS",
     "HPA_TARGET_INDEX",
     "VPA_TARGET_INDEX",
     "AdmissionCaches",
@@ -93,6 +104,15 @@ _MAX_SELECTORS_KEPT: Final = 100_000
 _MAX_NAMESPACES_KEPT: Final = 10_000
 """Namespaces whose sorted LimitRanges are kept between changes (then all are read again)."""
 HPA_TARGET_INDEX: Final = "hpa-target"
+ADMISSION_READS: Final[Mapping[tuple[str, str], Projection]] = {
+    (rt.group, rt.kind): projection_of(typed)
+    for rt, typed in (
+        (VERTICAL_POD_AUTOSCALERS, VerticalPodAutoscaler),
+        (HORIZONTAL_POD_AUTOSCALERS, HorizontalPodAutoscaler),
+    )
+}
+"""What the admission path reads of VPAs and HPAs: the fields of their TypedDicts (the
+webhook's projection audit, ``tests/webhook/conftest.py``, checks every read against it)."""
 
 
 def target_key(namespace: str, kind: str, name: str) -> str:
@@ -189,11 +209,12 @@ class AdmissionCaches:
         self._selector_count = 0
         self.ignored_namespaces = frozenset(ignored_namespaces)
         informers = cache.informers
-        self._vpas: Informer[VerticalPodAutoscaler] = informers.informer(
-            VERTICAL_POD_AUTOSCALERS,
-            namespace=vpa_object_namespace or None,
-            indexes={VPA_TARGET_INDEX: VPA_TARGET_INDEX_FUNC},
-        )
+        with informers.reading(ADMISSION_READS):
+            self._vpas: Informer[VerticalPodAutoscaler] = informers.informer(
+                VERTICAL_POD_AUTOSCALERS,
+                namespace=vpa_object_namespace or None,
+                indexes={VPA_TARGET_INDEX: VPA_TARGET_INDEX_FUNC},
+            )
         self._listeners: list[InputListener] = []
         self._vpas.add_handlers(
             EventHandlers(
@@ -212,9 +233,10 @@ class AdmissionCaches:
         )
         self._hpas: Informer[HorizontalPodAutoscaler] | None = None
         if watch_hpas:
-            self._hpas = informers.informer(
-                HORIZONTAL_POD_AUTOSCALERS, indexes={HPA_TARGET_INDEX: HPA_TARGET_INDEX_FUNC}
-            )
+            with informers.reading(ADMISSION_READS):
+                self._hpas = informers.informer(
+                    HORIZONTAL_POD_AUTOSCALERS, indexes={HPA_TARGET_INDEX: HPA_TARGET_INDEX_FUNC}
+                )
             self._hpas.add_handlers(
                 EventHandlers(
                     on_add=self._hpa_changed,
