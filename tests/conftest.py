@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ from hypothesis import HealthCheck, settings
 
 from kubescale.cli.main import main
 from kubescale.components import REGISTRY
+from tests.rendering.chromium import CHROMIUM, SKIP_REASON, Chromium, session_browser
 
 # Hypothesis profiles (issue 32.7: the suite within ~10 minutes on a loaded 2-core machine).
 # ``ci``, the default, runs each property with at most CI_MAX_EXAMPLES examples (Hypothesis's
@@ -66,6 +68,15 @@ def cert_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     argv = ["certs", "--service", "kubescale", "--namespace", "kube-system", "--out", str(out)]
     assert main([*argv, "--key-type", "ecdsa"]) == 0
     return out
+
+
+@pytest.fixture(scope="session")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chromium]:
+    """One headless Chromium for the session (tests/rendering/chromium.py); each test opens its
+    page in a context of its own. A test using it skips where Chromium is not installed."""
+    if CHROMIUM is None:
+        pytest.skip(SKIP_REASON)
+    yield from session_browser(tmp_path_factory.mktemp("chromium"))
 
 
 def only_components(*names: str) -> list[str]:

@@ -63,6 +63,15 @@ if ! { command -v prometheus && command -v promtool; } >/dev/null 2>&1 \
   fi
 fi
 
+# Compiled bytecode is kept between runs in build/pycache (ignored), for pytest and every Python
+# child the tests start, also where the environment sets PYTHONDONTWRITEBYTECODE (as some shells
+# and containers do, to keep __pycache__ out of source trees; the prefix keeps it out too).
+# Without a cache, each run compiles all of kubescale and rewrites the asserts of every test
+# module again: collecting the suite took 32.3 CPU-s without it and 13.5 with it, and each
+# `python -m kubescale` child imports its modules ~0.8 CPU-s cheaper (issue 32.7).
+export PYTHONPYCACHEPREFIX="$PWD/build/pycache"
+unset PYTHONDONTWRITEBYTECODE
+
 echo "== ruff"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .

@@ -22,8 +22,8 @@ from kubescale.report.html_page import render_html
 from kubescale.report.report_assembly import assemble_report
 from kubescale.report.text_report import render_text
 from kubescale.sim.apiserver.server import ApiServer
+from tests.rendering.chromium import CHROMIUM, SKIP_REASON, Chromium
 from tests.report.cluster_fixture import populate
-from tests.sim.scenario.test_html_report_chromium import CHROMIUM, chromium, console_lines
 
 LONG = "checkout-payments-reconciliation-worker-with-a-long-name-" * 2
 WORKLOAD_TITLES = ("WORKLOAD / CONTAINER", "SOURCE", "REPLICAS", "CPU REQ", "MEM REQ", "MEM")
@@ -112,15 +112,17 @@ document.body.setAttribute("data-overflow",
 </script>"""
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
-def test_the_html_fits_a_laptop_window(report: dict[str, Any], tmp_path: Path) -> None:
+@pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON)
+def test_the_html_fits_a_laptop_window(
+    report: dict[str, Any], tmp_path: Path, browser: Chromium
+) -> None:
     """Opened by Chromium in a 1,280 px window, the page does not scroll sideways."""
     page = tmp_path / "report.html"
     page.write_text(
         render_html(report).replace("</body>", _OVERFLOW_PROBE + "</body>"), encoding="utf-8"
     )
-    result = chromium(tmp_path, page, "--dump-dom", "--window-size=1280,900")
-    assert console_lines(result.stderr) == []
-    found = re.search(r'data-overflow="(-?\d+)"', result.stdout)
-    assert found is not None, result.stdout[:500]
+    result = browser.render(page, width=1280, height=900)
+    assert result.console == []
+    found = re.search(r'data-overflow="(-?\d+)"', result.dom)
+    assert found is not None, result.dom[:500]
     assert int(found.group(1)) <= 0

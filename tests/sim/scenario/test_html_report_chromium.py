@@ -1,7 +1,8 @@
 """The HTML report rendered by a real browser: headless Chromium (Debian's ``chromium``).
 
 The synthetic run of :mod:`tests.sim.scenario.test_reports_synthetic_run` is rendered to a page,
-which Chromium opens from disk with networking features off. Checked: the screenshot is a real
+which Chromium opens from disk with networking features off (one browser for the test session,
+:mod:`tests.rendering.chromium`, a page per test). Checked: the screenshot is a real
 picture (decoded here with zlib/struct — no imaging library — and its pixels vary, with the
 chart colours present); the DOM after scripts ran holds every ``<svg>`` with drawn paths and
 the page script's ready mark; and the browser logged no console message (a deliberately broken
@@ -15,10 +16,7 @@ and each VPA's band. Its screenshot is kept in ``build/test-artifacts/demo-repor
 
 from __future__ import annotations
 
-import os
-import shutil
 import struct
-import subprocess
 import zlib
 from datetime import UTC, datetime
 from html.parser import HTMLParser
@@ -33,49 +31,14 @@ from kubescale.report.report_assembly import assemble_report as assemble_report_
 from kubescale.sim.apiserver.server import ApiServer
 from kubescale.sim.scenario.html_report import render_html
 from kubescale.sim.scenario.report_assembly import assemble_report
+from tests.rendering.chromium import CHROMIUM, SKIP_REASON, Chromium
 from tests.report.cluster_fixture import populate
 from tests.sim.scenario.demo_comparison import DEMO_GROUP, demo_comparison_report
 from tests.sim.scenario.test_reports_synthetic_run import synthetic_timeline
 
-CHROMIUM = shutil.which("chromium") or (
-    "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
-)
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None,
-    reason="Debian's chromium is not installed (apt-get install -y chromium; tests/run.sh does)",
-)
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON)
 
 WIDTH, HEIGHT = 1400, 2000
-FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--enable-logging=stderr",
-    "--v=0",
-)
-
-
-def chromium(tmp_path: Path, page: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    assert CHROMIUM is not None
-    profile = tmp_path / f"profile-{len(list(tmp_path.iterdir()))}"
-    return subprocess.run(
-        [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *extra, page.as_uri()],
-        capture_output=True,
-        text=True,
-        timeout=600,  # a guard against a hung browser only: no bound on how fast it renders
-        check=True,
-        env={**os.environ, "HOME": str(tmp_path)},
-    )
-
-
-def console_lines(stderr: str) -> list[str]:
-    """What the page logged: Chromium prints console messages as ``...:CONSOLE:<line>] ...``."""
-    return [line for line in stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
 
 
 def _paeth(a: int, b: int, c: int) -> int:
@@ -160,11 +123,11 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_screenshot_is_a_picture_with_the_charts_in_it(page: Path, tmp_path: Path) -> None:
-    shot = tmp_path / "shot.png"
-    result = chromium(tmp_path, page, f"--screenshot={shot}", f"--window-size={WIDTH},{HEIGHT}")
-    assert console_lines(result.stderr) == []
-    width, height, channels, rows = decode_png(shot.read_bytes())
+def test_screenshot_is_a_picture_with_the_charts_in_it(page: Path, browser: Chromium) -> None:
+    result = browser.render(page, width=WIDTH, height=HEIGHT, screenshot=True)
+    assert result.console == []
+    assert result.screenshot is not None
+    width, height, channels, rows = decode_png(result.screenshot)
     assert (width, height) == (WIDTH, HEIGHT)
     assert channels >= 3
     # luminance over a grid of pixels: a blank or single-colour page has no variance
@@ -192,11 +155,13 @@ def test_screenshot_is_a_picture_with_the_charts_in_it(page: Path, tmp_path: Pat
     assert pixels_near((0x0F, 0x76, 0x6E)) > 200
 
 
-def test_rendered_dom_has_every_chart_drawn_and_the_script_ran(page: Path, tmp_path: Path) -> None:
-    result = chromium(tmp_path, page, "--dump-dom")
-    assert console_lines(result.stderr) == []
+def test_rendered_dom_has_every_chart_drawn_and_the_script_ran(
+    page: Path, browser: Chromium
+) -> None:
+    result = browser.render(page, width=WIDTH, height=HEIGHT)
+    assert result.console == []
     parsed = _Svgs()
-    parsed.feed(result.stdout)
+    parsed.feed(result.dom)
     report = assemble_report(synthetic_timeline())
     charts = 2 + len(report["workloads"]) + 2 * len(report["containers"])
     assert [cls for cls, _ in parsed.svgs].count("chart") == charts
@@ -206,14 +171,14 @@ def test_rendered_dom_has_every_chart_drawn_and_the_script_ran(page: Path, tmp_p
     assert parsed.body.get("data-charts-ready") == str(charts)
 
 
-def test_a_page_error_would_be_caught(tmp_path: Path) -> None:
+def test_a_page_error_would_be_caught(tmp_path: Path, browser: Chromium) -> None:
     broken = tmp_path / "broken.html"
     broken.write_text(
         "<!DOCTYPE html><html><body><p>x</p><script>notDefined();</script></body></html>",
         encoding="utf-8",
     )
-    result = chromium(tmp_path, broken, "--dump-dom")
-    assert any("Uncaught ReferenceError" in line for line in console_lines(result.stderr))
+    result = browser.render(broken, width=WIDTH, height=HEIGHT)
+    assert any("Uncaught ReferenceError" in line for line in result.console)
 
 
 # Moves the pointer over chart ``hover[0]`` at ``hover[1]`` of the run and stores the tooltip's
@@ -245,7 +210,9 @@ def _seconds(clock: str) -> int:
     return hours * 3600 + minutes * 60 + seconds
 
 
-def test_hovering_a_chart_reads_out_the_values_at_that_time(page: Path, tmp_path: Path) -> None:
+def test_hovering_a_chart_reads_out_the_values_at_that_time(
+    page: Path, tmp_path: Path, browser: Chromium
+) -> None:
     # chart 0: node count (1: cost accrued); chart 3: the batch job's CPU (the first
     # workload's first container, after its pods chart)
     hovers = [(0, 3 / 6), (3, 5700 / 21600), (3, 4 / 6)]
@@ -253,10 +220,10 @@ def test_hovering_a_chart_reads_out_the_values_at_that_time(page: Path, tmp_path
     hover_script = _HOVER.replace("[[HOVERS]]", str([list(h) for h in hovers]))
     hovered = tmp_path / "hovered.html"
     hovered.write_text(text.replace("</body>", hover_script + "</body>"), encoding="utf-8")
-    result = chromium(tmp_path, hovered, "--dump-dom")
-    assert console_lines(result.stderr) == []
+    result = browser.render(hovered, width=WIDTH, height=HEIGHT)
+    assert result.console == []
     parsed = _Svgs()
-    parsed.feed(result.stdout)
+    parsed.feed(result.dom)
     tips = [str(parsed.body.get(f"data-tip-{i}")).split(" | ") for i in range(len(hovers))]
     # the pointer lands on whole pixels: a pixel is 18 s of a six-hour run 1226 px wide
     for tip, wanted in zip(tips, ["09:00:00", "07:35:00", "10:00:00"], strict=True):
@@ -304,13 +271,14 @@ def demo_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @DEMO_GROUP
 def test_the_demo_report_fits_a_laptop_screen_and_shows_the_autoscalers(
-    demo_page: Path, tmp_path: Path
+    demo_page: Path, tmp_path: Path, browser: Chromium
 ) -> None:
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-    size = f"--window-size={LAPTOP_WIDTH},{LAPTOP_HEIGHT}"
-    result = chromium(tmp_path, demo_page, f"--screenshot={SCREENSHOT}", size)
-    assert console_lines(result.stderr) == []
-    width, height, channels, rows = decode_png(SCREENSHOT.read_bytes())
+    result = browser.render(demo_page, width=LAPTOP_WIDTH, height=LAPTOP_HEIGHT, screenshot=True)
+    assert result.console == []
+    assert result.screenshot is not None
+    SCREENSHOT.write_bytes(result.screenshot)
+    width, height, channels, rows = decode_png(result.screenshot)
     assert (width, height) == (LAPTOP_WIDTH, LAPTOP_HEIGHT)
     lum = [
         0.299 * row[x * channels] + 0.587 * row[x * channels + 1] + 0.114 * row[x * channels + 2]
@@ -323,10 +291,10 @@ def test_the_demo_report_fits_a_laptop_screen_and_shows_the_autoscalers(
     probed = tmp_path / "probed.html"
     text = demo_page.read_text(encoding="utf-8")
     probed.write_text(text.replace("</body>", _LAYOUT + "</body>"), encoding="utf-8")
-    result = chromium(tmp_path, probed, "--dump-dom", size)
-    assert console_lines(result.stderr) == []
+    result = browser.render(probed, width=LAPTOP_WIDTH, height=LAPTOP_HEIGHT)
+    assert result.console == []
     parsed = _Svgs()
-    parsed.feed(result.stdout)
+    parsed.feed(result.dom)
     # no sideways scrolling at 1280 px
     assert int(str(parsed.body.get("data-overflow"))) <= 0
     labels = str(parsed.body.get("data-chart-labels")).split("|")
@@ -339,13 +307,13 @@ def test_the_demo_report_fits_a_laptop_screen_and_shows_the_autoscalers(
             assert f"{vpa}/{container} {resource}" in labels
     for cls, drawings in parsed.svgs:
         assert any(d for d in drawings), f"an <svg class={cls}> drew nothing"
-    page = result.stdout
+    page = result.dom
     assert "<h2>Comparison</h2>" in page
     assert "<h2>What kubescale did</h2>" in page
     assert "<h2>Decisions (" in page
 
 
-async def test_live_report_page_screenshot(tmp_path: Path) -> None:
+async def test_live_report_page_screenshot(tmp_path: Path, browser: Chromium) -> None:
     """``kubescale report -o html`` of the simulated shop cluster (tests/report), read through
     the real client from the in-process API server, rendered by Chromium: a real picture with
     the verdict colours and the node bars in it, and no console message."""
@@ -360,10 +328,12 @@ async def test_live_report_page_screenshot(tmp_path: Path) -> None:
     )
     page = tmp_path / "live.html"
     page.write_text(render_live_html(report), encoding="utf-8")
+    result = browser.render(page, width=WIDTH, height=900, screenshot=True)
+    assert result.console == []
+    assert result.screenshot is not None
     shot = tmp_path / "live.png"  # kept by pytest under its basetemp for a look
-    result = chromium(tmp_path, page, f"--screenshot={shot}", f"--window-size={WIDTH},900")
-    assert console_lines(result.stderr) == []
-    width, _, channels, rows = decode_png(shot.read_bytes())
+    shot.write_bytes(result.screenshot)
+    width, _, channels, rows = decode_png(result.screenshot)
 
     def pixels_near(rgb: tuple[int, int, int], tolerance: int = 24) -> int:
         return sum(
