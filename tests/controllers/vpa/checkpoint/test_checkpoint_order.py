@@ -10,9 +10,10 @@ its concurrent writes may change the order of the writes issued or of the plan j
 * A property over the pass alone: VPAs (1–3 containers, last checkpointed at one of three
   moments, in two namespaces) added to the model in any order, driven by 1–8 writers whose
   writes are answered in any order: the writes are issued in upstream's order.
-* Through the recommender loop and its executor against the in-process API server: the VPAs
-  created in shuffled orders, each checkpoint PATCH held by the server and the newest one
-  answered first: the loop's plan journal lists the writes in upstream's order.
+* Through the recommender loop and its executor against the in-process API server, on
+  asyncio's loop and on uvloop: the VPAs created in shuffled orders, each checkpoint PATCH held
+  by the server and the newest one answered first: the loop's plan journal lists the writes
+  in upstream's order.
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ from tests.controllers.vpa.checkpoint.test_checkpoint_store import _FixedClock
 from tests.controllers.vpa.recommender.test_recommender_loop import START, Cluster, cluster
 
 __all__ = ["cluster"]  # the fixture, re-exported for pytest
+
+BOTH_EVENT_LOOPS = True
+"""The async tests run under asyncio's loop and under uvloop (``conftest.py``)."""
 
 CONTAINERS = ("app", "log", "sidecar")
 
