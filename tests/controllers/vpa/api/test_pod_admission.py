@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from kubescale.controllers.vpa.api.pod_admission import PodAdmission, PodAdmissionError, admit_pod
 from kubescale.controllers.vpa.api.startup_boost import StartupBoostSettings
+from kubescale.objects.admission_review import JsonPatchOperation
 from kubescale.objects.limit_range import LimitRange
 from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity
@@ -40,11 +41,11 @@ q = Quantity.parse
 NO_CPU_LIMIT = "cpu: limit NOT set since originalLimit is nil or 0"
 
 
-def add(path: str, value: Any) -> dict[str, Any]:
+def add(path: str, value: Any) -> JsonPatchOperation:
     return {"op": "add", "path": path, "value": value}
 
 
-def updates(text: str) -> dict[str, Any]:
+def updates(text: str) -> JsonPatchOperation:
     return add("/metadata/annotations/vpaUpdates", f"Pod resources updated by web-vpa: {text}")
 
 
@@ -146,7 +147,9 @@ FULL_PATCH = [
 ]
 
 
-def admission(patches: list[dict[str, Any]], skipped: frozenset[str] = frozenset()) -> PodAdmission:
+def admission(
+    patches: list[JsonPatchOperation], skipped: frozenset[str] = frozenset()
+) -> PodAdmission:
     return PodAdmission(
         patches=patches, vpa="web-vpa", applied=bool(patches), skipped_resources=skipped
     )

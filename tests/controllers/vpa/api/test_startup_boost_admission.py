@@ -19,6 +19,7 @@ from kubescale.controllers.vpa.api.startup_boost import (
     expired_boost_annotations,
     original_resources_value,
 )
+from kubescale.objects.admission_review import JsonPatchOperation
 from kubescale.objects.pod import Pod
 from kubescale.objects.quantities import Quantity
 from kubescale.objects.vpa import StartupBoostCPU
@@ -45,11 +46,11 @@ def boost(kind: str = "Factor", **cpu: Any) -> dict[str, Any]:
     return {"cpu": {"type": kind, **cpu}}
 
 
-def app_boost(value: str) -> dict[str, Any]:
+def app_boost(value: str) -> JsonPatchOperation:
     return add("/metadata/annotations/vpaCpuStartupBoost~1app", value)
 
 
-def sidecar_boost(value: str) -> dict[str, Any]:
+def sidecar_boost(value: str) -> JsonPatchOperation:
     return add("/metadata/annotations/vpaCpuStartupBoost~1sidecar", value)
 
 
