@@ -385,6 +385,11 @@ class ClusterState:
         """The model's state of one container (None when the pod or container is unknown)."""
         return self._container(namespace, pod, container)
 
+    def pod_containers(self, namespace: str, pod: str) -> Mapping[str, ContainerState] | None:
+        """The model's states of a pod's containers by name (None when the pod is unknown)."""
+        state = self._pods.get((namespace, pod))
+        return state.containers if state is not None else None
+
     def _container(self, namespace: str, pod: str, container: str) -> ContainerState | None:
         state = self._pods.get((namespace, pod))
         return state.containers.get(container) if state is not None else None
