@@ -16,9 +16,10 @@ Upstream ``checkpoint/checkpoint_writer.go`` (``StoreCheckpoints``), ``utils/vpa
   the flag in favour of concurrent writers, kubernetes/autoscaler#7992; ``--min-checkpoints 0``
   is exactly that rule.) Each container's
   checkpoint (the model's v3 object,
-  :meth:`~kubescale.controllers.vpa.model.cluster_state.ClusterState.checkpoints`, from one walk
-  over the pods per pass) is written as a JSON patch
-  ``[{"op": "replace", "path": "/status", "value": ...}]``; a 404 creates it instead. A VPA's
+  :meth:`~kubescale.controllers.vpa.model.cluster_state.ClusterState.checkpoints`, each VPA's
+  live containers from the model's kept index, not a walk over every pod per pass) is
+  written as a JSON patch ``[{"op": "replace", "path": "/status", "value": ...}]``; a 404
+  creates it instead. A VPA's
   "checkpoint written" time moves to now after each successful write.
 * **Concurrency** (deliberate difference): upstream writes one checkpoint at a time, so a pass
   over 10,000 containers is 10,000 round trips end to end. Here up to ``write_concurrency``
@@ -267,7 +268,10 @@ class CheckpointPass:
     """On ``clock.monotonic()``: ``--checkpoints-timeout`` after the iteration's start."""
     skip: Collection[tuple[str, str]]
     order: Iterator[tuple[str, str]]
-    live: LiveContainers
+    live: LiveContainers | None = None
+    """The pods' containers by aggregate key from a walk (:meth:`ClusterState.live_containers`,
+    the from-scratch answer); ``None`` (as :meth:`start` passes) reads the model's kept index,
+    only each written VPA's entries (issue 29: a walk over every pod each iteration)."""
     min_checkpoints: int = 0
     written: int = 0
     failed: int = 0
@@ -296,7 +300,7 @@ class CheckpointPass:
         min_checkpoints: int = 0,
     ) -> CheckpointPass:
         """A pass over ``state``'s VPAs, least recently checkpointed first
-        (``getVpasToCheckpoint``), its containers from one walk over the pods."""
+        (``getVpasToCheckpoint``), each VPA's live containers from the model's kept index."""
         return cls(
             state=state,
             now=now,
@@ -304,7 +308,6 @@ class CheckpointPass:
             deadline=deadline,
             skip=skip,
             order=iter(state.vpa_keys_for_checkpoints()),
-            live=state.live_containers(),
             min_checkpoints=min_checkpoints,
         )
 

@@ -114,7 +114,10 @@ class VpaRecommendation:
         return {"containerRecommendations": self.container_recommendations}
 
 
-LiveContainers = dict[AggregateKey, list[tuple[int, ContainerState]]]
+Place = tuple[int, int]
+"""A pod container's place in the walk over the pods: the pod's, then the container's within
+it (sorting by it is walking ``ClusterState._pods`` in order, each pod's containers in order)."""
+LiveContainers = dict[AggregateKey, list[tuple[Place, ContainerState]]]
 """Pod containers by aggregate key, each with its place in the walk over the pods."""
 
 
@@ -140,7 +143,10 @@ class _Pod:
     labels: dict[str, str]
     label_key: str
     phase: str
-    containers: dict[str, ContainerState] = field(default_factory=dict)
+    containers: dict[str, _PodContainer] = field(default_factory=dict)
+    seq: int = 0
+    """Its place in ``ClusterState._pods``' order (a dict: new pods go last, and an updated
+    pod keeps its place), so sorting by it walks the pods in order."""
 
 
 @dataclass(slots=True)
@@ -171,12 +177,15 @@ class _PodContainer(ContainerState):
     recreates, the container's aggregate) folded into the container state, one object per
     container instead of two."""
 
-    __slots__ = ("_name", "_pod")
+    __slots__ = ("_name", "_pod", "place")
 
-    def __init__(self, *, pod: _Pod, name: str, request_cpu: int, request_memory: int) -> None:
+    def __init__(
+        self, *, pod: _Pod, name: str, request_cpu: int, request_memory: int, place: Place
+    ) -> None:
         super().__init__(request_cpu=request_cpu, request_memory=request_memory, aggregator=self)
         self._pod = pod
         self._name = name
+        self.place = place
 
     def aggregate(self) -> AggregateContainerState:
         return self._pod.cluster._find_or_create_aggregate(self._pod, self._name)
@@ -263,6 +272,14 @@ class ClusterState:
         of that set, released when the last of them goes (issue 29: a label that changes on
         every update grew it forever)."""
         self._pending_creation: list[AggregateContainerState] = []
+        self._pod_seq = 0
+        self._live: dict[AggregateKey, dict[Place, ContainerState]] = {}
+        """The pods' containers by aggregate key, kept as pods come, change labels and go
+        (issue 29: the checkpoint pass read a walk over every pod's containers each
+        iteration); :meth:`live_containers` is the walk, the from-scratch answer."""
+        self.containers_walked = 0
+        """Pod containers visited by :meth:`live_containers` walks since start (per-pod work
+        the checkpoint pass no longer does: it reads ``_live``)."""
 
     # -- pods ---------------------------------------------------------------------------------
 
@@ -293,16 +310,19 @@ class ClusterState:
         creation_us = go_micros(now) if now is not None else 0
         if pod is None:
             held = self._hold_labels(key, labels)
-            pod = _Pod(self, namespace, name, held.labels, held.key, phase)
+            pod = _Pod(self, namespace, name, held.labels, held.key, phase, seq=self._pod_seq)
+            self._pod_seq += 1
             self._pods[(namespace, name)] = pod
             self._count_pod(pod, 1)
         elif pod.label_key != key:
             self._count_pod(pod, -1)
+            self._unlink_live(pod)
             held = self._hold_labels(key, labels)
             self._release_labels(pod.label_key)
             pod.labels, pod.label_key = held.labels, held.key
             for container in pod.containers:
                 self._find_or_create_aggregate(pod, container, creation_us)
+            self._link_live(pod, pod.containers.values())
             self._count_pod(pod, 1)
         pod.phase = phase
         for container_name, requests in containers.items():
@@ -311,9 +331,14 @@ class ClusterState:
             state = pod.containers.get(container_name)
             if state is None:
                 self._find_or_create_aggregate(pod, container_name, creation_us)
-                pod.containers[container_name] = _PodContainer(
-                    pod=pod, name=container_name, request_cpu=cpu, request_memory=memory
+                state = pod.containers[container_name] = _PodContainer(
+                    pod=pod,
+                    name=container_name,
+                    request_cpu=cpu,
+                    request_memory=memory,
+                    place=(pod.seq, len(pod.containers)),
                 )
+                self._link_live(pod, (state,))
             else:
                 state.request_cpu = cpu
                 state.request_memory = memory
@@ -323,6 +348,7 @@ class ClusterState:
         pod = self._pods.pop((namespace, name), None)
         if pod is not None:
             self._count_pod(pod, -1)
+            self._unlink_live(pod)
             self._release_labels(pod.label_key)
 
     def _hold_labels(self, key: str, labels: Mapping[str, str]) -> _LabelSet:
@@ -340,6 +366,22 @@ class ClusterState:
             held.users -= 1
             if held.users <= 0:
                 del self._labels[key]
+
+    def _link_live(self, pod: _Pod, containers: Iterable[_PodContainer]) -> None:
+        for container in containers:
+            key = AggregateKey(pod.namespace, container._name, pod.label_key)
+            self._live.setdefault(key, {})[container.place] = container
+
+    def _unlink_live(self, pod: _Pod) -> None:
+        """The pod's containers leave ``_live`` (an emptied key goes: nothing is kept for a
+        deleted pod)."""
+        for name, container in pod.containers.items():
+            key = AggregateKey(pod.namespace, name, pod.label_key)
+            entries = self._live.get(key)
+            if entries is not None:
+                entries.pop(container.place, None)
+                if not entries:
+                    del self._live[key]
 
     def pod_keys(self) -> list[tuple[str, str]]:
         return sorted(self._pods)
@@ -374,6 +416,11 @@ class ClusterState:
     def container_state(self, namespace: str, pod: str, container: str) -> ContainerState | None:
         """The model's state of one container (None when the pod or container is unknown)."""
         return self._container(namespace, pod, container)
+
+    def pod_containers(self, namespace: str, pod: str) -> Mapping[str, ContainerState] | None:
+        """The model's states of a pod's containers by name (None when the pod is unknown)."""
+        state = self._pods.get((namespace, pod))
+        return state.containers if state is not None else None
 
     def _container(self, namespace: str, pod: str, container: str) -> ContainerState | None:
         state = self._pods.get((namespace, pod))
@@ -681,17 +728,23 @@ class ClusterState:
 
     def live_containers(self, *, of: Collection[AggregateKey] | None = None) -> LiveContainers:
         """The pods' containers by aggregate key (only the keys ``of``, if given), each with its
-        place in the walk over the pods: one walk that :meth:`checkpoints` then reads per VPA
-        (walking every pod for every VPA was quadratic)."""
+        place in the walk over the pods, from one walk over every pod: the from-scratch answer
+        of what :meth:`checkpoints` reads from the kept index (:meth:`live_index`)."""
         index: LiveContainers = {}
-        place = 0
-        for pod in self._pods.values():
-            for container_name, container in pod.containers.items():
+        walked = 0
+        for pod_place, pod in enumerate(self._pods.values()):
+            for container_place, (container_name, container) in enumerate(pod.containers.items()):
                 key = AggregateKey(pod.namespace, container_name, pod.label_key)
                 if of is None or key in of:
-                    index.setdefault(key, []).append((place, container))
-                place += 1
+                    index.setdefault(key, []).append(((pod_place, container_place), container))
+            walked += len(pod.containers)
+        self.containers_walked += walked
         return index
+
+    def live_index(self) -> LiveContainers:
+        """The kept index of the pods' containers by aggregate key, in the same form as
+        :meth:`live_containers` (places sort the same way; their numbers differ)."""
+        return {key: sorted(entries.items()) for key, entries in self._live.items()}
 
     def checkpoints(
         self, *, namespace: str, name: str, now: datetime, live: LiveContainers | None = None
@@ -699,18 +752,25 @@ class ClusterState:
         """The VPA's ``VerticalPodAutoscalerCheckpoint`` objects (``StoreCheckpoints``), one per
         container name, sorted by name, with each live container's in-progress memory peak
         subtracted (``subtractCurrentContainerMemoryPeak``). ``live`` is
-        :meth:`live_containers`, built once for many VPAs (else here)."""
+        :meth:`live_containers` (the from-scratch walk); without it the kept index is read,
+        only the VPA's own aggregates' entries."""
         vpa = self._vpas[(namespace, name)]
         now_us = go_micros(now)
-        if live is None:
-            live = self.live_containers(of=vpa.aggregates.keys())
         # The VPA's containers in the order of the walk over the pods, as upstream subtracts
         # them (float subtractions of one histogram do not commute bit for bit).
-        own = sorted(
-            (place, key.container, container)
-            for key in vpa.aggregates
-            for place, container in live.get(key, ())
-        )
+        if live is None:
+            kept = self._live
+            own = sorted(
+                (place, key.container, container)
+                for key in vpa.aggregates
+                for place, container in kept.get(key, {}).items()
+            )
+        else:
+            own = sorted(
+                (place, key.container, container)
+                for key in vpa.aggregates
+                for place, container in live.get(key, ())
+            )
         merged = self._merged_states(vpa)
         try:
             for _, container_name, container in own:

@@ -248,6 +248,9 @@ class HistogramStore:
         self._next = 0  # rows at and above are unused
         self.bucket_starts = np.asarray(options.bucket_starts, dtype=np.float64)
         self.epsilon = options.epsilon
+        self.row_scans = 0
+        """``updateMinAndMaxBucket`` calls that read a whole row (an end bucket had lost its
+        weight); the others read the two end buckets only."""
         """``options.Epsilon()``: the weight under which a bucket counts as empty."""
 
     # -- rows -----------------------------------------------------------------------------
@@ -315,6 +318,13 @@ class HistogramStore:
 
     def _update_min_max(self, row: int) -> None:
         """updateMinAndMaxBucket."""
+        low, high = int(self.min_bucket[row]), int(self.max_bucket[row])
+        weight = self._weights.weight
+        # Issue 29: most calls (each memory peak the checkpoint pass subtracts) find weight at
+        # both ends, where upstream's two loops stop at once: two reads, not the whole row.
+        if weight(row, low) >= self.epsilon and weight(row, high) >= self.epsilon:
+            return
+        self.row_scans += 1
         weights = self._weights.read(row, 0, self._buckets).tolist()
         last = self._buckets - 1
         low = int(self.min_bucket[row])

@@ -47,6 +47,7 @@ from kubescale.base.times import parse_time
 from kubescale.controllers.vpa.api.current_resources import CPU, MEMORY
 from kubescale.controllers.vpa.api.vpa_targets import TargetCheck, VpaTargets
 from kubescale.controllers.vpa.model.cluster_state import ClusterState
+from kubescale.controllers.vpa.model.go_math import go_micros
 from kubescale.controllers.vpa.recommender.oom_observer import OomInfo, OomObserver
 from kubescale.controllers.vpa.recommender.pod_feed import (
     PENDING,
@@ -81,6 +82,7 @@ from kubescale.objects.vpa import VerticalPodAutoscaler
 __all__ = [
     "POD_METRICS",
     "ClusterFeeder",
+    "MetricsReader",
     "ObservedVpa",
     "container_requests",
     "handles_vpa",
@@ -187,6 +189,117 @@ def pod_metrics_samples(items: Iterable[PodMetrics]) -> list[Sample]:
     return samples
 
 
+MEMO_SIZE: Final = 1 << 16
+"""Entries the :class:`MetricsReader` memos keep at most (each is emptied when full)."""
+
+
+class MetricsReader:
+    """:func:`pod_metrics_samples` reading only what the model can still take (issue 29).
+
+    Upstream lists every PodMetrics each loop (``LoadRealTimeMetrics``): that pass is over
+    every pod by upstream's algorithm. What it costs per pod is made small here, with the same
+    samples accepted in the same order:
+
+    * a container the model does not know (pod not fed, or an init container) is skipped
+      before its usage is read: upstream's ``AddSample`` drops it (``NewKeyError``);
+    * a container whose two samples the model would both refuse by their time is skipped
+      before its usage is read: upstream's ``addCPUSample`` discards a sample whose
+      ``MeasureStart`` is not after ``LastCPUSampleStart`` and ``addMemorySample`` one before
+      ``lastMemorySampleStart`` (``model/container.go``). Both times only grow while the
+      listing's samples are added (OOMs are recorded after them), so a sample refused when
+      read is refused when added. A PodMetrics whose ``timestamp`` has not moved since the
+      last loop is such a duplicate for CPU; its memory sample, at the same time as the last,
+      is taken again by upstream's rule (a no-op on the peaks) and is read;
+    * otherwise both samples are read (a container with an unparsable usage loses both, as
+      before), each usage text converted once: the memo of quantity texts and of timestamps
+      (pure conversions, kept across loops so a steady cluster's usages are not parsed again,
+      emptied when :data:`MEMO_SIZE` entries are reached).
+
+    The one difference from the from-scratch path: an unparsable usage of a container skipped
+    unread is not logged."""
+
+    def __init__(self) -> None:
+        self._quantities: dict[tuple[str, str], int] = {}
+        self._times: dict[str, tuple[datetime, int]] = {}
+        self.parsed = 0
+        """Usage quantities and timestamps parsed since start (the per-pod work a steady
+        loop no longer does)."""
+        self.skipped = 0
+        """Containers skipped unread since start (unknown, or both samples refused)."""
+
+    def _time(self, value: object) -> tuple[datetime, int] | None:
+        if not isinstance(value, str):
+            return None
+        known = self._times.get(value)
+        if known is None:
+            moment = parse_time(value)
+            if moment is None:
+                return None
+            self.parsed += 1
+            if len(self._times) >= MEMO_SIZE:
+                self._times.clear()
+            known = self._times[value] = (moment, go_micros(moment))
+        return known
+
+    def _amount(self, resource: str, value: object) -> int:
+        """``MilliValue()`` of a CPU usage, ``Value()`` of a memory usage (QuantityError)."""
+        if not isinstance(value, str):  # a number as sent: not memoised
+            quantity = Quantity.from_json(value)
+            return quantity.milli_value() if resource == CPU else quantity.value()
+        key = (resource, value)
+        known = self._quantities.get(key)
+        if known is None:
+            quantity = Quantity.from_json(value)
+            known = quantity.milli_value() if resource == CPU else quantity.value()
+            self.parsed += 1
+            if len(self._quantities) >= MEMO_SIZE:
+                self._quantities.clear()
+            self._quantities[key] = known
+        return known
+
+    def samples(self, items: Iterable[PodMetrics], state: ClusterState) -> list[Sample]:
+        """The samples of ``items`` that ``state`` may accept, in :func:`pod_metrics_samples`'
+        order (the rest it would refuse)."""
+        samples: list[Sample] = []
+        for item in items:
+            metadata = Meta(item).raw
+            namespace = str(metadata.get("namespace") or "")
+            pod = str(metadata.get("name") or "")
+            known = state.pod_containers(namespace, pod)
+            containers: object = item.get("containers")  # as metrics-server sent it
+            if known is None or not isinstance(containers, list):
+                self.skipped += len(containers) if isinstance(containers, list) else 0
+                continue
+            when = self._time(item.get("timestamp"))
+            if when is None:
+                continue
+            moment, time_us = when
+            for container in containers:
+                if not isinstance(container, Mapping):
+                    continue
+                name = str(container.get("name") or "")
+                model = known.get(name)
+                if model is None or (
+                    time_us <= model.last_cpu_sample_start_us
+                    and time_us < model.last_memory_sample_start_us
+                ):
+                    self.skipped += 1
+                    continue
+                usage = container.get("usage") or {}
+                try:
+                    cpu = self._amount(CPU, usage.get(CPU, "0"))
+                    memory = self._amount(MEMORY, usage.get(MEMORY, "0"))
+                except QuantityError:
+                    log.warning(
+                        "unparsable PodMetrics usage",
+                        extra={"fields": {"pod": f"{namespace}/{pod}", "container": name}},
+                    )
+                    continue
+                samples.append((namespace, pod, name, CPU, cpu, moment))
+                samples.append((namespace, pod, name, MEMORY, memory, moment))
+        return samples
+
+
 class ClusterFeeder:
     """The informers and the feeding steps of one recommender (see the module docstring)."""
 
@@ -220,6 +333,8 @@ class ClusterFeeder:
         self.observed: list[ObservedVpa] = []
         self.pod_feed = PodFeed(memory_saver=settings.model.memory_saver)
         """Which pods each ``LoadPods`` feeds (:mod:`.pod_feed`: the changed ones)."""
+        self.metrics_reader = MetricsReader()
+        """What ``LoadRealTimeMetrics`` reads of each PodMetrics (:class:`MetricsReader`)."""
         self.pods.add_handlers(
             EventHandlers(
                 on_add=self.pod_feed.changed,
@@ -346,7 +461,7 @@ class ClusterFeeder:
     def feed_real_time_metrics(self, items: Sequence[PodMetrics], ooms: Sequence[OomInfo]) -> int:
         """The model half of ``LoadRealTimeMetrics`` (what :meth:`fetch_real_time_metrics`
         returned): touches only the model, so it may run on the loop's worker thread."""
-        accepted = self.state.add_samples(pod_metrics_samples(items))
+        accepted = self.state.add_samples(self.metrics_reader.samples(items, self.state))
         for oom in ooms:
             if not self.state.record_oom(
                 namespace=oom.namespace,

@@ -365,3 +365,31 @@ def test_vectorised_rows_use_the_options_epsilon() -> None:
     assert [store.is_empty(int(row)) for row in rows] == [True, False]
     # P50: row 0 is empty → 0; row 1's only bucket is 3 → its end, 325.
     assert store.percentiles_rows(rows, [0.5]).tolist() == [[0.0], [325.0]]
+
+
+# -- updateMinAndMaxBucket reads the row only when an end bucket lost its weight (issue 29) ------
+
+
+@pytest.mark.parametrize(
+    ("subtracted", "scans", "ends"),
+    [
+        # Weight 1 at 45 and at 200: SMALL's buckets start at 0, 40, 100 (40 + 40 * 1.5),
+        # 190 (+ 60 * 1.5), 325 (+ 90 * 1.5), so buckets 1 and 3. Subtracting half of 45's
+        # keeps weight at both ends -> no row scan.
+        (0.5, 0, (1, 3)),
+        # Subtracting all of 45's empties the low end -> one scan, the low end moves to 3.
+        (1.0, 1, (3, 3)),
+    ],
+)
+def test_min_max_update_reads_the_row_only_when_an_end_emptied(
+    subtracted: float, scans: int, ends: tuple[int, int]
+) -> None:
+    store = HistogramStore(SMALL, 24 * HOUR, capacity=1)
+    row = store.allocate()
+    moment = go_micros(ALIGNED)
+    store.add_sample(row, 45.0, 1.0, moment)
+    store.add_sample(row, 200.0, 1.0, moment)
+    before = store.row_scans
+    store.subtract_sample(row, 45.0, subtracted, moment)
+    assert store.row_scans - before == scans
+    assert (int(store.min_bucket[row]), int(store.max_bucket[row])) == ends
