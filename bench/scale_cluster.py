@@ -21,7 +21,11 @@ the descheduler and the scheduler extender), leader election off. Measured on th
 - ``cpu_seconds_per_minute``: user + system CPU (``/proc/<pid>/stat``) of each steady minute
   (``--steady-seconds`` long, ``--minutes`` of them, after ``--settle-seconds``) while about
   ``--churn-percent`` (1 %) of the pods change in that minute — half a label update, half a
-  status update (restart count and condition time), spread over the minute;
+  status update (restart count and condition time), spread over the minute — and, with
+  ``--metrics`` (the default), every pod's PodMetrics new each minute (:class:`MetricsFeed`:
+  usage within the HPAs' tolerance) and the HPA controller reconciling every HPA
+  (``--hpa-selection all``), so the recommender reads and the HPAs decide as in a real
+  cluster; ``--no-metrics`` is the shape measured before (no usage for either to read);
 - ``webhook``: the same process started again with only the webhook on: RSS when synced and
   after a steady minute.
 
@@ -59,7 +63,7 @@ import aiohttp
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kubescale.base.clock import RealClock
+from kubescale.base.clock import Clock, RealClock
 from kubescale.certs.authority import generate_ca, issue_serving_certificate, service_dns_names
 from kubescale.certs.authority import write_key_pairs as write_certificates
 from kubescale.components import REGISTRY
@@ -71,6 +75,9 @@ REPO = SELF.parent.parent
 RESULTS = REPO / "bench" / "results"
 SERVICE, WEBHOOK_NAMESPACE = "vpa-webhook", "kube-system"
 CREATED = "2026-01-01T00:00:00Z"
+METRICS_INTERVAL = 60.0
+"""Seconds between :class:`MetricsFeed` refreshes (the recommender's and the PodMetrics'
+cadence: ``--recommender-interval`` 1 min)."""
 POLICY = """
 apiVersion: descheduler/v1alpha2
 kind: DeschedulerPolicy
@@ -525,6 +532,49 @@ class Churn:
             self.step()
 
 
+class MetricsFeed:
+    """metrics-server's answers for every pod, new each ``interval`` seconds (metrics-server
+    scrapes every kubelet each ``--metric-resolution``; its PodMetrics carry the scrape's
+    timestamp, so a reader sees every pod's usage change every interval, as in a real cluster).
+
+    CPU usage stays within the HPAs' tolerance of their 70 % target (63–77m of the 100m
+    request: upstream's 0.1 tolerance, so the HPAs decide but do not rescale) and memory moves
+    around 100Mi, both deterministic in (pod, round): the recommender gets new samples for
+    every container each minute, the HPA controller new utilisations each pass.
+    """
+
+    def __init__(
+        self,
+        api: ApiServer,
+        pods: list[tuple[str, str, dict[str, str]]],
+        clock: Clock | None = None,
+    ) -> None:
+        self.api = api
+        self.pods = pods
+        self.clock: Clock = clock if clock is not None else RealClock()
+        self.rounds = 0
+
+    def refresh(self) -> None:
+        metrics = self.api.metrics
+        now = self.clock.now()
+        for index, (namespace, name, labels) in enumerate(self.pods):
+            wobble = (index * 7919 + self.rounds * 104_729) % 15
+            metrics.set_pod_metrics(
+                namespace=namespace,
+                name=name,
+                labels=labels,
+                containers={"app": {"cpu": f"{63 + wobble}m", "memory": f"{96 + wobble}Mi"}},
+                timestamp=now,
+            )
+        self.rounds += 1
+
+    async def run(self, interval: float) -> None:
+        """A refresh every ``interval`` seconds (the caller made the first one)."""
+        while True:
+            await asyncio.sleep(interval)
+            self.refresh()
+
+
 async def serve_apiserver(args: argparse.Namespace) -> int:
     """The ``apiserver`` mode: load the cluster, print one JSON line, then obey stdin lines
     (``churn <changes per minute>``, ``stop``)."""
@@ -536,8 +586,21 @@ async def serve_apiserver(args: argparse.Namespace) -> int:
     load_seconds = time.process_time() - begin
     await api.start()
     api.write_kubeconfig(args.kubeconfig_out)
-    keys = [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in api.store.snapshots(PODS)]
+    snapshots = api.store.snapshots(PODS)
+    keys = [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in snapshots]
     churn = Churn(api, keys)
+    feed: asyncio.Task[None] | None = None
+    if args.metrics:
+        metrics = MetricsFeed(
+            api,
+            [
+                (o["metadata"]["namespace"], o["metadata"]["name"], o["metadata"]["labels"])
+                for o in snapshots
+            ],
+        )
+        metrics.refresh()
+        feed = asyncio.create_task(metrics.run(METRICS_INTERVAL))
+    del snapshots
     print(json.dumps({"loaded": loaded, "load_cpu_seconds": round(load_seconds, 2)}), flush=True)
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
@@ -555,10 +618,11 @@ async def serve_apiserver(args: argparse.Namespace) -> int:
             elif line[0] == "stop":
                 break
     finally:
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        for running in (task, feed):
+            if running is not None:
+                running.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await running
         await api.stop()
     print(json.dumps({"churn_changes": churn.changes}), flush=True)
     return 0
@@ -628,6 +692,7 @@ async def start_serve(
     flags: list[str],
     profile: Path | None = None,
     trace: Path | None = None,
+    hpa_all: bool = False,
 ) -> Serve:
     port, health = _free_port(), _free_port()
     # --profile: serve under bench/sampled_serve.py (SIGUSR1/SIGUSR2 bracket the steady minutes)
@@ -651,6 +716,8 @@ async def start_serve(
         argv += ["--webhook", "true"]
     else:
         argv += ["--descheduler-policy", POLICY, "--cloud-provider", "clusterapi"]
+        if hpa_all:
+            argv += ["--hpa-selection", "all"]
     log = work / f"serve-{'webhook' if webhook_only else 'all'}.log"
     with log.open("wb") as stderr:
         process = await asyncio.create_subprocess_exec(
@@ -752,12 +819,16 @@ async def steady(
     return windows
 
 
-async def start_apiserver(pods: int, work: Path) -> asyncio.subprocess.Process:
+async def start_apiserver(
+    pods: int, work: Path, *, metrics: bool = False
+) -> asyncio.subprocess.Process:
     """This file run as ``apiserver`` with ``pods`` bulk-loaded, its kubeconfig written to
-    ``work``; it prints one JSON line when loaded, then obeys its stdin (:func:`stop_api_child`)."""
+    ``work``; it prints one JSON line when loaded, then obeys its stdin (:func:`stop_api_child`).
+    ``metrics``: it serves every pod's PodMetrics, new each minute (:class:`MetricsFeed`)."""
     return await asyncio.create_subprocess_exec(
         sys.executable, str(SELF), "apiserver",
         "--pods", str(pods), "--kubeconfig-out", str(work / "kubeconfig"),
+        "--metrics" if metrics else "--no-metrics",
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},
         stdin=asyncio.subprocess.PIPE,
@@ -768,7 +839,7 @@ async def start_apiserver(pods: int, work: Path) -> asyncio.subprocess.Process:
 
 async def measure_size(pods: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     shape = Shape(pods)
-    api = await start_apiserver(pods, work)
+    api = await start_apiserver(pods, work, metrics=args.metrics)
     assert api.stdin is not None
     assert api.stdout is not None
     try:
@@ -783,6 +854,7 @@ async def measure_size(pods: int, args: argparse.Namespace, work: Path) -> dict[
             "objects": shape.counts(),
             "apiserver": loaded,
             "churn_pod_changes_per_minute": churn,
+            "metrics": args.metrics,
         }
         for mode in ("all", "webhook"):
             profile = (
@@ -790,7 +862,11 @@ async def measure_size(pods: int, args: argparse.Namespace, work: Path) -> dict[
             )
             server_cpu = cpu_seconds(api.pid)
             serve = await start_serve(
-                work, webhook_only=mode == "webhook", flags=flags, profile=profile
+                work,
+                webhook_only=mode == "webhook",
+                flags=flags,
+                profile=profile,
+                hpa_all=args.metrics,
             )
             try:
                 synced = await wait_synced(serve, limit=args.sync_limit)
@@ -903,6 +979,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     child = sub.add_parser("apiserver", help="(internal) the loaded API server child")
     child.add_argument("--pods", type=int, required=True)
     child.add_argument("--kubeconfig-out", type=Path, required=True)
+    child.add_argument("--metrics", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument(
         "--pods",
         "--sizes",
@@ -919,6 +996,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="wait after the caches synced, before measuring (default: 30)",
     )
     parser.add_argument("--churn-percent", type=float, default=1.0)
+    parser.add_argument(
+        "--metrics",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="serve PodMetrics for every pod, new each minute, and have the HPA controller"
+        " reconcile every HPA (--hpa-selection all); --no-metrics: the shape measured before"
+        " 2026-11-29 23:00, where the recommender and the HPAs had no usage to read",
+    )
     parser.add_argument("--sync-limit", type=float, default=900.0, help="give up after (s)")
     parser.add_argument("--label", default="current")
     parser.add_argument(

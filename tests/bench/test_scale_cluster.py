@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bench import scale_cluster as bench
+from kubescale.base.clock import VirtualClock
 from kubescale.components import REGISTRY
 from kubescale.kube.resources import DEPLOYMENTS, NODES, PODS, REPLICA_SETS
 from kubescale.sim.apiserver.server import ApiServer
@@ -185,3 +187,45 @@ def test_results_keep_other_sizes_and_labels(tmp_path: Path) -> None:
         [" before ", " 10,000 "],
         [" after ", " 1,000 "],
     ]
+
+
+async def test_the_metrics_feed_gives_every_pod_new_usage_each_round() -> None:
+    """Every pod has a PodMetrics; a refresh moves every timestamp (what the recommender needs
+    to take a new sample) and keeps CPU usage within the HPAs' tolerance: 63–77m of a 100m
+    request is 0.63–0.77 utilisation, a ratio of 0.9–1.1 to the 0.70 target, which upstream's
+    0.1 tolerance leaves unscaled (|ratio - 1| <= 0.1)."""
+    shape = bench.Shape(300)
+    clock = VirtualClock(datetime(2026, 1, 1, tzinfo=UTC))
+    async with ApiServer(seed=1) as api:
+        api.store.load(bench.generate(shape))
+        pods = api.store.list(PODS)
+        keys = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods}
+        feed = bench.MetricsFeed(
+            api,
+            [
+                (p["metadata"]["namespace"], p["metadata"]["name"], p["metadata"]["labels"])
+                for p in pods
+            ],
+            clock,
+        )
+        feed.refresh()
+        first = {
+            (m["metadata"]["namespace"], m["metadata"]["name"]): m
+            for m in api.metrics.pod_metrics(None)
+        }
+        await clock.advance(bench.METRICS_INTERVAL)
+        feed.refresh()
+        second = {
+            (m["metadata"]["namespace"], m["metadata"]["name"]): m
+            for m in api.metrics.pod_metrics(None)
+        }
+    assert set(first) == set(second) == keys
+    assert {m["timestamp"] for m in first.values()} == {"2026-01-01T00:00:00Z"}
+    assert {m["timestamp"] for m in second.values()} == {"2026-01-01T00:01:00Z"}
+    usages = [int(m["containers"][0]["usage"]["cpu"].removesuffix("m")) for m in second.values()]
+    assert min(usages) >= 63
+    assert max(usages) <= 77
+    assert len(set(usages)) > 1  # pods differ
+    changed = sum(first[k]["containers"] != second[k]["containers"] for k in keys)
+    assert changed > len(keys) // 2  # most pods' usage moves between rounds
+    assert feed.rounds == 2
