@@ -168,6 +168,37 @@ async def test_non_idempotent_writes_are_not_retried_after_a_5xx(
     assert made["metadata"]["name"].startswith("gen-")
 
 
+async def test_a_named_create_whose_answer_was_lost_reports_the_retry_409_as_unanswered(
+    apiserver: ApiServer, kubeconfig: Path
+) -> None:
+    """What the flaky run met, made deterministic: the first attempt is stored but its answer
+    lost (here a 503 with Retry-After after the commit, which the transport retries for a named
+    create; a client-side timeout is retried the same way), so the retry is answered 409
+    AlreadyExists. That 409 speaks for the retry only: the error says one earlier attempt went
+    unanswered, so a caller counts the create as possibly done (house rule: an unknown outcome
+    counts as done until proven otherwise) rather than as someone else's object."""
+    clock = VirtualClock()
+    kube = await new_client(kubeconfig, clock=clock)
+    try:
+        apiserver.faults.add(
+            verb="create", resource="configmaps", status=503, retry_after=1, after_commit=True
+        )
+        task = asyncio.create_task(kube.create(CONFIG_MAPS, config_map("lost")))
+        await _until(lambda: clock.sleepers == 1)  # the retry waits Retry-After on the clock
+        assert apiserver.store.get(CONFIG_MAPS, "lost", "default")["metadata"]["name"] == "lost"
+        await clock.advance(1.0)
+        with pytest.raises(KubeApiError) as caught:
+            await asyncio.wait_for(task, 5)
+        assert caught.value.already_exists
+        assert caught.value.unanswered_attempts == 1
+        # A 409 with no lost attempt before it is proof: nothing of ours went unanswered.
+        with pytest.raises(KubeApiError) as plain:
+            await kube.create(CONFIG_MAPS, config_map("lost"))
+        assert (plain.value.already_exists, plain.value.unanswered_attempts) == (True, 0)
+    finally:
+        await kube.close()
+
+
 async def test_crd_kinds_scale_and_status_go_through_the_same_path(client: KubeClient) -> None:
     made = await client.create(
         VERTICAL_POD_AUTOSCALERS, builders.vpas.vpa(name="v", target=builders.vpas.target_ref())
