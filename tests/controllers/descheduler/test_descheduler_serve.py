@@ -1,7 +1,7 @@
 """The descheduler and the scheduler extender in ``kubescale serve``, two replicas.
 
 Both replicas run only these two components (``only_components``: every other registered one
-switched off by its own flag), one API server, the election timings scaled down and
+switched off by its own flag), one API server, ``--leader-elect-retry-period 200ms`` and
 ``--descheduling-interval 200ms``. Nodes n1 (tainted ``NoSchedule``), n2 and n3; on n1 two
 running pods of ReplicaSet ``web``; the policy is RemovePodsViolatingNodeTaints. What must hold:
 
@@ -13,6 +13,15 @@ running pods of ReplicaSet ``web``; the policy is RemovePodsViolatingNodeTaints.
   (nodeCacheCapable) both refuse n1 as unresolvable and pass n2, n3; the leader, whose eviction
   memory recorded the evictions, says ``recently descheduled ReplicaSet/web from n1`` (the
   memory is checked first), the standby the policy's taint rule.
+
+Lease expiry plays no part in these claims: the first replica to try takes the Lease and holds
+it for the whole test (one term, ``leaseTransitions`` 0), so ``lease-duration`` /
+``renew-deadline`` keep upstream's defaults (15 s / 10 s). Scaled down to 1.5 s / 1 s the test
+was flaky under load: the API server runs on this test's event loop next to both replicas, a
+renewal could go unanswered past the 1 s deadline, and the leader then rightly gave the Lease up
+(and the standby could take it). Losing a lease that cannot be renewed in time is the elector's
+job and is tested on a virtual clock in ``tests/kube/test_leader_election.py``; here a renewal
+would have to go unanswered for 10 s, longer than any wait of this test.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from kubescale.cli.serve import Server, default_components, serve
 from kubescale.cli.serve_config import serve_config_from_args
 from kubescale.controllers.descheduler.component import DeschedulerComponent
 from kubescale.extender.component import ExtenderComponent
+from kubescale.kube.lease_record import lease_spec
 from kubescale.kube.resources import LEASES, PODS
 from kubescale.objects.pod import Pod
 from kubescale.sim.apiserver.server import ApiServer
@@ -83,7 +93,6 @@ async def _replica(cert_dir: Path, kubeconfig: Path) -> tuple[Server, asyncio.Ta
         "--tls-private-key", str(cert_dir / "serverKey.pem"),
         "--client-ca-file", str(cert_dir / "caCert.pem"),
         "--kubeconfig", str(kubeconfig), *only_components(*WANTED),
-        "--leader-elect-lease-duration", "1500ms", "--leader-elect-renew-deadline", "1s",
         "--leader-elect-retry-period", "200ms",
         "--descheduler-policy", POLICY, "--descheduling-interval", "200ms",
     ]  # fmt: skip
@@ -180,6 +189,13 @@ async def test_the_leader_evicts_and_every_replica_answers_the_scheduler(
         assert answers[standby]["FailedAndUnresolvableNodes"]["n1"] == (
             "descheduler default/RemovePodsViolatingNodeTaints would evict it: "
             "untolerated taint maintenance:NoSchedule"
+        )
+        # One term throughout: the first holder kept the Lease (no change of holder).
+        assert (servers[leader].leadership_terms, servers[standby].leadership_terms) == (1, 0)
+        record = lease_spec(api.store.get(LEASES, "kubescale", "kube-system"))
+        assert (record["holderIdentity"], record.get("leaseTransitions")) == (
+            servers[leader].elector.identity,  # type: ignore[union-attr]
+            0,
         )
     finally:
         for server, task in replicas:

@@ -2,10 +2,18 @@
 leadership on a real clock.
 
 One replica with only the HPA controller (``--webhook false --vpa-recommender false
---vpa-updater false``), the election timings scaled down and a 200 ms sync period. A Deployment
+--vpa-updater false``), ``--leader-elect-retry-period 200ms`` and a 200 ms sync period. A Deployment
 of two pods at 90 % of their 1000m CPU request and an HPA on 50 %: the leader's loop scales it to
 ``ceil(90/50 × 2) = 4`` through ``/scale``; an unannotated HPA on another Deployment is left
 alone (``--hpa-selection`` annotated, the default).
+
+Lease expiry plays no part in the claim, so ``lease-duration`` / ``renew-deadline`` keep
+upstream's defaults (15 s / 10 s) and only ``retry-period`` is short (200 ms, the first acquire
+is quick). Scaled down to 1.5 s / 1 s they made the test depend on the API server, which runs on
+this test's event loop, answering every renewal within 1 s on a loaded machine; a late answer
+made the elector rightly give the Lease up and take it again mid-test. Lease loss is tested on a
+virtual clock in ``tests/kube/test_leader_election.py``. The replica holds one term throughout
+(the Lease created by it, ``leaseTransitions`` 0).
 """
 
 from __future__ import annotations
@@ -21,7 +29,8 @@ from kubescale.cli.main import build_parser
 from kubescale.cli.serve import default_components, serve
 from kubescale.cli.serve_config import serve_config_from_args
 from kubescale.controllers.hpa.component import HpaComponent
-from kubescale.kube.resources import DEPLOYMENTS, HORIZONTAL_POD_AUTOSCALERS
+from kubescale.kube.lease_record import lease_spec
+from kubescale.kube.resources import DEPLOYMENTS, HORIZONTAL_POD_AUTOSCALERS, LEASES
 from kubescale.sim.apiserver.server import ApiServer
 
 from ...conftest import only_components
@@ -133,7 +142,6 @@ async def test_the_leader_runs_the_hpa_controller(
         "--tls-private-key", str(cert_dir / "serverKey.pem"),
         "--client-ca-file", str(cert_dir / "caCert.pem"),
         "--kubeconfig", str(kubeconfig), *only_components("hpa-controller"),
-        "--leader-elect-lease-duration", "1500ms", "--leader-elect-renew-deadline", "1s",
         "--leader-elect-retry-period", "200ms",
         "--horizontal-pod-autoscaler-sync-period", "200ms",
     ]  # fmt: skip
@@ -159,6 +167,13 @@ async def test_the_leader_runs_the_hpa_controller(
         assert replicas("kcm") == 2
         assert "status" not in api.store.get(HORIZONTAL_POD_AUTOSCALERS, "kcm", NAMESPACE) or not (
             api.store.get(HORIZONTAL_POD_AUTOSCALERS, "kcm", NAMESPACE)["status"].get("conditions")
+        )
+        assert server.leadership_terms == 1
+        assert server.elector is not None
+        record = lease_spec(api.store.get(LEASES, server.elector.name, server.elector.namespace))
+        assert (record["holderIdentity"], record.get("leaseTransitions")) == (
+            server.elector.identity,
+            0,
         )
     finally:
         server.stop_event.set()

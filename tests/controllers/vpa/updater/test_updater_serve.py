@@ -1,10 +1,18 @@
 """The updater in ``kubescale serve``: built by ``default_components``, run under leadership.
 
 One replica with only the updater (``--webhook false --vpa-recommender false``), a real clock,
-the election timings scaled down and ``--updater-interval 200ms``. A ReplicaSet of two running
+``--leader-elect-retry-period 200ms`` and ``--updater-interval 200ms``. A ReplicaSet of two running
 pods below their Recreate VPA's recommendation, and an admission status Lease renewed just
 now: the leader's loop evicts one of them (tolerance ``int(2 × 0.5) = 1``, reference §3.3) and
 then none while the group is a running pod short.
+
+Lease expiry plays no part in the claim, so ``lease-duration`` / ``renew-deadline`` keep
+upstream's defaults (15 s / 10 s) and only ``retry-period`` is short (200 ms, the first acquire
+is quick). Scaled down to 1.5 s / 1 s they made the test depend on the API server, which runs on
+this test's event loop, answering every renewal within 1 s on a loaded machine; a late answer
+made the elector rightly give the Lease up and take it again mid-test. Lease loss is tested on a
+virtual clock in ``tests/kube/test_leader_election.py``. The replica holds one term throughout
+(the Lease created by it, ``leaseTransitions`` 0).
 """
 
 from __future__ import annotations
@@ -20,8 +28,8 @@ from kubescale.cli.main import build_parser
 from kubescale.cli.serve import default_components, serve
 from kubescale.cli.serve_config import serve_config_from_args
 from kubescale.controllers.vpa.updater.component import UpdaterComponent
-from kubescale.kube.lease_record import format_micro_time
-from kubescale.kube.resources import PODS
+from kubescale.kube.lease_record import format_micro_time, lease_spec
+from kubescale.kube.resources import LEASES, PODS
 from kubescale.sim.apiserver.server import ApiServer
 from tests.conftest import only_components
 
@@ -143,7 +151,6 @@ async def test_the_leader_runs_the_updater(
         "--tls-private-key", str(cert_dir / "serverKey.pem"),
         "--client-ca-file", str(cert_dir / "caCert.pem"),
         "--kubeconfig", str(kubeconfig), *only_components("vpa-updater"),
-        "--leader-elect-lease-duration", "1500ms", "--leader-elect-renew-deadline", "1s",
         "--leader-elect-retry-period", "200ms", "--updater-interval", "200ms",
         "--admission-controller-status-lease-namespace", NAMESPACE,
     ]  # fmt: skip
@@ -165,6 +172,13 @@ async def test_the_leader_runs_the_updater(
         iterations = component.loop.iterations
         await _until(lambda: component.loop.iterations >= iterations + 2, 5)
         assert _live(api) in (["web-0"], ["web-1"])
+        assert server.leadership_terms == 1
+        assert server.elector is not None
+        record = lease_spec(api.store.get(LEASES, server.elector.name, server.elector.namespace))
+        assert (record["holderIdentity"], record.get("leaseTransitions")) == (
+            server.elector.identity,
+            0,
+        )
     finally:
         server.stop_event.set()
         assert await asyncio.wait_for(task, timeout=10) == 0
