@@ -14,7 +14,9 @@ every key and projects each value, any other type is kept as sent).
 keyed by ``(group, kind)``. Only kinds that are never written back whole from the cache are
 listed: the HPA controller PUTs its cached HPA with a new status and the VPA and Cluster API
 objects are few, so those caches keep whole objects (a projected object written back with PUT
-would erase the fields it dropped).
+would erase the fields it dropped) — except where no component that writes them runs: the
+webhook alone requests VPAs and HPAs with only the fields it reads
+(``InformerSet.reading(ADMISSION_READS)``, ``controllers/vpa/admission/admission_caches.py``).
 
 :func:`project` also shares repeated strings (``sys.intern``: namespaces, label keys and
 values, node names, owner kinds, field names) so 150,000 pods do not each hold their own copy
