@@ -27,8 +27,6 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.scale_cluster import (
-    SERVICE,
-    WEBHOOK_NAMESPACE,
     component_flags,
     proc_status,
     start_apiserver,
@@ -36,10 +34,8 @@ from bench.scale_cluster import (
     stop_api_child,
     stop_process,
     wait_synced,
+    write_serving_certificates,
 )
-from kubescale.base.clock import RealClock
-from kubescale.certs.authority import generate_ca, issue_serving_certificate, service_dns_names
-from kubescale.certs.authority import write_key_pairs as write_certificates
 
 
 def _written(target: Path) -> None:
@@ -56,16 +52,7 @@ async def snapshot(pid: int, out: Path, number: int) -> None:
 async def run(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="kubescale-mem-") as directory:
         work = Path(directory)
-        now = RealClock().now()
-        ca = generate_ca(common_name="bench-ca", now=now, days=1, key_type="ecdsa")
-        serving = issue_serving_certificate(
-            ca=ca,
-            names=service_dns_names(SERVICE, WEBHOOK_NAMESPACE),
-            now=now,
-            days=1,
-            key_type="ecdsa",
-        )
-        write_certificates(work, ca=ca, server=serving)
+        write_serving_certificates(work)
         api = await start_apiserver(args.pods, work)
         assert api.stdin is not None
         assert api.stdout is not None

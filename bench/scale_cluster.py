@@ -905,20 +905,26 @@ async def measure_size(pods: int, args: argparse.Namespace, work: Path) -> dict[
         await stop_api_child(api)
 
 
+def write_serving_certificates(work: Path) -> None:
+    """A one-day CA and the webhook Service's serving certificate in ``work``, where
+    :func:`start_serve` passes them to ``kubescale serve``."""
+    now = RealClock().now()
+    ca = generate_ca(common_name="bench-ca", now=now, days=1, key_type="ecdsa")
+    serving = issue_serving_certificate(
+        ca=ca,
+        names=service_dns_names(SERVICE, WEBHOOK_NAMESPACE),
+        now=now,
+        days=1,
+        key_type="ecdsa",
+    )
+    write_certificates(work, ca=ca, server=serving)
+
+
 async def measure(args: argparse.Namespace) -> dict[str, Any]:
     runs = []
     with tempfile.TemporaryDirectory(prefix="kubescale-scale-") as directory:
         work = Path(directory)
-        now = RealClock().now()
-        ca = generate_ca(common_name="bench-ca", now=now, days=1, key_type="ecdsa")
-        serving = issue_serving_certificate(
-            ca=ca,
-            names=service_dns_names(SERVICE, WEBHOOK_NAMESPACE),
-            now=now,
-            days=1,
-            key_type="ecdsa",
-        )
-        write_certificates(work, ca=ca, server=serving)
+        write_serving_certificates(work)
         for pods in args.pods:
             load = os.getloadavg()[0]
             run = await measure_size(pods, args, work)

@@ -38,9 +38,6 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import scale_cluster as cluster
-from kubescale.base.clock import RealClock
-from kubescale.certs.authority import generate_ca, issue_serving_certificate, service_dns_names
-from kubescale.certs.authority import write_key_pairs as write_certificates
 
 RESULTS = cluster.REPO / "bench" / "results" / "webhook_alone_rss.json"
 IMPORT_PROBE = (
@@ -113,11 +110,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     runs = []
     with tempfile.TemporaryDirectory(prefix="kubescale-webhook-rss-") as directory:
         work = Path(directory)
-        now = RealClock().now()
-        ca = generate_ca(common_name="bench-ca", now=now, days=1, key_type="ecdsa")
-        names = service_dns_names(cluster.SERVICE, cluster.WEBHOOK_NAMESPACE)
-        serving = issue_serving_certificate(ca=ca, names=names, now=now, days=1, key_type="ecdsa")
-        write_certificates(work, ca=ca, server=serving)
+        cluster.write_serving_certificates(work)
         for pods in args.pods:
             run = await measure_size(pods, args, work)
             runs.append(run)
