@@ -37,7 +37,7 @@ The steps, each called by
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, cast
@@ -158,6 +158,36 @@ def ignores_namespace(
     return namespace in ignored
 
 
+def _usage_amount(resource: str, value: object) -> int:
+    """``MilliValue()`` of a CPU usage, ``Value()`` of a memory usage (QuantityError)."""
+    quantity = Quantity.from_json(value)
+    return quantity.milli_value() if resource == CPU else quantity.value()
+
+
+def _container_samples(
+    namespace: str,
+    pod: str,
+    container: Mapping[str, object],
+    name: str,
+    *,
+    moment: datetime,
+    amount: Callable[[str, object], int],
+) -> tuple[Sample, ...]:
+    """``newContainerUsageSamplesWithKey`` for one container of a PodMetrics: its CPU and
+    memory samples at ``moment``, none (and a warning) if a usage does not parse."""
+    usage = cast("Mapping[str, object]", container.get("usage") or {})
+    try:
+        cpu = amount(CPU, usage.get(CPU, "0"))
+        memory = amount(MEMORY, usage.get(MEMORY, "0"))
+    except QuantityError:
+        log.warning(
+            "unparsable PodMetrics usage",
+            extra={"fields": {"pod": f"{namespace}/{pod}", "container": name}},
+        )
+        return ()
+    return (namespace, pod, name, CPU, cpu, moment), (namespace, pod, name, MEMORY, memory, moment)
+
+
 def pod_metrics_samples(items: Iterable[PodMetrics]) -> list[Sample]:
     """``createContainerMetricsSnapshots`` + ``newContainerUsageSamplesWithKey``: one CPU and
     one memory sample per container, measured at the PodMetrics ``timestamp``."""
@@ -173,19 +203,12 @@ def pod_metrics_samples(items: Iterable[PodMetrics]) -> list[Sample]:
         for container in containers:
             if not isinstance(container, Mapping):
                 continue
-            usage = container.get("usage") or {}
             name = str(container.get("name") or "")
-            try:
-                cpu = Quantity.from_json(usage.get(CPU, "0")).milli_value()
-                memory = Quantity.from_json(usage.get(MEMORY, "0")).value()
-            except QuantityError:
-                log.warning(
-                    "unparsable PodMetrics usage",
-                    extra={"fields": {"pod": f"{namespace}/{pod}", "container": name}},
+            samples.extend(
+                _container_samples(
+                    namespace, pod, container, name, moment=moment, amount=_usage_amount
                 )
-                continue
-            samples.append((namespace, pod, name, CPU, cpu, moment))
-            samples.append((namespace, pod, name, MEMORY, memory, moment))
+            )
     return samples
 
 
@@ -244,13 +267,11 @@ class MetricsReader:
     def _amount(self, resource: str, value: object) -> int:
         """``MilliValue()`` of a CPU usage, ``Value()`` of a memory usage (QuantityError)."""
         if not isinstance(value, str):  # a number as sent: not memoised
-            quantity = Quantity.from_json(value)
-            return quantity.milli_value() if resource == CPU else quantity.value()
+            return _usage_amount(resource, value)
         key = (resource, value)
         known = self._quantities.get(key)
         if known is None:
-            quantity = Quantity.from_json(value)
-            known = quantity.milli_value() if resource == CPU else quantity.value()
+            known = _usage_amount(resource, value)
             self.parsed += 1
             if len(self._quantities) >= MEMO_SIZE:
                 self._quantities.clear()
@@ -261,6 +282,7 @@ class MetricsReader:
         """The samples of ``items`` that ``state`` may accept, in :func:`pod_metrics_samples`'
         order (the rest it would refuse)."""
         samples: list[Sample] = []
+        amount = self._amount
         for item in items:
             metadata = Meta(item).raw
             namespace = str(metadata.get("namespace") or "")
@@ -285,18 +307,11 @@ class MetricsReader:
                 ):
                     self.skipped += 1
                     continue
-                usage = container.get("usage") or {}
-                try:
-                    cpu = self._amount(CPU, usage.get(CPU, "0"))
-                    memory = self._amount(MEMORY, usage.get(MEMORY, "0"))
-                except QuantityError:
-                    log.warning(
-                        "unparsable PodMetrics usage",
-                        extra={"fields": {"pod": f"{namespace}/{pod}", "container": name}},
+                samples.extend(
+                    _container_samples(
+                        namespace, pod, container, name, moment=moment, amount=amount
                     )
-                    continue
-                samples.append((namespace, pod, name, CPU, cpu, moment))
-                samples.append((namespace, pod, name, MEMORY, memory, moment))
+                )
         return samples
 
 
