@@ -1,21 +1,10 @@
 """Tests of the TLS listener run on both loops ``kubescale serve`` may run on: a module with
 ``BOTH_EVENT_LOOPS = True`` runs each test under asyncio's loop and under uvloop (the listener
 uses uvloop's TLS there, asyncio's TLS protocol on the standard loop); every other test here
-runs on asyncio's loop, as without this hook (which may not answer ``None``)."""
+runs on asyncio's loop (:mod:`tests.platform.event_loops`)."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Mapping
+from tests.platform.event_loops import loop_factories as pytest_asyncio_loop_factories
 
-import pytest
-import uvloop
-
-
-def pytest_asyncio_loop_factories(
-    config: pytest.Config, item: pytest.Item
-) -> Mapping[str, Callable[[], asyncio.AbstractEventLoop]]:
-    module = getattr(item, "module", None)
-    if not getattr(module, "BOTH_EVENT_LOOPS", False):
-        return {"asyncio": asyncio.new_event_loop}
-    return {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
+__all__ = ["pytest_asyncio_loop_factories"]
