@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kubescale.controllers.vpa.api.controller_refs import (
     ControllerRef,
@@ -272,15 +272,10 @@ class PodMatcher:
                         else [],
                         selector_of=selector_of,
                     )
-                    entry = _PodEntry(
+                    # updatable, so not terminating (_facts): the rest of its facts stand
+                    entry = replace(
+                        entry,
                         source=pod,
-                        uid=entry.uid,
-                        resource_version=entry.resource_version,
-                        pod_id=entry.pod_id,
-                        updatable=True,
-                        owner=entry.owner,
-                        terminating=False,
-                        start=entry.start,
                         walk=walk,
                         candidates=mine,
                         vpa=vpa_key(vpa) if vpa is not None else None,
@@ -375,16 +370,4 @@ def _first(member: tuple[str, Pod]) -> str:
 
 def _rebase(entry: _PodEntry, pod: Pod) -> _PodEntry:
     """``entry`` for a new object of the same uid and resourceVersion (a re-list)."""
-    return _PodEntry(
-        source=pod,
-        uid=entry.uid,
-        resource_version=entry.resource_version,
-        pod_id=entry.pod_id,
-        updatable=entry.updatable,
-        owner=entry.owner,
-        terminating=entry.terminating,
-        start=entry.start,
-        walk=entry.walk,
-        candidates=entry.candidates,
-        vpa=entry.vpa,
-    )
+    return replace(entry, source=pod)
